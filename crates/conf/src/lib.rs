@@ -1,0 +1,1 @@
+//! lava-conf: (being written)

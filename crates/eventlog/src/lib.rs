@@ -1,0 +1,1 @@
+//! lava-eventlog: (being written)

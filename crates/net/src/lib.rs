@@ -1,0 +1,1 @@
+//! lava-net: (being written)
