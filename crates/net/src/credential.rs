@@ -1,0 +1,220 @@
+//! User credentials: a token in which a local daemon vouches, with the cluster key, for the
+//! uid it learned from the kernel (SO_PEERCRED), so that mbatchd never trusts a uid a client
+//! merely states. The MUNGE idea, for our cluster key.
+//!
+//! Token layout (big-endian), followed by the 60-byte trailer of [`crate::auth`] sealed in
+//! its own "credential" domain, whose timestamp is the issue time and whose nonce is the
+//! token's:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 4 | magic `LVC1` |
+//! | 4 | uid |
+//! | 4 | gid |
+//! | 2 + n | username length, then its UTF-8 bytes (n ≤ [`USERNAME_BYTES_MAX`]) |
+//! | 2 + n | hostname length, then its UTF-8 bytes (n ≤ [`HOSTNAME_BYTES_MAX`]) |
+//!
+//! Verification authenticates the whole token before parsing any of it, then applies the
+//! same window and replay rules as frames: a token is good once, within the window.
+//! This module issues and checks tokens; it never decides who may do what.
+
+use bytes::{Buf, BufMut};
+
+use crate::auth::{AuthError, Authenticator, Domain, Nonce, TRAILER_BYTES};
+
+/// Longest username in a credential, in bytes.
+pub const USERNAME_BYTES_MAX: usize = 256;
+/// Longest hostname in a credential, in bytes (the DNS limit).
+pub const HOSTNAME_BYTES_MAX: usize = 255;
+/// Longest token, trailer included.
+pub const CREDENTIAL_BYTES_MAX: usize =
+    4 + 4 + 4 + 2 + USERNAME_BYTES_MAX + 2 + HOSTNAME_BYTES_MAX + TRAILER_BYTES;
+const CREDENTIAL_MAGIC: &[u8; 4] = b"LVC1";
+
+/// Who a local daemon vouches for, and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credential {
+    /// The user's uid, as the kernel reported it.
+    pub uid: u32,
+    /// The user's primary gid, as the kernel reported it.
+    pub gid: u32,
+    /// The user's login name on the issuing host.
+    pub username: String,
+    /// The issuing host.
+    pub hostname: String,
+    /// Issue time, ms since the Unix epoch.
+    pub issued_at_ms: u64,
+    /// The token's random nonce.
+    pub nonce: Nonce,
+}
+
+/// Why a credential could not be issued or was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialError {
+    /// The token failed authentication (forged, altered, expired, replayed...).
+    #[error("credential refused: {0}")]
+    Auth(#[from] AuthError),
+    /// A name is longer than its limit.
+    #[error("credential {field} of {bytes} bytes exceeds the limit of {max} bytes")]
+    NameTooLong {
+        /// `username` or `hostname`.
+        field: &'static str,
+        /// Its length.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The token is larger than any valid one.
+    #[error("credential of {bytes} bytes exceeds the limit of {CREDENTIAL_BYTES_MAX} bytes")]
+    TooLarge {
+        /// Its length.
+        bytes: usize,
+    },
+    /// An authenticated token that does not parse: a different token version.
+    #[error("malformed credential: {what}")]
+    Malformed {
+        /// What was wrong.
+        what: &'static str,
+    },
+}
+
+impl Credential {
+    /// Serializes and seals the credential with the current cluster key.
+    pub fn seal(&self, auth: &Authenticator) -> Result<Vec<u8>, CredentialError> {
+        let username = checked_name("username", &self.username, USERNAME_BYTES_MAX)?;
+        let hostname = checked_name("hostname", &self.hostname, HOSTNAME_BYTES_MAX)?;
+        let mut token = Vec::with_capacity(CREDENTIAL_BYTES_MAX);
+        token.put_slice(CREDENTIAL_MAGIC);
+        token.put_u32(self.uid);
+        token.put_u32(self.gid);
+        for name in [username, hostname] {
+            token.put_u16(name.len() as u16);
+            token.put_slice(name);
+        }
+        let trailer = auth.seal_parts(Domain::Credential, &[&token], self.issued_at_ms, self.nonce);
+        token.extend_from_slice(&trailer);
+        Ok(token)
+    }
+
+    /// Authenticates a token (MAC, window, replay) and returns the credential it carries.
+    pub fn verify(auth: &Authenticator, token: &[u8], now_ms: u64) -> Result<Credential, CredentialError> {
+        if token.len() > CREDENTIAL_BYTES_MAX {
+            return Err(CredentialError::TooLarge { bytes: token.len() });
+        }
+        let (mut claims, (issued_at_ms, nonce)) = auth.open_in(Domain::Credential, token, now_ms)?;
+        let malformed = |what| CredentialError::Malformed { what };
+        if claims.len() < 12 || &claims[..4] != CREDENTIAL_MAGIC {
+            return Err(malformed("bad magic"));
+        }
+        claims.advance(4);
+        let uid = claims.get_u32();
+        let gid = claims.get_u32();
+        let username = take_name(&mut claims).ok_or(malformed("bad username"))?;
+        let hostname = take_name(&mut claims).ok_or(malformed("bad hostname"))?;
+        if !claims.is_empty() {
+            return Err(malformed("trailing bytes"));
+        }
+        Ok(Credential { uid, gid, username, hostname, issued_at_ms, nonce })
+    }
+}
+
+fn checked_name<'a>(field: &'static str, name: &'a str, max: usize) -> Result<&'a [u8], CredentialError> {
+    if name.len() > max {
+        return Err(CredentialError::NameTooLong { field, bytes: name.len(), max });
+    }
+    Ok(name.as_bytes())
+}
+
+fn take_name(src: &mut &[u8]) -> Option<String> {
+    let length = usize::from(src.try_get_u16().ok()?);
+    let bytes = src.get(..length)?;
+    let name = std::str::from_utf8(bytes).ok()?.to_owned();
+    src.advance(length);
+    Some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{AuthConfig, KeyRing};
+    use crate::key::ClusterKey;
+
+    const NOW_MS: u64 = 1_700_000_000_000;
+
+    fn authenticator(byte: u8) -> Authenticator {
+        let key = ClusterKey::from_bytes(&[byte; 32]).expect("key");
+        Authenticator::new(KeyRing::new(&key), AuthConfig::default())
+    }
+
+    fn alice() -> Credential {
+        Credential {
+            uid: 1000,
+            gid: 100,
+            username: "alice".to_owned(),
+            hostname: "node01".to_owned(),
+            issued_at_ms: NOW_MS,
+            nonce: Nonce([3; 16]),
+        }
+    }
+
+    // Goal: a token verifies to the same credential, exactly once.
+    // Method: issue with one authenticator (sbatchd), verify with another (mbatchd).
+    #[test]
+    fn credential_round_trips_once() {
+        let token = alice().seal(&authenticator(1)).expect("seal");
+        let mbatchd = authenticator(1);
+        assert_eq!(Credential::verify(&mbatchd, &token, NOW_MS + 1000), Ok(alice()));
+        assert!(matches!(
+            Credential::verify(&mbatchd, &token, NOW_MS + 2000),
+            Err(CredentialError::Auth(AuthError::Replay { .. }))
+        ));
+    }
+
+    // Goal: a token whose uid was changed to root, one sealed with another key, and one
+    // presented after the window are all refused. Method: one forged token each.
+    #[test]
+    fn forged_and_expired_credentials_are_refused() {
+        let mbatchd = authenticator(1);
+        let mut forged = alice().seal(&authenticator(1)).expect("seal");
+        forged[4..8].copy_from_slice(&0u32.to_be_bytes());
+        assert!(matches!(
+            Credential::verify(&mbatchd, &forged, NOW_MS),
+            Err(CredentialError::Auth(AuthError::BadMac { .. }))
+        ));
+        let other_key = alice().seal(&authenticator(2)).expect("seal");
+        assert!(matches!(
+            Credential::verify(&mbatchd, &other_key, NOW_MS),
+            Err(CredentialError::Auth(AuthError::UnknownKey { .. }))
+        ));
+        let token = alice().seal(&authenticator(1)).expect("seal");
+        assert!(matches!(
+            Credential::verify(&mbatchd, &token, NOW_MS + 30_001),
+            Err(CredentialError::Auth(AuthError::Stale { .. }))
+        ));
+        let mut datagram = b"x".to_vec();
+        datagram.extend_from_slice(&mbatchd.seal_bytes(b"x", NOW_MS, Nonce([4; 16])));
+        assert!(matches!(
+            Credential::verify(&mbatchd, &datagram, NOW_MS),
+            Err(CredentialError::Auth(AuthError::BadMac { .. }))
+        ));
+    }
+
+    // Goal: names beyond their limits are refused when issuing, and names at their limits
+    // make the largest token. Method: one name a byte too long, then both at the limit.
+    #[test]
+    fn overlong_names_are_refused() {
+        let credential = Credential { username: "u".repeat(USERNAME_BYTES_MAX + 1), ..alice() };
+        assert_eq!(
+            credential.seal(&authenticator(1)),
+            Err(CredentialError::NameTooLong { field: "username", bytes: 257, max: USERNAME_BYTES_MAX })
+        );
+        let longest = Credential {
+            username: "u".repeat(USERNAME_BYTES_MAX),
+            hostname: "h".repeat(HOSTNAME_BYTES_MAX),
+            ..alice()
+        };
+        let token = longest.seal(&authenticator(1)).expect("seal");
+        assert_eq!(token.len(), CREDENTIAL_BYTES_MAX);
+        assert_eq!(Credential::verify(&authenticator(1), &token, NOW_MS), Ok(longest));
+    }
+}
