@@ -1,0 +1,521 @@
+//! The few system calls std does not wrap, and the only unsafe code of sbatchd.
+//!
+//! - [`spawn_gated`]: fork a job process that becomes its own session and
+//!   process group, drops to the job's user (setgroups → setgid → setuid),
+//!   sets its umask, working directory and standard files, and then WAITS on a
+//!   gate pipe before it calls execve. The shepherd opens the gate only after
+//!   the pid is durable, so a job whose pid was never recorded never ran.
+//! - [`wait4`] for the exit status together with the resource usage.
+//! - [`kill_group`], [`lookup_user`], [`group_list`], [`process_exists`].
+//!
+//! Everything the child does between fork and execve is async-signal-safe:
+//! every string and array is prepared before the fork, and the child only makes
+//! raw system calls and `_exit`s on failure after reporting `(stage, errno)`
+//! through a close-on-exec pipe.
+
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// What the job's process is, prepared before the fork.
+#[derive(Debug)]
+pub struct ExecPlan {
+    /// Program to execute (absolute path).
+    pub program: CString,
+    /// Argument vector, `argv[0]` first.
+    pub argv: Vec<CString>,
+    /// Complete environment, `NAME=value` entries.
+    pub envp: Vec<CString>,
+    /// Uid to run as; when equal to the current euid no identity change happens.
+    pub uid: u32,
+    /// Primary gid to run as.
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+    /// Working directory (absolute).
+    pub cwd: CString,
+    /// File-creation mask.
+    pub umask: u32,
+    /// Standard input file (opened read-only as the job's user).
+    pub stdin: CString,
+    /// Standard output file (created as the job's user).
+    pub stdout: CString,
+    /// Truncate standard output instead of appending.
+    pub stdout_truncate: bool,
+    /// Standard error file (created as the job's user).
+    pub stderr: CString,
+    /// Truncate standard error instead of appending.
+    pub stderr_truncate: bool,
+}
+
+/// The step of the child's preparation that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpawnStage {
+    /// setsid.
+    Session,
+    /// setgroups / setgid / setuid.
+    Identity,
+    /// chdir to the working directory.
+    WorkingDirectory,
+    /// Opening standard input.
+    Stdin,
+    /// Opening standard output.
+    Stdout,
+    /// Opening standard error.
+    Stderr,
+    /// The gate closed without opening (the shepherd died before recording the pid).
+    Gate,
+    /// execve.
+    Exec,
+}
+
+impl SpawnStage {
+    fn code(self) -> u8 {
+        self as u8
+    }
+
+    fn from_code(code: u8) -> SpawnStage {
+        match code {
+            0 => SpawnStage::Session,
+            1 => SpawnStage::Identity,
+            2 => SpawnStage::WorkingDirectory,
+            3 => SpawnStage::Stdin,
+            4 => SpawnStage::Stdout,
+            5 => SpawnStage::Stderr,
+            6 => SpawnStage::Gate,
+            _ => SpawnStage::Exec,
+        }
+    }
+
+    /// What the stage is, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SpawnStage::Session => "cannot create a session",
+            SpawnStage::Identity => "cannot change to the job's user",
+            SpawnStage::WorkingDirectory => "cannot change to the working directory",
+            SpawnStage::Stdin => "cannot open the input file",
+            SpawnStage::Stdout => "cannot open the output file",
+            SpawnStage::Stderr => "cannot open the error file",
+            SpawnStage::Gate => "the shepherd stopped before the job started",
+            SpawnStage::Exec => "cannot execute the job",
+        }
+    }
+}
+
+/// A forked job process waiting at its gate.
+#[derive(Debug)]
+pub struct GatedChild {
+    /// Pid of the job process; also its process group and session id.
+    pub pid: i32,
+    gate: OwnedFd,
+    report: OwnedFd,
+}
+
+impl GatedChild {
+    /// Lets the child go on to execve; returns `Ok(())` once exec succeeded,
+    /// or the stage and errno at which it failed (the child has then exited).
+    pub fn open_gate(self) -> Result<(), (SpawnStage, i32)> {
+        let byte = [1u8];
+        // SAFETY: writing one byte from a valid buffer to a pipe fd we own.
+        let written = unsafe { libc::write(self.gate.as_raw_fd(), byte.as_ptr().cast(), 1) };
+        if written != 1 {
+            return Err((SpawnStage::Gate, io::Error::last_os_error().raw_os_error().unwrap_or(0)));
+        }
+        drop(self.gate);
+        read_report(&self.report)
+    }
+}
+
+fn read_report(report: &OwnedFd) -> Result<(), (SpawnStage, i32)> {
+    let mut buf = [0u8; 5];
+    let mut got = 0usize;
+    while got < buf.len() {
+        // SAFETY: reading into the unfilled tail of a valid stack buffer from a fd we own.
+        let n = unsafe { libc::read(report.as_raw_fd(), buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err((SpawnStage::Exec, io::Error::last_os_error().raw_os_error().unwrap_or(0)));
+        }
+        if n == 0 {
+            break;
+        }
+        got += n as usize;
+    }
+    match got {
+        // The close-on-exec report pipe closed without a word: execve succeeded.
+        0 => Ok(()),
+        _ => {
+            let errno = i32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]);
+            Err((SpawnStage::from_code(buf[0]), errno))
+        }
+    }
+}
+
+fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills the two-element array on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
+}
+
+/// Forks the job process described by `plan`; it stops at its gate.
+///
+/// Must be called from a single-threaded process (the shepherd): after fork
+/// only the calling thread exists in the child.
+pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
+    let (gate_read, gate_write) = pipe_cloexec()?;
+    let (report_read, report_write) = pipe_cloexec()?;
+    let argv = null_terminated(&plan.argv);
+    let envp = null_terminated(&plan.envp);
+    let groups: Vec<libc::gid_t> = plan.groups.iter().map(|g| *g as libc::gid_t).collect();
+    // SAFETY: geteuid has no preconditions.
+    let change_identity = unsafe { libc::geteuid() } != plan.uid;
+    let out_flags = |truncate: bool| {
+        libc::O_WRONLY
+            | libc::O_CREAT
+            | libc::O_CLOEXEC
+            | if truncate { libc::O_TRUNC } else { libc::O_APPEND }
+    };
+    let stdout_flags = out_flags(plan.stdout_truncate);
+    let stderr_flags = out_flags(plan.stderr_truncate);
+
+    // SAFETY: fork in a single-threaded caller; the child below calls only
+    // async-signal-safe functions on memory prepared before the fork, and
+    // leaves through execve or _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above; every pointer refers to data owned by this frame.
+        unsafe {
+            // The child must not hold the parent's ends: a gate it could
+            // write itself would never read end-of-file.
+            libc::close(gate_write.as_raw_fd());
+            libc::close(report_read.as_raw_fd());
+            let report = report_write.as_raw_fd();
+            let fail = |stage: SpawnStage| -> ! {
+                let errno = *libc::__errno_location();
+                let e = errno.to_be_bytes();
+                let msg = [stage.code(), e[0], e[1], e[2], e[3]];
+                libc::write(report, msg.as_ptr().cast(), msg.len());
+                libc::_exit(127)
+            };
+            if libc::setsid() < 0 {
+                fail(SpawnStage::Session);
+            }
+            if change_identity
+                && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(plan.gid as libc::gid_t) != 0
+                    || libc::setuid(plan.uid as libc::uid_t) != 0)
+            {
+                fail(SpawnStage::Identity);
+            }
+            libc::umask(plan.umask as libc::mode_t);
+            if libc::chdir(plan.cwd.as_ptr()) != 0 {
+                fail(SpawnStage::WorkingDirectory);
+            }
+            let files = [
+                (plan.stdin.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0, SpawnStage::Stdin),
+                (plan.stdout.as_ptr(), stdout_flags, 1, SpawnStage::Stdout),
+                (plan.stderr.as_ptr(), stderr_flags, 2, SpawnStage::Stderr),
+            ];
+            for (path, flags, target, stage) in files {
+                let fd = libc::open(path, flags, 0o666 as libc::c_uint);
+                if fd < 0 || libc::dup2(fd, target) < 0 {
+                    fail(stage);
+                }
+                libc::close(fd);
+            }
+            let mut go = 0u8;
+            loop {
+                let n = libc::read(gate_read.as_raw_fd(), (&mut go as *mut u8).cast(), 1);
+                if n == 1 {
+                    break;
+                }
+                if n < 0 && *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                fail(SpawnStage::Gate);
+            }
+            libc::execve(plan.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            fail(SpawnStage::Exec);
+        }
+    }
+    drop(gate_read);
+    drop(report_write);
+    Ok(GatedChild { pid, gate: gate_write, report: report_read })
+}
+
+/// Exit status and resource usage of a reaped process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reaped {
+    /// Raw wait status.
+    pub wait_status: i32,
+    /// User CPU time, milliseconds.
+    pub user_time_ms: u64,
+    /// System CPU time, milliseconds.
+    pub system_time_ms: u64,
+    /// Peak resident set size, KiB.
+    pub max_rss_kb: u64,
+}
+
+/// Waits for the child `pid` to terminate and returns its status and usage.
+pub fn wait4(pid: i32) -> io::Result<Reaped> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain data; zeroed is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers to local status and rusage.
+        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if got == pid {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    let ms = |tv: libc::timeval| (tv.tv_sec as u64) * 1000 + (tv.tv_usec as u64) / 1000;
+    Ok(Reaped {
+        wait_status: status,
+        user_time_ms: ms(usage.ru_utime),
+        system_time_ms: ms(usage.ru_stime),
+        max_rss_kb: usage.ru_maxrss.max(0) as u64,
+    })
+}
+
+/// Sends `signal` to the process group `pgid`.
+pub fn kill_group(pgid: i32, signal: i32) -> io::Result<()> {
+    if pgid <= 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal process group {pgid}"),
+        ));
+    }
+    // SAFETY: killpg with a positive group id has no memory-safety preconditions.
+    if unsafe { libc::killpg(pgid, signal) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether a process with this pid exists (it may belong to another user).
+pub fn process_exists(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A user account as the password database describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserAccount {
+    /// Login name.
+    pub name: String,
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+    /// Home directory.
+    pub home: String,
+    /// Login shell.
+    pub shell: String,
+}
+
+fn text(ptr: *const libc::c_char) -> String {
+    if ptr.is_null() {
+        return String::new();
+    }
+    // SAFETY: getpwnam_r/getpwuid_r fill NUL-terminated strings inside our buffer.
+    unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+}
+
+fn lookup_with(
+    call: impl Fn(*mut libc::passwd, *mut libc::c_char, usize, *mut *mut libc::passwd) -> libc::c_int,
+) -> io::Result<Option<UserAccount>> {
+    let mut buf_len = 4096usize;
+    loop {
+        let mut buf = vec![0 as libc::c_char; buf_len];
+        // SAFETY: passwd is plain data; zeroed is a valid value.
+        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = call(&mut entry, buf.as_mut_ptr(), buf.len(), &mut result);
+        if rc == libc::ERANGE && buf_len < 1 << 20 {
+            buf_len *= 4;
+            continue;
+        }
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        if result.is_null() {
+            return Ok(None);
+        }
+        return Ok(Some(UserAccount {
+            name: text(entry.pw_name),
+            uid: entry.pw_uid,
+            gid: entry.pw_gid,
+            home: text(entry.pw_dir),
+            shell: text(entry.pw_shell),
+        }));
+    }
+}
+
+/// Looks a user up by name; `Ok(None)` when there is no such user.
+pub fn lookup_user(name: &str) -> io::Result<Option<UserAccount>> {
+    let name =
+        CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in user name"))?;
+    // SAFETY: every pointer is valid for the duration of the call; buffer length is passed.
+    lookup_with(|entry, buf, len, result| unsafe { libc::getpwnam_r(name.as_ptr(), entry, buf, len, result) })
+}
+
+/// Looks a user up by uid; `Ok(None)` when there is no such user.
+pub fn lookup_uid(uid: u32) -> io::Result<Option<UserAccount>> {
+    // SAFETY: every pointer is valid for the duration of the call; buffer length is passed.
+    lookup_with(|entry, buf, len, result| unsafe { libc::getpwuid_r(uid, entry, buf, len, result) })
+}
+
+/// The supplementary groups of `user` (with `gid` included), as initgroups would set them.
+pub fn group_list(user: &str, gid: u32) -> io::Result<Vec<u32>> {
+    let name =
+        CString::new(user).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in user name"))?;
+    let mut count: libc::c_int = 64;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; count as usize];
+        let mut n = count;
+        // SAFETY: groups has room for n entries; getgrouplist updates n.
+        let rc =
+            unsafe { libc::getgrouplist(name.as_ptr(), gid as libc::gid_t, groups.as_mut_ptr(), &mut n) };
+        if rc >= 0 {
+            groups.truncate(n.max(0) as usize);
+            return Ok(groups.into_iter().collect());
+        }
+        if n <= count || n > 65_536 {
+            return Err(io::Error::other(format!("cannot list the groups of {user}")));
+        }
+        count = n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Forking tests run one at a time: a child forked by one test thread
+    /// inherits (until its exec) the pipe ends of another test's child, which
+    /// would keep a gate from ever reading end-of-file. The shepherd, which is
+    /// single-threaded, has no such problem.
+    static FORK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn fork_lock() -> std::sync::MutexGuard<'static, ()> {
+        FORK_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn cstr(s: &str) -> CString {
+        CString::new(s).expect("no NUL")
+    }
+
+    fn plan(dir: &std::path::Path, script: &str) -> ExecPlan {
+        // SAFETY: geteuid/getegid have no preconditions.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        ExecPlan {
+            program: cstr("/bin/sh"),
+            argv: vec![cstr("sh"), cstr("-c"), cstr(script)],
+            envp: vec![cstr("PATH=/usr/bin:/bin"), cstr("GREETING=hello")],
+            uid,
+            gid,
+            groups: vec![],
+            cwd: cstr(dir.to_str().expect("utf-8 temp dir")),
+            umask: 0o022,
+            stdin: cstr("/dev/null"),
+            stdout: cstr(dir.join("out").to_str().expect("utf-8")),
+            stdout_truncate: true,
+            stderr: cstr(dir.join("err").to_str().expect("utf-8")),
+            stderr_truncate: false,
+        }
+    }
+
+    // Goal: a gated child runs only after the gate opens, in its own session,
+    // with the planned cwd, environment and files; wait4 returns its status.
+    // Method: a script that prints its env, cwd, and whether pid == pgid == sid.
+    #[test]
+    fn gated_child_runs_with_plan_and_reports_status() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = r#"echo "$GREETING $(pwd)"; ps -o pid=,pgid=,sid= -p $$ | awk '{print ($1==$2 && $2==$3)}'; echo oops >&2; exit 3"#;
+        let child = spawn_gated(&plan(dir.path(), script)).expect("fork");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !dir.path().join("out").exists()
+                || std::fs::read(dir.path().join("out")).expect("read").is_empty()
+        );
+        let pid = child.pid;
+        child.open_gate().expect("exec");
+        let reaped = wait4(pid).expect("wait4");
+        assert!(libc::WIFEXITED(reaped.wait_status));
+        assert_eq!(libc::WEXITSTATUS(reaped.wait_status), 3);
+        let out = std::fs::read_to_string(dir.path().join("out")).expect("out");
+        let canonical = dir.path().canonicalize().expect("canonical");
+        assert!(out.starts_with(&format!("hello {}\n", canonical.display())), "{out}");
+        assert_eq!(std::fs::read_to_string(dir.path().join("err")).expect("err"), "oops\n");
+    }
+
+    // Goal: a failure before exec is reported with its stage, and the child exits.
+    #[test]
+    fn missing_working_directory_is_reported() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut bad = plan(dir.path(), "true");
+        bad.cwd = cstr("/nonexistent/lavacore");
+        let child = spawn_gated(&bad).expect("fork");
+        let pid = child.pid;
+        assert_eq!(child.open_gate(), Err((SpawnStage::WorkingDirectory, libc::ENOENT)));
+        let reaped = wait4(pid).expect("wait4");
+        assert_eq!(libc::WEXITSTATUS(reaped.wait_status), 127);
+    }
+
+    // Goal: a child whose gate closes without opening never executes.
+    #[test]
+    fn closed_gate_means_the_job_never_ran() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().join("ran");
+        let child = spawn_gated(&plan(dir.path(), &format!("touch {}", marker.display()))).expect("fork");
+        let GatedChild { pid, gate, report } = child;
+        drop(gate);
+        assert_eq!(read_report(&report).map_err(|(stage, _)| stage), Err(SpawnStage::Gate));
+        wait4(pid).expect("wait4");
+        assert!(!marker.exists());
+    }
+
+    // Goal: the password database lookups find root and refuse unknown users.
+    #[test]
+    fn user_lookup_finds_root() {
+        let root = lookup_user("root").expect("lookup").expect("root exists");
+        assert_eq!((root.uid, root.gid), (0, 0));
+        assert_eq!(lookup_uid(0).expect("lookup").map(|u| u.name), Some("root".to_owned()));
+        assert_eq!(lookup_user("no-such-user-lavacore").expect("lookup"), None);
+        assert!(group_list("root", 0).expect("groups").contains(&0));
+    }
+
+    // Goal: signalling process group 0 or 1 is refused (it would hit sbatchd or init).
+    #[test]
+    fn kill_group_refuses_dangerous_groups() {
+        assert!(kill_group(0, libc::SIGTERM).is_err());
+        assert!(kill_group(1, libc::SIGTERM).is_err());
+        assert!(process_exists(std::process::id() as i32));
+    }
+}

@@ -1,0 +1,69 @@
+//! lava-batch-ll: how a batch message maps to internal structures.
+//!
+//! The logic-adapter layer of ../shared/specs/mbd-sbd-protocol.md section 2.2:
+//! it turns `lava-batch-wire` structures into validated domain values
+//! (`JobRef`, `HostName`, `QueueName`, `UserName`, [`JobSpec`], [`JobStatus`])
+//! and rejects what is structurally wrong with an error that names the field.
+//!
+//! It never mutates job state, never logs, never performs I/O and never makes a
+//! lifecycle decision: everything here is a pure function of its input. The
+//! logic crates (`lava-mbd`, `lava-sbd`) consume only these types.
+
+#![deny(missing_docs)]
+
+use std::fmt;
+
+use lava_batch_wire as wire;
+
+mod names;
+mod serde_impls;
+mod spec;
+mod status;
+
+pub use names::{HostName, JobRef, QueueName, UserName};
+pub use spec::{JobSpec, SubmitSpec};
+pub use status::JobStatus;
+
+/// Longest name (host, queue, user, job name, project) accepted, in bytes.
+pub const NAME_BYTES_MAX: usize = 255;
+/// Longest path accepted, in bytes (Linux PATH_MAX).
+pub const PATH_BYTES_MAX: usize = 4096;
+/// Longest command or job script accepted, in bytes.
+pub const COMMAND_BYTES_MAX: usize = 512 * 1024;
+/// Most environment variables a job may carry.
+pub const ENV_VARS_MAX: usize = 4096;
+/// Most slots one job may ask for.
+pub const SLOTS_MAX: u32 = 65_536;
+
+/// A structural error in a message, naming the field and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct LlError {
+    /// Dotted path of the offending field, e.g. `spec.queue`.
+    pub field: String,
+    /// What was wrong with it.
+    pub problem: String,
+}
+
+impl LlError {
+    /// An error about `field`.
+    pub fn new(field: impl Into<String>, problem: impl fmt::Display) -> LlError {
+        LlError { field: field.into(), problem: problem.to_string() }
+    }
+}
+
+/// Checks a free-text field: bounded, no NUL byte (it reaches C strings and files).
+pub fn check_text(field: &str, value: &str, bytes_max: usize) -> Result<(), LlError> {
+    if value.len() > bytes_max {
+        return Err(LlError::new(field, format!("{} bytes, at most {bytes_max} allowed", value.len())));
+    }
+    if value.contains('\0') {
+        return Err(LlError::new(field, "contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// Converts a wire job reference.
+pub fn job_ref(field: &str, job: wire::WireJobRef) -> Result<JobRef, LlError> {
+    JobRef::new(job.job_id, job.array_index).ok_or_else(|| LlError::new(field, "job id 0 is not a job"))
+}

@@ -1,0 +1,268 @@
+//! Validated job specifications: what `bsub` asked for ([`SubmitSpec`]) and
+//! what mbatchd dispatched ([`JobSpec`]).
+//!
+//! Both keep the validated wire structure inside and expose typed accessors for
+//! the fields the logic decides on; the rest travels unchanged (a dispatch
+//! snapshot is immutable input, specs/sbd-protocol-model.md section 1.1).
+
+use lava_batch_wire as wire;
+
+use crate::{
+    COMMAND_BYTES_MAX, ENV_VARS_MAX, HostName, JobRef, LlError, NAME_BYTES_MAX, PATH_BYTES_MAX, QueueName,
+    SLOTS_MAX, UserName, check_text, job_ref,
+};
+
+fn check_env(field: &str, env: &[wire::EnvVar]) -> Result<(), LlError> {
+    if env.len() > ENV_VARS_MAX {
+        return Err(LlError::new(field, format!("{} variables, at most {ENV_VARS_MAX} allowed", env.len())));
+    }
+    for (idx, var) in env.iter().enumerate() {
+        let name_field = format!("{field}[{idx}].name");
+        if var.name.is_empty() || var.name.contains('=') {
+            return Err(LlError::new(name_field, "is not a variable name"));
+        }
+        check_text(&name_field, &var.name, NAME_BYTES_MAX)?;
+        check_text(&format!("{field}[{idx}].value"), &var.value, COMMAND_BYTES_MAX)?;
+    }
+    Ok(())
+}
+
+fn check_slots(field: &str, n_slots: u32) -> Result<u32, LlError> {
+    match n_slots {
+        0 => Ok(1),
+        n if n > SLOTS_MAX => Err(LlError::new(field, format!("{n} slots, at most {SLOTS_MAX} allowed"))),
+        n => Ok(n),
+    }
+}
+
+fn check_paths(prefix: &str, paths: &[(&str, &str)]) -> Result<(), LlError> {
+    for (name, value) in paths {
+        check_text(&format!("{prefix}.{name}"), value, PATH_BYTES_MAX)?;
+    }
+    Ok(())
+}
+
+/// A submission that passed structural validation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubmitSpec {
+    queue: Option<QueueName>,
+    hosts: Vec<HostName>,
+    n_slots: u32,
+    request: wire::SubmitRequest,
+}
+
+impl SubmitSpec {
+    /// The queue asked for with `-q`, `None` for the default queue.
+    pub fn queue(&self) -> Option<&QueueName> {
+        self.queue.as_ref()
+    }
+
+    /// Candidate hosts (`-m`), empty for any.
+    pub fn hosts(&self) -> &[HostName] {
+        &self.hosts
+    }
+
+    /// Slots asked for, at least 1.
+    pub fn n_slots(&self) -> u32 {
+        self.n_slots
+    }
+
+    /// The validated request as it arrived.
+    pub fn request(&self) -> &wire::SubmitRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::SubmitRequest> for SubmitSpec {
+    type Error = LlError;
+
+    fn try_from(request: wire::SubmitRequest) -> Result<SubmitSpec, LlError> {
+        let queue = match request.queue.as_str() {
+            "" => None,
+            name => Some(QueueName::parse("submit.queue", name)?),
+        };
+        let hosts = request
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(idx, h)| HostName::parse(&format!("submit.hosts[{idx}]"), h))
+            .collect::<Result<Vec<_>, _>>()?;
+        if request.command.trim().is_empty() {
+            return Err(LlError::new("submit.command", "is empty"));
+        }
+        check_text("submit.command", &request.command, COMMAND_BYTES_MAX)?;
+        check_text("submit.job_name", &request.job_name, NAME_BYTES_MAX)?;
+        check_text("submit.project", &request.project, NAME_BYTES_MAX)?;
+        HostName::parse("submit.from_host", &request.from_host)?;
+        check_paths(
+            "submit",
+            &[
+                ("cwd", &request.cwd),
+                ("home_dir", &request.home_dir),
+                ("input_file", &request.input_file),
+                ("output_file", &request.output_file),
+                ("error_file", &request.error_file),
+            ],
+        )?;
+        if request.file_flags & !0b11 != 0 {
+            return Err(LlError::new("submit.file_flags", format!("unknown bits {:#x}", request.file_flags)));
+        }
+        if request.umask > 0o777 {
+            return Err(LlError::new(
+                "submit.umask",
+                format!("{:#o} is not a file mode mask", request.umask),
+            ));
+        }
+        check_env("submit.env", &request.env)?;
+        let n_slots = check_slots("submit.n_slots", request.n_slots)?;
+        Ok(SubmitSpec { queue, hosts, n_slots, request })
+    }
+}
+
+/// A dispatch snapshot (BATCH_NEW_JOB) that passed structural validation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobSpec {
+    job: JobRef,
+    user: UserName,
+    queue: QueueName,
+    exec_hosts: Vec<HostName>,
+    specs: wire::JobSpecs,
+}
+
+impl JobSpec {
+    /// The job.
+    pub fn job(&self) -> JobRef {
+        self.job
+    }
+
+    /// The submitting user.
+    pub fn user(&self) -> &UserName {
+        &self.user
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> &QueueName {
+        &self.queue
+    }
+
+    /// The execution hosts, at least one.
+    pub fn exec_hosts(&self) -> &[HostName] {
+        &self.exec_hosts
+    }
+
+    /// The validated snapshot as it arrived; never mutated.
+    pub fn specs(&self) -> &wire::JobSpecs {
+        &self.specs
+    }
+}
+
+impl TryFrom<wire::JobSpecs> for JobSpec {
+    type Error = LlError;
+
+    fn try_from(specs: wire::JobSpecs) -> Result<JobSpec, LlError> {
+        let job = job_ref("spec.job", specs.job)?;
+        let user = UserName::parse("spec.user_name", &specs.user_name)?;
+        let queue = QueueName::parse("spec.queue", &specs.queue)?;
+        HostName::parse("spec.from_host", &specs.from_host)?;
+        if specs.exec_hosts.is_empty() {
+            return Err(LlError::new("spec.exec_hosts", "is empty"));
+        }
+        let exec_hosts = specs
+            .exec_hosts
+            .iter()
+            .enumerate()
+            .map(|(idx, h)| HostName::parse(&format!("spec.exec_hosts[{idx}]"), h))
+            .collect::<Result<Vec<_>, _>>()?;
+        check_text("spec.command", &specs.command, COMMAND_BYTES_MAX)?;
+        if specs.command.trim().is_empty() {
+            return Err(LlError::new("spec.command", "is empty"));
+        }
+        check_text("spec.job_name", &specs.job_name, NAME_BYTES_MAX)?;
+        check_text("spec.project", &specs.project, NAME_BYTES_MAX)?;
+        check_paths(
+            "spec",
+            &[
+                ("cwd", &specs.cwd),
+                ("sub_home_dir", &specs.sub_home_dir),
+                ("input_file", &specs.input_file),
+                ("output_file", &specs.output_file),
+                ("error_file", &specs.error_file),
+            ],
+        )?;
+        if !specs.sub_home_dir.starts_with('/') {
+            return Err(LlError::new("spec.sub_home_dir", "is not an absolute path"));
+        }
+        if specs.file_flags & !0b11 != 0 {
+            return Err(LlError::new("spec.file_flags", format!("unknown bits {:#x}", specs.file_flags)));
+        }
+        if specs.umask > 0o777 {
+            return Err(LlError::new("spec.umask", format!("{:#o} is not a file mode mask", specs.umask)));
+        }
+        check_env("spec.env", &specs.env)?;
+        check_slots("spec.n_slots", specs.n_slots)?;
+        Ok(JobSpec { job, user, queue, exec_hosts, specs })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs() -> wire::JobSpecs {
+        wire::JobSpecs {
+            job: wire::WireJobRef { job_id: 7, array_index: 0 },
+            submit_time: 1,
+            dispatch_time: 2,
+            user_id: 1000,
+            group_id: 1000,
+            user_name: "alice".into(),
+            queue: "normal".into(),
+            job_name: "sleeper".into(),
+            command: "sleep 1".into(),
+            from_host: "vm".into(),
+            cwd: "work".into(),
+            sub_home_dir: "/home/alice".into(),
+            input_file: String::new(),
+            output_file: String::new(),
+            error_file: String::new(),
+            file_flags: 0,
+            n_slots: 1,
+            exec_hosts: vec!["vm".into()],
+            umask: 0o022,
+            run_limit_s: 0,
+            mem_limit_kb: 0,
+            terminate_interval_s: 10,
+            project: "default".into(),
+            env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
+        }
+    }
+
+    // Goal: a well-formed snapshot passes and keeps every field.
+    #[test]
+    fn good_spec_passes_unchanged() {
+        let spec = JobSpec::try_from(specs()).expect("valid");
+        assert_eq!(spec.job().to_string(), "7");
+        assert_eq!(spec.specs(), &specs());
+    }
+
+    // Goal: each structural defect is refused and the error names its field.
+    #[test]
+    fn each_defect_names_its_field() {
+        type Mutation = fn(&mut wire::JobSpecs);
+        let cases: [(&str, Mutation); 8] = [
+            ("spec.job", |s| s.job.job_id = 0),
+            ("spec.user_name", |s| s.user_name = "a b".into()),
+            ("spec.exec_hosts", |s| s.exec_hosts.clear()),
+            ("spec.command", |s| s.command = "  ".into()),
+            ("spec.sub_home_dir", |s| s.sub_home_dir = "home".into()),
+            ("spec.umask", |s| s.umask = 0o1000),
+            ("spec.env[0].name", |s| s.env[0].name = "A=B".into()),
+            ("spec.n_slots", |s| s.n_slots = SLOTS_MAX + 1),
+        ];
+        for (field, mutate) in cases {
+            let mut bad = specs();
+            mutate(&mut bad);
+            assert_eq!(JobSpec::try_from(bad).expect_err(field).field, field);
+        }
+    }
+}

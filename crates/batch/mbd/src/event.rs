@@ -1,0 +1,238 @@
+//! The records of `lsb.events`: every durable change of mbatchd's state.
+//!
+//! An [`Event`] is both what [`crate::Mbd::step`] decided and what replay
+//! feeds back: the logic changes durable state only by applying events, so
+//! the log is, by construction, a complete account of it. Names follow LSF's
+//! event types (JOB_NEW, JOB_START, JOB_START_ACCEPT, JOB_EXECUTE, JOB_SIGNAL,
+//! JOB_SIGACT, JOB_STATUS, JOB_CLEAN, MBD_START). All times are milliseconds
+//! since the epoch as the shell supplied them; the shell encodes the records
+//! with XDR into `lava-eventlog`, so no field is a map or an untagged value.
+
+use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
+use lava_batch_wire as wire;
+use serde::{Deserialize, Serialize};
+
+/// One record of `lsb.events`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// mbatchd started (after replay); changes no job.
+    MbdStart(MbdStartRecord),
+    /// A job was submitted.
+    JobNew(Box<JobNewRecord>),
+    /// The scheduler dispatched a job: PEND → RUN on its execution hosts.
+    JobStart(JobStartRecord),
+    /// sbatchd's NEW_JOB_REPLY (Started) is committed: the job has a pid.
+    JobStartAccept(JobStartAcceptRecord),
+    /// sbatchd's EXECUTE metadata is committed; never a state change.
+    JobExecute(JobExecuteRecord),
+    /// A signal was requested: the intent, before any result.
+    JobSignal(JobSignalRecord),
+    /// sbatchd answered a signal intent; the intent is settled.
+    JobSigact(JobSigactRecord),
+    /// The job's status changed; the terminal statuses carry the finish.
+    JobStatus(JobStatusRecord),
+    /// A finished job was dropped from memory after `CLEAN_PERIOD`.
+    JobClean(JobCleanRecord),
+}
+
+impl Event {
+    /// The job the event is about, `None` for [`Event::MbdStart`].
+    pub fn job(&self) -> Option<JobRef> {
+        match self {
+            Event::MbdStart(_) => None,
+            Event::JobNew(r) => Some(r.job),
+            Event::JobStart(r) => Some(r.job),
+            Event::JobStartAccept(r) => Some(r.job),
+            Event::JobExecute(r) => Some(r.job),
+            Event::JobSignal(r) => Some(r.job),
+            Event::JobSigact(r) => Some(r.job),
+            Event::JobStatus(r) => Some(r.job),
+            Event::JobClean(r) => Some(r.job),
+        }
+    }
+
+    /// LSF's name of the event type, as `bhist` and logs print it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::MbdStart(_) => "MBD_START",
+            Event::JobNew(_) => "JOB_NEW",
+            Event::JobStart(_) => "JOB_START",
+            Event::JobStartAccept(_) => "JOB_START_ACCEPT",
+            Event::JobExecute(_) => "JOB_EXECUTE",
+            Event::JobSignal(_) => "JOB_SIGNAL",
+            Event::JobSigact(_) => "JOB_SIGACT",
+            Event::JobStatus(_) => "JOB_STATUS",
+            Event::JobClean(_) => "JOB_CLEAN",
+        }
+    }
+}
+
+/// MBD_START.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MbdStartRecord {
+    /// When mbatchd opened for business.
+    pub time_ms: u64,
+    /// The host it runs on.
+    pub master_host: HostName,
+    /// The cluster's name.
+    pub cluster_name: String,
+}
+
+/// JOB_NEW: everything of the submission, as vouched for and resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobNewRecord {
+    /// The job id mbatchd assigned.
+    pub job: JobRef,
+    /// The command's request id; a retry with it gets this job back.
+    pub request_id: wire::RequestId,
+    /// The submitting user's uid, as vouched for by the credential.
+    pub user_id: u32,
+    /// The submitting user's primary gid, as vouched for.
+    pub group_id: u32,
+    /// The submitting user's name, as vouched for.
+    pub user: UserName,
+    /// The host the job was submitted from, as vouched for.
+    pub from_host: HostName,
+    /// The queue, resolved (the default queue when `-q` was not given).
+    pub queue: QueueName,
+    /// When mbatchd accepted the submission.
+    pub submit_time_ms: u64,
+    /// `-H`: the job starts held (PSUSP).
+    pub hold: bool,
+    /// The validated submission.
+    pub spec: SubmitSpec,
+}
+
+/// JOB_START: the dispatch decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStartRecord {
+    /// The job.
+    pub job: JobRef,
+    /// Execution hosts, one entry per slot (LSF's convention); the first runs the job.
+    pub exec_hosts: Vec<HostName>,
+    /// Dispatch time.
+    pub time_ms: u64,
+}
+
+/// JOB_START_ACCEPT: NEW_JOB_REPLY (Started) committed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStartAcceptRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The job's pid.
+    pub pid: i32,
+    /// The job's process group.
+    pub pgid: i32,
+    /// When mbatchd committed the reply.
+    pub time_ms: u64,
+}
+
+/// The execution metadata of a job, from BATCH_JOB_EXECUTE.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecInfo {
+    /// Pid of the job's process.
+    pub pid: i32,
+    /// Process group of the job.
+    pub pgid: i32,
+    /// Uid the job runs as.
+    pub exec_uid: u32,
+    /// User the job runs as.
+    pub exec_user: String,
+    /// Home directory of that user.
+    pub exec_home: String,
+    /// Absolute working directory.
+    pub exec_cwd: String,
+    /// When the job's process started, as sbatchd reported it.
+    pub exec_time_ms: u64,
+}
+
+impl ExecInfo {
+    /// Whether `other` describes the same execution; the timestamp is not
+    /// part of the identity, so a resent EXECUTE with a fresh time logs nothing.
+    pub fn same_execution(&self, other: &ExecInfo) -> bool {
+        (self.pid, self.pgid, self.exec_uid, &self.exec_user, &self.exec_home, &self.exec_cwd)
+            == (other.pid, other.pgid, other.exec_uid, &other.exec_user, &other.exec_home, &other.exec_cwd)
+    }
+}
+
+/// JOB_EXECUTE: execution metadata committed; metadata only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobExecuteRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The metadata.
+    pub exec: ExecInfo,
+    /// When mbatchd committed it.
+    pub time_ms: u64,
+}
+
+/// JOB_SIGNAL: a signal intent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSignalRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The job's signal sequence number, one more than the previous intent's.
+    pub signal_seq: u32,
+    /// What was asked.
+    pub action: wire::SignalAction,
+    /// Who asked (uid, vouched).
+    pub requester_uid: u32,
+    /// Who asked (name, vouched).
+    pub requester: UserName,
+    /// The request's id, so a retried request signals no job twice.
+    pub request_id: Option<wire::RequestId>,
+    /// When it was asked.
+    pub time_ms: u64,
+}
+
+/// JOB_SIGACT: sbatchd's answer to a signal intent; settles it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSigactRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The intent answered.
+    pub signal_seq: u32,
+    /// What sbatchd did.
+    pub outcome: wire::SignalOutcome,
+    /// When mbatchd committed the answer.
+    pub time_ms: u64,
+}
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinishRecord {
+    /// Raw wait status (a signal number in the low bits for a job killed while pending).
+    pub wait_status: i32,
+    /// One of `wire::FINISH_*`.
+    pub finish_reason: u32,
+    /// When the job ended (sbatchd's clock, or mbatchd's for a pending job).
+    pub end_time_ms: u64,
+    /// Resource usage.
+    pub rusage: wire::ResourceUsage,
+    /// The pid that ended, 0 for a job that never started.
+    pub pid: i32,
+}
+
+/// JOB_STATUS: the resulting state of a transition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStatusRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The new status.
+    pub status: JobStatus,
+    /// Why, for `bjobs -l`; empty for the status's usual reason.
+    pub reason: String,
+    /// When mbatchd decided it.
+    pub time_ms: u64,
+    /// Present exactly for DONE and EXIT.
+    pub finish: Option<FinishRecord>,
+}
+
+/// JOB_CLEAN.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCleanRecord {
+    /// The job.
+    pub job: JobRef,
+    /// When it was dropped.
+    pub time_ms: u64,
+}

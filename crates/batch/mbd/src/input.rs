@@ -1,0 +1,109 @@
+//! What the shell feeds the logic: client requests, sbatchd channel events
+//! and messages, and the clock tick.
+//!
+//! Client requests arrive validated by `lava-batch-ll` and with the caller's
+//! identity already vouched for by the shell (the credential checked); sbatchd
+//! messages arrive as decoded wire structures together with the host whose
+//! authenticated connection carried them, and the logic checks their job
+//! references itself.
+
+use lava_batch_ll::{HostName, SubmitSpec, UserName};
+use lava_batch_wire as wire;
+
+/// The shell's handle of a client connection (or request); opaque to the
+/// logic, which only hands it back in [`crate::Effect::Reply`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClientId(pub u64);
+
+/// Who sent a client request, as the credential vouches for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The caller's uid.
+    pub uid: u32,
+    /// The caller's primary gid.
+    pub gid: u32,
+    /// The caller's login name.
+    pub user: UserName,
+    /// The host the request came from.
+    pub host: HostName,
+}
+
+/// One input of [`crate::Mbd::step`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Replay is complete; mbatchd opens for business (logs MBD_START).
+    Start,
+    /// `bsub`.
+    Submit {
+        /// Where the reply goes.
+        client: ClientId,
+        /// The command's request id (the same on every retry).
+        request_id: wire::RequestId,
+        /// The vouched caller.
+        caller: Caller,
+        /// The validated submission (boxed: it is by far the largest input).
+        spec: Box<SubmitSpec>,
+    },
+    /// `bjobs`.
+    Query {
+        /// Where the reply goes.
+        client: ClientId,
+        /// The vouched caller.
+        caller: Caller,
+        /// The query.
+        query: wire::JobQuery,
+    },
+    /// `bkill`, `bstop`, `bresume`.
+    Signal {
+        /// Where the reply goes.
+        client: ClientId,
+        /// The command's request id (the same on every retry).
+        request_id: wire::RequestId,
+        /// The vouched caller.
+        caller: Caller,
+        /// The request.
+        request: wire::SignalRequest,
+    },
+    /// sbatchd of `host` registered on an authenticated connection.
+    HostRegistered {
+        /// The host.
+        host: HostName,
+        /// The CPUs it offers.
+        n_cpus: u32,
+    },
+    /// The connection of `host` closed.
+    HostDisconnected {
+        /// The host.
+        host: HostName,
+    },
+    /// BATCH_NEW_JOB_REPLY from `host`.
+    NewJobReply {
+        /// The sending host.
+        host: HostName,
+        /// The message.
+        reply: wire::NewJobReply,
+    },
+    /// BATCH_JOB_EXECUTE from `host`.
+    JobExecute {
+        /// The sending host.
+        host: HostName,
+        /// The message.
+        msg: wire::JobExecute,
+    },
+    /// BATCH_JOB_FINISH from `host`.
+    JobFinish {
+        /// The sending host.
+        host: HostName,
+        /// The message.
+        msg: wire::JobFinish,
+    },
+    /// BATCH_JOB_SIGNAL_REPLY from `host`.
+    JobSignalReply {
+        /// The sending host.
+        host: HostName,
+        /// The message.
+        msg: wire::JobSignalReply,
+    },
+    /// Time passed; resends and cleaning that are due happen now.
+    Tick,
+}

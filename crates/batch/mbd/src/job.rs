@@ -1,0 +1,476 @@
+//! One job's durable record and the transitions events make on it.
+//!
+//! [`Job::apply`] is the only code that changes a job. It checks every
+//! event against the job first (an event that does not fit is an error naming
+//! why, and the job is left untouched), so that replay of a damaged or
+//! foreign log stops instead of building a state no live run could reach.
+//! The module also knows how a job is shown (`bjobs`) and what a signal
+//! action means for it.
+
+use std::collections::BTreeSet;
+
+use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
+use lava_batch_wire as wire;
+use serde::{Deserialize, Serialize};
+
+use crate::event::{
+    Event, ExecInfo, FinishRecord, JobNewRecord, JobSignalRecord, JobStartRecord, JobStatusRecord,
+};
+
+/// LSF's reason for a pending job nothing else holds back.
+pub const REASON_NEW_JOB: &str = "New job is waiting for scheduling";
+/// LSF's reason for a PSUSP job (`bsub -H`, `bstop` while pending).
+pub const REASON_USER_STOP_PENDING: &str = "The job was suspended by the user while pending";
+/// LSF's reason for a USUSP job.
+pub const REASON_USER_STOP: &str = "The job was suspended by user";
+/// The reason of a job whose queue is no longer configured.
+pub const REASON_NO_QUEUE: &str = "The queue of the job is no longer configured";
+
+/// The Linux signal numbers the logic gives a meaning to.
+const SIGINT: u32 = 2;
+const SIGKILL: u32 = 9;
+const SIGTERM: u32 = 15;
+const SIGCONT: u32 = 18;
+const SIGSTOP: u32 = 19;
+const SIGTSTP: u32 = 20;
+/// Highest signal number accepted (Linux `SIGRTMAX`).
+pub const SIGNAL_NUMBER_MAX: u32 = 64;
+
+/// What a signal action does to a job's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignalKind {
+    /// Suspends: PEND → PSUSP, RUN → USUSP.
+    Suspend,
+    /// Resumes: PSUSP → PEND, USUSP → RUN.
+    Resume,
+    /// Ends the job: EXIT at once while pending, through FINISH once started.
+    Terminate,
+    /// Any other signal: delivered to a started job, no state change.
+    Other,
+}
+
+impl SignalKind {
+    /// The kind of `action`; `None` for a signal number outside 1..=64.
+    pub fn of(action: wire::SignalAction) -> Option<SignalKind> {
+        Some(match action {
+            wire::SignalAction::Stop => SignalKind::Suspend,
+            wire::SignalAction::Continue => SignalKind::Resume,
+            wire::SignalAction::Terminate => SignalKind::Terminate,
+            wire::SignalAction::Signal(SIGINT | SIGKILL | SIGTERM) => SignalKind::Terminate,
+            wire::SignalAction::Signal(SIGSTOP | SIGTSTP) => SignalKind::Suspend,
+            wire::SignalAction::Signal(SIGCONT) => SignalKind::Resume,
+            wire::SignalAction::Signal(n) if (1..=SIGNAL_NUMBER_MAX).contains(&n) => SignalKind::Other,
+            wire::SignalAction::Signal(_) => return None,
+        })
+    }
+
+    /// The signal number recorded as the wait status of a job killed while pending.
+    pub fn kill_signal(action: wire::SignalAction) -> i32 {
+        match action {
+            wire::SignalAction::Signal(n) => i32::try_from(n).unwrap_or(0),
+            _ => SIGKILL as i32,
+        }
+    }
+}
+
+/// A signal intent not yet answered by sbatchd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingSignal {
+    /// Its sequence number.
+    pub signal_seq: u32,
+    /// The action.
+    pub action: wire::SignalAction,
+}
+
+/// The pid and process group sbatchd reported in NEW_JOB_REPLY.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIds {
+    /// Pid.
+    pub pid: i32,
+    /// Process group.
+    pub pgid: i32,
+}
+
+/// A job as mbatchd remembers it durably.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub(crate) job: JobRef,
+    pub(crate) request_id: wire::RequestId,
+    pub(crate) user_id: u32,
+    pub(crate) group_id: u32,
+    pub(crate) user: UserName,
+    pub(crate) from_host: HostName,
+    pub(crate) queue: QueueName,
+    pub(crate) spec: SubmitSpec,
+    pub(crate) submit_time_ms: u64,
+    pub(crate) status: JobStatus,
+    /// The reason of the last JOB_STATUS, empty for the status's usual one.
+    pub(crate) reason: String,
+    /// Time of the last JOB_START or JOB_STATUS (finish time for a finished job).
+    pub(crate) status_time_ms: u64,
+    /// One entry per slot while started; kept after the finish for display.
+    pub(crate) exec_hosts: Vec<HostName>,
+    pub(crate) start_time_ms: Option<u64>,
+    pub(crate) accepted: Option<ProcessIds>,
+    pub(crate) exec: Option<ExecInfo>,
+    /// The sequence number of the last signal intent.
+    pub(crate) signal_seq: u32,
+    /// Intents sent (or to be sent) to sbatchd and not yet answered, by sequence.
+    pub(crate) pending_signals: Vec<PendingSignal>,
+    /// Request ids of the signal requests that acted on this job.
+    pub(crate) signal_request_ids: BTreeSet<wire::RequestId>,
+    pub(crate) finish: Option<FinishRecord>,
+}
+
+impl Job {
+    /// A job as JOB_NEW creates it.
+    pub(crate) fn new(record: &JobNewRecord) -> Job {
+        Job {
+            job: record.job,
+            request_id: record.request_id,
+            user_id: record.user_id,
+            group_id: record.group_id,
+            user: record.user.clone(),
+            from_host: record.from_host.clone(),
+            queue: record.queue.clone(),
+            spec: record.spec.clone(),
+            submit_time_ms: record.submit_time_ms,
+            status: if record.hold { JobStatus::Psusp } else { JobStatus::Pend },
+            reason: String::new(),
+            status_time_ms: record.submit_time_ms,
+            exec_hosts: Vec::new(),
+            start_time_ms: None,
+            accepted: None,
+            exec: None,
+            signal_seq: 0,
+            pending_signals: Vec::new(),
+            signal_request_ids: BTreeSet::new(),
+            finish: None,
+        }
+    }
+
+    /// The job.
+    pub fn job_ref(&self) -> JobRef {
+        self.job
+    }
+
+    /// Its status.
+    pub fn status(&self) -> JobStatus {
+        self.status
+    }
+
+    /// Its owner.
+    pub fn user(&self) -> &UserName {
+        &self.user
+    }
+
+    /// Its queue.
+    pub fn queue(&self) -> &QueueName {
+        &self.queue
+    }
+
+    /// Its execution hosts, one entry per slot (empty until dispatched).
+    pub fn exec_hosts(&self) -> &[HostName] {
+        &self.exec_hosts
+    }
+
+    /// Slots it holds while started.
+    pub fn n_slots(&self) -> u32 {
+        self.spec.n_slots()
+    }
+
+    /// The pid and process group of its committed start, if accepted.
+    pub fn accepted(&self) -> Option<ProcessIds> {
+        self.accepted
+    }
+
+    /// The execution metadata of its last committed EXECUTE.
+    pub fn exec(&self) -> Option<&ExecInfo> {
+        self.exec.as_ref()
+    }
+
+    /// Its unanswered signal intents, by sequence number.
+    pub fn pending_signals(&self) -> &[PendingSignal] {
+        &self.pending_signals
+    }
+
+    /// How it ended, once DONE or EXIT.
+    pub fn finish(&self) -> Option<&FinishRecord> {
+        self.finish.as_ref()
+    }
+
+    /// The host whose sbatchd runs the job, while it is started.
+    pub(crate) fn run_host(&self) -> Option<&HostName> {
+        if self.status.is_started() { self.exec_hosts.first() } else { None }
+    }
+
+    /// Whether the job is started on `host` (the sender of a pipeline message).
+    pub(crate) fn is_started_on(&self, host: &HostName) -> bool {
+        self.run_host() == Some(host)
+    }
+
+    /// Whether the job is, or is about to be, suspended: the newest
+    /// unanswered STOP or CONT decides; without one, the status.
+    pub(crate) fn suspend_target(&self) -> bool {
+        let newest = self.pending_signals.iter().rev().find_map(|p| match SignalKind::of(p.action) {
+            Some(SignalKind::Suspend) => Some(true),
+            Some(SignalKind::Resume) => Some(false),
+            _ => None,
+        });
+        newest.unwrap_or(matches!(self.status, JobStatus::Ususp | JobStatus::Ssusp | JobStatus::Psusp))
+    }
+
+    /// The name `bjobs` shows: `-J`, else the command cut to a name's length.
+    pub(crate) fn job_name(&self) -> String {
+        let request = self.spec.request();
+        if request.job_name.is_empty() {
+            truncate(&request.command, lava_batch_ll::NAME_BYTES_MAX)
+        } else {
+            request.job_name.clone()
+        }
+    }
+
+    /// Applies one event about this job; on error the job is unchanged.
+    pub(crate) fn apply(&mut self, event: &Event) -> Result<(), String> {
+        match event {
+            Event::JobStart(r) => self.apply_start(r),
+            Event::JobStartAccept(r) => {
+                if !self.status.is_started() {
+                    return Err(format!("accept of a {} job", self.status));
+                }
+                if self.accepted.is_some() {
+                    return Err("start accepted twice".to_owned());
+                }
+                self.accepted = Some(ProcessIds { pid: r.pid, pgid: r.pgid });
+                Ok(())
+            }
+            Event::JobExecute(r) => {
+                if !self.status.is_started() {
+                    return Err(format!("execute of a {} job", self.status));
+                }
+                self.exec = Some(r.exec.clone());
+                Ok(())
+            }
+            Event::JobSignal(r) => self.apply_signal(r),
+            Event::JobSigact(r) => {
+                if !self.status.is_started() {
+                    return Err(format!("signal answer for a {} job", self.status));
+                }
+                let before = self.pending_signals.len();
+                self.pending_signals.retain(|p| p.signal_seq != r.signal_seq);
+                if self.pending_signals.len() == before {
+                    return Err(format!("signal {} is not pending", r.signal_seq));
+                }
+                Ok(())
+            }
+            Event::JobStatus(r) => self.apply_status(r),
+            Event::MbdStart(_) | Event::JobNew(_) | Event::JobClean(_) => {
+                Err(format!("{} is not a transition of a job", event.name()))
+            }
+        }
+    }
+
+    fn apply_start(&mut self, r: &JobStartRecord) -> Result<(), String> {
+        if self.status != JobStatus::Pend {
+            return Err(format!("dispatch of a {} job", self.status));
+        }
+        if r.exec_hosts.len() != self.spec.n_slots() as usize {
+            return Err(format!("{} execution slots for a {}-slot job", r.exec_hosts.len(), self.n_slots()));
+        }
+        self.status = JobStatus::Run;
+        self.reason.clear();
+        self.status_time_ms = r.time_ms;
+        self.exec_hosts = r.exec_hosts.clone();
+        self.start_time_ms = Some(r.time_ms);
+        self.accepted = None;
+        self.exec = None;
+        Ok(())
+    }
+
+    fn apply_signal(&mut self, r: &JobSignalRecord) -> Result<(), String> {
+        if self.status.is_finished() {
+            return Err(format!("signal of a {} job", self.status));
+        }
+        if r.signal_seq != self.signal_seq.wrapping_add(1) {
+            return Err(format!("signal sequence {} after {}", r.signal_seq, self.signal_seq));
+        }
+        let Some(kind) = SignalKind::of(r.action) else {
+            return Err(format!("{:?} is not a signal", r.action));
+        };
+        self.signal_seq = r.signal_seq;
+        if let Some(request_id) = r.request_id {
+            self.signal_request_ids.insert(request_id);
+        }
+        // A pending job's intent is settled at once by the JOB_STATUS that
+        // follows it; only a started job's intent waits for sbatchd. A newer
+        // intent supersedes the older ones it makes moot, which bounds the list:
+        // one STOP/CONT, one kill, one per other signal number.
+        if self.status.is_started() {
+            self.pending_signals.retain(|p| match (kind, SignalKind::of(p.action)) {
+                (SignalKind::Terminate, _) => false,
+                (
+                    SignalKind::Suspend | SignalKind::Resume,
+                    Some(SignalKind::Suspend | SignalKind::Resume),
+                ) => false,
+                (SignalKind::Other, _) => p.action != r.action,
+                _ => true,
+            });
+            self.pending_signals.push(PendingSignal { signal_seq: r.signal_seq, action: r.action });
+        }
+        Ok(())
+    }
+
+    fn apply_status(&mut self, r: &JobStatusRecord) -> Result<(), String> {
+        let (from, to) = (self.status, r.status);
+        let allowed = match from {
+            JobStatus::Pend => matches!(to, JobStatus::Psusp | JobStatus::Exit),
+            JobStatus::Psusp => matches!(to, JobStatus::Pend | JobStatus::Exit),
+            JobStatus::Done | JobStatus::Exit => false,
+            _started => match to {
+                JobStatus::Pend => self.accepted.is_none(),
+                JobStatus::Psusp => false,
+                JobStatus::Done | JobStatus::Exit => true,
+                other => other != from,
+            },
+        };
+        if !allowed {
+            return Err(format!("status {from} → {to}"));
+        }
+        if to.is_finished() != r.finish.is_some() {
+            return Err(format!("status {to} with finish {:?}", r.finish.is_some()));
+        }
+        self.status = to;
+        self.reason = r.reason.clone();
+        self.status_time_ms = r.time_ms;
+        if to.is_finished() {
+            self.finish = r.finish.clone();
+            self.pending_signals.clear();
+        }
+        if to == JobStatus::Pend && from.is_started() {
+            // A refused dispatch: the job is as if never dispatched.
+            self.exec_hosts.clear();
+            self.start_time_ms = None;
+            self.exec = None;
+            self.pending_signals.clear();
+        }
+        Ok(())
+    }
+
+    /// What is wrong with this job's record, if anything (see [`crate::Mbd::check_invariants`]).
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let fail = |what: &str| Err(format!("job {}: {what}", self.job));
+        if self.job.index() != 0 {
+            return fail("array elements are not supported yet");
+        }
+        if self.status.is_pending() {
+            if !self.exec_hosts.is_empty() || self.accepted.is_some() || self.exec.is_some() {
+                return fail("pending with execution state");
+            }
+            if !self.pending_signals.is_empty() {
+                return fail("pending with unanswered signals");
+            }
+        }
+        if self.status.is_started() && self.exec_hosts.len() != self.n_slots() as usize {
+            return fail("started without one execution host per slot");
+        }
+        if self.status.is_finished() != self.finish.is_some() {
+            return fail("finish record does not match the status");
+        }
+        if self.status.is_finished() && !self.pending_signals.is_empty() {
+            return fail("finished with unanswered signals");
+        }
+        if self.status.is_started() != self.start_time_ms.is_some() && !self.status.is_finished() {
+            return fail("start time does not match the status");
+        }
+        let seqs: Vec<u32> = self.pending_signals.iter().map(|p| p.signal_seq).collect();
+        if seqs.windows(2).any(|w| w[0] >= w[1]) || seqs.last().is_some_and(|last| *last > self.signal_seq) {
+            return fail("unanswered signals out of sequence");
+        }
+        let n_suspend_resume = self
+            .pending_signals
+            .iter()
+            .filter(|p| matches!(SignalKind::of(p.action), Some(SignalKind::Suspend | SignalKind::Resume)))
+            .count();
+        if n_suspend_resume > 1 {
+            return fail("more than one unanswered STOP/CONT");
+        }
+        Ok(())
+    }
+
+    /// The reason `bjobs -l` shows: for pending and suspended jobs only.
+    pub(crate) fn shown_reason(&self, queue_configured: bool) -> String {
+        let usual = match self.status {
+            JobStatus::Pend if !queue_configured => REASON_NO_QUEUE,
+            JobStatus::Pend => REASON_NEW_JOB,
+            JobStatus::Psusp => REASON_USER_STOP_PENDING,
+            JobStatus::Ususp | JobStatus::Ssusp => REASON_USER_STOP,
+            _ => return String::new(),
+        };
+        if self.reason.is_empty() { usual.to_owned() } else { self.reason.clone() }
+    }
+
+    /// The job as `bjobs` shows it.
+    pub(crate) fn info(&self, queue_configured: bool) -> wire::JobInfo {
+        let request = self.spec.request();
+        let finish = self.finish.as_ref();
+        wire::JobInfo {
+            job: self.job.to_wire(),
+            user_name: self.user.to_string(),
+            status: self.status.bits(),
+            queue: self.queue.to_string(),
+            from_host: self.from_host.to_string(),
+            exec_hosts: self.exec_hosts.iter().map(ToString::to_string).collect(),
+            job_name: self.job_name(),
+            command: request.command.clone(),
+            project: project(request),
+            cwd: request.cwd.clone(),
+            exec_cwd: self.exec.as_ref().map(|e| e.exec_cwd.clone()).unwrap_or_default(),
+            output_file: request.output_file.clone(),
+            error_file: request.error_file.clone(),
+            n_slots: self.n_slots(),
+            submit_time: ms_to_s(self.submit_time_ms),
+            start_time: self.start_time_ms.map_or(0, ms_to_s),
+            end_time: finish.map_or(0, |f| ms_to_s(f.end_time_ms)),
+            pid: self.accepted.map(|p| p.pid).or(self.exec.as_ref().map(|e| e.pid)).unwrap_or(0),
+            exit_code: match finish {
+                Some(f) if self.status == JobStatus::Exit => exit_code(f.wait_status),
+                _ => 0,
+            },
+            reason: self.shown_reason(queue_configured),
+            rusage: finish.map(|f| f.rusage).unwrap_or_default(),
+        }
+    }
+}
+
+/// The project name: `-P`, else LSF's `default`.
+pub(crate) fn project(request: &wire::SubmitRequest) -> String {
+    if request.project.is_empty() { "default".to_owned() } else { request.project.clone() }
+}
+
+/// The exit code LSF shows for a wait status: the exit status, or 128 + the signal.
+pub fn exit_code(wait_status: i32) -> i32 {
+    let signal = wait_status & 0x7f;
+    if signal == 0 { (wait_status >> 8) & 0xff } else { 128 + signal }
+}
+
+/// Milliseconds since the epoch as the wire's seconds.
+pub(crate) fn ms_to_s(ms: u64) -> i64 {
+    i64::try_from(ms / 1000).unwrap_or(i64::MAX)
+}
+
+/// The wire's seconds as milliseconds; a time before the epoch is the epoch.
+pub(crate) fn s_to_ms(s: i64) -> u64 {
+    u64::try_from(s).unwrap_or(0).saturating_mul(1000)
+}
+
+/// `text` cut to at most `bytes_max` bytes at a character boundary, NULs dropped.
+pub(crate) fn truncate(text: &str, bytes_max: usize) -> String {
+    let mut out = String::new();
+    for c in text.chars().filter(|c| *c != '\0') {
+        if out.len() + c.len_utf8() > bytes_max {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,151 @@
+//! lava-mbd: the logic of mbatchd — the only code that changes job state.
+//!
+//! A pure, deterministic state machine ([`Mbd`]): it takes an [`Input`] (a
+//! validated client request, an sbatchd message or channel event, a clock
+//! tick) and the current time, changes its state, and returns [`Effect`]s:
+//! events to append to `lsb.events`, messages to sbatchd, replies to clients.
+//! It realises ../shared/specs/mbd-sbd-protocol.md (the job pipeline, the
+//! signal pipeline, idempotency and replay) for mbatchd's side.
+//!
+//! # What it never does
+//! No I/O, no clock (time arrives as `now_ms`, milliseconds since the epoch),
+//! no randomness, no threads, no tokio; no `HashMap` whose order could reach
+//! an output (every collection is a `BTreeMap`/`BTreeSet` or sorted). It never
+//! encodes bytes (the shell encodes [`Event`]s and messages with `lava-xdr`),
+//! never validates wire structure (`lava-batch-ll` did), never checks
+//! credentials (the shell vouched for [`Caller`]).
+//!
+//! # The rule that makes replay exact
+//! Durable state changes only in [`Mbd::apply`]. [`Mbd::step`] decides, builds
+//! events, applies each with that same function, and emits it as
+//! [`Effect::Append`]; replay is feeding the log's events to [`Mbd::apply`].
+//! So the state after replay equals the state before the crash, minus only
+//! what was never durable — and nothing that depended on a lost event was
+//! sent (the contract below). State that is not durable — connected hosts,
+//! resend timestamps, hosts that refused a job — is kept apart and rebuilt:
+//! when a host registers, every started job of it whose start is not accepted
+//! gets NEW_JOB again and every unanswered signal intent is sent again.
+//!
+//! # The shell contract, in order
+//! 1. **Start.** Build the state: [`Mbd::from_snapshot`] with the newest
+//!    snapshot if there is one, else [`Mbd::new`]; then feed every event logged
+//!    after it to [`Mbd::apply`] in log order. An `Err` stops the daemon with
+//!    the record's position (never skip a record). Then step [`Input::Start`].
+//! 2. **One step at a time.** For each input, in arrival order, call
+//!    [`Mbd::step`] with the wall clock in ms since the epoch. Call
+//!    [`Input::Tick`] about once a second; the logic decides what is due.
+//! 3. **Carry out the effects in order.** [`Effect::Append`]: encode and
+//!    append the event to the log (no fsync needed yet). [`Effect::SendSbd`]
+//!    and [`Effect::Reply`]: **first wait until every event appended so far —
+//!    in this step or an earlier one — is durable**, then send. A step lists
+//!    all its appends before all its messages, so one durable wait per step
+//!    suffices; group commit may cover many steps with one fsync, provided the
+//!    shell keeps each step's messages back, in order, until then. This is
+//!    what makes every ACK (NEW_JOB_REPLY_ACK, EXECUTE_ACK, FINISH_ACK) follow
+//!    the event it confirms onto disk, every client answer follow the state it
+//!    reports, and NEW_JOB follow its JOB_START (else a crash could forget a
+//!    dispatch that sbatchd already acted on, and run the job twice).
+//! 4. **Delivery is best effort.** A message for a host without a live
+//!    connection, or a reply for a client that went away, is dropped: the
+//!    logic resends NEW_JOB and JOB_SIGNAL on Tick and on registration, and
+//!    sbatchd and the commands resend the rest.
+//! 5. **Failure.** If an append or fsync fails, stop without sending any
+//!    message that followed it: the memory is ahead of the log, and a restart
+//!    (step 1) brings them back together.
+//! 6. **Channels.** Step [`Input::HostRegistered`] once the SBD_REGISTER frame
+//!    of an authenticated connection names a configured host (the logic
+//!    answers with SBD_REGISTER_ACK); at most one live connection per host, an
+//!    older one being closed, with [`Input::HostDisconnected`], before the new
+//!    one registers; no message of a connection is stepped after its
+//!    disconnect. Each sbatchd message is stepped with the host of the
+//!    connection that carried it.
+//! 7. **Snapshots.** [`Mbd::snapshot`] between two steps covers every event
+//!    appended so far; write it only once those events are durable, and replay
+//!    from it only the events after the last one it covers.
+//!
+//! # Choices beyond the spec (and why)
+//! - Sends are deferred, not the state change: an event is applied at once
+//!   and its messages wait for durability. Deciding on not-yet-durable state is
+//!   safe because nothing leaves the process before it is durable.
+//! - A refused job is not offered to the refusing host again until that host
+//!   re-registers (`pipeline`): NEW_JOB_REPLY carries no dispatch number, so a
+//!   late resend of the refusal must never meet a fresh dispatch to the same
+//!   host; it also stops a refuse/dispatch loop on a host that cannot run it.
+//! - JOB_SIGACT (LSF's name for a signal action's outcome) settles an intent
+//!   durably, so a restart resends exactly the unanswered intents.
+//! - JOB_SIGNAL is sent only after the start is accepted; earlier intents wait
+//!   (sbatchd may not know the job yet), and a refusal applies them to the
+//!   pending job (a kill ends it, a STOP holds it).
+//! - A pipeline message that contradicts the log (Started, EXECUTE or FINISH
+//!   for a pending job or from a host the job is not on) gets no event and no
+//!   ACK: an ACK would confirm a run mbatchd does not know of. FINISH for a job
+//!   whose start was never accepted still ends it.
+//! - A signal other than kill, STOP or CONT on a pending job is answered
+//!   `NotStarted` (LSF's "Job has not started yet"), not silently accepted.
+//! - Dispatch is first fit in `lsf.cluster` host order, jobs by queue priority
+//!   then id; a job that fits nowhere is passed over, not waited for.
+//! - A signal request id is remembered per job (on JOB_SIGNAL), so a retried
+//!   `bkill` acts on no job twice and a retried `bkill 0` selects the jobs the
+//!   first attempt acted on.
+//!
+//! # Map
+//! - [`config`]: [`MbdConfig`], queues, hosts, admins, limits.
+//! - [`input`], [`effect`]: the boundary types.
+//! - [`event`]: the records of `lsb.events`.
+//! - `job`, `state`: one job's record and transitions; the store and its indexes.
+//! - `machine`: [`Mbd`] and [`Mbd::step`]; `submit`, `sched` (dispatch, resends,
+//!   cleaning), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`.
+
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod effect;
+pub mod event;
+pub mod input;
+mod job;
+mod machine;
+mod pipeline;
+mod query;
+mod sched;
+mod signal;
+mod state;
+mod submit;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig};
+pub use effect::{ClientReply, Effect, ToSbd};
+pub use event::Event;
+pub use input::{Caller, ClientId, Input};
+pub use job::{
+    Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_USER_STOP,
+    REASON_USER_STOP_PENDING, SIGNAL_NUMBER_MAX, SignalKind, exit_code,
+};
+pub use machine::{INVARIANT_CHECK_JOBS_MAX, Mbd};
+pub use pipeline::REFUSAL_REASON_BYTES_MAX;
+pub use state::MbdSnapshot;
+
+use lava_batch_ll::JobRef;
+
+/// An error of the logic: a configuration it cannot work with, or durable
+/// data (an event, a snapshot) that does not fit the state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MbdError {
+    /// The configuration is inconsistent.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A logged event does not apply to the state replayed so far.
+    #[error("{event} for job {}: {problem}", job.map_or("-".to_owned(), |j| j.to_string()))]
+    Apply {
+        /// LSF's name of the event type.
+        event: &'static str,
+        /// The job it is about.
+        job: Option<JobRef>,
+        /// Why it does not apply.
+        problem: String,
+    },
+    /// A snapshot is inconsistent.
+    #[error("snapshot: {0}")]
+    Snapshot(String),
+}

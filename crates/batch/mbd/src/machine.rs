@@ -1,0 +1,265 @@
+//! [`Mbd`]: the state machine itself — the durable store, the transient links
+//! to the execution hosts, and [`Mbd::step`], which routes each input to the
+//! module that decides it and orders the effects.
+//!
+//! Every decision goes through [`Mbd::record`], which applies the event with
+//! the same [`Store::apply`] that replay uses and then queues it for the log,
+//! so the live state can never hold a change the log lacks.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lava_batch_ll::{HostName, JobRef};
+use lava_batch_wire as wire;
+
+use crate::MbdError;
+use crate::config::MbdConfig;
+use crate::effect::{ClientReply, Effect, ToSbd};
+use crate::event::{Event, MbdStartRecord};
+use crate::input::{ClientId, Input};
+use crate::job::Job;
+use crate::state::{MbdSnapshot, Store};
+
+/// Above this many jobs, debug builds stop re-checking every invariant after
+/// each step (the check is linear in the jobs).
+pub const INVARIANT_CHECK_JOBS_MAX: usize = 2_000;
+
+/// A connected (or once connected) sbatchd; transient, rebuilt by registration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HostLink {
+    pub(crate) n_cpus: u32,
+    pub(crate) connected: bool,
+    /// Slots in use when the host registered: a host may come back smaller
+    /// than the work it still runs, and that is not an overcommit of ours.
+    pub(crate) slots_used_at_registration: u32,
+}
+
+/// The transient state: what a restart forgets and rebuilds.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Links {
+    pub(crate) hosts: BTreeMap<HostName, HostLink>,
+    /// When NEW_JOB was last sent, for started jobs not yet accepted.
+    pub(crate) new_job_sent_ms: BTreeMap<u32, u64>,
+    /// When JOB_SIGNAL was last sent, by (job id, signal sequence).
+    pub(crate) signal_sent_ms: BTreeMap<(u32, u32), u64>,
+    /// Hosts that refused a job; it is not sent there again until that host re-registers.
+    pub(crate) avoid: BTreeMap<u32, BTreeSet<HostName>>,
+}
+
+/// The effects of one step while it is being decided: the log appends come
+/// first, then the messages, so the shell waits for durability once per step.
+pub(crate) struct Step {
+    pub(crate) now_ms: u64,
+    appends: Vec<Event>,
+    messages: Vec<Effect>,
+    /// Whether a job was added or a slot freed: dispatch runs at the end of the step.
+    pub(crate) dispatch: bool,
+}
+
+/// mbatchd's logic. See the crate documentation for the contract.
+#[derive(Clone, Debug)]
+pub struct Mbd {
+    pub(crate) config: MbdConfig,
+    pub(crate) store: Store,
+    pub(crate) links: Links,
+}
+
+impl Mbd {
+    /// A fresh mbatchd with no job, for a new cluster or before replay.
+    pub fn new(config: MbdConfig) -> Result<Mbd, MbdError> {
+        config.validate()?;
+        Ok(Mbd { config, store: Store::default(), links: Links::default() })
+    }
+
+    /// An mbatchd restored from a snapshot; replay the events logged after it with [`Mbd::apply`].
+    pub fn from_snapshot(config: MbdConfig, snapshot: MbdSnapshot) -> Result<Mbd, MbdError> {
+        config.validate()?;
+        Ok(Mbd { config, store: Store::from_snapshot(snapshot)?, links: Links::default() })
+    }
+
+    /// Replays one logged event. An event that does not fit the state (a
+    /// damaged or foreign log) is an error and changes nothing.
+    pub fn apply(&mut self, event: &Event) -> Result<(), MbdError> {
+        self.store.apply(event)?;
+        if let Some(job) = event.job() {
+            self.sync_links(job.id());
+        }
+        Ok(())
+    }
+
+    /// The durable state, to be written by the event log's snapshot hook.
+    pub fn snapshot(&self) -> MbdSnapshot {
+        self.store.snapshot()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &MbdConfig {
+        &self.config
+    }
+
+    /// A job in memory.
+    pub fn job(&self, job: JobRef) -> Option<&Job> {
+        self.store.jobs.get(&job.id()).filter(|j| j.job == job)
+    }
+
+    /// The highest job id ever given.
+    pub fn last_job_id(&self) -> u32 {
+        self.store.last_job_id
+    }
+
+    /// Decides `input` at time `now_ms` (ms since the epoch) and appends the
+    /// effects to `effects`: first every log append, then every message, in
+    /// the order they must be carried out.
+    pub fn step(&mut self, now_ms: u64, input: Input, effects: &mut Vec<Effect>) {
+        let mut step = Step { now_ms, appends: Vec::new(), messages: Vec::new(), dispatch: false };
+        match input {
+            Input::Start => {
+                let record = MbdStartRecord {
+                    time_ms: now_ms,
+                    master_host: self.config.master_host.clone(),
+                    cluster_name: self.config.cluster_name.clone(),
+                };
+                self.record(&mut step, Event::MbdStart(record));
+            }
+            Input::Submit { client, request_id, caller, spec } => {
+                self.submit(&mut step, client, request_id, &caller, *spec)
+            }
+            Input::Query { client, caller, query } => self.query(&mut step, client, &caller, &query),
+            Input::Signal { client, request_id, caller, request } => {
+                self.signal_request(&mut step, client, request_id, &caller, &request)
+            }
+            Input::HostRegistered { host, n_cpus } => self.host_registered(&mut step, host, n_cpus),
+            Input::HostDisconnected { host } => {
+                if let Some(link) = self.links.hosts.get_mut(&host) {
+                    link.connected = false;
+                }
+            }
+            Input::NewJobReply { host, reply } => self.new_job_reply(&mut step, &host, &reply),
+            Input::JobExecute { host, msg } => self.job_execute(&mut step, &host, &msg),
+            Input::JobFinish { host, msg } => self.job_finish(&mut step, &host, &msg),
+            Input::JobSignalReply { host, msg } => self.signal_reply(&mut step, &host, &msg),
+            Input::Tick => self.tick(&mut step),
+        }
+        if step.dispatch {
+            self.dispatch(&mut step);
+        }
+        effects.extend(step.appends.into_iter().map(Effect::Append));
+        effects.extend(step.messages);
+        if cfg!(debug_assertions)
+            && self.store.jobs.len() <= INVARIANT_CHECK_JOBS_MAX
+            && let Err(problem) = self.check_invariants()
+        {
+            panic!("mbd invariant broken after a step: {problem}");
+        }
+    }
+
+    /// Applies a decided event and queues it for the log.
+    pub(crate) fn record(&mut self, step: &mut Step, event: Event) {
+        if let Err(error) = self.apply(&event) {
+            panic!("a decided event must apply to the state it was decided on: {error}");
+        }
+        step.appends.push(event);
+    }
+
+    /// Queues a message to `host`'s sbatchd.
+    pub(crate) fn send(&self, step: &mut Step, host: &HostName, msg: ToSbd) {
+        step.messages.push(Effect::SendSbd { host: host.clone(), op: msg.operation(), msg });
+    }
+
+    /// Queues an answer to a client.
+    pub(crate) fn reply(&self, step: &mut Step, client: ClientId, reply: ClientReply) {
+        step.messages.push(Effect::Reply { client, reply });
+    }
+
+    /// Whether `host`'s sbatchd is connected now.
+    pub(crate) fn is_connected(&self, host: &HostName) -> bool {
+        self.links.hosts.get(host).is_some_and(|link| link.connected)
+    }
+
+    /// Job slots of `host`: MXJ, else the CPUs it registered with.
+    pub(crate) fn capacity(&self, host: &HostName, link: &HostLink) -> u32 {
+        self.config.host(host).and_then(|h| h.max_jobs).unwrap_or(link.n_cpus)
+    }
+
+    /// Drops transient bookkeeping that no longer matches job `id`'s durable state.
+    fn sync_links(&mut self, id: u32) {
+        let job = self.store.jobs.get(&id);
+        if !self.store.index.unaccepted.contains(&id) {
+            self.links.new_job_sent_ms.remove(&id);
+        }
+        let stale: Vec<(u32, u32)> = self
+            .links
+            .signal_sent_ms
+            .range((id, 0)..=(id, u32::MAX))
+            .map(|(key, _)| *key)
+            .filter(|(_, seq)| !job.is_some_and(|j| j.pending_signals.iter().any(|p| p.signal_seq == *seq)))
+            .collect();
+        for key in stale {
+            self.links.signal_sent_ms.remove(&key);
+        }
+        if job.is_none_or(|j| j.status.is_finished()) {
+            self.links.avoid.remove(&id);
+        }
+    }
+
+    fn host_registered(&mut self, step: &mut Step, host: HostName, n_cpus: u32) {
+        if self.config.host(&host).is_none() {
+            // The shell admits only cluster hosts; a stray name changes nothing.
+            return;
+        }
+        let slots_used_at_registration = self.store.index.slots_used.get(&host).copied().unwrap_or(0);
+        self.links
+            .hosts
+            .insert(host.clone(), HostLink { n_cpus, connected: true, slots_used_at_registration });
+        for avoided in self.links.avoid.values_mut() {
+            avoided.remove(&host);
+        }
+        self.links.avoid.retain(|_, avoided| !avoided.is_empty());
+        let ack = wire::SbdRegisterAck {
+            cluster_name: self.config.cluster_name.clone(),
+            master_name: self.config.master_host.to_string(),
+        };
+        self.send(step, &host, ToSbd::RegisterAck(ack));
+        self.resend_to_host(step, &host);
+        step.dispatch = true;
+    }
+
+    /// Every invariant of the state: the durable ones (per job, ids, request
+    /// ids, indexes) and the transient ones (no host over its slots, resend
+    /// bookkeeping only for what is outstanding). Tests and the simulation call
+    /// it after every step; debug builds do too.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.store.check()?;
+        for (host, used) in &self.store.index.slots_used {
+            if let Some(link) = self.links.hosts.get(host).filter(|link| link.connected) {
+                let bound = self.capacity(host, link).max(link.slots_used_at_registration);
+                if *used > bound {
+                    return Err(format!("host {host}: {used} slots used, at most {bound}"));
+                }
+            }
+        }
+        if let Some(host) = self.links.hosts.keys().find(|h| self.config.host(h).is_none()) {
+            return Err(format!("host {host} is linked but not configured"));
+        }
+        if let Some(id) =
+            self.links.new_job_sent_ms.keys().find(|id| !self.store.index.unaccepted.contains(id))
+        {
+            return Err(format!("job {id}: NEW_JOB resend armed for an accepted or unstarted job"));
+        }
+        for (id, seq) in self.links.signal_sent_ms.keys() {
+            let pending = self
+                .store
+                .jobs
+                .get(id)
+                .is_some_and(|j| j.pending_signals.iter().any(|p| p.signal_seq == *seq));
+            if !pending {
+                return Err(format!("job {id}: signal {seq} resend armed but not pending"));
+            }
+        }
+        if let Some(id) =
+            self.links.avoid.keys().find(|id| self.store.jobs.get(id).is_none_or(|j| j.status.is_finished()))
+        {
+            return Err(format!("job {id}: refusal memory kept for a finished or cleaned job"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,191 @@
+//! The three-stage job pipeline of specs/mbd-sbd-protocol.md section 4, as
+//! mbatchd answers sbatchd: NEW_JOB_REPLY, EXECUTE, FINISH.
+//!
+//! Every message is idempotent here. The rules, for a message from `host`
+//! about job J:
+//! - J unknown (never existed or already cleaned) or finished: ACK only —
+//!   DONE/EXIT dominate, and sbatchd may drop its record.
+//! - J started on `host`: the stage's event if it adds anything (start accept
+//!   once; EXECUTE metadata when it differs; FINISH once), then the ACK, which
+//!   the shell sends only once the event is durable.
+//! - J pending, or started on another host: the message contradicts the log
+//!   (a stale or confused sbatchd). Started/EXECUTE/FINISH get no ACK and no
+//!   event — an ACK would confirm a run mbatchd does not know of — so the
+//!   sender keeps resending and the anomaly stays visible; a Refused is ACKed
+//!   (sbatchd only drops a record of a job it does not run).
+//!
+//! A refusal returns J to PEND with the host's reason and frees its slots; J
+//! is not offered to that host again until it re-registers. This also closes
+//! the race in which a late resend of an old refusal would hit a fresh
+//! dispatch of the same job to the same host: the reply carries no dispatch
+//! number, so the two must never be outstanding together.
+
+use lava_batch_ll::{HostName, JobStatus, NAME_BYTES_MAX, PATH_BYTES_MAX};
+use lava_batch_wire as wire;
+
+use crate::effect::ToSbd;
+use crate::event::{Event, ExecInfo, FinishRecord, JobExecuteRecord, JobStartAcceptRecord, JobStatusRecord};
+use crate::job::{SignalKind, s_to_ms, truncate};
+use crate::machine::{Mbd, Step};
+
+/// Longest refusal message kept as a pending reason, in bytes.
+pub const REFUSAL_REASON_BYTES_MAX: usize = 1024;
+
+/// What a pipeline message's job reference names.
+pub(crate) enum Target {
+    /// Job id 0: not a job; the message is ignored.
+    Invalid,
+    /// No such job in memory (never existed, or cleaned).
+    Unknown,
+    /// A finished job.
+    Finished,
+    /// An unfinished job, by id.
+    Live(u32),
+}
+
+impl Mbd {
+    pub(crate) fn target(&self, job: wire::WireJobRef) -> Target {
+        let Ok(job_ref) = lava_batch_ll::job_ref("job", job) else {
+            return Target::Invalid;
+        };
+        match self.job(job_ref) {
+            None => Target::Unknown,
+            Some(j) if j.status.is_finished() => Target::Finished,
+            Some(_) => Target::Live(job_ref.id()),
+        }
+    }
+
+    pub(crate) fn new_job_reply(&mut self, step: &mut Step, host: &HostName, reply: &wire::NewJobReply) {
+        let ack = ToSbd::NewJobReplyAck(wire::JobAck { job: reply.job });
+        let id = match self.target(reply.job) {
+            Target::Invalid => return,
+            Target::Unknown | Target::Finished => return self.send(step, host, ack),
+            Target::Live(id) => id,
+        };
+        let job = &self.store.jobs[&id];
+        let awaiting_reply = job.is_started_on(host) && job.accepted.is_none();
+        match &reply.outcome {
+            wire::NewJobOutcome::Started { pid, pgid, .. } => {
+                if !job.is_started_on(host) {
+                    return;
+                }
+                if awaiting_reply {
+                    let record =
+                        JobStartAcceptRecord { job: job.job, pid: *pid, pgid: *pgid, time_ms: step.now_ms };
+                    self.record(step, Event::JobStartAccept(record));
+                }
+                self.send(step, host, ack);
+                if awaiting_reply {
+                    // Intents asked for before the start was accepted go out now.
+                    self.send_signals(step, id, |_| true);
+                }
+            }
+            wire::NewJobOutcome::Refused { message, .. } => {
+                if awaiting_reply {
+                    self.refused(step, id, host, message);
+                }
+                self.send(step, host, ack);
+            }
+        }
+    }
+
+    /// Job `id`, started on `host` and not accepted, was refused there.
+    fn refused(&mut self, step: &mut Step, id: u32, host: &HostName, message: &str) {
+        let job = &self.store.jobs[&id];
+        let job_ref = job.job;
+        // Intents the refusal leaves unanswered now apply to a pending job.
+        let kill =
+            job.pending_signals.iter().find(|p| SignalKind::of(p.action) == Some(SignalKind::Terminate));
+        let kill = kill.map(|p| SignalKind::kill_signal(p.action));
+        let hold = job.suspend_target();
+        let reason = format!(
+            "The job was refused by the execution host <{host}>: {}",
+            truncate(message, REFUSAL_REASON_BYTES_MAX)
+        );
+        let pend = JobStatusRecord {
+            job: job_ref,
+            status: JobStatus::Pend,
+            reason,
+            time_ms: step.now_ms,
+            finish: None,
+        };
+        self.record(step, Event::JobStatus(pend));
+        self.links.avoid.entry(id).or_default().insert(host.clone());
+        let follow_up = match (kill, hold) {
+            (Some(signal), _) => Some(self.killed_while_pending(job_ref, signal, step.now_ms)),
+            (None, true) => Some(JobStatusRecord {
+                job: job_ref,
+                status: JobStatus::Psusp,
+                reason: String::new(),
+                time_ms: step.now_ms,
+                finish: None,
+            }),
+            (None, false) => None,
+        };
+        if let Some(record) = follow_up {
+            self.record(step, Event::JobStatus(record));
+        }
+        step.dispatch = true;
+    }
+
+    pub(crate) fn job_execute(&mut self, step: &mut Step, host: &HostName, msg: &wire::JobExecute) {
+        let ack = ToSbd::JobExecuteAck(wire::JobAck { job: msg.job });
+        let id = match self.target(msg.job) {
+            Target::Invalid => return,
+            Target::Unknown | Target::Finished => return self.send(step, host, ack),
+            Target::Live(id) => id,
+        };
+        let job = &self.store.jobs[&id];
+        if !job.is_started_on(host) {
+            return;
+        }
+        let exec = ExecInfo {
+            pid: msg.pid,
+            pgid: msg.pgid,
+            exec_uid: msg.exec_uid,
+            exec_user: truncate(&msg.exec_user, NAME_BYTES_MAX),
+            exec_home: truncate(&msg.exec_home, PATH_BYTES_MAX),
+            exec_cwd: truncate(&msg.exec_cwd, PATH_BYTES_MAX),
+            exec_time_ms: s_to_ms(msg.exec_time),
+        };
+        if !job.exec.as_ref().is_some_and(|known| known.same_execution(&exec)) {
+            let record = JobExecuteRecord { job: job.job, exec, time_ms: step.now_ms };
+            self.record(step, Event::JobExecute(record));
+        }
+        self.send(step, host, ack);
+    }
+
+    pub(crate) fn job_finish(&mut self, step: &mut Step, host: &HostName, msg: &wire::JobFinish) {
+        let ack = ToSbd::JobFinishAck(wire::JobAck { job: msg.job });
+        let id = match self.target(msg.job) {
+            Target::Invalid => return,
+            Target::Unknown | Target::Finished => return self.send(step, host, ack),
+            Target::Live(id) => id,
+        };
+        let job = &self.store.jobs[&id];
+        if !job.is_started_on(host) {
+            return;
+        }
+        // Finished even if its start was never accepted: FINISH dominates,
+        // and a later NEW_JOB_REPLY for it only gets an ACK.
+        let status = if msg.wait_status == 0 { JobStatus::Done } else { JobStatus::Exit };
+        let end_time_ms = if msg.end_time > 0 { s_to_ms(msg.end_time) } else { step.now_ms };
+        let finish = FinishRecord {
+            wait_status: msg.wait_status,
+            finish_reason: msg.finish_reason,
+            end_time_ms,
+            rusage: msg.rusage,
+            pid: msg.pid,
+        };
+        let record = JobStatusRecord {
+            job: job.job,
+            status,
+            reason: String::new(),
+            time_ms: step.now_ms,
+            finish: Some(finish),
+        };
+        self.record(step, Event::JobStatus(record));
+        self.send(step, host, ack);
+        step.dispatch = true;
+    }
+}

@@ -1,0 +1,186 @@
+//! The durable state (every job, the highest job id ever given) and the
+//! indexes derived from it, changed only by [`Store::apply`].
+//!
+//! The indexes (request id → job, slots used per host, pending jobs, finished
+//! jobs by finish time, jobs awaiting their start accept or a signal answer)
+//! are a pure function of the jobs: `apply` takes a job's contribution out
+//! before changing it and puts it back after, and
+//! [`Store::check`] recomputes them from scratch to prove it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lava_batch_ll::{HostName, JobStatus};
+use lava_batch_wire as wire;
+use serde::{Deserialize, Serialize};
+
+use crate::MbdError;
+use crate::event::Event;
+use crate::job::Job;
+
+/// The durable state of mbatchd, for the event log's snapshot hook: replay of
+/// a snapshot and the events after it equals the state that wrote them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MbdSnapshot {
+    /// The highest job id ever given; ids are never reused, even after JOB_CLEAN.
+    pub last_job_id: u32,
+    /// Every job in memory, in job-id order.
+    pub jobs: Vec<Job>,
+}
+
+/// Indexes over the jobs; see the module doc.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Index {
+    pub(crate) by_request: BTreeMap<wire::RequestId, u32>,
+    pub(crate) slots_used: BTreeMap<HostName, u32>,
+    /// Jobs in PEND (not PSUSP): the dispatch candidates.
+    pub(crate) pending: BTreeSet<u32>,
+    /// Finished jobs by (finish time, id): the cleaning order.
+    pub(crate) finished: BTreeSet<(u64, u32)>,
+    /// Started jobs whose NEW_JOB_REPLY is not yet committed.
+    pub(crate) unaccepted: BTreeSet<u32>,
+    /// Jobs with unanswered signal intents.
+    pub(crate) signaling: BTreeSet<u32>,
+}
+
+impl Index {
+    fn add(&mut self, id: u32, job: &Job) {
+        self.by_request.insert(job.request_id, id);
+        self.contribute(id, job, true);
+    }
+
+    fn remove(&mut self, id: u32, job: &Job) {
+        self.by_request.remove(&job.request_id);
+        self.contribute(id, job, false);
+    }
+
+    fn contribute(&mut self, id: u32, job: &Job, add: bool) {
+        fn toggle<T: Ord>(set: &mut BTreeSet<T>, value: T, present: bool, add: bool) {
+            if present {
+                if add {
+                    set.insert(value);
+                } else {
+                    set.remove(&value);
+                }
+            }
+        }
+        let started = job.status.is_started();
+        if started {
+            for host in &job.exec_hosts {
+                let used = self.slots_used.entry(host.clone()).or_insert(0);
+                *used = if add { *used + 1 } else { used.saturating_sub(1) };
+                if *used == 0 {
+                    self.slots_used.remove(host);
+                }
+            }
+        }
+        toggle(&mut self.pending, id, job.status == JobStatus::Pend, add);
+        toggle(&mut self.finished, (job.status_time_ms, id), job.status.is_finished(), add);
+        toggle(&mut self.unaccepted, id, started && job.accepted.is_none(), add);
+        toggle(&mut self.signaling, id, !job.pending_signals.is_empty(), add);
+    }
+}
+
+/// The durable state plus its indexes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Store {
+    pub(crate) jobs: BTreeMap<u32, Job>,
+    pub(crate) last_job_id: u32,
+    pub(crate) index: Index,
+}
+
+impl Store {
+    /// A store from a snapshot, checked as thoroughly as a live one.
+    pub(crate) fn from_snapshot(snapshot: MbdSnapshot) -> Result<Store, MbdError> {
+        let mut store = Store { last_job_id: snapshot.last_job_id, ..Store::default() };
+        for job in snapshot.jobs {
+            let id = job.job.id();
+            if store.jobs.insert(id, job).is_some() {
+                return Err(MbdError::Snapshot(format!("job {id} appears twice")));
+            }
+        }
+        store.index = store.build_index();
+        store.check().map_err(MbdError::Snapshot)?;
+        Ok(store)
+    }
+
+    pub(crate) fn snapshot(&self) -> MbdSnapshot {
+        MbdSnapshot { last_job_id: self.last_job_id, jobs: self.jobs.values().cloned().collect() }
+    }
+
+    fn build_index(&self) -> Index {
+        let mut index = Index::default();
+        for (id, job) in &self.jobs {
+            index.add(*id, job);
+        }
+        index
+    }
+
+    /// Applies one event: the only way durable state changes.
+    pub(crate) fn apply(&mut self, event: &Event) -> Result<(), MbdError> {
+        let fail = |problem: String| MbdError::Apply { event: event.name(), job: event.job(), problem };
+        match event {
+            Event::MbdStart(_) => Ok(()),
+            Event::JobNew(record) => {
+                let id = record.job.id();
+                if record.job.index() != 0 {
+                    return Err(fail("array elements are not supported yet".to_owned()));
+                }
+                if id <= self.last_job_id {
+                    return Err(fail(format!("job id not above the last one, {}", self.last_job_id)));
+                }
+                if self.index.by_request.contains_key(&record.request_id) {
+                    return Err(fail("request id already used".to_owned()));
+                }
+                let job = Job::new(record);
+                self.index.add(id, &job);
+                self.jobs.insert(id, job);
+                self.last_job_id = id;
+                Ok(())
+            }
+            Event::JobClean(record) => {
+                let id = record.job.id();
+                match self.jobs.get(&id) {
+                    Some(job) if job.job == record.job && job.status.is_finished() => {}
+                    Some(job) => return Err(fail(format!("clean of a {} job", job.status))),
+                    None => return Err(fail("no such job".to_owned())),
+                }
+                if let Some(job) = self.jobs.remove(&id) {
+                    self.index.remove(id, &job);
+                }
+                Ok(())
+            }
+            _ => {
+                let job_ref = event.job().ok_or_else(|| fail("no job".to_owned()))?;
+                let id = job_ref.id();
+                let Some(job) = self.jobs.get_mut(&id).filter(|job| job.job == job_ref) else {
+                    return Err(fail("no such job".to_owned()));
+                };
+                self.index.remove(id, job);
+                let result = job.apply(event).map_err(fail);
+                self.index.add(id, job);
+                result
+            }
+        }
+    }
+
+    /// Every durable invariant: each job's own, ids, and the indexes.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        for (id, job) in &self.jobs {
+            if job.job.id() != *id {
+                return Err(format!("job {} filed under {id}", job.job));
+            }
+            if *id > self.last_job_id {
+                return Err(format!("job {id} above the last job id {}", self.last_job_id));
+            }
+            job.check()?;
+        }
+        if self.index.by_request.len() != self.jobs.len() {
+            return Err("two jobs share a submission request id".to_owned());
+        }
+        let rebuilt = self.build_index();
+        if rebuilt != self.index {
+            return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
+        }
+        Ok(())
+    }
+}

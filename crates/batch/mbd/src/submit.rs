@@ -1,0 +1,117 @@
+//! `bsub`: resolve the queue, check what the request may ask, give the next
+//! job id, log JOB_NEW and answer; a retried request id gets its first answer.
+
+use lava_batch_ll::{HostName, JobRef, SubmitSpec};
+use lava_batch_wire as wire;
+
+use crate::effect::ClientReply;
+use crate::event::{Event, JobNewRecord};
+use crate::input::{Caller, ClientId};
+use crate::job::Job;
+use crate::machine::{Mbd, Step};
+
+impl Mbd {
+    pub(crate) fn submit(
+        &mut self,
+        step: &mut Step,
+        client: ClientId,
+        request_id: wire::RequestId,
+        caller: &Caller,
+        spec: SubmitSpec,
+    ) {
+        if let Some(job) = self.store.index.by_request.get(&request_id).and_then(|id| self.store.jobs.get(id))
+        {
+            // A retry: the first answer again, nothing new logged. A request
+            // id is the command's 128 random bits, so another user presenting
+            // it is not a retry.
+            let reply = if job.user_id == caller.uid {
+                ClientReply::Submit(self.submit_reply(job))
+            } else {
+                ClientReply::error(wire::ERR_REJECTED, "Request id already used by another user")
+            };
+            self.reply(step, client, reply);
+            return;
+        }
+        let reply = match self.admit(step, request_id, caller, spec) {
+            Ok(id) => {
+                let job = self.store.jobs.get(&id).expect("JOB_NEW was just applied");
+                ClientReply::Submit(self.submit_reply(job))
+            }
+            Err(error) => error,
+        };
+        self.reply(step, client, reply);
+    }
+
+    /// Checks the submission and logs JOB_NEW, or says why not (LSF's wording).
+    fn admit(
+        &mut self,
+        step: &mut Step,
+        request_id: wire::RequestId,
+        caller: &Caller,
+        spec: SubmitSpec,
+    ) -> Result<u32, ClientReply> {
+        let queue = match spec.queue() {
+            Some(name) => self
+                .config
+                .queue(name)
+                .ok_or_else(|| ClientReply::error(wire::ERR_NO_QUEUE, format!("{name}: No such queue")))?,
+            None => self
+                .config
+                .default_queue()
+                .ok_or_else(|| ClientReply::error(wire::ERR_NO_QUEUE, "No default queue defined"))?,
+        };
+        if let Some(host) = spec.hosts().iter().find(|h| self.config.host(h).is_none()) {
+            return Err(ClientReply::error(
+                wire::ERR_REJECTED,
+                format!("{host}: Bad host name, host group name or cluster name"),
+            ));
+        }
+        let usable = |h: &HostName| queue.hosts.is_empty() || queue.hosts.contains(h);
+        if !spec.hosts().is_empty() && !spec.hosts().iter().any(usable) {
+            let names: Vec<&str> = spec.hosts().iter().map(HostName::as_str).collect();
+            return Err(ClientReply::error(
+                wire::ERR_REJECTED,
+                format!("{}: Host or host group is not used by the queue", names.join(" ")),
+            ));
+        }
+        // sbatchd decodes the working directory against the home directory,
+        // which must therefore be absolute (lava-batch-ll's JobSpec requires it).
+        if !spec.request().home_dir.starts_with('/') {
+            return Err(ClientReply::error(
+                wire::ERR_BAD_REQUEST,
+                "submit.home_dir: is not an absolute path",
+            ));
+        }
+        let id = self.store.last_job_id.checked_add(1).filter(|id| *id <= self.config.max_job_id);
+        let Some(job) = id.and_then(|id| JobRef::new(id, 0)) else {
+            return Err(ClientReply::error(
+                wire::ERR_REJECTED,
+                format!("No job ID available: MAX_JOBID {} reached", self.config.max_job_id),
+            ));
+        };
+        let hold = spec.request().hold;
+        let record = JobNewRecord {
+            job,
+            request_id,
+            user_id: caller.uid,
+            group_id: caller.gid,
+            user: caller.user.clone(),
+            from_host: caller.host.clone(),
+            queue: queue.name.clone(),
+            submit_time_ms: step.now_ms,
+            hold,
+            spec,
+        };
+        self.record(step, Event::JobNew(Box::new(record)));
+        step.dispatch |= !hold;
+        Ok(job.id())
+    }
+
+    fn submit_reply(&self, job: &Job) -> wire::SubmitReply {
+        wire::SubmitReply {
+            job_id: job.job.id(),
+            queue: job.queue.to_string(),
+            default_queue: job.spec.queue().is_none(),
+        }
+    }
+}

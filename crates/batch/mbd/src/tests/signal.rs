@@ -1,0 +1,276 @@
+//! `bkill` / `bstop` / `bresume` and SIGNAL_REPLY.
+
+use lava_batch_ll::JobStatus;
+use lava_batch_wire::{self as wire, SignalAction, SignalOutcome, SignalRequestOutcome as Outcome};
+
+use super::harness::*;
+use crate::{ClientId, Input, REASON_USER_STOP, REASON_USER_STOP_PENDING, ToSbd};
+
+fn new_job(h: &Harness, id: u32) -> ToSbd {
+    let job = h.mbd.job(jref(id)).expect("job exists");
+    ToSbd::NewJob(Box::new(h.mbd.job_specs(job)))
+}
+
+// Goal: STOP and CONT of a pending job need no sbatchd: intent then result,
+// and a resumed job is dispatched in the same step.
+#[test]
+fn stop_and_resume_of_a_pending_job() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.at(10).check(
+        signal(2, 2, "alice", &[1], SignalAction::Stop),
+        vec![
+            append(ev_signal(1, 1, SignalAction::Stop, "alice", 2, T0 + 10)),
+            append(ev_status(1, JobStatus::Psusp, "", T0 + 10)),
+            signaled(2, &[(1, Outcome::Accepted)]),
+        ],
+    );
+    assert_eq!(h.infos(&[1])[0].reason, REASON_USER_STOP_PENDING);
+    // Already stopped: accepted, nothing to log.
+    h.check(signal(3, 3, "alice", &[1], SignalAction::Stop), vec![signaled(3, &[(1, Outcome::Accepted)])]);
+    h.step(registered("hostA", 1));
+    h.at(20);
+    let effects = h.step(signal(4, 4, "alice", &[1], SignalAction::Continue));
+    let expected = vec![
+        append(ev_signal(1, 2, SignalAction::Continue, "alice", 4, T0 + 20)),
+        append(ev_status(1, JobStatus::Pend, "", T0 + 20)),
+        append(ev_start(1, "hostA", 1, T0 + 20)),
+        signaled(4, &[(1, Outcome::Accepted)]),
+        send("hostA", new_job(&h, 1)),
+    ];
+    assert_eq!(effects, expected);
+}
+
+// Goal: STOP and CONT of a running job log the intent, send JOB_SIGNAL, and
+// log the resulting status only when sbatchd says it was delivered; replies
+// for superseded or duplicate sequence numbers are ignored.
+#[test]
+fn stop_and_resume_of_a_running_job_log_intent_then_result() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 2));
+    h.step(submit(1, 1, "alice", request()));
+    h.step(started("hostA", 1, 42));
+    h.at(10).check(
+        signal(2, 2, "alice", &[1], SignalAction::Stop),
+        vec![
+            append(ev_signal(1, 1, SignalAction::Stop, "alice", 2, T0 + 10)),
+            send("hostA", job_signal(1, 1, SignalAction::Stop)),
+            signaled(2, &[(1, Outcome::Accepted)]),
+        ],
+    );
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+    h.at(20).check(
+        signal_reply("hostA", 1, 1, SignalOutcome::Delivered),
+        vec![
+            append(ev_sigact(1, 1, SignalOutcome::Delivered, T0 + 20)),
+            append(ev_status(1, JobStatus::Ususp, "", T0 + 20)),
+        ],
+    );
+    assert_eq!(h.infos(&[1])[0].reason, REASON_USER_STOP);
+    h.check(signal_reply("hostA", 1, 1, SignalOutcome::Delivered), vec![]);
+    // CONT, then a STOP that supersedes it before any answer: the CONT's
+    // late answer is ignored, the STOP's decides (already USUSP: no status).
+    h.at(30).step(signal(3, 3, "alice", &[1], SignalAction::Continue));
+    h.step(signal(4, 4, "alice", &[1], SignalAction::Stop));
+    h.check(signal_reply("hostA", 1, 2, SignalOutcome::Delivered), vec![]);
+    h.at(40).check(
+        signal_reply("hostA", 1, 3, SignalOutcome::Delivered),
+        vec![append(ev_sigact(1, 3, SignalOutcome::Delivered, T0 + 40))],
+    );
+    h.at(50).step(signal(5, 5, "alice", &[1], SignalAction::Continue));
+    h.check(
+        signal_reply("hostA", 1, 4, SignalOutcome::Delivered),
+        vec![
+            append(ev_sigact(1, 4, SignalOutcome::Delivered, T0 + 50)),
+            append(ev_status(1, JobStatus::Run, "", T0 + 50)),
+        ],
+    );
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+}
+
+// Goal: a kill ends a pending job at once (EXIT), and a running job through
+// the FINISH stage; a kill asked before the start is accepted goes out with the accept.
+#[test]
+fn kill_of_pending_and_of_running_jobs() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.at(10).check(
+        signal(2, 2, "alice", &[1], SignalAction::Terminate),
+        vec![
+            append(ev_signal(1, 1, SignalAction::Terminate, "alice", 2, T0 + 10)),
+            append(ev_killed_pending(1, 9, T0 + 10)),
+            signaled(2, &[(1, Outcome::Accepted)]),
+        ],
+    );
+    let info = &h.infos(&[1])[0];
+    assert_eq!((info.status, info.exit_code), (JobStatus::Exit.bits(), 137));
+    h.check(
+        signal(3, 3, "alice", &[1], SignalAction::Terminate),
+        vec![signaled(3, &[(1, Outcome::AlreadyFinished)])],
+    );
+
+    h.step(registered("hostA", 2));
+    h.step(submit(4, 4, "alice", request()));
+    h.at(20).check(
+        signal(5, 5, "alice", &[2], SignalAction::Signal(15)),
+        vec![
+            append(ev_signal(2, 1, SignalAction::Signal(15), "alice", 5, T0 + 20)),
+            signaled(5, &[(2, Outcome::Accepted)]),
+        ],
+    );
+    h.at(30).check(
+        started("hostA", 2, 77),
+        vec![
+            append(ev_accept(2, 77, T0 + 30)),
+            send("hostA", reply_ack(2)),
+            send("hostA", job_signal(2, 1, SignalAction::Signal(15))),
+        ],
+    );
+    h.check(
+        signal_reply("hostA", 2, 1, SignalOutcome::Delivered),
+        vec![append(ev_sigact(2, 1, SignalOutcome::Delivered, T0 + 30))],
+    );
+    h.at(40).check(
+        finished("hostA", 2, 77, 15),
+        vec![append(ev_finished(2, 77, 15, T0 + 40)), send("hostA", finish_ack(2))],
+    );
+    assert_eq!(h.infos(&[2])[0].exit_code, 143);
+}
+
+// Goal: intents not yet sent when the dispatch is refused apply to the
+// pending job: a kill ends it, a STOP holds it.
+#[test]
+fn a_refusal_applies_waiting_intents_to_the_pending_job() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 2));
+    h.step(submit(1, 1, "alice", request()));
+    h.step(submit(2, 2, "alice", request()));
+    h.step(signal(3, 3, "alice", &[1], SignalAction::Terminate));
+    h.step(signal(4, 4, "alice", &[2], SignalAction::Stop));
+    let reason = "The job was refused by the execution host <hostA>: no";
+    h.at(10).check(
+        refused("hostA", 1, "no"),
+        vec![
+            append(ev_status(1, JobStatus::Pend, reason, T0 + 10)),
+            append(ev_killed_pending(1, 9, T0 + 10)),
+            send("hostA", reply_ack(1)),
+        ],
+    );
+    h.check(
+        refused("hostA", 2, "no"),
+        vec![
+            append(ev_status(2, JobStatus::Pend, reason, T0 + 10)),
+            append(ev_status(2, JobStatus::Psusp, "", T0 + 10)),
+            send("hostA", reply_ack(2)),
+        ],
+    );
+}
+
+// Goal: only the owner, root or a cluster administrator may signal; unknown
+// ids are NotFound; a signal other than kill/stop/resume on a pending job is NotStarted.
+#[test]
+fn permissions_and_per_job_outcomes() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.step(submit(2, 2, "bob", request()));
+    h.check(
+        signal(3, 3, "bob", &[1, 2, 99, 0], SignalAction::Signal(1)),
+        vec![signaled(
+            3,
+            &[
+                (1, Outcome::PermissionDenied),
+                (2, Outcome::NotStarted),
+                (99, Outcome::NotFound),
+                (0, Outcome::NotFound),
+            ],
+        )],
+    );
+    for (n, who) in [(4, "admin"), (5, "root")] {
+        let effects = h.step(signal(n, n, who, &[1], SignalAction::Stop));
+        assert_eq!(effects.last(), Some(&signaled(n, &[(1, Outcome::Accepted)])), "{who}");
+    }
+    let mut by_uid = caller("operator");
+    by_uid.uid = 5000;
+    let request = wire::SignalRequest {
+        jobs: vec![wref(2)],
+        all_jobs: false,
+        user: String::new(),
+        action: SignalAction::Terminate,
+    };
+    let effects = h.step(Input::Signal { client: ClientId(6), request_id: rid(6), caller: by_uid, request });
+    assert_eq!(effects.last(), Some(&signaled(6, &[(2, Outcome::Accepted)])));
+    h.check(
+        signal(7, 7, "alice", &[1], SignalAction::Signal(99)),
+        vec![reply(7, crate::ClientReply::error(wire::ERR_BAD_REQUEST, "Signal(99): Bad signal"))],
+    );
+}
+
+// Goal: `bkill 0` acts on every unfinished job of the caller (of `-u` for an
+// admin), in id order; a retried request acts on no job twice.
+#[test]
+fn bkill_0_and_retried_signal_requests() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.step(submit(2, 2, "bob", request()));
+    h.step(submit(3, 3, "alice", request()));
+    h.step(signal(4, 4, "alice", &[3], SignalAction::Terminate));
+    let all = |who: &str, user: &str, request_id: u64| Input::Signal {
+        client: ClientId(request_id),
+        request_id: rid(request_id),
+        caller: caller(who),
+        request: wire::SignalRequest {
+            jobs: vec![],
+            all_jobs: true,
+            user: user.into(),
+            action: SignalAction::Stop,
+        },
+    };
+    h.at(10).check(
+        all("alice", "", 5),
+        vec![
+            append(ev_signal(1, 1, SignalAction::Stop, "alice", 5, T0 + 10)),
+            append(ev_status(1, JobStatus::Psusp, "", T0 + 10)),
+            signaled(5, &[(1, Outcome::Accepted)]),
+        ],
+    );
+    // The retry answers for the same jobs, even with a new job of alice's since.
+    h.step(submit(6, 6, "alice", request()));
+    h.check(all("alice", "", 5), vec![signaled(5, &[(1, Outcome::Accepted)])]);
+    h.check(all("alice", "bob", 7), vec![signaled(7, &[(2, Outcome::PermissionDenied)])]);
+    h.at(20).check(
+        all("admin", "all", 8),
+        vec![
+            append(ev_signal(2, 1, SignalAction::Stop, "admin", 8, T0 + 20)),
+            append(ev_status(2, JobStatus::Psusp, "", T0 + 20)),
+            append(ev_signal(4, 1, SignalAction::Stop, "admin", 8, T0 + 20)),
+            append(ev_status(4, JobStatus::Psusp, "", T0 + 20)),
+            signaled(8, &[(1, Outcome::Accepted), (2, Outcome::Accepted), (4, Outcome::Accepted)]),
+        ],
+    );
+    // A retried CONT after a later STOP does not resume the job again.
+    h.step(signal(9, 9, "alice", &[1], SignalAction::Continue));
+    h.step(signal(10, 10, "alice", &[1], SignalAction::Stop));
+    h.check(
+        signal(9, 9, "alice", &[1], SignalAction::Continue),
+        vec![signaled(9, &[(1, Outcome::Accepted)])],
+    );
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Psusp.bits());
+}
+
+// Goal: unanswered intents are resent on Tick after the interval, only to a
+// connected host; an answered one is not.
+#[test]
+fn signal_intents_are_resent_until_answered() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 2));
+    h.step(submit(1, 1, "alice", request()));
+    h.step(started("hostA", 1, 42));
+    h.step(signal(2, 2, "alice", &[1], SignalAction::Stop));
+    h.at(RESEND_MS - 1).check(Input::Tick, vec![]);
+    h.at(RESEND_MS).check(Input::Tick, vec![send("hostA", job_signal(1, 1, SignalAction::Stop))]);
+    h.step(Input::HostDisconnected { host: host("hostA") });
+    h.at(3 * RESEND_MS).check(Input::Tick, vec![]);
+    h.step(signal_reply("hostA", 1, 1, SignalOutcome::Failed(3)));
+    h.check(registered("hostA", 2), vec![send("hostA", register_ack())]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+}

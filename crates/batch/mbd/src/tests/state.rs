@@ -1,0 +1,178 @@
+//! Queries, cleaning, job ids, snapshots and replay of bad logs.
+
+use lava_batch_ll::JobStatus;
+use lava_batch_wire::{self as wire, state_filter};
+
+use super::harness::*;
+use crate::event::{JobCleanRecord, JobStartRecord};
+use crate::{ClientId, ClientReply, Event, Input, Mbd, MbdError};
+
+fn ids_of(effects: &[crate::Effect]) -> (Vec<u32>, Vec<u32>) {
+    match effects {
+        [crate::Effect::Reply { reply: ClientReply::JobQuery(reply), .. }] => (
+            reply.jobs.iter().map(|j| j.job.job_id).collect(),
+            reply.not_found.iter().map(|j| j.job_id).collect(),
+        ),
+        other => panic!("unexpected query effects {other:?}"),
+    }
+}
+
+// Goal: each filter of JobQuery selects what bjobs expects, in id order.
+#[test]
+fn queries_filter_by_user_state_queue_host_and_name() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 1));
+    h.step(submit(1, 1, "alice", request())); // 1: RUN on hostA
+    let mut named = request();
+    named.job_name = "analysis-7".into();
+    h.step(submit(2, 2, "alice", named)); // 2: PEND
+    h.step(submit(3, 3, "bob", request())); // 3: bob, PEND
+    h.step(finished("hostA", 1, 5, 0)); // 1: DONE; 2 dispatched
+    h.step(signal(4, 4, "bob", &[3], wire::SignalAction::Stop)); // 3: PSUSP
+    let mut q = |who: &str, user: &str, filter: u32, edit: fn(&mut wire::JobQuery)| {
+        let mut query = wire::JobQuery {
+            jobs: vec![],
+            user: user.into(),
+            state_filter: filter,
+            queue: String::new(),
+            host: String::new(),
+            job_name: String::new(),
+        };
+        edit(&mut query);
+        ids_of(&h.step(Input::Query { client: ClientId(1), caller: caller(who), query }))
+    };
+    let none: fn(&mut wire::JobQuery) = |_| {};
+    assert_eq!(q("alice", "", state_filter::UNFINISHED, none), (vec![2], vec![]));
+    assert_eq!(q("alice", "", state_filter::ALL, none), (vec![1, 2], vec![]));
+    assert_eq!(q("alice", "all", state_filter::ALL, none), (vec![1, 2, 3], vec![]));
+    assert_eq!(q("alice", "bob", state_filter::SUSPENDED, none), (vec![3], vec![]));
+    assert_eq!(q("alice", "all", state_filter::DONE, none), (vec![1], vec![]));
+    assert_eq!(q("alice", "all", state_filter::RUNNING, none), (vec![2], vec![]));
+    assert_eq!(q("alice", "all", state_filter::PENDING, none), (vec![3], vec![]));
+    assert_eq!(q("alice", "all", state_filter::ALL, |q| q.host = "hostA".into()), (vec![1, 2], vec![]));
+    assert_eq!(q("alice", "all", state_filter::ALL, |q| q.job_name = "analysis*".into()), (vec![2], vec![]));
+    assert_eq!(q("alice", "all", state_filter::ALL, |q| q.queue = "high".into()), (vec![], vec![]));
+    // Named jobs: any owner, any state; unknown ones are listed once.
+    let named = |q: &mut wire::JobQuery| q.jobs = vec![wref(3), wref(1), wref(42), wref(42)];
+    assert_eq!(q("alice", "", state_filter::UNFINISHED, named), (vec![1, 3], vec![42]));
+    let effects = h.step(query(1, "alice", 77));
+    assert_eq!(effects, vec![reply(1, ClientReply::error(wire::ERR_BAD_REQUEST, "Unknown state filter 77"))]);
+}
+
+// Goal: a finished job stays visible until CLEAN_PERIOD has passed, then
+// Tick logs JOB_CLEAN; its id is never given again, also after a restart
+// from a snapshot taken after the clean.
+#[test]
+fn finished_jobs_are_cleaned_and_ids_never_reused() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 1));
+    h.step(submit(1, 1, "alice", request()));
+    h.at(100).step(finished("hostA", 1, 5, 0));
+    h.at(100 + CLEAN_MS - 1).check(Input::Tick, vec![]);
+    assert_eq!(h.infos(&[1]).len(), 1);
+    h.at(100 + CLEAN_MS).check(
+        Input::Tick,
+        vec![append(Event::JobClean(JobCleanRecord { job: jref(1), time_ms: T0 + 100 + CLEAN_MS }))],
+    );
+    assert!(h.infos(&[1]).is_empty());
+    // The request id went with the job: a (very late) retry is a new job, id 2.
+    let effects = h.step(submit(2, 1, "alice", request()));
+    assert!(effects.contains(&submitted(2, 2, "normal", true)), "{effects:?}");
+
+    let snapshot = xdr_round_trip(&h.mbd.snapshot());
+    assert_eq!(snapshot, h.mbd.snapshot());
+    let mut mbd = Mbd::from_snapshot(config(), snapshot).expect("snapshot loads");
+    h.step(finished("hostA", 2, 6, 0));
+    let mut effects = Vec::new();
+    mbd.step(T0 + 10 * CLEAN_MS, Input::Tick, &mut effects);
+    assert_eq!(mbd.last_job_id(), 2);
+    effects.clear();
+    mbd.step(T0 + 10 * CLEAN_MS, submit(3, 3, "alice", request()), &mut effects);
+    assert_eq!(effects.last(), Some(&submitted(3, 3, "normal", true)));
+}
+
+// Goal: submission is refused once MAX_JOBID is reached, never wrapped.
+#[test]
+fn max_job_id_is_never_exceeded() {
+    let mut limited = config();
+    limited.max_job_id = 2;
+    let mut h = Harness::with_config(limited);
+    h.step(submit(1, 1, "alice", request()));
+    h.step(submit(2, 2, "alice", request()));
+    h.check(
+        submit(3, 3, "alice", request()),
+        vec![reply(3, ClientReply::error(wire::ERR_REJECTED, "No job ID available: MAX_JOBID 2 reached"))],
+    );
+}
+
+// Goal: replay refuses events that do not fit the state, names them, and
+// leaves the state unchanged.
+#[test]
+fn replay_rejects_events_that_do_not_fit() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    let before = h.mbd.snapshot();
+    let cases = [
+        (ev_start(2, "hostA", 1, T0), "no such job"),
+        (ev_start(1, "hostA", 2, T0), "2 execution slots for a 1-slot job"),
+        (ev_accept(1, 5, T0), "accept of a PEND job"),
+        (ev_status(1, JobStatus::Ususp, "", T0), "status PEND → USUSP"),
+        (ev_status(1, JobStatus::Exit, "", T0), "status EXIT with finish false"),
+        (ev_signal(1, 5, wire::SignalAction::Stop, "alice", 1, T0), "signal sequence 5 after 0"),
+        (ev_new(1, 9, "alice", "normal", request(), T0), "job id not above the last one, 1"),
+        (ev_new(2, 1, "alice", "normal", request(), T0), "request id already used"),
+        (Event::JobClean(JobCleanRecord { job: jref(1), time_ms: T0 }), "clean of a PEND job"),
+    ];
+    for (event, problem) in cases {
+        match h.mbd.apply(&event) {
+            Err(MbdError::Apply { problem: got, .. }) => assert_eq!(got, problem, "{event:?}"),
+            other => panic!("{event:?} gave {other:?}"),
+        }
+        assert_eq!(h.mbd.snapshot(), before);
+    }
+    let no_hosts = Event::JobStart(JobStartRecord { job: jref(1), exec_hosts: vec![], time_ms: T0 });
+    assert!(h.mbd.apply(&no_hosts).is_err());
+}
+
+// Goal: a snapshot that contradicts itself is refused when loaded.
+#[test]
+fn inconsistent_snapshots_are_refused() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    let mut snapshot = h.mbd.snapshot();
+    snapshot.last_job_id = 0;
+    assert!(matches!(Mbd::from_snapshot(config(), snapshot), Err(MbdError::Snapshot(_))));
+    let mut snapshot = h.mbd.snapshot();
+    snapshot.jobs.push(snapshot.jobs[0].clone());
+    assert!(matches!(Mbd::from_snapshot(config(), snapshot), Err(MbdError::Snapshot(_))));
+}
+
+// Goal: an inconsistent configuration is refused up front.
+#[test]
+fn inconsistent_configurations_are_refused() {
+    let mut twice = config();
+    twice.queues.push(twice.queues[0].clone());
+    let mut two_defaults = config();
+    two_defaults.queues[1].default = true;
+    let mut stray_host = config();
+    stray_host.queues[1].hosts.push(host("hostZ"));
+    for bad in [twice, two_defaults, stray_host] {
+        assert!(matches!(Mbd::new(bad), Err(MbdError::Config(_))));
+    }
+}
+
+// Goal: values read back from disk are validated like fresh messages: a bad
+// name, an unknown status bit or job id 0 is a decode error, not a value.
+#[test]
+fn corrupt_records_are_refused_on_decode() {
+    use lava_batch_ll::{HostName, JobRef};
+    let limits = lava_xdr::Limits::DEFAULT;
+    let name = lava_xdr::to_bytes("a b").expect("encodes");
+    assert!(lava_xdr::from_bytes::<HostName>(&name, &limits).is_err());
+    let bits = lava_xdr::to_bytes(&3u32).expect("encodes");
+    assert!(lava_xdr::from_bytes::<JobStatus>(&bits, &limits).is_err());
+    let job = lava_xdr::to_bytes(&wref(0)).expect("encodes");
+    assert!(lava_xdr::from_bytes::<JobRef>(&job, &limits).is_err());
+    let good = lava_xdr::to_bytes(&wref(7)).expect("encodes");
+    assert_eq!(lava_xdr::from_bytes::<JobRef>(&good, &limits).ok(), Some(jref(7)));
+}

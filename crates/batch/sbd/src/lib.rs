@@ -1,0 +1,330 @@
+//! lava-sbd: the logic of sbatchd, the execution daemon.
+//!
+//! This crate is the only code that changes job state on an execution host. It
+//! is a deterministic state machine in the style of raft-rs and openraft: the
+//! daemon's shell calls [`Sbd::step`] with the current time and one [`Input`]
+//! (a validated message from mbatchd, a report about a process, a tick) and
+//! carries out the [`Effect`]s it returns. It implements
+//! ../shared/specs/sbd-protocol-model.md: the wire snapshot is used once to
+//! derive a [`RunSpec`]; runtime truth is the [`JobRecord`] (pid, the ACK flags
+//! `pid_acked`, `execute_acked`, `finish_acked`, `exit_status_valid`, the exit);
+//! there is no state enum and no `*_sent` latch; every message is rebuilt from
+//! the record each time it is sent; anything not acknowledged is resent.
+//!
+//! It never performs I/O, never reads a clock, never draws a random number and
+//! never iterates a hash map: the same inputs give the same effects. It knows
+//! nothing of files, processes, sockets or `getpwnam`; their results arrive as
+//! inputs. It depends only on `lava-batch-wire`, `lava-batch-ll`, serde and
+//! thiserror.
+//!
+//! Map: [`run_spec`] derives the runtime spec (cwd decoding, `%J`/`%I`);
+//! [`record`] holds the durable record and rebuilds messages from it; `sbd`
+//! is the state machine; [`invariants`] checks records and effect lists.
+//!
+//! # The shell contract
+//!
+//! The shell (bins/sbatchd) follows this procedure literally.
+//!
+//! 1. **Start.** Read every record file of the state directory and call
+//!    [`Sbd::restore`]. A record that does not decode or fails
+//!    [`invariants::check_record`] stops the daemon with an error naming the
+//!    file: nothing is skipped silently.
+//! 2. **Adopt.** For each job of [`Sbd::awaiting_adoption`] (pid still -1:
+//!    sbatchd may have crashed between Launch and the pid report) look in the
+//!    job directory for the pid file the shepherd writes before it executes the
+//!    job. If there is a shepherd (alive, or gone after writing the exit
+//!    status), feed [`Input::Spawned`] with the pid, pgid and start time it
+//!    recorded; if there is no trace of one, feed [`Input::NotLaunched`] (the
+//!    logic answers with a Launch: the job never started, so it cannot run
+//!    twice). For each record that [`JobRecord::is_running`], re-attach to its
+//!    shepherd. Whenever a shepherd's exit status is found, feed
+//!    [`Input::Exited`] (duplicates are ignored).
+//! 3. **Run.** Turn each event into an input (frame → `lava-batch-wire` →
+//!    `lava-batch-ll` → [`Input`]), call [`Sbd::step`] with `now_ms` = wall-clock
+//!    milliseconds since the Unix epoch (persisted times must stay comparable
+//!    across restarts), then carry out the effects **strictly in order**:
+//!    - [`Effect::Persist`]: serialise the record, write it to a temporary file,
+//!      fsync it, rename it over the job's record file, fsync the directory.
+//!      Consecutive Persists may share one fsync (group commit), but every
+//!      Persist must be durable before any later effect of any kind is carried
+//!      out: no Launch, Kill or Send ever runs ahead of the fact it rests on.
+//!    - [`Effect::Remove`]: delete the record file and the job directory.
+//!    - [`Effect::Launch`]: start the job's shepherd with the [`RunSpec`]
+//!      (setsid, setgroups/setgid/setuid to the exec user, umask, cwd, files,
+//!      environment); the shepherd writes its pid file before it executes the
+//!      job and its exit status before it exits. Later feed [`Input::Spawned`],
+//!      or [`Input::SpawnFailed`] if no process could be started.
+//!    - [`Effect::Kill`]: `killpg(pgid, signal)`; ESRCH is ignored (the exit
+//!      report is on its way).
+//!    - [`Effect::Send`]: encode the message and write it to the mbatchd
+//!      connection. A failed write is a disconnection ([`Input::Disconnected`]),
+//!      never a retry: resending is the logic's job.
+//! 4. **Time and channel.** Feed [`Input::Tick`] every second (LavaLite's
+//!    `SBD_OPERATION_TIMER`), [`Input::Connected`] once the channel to mbatchd is
+//!    registered, [`Input::Disconnected`] when it closes; while disconnected the
+//!    logic sends nothing, and on connection it resends everything unacknowledged.
+//!
+//! A crash at any point is safe: what was not durable is re-derived from the
+//! records after restart, and mbatchd is idempotent towards resent messages.
+//!
+//! # Decisions where the specs are silent
+//!
+//! - **The wire snapshot is dropped** once the [`RunSpec`] is derived (spec
+//!   section 1.5 allows it): the record persists only the runtime spec, so
+//!   `spec.cwd` is never persisted; `exec_home` is `spec.sub_home_dir`, the base
+//!   of a relative cwd (spec section 2), and `exec_uid`/`exec_gid` come from the
+//!   user lookup on this host. A uid-0 lookup for a non-root submitter is refused.
+//! - **Resend timestamps are not in the record**: they live beside it in memory
+//!   and are 0 after a restart, so everything eligible is resent at once.
+//! - **FINISH waits for `pid_acked` only**, not for `execute_acked` (EXECUTE is
+//!   virtual, FINISH dominates); EXECUTE stops being resent once FINISH is acked.
+//! - **Refusals are records**: a failed user lookup (REFUSE_NO_USER) or a
+//!   launch that fails before any pid (REFUSE_SETUP: the job goes back to PEND
+//!   as in LavaLite) is persisted and its reply resent until acked. A NEW_JOB
+//!   for a refused job with another `dispatch_time` is a new dispatch and is
+//!   launched; with the same one it is a duplicate. A failure after the pid is
+//!   known finishes the job (EXIT 127, FINISH_START_FAILED). Only past
+//!   [`Config::records_max`] is a job refused (REFUSE_HOST) without a record.
+//! - **Tombstones**: a record whose FINISH (or refusal) is acked stays as a
+//!   tombstone for [`Config::tombstone_retention_ms`] (24 h, as LavaLite) from
+//!   its end (or refusal) time, answering a late duplicate NEW_JOB from the
+//!   record instead of running the job again; a Tick then emits Remove.
+//! - **Signals**: `signal_seq` is taken to grow per job (mbatchd logs it). A
+//!   signal for a job without pid is held durably, in sequence order, and
+//!   delivered and answered right after Spawned (bounded by
+//!   [`PENDING_SIGNALS_MAX`], beyond which the reply is EAGAIN). Once the process
+//!   exists, a sequence number not above the last one handled is a duplicate or
+//!   was overtaken: it is answered `Delivered` again and never acted on, so a
+//!   Terminate never restarts its kill. A Terminate during a kill joins it.
+//! - **Kills** (Terminate, run limit, memory limit) run LSF's sequence from the
+//!   record's [`KillSequence`]: SIGINT, SIGTERM after the job's terminate
+//!   interval, SIGKILL after twice that; each step is persisted before its
+//!   Kill, so a restart resumes it. The job's finish reason is that of the kill
+//!   once one has started. The run limit counts wall-clock time since exec.
+//!
+//! # Panics
+//!
+//! [`Sbd::step`] panics when the shell contradicts the records (a second pid
+//! for a job, a process report for a job it never launched, an exit before any
+//! pid): that is a bug in the shell, not an operating condition. Anything
+//! mbatchd sends, however stale or duplicated, is handled without panicking.
+
+#![deny(missing_docs)]
+
+mod sbd;
+
+pub mod invariants;
+pub mod record;
+pub mod run_spec;
+
+use lava_batch_ll::{JobRef, JobSpec};
+use lava_batch_wire as wire;
+
+pub use invariants::Violation;
+pub use record::{JobRecord, KillSequence, PID_NONE, PendingSignal, Refusal};
+pub use run_spec::RunSpec;
+pub use sbd::Sbd;
+
+/// Default interval between resends of an unacknowledged message (LavaLite's
+/// `SBD_RESEND_ACK_TIMEOUT`).
+pub const RESEND_INTERVAL_MS_DEFAULT: u64 = 1_000;
+/// Default time a tombstone is kept to recognise a late duplicate NEW_JOB
+/// (LavaLite prunes finished state after 24 h).
+pub const TOMBSTONE_RETENTION_MS_DEFAULT: u64 = 24 * 3600 * 1000;
+/// Default number of job records (tombstones included) sbatchd holds at most.
+pub const RECORDS_MAX_DEFAULT: usize = 100_000;
+/// Signals held per job until its process exists.
+pub const PENDING_SIGNALS_MAX: usize = 8;
+/// Highest signal number accepted in `SignalAction::Signal` (Linux `SIGRTMAX`).
+pub const SIGNAL_NUMBER_MAX: u32 = 64;
+/// Wait status reported for a job whose command could not be started after
+/// its process existed: exit status 127, as `sh` reports an exec failure.
+pub const START_FAILED_WAIT_STATUS: i32 = 127 << 8;
+
+/// Signal numbers the logic sends (Linux numbering; sbatchd runs on Linux).
+pub mod signal {
+    /// Interrupt: the first signal of a kill.
+    pub const SIGINT: i32 = 2;
+    /// Kill: the last signal of a kill.
+    pub const SIGKILL: i32 = 9;
+    /// Terminate: the second signal of a kill.
+    pub const SIGTERM: i32 = 15;
+    /// Continue (`bresume`).
+    pub const SIGCONT: i32 = 18;
+    /// Stop (`bstop`).
+    pub const SIGSTOP: i32 = 19;
+}
+
+/// errno values a signal reply can carry.
+pub mod errno {
+    /// Too many signals are waiting for the job's process to start.
+    pub const EAGAIN: i32 = 11;
+    /// Not a signal number.
+    pub const EINVAL: i32 = 22;
+}
+
+/// Settings of the logic; the shell fills them from lsf.conf.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Resend an unacknowledged message after this long.
+    pub resend_interval_ms: u64,
+    /// Keep a tombstone this long before removing the record.
+    pub tombstone_retention_ms: u64,
+    /// Refuse a new job (REFUSE_HOST) when this many records are held.
+    pub records_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            resend_interval_ms: RESEND_INTERVAL_MS_DEFAULT,
+            tombstone_retention_ms: TOMBSTONE_RETENTION_MS_DEFAULT,
+            records_max: RECORDS_MAX_DEFAULT,
+        }
+    }
+}
+
+/// The passwd entry of the job's user on this host, looked up by the shell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserInfo {
+    /// Uid.
+    pub uid: u32,
+    /// Primary gid.
+    pub gid: u32,
+    /// Home directory.
+    pub home: String,
+    /// Login shell.
+    pub shell: String,
+}
+
+/// Everything that can happen to sbatchd's logic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// BATCH_NEW_JOB, with the shell's lookup of the user (`Err` says why it failed).
+    NewJob {
+        /// The validated dispatch snapshot (boxed: it is by far the largest input).
+        spec: Box<JobSpec>,
+        /// The user's passwd entry on this host.
+        user: Result<UserInfo, String>,
+    },
+    /// BATCH_NEW_JOB_REPLY_ACK.
+    NewJobReplyAck(JobRef),
+    /// BATCH_JOB_EXECUTE_ACK.
+    JobExecuteAck(JobRef),
+    /// BATCH_JOB_FINISH_ACK.
+    JobFinishAck(JobRef),
+    /// BATCH_JOB_SIGNAL.
+    JobSignal(wire::JobSignal),
+    /// The job's process exists (after a Launch, or found at restart).
+    Spawned {
+        /// The job.
+        job: JobRef,
+        /// Pid of the job's process.
+        pid: i32,
+        /// Its process group.
+        pgid: i32,
+        /// When it started, ms since the epoch.
+        exec_time_ms: u64,
+    },
+    /// The job could not be started. Before any pid: the job is refused
+    /// (REFUSE_SETUP) and mbatchd returns it to PEND, as LavaLite does for a
+    /// failed launch. After a pid: the job finishes with FINISH_START_FAILED.
+    SpawnFailed {
+        /// The job.
+        job: JobRef,
+        /// What failed, for `bjobs -l`.
+        message: String,
+    },
+    /// At restart, for a job of [`Sbd::awaiting_adoption`]: no shepherd was
+    /// ever started, so the job may be launched.
+    NotLaunched {
+        /// The job.
+        job: JobRef,
+    },
+    /// The job's process group ended.
+    Exited {
+        /// The job.
+        job: JobRef,
+        /// Raw wait status.
+        wait_status: i32,
+        /// Resource usage of the job.
+        rusage: wire::ResourceUsage,
+        /// When it ended, ms since the epoch.
+        end_time_ms: u64,
+    },
+    /// A measurement of the job's resident memory.
+    MemoryUsage {
+        /// The job.
+        job: JobRef,
+        /// Resident set size of the job, KiB.
+        rss_kb: u64,
+    },
+    /// The channel to mbatchd is up (registered).
+    Connected,
+    /// The channel to mbatchd is down.
+    Disconnected,
+    /// Time passed: resends, kill sequences, run limits, pruning.
+    Tick,
+}
+
+/// What the shell must do, in order (see the crate documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Make this record durable (temp file, fsync, rename, directory fsync).
+    Persist(JobRef, JobRecord),
+    /// Delete the job's record.
+    Remove(JobRef),
+    /// Start the job's shepherd.
+    Launch {
+        /// The job.
+        job: JobRef,
+        /// How to run it.
+        run_spec: Box<RunSpec>,
+    },
+    /// `killpg(pgid, signal)`.
+    Kill {
+        /// The job.
+        job: JobRef,
+        /// Its process group.
+        pgid: i32,
+        /// The signal number.
+        signal: i32,
+    },
+    /// Send a message to mbatchd.
+    Send(ToMbd),
+}
+
+/// A message sbatchd sends to mbatchd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToMbd {
+    /// BATCH_NEW_JOB_REPLY.
+    NewJobReply(wire::NewJobReply),
+    /// BATCH_JOB_EXECUTE.
+    JobExecute(wire::JobExecute),
+    /// BATCH_JOB_FINISH.
+    JobFinish(wire::JobFinish),
+    /// BATCH_JOB_SIGNAL_REPLY.
+    JobSignalReply(wire::JobSignalReply),
+}
+
+impl ToMbd {
+    /// The frame operation carrying this message.
+    pub fn operation(&self) -> wire::Operation {
+        match self {
+            ToMbd::NewJobReply(_) => wire::Operation::NewJobReply,
+            ToMbd::JobExecute(_) => wire::Operation::JobExecute,
+            ToMbd::JobFinish(_) => wire::Operation::JobFinish,
+            ToMbd::JobSignalReply(_) => wire::Operation::JobSignalReply,
+        }
+    }
+
+    /// The job the message is about.
+    pub fn job(&self) -> wire::WireJobRef {
+        match self {
+            ToMbd::NewJobReply(m) => m.job,
+            ToMbd::JobExecute(m) => m.job,
+            ToMbd::JobFinish(m) => m.job,
+            ToMbd::JobSignalReply(m) => m.job,
+        }
+    }
+}

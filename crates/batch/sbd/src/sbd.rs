@@ -1,0 +1,519 @@
+//! The state machine: one handler per input, each changing records, then
+//! persisting them, then acting and sending, in that order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lava_batch_ll::{self as ll, JobRef, JobSpec};
+use lava_batch_wire::{self as wire, SignalAction, SignalOutcome};
+
+use crate::invariants::{Violation, check_record};
+use crate::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
+use crate::{
+    Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal, RunSpec,
+    SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, ToMbd, UserInfo, errno,
+};
+
+/// When each message of a job was last sent, ms since the epoch. Optimisation
+/// only (spec section 3): never persisted, 0 after a restart, so everything
+/// eligible is resent at once.
+#[derive(Clone, Copy, Debug, Default)]
+struct LastSend {
+    reply_ms: u64,
+    execute_ms: u64,
+    finish_ms: u64,
+}
+
+#[derive(Debug)]
+struct Job {
+    record: JobRecord,
+    last_send: LastSend,
+}
+
+/// sbatchd's logic: every job record, and whether mbatchd can be reached.
+#[derive(Debug)]
+pub struct Sbd {
+    config: Config,
+    jobs: BTreeMap<JobRef, Job>,
+    connected: bool,
+    /// Restored records without pid that the shell has not yet resolved with
+    /// Spawned or NotLaunched; the only jobs NotLaunched may relaunch.
+    awaiting_adoption: BTreeSet<JobRef>,
+}
+
+/// The effect sink of one step, with what every send needs to know.
+struct Out<'a> {
+    now_ms: u64,
+    connected: bool,
+    effects: &'a mut Vec<Effect>,
+}
+
+impl Out<'_> {
+    fn persist(&mut self, record: &JobRecord) {
+        self.effects.push(Effect::Persist(record.job, record.clone()));
+    }
+
+    fn kill(&mut self, record: &JobRecord, signal: i32) {
+        self.effects.push(Effect::Kill { job: record.job, pgid: record.pgid, signal });
+    }
+
+    /// Sends if the channel is up; says whether it did.
+    fn send(&mut self, message: ToMbd) -> bool {
+        if self.connected {
+            self.effects.push(Effect::Send(message));
+        }
+        self.connected
+    }
+
+    fn signal_reply(&mut self, signal: &wire::JobSignal, outcome: SignalOutcome) {
+        let reply = wire::JobSignalReply { job: signal.job, signal_seq: signal.signal_seq, outcome };
+        self.send(ToMbd::JobSignalReply(reply));
+    }
+
+    /// Sends every message the job's facts make eligible whose last send is at
+    /// least `interval_ms` old (`None`: all of them, as on connection).
+    fn send_due(&mut self, job: &mut Job, interval_ms: Option<u64>) {
+        let now_ms = self.now_ms;
+        let stale =
+            |last_ms: u64| interval_ms.is_none_or(|i| last_ms == 0 || now_ms.saturating_sub(last_ms) >= i);
+        if job.record.reply_due() && stale(job.last_send.reply_ms) {
+            self.send_reply(job);
+        }
+        if job.record.execute_due() && stale(job.last_send.execute_ms) {
+            self.send_execute(job);
+        }
+        if job.record.finish_due() && stale(job.last_send.finish_ms) {
+            self.send_finish(job);
+        }
+    }
+
+    /// NEW_JOB_REPLY rebuilt from the record, if there is anything to reply.
+    fn send_reply(&mut self, job: &mut Job) {
+        if let Some(reply) = job.record.new_job_reply()
+            && self.send(ToMbd::NewJobReply(reply))
+        {
+            job.last_send.reply_ms = self.now_ms;
+        }
+    }
+
+    /// EXECUTE rebuilt from the record, if it is due.
+    fn send_execute(&mut self, job: &mut Job) {
+        if let Some(execute) = job.record.execute_message().filter(|_| job.record.execute_due())
+            && self.send(ToMbd::JobExecute(execute))
+        {
+            job.last_send.execute_ms = self.now_ms;
+        }
+    }
+
+    /// FINISH rebuilt from the record, if it is due.
+    fn send_finish(&mut self, job: &mut Job) {
+        if let Some(finish) = job.record.finish_message().filter(|_| job.record.finish_due())
+            && self.send(ToMbd::JobFinish(finish))
+        {
+            job.last_send.finish_ms = self.now_ms;
+        }
+    }
+}
+
+impl Sbd {
+    /// A fresh sbatchd holding no job, not connected.
+    pub fn new(config: Config) -> Sbd {
+        Sbd { config, jobs: BTreeMap::new(), connected: false, awaiting_adoption: BTreeSet::new() }
+    }
+
+    /// sbatchd after a restart, from the durable records; not connected, every
+    /// resend timestamp 0. Fails on a record that breaks an invariant or on
+    /// two records of one job.
+    pub fn restore(config: Config, records: impl IntoIterator<Item = JobRecord>) -> Result<Sbd, Violation> {
+        let mut sbd = Sbd::new(config);
+        for record in records {
+            check_record(&record)?;
+            let job = record.job;
+            if record.is_awaiting_spawn() {
+                sbd.awaiting_adoption.insert(job);
+            }
+            let last_send = LastSend::default();
+            if sbd.jobs.insert(job, Job { record, last_send }).is_some() {
+                return Err(Violation { job, problem: "two records of one job".to_owned() });
+            }
+        }
+        Ok(sbd)
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Whether the channel to mbatchd is up.
+    pub fn is_connected(&self) -> bool {
+        self.connected
+    }
+
+    /// The record of a job.
+    pub fn job(&self, job: JobRef) -> Option<&JobRecord> {
+        self.jobs.get(&job).map(|j| &j.record)
+    }
+
+    /// Every record, in job order.
+    pub fn jobs(&self) -> impl Iterator<Item = &JobRecord> {
+        self.jobs.values().map(|j| &j.record)
+    }
+
+    /// Restored jobs whose shepherd the shell must look for (contract step 2),
+    /// answered with [`Input::Spawned`] or [`Input::NotLaunched`].
+    pub fn awaiting_adoption(&self) -> impl Iterator<Item = JobRef> + '_ {
+        self.awaiting_adoption.iter().copied()
+    }
+
+    /// Checks every record and the bookkeeping around them.
+    pub fn check_invariants(&self) -> Result<(), Violation> {
+        for (job, entry) in &self.jobs {
+            check_record(&entry.record)?;
+            if entry.record.job != *job {
+                return Err(Violation { job: *job, problem: "held under another job's name".to_owned() });
+            }
+        }
+        for job in &self.awaiting_adoption {
+            if !self.job(*job).is_some_and(JobRecord::is_awaiting_spawn) {
+                return Err(Violation { job: *job, problem: "awaits adoption but has a pid".to_owned() });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one input at `now_ms` (ms since the epoch) and appends the
+    /// effects the shell must carry out, in order.
+    pub fn step(&mut self, now_ms: u64, input: Input, effects: &mut Vec<Effect>) {
+        let mut out = Out { now_ms, connected: self.connected, effects };
+        match input {
+            Input::NewJob { spec, user } => self.new_job(spec, user, &mut out),
+            Input::NewJobReplyAck(job) => self.reply_ack(job, &mut out),
+            Input::JobExecuteAck(job) => self.execute_ack(job, &mut out),
+            Input::JobFinishAck(job) => self.finish_ack(job, &mut out),
+            Input::JobSignal(signal) => self.signal(signal, &mut out),
+            Input::Spawned { job, pid, pgid, exec_time_ms } => {
+                self.spawned(job, pid, pgid, exec_time_ms, &mut out)
+            }
+            Input::SpawnFailed { job, message } => self.spawn_failed(job, message, &mut out),
+            Input::NotLaunched { job } => self.not_launched(job, &mut out),
+            Input::Exited { job, wait_status, rusage, end_time_ms } => {
+                self.exited(job, wait_status, rusage, end_time_ms, &mut out)
+            }
+            Input::MemoryUsage { job, rss_kb } => self.memory_usage(job, rss_kb, &mut out),
+            Input::Connected => {
+                self.connected = true;
+                out.connected = true;
+                for job in self.jobs.values_mut() {
+                    out.send_due(job, None);
+                }
+            }
+            Input::Disconnected => self.connected = false,
+            Input::Tick => self.tick(&mut out),
+        }
+    }
+
+    /// NEW_JOB: create, persist, launch; or answer a duplicate from its record.
+    fn new_job(&mut self, spec: Box<JobSpec>, user: Result<UserInfo, String>, out: &mut Out<'_>) {
+        let job_ref = spec.job();
+        let n_records = self.jobs.len();
+        match self.jobs.get_mut(&job_ref) {
+            // A job held here is never launched again. The one exception is a
+            // refused job that mbatchd returned to PEND and dispatched anew: a
+            // new dispatch time tells it from a duplicate of the refused one.
+            Some(job) => {
+                let refused_before = job.record.refusal.is_some()
+                    && job.record.run_spec.dispatch_time_s != spec.specs().dispatch_time;
+                if !refused_before {
+                    out.send_reply(job);
+                    return;
+                }
+            }
+            None if n_records >= self.config.records_max => {
+                let message = format!("sbatchd holds {n_records} job records, its limit");
+                let outcome = wire::NewJobOutcome::Refused { code: wire::REFUSE_HOST, message };
+                out.send(ToMbd::NewJobReply(wire::NewJobReply { job: job_ref.to_wire(), outcome }));
+                return;
+            }
+            None => {}
+        }
+        let refuse =
+            |message: String| Some(Refusal { code: wire::REFUSE_NO_USER, message, refused_ms: out.now_ms });
+        let (run_spec, refusal) = match &user {
+            // Jobs run as root only when root submitted them (DESIGN section 5).
+            Ok(info) if info.uid == 0 && spec.specs().user_id != 0 => (
+                RunSpec::derive(&spec, None),
+                refuse(format!("user {} is uid 0 on this host but not the submitter's uid", spec.user())),
+            ),
+            Ok(info) => (RunSpec::derive(&spec, Some(info)), None),
+            Err(problem) => {
+                (RunSpec::derive(&spec, None), refuse(format!("user {}: {problem}", spec.user())))
+            }
+        };
+        let record = JobRecord::created(job_ref, run_spec, refusal);
+        assert!(
+            !record.is_spawned() && !record.pid_acked && !record.execute_acked && !record.finish_acked,
+            "a new record starts with no pid and no ACK"
+        );
+        out.persist(&record);
+        let mut job = Job { record, last_send: Default::default() };
+        if job.record.refusal.is_some() {
+            out.send_reply(&mut job);
+        } else {
+            out.effects.push(Effect::Launch { job: job_ref, run_spec: job.record.run_spec.clone() });
+        }
+        self.jobs.insert(job_ref, job);
+    }
+
+    /// NEW_JOB_REPLY_ACK: the stage-1 barrier; EXECUTE (and FINISH) may follow.
+    fn reply_ack(&mut self, job_ref: JobRef, out: &mut Out<'_>) {
+        let Some(job) = self.jobs.get_mut(&job_ref) else { return };
+        // A duplicate, or an ACK of a reply this dispatch never produced.
+        if job.record.pid_acked || !(job.record.is_spawned() || job.record.refusal.is_some()) {
+            return;
+        }
+        job.record.pid_acked = true;
+        out.persist(&job.record);
+        out.send_execute(job);
+        out.send_finish(job);
+    }
+
+    fn execute_ack(&mut self, job_ref: JobRef, out: &mut Out<'_>) {
+        let Some(job) = self.jobs.get_mut(&job_ref) else { return };
+        let record = &mut job.record;
+        if record.execute_acked || !record.pid_acked || !record.is_spawned() {
+            return;
+        }
+        record.execute_acked = true;
+        out.persist(record);
+    }
+
+    fn finish_ack(&mut self, job_ref: JobRef, out: &mut Out<'_>) {
+        let Some(job) = self.jobs.get_mut(&job_ref) else { return };
+        if !job.record.finish_due() {
+            return;
+        }
+        job.record.finish_acked = true;
+        out.persist(&job.record);
+    }
+
+    fn signal(&mut self, signal: wire::JobSignal, out: &mut Out<'_>) {
+        let job = ll::job_ref("signal.job", signal.job).ok().and_then(|job_ref| self.jobs.get_mut(&job_ref));
+        let Some(job) = job else { return out.signal_reply(&signal, SignalOutcome::NoSuchJob) };
+        let record = &mut job.record;
+        if record.refusal.is_some() {
+            return out.signal_reply(&signal, SignalOutcome::NoSuchJob);
+        }
+        if record.exit_status_valid {
+            return out.signal_reply(&signal, SignalOutcome::AlreadyFinished);
+        }
+        if let SignalAction::Signal(number) = signal.action
+            && signal_number(number).is_none()
+        {
+            return out.signal_reply(&signal, SignalOutcome::Failed(errno::EINVAL));
+        }
+        let seq = signal.signal_seq;
+        if record.pending_signals.iter().any(|p| p.signal_seq == seq) {
+            return; // a duplicate of a held signal: answered when it is delivered
+        }
+        let seen_later = record.signal_seq_last.is_some_and(|last| seq <= last);
+        if !record.is_spawned() {
+            // Before the process exists every signal seen is held, so this one
+            // is new, possibly overtaken by a later one: hold it in mbatchd's order.
+            if record.pending_signals.len() >= PENDING_SIGNALS_MAX {
+                return out.signal_reply(&signal, SignalOutcome::Failed(errno::EAGAIN));
+            }
+            record.signal_seq_last = record.signal_seq_last.max(Some(seq));
+            let at = record.pending_signals.partition_point(|p| p.signal_seq < seq);
+            record.pending_signals.insert(at, PendingSignal { signal_seq: seq, action: signal.action });
+            return out.persist(record);
+        }
+        if seen_later {
+            // A duplicate, or an old signal overtaken by a later one that was
+            // acted on: answered again, never acted on twice or out of order.
+            return out.signal_reply(&signal, SignalOutcome::Delivered);
+        }
+        record.signal_seq_last = Some(signal.signal_seq);
+        let kill = start_action(record, signal.action, out.now_ms);
+        out.persist(record);
+        if let Some(number) = kill {
+            out.kill(record, number);
+        }
+        out.signal_reply(&signal, SignalOutcome::Delivered);
+    }
+
+    /// The process exists: record it, reply with the pid, deliver what waited.
+    fn spawned(&mut self, job_ref: JobRef, pid: i32, pgid: i32, exec_time_ms: u64, out: &mut Out<'_>) {
+        assert!(pid > 0 && pgid > 0, "job {job_ref}: Spawned with pid {pid} pgid {pgid}");
+        let job = self.jobs.get_mut(&job_ref);
+        let Some(job) = job else { panic!("job {job_ref}: Spawned for a job sbatchd does not hold") };
+        let record = &mut job.record;
+        if record.is_spawned() {
+            assert_eq!((record.pid, record.pgid), (pid, pgid), "job {job_ref}: Spawned with a second pid");
+            return;
+        }
+        assert!(record.refusal.is_none(), "job {job_ref}: Spawned for a refused job");
+        self.awaiting_adoption.remove(&job_ref);
+        record.pid = pid;
+        record.pgid = pgid;
+        record.exec_time_ms = exec_time_ms;
+        let pending = std::mem::take(&mut record.pending_signals);
+        let kills: Vec<i32> =
+            pending.iter().filter_map(|p| start_action(record, p.action, out.now_ms)).collect();
+        out.persist(&job.record);
+        out.send_reply(job);
+        for number in kills {
+            out.kill(&job.record, number);
+        }
+        for p in pending {
+            let signal =
+                wire::JobSignal { job: job_ref.to_wire(), signal_seq: p.signal_seq, action: p.action };
+            out.signal_reply(&signal, SignalOutcome::Delivered);
+        }
+    }
+
+    fn spawn_failed(&mut self, job_ref: JobRef, message: String, out: &mut Out<'_>) {
+        let job = self.jobs.get_mut(&job_ref);
+        let Some(job) = job else { panic!("job {job_ref}: SpawnFailed for a job sbatchd does not hold") };
+        let record = &mut job.record;
+        if record.refusal.is_some() || record.exit_status_valid {
+            return;
+        }
+        if record.is_spawned() {
+            record.exit_status_valid = true;
+            record.wait_status = START_FAILED_WAIT_STATUS;
+            record.finish_reason = wire::FINISH_START_FAILED;
+            record.end_time_ms = out.now_ms;
+            out.persist(record);
+            return out.send_finish(job);
+        }
+        self.awaiting_adoption.remove(&job_ref);
+        record.refusal = Some(Refusal { code: wire::REFUSE_SETUP, message, refused_ms: out.now_ms });
+        let pending = std::mem::take(&mut record.pending_signals);
+        out.persist(record);
+        out.send_reply(job);
+        for p in pending {
+            let signal =
+                wire::JobSignal { job: job_ref.to_wire(), signal_seq: p.signal_seq, action: p.action };
+            out.signal_reply(&signal, SignalOutcome::NoSuchJob);
+        }
+    }
+
+    fn not_launched(&mut self, job_ref: JobRef, out: &mut Out<'_>) {
+        assert!(
+            self.awaiting_adoption.remove(&job_ref),
+            "job {job_ref}: NotLaunched for a job that is not awaiting adoption"
+        );
+        let run_spec = self.jobs.get(&job_ref).map(|j| j.record.run_spec.clone());
+        let run_spec = run_spec.expect("a job awaiting adoption has a record (check_invariants)");
+        out.effects.push(Effect::Launch { job: job_ref, run_spec });
+    }
+
+    fn exited(
+        &mut self,
+        job_ref: JobRef,
+        wait_status: i32,
+        rusage: wire::ResourceUsage,
+        end_time_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        let job = self.jobs.get_mut(&job_ref);
+        let Some(job) = job else { panic!("job {job_ref}: Exited for a job sbatchd does not hold") };
+        let record = &mut job.record;
+        if record.exit_status_valid {
+            return;
+        }
+        assert!(record.is_spawned(), "job {job_ref}: Exited before Spawned");
+        record.exit_status_valid = true;
+        record.wait_status = wait_status;
+        record.finish_reason = record.kill.map_or(wire::FINISH_NORMAL, |kill| kill.reason);
+        record.end_time_ms = end_time_ms;
+        record.rusage = rusage;
+        out.persist(record);
+        out.send_finish(job);
+    }
+
+    fn memory_usage(&mut self, job_ref: JobRef, rss_kb: u64, out: &mut Out<'_>) {
+        let Some(job) = self.jobs.get_mut(&job_ref) else { return };
+        let limit_kb = job.record.run_spec.mem_limit_kb;
+        if limit_kb > 0 && rss_kb > limit_kb {
+            start_limit_kill(&mut job.record, wire::FINISH_MEM_LIMIT, out);
+        }
+    }
+
+    /// Time passed: prune old tombstones, advance kills, enforce run limits, resend.
+    fn tick(&mut self, out: &mut Out<'_>) {
+        let now_ms = out.now_ms;
+        let mut expired = Vec::new();
+        for (job_ref, job) in &mut self.jobs {
+            let record = &mut job.record;
+            if let Some(since_ms) = record.tombstone_since_ms() {
+                if now_ms.saturating_sub(since_ms) >= self.config.tombstone_retention_ms {
+                    expired.push(*job_ref);
+                }
+                continue;
+            }
+            if record.is_running() {
+                match record.kill {
+                    Some(kill) => advance_kill(record, kill, now_ms, out),
+                    None => {
+                        let limit_ms = record.run_spec.run_limit_s.saturating_mul(1000);
+                        if limit_ms > 0 && now_ms.saturating_sub(record.exec_time_ms) >= limit_ms {
+                            start_limit_kill(record, wire::FINISH_RUN_LIMIT, out);
+                        }
+                    }
+                }
+            }
+            out.send_due(job, Some(self.config.resend_interval_ms));
+        }
+        for job_ref in expired {
+            self.jobs.remove(&job_ref);
+            out.effects.push(Effect::Remove(job_ref));
+        }
+    }
+}
+
+/// The signal number of `SignalAction::Signal`, if it is one.
+fn signal_number(number: u32) -> Option<i32> {
+    (1..=SIGNAL_NUMBER_MAX).contains(&number).then(|| i32::try_from(number).ok()).flatten()
+}
+
+/// Records what an action starts and returns the signal to send now, if any.
+/// A Terminate while a kill is under way only joins it.
+fn start_action(record: &mut JobRecord, action: SignalAction, now_ms: u64) -> Option<i32> {
+    match action {
+        SignalAction::Stop => Some(SIGSTOP),
+        SignalAction::Continue => Some(SIGCONT),
+        SignalAction::Signal(number) => signal_number(number),
+        SignalAction::Terminate if record.kill.is_some() => None,
+        SignalAction::Terminate => {
+            record.kill =
+                Some(KillSequence { reason: wire::FINISH_KILLED, started_ms: now_ms, n_signals_sent: 1 });
+            Some(SIGINT)
+        }
+    }
+}
+
+/// A limit was crossed: start LSF's kill, unless one is under way.
+fn start_limit_kill(record: &mut JobRecord, reason: u32, out: &mut Out<'_>) {
+    if !record.is_running() || record.kill.is_some() {
+        return;
+    }
+    record.kill = Some(KillSequence { reason, started_ms: out.now_ms, n_signals_sent: 1 });
+    out.persist(record);
+    out.kill(record, SIGINT);
+}
+
+/// SIGTERM one terminate interval after SIGINT, SIGKILL two intervals after.
+fn advance_kill(record: &mut JobRecord, mut kill: KillSequence, now_ms: u64, out: &mut Out<'_>) {
+    let interval_ms = u64::from(record.run_spec.terminate_interval_s) * 1000;
+    let elapsed_ms = now_ms.saturating_sub(kill.started_ms);
+    let signal = match kill.n_signals_sent {
+        1 if elapsed_ms >= interval_ms => SIGTERM,
+        2 if elapsed_ms >= 2 * interval_ms => SIGKILL,
+        _ => return,
+    };
+    kill.n_signals_sent += 1;
+    record.kill = Some(kill);
+    out.persist(record);
+    out.kill(record, signal);
+}

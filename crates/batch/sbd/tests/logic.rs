@@ -1,0 +1,799 @@
+//! Logic tests: each calls one input through `Harness::check` and asserts the
+//! exact list of effects (openraft's engine-test shape). The harness also
+//! keeps the shell's "disk" from the Persist/Remove effects, checks every
+//! effect list against it (nothing acts or reports before the Persist of its
+//! fact) and checks the invariants after every step.
+
+use std::collections::BTreeMap;
+
+use lava_batch_ll::{JobRef, JobSpec};
+use lava_batch_wire::{self as wire, NewJobOutcome, SignalAction, SignalOutcome};
+use lava_sbd::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
+use lava_sbd::{
+    Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
+    START_FAILED_WAIT_STATUS, Sbd, ToMbd, UserInfo, errno, invariants,
+};
+
+const T0: u64 = 1_800_000_000_000;
+const SECOND_MS: u64 = 1000;
+const DAY_MS: u64 = 24 * 3600 * SECOND_MS;
+
+fn job(id: u32) -> JobRef {
+    JobRef::new(id, 0).expect("nonzero id")
+}
+
+fn specs(id: u32) -> wire::JobSpecs {
+    wire::JobSpecs {
+        job: wire::WireJobRef { job_id: id, array_index: 0 },
+        submit_time: 1_799_999_000,
+        dispatch_time: 1_800_000_000,
+        user_id: 1000,
+        group_id: 100,
+        user_name: "alice".into(),
+        queue: "normal".into(),
+        job_name: "sleeper".into(),
+        command: "sleep 60".into(),
+        from_host: "login1".into(),
+        cwd: "work".into(),
+        sub_home_dir: "/home/alice".into(),
+        input_file: String::new(),
+        output_file: "%J.out".into(),
+        error_file: String::new(),
+        file_flags: 0,
+        n_slots: 1,
+        exec_hosts: vec!["node1".into()],
+        umask: 0o022,
+        run_limit_s: 0,
+        mem_limit_kb: 0,
+        terminate_interval_s: 10,
+        project: "default".into(),
+        env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
+    }
+}
+
+fn alice() -> UserInfo {
+    UserInfo { uid: 1000, gid: 100, home: "/home/alice".into(), shell: "/bin/bash".into() }
+}
+
+fn new_job_from(specs: wire::JobSpecs) -> Input {
+    Input::NewJob { spec: Box::new(JobSpec::try_from(specs).expect("valid spec")), user: Ok(alice()) }
+}
+
+fn new_job(id: u32) -> Input {
+    new_job_from(specs(id))
+}
+
+fn spawned(id: u32, pid: i32, exec_time_ms: u64) -> Input {
+    Input::Spawned { job: job(id), pid, pgid: pid, exec_time_ms }
+}
+
+fn rusage() -> wire::ResourceUsage {
+    wire::ResourceUsage { user_time_ms: 1500, system_time_ms: 20, max_rss_kb: 4096 }
+}
+
+fn exited(id: u32, wait_status: i32, end_time_ms: u64) -> Input {
+    Input::Exited { job: job(id), wait_status, rusage: rusage(), end_time_ms }
+}
+
+fn signal(id: u32, signal_seq: u32, action: SignalAction) -> Input {
+    Input::JobSignal(wire::JobSignal {
+        job: wire::WireJobRef { job_id: id, array_index: 0 },
+        signal_seq,
+        action,
+    })
+}
+
+fn persist(record: &JobRecord) -> Effect {
+    Effect::Persist(record.job, record.clone())
+}
+
+fn kill(id: u32, pgid: i32, signal: i32) -> Effect {
+    Effect::Kill { job: job(id), pgid, signal }
+}
+
+fn started(id: u32, pid: i32) -> Effect {
+    let outcome = NewJobOutcome::Started { pid, pgid: pid, job_status: 0x04 };
+    Effect::Send(ToMbd::NewJobReply(wire::NewJobReply { job: job(id).to_wire(), outcome }))
+}
+
+fn refused(id: u32, code: u32, message: &str) -> Effect {
+    let outcome = NewJobOutcome::Refused { code, message: message.into() };
+    Effect::Send(ToMbd::NewJobReply(wire::NewJobReply { job: job(id).to_wire(), outcome }))
+}
+
+fn execute(id: u32, pid: i32, exec_time_s: i64) -> Effect {
+    Effect::Send(ToMbd::JobExecute(wire::JobExecute {
+        job: job(id).to_wire(),
+        pid,
+        pgid: pid,
+        exec_uid: 1000,
+        exec_user: "alice".into(),
+        exec_home: "/home/alice".into(),
+        exec_cwd: "/home/alice/work".into(),
+        exec_time: exec_time_s,
+    }))
+}
+
+fn finish(id: u32, pid: i32, wait_status: i32, finish_reason: u32, end_time_ms: u64) -> Effect {
+    Effect::Send(ToMbd::JobFinish(wire::JobFinish {
+        job: job(id).to_wire(),
+        pid,
+        wait_status,
+        finish_reason,
+        end_time: i64::try_from(end_time_ms / 1000).expect("small"),
+        rusage: rusage(),
+    }))
+}
+
+fn signal_reply(id: u32, signal_seq: u32, outcome: SignalOutcome) -> Effect {
+    let job = wire::WireJobRef { job_id: id, array_index: 0 };
+    Effect::Send(ToMbd::JobSignalReply(wire::JobSignalReply { job, signal_seq, outcome }))
+}
+
+/// sbatchd plus the shell's disk, as the effects left it.
+struct Harness {
+    sbd: Sbd,
+    disk: BTreeMap<JobRef, JobRecord>,
+}
+
+impl Harness {
+    /// A fresh sbatchd, connected to mbatchd.
+    fn connected() -> Harness {
+        let mut h = Harness { sbd: Sbd::new(Config::default()), disk: BTreeMap::new() };
+        h.check(T0, Input::Connected, vec![]);
+        h
+    }
+
+    fn step(&mut self, now_ms: u64, input: Input) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        self.sbd.step(now_ms, input, &mut effects);
+        invariants::check_effects(&mut self.disk, &effects).expect("effects in durable order");
+        self.sbd.check_invariants().expect("invariants hold");
+        effects
+    }
+
+    fn check(&mut self, now_ms: u64, input: Input, expected: Vec<Effect>) {
+        let effects = self.step(now_ms, input);
+        assert_eq!(effects, expected);
+    }
+
+    fn record(&self, id: u32) -> JobRecord {
+        self.sbd.job(job(id)).expect("job held").clone()
+    }
+
+    /// Crash and restart: the in-memory state is rebuilt from the disk alone.
+    fn restart(&mut self) {
+        self.sbd = Sbd::restore(Config::default(), self.disk.values().cloned()).expect("records restore");
+        self.sbd.check_invariants().expect("invariants hold after restore");
+    }
+
+    /// Job `id` created and launched at T0, returning the created record.
+    fn launched(&mut self, id: u32) -> JobRecord {
+        self.step(T0, new_job(id));
+        self.record(id)
+    }
+
+    /// Job `id` running with `pid` (exec at T0 + 1 s), its reply acked, and
+    /// its EXECUTE acked when `execute_acked`.
+    fn running(&mut self, id: u32, pid: i32, execute_acked: bool) -> JobRecord {
+        self.launched(id);
+        self.step(T0 + SECOND_MS, spawned(id, pid, T0 + SECOND_MS));
+        self.step(T0 + SECOND_MS, Input::NewJobReplyAck(job(id)));
+        if execute_acked {
+            self.step(T0 + SECOND_MS, Input::JobExecuteAck(job(id)));
+        }
+        self.record(id)
+    }
+}
+
+// Goal: NEW_JOB makes a fresh record durable before the job is launched, and
+// the record has no pid, no ACK, and the decoded runtime spec.
+#[test]
+fn new_job_persists_the_fresh_record_then_launches() {
+    let mut h = Harness::connected();
+    let effects = h.step(T0, new_job(7));
+    let created = h.record(7);
+    assert_eq!(
+        effects,
+        vec![persist(&created), Effect::Launch { job: job(7), run_spec: created.run_spec.clone() }]
+    );
+    assert_eq!((created.pid, created.pgid), (-1, -1));
+    assert!(
+        !created.pid_acked && !created.execute_acked && !created.finish_acked && !created.exit_status_valid
+    );
+    let run_spec = &created.run_spec;
+    assert_eq!((run_spec.exec_uid, run_spec.exec_gid, run_spec.exec_user.as_str()), (1000, 100, "alice"));
+    assert_eq!(
+        (run_spec.exec_home.as_str(), run_spec.exec_cwd.as_str()),
+        ("/home/alice", "/home/alice/work")
+    );
+    assert_eq!(run_spec.output_file, "/home/alice/work/7.out");
+    assert_eq!((run_spec.user_home.as_str(), run_spec.user_shell.as_str()), ("/home/alice", "/bin/bash"));
+}
+
+// Goal: a failed user lookup refuses the job (REFUSE_NO_USER) through a
+// durable record, so the refusal is resent until acked; the ACK makes it a
+// tombstone that is removed after the retention period.
+#[test]
+fn unknown_user_is_refused_until_acked_then_pruned() {
+    let mut h = Harness::connected();
+    let input = Input::NewJob {
+        spec: Box::new(JobSpec::try_from(specs(7)).expect("valid")),
+        user: Err("no such user".into()),
+    };
+    let effects = h.step(T0, input);
+    let record = h.record(7);
+    let message = "user alice: no such user";
+    assert_eq!(effects, vec![persist(&record), refused(7, wire::REFUSE_NO_USER, message)]);
+    assert_eq!(record.run_spec.exec_uid, 1000, "the snapshot's uid stands in");
+    h.check(T0 + SECOND_MS, Input::Tick, vec![refused(7, wire::REFUSE_NO_USER, message)]);
+    let acked = JobRecord { pid_acked: true, ..record };
+    h.check(T0 + SECOND_MS, Input::NewJobReplyAck(job(7)), vec![persist(&acked)]);
+    h.check(T0 + 2 * SECOND_MS, Input::Tick, vec![]);
+    h.check(T0 + DAY_MS, Input::Tick, vec![Effect::Remove(job(7))]);
+}
+
+// Goal: a user name that is uid 0 on this host runs nothing unless root
+// submitted the job.
+#[test]
+fn user_mapping_to_root_is_refused() {
+    let mut h = Harness::connected();
+    let user = Ok(UserInfo { uid: 0, ..alice() });
+    let effects =
+        h.step(T0, Input::NewJob { spec: Box::new(JobSpec::try_from(specs(7)).expect("valid")), user });
+    assert!(matches!(
+        &effects[..],
+        [
+            Effect::Persist(..),
+            Effect::Send(ToMbd::NewJobReply(wire::NewJobReply {
+                outcome: NewJobOutcome::Refused { code: wire::REFUSE_NO_USER, .. },
+                ..
+            }))
+        ]
+    ));
+}
+
+// Goal: Spawned records the pid durably, then sends NEW_JOB_REPLY with RUN.
+#[test]
+fn spawned_persists_the_pid_then_replies() {
+    let mut h = Harness::connected();
+    let created = h.launched(7);
+    let with_pid = JobRecord { pid: 4242, pgid: 4242, exec_time_ms: T0 + 5, ..created };
+    h.check(T0 + 5, spawned(7, 4242, T0 + 5), vec![persist(&with_pid), started(7, 4242)]);
+}
+
+// Goal: the stage-1 barrier. Method: before NEW_JOB_REPLY_ACK only the reply
+// is resent and an early EXECUTE_ACK is ignored; the ACK is persisted, then
+// EXECUTE follows at once.
+#[test]
+fn execute_waits_for_the_reply_ack() {
+    let mut h = Harness::connected();
+    h.launched(7);
+    h.step(T0, spawned(7, 4242, T0));
+    h.check(T0 + 5 * SECOND_MS, Input::Tick, vec![started(7, 4242)]);
+    h.check(T0 + 5 * SECOND_MS, Input::JobExecuteAck(job(7)), vec![]);
+    let acked = JobRecord { pid_acked: true, ..h.record(7) };
+    h.check(
+        T0 + 6 * SECOND_MS,
+        Input::NewJobReplyAck(job(7)),
+        vec![persist(&acked), execute(7, 4242, 1_800_000_000)],
+    );
+    h.check(T0 + 6 * SECOND_MS, Input::NewJobReplyAck(job(7)), vec![]);
+}
+
+// Goal: duplicated and reordered ACKs change nothing: an ACK of a message not
+// yet sent is ignored, a repeated ACK is not persisted twice.
+#[test]
+fn duplicate_and_early_acks_are_harmless() {
+    let mut h = Harness::connected();
+    h.launched(7);
+    for ack in [Input::NewJobReplyAck(job(7)), Input::JobExecuteAck(job(7)), Input::JobFinishAck(job(7))] {
+        h.check(T0, ack, vec![]);
+    }
+    let running = h.running(8, 88, false);
+    h.check(T0 + 2 * SECOND_MS, Input::JobFinishAck(job(8)), vec![]);
+    let acked = JobRecord { execute_acked: true, ..running };
+    h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(job(8)), vec![persist(&acked)]);
+    h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(job(8)), vec![]);
+    for unknown in
+        [Input::NewJobReplyAck(job(99)), Input::JobExecuteAck(job(99)), Input::JobFinishAck(job(99))]
+    {
+        h.check(T0, unknown, vec![]);
+    }
+}
+
+// Goal: an exit before the stage-1 barrier is persisted but FINISH waits for
+// NEW_JOB_REPLY_ACK, which then releases EXECUTE and FINISH together.
+#[test]
+fn finish_waits_for_the_reply_ack() {
+    let mut h = Harness::connected();
+    h.launched(7);
+    h.step(T0, spawned(7, 4242, T0));
+    let end_ms = T0 + 3 * SECOND_MS;
+    let ended = JobRecord {
+        exit_status_valid: true,
+        wait_status: 256,
+        end_time_ms: end_ms,
+        rusage: rusage(),
+        ..h.record(7)
+    };
+    h.check(end_ms, exited(7, 256, end_ms), vec![persist(&ended)]);
+    let acked = JobRecord { pid_acked: true, ..ended };
+    h.check(
+        end_ms,
+        Input::NewJobReplyAck(job(7)),
+        vec![
+            persist(&acked),
+            execute(7, 4242, 1_800_000_000),
+            finish(7, 4242, 256, wire::FINISH_NORMAL, end_ms),
+        ],
+    );
+}
+
+// Goal: FINISH does not wait for EXECUTE_ACK (EXECUTE is virtual); both are
+// resent until acked; FINISH_ACK ends EXECUTE's resends too; the tombstone is
+// removed after the retention period.
+#[test]
+fn finish_does_not_wait_for_execute_ack_and_dominates() {
+    let mut h = Harness::connected();
+    let running = h.running(7, 4242, false);
+    let end_ms = T0 + 2 * SECOND_MS;
+    let ended = JobRecord { exit_status_valid: true, end_time_ms: end_ms, rusage: rusage(), ..running };
+    h.check(
+        end_ms,
+        exited(7, 0, end_ms),
+        vec![persist(&ended), finish(7, 4242, 0, wire::FINISH_NORMAL, end_ms)],
+    );
+    h.check(
+        end_ms + SECOND_MS,
+        Input::Tick,
+        vec![execute(7, 4242, 1_800_000_001), finish(7, 4242, 0, wire::FINISH_NORMAL, end_ms)],
+    );
+    let done = JobRecord { finish_acked: true, ..ended };
+    h.check(end_ms + SECOND_MS, Input::JobFinishAck(job(7)), vec![persist(&done)]);
+    h.check(end_ms + 10 * SECOND_MS, Input::Tick, vec![]);
+    h.check(
+        end_ms + 10 * SECOND_MS,
+        Input::JobExecuteAck(job(7)),
+        vec![persist(&JobRecord { execute_acked: true, ..done })],
+    );
+    h.check(end_ms + DAY_MS - 1, Input::Tick, vec![]);
+    h.check(end_ms + DAY_MS, Input::Tick, vec![Effect::Remove(job(7))]);
+    assert!(h.disk.is_empty());
+}
+
+// Goal: resends are paced by the resend interval, measured from the last send.
+#[test]
+fn resend_waits_for_the_interval() {
+    let mut h = Harness::connected();
+    h.launched(7);
+    h.step(T0, spawned(7, 4242, T0));
+    h.check(T0 + 999, Input::Tick, vec![]);
+    h.check(T0 + SECOND_MS, Input::Tick, vec![started(7, 4242)]);
+    h.check(T0 + 1999, Input::Tick, vec![]);
+    h.check(T0 + 2 * SECOND_MS, Input::Tick, vec![started(7, 4242)]);
+}
+
+// Goal: nothing is sent while disconnected, not even what a state change
+// would send; on connection everything eligible goes out at once.
+#[test]
+fn disconnected_sends_nothing_and_connection_resends_everything() {
+    let mut h = Harness::connected();
+    h.running(8, 88, false);
+    h.check(T0, Input::Disconnected, vec![]);
+    h.launched(7);
+    let effects = h.step(T0 + SECOND_MS, spawned(7, 77, T0));
+    assert_eq!(effects, vec![persist(&h.record(7))]);
+    h.check(T0 + 10 * SECOND_MS, Input::Tick, vec![]);
+    h.check(T0 + 10 * SECOND_MS, Input::Connected, vec![started(7, 77), execute(8, 88, 1_800_000_001)]);
+    h.check(T0 + 10 * SECOND_MS + 10, Input::Tick, vec![]);
+}
+
+// Goal: a duplicate NEW_JOB never launches again: before the pid it is
+// silent, after it the reply is resent, and the tombstone of a finished job
+// answers a late duplicate with the old pid; once the tombstone is pruned the
+// job id is free again.
+#[test]
+fn duplicate_new_job_is_answered_from_the_record() {
+    let mut h = Harness::connected();
+    h.launched(7);
+    h.check(T0, new_job(7), vec![]);
+    h.step(T0, spawned(7, 4242, T0));
+    h.check(T0, new_job(7), vec![started(7, 4242)]);
+    h.step(T0, Input::NewJobReplyAck(job(7)));
+    h.step(T0, exited(7, 0, T0 + SECOND_MS));
+    h.step(T0, Input::JobFinishAck(job(7)));
+    h.check(T0 + 2 * SECOND_MS, new_job(7), vec![started(7, 4242)]);
+    h.check(T0 + SECOND_MS + DAY_MS, Input::Tick, vec![Effect::Remove(job(7))]);
+    let effects = h.step(T0 + 2 * DAY_MS, new_job(7));
+    assert!(matches!(&effects[..], [Effect::Persist(..), Effect::Launch { .. }]));
+}
+
+// Goal: a launch that fails before any pid refuses the job (REFUSE_SETUP,
+// back to PEND as LavaLite does); a duplicate of that dispatch gets the
+// refusal again, a new dispatch (new dispatch time) is launched afresh.
+#[test]
+fn spawn_failure_before_pid_refuses_and_a_new_dispatch_relaunches() {
+    let mut h = Harness::connected();
+    let created = h.launched(7);
+    let refusal = Refusal { code: wire::REFUSE_SETUP, message: "no such directory".into(), refused_ms: T0 };
+    let refused_record = JobRecord { refusal: Some(refusal), ..created };
+    h.check(
+        T0,
+        Input::SpawnFailed { job: job(7), message: "no such directory".into() },
+        vec![persist(&refused_record), refused(7, wire::REFUSE_SETUP, "no such directory")],
+    );
+    h.check(T0, new_job(7), vec![refused(7, wire::REFUSE_SETUP, "no such directory")]);
+    h.check(T0, signal(7, 1, SignalAction::Stop), vec![signal_reply(7, 1, SignalOutcome::NoSuchJob)]);
+    h.step(T0, Input::NewJobReplyAck(job(7)));
+    let redispatch = wire::JobSpecs { dispatch_time: 1_800_000_100, ..specs(7) };
+    let effects = h.step(T0 + 100 * SECOND_MS, new_job_from(redispatch));
+    let fresh = h.record(7);
+    assert_eq!(
+        effects,
+        vec![persist(&fresh), Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }]
+    );
+    assert!(fresh.refusal.is_none() && !fresh.pid_acked);
+}
+
+// Goal: a start failure after the pid is known finishes the job as EXIT 127
+// with FINISH_START_FAILED.
+#[test]
+fn spawn_failure_after_pid_finishes_the_job() {
+    let mut h = Harness::connected();
+    let running = h.running(7, 4242, true);
+    let now = T0 + 2 * SECOND_MS;
+    let ended = JobRecord {
+        exit_status_valid: true,
+        wait_status: START_FAILED_WAIT_STATUS,
+        finish_reason: wire::FINISH_START_FAILED,
+        end_time_ms: now,
+        ..running
+    };
+    let expected_finish = Effect::Send(ToMbd::JobFinish(wire::JobFinish {
+        job: job(7).to_wire(),
+        pid: 4242,
+        wait_status: 127 << 8,
+        finish_reason: wire::FINISH_START_FAILED,
+        end_time: 1_800_000_002,
+        rusage: wire::ResourceUsage::default(),
+    }));
+    h.check(
+        now,
+        Input::SpawnFailed { job: job(7), message: "exec failed".into() },
+        vec![persist(&ended), expected_finish],
+    );
+}
+
+// Goal: signals that cannot act are answered at once: unknown job (or job id
+// 0), finished job, signal number out of range.
+#[test]
+fn signals_that_cannot_act_are_answered_at_once() {
+    let mut h = Harness::connected();
+    h.check(T0, signal(99, 1, SignalAction::Stop), vec![signal_reply(99, 1, SignalOutcome::NoSuchJob)]);
+    h.check(T0, signal(0, 1, SignalAction::Stop), vec![signal_reply(0, 1, SignalOutcome::NoSuchJob)]);
+    h.running(7, 4242, true);
+    for number in [0, 65] {
+        let failed = SignalOutcome::Failed(errno::EINVAL);
+        h.check(T0, signal(7, 1, SignalAction::Signal(number)), vec![signal_reply(7, 1, failed)]);
+    }
+    h.step(T0 + 2 * SECOND_MS, exited(7, 0, T0 + 2 * SECOND_MS));
+    h.check(
+        T0,
+        signal(7, 2, SignalAction::Terminate),
+        vec![signal_reply(7, 2, SignalOutcome::AlreadyFinished)],
+    );
+}
+
+// Goal: Stop, Continue and a numbered signal go to the process group after
+// their sequence number is durable; a repeated sequence number is answered
+// again without signalling again.
+#[test]
+fn stop_continue_and_numbered_signals_are_delivered_once() {
+    let mut h = Harness::connected();
+    let running = h.running(7, 4242, true);
+    let cases = [
+        (1, SignalAction::Stop, SIGSTOP),
+        (2, SignalAction::Continue, SIGCONT),
+        (3, SignalAction::Signal(10), 10),
+    ];
+    for (seq, action, number) in cases {
+        let record = JobRecord { signal_seq_last: Some(seq), ..running.clone() };
+        h.check(
+            T0,
+            signal(7, seq, action),
+            vec![persist(&record), kill(7, 4242, number), signal_reply(7, seq, SignalOutcome::Delivered)],
+        );
+    }
+    h.check(T0, signal(7, 1, SignalAction::Stop), vec![signal_reply(7, 1, SignalOutcome::Delivered)]);
+}
+
+// Goal: Terminate runs LSF's sequence: SIGINT now, SIGTERM after the
+// terminate interval, SIGKILL after twice the interval, each step persisted;
+// a repeated Terminate joins it; the exit reports FINISH_KILLED.
+#[test]
+fn terminate_runs_the_lsf_kill_sequence() {
+    let mut h = Harness::connected();
+    let running = h.running(7, 4242, true);
+    let t = T0 + 5 * SECOND_MS;
+    let sequence = KillSequence { reason: wire::FINISH_KILLED, started_ms: t, n_signals_sent: 1 };
+    let killing = JobRecord { signal_seq_last: Some(1), kill: Some(sequence), ..running };
+    h.check(
+        t,
+        signal(7, 1, SignalAction::Terminate),
+        vec![persist(&killing), kill(7, 4242, SIGINT), signal_reply(7, 1, SignalOutcome::Delivered)],
+    );
+    h.check(t, signal(7, 1, SignalAction::Terminate), vec![signal_reply(7, 1, SignalOutcome::Delivered)]);
+    let joined = JobRecord { signal_seq_last: Some(2), ..killing.clone() };
+    h.check(
+        t,
+        signal(7, 2, SignalAction::Terminate),
+        vec![persist(&joined), signal_reply(7, 2, SignalOutcome::Delivered)],
+    );
+    h.check(t + 10 * SECOND_MS - 1, Input::Tick, vec![]);
+    let term = JobRecord { kill: Some(KillSequence { n_signals_sent: 2, ..sequence }), ..joined };
+    h.check(t + 10 * SECOND_MS, Input::Tick, vec![persist(&term), kill(7, 4242, SIGTERM)]);
+    h.check(t + 20 * SECOND_MS - 1, Input::Tick, vec![]);
+    let sigkill = JobRecord { kill: Some(KillSequence { n_signals_sent: 3, ..sequence }), ..term };
+    h.check(t + 20 * SECOND_MS, Input::Tick, vec![persist(&sigkill), kill(7, 4242, SIGKILL)]);
+    h.check(t + 60 * SECOND_MS, Input::Tick, vec![]);
+    let end_ms = t + 21 * SECOND_MS;
+    let effects = h.step(end_ms, exited(7, SIGKILL, end_ms));
+    assert_eq!(effects[1], finish(7, 4242, SIGKILL, wire::FINISH_KILLED, end_ms));
+}
+
+// Goal: signals arriving before the pid are held durably (a duplicate stays
+// silent) and delivered and answered right after Spawned; the holding list is
+// bounded.
+#[test]
+fn signals_before_the_pid_wait_for_spawned() {
+    let mut h = Harness::connected();
+    let created = h.launched(7);
+    let pending = vec![
+        PendingSignal { signal_seq: 1, action: SignalAction::Stop },
+        PendingSignal { signal_seq: 2, action: SignalAction::Terminate },
+    ];
+    h.step(T0, signal(7, 1, SignalAction::Stop));
+    let holding = JobRecord { signal_seq_last: Some(2), pending_signals: pending, ..created };
+    h.check(T0, signal(7, 2, SignalAction::Terminate), vec![persist(&holding)]);
+    h.check(T0, signal(7, 2, SignalAction::Terminate), vec![]);
+    let t = T0 + SECOND_MS;
+    let sequence = KillSequence { reason: wire::FINISH_KILLED, started_ms: t, n_signals_sent: 1 };
+    let spawned_record = JobRecord {
+        pid: 4242,
+        pgid: 4242,
+        exec_time_ms: t,
+        pending_signals: vec![],
+        kill: Some(sequence),
+        ..holding
+    };
+    h.check(
+        t,
+        spawned(7, 4242, t),
+        vec![
+            persist(&spawned_record),
+            started(7, 4242),
+            kill(7, 4242, SIGSTOP),
+            kill(7, 4242, SIGINT),
+            signal_reply(7, 1, SignalOutcome::Delivered),
+            signal_reply(7, 2, SignalOutcome::Delivered),
+        ],
+    );
+
+    h.launched(8);
+    let max = u32::try_from(PENDING_SIGNALS_MAX).expect("small");
+    for seq in 1..=max {
+        h.step(T0, signal(8, seq, SignalAction::Signal(10)));
+    }
+    let full = SignalOutcome::Failed(errno::EAGAIN);
+    h.check(T0, signal(8, max + 1, SignalAction::Signal(10)), vec![signal_reply(8, max + 1, full)]);
+}
+
+// Goal: the run limit (-W) starts the kill sequence with FINISH_RUN_LIMIT,
+// counted from the exec time.
+#[test]
+fn run_limit_starts_the_kill_sequence() {
+    let mut h = Harness::connected();
+    h.step(T0, new_job_from(wire::JobSpecs { run_limit_s: 60, ..specs(7) }));
+    h.step(T0, spawned(7, 4242, T0));
+    h.step(T0, Input::NewJobReplyAck(job(7)));
+    h.step(T0, Input::JobExecuteAck(job(7)));
+    h.check(T0 + 60 * SECOND_MS - 1, Input::Tick, vec![]);
+    let sequence =
+        KillSequence { reason: wire::FINISH_RUN_LIMIT, started_ms: T0 + 60 * SECOND_MS, n_signals_sent: 1 };
+    let killing = JobRecord { kill: Some(sequence), ..h.record(7) };
+    h.check(T0 + 60 * SECOND_MS, Input::Tick, vec![persist(&killing), kill(7, 4242, SIGINT)]);
+    let end_ms = T0 + 61 * SECOND_MS;
+    let effects = h.step(end_ms, exited(7, SIGINT, end_ms));
+    assert_eq!(effects[1], finish(7, 4242, SIGINT, wire::FINISH_RUN_LIMIT, end_ms));
+}
+
+// Goal: a memory measurement over -M starts the kill sequence once, with
+// FINISH_MEM_LIMIT; measurements under the limit or of unknown jobs do nothing.
+#[test]
+fn memory_limit_starts_the_kill_sequence() {
+    let mut h = Harness::connected();
+    h.step(T0, new_job_from(wire::JobSpecs { mem_limit_kb: 1024, ..specs(7) }));
+    h.step(T0, spawned(7, 4242, T0));
+    h.check(T0, Input::MemoryUsage { job: job(7), rss_kb: 1024 }, vec![]);
+    h.check(T0, Input::MemoryUsage { job: job(99), rss_kb: 1 << 40 }, vec![]);
+    let sequence = KillSequence { reason: wire::FINISH_MEM_LIMIT, started_ms: T0, n_signals_sent: 1 };
+    let killing = JobRecord { kill: Some(sequence), ..h.record(7) };
+    h.check(
+        T0,
+        Input::MemoryUsage { job: job(7), rss_kb: 1025 },
+        vec![persist(&killing), kill(7, 4242, SIGINT)],
+    );
+    h.check(T0, Input::MemoryUsage { job: job(7), rss_kb: 2048 }, vec![]);
+}
+
+// Goal: after a restart, Connected resends exactly what the durable facts make
+// eligible, in job order; tombstones and jobs without pid send nothing, and
+// the job without pid is offered for adoption.
+#[test]
+fn restart_resends_exactly_the_eligible_messages() {
+    let mut h = Harness::connected();
+    h.launched(1); // awaiting spawn: nothing to send
+    h.launched(2);
+    h.step(T0, spawned(2, 22, T0)); // reply due
+    h.running(3, 33, false); // EXECUTE due
+    h.running(4, 44, true);
+    h.step(T0 + 2 * SECOND_MS, exited(4, 0, T0 + 2 * SECOND_MS)); // FINISH due
+    h.running(5, 55, true);
+    h.step(T0 + 2 * SECOND_MS, exited(5, 0, T0 + 2 * SECOND_MS));
+    h.step(T0 + 2 * SECOND_MS, Input::JobFinishAck(job(5))); // tombstone
+    h.launched(6);
+    h.step(T0, Input::SpawnFailed { job: job(6), message: "no cwd".into() }); // refusal due
+    h.restart();
+    assert_eq!(h.sbd.awaiting_adoption().collect::<Vec<_>>(), vec![job(1)]);
+    h.check(T0 + 3 * SECOND_MS, Input::Tick, vec![]); // not connected yet
+    h.check(
+        T0 + 3 * SECOND_MS,
+        Input::Connected,
+        vec![
+            started(2, 22),
+            execute(3, 33, 1_800_000_001),
+            finish(4, 44, 0, wire::FINISH_NORMAL, T0 + 2 * SECOND_MS),
+            refused(6, wire::REFUSE_SETUP, "no cwd"),
+        ],
+    );
+}
+
+// Goal: restart adoption of a job whose pid was never recorded: a shepherd
+// found by the shell is adopted with Spawned (no second launch); no shepherd
+// means the job never started, and NotLaunched launches it.
+#[test]
+fn restart_adopts_or_relaunches_a_job_without_pid() {
+    let mut h = Harness::connected();
+    h.launched(1);
+    h.launched(2);
+    h.restart();
+    h.step(T0, Input::Connected);
+    assert_eq!(h.sbd.awaiting_adoption().collect::<Vec<_>>(), vec![job(1), job(2)]);
+    let adopted = JobRecord { pid: 11, pgid: 11, exec_time_ms: T0, ..h.record(1) };
+    h.check(T0 + SECOND_MS, spawned(1, 11, T0), vec![persist(&adopted), started(1, 11)]);
+    let run_spec = h.record(2).run_spec.clone();
+    h.check(
+        T0 + SECOND_MS,
+        Input::NotLaunched { job: job(2) },
+        vec![Effect::Launch { job: job(2), run_spec }],
+    );
+    assert_eq!(h.sbd.awaiting_adoption().count(), 0);
+}
+
+// Goal: a restart in the middle of a kill resumes the sequence where the
+// durable record left it.
+#[test]
+fn restart_mid_kill_resumes_the_sequence() {
+    let mut h = Harness::connected();
+    h.running(7, 4242, true);
+    h.step(T0 + 5 * SECOND_MS, signal(7, 1, SignalAction::Terminate));
+    h.restart();
+    h.step(T0 + 6 * SECOND_MS, Input::Connected);
+    let effects = h.step(T0 + 15 * SECOND_MS, Input::Tick);
+    assert_eq!(effects[1..], [kill(7, 4242, SIGTERM)]);
+}
+
+// Goal: past records_max a new job is refused (REFUSE_HOST) without a record.
+#[test]
+fn full_host_refuses_without_a_record() {
+    let config = Config { records_max: 1, ..Config::default() };
+    let mut h = Harness { sbd: Sbd::new(config), disk: BTreeMap::new() };
+    h.step(T0, Input::Connected);
+    h.launched(1);
+    let message = "sbatchd holds 1 job records, its limit";
+    h.check(T0, new_job(2), vec![refused(2, wire::REFUSE_HOST, message)]);
+    assert!(h.sbd.job(job(2)).is_none());
+}
+
+// Goal: restore refuses a damaged record and two records of one job, naming
+// the job.
+#[test]
+fn restore_refuses_broken_records() {
+    let mut h = Harness::connected();
+    let record = h.launched(7);
+    let broken = JobRecord { execute_acked: true, ..record.clone() };
+    let err = Sbd::restore(Config::default(), [broken]).expect_err("execute_acked without pid_acked");
+    assert_eq!(err.job, job(7));
+    let mut relative = record.clone();
+    relative.run_spec.exec_cwd = "work".into();
+    assert!(Sbd::restore(Config::default(), [relative]).is_err());
+    assert!(Sbd::restore(Config::default(), [record.clone(), record]).is_err());
+}
+
+// Goal: the effect-order checker itself catches a report sent before the
+// Persist of its fact, and a launch without a durable record.
+#[test]
+fn effect_checker_catches_sends_before_persists() {
+    let mut h = Harness::connected();
+    let created = h.launched(7);
+    let with_pid = JobRecord { pid: 5, pgid: 5, exec_time_ms: T0, ..created.clone() };
+    let mut disk = BTreeMap::from([(job(7), created.clone())]);
+    assert!(invariants::check_effects(&mut disk, &[started(7, 5), persist(&with_pid)]).is_err());
+    let mut disk = BTreeMap::from([(job(7), created.clone())]);
+    assert!(invariants::check_effects(&mut disk, &[persist(&with_pid), started(7, 5)]).is_ok());
+    let launch = Effect::Launch { job: job(7), run_spec: created.run_spec.clone() };
+    assert!(invariants::check_effects(&mut BTreeMap::new(), &[launch]).is_err());
+}
+
+// Goal (regression, found by the property test): an older signal overtaken
+// by a newer one while the pid is unknown was answered Delivered without
+// being delivered. Now it is held too, in sequence order, and both are
+// delivered and answered after Spawned.
+#[test]
+fn regression_overtaken_signal_before_pid_was_answered_without_delivery() {
+    let mut h = Harness::connected();
+    let created = h.launched(7);
+    h.step(T0, signal(7, 2, SignalAction::Continue));
+    let held = vec![
+        PendingSignal { signal_seq: 1, action: SignalAction::Stop },
+        PendingSignal { signal_seq: 2, action: SignalAction::Continue },
+    ];
+    let holding = JobRecord { signal_seq_last: Some(2), pending_signals: held, ..created };
+    h.check(T0, signal(7, 1, SignalAction::Stop), vec![persist(&holding)]);
+    let effects = h.step(T0, spawned(7, 4242, T0));
+    assert_eq!(
+        effects[2..],
+        [
+            kill(7, 4242, SIGSTOP),
+            kill(7, 4242, SIGCONT),
+            signal_reply(7, 1, SignalOutcome::Delivered),
+            signal_reply(7, 2, SignalOutcome::Delivered),
+        ]
+    );
+    // Once the process exists an overtaken signal is not acted on.
+    h.step(T0, signal(7, 4, SignalAction::Continue));
+    h.check(T0, signal(7, 3, SignalAction::Stop), vec![signal_reply(7, 3, SignalOutcome::Delivered)]);
+}
+
+// Goal: the record is a durable format: every record a full lifecycle
+// persists (created, spawned, held signals, kill under way, exited, acked,
+// refused) decodes back from XDR to the same value, validated on the way in.
+#[test]
+fn every_persisted_record_round_trips_through_xdr() {
+    let mut h = Harness::connected();
+    let mut effects = h.step(T0, new_job(7));
+    effects.extend(h.step(T0, signal(7, 1, SignalAction::Terminate)));
+    effects.extend(h.step(T0, spawned(7, 4242, T0)));
+    effects.extend(h.step(T0, Input::NewJobReplyAck(job(7))));
+    effects.extend(h.step(T0 + 10 * SECOND_MS, Input::Tick));
+    effects.extend(h.step(T0 + 11 * SECOND_MS, exited(7, SIGTERM, T0 + 11 * SECOND_MS)));
+    effects.extend(h.step(T0 + 11 * SECOND_MS, Input::JobFinishAck(job(7))));
+    effects.extend(h.step(
+        T0,
+        Input::NewJob {
+            spec: Box::new(JobSpec::try_from(specs(8)).expect("valid")),
+            user: Err("gone".into()),
+        },
+    ));
+    let records: Vec<JobRecord> = effects
+        .into_iter()
+        .filter_map(|e| if let Effect::Persist(_, r) = e { Some(r) } else { None })
+        .collect();
+    assert_eq!(records.len(), 8);
+    for record in records {
+        let bytes = lava_xdr::to_bytes(&record).expect("encodes");
+        let decoded: JobRecord = lava_xdr::from_bytes(&bytes, &lava_xdr::Limits::DEFAULT).expect("decodes");
+        assert_eq!(decoded, record);
+    }
+}

@@ -1,0 +1,637 @@
+//! lava-batch-wire: what bytes go on the wire for the batch system.
+//!
+//! This crate owns the opcodes and the XDR structures of two protocols that
+//! share one frame format (the 20-byte header of `lava_xdr::frame`):
+//!
+//! - mbatchd ↔ sbatchd, exactly as ../shared/specs/mbd-sbd-protocol.md
+//!   section 3 enumerates them, with LavaLite's opcode numbers (30–40,
+//!   ../shared/research/lavalite.md section 3.4), plus the channel
+//!   identification `SbdRegister`/`SbdRegisterAck` that names the host at the
+//!   other end of a connection (it carries no job state, so restart recovery
+//!   stays handshake-free as specs/sbd-protocol-model.md section 3 requires);
+//! - commands ↔ mbatchd (`bsub`, `bjobs`, `bkill`, …), each request wrapped in
+//!   a [`ClientRequest`] carrying the caller's vouched credential and a request
+//!   id the command chose, so that a retry is recognised, not repeated.
+//!
+//! It never validates meaning (that is `lava-batch-ll`), never changes job
+//! state, never logs and never performs I/O. One struct per message; one
+//! opcode per message; there is no generic status message.
+
+#![deny(missing_docs)]
+
+use serde::{Deserialize, Serialize};
+
+/// Version word carried in every batch frame header.
+pub const BATCH_VERSION: u32 = 0x0001_0000;
+
+/// Every operation of the batch protocols; the frame header's `operation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u32)]
+pub enum Operation {
+    /// Command → mbatchd: submit a job ([`SubmitRequest`]).
+    SubmitJob = 1,
+    /// mbatchd → command: the job was accepted ([`SubmitReply`]).
+    SubmitJobReply = 2,
+    /// Command → mbatchd: list jobs ([`JobQuery`]).
+    JobQuery = 3,
+    /// mbatchd → command: the jobs ([`JobQueryReply`]).
+    JobQueryReply = 4,
+    /// Command → mbatchd: signal jobs (`bkill`, `bstop`, `bresume`; [`SignalRequest`]).
+    SignalJobs = 5,
+    /// mbatchd → command: per-job outcomes ([`SignalReply`]).
+    SignalJobsReply = 6,
+    /// mbatchd → command: the request failed as a whole ([`ErrorReply`]).
+    RequestFailed = 15,
+
+    /// sbatchd → mbatchd: first frame on a connection, naming the host ([`SbdRegister`]).
+    SbdRegister = 20,
+    /// mbatchd → sbatchd: the channel is known ([`SbdRegisterAck`]).
+    SbdRegisterAck = 21,
+
+    /// MBD → SBD: dispatch a job ([`JobSpecs`]).
+    NewJob = 30,
+    /// SBD → MBD: the job was accepted (pid) or refused ([`NewJobReply`]).
+    NewJobReply = 31,
+    /// MBD → SBD: the start is durable in lsb.events ([`JobAck`]).
+    NewJobReplyAck = 32,
+    /// SBD → MBD: exec() happened; execution metadata ([`JobExecute`]).
+    JobExecute = 33,
+    /// MBD → SBD: the execution metadata is durable ([`JobAck`]).
+    JobExecuteAck = 34,
+    /// SBD → MBD: the job terminated ([`JobFinish`]).
+    JobFinish = 35,
+    /// MBD → SBD: the terminal state is durable ([`JobAck`]).
+    JobFinishAck = 36,
+    /// MBD → SBD: deliver a signal action ([`JobSignal`]).
+    JobSignal = 37,
+    /// SBD → MBD: what the signal did ([`JobSignalReply`]).
+    JobSignalReply = 38,
+    /// Reserved by the spec for a future batched signal; refused today.
+    JobSignalMany = 39,
+    /// Reserved by the spec for a future batched signal reply; refused today.
+    JobSignalManyReply = 40,
+}
+
+impl Operation {
+    /// Every operation, for exhaustive tests and counters.
+    pub const ALL: [Operation; 20] = [
+        Operation::SubmitJob,
+        Operation::SubmitJobReply,
+        Operation::JobQuery,
+        Operation::JobQueryReply,
+        Operation::SignalJobs,
+        Operation::SignalJobsReply,
+        Operation::RequestFailed,
+        Operation::SbdRegister,
+        Operation::SbdRegisterAck,
+        Operation::NewJob,
+        Operation::NewJobReply,
+        Operation::NewJobReplyAck,
+        Operation::JobExecute,
+        Operation::JobExecuteAck,
+        Operation::JobFinish,
+        Operation::JobFinishAck,
+        Operation::JobSignal,
+        Operation::JobSignalReply,
+        Operation::JobSignalMany,
+        Operation::JobSignalManyReply,
+    ];
+
+    /// The operation a header's opcode names, if any.
+    pub fn from_code(code: u32) -> Option<Operation> {
+        Operation::ALL.into_iter().find(|op| *op as u32 == code)
+    }
+
+    /// The opcode on the wire.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The protocol name, as logs and counters print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::SubmitJob => "SUBMIT_JOB",
+            Operation::SubmitJobReply => "SUBMIT_JOB_REPLY",
+            Operation::JobQuery => "JOB_QUERY",
+            Operation::JobQueryReply => "JOB_QUERY_REPLY",
+            Operation::SignalJobs => "SIGNAL_JOBS",
+            Operation::SignalJobsReply => "SIGNAL_JOBS_REPLY",
+            Operation::RequestFailed => "REQUEST_FAILED",
+            Operation::SbdRegister => "SBD_REGISTER",
+            Operation::SbdRegisterAck => "SBD_REGISTER_ACK",
+            Operation::NewJob => "BATCH_NEW_JOB",
+            Operation::NewJobReply => "BATCH_NEW_JOB_REPLY",
+            Operation::NewJobReplyAck => "BATCH_NEW_JOB_REPLY_ACK",
+            Operation::JobExecute => "BATCH_JOB_EXECUTE",
+            Operation::JobExecuteAck => "BATCH_JOB_EXECUTE_ACK",
+            Operation::JobFinish => "BATCH_JOB_FINISH",
+            Operation::JobFinishAck => "BATCH_JOB_FINISH_ACK",
+            Operation::JobSignal => "BATCH_JOB_SIGNAL",
+            Operation::JobSignalReply => "BATCH_JOB_SIGNAL_REPLY",
+            Operation::JobSignalMany => "BATCH_JOB_SIGNAL_MANY",
+            Operation::JobSignalManyReply => "BATCH_JOB_SIGNAL_MANY_REPLY",
+        }
+    }
+}
+
+/// A job as the protocol names it: the job id and, for array elements, the
+/// index (0 for a job that is not an array element).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct WireJobRef {
+    /// Job id, as `bsub` printed it.
+    pub job_id: u32,
+    /// Array index; 0 when the job is not an array element.
+    pub array_index: u32,
+}
+
+/// One `NAME=value` of the job's environment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    /// Variable name.
+    pub name: String,
+    /// Variable value.
+    pub value: String,
+}
+
+// ---------------------------------------------------------------------------
+// mbatchd <-> sbatchd
+// ---------------------------------------------------------------------------
+
+/// BATCH_NEW_JOB: the dispatch snapshot mbatchd sends. sbatchd keeps it
+/// immutable (`job->spec` of specs/sbd-protocol-model.md section 1.1) and
+/// derives its runtime spec from it once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSpecs {
+    /// The job.
+    pub job: WireJobRef,
+    /// Submission time, seconds since the epoch.
+    pub submit_time: i64,
+    /// Dispatch time, seconds since the epoch.
+    pub dispatch_time: i64,
+    /// Submitting user's uid, as vouched for at submission.
+    pub user_id: u32,
+    /// Submitting user's primary gid, as vouched for at submission.
+    pub group_id: u32,
+    /// Submitting user's name.
+    pub user_name: String,
+    /// Queue the job was dispatched from.
+    pub queue: String,
+    /// Job name (`-J`), or the command when none was given.
+    pub job_name: String,
+    /// The command line or script body, run by `/bin/sh -c`.
+    pub command: String,
+    /// Host the job was submitted from.
+    pub from_host: String,
+    /// Submission working directory (`-cwd` or the caller's cwd); may be relative to the home.
+    pub cwd: String,
+    /// Submitting user's home directory on the submission host.
+    pub sub_home_dir: String,
+    /// `-i` file, empty for /dev/null.
+    pub input_file: String,
+    /// `-o`/`-oo` file, empty for LSF's default.
+    pub output_file: String,
+    /// `-e`/`-eo` file, empty to follow the output file.
+    pub error_file: String,
+    /// Bit 0: truncate the output file (`-oo`); bit 1: truncate the error file (`-eo`).
+    pub file_flags: u32,
+    /// Slots the job holds (`-n`).
+    pub n_slots: u32,
+    /// Hosts the job was dispatched to, the first is where it starts.
+    pub exec_hosts: Vec<String>,
+    /// File-creation mask of the submitting process.
+    pub umask: u32,
+    /// Run limit in seconds (`-W`), 0 for none.
+    pub run_limit_s: u64,
+    /// Resident memory limit in KiB (`-M`), 0 for none.
+    pub mem_limit_kb: u64,
+    /// Interval between SIGINT, SIGTERM and SIGKILL of a kill (JOB_TERMINATE_INTERVAL).
+    pub terminate_interval_s: u32,
+    /// Project name (`-P`).
+    pub project: String,
+    /// The submission environment plus LSF's job variables.
+    pub env: Vec<EnvVar>,
+}
+
+/// BATCH_NEW_JOB_REPLY: sbatchd accepted (with the pid) or refused the job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewJobReply {
+    /// The job.
+    pub job: WireJobRef,
+    /// What happened.
+    pub outcome: NewJobOutcome,
+}
+
+/// The arms of a [`NewJobReply`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NewJobOutcome {
+    /// The job's process exists.
+    Started {
+        /// Pid of the job's process (the shepherd's child).
+        pid: i32,
+        /// Process group of the job.
+        pgid: i32,
+        /// Job status bits as sbatchd sets them (RUN).
+        job_status: u32,
+    },
+    /// sbatchd will not run the job; mbatchd returns it to PEND with the reason.
+    Refused {
+        /// Machine-readable reason code ([`REFUSE_NO_USER`], …).
+        code: u32,
+        /// What was wrong, for `bjobs -l`.
+        message: String,
+    },
+}
+
+/// The execution user does not exist on the host.
+pub const REFUSE_NO_USER: u32 = 1;
+/// The working directory or job files could not be prepared.
+pub const REFUSE_SETUP: u32 = 2;
+/// The host is shutting down or out of resources.
+pub const REFUSE_HOST: u32 = 3;
+
+/// BATCH_*_ACK: mbatchd confirms that the event for this stage is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobAck {
+    /// The job.
+    pub job: WireJobRef,
+}
+
+/// BATCH_JOB_EXECUTE: exec() happened; metadata only, never a state change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobExecute {
+    /// The job.
+    pub job: WireJobRef,
+    /// Pid of the job's process.
+    pub pid: i32,
+    /// Process group of the job.
+    pub pgid: i32,
+    /// Uid the job runs as.
+    pub exec_uid: u32,
+    /// User the job runs as.
+    pub exec_user: String,
+    /// Home directory of that user.
+    pub exec_home: String,
+    /// Absolute working directory the job runs in.
+    pub exec_cwd: String,
+    /// When the job's process started, seconds since the epoch.
+    pub exec_time: i64,
+}
+
+/// Resource usage of a finished job's process group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceUsage {
+    /// User CPU time, milliseconds.
+    pub user_time_ms: u64,
+    /// System CPU time, milliseconds.
+    pub system_time_ms: u64,
+    /// Peak resident set size, KiB.
+    pub max_rss_kb: u64,
+}
+
+/// BATCH_JOB_FINISH: the job terminated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFinish {
+    /// The job.
+    pub job: WireJobRef,
+    /// Pid of the job's process.
+    pub pid: i32,
+    /// Raw wait status (as `waitpid` returns it).
+    pub wait_status: i32,
+    /// Why sbatchd ended the job, if it did ([`FINISH_NORMAL`], …).
+    pub finish_reason: u32,
+    /// When the job ended, seconds since the epoch.
+    pub end_time: i64,
+    /// Resource usage of the job.
+    pub rusage: ResourceUsage,
+}
+
+/// The job ended on its own (or by a signal from outside LavaCore).
+pub const FINISH_NORMAL: u32 = 0;
+/// sbatchd killed the job at its run limit (`-W`).
+pub const FINISH_RUN_LIMIT: u32 = 1;
+/// sbatchd killed the job over its memory limit (`-M`).
+pub const FINISH_MEM_LIMIT: u32 = 2;
+/// The job was killed on request (`bkill`).
+pub const FINISH_KILLED: u32 = 3;
+/// The job could not be started after it was accepted (exec failed).
+pub const FINISH_START_FAILED: u32 = 4;
+
+/// A signal action, as `bkill`/`bstop`/`bresume` request it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SignalAction {
+    /// Suspend the job (SIGSTOP to the process group).
+    Stop,
+    /// Resume the job (SIGCONT to the process group).
+    Continue,
+    /// LSF's kill: SIGINT, then SIGTERM, then SIGKILL, spaced by the terminate interval.
+    Terminate,
+    /// Deliver one signal by number (`bkill -s`).
+    Signal(u32),
+}
+
+/// BATCH_JOB_SIGNAL: mbatchd asks sbatchd to act on a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSignal {
+    /// The job.
+    pub job: WireJobRef,
+    /// mbatchd's sequence number for this job's signals; replies echo it.
+    pub signal_seq: u32,
+    /// What to do.
+    pub action: SignalAction,
+}
+
+/// BATCH_JOB_SIGNAL_REPLY: what the signal did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSignalReply {
+    /// The job.
+    pub job: WireJobRef,
+    /// The sequence number of the [`JobSignal`] answered.
+    pub signal_seq: u32,
+    /// The outcome.
+    pub outcome: SignalOutcome,
+}
+
+/// Outcome of a [`JobSignal`] on the execution host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SignalOutcome {
+    /// The action was carried out.
+    Delivered,
+    /// sbatchd holds no such job.
+    NoSuchJob,
+    /// The job has already terminated; its FINISH is on its way.
+    AlreadyFinished,
+    /// The kernel refused the signal (errno).
+    Failed(i32),
+}
+
+/// SBD_REGISTER: names the execution host at the other end of a connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SbdRegister {
+    /// The host's name as lsf.cluster lists it.
+    pub host_name: String,
+    /// CPUs the host offers (slots when lsb.hosts says `!`).
+    pub n_cpus: u32,
+    /// sbatchd's process id, for the log.
+    pub sbd_pid: u32,
+}
+
+/// SBD_REGISTER_ACK: mbatchd knows the channel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SbdRegisterAck {
+    /// Cluster name.
+    pub cluster_name: String,
+    /// mbatchd's host name.
+    pub master_name: String,
+}
+
+// ---------------------------------------------------------------------------
+// commands <-> mbatchd
+// ---------------------------------------------------------------------------
+
+/// Envelope of every command request: who asks, and which attempt this is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRequest<T> {
+    /// A credential sealed by the caller's local daemon (see `lava-net`).
+    pub credential: Vec<u8>,
+    /// Chosen by the command once per logical request and reused on every
+    /// retry; mbatchd answers a repeated id with its first answer.
+    pub request_id: RequestId,
+    /// The request itself.
+    pub body: T,
+}
+
+/// A request id: 128 random bits chosen by the command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RequestId {
+    /// High 64 bits.
+    pub high: u64,
+    /// Low 64 bits.
+    pub low: u64,
+}
+
+/// SUBMIT_JOB: what `bsub` asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    /// `-q`; empty for the default queue.
+    pub queue: String,
+    /// `-J`; empty for none.
+    pub job_name: String,
+    /// The command line or the script read from standard input.
+    pub command: String,
+    /// Working directory (`-cwd`, else the caller's).
+    pub cwd: String,
+    /// The caller's home directory.
+    pub home_dir: String,
+    /// `-i`.
+    pub input_file: String,
+    /// `-o` / `-oo`.
+    pub output_file: String,
+    /// `-e` / `-eo`.
+    pub error_file: String,
+    /// Bit 0: `-oo`; bit 1: `-eo`.
+    pub file_flags: u32,
+    /// `-n`; 0 means 1.
+    pub n_slots: u32,
+    /// `-m`: candidate hosts, empty for any.
+    pub hosts: Vec<String>,
+    /// `-P`; empty for the default project.
+    pub project: String,
+    /// `-W`, seconds; 0 for none.
+    pub run_limit_s: u64,
+    /// `-M`, KiB; 0 for none.
+    pub mem_limit_kb: u64,
+    /// `-H`: submit held (PSUSP).
+    pub hold: bool,
+    /// The submitting host.
+    pub from_host: String,
+    /// The caller's umask.
+    pub umask: u32,
+    /// The caller's environment.
+    pub env: Vec<EnvVar>,
+}
+
+/// SUBMIT_JOB_REPLY.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitReply {
+    /// The new job's id.
+    pub job_id: u32,
+    /// The queue it went to.
+    pub queue: String,
+    /// Whether that queue is the default one (`bsub` says "default queue").
+    pub default_queue: bool,
+}
+
+/// Which jobs a [`JobQuery`] or [`SignalRequest`] selects by state.
+pub mod state_filter {
+    /// Unfinished jobs (bjobs' default).
+    pub const UNFINISHED: u32 = 0;
+    /// All jobs, including recently finished ones (`-a`).
+    pub const ALL: u32 = 1;
+    /// Finished jobs only (`-d`).
+    pub const DONE: u32 = 2;
+    /// Pending jobs only (`-p`).
+    pub const PENDING: u32 = 3;
+    /// Running jobs only (`-r`).
+    pub const RUNNING: u32 = 4;
+    /// Suspended jobs only (`-s`).
+    pub const SUSPENDED: u32 = 5;
+}
+
+/// JOB_QUERY: what `bjobs` asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobQuery {
+    /// Explicit jobs; when non-empty the state filter is ignored (LSF shows
+    /// a named job whatever its state).
+    pub jobs: Vec<WireJobRef>,
+    /// `-u`: empty for the caller, `all` for everyone, else a user name.
+    pub user: String,
+    /// One of [`state_filter`].
+    pub state_filter: u32,
+    /// `-q`; empty for any.
+    pub queue: String,
+    /// `-m`; empty for any.
+    pub host: String,
+    /// `-J`; empty for any.
+    pub job_name: String,
+}
+
+/// JOB_QUERY_REPLY.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobQueryReply {
+    /// The selected jobs, in job-id order.
+    pub jobs: Vec<JobInfo>,
+    /// Ids asked for explicitly that do not exist.
+    pub not_found: Vec<WireJobRef>,
+}
+
+/// One job as `bjobs` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// The job.
+    pub job: WireJobRef,
+    /// Owner.
+    pub user_name: String,
+    /// Job status bits (LavaLite values: PEND 0x01 … DONE 0x40).
+    pub status: u32,
+    /// Queue.
+    pub queue: String,
+    /// Submission host.
+    pub from_host: String,
+    /// Execution hosts, one entry per slot.
+    pub exec_hosts: Vec<String>,
+    /// Job name.
+    pub job_name: String,
+    /// Command.
+    pub command: String,
+    /// Project.
+    pub project: String,
+    /// Submission working directory.
+    pub cwd: String,
+    /// Absolute execution directory once known.
+    pub exec_cwd: String,
+    /// `-o` file.
+    pub output_file: String,
+    /// `-e` file.
+    pub error_file: String,
+    /// Slots.
+    pub n_slots: u32,
+    /// Submission time.
+    pub submit_time: i64,
+    /// Dispatch time, 0 if never dispatched.
+    pub start_time: i64,
+    /// Finish time, 0 if not finished.
+    pub end_time: i64,
+    /// Pid, 0 if not known.
+    pub pid: i32,
+    /// Exit code for EXIT jobs (wait status decoded as LSF shows it).
+    pub exit_code: i32,
+    /// Pending or suspending reason, empty when none.
+    pub reason: String,
+    /// Resource usage once finished.
+    pub rusage: ResourceUsage,
+}
+
+/// SIGNAL_JOBS: what `bkill`, `bstop` and `bresume` ask for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalRequest {
+    /// The jobs; empty together with `all_jobs` for `bkill 0`.
+    pub jobs: Vec<WireJobRef>,
+    /// `0` was given: every job of `user` (the caller by default).
+    pub all_jobs: bool,
+    /// `-u`; empty for the caller.
+    pub user: String,
+    /// The action.
+    pub action: SignalAction,
+}
+
+/// SIGNAL_JOBS_REPLY: one outcome per selected job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalReply {
+    /// Outcomes, in the order the jobs were named (or job-id order for `0`).
+    pub results: Vec<SignalResult>,
+}
+
+/// The outcome for one job of a [`SignalRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalResult {
+    /// The job.
+    pub job: WireJobRef,
+    /// What happened.
+    pub outcome: SignalRequestOutcome,
+}
+
+/// What mbatchd did with one job of a [`SignalRequest`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SignalRequestOutcome {
+    /// The signal is logged and on its way.
+    Accepted,
+    /// No such job.
+    NotFound,
+    /// The caller neither owns the job nor administers the cluster.
+    PermissionDenied,
+    /// The job has already finished.
+    AlreadyFinished,
+    /// The signal only makes sense for a started job and this one is pending
+    /// (LSF: "Job has not started yet"; only kill, stop and resume act on
+    /// pending jobs).
+    NotStarted,
+}
+
+/// REQUEST_FAILED: the request as a whole was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    /// One of the `ERR_*` codes.
+    pub code: u32,
+    /// The message the command prints, LSF's wording where LSF has one.
+    pub message: String,
+}
+
+/// The frame was malformed or its body did not decode.
+pub const ERR_BAD_REQUEST: u32 = 1;
+/// The credential was missing, forged, stale or replayed.
+pub const ERR_AUTH: u32 = 2;
+/// The named queue does not exist.
+pub const ERR_NO_QUEUE: u32 = 3;
+/// The request is valid but not allowed (queue closed, limits).
+pub const ERR_REJECTED: u32 = 4;
+/// The operation is not supported by this mbatchd.
+pub const ERR_UNSUPPORTED: u32 = 5;
+/// mbatchd is starting or cannot write its log; try again.
+pub const ERR_TRY_AGAIN: u32 = 6;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: opcodes keep LavaLite's numbers for the spec's enum and round-trip.
+    #[test]
+    fn opcodes_match_the_spec_and_round_trip() {
+        assert_eq!(Operation::NewJob.code(), 30);
+        assert_eq!(Operation::JobSignalManyReply.code(), 40);
+        for op in Operation::ALL {
+            assert_eq!(Operation::from_code(op.code()), Some(op), "{}", op.name());
+        }
+        assert_eq!(Operation::from_code(0), None);
+        assert_eq!(Operation::from_code(41), None);
+    }
+}
