@@ -42,6 +42,10 @@ pub enum Operation {
     SignalJobsReply = 6,
     /// mbatchd → command: the request failed as a whole ([`ErrorReply`]).
     RequestFailed = 15,
+    /// Command → local sbatchd, over its Unix socket: vouch for me (empty body).
+    CredentialRequest = 16,
+    /// Local sbatchd → command: a sealed credential ([`CredentialReply`]).
+    CredentialReply = 17,
 
     /// sbatchd → mbatchd: first frame on a connection, naming the host ([`SbdRegister`]).
     SbdRegister = 20,
@@ -74,7 +78,9 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 20] = [
+    pub const ALL: [Operation; 22] = [
+        Operation::CredentialRequest,
+        Operation::CredentialReply,
         Operation::SubmitJob,
         Operation::SubmitJobReply,
         Operation::JobQuery,
@@ -117,6 +123,8 @@ impl Operation {
             Operation::SignalJobs => "SIGNAL_JOBS",
             Operation::SignalJobsReply => "SIGNAL_JOBS_REPLY",
             Operation::RequestFailed => "REQUEST_FAILED",
+            Operation::CredentialRequest => "CREDENTIAL_REQUEST",
+            Operation::CredentialReply => "CREDENTIAL_REPLY",
             Operation::SbdRegister => "SBD_REGISTER",
             Operation::SbdRegisterAck => "SBD_REGISTER_ACK",
             Operation::NewJob => "BATCH_NEW_JOB",
@@ -392,12 +400,24 @@ pub struct SbdRegisterAck {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientRequest<T> {
     /// A credential sealed by the caller's local daemon (see `lava-net`).
+    #[serde(with = "lava_xdr::opaque")]
     pub credential: Vec<u8>,
     /// Chosen by the command once per logical request and reused on every
     /// retry; mbatchd answers a repeated id with its first answer.
     pub request_id: RequestId,
     /// The request itself.
     pub body: T,
+}
+
+/// CREDENTIAL_REPLY: the local daemon read the caller's uid and gid from the
+/// kernel (SO_PEERCRED) and sealed them with the cluster key; the command
+/// passes the token on unchanged in its next [`ClientRequest`]. A token is
+/// single-use and valid only within the authentication window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialReply {
+    /// The sealed credential (`lava_net::Credential::seal`).
+    #[serde(with = "lava_xdr::opaque")]
+    pub token: Vec<u8>,
 }
 
 /// A request id: 128 random bits chosen by the command.
