@@ -904,8 +904,11 @@ impl EventLog {
             }
             state = wait(&self.idle, state);
         }
-        let (state, result) = self.run_round(state, false, work);
-        let end = Position(state.written_end);
+        // The end must be the one of this round's batch: once run_round has let go
+        // of the state lock, another round may already have written (and rotated)
+        // past what `work` saw of the files.
+        let end = Position(state.next);
+        let (_state, result) = self.run_round(state, false, work);
         result.map(|result| (result, end))
     }
 
