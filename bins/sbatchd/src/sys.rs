@@ -6,7 +6,12 @@
 //!   gate pipe before it calls execve. The shepherd opens the gate only after
 //!   the pid is durable, so a job whose pid was never recorded never ran.
 //! - [`wait4`] for the exit status together with the resource usage.
-//! - [`kill_group`], [`lookup_user`], [`group_list`], [`process_exists`].
+//! - [`kill_group`], [`lookup_user`], [`lookup_uid`], [`group_list`], [`process_exists`],
+//!   [`effective_uid`].
+//! - [`pidfd_open`]: a file descriptor that becomes readable when a process ends, also for
+//!   a process that is not our child (a shepherd adopted after an sbatchd restart).
+//! - [`inheritable_copy`] and [`inherited_fd`]: hand a descriptor to the shepherd and take
+//!   it over there; [`new_session`]: the shepherd's own session.
 //!
 //! Everything the child does between fork and execve is async-signal-safe:
 //! every string and array is prepared before the fork, and the child only makes
@@ -44,10 +49,15 @@ pub struct ExecPlan {
     pub stdout: CString,
     /// Truncate standard output instead of appending.
     pub stdout_truncate: bool,
-    /// Standard error file (created as the job's user).
+    /// Standard error file (created as the job's user). When it is the same path as
+    /// `stdout`, standard error is a duplicate of standard output (one file offset, so
+    /// the two streams never overwrite each other).
     pub stderr: CString,
     /// Truncate standard error instead of appending.
     pub stderr_truncate: bool,
+    /// Directories created (mode 0700, as the job's user, an existing one is fine) before
+    /// the standard files are opened, parents first.
+    pub create_dirs: Vec<CString>,
 }
 
 /// The step of the child's preparation that failed.
@@ -65,6 +75,8 @@ pub enum SpawnStage {
     Stdout,
     /// Opening standard error.
     Stderr,
+    /// Creating a directory of `create_dirs`.
+    Directory,
     /// The gate closed without opening (the shepherd died before recording the pid).
     Gate,
     /// execve.
@@ -76,17 +88,41 @@ impl SpawnStage {
         self as u8
     }
 
+    /// Every stage, in code order.
+    pub const ALL: [SpawnStage; 9] = [
+        SpawnStage::Session,
+        SpawnStage::Identity,
+        SpawnStage::WorkingDirectory,
+        SpawnStage::Stdin,
+        SpawnStage::Stdout,
+        SpawnStage::Stderr,
+        SpawnStage::Directory,
+        SpawnStage::Gate,
+        SpawnStage::Exec,
+    ];
+
     fn from_code(code: u8) -> SpawnStage {
-        match code {
-            0 => SpawnStage::Session,
-            1 => SpawnStage::Identity,
-            2 => SpawnStage::WorkingDirectory,
-            3 => SpawnStage::Stdin,
-            4 => SpawnStage::Stdout,
-            5 => SpawnStage::Stderr,
-            6 => SpawnStage::Gate,
-            _ => SpawnStage::Exec,
+        SpawnStage::ALL.get(usize::from(code)).copied().unwrap_or(SpawnStage::Exec)
+    }
+
+    /// A stable one-word name, for files that outlive one build.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpawnStage::Session => "session",
+            SpawnStage::Identity => "identity",
+            SpawnStage::WorkingDirectory => "cwd",
+            SpawnStage::Stdin => "stdin",
+            SpawnStage::Stdout => "stdout",
+            SpawnStage::Stderr => "stderr",
+            SpawnStage::Directory => "directory",
+            SpawnStage::Gate => "gate",
+            SpawnStage::Exec => "exec",
         }
+    }
+
+    /// The stage [`SpawnStage::name`] names.
+    pub fn from_name(name: &str) -> Option<SpawnStage> {
+        SpawnStage::ALL.into_iter().find(|stage| stage.name() == name)
     }
 
     /// What the stage is, for messages.
@@ -98,6 +134,7 @@ impl SpawnStage {
             SpawnStage::Stdin => "cannot open the input file",
             SpawnStage::Stdout => "cannot open the output file",
             SpawnStage::Stderr => "cannot open the error file",
+            SpawnStage::Directory => "cannot create the output directory",
             SpawnStage::Gate => "the shepherd stopped before the job started",
             SpawnStage::Exec => "cannot execute the job",
         }
@@ -189,6 +226,8 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
     };
     let stdout_flags = out_flags(plan.stdout_truncate);
     let stderr_flags = out_flags(plan.stderr_truncate);
+    let stderr_is_stdout = plan.stderr == plan.stdout;
+    let create_dirs: Vec<*const libc::c_char> = plan.create_dirs.iter().map(|d| d.as_ptr()).collect();
 
     // SAFETY: fork in a single-threaded caller; the child below calls only
     // async-signal-safe functions on memory prepared before the fork, and
@@ -226,17 +265,34 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
             if libc::chdir(plan.cwd.as_ptr()) != 0 {
                 fail(SpawnStage::WorkingDirectory);
             }
+            for dir in &create_dirs {
+                if libc::mkdir(*dir, 0o700) != 0 && *libc::__errno_location() != libc::EEXIST {
+                    fail(SpawnStage::Directory);
+                }
+            }
             let files = [
                 (plan.stdin.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0, SpawnStage::Stdin),
                 (plan.stdout.as_ptr(), stdout_flags, 1, SpawnStage::Stdout),
                 (plan.stderr.as_ptr(), stderr_flags, 2, SpawnStage::Stderr),
             ];
             for (path, flags, target, stage) in files {
+                if target == 2 && stderr_is_stdout {
+                    if libc::dup2(1, 2) < 0 {
+                        fail(stage);
+                    }
+                    continue;
+                }
                 let fd = libc::open(path, flags, 0o666 as libc::c_uint);
                 if fd < 0 || libc::dup2(fd, target) < 0 {
                     fail(stage);
                 }
-                libc::close(fd);
+                // A file opened at its target number must stay open (dup2 onto itself
+                // leaves close-on-exec set; clear it instead of closing).
+                if fd == target {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                } else {
+                    libc::close(fd);
+                }
             }
             let mut go = 0u8;
             loop {
@@ -319,6 +375,107 @@ pub fn process_exists(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission.
     let rc = unsafe { libc::kill(pid, 0) };
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The effective uid of this process.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// A pidfd for `pid`: it becomes readable when the process terminates, whoever its parent
+/// is. Fails with ESRCH when there is no such process.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    if pid <= 0 {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::other("pidfd_open returned a bad descriptor"))?;
+    // SAFETY: the kernel just created this descriptor (close-on-exec) and nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `FS_TOPDIR_FL` of linux/fs.h (`chattr +T`).
+const FS_TOPDIR_FL: libc::c_int = 0x0002_0000;
+
+/// Marks `dir` as the top of a directory hierarchy (`chattr +T`): ext2/3/4 then spread its
+/// subfolders over the file system's block groups (the Orlov allocator) instead of packing
+/// them next to it. sbatchd creates and deletes a folder and several files per job; spread
+/// out, that churn does not make every new file's inode search crawl past the inodes just
+/// freed in one group. A hint only: file systems without the flag refuse it, and the
+/// error is for the caller to ignore.
+pub fn set_top_directory_hint(dir: &std::path::Path) -> io::Result<()> {
+    let file = std::fs::File::open(dir)?;
+    let mut flags: libc::c_int = 0;
+    // SAFETY: FS_IOC_GETFLAGS writes one int through the valid pointer; the fd is open.
+    if unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if flags & FS_TOPDIR_FL != 0 {
+        return Ok(());
+    }
+    flags |= FS_TOPDIR_FL;
+    // SAFETY: FS_IOC_SETFLAGS reads one int through the valid pointer; the fd is open.
+    if unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_SETFLAGS, &flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits until `fd` (a pidfd) is readable, i.e. until its process has ended. Must be
+/// called within a tokio runtime.
+pub async fn wait_readable(fd: OwnedFd) -> io::Result<()> {
+    // SAFETY: the AsyncFd takes the OwnedFd by value, so the descriptor stays open and
+    // refers to the same file description until the AsyncFd is dropped.
+    let async_fd =
+        unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }?;
+    let _ready = async_fd.readable().await?;
+    Ok(())
+}
+
+/// A duplicate of `fd` *without* close-on-exec, for a child to inherit. std starts the
+/// shepherd with `posix_spawn` (no fork: fast, and nothing runs between fork and exec),
+/// which cannot move a descriptor to a chosen number, so the shepherd is told the numbers.
+/// The caller drops the duplicate right after the spawn; sbatchd starts processes from one
+/// thread only, so no other child can inherit it meanwhile.
+pub fn inheritable_copy(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD on an open descriptor returns a new descriptor (or -1).
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 3) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just created this descriptor and nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+}
+
+/// Makes this process the leader of a new session and process group (the shepherd, so
+/// that it outlives sbatchd and no terminal signal reaches it).
+pub fn new_session() -> io::Result<()> {
+    // SAFETY: setsid has no preconditions.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Takes over descriptor `fd`, inherited from the parent by the protocol between sbatchd
+/// and its shepherd, and marks it close-on-exec so that the job never inherits it.
+/// Fails with EBADF when no such descriptor is open. Descriptors 0 to 2 are refused.
+pub fn inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    if fd < 3 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: F_SETFD on an integer descriptor; it fails with EBADF if it is not open.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (checked above) and, by the shepherd protocol, was
+    // placed at this number for us alone; nothing else in this process owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A user account as the password database describes it.
@@ -445,6 +602,7 @@ mod tests {
             stdout_truncate: true,
             stderr: cstr(dir.join("err").to_str().expect("utf-8")),
             stderr_truncate: false,
+            create_dirs: vec![],
         }
     }
 
@@ -471,6 +629,24 @@ mod tests {
         let canonical = dir.path().canonicalize().expect("canonical");
         assert!(out.starts_with(&format!("hello {}\n", canonical.display())), "{out}");
         assert_eq!(std::fs::read_to_string(dir.path().join("err")).expect("err"), "oops\n");
+    }
+
+    // Goal: standard error follows standard output into one file (one offset, nothing
+    // overwritten even when truncating), and missing folders are created as asked.
+    #[test]
+    fn stderr_joins_stdout_and_folders_are_created() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spool = dir.path().join("spool");
+        let mut joined = plan(dir.path(), "echo one; echo two >&2; echo three");
+        joined.stdout = cstr(spool.join("both").to_str().expect("utf-8"));
+        joined.stderr = joined.stdout.clone();
+        joined.create_dirs = vec![cstr(spool.to_str().expect("utf-8"))];
+        let child = spawn_gated(&joined).expect("fork");
+        let pid = child.pid;
+        child.open_gate().expect("exec");
+        assert!(libc::WIFEXITED(wait4(pid).expect("wait4").wait_status));
+        assert_eq!(std::fs::read_to_string(spool.join("both")).expect("output"), "one\ntwo\nthree\n");
     }
 
     // Goal: a failure before exec is reported with its stage, and the child exits.

@@ -7,7 +7,7 @@
 //! The module also knows how a job is shown (`bjobs`) and what a signal
 //! action means for it.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
 use lava_batch_wire as wire;
@@ -118,7 +118,9 @@ pub struct Job {
     /// Intents sent (or to be sent) to sbatchd and not yet answered, by sequence.
     pub(crate) pending_signals: Vec<PendingSignal>,
     /// Request ids of the signal requests that acted on this job.
-    pub(crate) signal_request_ids: BTreeSet<wire::RequestId>,
+    /// ... each with the highest job id given when it was first logged here,
+    /// so a retried `bkill 0` selects no job submitted after its first attempt.
+    pub(crate) signal_request_ids: BTreeMap<wire::RequestId, u32>,
     pub(crate) finish: Option<FinishRecord>,
 }
 
@@ -144,7 +146,7 @@ impl Job {
             exec: None,
             signal_seq: 0,
             pending_signals: Vec::new(),
-            signal_request_ids: BTreeSet::new(),
+            signal_request_ids: BTreeMap::new(),
             finish: None,
         }
     }
@@ -220,6 +222,16 @@ impl Job {
         newest.unwrap_or(matches!(self.status, JobStatus::Ususp | JobStatus::Ssusp | JobStatus::Psusp))
     }
 
+    /// Whether a signal of `kind` would change anything: a STOP of a job not
+    /// (about to be) stopped, a CONT of one that is, any other signal.
+    pub(crate) fn signal_acts(&self, kind: SignalKind) -> bool {
+        match kind {
+            SignalKind::Suspend => !self.suspend_target(),
+            SignalKind::Resume => self.suspend_target(),
+            SignalKind::Terminate | SignalKind::Other => true,
+        }
+    }
+
     /// The name `bjobs` shows: `-J`, else the command cut to a name's length.
     pub(crate) fn job_name(&self) -> String {
         let request = self.spec.request();
@@ -231,7 +243,8 @@ impl Job {
     }
 
     /// Applies one event about this job; on error the job is unchanged.
-    pub(crate) fn apply(&mut self, event: &Event) -> Result<(), String> {
+    /// `last_job_id` is the highest job id given when the event was logged.
+    pub(crate) fn apply(&mut self, event: &Event, last_job_id: u32) -> Result<(), String> {
         match event {
             Event::JobStart(r) => self.apply_start(r),
             Event::JobStartAccept(r) => {
@@ -251,7 +264,7 @@ impl Job {
                 self.exec = Some(r.exec.clone());
                 Ok(())
             }
-            Event::JobSignal(r) => self.apply_signal(r),
+            Event::JobSignal(r) => self.apply_signal(r, last_job_id),
             Event::JobSigact(r) => {
                 if !self.status.is_started() {
                     return Err(format!("signal answer for a {} job", self.status));
@@ -287,7 +300,7 @@ impl Job {
         Ok(())
     }
 
-    fn apply_signal(&mut self, r: &JobSignalRecord) -> Result<(), String> {
+    fn apply_signal(&mut self, r: &JobSignalRecord, last_job_id: u32) -> Result<(), String> {
         if self.status.is_finished() {
             return Err(format!("signal of a {} job", self.status));
         }
@@ -299,13 +312,22 @@ impl Job {
         };
         self.signal_seq = r.signal_seq;
         if let Some(request_id) = r.request_id {
-            self.signal_request_ids.insert(request_id);
+            self.signal_request_ids.entry(request_id).or_insert(last_job_id);
         }
-        // A pending job's intent is settled at once by the JOB_STATUS that
-        // follows it; only a started job's intent waits for sbatchd. A newer
-        // intent supersedes the older ones it makes moot, which bounds the list:
-        // one STOP/CONT, one kill, one per other signal number.
-        if self.status.is_started() {
+        if !self.signal_acts(kind) {
+            // A STOP of a job that is (or is about to be) stopped, a CONT of
+            // one that is not: logged only so that the request id is known.
+            return Ok(());
+        }
+        // A pending job's intent is settled by the JOB_STATUS its step logs
+        // right after it; it stays unanswered only when a crash tore the step
+        // between the two records, and Start settles it then
+        // (`Mbd::settle_torn_steps`). A started job's intent waits for
+        // sbatchd. A newer intent supersedes the older ones it makes moot,
+        // which bounds the list: one STOP/CONT, one kill, one per other signal.
+        if self.status.is_pending() {
+            self.pending_signals.push(PendingSignal { signal_seq: r.signal_seq, action: r.action });
+        } else if self.status.is_started() {
             self.pending_signals.retain(|p| match (kind, SignalKind::of(p.action)) {
                 (SignalKind::Terminate, _) => false,
                 (
@@ -344,16 +366,43 @@ impl Job {
         self.status_time_ms = r.time_ms;
         if to.is_finished() {
             self.finish = r.finish.clone();
+        }
+        if to.is_finished() || from.is_pending() {
+            // DONE/EXIT dominate; a pending job's new status answers its intent.
             self.pending_signals.clear();
         }
         if to == JobStatus::Pend && from.is_started() {
-            // A refused dispatch: the job is as if never dispatched.
+            // A refused dispatch: the job is as if never dispatched. The one
+            // intent that still acts on the pending job (a kill, or a STOP)
+            // stays unanswered until the JOB_STATUS that the refusal's step
+            // logs next answers it — or Start, if a crash tore the step.
             self.exec_hosts.clear();
             self.start_time_ms = None;
             self.exec = None;
-            self.pending_signals.clear();
+            let follow_up = self.pending_follow_up();
+            self.pending_signals = follow_up.into_iter().collect();
         }
         Ok(())
+    }
+
+    /// The unanswered intent that still changes this pending job's status,
+    /// and the status it leads to: the first kill (EXIT), else the newest
+    /// STOP or CONT if it is not already so (PSUSP, PEND).
+    pub(crate) fn pending_follow_up(&self) -> Option<PendingSignal> {
+        if let Some(kill) =
+            self.pending_signals.iter().find(|p| SignalKind::of(p.action) == Some(SignalKind::Terminate))
+        {
+            return Some(*kill);
+        }
+        let newest =
+            self.pending_signals.iter().rev().find(|p| {
+                matches!(SignalKind::of(p.action), Some(SignalKind::Suspend | SignalKind::Resume))
+            })?;
+        let changes = match SignalKind::of(newest.action) {
+            Some(SignalKind::Suspend) => self.status == JobStatus::Pend,
+            _ => self.status == JobStatus::Psusp,
+        };
+        changes.then_some(*newest)
     }
 
     /// What is wrong with this job's record, if anything (see [`crate::Mbd::check_invariants`]).
@@ -366,7 +415,12 @@ impl Job {
             if !self.exec_hosts.is_empty() || self.accepted.is_some() || self.exec.is_some() {
                 return fail("pending with execution state");
             }
-            if !self.pending_signals.is_empty() {
+            // Only a torn step leaves a pending job's intent unanswered (the
+            // live state never shows one after a step: Mbd::check_invariants),
+            // and then exactly one that still changes its status.
+            if self.pending_signals.len() > 1
+                || (!self.pending_signals.is_empty() && self.pending_follow_up().is_none())
+            {
                 return fail("pending with unanswered signals");
             }
         }

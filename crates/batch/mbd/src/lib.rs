@@ -30,7 +30,8 @@
 //! 1. **Start.** Build the state: [`Mbd::from_snapshot`] with the newest
 //!    snapshot if there is one, else [`Mbd::new`]; then feed every event logged
 //!    after it to [`Mbd::apply`] in log order. An `Err` stops the daemon with
-//!    the record's position (never skip a record). Then step [`Input::Start`].
+//!    the record's position (never skip a record). Then step [`Input::Start`],
+//!    which also completes any step a crash tore (see below).
 //! 2. **One step at a time.** For each input, in arrival order, call
 //!    [`Mbd::step`] with the wall clock in ms since the epoch. Call
 //!    [`Input::Tick`] about once a second; the logic decides what is due.
@@ -63,6 +64,18 @@
 //!    appended so far; write it only once those events are durable, and replay
 //!    from it only the events after the last one it covers.
 //!
+//! # Torn steps
+//! The log makes each record durable on its own, so a crash may keep any
+//! prefix of one step's appends. Every such prefix is a state the logic
+//! recovers from: a step whose later records answer an earlier one (a pending
+//! job's JOB_SIGNAL and its JOB_STATUS; a refusal's JOB_STATUS PEND and the
+//! EXIT or PSUSP that a kill or STOP asked before it leads to) leaves the
+//! intent unanswered in the durable state until the answer is logged, and
+//! [`Input::Start`] logs the answers a crash lost; a signal reply logs the
+//! resulting JOB_STATUS before the JOB_SIGACT that settles the intent, so a
+//! lost JOB_SIGACT only means the intent is sent again. Found by lava-sim
+//! (seed 12584), whose disk keeps such prefixes.
+//!
 //! # Choices beyond the spec (and why)
 //! - Sends are deferred, not the state change: an event is applied at once
 //!   and its messages wait for durability. Deciding on not-yet-durable state is
@@ -84,9 +97,16 @@
 //!   `NotStarted` (LSF's "Job has not started yet"), not silently accepted.
 //! - Dispatch is first fit in `lsf.cluster` host order, jobs by queue priority
 //!   then id; a job that fits nowhere is passed over, not waited for.
+//! - A submission's request id outlives its job: JOB_CLEAN retires it, and a
+//!   retried `bsub` whose job already ran and was cleaned gets that job back,
+//!   not a second one, for [`REQUEST_ID_RETENTION_MS`] after the clean (the
+//!   retired list is durable state, bounded by the jobs cleaned in that time).
 //! - A signal request id is remembered per job (on JOB_SIGNAL), so a retried
 //!   `bkill` acts on no job twice and a retried `bkill 0` selects the jobs the
-//!   first attempt acted on.
+//!   first attempt selected (also those a crash tore off its step). JOB_SIGNAL is logged for every live job a request
+//!   names, even when the action changes nothing (a STOP of a stopped job):
+//!   otherwise a late copy of an attempt the command gave up on could act
+//!   after a later request (lava-sim seed 14910).
 //!
 //! # Map
 //! - [`config`]: [`MbdConfig`], queues, hosts, admins, limits.
@@ -124,7 +144,7 @@ pub use job::{
 };
 pub use machine::{INVARIANT_CHECK_JOBS_MAX, Mbd};
 pub use pipeline::REFUSAL_REASON_BYTES_MAX;
-pub use state::MbdSnapshot;
+pub use state::{MbdSnapshot, REQUEST_ID_RETENTION_MS, RetiredRequest};
 
 use lava_batch_ll::JobRef;
 

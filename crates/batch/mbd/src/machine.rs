@@ -119,6 +119,7 @@ impl Mbd {
                     cluster_name: self.config.cluster_name.clone(),
                 };
                 self.record(&mut step, Event::MbdStart(record));
+                self.settle_torn_steps(&mut step);
             }
             Input::Submit { client, request_id, caller, spec } => {
                 self.submit(&mut step, client, request_id, &caller, *spec)
@@ -229,6 +230,13 @@ impl Mbd {
     /// it after every step; debug builds do too.
     pub fn check_invariants(&self) -> Result<(), String> {
         self.store.check()?;
+        // The durable state may hold a torn step's unanswered intent of a
+        // pending job; Start answers it, so no step ever leaves one.
+        if let Some(job) =
+            self.store.jobs.values().find(|j| j.status.is_pending() && !j.pending_signals.is_empty())
+        {
+            return Err(format!("job {}: pending with an unanswered intent after a step", job.job));
+        }
         for (host, used) in &self.store.index.slots_used {
             if let Some(link) = self.links.hosts.get(host).filter(|link| link.connected) {
                 let bound = self.capacity(host, link).max(link.slots_used_at_registration);

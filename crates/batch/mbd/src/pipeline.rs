@@ -15,17 +15,20 @@
 //!   (sbatchd only drops a record of a job it does not run).
 //!
 //! A refusal returns J to PEND with the host's reason and frees its slots; J
-//! is not offered to that host again until it re-registers. This also closes
-//! the race in which a late resend of an old refusal would hit a fresh
-//! dispatch of the same job to the same host: the reply carries no dispatch
-//! number, so the two must never be outstanding together.
+//! is not offered to that host again until it re-registers, and every later
+//! copy of the refusal (sbatchd resends it until acknowledged) renews that.
+//! This closes the race in which a late resend of an old refusal would hit a
+//! fresh dispatch of the same job to the same host: the reply carries no
+//! dispatch number, so the two must never be outstanding together. On a new
+//! connection sbatchd's side closes it: it refuses a new dispatch as long as
+//! its refusal of the old one is not acknowledged.
 
 use lava_batch_ll::{HostName, JobStatus, NAME_BYTES_MAX, PATH_BYTES_MAX};
 use lava_batch_wire as wire;
 
 use crate::effect::ToSbd;
 use crate::event::{Event, ExecInfo, FinishRecord, JobExecuteRecord, JobStartAcceptRecord, JobStatusRecord};
-use crate::job::{SignalKind, s_to_ms, truncate};
+use crate::job::{s_to_ms, truncate};
 use crate::machine::{Mbd, Step};
 
 /// Longest refusal message kept as a pending reason, in bytes.
@@ -83,6 +86,17 @@ impl Mbd {
             wire::NewJobOutcome::Refused { message, .. } => {
                 if awaiting_reply {
                     self.refused(step, id, host, message);
+                } else {
+                    // A copy of a refusal already handled: `host` resends it
+                    // until the ACK reaches it, so more copies may be on their
+                    // way, and one arriving after a fresh dispatch of the job
+                    // to `host` would be taken for a refusal of that dispatch
+                    // (lava-sim seed 2808: `host` had registered again, which
+                    // had lifted the avoidance, and the job went back to it on
+                    // the same connection as the copies). So the copy keeps
+                    // the job off `host` until `host` registers again, as the
+                    // first one did.
+                    self.links.avoid.entry(id).or_default().insert(host.clone());
                 }
                 self.send(step, host, ack);
             }
@@ -91,13 +105,7 @@ impl Mbd {
 
     /// Job `id`, started on `host` and not accepted, was refused there.
     fn refused(&mut self, step: &mut Step, id: u32, host: &HostName, message: &str) {
-        let job = &self.store.jobs[&id];
-        let job_ref = job.job;
-        // Intents the refusal leaves unanswered now apply to a pending job.
-        let kill =
-            job.pending_signals.iter().find(|p| SignalKind::of(p.action) == Some(SignalKind::Terminate));
-        let kill = kill.map(|p| SignalKind::kill_signal(p.action));
-        let hold = job.suspend_target();
+        let job_ref = self.store.jobs[&id].job;
         let reason = format!(
             "The job was refused by the execution host <{host}>: {}",
             truncate(message, REFUSAL_REASON_BYTES_MAX)
@@ -111,20 +119,10 @@ impl Mbd {
         };
         self.record(step, Event::JobStatus(pend));
         self.links.avoid.entry(id).or_default().insert(host.clone());
-        let follow_up = match (kill, hold) {
-            (Some(signal), _) => Some(self.killed_while_pending(job_ref, signal, step.now_ms)),
-            (None, true) => Some(JobStatusRecord {
-                job: job_ref,
-                status: JobStatus::Psusp,
-                reason: String::new(),
-                time_ms: step.now_ms,
-                finish: None,
-            }),
-            (None, false) => None,
-        };
-        if let Some(record) = follow_up {
-            self.record(step, Event::JobStatus(record));
-        }
+        // Intents the refusal leaves unanswered now apply to the pending job:
+        // a kill ends it, a STOP holds it. JOB_STATUS PEND kept that intent
+        // unanswered, so a crash between the two records loses nothing.
+        self.settle_pending_intent(step, id);
         step.dispatch = true;
     }
 

@@ -7,8 +7,10 @@
 //! `NotStarted` (LSF: only kill, stop and resume act on pending jobs). On a
 //! started job JOB_SIGNAL records the intent with the job's next signal
 //! sequence number and BATCH_JOB_SIGNAL carries it, once the start is accepted
-//! (before that sbatchd may not know the job); the reply logs JOB_SIGACT and,
-//! for a delivered STOP or CONT, the resulting JOB_STATUS (USUSP, RUN). A kill
+//! (before that sbatchd may not know the job); the reply logs, for a
+//! delivered STOP or CONT, the resulting JOB_STATUS (USUSP, RUN), then the
+//! JOB_SIGACT that settles the intent (in that order: see the crate doc's
+//! "Torn steps"). A kill
 //! ends through the FINISH stage. Replies for a sequence number that is no
 //! longer pending (older, superseded, duplicate) are ignored; unanswered
 //! intents are resent on Tick and when the host registers.
@@ -16,7 +18,9 @@
 //! Only the owner, root or a cluster administrator may signal a job. A retried
 //! request (same request id) acts on no job twice: the jobs whose JOB_SIGNAL
 //! carries the id answer `Accepted` again, and `bkill 0` retried selects the
-//! same jobs as the first attempt did.
+//! same jobs as the first attempt did. So that this holds for every attempt,
+//! however late, a request logs JOB_SIGNAL on each live job it names even
+//! when it changes nothing there (a STOP of a stopped job).
 
 use lava_batch_ll::{HostName, JobRef, JobStatus};
 use lava_batch_wire as wire;
@@ -60,23 +64,27 @@ impl Mbd {
 
     /// `bkill 0`: the unfinished jobs of the `-u` user (the caller by
     /// default, everyone for `all`), in job-id order; for a retry, the jobs
-    /// the first attempt acted on.
+    /// the first attempt selected that are still unfinished.
+    ///
+    /// A retry recomputes that selection: the jobs up to the highest job id
+    /// given when the first attempt logged its JOB_SIGNALs. Taking only the
+    /// jobs whose JOB_SIGNAL carries the id would miss those whose records a
+    /// crash tore off the first attempt's step, and they would never be
+    /// signalled (lava-sim seed 22675: a `bresume 0` left a held job PSUSP
+    /// for ever).
     fn all_jobs_of(
         &self,
         caller: &Caller,
         request: &wire::SignalRequest,
         request_id: wire::RequestId,
     ) -> Vec<wire::WireJobRef> {
-        let unfinished = self.store.jobs.values().filter(|j| !j.status.is_finished());
-        let retried: Vec<wire::WireJobRef> = unfinished
-            .clone()
-            .filter(|j| j.signal_request_ids.contains(&request_id))
-            .map(|j| j.job.to_wire())
-            .collect();
-        if !retried.is_empty() {
-            return retried;
-        }
-        unfinished
+        let first_attempt_last_id =
+            self.store.jobs.values().filter_map(|j| j.signal_request_ids.get(&request_id)).min().copied();
+        self.store
+            .jobs
+            .values()
+            .filter(|j| !j.status.is_finished())
+            .filter(|j| first_attempt_last_id.is_none_or(|last| j.job.id() <= last))
             .filter(|j| match request.user.as_str() {
                 "" => j.user == caller.user,
                 "all" => true,
@@ -108,7 +116,7 @@ impl Mbd {
         if !admin && job.user_id != caller.uid {
             return Outcome::PermissionDenied;
         }
-        if job.signal_request_ids.contains(&request_id) {
+        if job.signal_request_ids.contains_key(&request_id) {
             return Outcome::Accepted;
         }
         let job_ref = job.job;
@@ -121,40 +129,28 @@ impl Mbd {
             request_id: Some(request_id),
             time_ms: step.now_ms,
         };
-        let now_ms = step.now_ms;
-        if job.status.is_pending() {
-            let result = match (kind, job.status) {
-                (SignalKind::Other, _) => return Outcome::NotStarted,
-                (SignalKind::Suspend, JobStatus::Pend) => {
-                    Some(status_change(job_ref, JobStatus::Psusp, now_ms))
-                }
-                (SignalKind::Resume, JobStatus::Psusp) => {
-                    Some(status_change(job_ref, JobStatus::Pend, now_ms))
-                }
-                (SignalKind::Terminate, _) => {
-                    Some(self.killed_while_pending(job_ref, SignalKind::kill_signal(action), now_ms))
-                }
-                // STOP of a PSUSP job, CONT of a PEND job: already so.
-                _ => None,
-            };
-            if let Some(result) = result {
-                step.dispatch |= result.status == JobStatus::Pend;
-                self.record(step, Event::JobSignal(intent));
-                self.record(step, Event::JobStatus(result));
-            }
+        if job.status.is_pending() && kind == SignalKind::Other {
+            return Outcome::NotStarted;
+        }
+        // JOB_SIGNAL is logged even when the action changes nothing (a STOP
+        // of a stopped job): the request id must be known on every job the
+        // request named, or a late copy of an earlier attempt of it — the
+        // command gave up on that connection and retried, and the retry found
+        // nothing to do — would act after a later request (lava-sim seed
+        // 14910: a stale `bstop` stopped a job `bresume 0` had released).
+        let acts = job.signal_acts(kind);
+        self.record(step, Event::JobSignal(intent));
+        if !acts {
             return Outcome::Accepted;
         }
-        let already = match kind {
-            SignalKind::Suspend => job.suspend_target(),
-            SignalKind::Resume => !job.suspend_target(),
-            SignalKind::Terminate | SignalKind::Other => false,
-        };
-        if !already {
-            self.record(step, Event::JobSignal(intent));
-            let host_connected = self.store.jobs[&id].run_host().is_some_and(|host| self.is_connected(host));
-            if host_connected {
-                self.send_signals(step, id, |sent| sent.is_none());
-            }
+        if self.store.jobs[&id].status.is_pending() {
+            // STOP: PEND → PSUSP, CONT: PSUSP → PEND, a kill: EXIT at once.
+            self.settle_pending_intent(step, id);
+            return Outcome::Accepted;
+        }
+        let host_connected = self.store.jobs[&id].run_host().is_some_and(|host| self.is_connected(host));
+        if host_connected {
+            self.send_signals(step, id, |sent| sent.is_none());
         }
         Outcome::Accepted
     }
@@ -206,9 +202,53 @@ impl Mbd {
             outcome: msg.outcome,
             time_ms: step.now_ms,
         };
-        self.record(step, Event::JobSigact(answer));
+        // The result first, then the answer that settles the intent: a crash
+        // between the two records leaves the intent unanswered, so it is sent
+        // again and sbatchd's second answer logs the missing JOB_SIGACT. The
+        // other order would settle the intent and lose the status (a job
+        // shown running while stopped, which `bresume` then takes for
+        // running; lava-sim seed 12584 found the like for a pending job).
         if let Some(status) = result {
             self.record(step, Event::JobStatus(status_change(job_ref, status, step.now_ms)));
+        }
+        self.record(step, Event::JobSigact(answer));
+    }
+
+    /// Answers the unanswered intent of pending job `id` with the JOB_STATUS
+    /// it leads to (EXIT for a kill, PSUSP for a STOP, PEND for a CONT); one
+    /// is there only right after the record that left it unanswered in the
+    /// same step, or after a crash that tore that step.
+    pub(crate) fn settle_pending_intent(&mut self, step: &mut Step, id: u32) {
+        let job = &self.store.jobs[&id];
+        if !job.status.is_pending() {
+            return;
+        }
+        let Some(intent) = job.pending_follow_up() else { return };
+        let record = match SignalKind::of(intent.action) {
+            Some(SignalKind::Terminate) => {
+                self.killed_while_pending(job.job, SignalKind::kill_signal(intent.action), step.now_ms)
+            }
+            Some(SignalKind::Suspend) => status_change(job.job, JobStatus::Psusp, step.now_ms),
+            _ => status_change(job.job, JobStatus::Pend, step.now_ms),
+        };
+        step.dispatch |= record.status == JobStatus::Pend;
+        self.record(step, Event::JobStatus(record));
+    }
+
+    /// Start: completes every step a crash tore between a pending job's
+    /// JOB_SIGNAL (or a refusal's JOB_STATUS PEND) and the JOB_STATUS that
+    /// answers it. lava-eventlog makes each record durable on its own, so a
+    /// crash may keep any prefix of a step's records.
+    pub(crate) fn settle_torn_steps(&mut self, step: &mut Step) {
+        let torn: Vec<u32> = self
+            .store
+            .jobs
+            .iter()
+            .filter(|(_, job)| job.status.is_pending() && !job.pending_signals.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in torn {
+            self.settle_pending_intent(step, id);
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The durable state (every job, the highest job id ever given) and the
-//! indexes derived from it, changed only by [`Store::apply`].
+//! The durable state (every job, the highest job id ever given, the request
+//! ids of cleaned jobs) and the indexes derived from it, changed only by
+//! [`Store::apply`].
 //!
 //! The indexes (request id → job, slots used per host, pending jobs, finished
 //! jobs by finish time, jobs awaiting their start accept or a signal answer)
@@ -9,13 +10,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lava_batch_ll::{HostName, JobStatus};
+use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::MbdError;
 use crate::event::Event;
 use crate::job::Job;
+
+/// How long the request id of a cleaned job is still recognised, counted
+/// from its JOB_CLEAN: far longer than any command retries a submission.
+pub const REQUEST_ID_RETENTION_MS: u64 = 24 * 3600 * 1000;
 
 /// The durable state of mbatchd, for the event log's snapshot hook: replay of
 /// a snapshot and the events after it equals the state that wrote them.
@@ -25,6 +30,29 @@ pub struct MbdSnapshot {
     pub last_job_id: u32,
     /// Every job in memory, in job-id order.
     pub jobs: Vec<Job>,
+    /// The submissions of cleaned jobs still recognised, in request-id order.
+    pub retired_requests: Vec<RetiredRequest>,
+}
+
+/// The submission of a job that JOB_CLEAN dropped from memory. A command may
+/// still be retrying it (its answer was lost, and the job ran and was cleaned
+/// meanwhile); the retry must get that job back, never a second job. Kept for
+/// [`REQUEST_ID_RETENTION_MS`] after the clean, so the list stays bounded by
+/// the jobs cleaned in that time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredRequest {
+    /// The command's request id.
+    pub request_id: wire::RequestId,
+    /// The job it created.
+    pub job: JobRef,
+    /// The submitter's uid (another user presenting the id is not a retry).
+    pub user_id: u32,
+    /// The job's queue, for the answer.
+    pub queue: QueueName,
+    /// Whether that was the default queue, for the answer.
+    pub default_queue: bool,
+    /// When the job was cleaned (the JOB_CLEAN's time).
+    pub cleaned_ms: u64,
 }
 
 /// Indexes over the jobs; see the module doc.
@@ -86,6 +114,10 @@ pub(crate) struct Store {
     pub(crate) jobs: BTreeMap<u32, Job>,
     pub(crate) last_job_id: u32,
     pub(crate) index: Index,
+    /// Request ids of cleaned jobs, still recognised.
+    pub(crate) retired: BTreeMap<wire::RequestId, RetiredRequest>,
+    /// The same, by (clean time, request id): the order they expire in.
+    retired_by_time: BTreeSet<(u64, wire::RequestId)>,
 }
 
 impl Store {
@@ -98,13 +130,24 @@ impl Store {
                 return Err(MbdError::Snapshot(format!("job {id} appears twice")));
             }
         }
+        for retired in snapshot.retired_requests {
+            let request_id = retired.request_id;
+            store.retired_by_time.insert((retired.cleaned_ms, request_id));
+            if store.retired.insert(request_id, retired).is_some() {
+                return Err(MbdError::Snapshot(format!("retired request {request_id:?} appears twice")));
+            }
+        }
         store.index = store.build_index();
         store.check().map_err(MbdError::Snapshot)?;
         Ok(store)
     }
 
     pub(crate) fn snapshot(&self) -> MbdSnapshot {
-        MbdSnapshot { last_job_id: self.last_job_id, jobs: self.jobs.values().cloned().collect() }
+        MbdSnapshot {
+            last_job_id: self.last_job_id,
+            jobs: self.jobs.values().cloned().collect(),
+            retired_requests: self.retired.values().cloned().collect(),
+        }
     }
 
     fn build_index(&self) -> Index {
@@ -128,7 +171,9 @@ impl Store {
                 if id <= self.last_job_id {
                     return Err(fail(format!("job id not above the last one, {}", self.last_job_id)));
                 }
-                if self.index.by_request.contains_key(&record.request_id) {
+                if self.index.by_request.contains_key(&record.request_id)
+                    || self.retired.contains_key(&record.request_id)
+                {
                     return Err(fail("request id already used".to_owned()));
                 }
                 let job = Job::new(record);
@@ -146,6 +191,7 @@ impl Store {
                 }
                 if let Some(job) = self.jobs.remove(&id) {
                     self.index.remove(id, &job);
+                    self.retire(&job, record.time_ms);
                 }
                 Ok(())
             }
@@ -156,11 +202,34 @@ impl Store {
                     return Err(fail("no such job".to_owned()));
                 };
                 self.index.remove(id, job);
-                let result = job.apply(event).map_err(fail);
+                let result = job.apply(event, self.last_job_id).map_err(fail);
                 self.index.add(id, job);
                 result
             }
         }
+    }
+
+    /// Remembers the request id of cleaned `job` and forgets those retired
+    /// for longer than [`REQUEST_ID_RETENTION_MS`] at `now_ms` (the JOB_CLEAN's
+    /// time, so that replay forgets exactly what the live run forgot).
+    fn retire(&mut self, job: &Job, now_ms: u64) {
+        while let Some((cleaned_ms, request_id)) = self.retired_by_time.first().copied() {
+            if cleaned_ms.saturating_add(REQUEST_ID_RETENTION_MS) > now_ms {
+                break;
+            }
+            self.retired_by_time.pop_first();
+            self.retired.remove(&request_id);
+        }
+        let retired = RetiredRequest {
+            request_id: job.request_id,
+            job: job.job,
+            user_id: job.user_id,
+            queue: job.queue.clone(),
+            default_queue: job.spec.queue().is_none(),
+            cleaned_ms: now_ms,
+        };
+        self.retired_by_time.insert((now_ms, job.request_id));
+        self.retired.insert(job.request_id, retired);
     }
 
     /// Every durable invariant: each job's own, ids, and the indexes.
@@ -180,6 +249,22 @@ impl Store {
         let rebuilt = self.build_index();
         if rebuilt != self.index {
             return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
+        }
+        for (request_id, retired) in &self.retired {
+            let id = retired.job.id();
+            if retired.request_id != *request_id || self.index.by_request.contains_key(request_id) {
+                return Err(format!("retired request {request_id:?} is filed wrongly or still has a job"));
+            }
+            if self.jobs.contains_key(&id) || id > self.last_job_id {
+                return Err(format!(
+                    "retired request {request_id:?} names job {id}, which is in memory or unknown"
+                ));
+            }
+        }
+        let by_time: BTreeSet<(u64, wire::RequestId)> =
+            self.retired.values().map(|r| (r.cleaned_ms, r.request_id)).collect();
+        if by_time != self.retired_by_time {
+            return Err("the retired requests' expiry order drifted".to_owned());
         }
         Ok(())
     }

@@ -19,13 +19,14 @@ impl Mbd {
         caller: &Caller,
         spec: SubmitSpec,
     ) {
-        if let Some(job) = self.store.index.by_request.get(&request_id).and_then(|id| self.store.jobs.get(id))
-        {
-            // A retry: the first answer again, nothing new logged. A request
-            // id is the command's 128 random bits, so another user presenting
-            // it is not a retry.
-            let reply = if job.user_id == caller.uid {
-                ClientReply::Submit(self.submit_reply(job))
+        if let Some((user_id, answer)) = self.answered_before(request_id) {
+            // A retry: the first answer again, nothing new logged — also when
+            // the job ran and was cleaned meanwhile (its request id is
+            // retired, not forgotten), so a retry never makes a second job.
+            // A request id is the command's 128 random bits, so another user
+            // presenting it is not a retry.
+            let reply = if user_id == caller.uid {
+                ClientReply::Submit(answer)
             } else {
                 ClientReply::error(wire::ERR_REJECTED, "Request id already used by another user")
             };
@@ -105,6 +106,22 @@ impl Mbd {
         self.record(step, Event::JobNew(Box::new(record)));
         step.dispatch |= !hold;
         Ok(job.id())
+    }
+
+    /// The submitter and the answer of a submission already made with
+    /// `request_id`, whether its job is in memory or was cleaned.
+    fn answered_before(&self, request_id: wire::RequestId) -> Option<(u32, wire::SubmitReply)> {
+        if let Some(job) = self.store.index.by_request.get(&request_id).and_then(|id| self.store.jobs.get(id))
+        {
+            return Some((job.user_id, self.submit_reply(job)));
+        }
+        let retired = self.store.retired.get(&request_id)?;
+        let answer = wire::SubmitReply {
+            job_id: retired.job.id(),
+            queue: retired.queue.to_string(),
+            default_queue: retired.default_queue,
+        };
+        Some((retired.user_id, answer))
     }
 
     fn submit_reply(&self, job: &Job) -> wire::SubmitReply {

@@ -43,12 +43,19 @@ pub fn check_record(record: &JobRecord) -> Result<(), Violation> {
     )?;
     ensure(job, record.refusal.is_none() || !record.is_spawned(), "a refused job has a pid")?;
     ensure(job, record.pending_signals.len() <= PENDING_SIGNALS_MAX, "too many pending signals")?;
+    // Signals are held until the process exists, and on disk a little longer:
+    // between the Persist of the pid and the Persist after their delivery.
     ensure(
         job,
-        record.pending_signals.is_empty() || record.is_awaiting_spawn(),
-        "pending signals of a started job",
+        record.pending_signals.is_empty() || (record.refusal.is_none() && !record.exit_status_valid),
+        "pending signals of a refused or ended job",
     )?;
     let seq_last = record.signal_seq_last;
+    ensure(
+        job,
+        record.suspend_seq_last.is_none_or(|s| seq_last.is_some_and(|last| s <= last)),
+        "suspend_seq_last above signal_seq_last",
+    )?;
     ensure(
         job,
         record.pending_signals.iter().all(|p| seq_last.is_some_and(|last| p.signal_seq <= last)),

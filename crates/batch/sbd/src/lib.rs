@@ -82,7 +82,9 @@
 //!   launch that fails before any pid (REFUSE_SETUP: the job goes back to PEND
 //!   as in LavaLite) is persisted and its reply resent until acked. A NEW_JOB
 //!   for a refused job with another `dispatch_time` is a new dispatch and is
-//!   launched; with the same one it is a duplicate. A failure after the pid is
+//!   launched once the refusal is acked; with the same one, or before that
+//!   ACK, it gets the refusal again (a late copy of an unacked refusal would
+//!   otherwise be taken by mbatchd for a refusal of the new dispatch). A failure after the pid is
 //!   known finishes the job (EXIT 127, FINISH_START_FAILED). Only past
 //!   [`Config::records_max`] is a job refused (REFUSE_HOST) without a record.
 //! - **Tombstones**: a record whose FINISH (or refusal) is acked stays as a
@@ -93,14 +95,25 @@
 //!   signal for a job without pid is held durably, in sequence order, and
 //!   delivered and answered right after Spawned (bounded by
 //!   [`PENDING_SIGNALS_MAX`], beyond which the reply is EAGAIN). Once the process
-//!   exists, a sequence number not above the last one handled is a duplicate or
-//!   was overtaken: it is answered `Delivered` again and never acted on, so a
-//!   Terminate never restarts its kill. A Terminate during a kill joins it.
+//!   exists, a STOP or CONT not newer than the last one acted on is a
+//!   duplicate or was overtaken, and any other signal not newer than the last
+//!   one handled: it is answered `Delivered` again and never acted on. A kill
+//!   is never overtaken (mbatchd keeps it pending beside newer STOPs and
+//!   CONTs): a Terminate acts unless a kill is under way, which it joins.
+//! - **Act, then record**: a signal is sent (Kill) before the record saying
+//!   it was handled is persisted, never after, so a crash between the two
+//!   repeats it (mbatchd resends the unanswered intent; a kill sequence
+//!   re-sends its step) instead of losing it: repeating STOP, CONT or a step
+//!   of a kill is harmless, losing a SIGCONT or a SIGKILL is not. Held
+//!   signals stay in the record, on disk, until the Persist after their
+//!   delivery; a crash in between leaves them to the next Tick or signal.
 //! - **Kills** (Terminate, run limit, memory limit) run LSF's sequence from the
 //!   record's [`KillSequence`]: SIGINT, SIGTERM after the job's terminate
-//!   interval, SIGKILL after twice that; each step is persisted before its
+//!   interval, SIGKILL after twice that; each step is persisted right after its
 //!   Kill, so a restart resumes it. The job's finish reason is that of the kill
-//!   once one has started. The run limit counts wall-clock time since exec.
+//!   once one has started (a crash between the first Kill and its Persist can
+//!   leave it FINISH_NORMAL; the wait status still says how the job ended).
+//!   The run limit counts wall-clock time since exec.
 //!
 //! # Panics
 //!

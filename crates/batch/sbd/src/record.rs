@@ -53,6 +53,11 @@ pub struct JobRecord {
     pub kill: Option<KillSequence>,
     /// Highest signal sequence number handled; an equal or lower one is a duplicate.
     pub signal_seq_last: Option<u32>,
+    /// Sequence number of the last STOP or CONT acted on: they supersede each
+    /// other, so an older one arriving after it was overtaken and is not acted
+    /// on. Tracked apart from `signal_seq_last` because mbatchd keeps a kill
+    /// pending beside newer STOPs and CONTs, and its resend may come after them.
+    pub suspend_seq_last: Option<u32>,
     /// Signals that arrived before the pid was known, delivered (and answered)
     /// right after the process starts; at most [`crate::PENDING_SIGNALS_MAX`].
     pub pending_signals: Vec<PendingSignal>,
@@ -111,6 +116,7 @@ impl JobRecord {
             rusage: wire::ResourceUsage::default(),
             kill: None,
             signal_seq_last: None,
+            suspend_seq_last: None,
             pending_signals: Vec::new(),
             refusal,
         }

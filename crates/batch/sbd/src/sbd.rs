@@ -220,8 +220,20 @@ impl Sbd {
             // A job held here is never launched again. The one exception is a
             // refused job that mbatchd returned to PEND and dispatched anew: a
             // new dispatch time tells it from a duplicate of the refused one.
+            //
+            // But only once the refusal is acknowledged. Until then a copy of
+            // it may still reach mbatchd (it is resent on every connection),
+            // and NEW_JOB_REPLY carries no dispatch time: mbatchd would take
+            // that late copy for a refusal of the new dispatch, return the job
+            // to PEND and dispatch it elsewhere while this host runs it — the
+            // job would run twice (lava-sim seed 252). So an unacknowledged
+            // refusal refuses the new dispatch too; once its ACK arrives no
+            // copy of it can follow (one connection delivers in order, and a
+            // dead connection's frames are never stepped), and the next
+            // dispatch is launched.
             Some(job) => {
                 let refused_before = job.record.refusal.is_some()
+                    && job.record.pid_acked
                     && job.record.run_spec.dispatch_time_s != spec.specs().dispatch_time;
                 if !refused_before {
                     out.send_reply(job);
@@ -313,7 +325,15 @@ impl Sbd {
         }
         let seq = signal.signal_seq;
         if record.pending_signals.iter().any(|p| p.signal_seq == seq) {
+            if record.is_spawned() {
+                // Held signals a crash kept from their delivery: deliver them now.
+                deliver_held(record, out);
+            }
             return; // a duplicate of a held signal: answered when it is delivered
+        }
+        if record.is_spawned() {
+            // Older held signals go first, in mbatchd's order.
+            deliver_held(record, out);
         }
         let seen_later = record.signal_seq_last.is_some_and(|last| seq <= last);
         if !record.is_spawned() {
@@ -327,17 +347,23 @@ impl Sbd {
             record.pending_signals.insert(at, PendingSignal { signal_seq: seq, action: signal.action });
             return out.persist(record);
         }
-        if seen_later {
-            // A duplicate, or an old signal overtaken by a later one that was
-            // acted on: answered again, never acted on twice or out of order.
+        if !signal_acts(record, seq, signal.action) {
+            // A duplicate, an old STOP or CONT overtaken by a newer one, or a
+            // kill joining the one under way: answered, never acted on twice
+            // or out of order. A new number is made durable first.
+            if !seen_later {
+                record.signal_seq_last = Some(seq);
+                out.persist(record);
+            }
             return out.signal_reply(&signal, SignalOutcome::Delivered);
         }
-        record.signal_seq_last = Some(signal.signal_seq);
-        let kill = start_action(record, signal.action, out.now_ms);
-        out.persist(record);
+        // Act, then record (see `deliver_held`): a crash between the two
+        // leaves the signal unrecorded, so mbatchd's resend acts again.
+        let kill = act_on_signal(record, seq, signal.action, out.now_ms);
         if let Some(number) = kill {
             out.kill(record, number);
         }
+        out.persist(record);
         out.signal_reply(&signal, SignalOutcome::Delivered);
     }
 
@@ -356,19 +382,12 @@ impl Sbd {
         record.pid = pid;
         record.pgid = pgid;
         record.exec_time_ms = exec_time_ms;
-        let pending = std::mem::take(&mut record.pending_signals);
-        let kills: Vec<i32> =
-            pending.iter().filter_map(|p| start_action(record, p.action, out.now_ms)).collect();
+        // The pid is durable first, still with the held signals: a Kill
+        // needs the process group on disk, and the held signals stay held on
+        // disk until they are delivered.
         out.persist(&job.record);
         out.send_reply(job);
-        for number in kills {
-            out.kill(&job.record, number);
-        }
-        for p in pending {
-            let signal =
-                wire::JobSignal { job: job_ref.to_wire(), signal_seq: p.signal_seq, action: p.action };
-            out.signal_reply(&signal, SignalOutcome::Delivered);
-        }
+        deliver_held(&mut job.record, out);
     }
 
     fn spawn_failed(&mut self, job_ref: JobRef, message: String, out: &mut Out<'_>) {
@@ -383,8 +402,10 @@ impl Sbd {
             record.wait_status = START_FAILED_WAIT_STATUS;
             record.finish_reason = wire::FINISH_START_FAILED;
             record.end_time_ms = out.now_ms;
+            let held = std::mem::take(&mut record.pending_signals);
             out.persist(record);
-            return out.send_finish(job);
+            out.send_finish(job);
+            return answer_held(job_ref, held, SignalOutcome::AlreadyFinished, out);
         }
         self.awaiting_adoption.remove(&job_ref);
         record.refusal = Some(Refusal { code: wire::REFUSE_SETUP, message, refused_ms: out.now_ms });
@@ -428,8 +449,11 @@ impl Sbd {
         record.finish_reason = record.kill.map_or(wire::FINISH_NORMAL, |kill| kill.reason);
         record.end_time_ms = end_time_ms;
         record.rusage = rusage;
+        // Signals a crash kept from their delivery are moot now.
+        let held = std::mem::take(&mut record.pending_signals);
         out.persist(record);
         out.send_finish(job);
+        answer_held(job_ref, held, SignalOutcome::AlreadyFinished, out);
     }
 
     fn memory_usage(&mut self, job_ref: JobRef, rss_kb: u64, out: &mut Out<'_>) {
@@ -453,6 +477,7 @@ impl Sbd {
                 continue;
             }
             if record.is_running() {
+                deliver_held(record, out);
                 match record.kill {
                     Some(kill) => advance_kill(record, kill, now_ms, out),
                     None => {
@@ -499,8 +524,8 @@ fn start_limit_kill(record: &mut JobRecord, reason: u32, out: &mut Out<'_>) {
         return;
     }
     record.kill = Some(KillSequence { reason, started_ms: out.now_ms, n_signals_sent: 1 });
-    out.persist(record);
     out.kill(record, SIGINT);
+    out.persist(record);
 }
 
 /// SIGTERM one terminate interval after SIGINT, SIGKILL two intervals after.
@@ -514,6 +539,94 @@ fn advance_kill(record: &mut JobRecord, mut kill: KillSequence, now_ms: u64, out
     };
     kill.n_signals_sent += 1;
     record.kill = Some(kill);
-    out.persist(record);
+    // Act, then record: a crash in between repeats the signal after the
+    // restart instead of losing it (a lost SIGKILL would never come again).
     out.kill(record, signal);
+    out.persist(record);
+}
+
+/// Delivers the signals held for a job whose process now exists, in
+/// mbatchd's order: act first (Kill), then record (Persist), then answer.
+///
+/// Signals are acted on before the record says so, never after, because a
+/// crash between the two must repeat the act rather than lose it: STOP, CONT
+/// and the signals of a kill are harmless to repeat, while a lost SIGCONT
+/// leaves the job stopped for ever and a lost SIGKILL never comes again
+/// (lava-sim seed 675). The held signals are normally delivered in the step
+/// that reports the process; a crash between that step's two Persists leaves
+/// them held on disk, and the next Tick or signal delivers them.
+fn deliver_held(record: &mut JobRecord, out: &mut Out<'_>) {
+    if record.pending_signals.is_empty() || !record.is_running() {
+        return;
+    }
+    let held = std::mem::take(&mut record.pending_signals);
+    for p in &held {
+        if signal_acts(record, p.signal_seq, p.action)
+            && let Some(number) = act_on_signal(record, p.signal_seq, p.action, out.now_ms)
+        {
+            out.kill(record, number);
+        }
+    }
+    out.persist(record);
+    answer_held(record.job, held, SignalOutcome::Delivered, out);
+}
+
+/// How a signal action relates to the others, as mbatchd's supersession
+/// rules see it (lava-mbd's `SignalKind`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Terminate, or SIGINT, SIGKILL, SIGTERM by number: never superseded.
+    Kill,
+    /// STOP, CONT and their numbers: each supersedes the other.
+    Suspend,
+    /// Any other numbered signal.
+    Other,
+}
+
+fn kind(action: SignalAction) -> Kind {
+    match action {
+        SignalAction::Terminate => Kind::Kill,
+        SignalAction::Stop | SignalAction::Continue => Kind::Suspend,
+        SignalAction::Signal(n) if [SIGINT, SIGKILL, SIGTERM].iter().any(|s| u32::try_from(*s) == Ok(n)) => {
+            Kind::Kill
+        }
+        SignalAction::Signal(n) if [SIGSTOP, SIGCONT, 20].iter().any(|s| u32::try_from(*s) == Ok(n)) => {
+            Kind::Suspend
+        }
+        SignalAction::Signal(_) => Kind::Other,
+    }
+}
+
+/// Whether signal `seq` must act on the running process. Sequence numbers
+/// alone do not say it: mbatchd keeps a kill pending beside newer STOPs and
+/// CONTs (a kill is never superseded), so a resent kill may arrive after them
+/// and must still act (lava-sim found such a kill answered Delivered and
+/// never sent). So: a kill acts unless a kill sequence is under way (a
+/// numbered kill signal always acts: repeating it is harmless); a STOP or CONT
+/// acts unless a newer STOP or CONT was acted on; any other signal acts only
+/// if no newer signal was handled.
+fn signal_acts(record: &JobRecord, seq: u32, action: SignalAction) -> bool {
+    match (kind(action), action) {
+        (Kind::Kill, SignalAction::Terminate) => record.kill.is_none(),
+        (Kind::Kill, _) => true,
+        (Kind::Suspend, _) => record.suspend_seq_last.is_none_or(|last| seq > last),
+        (Kind::Other, _) => record.signal_seq_last.is_none_or(|last| seq > last),
+    }
+}
+
+/// Records that signal `seq` acts now and returns the signal to send, if any.
+fn act_on_signal(record: &mut JobRecord, seq: u32, action: SignalAction, now_ms: u64) -> Option<i32> {
+    record.signal_seq_last = record.signal_seq_last.max(Some(seq));
+    if kind(action) == Kind::Suspend {
+        record.suspend_seq_last = Some(seq);
+    }
+    start_action(record, action, now_ms)
+}
+
+/// Answers held signals once their outcome is durable.
+fn answer_held(job: JobRef, held: Vec<PendingSignal>, outcome: SignalOutcome, out: &mut Out<'_>) {
+    for p in held {
+        let signal = wire::JobSignal { job: job.to_wire(), signal_seq: p.signal_seq, action: p.action };
+        out.signal_reply(&signal, outcome);
+    }
 }

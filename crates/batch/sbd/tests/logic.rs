@@ -436,6 +436,36 @@ fn spawn_failure_before_pid_refuses_and_a_new_dispatch_relaunches() {
     assert!(fresh.refusal.is_none() && !fresh.pid_acked);
 }
 
+// Regression (lava-sim seed 252): a refusal not yet acked is resent when the
+// channel comes back, and mbatchd, having dispatched the job to this host
+// again on the registration, takes that late copy for a refusal of the new
+// dispatch (NEW_JOB_REPLY carries no dispatch time) and dispatches the job
+// elsewhere. If this host launched the new dispatch, the job ran twice.
+// Goal: before the refusal's ACK a new dispatch gets the refusal again and
+// launches nothing; after the ACK it is launched.
+#[test]
+fn new_dispatch_before_the_refusal_is_acked_is_refused_again() {
+    let mut h = Harness::connected();
+    let input = Input::NewJob {
+        spec: Box::new(JobSpec::try_from(specs(7)).expect("valid")),
+        user: Err("no such user".into()),
+    };
+    h.step(T0, input);
+    let message = "user alice: no such user";
+    h.check(T0 + SECOND_MS, Input::Disconnected, vec![]);
+    h.check(T0 + 2 * SECOND_MS, Input::Connected, vec![refused(7, wire::REFUSE_NO_USER, message)]);
+    let redispatch = wire::JobSpecs { dispatch_time: 1_800_000_100, ..specs(7) };
+    h.check(T0 + 2 * SECOND_MS, new_job_from(redispatch), vec![refused(7, wire::REFUSE_NO_USER, message)]);
+    h.step(T0 + 3 * SECOND_MS, Input::NewJobReplyAck(job(7)));
+    let later = wire::JobSpecs { dispatch_time: 1_800_000_200, ..specs(7) };
+    let effects = h.step(T0 + 200 * SECOND_MS, new_job_from(later));
+    let fresh = h.record(7);
+    assert_eq!(
+        effects,
+        vec![persist(&fresh), Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }]
+    );
+}
+
 // Goal: a start failure after the pid is known finishes the job as EXIT 127
 // with FINISH_START_FAILED.
 #[test]
@@ -485,31 +515,34 @@ fn signals_that_cannot_act_are_answered_at_once() {
     );
 }
 
-// Goal: Stop, Continue and a numbered signal go to the process group after
-// their sequence number is durable; a repeated sequence number is answered
-// again without signalling again.
+// Goal: Stop, Continue and a numbered signal go to the process group, then
+// their sequence number is made durable (act, then record), then they are
+// answered; a repeated sequence number is answered again without signalling
+// again.
 #[test]
 fn stop_continue_and_numbered_signals_are_delivered_once() {
     let mut h = Harness::connected();
     let running = h.running(7, 4242, true);
     let cases = [
-        (1, SignalAction::Stop, SIGSTOP),
-        (2, SignalAction::Continue, SIGCONT),
-        (3, SignalAction::Signal(10), 10),
+        (1, SignalAction::Stop, SIGSTOP, 1),
+        (2, SignalAction::Continue, SIGCONT, 2),
+        (3, SignalAction::Signal(10), 10, 2),
     ];
-    for (seq, action, number) in cases {
-        let record = JobRecord { signal_seq_last: Some(seq), ..running.clone() };
+    for (seq, action, number, suspend_seq) in cases {
+        let record =
+            JobRecord { signal_seq_last: Some(seq), suspend_seq_last: Some(suspend_seq), ..running.clone() };
         h.check(
             T0,
             signal(7, seq, action),
-            vec![persist(&record), kill(7, 4242, number), signal_reply(7, seq, SignalOutcome::Delivered)],
+            vec![kill(7, 4242, number), persist(&record), signal_reply(7, seq, SignalOutcome::Delivered)],
         );
     }
     h.check(T0, signal(7, 1, SignalAction::Stop), vec![signal_reply(7, 1, SignalOutcome::Delivered)]);
 }
 
 // Goal: Terminate runs LSF's sequence: SIGINT now, SIGTERM after the
-// terminate interval, SIGKILL after twice the interval, each step persisted;
+// terminate interval, SIGKILL after twice the interval, each step persisted
+// right after its signal;
 // a repeated Terminate joins it; the exit reports FINISH_KILLED.
 #[test]
 fn terminate_runs_the_lsf_kill_sequence() {
@@ -521,7 +554,7 @@ fn terminate_runs_the_lsf_kill_sequence() {
     h.check(
         t,
         signal(7, 1, SignalAction::Terminate),
-        vec![persist(&killing), kill(7, 4242, SIGINT), signal_reply(7, 1, SignalOutcome::Delivered)],
+        vec![kill(7, 4242, SIGINT), persist(&killing), signal_reply(7, 1, SignalOutcome::Delivered)],
     );
     h.check(t, signal(7, 1, SignalAction::Terminate), vec![signal_reply(7, 1, SignalOutcome::Delivered)]);
     let joined = JobRecord { signal_seq_last: Some(2), ..killing.clone() };
@@ -532,10 +565,10 @@ fn terminate_runs_the_lsf_kill_sequence() {
     );
     h.check(t + 10 * SECOND_MS - 1, Input::Tick, vec![]);
     let term = JobRecord { kill: Some(KillSequence { n_signals_sent: 2, ..sequence }), ..joined };
-    h.check(t + 10 * SECOND_MS, Input::Tick, vec![persist(&term), kill(7, 4242, SIGTERM)]);
+    h.check(t + 10 * SECOND_MS, Input::Tick, vec![kill(7, 4242, SIGTERM), persist(&term)]);
     h.check(t + 20 * SECOND_MS - 1, Input::Tick, vec![]);
     let sigkill = JobRecord { kill: Some(KillSequence { n_signals_sent: 3, ..sequence }), ..term };
-    h.check(t + 20 * SECOND_MS, Input::Tick, vec![persist(&sigkill), kill(7, 4242, SIGKILL)]);
+    h.check(t + 20 * SECOND_MS, Input::Tick, vec![kill(7, 4242, SIGKILL), persist(&sigkill)]);
     h.check(t + 60 * SECOND_MS, Input::Tick, vec![]);
     let end_ms = t + 21 * SECOND_MS;
     let effects = h.step(end_ms, exited(7, SIGKILL, end_ms));
@@ -543,7 +576,9 @@ fn terminate_runs_the_lsf_kill_sequence() {
 }
 
 // Goal: signals arriving before the pid are held durably (a duplicate stays
-// silent) and delivered and answered right after Spawned; the holding list is
+// silent) and delivered and answered right after Spawned: the pid is made
+// durable with the signals still held, then they are sent, then the record
+// without them is made durable, then they are answered; the holding list is
 // bounded.
 #[test]
 fn signals_before_the_pid_wait_for_spawned() {
@@ -559,22 +594,22 @@ fn signals_before_the_pid_wait_for_spawned() {
     h.check(T0, signal(7, 2, SignalAction::Terminate), vec![]);
     let t = T0 + SECOND_MS;
     let sequence = KillSequence { reason: wire::FINISH_KILLED, started_ms: t, n_signals_sent: 1 };
-    let spawned_record = JobRecord {
-        pid: 4242,
-        pgid: 4242,
-        exec_time_ms: t,
+    let with_pid = JobRecord { pid: 4242, pgid: 4242, exec_time_ms: t, ..holding };
+    let delivered = JobRecord {
         pending_signals: vec![],
         kill: Some(sequence),
-        ..holding
+        suspend_seq_last: Some(1),
+        ..with_pid.clone()
     };
     h.check(
         t,
         spawned(7, 4242, t),
         vec![
-            persist(&spawned_record),
+            persist(&with_pid),
             started(7, 4242),
             kill(7, 4242, SIGSTOP),
             kill(7, 4242, SIGINT),
+            persist(&delivered),
             signal_reply(7, 1, SignalOutcome::Delivered),
             signal_reply(7, 2, SignalOutcome::Delivered),
         ],
@@ -602,7 +637,7 @@ fn run_limit_starts_the_kill_sequence() {
     let sequence =
         KillSequence { reason: wire::FINISH_RUN_LIMIT, started_ms: T0 + 60 * SECOND_MS, n_signals_sent: 1 };
     let killing = JobRecord { kill: Some(sequence), ..h.record(7) };
-    h.check(T0 + 60 * SECOND_MS, Input::Tick, vec![persist(&killing), kill(7, 4242, SIGINT)]);
+    h.check(T0 + 60 * SECOND_MS, Input::Tick, vec![kill(7, 4242, SIGINT), persist(&killing)]);
     let end_ms = T0 + 61 * SECOND_MS;
     let effects = h.step(end_ms, exited(7, SIGINT, end_ms));
     assert_eq!(effects[1], finish(7, 4242, SIGINT, wire::FINISH_RUN_LIMIT, end_ms));
@@ -622,7 +657,7 @@ fn memory_limit_starts_the_kill_sequence() {
     h.check(
         T0,
         Input::MemoryUsage { job: job(7), rss_kb: 1025 },
-        vec![persist(&killing), kill(7, 4242, SIGINT)],
+        vec![kill(7, 4242, SIGINT), persist(&killing)],
     );
     h.check(T0, Input::MemoryUsage { job: job(7), rss_kb: 2048 }, vec![]);
 }
@@ -691,7 +726,87 @@ fn restart_mid_kill_resumes_the_sequence() {
     h.restart();
     h.step(T0 + 6 * SECOND_MS, Input::Connected);
     let effects = h.step(T0 + 15 * SECOND_MS, Input::Tick);
-    assert_eq!(effects[1..], [kill(7, 4242, SIGTERM)]);
+    assert_eq!(effects[0], kill(7, 4242, SIGTERM));
+    assert!(matches!(effects[1], Effect::Persist(..)));
+}
+
+// Regression (found by lava-sim): mbatchd keeps a kill pending beside newer
+// STOP and CONT intents (a kill is never superseded), so after its first copy
+// was lost its resend arrived after them; being below the last sequence
+// number handled, it was answered Delivered and never sent, and the job ran
+// on. Goal: a kill acts whatever its sequence number, unless a kill is under
+// way; an older STOP after a newer CONT still does not act.
+#[test]
+fn kill_resent_after_newer_stop_and_continue_was_never_sent() {
+    let mut h = Harness::connected();
+    h.running(7, 4242, true);
+    h.step(T0, signal(7, 2, SignalAction::Stop));
+    h.step(T0, signal(7, 3, SignalAction::Continue));
+    let effects = h.step(T0 + SECOND_MS, signal(7, 1, SignalAction::Terminate));
+    assert_eq!(effects[0], kill(7, 4242, SIGINT));
+    let effects = h.step(T0 + SECOND_MS, signal(7, 1, SignalAction::Terminate));
+    assert_eq!(effects, vec![signal_reply(7, 1, SignalOutcome::Delivered)], "a kill under way is joined");
+    h.check(
+        T0 + SECOND_MS,
+        signal(7, 2, SignalAction::Stop),
+        vec![signal_reply(7, 2, SignalOutcome::Delivered)],
+    );
+}
+
+// Regression (lava-sim seed 675): the record saying a signal was handled was
+// persisted before the Kill. A crash between the two left a CONT recorded but
+// never sent; mbatchd's resend was then answered Delivered without acting, and
+// the job stayed stopped for ever. Goal: a crash between the Kill and the
+// Persist repeats the signal on the resend; a crash after the Persist does not.
+// Method: keep the disk as it was before the step's Persist, restart from it.
+#[test]
+fn regression_signal_recorded_before_it_was_sent_was_lost_in_a_crash() {
+    let mut h = Harness::connected();
+    h.running(7, 4242, true);
+    h.step(T0, signal(7, 1, SignalAction::Stop));
+    let before = h.disk.clone();
+    let effects = h.step(T0 + SECOND_MS, signal(7, 2, SignalAction::Continue));
+    assert_eq!(effects[0], kill(7, 4242, SIGCONT), "the signal is sent before it is recorded");
+    h.disk = before;
+    h.restart();
+    h.step(T0 + 2 * SECOND_MS, Input::Connected);
+    let again = h.step(T0 + 3 * SECOND_MS, signal(7, 2, SignalAction::Continue));
+    assert_eq!(again[0], kill(7, 4242, SIGCONT), "unrecorded, it is sent again");
+    h.restart();
+    h.step(T0 + 4 * SECOND_MS, Input::Connected);
+    h.check(
+        T0 + 5 * SECOND_MS,
+        signal(7, 2, SignalAction::Continue),
+        vec![signal_reply(7, 2, SignalOutcome::Delivered)],
+    );
+}
+
+// Goal: held signals a crash kept from their delivery (the pid was durable,
+// the record after the delivery was not) are delivered by the next Tick.
+#[test]
+fn held_signals_left_by_a_crash_are_delivered_on_tick() {
+    let mut h = Harness::connected();
+    let created = h.launched(7);
+    h.step(T0, signal(7, 1, SignalAction::Stop));
+    let held = vec![PendingSignal { signal_seq: 1, action: SignalAction::Stop }];
+    let with_pid = JobRecord {
+        pid: 4242,
+        pgid: 4242,
+        exec_time_ms: T0,
+        signal_seq_last: Some(1),
+        pending_signals: held,
+        ..created
+    };
+    h.step(T0, spawned(7, 4242, T0));
+    h.disk.insert(job(7), with_pid.clone());
+    h.restart();
+    h.step(T0 + SECOND_MS, Input::Connected);
+    let delivered = JobRecord { pending_signals: vec![], suspend_seq_last: Some(1), ..with_pid };
+    let effects = h.step(T0 + 2 * SECOND_MS, Input::Tick);
+    assert_eq!(
+        effects[..3],
+        [kill(7, 4242, SIGSTOP), persist(&delivered), signal_reply(7, 1, SignalOutcome::Delivered)]
+    );
 }
 
 // Goal: past records_max a new job is refused (REFUSE_HOST) without a record.
@@ -752,14 +867,11 @@ fn regression_overtaken_signal_before_pid_was_answered_without_delivery() {
     let holding = JobRecord { signal_seq_last: Some(2), pending_signals: held, ..created };
     h.check(T0, signal(7, 1, SignalAction::Stop), vec![persist(&holding)]);
     let effects = h.step(T0, spawned(7, 4242, T0));
+    assert_eq!(effects[2..4], [kill(7, 4242, SIGSTOP), kill(7, 4242, SIGCONT)]);
+    assert!(matches!(effects[4], Effect::Persist(..)));
     assert_eq!(
-        effects[2..],
-        [
-            kill(7, 4242, SIGSTOP),
-            kill(7, 4242, SIGCONT),
-            signal_reply(7, 1, SignalOutcome::Delivered),
-            signal_reply(7, 2, SignalOutcome::Delivered),
-        ]
+        effects[5..],
+        [signal_reply(7, 1, SignalOutcome::Delivered), signal_reply(7, 2, SignalOutcome::Delivered)]
     );
     // Once the process exists an overtaken signal is not acted on.
     h.step(T0, signal(7, 4, SignalAction::Continue));
@@ -790,7 +902,8 @@ fn every_persisted_record_round_trips_through_xdr() {
         .into_iter()
         .filter_map(|e| if let Effect::Persist(_, r) = e { Some(r) } else { None })
         .collect();
-    assert_eq!(records.len(), 8);
+    // Spawned persists twice: the pid with the held Terminate, then after it.
+    assert_eq!(records.len(), 9);
     for record in records {
         let bytes = lava_xdr::to_bytes(&record).expect("encodes");
         let decoded: JobRecord = lava_xdr::from_bytes(&bytes, &lava_xdr::Limits::DEFAULT).expect("decodes");

@@ -269,6 +269,31 @@ fn refusal_returns_the_job_to_pend_and_avoids_the_host() {
     assert_eq!(effects, expected);
 }
 
+// Regression (lava-sim seed 2808): a refused job's host registered again
+// (lifting the avoidance) while full; a resent copy of the old refusal then
+// arrived for the pending job and was only ACKed; when a slot freed, the job
+// went back to that host on the same connection, and a further copy of the
+// refusal, still on its way, was taken for a refusal of the new dispatch while
+// the host ran the job. Goal: a refusal copy for a pending job keeps it off
+// the host until the host registers again.
+#[test]
+fn late_refusal_copy_let_the_job_go_back_to_the_refusing_host() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 1));
+    h.step(submit(1, 1, "alice", request())); // job 1 on hostA
+    h.step(refused("hostA", 1, "no user alice")); // job 1 PEND, kept off hostA
+    h.step(submit(2, 2, "alice", request())); // job 2 on hostA, which is now full
+    h.step(Input::HostDisconnected { host: host("hostA") });
+    h.step(registered("hostA", 1)); // the avoidance is lifted; no free slot
+    h.check(refused("hostA", 1, "no user alice"), vec![send("hostA", reply_ack(1))]);
+    let effects = h.step(finished("hostA", 2, 102, 0));
+    assert!(!effects.iter().any(|e| matches!(e, crate::Effect::Append(Event::JobStart(_)))), "{effects:?}");
+    h.step(Input::HostDisconnected { host: host("hostA") });
+    h.at(10);
+    let effects = h.step(registered("hostA", 1));
+    assert_eq!(effects[0], append(ev_start(1, "hostA", 1, T0 + 10)));
+}
+
 // Goal: a finish frees a slot and the next job dispatches in the same step, no Tick needed.
 #[test]
 fn a_freed_slot_dispatches_in_the_same_step() {

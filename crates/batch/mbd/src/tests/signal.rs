@@ -4,7 +4,7 @@ use lava_batch_ll::JobStatus;
 use lava_batch_wire::{self as wire, SignalAction, SignalOutcome, SignalRequestOutcome as Outcome};
 
 use super::harness::*;
-use crate::{ClientId, Input, REASON_USER_STOP, REASON_USER_STOP_PENDING, ToSbd};
+use crate::{ClientId, Event, Input, REASON_USER_STOP, REASON_USER_STOP_PENDING, ToSbd};
 
 fn new_job(h: &Harness, id: u32) -> ToSbd {
     let job = h.mbd.job(jref(id)).expect("job exists");
@@ -26,13 +26,19 @@ fn stop_and_resume_of_a_pending_job() {
         ],
     );
     assert_eq!(h.infos(&[1])[0].reason, REASON_USER_STOP_PENDING);
-    // Already stopped: accepted, nothing to log.
-    h.check(signal(3, 3, "alice", &[1], SignalAction::Stop), vec![signaled(3, &[(1, Outcome::Accepted)])]);
+    // Already stopped: accepted; only the request is logged, no status.
+    h.check(
+        signal(3, 3, "alice", &[1], SignalAction::Stop),
+        vec![
+            append(ev_signal(1, 2, SignalAction::Stop, "alice", 3, T0 + 10)),
+            signaled(3, &[(1, Outcome::Accepted)]),
+        ],
+    );
     h.step(registered("hostA", 1));
     h.at(20);
     let effects = h.step(signal(4, 4, "alice", &[1], SignalAction::Continue));
     let expected = vec![
-        append(ev_signal(1, 2, SignalAction::Continue, "alice", 4, T0 + 20)),
+        append(ev_signal(1, 3, SignalAction::Continue, "alice", 4, T0 + 20)),
         append(ev_status(1, JobStatus::Pend, "", T0 + 20)),
         append(ev_start(1, "hostA", 1, T0 + 20)),
         signaled(4, &[(1, Outcome::Accepted)]),
@@ -62,8 +68,8 @@ fn stop_and_resume_of_a_running_job_log_intent_then_result() {
     h.at(20).check(
         signal_reply("hostA", 1, 1, SignalOutcome::Delivered),
         vec![
-            append(ev_sigact(1, 1, SignalOutcome::Delivered, T0 + 20)),
             append(ev_status(1, JobStatus::Ususp, "", T0 + 20)),
+            append(ev_sigact(1, 1, SignalOutcome::Delivered, T0 + 20)),
         ],
     );
     assert_eq!(h.infos(&[1])[0].reason, REASON_USER_STOP);
@@ -81,8 +87,8 @@ fn stop_and_resume_of_a_running_job_log_intent_then_result() {
     h.check(
         signal_reply("hostA", 1, 4, SignalOutcome::Delivered),
         vec![
-            append(ev_sigact(1, 4, SignalOutcome::Delivered, T0 + 50)),
             append(ev_status(1, JobStatus::Run, "", T0 + 50)),
+            append(ev_sigact(1, 4, SignalOutcome::Delivered, T0 + 50)),
         ],
     );
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
@@ -240,6 +246,8 @@ fn bkill_0_and_retried_signal_requests() {
     h.at(20).check(
         all("admin", "all", 8),
         vec![
+            // Job 1 is already stopped: the request is logged, nothing else.
+            append(ev_signal(1, 2, SignalAction::Stop, "admin", 8, T0 + 20)),
             append(ev_signal(2, 1, SignalAction::Stop, "admin", 8, T0 + 20)),
             append(ev_status(2, JobStatus::Psusp, "", T0 + 20)),
             append(ev_signal(4, 1, SignalAction::Stop, "admin", 8, T0 + 20)),
@@ -255,6 +263,125 @@ fn bkill_0_and_retried_signal_requests() {
         vec![signaled(9, &[(1, Outcome::Accepted)])],
     );
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Psusp.bits());
+}
+
+/// MBD_START as the test configuration logs it at `t`.
+fn mbd_start(t: u64) -> crate::Effect {
+    append(Event::MbdStart(crate::event::MbdStartRecord {
+        time_ms: t,
+        master_host: host("master"),
+        cluster_name: "lava".into(),
+    }))
+}
+
+// Regression (lava-sim seed 12584): lava-eventlog makes each record durable
+// on its own, and a crash kept the JOB_SIGNAL of a `bresume` of a held job but
+// not its JOB_STATUS PEND; the retried request found its id and answered
+// Accepted, and the job stayed PSUSP for ever. Goal: Start logs the status a
+// torn step lost, for a pending job's signal and for a refusal's follow-up;
+// a torn signal reply keeps the intent, which is answered again.
+// Method: drop the step's last record from the log, restart, step Start.
+#[test]
+fn torn_step_lost_the_status_that_answers_an_intent() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", wire::SubmitRequest { hold: true, ..request() }));
+    h.step(signal(2, 2, "alice", &[1], SignalAction::Continue));
+    assert!(matches!(h.log.pop(), Some(Event::JobStatus(_))), "the step's last record is lost");
+    h.restart();
+    h.at(10)
+        .check(Input::Start, vec![mbd_start(T0 + 10), append(ev_status(1, JobStatus::Pend, "", T0 + 10))]);
+    h.check(
+        signal(3, 2, "alice", &[1], SignalAction::Continue),
+        vec![signaled(3, &[(1, Outcome::Accepted)])],
+    );
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Pend.bits());
+
+    // A kill asked before the start was accepted, then a refusal: PEND, EXIT.
+    h.step(registered("hostA", 2));
+    h.step(signal(4, 4, "alice", &[1], SignalAction::Terminate));
+    h.at(20).step(refused("hostA", 1, "no user alice"));
+    assert!(matches!(h.log.pop(), Some(Event::JobStatus(_))), "the EXIT is lost");
+    h.restart();
+    h.at(30).check(Input::Start, vec![mbd_start(T0 + 30), append(ev_killed_pending(1, 9, T0 + 30))]);
+
+    // A delivered STOP: USUSP is logged before the JOB_SIGACT, which is lost.
+    h.step(registered("hostA", 2));
+    h.step(submit(5, 5, "alice", request()));
+    h.step(started("hostA", 2, 42));
+    h.step(signal(6, 6, "alice", &[2], SignalAction::Stop));
+    h.at(40).step(signal_reply("hostA", 2, 1, SignalOutcome::Delivered));
+    assert!(matches!(h.log.pop(), Some(Event::JobSigact(_))), "the JOB_SIGACT is lost");
+    h.restart();
+    h.at(50).check(Input::Start, vec![mbd_start(T0 + 50)]);
+    assert_eq!(h.infos(&[2])[0].status, JobStatus::Ususp.bits());
+    h.check(
+        registered("hostA", 2),
+        vec![send("hostA", register_ack()), send("hostA", job_signal(2, 1, SignalAction::Stop))],
+    );
+    h.check(
+        signal_reply("hostA", 2, 1, SignalOutcome::Delivered),
+        vec![append(ev_sigact(2, 1, SignalOutcome::Delivered, T0 + 50))],
+    );
+}
+
+// Regression (lava-sim seed 14910): a `bstop` whose retry found the job
+// already stopped logged nothing, so its request id was unknown; the first
+// attempt, late on the connection the command had given up, then arrived
+// after a `bresume` and stopped the job again. Goal: a request that changes
+// nothing still records its id, and a late copy of it changes nothing.
+#[test]
+fn late_copy_of_a_request_that_changed_nothing_acted_after_a_later_one() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", wire::SubmitRequest { hold: true, ..request() }));
+    h.check(
+        signal(2, 2, "alice", &[1], SignalAction::Stop),
+        vec![
+            append(ev_signal(1, 1, SignalAction::Stop, "alice", 2, T0)),
+            signaled(2, &[(1, Outcome::Accepted)]),
+        ],
+    );
+    h.step(signal(3, 3, "alice", &[1], SignalAction::Continue));
+    h.check(signal(4, 2, "alice", &[1], SignalAction::Stop), vec![signaled(4, &[(1, Outcome::Accepted)])]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Pend.bits());
+}
+
+// Regression (lava-sim seed 22675): a crash kept the JOB_SIGNALs of the first
+// jobs of a `bresume 0` but not the last one's; the retry selected only the
+// jobs carrying its request id, and the last job stayed PSUSP for ever. Goal:
+// the retry selects every job the first attempt selected (still not one
+// submitted since), acting only where the first attempt's records are lost.
+#[test]
+fn torn_bresume_0_retry_missed_the_jobs_whose_records_were_lost() {
+    let mut h = Harness::new();
+    let held = || wire::SubmitRequest { hold: true, ..request() };
+    h.step(submit(1, 1, "alice", held()));
+    h.step(submit(2, 2, "alice", held()));
+    let resume_all = |request_id: u64| Input::Signal {
+        client: ClientId(request_id),
+        request_id: rid(request_id),
+        caller: caller("alice"),
+        request: wire::SignalRequest {
+            jobs: vec![],
+            all_jobs: true,
+            user: String::new(),
+            action: SignalAction::Continue,
+        },
+    };
+    h.at(10).step(resume_all(3));
+    assert!(matches!(h.log.pop(), Some(Event::JobStatus(_))), "job 2's status is lost");
+    assert!(matches!(h.log.pop(), Some(Event::JobSignal(_))), "job 2's intent is lost");
+    h.restart();
+    h.at(20).step(Input::Start);
+    h.step(submit(4, 4, "alice", held()));
+    h.at(30).check(
+        resume_all(3),
+        vec![
+            append(ev_signal(2, 1, SignalAction::Continue, "alice", 3, T0 + 30)),
+            append(ev_status(2, JobStatus::Pend, "", T0 + 30)),
+            signaled(3, &[(1, Outcome::Accepted), (2, Outcome::Accepted)]),
+        ],
+    );
+    assert_eq!(h.infos(&[3])[0].status, JobStatus::Psusp.bits(), "job 3 came after the first attempt");
 }
 
 // Goal: unanswered intents are resent on Tick after the interval, only to a

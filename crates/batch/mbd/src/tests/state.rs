@@ -75,8 +75,7 @@ fn finished_jobs_are_cleaned_and_ids_never_reused() {
         vec![append(Event::JobClean(JobCleanRecord { job: jref(1), time_ms: T0 + 100 + CLEAN_MS }))],
     );
     assert!(h.infos(&[1]).is_empty());
-    // The request id went with the job: a (very late) retry is a new job, id 2.
-    let effects = h.step(submit(2, 1, "alice", request()));
+    let effects = h.step(submit(2, 2, "alice", request()));
     assert!(effects.contains(&submitted(2, 2, "normal", true)), "{effects:?}");
 
     let snapshot = xdr_round_trip(&h.mbd.snapshot());
@@ -89,6 +88,42 @@ fn finished_jobs_are_cleaned_and_ids_never_reused() {
     effects.clear();
     mbd.step(T0 + 10 * CLEAN_MS, submit(3, 3, "alice", request()), &mut effects);
     assert_eq!(effects.last(), Some(&submitted(3, 3, "normal", true)));
+}
+
+// Regression (lava-sim seed 71): the request id of a cleaned job was
+// forgotten with the job, so a bsub whose answers were all lost while its job
+// ran, finished and was cleaned made a second job on its next retry. Goal: the
+// retry gets the cleaned job back, also after a restart from a snapshot or
+// from the log, and another user's copy of the id is refused; the id is
+// forgotten only REQUEST_ID_RETENTION_MS after the clean.
+#[test]
+fn retried_submission_after_its_job_was_cleaned_made_a_second_job() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 1));
+    h.step(submit(1, 1, "alice", request()));
+    h.at(100).step(finished("hostA", 1, 5, 0));
+    h.at(100 + CLEAN_MS).step(Input::Tick);
+    assert!(h.infos(&[1]).is_empty(), "job 1 is cleaned");
+    h.check(submit(2, 1, "alice", request()), vec![submitted(2, 1, "normal", true)]);
+    h.check(
+        submit(3, 1, "bob", request()),
+        vec![reply(3, ClientReply::error(wire::ERR_REJECTED, "Request id already used by another user"))],
+    );
+    let snapshot = xdr_round_trip(&h.mbd.snapshot());
+    assert_eq!(snapshot.retired_requests.len(), 1);
+    let mut restored = Mbd::from_snapshot(config(), snapshot).expect("snapshot loads");
+    let mut effects = Vec::new();
+    restored.step(T0 + 2 * CLEAN_MS, submit(4, 1, "alice", request()), &mut effects);
+    assert_eq!(effects, vec![submitted(4, 1, "normal", true)]);
+    h.restart();
+    h.check(submit(5, 1, "alice", request()), vec![submitted(5, 1, "normal", true)]);
+    // A day after the clean, the next clean forgets the id.
+    h.step(registered("hostA", 1));
+    h.step(submit(6, 6, "alice", request()));
+    let cleaned_ms = 100 + CLEAN_MS;
+    h.at(cleaned_ms + crate::REQUEST_ID_RETENTION_MS).step(finished("hostA", 2, 6, 0));
+    h.at(cleaned_ms + crate::REQUEST_ID_RETENTION_MS + CLEAN_MS).step(Input::Tick);
+    assert_eq!(h.mbd.snapshot().retired_requests.iter().map(|r| r.job.id()).collect::<Vec<_>>(), vec![2]);
 }
 
 // Goal: submission is refused once MAX_JOBID is reached, never wrapped.

@@ -1,0 +1,489 @@
+//! `bjobs`: list jobs.
+//!
+//! ```text
+//! bjobs [-h] [-V] [-w | -l] [-a] [-d] [-p] [-r] [-s] [-noheader] [-o "fields"]
+//!       [-u user | -u all] [-q queue] [-m host] [-J name] [-P project]
+//!       [jobId | "jobId[index]" ...]
+//! ```
+//!
+//! # Selection
+//! Without job ids: the caller's unfinished jobs (`-u` for another user or
+//! `all`); `-a` adds recently finished jobs; `-d`, `-p`, `-r`, `-s` keep
+//! finished, pending, running, suspended jobs (several of them: their union).
+//! `-q`, `-m`, `-J` (a trailing `*` matches a prefix) and `-P` narrow further.
+//! Named jobs are shown whatever their state and owner. `0` is no restriction.
+//!
+//! # Layout
+//! See [`crate::format`](mod@crate::format): the classic columns, `-w`, `-p` alone, `-l`, `-o`;
+//! `-noheader` drops the header. `LSB_SHORT_HOSTLIST=1` (environment or
+//! lsf.conf) shows hosts as `N*host`. Times are in the local time zone (`TZ`).
+//!
+//! # Messages and exit status
+//! - A named job that is not shown: `Job <N> is not found` (standard error).
+//! - Nothing to show without names: `No unfinished job found`, `No job found`
+//!   (`-a`, or several state options), `No DONE/EXIT job found`, `No pending
+//!   job found`, `No running job found`, `No suspended job found`, each
+//!   followed by ` in queue <q>` or ` on host/group <h>` when `-q`/`-m`
+//!   narrowed the search (Lava's cmd.err.c), on standard error.
+//! - Exit status as LSF's default (`LSB_BJOBS_CONSISTENT_EXIT_CODE=N`, IBM's
+//!   lsf.conf reference): 255 when a named job was not found or the request
+//!   failed, else 0, even when nothing was found. With
+//!   `LSB_BJOBS_CONSISTENT_EXIT_CODE=Y` (environment or lsf.conf), finding no
+//!   job at all is also 255.
+
+use std::process::ExitCode;
+
+use jiff::tz::TimeZone;
+use lava_batch_ll::JobStatus;
+use lava_batch_wire::{self as wire, JobInfo, JobQuery, Operation, WireJobRef, state_filter};
+
+use crate::args::{self, Item, OptSpec, Order, UsageError};
+use crate::client::{self, Client};
+use crate::format::{self, CustomFormat, Layout, Style};
+use crate::jobid;
+use crate::term::{self, Term};
+
+/// The usage text (standard error).
+pub const USAGE: &str = "\
+Usage: bjobs [-h] [-V] [-w | -l] [-a] [-d] [-p] [-s] [-r] [-noheader]
+             [-m host_name] [-q queue_name] [-u user_name | -u all]
+             [-P project_name] [-J name_spec] [-o \"field_name[:[-]width] ...\"]
+             [jobId | \"jobId[index]\" ...]
+";
+
+const SPECS: &[OptSpec] = &[
+    OptSpec::flag("h"),
+    OptSpec::flag("V"),
+    OptSpec::flag("a"),
+    OptSpec::flag("d"),
+    OptSpec::flag("p"),
+    OptSpec::flag("r"),
+    OptSpec::flag("s"),
+    OptSpec::flag("l"),
+    OptSpec::flag("w"),
+    OptSpec::flag("noheader"),
+    OptSpec::value("u"),
+    OptSpec::value("q"),
+    OptSpec::value("m"),
+    OptSpec::value("J"),
+    OptSpec::value("P"),
+    OptSpec::value("o"),
+];
+
+/// What `bjobs` was asked.
+#[derive(Clone, Debug, Default)]
+pub struct BjobsOptions {
+    /// Named jobs, in order, without repeats.
+    pub jobs: Vec<WireJobRef>,
+    /// `-a`.
+    pub all: bool,
+    /// `-d`.
+    pub done: bool,
+    /// `-p`.
+    pub pending: bool,
+    /// `-r`.
+    pub running: bool,
+    /// `-s`.
+    pub suspended: bool,
+    /// `-u`.
+    pub user: Option<String>,
+    /// `-q`.
+    pub queue: Option<String>,
+    /// `-m`.
+    pub host: Option<String>,
+    /// `-J`.
+    pub job_name: Option<String>,
+    /// `-P`.
+    pub project: Option<String>,
+    /// `-l`.
+    pub long: bool,
+    /// `-w`.
+    pub wide: bool,
+    /// `-noheader`.
+    pub noheader: bool,
+    /// `-o`.
+    pub format: Option<CustomFormat>,
+}
+
+/// What the command line asks for.
+#[derive(Clone, Debug)]
+pub enum Invocation {
+    /// `-h`.
+    Help,
+    /// `-V`.
+    Version,
+    /// List jobs.
+    List(BjobsOptions),
+}
+
+/// Why the arguments cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BjobsError {
+    /// Syntax: message and usage.
+    Usage(UsageError),
+    /// A value: the message alone (`12x: Illegal job ID.`).
+    Value(String),
+}
+
+/// Parses `bjobs`'s arguments (without the program name).
+pub fn parse_args(args: &[String]) -> Result<Invocation, BjobsError> {
+    let items = args::scan(args, SPECS, Order::Permute).map_err(BjobsError::Usage)?;
+    let mut options = BjobsOptions::default();
+    let mut operands = Vec::new();
+    for item in items {
+        let (name, value) = match item {
+            Item::Operand(word) => {
+                operands.push(word);
+                continue;
+            }
+            Item::Opt(name, value) => (name, value),
+        };
+        let text = || -> Result<String, BjobsError> {
+            match value.clone() {
+                Some(text) if !text.is_empty() => Ok(text),
+                _ => Err(BjobsError::Usage(UsageError(format!("option -{name} needs a non-empty value")))),
+            }
+        };
+        match name {
+            "h" => return Ok(Invocation::Help),
+            "V" => return Ok(Invocation::Version),
+            "a" => options.all = true,
+            "d" => options.done = true,
+            "p" => options.pending = true,
+            "r" => options.running = true,
+            "s" => options.suspended = true,
+            "l" => options.long = true,
+            "w" => options.wide = true,
+            "noheader" => options.noheader = true,
+            "u" => options.user = Some(text()?),
+            "q" => options.queue = Some(text()?),
+            "m" => options.host = Some(text()?),
+            "J" => options.job_name = Some(text()?),
+            "P" => options.project = Some(text()?),
+            "o" => options.format = Some(format::parse_custom(&text()?).map_err(BjobsError::Value)?),
+            other => unreachable!("option -{other} is in SPECS but not handled"),
+        }
+    }
+    if options.long && (options.wide || options.format.is_some()) {
+        return Err(BjobsError::Usage(UsageError("-l cannot be combined with -w or -o".to_owned())));
+    }
+    let (jobs, all) = jobid::parse_all(&operands).map_err(BjobsError::Value)?;
+    // As in LSF, `0` among the ids means no restriction by id.
+    options.jobs = if all { Vec::new() } else { jobs };
+    Ok(Invocation::List(options))
+}
+
+fn state_flags(options: &BjobsOptions) -> Vec<u32> {
+    [
+        (options.done, state_filter::DONE),
+        (options.pending, state_filter::PENDING),
+        (options.running, state_filter::RUNNING),
+        (options.suspended, state_filter::SUSPENDED),
+    ]
+    .into_iter()
+    .filter_map(|(set, filter)| set.then_some(filter))
+    .collect()
+}
+
+/// The query for `options`: one state filter on the wire; a union of several
+/// is asked as "all" and narrowed by [`keep`].
+pub fn query(options: &BjobsOptions) -> JobQuery {
+    let flags = state_flags(options);
+    let filter = match flags.as_slice() {
+        [] if options.all => state_filter::ALL,
+        [] => state_filter::UNFINISHED,
+        [one] => *one,
+        _ => state_filter::ALL,
+    };
+    JobQuery {
+        jobs: options.jobs.clone(),
+        user: options.user.clone().unwrap_or_default(),
+        state_filter: filter,
+        queue: options.queue.clone().unwrap_or_default(),
+        host: options.host.clone().unwrap_or_default(),
+        job_name: options.job_name.clone().unwrap_or_default(),
+    }
+}
+
+/// Whether a job of the reply is shown (the filters mbatchd does not apply).
+pub fn keep(options: &BjobsOptions, job: &JobInfo) -> bool {
+    if options.project.as_ref().is_some_and(|project| job.project != *project) {
+        return false;
+    }
+    let flags = state_flags(options);
+    if flags.len() <= 1 || !options.jobs.is_empty() {
+        return true;
+    }
+    let status = JobStatus::from_bits(job.status);
+    flags.iter().any(|filter| match *filter {
+        state_filter::DONE => status.is_some_and(JobStatus::is_finished),
+        state_filter::PENDING => status.is_some_and(JobStatus::is_pending),
+        state_filter::RUNNING => status == Some(JobStatus::Run),
+        _ => matches!(status, Some(JobStatus::Psusp | JobStatus::Ususp | JobStatus::Ssusp)),
+    })
+}
+
+/// The listing of `jobs` as `options` ask.
+pub fn render(jobs: &[JobInfo], options: &BjobsOptions, short_hostlist: bool, tz: &TimeZone) -> String {
+    let style = Style {
+        short_hostlist,
+        pending_reasons: options.pending,
+        suspend_reasons: options.suspended,
+        header: !options.noheader,
+    };
+    if options.long {
+        return format::long(jobs, &style, tz);
+    }
+    if let Some(custom) = &options.format {
+        return format::custom(jobs, custom, &style, tz);
+    }
+    let pending_alone =
+        options.pending && !(options.all || options.done || options.running || options.suspended);
+    let layout = match () {
+        () if pending_alone => Layout::Pending,
+        () if options.wide => Layout::Wide,
+        () => Layout::Default,
+    };
+    format::table(jobs, layout, &style, tz)
+}
+
+/// The line for an empty selection without names.
+pub fn nothing_found(options: &BjobsOptions) -> String {
+    let flags = state_flags(options);
+    let what = match flags.as_slice() {
+        [] if options.all => "No job found",
+        [] => "No unfinished job found",
+        [state_filter::DONE] => "No DONE/EXIT job found",
+        [state_filter::PENDING] => "No pending job found",
+        [state_filter::RUNNING] => "No running job found",
+        [state_filter::SUSPENDED] => "No suspended job found",
+        _ => "No job found",
+    };
+    let mut line = what.to_owned();
+    if let Some(queue) = &options.queue {
+        line.push_str(&format!(" in queue <{queue}>"));
+    }
+    if let Some(host) = &options.host {
+        line.push_str(&format!(" on host/group <{host}>"));
+    }
+    line.push('\n');
+    line
+}
+
+/// The named jobs that the listing does not show.
+pub fn missing(named: &[WireJobRef], shown: &[JobInfo]) -> Vec<WireJobRef> {
+    named
+        .iter()
+        .filter(|wanted| {
+            !shown.iter().any(|job| {
+                job.job.job_id == wanted.job_id
+                    && (wanted.array_index == 0 || job.job.array_index == wanted.array_index)
+            })
+        })
+        .copied()
+        .collect()
+}
+
+/// Runs `bjobs` with this process's arguments.
+pub fn main() -> ExitCode {
+    let mut term = Term::new();
+    let ok = run(&mut term);
+    term.exit(ok)
+}
+
+fn run(term: &mut Term) -> bool {
+    let args = match term::arguments() {
+        Ok(args) => args,
+        Err(message) => {
+            term.err(&format!("bjobs: {message}\n"));
+            return false;
+        }
+    };
+    let options = match parse_args(&args) {
+        Ok(Invocation::Help) => {
+            term.err(USAGE);
+            return true;
+        }
+        Ok(Invocation::Version) => {
+            term.err(term::VERSION_LINE);
+            return true;
+        }
+        Ok(Invocation::List(options)) => options,
+        Err(BjobsError::Usage(UsageError(message))) => {
+            term.err(&format!("bjobs: {message}\n"));
+            term.err(USAGE);
+            return false;
+        }
+        Err(BjobsError::Value(message)) => {
+            term.err(&format!("{message}\n"));
+            return false;
+        }
+    };
+    let config = match client::load_config() {
+        Ok(config) => config,
+        Err(error) => {
+            term.err(&format!("bjobs: {error}\n"));
+            return false;
+        }
+    };
+    let reply: wire::JobQueryReply = match Client::from_env(&config)
+        .and_then(|mut client| client.call(Operation::JobQuery, Operation::JobQueryReply, &query(&options)))
+    {
+        Ok(reply) => reply,
+        Err(error) => {
+            term.err(&format!("{error}\n"));
+            return false;
+        }
+    };
+    let jobs: Vec<JobInfo> = reply.jobs.into_iter().filter(|job| keep(&options, job)).collect();
+    let short_hostlist = client::lsf_param(&config, "LSB_SHORT_HOSTLIST").is_some_and(|v| v.trim() == "1");
+    term.out(&render(&jobs, &options, short_hostlist, &TimeZone::system()));
+    let missing = missing(&options.jobs, &jobs);
+    for job in &missing {
+        term.err(&format!("Job <{}> is not found\n", jobid::display(*job)));
+    }
+    if jobs.is_empty() && options.jobs.is_empty() {
+        term.err(&nothing_found(&options));
+    }
+    let consistent = client::is_yes(client::lsf_param(&config, "LSB_BJOBS_CONSISTENT_EXIT_CODE").as_deref());
+    missing.is_empty() && !(consistent && jobs.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn options(args: &[&str]) -> BjobsOptions {
+        match parse_args(&strings(args)) {
+            Ok(Invocation::List(options)) => options,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    // Goal: options, bundles and job ids in any order reach the query.
+    #[test]
+    fn options_make_the_query() {
+        let parsed = options(&["-aw", "-u", "all", "-q", "normal", "12", "13[2]", "-J", "sim*", "12"]);
+        assert!(parsed.all && parsed.wide && !parsed.long);
+        assert_eq!(
+            query(&parsed),
+            JobQuery {
+                jobs: vec![
+                    WireJobRef { job_id: 12, array_index: 0 },
+                    WireJobRef { job_id: 13, array_index: 2 }
+                ],
+                user: "all".to_owned(),
+                state_filter: state_filter::ALL,
+                queue: "normal".to_owned(),
+                host: String::new(),
+                job_name: "sim*".to_owned(),
+            }
+        );
+        assert_eq!(query(&options(&[])).state_filter, state_filter::UNFINISHED);
+        assert_eq!(query(&options(&["-p"])).state_filter, state_filter::PENDING);
+        assert_eq!(query(&options(&["-d"])).state_filter, state_filter::DONE);
+        assert_eq!(query(&options(&["-r"])).state_filter, state_filter::RUNNING);
+        assert_eq!(query(&options(&["-s"])).state_filter, state_filter::SUSPENDED);
+        assert_eq!(query(&options(&["-p", "-r"])).state_filter, state_filter::ALL);
+        assert_eq!(query(&options(&["0"])).jobs, vec![]);
+        assert_eq!(query(&options(&["5", "0"])).jobs, vec![]);
+        assert!(options(&["-noheader", "-o", "stat"]).format.is_some());
+    }
+
+    // Goal: syntax errors are usage errors; bad ids and formats are value errors.
+    #[test]
+    fn bad_arguments() {
+        let usage = |args: &[&str]| matches!(parse_args(&strings(args)), Err(BjobsError::Usage(_)));
+        assert!(usage(&["-l", "-w"]));
+        assert!(usage(&["-x"]));
+        assert!(usage(&["-u"]));
+        assert!(usage(&["-q", ""]));
+        assert_eq!(
+            parse_args(&strings(&["12x"])).map(|_| ()),
+            Err(BjobsError::Value("12x: Illegal job ID.".to_owned()))
+        );
+        assert!(matches!(parse_args(&strings(&["-o", "bogus"])), Err(BjobsError::Value(_))));
+        assert!(matches!(parse_args(&strings(&["-h"])), Ok(Invocation::Help)));
+    }
+
+    fn info(id: u32, status: JobStatus, project: &str) -> JobInfo {
+        JobInfo {
+            job: WireJobRef { job_id: id, array_index: 0 },
+            user_name: "u".to_owned(),
+            status: status.bits(),
+            queue: "normal".to_owned(),
+            from_host: "vm".to_owned(),
+            exec_hosts: vec![],
+            job_name: "j".to_owned(),
+            command: "j".to_owned(),
+            project: project.to_owned(),
+            cwd: String::new(),
+            exec_cwd: String::new(),
+            output_file: String::new(),
+            error_file: String::new(),
+            n_slots: 1,
+            submit_time: 0,
+            start_time: 0,
+            end_time: 0,
+            pid: 0,
+            exit_code: 0,
+            reason: String::new(),
+            rusage: wire::ResourceUsage::default(),
+        }
+    }
+
+    // Goal: unions of state options and -P are applied here.
+    #[test]
+    fn local_filters() {
+        let both = options(&["-p", "-r"]);
+        assert!(keep(&both, &info(1, JobStatus::Pend, "default")));
+        assert!(keep(&both, &info(2, JobStatus::Run, "default")));
+        assert!(!keep(&both, &info(3, JobStatus::Done, "default")));
+        let project = options(&["-P", "p1"]);
+        assert!(keep(&project, &info(1, JobStatus::Run, "p1")));
+        assert!(!keep(&project, &info(2, JobStatus::Run, "default")));
+    }
+
+    // Goal: the empty-selection line names the selection, as LSF's do.
+    #[test]
+    fn nothing_found_lines() {
+        assert_eq!(nothing_found(&options(&[])), "No unfinished job found\n");
+        assert_eq!(nothing_found(&options(&["-a"])), "No job found\n");
+        assert_eq!(nothing_found(&options(&["-d"])), "No DONE/EXIT job found\n");
+        assert_eq!(nothing_found(&options(&["-p"])), "No pending job found\n");
+        assert_eq!(
+            nothing_found(&options(&["-r", "-q", "night"])),
+            "No running job found in queue <night>\n"
+        );
+        assert_eq!(
+            nothing_found(&options(&["-s", "-m", "h1"])),
+            "No suspended job found on host/group <h1>\n"
+        );
+        assert_eq!(nothing_found(&options(&["-p", "-s"])), "No job found\n");
+    }
+
+    // Goal: a named job counts as shown by id (an array id covers its elements).
+    #[test]
+    fn missing_named_jobs() {
+        let named = vec![WireJobRef { job_id: 1, array_index: 0 }, WireJobRef { job_id: 2, array_index: 0 }];
+        let shown = vec![info(1, JobStatus::Run, "default")];
+        assert_eq!(missing(&named, &shown), vec![WireJobRef { job_id: 2, array_index: 0 }]);
+    }
+
+    // Goal: the layout follows the options (-p alone, -w, -l, -o, -noheader).
+    #[test]
+    fn layout_choice() {
+        let jobs = vec![info(1, JobStatus::Pend, "default")];
+        let utc = TimeZone::UTC;
+        assert!(render(&jobs, &options(&["-p"]), false, &utc).starts_with(format::HEADER_PENDING));
+        assert!(render(&jobs, &options(&["-p", "-a"]), false, &utc).starts_with(format::HEADER));
+        assert!(render(&jobs, &options(&["-w"]), false, &utc).contains("   -    "));
+        assert!(render(&jobs, &options(&["-l"]), false, &utc).starts_with("\nJob <1>,"));
+        assert_eq!(render(&jobs, &options(&["-noheader", "-o", "jobid stat"]), false, &utc), "1 PEND\n");
+        assert!(render(&jobs, &options(&["-noheader"]), false, &utc).starts_with("1       u"));
+    }
+}

@@ -1,0 +1,368 @@
+//! `bkill`, `bstop` and `bresume`: act on jobs. In Lava they are one program
+//! that picks its action from its name; here they share this module.
+//!
+//! ```text
+//! bkill   [-h] [-V] [-l] [-r | -s signal] [-u user | -u all] 0 | jobId | "jobId[index]" ...
+//! bstop   [-h] [-V] [-u user | -u all] 0 | jobId | "jobId[index]" ...
+//! bresume [-h] [-V] [-u user | -u all] 0 | jobId | "jobId[index]" ...
+//! ```
+//!
+//! - `bkill` asks for LSF's kill (SIGINT, SIGTERM, SIGKILL spaced by
+//!   JOB_TERMINATE_INTERVAL, carried out by sbatchd); `-s` sends one signal
+//!   (see [`crate::signal`]: KILL, STOP and CONT are the kill, stop and resume
+//!   actions); `-r` (LSF's forced removal) is the kill; `-l` lists the names.
+//! - `bstop` suspends, `bresume` resumes.
+//! - `0` is every unfinished job of the caller, or of `-u user` / `-u all`.
+//!   LSF's `-q`, `-m` and `-J` selectors are not supported.
+//!
+//! One line per job, as Lava's cmd.sig.c and lsb.err.c word them: on standard
+//! output `Job <N> is being terminated` (stopped, resumed, signaled); on
+//! standard error `Job <N>: No matching job found`, `Job <N>: Job has already
+//! finished`, `Job <N>: User permission denied`, `Job <N>: Job has not started
+//! yet`. `0` with nothing to act on: `No unfinished job found`. The exit
+//! status is 0 when at least one job was acted on and none failed, else 255.
+
+use std::process::ExitCode;
+
+use lava_batch_wire::{self as wire, Operation, SignalAction, SignalRequest, SignalRequestOutcome};
+
+use crate::args::{self, Item, OptSpec, Order, UsageError};
+use crate::client::{self, Client};
+use crate::jobid;
+use crate::signal;
+use crate::term::{self, Term};
+
+/// Which of the three commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `bkill`.
+    Kill,
+    /// `bstop`.
+    Stop,
+    /// `bresume`.
+    Resume,
+}
+
+impl Mode {
+    /// The command's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Kill => "bkill",
+            Mode::Stop => "bstop",
+            Mode::Resume => "bresume",
+        }
+    }
+
+    /// The usage text (standard error).
+    pub fn usage(self) -> String {
+        let options = match self {
+            Mode::Kill => "[-h] [-V] [-l] [-r | -s sigval] [-u user_name | -u all]",
+            Mode::Stop | Mode::Resume => "[-h] [-V] [-u user_name | -u all]",
+        };
+        let indent = " ".repeat("Usage: ".len() + self.name().len() + 1);
+        format!("Usage: {} {options}\n{indent}[0 | jobId | \"jobId[index]\" ...]\n", self.name())
+    }
+
+    fn default_action(self) -> (SignalAction, &'static str) {
+        match self {
+            Mode::Kill => (SignalAction::Terminate, "terminated"),
+            Mode::Stop => (SignalAction::Stop, "stopped"),
+            Mode::Resume => (SignalAction::Continue, "resumed"),
+        }
+    }
+}
+
+const SPECS: &[OptSpec] = &[
+    OptSpec::flag("h"),
+    OptSpec::flag("V"),
+    OptSpec::flag("l"),
+    OptSpec::flag("r"),
+    OptSpec::value("s"),
+    OptSpec::value("u"),
+    // LSF selectors LavaCore does not implement: named so the error says so.
+    OptSpec::value("q"),
+    OptSpec::value("m"),
+    OptSpec::value("J"),
+];
+
+/// What to do to which jobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignalOrder {
+    /// The request for mbatchd.
+    pub request: SignalRequest,
+    /// The verb of the success line.
+    pub verb: &'static str,
+}
+
+/// What the command line asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Invocation {
+    /// `-h`.
+    Help,
+    /// `-V`.
+    Version,
+    /// `bkill -l`.
+    ListSignals,
+    /// Act on jobs.
+    Signal(SignalOrder),
+}
+
+/// Why the arguments cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BkillError {
+    /// Syntax: message and usage.
+    Usage(UsageError),
+    /// A value: the message alone (`12x: Illegal job ID.`).
+    Value(String),
+}
+
+/// Parses the arguments of `mode` (without the program name).
+pub fn parse_args(mode: Mode, args: &[String]) -> Result<Invocation, BkillError> {
+    let usage = |message: String| BkillError::Usage(UsageError(message));
+    let items = args::scan(args, SPECS, Order::Permute).map_err(BkillError::Usage)?;
+    let (mut action, mut verb) = mode.default_action();
+    let mut user = String::new();
+    let mut signal_given = false;
+    let mut force = false;
+    let mut operands = Vec::new();
+    for item in items {
+        match item {
+            Item::Operand(word) => operands.push(word),
+            Item::Opt("h", _) => return Ok(Invocation::Help),
+            Item::Opt("V", _) => return Ok(Invocation::Version),
+            Item::Opt(name @ ("l" | "r" | "s"), _) if mode != Mode::Kill => {
+                return Err(usage(format!("illegal option -- {name}")));
+            }
+            Item::Opt("l", _) => return Ok(Invocation::ListSignals),
+            Item::Opt("r", _) => force = true,
+            Item::Opt("s", value) => {
+                let number = signal::parse(&value.unwrap_or_default()).map_err(BkillError::Value)?;
+                (action, verb) = signal::action(number);
+                signal_given = true;
+            }
+            Item::Opt("u", value) => {
+                user = value
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| usage("option -u needs a user".to_owned()))?;
+            }
+            Item::Opt(name, _) => {
+                return Err(usage(format!(
+                    "option -{name} is not supported by LavaCore (name the jobs, or 0)"
+                )));
+            }
+        }
+    }
+    if force && signal_given {
+        return Err(usage("-r and -s cannot be combined".to_owned()));
+    }
+    if operands.is_empty() {
+        return Err(usage("Job ID or 0 must be specified".to_owned()));
+    }
+    let (jobs, all_jobs) = jobid::parse_all(&operands).map_err(BkillError::Value)?;
+    // As in LSF, `0` among other ids means every job.
+    let jobs = if all_jobs { Vec::new() } else { jobs };
+    Ok(Invocation::Signal(SignalOrder { request: SignalRequest { jobs, all_jobs, user, action }, verb }))
+}
+
+/// The line for one job's outcome, and whether it succeeded (success lines go
+/// to standard output, the others to standard error).
+pub fn outcome_line(result: &wire::SignalResult, verb: &str) -> (bool, String) {
+    let job = jobid::display(result.job);
+    match result.outcome {
+        SignalRequestOutcome::Accepted => (true, format!("Job <{job}> is being {verb}\n")),
+        SignalRequestOutcome::NotFound => (false, format!("Job <{job}>: No matching job found\n")),
+        SignalRequestOutcome::PermissionDenied => (false, format!("Job <{job}>: User permission denied\n")),
+        SignalRequestOutcome::AlreadyFinished => (false, format!("Job <{job}>: Job has already finished\n")),
+        SignalRequestOutcome::NotStarted => (false, format!("Job <{job}>: Job has not started yet\n")),
+    }
+}
+
+/// Runs `mode` with this process's arguments.
+pub fn run_main(mode: Mode) -> ExitCode {
+    let mut term = Term::new();
+    let ok = run(&mut term, mode);
+    term.exit(ok)
+}
+
+/// Runs `bkill` with this process's arguments.
+pub fn main() -> ExitCode {
+    run_main(Mode::Kill)
+}
+
+fn run(term: &mut Term, mode: Mode) -> bool {
+    let args = match term::arguments() {
+        Ok(args) => args,
+        Err(message) => {
+            term.err(&format!("{}: {message}\n", mode.name()));
+            return false;
+        }
+    };
+    let order = match parse_args(mode, &args) {
+        Ok(Invocation::Help) => {
+            term.err(&mode.usage());
+            return true;
+        }
+        Ok(Invocation::Version) => {
+            term.err(term::VERSION_LINE);
+            return true;
+        }
+        Ok(Invocation::ListSignals) => {
+            term.out(&signal::names_line());
+            return true;
+        }
+        Ok(Invocation::Signal(order)) => order,
+        Err(BkillError::Usage(UsageError(message))) => {
+            term.err(&format!("{}: {message}\n", mode.name()));
+            term.err(&mode.usage());
+            return false;
+        }
+        Err(BkillError::Value(message)) => {
+            term.err(&format!("{message}\n"));
+            return false;
+        }
+    };
+    let reply: wire::SignalReply = match client::load_config()
+        .and_then(|config| Client::from_env(&config))
+        .and_then(|mut client| client.call(Operation::SignalJobs, Operation::SignalJobsReply, &order.request))
+    {
+        Ok(reply) => reply,
+        Err(error) => {
+            term.err(&format!("{error}\n"));
+            return false;
+        }
+    };
+    if reply.results.is_empty() {
+        term.err("No unfinished job found\n");
+        return false;
+    }
+    let mut n_failed = 0;
+    for result in &reply.results {
+        let (ok, line) = outcome_line(result, order.verb);
+        if ok {
+            term.out(&line);
+        } else {
+            n_failed += 1;
+            term.err(&line);
+        }
+    }
+    n_failed == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lava_batch_wire::WireJobRef;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn order(mode: Mode, args: &[&str]) -> SignalOrder {
+        match parse_args(mode, &strings(args)) {
+            Ok(Invocation::Signal(order)) => order,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn job(job_id: u32) -> WireJobRef {
+        WireJobRef { job_id, array_index: 0 }
+    }
+
+    // Goal: each command's default action and verb; -s maps through signal names.
+    #[test]
+    fn actions_and_verbs() {
+        let kill = order(Mode::Kill, &["12", "13", "12"]);
+        assert_eq!(kill.request.jobs, vec![job(12), job(13)]);
+        assert_eq!((kill.request.action, kill.verb), (SignalAction::Terminate, "terminated"));
+        let stop = order(Mode::Stop, &["5"]);
+        assert_eq!((stop.request.action, stop.verb), (SignalAction::Stop, "stopped"));
+        let resume = order(Mode::Resume, &["5"]);
+        assert_eq!((resume.request.action, resume.verb), (SignalAction::Continue, "resumed"));
+        let usr1 = order(Mode::Kill, &["-s", "USR1", "5"]);
+        assert_eq!((usr1.request.action, usr1.verb), (SignalAction::Signal(10), "signaled"));
+        let stop_signal = order(Mode::Kill, &["-s", "SIGSTOP", "5"]);
+        assert_eq!((stop_signal.request.action, stop_signal.verb), (SignalAction::Stop, "stopped"));
+        let forced = order(Mode::Kill, &["-r", "5"]);
+        assert_eq!(forced.request.action, SignalAction::Terminate);
+    }
+
+    // Goal: `0` is all jobs (of -u), whatever else is named.
+    #[test]
+    fn zero_is_every_job() {
+        let all = order(Mode::Kill, &["-u", "all", "0", "7"]);
+        assert_eq!(
+            all.request,
+            SignalRequest {
+                jobs: vec![],
+                all_jobs: true,
+                user: "all".to_owned(),
+                action: SignalAction::Terminate
+            }
+        );
+    }
+
+    // Goal: the errors LSF gives, as usage or value errors.
+    #[test]
+    fn bad_arguments() {
+        let usage =
+            |mode, args: &[&str]| matches!(parse_args(mode, &strings(args)), Err(BkillError::Usage(_)));
+        assert!(usage(Mode::Kill, &[]));
+        assert!(usage(Mode::Kill, &["-u", "bob"]));
+        assert!(usage(Mode::Kill, &["-r", "-s", "9", "1"]));
+        assert!(usage(Mode::Stop, &["-s", "9", "1"]));
+        assert!(usage(Mode::Resume, &["-l"]));
+        assert!(usage(Mode::Kill, &["-q", "normal", "0"]));
+        assert_eq!(
+            parse_args(Mode::Kill, &strings(&["-s", "BOGUS", "1"])),
+            Err(BkillError::Value("BOGUS: Illegal signal value".to_owned()))
+        );
+        assert_eq!(
+            parse_args(Mode::Kill, &strings(&["x1"])),
+            Err(BkillError::Value("x1: Illegal job ID.".to_owned()))
+        );
+        assert_eq!(parse_args(Mode::Kill, &strings(&["-l"])), Ok(Invocation::ListSignals));
+    }
+
+    // Goal: one line per outcome, in LSF's words.
+    #[test]
+    fn outcome_lines() {
+        let line = |outcome, verb| outcome_line(&wire::SignalResult { job: job(9), outcome }, verb);
+        assert_eq!(
+            line(SignalRequestOutcome::Accepted, "terminated"),
+            (true, "Job <9> is being terminated\n".into())
+        );
+        assert_eq!(
+            line(SignalRequestOutcome::Accepted, "resumed"),
+            (true, "Job <9> is being resumed\n".into())
+        );
+        assert_eq!(
+            line(SignalRequestOutcome::NotFound, "x"),
+            (false, "Job <9>: No matching job found\n".into())
+        );
+        assert_eq!(
+            line(SignalRequestOutcome::PermissionDenied, "x"),
+            (false, "Job <9>: User permission denied\n".into())
+        );
+        assert_eq!(
+            line(SignalRequestOutcome::AlreadyFinished, "x"),
+            (false, "Job <9>: Job has already finished\n".into())
+        );
+        assert_eq!(
+            line(SignalRequestOutcome::NotStarted, "x"),
+            (false, "Job <9>: Job has not started yet\n".into())
+        );
+        let element = wire::SignalResult {
+            job: WireJobRef { job_id: 9, array_index: 2 },
+            outcome: SignalRequestOutcome::Accepted,
+        };
+        assert_eq!(outcome_line(&element, "stopped").1, "Job <9[2]> is being stopped\n");
+    }
+
+    // Goal: each command's usage names itself and its options.
+    #[test]
+    fn usages() {
+        assert!(Mode::Kill.usage().starts_with("Usage: bkill [-h] [-V] [-l] [-r | -s sigval]"));
+        assert!(Mode::Stop.usage().starts_with("Usage: bstop [-h] [-V] [-u user_name | -u all]\n"));
+        assert!(Mode::Resume.usage().contains("\n               [0 | jobId"));
+    }
+}

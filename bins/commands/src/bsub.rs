@@ -1,0 +1,885 @@
+//! `bsub`: submit a job.
+//!
+//! ```text
+//! bsub [-h] [-V] [-H] [-q queue] [-J name] [-P project] [-m "host ..."]
+//!      [-n slots] [-i file] [-o file | -oo file] [-e file | -eo file]
+//!      [-cwd dir] [-W [hh:]mm] [-M mem] [-R res_req] [-N] [-B] [-r] [-u mail]
+//!      [command [argument ...]]
+//! ```
+//!
+//! # The command
+//! With arguments after the options, the command line is those arguments
+//! joined with blanks, quoted as LSF's `CopyCommand` quotes them (see
+//! [`command_line`]). With none, the job script is read from standard input
+//! (`bsub < script`, with LSF's `bsub> ` prompt on a terminal): its leading
+//! `#BSUB` lines supply options, which options on the command line override
+//! field by field, and the whole script is the command (run by `/bin/sh` on the
+//! execution host). Scanning for `#BSUB` stops at the first line that is
+//! neither blank nor a comment; a `#BSUB` line ending in `\` continues on the
+//! next line; an unknown option in a `#BSUB` line is an error, as in LSF.
+//!
+//! # Values
+//! - `-W [hh:]mm`: run limit, sent in seconds.
+//! - `-M mem`: memory limit in `LSF_UNIT_FOR_LIMITS` (KB by default), or with
+//!   a unit suffix `K`/`KB`, `M`/`MB`, `G`/`GB`, `T`/`TB` (any case, powers of
+//!   1024, decimals allowed: `1.5G`); sent in KiB, rounded up.
+//! - `-n N` or `-n min,max`: slots (the minimum is asked for).
+//! - `-m "h1 h2"`: candidate hosts.
+//! - `-cwd dir`: the job's working directory (relative to the current one).
+//!   The current directory otherwise. Either is sent relative to the home
+//!   directory when inside it, as LSF does.
+//! - Accepted and ignored, with a warning: `-R` (resource requirements; the
+//!   scheduler has no resource expressions), `-N`, `-B`, `-u` (mail), `-r`.
+//!   Workflow tools pass `-R "span[hosts=1]"` and must not fail.
+//! - Other LSF options (`-w`, `-K`, `-I`, `-x`, `-b`, `-t`, `-E`...) are refused
+//!   as not supported rather than silently ignored.
+//! - `LSB_DEFAULTQUEUE` and `LSB_DEFAULTPROJECT` supply `-q` and `-P` when not given.
+//!
+//! # Messages (standard output, or standard error with `BSUB_STDERR=y`)
+//! - `Job <ID> is submitted to queue <QUEUE>.` (with `-q`, or a queue that is
+//!   not the default) or `Job <ID> is submitted to default queue <QUEUE>.`;
+//!   `BSUB_QUIET=y` prints nothing, `BSUB_QUIET2=y` only the job id.
+//! - Failures on standard error end with `. Job not submitted.`, as in Lava's
+//!   cmd.sub.c: `nosuch: No such queue. Job not submitted.`
+//! - Exit status 0 on success, 255 otherwise (usage errors too); `-h` and
+//!   `-V` exit 0.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use lava_batch_wire::{self as wire, Operation, SubmitRequest};
+use lava_conf::LimitUnit;
+
+use crate::args::{self, Item, OptSpec, Order, UsageError};
+use crate::client::{self, Client};
+use crate::host;
+use crate::term::{self, Term};
+
+/// The usage text (standard error).
+pub const USAGE: &str = "\
+Usage: bsub [-h] [-V] [-H] [-N] [-B] [-r]
+            [-q queue_name] [-J job_name] [-P project_name]
+            [-m \"host_name ...\"] [-n num_processors] [-R \"res_req\"]
+            [-i input_file] [-o out_file | -oo out_file] [-e err_file | -eo err_file]
+            [-cwd \"working_dir\"] [-W [hour:]minute] [-M mem_limit] [-u mail_user]
+            [command [argument ...]]
+";
+
+/// Bit of `file_flags` for `-oo`.
+pub const FILE_FLAG_TRUNCATE_OUTPUT: u32 = 1;
+/// Bit of `file_flags` for `-eo`.
+pub const FILE_FLAG_TRUNCATE_ERROR: u32 = 2;
+
+const SPECS: &[OptSpec] = &[
+    OptSpec::flag("h"),
+    OptSpec::flag("V"),
+    OptSpec::flag("H"),
+    OptSpec::value("q"),
+    OptSpec::value("J"),
+    OptSpec::value("P"),
+    OptSpec::value("m"),
+    OptSpec::value("n"),
+    OptSpec::value("i"),
+    OptSpec::value("o"),
+    OptSpec::value("oo"),
+    OptSpec::value("e"),
+    OptSpec::value("eo"),
+    OptSpec::value("cwd"),
+    OptSpec::value("W"),
+    OptSpec::value("M"),
+    // Accepted and ignored.
+    OptSpec::value("R"),
+    OptSpec::value("u"),
+    OptSpec::flag("N"),
+    OptSpec::flag("B"),
+    OptSpec::flag("r"),
+    // LSF options LavaCore does not implement: named so the error says so.
+    OptSpec::value("w"),
+    OptSpec::value("b"),
+    OptSpec::value("t"),
+    OptSpec::value("E"),
+    OptSpec::value("Ep"),
+    OptSpec::value("G"),
+    OptSpec::value("L"),
+    OptSpec::value("k"),
+    OptSpec::value("sp"),
+    OptSpec::value("c"),
+    OptSpec::value("F"),
+    OptSpec::value("D"),
+    OptSpec::value("S"),
+    OptSpec::value("C"),
+    OptSpec::value("v"),
+    OptSpec::value("p"),
+    OptSpec::value("T"),
+    OptSpec::value("a"),
+    OptSpec::value("f"),
+    OptSpec::value("X"),
+    OptSpec::value("is"),
+    OptSpec::value("app"),
+    OptSpec::value("g"),
+    OptSpec::value("sla"),
+    OptSpec::value("ext"),
+    OptSpec::value("env"),
+    OptSpec::value("jsdl"),
+    OptSpec::flag("K"),
+    OptSpec::flag("I"),
+    OptSpec::flag("Ip"),
+    OptSpec::flag("Is"),
+    OptSpec::flag("x"),
+    OptSpec::flag("Zs"),
+];
+
+const IGNORED: &[&str] = &["R", "u", "N", "B", "r"];
+
+/// An output or error file and whether it is truncated (`-oo`, `-eo`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileOption {
+    /// The path as given (`%J` is expanded on the execution host).
+    pub path: String,
+    /// Overwrite rather than append.
+    pub truncate: bool,
+}
+
+/// What the options ask for; `None` is "not given" so that a script's
+/// `#BSUB` lines can fill it in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubmitOptions {
+    /// `-q`.
+    pub queue: Option<String>,
+    /// `-J`.
+    pub job_name: Option<String>,
+    /// `-P`.
+    pub project: Option<String>,
+    /// `-m`, split on blanks.
+    pub hosts: Option<Vec<String>>,
+    /// `-n`.
+    pub n_slots: Option<u32>,
+    /// `-i`.
+    pub input: Option<String>,
+    /// `-o` / `-oo`.
+    pub output: Option<FileOption>,
+    /// `-e` / `-eo`.
+    pub error: Option<FileOption>,
+    /// `-cwd`.
+    pub cwd: Option<String>,
+    /// `-W`, seconds.
+    pub run_limit_s: Option<u64>,
+    /// `-M`, as written (its unit depends on lsf.conf).
+    pub mem_limit: Option<String>,
+    /// `-H`.
+    pub hold: bool,
+    /// Options accepted and ignored, as `-R span[hosts=1]`, for the warning.
+    pub ignored: Vec<String>,
+}
+
+impl SubmitOptions {
+    /// These options, completed by `fallback` wherever these are silent
+    /// (command line over `#BSUB`).
+    pub fn or(self, fallback: SubmitOptions) -> SubmitOptions {
+        let mut ignored = fallback.ignored;
+        ignored.extend(self.ignored);
+        SubmitOptions {
+            queue: self.queue.or(fallback.queue),
+            job_name: self.job_name.or(fallback.job_name),
+            project: self.project.or(fallback.project),
+            hosts: self.hosts.or(fallback.hosts),
+            n_slots: self.n_slots.or(fallback.n_slots),
+            input: self.input.or(fallback.input),
+            output: self.output.or(fallback.output),
+            error: self.error.or(fallback.error),
+            cwd: self.cwd.or(fallback.cwd),
+            run_limit_s: self.run_limit_s.or(fallback.run_limit_s),
+            mem_limit: self.mem_limit.or(fallback.mem_limit),
+            hold: self.hold || fallback.hold,
+            ignored,
+        }
+    }
+
+    fn apply(&mut self, name: &str, value: Option<String>) -> Result<(), BsubError> {
+        let value = value.unwrap_or_default();
+        let file = |truncate| Some(FileOption { path: value.clone(), truncate });
+        match name {
+            "H" => self.hold = true,
+            "q" => self.queue = Some(value),
+            "J" => {
+                if value.contains('[') {
+                    return Err(BsubError::Value(format!(
+                        "{value}: Job arrays are not supported by LavaCore"
+                    )));
+                }
+                self.job_name = Some(value);
+            }
+            "P" => self.project = Some(value),
+            "m" => self.hosts = Some(value.split_whitespace().map(str::to_owned).collect()),
+            "n" => self.n_slots = Some(parse_slots(&value).map_err(BsubError::Value)?),
+            "i" => self.input = Some(value),
+            "o" => self.output = file(false),
+            "oo" => self.output = file(true),
+            "e" => self.error = file(false),
+            "eo" => self.error = file(true),
+            "cwd" => self.cwd = Some(value),
+            "W" => self.run_limit_s = Some(parse_run_limit(&value).map_err(BsubError::Value)?),
+            "M" => self.mem_limit = Some(value),
+            ignored if IGNORED.contains(&ignored) => {
+                let shown =
+                    if value.is_empty() { format!("-{ignored}") } else { format!("-{ignored} {value}") };
+                self.ignored.push(shown);
+            }
+            unsupported => {
+                return Err(BsubError::Usage(UsageError(format!(
+                    "option -{unsupported} is not supported by LavaCore"
+                ))));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a submission stopped before reaching mbatchd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BsubError {
+    /// The syntax is wrong: message and usage.
+    Usage(UsageError),
+    /// A value is wrong: `VALUE: problem. Job not submitted.`
+    Value(String),
+}
+
+/// What the command line asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Invocation {
+    /// `-h`.
+    Help,
+    /// `-V`.
+    Version,
+    /// Submit: the options and the command line, `None` to read a script.
+    Submit(Box<SubmitOptions>, Option<String>),
+}
+
+/// Parses `bsub`'s arguments (without the program name).
+pub fn parse_args(args: &[String]) -> Result<Invocation, BsubError> {
+    let items = args::scan(args, SPECS, Order::StopAtFirstOperand).map_err(BsubError::Usage)?;
+    let mut options = SubmitOptions::default();
+    let mut command = Vec::new();
+    for item in items {
+        match item {
+            Item::Opt("h", _) => return Ok(Invocation::Help),
+            Item::Opt("V", _) => return Ok(Invocation::Version),
+            Item::Opt(name, value) => options.apply(name, value)?,
+            Item::Operand(word) => command.push(word),
+        }
+    }
+    let command = if command.is_empty() { None } else { Some(command_line(&command)) };
+    Ok(Invocation::Submit(Box::new(options), command))
+}
+
+/// A job script's `#BSUB` options, and whether it has a command at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Script {
+    /// The embedded options.
+    pub options: SubmitOptions,
+    /// Whether a line other than blanks and comments exists.
+    pub has_command: bool,
+}
+
+/// Reads the `#BSUB` lines at the top of `script` (see the module documentation).
+pub fn parse_script(script: &str) -> Result<Script, BsubError> {
+    let mut options = SubmitOptions::default();
+    let mut lines = script.lines().enumerate();
+    while let Some((line_idx, line)) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() {
+            continue;
+        }
+        let Some(comment) = trimmed.strip_prefix('#') else {
+            return Ok(Script { options, has_command: true });
+        };
+        let Some(directive) = comment.trim_start().strip_prefix("BSUB") else { continue };
+        let mut directive = directive.trim_start().to_owned();
+        if !directive.starts_with('-') {
+            continue;
+        }
+        while directive.ends_with('\\') {
+            directive.pop();
+            match lines.next() {
+                Some((_, next)) => directive.push_str(next),
+                None => break,
+            }
+        }
+        let line_no = line_idx + 1;
+        let in_line = |message: String| format!("{message} (#BSUB line {line_no})");
+        let words = args::split_words(&directive).map_err(|e| BsubError::Usage(UsageError(in_line(e))))?;
+        let items = args::scan(&words, SPECS, Order::Permute)
+            .map_err(|UsageError(message)| BsubError::Usage(UsageError(in_line(message))))?;
+        for item in items {
+            match item {
+                Item::Opt(name @ ("h" | "V"), _) => {
+                    return Err(BsubError::Usage(UsageError(in_line(format!(
+                        "option -{name} in a job script"
+                    )))));
+                }
+                Item::Opt(name, value) => options.apply(name, value).map_err(|error| match error {
+                    BsubError::Usage(UsageError(message)) => BsubError::Usage(UsageError(in_line(message))),
+                    value => value,
+                })?,
+                Item::Operand(word) => {
+                    return Err(BsubError::Usage(UsageError(in_line(format!("unexpected word `{word}`")))));
+                }
+            }
+        }
+    }
+    Ok(Script { options, has_command: false })
+}
+
+/// The command line of `args`, quoted as LSF's `CopyCommand` does: the first
+/// word as is; a later word containing a blank is wrapped in `'...'` if it
+/// holds `"` or `$`, else in `"..."`; in other words the characters
+/// `" ' \ ( )` are escaped with a backslash, and a word starting with `$` is
+/// wrapped in `'...'` (kept literal, as the user quoted it).
+pub fn command_line(args: &[String]) -> String {
+    let mut line = String::new();
+    for (idx, arg) in args.iter().enumerate() {
+        if idx == 0 {
+            line.push_str(arg);
+            continue;
+        }
+        line.push(' ');
+        if arg.contains(' ') {
+            if arg.contains('"') || arg.contains('$') {
+                line.push('\'');
+                line.push_str(arg);
+                line.push('\'');
+            } else {
+                line.push('"');
+                line.push_str(arg);
+                line.push('"');
+            }
+        } else if arg.starts_with('$') && !arg.contains(['"', '\'', '\\', '(', ')']) {
+            line.push('\'');
+            line.push_str(arg);
+            line.push('\'');
+        } else {
+            for c in arg.chars() {
+                if matches!(c, '"' | '\'' | '\\' | '(' | ')') {
+                    line.push('\\');
+                }
+                line.push(c);
+            }
+        }
+    }
+    line
+}
+
+/// `-W [hh:]mm` in seconds.
+pub fn parse_run_limit(text: &str) -> Result<u64, String> {
+    let bad = || format!("{text}: Bad RUNLIMIT specification");
+    let number = |part: &str| -> Result<u64, String> {
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        part.parse::<u64>().map_err(|_| bad())
+    };
+    let minutes = match text.split_once(':') {
+        Some((hours, minutes)) => number(hours)?
+            .checked_mul(60)
+            .and_then(|m| m.checked_add(number(minutes).ok()?))
+            .ok_or_else(bad)?,
+        None => number(text)?,
+    };
+    match minutes.checked_mul(60) {
+        Some(0) | None => Err(bad()),
+        Some(seconds) => Ok(seconds),
+    }
+}
+
+/// `-M mem` in KiB: a number in `unit`, or with its own unit suffix.
+pub fn parse_mem_limit_kb(text: &str, unit: LimitUnit) -> Result<u64, String> {
+    let bad = || format!("{text}: Bad MEMLIMIT specification");
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let unit = if suffix.is_empty() { unit } else { LimitUnit::from_name(suffix).ok_or_else(bad)? };
+    if number.is_empty() || number.starts_with('.') || number.matches('.').count() > 1 {
+        return Err(bad());
+    }
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let kb = (value * unit.kb() as f64).ceil();
+    if !(1.0..=u64::MAX as f64).contains(&kb) {
+        return Err(bad());
+    }
+    Ok(kb as u64)
+}
+
+/// `-n N` or `-n min,max` (the minimum is asked for).
+pub fn parse_slots(text: &str) -> Result<u32, String> {
+    let bad = || format!("{text}: Bad number of processors");
+    let min = text.split_once(',').map_or(text, |(min, max)| if max.is_empty() { "" } else { min });
+    let parse = |part: &str| part.parse::<u32>().ok().filter(|n| *n >= 1).ok_or_else(bad);
+    if let Some((_, max)) = text.split_once(',')
+        && parse(max)? < parse(min)?
+    {
+        return Err(bad());
+    }
+    parse(min)
+}
+
+/// What a submission takes from its surroundings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Surroundings {
+    /// The current directory.
+    pub current_dir: String,
+    /// The home directory.
+    pub home_dir: String,
+    /// This host, as the cluster names it.
+    pub from_host: String,
+    /// The file-creation mask.
+    pub umask: u32,
+    /// The environment.
+    pub env: Vec<wire::EnvVar>,
+    /// `LSF_UNIT_FOR_LIMITS`.
+    pub unit: LimitUnit,
+    /// `LSB_DEFAULTQUEUE`.
+    pub default_queue: Option<String>,
+    /// `LSB_DEFAULTPROJECT`.
+    pub default_project: Option<String>,
+}
+
+/// The request for `options` and `command`.
+pub fn build_request(
+    options: &SubmitOptions,
+    command: String,
+    around: &Surroundings,
+) -> Result<SubmitRequest, String> {
+    let cwd = match &options.cwd {
+        Some(dir) if dir.starts_with('/') => dir.clone(),
+        Some(dir) => format!("{}/{dir}", around.current_dir.trim_end_matches('/')),
+        None => around.current_dir.clone(),
+    };
+    let mem_limit_kb =
+        options.mem_limit.as_deref().map(|m| parse_mem_limit_kb(m, around.unit)).transpose()?;
+    let output = options.output.clone();
+    let error = options.error.clone();
+    let file_flags = output.as_ref().map_or(0, |f| if f.truncate { FILE_FLAG_TRUNCATE_OUTPUT } else { 0 })
+        | error.as_ref().map_or(0, |f| if f.truncate { FILE_FLAG_TRUNCATE_ERROR } else { 0 });
+    Ok(SubmitRequest {
+        queue: options.queue.clone().or_else(|| around.default_queue.clone()).unwrap_or_default(),
+        job_name: options.job_name.clone().unwrap_or_default(),
+        command,
+        cwd: host::cwd_for_submission(&cwd, &around.home_dir),
+        home_dir: around.home_dir.clone(),
+        input_file: options.input.clone().unwrap_or_default(),
+        output_file: output.map(|f| f.path).unwrap_or_default(),
+        error_file: error.map(|f| f.path).unwrap_or_default(),
+        file_flags,
+        n_slots: options.n_slots.unwrap_or(0),
+        hosts: options.hosts.clone().unwrap_or_default(),
+        project: options.project.clone().or_else(|| around.default_project.clone()).unwrap_or_default(),
+        run_limit_s: options.run_limit_s.unwrap_or(0),
+        mem_limit_kb: mem_limit_kb.unwrap_or(0),
+        hold: options.hold,
+        from_host: around.from_host.clone(),
+        umask: around.umask,
+        env: around.env.clone(),
+    })
+}
+
+/// The success line for a reply.
+pub fn submitted_line(reply: &wire::SubmitReply, default_queue: bool) -> String {
+    let default = if default_queue { "default " } else { "" };
+    format!("Job <{}> is submitted to {default}queue <{}>.\n", reply.job_id, reply.queue)
+}
+
+/// Runs `bsub` with this process's arguments.
+pub fn main() -> ExitCode {
+    let mut term = Term::new();
+    let ok = run(&mut term);
+    term.exit(ok)
+}
+
+fn not_submitted(term: &mut Term, message: &str) -> bool {
+    term.err(&format!("{message}. Job not submitted.\n"));
+    false
+}
+
+fn run(term: &mut Term) -> bool {
+    let args = match term::arguments() {
+        Ok(args) => args,
+        Err(message) => return not_submitted(term, &message),
+    };
+    let (options, command) = match parse_args(&args) {
+        Ok(Invocation::Help) => {
+            term.err(USAGE);
+            return true;
+        }
+        Ok(Invocation::Version) => {
+            term.err(term::VERSION_LINE);
+            return true;
+        }
+        Ok(Invocation::Submit(options, Some(command))) => (*options, command),
+        Ok(Invocation::Submit(options, None)) => match read_script(term) {
+            Ok(script) => match parse_script(&script) {
+                Ok(Script { has_command: false, .. }) => {
+                    let message = if std::io::stdin().is_terminal() {
+                        "No command is specified"
+                    } else {
+                        "No command is specified in the script file"
+                    };
+                    return not_submitted(term, message);
+                }
+                Ok(Script { options: embedded, .. }) => (options.or(embedded), script),
+                Err(error) => return report(term, error),
+            },
+            Err(message) => return not_submitted(term, &message),
+        },
+        Err(error) => return report(term, error),
+    };
+    submit(term, options, command)
+}
+
+fn report(term: &mut Term, error: BsubError) -> bool {
+    match error {
+        BsubError::Usage(UsageError(message)) => {
+            term.err(&format!("bsub: {message}\n"));
+            term.err(USAGE);
+            false
+        }
+        BsubError::Value(message) => not_submitted(term, &message),
+    }
+}
+
+/// Reads the job script from standard input, prompting on a terminal.
+fn read_script(term: &mut Term) -> Result<String, String> {
+    let limit = lava_batch_ll::COMMAND_BYTES_MAX;
+    let stdin = std::io::stdin();
+    let mut bytes = Vec::new();
+    if stdin.is_terminal() {
+        let mut line = String::new();
+        loop {
+            term.out("bsub> ");
+            line.clear();
+            match stdin.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => bytes.extend_from_slice(line.as_bytes()),
+                Err(error) => return Err(format!("cannot read the job script: {error}")),
+            }
+            if bytes.len() > limit {
+                break;
+            }
+        }
+        let _ = std::io::stdout().flush();
+    } else {
+        stdin
+            .lock()
+            .take(limit as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|error| format!("cannot read the job script: {error}"))?;
+    }
+    if bytes.len() > limit {
+        return Err(format!("The job script is longer than {limit} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| "The job script is not valid UTF-8 text".to_owned())
+}
+
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+fn submit(term: &mut Term, options: SubmitOptions, command: String) -> bool {
+    let config = match client::load_config() {
+        Ok(config) => config,
+        Err(error) => return not_submitted(term, &error.to_string()),
+    };
+    let status = host::ProcStatus::read();
+    let Some(home_dir) = host::home_dir(env_value("HOME").as_deref(), status.uid, Path::new("/etc/passwd"))
+    else {
+        return not_submitted(term, "Cannot find the home directory (set HOME)");
+    };
+    let current_dir = match std::env::current_dir() {
+        Ok(dir) => match dir.into_os_string().into_string() {
+            Ok(dir) => dir,
+            Err(_) => return not_submitted(term, "The current directory is not valid UTF-8"),
+        },
+        Err(error) => return not_submitted(term, &format!("Cannot get the current directory: {error}")),
+    };
+    let around = Surroundings {
+        current_dir,
+        home_dir,
+        from_host: host::host_name(env_value("LAVA_HOST").as_deref()),
+        umask: status.umask.unwrap_or(host::UMASK_DEFAULT),
+        env: host::environment(),
+        unit: config.lsf.unit_for_limits,
+        default_queue: env_value("LSB_DEFAULTQUEUE"),
+        default_project: env_value("LSB_DEFAULTPROJECT"),
+    };
+    let request = match build_request(&options, command, &around) {
+        Ok(request) => request,
+        Err(message) => return not_submitted(term, &message),
+    };
+    for ignored in &options.ignored {
+        term.err(&format!("bsub: warning: {ignored} is not supported by LavaCore and is ignored\n"));
+    }
+    let mut client = match Client::from_env(&config) {
+        Ok(client) => client,
+        Err(error) => return not_submitted(term, &error.to_string()),
+    };
+    let reply: wire::SubmitReply =
+        match client.call(Operation::SubmitJob, Operation::SubmitJobReply, &request) {
+            Ok(reply) => reply,
+            Err(error) => return not_submitted(term, &error.to_string()),
+        };
+    // A queue taken from LSB_DEFAULTQUEUE is the user's default queue.
+    let default_queue = reply.default_queue || (options.queue.is_none() && around.default_queue.is_some());
+    if client::is_yes(env_value("BSUB_QUIET").as_deref()) {
+        return true;
+    }
+    let line = if client::is_yes(env_value("BSUB_QUIET2").as_deref()) {
+        format!("{}\n", reply.job_id)
+    } else {
+        submitted_line(&reply, default_queue)
+    };
+    if client::is_yes(env_value("BSUB_STDERR").as_deref()) {
+        term.err(&line);
+    } else {
+        term.out(&line);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn submit_args(args: &[&str]) -> (SubmitOptions, Option<String>) {
+        match parse_args(&strings(args)) {
+            Ok(Invocation::Submit(options, command)) => (*options, command),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn usage_error(args: &[&str]) -> String {
+        match parse_args(&strings(args)) {
+            Err(BsubError::Usage(UsageError(message))) => message,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    // Goal: every supported option lands in its field; the command is the rest.
+    #[test]
+    fn options_and_command() {
+        let (options, command) = submit_args(&[
+            "-q", "short", "-J", "name", "-oo", "out.%J", "-e", "err", "-i", "in", "-cwd", "/tmp", "-n", "4",
+            "-m", "h1 h2", "-P", "proj", "-W", "1:30", "-M", "2G", "-H", "sleep", "-n", "5",
+        ]);
+        assert_eq!(
+            options,
+            SubmitOptions {
+                queue: Some("short".to_owned()),
+                job_name: Some("name".to_owned()),
+                project: Some("proj".to_owned()),
+                hosts: Some(strings(&["h1", "h2"])),
+                n_slots: Some(4),
+                input: Some("in".to_owned()),
+                output: Some(FileOption { path: "out.%J".to_owned(), truncate: true }),
+                error: Some(FileOption { path: "err".to_owned(), truncate: false }),
+                cwd: Some("/tmp".to_owned()),
+                run_limit_s: Some(5400),
+                mem_limit: Some("2G".to_owned()),
+                hold: true,
+                ignored: vec![],
+            }
+        );
+        assert_eq!(command.as_deref(), Some("sleep -n 5"));
+        assert_eq!(submit_args(&[]).1, None);
+        assert_eq!(parse_args(&strings(&["-h", "x"])), Ok(Invocation::Help));
+        assert_eq!(parse_args(&strings(&["-V"])), Ok(Invocation::Version));
+    }
+
+    // Goal: bad syntax is a usage error; unsupported LSF options say so; bad
+    // values name the value.
+    #[test]
+    fn bad_options() {
+        assert_eq!(usage_error(&["-Z", "x"]), "illegal option -- Z");
+        assert_eq!(usage_error(&["-q"]), "option requires an argument -- q");
+        assert_eq!(usage_error(&["-K", "x"]), "option -K is not supported by LavaCore");
+        assert_eq!(usage_error(&["-w", "done(1)", "x"]), "option -w is not supported by LavaCore");
+        assert_eq!(
+            parse_args(&strings(&["-W", "1:xx", "x"])),
+            Err(BsubError::Value("1:xx: Bad RUNLIMIT specification".to_owned()))
+        );
+        assert_eq!(
+            parse_args(&strings(&["-n", "0", "x"])),
+            Err(BsubError::Value("0: Bad number of processors".to_owned()))
+        );
+        assert!(matches!(parse_args(&strings(&["-J", "arr[1-10]", "x"])), Err(BsubError::Value(_))));
+    }
+
+    // Goal: -R and the mail options are accepted, remembered for the warning,
+    // and do not change the request.
+    #[test]
+    fn ignored_options_are_remembered() {
+        let (options, _) = submit_args(&["-R", "span[hosts=1]", "-N", "-u", "me@x", "true"]);
+        assert_eq!(options.ignored, strings(&["-R span[hosts=1]", "-N", "-u me@x"]));
+    }
+
+    // Goal: arguments are joined and quoted as LSF's CopyCommand does.
+    #[test]
+    fn command_line_quoting() {
+        let line = |args: &[&str]| command_line(&strings(args));
+        assert_eq!(line(&["sleep", "30"]), "sleep 30");
+        assert_eq!(line(&["echo hi; echo there"]), "echo hi; echo there");
+        assert_eq!(line(&["sh", "-c", "echo a b"]), "sh -c \"echo a b\"");
+        assert_eq!(line(&["sh", "-c", "echo \"a b\""]), "sh -c 'echo \"a b\"'");
+        assert_eq!(line(&["sh", "-c", "echo $HOME now"]), "sh -c 'echo $HOME now'");
+        assert_eq!(line(&["echo", "$HOME"]), "echo '$HOME'");
+        assert_eq!(line(&["echo", "it's", "(x)", "a\\b"]), "echo it\\'s \\(x\\) a\\\\b");
+        assert_eq!(line(&["grep", "*.txt"]), "grep *.txt");
+    }
+
+    // Goal: #BSUB lines at the top give options; scanning stops at the first
+    // command; quotes, comments and continuations work; unknown options fail.
+    #[test]
+    fn script_options() {
+        let script = "#!/bin/bash\n\
+                      # a comment\n\
+                      #BSUB -J dask-worker\n\
+                      #BSUB -e /logs/worker-%J.err\n\
+                      #BSUB -P \"my project\"   # trailing comment\n\
+                      #BSUB -n 4 \\\n\
+                      \x20   -R \"span[hosts=1]\"\n\
+                      #BSUB -M 1024\n\
+                      #BSUB -W 00:30\n\
+                      \n\
+                      echo start\n\
+                      #BSUB -q ignored_after_the_first_command\n";
+        let parsed = parse_script(script).expect("valid script");
+        assert!(parsed.has_command);
+        let options = parsed.options;
+        assert_eq!(options.job_name.as_deref(), Some("dask-worker"));
+        assert_eq!(
+            options.error,
+            Some(FileOption { path: "/logs/worker-%J.err".to_owned(), truncate: false })
+        );
+        assert_eq!(options.project.as_deref(), Some("my project"));
+        assert_eq!(options.n_slots, Some(4));
+        assert_eq!(options.ignored, strings(&["-R span[hosts=1]"]));
+        assert_eq!(options.mem_limit.as_deref(), Some("1024"));
+        assert_eq!(options.run_limit_s, Some(1800));
+        assert_eq!(options.queue, None);
+
+        assert_eq!(parse_script("#BSUB -q x\n# only comments\n").map(|s| s.has_command), Ok(false));
+        assert_eq!(
+            parse_script("#BSUBX -q x\n#BSUB not-an-option\ntrue\n").map(|s| s.options.queue),
+            Ok(None)
+        );
+        assert_eq!(
+            parse_script("#BSUB -Z\ntrue\n"),
+            Err(BsubError::Usage(UsageError("illegal option -- Z (#BSUB line 1)".to_owned())))
+        );
+        assert!(matches!(parse_script("#BSUB -q a b\ntrue\n"), Err(BsubError::Usage(_))));
+        assert!(matches!(parse_script("#BSUB -W soon\ntrue\n"), Err(BsubError::Value(_))));
+    }
+
+    // Goal: the command line overrides #BSUB field by field.
+    #[test]
+    fn command_line_overrides_the_script() {
+        let (cmdline, _) = submit_args(&["-q", "fast", "-o", "cli.out"]);
+        let script = parse_script("#BSUB -q slow\n#BSUB -oo script.out\n#BSUB -J named\n#BSUB -H\ntrue\n")
+            .expect("valid")
+            .options;
+        let merged = cmdline.or(script);
+        assert_eq!(merged.queue.as_deref(), Some("fast"));
+        assert_eq!(merged.output, Some(FileOption { path: "cli.out".to_owned(), truncate: false }));
+        assert_eq!(merged.job_name.as_deref(), Some("named"));
+        assert!(merged.hold);
+    }
+
+    // Goal: -W is [hh:]mm in seconds; zero and junk are refused.
+    #[test]
+    fn run_limits() {
+        assert_eq!(parse_run_limit("30"), Ok(1800));
+        assert_eq!(parse_run_limit("1:30"), Ok(5400));
+        assert_eq!(parse_run_limit("00:30"), Ok(1800));
+        assert_eq!(parse_run_limit("2:00"), Ok(7200));
+        for bad in ["0", "0:00", "", ":30", "1:", "1:2:3", "-5", "1.5", "abc"] {
+            assert!(parse_run_limit(bad).is_err(), "{bad}");
+        }
+    }
+
+    // Goal: -M follows LSF_UNIT_FOR_LIMITS without a suffix, its suffix otherwise.
+    #[test]
+    fn memory_limits() {
+        assert_eq!(parse_mem_limit_kb("1024", LimitUnit::Kb), Ok(1024));
+        assert_eq!(parse_mem_limit_kb("1024", LimitUnit::Mb), Ok(1024 * 1024));
+        assert_eq!(parse_mem_limit_kb("2G", LimitUnit::Kb), Ok(2 * 1024 * 1024));
+        assert_eq!(parse_mem_limit_kb("512MB", LimitUnit::Kb), Ok(512 * 1024));
+        assert_eq!(parse_mem_limit_kb("512mb", LimitUnit::Gb), Ok(512 * 1024));
+        assert_eq!(parse_mem_limit_kb("1.5G", LimitUnit::Kb), Ok(1536 * 1024));
+        assert_eq!(parse_mem_limit_kb("0.5", LimitUnit::Kb), Ok(1));
+        for bad in ["", "0", "G", "2X", "1.2.3", ".5", "-1", "1 G"] {
+            assert!(parse_mem_limit_kb(bad, LimitUnit::Kb).is_err(), "{bad}");
+        }
+    }
+
+    // Goal: -n takes N or min,max.
+    #[test]
+    fn slots() {
+        assert_eq!(parse_slots("4"), Ok(4));
+        assert_eq!(parse_slots("2,8"), Ok(2));
+        for bad in ["0", "", "x", "8,2", "2,", ",2", "-1"] {
+            assert!(parse_slots(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn around() -> Surroundings {
+        Surroundings {
+            current_dir: "/home/alice/work".to_owned(),
+            home_dir: "/home/alice".to_owned(),
+            from_host: "vm".to_owned(),
+            umask: 0o022,
+            env: vec![wire::EnvVar { name: "PATH".to_owned(), value: "/bin".to_owned() }],
+            unit: LimitUnit::Mb,
+            default_queue: None,
+            default_project: None,
+        }
+    }
+
+    // Goal: the request carries every option, the cwd relative to the home,
+    // -M in KiB per LSF_UNIT_FOR_LIMITS, and the -oo/-eo bits.
+    #[test]
+    fn requests_are_built_from_options() {
+        let (options, command) = submit_args(&["-oo", "o", "-eo", "e", "-M", "100", "-cwd", "sub", "true"]);
+        let request = build_request(&options, command.expect("given"), &around()).expect("valid");
+        assert_eq!(request.cwd, "work/sub");
+        assert_eq!(request.home_dir, "/home/alice");
+        assert_eq!(request.mem_limit_kb, 100 * 1024);
+        assert_eq!(request.file_flags, FILE_FLAG_TRUNCATE_OUTPUT | FILE_FLAG_TRUNCATE_ERROR);
+        assert_eq!((request.queue.as_str(), request.n_slots, request.hold), ("", 0, false));
+        assert_eq!(request.env.len(), 1);
+
+        let defaults = Surroundings {
+            default_queue: Some("night".to_owned()),
+            default_project: Some("p1".to_owned()),
+            ..around()
+        };
+        let (options, _) = submit_args(&["-cwd", "/scratch", "true"]);
+        let request = build_request(&options, "true".to_owned(), &defaults).expect("valid");
+        assert_eq!((request.queue.as_str(), request.project.as_str()), ("night", "p1"));
+        assert_eq!(request.cwd, "/scratch");
+        let (options, _) = submit_args(&["-M", "lots", "true"]);
+        assert_eq!(
+            build_request(&options, "true".to_owned(), &around()),
+            Err("lots: Bad MEMLIMIT specification".to_owned())
+        );
+    }
+
+    // Goal: LSF's two success lines.
+    #[test]
+    fn success_lines() {
+        let reply = wire::SubmitReply { job_id: 7, queue: "normal".to_owned(), default_queue: true };
+        assert_eq!(submitted_line(&reply, true), "Job <7> is submitted to default queue <normal>.\n");
+        assert_eq!(submitted_line(&reply, false), "Job <7> is submitted to queue <normal>.\n");
+    }
+}

@@ -1,0 +1,894 @@
+//! What `bjobs` prints, as pure functions of the jobs, a few switches and a
+//! time zone (tests pass a fixed one; the command passes the system's).
+//!
+//! The layouts are Lava's `bjobs.c` and `cmd.job.c` (identical to classic LSF's):
+//! - **default**: `%-7d %-7.7s %-5.5s %-10.10s %-11.11s %-11.11s %-10.10s %s`
+//!   (JOBID, USER, STAT, QUEUE, FROM_HOST, EXEC_HOST, JOB_NAME, SUBMIT_TIME).
+//!   Columns are cut to their width, except the job name, which keeps its
+//!   *end* behind a `*` (`*-125_154)`): the end of a name usually tells jobs
+//!   apart. EXEC_HOST is empty for a pending job and `   -   ` for a started
+//!   one without hosts; each further host (one entry per slot) goes on its own
+//!   line at column 45, or as `N*host` when `LSB_SHORT_HOSTLIST=1`.
+//! - **`-w`**: the same columns, never cut, the hosts joined with `:`
+//!   (`   -    ` for a pending job, so that every line has the same words).
+//! - **`-p` alone**: LSF's pending header (no EXEC_HOST, wider QUEUE and
+//!   FROM_HOST, an 18-column name), each job followed by its reason line
+//!   (` New job is waiting for scheduling;`). Lava cuts the name to 20 with
+//!   the star and prints 18 of it; we keep the star at 18.
+//! - **`-l`**: the wrapped block. Text is streamed through LSF's `prtLine`
+//!   rule: when the cursor reaches column 80 the line breaks and continues
+//!   after 21 blanks (one leading blank of the continuation is dropped), so
+//!   every line is at most 79 characters. Jobs are separated by a line of 78
+//!   dashes; the output starts and ends with a blank line.
+//! - **`-o "field[:[-]width] ... [delimiter='c']"`**: a subset of LSF 9+'s
+//!   custom format (the fields of [`FIELDS`]), enough for workflow tools that
+//!   ask for `stat` or `jobid stat exit_code`.
+//!
+//! Times: SUBMIT_TIME is `%b %d %H:%M` in local time; the dated lines of `-l`
+//! are `%a %b %e %H:%M:%S` (ctime's first 19 characters, as Lava prints the
+//! submission line).
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use lava_batch_ll::JobStatus;
+use lava_batch_wire::JobInfo;
+
+use crate::jobid;
+
+/// The default header.
+pub const HEADER: &str = "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME\n";
+/// The header of `bjobs -p` alone.
+pub const HEADER_PENDING: &str =
+    "JOBID   USER    STAT  QUEUE       FROM_HOST      JOB_NAME           SUBMIT_TIME\n";
+/// The column where further execution hosts are printed, one per line.
+pub const EXEC_HOST_COLUMN: usize = 45;
+/// The column at which `-l` breaks a line (LSF's WIDTH).
+pub const WRAP_WIDTH: usize = 80;
+/// The blanks starting a continuation line of `-l`.
+pub const WRAP_INDENT: usize = 21;
+/// The line between two jobs of `-l`.
+pub const LONG_SEPARATOR: &str =
+    "------------------------------------------------------------------------------\n";
+
+/// Which tabular layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Classic columns, cut to width.
+    Default,
+    /// `-w`: never cut.
+    Wide,
+    /// `-p` alone: the pending header.
+    Pending,
+}
+
+/// Switches that change what the layouts print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Style {
+    /// `LSB_SHORT_HOSTLIST=1`: `N*host` instead of one entry per slot.
+    pub short_hostlist: bool,
+    /// `-p`: a reason line under each pending job.
+    pub pending_reasons: bool,
+    /// `-s`: a reason line under each suspended job.
+    pub suspend_reasons: bool,
+    /// Print the header (not with `-noheader`).
+    pub header: bool,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style { short_hostlist: false, pending_reasons: false, suspend_reasons: false, header: true }
+    }
+}
+
+/// The STAT word of a status (LSF prints `ERROR` for bits it does not know).
+pub fn status_name(bits: u32) -> &'static str {
+    JobStatus::from_bits(bits).map_or("ERROR", JobStatus::as_str)
+}
+
+fn status(job: &JobInfo) -> Option<JobStatus> {
+    JobStatus::from_bits(job.status)
+}
+
+fn is_pending(job: &JobInfo) -> bool {
+    status(job).is_some_and(JobStatus::is_pending)
+}
+
+/// `text` cut to `width` characters.
+pub fn cut(text: &str, width: usize) -> String {
+    text.chars().take(width).collect()
+}
+
+/// LSF's TRUNC_STR: a text longer than `width` becomes `*` and its last `width - 1` characters.
+pub fn truncate_star(text: &str, width: usize) -> String {
+    let n_chars = text.chars().count();
+    if n_chars <= width || width == 0 {
+        return text.to_owned();
+    }
+    let tail: String = text.chars().skip(n_chars - (width - 1)).collect();
+    format!("*{tail}")
+}
+
+/// A job script on one line, as LSF shows it (`#BSUB -J x;echo hi`): its
+/// non-blank lines joined with `;`. A multi-line name or command would
+/// otherwise break the one-line-per-job layouts that tools parse.
+pub fn one_line(text: &str) -> String {
+    if !text.contains(['\n', '\r']) {
+        return text.to_owned();
+    }
+    let lines: Vec<&str> =
+        text.lines().map(|line| line.trim_end_matches('\r')).filter(|line| !line.trim().is_empty()).collect();
+    lines.join(";")
+}
+
+/// The job name as bjobs shows it, on one line; an array element's name ends in `[index]`.
+pub fn display_name(job: &JobInfo) -> String {
+    let name = one_line(&job.job_name);
+    if job.job.array_index == 0 {
+        return name;
+    }
+    let base = name.split('[').next().unwrap_or_default();
+    format!("{base}[{}]", job.job.array_index)
+}
+
+/// The execution hosts as listed: one entry per slot, or `N*host` (first-seen order).
+pub fn host_list(hosts: &[String], short: bool) -> Vec<String> {
+    if !short || hosts.len() <= 1 {
+        return hosts.to_vec();
+    }
+    let mut counted: Vec<(&str, usize)> = Vec::new();
+    for host in hosts {
+        match counted.iter_mut().find(|(name, _)| *name == host) {
+            Some(entry) => entry.1 += 1,
+            None => counted.push((host, 1)),
+        }
+    }
+    counted.into_iter().map(|(host, n)| format!("{n}*{host}")).collect()
+}
+
+fn local_time(seconds: i64, tz: &TimeZone, pattern: &str) -> String {
+    match Timestamp::from_second(seconds) {
+        Ok(instant) => instant.to_zoned(tz.clone()).strftime(pattern).to_string(),
+        Err(_) => "-".to_owned(),
+    }
+}
+
+/// SUBMIT_TIME: `Nov 25 22:44`.
+pub fn short_time(seconds: i64, tz: &TimeZone) -> String {
+    local_time(seconds, tz, "%b %d %H:%M")
+}
+
+/// The date of a `-l` line: `Mon Nov 25 22:44:01`.
+pub fn event_time(seconds: i64, tz: &TimeZone) -> String {
+    local_time(seconds, tz, "%a %b %e %H:%M:%S")
+}
+
+/// A reason line (` New job is waiting for scheduling;`), empty when there is no reason.
+fn reason_line(reason: &str) -> String {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return String::new();
+    }
+    let end = if reason.ends_with(';') { "" } else { ";" };
+    format!(" {reason}{end}\n")
+}
+
+/// The default, `-w` and `-p` layouts.
+pub fn table(jobs: &[JobInfo], layout: Layout, style: &Style, tz: &TimeZone) -> String {
+    let mut out = String::new();
+    if style.header && !jobs.is_empty() {
+        out.push_str(if layout == Layout::Pending { HEADER_PENDING } else { HEADER });
+    }
+    for job in jobs {
+        row(&mut out, job, layout, style, tz);
+        let state = status(job);
+        let pending = state.is_some_and(JobStatus::is_pending);
+        let suspended = matches!(state, Some(JobStatus::Psusp | JobStatus::Ususp | JobStatus::Ssusp));
+        if (style.pending_reasons && pending) || (style.suspend_reasons && suspended) {
+            out.push_str(&reason_line(&job.reason));
+        }
+    }
+    out
+}
+
+fn row(out: &mut String, job: &JobInfo, layout: Layout, style: &Style, tz: &TimeZone) {
+    let id = job.job.job_id;
+    let stat = cut(status_name(job.status), 5);
+    let name = display_name(job);
+    let submitted = short_time(job.submit_time, tz);
+    let pending = is_pending(job);
+    let hosts = host_list(&job.exec_hosts, style.short_hostlist);
+    match layout {
+        Layout::Pending => {
+            out.push_str(&format!(
+                "{id:<7} {:<7} {stat:<5} {:<11} {:<14} {:<18} {submitted}\n",
+                cut(&job.user_name, 7),
+                cut(&job.queue, 11),
+                cut(&job.from_host, 14),
+                truncate_star(&name, 18),
+            ));
+        }
+        Layout::Wide => {
+            let exec = match () {
+                () if pending => "   -    ".to_owned(),
+                () if hosts.is_empty() => "   -   ".to_owned(),
+                () => hosts.join(":"),
+            };
+            out.push_str(&format!(
+                "{id:<7} {:<7} {stat:<5} {:<10} {:<11} {exec:<11} {name:<10} {submitted}\n",
+                job.user_name, job.queue, job.from_host,
+            ));
+        }
+        Layout::Default => {
+            let first = match hosts.first() {
+                _ if pending => "",
+                None => "   -   ",
+                Some(host) => host,
+            };
+            out.push_str(&format!(
+                "{id:<7} {:<7} {stat:<5} {:<10} {:<11} {:<11} {:<10} {submitted}\n",
+                cut(&job.user_name, 7),
+                cut(&job.queue, 10),
+                cut(&job.from_host, 11),
+                cut(first, 11),
+                truncate_star(&name, 10),
+            ));
+            if !pending {
+                for host in hosts.iter().skip(1) {
+                    out.push_str(&format!("{:EXEC_HOST_COLUMN$}{host}\n", ""));
+                }
+            }
+        }
+    }
+}
+
+/// Text streamed through LSF's line-breaking rule (see the module documentation).
+#[derive(Debug, Default)]
+struct Wrap {
+    out: String,
+    cursor: usize,
+}
+
+impl Wrap {
+    fn put(&mut self, text: &str) {
+        if text.starts_with('\n') {
+            self.cursor = 0;
+        }
+        let mut chars = text.chars();
+        while let Some(mut c) = chars.next() {
+            if self.cursor == WRAP_WIDTH {
+                self.out.push('\n');
+                self.out.extend(std::iter::repeat_n(' ', WRAP_INDENT));
+                self.cursor = WRAP_INDENT + 1;
+                if c == ' ' {
+                    match chars.next() {
+                        Some(next) => c = next,
+                        None => return,
+                    }
+                }
+            }
+            self.out.push(c);
+            if c == '\n' {
+                self.cursor = 0;
+            }
+            self.cursor += 1;
+        }
+    }
+}
+
+/// The `-l` layout.
+pub fn long(jobs: &[JobInfo], style: &Style, tz: &TimeZone) -> String {
+    let mut wrap = Wrap::default();
+    for (job_idx, job) in jobs.iter().enumerate() {
+        if job_idx > 0 {
+            wrap.put(LONG_SEPARATOR);
+        }
+        long_job(&mut wrap, job, style, tz);
+    }
+    if !jobs.is_empty() {
+        wrap.put("\n");
+    }
+    wrap.out
+}
+
+/// `CWD <...>` as LSF shows it: `$HOME` for the home, `$HOME/rel` inside it.
+fn cwd_shown(cwd: &str) -> String {
+    match cwd {
+        "" => "$HOME".to_owned(),
+        absolute if absolute.starts_with('/') => absolute.to_owned(),
+        relative => format!("$HOME/{relative}"),
+    }
+}
+
+fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
+    let state = status(job);
+    let name = display_name(job);
+    wrap.put(&format!("\nJob <{}>,", jobid::display(job.job)));
+    // mbatchd names an unnamed job after its command (cut to a name's length).
+    if !name.is_empty() && !job.command.starts_with(&job.job_name) {
+        wrap.put(&format!(" Job Name <{name}>,"));
+    }
+    wrap.put(&format!(" User <{}>,", job.user_name));
+    wrap.put(&format!(" Project <{}>,", job.project));
+    wrap.put(&format!(" Status <{}>, Queue <{}>,", status_name(job.status), job.queue));
+    wrap.put(&format!(" Command <{}>\n", one_line(&job.command)));
+
+    wrap.put(&format!("{}: Submitted from host <{}>", event_time(job.submit_time, tz), job.from_host));
+    wrap.put(&format!(", CWD <{}>", cwd_shown(&job.cwd)));
+    if !job.output_file.is_empty() {
+        wrap.put(&format!(", Output File <{}>", job.output_file));
+    }
+    if !job.error_file.is_empty() {
+        wrap.put(&format!(", Error File <{}>", job.error_file));
+    }
+    if job.n_slots > 1 {
+        wrap.put(&format!(", {} Processors Requested", job.n_slots));
+    }
+    wrap.put(";\n");
+
+    let pending = state.is_some_and(JobStatus::is_pending);
+    if job.start_time != 0 && !pending && !job.exec_hosts.is_empty() {
+        let verb = if job.pid > 0 { "Started on" } else { "Dispatched to" };
+        wrap.put(&format!("{}: {verb}", event_time(job.start_time, tz)));
+        if job.exec_hosts.len() > 1 {
+            wrap.put(&format!(" {} Hosts/Processors", job.exec_hosts.len()));
+        }
+        for host in host_list(&job.exec_hosts, style.short_hostlist) {
+            wrap.put(&format!(" <{host}>"));
+        }
+        if !job.exec_cwd.is_empty() {
+            wrap.put(&format!(", Execution CWD <{}>", job.exec_cwd));
+        }
+        wrap.put(";\n");
+    }
+
+    match state {
+        Some(JobStatus::Done | JobStatus::Exit) => {
+            wrap.put(&format!("{}: ", event_time(job.end_time, tz)));
+            wrap.put(&match (state, job.exit_code) {
+                (Some(JobStatus::Done), _) => "Done successfully.".to_owned(),
+                (_, 0) => "Exited.".to_owned(),
+                (_, code) => format!("Exited with exit code {code}."),
+            });
+            let cpu_ms = job.rusage.user_time_ms + job.rusage.system_time_ms;
+            wrap.put(&match () {
+                () if job.exec_hosts.is_empty() => "\n".to_owned(),
+                () if cpu_ms == 0 => " The CPU time used is unknown.\n".to_owned(),
+                () => format!(" The CPU time used is {:.1} seconds.\n", cpu_ms as f64 / 1000.0),
+            });
+        }
+        Some(JobStatus::Pend | JobStatus::Psusp) => {
+            wrap.put("\n PENDING REASONS:\n");
+            wrap.put(&reason_line(&job.reason));
+        }
+        Some(JobStatus::Ssusp | JobStatus::Ususp) => {
+            wrap.put("\n SUSPENDING REASONS:\n");
+            wrap.put(&reason_line(&job.reason));
+        }
+        _ => {}
+    }
+}
+
+/// A field of `-o`: its names (the first is LSF's, then aliases), its header,
+/// the width `field:` asks for, and its value.
+pub struct FieldDef {
+    /// Accepted names.
+    pub names: &'static [&'static str],
+    /// Column header.
+    pub header: &'static str,
+    /// LSF's recommended width.
+    pub width: usize,
+    value: fn(&JobInfo, &Style, &TimeZone) -> String,
+}
+
+impl std::fmt::Debug for FieldDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.names[0])
+    }
+}
+
+fn or_dash(text: &str) -> String {
+    if text.is_empty() { "-".to_owned() } else { text.to_owned() }
+}
+
+fn time_or_dash(seconds: i64, tz: &TimeZone) -> String {
+    if seconds == 0 { "-".to_owned() } else { short_time(seconds, tz) }
+}
+
+/// The fields `-o` knows.
+pub const FIELDS: &[FieldDef] = &[
+    FieldDef {
+        names: &["jobid", "id"],
+        header: "JOBID",
+        width: 7,
+        value: |j, _, _| j.job.job_id.to_string(),
+    },
+    FieldDef {
+        names: &["jobindex"],
+        header: "JOBINDEX",
+        width: 8,
+        value: |j, _, _| j.job.array_index.to_string(),
+    },
+    FieldDef {
+        names: &["stat"],
+        header: "STAT",
+        width: 5,
+        value: |j, _, _| status_name(j.status).to_owned(),
+    },
+    FieldDef { names: &["user"], header: "USER", width: 7, value: |j, _, _| or_dash(&j.user_name) },
+    FieldDef { names: &["queue"], header: "QUEUE", width: 10, value: |j, _, _| or_dash(&j.queue) },
+    FieldDef {
+        names: &["job_name", "name"],
+        header: "JOB_NAME",
+        width: 10,
+        value: |j, _, _| display_name(j),
+    },
+    FieldDef {
+        names: &["proj_name", "proj", "project"],
+        header: "PROJ_NAME",
+        width: 11,
+        value: |j, _, _| or_dash(&j.project),
+    },
+    FieldDef {
+        names: &["command", "cmd"],
+        header: "COMMAND",
+        width: 15,
+        value: |j, _, _| or_dash(&one_line(&j.command)),
+    },
+    FieldDef {
+        names: &["pids"],
+        header: "PIDS",
+        width: 20,
+        value: |j, _, _| if j.pid > 0 { j.pid.to_string() } else { "-".to_owned() },
+    },
+    FieldDef {
+        names: &["exit_code"],
+        header: "EXIT_CODE",
+        width: 9,
+        value: |j, _, _| match status(j) {
+            Some(JobStatus::Exit | JobStatus::Done) => j.exit_code.to_string(),
+            _ => "-".to_owned(),
+        },
+    },
+    FieldDef {
+        names: &["from_host"],
+        header: "FROM_HOST",
+        width: 11,
+        value: |j, _, _| or_dash(&j.from_host),
+    },
+    FieldDef {
+        names: &["first_host"],
+        header: "FIRST_HOST",
+        width: 11,
+        value: |j, _, _| or_dash(j.exec_hosts.first().map_or("", String::as_str)),
+    },
+    FieldDef {
+        names: &["exec_host"],
+        header: "EXEC_HOST",
+        width: 11,
+        value: |j, style, _| or_dash(&host_list(&j.exec_hosts, style.short_hostlist).join(":")),
+    },
+    FieldDef {
+        names: &["nexec_host"],
+        header: "NEXEC_HOST",
+        width: 10,
+        value: |j, _, _| host_list(&j.exec_hosts, true).len().to_string(),
+    },
+    FieldDef {
+        names: &["slots", "nalloc_slot"],
+        header: "SLOTS",
+        width: 5,
+        value: |j, _, _| j.n_slots.max(1).to_string(),
+    },
+    FieldDef {
+        names: &["submit_time"],
+        header: "SUBMIT_TIME",
+        width: 15,
+        value: |j, _, tz| time_or_dash(j.submit_time, tz),
+    },
+    FieldDef {
+        names: &["start_time"],
+        header: "START_TIME",
+        width: 15,
+        value: |j, _, tz| time_or_dash(j.start_time, tz),
+    },
+    FieldDef {
+        names: &["finish_time"],
+        header: "FINISH_TIME",
+        width: 16,
+        value: |j, _, tz| time_or_dash(j.end_time, tz),
+    },
+    FieldDef {
+        names: &["pend_reason"],
+        header: "PEND_REASON",
+        width: 11,
+        value: |j, _, _| or_dash(&j.reason),
+    },
+    FieldDef {
+        names: &["output_file"],
+        header: "OUTPUT_FILE",
+        width: 11,
+        value: |j, _, _| or_dash(&j.output_file),
+    },
+    FieldDef {
+        names: &["error_file"],
+        header: "ERROR_FILE",
+        width: 10,
+        value: |j, _, _| or_dash(&j.error_file),
+    },
+    FieldDef { names: &["sub_cwd"], header: "SUB_CWD", width: 10, value: |j, _, _| cwd_shown(&j.cwd) },
+    FieldDef { names: &["exec_cwd"], header: "EXEC_CWD", width: 10, value: |j, _, _| or_dash(&j.exec_cwd) },
+    FieldDef {
+        names: &["cpu_used"],
+        header: "CPU_USED",
+        width: 10,
+        value: |j, _, _| {
+            let ms = j.rusage.user_time_ms + j.rusage.system_time_ms;
+            format!("{:.1} second(s)", ms as f64 / 1000.0)
+        },
+    },
+    FieldDef {
+        names: &["max_mem"],
+        header: "MAX_MEM",
+        width: 10,
+        value: |j, _, _| match j.rusage.max_rss_kb {
+            0 => "-".to_owned(),
+            kb if kb >= 1024 => format!("{} Mbytes", kb / 1024),
+            kb => format!("{kb} Kbytes"),
+        },
+    },
+];
+
+/// One column of `-o`.
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    /// The field.
+    pub field: &'static FieldDef,
+    /// A fixed width (`stat:5`), else as wide as the widest value.
+    pub width: Option<usize>,
+    /// `stat:-5`: right-justified.
+    pub right: bool,
+}
+
+/// A parsed `-o` specification.
+#[derive(Debug, Clone)]
+pub struct CustomFormat {
+    /// Columns in order.
+    pub columns: Vec<Column>,
+    /// `delimiter='c'`: columns joined by it, unpadded.
+    pub delimiter: Option<String>,
+}
+
+/// Parses `-o "field[:[-][width][:unit]] ... [delimiter='c']"`.
+pub fn parse_custom(spec: &str) -> Result<CustomFormat, String> {
+    let mut text = spec.to_owned();
+    let mut delimiter = None;
+    if let Some(start) = text.find("delimiter=") {
+        let rest = &text[start + "delimiter=".len()..];
+        let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"');
+        let (value, consumed) = match quote {
+            Some(q) => {
+                let end =
+                    rest[1..].find(q).ok_or_else(|| format!("{spec}: unbalanced quote after delimiter="))?;
+                (rest[1..1 + end].to_owned(), end + 2)
+            }
+            None => {
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                (rest[..end].to_owned(), end)
+            }
+        };
+        delimiter = Some(value);
+        text.replace_range(start..start + "delimiter=".len() + consumed, " ");
+    }
+    let mut columns = Vec::new();
+    for token in text.split_whitespace() {
+        let mut parts = token.splitn(3, ':');
+        let name = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let field = FIELDS
+            .iter()
+            .find(|field| field.names.contains(&name.as_str()))
+            .ok_or_else(|| format!("{name}: Illegal field name in the output format"))?;
+        let (width, right) = match parts.next() {
+            None => (None, false),
+            Some(width) => {
+                let (right, digits) = match width.strip_prefix('-') {
+                    Some(digits) => (true, digits),
+                    None => (false, width),
+                };
+                let width = if digits.is_empty() {
+                    field.width
+                } else {
+                    digits
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|w| *w > 0)
+                        .ok_or_else(|| format!("{token}: Illegal width in the output format"))?
+                };
+                (Some(width), right)
+            }
+        };
+        columns.push(Column { field, width, right });
+    }
+    if columns.is_empty() {
+        return Err(format!("{spec}: no field in the output format"));
+    }
+    Ok(CustomFormat { columns, delimiter })
+}
+
+/// The `-o` layout.
+pub fn custom(jobs: &[JobInfo], format: &CustomFormat, style: &Style, tz: &TimeZone) -> String {
+    let cell = |column: &Column, text: String| match column.width {
+        Some(width) if column.field.names[0] == "job_name" => truncate_star(&text, width),
+        Some(width) => cut(&text, width),
+        None => text,
+    };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    if style.header && !jobs.is_empty() {
+        let header = |column: &Column| {
+            column.width.map_or(column.field.header.to_owned(), |w| cut(column.field.header, w))
+        };
+        rows.push(format.columns.iter().map(header).collect());
+    }
+    for job in jobs {
+        rows.push(format.columns.iter().map(|c| cell(c, (c.field.value)(job, style, tz))).collect());
+    }
+    let widths: Vec<usize> = format
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(idx, column)| {
+            column.width.unwrap_or_else(|| rows.iter().map(|row| row[idx].chars().count()).max().unwrap_or(0))
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line = match &format.delimiter {
+            Some(delimiter) => row.join(delimiter),
+            None => {
+                let cells: Vec<String> = row
+                    .iter()
+                    .zip(&format.columns)
+                    .zip(&widths)
+                    .map(
+                        |((text, column), width)| {
+                            if column.right { format!("{text:>width$}") } else { format!("{text:<width$}") }
+                        },
+                    )
+                    .collect();
+                cells.join(" ").trim_end().to_owned()
+            }
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lava_batch_wire::{ResourceUsage, WireJobRef};
+
+    // Times in these tests: 2024-11-25 22:44:01 UTC is 1_732_574_641.
+    const SUBMIT: i64 = 1_732_574_641;
+
+    fn utc() -> TimeZone {
+        TimeZone::UTC
+    }
+
+    fn job(id: u32, status: JobStatus) -> JobInfo {
+        JobInfo {
+            job: WireJobRef { job_id: id, array_index: 0 },
+            user_name: "cloudsd".to_owned(),
+            status: status.bits(),
+            queue: "normal".to_owned(),
+            from_host: "vm".to_owned(),
+            exec_hosts: if status.is_pending() { vec![] } else { vec!["vm".to_owned()] },
+            job_name: "sleep 30".to_owned(),
+            command: "sleep 30".to_owned(),
+            project: "default".to_owned(),
+            cwd: "work".to_owned(),
+            exec_cwd: if status.is_pending() { String::new() } else { "/home/cloudsd/work".to_owned() },
+            output_file: String::new(),
+            error_file: String::new(),
+            n_slots: 1,
+            submit_time: SUBMIT,
+            start_time: if status.is_pending() { 0 } else { SUBMIT + 1 },
+            end_time: if status.is_finished() { SUBMIT + 31 } else { 0 },
+            pid: if status.is_pending() { 0 } else { 4242 },
+            exit_code: 0,
+            reason: if status.is_pending() {
+                "New job is waiting for scheduling".to_owned()
+            } else {
+                String::new()
+            },
+            rusage: ResourceUsage::default(),
+        }
+    }
+
+    fn check(got: String, expected: &str) {
+        assert_eq!(got, expected, "\n--- got ---\n{got}--- expected ---\n{expected}");
+    }
+
+    // Goal: the default layout is LSF's byte for byte: widths, cut columns,
+    // the starred job name, an empty EXEC_HOST for pending jobs, extra hosts on
+    // continuation lines at column 45.
+    #[test]
+    fn default_layout_is_lsfs() {
+        let mut long_name = job(1234567, JobStatus::Run);
+        long_name.user_name = "delhommet".to_owned();
+        long_name.job_name = "snakejob.pfam_parallel.162.sh".to_owned();
+        long_name.queue = "verylongqueuename".to_owned();
+        long_name.exec_hosts = vec!["it-c01b11".to_owned(), "it-c01b11".to_owned(), "it-c05b10".to_owned()];
+        let jobs = vec![job(1, JobStatus::Run), job(3, JobStatus::Psusp), long_name];
+        let continuation = |host: &str| format!("{:45}{host}\n", "");
+        check(
+            table(&jobs, Layout::Default, &Style::default(), &utc()),
+            &("JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME\n\
+               1       cloudsd RUN   normal     vm          vm          sleep 30   Nov 25 22:44\n\
+               3       cloudsd PSUSP normal     vm                      sleep 30   Nov 25 22:44\n\
+               1234567 delhomm RUN   verylongqu vm          it-c01b11   *el.162.sh Nov 25 22:44\n"
+                .to_owned()
+                + &continuation("it-c01b11")
+                + &continuation("it-c05b10")),
+        );
+    }
+
+    // Goal: -noheader drops the header only; LSB_SHORT_HOSTLIST compresses hosts.
+    #[test]
+    fn noheader_and_short_host_list() {
+        let mut parallel = job(7, JobStatus::Run);
+        parallel.exec_hosts = ["a", "a", "b", "a"].iter().map(|h| h.to_string()).collect();
+        let style = Style { header: false, short_hostlist: true, ..Style::default() };
+        check(
+            table(&[parallel], Layout::Default, &style, &utc()),
+            &format!(
+                "7       cloudsd RUN   normal     vm          3*a         sleep 30   Nov 25 22:44\n{:45}1*b\n",
+                ""
+            ),
+        );
+    }
+
+    // Goal: -w never cuts, joins hosts with `:` and marks pending jobs with `-`.
+    #[test]
+    fn wide_layout_never_cuts() {
+        let mut running = job(5183028, JobStatus::Run);
+        running.user_name = "pluskal_long".to_owned();
+        running.exec_hosts = vec!["it-c01b11".to_owned(), "it-c01b11".to_owned()];
+        running.job_name = "/lab/x/snakejob.pfam_parallel.162.sh".to_owned();
+        let pending = job(8, JobStatus::Pend);
+        check(
+            table(&[running, pending], Layout::Wide, &Style::default(), &utc()),
+            "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME\n\
+             5183028 pluskal_long RUN   normal     vm          it-c01b11:it-c01b11 \
+             /lab/x/snakejob.pfam_parallel.162.sh Nov 25 22:44\n\
+             8       cloudsd PEND  normal     vm             -        sleep 30   Nov 25 22:44\n",
+        );
+    }
+
+    // Goal: -p alone has LSF's pending header and a reason line per job.
+    #[test]
+    fn pending_layout_with_reasons() {
+        let mut named = job(2, JobStatus::Pend);
+        named.job_name = "a_rather_long_pending_job_name".to_owned();
+        let style = Style { pending_reasons: true, ..Style::default() };
+        check(
+            table(&[job(1, JobStatus::Pend), named], Layout::Pending, &style, &utc()),
+            "JOBID   USER    STAT  QUEUE       FROM_HOST      JOB_NAME           SUBMIT_TIME\n\
+             1       cloudsd PEND  normal      vm             sleep 30           Nov 25 22:44\n\
+             \x20New job is waiting for scheduling;\n\
+             2       cloudsd PEND  normal      vm             *_pending_job_name Nov 25 22:44\n\
+             \x20New job is waiting for scheduling;\n",
+        );
+    }
+
+    // Goal: -l prints LSF's block: header line, submission line, start line,
+    // the finish line with CPU time; dashes between jobs; lines wrapped at 79
+    // characters with 21 blanks of indent.
+    #[test]
+    fn long_layout_of_finished_and_pending_jobs() {
+        let mut done = job(1, JobStatus::Done);
+        done.rusage = ResourceUsage { user_time_ms: 60, system_time_ms: 40, max_rss_kb: 0 };
+        done.output_file = "out.%J".to_owned();
+        let pending = job(2, JobStatus::Pend);
+        check(
+            long(&[done, pending], &Style::default(), &utc()),
+            "\n\
+             Job <1>, User <cloudsd>, Project <default>, Status <DONE>, Queue <normal>, Comm\n\
+             \x20                    and <sleep 30>\n\
+             Mon Nov 25 22:44:01: Submitted from host <vm>, CWD <$HOME/work>, Output File <o\n\
+             \x20                    ut.%J>;\n\
+             Mon Nov 25 22:44:02: Started on <vm>, Execution CWD </home/cloudsd/work>;\n\
+             Mon Nov 25 22:44:32: Done successfully. The CPU time used is 0.1 seconds.\n\
+             ------------------------------------------------------------------------------\n\
+             \n\
+             Job <2>, User <cloudsd>, Project <default>, Status <PEND>, Queue <normal>, Comm\n\
+             \x20                    and <sleep 30>\n\
+             Mon Nov 25 22:44:01: Submitted from host <vm>, CWD <$HOME/work>;\n\
+             \n\
+             \x20PENDING REASONS:\n\
+             \x20New job is waiting for scheduling;\n\
+             \n",
+        );
+    }
+
+    // Goal: an exited, named, parallel job: Job Name, processors, hosts, exit code.
+    #[test]
+    fn long_layout_of_an_exited_parallel_job() {
+        let mut exited = job(3, JobStatus::Exit);
+        exited.job_name = "myjob".to_owned();
+        exited.command = "exit 3".to_owned();
+        exited.cwd = "/scratch".to_owned();
+        exited.n_slots = 2;
+        exited.exec_hosts = vec!["h1".to_owned(), "h2".to_owned()];
+        exited.exit_code = 3;
+        check(
+            long(&[exited], &Style::default(), &utc()),
+            "\n\
+             Job <3>, Job Name <myjob>, User <cloudsd>, Project <default>, Status <EXIT>, Qu\n\
+             \x20                    eue <normal>, Command <exit 3>\n\
+             Mon Nov 25 22:44:01: Submitted from host <vm>, CWD </scratch>, 2 Processors Req\n\
+             \x20                    uested;\n\
+             Mon Nov 25 22:44:02: Started on 2 Hosts/Processors <h1> <h2>, Execution CWD </h\n\
+             \x20                    ome/cloudsd/work>;\n\
+             Mon Nov 25 22:44:32: Exited with exit code 3. The CPU time used is unknown.\n\
+             \n",
+        );
+    }
+
+    // Goal: the wrap rule drops one leading blank of a continuation and never
+    // prints past column 79, whatever the text.
+    #[test]
+    fn wrapping_rule() {
+        let mut wrap = Wrap::default();
+        wrap.put("\n");
+        wrap.put(&"x".repeat(79));
+        wrap.put(" y");
+        assert_eq!(wrap.out, format!("\n{}\n{}y", "x".repeat(79), " ".repeat(WRAP_INDENT)));
+        let mut wrap = Wrap::default();
+        wrap.put(&format!("\n{}", "z".repeat(300)));
+        assert!(wrap.out.lines().all(|line| line.chars().count() <= 79));
+    }
+
+    // Goal: -o prints the asked fields; widths, alignment, delimiter and
+    // -noheader work; unknown fields are refused.
+    #[test]
+    fn custom_format() {
+        let mut exited = job(12, JobStatus::Exit);
+        exited.exit_code = 2;
+        let jobs = vec![job(11, JobStatus::Run), exited];
+        let spec = parse_custom("jobid stat exit_code").expect("valid");
+        check(
+            custom(&jobs, &spec, &Style::default(), &utc()),
+            "JOBID STAT EXIT_CODE\n11    RUN  -\n12    EXIT 2\n",
+        );
+        let spec = parse_custom("stat").expect("valid");
+        check(custom(&jobs, &spec, &Style { header: false, ..Style::default() }, &utc()), "RUN\nEXIT\n");
+        let spec = parse_custom("jobid:-6 name:4 delimiter=','").expect("valid");
+        check(custom(&jobs, &spec, &Style::default(), &utc()), "JOBID,JOB_\n11,* 30\n12,* 30\n");
+        let spec = parse_custom("jobid:-6 name:4").expect("valid");
+        check(custom(&jobs, &spec, &Style::default(), &utc()), " JOBID JOB_\n    11 * 30\n    12 * 30\n");
+        let spec = parse_custom("id: user: submit_time").expect("valid");
+        assert_eq!(spec.columns[0].width, Some(7));
+        assert!(custom(&jobs, &spec, &Style::default(), &utc()).contains("Nov 25 22:44"));
+        assert!(parse_custom("jobid bogus").is_err());
+        assert!(parse_custom("jobid:x").is_err());
+        assert!(parse_custom("").is_err());
+    }
+
+    // Goal: the small helpers behave as LSF's.
+    #[test]
+    fn helpers() {
+        assert_eq!(truncate_star("/lab/solexa/snake.el.208.sh", 10), "*el.208.sh");
+        assert_eq!(truncate_star("short", 10), "short");
+        assert_eq!(status_name(0x4), "RUN");
+        assert_eq!(status_name(0x3), "ERROR");
+        assert_eq!(event_time(SUBMIT - 20 * 86_400, &utc()), "Tue Nov  5 22:44:01");
+        assert_eq!(short_time(SUBMIT - 20 * 86_400, &utc()), "Nov 05 22:44");
+        let mut element = job(4, JobStatus::Run);
+        element.job.array_index = 2;
+        element.job_name = "arr[1-5]".to_owned();
+        assert_eq!(display_name(&element), "arr[2]");
+        assert_eq!(one_line("#BSUB -J x\n\necho hi\r\n"), "#BSUB -J x;echo hi");
+        assert_eq!(one_line("sleep 30"), "sleep 30");
+    }
+}

@@ -1,0 +1,71 @@
+//! lava-commands: the LSF user commands `bsub`, `bjobs`, `bkill`, `bstop` and
+//! `bresume`, as a library of blocking functions that thin `main`s call.
+//!
+//! # What it owns
+//! - The command lines: LSF's option syntax (getopt letters, the multi-letter
+//!   options `-oo -eo -cwd -noheader`, `#BSUB` lines in a job script), its
+//!   messages and its exit codes (0 on success, 255 on any failure, as LSF's
+//!   `exit(-1)`). What each command prints, and why, is documented in its module.
+//! - The client side of the command ↔ mbatchd protocol ([`client`]): find the
+//!   master through `LSF_ENVDIR`, get a single-use credential from the local
+//!   sbatchd's Unix socket, send one framed XDR request, retry while mbatchd is
+//!   unreachable or restarting with the *same* request id so that a retry is
+//!   recognised rather than repeated.
+//! - The `bjobs` layouts ([`format`](mod@format)): the classic LSF columns and widths,
+//!   `-w`, `-p`, `-l` (wrapped at 80 columns with the 21-space indent) and a
+//!   subset of `-o`, as pure functions of the job list and a time zone.
+//!
+//! # What it never does
+//! - No async runtime, no threads, no logging framework: a command starts,
+//!   makes one or two requests with blocking `std` sockets, prints, and exits.
+//!   Starting fast matters more than anything else here (a `bsub` should cost a
+//!   few milliseconds, scripts call it in loops).
+//! - No unsafe code: the caller's uid and umask come from `/proc/self/status`,
+//!   the host name from `/proc/sys/kernel/hostname`, the home directory from
+//!   `$HOME` or `/etc/passwd`.
+//! - It never decides anything mbatchd decides (queues, permissions, the
+//!   default queue): it sends what the user asked for and prints the answer.
+//! - It never trusts itself for identity: the uid that counts is the one the
+//!   local sbatchd vouches for in the credential.
+//!
+//! # Map
+//! - [`bsub`], [`bjobs`], [`bkill`] (with [`bstop`] and [`bresume`]): one module
+//!   per command, each with a `main` returning the process exit code.
+//! - [`args`]: LSF-style option scanning shared by the commands.
+//! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
+//! - [`client`]: configuration, credential, framing, retry.
+//! - [`format`](mod@format): `bjobs` output. [`host`]: facts about the calling process.
+//! - [`term`]: printing with broken-pipe tolerance, exit codes, the version line.
+
+#![deny(missing_docs)]
+
+pub mod args;
+pub mod bjobs;
+pub mod bkill;
+pub mod bsub;
+pub mod client;
+pub mod format;
+pub mod host;
+pub mod jobid;
+pub mod signal;
+pub mod term;
+
+/// `bstop`: suspend jobs (LSF's SIGSTOP action); see [`bkill`] for the shared logic.
+pub mod bstop {
+    use std::process::ExitCode;
+
+    /// Runs `bstop` with this process's arguments.
+    pub fn main() -> ExitCode {
+        crate::bkill::run_main(crate::bkill::Mode::Stop)
+    }
+}
+
+/// `bresume`: resume suspended jobs (LSF's SIGCONT action); see [`bkill`].
+pub mod bresume {
+    use std::process::ExitCode;
+
+    /// Runs `bresume` with this process's arguments.
+    pub fn main() -> ExitCode {
+        crate::bkill::run_main(crate::bkill::Mode::Resume)
+    }
+}

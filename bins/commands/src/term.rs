@@ -1,0 +1,59 @@
+//! Printing and exiting: every line a command prints goes through [`Term`], so
+//! that a closed standard output (`bjobs | head -1`) is not an error, while a
+//! failed write of any other kind makes the command fail.
+//!
+//! LSF's commands exit with `exit(-1)`, i.e. status 255, on every failure;
+//! [`EXIT_FAILURE`] keeps that number because scripts test for it.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+/// The exit status of a failed command (LSF's `exit(-1)`).
+pub const EXIT_FAILURE: u8 = 255;
+
+/// The line `-V` prints (to standard error, as LSF does).
+pub const VERSION_LINE: &str =
+    concat!("LavaCore ", env!("CARGO_PKG_VERSION"), ", LSF-compatible batch commands\n");
+
+/// The standard streams of a command.
+#[derive(Debug, Default)]
+pub struct Term {
+    stdout_failed: bool,
+}
+
+impl Term {
+    /// A terminal over this process's standard output and error.
+    pub fn new() -> Term {
+        Term::default()
+    }
+
+    /// Writes `text` to standard output. A closed pipe is ignored (the reader
+    /// has what it wanted); any other error makes [`Term::exit`] fail.
+    pub fn out(&mut self, text: &str) {
+        let mut stdout = io::stdout().lock();
+        match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+            Ok(()) => {}
+            Err(error) if error.kind() == io::ErrorKind::BrokenPipe => {}
+            Err(_) => self.stdout_failed = true,
+        }
+    }
+
+    /// Writes `text` to standard error; nothing useful can be done if that fails.
+    pub fn err(&mut self, text: &str) {
+        let _ = io::stderr().lock().write_all(text.as_bytes());
+    }
+
+    /// The exit code: success only if the command succeeded and its output was written.
+    pub fn exit(&self, ok: bool) -> ExitCode {
+        if ok && !self.stdout_failed { ExitCode::SUCCESS } else { ExitCode::from(EXIT_FAILURE) }
+    }
+}
+
+/// This process's arguments after the program name, or the first one that is
+/// not valid UTF-8 (every string of the protocol is UTF-8).
+pub fn arguments() -> Result<Vec<String>, String> {
+    std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.into_string().map_err(|bad| format!("{}: argument is not valid UTF-8", bad.display())))
+        .collect()
+}

@@ -1,0 +1,6 @@
+//! The `mbatchd` binary: a thin `main` over the `lava-mbatchd` library, which
+//! holds the whole daemon (see its crate documentation).
+
+fn main() -> std::process::ExitCode {
+    lava_mbatchd::main()
+}

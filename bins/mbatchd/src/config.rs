@@ -1,0 +1,274 @@
+//! From the cluster's configuration files ([`lava_conf::ClusterConfig`]) to
+//! what the logic decides with ([`MbdConfig`]) and what the shell needs
+//! ([`ShellConfig`]: where to listen, where the key and the log are).
+//!
+//! # Mapping
+//! - cluster name: `lsf.shared` / `LAVA_CLUSTER_NAME`; master host: the first
+//!   server host of `lsf.cluster` (LSF's rule).
+//! - execution hosts: the server hosts of `lsf.cluster`, in file order (the
+//!   dispatch order). Job slots (`MXJ` of `lsb.hosts`): the host's own row,
+//!   else a row naming a host group it belongs to, else the `default` row;
+//!   `!` is "the CPUs sbatchd registers with" (`None`), a number is that many
+//!   slots, `-`/`()` or no row at all is unlimited (LSF's default).
+//! - queues: `lsb.queues` in file order with `PRIORITY`; `HOSTS` with host
+//!   groups expanded (`all` is every host); the default queue is the first of
+//!   `DEFAULT_QUEUE` (or the queues marked `DEFAULT = y`).
+//! - administrators: `ClusterAdmins` of `lsf.cluster`, by login name (root always is one).
+//! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID` of `lsb.params`.
+//!
+//! # Where mbatchd listens
+//! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
+//! single-machine clusters put 127.0.0.1 there), else on every address
+//! (0.0.0.0), as LSF's mbatchd does; the port is `LSB_MBD_PORT` unless the
+//! command line overrides it (`--port 0` for an ephemeral port). Resolving the
+//! master's name to pick one interface is deliberately not done: a name that
+//! resolves to 127.0.1.1 (Debian's /etc/hosts) would make mbatchd unreachable
+//! from other hosts.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+
+use lava_batch_ll::{HostName, QueueName, UserName};
+use lava_conf::{ClusterConfig, LogMask, Members, Mxj};
+use lava_mbd::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig};
+
+use crate::ShellError;
+
+/// Deepest nesting of host groups followed (lava-conf only lets a group name
+/// earlier groups, so this only guards against a configuration it let through).
+const HOST_GROUP_DEPTH_MAX: usize = 64;
+
+/// Everything mbatchd takes from the configuration.
+#[derive(Clone, Debug)]
+pub struct ShellConfig {
+    /// What the logic decides with.
+    pub mbd: MbdConfig,
+    /// The address to listen on.
+    pub listen_addr: IpAddr,
+    /// The port to listen on (0: ephemeral).
+    pub port: u16,
+    /// The cluster key file (`LAVA_CLUSTER_KEY_FILE`).
+    pub key_file: PathBuf,
+    /// The folder of `lsb.events`: `$LSB_SHAREDIR/<cluster>/logdir`.
+    pub event_log_dir: PathBuf,
+    /// `LSF_LOG_MASK`.
+    pub log_mask: LogMask,
+    /// `LSF_LOGDIR`, where a detached mbatchd writes its log.
+    pub daemon_log_dir: Option<PathBuf>,
+}
+
+impl ShellConfig {
+    /// Maps a loaded configuration; `port` overrides `LSB_MBD_PORT`.
+    pub fn from_cluster(conf: &ClusterConfig, port: Option<u16>) -> Result<ShellConfig, ShellError> {
+        let mbd = mbd_config(conf)?;
+        let master = conf.master_host().ok_or_else(|| {
+            ShellError::Config(format!("{} lists no server host", conf.cluster.path.display()))
+        })?;
+        Ok(ShellConfig {
+            mbd,
+            listen_addr: master.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            port: port.unwrap_or(conf.lsf.mbd_port),
+            key_file: conf.lsf.cluster_key_file.clone(),
+            event_log_dir: conf.work_dir().join("logdir"),
+            log_mask: conf.lsf.log_mask,
+            daemon_log_dir: conf.lsf.logdir.clone(),
+        })
+    }
+}
+
+fn host_name(conf: &ClusterConfig, name: &str) -> Result<HostName, ShellError> {
+    HostName::parse("HOSTNAME", name).map_err(|error| {
+        ShellError::Config(format!("{}: host {name:?}: {error}", conf.cluster.path.display()))
+    })
+}
+
+/// The logic's configuration; see the module doc for the mapping.
+pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
+    let master = conf
+        .master_host()
+        .ok_or_else(|| ShellError::Config(format!("{} lists no server host", conf.cluster.path.display())))?;
+    let mut config = MbdConfig::new(conf.cluster_name.clone(), host_name(conf, &master.name)?);
+    let servers: Vec<&str> =
+        conf.cluster.hosts.iter().filter(|host| host.server).map(|host| host.name.as_str()).collect();
+    for name in &servers {
+        config.hosts.push(HostConfig { name: host_name(conf, name)?, max_jobs: max_jobs(conf, name) });
+    }
+    let default_queue = conf.default_queue().map(|queue| queue.name.as_str());
+    for queue in &conf.queues.queues {
+        let name = QueueName::parse("QUEUE_NAME", &queue.name).map_err(|error| {
+            ShellError::Config(format!("{}: queue {:?}: {error}", conf.queues.path.display(), queue.name))
+        })?;
+        let hosts = match &queue.hosts {
+            Members::All => Vec::new(),
+            Members::Named(names) => {
+                let mut expanded = Vec::new();
+                for member in names {
+                    expand_host(conf, &servers, member, 0, &mut expanded).map_err(|problem| {
+                        ShellError::Config(format!(
+                            "{}: queue {}: HOSTS: {problem}",
+                            conf.queues.path.display(),
+                            queue.name
+                        ))
+                    })?;
+                }
+                let mut seen = BTreeSet::new();
+                expanded.retain(|host| seen.insert(host.clone()));
+                expanded.into_iter().map(|host| host_name(conf, &host)).collect::<Result<Vec<_>, _>>()?
+            }
+        };
+        config.queues.push(QueueConfig {
+            name,
+            priority: queue.priority,
+            default: default_queue == Some(queue.name.as_str()),
+            hosts,
+        });
+    }
+    for admin in &conf.cluster.admins {
+        let user = UserName::parse("Administrators", admin).map_err(|error| {
+            ShellError::Config(format!("{}: ClusterAdmins: {error}", conf.cluster.path.display()))
+        })?;
+        config.admins.push(ClusterAdmin::User(user));
+    }
+    config.clean_period_ms = u64::from(conf.params.clean_period_s) * 1000;
+    config.job_terminate_interval_s = conf.params.job_terminate_interval_s;
+    config.max_job_id = conf.params.max_jobid;
+    config.validate()?;
+    Ok(config)
+}
+
+/// `MXJ` of a host; see the module doc.
+fn max_jobs(conf: &ClusterConfig, host: &str) -> Option<u32> {
+    let hosts = &conf.hosts;
+    let row = hosts.hosts.iter().find(|row| row.name.eq_ignore_ascii_case(host)).or_else(|| {
+        hosts
+            .hosts
+            .iter()
+            .find(|row| hosts.group(&row.name).is_some() && group_contains(conf, &row.name, host, 0))
+    });
+    match row.or(hosts.default.as_ref()).map(|row| row.mxj) {
+        Some(Mxj::Cpus) => None,
+        Some(Mxj::Slots(n)) => Some(n),
+        Some(Mxj::Unlimited) | None => Some(u32::MAX),
+    }
+}
+
+fn group_contains(conf: &ClusterConfig, group: &str, host: &str, depth: usize) -> bool {
+    let Some(group) = conf.hosts.group(group) else { return false };
+    depth < HOST_GROUP_DEPTH_MAX
+        && group.members.iter().any(|member| {
+            member == "all"
+                || member.eq_ignore_ascii_case(host)
+                || group_contains(conf, member, host, depth + 1)
+        })
+}
+
+/// Appends the server hosts `member` (a host, a host group or `all`) stands for.
+fn expand_host(
+    conf: &ClusterConfig,
+    servers: &[&str],
+    member: &str,
+    depth: usize,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
+    if depth > HOST_GROUP_DEPTH_MAX {
+        return Err(format!("host groups nested deeper than {HOST_GROUP_DEPTH_MAX} at {member}"));
+    }
+    if member == "all" {
+        out.extend(servers.iter().map(|host| (*host).to_owned()));
+    } else if let Some(group) = conf.hosts.group(member) {
+        for inner in &group.members {
+            expand_host(conf, servers, inner, depth + 1, out)?;
+        }
+    } else if let Some(host) = servers.iter().find(|host| host.eq_ignore_ascii_case(member)) {
+        out.push((*host).to_owned());
+    } else if conf.cluster.host(member).is_some() {
+        return Err(format!("{member} is not a server host (server 0 in lsf.cluster), it cannot run jobs"));
+    } else {
+        return Err(format!("{member} is neither a host of lsf.cluster nor a host group of lsb.hosts"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::fs;
+    use std::path::Path;
+
+    /// Writes a small cluster: hosts m (master), a, b, c (client only);
+    /// lsb.hosts with the given body; lsb.queues with the given body.
+    fn cluster(dir: &Path, lsb_hosts: &str, lsb_queues: &str) -> ClusterConfig {
+        fs::write(dir.join("lsf.conf"), "LSB_SHAREDIR=work\nLAVA_CLUSTER_KEY_FILE=key\nLSB_MBD_PORT=7001\n")
+            .expect("lsf.conf");
+        fs::write(dir.join("lsf.shared"), "Begin Cluster\nClusterName\nt\nEnd Cluster\n")
+            .expect("lsf.shared");
+        fs::write(
+            dir.join("lsf.cluster.t"),
+            "Begin ClusterAdmins\nAdministrators = admin1 admin2\nEnd ClusterAdmins\n\
+             Begin Host\nHOSTNAME model type server LAVA_ADDR\n\
+             m ! ! 1 127.0.0.1\na ! ! 1 -\nb ! ! 1 -\nc ! ! 0 -\nEnd Host\n",
+        )
+        .expect("lsf.cluster");
+        let configdir = dir.join("lsbatch/t/configdir");
+        fs::create_dir_all(&configdir).expect("configdir");
+        fs::write(configdir.join("lsb.hosts"), lsb_hosts).expect("lsb.hosts");
+        fs::write(configdir.join("lsb.queues"), lsb_queues).expect("lsb.queues");
+        fs::write(
+            configdir.join("lsb.params"),
+            "Begin Parameters\nDEFAULT_QUEUE = normal\nCLEAN_PERIOD = 60\nMAX_JOBID = 1000000\nEnd Parameters\n",
+        )
+        .expect("lsb.params");
+        ClusterConfig::load(dir).expect("the test cluster loads")
+    }
+
+    fn host(name: &str) -> HostName {
+        HostName::parse("test", name).expect("host name")
+    }
+
+    // Goal: MXJ comes from the host's row, else its group's row, else the
+    // default row; `!` means the registered CPUs; client-only hosts are not
+    // execution hosts; groups in HOSTS are expanded; params and admins map.
+    #[test]
+    fn maps_hosts_queues_admins_and_params() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf = cluster(
+            dir.path(),
+            "Begin Host\nHOST_NAME MXJ\nm 2\ngrp 3\ndefault !\nEnd Host\n\
+             Begin HostGroup\nGROUP_NAME GROUP_MEMBER\ngrp (a)\nEnd HostGroup\n",
+            "Begin Queue\nQUEUE_NAME = normal\nPRIORITY = 30\nEnd Queue\n\
+             Begin Queue\nQUEUE_NAME = small\nPRIORITY = 40\nHOSTS = grp m\nEnd Queue\n",
+        );
+        let shell = ShellConfig::from_cluster(&conf, Some(0)).expect("maps");
+        let mbd = &shell.mbd;
+        assert_eq!(mbd.cluster_name, "t");
+        assert_eq!(mbd.master_host, host("m"));
+        let hosts: Vec<(&str, Option<u32>)> =
+            mbd.hosts.iter().map(|h| (h.name.as_str(), h.max_jobs)).collect();
+        assert_eq!(hosts, vec![("m", Some(2)), ("a", Some(3)), ("b", None)]);
+        assert_eq!(mbd.queues[0].name.as_str(), "normal");
+        assert!(mbd.queues[0].default && mbd.queues[0].hosts.is_empty());
+        assert_eq!(mbd.queues[1].hosts, vec![host("a"), host("m")]);
+        assert!(!mbd.queues[1].default);
+        assert_eq!(mbd.admins.len(), 2);
+        assert_eq!(mbd.clean_period_ms, 60_000);
+        assert_eq!(mbd.max_job_id, 1_000_000);
+        assert_eq!(shell.listen_addr, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert_eq!(shell.port, 0);
+        assert!(shell.event_log_dir.ends_with("work/t/logdir"), "{}", shell.event_log_dir.display());
+    }
+
+    // Goal: a queue that names a client-only host is refused with the queue named.
+    #[test]
+    fn a_queue_on_a_client_host_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf = cluster(
+            dir.path(),
+            "Begin Host\nHOST_NAME MXJ\ndefault !\nEnd Host\n",
+            "Begin Queue\nQUEUE_NAME = normal\nPRIORITY = 30\nHOSTS = c\nEnd Queue\n",
+        );
+        let error = mbd_config(&conf).expect_err("c cannot run jobs").to_string();
+        assert!(error.contains("queue normal") && error.contains("not a server host"), "{error}");
+    }
+}

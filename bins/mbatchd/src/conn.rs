@@ -1,0 +1,329 @@
+//! One task per TCP connection: read frames, check them (`validate`), hand
+//! what passed to the event loop over its bounded channel, and write back
+//! what the loop sends over the connection's own channel.
+//!
+//! The first frame decides what a connection is (see the crate doc):
+//! SBD_REGISTER makes it an sbatchd channel, anything else a command
+//! connection. A task never touches the logic's state: it only talks to the
+//! loop. A peer that sends something it must not (a frame over the limit or
+//! cut short, an unknown version or operation, a body that does not decode, a
+//! frame that fails authentication) is logged with its address and what was
+//! wrong, counted, and loses its own connection; every other connection goes
+//! on (../shared/DESIGN.md section 4).
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lava_batch_ll::HostName;
+use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
+use lava_mbd::{ClientReply, ToSbd};
+use lava_net::{AuthConn, Authenticator, ConnError, FramedConn, Timeouts, system_now_ms};
+use lava_xdr::frame::Frame;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::codec::{FRAME_BYTES_MAX, FRAME_LIMITS, encode, encode_reply, encode_to_sbd, header};
+use crate::counters::{Counters, Reject};
+use crate::validate::{self, ClientCall, Refusal, SbdMessage, SbdProblem};
+
+/// The shell's number for a connection, unique for the life of the process.
+pub(crate) type ConnId = u64;
+
+/// Time a command connection may take to send its next whole frame
+/// (including idling between requests) before it is closed.
+pub(crate) const CLIENT_READ_TIMEOUT_MS: u64 = 60_000;
+/// Messages queued for one sbatchd before further ones are dropped (and
+/// counted): delivery is best effort, the logic resends what matters.
+pub(crate) const SBD_OUTBOX_MESSAGES_MAX: usize = 4096;
+/// Read timeout of an sbatchd channel once registered: none. sbatchd may be
+/// silent for as long as it runs nothing; a dead peer shows when TCP gives up
+/// on a write, and a restarted one replaces its channel by registering again.
+const SBD_CHANNEL_READ_TIMEOUT_MS: u64 = u64::MAX;
+
+/// What a connection task tells the event loop.
+#[derive(Debug)]
+pub(crate) enum ConnEvent {
+    /// A checked command request; the answer goes to `reply`.
+    Client { peer: SocketAddr, call: ClientCall, reply: oneshot::Sender<ClientReply> },
+    /// An authenticated sbatchd of a configured host registered; `outbox` reaches it.
+    SbdRegistered {
+        conn: ConnId,
+        peer: SocketAddr,
+        host: HostName,
+        n_cpus: u32,
+        sbd_pid: u32,
+        outbox: mpsc::Sender<ToSbd>,
+    },
+    /// A checked message from the sbatchd channel `conn` of `host`.
+    SbdMessage { conn: ConnId, host: HostName, message: SbdMessage },
+    /// The sbatchd channel `conn` of `host` is closed.
+    SbdClosed { conn: ConnId, host: HostName },
+}
+
+/// What every connection task shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The cluster key, for sbatchd frames and user credentials (one replay cache).
+    pub(crate) auth: Arc<Authenticator>,
+    pub(crate) counters: Arc<Counters>,
+    /// The server hosts of the cluster: the only names an sbatchd may register as.
+    pub(crate) hosts: BTreeSet<HostName>,
+    /// The event loop's input.
+    pub(crate) events: mpsc::Sender<ConnEvent>,
+    /// Set when mbatchd stops: connections waiting for a request close at once.
+    pub(crate) stopping: watch::Sender<bool>,
+}
+
+/// Serves one accepted connection until it closes.
+pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
+    let timeouts = Timeouts { read_timeout_ms: SBD_CHANNEL_READ_TIMEOUT_MS, ..Timeouts::default() };
+    let mut framed = FramedConn::new(stream, FRAME_LIMITS, timeouts);
+    let Some(first) = read_frame(&mut framed, &shared, peer, true).await else { return };
+    if first.header.operation == Operation::SbdRegister.code() {
+        sbd_channel(framed, first, peer, conn, &shared).await;
+    } else {
+        command_connection(framed, first, peer, &shared).await;
+    }
+}
+
+/// Reads the next frame of a connection not yet (or never) authenticated,
+/// within [`CLIENT_READ_TIMEOUT_MS`]; `None` when the connection is to be
+/// dropped (closed by the peer, bad frame, timeout, mbatchd stopping), after
+/// logging why.
+async fn read_frame(
+    framed: &mut FramedConn<TcpStream>,
+    shared: &Shared,
+    peer: SocketAddr,
+    first: bool,
+) -> Option<Frame> {
+    let mut stopping = shared.stopping.subscribe();
+    let read = tokio::time::timeout(Duration::from_millis(CLIENT_READ_TIMEOUT_MS), framed.read_frame());
+    let read = tokio::select! {
+        read = read => read,
+        _ = stopping.wait_for(|stopping| *stopping) => return None,
+    };
+    match read {
+        Ok(Ok(Some(frame))) => {
+            shared.counters.frame(frame.header.operation);
+            Some(frame)
+        }
+        Ok(Ok(None)) => {
+            tracing::debug!(%peer, "connection closed by the peer");
+            None
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(%peer, "{error}; closing the connection");
+            shared.counters.reject(Reject::Frame);
+            None
+        }
+        Err(_) if first => {
+            tracing::warn!(%peer, "no complete frame within {CLIENT_READ_TIMEOUT_MS} ms; closing the connection");
+            shared.counters.reject(Reject::Timeout);
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "idle for {CLIENT_READ_TIMEOUT_MS} ms; closing the connection");
+            None
+        }
+    }
+}
+
+/// A command connection: one answer per request, in order, each echoing the
+/// request's sequence.
+async fn command_connection(
+    mut framed: FramedConn<TcpStream>,
+    first: Frame,
+    peer: SocketAddr,
+    shared: &Shared,
+) {
+    let mut next = Some(first);
+    loop {
+        let frame = match next.take() {
+            Some(frame) => frame,
+            None => match read_frame(&mut framed, shared, peer, false).await {
+                Some(frame) => frame,
+                None => return,
+            },
+        };
+        let sequence = frame.header.sequence;
+        let (reply, close) = match command(&frame, shared) {
+            Ok(call) => {
+                tracing::debug!(%peer, user = %call.caller().user, operation = frame.header.operation, "request");
+                let (reply_to, reply) = oneshot::channel();
+                if shared.events.send(ConnEvent::Client { peer, call, reply: reply_to }).await.is_err() {
+                    return;
+                }
+                match reply.await {
+                    Ok(reply) => (reply, false),
+                    // The loop dropped the request: it is stopping.
+                    Err(_) => return,
+                }
+            }
+            Err(refusal) => {
+                tracing::warn!(%peer, operation = frame.header.operation, "request refused: {}", refusal.message);
+                shared.counters.reject(refusal.reason);
+                (ClientReply::error(refusal.code, refusal.message), refusal.close)
+            }
+        };
+        if let Err(error) = write_reply(&mut framed, sequence, &reply).await {
+            tracing::debug!(%peer, "answer not delivered: {error}");
+            return;
+        }
+        if close {
+            return;
+        }
+    }
+}
+
+/// Checks one command frame: version, operation, then `validate`.
+fn command(frame: &Frame, shared: &Shared) -> Result<ClientCall, Refusal> {
+    if let Err(error) = frame.header.check_version(BATCH_VERSION) {
+        let message = error.to_string();
+        return Err(Refusal { code: wire::ERR_UNSUPPORTED, message, reason: Reject::Version, close: true });
+    }
+    let Some(op) = Operation::from_code(frame.header.operation) else {
+        let message = format!("unknown operation {}", frame.header.operation);
+        return Err(Refusal { code: wire::ERR_UNSUPPORTED, message, reason: Reject::Operation, close: true });
+    };
+    validate::client_request(op, &frame.body, &shared.auth, system_now_ms())
+}
+
+/// Sends an answer; one too large for a frame becomes a REQUEST_FAILED saying so.
+async fn write_reply(
+    framed: &mut FramedConn<TcpStream>,
+    sequence: u32,
+    reply: &ClientReply,
+) -> Result<(), ConnError> {
+    let (mut body, mut status) = encode_reply(reply);
+    let mut op = reply.operation();
+    if body.len() > FRAME_BYTES_MAX as usize {
+        let error = wire::ErrorReply {
+            code: wire::ERR_REJECTED,
+            message: format!(
+                "the answer is {} bytes, more than the {FRAME_BYTES_MAX} bytes a frame may carry; select fewer jobs",
+                body.len()
+            ),
+        };
+        tracing::warn!("{}", error.message);
+        (body, status, op) = (encode(&error), error.code, Operation::RequestFailed);
+    }
+    framed.write_frame(header(op, sequence, status), &body).await
+}
+
+/// An sbatchd channel: authenticate SBD_REGISTER, then carry messages both
+/// ways until either side closes it (the loop closes it by dropping `outbox`).
+async fn sbd_channel(
+    framed: FramedConn<TcpStream>,
+    first: Frame,
+    peer: SocketAddr,
+    conn: ConnId,
+    shared: &Shared,
+) {
+    if let Err(error) = first.header.check_version(BATCH_VERSION) {
+        tracing::warn!(%peer, "SBD_REGISTER refused: {error}; closing the connection");
+        shared.counters.reject(Reject::Version);
+        return;
+    }
+    let payload = match shared.auth.open(&first, system_now_ms()) {
+        Ok(payload) => payload,
+        Err(error) => {
+            tracing::warn!(%peer, "SBD_REGISTER refused: {error}; closing the connection");
+            shared.counters.reject(Reject::SbdAuth);
+            return;
+        }
+    };
+    let (register, host) = match validate::sbd_register(&payload) {
+        Ok(registered) => registered,
+        Err((reason, message)) => {
+            tracing::warn!(%peer, "{message}; closing the connection");
+            shared.counters.reject(reason);
+            return;
+        }
+    };
+    if !shared.hosts.contains(&host) {
+        tracing::warn!(%peer, %host, "SBD_REGISTER names a host that is not a server host of the cluster; closing");
+        shared.counters.reject(Reject::UnknownHost);
+        return;
+    }
+    let mut channel = AuthConn::new(framed, Arc::clone(&shared.auth));
+    let (outbox, mut inbox) = mpsc::channel(SBD_OUTBOX_MESSAGES_MAX);
+    let registered = ConnEvent::SbdRegistered {
+        conn,
+        peer,
+        host: host.clone(),
+        n_cpus: register.n_cpus,
+        sbd_pid: register.sbd_pid,
+        outbox,
+    };
+    if shared.events.send(registered).await.is_err() {
+        return;
+    }
+    let mut sequence: u32 = 0;
+    loop {
+        tokio::select! {
+            message = inbox.recv() => {
+                let Some(message) = message else {
+                    tracing::debug!(%peer, %host, "channel closed by mbatchd");
+                    break;
+                };
+                sequence = sequence.wrapping_add(1);
+                let body = encode_to_sbd(&message);
+                if let Err(error) = channel.write_frame(header(message.operation(), sequence, 0), &body).await {
+                    tracing::warn!(%peer, %host, "cannot send {}: {error}; closing", message.operation().name());
+                    break;
+                }
+            }
+            frame = channel.read_frame() => match frame {
+                Ok(Some(frame)) => {
+                    shared.counters.frame(frame.header.operation);
+                    if let Err(error) = frame.header.check_version(BATCH_VERSION) {
+                        tracing::warn!(%peer, %host, "{error}; closing the channel");
+                        shared.counters.reject(Reject::Version);
+                        break;
+                    }
+                    match validate::sbd_message(frame.header.operation, &frame.body) {
+                        Ok(message) => {
+                            let event = ConnEvent::SbdMessage { conn, host: host.clone(), message };
+                            if shared.events.send(event).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(SbdProblem::Invalid(error)) => {
+                            tracing::warn!(%peer, %host, "dropped an invalid message: {error}");
+                            shared.counters.reject(Reject::Invalid);
+                        }
+                        Err(SbdProblem::Operation(problem)) => {
+                            tracing::warn!(%peer, %host, "{problem}; closing the channel");
+                            shared.counters.reject(Reject::Operation);
+                            break;
+                        }
+                        Err(SbdProblem::Body(problem)) => {
+                            tracing::warn!(%peer, %host, "{problem}; closing the channel");
+                            shared.counters.reject(Reject::Body);
+                            break;
+                        }
+                    }
+                }
+                Ok(None) => {
+                    tracing::debug!(%peer, %host, "sbatchd closed its channel");
+                    break;
+                }
+                Err(ConnError::Auth(error)) => {
+                    tracing::warn!(%peer, %host, "frame refused: {error}; closing the channel");
+                    shared.counters.reject(Reject::SbdAuth);
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(%peer, %host, "{error}; closing the channel");
+                    shared.counters.reject(Reject::Frame);
+                    break;
+                }
+            }
+        }
+    }
+    drop(channel);
+    // The loop may be stopping; then nobody needs to hear of the close.
+    let _closed = shared.events.send(ConnEvent::SbdClosed { conn, host }).await;
+}

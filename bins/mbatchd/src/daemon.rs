@@ -1,0 +1,219 @@
+//! Starting mbatchd: configuration, key, logging, detaching, the event log
+//! and its replay, the listener, the port file; then the event loop.
+//!
+//! # Start-up order
+//! 1. Load the configuration (`--envdir`, else `LSF_ENVDIR`, else /etc) and
+//!    map it ([`crate::config`]); load the cluster key (`LAVA_CLUSTER_KEY_FILE`),
+//!    refusing a missing or group/other-accessible file with an error naming it.
+//!    These run before detaching, so their errors reach the terminal.
+//! 2. Without `--foreground`, start again in the background (own process
+//!    group, standard error to `LSF_LOGDIR/mbatchd.log.<master host>`) and return.
+//! 3. Open `lsb.events` in `$LSB_SHAREDIR/<cluster>/logdir` (folders created
+//!    0700) and rebuild the state from it (contract step 1).
+//! 4. Bind the listener (SO_REUSEADDR, so a restart rebinds at once), register
+//!    the signal handlers, step `Input::Start`, and only then write
+//!    `--port-file`: whoever reads it can connect and be served.
+//! 5. Run the event loop until a stop signal or a failure.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use lava_conf::ClusterConfig;
+use lava_eventlog::EventLog;
+use lava_mbd::Mbd;
+use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::watch;
+
+use crate::config::ShellConfig;
+use crate::conn::Shared;
+use crate::counters::Counters;
+use crate::journal::{self, Journal};
+use crate::logging::{self, LogFile};
+use crate::shell::{Shell, Signals};
+use crate::{Args, ShellError};
+
+/// Connections the kernel queues before mbatchd accepts them.
+const LISTEN_BACKLOG: u32 = 1024;
+/// Time given to the runtime's helper threads to end once the loop returned.
+const RUNTIME_SHUTDOWN_MS: u64 = 5_000;
+
+/// The whole program: parse the command line, [`run`], report an error.
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            if tracing::dispatcher::has_been_set() {
+                tracing::error!("{error}");
+            } else {
+                eprintln!("mbatchd: {error}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Starts mbatchd as `args` say and serves until stopped; see the module doc.
+pub fn run(args: Args) -> Result<(), ShellError> {
+    let envdir = args.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
+    let conf = ClusterConfig::load(&envdir)?;
+    let config = ShellConfig::from_cluster(&conf, args.port)?;
+    let key = ClusterKey::load(&config.key_file)?;
+    if !args.foreground {
+        return detach(&args, &config);
+    }
+    let log_file = logging::init(config.log_mask, args.log_file.as_deref())?;
+    for warning in conf.unimplemented_warnings() {
+        tracing::warn!("{warning}");
+    }
+    tracing::info!(
+        envdir = %envdir.display(),
+        cluster = %config.mbd.cluster_name,
+        master = %config.mbd.master_host,
+        key_id = %key.id(),
+        "mbatchd starting"
+    );
+    let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
+    let log = journal::open(&config.event_log_dir)?;
+    let mbd = journal::recover(&log, config.mbd.clone())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
+    let result = runtime.block_on(serve(&args, &config, auth, log, mbd, log_file));
+    runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
+    result
+}
+
+async fn serve(
+    args: &Args,
+    config: &ShellConfig,
+    auth: Arc<Authenticator>,
+    log: Arc<EventLog>,
+    mbd: Mbd,
+    log_file: Option<LogFile>,
+) -> Result<(), ShellError> {
+    if let Some(path) = &args.port_file {
+        remove_stale(path)?;
+    }
+    let addr = SocketAddr::new(config.listen_addr, config.port);
+    let listener = bind(addr)?;
+    let bound = listener.local_addr().map_err(|source| ShellError::Listen { addr, source })?;
+    let signals = Signals::register()?;
+    let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
+    let counters = Arc::new(Counters::default());
+    let mut shell = Shell::new(mbd, Journal::new(log, args.snapshot_events), listener, |events| Shared {
+        auth,
+        counters,
+        hosts,
+        events,
+        stopping: watch::channel(false).0,
+    });
+    shell.start()?;
+    if let Some(path) = &args.port_file {
+        write_port_file(path, bound.port())?;
+    }
+    tracing::info!(%bound, "mbatchd ready");
+    shell.run(signals, log_file).await
+}
+
+/// A listening socket with SO_REUSEADDR: a restarted mbatchd rebinds its port
+/// at once, even while connections of the old one linger in TIME_WAIT.
+fn bind(addr: SocketAddr) -> Result<TcpListener, ShellError> {
+    let error = |source| ShellError::Listen { addr, source };
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(error)?;
+    socket.set_reuseaddr(true).map_err(error)?;
+    socket.bind(addr).map_err(error)?;
+    socket.listen(LISTEN_BACKLOG).map_err(error)
+}
+
+fn remove_stale(path: &Path) -> Result<(), ShellError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => {
+            Err(ShellError::Io { what: "remove the stale port file", path: path.to_owned(), source })
+        }
+    }
+}
+
+/// Writes `port` to `path` atomically: a temporary file beside it, fsynced, renamed.
+fn write_port_file(path: &Path, port: u16) -> Result<(), ShellError> {
+    let mut temp = OsString::from(path.as_os_str());
+    temp.push(".tmp");
+    let temp = PathBuf::from(temp);
+    fn io_error(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> ShellError {
+        let path = path.to_owned();
+        move |source| ShellError::Io { what, path, source }
+    }
+    fs::write(&temp, format!("{port}\n")).map_err(io_error("write the port file", &temp))?;
+    File::open(&temp).and_then(|file| file.sync_all()).map_err(io_error("sync the port file", &temp))?;
+    fs::rename(&temp, path).map_err(io_error("rename the port file into place", path))
+}
+
+/// Starts this program again with `--foreground`, in its own process group,
+/// logging to `LSF_LOGDIR/mbatchd.log.<master host>` (`--log-file`, with
+/// standard error there too for what is written before the logger starts or
+/// by a panic; nowhere without `LSF_LOGDIR`), and returns.
+fn detach(args: &Args, config: &ShellConfig) -> Result<(), ShellError> {
+    let exe = std::env::current_exe().map_err(|source| ShellError::Io {
+        what: "find the mbatchd executable",
+        path: PathBuf::from("/proc/self/exe"),
+        source,
+    })?;
+    let log_path = match &args.log_file {
+        Some(path) => Some(path.clone()),
+        None => config
+            .daemon_log_dir
+            .as_ref()
+            .map(|dir| dir.join(format!("mbatchd.log.{}", config.mbd.master_host))),
+    };
+    let stderr =
+        match &log_path {
+            Some(path) => {
+                if let Some(dir) = path.parent() {
+                    fs::create_dir_all(dir).map_err(|source| ShellError::Io {
+                        what: "create the log folder",
+                        path: dir.to_owned(),
+                        source,
+                    })?;
+                }
+                let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+                    ShellError::Io { what: "open the log file", path: path.clone(), source }
+                })?;
+                Stdio::from(file)
+            }
+            None => Stdio::null(),
+        };
+    let mut command = Command::new(&exe);
+    command.args(std::env::args_os().skip(1)).arg("--foreground");
+    if let (Some(path), None) = (&log_path, &args.log_file) {
+        command.arg("--log-file").arg(path);
+    }
+    let child =
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).process_group(0).spawn().map_err(
+            |source| ShellError::Io { what: "start mbatchd in the background from", path: exe, source },
+        )?;
+    match &log_path {
+        Some(path) => eprintln!(
+            "mbatchd: running in the background as pid {}, logging to {}",
+            child.id(),
+            path.display()
+        ),
+        None => eprintln!(
+            "mbatchd: running in the background as pid {}; LSF_LOGDIR is not set, so its log is discarded \
+             (use --foreground to see it)",
+            child.id()
+        ),
+    }
+    Ok(())
+}

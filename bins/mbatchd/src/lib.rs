@@ -1,0 +1,149 @@
+//! lava-mbatchd: the I/O shell of mbatchd around the `lava-mbd` state machine.
+//!
+//! mbatchd is the scheduler and state authority of the batch system
+//! (../shared/DESIGN.md section 1). Everything it decides is decided by
+//! [`lava_mbd::Mbd`]; this crate only carries inputs to it and its effects out,
+//! following the *shell contract* written in `lava-mbd`'s crate documentation,
+//! step by step:
+//!
+//! | contract step | where |
+//! |---|---|
+//! | 1. Start: snapshot, then every later event to `Mbd::apply`; an error stops the daemon naming the position; then `Input::Start` | [`journal::recover`], [`run`] |
+//! | 2. One step at a time, with the wall clock; `Tick` once a second | `shell` (the one event loop) |
+//! | 3. Effects in order; appends first, messages held until every earlier append is durable (group commit) | `shell::Shell::step`, [`journal::Journal`], `shell::Outbox` |
+//! | 4. Best-effort delivery: no live connection, no message | `shell::Shell::deliver` |
+//! | 5. A failed append or fsync stops the daemon, sending nothing after it | `shell::Shell::step`, [`ShellError::Log`] |
+//! | 6. Channels: `HostRegistered` after an authenticated SBD_REGISTER of a configured host, one live channel per host | `conn` (sbatchd channels), `shell` (`SbdRegistered`) |
+//! | 7. Snapshots of durable state, then pruning | [`journal::Journal::maybe_snapshot`] |
+//!
+//! # What it never does
+//! It never changes job state, never decides what to send, and never reads
+//! the clock for the logic except to hand `now_ms` to [`lava_mbd::Mbd::step`].
+//! It never trusts a uid a client states (only a credential sealed with the
+//! cluster key, ../shared/DESIGN.md section 5), never sends a message before
+//! the events it depends on are on disk (DESIGN.md section 3), and never lets
+//! one peer's bad input cost anyone else their connection (DESIGN.md section 4).
+//!
+//! # The connection protocol (one TCP port, `LSB_MBD_PORT`)
+//! Every frame is `lava_xdr::frame`'s 20-byte header and an XDR body, at most
+//! [`codec::FRAME_BYTES_MAX`] bytes. The **first frame** of a connection decides
+//! what it is:
+//! - `SBD_REGISTER` (sealed with the cluster key: every frame of the channel
+//!   carries `lava-net`'s HMAC trailer, both ways): an **sbatchd channel**. The
+//!   host it names must be a server host of `lsf.cluster`; its later frames are
+//!   BATCH_NEW_JOB_REPLY, BATCH_JOB_EXECUTE, BATCH_JOB_FINISH and
+//!   BATCH_JOB_SIGNAL_REPLY (specs/mbd-sbd-protocol.md sections 3 to 5), and
+//!   mbatchd sends SBD_REGISTER_ACK, BATCH_NEW_JOB, the three ACKs and
+//!   BATCH_JOB_SIGNAL on it.
+//! - anything else: a **command connection**. Each frame is one request
+//!   (`SUBMIT_JOB`, `JOB_QUERY`, `SIGNAL_JOBS`) whose body is a
+//!   `ClientRequest<T>` carrying a sealed credential; each gets exactly one
+//!   answer (the `*_REPLY` operation, or `REQUEST_FAILED` with an
+//!   `ErrorReply`) whose header echoes the request's `sequence`; requests on
+//!   one connection are answered in order. REQUEST_FAILED repeats its error
+//!   code in the header's `status` (0 in every other answer).
+//!
+//! What a peer gets wrong costs it its connection and nothing else: a frame
+//! over the limit or cut short, or an sbatchd frame that fails authentication,
+//! closes it at once; a command of an unknown version or operation or with an
+//! undecodable body is answered REQUEST_FAILED (ERR_UNSUPPORTED,
+//! ERR_BAD_REQUEST) and then closed; a refused credential (ERR_AUTH) or a field
+//! `lava-batch-ll` refuses (ERR_BAD_REQUEST naming the field) is answered and
+//! the connection stays usable. A well-formed but invalid sbatchd message is
+//! logged and dropped; its channel stays up. Every case is logged with the
+//! peer's address and counted ([`counters`]).
+//!
+//! # Files
+//! - `$LSB_SHAREDIR/<cluster>/logdir/lsb.events.*`: the event log, its
+//!   snapshots and its writer lock (folders created with mode 0700).
+//! - `--port-file PATH`: the bound port, written atomically once mbatchd serves.
+//! - `LSF_LOGDIR/mbatchd.log.<master host>`: the log of a detached mbatchd
+//!   (`--foreground` logs to standard error).
+//!
+//! # Map
+//! - [`args`]: the command line.
+//! - [`config`]: `lsf.conf`, `lsf.cluster`, `lsb.*` → [`lava_mbd::MbdConfig`] and the shell's settings.
+//! - [`codec`]: limits, XDR encoding and decoding, frame headers.
+//! - [`journal`]: `lsb.events`: open, replay, group commit, snapshots.
+//! - [`counters`]: frames by operation and rejects by reason, for a later status command.
+//! - `validate`: the structural checks (`lava-batch-ll`) of what peers send, and the credential check.
+//! - `conn`: one task per connection (commands and sbatchd channels).
+//! - `shell`: the one closed event loop, the effect executor.
+//! - [`logging`]: standard error or a log file that SIGHUP reopens.
+//! - [`daemon`]: detaching, the listener, the port file, and [`run`].
+
+#![deny(missing_docs)]
+
+pub mod args;
+pub mod codec;
+pub mod config;
+mod conn;
+pub mod counters;
+pub mod daemon;
+pub mod journal;
+pub mod logging;
+mod shell;
+mod validate;
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub use args::Args;
+pub use daemon::{main, run};
+
+/// Why mbatchd could not start or had to stop. Each message names the file,
+/// address or log position an operator has to look at.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// A configuration file is missing or wrong.
+    #[error("configuration: {0}")]
+    Conf(#[from] lava_conf::ConfError),
+    /// The configuration loads but does not describe a cluster mbatchd can run.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The logic refused the configuration.
+    #[error("configuration: {0}")]
+    Logic(#[from] lava_mbd::MbdError),
+    /// The cluster key file is missing, unreadable or too permissive.
+    #[error("{0}")]
+    Key(#[from] lava_net::KeyError),
+    /// The event log failed (open, append, fsync, replay of a damaged record).
+    #[error("event log: {0}")]
+    Log(#[from] lava_eventlog::Error),
+    /// A logged event or snapshot does not fit the state replayed so far.
+    #[error("replay of the event log in {dir}: {what} at position {position}: {problem}")]
+    Replay {
+        /// The log's directory.
+        dir: PathBuf,
+        /// "record" or "snapshot".
+        what: &'static str,
+        /// The record's position (a snapshot's covered position).
+        position: u64,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A file or folder operation failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The listening socket could not be set up.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The async runtime or a helper thread failed.
+    #[error("runtime: {0}")]
+    Runtime(String),
+}

@@ -1,0 +1,442 @@
+//! The one closed event loop of mbatchd (../shared/STYLE.md point 5): every
+//! input of the daemon becomes an [`Event`], and only this loop steps the
+//! logic and carries out its effects, following `lava-mbd`'s shell contract.
+//!
+//! # Events
+//! A connection accepted; what a connection task checked and passed on (a
+//! command request, an sbatchd registration, message or close); a connection
+//! task that ended; the one-second tick; a helper thread of the journal that
+//! finished (events durable, snapshot written); a signal (SIGTERM and SIGINT
+//! stop cleanly; SIGHUP reopens the log file, if mbatchd writes one, and
+//! reloads nothing else).
+//!
+//! # Effects (contract steps 3 to 5)
+//! [`Shell::step`] calls [`Mbd::step`] with the wall clock and carries out the
+//! effects in order: each `Append` goes to the journal's buffer at once; each
+//! `SendSbd` and `Reply` is queued in the [`Outbox`] with, as its barrier, the
+//! position of the last event appended before it. After the step, a
+//! `wait_durable` is started for the newest position unless one is running
+//! (group commit: one fsync covers every step appended meanwhile), and the
+//! messages whose barrier is durable are delivered, in order. A message is
+//! never sent before the events it depends on are on disk; a failed append or
+//! fsync ends the loop at once with an error, so nothing after it is sent.
+//! While many messages wait for a slow disk, the loop stops taking new input
+//! from connections ([`HELD_MESSAGES_MAX`]): the bound turns into backpressure.
+//!
+//! # Channels (contract step 6)
+//! At most one sbatchd channel per host: a second registration of a host
+//! first steps `HostDisconnected` for the old channel and closes it (its
+//! outbox sender is dropped), then steps `HostRegistered` for the new one. A
+//! message that arrives from a channel that is no longer the host's is not
+//! stepped, and a message decided for a channel is never delivered on a later
+//! one (the logic resends what matters on registration).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lava_batch_ll::HostName;
+use lava_mbd::{ClientId, ClientReply, Effect, Input, Mbd, ToSbd};
+use lava_net::system_now_ms;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use crate::ShellError;
+use crate::conn::{self, ConnEvent, ConnId, Shared};
+use crate::journal::{Journal, JournalEvent};
+use crate::logging::LogFile;
+
+/// How often the logic is given `Input::Tick`.
+pub(crate) const TICK_INTERVAL_MS: u64 = 1_000;
+/// Connections served at once; beyond it, new ones wait in the kernel's backlog.
+pub(crate) const CONNECTIONS_MAX: usize = 1024;
+/// Capacity of the channel from the connection tasks to the loop.
+pub(crate) const CONN_EVENTS_QUEUED_MAX: usize = 1024;
+/// Messages waiting for durability above which the loop takes no new input.
+pub(crate) const HELD_MESSAGES_MAX: usize = 65_536;
+/// Pause after a failed accept (e.g. out of file descriptors).
+const ACCEPT_ERROR_PAUSE_MS: u64 = 100;
+/// Time given to the connection tasks at a clean stop to write what was
+/// released to them, before the rest are cut off.
+const SHUTDOWN_GRACE_MS: u64 = 2_000;
+
+/// Everything the loop reacts to.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// The listener accepted a connection (or failed to).
+    Accepted(io::Result<(TcpStream, SocketAddr)>),
+    /// A connection task passed something on.
+    Conn(ConnEvent),
+    /// A connection task ended (an error only if it panicked).
+    ConnectionEnded(Result<(), JoinError>),
+    /// A second passed.
+    Tick,
+    /// A helper thread of the journal finished.
+    Journal(Result<JournalEvent, ShellError>),
+    /// The pause after a failed accept is over.
+    AcceptResumed,
+    /// SIGTERM or SIGINT: stop cleanly.
+    Stop(&'static str),
+    /// SIGHUP.
+    Hangup,
+}
+
+/// The signals the loop listens to, registered before mbatchd says it is ready.
+#[derive(Debug)]
+pub(crate) struct Signals {
+    terminate: Signal,
+    interrupt: Signal,
+    hangup: Signal,
+}
+
+impl Signals {
+    /// Registers SIGTERM, SIGINT and SIGHUP handlers (inside the runtime).
+    pub(crate) fn register() -> Result<Signals, ShellError> {
+        let register = |kind: SignalKind| {
+            signal(kind).map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))
+        };
+        Ok(Signals {
+            terminate: register(SignalKind::terminate())?,
+            interrupt: register(SignalKind::interrupt())?,
+            hangup: register(SignalKind::hangup())?,
+        })
+    }
+}
+
+/// A message decided by the logic, waiting for its barrier to be durable.
+#[derive(Debug)]
+enum Outgoing {
+    Client { client: u64, reply: ClientReply },
+    Sbd { host: HostName, conn: ConnId, msg: ToSbd },
+}
+
+/// The messages held back until the events before them are durable, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    held: VecDeque<(u64, Outgoing)>,
+}
+
+/// The live channel of one sbatchd.
+#[derive(Debug)]
+struct SbdLink {
+    conn: ConnId,
+    peer: SocketAddr,
+    outbox: mpsc::Sender<ToSbd>,
+}
+
+/// The event loop's state; see the module doc.
+#[derive(Debug)]
+pub(crate) struct Shell {
+    mbd: Mbd,
+    journal: Journal,
+    outbox: Outbox,
+    /// Where each outstanding command request's answer goes, by client id.
+    clients: BTreeMap<u64, oneshot::Sender<ClientReply>>,
+    next_client: u64,
+    sbd: BTreeMap<HostName, SbdLink>,
+    shared: Arc<Shared>,
+    conn_events: mpsc::Receiver<ConnEvent>,
+    listener: TcpListener,
+    tasks: JoinSet<()>,
+    next_conn: ConnId,
+    accept_paused_until: Option<Instant>,
+    /// The effects buffer, reused by every step.
+    effects: Vec<Effect>,
+}
+
+impl Shell {
+    /// A loop over the recovered state `mbd`, serving `listener`.
+    pub(crate) fn new(
+        mbd: Mbd,
+        journal: Journal,
+        listener: TcpListener,
+        make_shared: impl FnOnce(mpsc::Sender<ConnEvent>) -> Shared,
+    ) -> Shell {
+        let (events, conn_events) = mpsc::channel(CONN_EVENTS_QUEUED_MAX);
+        Shell {
+            mbd,
+            journal,
+            outbox: Outbox::default(),
+            clients: BTreeMap::new(),
+            next_client: 1,
+            sbd: BTreeMap::new(),
+            shared: Arc::new(make_shared(events)),
+            conn_events,
+            listener,
+            tasks: JoinSet::new(),
+            next_conn: 1,
+            accept_paused_until: None,
+            effects: Vec::new(),
+        }
+    }
+
+    /// Contract step 1's end: replay is done, mbatchd opens for business.
+    pub(crate) fn start(&mut self) -> Result<(), ShellError> {
+        self.step(Input::Start, None).map(|_| ())
+    }
+
+    /// Runs the loop until a stop signal (then stops cleanly) or a failure of
+    /// the event log (then returns the error at once, sending nothing more).
+    pub(crate) async fn run(
+        mut self,
+        mut signals: Signals,
+        log_file: Option<LogFile>,
+    ) -> Result<(), ShellError> {
+        let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            match self.next_event(&mut tick, &mut signals).await {
+                Event::Stop(name) => {
+                    tracing::info!("{name}: stopping");
+                    break;
+                }
+                Event::Hangup => match &log_file {
+                    Some(log_file) => match log_file.reopen() {
+                        Ok(()) => tracing::info!("SIGHUP: log file {} reopened", log_file.path().display()),
+                        Err(error) => tracing::warn!("SIGHUP: {error}; logging on to the old file"),
+                    },
+                    None => {
+                        tracing::info!("SIGHUP: logging to standard error, there is no log file to reopen")
+                    }
+                },
+                event => self.handle(event)?,
+            }
+        }
+        self.stop().await
+    }
+
+    async fn next_event(&mut self, tick: &mut Interval, signals: &mut Signals) -> Event {
+        let accepting = self.tasks.len() < CONNECTIONS_MAX && self.accept_paused_until.is_none();
+        let taking_input = self.outbox.held.len() < HELD_MESSAGES_MAX;
+        let paused_until = self.accept_paused_until;
+        tokio::select! {
+            _ = signals.terminate.recv() => Event::Stop("SIGTERM"),
+            _ = signals.interrupt.recv() => Event::Stop("SIGINT"),
+            _ = signals.hangup.recv() => Event::Hangup,
+            done = self.journal.next() => Event::Journal(done),
+            event = self.conn_events.recv(), if taking_input => {
+                Event::Conn(event.expect("the loop holds a sender in `shared`, so the channel never closes"))
+            }
+            _ = tick.tick() => Event::Tick,
+            accepted = self.listener.accept(), if accepting => Event::Accepted(accepted),
+            Some(ended) = self.tasks.join_next(), if !self.tasks.is_empty() => Event::ConnectionEnded(ended),
+            _ = sleep_until(paused_until), if paused_until.is_some() => Event::AcceptResumed,
+        }
+    }
+
+    fn handle(&mut self, event: Event) -> Result<(), ShellError> {
+        match event {
+            Event::Accepted(Ok((stream, peer))) => {
+                self.shared.counters.connection();
+                // Requests and acknowledgements are small and latency-bound.
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%peer, "TCP_NODELAY not set: {error}");
+                }
+                let conn = self.next_conn;
+                self.next_conn += 1;
+                tracing::debug!(%peer, conn, "connection accepted");
+                self.tasks.spawn(conn::serve(stream, peer, conn, Arc::clone(&self.shared)));
+            }
+            Event::Accepted(Err(error)) => {
+                tracing::warn!("accepting a connection failed: {error}");
+                self.accept_paused_until =
+                    Some(Instant::now() + Duration::from_millis(ACCEPT_ERROR_PAUSE_MS));
+            }
+            Event::AcceptResumed => self.accept_paused_until = None,
+            Event::ConnectionEnded(Ok(())) => {}
+            Event::ConnectionEnded(Err(error)) => {
+                tracing::error!("a connection task failed: {error}");
+            }
+            Event::Tick => {
+                self.step(Input::Tick, None)?;
+            }
+            Event::Journal(Ok(JournalEvent::Durable(position))) => {
+                tracing::trace!(position, "durable");
+                self.release();
+                self.journal.start_sync();
+            }
+            Event::Journal(Ok(JournalEvent::SnapshotWritten { position, prune })) => {
+                tracing::info!(
+                    position,
+                    segments_removed = prune.removed_segments.len(),
+                    snapshots_removed = prune.removed_snapshots.len(),
+                    "snapshot written"
+                );
+            }
+            Event::Journal(Ok(JournalEvent::SnapshotFailed(error))) => {
+                tracing::warn!("snapshot not written: {error}");
+            }
+            Event::Journal(Err(error)) => {
+                tracing::error!("{error}; stopping without sending anything more");
+                return Err(error);
+            }
+            Event::Conn(event) => self.handle_conn(event)?,
+            Event::Stop(_) | Event::Hangup => unreachable!("run() handles signals itself"),
+        }
+        Ok(())
+    }
+
+    fn handle_conn(&mut self, event: ConnEvent) -> Result<(), ShellError> {
+        match event {
+            ConnEvent::Client { peer, call, reply } => {
+                let client = self.next_client;
+                self.next_client += 1;
+                self.clients.insert(client, reply);
+                let answered = self.step(call.into_input(ClientId(client)), Some(client))?;
+                if !answered {
+                    debug_assert!(answered, "the logic answers every client request in its step");
+                    tracing::error!(%peer, "the logic gave no answer to a request; closing that connection");
+                    self.clients.remove(&client);
+                }
+            }
+            ConnEvent::SbdRegistered { conn, peer, host, n_cpus, sbd_pid, outbox } => {
+                if let Some(old) = self.sbd.remove(&host) {
+                    tracing::info!(%host, old_peer = %old.peer, %peer, "sbatchd registered again: the old channel is closed");
+                    self.step(Input::HostDisconnected { host: host.clone() }, None)?;
+                }
+                tracing::info!(%host, %peer, n_cpus, sbd_pid, "sbatchd registered");
+                self.sbd.insert(host.clone(), SbdLink { conn, peer, outbox });
+                self.step(Input::HostRegistered { host, n_cpus }, None)?;
+            }
+            ConnEvent::SbdMessage { conn, host, message } => {
+                if self.sbd.get(&host).is_some_and(|link| link.conn == conn) {
+                    self.step(message.into_input(host), None)?;
+                } else {
+                    tracing::debug!(%host, conn, "message from a replaced channel not stepped");
+                }
+            }
+            ConnEvent::SbdClosed { conn, host } => {
+                if self.sbd.get(&host).is_some_and(|link| link.conn == conn) {
+                    let link = self.sbd.remove(&host).expect("checked just above");
+                    tracing::info!(%host, peer = %link.peer, "sbatchd channel closed");
+                    self.step(Input::HostDisconnected { host }, None)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps the logic and carries out its effects (contract steps 2 to 5).
+    /// Returns whether the step answered `client`.
+    fn step(&mut self, input: Input, client: Option<u64>) -> Result<bool, ShellError> {
+        let mut effects = std::mem::take(&mut self.effects);
+        self.mbd.step(system_now_ms(), input, &mut effects);
+        let mut answered = false;
+        let mut result = Ok(());
+        for effect in effects.drain(..) {
+            match effect {
+                Effect::Append(event) => {
+                    if let Err(error) = self.journal.append(&event) {
+                        tracing::error!(
+                            "appending {} failed: {error}; stopping without sending anything more",
+                            event.name()
+                        );
+                        result = Err(error);
+                        break;
+                    }
+                }
+                Effect::SendSbd { host, msg, .. } => match self.sbd.get(&host) {
+                    Some(link) => {
+                        let conn = link.conn;
+                        self.hold(Outgoing::Sbd { host, conn, msg });
+                    }
+                    None => tracing::debug!(%host, "no channel: {} not sent", msg.operation().name()),
+                },
+                Effect::Reply { client: to, reply } => {
+                    answered |= client == Some(to.0);
+                    self.hold(Outgoing::Client { client: to.0, reply });
+                }
+            }
+        }
+        self.effects = effects;
+        result?;
+        self.journal.start_sync();
+        self.journal.maybe_snapshot(&self.mbd);
+        self.release();
+        Ok(answered)
+    }
+
+    /// Queues a message behind every event appended so far.
+    fn hold(&mut self, message: Outgoing) {
+        self.outbox.held.push_back((self.journal.appended_through(), message));
+    }
+
+    /// Delivers, in order, every held message whose events are durable.
+    fn release(&mut self) {
+        let durable = self.journal.durable_through();
+        while self.outbox.held.front().is_some_and(|(barrier, _)| *barrier <= durable) {
+            let (_, message) = self.outbox.held.pop_front().expect("checked just above");
+            self.deliver(message);
+        }
+    }
+
+    /// Contract step 4: best effort; a client or channel that went away loses its message.
+    fn deliver(&mut self, message: Outgoing) {
+        match message {
+            Outgoing::Client { client, reply } => {
+                if let Some(reply_to) = self.clients.remove(&client)
+                    && reply_to.send(reply).is_err()
+                {
+                    tracing::debug!(client, "the client went away before its answer");
+                }
+            }
+            Outgoing::Sbd { host, conn, msg } => match self.sbd.get(&host) {
+                Some(link) if link.conn == conn => match link.outbox.try_send(msg) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(msg)) => {
+                        tracing::warn!(%host, "{} dropped: the channel's queue is full", msg.operation().name());
+                        self.shared.counters.sbd_message_dropped();
+                    }
+                    Err(TrySendError::Closed(msg)) => {
+                        tracing::debug!(%host, "{} dropped: the channel is closing", msg.operation().name());
+                    }
+                },
+                _ => {
+                    tracing::debug!(%host, "{} dropped: the channel it was for is gone", msg.operation().name())
+                }
+            },
+        }
+    }
+
+    /// A clean stop: make every event durable, deliver what that releases,
+    /// give the connections a bounded time to write it, close the log.
+    async fn stop(mut self) -> Result<(), ShellError> {
+        self.journal.sync_all().await?;
+        self.release();
+        debug_assert!(self.outbox.held.is_empty(), "every event is durable, so every message is released");
+        let Shell { journal, clients, sbd, shared, conn_events, listener, mut tasks, .. } = self;
+        drop(listener);
+        shared.stopping.send_replace(true);
+        // Requests not yet stepped, answers not yet delivered and channels:
+        // dropping their ends lets each task finish what it has and end.
+        drop(conn_events);
+        drop(clients);
+        drop(sbd);
+        let drained = tokio::time::timeout(Duration::from_millis(SHUTDOWN_GRACE_MS), async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::debug!(n_connections = tasks.len(), "closing the connections still open");
+            tasks.shutdown().await;
+        }
+        tracing::info!(counters = ?shared.counters.snapshot(), "connections closed");
+        journal.close().await?;
+        tracing::info!("mbatchd stopped");
+        Ok(())
+    }
+}
+
+/// Sleeps until `deadline`; pending forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

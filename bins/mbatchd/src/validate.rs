@@ -1,0 +1,358 @@
+//! From a frame's body to a logic input: XDR decoding (wire), the credential
+//! check, and the structural checks of `lava-batch-ll` (specs/mbd-sbd-protocol.md
+//! section 2.2), each failure naming the field and what was wrong.
+//!
+//! Pure functions: no socket, no state, the clock passed in. The connection
+//! tasks call them; only inputs that passed reach the event loop.
+//!
+//! `lava-batch-ll` validates submissions (`SubmitSpec`); for the other
+//! messages it offers the primitives (`job_ref`, `check_text`, the name types)
+//! and this module applies them field by field. The logic re-checks the job
+//! references it looks up (it ignores job id 0), so these checks bound what
+//! reaches the durable records rather than decide anything.
+
+use lava_batch_ll::{
+    COMMAND_BYTES_MAX, HostName, LlError, NAME_BYTES_MAX, PATH_BYTES_MAX, SubmitSpec, UserName, check_text,
+    job_ref,
+};
+use lava_batch_wire::{self as wire, Operation};
+use lava_mbd::{Caller, ClientId, Input};
+use lava_net::{Authenticator, Credential};
+use serde::de::DeserializeOwned;
+
+use crate::codec::MESSAGE_LIMITS;
+use crate::counters::Reject;
+
+/// A command request that passed every check, with its vouched caller.
+#[derive(Debug)]
+pub(crate) enum ClientCall {
+    /// SUBMIT_JOB.
+    Submit { request_id: wire::RequestId, caller: Caller, spec: Box<SubmitSpec> },
+    /// JOB_QUERY.
+    Query { caller: Caller, query: wire::JobQuery },
+    /// SIGNAL_JOBS.
+    Signal { request_id: wire::RequestId, caller: Caller, request: wire::SignalRequest },
+}
+
+impl ClientCall {
+    /// The logic's input, answering to `client`.
+    pub(crate) fn into_input(self, client: ClientId) -> Input {
+        match self {
+            ClientCall::Submit { request_id, caller, spec } => {
+                Input::Submit { client, request_id, caller, spec }
+            }
+            ClientCall::Query { caller, query } => Input::Query { client, caller, query },
+            ClientCall::Signal { request_id, caller, request } => {
+                Input::Signal { client, request_id, caller, request }
+            }
+        }
+    }
+
+    /// Who asked, for the log.
+    pub(crate) fn caller(&self) -> &Caller {
+        match self {
+            ClientCall::Submit { caller, .. }
+            | ClientCall::Query { caller, .. }
+            | ClientCall::Signal { caller, .. } => caller,
+        }
+    }
+}
+
+/// Why a command request is refused: the REQUEST_FAILED to send, the counter,
+/// and whether the connection is closed after it (it is when the request was
+/// not even well-formed; a refused credential or field leaves it open).
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) code: u32,
+    pub(crate) message: String,
+    pub(crate) reason: Reject,
+    pub(crate) close: bool,
+}
+
+impl Refusal {
+    fn invalid(error: LlError) -> Refusal {
+        Refusal {
+            code: wire::ERR_BAD_REQUEST,
+            message: format!("bad request: {error}"),
+            reason: Reject::Invalid,
+            close: false,
+        }
+    }
+}
+
+/// Decodes, authenticates and validates one command request of operation `op`.
+pub(crate) fn client_request(
+    op: Operation,
+    body: &[u8],
+    auth: &Authenticator,
+    now_ms: u64,
+) -> Result<ClientCall, Refusal> {
+    match op {
+        Operation::SubmitJob => {
+            let request = decode_request::<wire::SubmitRequest>(op, body)?;
+            let caller = caller(auth, &request.credential, now_ms)?;
+            let spec = SubmitSpec::try_from(request.body).map_err(Refusal::invalid)?;
+            Ok(ClientCall::Submit { request_id: request.request_id, caller, spec: Box::new(spec) })
+        }
+        Operation::JobQuery => {
+            let request = decode_request::<wire::JobQuery>(op, body)?;
+            let caller = caller(auth, &request.credential, now_ms)?;
+            check_query(&request.body).map_err(Refusal::invalid)?;
+            Ok(ClientCall::Query { caller, query: request.body })
+        }
+        Operation::SignalJobs => {
+            let request = decode_request::<wire::SignalRequest>(op, body)?;
+            let caller = caller(auth, &request.credential, now_ms)?;
+            check_signal(&request.body).map_err(Refusal::invalid)?;
+            Ok(ClientCall::Signal { request_id: request.request_id, caller, request: request.body })
+        }
+        other => Err(Refusal {
+            code: wire::ERR_UNSUPPORTED,
+            message: format!("operation {} is not a request mbatchd serves", other.name()),
+            reason: Reject::Operation,
+            close: true,
+        }),
+    }
+}
+
+fn decode_request<T: DeserializeOwned>(
+    op: Operation,
+    body: &[u8],
+) -> Result<wire::ClientRequest<T>, Refusal> {
+    lava_xdr::from_bytes(body, &MESSAGE_LIMITS).map_err(|error| Refusal {
+        code: wire::ERR_BAD_REQUEST,
+        message: format!("malformed {} request: {error}", op.name()),
+        reason: Reject::Body,
+        close: true,
+    })
+}
+
+/// The caller a credential vouches for (never a uid the client states).
+fn caller(auth: &Authenticator, token: &[u8], now_ms: u64) -> Result<Caller, Refusal> {
+    let refuse =
+        |message: String| Refusal { code: wire::ERR_AUTH, message, reason: Reject::Credential, close: false };
+    let credential = Credential::verify(auth, token, now_ms)
+        .map_err(|error| refuse(format!("authentication failed: {error}")))?;
+    let user = UserName::parse("credential.username", &credential.username)
+        .map_err(|error| refuse(format!("authentication failed: {error}")))?;
+    let host = HostName::parse("credential.hostname", &credential.hostname)
+        .map_err(|error| refuse(format!("authentication failed: {error}")))?;
+    Ok(Caller { uid: credential.uid, gid: credential.gid, user, host })
+}
+
+fn check_job_refs(field: &str, jobs: &[wire::WireJobRef]) -> Result<(), LlError> {
+    for (idx, job) in jobs.iter().enumerate() {
+        job_ref(&format!("{field}[{idx}]"), *job)?;
+    }
+    Ok(())
+}
+
+fn check_query(query: &wire::JobQuery) -> Result<(), LlError> {
+    check_job_refs("query.jobs", &query.jobs)?;
+    check_text("query.user", &query.user, NAME_BYTES_MAX)?;
+    check_text("query.queue", &query.queue, NAME_BYTES_MAX)?;
+    check_text("query.host", &query.host, NAME_BYTES_MAX)?;
+    check_text("query.job_name", &query.job_name, NAME_BYTES_MAX)
+}
+
+fn check_signal(request: &wire::SignalRequest) -> Result<(), LlError> {
+    check_job_refs("signal.jobs", &request.jobs)?;
+    check_text("signal.user", &request.user, NAME_BYTES_MAX)
+}
+
+/// A valid SBD_REGISTER: the host it names (not yet checked against the cluster).
+pub(crate) fn sbd_register(payload: &[u8]) -> Result<(wire::SbdRegister, HostName), (Reject, String)> {
+    let register: wire::SbdRegister = lava_xdr::from_bytes(payload, &MESSAGE_LIMITS)
+        .map_err(|error| (Reject::Body, format!("malformed SBD_REGISTER: {error}")))?;
+    let host = HostName::parse("sbd_register.host_name", &register.host_name)
+        .map_err(|error| (Reject::Invalid, format!("bad SBD_REGISTER: {error}")))?;
+    Ok((register, host))
+}
+
+/// A message of an sbatchd channel, decoded and checked.
+#[derive(Debug)]
+pub(crate) enum SbdMessage {
+    NewJobReply(wire::NewJobReply),
+    JobExecute(wire::JobExecute),
+    JobFinish(wire::JobFinish),
+    JobSignalReply(wire::JobSignalReply),
+}
+
+impl SbdMessage {
+    /// The logic's input, from `host`.
+    pub(crate) fn into_input(self, host: HostName) -> Input {
+        match self {
+            SbdMessage::NewJobReply(reply) => Input::NewJobReply { host, reply },
+            SbdMessage::JobExecute(msg) => Input::JobExecute { host, msg },
+            SbdMessage::JobFinish(msg) => Input::JobFinish { host, msg },
+            SbdMessage::JobSignalReply(msg) => Input::JobSignalReply { host, msg },
+        }
+    }
+}
+
+/// What is wrong with an sbatchd frame.
+#[derive(Debug)]
+pub(crate) enum SbdProblem {
+    /// Not an operation sbatchd sends on its channel: the channel is closed.
+    Operation(String),
+    /// The body does not decode: the channel is closed.
+    Body(String),
+    /// Well-formed but structurally invalid: the message is dropped.
+    Invalid(LlError),
+}
+
+/// Decodes and checks one (authenticated) frame of an sbatchd channel.
+pub(crate) fn sbd_message(op_code: u32, payload: &[u8]) -> Result<SbdMessage, SbdProblem> {
+    fn decode<T: DeserializeOwned>(op: Operation, payload: &[u8]) -> Result<T, SbdProblem> {
+        lava_xdr::from_bytes(payload, &MESSAGE_LIMITS)
+            .map_err(|error| SbdProblem::Body(format!("malformed {}: {error}", op.name())))
+    }
+    let op = Operation::from_code(op_code);
+    let message = match op {
+        Some(op @ Operation::NewJobReply) => SbdMessage::NewJobReply(decode(op, payload)?),
+        Some(op @ Operation::JobExecute) => SbdMessage::JobExecute(decode(op, payload)?),
+        Some(op @ Operation::JobFinish) => SbdMessage::JobFinish(decode(op, payload)?),
+        Some(op @ Operation::JobSignalReply) => SbdMessage::JobSignalReply(decode(op, payload)?),
+        Some(op) => {
+            return Err(SbdProblem::Operation(format!(
+                "{} is not sent by sbatchd on its channel",
+                op.name()
+            )));
+        }
+        None => return Err(SbdProblem::Operation(format!("unknown operation {op_code}"))),
+    };
+    check_sbd_message(&message).map_err(SbdProblem::Invalid)?;
+    Ok(message)
+}
+
+fn check_sbd_message(message: &SbdMessage) -> Result<(), LlError> {
+    match message {
+        SbdMessage::NewJobReply(reply) => {
+            job_ref("new_job_reply.job", reply.job)?;
+            if let wire::NewJobOutcome::Refused { message, .. } = &reply.outcome {
+                // The logic truncates the reason it keeps; only NUL bytes are refused here.
+                check_text("new_job_reply.outcome.message", message, COMMAND_BYTES_MAX)?;
+            }
+            Ok(())
+        }
+        SbdMessage::JobExecute(msg) => {
+            job_ref("job_execute.job", msg.job)?;
+            check_text("job_execute.exec_user", &msg.exec_user, NAME_BYTES_MAX)?;
+            check_text("job_execute.exec_home", &msg.exec_home, PATH_BYTES_MAX)?;
+            check_text("job_execute.exec_cwd", &msg.exec_cwd, PATH_BYTES_MAX)
+        }
+        SbdMessage::JobFinish(msg) => job_ref("job_finish.job", msg.job).map(|_| ()),
+        SbdMessage::JobSignalReply(msg) => job_ref("job_signal_reply.job", msg.job).map(|_| ()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use lava_net::{AuthConfig, ClusterKey, KeyRing, Nonce};
+
+    const NOW_MS: u64 = 1_700_000_000_000;
+
+    fn authenticator(byte: u8) -> Authenticator {
+        let key = ClusterKey::from_bytes(&[byte; 32]).expect("key");
+        Authenticator::new(KeyRing::new(&key), AuthConfig::default())
+    }
+
+    fn token(auth: &Authenticator, nonce: u8) -> Vec<u8> {
+        let credential = Credential {
+            uid: 1000,
+            gid: 100,
+            username: "alice".into(),
+            hostname: "localhost".into(),
+            issued_at_ms: NOW_MS,
+            nonce: Nonce([nonce; 16]),
+        };
+        credential.seal(auth).expect("seals")
+    }
+
+    fn query_body(credential: Vec<u8>, jobs: Vec<wire::WireJobRef>) -> Vec<u8> {
+        let query = wire::JobQuery {
+            jobs,
+            user: String::new(),
+            state_filter: 0,
+            queue: String::new(),
+            host: String::new(),
+            job_name: String::new(),
+        };
+        crate::codec::encode(&wire::ClientRequest {
+            credential,
+            request_id: wire::RequestId { high: 1, low: 2 },
+            body: query,
+        })
+    }
+
+    // Goal: each way a command request can be wrong gets its own code and
+    // counter, and only a malformed one closes the connection.
+    // Method: one request per defect against one authenticator.
+    #[test]
+    fn command_refusals_name_what_was_wrong() {
+        let auth = authenticator(1);
+        let good = client_request(Operation::JobQuery, &query_body(token(&auth, 1), vec![]), &auth, NOW_MS)
+            .expect("a good query passes");
+        assert_eq!(good.caller().user.as_str(), "alice");
+
+        let forged = client_request(
+            Operation::JobQuery,
+            &query_body(token(&authenticator(2), 2), vec![]),
+            &auth,
+            NOW_MS,
+        )
+        .expect_err("a credential sealed with another key");
+        assert_eq!((forged.code, forged.reason, forged.close), (wire::ERR_AUTH, Reject::Credential, false));
+
+        let replayed_token = token(&auth, 3);
+        client_request(Operation::JobQuery, &query_body(replayed_token.clone(), vec![]), &auth, NOW_MS)
+            .expect("first use");
+        let replay = client_request(Operation::JobQuery, &query_body(replayed_token, vec![]), &auth, NOW_MS)
+            .expect_err("a credential is good once");
+        assert_eq!(replay.code, wire::ERR_AUTH);
+
+        let zero = wire::WireJobRef { job_id: 0, array_index: 0 };
+        let invalid =
+            client_request(Operation::JobQuery, &query_body(token(&auth, 4), vec![zero]), &auth, NOW_MS)
+                .expect_err("job 0");
+        assert_eq!(
+            (invalid.code, invalid.reason, invalid.close),
+            (wire::ERR_BAD_REQUEST, Reject::Invalid, false)
+        );
+        assert!(invalid.message.contains("query.jobs[0]"), "{}", invalid.message);
+
+        let garbage = client_request(Operation::SubmitJob, &[1, 2, 3], &auth, NOW_MS).expect_err("garbage");
+        assert_eq!(
+            (garbage.code, garbage.reason, garbage.close),
+            (wire::ERR_BAD_REQUEST, Reject::Body, true)
+        );
+
+        let reply_op =
+            client_request(Operation::SubmitJobReply, &[], &auth, NOW_MS).expect_err("not a request");
+        assert_eq!((reply_op.code, reply_op.close), (wire::ERR_UNSUPPORTED, true));
+    }
+
+    // Goal: sbatchd frames of the wrong operation or shape close the channel,
+    // a structurally invalid one is only dropped.
+    #[test]
+    fn sbd_problems_are_told_apart() {
+        assert!(matches!(sbd_message(Operation::NewJob.code(), &[]), Err(SbdProblem::Operation(_))));
+        assert!(matches!(sbd_message(999, &[]), Err(SbdProblem::Operation(_))));
+        assert!(matches!(sbd_message(Operation::JobFinish.code(), &[0; 3]), Err(SbdProblem::Body(_))));
+        let finish = wire::JobFinish {
+            job: wire::WireJobRef { job_id: 0, array_index: 0 },
+            pid: 1,
+            wait_status: 0,
+            finish_reason: wire::FINISH_NORMAL,
+            end_time: 0,
+            rusage: wire::ResourceUsage::default(),
+        };
+        let body = crate::codec::encode(&finish);
+        assert!(matches!(sbd_message(Operation::JobFinish.code(), &body), Err(SbdProblem::Invalid(_))));
+        let finish = wire::JobFinish { job: wire::WireJobRef { job_id: 7, array_index: 0 }, ..finish };
+        let body = crate::codec::encode(&finish);
+        assert!(matches!(sbd_message(Operation::JobFinish.code(), &body), Ok(SbdMessage::JobFinish(_))));
+    }
+}

@@ -1,0 +1,142 @@
+//! The local credential socket: how a user command proves who runs it.
+//!
+//! A Unix stream socket at `LAVA_CMD_SOCKET` (lsf.conf), mode 0666 so every user can
+//! connect. Frames use the batch header (version `BATCH_VERSION`), unsealed: the socket is
+//! local and the answer is itself sealed. For each CREDENTIAL_REQUEST frame (empty body)
+//! sbatchd reads the caller's uid and gid from the kernel (SO_PEERCRED, never from the
+//! request), looks the uid up in the password database, and answers CREDENTIAL_REPLY
+//! (same sequence number) whose body is `wire::CredentialReply { token }`: a
+//! `lava_net::Credential { uid, gid, username, hostname: this host, issued_at_ms: now,
+//! nonce }` sealed with the cluster key. mbatchd verifies it with the same key (window and
+//! replay rules: a token is good once, for 30 s). A caller without a password entry, or a
+//! request of another kind, gets REQUEST_FAILED (`wire::ErrorReply`); a malformed frame
+//! closes the connection. A connection may carry any number of requests.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
+use lava_net::{Authenticator, Credential, FramedConn, Nonce, Timeouts, peer_cred};
+use lava_xdr::frame::{FrameHeader, FrameLimits};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+
+use crate::sys;
+
+/// Largest request body accepted (requests are empty).
+const REQUEST_BYTES_MAX: u32 = 1024;
+/// Time a client has to send a whole request once it started one, or between requests.
+const CLIENT_TIMEOUT_MS: u64 = 10_000;
+/// Connections served at once; more wait in the listen backlog.
+const CONNECTIONS_MAX: usize = 256;
+
+/// Binds the socket: creates its folder, removes a stale socket file, and makes it
+/// connectable by everyone. `Ok(None)` when a live daemon already serves that path (several
+/// logical hosts on one machine share lsf.conf): this sbatchd then leaves it alone.
+pub fn bind(path: &Path) -> io::Result<Option<UnixListener>> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    if std::fs::symlink_metadata(path).is_ok() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Ok(None);
+        }
+        std::fs::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(Some(listener))
+}
+
+/// Serves the socket until the task is dropped.
+pub async fn serve(listener: UnixListener, auth: Arc<Authenticator>, host: String) {
+    let permits = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    loop {
+        let permit = Arc::clone(&permits).acquire_owned().await.expect("the semaphore is never closed");
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                tracing::warn!("credential socket: accept failed: {err}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let auth = Arc::clone(&auth);
+        let host = host.clone();
+        tokio::spawn(async move {
+            if let Err(problem) = serve_one(stream, &auth, &host).await {
+                tracing::debug!("credential socket: {problem}");
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_one(stream: UnixStream, auth: &Authenticator, host: &str) -> Result<(), String> {
+    let peer = peer_cred(&stream).map_err(|err| format!("SO_PEERCRED: {err}"))?;
+    let limits = FrameLimits { body_bytes_max: REQUEST_BYTES_MAX };
+    let timeouts = Timeouts {
+        connect_timeout_ms: CLIENT_TIMEOUT_MS,
+        read_timeout_ms: CLIENT_TIMEOUT_MS,
+        write_timeout_ms: CLIENT_TIMEOUT_MS,
+    };
+    let mut conn = FramedConn::new(stream, limits, timeouts);
+    while let Some(frame) = conn.read_frame().await.map_err(|err| err.to_string())? {
+        let request = frame.header;
+        let reply = |operation: Operation| FrameHeader {
+            sequence: request.sequence,
+            operation: operation.code(),
+            version: BATCH_VERSION,
+            length: 0,
+            status: 0,
+        };
+        let failed = |code: u32, message: String| {
+            let body = lava_xdr::to_bytes(&wire::ErrorReply { code, message }).expect("encodes");
+            (reply(Operation::RequestFailed), body)
+        };
+        let (header, body) = if request.version != BATCH_VERSION {
+            failed(
+                wire::ERR_BAD_REQUEST,
+                format!("protocol version {:#x} is not {BATCH_VERSION:#x}", request.version),
+            )
+        } else if request.operation != Operation::CredentialRequest.code() {
+            failed(
+                wire::ERR_BAD_REQUEST,
+                format!("operation {} is not CREDENTIAL_REQUEST", request.operation),
+            )
+        } else {
+            match issue(auth, host, peer.uid, peer.gid) {
+                Ok(token) => {
+                    let body = lava_xdr::to_bytes(&wire::CredentialReply { token }).expect("encodes");
+                    (reply(Operation::CredentialReply), body)
+                }
+                Err(message) => failed(wire::ERR_AUTH, message),
+            }
+        };
+        conn.write_frame(header, &body).await.map_err(|err| err.to_string())?;
+        if header.operation != Operation::CredentialReply.code() {
+            return Err(format!("refused a request from uid {}", peer.uid));
+        }
+    }
+    Ok(())
+}
+
+/// Seals a credential for `uid` issued now by this host.
+fn issue(auth: &Authenticator, host: &str, uid: u32, gid: u32) -> Result<Vec<u8>, String> {
+    let account = sys::lookup_uid(uid)
+        .map_err(|err| format!("cannot look up uid {uid} on {host}: {err}"))?
+        .ok_or_else(|| format!("uid {uid} has no account on {host}"))?;
+    let nonce = Nonce::random().map_err(|err| format!("no randomness for a nonce: {err}"))?;
+    let credential = Credential {
+        uid,
+        gid,
+        username: account.name,
+        hostname: host.to_owned(),
+        issued_at_ms: lava_net::system_now_ms(),
+        nonce,
+    };
+    credential.seal(auth).map_err(|err| err.to_string())
+}

@@ -1,0 +1,874 @@
+//! The daemon: start-up (configuration, host, key, records, adoption), the one event loop,
+//! and the executor of the logic's effects.
+//!
+//! # The event loop
+//! One closed [`Event`] type: a link event (registered, lost, a message), a shepherd event
+//! (its `pid` file is ready, it is gone), a tick. The loop waits for one event, takes
+//! whatever else is already queued (up to [`EVENT_BATCH_MAX`]), steps the logic once per
+//! event, and then carries out the effects of the whole batch.
+//!
+//! # Carrying out effects (lava-sbd's shell contract, with group commit)
+//! All Persist and Remove effects of a batch are made durable first (the last one per job
+//! wins; [`crate::store::Store::commit`]), then the other effects run in their order. So
+//! every Persist is durable before any effect that follows it, as the contract requires; a
+//! fact may become durable a little earlier than its step's turn, never later, and nothing
+//! is ever acted on or reported before the fact it rests on is on disk. Inputs that acting
+//! produces (a shepherd that could not be started) are stepped and carried out in turn.
+//!
+//! # The loop never blocks the network
+//! The loop runs on the main thread (`Runtime::block_on`); the link to mbatchd, the
+//! credential socket and the shepherd watchers run on the runtime's worker threads, so
+//! fsyncs in the loop delay neither credentials nor incoming frames.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lava_batch_ll::{JobRef, UserName};
+use lava_conf::{BaseConfig, LogMask};
+use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
+use lava_sbd::{Effect, Input, RunSpec, Sbd, ToMbd, UserInfo};
+use tokio::sync::mpsc;
+
+use crate::handoff::{ExitFile, PidFile};
+use crate::layout::{self, EXIT_FILE, Layout, PID_FILE, SHEPHERD_FILE};
+use crate::link::{self, FromMbd, LinkConfig, LinkEvent, OutFrame};
+use crate::procfs::{self, boot_id, process_start_ticks};
+use crate::store::{self, Store, StoreOp};
+use crate::{Error, LOST_WAIT_STATUS, credential, launch, sys};
+
+/// Interval of the logic's Tick (LavaLite's `SBD_OPERATION_TIMER`).
+pub const TICK_INTERVAL_MS: u64 = 1_000;
+/// Events handled before their effects are carried out together.
+pub const EVENT_BATCH_MAX: usize = 256;
+/// Queue of events from the link.
+const LINK_EVENTS_MAX: usize = 4096;
+/// Queue of events from the shepherd watchers.
+const WATCH_EVENTS_MAX: usize = 4096;
+/// Queue of frames for mbatchd.
+const OUT_FRAMES_MAX: usize = 4096;
+/// Queue of launches for the launcher thread.
+const LAUNCH_QUEUE_MAX: usize = 4096;
+/// How often an adopted shepherd that has not yet written its `pid` file is looked at.
+const ADOPT_POLL_MS: u64 = 10;
+/// How often a shepherd that cannot be watched with a pidfd is looked at.
+const GONE_POLL_MS: u64 = 100;
+
+/// What the command line says.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The folder holding lsf.conf (else `LSF_ENVDIR`, else /etc).
+    pub envdir: Option<PathBuf>,
+    /// This host's name (else `LAVA_HOST`, else the short host name).
+    pub host: Option<String>,
+    /// Written once the credential socket listens.
+    pub ready_file: Option<PathBuf>,
+}
+
+/// Everything that happens to the daemon.
+#[derive(Debug)]
+enum Event {
+    Link(LinkEvent),
+    Watch(WatchEvent),
+    Tick,
+}
+
+/// What the launcher and the shepherd watchers report; `launch` tells a current shepherd
+/// from an earlier one.
+#[derive(Debug)]
+enum WatchEvent {
+    /// The launcher started the shepherd (our child, to be reaped).
+    Launched { job: JobRef, launch: u64, child: Child },
+    /// The launcher could not start it.
+    LaunchFailed { job: JobRef, launch: u64, message: String },
+    /// The `pid` file is durable, or the shepherd gave up (or died) before one existed.
+    Ready { job: JobRef, launch: u64 },
+    /// The shepherd has ended.
+    Gone { job: JobRef, launch: u64 },
+}
+
+/// How a watcher learns that the `pid` file question is settled.
+enum ReadyWait {
+    /// Already settled.
+    Known,
+    /// The shepherd's notification pipe.
+    Pipe(OwnedFd),
+    /// Look at the state folder until `pid` exists or the shepherd's lock is free.
+    Poll(PathBuf),
+}
+
+/// How a watcher learns that the shepherd has ended.
+enum GoneWait {
+    /// A pidfd opened on our own child right after it started (and its state folder, to
+    /// watch the lock should the pidfd fail).
+    Pidfd(OwnedFd, PathBuf),
+    /// An adopted shepherd: its pid from the `pid` (or `shepherd`) file, confirmed by its lock.
+    Adopted(PathBuf),
+}
+
+/// The shell's own view of a job.
+#[derive(Debug)]
+struct Tracked {
+    jobfile: String,
+    /// The current shepherd's launch number, while one is watched.
+    launch: Option<u64>,
+    /// The current shepherd's pid, when this sbatchd started it.
+    shepherd: Option<u32>,
+}
+
+/// A Launch effect handed to the launcher thread.
+struct LaunchRequest {
+    job: JobRef,
+    launch: u64,
+    run_spec: Box<RunSpec>,
+    jobfile: String,
+}
+
+/// Starts sbatchd and runs it until SIGTERM or SIGINT.
+pub fn run(options: Options) -> Result<(), Error> {
+    let envdir = options.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
+    let config = BaseConfig::load(&envdir)?;
+    init_logging(config.lsf.log_mask);
+    let host = decide_host(&options, &config)?;
+    let master = config.master_host().ok_or_else(|| {
+        Error::Other(format!("{} lists no server host to run mbatchd", config.cluster.path.display()))
+    })?;
+    let key = ClusterKey::load(&config.lsf.cluster_key_file)?;
+    let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
+    if sys::effective_uid() != 0 {
+        tracing::warn!("not running as root: only jobs of this daemon's own user can be started");
+    }
+    let layout = Layout::new(&config.work_dir(), &host);
+    layout.create().map_err(|source| Error::Io { path: layout.root().to_path_buf(), source })?;
+    let daemon_lock = lock_daemon(&layout)?;
+    let store = Store::new(layout.clone());
+    let loaded = store.load()?;
+    let mut tracked = BTreeMap::new();
+    let mut records = Vec::with_capacity(loaded.len());
+    for (jobfile, record) in loaded {
+        tracked.insert(record.job, Tracked { jobfile, launch: None, shepherd: None });
+        records.push(record);
+    }
+    let n_records = records.len();
+    let sbd = Sbd::restore(lava_sbd::Config::default(), records).map_err(|violation| {
+        Error::Other(format!("job records in {}: {violation}", layout.state_root().display()))
+    })?;
+    let exe =
+        std::env::current_exe().map_err(|source| Error::Io { path: "/proc/self/exe".into(), source })?;
+    let link_config = LinkConfig {
+        master_name: master.name.clone(),
+        master_addr: master.addr,
+        port: config.lsf.mbd_port,
+        host_name: host.clone(),
+        n_cpus: std::thread::available_parallelism()
+            .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX)),
+        auth: Arc::clone(&auth),
+    };
+    tracing::info!(
+        host = %host,
+        mbatchd = %format!("{}:{}", master.name, config.lsf.mbd_port),
+        state = %layout.root().display(),
+        records = n_records,
+        "sbatchd starting"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("sbatchd-io")
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io { path: "tokio runtime".into(), source })?;
+    let socket_path = config.lsf.cmd_socket.clone();
+    let result = runtime.block_on(async move {
+        let (link_tx, link_rx) = mpsc::channel(LINK_EVENTS_MAX);
+        let (watch_tx, watch_rx) = mpsc::channel(WATCH_EVENTS_MAX);
+        let (out_tx, out_rx) = mpsc::channel(OUT_FRAMES_MAX);
+        let serving = match credential::bind(&socket_path) {
+            Ok(Some(listener)) => {
+                tokio::spawn(credential::serve(listener, Arc::clone(&auth), host.clone()));
+                tracing::info!(socket = %socket_path.display(), "credential socket listening");
+                true
+            }
+            Ok(None) => {
+                tracing::warn!(socket = %socket_path.display(), "another daemon serves the credential socket");
+                false
+            }
+            Err(source) => return Err(Error::Io { path: socket_path.clone(), source }),
+        };
+        let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(LAUNCH_QUEUE_MAX);
+        let launcher_layout = layout.clone();
+        let launcher_events = watch_tx.clone();
+        let runtime_handle = tokio::runtime::Handle::current();
+        std::thread::Builder::new()
+            .name("sbatchd-launch".to_owned())
+            .spawn(move || launcher(&exe, &launcher_layout, launch_rx, &launcher_events, &runtime_handle))
+            .map_err(|source| Error::Io { path: "launcher thread".into(), source })?;
+        let mut daemon = Daemon {
+            sbd,
+            store,
+            layout,
+            tracked,
+            children: BTreeMap::new(),
+            next_launch: 0,
+            inputs: Vec::new(),
+            out_tx,
+            watch_tx,
+            launcher: launch_tx,
+        };
+        daemon.adopt_all().await?;
+        if let Some(ready) = &options.ready_file {
+            write_ready_file(ready)?;
+        }
+        tokio::spawn(link::run(link_config, link_tx, out_rx));
+        let result = daemon.event_loop(link_rx, watch_rx).await;
+        if serving {
+            let _ = std::fs::remove_file(&socket_path);
+        }
+        result
+    });
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    drop(daemon_lock);
+    result
+}
+
+/// `LSF_LOG_MASK` as a tracing level; `RUST_LOG` overrides it.
+fn init_logging(mask: LogMask) {
+    let level = match mask {
+        LogMask::Emerg | LogMask::Alert | LogMask::Crit | LogMask::Err => "error",
+        LogMask::Warning => "warn",
+        LogMask::Notice | LogMask::Info => "info",
+        LogMask::Debug => "debug",
+        LogMask::Debug1 | LogMask::Debug2 | LogMask::Debug3 => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
+}
+
+/// `--host`, else `LAVA_HOST`, else the short host name; it must be a host of lsf.cluster.
+fn decide_host(options: &Options, config: &BaseConfig) -> Result<String, Error> {
+    let name = match (&options.host, std::env::var("LAVA_HOST")) {
+        (Some(host), _) => host.clone(),
+        (None, Ok(host)) if !host.is_empty() => host,
+        _ => {
+            let full = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map_err(|source| Error::Io { path: "/proc/sys/kernel/hostname".into(), source })?;
+            full.trim().split('.').next().unwrap_or_default().to_owned()
+        }
+    };
+    match config.cluster.host(&name) {
+        Some(host) => Ok(host.name.clone()),
+        None => Err(Error::HostNotInCluster { host: name, path: config.cluster.path.clone() }),
+    }
+}
+
+/// One sbatchd per host folder.
+fn lock_daemon(layout: &Layout) -> Result<std::fs::File, Error> {
+    let path = layout.daemon_lock();
+    let io_error = |source| Error::Io { path: path.clone(), source };
+    let file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path).map_err(io_error)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
+        Err(std::fs::TryLockError::Error(source)) => Err(Error::Io { path, source }),
+    }
+}
+
+fn write_ready_file(path: &Path) -> Result<(), Error> {
+    let io_error = |source| Error::Io { path: path.to_path_buf(), source };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name =
+        path.file_name().ok_or_else(|| Error::Other(format!("{} is not a file name", path.display())))?;
+    let pid_line = format!("{}\n", std::process::id());
+    layout::write_renamed(dir, &name.to_string_lossy(), pid_line.as_bytes(), false).map_err(io_error)
+}
+
+fn now_ms() -> u64 {
+    lava_net::system_now_ms()
+}
+
+/// The running daemon: the logic and the shell's state around it.
+struct Daemon {
+    sbd: Sbd,
+    store: Store,
+    layout: Layout,
+    tracked: BTreeMap<JobRef, Tracked>,
+    /// Shepherds this sbatchd started and has not reaped yet, by pid.
+    children: BTreeMap<u32, Child>,
+    next_launch: u64,
+    /// Inputs produced while carrying out effects.
+    inputs: Vec<Input>,
+    out_tx: mpsc::Sender<OutFrame>,
+    watch_tx: mpsc::Sender<WatchEvent>,
+    launcher: std::sync::mpsc::SyncSender<LaunchRequest>,
+}
+
+impl Daemon {
+    async fn event_loop(
+        &mut self,
+        mut link_rx: mpsc::Receiver<LinkEvent>,
+        mut watch_rx: mpsc::Receiver<WatchEvent>,
+    ) -> Result<(), Error> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let signal_error = |source| Error::Io { path: "signal handler".into(), source };
+        let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
+        let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
+        let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let mut events = Vec::new();
+            tokio::select! {
+                _ = terminate.recv() => break,
+                _ = interrupt.recv() => break,
+                Some(event) = link_rx.recv() => events.push(Event::Link(event)),
+                Some(event) = watch_rx.recv() => events.push(Event::Watch(event)),
+                _ = tick.tick() => events.push(Event::Tick),
+            }
+            while events.len() < EVENT_BATCH_MAX {
+                match link_rx.try_recv() {
+                    Ok(event) => events.push(Event::Link(event)),
+                    Err(_) => break,
+                }
+            }
+            while events.len() < EVENT_BATCH_MAX {
+                match watch_rx.try_recv() {
+                    Ok(event) => events.push(Event::Watch(event)),
+                    Err(_) => break,
+                }
+            }
+            let mut effects = Vec::new();
+            for event in events {
+                self.handle(event, &mut effects)?;
+            }
+            self.carry_out(effects).await?;
+        }
+        tracing::info!("sbatchd stopping; running jobs stay with their shepherds");
+        Ok(())
+    }
+
+    fn step(&mut self, input: Input, effects: &mut Vec<Effect>) {
+        self.sbd.step(now_ms(), input, effects);
+    }
+
+    fn handle(&mut self, event: Event, effects: &mut Vec<Effect>) -> Result<(), Error> {
+        match event {
+            Event::Tick => {
+                self.reap_children();
+                self.sample_memory(effects);
+                self.step(Input::Tick, effects);
+            }
+            Event::Link(LinkEvent::Connected) => self.step(Input::Connected, effects),
+            Event::Link(LinkEvent::Disconnected) => self.step(Input::Disconnected, effects),
+            Event::Link(LinkEvent::Message(message)) => {
+                let input = match message {
+                    FromMbd::NewJob(spec) => {
+                        let user = lookup_user(spec.user());
+                        Input::NewJob { spec, user }
+                    }
+                    FromMbd::NewJobReplyAck(job) => Input::NewJobReplyAck(job),
+                    FromMbd::JobExecuteAck(job) => Input::JobExecuteAck(job),
+                    FromMbd::JobFinishAck(job) => Input::JobFinishAck(job),
+                    FromMbd::JobSignal(signal) => Input::JobSignal(signal),
+                };
+                self.step(input, effects);
+            }
+            Event::Watch(WatchEvent::Launched { job, launch, child }) => {
+                let pid = child.id();
+                self.children.insert(pid, child);
+                if self.is_current(job, launch)
+                    && let Some(tracked) = self.tracked.get_mut(&job)
+                {
+                    tracked.shepherd = Some(pid);
+                }
+            }
+            Event::Watch(WatchEvent::LaunchFailed { job, launch, message }) => {
+                if self.is_current(job, launch) {
+                    if let Some(tracked) = self.tracked.get_mut(&job) {
+                        tracked.launch = None;
+                    }
+                    tracing::warn!(%job, "cannot launch the job: {message}");
+                    self.step(Input::SpawnFailed { job, message }, effects);
+                }
+            }
+            Event::Watch(WatchEvent::Ready { job, launch }) => {
+                if self.is_current(job, launch) {
+                    self.on_ready(job, effects)?;
+                }
+            }
+            Event::Watch(WatchEvent::Gone { job, launch }) => {
+                if self.is_current(job, launch) {
+                    let shepherd = self.tracked.get_mut(&job).and_then(|tracked| {
+                        tracked.launch = None;
+                        tracked.shepherd.take()
+                    });
+                    if let Some(pid) = shepherd {
+                        self.reap(pid);
+                    }
+                    self.on_gone(job, effects)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Feeds the resident memory of every running job with a memory limit (`bsub -M`);
+    /// the logic starts the kill when a job is over its limit.
+    fn sample_memory(&mut self, effects: &mut Vec<Effect>) {
+        let limited: Vec<(JobRef, i32)> = self
+            .sbd
+            .jobs()
+            .filter(|record| record.is_running() && record.run_spec.mem_limit_kb > 0 && record.pgid > 1)
+            .map(|record| (record.job, record.pgid))
+            .collect();
+        if limited.is_empty() {
+            return;
+        }
+        let rss_kb = procfs::group_rss_kb(&limited.iter().map(|(_, pgid)| *pgid).collect());
+        for (job, pgid) in limited {
+            if let Some(rss_kb) = rss_kb.get(&pgid) {
+                self.step(Input::MemoryUsage { job, rss_kb: *rss_kb }, effects);
+            }
+        }
+    }
+
+    fn is_current(&self, job: JobRef, launch: u64) -> bool {
+        self.tracked.get(&job).is_some_and(|tracked| tracked.launch == Some(launch))
+    }
+
+    fn state_dir(&self, job: JobRef) -> Option<PathBuf> {
+        self.tracked.get(&job).map(|tracked| self.layout.state_dir(&tracked.jobfile))
+    }
+
+    /// The shepherd settled the pid question: report the process, or why there is none.
+    fn on_ready(&mut self, job: JobRef, effects: &mut Vec<Effect>) -> Result<(), Error> {
+        let awaiting = self.sbd.job(job).is_some_and(|record| record.is_awaiting_spawn());
+        let Some(dir) = self.state_dir(job).filter(|_| awaiting) else { return Ok(()) };
+        if let Some(pid) = read_pid_file(&dir)? {
+            tracing::debug!(%job, pid = pid.pid, "job started");
+            self.step(
+                Input::Spawned { job, pid: pid.pid, pgid: pid.pgid, exec_time_ms: pid.exec_time_ms },
+                effects,
+            );
+            return Ok(());
+        }
+        let input = match read_exit_file(&dir)? {
+            Some(ExitFile::Failed { message, .. }) => Input::SpawnFailed { job, message },
+            Some(ExitFile::Exited { .. }) => {
+                Input::SpawnFailed { job, message: "the shepherd reported an exit without a pid".to_owned() }
+            }
+            None if self.sbd.awaiting_adoption().any(|adopted| adopted == job) => Input::NotLaunched { job },
+            None => {
+                Input::SpawnFailed { job, message: "the shepherd ended before it started the job".to_owned() }
+            }
+        };
+        if let Input::SpawnFailed { message, .. } = &input {
+            tracing::warn!(%job, "job could not be started: {message}");
+        }
+        self.step(input, effects);
+        Ok(())
+    }
+
+    /// The shepherd has ended: report the job's end from its `exit` file. Its lock is
+    /// checked first, so that a watcher's mistake can never make a live job look lost.
+    fn on_gone(&mut self, job: JobRef, effects: &mut Vec<Effect>) -> Result<(), Error> {
+        let Some(dir) = self.state_dir(job) else { return Ok(()) };
+        if !self.sbd.job(job).is_some_and(|record| record.is_running()) {
+            return Ok(());
+        }
+        if launch::shepherd_alive(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?
+            == Some(true)
+        {
+            tracing::debug!(%job, "the shepherd still holds its lock; watching it again");
+            let launch = self.new_launch(job);
+            self.watch(job, launch, ReadyWait::Known, GoneWait::Adopted(dir));
+            return Ok(());
+        }
+        self.finish_from_files(job, effects)
+    }
+
+    /// For a running job whose shepherd is gone (and can never come back): Exited from the
+    /// `exit` file, a start failure, or, with no file, a lost job.
+    ///
+    /// When a kill (bkill, run or memory limit) was under way, the rest of the job's process
+    /// group goes with its leader (SIGKILL): killing a job kills all of it, including
+    /// children that ignore SIGINT, as a non-interactive shell's background jobs do.
+    fn finish_from_files(&mut self, job: JobRef, effects: &mut Vec<Effect>) -> Result<(), Error> {
+        let Some(dir) = self.state_dir(job) else { return Ok(()) };
+        if let Some(record) = self.sbd.job(job).filter(|record| record.kill.is_some() && record.pgid > 1) {
+            match sys::kill_group(record.pgid, libc::SIGKILL) {
+                Ok(()) => tracing::debug!(%job, pgid = record.pgid, "killed what was left of the job"),
+                Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(err) => {
+                    tracing::warn!(%job, pgid = record.pgid, "cannot kill the rest of the job: {err}")
+                }
+            }
+        }
+        let input = match read_exit_file(&dir)? {
+            Some(ExitFile::Exited { wait_status, end_time_ms, rusage }) => {
+                tracing::debug!(%job, wait_status, "job ended");
+                Input::Exited { job, wait_status, rusage, end_time_ms }
+            }
+            Some(ExitFile::Failed { message, .. }) => {
+                tracing::warn!(%job, "job could not be started: {message}");
+                Input::SpawnFailed { job, message }
+            }
+            None => self.lost(job, &dir)?,
+        };
+        self.step(input, effects);
+        Ok(())
+    }
+
+    /// The shepherd vanished without recording the job's end (killed, or the machine
+    /// restarted). The job is reported killed by SIGKILL, and if its process is still the
+    /// one the shepherd started (same boot, same start time) its group is killed first, so
+    /// that the report is true.
+    fn lost(&mut self, job: JobRef, dir: &Path) -> Result<Input, Error> {
+        if let Some(pid) = read_pid_file(dir)? {
+            let same_boot = !pid.boot_id.is_empty() && boot_id().is_ok_and(|now| now == pid.boot_id);
+            let same_process = pid.start_ticks != 0
+                && process_start_ticks(pid.pid).is_ok_and(|ticks| ticks == pid.start_ticks);
+            if same_boot && same_process {
+                tracing::warn!(%job, pgid = pid.pgid, "killing the process group of a job whose shepherd vanished");
+                if let Err(err) = sys::kill_group(pid.pgid, libc::SIGKILL) {
+                    tracing::debug!(%job, "killpg: {err}");
+                }
+            }
+        }
+        tracing::warn!(%job, "the job's shepherd vanished without recording its end; reported killed (SIGKILL)");
+        Ok(Input::Exited {
+            job,
+            wait_status: LOST_WAIT_STATUS,
+            rusage: lava_batch_wire::ResourceUsage::default(),
+            end_time_ms: now_ms(),
+        })
+    }
+
+    /// Contract step 2 after a restart: find every job's shepherd.
+    async fn adopt_all(&mut self) -> Result<(), Error> {
+        let awaiting: Vec<JobRef> = self.sbd.awaiting_adoption().collect();
+        let running: Vec<JobRef> =
+            self.sbd.jobs().filter(|record| record.is_running()).map(|r| r.job).collect();
+        let mut effects = Vec::new();
+        for job in awaiting {
+            self.adopt_unspawned(job, &mut effects)?;
+        }
+        for job in running {
+            self.adopt_running(job, &mut effects)?;
+        }
+        self.carry_out(effects).await
+    }
+
+    /// A job launched (or about to be) whose pid was not recorded before the restart.
+    fn adopt_unspawned(&mut self, job: JobRef, effects: &mut Vec<Effect>) -> Result<(), Error> {
+        let Some(dir) = self.state_dir(job) else { return Ok(()) };
+        let alive = launch::shepherd_alive(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        if alive == Some(true) {
+            tracing::info!(%job, "adopting a live shepherd that has not reported the job's pid yet");
+            let launch = self.new_launch(job);
+            self.watch(job, launch, ReadyWait::Poll(dir.clone()), GoneWait::Adopted(dir));
+            return Ok(());
+        }
+        // No shepherd lives, and none can appear: the files are final.
+        match read_pid_file(&dir)? {
+            Some(pid) => {
+                tracing::info!(%job, pid = pid.pid, "the job started before the restart");
+                self.step(
+                    Input::Spawned { job, pid: pid.pid, pgid: pid.pgid, exec_time_ms: pid.exec_time_ms },
+                    effects,
+                );
+                self.finish_from_files(job, effects)?;
+            }
+            None => match read_exit_file(&dir)? {
+                Some(ExitFile::Failed { message, .. }) => {
+                    self.step(Input::SpawnFailed { job, message }, effects)
+                }
+                _ => {
+                    tracing::info!(%job, "the job was never started; launching it");
+                    self.step(Input::NotLaunched { job }, effects);
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// A job with a pid and no exit yet.
+    fn adopt_running(&mut self, job: JobRef, effects: &mut Vec<Effect>) -> Result<(), Error> {
+        let Some(dir) = self.state_dir(job) else { return Ok(()) };
+        let alive = launch::shepherd_alive(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        if alive == Some(true) {
+            tracing::info!(%job, "re-attached to the job's shepherd");
+            let launch = self.new_launch(job);
+            self.watch(job, launch, ReadyWait::Known, GoneWait::Adopted(dir));
+            Ok(())
+        } else {
+            self.finish_from_files(job, effects)
+        }
+    }
+
+    fn new_launch(&mut self, job: JobRef) -> u64 {
+        self.next_launch += 1;
+        let launch = self.next_launch;
+        if let Some(tracked) = self.tracked.get_mut(&job) {
+            tracked.launch = Some(launch);
+        }
+        launch
+    }
+
+    /// Carries out effects as the module doc says, then the inputs acting produced.
+    async fn carry_out(&mut self, mut effects: Vec<Effect>) -> Result<(), Error> {
+        loop {
+            let ops = self.store_ops(&effects);
+            self.store.commit(&ops)?;
+            for effect in effects.drain(..) {
+                match effect {
+                    Effect::Persist(..) | Effect::Remove(..) => {}
+                    Effect::Launch { job, run_spec } => self.launch(job, run_spec),
+                    Effect::Kill { job, pgid, signal } => match sys::kill_group(pgid, signal) {
+                        Ok(()) => tracing::debug!(%job, pgid, signal, "signalled"),
+                        Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}
+                        Err(err) => tracing::warn!(%job, pgid, signal, "cannot signal the job: {err}"),
+                    },
+                    Effect::Send(message) => self.send(message).await,
+                }
+            }
+            if self.inputs.is_empty() {
+                return Ok(());
+            }
+            for input in std::mem::take(&mut self.inputs) {
+                self.step(input, &mut effects);
+            }
+        }
+    }
+
+    /// The batch's record changes, the last one per job winning; also keeps the shell's
+    /// job table in step with the records.
+    fn store_ops(&mut self, effects: &[Effect]) -> Vec<StoreOp> {
+        let mut ops: Vec<StoreOp> = Vec::new();
+        let mut op_of: BTreeMap<JobRef, usize> = BTreeMap::new();
+        for effect in effects {
+            let (job, op) = match effect {
+                Effect::Persist(job, record) => {
+                    let jobfile = layout::jobfile_name(record.run_spec.submit_time_s, *job);
+                    let tracked = self.tracked.entry(*job).or_insert_with(|| Tracked {
+                        jobfile: jobfile.clone(),
+                        launch: None,
+                        shepherd: None,
+                    });
+                    tracked.jobfile = jobfile.clone();
+                    (*job, StoreOp::Persist { jobfile, bytes: store::encode_record(record) })
+                }
+                Effect::Remove(job) => {
+                    let Some(tracked) = self.tracked.remove(job) else {
+                        tracing::error!(%job, "Remove for a job without a folder");
+                        continue;
+                    };
+                    (*job, StoreOp::Remove { jobfile: tracked.jobfile })
+                }
+                _ => continue,
+            };
+            match op_of.get(&job) {
+                Some(&idx) => ops[idx] = op,
+                None => {
+                    op_of.insert(job, ops.len());
+                    ops.push(op);
+                }
+            }
+        }
+        ops
+    }
+
+    /// Hands the launch to the launcher thread: the main loop never waits for a process to
+    /// start. The Launch's record is durable already; nothing later in the batch depends on
+    /// the shepherd existing (only Spawned, which the shepherd itself triggers, does).
+    fn launch(&mut self, job: JobRef, run_spec: Box<RunSpec>) {
+        let jobfile = layout::jobfile_name(run_spec.submit_time_s, job);
+        let launch = self.new_launch(job);
+        if self.launcher.send(LaunchRequest { job, launch, run_spec, jobfile }).is_err() {
+            let message = "the launcher thread has stopped".to_owned();
+            tracing::error!(%job, "cannot launch the job: {message}");
+            self.inputs.push(Input::SpawnFailed { job, message });
+        }
+    }
+
+    async fn send(&mut self, message: ToMbd) {
+        let operation = message.operation();
+        let body = match &message {
+            ToMbd::NewJobReply(m) => lava_xdr::to_bytes(m),
+            ToMbd::JobExecute(m) => lava_xdr::to_bytes(m),
+            ToMbd::JobFinish(m) => lava_xdr::to_bytes(m),
+            ToMbd::JobSignalReply(m) => lava_xdr::to_bytes(m),
+        }
+        .expect("protocol messages always encode");
+        // Only fails when the link is gone, which happens only while stopping.
+        let _ = self.out_tx.send(OutFrame { operation, body }).await;
+    }
+
+    fn watch(&self, job: JobRef, launch: u64, ready: ReadyWait, gone: GoneWait) {
+        tokio::spawn(watch(self.watch_tx.clone(), job, launch, ready, gone));
+    }
+
+    /// Collects one shepherd of this sbatchd if it has ended.
+    fn reap(&mut self, pid: u32) {
+        if let Some(child) = self.children.get_mut(&pid)
+            && !matches!(child.try_wait(), Ok(None))
+        {
+            self.children.remove(&pid);
+        }
+    }
+
+    /// Collects every shepherd of this sbatchd that has ended, so that no zombie remains.
+    fn reap_children(&mut self) {
+        self.children.retain(|_, child| matches!(child.try_wait(), Ok(None)));
+    }
+}
+
+/// The launcher thread: carries out Launch effects one after the other (one thread, so a
+/// descriptor meant for one shepherd is never inherited by another), reports each start
+/// to the loop, and then has the new shepherd watched.
+fn launcher(
+    exe: &Path,
+    layout: &Layout,
+    requests: std::sync::mpsc::Receiver<LaunchRequest>,
+    events: &mpsc::Sender<WatchEvent>,
+    runtime: &tokio::runtime::Handle,
+) {
+    for LaunchRequest { job, launch, run_spec, jobfile } in requests {
+        let started = match launch::start(exe, layout, job, &run_spec, &jobfile) {
+            Ok(started) => started,
+            Err(message) => {
+                if events.blocking_send(WatchEvent::LaunchFailed { job, launch, message }).is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let dir = layout.state_dir(&jobfile);
+        let pid = i32::try_from(started.child.id()).unwrap_or(i32::MAX);
+        let gone = match sys::pidfd_open(pid) {
+            Ok(pidfd) => GoneWait::Pidfd(pidfd, dir),
+            Err(err) => {
+                tracing::warn!(%job, "pidfd_open: {err}; watching the shepherd's lock instead");
+                GoneWait::Adopted(dir)
+            }
+        };
+        // Launched goes first, so the loop knows the child before any of its events.
+        if events.blocking_send(WatchEvent::Launched { job, launch, child: started.child }).is_err() {
+            return;
+        }
+        runtime.spawn(watch(events.clone(), job, launch, ReadyWait::Pipe(started.notify), gone));
+    }
+}
+
+fn lookup_user(user: &UserName) -> Result<UserInfo, String> {
+    match sys::lookup_user(user.as_str()) {
+        Ok(Some(account)) => {
+            Ok(UserInfo { uid: account.uid, gid: account.gid, home: account.home, shell: account.shell })
+        }
+        Ok(None) => Err("no such user on this host".to_owned()),
+        Err(err) => Err(format!("cannot look the user up: {err}")),
+    }
+}
+
+fn read_pid_file(dir: &Path) -> Result<Option<PidFile>, Error> {
+    let path = dir.join(PID_FILE);
+    let Some(bytes) =
+        layout::read_optional(&path).map_err(|source| Error::Io { path: path.clone(), source })?
+    else {
+        return Ok(None);
+    };
+    PidFile::parse(&path, &bytes).map(Some).map_err(|err| Error::Other(err.to_string()))
+}
+
+fn read_exit_file(dir: &Path) -> Result<Option<ExitFile>, Error> {
+    let path = dir.join(EXIT_FILE);
+    let Some(bytes) =
+        layout::read_optional(&path).map_err(|source| Error::Io { path: path.clone(), source })?
+    else {
+        return Ok(None);
+    };
+    ExitFile::parse(&path, &bytes).map(Some).map_err(|err| Error::Other(err.to_string()))
+}
+
+/// Follows one shepherd: first until its `pid` question is settled, then until it ends.
+async fn watch(events: mpsc::Sender<WatchEvent>, job: JobRef, launch: u64, ready: ReadyWait, gone: GoneWait) {
+    match ready {
+        ReadyWait::Known => {}
+        ReadyWait::Pipe(fd) => {
+            wait_notify(fd).await;
+            if events.send(WatchEvent::Ready { job, launch }).await.is_err() {
+                return;
+            }
+        }
+        ReadyWait::Poll(dir) => {
+            while !dir.join(PID_FILE).exists() && launch::shepherd_alive(&dir).ok() == Some(Some(true)) {
+                tokio::time::sleep(Duration::from_millis(ADOPT_POLL_MS)).await;
+            }
+            if events.send(WatchEvent::Ready { job, launch }).await.is_err() {
+                return;
+            }
+        }
+    }
+    match gone {
+        GoneWait::Pidfd(fd, dir) => {
+            if let Err(err) = sys::wait_readable(fd).await {
+                tracing::error!(%job, "cannot watch the shepherd's pidfd: {err}; watching its lock");
+                wait_lock(&dir).await;
+            }
+        }
+        GoneWait::Adopted(dir) => wait_adopted(&dir).await,
+    }
+    let _ = events.send(WatchEvent::Gone { job, launch }).await;
+}
+
+/// One byte or end-of-file on the notification pipe.
+async fn wait_notify(fd: OwnedFd) {
+    let Ok(pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else { return };
+    let mut byte = [0u8; 1];
+    loop {
+        if pipe.readable().await.is_err() {
+            return;
+        }
+        match pipe.try_read(&mut byte) {
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+            _ => return,
+        }
+    }
+}
+
+/// An adopted shepherd: a pidfd on the pid it recorded, trusted only once its lock shows it
+/// still lives (so the pid cannot have been reused); otherwise its lock is polled.
+async fn wait_adopted(dir: &Path) {
+    let pid = read_pid_file(dir).ok().flatten().map(|pid| pid.shepherd).or_else(|| {
+        std::fs::read_to_string(dir.join(SHEPHERD_FILE)).ok().and_then(|text| text.trim().parse().ok())
+    });
+    if let Some(pidfd) = pid.and_then(|pid| sys::pidfd_open(pid).ok()) {
+        match launch::shepherd_alive(dir) {
+            Ok(Some(true)) => {
+                if sys::wait_readable(pidfd).await.is_ok() {
+                    return;
+                }
+            }
+            Ok(_) => return,
+            Err(_) => {}
+        }
+    }
+    wait_lock(dir).await;
+}
+
+/// Polls the shepherd's lock until it is free (the shepherd has ended).
+async fn wait_lock(dir: &Path) {
+    while launch::shepherd_alive(dir).ok() == Some(Some(true)) {
+        tokio::time::sleep(Duration::from_millis(GONE_POLL_MS)).await;
+    }
+}

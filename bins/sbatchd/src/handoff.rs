@@ -1,0 +1,312 @@
+//! The files sbatchd and a shepherd exchange through the job's state folder, and their
+//! formats: the [`LaunchPlan`] sbatchd writes, the [`PidFile`] and [`ExitFile`] the shepherd
+//! writes.
+//!
+//! - `launch`: XDR of [`LaunchPlan`]. Written by sbatchd before it starts the shepherd; not
+//!   fsynced, because it matters only until the durable `pid` file exists (after a crash
+//!   without a `pid` file the job never ran, and the logic launches it again with a new plan).
+//! - `shepherd`: the shepherd's pid in decimal and a newline, written plainly (not durable)
+//!   first thing, for an administrator and for an sbatchd adopting a shepherd that has not
+//!   written `pid` yet.
+//! - `pid`: one line `v1 pid=P pgid=G exec_time_ms=T start_ticks=S boot_id=B shepherd=H`,
+//!   written durably before the job may execute. `start_ticks` (field 22 of `/proc/P/stat`)
+//!   and the kernel's boot id identify the process beyond its pid, so that a lost job is
+//!   only killed when its process is still the one the shepherd started; `shepherd` is the
+//!   shepherd's pid, watched with a pidfd by an sbatchd that adopts it after a restart.
+//! - `exit`: one line, written durably before the shepherd exits, either
+//!   `v1 exited wait_status=W end_time_ms=T user_ms=U system_ms=S max_rss_kb=R` or
+//!   `v1 failed stage=NAME errno=E end_time_ms=T message=TEXT` (TEXT runs to the end of the
+//!   line). Stages are [`crate::sys::SpawnStage::name`] for failures inside the job's
+//!   process, and `plan`, `groups`, `fork`, `pidfile` for failures of the shepherd itself.
+//!
+//! Text files are parsed strictly: a line that does not parse is an error naming the file.
+
+use std::path::Path;
+
+use lava_batch_wire as wire;
+use serde::{Deserialize, Serialize};
+
+/// Version of the launch plan's layout.
+pub const LAUNCH_PLAN_VERSION: u32 = 1;
+/// Version word that opens the `pid` and `exit` lines.
+const LINE_VERSION: &str = "v1";
+/// Largest launch plan read: a 512 KiB command is in the script, not in the plan, but the
+/// environment may be large.
+pub const LAUNCH_PLAN_BYTES_MAX: usize = 16 << 20;
+
+/// Limits for decoding a launch plan.
+pub const LAUNCH_PLAN_LIMITS: lava_xdr::Limits = lava_xdr::Limits {
+    input_bytes_max: LAUNCH_PLAN_BYTES_MAX,
+    string_bytes_max: lava_batch_ll::COMMAND_BYTES_MAX as u32,
+    ..lava_xdr::Limits::DEFAULT
+};
+
+/// How the shepherd starts the job: everything is resolved by sbatchd, the shepherd only
+/// looks up the supplementary groups (so that sbatchd's loop never waits on the group
+/// database).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchPlan {
+    /// [`LAUNCH_PLAN_VERSION`].
+    pub version: u32,
+    /// Job id, for the shepherd's messages.
+    pub job_id: u32,
+    /// Array index, 0 for none.
+    pub array_index: u32,
+    /// The execution user's name (for the group list).
+    pub user: String,
+    /// Uid to run as.
+    pub uid: u32,
+    /// Primary gid to run as.
+    pub gid: u32,
+    /// Absolute path of the program.
+    pub program: String,
+    /// Argument vector, `argv[0]` first.
+    pub argv: Vec<String>,
+    /// The whole environment, `NAME=value`.
+    pub env: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// File-creation mask.
+    pub umask: u32,
+    /// Standard input.
+    pub stdin: String,
+    /// Standard output.
+    pub stdout: String,
+    /// Truncate standard output.
+    pub stdout_truncate: bool,
+    /// Standard error (equal to `stdout`: the same file, one offset).
+    pub stderr: String,
+    /// Truncate standard error.
+    pub stderr_truncate: bool,
+    /// Folders created as the user before the files are opened.
+    pub create_dirs: Vec<String>,
+}
+
+/// A malformed handoff file.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct HandoffError {
+    /// The file.
+    pub path: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl HandoffError {
+    fn new(path: &Path, problem: impl Into<String>) -> HandoffError {
+        HandoffError { path: path.display().to_string(), problem: problem.into() }
+    }
+}
+
+/// The `pid` file: the job's process as the shepherd started it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PidFile {
+    /// Pid of the job's process.
+    pub pid: i32,
+    /// Its process group (its own: the job leads a new session).
+    pub pgid: i32,
+    /// When the shepherd let it execute, ms since the epoch.
+    pub exec_time_ms: u64,
+    /// Field 22 of `/proc/<pid>/stat` (start time in clock ticks after boot), 0 if unknown.
+    pub start_ticks: u64,
+    /// The kernel's boot id when the job started, empty if unknown.
+    pub boot_id: String,
+    /// The shepherd's pid.
+    pub shepherd: i32,
+}
+
+/// The `exit` file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExitFile {
+    /// The job ran and ended.
+    Exited {
+        /// Raw wait status.
+        wait_status: i32,
+        /// When it ended, ms since the epoch.
+        end_time_ms: u64,
+        /// Its resource usage.
+        rusage: wire::ResourceUsage,
+    },
+    /// The job's command never executed.
+    Failed {
+        /// Where it failed.
+        stage: String,
+        /// The errno, 0 if none.
+        errno: i32,
+        /// When, ms since the epoch.
+        end_time_ms: u64,
+        /// What failed, for `bjobs -l`.
+        message: String,
+    },
+}
+
+impl PidFile {
+    /// The line written to the file.
+    pub fn to_line(&self) -> String {
+        let boot_id = if self.boot_id.is_empty() { "-" } else { self.boot_id.as_str() };
+        format!(
+            "{LINE_VERSION} pid={} pgid={} exec_time_ms={} start_ticks={} boot_id={boot_id} shepherd={}\n",
+            self.pid, self.pgid, self.exec_time_ms, self.start_ticks, self.shepherd
+        )
+    }
+
+    /// Parses the file's content.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<PidFile, HandoffError> {
+        let fields = Fields::parse(path, bytes, None)?;
+        let pid_file = PidFile {
+            pid: fields.number(path, "pid")?,
+            pgid: fields.number(path, "pgid")?,
+            exec_time_ms: fields.number(path, "exec_time_ms")?,
+            start_ticks: fields.number(path, "start_ticks")?,
+            boot_id: match fields.text(path, "boot_id")? {
+                "-" => String::new(),
+                id => id.to_owned(),
+            },
+            shepherd: fields.number(path, "shepherd")?,
+        };
+        if pid_file.pid <= 0 || pid_file.pgid <= 0 {
+            return Err(HandoffError::new(path, "pid and pgid must be positive"));
+        }
+        Ok(pid_file)
+    }
+}
+
+impl ExitFile {
+    /// The line written to the file.
+    pub fn to_line(&self) -> String {
+        match self {
+            ExitFile::Exited { wait_status, end_time_ms, rusage } => format!(
+                "{LINE_VERSION} exited wait_status={wait_status} end_time_ms={end_time_ms} user_ms={} \
+                 system_ms={} max_rss_kb={}\n",
+                rusage.user_time_ms, rusage.system_time_ms, rusage.max_rss_kb
+            ),
+            ExitFile::Failed { stage, errno, end_time_ms, message } => {
+                let message = message.replace(['\n', '\r'], " ");
+                format!(
+                    "{LINE_VERSION} failed stage={stage} errno={errno} end_time_ms={end_time_ms} message={message}\n"
+                )
+            }
+        }
+    }
+
+    /// Parses the file's content.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<ExitFile, HandoffError> {
+        let fields = Fields::parse(path, bytes, Some("message"))?;
+        match fields.kind.as_str() {
+            "exited" => Ok(ExitFile::Exited {
+                wait_status: fields.number(path, "wait_status")?,
+                end_time_ms: fields.number(path, "end_time_ms")?,
+                rusage: wire::ResourceUsage {
+                    user_time_ms: fields.number(path, "user_ms")?,
+                    system_time_ms: fields.number(path, "system_ms")?,
+                    max_rss_kb: fields.number(path, "max_rss_kb")?,
+                },
+            }),
+            "failed" => Ok(ExitFile::Failed {
+                stage: fields.text(path, "stage")?.to_owned(),
+                errno: fields.number(path, "errno")?,
+                end_time_ms: fields.number(path, "end_time_ms")?,
+                message: fields.text(path, "message")?.to_owned(),
+            }),
+            other => Err(HandoffError::new(path, format!("unknown exit kind `{other}`"))),
+        }
+    }
+}
+
+/// `v1 [kind] key=value ... [last=rest of line]`.
+struct Fields {
+    kind: String,
+    pairs: Vec<(String, String)>,
+}
+
+impl Fields {
+    fn parse(path: &Path, bytes: &[u8], rest_key: Option<&str>) -> Result<Fields, HandoffError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| HandoffError::new(path, "not UTF-8"))?;
+        let line = text.strip_suffix('\n').ok_or_else(|| HandoffError::new(path, "no final newline"))?;
+        if line.contains('\n') {
+            return Err(HandoffError::new(path, "more than one line"));
+        }
+        let mut rest = None;
+        let mut head = line;
+        if let Some(key) = rest_key
+            && let Some((before, value)) = line.split_once(&format!(" {key}="))
+        {
+            head = before;
+            rest = Some((key, value));
+        }
+        let mut words = head.split(' ');
+        if words.next() != Some(LINE_VERSION) {
+            return Err(HandoffError::new(path, format!("does not start with `{LINE_VERSION}`")));
+        }
+        let mut kind = String::new();
+        let mut pairs = Vec::new();
+        for word in words {
+            match word.split_once('=') {
+                Some((key, value)) => pairs.push((key.to_owned(), value.to_owned())),
+                None if kind.is_empty() && pairs.is_empty() => kind = word.to_owned(),
+                None => return Err(HandoffError::new(path, format!("`{word}` is not key=value"))),
+            }
+        }
+        if let Some((key, value)) = rest {
+            pairs.push((key.to_owned(), value.to_owned()));
+        }
+        Ok(Fields { kind, pairs })
+    }
+
+    fn text(&self, path: &Path, key: &str) -> Result<&str, HandoffError> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| HandoffError::new(path, format!("no `{key}`")))
+    }
+
+    fn number<T: std::str::FromStr>(&self, path: &Path, key: &str) -> Result<T, HandoffError> {
+        let text = self.text(path, key)?;
+        text.parse().map_err(|_| HandoffError::new(path, format!("`{key}={text}` is not a number")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: both files round-trip through their lines, including a message with blanks
+    // and `=` signs, and malformed lines are refused.
+    #[test]
+    fn lines_round_trip() {
+        let path = Path::new("/x/pid");
+        let pid = PidFile {
+            pid: 12,
+            pgid: 12,
+            exec_time_ms: 99,
+            start_ticks: 5,
+            boot_id: "abc".into(),
+            shepherd: 11,
+        };
+        assert_eq!(PidFile::parse(path, pid.to_line().as_bytes()).expect("parse"), pid);
+        let anonymous = PidFile { boot_id: String::new(), ..pid.clone() };
+        assert_eq!(PidFile::parse(path, anonymous.to_line().as_bytes()).expect("parse"), anonymous);
+        let exited = ExitFile::Exited {
+            wait_status: 768,
+            end_time_ms: 7,
+            rusage: wire::ResourceUsage { user_time_ms: 1, system_time_ms: 2, max_rss_kb: 3 },
+        };
+        assert_eq!(ExitFile::parse(path, exited.to_line().as_bytes()).expect("parse"), exited);
+        let failed = ExitFile::Failed {
+            stage: "cwd".into(),
+            errno: 2,
+            end_time_ms: 8,
+            message: "cannot change to /a b=c: No such file".into(),
+        };
+        assert_eq!(ExitFile::parse(path, failed.to_line().as_bytes()).expect("parse"), failed);
+        for bad in ["", "v1 pid=1\n", "v2 pid=1 pgid=1 exec_time_ms=1 start_ticks=1 boot_id=-\n", "garbage"] {
+            assert!(PidFile::parse(path, bad.as_bytes()).is_err(), "{bad:?}");
+        }
+        assert!(ExitFile::parse(path, b"v1 vanished\n").is_err());
+        assert!(
+            PidFile::parse(path, b"v1 pid=0 pgid=0 exec_time_ms=1 start_ticks=1 boot_id=- shepherd=1\n")
+                .is_err()
+        );
+    }
+}

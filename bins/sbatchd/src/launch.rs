@@ -1,0 +1,379 @@
+//! Carrying out a Launch effect: the job script, the execution plan, and the shepherd.
+//!
+//! # The job's process
+//! `/bin/sh <jobs>/<jobfile>/job.sh`, where `job.sh` is `#!/bin/sh`, a line exporting
+//! `LSB_JOBPID`, and the command (a script body of up to 512 KiB, which no argument vector
+//! could hold). It runs as the execution user with the user's supplementary groups, in the
+//! decoded working directory, with the submission's umask.
+//!
+//! # Its environment
+//! The submission environment from the dispatch snapshot, then LSF's job variables, which
+//! win over submitted ones: `LSB_JOBID`, `LSB_JOBINDEX` (0 when not an array element),
+//! `LSB_JOBNAME`, `LSB_QUEUE`, `LSB_HOSTS` (one host per slot, blank-separated),
+//! `LSB_MCPU_HOSTS` (`host n host n`), `LSB_SUB_HOST`, `LS_SUBCWD` (the working directory),
+//! `LSB_JOBFILENAME` (the script), `LSB_JOBDIR` (its folder), `LSB_PROJECT_NAME` when a
+//! project is set; and the execution user's `HOME`, `USER`, `LOGNAME` and `SHELL` (from the
+//! password database of this host; `HOME` falls back to the submission home, `SHELL` to
+//! `/bin/sh`). `PATH` is the submitted one, else `/usr/local/bin:/usr/bin:/bin`. When the
+//! dispatch lists fewer hosts than slots, the remaining slots are on the first host.
+//!
+//! # Its standard files
+//! Input: the `-i` file, else `/dev/null`. Output: the `-o`/`-oo` file, else
+//! `<home>/.lsbatch/<jobfile>.out`. Error: the `-e`/`-eo` file; without one, the output
+//! file when `-o` was given (one file, LSF's rule), else `<home>/.lsbatch/<jobfile>.err`.
+//! `<home>` is the execution user's home on this host. LSF spools a job's output in
+//! `$HOME/.lsbatch` and mails it at the end; LavaCore does not mail, so the spool files are
+//! where the output stays. `.lsbatch` is created (0700) by the job's process as the user,
+//! so no root-owned file ever appears in a user's home. `-o`/`-e` append, `-oo`/`-eo`
+//! truncate.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lava_batch_ll::JobRef;
+use lava_sbd::RunSpec;
+
+use crate::handoff::{LAUNCH_PLAN_VERSION, LaunchPlan};
+use crate::layout::{self, EXIT_FILE, JOB_SCRIPT_FILE, LAUNCH_FILE, Layout, PID_FILE, SHEPHERD_FILE};
+use crate::shepherd::{LOCK_FD_FLAG, NOTIFY_FD_FLAG, SHEPHERD_FLAG};
+use crate::sys;
+
+/// The shell that runs every job script.
+pub const JOB_SHELL: &str = "/bin/sh";
+/// `PATH` of a job whose submission environment had none.
+pub const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Folder in the user's home where output without `-o`/`-e` goes.
+pub const SPOOL_DIR_NAME: &str = ".lsbatch";
+/// How long a launch waits for a previous shepherd of the same job to let go of its lock.
+const LOCK_WAIT_MS_MAX: u64 = 2_000;
+/// Pause between two attempts at that lock.
+const LOCK_RETRY_MS: u64 = 5;
+
+/// The home of the execution user on this host, else the submission home.
+pub fn exec_home(spec: &RunSpec) -> &str {
+    if spec.user_home.is_empty() { &spec.exec_home } else { &spec.user_home }
+}
+
+/// The job's standard output and error files and the folders to create for them.
+pub fn standard_files(spec: &RunSpec, jobfile: &str) -> (String, String, Vec<String>) {
+    let spool = format!("{}/{SPOOL_DIR_NAME}", exec_home(spec).trim_end_matches('/'));
+    let mut create_dirs = Vec::new();
+    let mut spooled = |suffix: &str| {
+        if create_dirs.is_empty() {
+            create_dirs.push(spool.clone());
+        }
+        format!("{spool}/{jobfile}.{suffix}")
+    };
+    let stdout = match spec.output_file.as_str() {
+        "" => spooled("out"),
+        file => file.to_owned(),
+    };
+    let stderr = match (spec.error_file.as_str(), spec.output_file.as_str()) {
+        ("", "") => spooled("err"),
+        ("", _) => stdout.clone(),
+        (file, _) => file.to_owned(),
+    };
+    (stdout, stderr, create_dirs)
+}
+
+/// One host per slot: the dispatch's list, the first host filling any missing slot.
+pub fn slot_hosts(spec: &RunSpec) -> Vec<String> {
+    let mut hosts: Vec<String> = spec.exec_hosts.iter().map(|h| h.as_str().to_owned()).collect();
+    let n_slots = usize::try_from(spec.n_slots).unwrap_or(usize::MAX);
+    if let Some(first) = hosts.first().cloned() {
+        while hosts.len() < n_slots {
+            hosts.push(first.clone());
+        }
+    }
+    hosts
+}
+
+/// `LSB_MCPU_HOSTS`: each host once, in order of first appearance, with its slots: `host n`.
+pub fn mcpu_hosts(slots: &[String]) -> String {
+    let mut groups: Vec<(&str, usize)> = Vec::new();
+    for host in slots {
+        match groups.iter_mut().find(|(name, _)| *name == host.as_str()) {
+            Some((_, n)) => *n += 1,
+            None => groups.push((host, 1)),
+        }
+    }
+    groups.iter().map(|(host, n)| format!("{host} {n}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The job's whole environment, `NAME=value`, sorted by name.
+pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Path) -> Vec<String> {
+    let mut env: std::collections::BTreeMap<String, String> =
+        spec.env.iter().map(|var| (var.name.clone(), var.value.clone())).collect();
+    env.entry("PATH".to_owned()).or_insert_with(|| PATH_DEFAULT.to_owned());
+    let slots = slot_hosts(spec);
+    let shell = if spec.user_shell.is_empty() { JOB_SHELL } else { spec.user_shell.as_str() };
+    let mut set = |name: &str, value: String| {
+        env.insert(name.to_owned(), value);
+    };
+    set("HOME", exec_home(spec).to_owned());
+    set("USER", spec.exec_user.as_str().to_owned());
+    set("LOGNAME", spec.exec_user.as_str().to_owned());
+    set("SHELL", shell.to_owned());
+    set("LSB_JOBID", job.id().to_string());
+    set("LSB_JOBINDEX", job.index().to_string());
+    set("LSB_JOBNAME", spec.job_name.clone());
+    set("LSB_QUEUE", spec.queue.as_str().to_owned());
+    set("LSB_HOSTS", slots.join(" "));
+    set("LSB_MCPU_HOSTS", mcpu_hosts(&slots));
+    set("LSB_SUB_HOST", spec.from_host.clone());
+    set("LS_SUBCWD", spec.exec_cwd.clone());
+    set("LSB_JOBFILENAME", script.display().to_string());
+    set("LSB_JOBDIR", job_dir.display().to_string());
+    if !spec.project.is_empty() {
+        set("LSB_PROJECT_NAME", spec.project.clone());
+    }
+    env.into_iter().map(|(name, value)| format!("{name}={value}")).collect()
+}
+
+/// The job script's text.
+pub fn job_script(job: JobRef, jobfile: &str, command: &str) -> String {
+    let newline = if command.ends_with('\n') { "" } else { "\n" };
+    format!(
+        "#!/bin/sh\n# LSBATCH: job {job} ({jobfile})\nLSB_JOBPID=$$; export LSB_JOBPID\n\
+         # LSBATCH: User input\n{command}{newline}"
+    )
+}
+
+/// The execution plan of a job.
+pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) -> LaunchPlan {
+    let job_dir = layout.job_dir(jobfile);
+    let script = job_dir.join(JOB_SCRIPT_FILE);
+    let (stdout, stderr, create_dirs) = standard_files(spec, jobfile);
+    LaunchPlan {
+        version: LAUNCH_PLAN_VERSION,
+        job_id: job.id(),
+        array_index: job.index(),
+        user: spec.exec_user.as_str().to_owned(),
+        uid: spec.exec_uid,
+        gid: spec.exec_gid,
+        program: JOB_SHELL.to_owned(),
+        argv: vec!["sh".to_owned(), script.display().to_string()],
+        env: job_environment(job, spec, &script, &job_dir),
+        cwd: spec.exec_cwd.clone(),
+        umask: spec.umask,
+        stdin: if spec.input_file.is_empty() { "/dev/null".to_owned() } else { spec.input_file.clone() },
+        stdout,
+        stdout_truncate: spec.output_truncate,
+        stderr,
+        stderr_truncate: spec.error_truncate,
+        create_dirs,
+    }
+}
+
+/// Writes `jobs/<jobfile>/job.sh`, owned by the user with its folder. The folder is
+/// created afresh and owned by root until the script is in it, so the user never has a
+/// chance to put a link where root writes.
+pub fn write_job_script(job_dir: &Path, script: &str, uid: u32, gid: u32) -> io::Result<()> {
+    layout::remove_dir_optional(job_dir)?;
+    layout::create_private_dir(job_dir)?;
+    let path = job_dir.join(JOB_SCRIPT_FILE);
+    let mut file = OpenOptions::new().write(true).create_new(true).mode(0o700).open(&path)?;
+    file.write_all(script.as_bytes())?;
+    let as_root = sys::effective_uid() == 0;
+    if as_root {
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+    }
+    file.set_permissions(fs::Permissions::from_mode(0o700))?;
+    drop(file);
+    if as_root {
+        std::os::unix::fs::chown(job_dir, Some(uid), Some(gid))?;
+    }
+    Ok(())
+}
+
+/// A shepherd just started.
+#[derive(Debug)]
+pub struct StartedShepherd {
+    /// The shepherd process (our child, to be reaped).
+    pub child: Child,
+    /// Read end of the notification pipe: one byte (or end-of-file) once the `pid` file is
+    /// durable or the launch failed before a pid existed.
+    pub notify: OwnedFd,
+}
+
+/// Prepares the state folder and starts the shepherd of a job (see the crate doc's
+/// shepherd protocol). Files of an earlier attempt are removed first: a Launch only comes
+/// when no shepherd of the job is alive, which the job's lock confirms.
+pub fn start(
+    exe: &Path,
+    layout: &Layout,
+    job: JobRef,
+    spec: &RunSpec,
+    jobfile: &str,
+) -> Result<StartedShepherd, String> {
+    let state_dir = layout.state_dir(jobfile);
+    let job_dir = layout.job_dir(jobfile);
+    let at = |what: &str, path: &Path| {
+        let path = path.display().to_string();
+        let what = what.to_owned();
+        move |err: io::Error| format!("{what} {path}: {err}")
+    };
+    layout::create_private_dir(&state_dir).map_err(at("cannot create", &state_dir))?;
+    // The state folder itself is the shepherd's lock (one file fewer per job).
+    let lock = File::open(&state_dir).map_err(at("cannot open", &state_dir))?;
+    lock_exclusive(&lock).map_err(at("cannot lock", &state_dir))?;
+    for stale in [PID_FILE, EXIT_FILE, SHEPHERD_FILE, LAUNCH_FILE] {
+        let path = state_dir.join(stale);
+        layout::remove_optional(&path).map_err(at("cannot remove", &path))?;
+    }
+    write_job_script(&job_dir, &job_script(job, jobfile, &spec.command), spec.exec_uid, spec.exec_gid)
+        .map_err(at("cannot write the job script in", &job_dir))?;
+    let plan = launch_plan(job, spec, jobfile, layout);
+    let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
+    layout::write_renamed(&state_dir, LAUNCH_FILE, &plan_bytes, false)
+        .map_err(at("cannot write", &state_dir.join(LAUNCH_FILE)))?;
+    let (notify_read, notify_write) = io::pipe().map_err(|err| format!("cannot create a pipe: {err}"))?;
+    let copy_error = |err: io::Error| format!("cannot pass a descriptor to the shepherd: {err}");
+    let notify_copy = sys::inheritable_copy(notify_write.as_fd()).map_err(copy_error)?;
+    let lock_copy = sys::inheritable_copy(lock.as_fd()).map_err(copy_error)?;
+    let child = Command::new(exe)
+        .arg(SHEPHERD_FLAG)
+        .arg(&state_dir)
+        .arg(NOTIFY_FD_FLAG)
+        .arg(notify_copy.as_raw_fd().to_string())
+        .arg(LOCK_FD_FLAG)
+        .arg(lock_copy.as_raw_fd().to_string())
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|err| format!("cannot start the shepherd {}: {err}", exe.display()))?;
+    // Our copies close here: the shepherd now holds the lock and the pipe's only writer.
+    drop((notify_copy, lock_copy, notify_write, lock));
+    Ok(StartedShepherd { child, notify: OwnedFd::from(notify_read) })
+}
+
+/// Takes the job's lock, waiting a little for a previous shepherd that is exiting.
+fn lock_exclusive(lock: &File) -> io::Result<()> {
+    let deadline = Instant::now() + Duration::from_millis(LOCK_WAIT_MS_MAX);
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(LOCK_RETRY_MS));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::other("a previous shepherd of this job still holds it"));
+            }
+            Err(fs::TryLockError::Error(err)) => return Err(err),
+        }
+    }
+}
+
+/// Whether a shepherd holds the job's lock (an flock on its state folder): `Some(true)`
+/// alive, `Some(false)` no shepherd (and none can appear: only sbatchd starts one, with the
+/// lock already taken), `None` when the folder does not exist.
+pub fn shepherd_alive(state_dir: &Path) -> io::Result<Option<bool>> {
+    let file = match File::open(state_dir) {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    match file.try_lock() {
+        Ok(()) => Ok(Some(false)),
+        Err(fs::TryLockError::WouldBlock) => Ok(Some(true)),
+        Err(fs::TryLockError::Error(err)) => Err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lava_batch_ll::JobSpec;
+    use lava_batch_wire as wire;
+    use lava_sbd::UserInfo;
+
+    use super::*;
+
+    fn spec(output: &str, error: &str, n_slots: u32, hosts: &[&str]) -> RunSpec {
+        let specs = wire::JobSpecs {
+            job: wire::WireJobRef { job_id: 7, array_index: 3 },
+            submit_time: 1_700_000_000,
+            dispatch_time: 1_700_000_001,
+            user_id: 1000,
+            group_id: 100,
+            user_name: "alice".into(),
+            queue: "normal".into(),
+            job_name: "name".into(),
+            command: "echo hi".into(),
+            from_host: "login".into(),
+            cwd: "work".into(),
+            sub_home_dir: "/home/alice".into(),
+            input_file: String::new(),
+            output_file: output.into(),
+            error_file: error.into(),
+            file_flags: 0,
+            n_slots,
+            exec_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            umask: 0o022,
+            run_limit_s: 0,
+            mem_limit_kb: 0,
+            terminate_interval_s: 0,
+            project: "proj".into(),
+            env: vec![
+                wire::EnvVar { name: "LSB_JOBID".into(), value: "forged".into() },
+                wire::EnvVar { name: "FOO".into(), value: "bar".into() },
+            ],
+        };
+        let user = UserInfo { uid: 1000, gid: 100, home: "/users/alice".into(), shell: "/bin/bash".into() };
+        RunSpec::derive(&JobSpec::try_from(specs).expect("valid"), Some(&user))
+    }
+
+    // Goal: LSF's defaults for the standard files: spool files without -o/-e, stderr
+    // follows -o, and the spool folder is created only when used.
+    #[test]
+    fn standard_file_defaults() {
+        let both = standard_files(&spec("", "", 1, &["n1"]), "1.7.3");
+        assert_eq!(
+            both,
+            (
+                "/users/alice/.lsbatch/1.7.3.out".to_owned(),
+                "/users/alice/.lsbatch/1.7.3.err".to_owned(),
+                vec!["/users/alice/.lsbatch".to_owned()]
+            )
+        );
+        let out_only = standard_files(&spec("o.%J", "", 1, &["n1"]), "1.7.3");
+        assert_eq!(out_only, ("/home/alice/work/o.7".into(), "/home/alice/work/o.7".into(), vec![]));
+        let err_only = standard_files(&spec("", "/e", 1, &["n1"]), "1.7.3");
+        assert_eq!(err_only.1, "/e");
+        assert_eq!(err_only.0, "/users/alice/.lsbatch/1.7.3.out");
+    }
+
+    // Goal: the job variables are set, override submitted ones, and list one host per slot.
+    #[test]
+    fn job_variables() {
+        let spec = spec("", "", 4, &["n1", "n1", "n2"]);
+        let env =
+            job_environment(JobRef::new(7, 3).expect("job"), &spec, Path::new("/j/job.sh"), Path::new("/j"));
+        let get = |name: &str| {
+            env.iter()
+                .find_map(|e| e.strip_prefix(&format!("{name}=")))
+                .map(str::to_owned)
+                .unwrap_or_default()
+        };
+        assert_eq!(get("LSB_JOBID"), "7");
+        assert_eq!(get("LSB_JOBINDEX"), "3");
+        assert_eq!(get("LSB_HOSTS"), "n1 n1 n2 n1");
+        assert_eq!(get("LSB_MCPU_HOSTS"), "n1 3 n2 1");
+        assert_eq!(get("FOO"), "bar");
+        assert_eq!(get("HOME"), "/users/alice");
+        assert_eq!(get("SHELL"), "/bin/bash");
+        assert_eq!(get("PATH"), PATH_DEFAULT);
+        assert_eq!(get("LS_SUBCWD"), "/home/alice/work");
+        assert_eq!(get("LSB_JOBFILENAME"), "/j/job.sh");
+        assert_eq!(get("LSB_PROJECT_NAME"), "proj");
+        let mut sorted = env.clone();
+        sorted.sort();
+        assert_eq!(env, sorted);
+    }
+}

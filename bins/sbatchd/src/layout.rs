@@ -1,0 +1,222 @@
+//! Where sbatchd keeps its files, and how a file is made durable.
+//!
+//! ```text
+//! <work_dir>/sbd/<host>/                 root, 0711: the job's user must traverse it to reach
+//!                                        its job script; nobody can list it
+//!   sbatchd.lock                         flock: one sbatchd per host folder
+//!   state/                               root, 0700
+//!     <jobfile>/                         root, 0700, one per job; its shepherd holds an
+//!                                        flock on this folder for its whole life
+//!       record                           the lava-sbd JobRecord (see crate::store)
+//!       launch                           the execution plan (crate::handoff::LaunchPlan)
+//!       shepherd                         the shepherd's pid (informative, not durable)
+//!       pid                              pid, pgid, exec time of the job, shepherd's pid (durable)
+//!       exit                             how the job ended, or why it never started (durable)
+//!   jobs/                                root, 0711
+//!     <jobfile>/                         the job's user, 0700
+//!       job.sh                           the job's user, 0700: `#!/bin/sh` and the command
+//! ```
+//!
+//! `<jobfile>` is `<submit-epoch-s>.<jobid>`, with `.<index>` for an array element
+//! (LavaLite's name, research/lavalite.md section 3.4). [`write_durable`] is the one way a
+//! file becomes durable: temporary file, fsync, rename, fsync of the folder.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use lava_batch_ll::JobRef;
+
+/// The job record inside a job's state folder.
+pub const RECORD_FILE: &str = "record";
+/// The execution plan sbatchd writes for the shepherd.
+pub const LAUNCH_FILE: &str = "launch";
+/// The shepherd's pid, written first thing by the shepherd (not durable).
+pub const SHEPHERD_FILE: &str = "shepherd";
+/// The job's pid, written durably by the shepherd before the job may execute.
+pub const PID_FILE: &str = "pid";
+/// The job's end, written durably by the shepherd before it exits.
+pub const EXIT_FILE: &str = "exit";
+/// The job script inside the job's folder.
+pub const JOB_SCRIPT_FILE: &str = "job.sh";
+/// Suffix of a file being written, before its rename.
+pub const TEMPORARY_SUFFIX: &str = ".tmp";
+
+/// Mode of the host folder and of `jobs/`: traversable, not listable.
+const TRAVERSE_MODE: u32 = 0o711;
+/// Mode of `state/` and of every job's state folder.
+const PRIVATE_MODE: u32 = 0o700;
+
+/// The folders of one sbatchd (one host).
+#[derive(Clone, Debug)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    /// The layout under `<work_dir>/sbd/<host>`.
+    pub fn new(work_dir: &Path, host: &str) -> Layout {
+        Layout { root: work_dir.join("sbd").join(host) }
+    }
+
+    /// `<work_dir>/sbd/<host>`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The single-instance lock file.
+    pub fn daemon_lock(&self) -> PathBuf {
+        self.root.join("sbatchd.lock")
+    }
+
+    /// `state/`, holding one folder per job.
+    pub fn state_root(&self) -> PathBuf {
+        self.root.join("state")
+    }
+
+    /// `jobs/`, holding one user-owned folder per job.
+    pub fn jobs_root(&self) -> PathBuf {
+        self.root.join("jobs")
+    }
+
+    /// `state/<jobfile>`.
+    pub fn state_dir(&self, jobfile: &str) -> PathBuf {
+        self.state_root().join(jobfile)
+    }
+
+    /// `jobs/<jobfile>`.
+    pub fn job_dir(&self, jobfile: &str) -> PathBuf {
+        self.jobs_root().join(jobfile)
+    }
+
+    /// Creates the folders that are missing and sets the modes of all of them. The folders
+    /// above the host folder are created with the default mode; they must be traversable
+    /// by job users.
+    pub fn create(&self) -> io::Result<()> {
+        if let Some(parent) = self.root.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        for (dir, mode) in [
+            (self.root.clone(), TRAVERSE_MODE),
+            (self.state_root(), PRIVATE_MODE),
+            (self.jobs_root(), TRAVERSE_MODE),
+        ] {
+            match DirBuilder::new().mode(mode).create(&dir) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(err),
+            }
+            fs::set_permissions(&dir, fs::Permissions::from_mode(mode))?;
+        }
+        for dir in [self.state_root(), self.jobs_root()] {
+            // Best effort: only ext2/3/4 know the hint, and nothing depends on it.
+            let _ = crate::sys::set_top_directory_hint(&dir);
+        }
+        Ok(())
+    }
+}
+
+/// `<submit-epoch-s>.<jobid>` or `<submit-epoch-s>.<jobid>.<index>`.
+pub fn jobfile_name(submit_time_s: i64, job: JobRef) -> String {
+    match job.index() {
+        0 => format!("{submit_time_s}.{}", job.id()),
+        index => format!("{submit_time_s}.{}.{index}", job.id()),
+    }
+}
+
+/// Creates a private (0700) folder; an existing one is fine.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    match DirBuilder::new().mode(PRIVATE_MODE).create(dir) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Writes `bytes` to `dir/name` through `dir/name.tmp` (mode 0600), fsyncs it and renames
+/// it into place; the folder itself is not fsynced (see [`fsync_dir`]).
+pub fn write_renamed(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
+    let temporary = dir.join(format!("{name}{TEMPORARY_SUFFIX}"));
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
+    file.write_all(bytes)?;
+    if sync {
+        file.sync_all()?;
+    }
+    drop(file);
+    fs::rename(&temporary, dir.join(name))
+}
+
+/// Makes the entries of `dir` (renames, creations, removals) durable.
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// The contract's durable write: temporary file, fsync, rename, fsync of the folder.
+pub fn write_durable(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    write_renamed(dir, name, bytes, true)?;
+    fsync_dir(dir)
+}
+
+/// Reads a small file; `Ok(None)` when it does not exist.
+pub fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Removes a file; a missing one is fine.
+pub fn remove_optional(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Removes a folder and everything in it (symbolic links are removed, never followed); a
+/// missing one is fine.
+pub fn remove_dir_optional(path: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: job file names follow LavaLite's `<submit>.<id>[.<index>]`.
+    #[test]
+    fn jobfile_names() {
+        let plain = JobRef::new(42, 0).expect("job");
+        let element = JobRef::new(42, 7).expect("job");
+        assert_eq!(jobfile_name(1_700_000_000, plain), "1700000000.42");
+        assert_eq!(jobfile_name(1_700_000_000, element), "1700000000.42.7");
+    }
+
+    // Goal: a durable write leaves exactly the final file, and the layout's folders get
+    // their modes even when they existed with others.
+    #[test]
+    fn durable_write_and_folder_modes() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(top.path(), "node1");
+        fs::create_dir_all(layout.state_root()).expect("mkdir");
+        fs::set_permissions(layout.state_root(), fs::Permissions::from_mode(0o755)).expect("chmod");
+        layout.create().expect("create");
+        let mode = |p: &Path| fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(layout.root()), 0o711);
+        assert_eq!(mode(&layout.state_root()), 0o700);
+        assert_eq!(mode(&layout.jobs_root()), 0o711);
+        let dir = layout.state_dir("1.1");
+        create_private_dir(&dir).expect("mkdir");
+        write_durable(&dir, "pid", b"hello").expect("write");
+        assert_eq!(read_optional(&dir.join("pid")).expect("read"), Some(b"hello".to_vec()));
+        assert!(!dir.join("pid.tmp").exists());
+        assert_eq!(read_optional(&dir.join("exit")).expect("read"), None);
+    }
+}

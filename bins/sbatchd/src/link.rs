@@ -1,0 +1,303 @@
+//! The channel to mbatchd: one TCP connection at a time, every frame sealed with the
+//! cluster key (lava-net [`AuthConn`]), re-established with backoff forever.
+//!
+//! On each connection sbatchd first sends SBD_REGISTER (host name, CPUs, pid) and waits for
+//! SBD_REGISTER_ACK; only then does it report [`LinkEvent::Connected`], and it reports
+//! [`LinkEvent::Disconnected`] when the connection ends for any reason. Reading and writing
+//! run side by side on the two halves of the socket, so a large outgoing burst never stops
+//! incoming ACKs. Frames are decoded (wire) and validated (ll) here; a frame that fails
+//! authentication, has another version, an unexpected operation or a body that does not
+//! decode is logged and costs the connection (the next one starts after a backoff delay).
+//! While no connection is up, frames handed to the link are dropped: the logic resends
+//! everything unacknowledged once [`LinkEvent::Connected`] arrives.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lava_batch_ll::{self as ll, JobRef, JobSpec};
+use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
+use lava_net::{
+    AuthConn, Authenticator, Backoff, BackoffConfig, ConnError, FramedConn, TRAILER_BYTES, Timeouts,
+};
+use lava_xdr::frame::{Frame, FrameHeader, FrameLimits};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+/// Largest message body accepted from mbatchd (a NEW_JOB with a 512 KiB script and its
+/// environment fits with room to spare).
+pub const MBD_MESSAGE_BYTES_MAX: u32 = 4 << 20;
+/// Decoding limits of mbatchd's messages: strings as long as the longest command.
+pub const MBD_MESSAGE_LIMITS: lava_xdr::Limits = lava_xdr::Limits {
+    input_bytes_max: MBD_MESSAGE_BYTES_MAX as usize,
+    string_bytes_max: ll::COMMAND_BYTES_MAX as u32,
+    ..lava_xdr::Limits::DEFAULT
+};
+/// Time allowed for the TCP handshake.
+const CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// Time allowed for SBD_REGISTER_ACK after SBD_REGISTER.
+const REGISTER_TIMEOUT_MS: u64 = 10_000;
+/// Time allowed for one frame to be written.
+const WRITE_TIMEOUT_MS: u64 = 10_000;
+/// An idle channel is normal (no jobs): a day without a frame only costs a reconnection.
+const IDLE_READ_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
+/// First reconnect delay.
+const RECONNECT_DELAY_MS_INITIAL: u64 = 100;
+/// Longest reconnect delay (LavaLite retries every second; a little more after many failures).
+const RECONNECT_DELAY_MS_MAX: u64 = 5_000;
+
+/// A message from mbatchd, validated.
+#[derive(Debug)]
+pub enum FromMbd {
+    /// BATCH_NEW_JOB.
+    NewJob(Box<JobSpec>),
+    /// BATCH_NEW_JOB_REPLY_ACK.
+    NewJobReplyAck(JobRef),
+    /// BATCH_JOB_EXECUTE_ACK.
+    JobExecuteAck(JobRef),
+    /// BATCH_JOB_FINISH_ACK.
+    JobFinishAck(JobRef),
+    /// BATCH_JOB_SIGNAL.
+    JobSignal(wire::JobSignal),
+}
+
+/// What the link reports to the daemon's loop.
+#[derive(Debug)]
+pub enum LinkEvent {
+    /// Registered with mbatchd.
+    Connected,
+    /// The connection ended.
+    Disconnected,
+    /// A message arrived.
+    Message(FromMbd),
+}
+
+/// A message for mbatchd, already encoded.
+#[derive(Debug)]
+pub struct OutFrame {
+    /// Its operation.
+    pub operation: Operation,
+    /// The XDR body.
+    pub body: Vec<u8>,
+}
+
+/// Where mbatchd is and who we are.
+#[derive(Debug, Clone)]
+pub struct LinkConfig {
+    /// mbatchd's host name (the master host of lsf.cluster).
+    pub master_name: String,
+    /// Its address when lsf.cluster gives one (`LAVA_ADDR`), else the name is resolved.
+    pub master_addr: Option<IpAddr>,
+    /// `LSB_MBD_PORT`.
+    pub port: u16,
+    /// This host's name.
+    pub host_name: String,
+    /// CPUs this host offers.
+    pub n_cpus: u32,
+    /// The cluster key.
+    pub auth: Arc<Authenticator>,
+}
+
+fn frame_limits() -> FrameLimits {
+    FrameLimits { body_bytes_max: MBD_MESSAGE_BYTES_MAX + TRAILER_BYTES as u32 }
+}
+
+fn timeouts() -> Timeouts {
+    Timeouts {
+        connect_timeout_ms: CONNECT_TIMEOUT_MS,
+        read_timeout_ms: IDLE_READ_TIMEOUT_MS,
+        write_timeout_ms: WRITE_TIMEOUT_MS,
+    }
+}
+
+fn header(operation: Operation, sequence: u32) -> FrameHeader {
+    FrameHeader { sequence, operation: operation.code(), version: BATCH_VERSION, length: 0, status: 0 }
+}
+
+/// Decodes and validates a frame from mbatchd.
+pub fn decode(frame: &Frame) -> Result<FromMbd, String> {
+    if frame.header.version != BATCH_VERSION {
+        return Err(format!(
+            "protocol version {:#x}, this sbatchd speaks {BATCH_VERSION:#x}",
+            frame.header.version
+        ));
+    }
+    let operation = Operation::from_code(frame.header.operation)
+        .ok_or_else(|| format!("unknown operation {}", frame.header.operation))?;
+    let body = &frame.body[..];
+    let xdr = |err: lava_xdr::Error| format!("{}: {err}", operation.name());
+    let ack = |body: &[u8]| -> Result<JobRef, String> {
+        let ack: wire::JobAck = lava_xdr::from_bytes(body, &MBD_MESSAGE_LIMITS).map_err(xdr)?;
+        ll::job_ref("ack.job", ack.job).map_err(|err| format!("{}: {err}", operation.name()))
+    };
+    match operation {
+        Operation::NewJob => {
+            let specs: wire::JobSpecs = lava_xdr::from_bytes(body, &MBD_MESSAGE_LIMITS).map_err(xdr)?;
+            let spec = JobSpec::try_from(specs).map_err(|err| format!("{}: {err}", operation.name()))?;
+            Ok(FromMbd::NewJob(Box::new(spec)))
+        }
+        Operation::NewJobReplyAck => Ok(FromMbd::NewJobReplyAck(ack(body)?)),
+        Operation::JobExecuteAck => Ok(FromMbd::JobExecuteAck(ack(body)?)),
+        Operation::JobFinishAck => Ok(FromMbd::JobFinishAck(ack(body)?)),
+        Operation::JobSignal => {
+            Ok(FromMbd::JobSignal(lava_xdr::from_bytes(body, &MBD_MESSAGE_LIMITS).map_err(xdr)?))
+        }
+        other => Err(format!("unexpected operation {} from mbatchd", other.name())),
+    }
+}
+
+type Half<S> = AuthConn<S>;
+
+/// Keeps a registered channel to mbatchd up until `out` closes (the daemon stops).
+pub async fn run(config: LinkConfig, events: mpsc::Sender<LinkEvent>, mut out: mpsc::Receiver<OutFrame>) {
+    let backoff_config =
+        BackoffConfig { delay_ms_initial: RECONNECT_DELAY_MS_INITIAL, delay_ms_max: RECONNECT_DELAY_MS_MAX };
+    let seed = u64::from(std::process::id()) ^ lava_net::system_now_ms();
+    let mut backoff =
+        Backoff::from_entropy(backoff_config).unwrap_or_else(|_| Backoff::new(backoff_config, seed));
+    let mut sequence = 0u32;
+    let mut failures = 0u32;
+    loop {
+        match connect(&config, &mut sequence).await {
+            Ok((reader, writer, ack)) => {
+                backoff.reset();
+                failures = 0;
+                tracing::info!(cluster = %ack.cluster_name, master = %ack.master_name, "registered with mbatchd");
+                // Frames queued for an earlier connection: the logic resends what matters.
+                while out.try_recv().is_ok() {}
+                if events.send(LinkEvent::Connected).await.is_err() {
+                    return;
+                }
+                let reason = tokio::select! {
+                    reason = read_loop(reader, &events) => reason,
+                    reason = write_loop(writer, &mut out, &mut sequence) => reason,
+                };
+                match reason {
+                    None => return,
+                    Some(reason) => tracing::warn!("connection to mbatchd lost: {reason}"),
+                }
+                if events.send(LinkEvent::Disconnected).await.is_err() {
+                    return;
+                }
+            }
+            Err(err) => {
+                failures += 1;
+                // Loud once, then quiet while mbatchd stays away.
+                if failures == 1 {
+                    tracing::warn!("cannot register with mbatchd: {err}; retrying");
+                } else {
+                    tracing::debug!(failures, "cannot register with mbatchd: {err}");
+                }
+            }
+        }
+        let sleep = tokio::time::sleep(Duration::from_millis(backoff.next_delay_ms()));
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => break,
+                frame = out.recv() => if frame.is_none() { return },
+            }
+        }
+    }
+}
+
+type Reader = Half<tokio::io::Join<tokio::net::tcp::OwnedReadHalf, tokio::io::Sink>>;
+type Writer = Half<tokio::io::Join<tokio::io::Empty, tokio::net::tcp::OwnedWriteHalf>>;
+
+async fn resolve(config: &LinkConfig) -> Result<SocketAddr, String> {
+    if let Some(ip) = config.master_addr {
+        return Ok(SocketAddr::new(ip, config.port));
+    }
+    let mut addrs = tokio::net::lookup_host((config.master_name.as_str(), config.port))
+        .await
+        .map_err(|err| format!("cannot resolve mbatchd's host {}: {err}", config.master_name))?;
+    addrs.next().ok_or_else(|| format!("mbatchd's host {} has no address", config.master_name))
+}
+
+async fn connect(
+    config: &LinkConfig,
+    sequence: &mut u32,
+) -> Result<(Reader, Writer, wire::SbdRegisterAck), String> {
+    let addr = resolve(config).await?;
+    let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), TcpStream::connect(addr))
+        .await
+        .map_err(|_| format!("connecting to {addr} timed out"))?
+        .map_err(|err| format!("connecting to {addr}: {err}"))?;
+    stream.set_nodelay(true).map_err(|err| format!("{addr}: {err}"))?;
+    let (read_half, write_half) = stream.into_split();
+    let mut reader = AuthConn::new(
+        FramedConn::new(tokio::io::join(read_half, tokio::io::sink()), frame_limits(), timeouts()),
+        Arc::clone(&config.auth),
+    );
+    let mut writer = AuthConn::new(
+        FramedConn::new(tokio::io::join(tokio::io::empty(), write_half), frame_limits(), timeouts()),
+        Arc::clone(&config.auth),
+    );
+    let register = wire::SbdRegister {
+        host_name: config.host_name.clone(),
+        n_cpus: config.n_cpus,
+        sbd_pid: std::process::id(),
+    };
+    let body = lava_xdr::to_bytes(&register).expect("SBD_REGISTER always encodes");
+    *sequence = sequence.wrapping_add(1);
+    writer
+        .write_frame(header(Operation::SbdRegister, *sequence), &body)
+        .await
+        .map_err(|err| format!("{addr}: sending SBD_REGISTER: {err}"))?;
+    let frame = tokio::time::timeout(Duration::from_millis(REGISTER_TIMEOUT_MS), reader.read_frame())
+        .await
+        .map_err(|_| format!("{addr}: no SBD_REGISTER_ACK within {REGISTER_TIMEOUT_MS} ms"))?
+        .map_err(|err| format!("{addr}: waiting for SBD_REGISTER_ACK: {err}"))?
+        .ok_or_else(|| format!("{addr}: mbatchd closed the connection before SBD_REGISTER_ACK"))?;
+    if frame.header.version != BATCH_VERSION || frame.header.operation != Operation::SbdRegisterAck.code() {
+        return Err(format!(
+            "{addr}: expected SBD_REGISTER_ACK, got operation {} version {:#x}",
+            frame.header.operation, frame.header.version
+        ));
+    }
+    let ack = lava_xdr::from_bytes(&frame.body, &MBD_MESSAGE_LIMITS)
+        .map_err(|err| format!("{addr}: SBD_REGISTER_ACK: {err}"))?;
+    Ok((reader, writer, ack))
+}
+
+/// Reads until the connection fails; `None` when the daemon is stopping.
+async fn read_loop<S: AsyncRead + AsyncWrite + Unpin>(
+    mut reader: Half<S>,
+    events: &mpsc::Sender<LinkEvent>,
+) -> Option<String> {
+    loop {
+        let frame = match reader.read_frame().await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Some("mbatchd closed the connection".to_owned()),
+            Err(ConnError::Auth(err)) => return Some(format!("frame refused: {err}")),
+            Err(err) => return Some(err.to_string()),
+        };
+        match decode(&frame) {
+            Ok(message) => {
+                if events.send(LinkEvent::Message(message)).await.is_err() {
+                    return None;
+                }
+            }
+            Err(problem) => {
+                tracing::error!(operation = frame.header.operation, "bad frame from mbatchd: {problem}");
+                return Some(format!("bad frame: {problem}"));
+            }
+        }
+    }
+}
+
+/// Writes what the daemon hands over until a write fails; `None` when the daemon is stopping.
+async fn write_loop<S: AsyncRead + AsyncWrite + Unpin>(
+    mut writer: Half<S>,
+    out: &mut mpsc::Receiver<OutFrame>,
+    sequence: &mut u32,
+) -> Option<String> {
+    loop {
+        let frame = out.recv().await?;
+        *sequence = sequence.wrapping_add(1);
+        if let Err(err) = writer.write_frame(header(frame.operation, *sequence), &frame.body).await {
+            return Some(format!("sending {}: {err}", frame.operation.name()));
+        }
+    }
+}

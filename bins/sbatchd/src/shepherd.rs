@@ -1,0 +1,204 @@
+//! The shepherd: `sbatchd --shepherd <state/jobfile>`, one per job, single-threaded, plain
+//! std. It starts the job, records its pid durably before the job may execute, waits for
+//! it, and records how it ended durably before exiting. It outlives sbatchd (its own
+//! session), so a job survives an sbatchd restart and its end is still captured.
+//!
+//! Protocol with sbatchd (see also [`crate::handoff`] for the file formats):
+//! 1. sbatchd takes the job's lock (an flock on the job's state folder), writes `launch`,
+//!    and starts `sbatchd --shepherd DIR --notify-fd N --lock-fd M` (posix_spawn, standard
+//!    streams on /dev/null, empty environment) with the lock and the write end of a pipe
+//!    inherited at those numbers. The shepherd holds the lock until it exits: the lock
+//!    being free means no shepherd lives, and none can appear.
+//! 2. The shepherd makes itself a new session (setsid), so that it survives sbatchd and no
+//!    terminal signal reaches it, writes its pid to `shepherd`, reads `launch`, looks up the user's groups and forks the job's process,
+//!    which prepares itself (session, identity, umask, cwd, files) and stops at its gate.
+//! 3. It writes `pid` (with its own pid) durably, writes one byte on the pipe (sbatchd
+//!    reads `pid` at once: no polling), and only then opens the gate. A job whose pid was
+//!    never recorded never ran.
+//! 4. If anything fails before `pid` exists, it writes `exit` (`failed`) durably, then the
+//!    byte, and exits: sbatchd reports a launch failure (the job goes back to PEND). If the
+//!    job's preparation failed (reported at the gate), `exit` says `failed` with the stage
+//!    and errno: the job finishes as a start failure (exit 127).
+//! 5. It waits for the job (wait4: status and resource usage), writes `exit` (`exited`)
+//!    durably and exits. sbatchd watches the shepherd with a pidfd and reads `exit` when
+//!    it ends.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::RawFd;
+use std::path::Path;
+use std::process::ExitCode;
+
+use lava_batch_wire as wire;
+
+use crate::handoff::{ExitFile, LAUNCH_PLAN_LIMITS, LAUNCH_PLAN_VERSION, LaunchPlan, PidFile};
+use crate::layout::{self, EXIT_FILE, LAUNCH_FILE, PID_FILE, SHEPHERD_FILE};
+use crate::procfs::{boot_id, process_start_ticks};
+use crate::sys::{self, ExecPlan};
+
+/// The hidden command-line flag that makes the binary a shepherd.
+pub const SHEPHERD_FLAG: &str = "--shepherd";
+/// The hidden flag naming the notification pipe's descriptor.
+pub const NOTIFY_FD_FLAG: &str = "--notify-fd";
+/// The hidden flag naming the job lock's descriptor.
+pub const LOCK_FD_FLAG: &str = "--lock-fd";
+
+/// Milliseconds since the epoch.
+fn now_ms() -> u64 {
+    lava_net::system_now_ms()
+}
+
+/// Runs the shepherd for the job whose state folder is `state_dir`, with the inherited
+/// notification pipe and job lock; never returns early without having written `exit`,
+/// except when it was not started by sbatchd.
+pub fn run(state_dir: &Path, notify_fd: Option<RawFd>, lock_fd: Option<RawFd>) -> ExitCode {
+    let Some(Ok(lock)) = lock_fd.map(sys::inherited_fd) else {
+        eprintln!("sbatchd {SHEPHERD_FLAG}: started without the job's lock; only sbatchd starts shepherds");
+        return ExitCode::from(2);
+    };
+    let notify = notify_fd.and_then(|fd| sys::inherited_fd(fd).ok()).map(File::from);
+    // Already a session leader only if started by hand; nothing to do then.
+    let _ = sys::new_session();
+    let mut shepherd = Shepherd { state_dir, notify };
+    let code = shepherd.run();
+    drop(lock);
+    code
+}
+
+struct Shepherd<'a> {
+    state_dir: &'a Path,
+    notify: Option<File>,
+}
+
+impl Shepherd<'_> {
+    fn run(&mut self) -> ExitCode {
+        // Informative only (the lock says whether the shepherd lives): a failure is no
+        // reason not to run the job.
+        let _ = std::fs::write(self.state_dir.join(SHEPHERD_FILE), format!("{}\n", std::process::id()));
+        let plan = match self.read_plan() {
+            Ok(plan) => plan,
+            Err(message) => return self.fail_before_pid("plan", 0, message),
+        };
+        let exec_plan = match exec_plan(&plan) {
+            Ok(exec_plan) => exec_plan,
+            Err((stage, message)) => return self.fail_before_pid(stage, 0, message),
+        };
+        let child = match sys::spawn_gated(&exec_plan) {
+            Ok(child) => child,
+            Err(err) => {
+                return self.fail_before_pid("fork", err.raw_os_error().unwrap_or(0), format!("fork: {err}"));
+            }
+        };
+        let pid = child.pid;
+        let pid_file = PidFile {
+            pid,
+            pgid: pid,
+            exec_time_ms: now_ms(),
+            start_ticks: process_start_ticks(pid).unwrap_or(0),
+            boot_id: boot_id().unwrap_or_default(),
+            shepherd: i32::try_from(std::process::id()).unwrap_or(0),
+        };
+        if let Err(err) = layout::write_durable(self.state_dir, PID_FILE, pid_file.to_line().as_bytes()) {
+            // Closing the gate unopened makes the child exit without executing anything.
+            drop(child);
+            let _ = sys::wait4(pid);
+            let message = format!("cannot record the job's pid: {err}");
+            return self.fail_before_pid("pidfile", err.raw_os_error().unwrap_or(0), message);
+        }
+        self.notify_sbatchd();
+        if let Err((stage, errno)) = child.open_gate() {
+            let _ = sys::wait4(pid);
+            let message = format!("{}: {}", stage.describe(), std::io::Error::from_raw_os_error(errno));
+            self.write_exit(&ExitFile::Failed {
+                stage: stage.name().to_owned(),
+                errno,
+                end_time_ms: now_ms(),
+                message,
+            });
+            return ExitCode::FAILURE;
+        }
+        let exit = match sys::wait4(pid) {
+            Ok(reaped) => ExitFile::Exited {
+                wait_status: reaped.wait_status,
+                end_time_ms: now_ms(),
+                rusage: wire::ResourceUsage {
+                    user_time_ms: reaped.user_time_ms,
+                    system_time_ms: reaped.system_time_ms,
+                    max_rss_kb: reaped.max_rss_kb,
+                },
+            },
+            // Cannot happen for our own child. Reported like a lost job (see the crate
+            // doc), with no usage, rather than never reported.
+            Err(_) => ExitFile::Exited {
+                wait_status: crate::LOST_WAIT_STATUS,
+                end_time_ms: now_ms(),
+                rusage: wire::ResourceUsage::default(),
+            },
+        };
+        self.write_exit(&exit);
+        ExitCode::SUCCESS
+    }
+
+    fn read_plan(&self) -> Result<LaunchPlan, String> {
+        let path = self.state_dir.join(LAUNCH_FILE);
+        let bytes = std::fs::read(&path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+        let plan: LaunchPlan = lava_xdr::from_bytes(&bytes, &LAUNCH_PLAN_LIMITS)
+            .map_err(|err| format!("{}: {err}", path.display()))?;
+        if plan.version != LAUNCH_PLAN_VERSION {
+            return Err(format!("{}: launch plan version {}", path.display(), plan.version));
+        }
+        Ok(plan)
+    }
+
+    /// Records a failure that happened before any pid existed, tells sbatchd, and exits.
+    fn fail_before_pid(&mut self, stage: &str, errno: i32, message: String) -> ExitCode {
+        self.write_exit(&ExitFile::Failed { stage: stage.to_owned(), errno, end_time_ms: now_ms(), message });
+        self.notify_sbatchd();
+        ExitCode::FAILURE
+    }
+
+    fn write_exit(&self, exit: &ExitFile) {
+        // If even this fails, sbatchd finds no exit file and reports the job lost.
+        let _ = layout::write_durable(self.state_dir, EXIT_FILE, exit.to_line().as_bytes());
+    }
+
+    /// One byte on the pipe, then close it; sbatchd may be gone (EPIPE is ignored: Rust
+    /// programs ignore SIGPIPE).
+    fn notify_sbatchd(&mut self) {
+        if let Some(mut notify) = self.notify.take() {
+            let _ = notify.write_all(b"p");
+        }
+    }
+}
+
+/// Turns the plan into C strings and adds the supplementary groups when the identity changes.
+fn exec_plan(plan: &LaunchPlan) -> Result<ExecPlan, (&'static str, String)> {
+    let c = |what: &str, text: &str| {
+        CString::new(text).map_err(|_| ("plan", format!("{what} contains a NUL byte")))
+    };
+    let all = |what: &str, texts: &[String]| texts.iter().map(|t| c(what, t)).collect::<Result<Vec<_>, _>>();
+    let changes_identity = sys::effective_uid() != plan.uid;
+    let groups = if changes_identity {
+        sys::group_list(&plan.user, plan.gid)
+            .map_err(|err| ("groups", format!("cannot list the groups of {}: {err}", plan.user)))?
+    } else {
+        Vec::new()
+    };
+    Ok(ExecPlan {
+        program: c("program", &plan.program)?,
+        argv: all("argument", &plan.argv)?,
+        envp: all("environment", &plan.env)?,
+        uid: plan.uid,
+        gid: plan.gid,
+        groups,
+        cwd: c("working directory", &plan.cwd)?,
+        umask: plan.umask,
+        stdin: c("input file", &plan.stdin)?,
+        stdout: c("output file", &plan.stdout)?,
+        stdout_truncate: plan.stdout_truncate,
+        stderr: c("error file", &plan.stderr)?,
+        stderr_truncate: plan.stderr_truncate,
+        create_dirs: all("folder", &plan.create_dirs)?,
+    })
+}

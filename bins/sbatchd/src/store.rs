@@ -1,0 +1,303 @@
+//! The job records on disk: their file format, loading them all at start, and the group
+//! commit that makes a batch of Persist and Remove effects durable.
+//!
+//! A record file is `LVSBDREC` (8 bytes), the format version (u32, big-endian), the
+//! CRC-32 of the body (u32, big-endian), then the body: the XDR encoding of the
+//! `lava_sbd::JobRecord`. The checksum turns a damaged file into an error naming the file
+//! rather than a record that decodes to something else.
+//!
+//! [`Store::commit`] carries out a batch: every record is written to `record.tmp`,
+//! fsynced, renamed over `record`, and its folder is fsynced; a new job folder also makes
+//! `state/` fsynced. The records of one batch are written by a few threads at once, which
+//! lets the file system put their fsyncs in one journal commit.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use lava_sbd::{JobRecord, invariants};
+
+use crate::Error;
+use crate::layout::{self, Layout, RECORD_FILE, TEMPORARY_SUFFIX};
+
+/// First bytes of every record file.
+pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
+/// The record format written by this build.
+pub const RECORD_VERSION: u32 = 1;
+/// Bytes before the XDR body: magic, version, checksum.
+const RECORD_HEADER_BYTES: usize = 8 + 4 + 4;
+/// Largest record file read (a record holds the job's environment and command).
+pub const RECORD_BYTES_MAX: usize = 16 << 20;
+/// Decoding limits of a record: strings as long as the longest command.
+pub const RECORD_LIMITS: lava_xdr::Limits = lava_xdr::Limits {
+    input_bytes_max: RECORD_BYTES_MAX,
+    string_bytes_max: lava_batch_ll::COMMAND_BYTES_MAX as u32,
+    ..lava_xdr::Limits::DEFAULT
+};
+/// Threads writing the records of one batch at most.
+const COMMIT_THREADS_MAX: usize = 4;
+
+/// Encodes a record file.
+pub fn encode_record(record: &JobRecord) -> Vec<u8> {
+    let body = lava_xdr::to_bytes(record).expect("a job record always encodes (no unsupported types)");
+    let mut bytes = Vec::with_capacity(RECORD_HEADER_BYTES + body.len());
+    bytes.extend_from_slice(RECORD_MAGIC);
+    bytes.extend_from_slice(&RECORD_VERSION.to_be_bytes());
+    bytes.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+/// Decodes and checks a record file; the error says what is wrong (the caller names the file).
+pub fn decode_record(bytes: &[u8]) -> Result<JobRecord, String> {
+    if bytes.len() > RECORD_BYTES_MAX {
+        return Err(format!("{} bytes, more than the {RECORD_BYTES_MAX} a record may have", bytes.len()));
+    }
+    if bytes.len() < RECORD_HEADER_BYTES || &bytes[..8] != RECORD_MAGIC {
+        return Err("not a job record (bad magic)".to_owned());
+    }
+    let word = |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let version = word(8);
+    if version != RECORD_VERSION {
+        return Err(format!("record format version {version}; this sbatchd reads version {RECORD_VERSION}"));
+    }
+    let body = &bytes[RECORD_HEADER_BYTES..];
+    if crc32fast::hash(body) != word(12) {
+        return Err("checksum mismatch: the file is damaged".to_owned());
+    }
+    let record: JobRecord = lava_xdr::from_bytes(body, &RECORD_LIMITS).map_err(|err| err.to_string())?;
+    invariants::check_record(&record).map_err(|violation| violation.to_string())?;
+    Ok(record)
+}
+
+/// One change of the durable records.
+#[derive(Debug)]
+pub enum StoreOp {
+    /// Write this record file into `state/<jobfile>/record`.
+    Persist {
+        /// The job's folder name.
+        jobfile: String,
+        /// The encoded record.
+        bytes: Vec<u8>,
+    },
+    /// Delete `state/<jobfile>` and `jobs/<jobfile>`.
+    Remove {
+        /// The job's folder name.
+        jobfile: String,
+    },
+}
+
+/// The records of one host.
+#[derive(Debug, Clone)]
+pub struct Store {
+    layout: Layout,
+}
+
+impl Store {
+    /// The records under `layout`.
+    pub fn new(layout: Layout) -> Store {
+        Store { layout }
+    }
+
+    /// Reads every record, in folder-name order. A folder without a record (a creation
+    /// cut short by a crash: nothing of it was durable, nothing was reported) and leftover
+    /// temporary files are deleted; a record that does not decode, or whose folder is not
+    /// named after it, stops the daemon with an error naming the file.
+    pub fn load(&self) -> Result<Vec<(String, JobRecord)>, Error> {
+        let root = self.layout.state_root();
+        let io_error = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        let mut names: Vec<String> = Vec::new();
+        for entry in fs::read_dir(&root).map_err(io_error(&root))? {
+            let entry = entry.map_err(io_error(&root))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().map_err(io_error(&entry.path()))?.is_dir() {
+                names.push(name);
+            }
+        }
+        names.sort();
+        let mut records = Vec::new();
+        for jobfile in names {
+            let dir = self.layout.state_dir(&jobfile);
+            let path = dir.join(RECORD_FILE);
+            layout::remove_optional(&dir.join(format!("{RECORD_FILE}{TEMPORARY_SUFFIX}")))
+                .map_err(io_error(&dir))?;
+            let Some(bytes) = layout::read_optional(&path).map_err(io_error(&path))? else {
+                tracing::info!(folder = %dir.display(), "removing a job folder without a record");
+                layout::remove_dir_optional(&dir).map_err(io_error(&dir))?;
+                layout::remove_dir_optional(&self.layout.job_dir(&jobfile))
+                    .map_err(io_error(&self.layout.job_dir(&jobfile)))?;
+                continue;
+            };
+            let record =
+                decode_record(&bytes).map_err(|problem| Error::Record { path: path.clone(), problem })?;
+            let expected = layout::jobfile_name(record.run_spec.submit_time_s, record.job);
+            if expected != jobfile {
+                let problem = format!("the record is job {} whose folder would be {expected}", record.job);
+                return Err(Error::Record { path, problem });
+            }
+            records.push((jobfile, record));
+        }
+        Ok(records)
+    }
+
+    /// Makes every operation durable (see the module doc). On error the daemon must stop:
+    /// it can no longer keep the contract that facts are durable before they are acted on.
+    pub fn commit(&self, ops: &[StoreOp]) -> Result<(), Error> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let n_threads = ops.len().min(COMMIT_THREADS_MAX);
+        let results: Vec<Result<bool, Error>> = if n_threads <= 1 {
+            vec![self.apply_each(ops.iter())]
+        } else {
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = (0..n_threads)
+                    .map(|first| {
+                        scope.spawn(move || self.apply_each(ops.iter().skip(first).step_by(n_threads)))
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|worker| worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                    .collect()
+            })
+        };
+        let mut root_changed = false;
+        for result in results {
+            root_changed |= result?;
+        }
+        if root_changed {
+            let root = self.layout.state_root();
+            layout::fsync_dir(&root).map_err(|source| Error::Io { path: root, source })?;
+        }
+        Ok(())
+    }
+
+    /// Applies operations one after the other; says whether `state/` itself changed.
+    fn apply_each<'a>(&self, ops: impl Iterator<Item = &'a StoreOp>) -> Result<bool, Error> {
+        let mut root_changed = false;
+        for op in ops {
+            root_changed |= self.apply(op)?;
+        }
+        Ok(root_changed)
+    }
+
+    fn apply(&self, op: &StoreOp) -> Result<bool, Error> {
+        match op {
+            StoreOp::Persist { jobfile, bytes } => {
+                let dir = self.layout.state_dir(jobfile);
+                let io_error = |source| Error::Io { path: dir.join(RECORD_FILE), source };
+                let created = !dir.exists();
+                if created {
+                    layout::create_private_dir(&dir).map_err(io_error)?;
+                }
+                layout::write_durable(&dir, RECORD_FILE, bytes).map_err(io_error)?;
+                Ok(created)
+            }
+            StoreOp::Remove { jobfile } => {
+                for dir in [self.layout.state_dir(jobfile), self.layout.job_dir(jobfile)] {
+                    layout::remove_dir_optional(&dir)
+                        .map_err(|source| Error::Io { path: dir.clone(), source })?;
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// The path of a job's record, for messages.
+    pub fn record_path(&self, jobfile: &str) -> PathBuf {
+        self.layout.state_dir(jobfile).join(RECORD_FILE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lava_batch_ll::JobSpec;
+    use lava_batch_wire as wire;
+    use lava_sbd::{Effect, Input, Sbd, UserInfo};
+
+    use super::*;
+
+    /// The record lava-sbd persists for a new job.
+    fn record(id: u32) -> JobRecord {
+        let specs = wire::JobSpecs {
+            job: wire::WireJobRef { job_id: id, array_index: 0 },
+            submit_time: 1_700_000_000,
+            dispatch_time: 1_700_000_001,
+            user_id: 1000,
+            group_id: 100,
+            user_name: "alice".into(),
+            queue: "normal".into(),
+            job_name: "j".into(),
+            command: "x".repeat(lava_batch_ll::COMMAND_BYTES_MAX),
+            from_host: "h".into(),
+            cwd: "/w".into(),
+            sub_home_dir: "/home/alice".into(),
+            input_file: String::new(),
+            output_file: String::new(),
+            error_file: String::new(),
+            file_flags: 0,
+            n_slots: 1,
+            exec_hosts: vec!["h".into()],
+            umask: 0o022,
+            run_limit_s: 0,
+            mem_limit_kb: 0,
+            terminate_interval_s: 0,
+            project: String::new(),
+            env: vec![],
+        };
+        let user = UserInfo { uid: 1000, gid: 100, home: "/home/alice".into(), shell: "/bin/sh".into() };
+        let spec = Box::new(JobSpec::try_from(specs).expect("valid"));
+        let mut effects = Vec::new();
+        Sbd::new(lava_sbd::Config::default()).step(1, Input::NewJob { spec, user: Ok(user) }, &mut effects);
+        match effects.into_iter().next() {
+            Some(Effect::Persist(_, record)) => record,
+            other => panic!("expected a Persist, got {other:?}"),
+        }
+    }
+
+    // Goal: a record with the longest command round-trips; a damaged byte, another magic or
+    // version are errors that say what is wrong.
+    #[test]
+    fn record_files_round_trip_and_refuse_damage() {
+        let record = record(1);
+        let bytes = encode_record(&record);
+        assert_eq!(decode_record(&bytes), Ok(record));
+        let mut damaged = bytes.clone();
+        *damaged.last_mut().expect("body") ^= 1;
+        assert!(decode_record(&damaged).expect_err("damaged").contains("checksum"));
+        assert!(decode_record(b"LVSBDREX\0\0\0\x01\0\0\0\0").expect_err("magic").contains("magic"));
+        let mut future = bytes;
+        future[11] = 2;
+        assert!(decode_record(&future).expect_err("version").contains("version 2"));
+    }
+
+    // Goal: load finds committed records, cleans up a folder without a record, and stops
+    // (naming the file) at a damaged record; Remove deletes both folders of a job.
+    #[test]
+    fn load_commit_and_remove() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(top.path(), "node1");
+        layout.create().expect("layout");
+        let store = Store::new(layout.clone());
+        let (one, two) = (record(1), record(2));
+        let jobfile = |r: &JobRecord| layout::jobfile_name(r.run_spec.submit_time_s, r.job);
+        let ops = [&one, &two]
+            .map(|r| StoreOp::Persist { jobfile: jobfile(r), bytes: encode_record(r) })
+            .into_iter()
+            .collect::<Vec<_>>();
+        store.commit(&ops).expect("commit");
+        fs::create_dir(layout.state_dir("1700000000.9")).expect("mkdir");
+        let loaded = store.load().expect("load");
+        assert_eq!(loaded, vec![(jobfile(&one), one.clone()), (jobfile(&two), two.clone())]);
+        assert!(!layout.state_dir("1700000000.9").exists(), "the empty folder was removed");
+
+        store.commit(&[StoreOp::Remove { jobfile: jobfile(&two) }]).expect("remove");
+        assert_eq!(store.load().expect("load").len(), 1);
+        fs::write(store.record_path(&jobfile(&one)), b"garbage").expect("write");
+        let err = store.load().expect_err("damaged record");
+        assert!(err.to_string().contains(&store.record_path(&jobfile(&one)).display().to_string()), "{err}");
+    }
+}

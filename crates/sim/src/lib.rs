@@ -1,0 +1,193 @@
+//! lava-sim: a deterministic simulation of a whole batch cluster — one
+//! mbatchd and up to four sbatchd — running the real logic crates
+//! (`lava-mbd`, `lava-sbd`) on a virtual network, virtual disks and a virtual
+//! clock, in one thread, as a pure function of a 64-bit seed
+//! (../shared/DESIGN.md section 3, STYLE.md point 11, after TigerBeetle's VOPR).
+//!
+//! **Architecture Invariant:** the simulator owns no protocol logic. It only
+//! plays the shells exactly as the logic crates' contracts prescribe (carry
+//! out effects in order, hold mbatchd's messages until their records are
+//! durable, persist sbatchd's records before acting, adopt shepherds after a
+//! restart) and injects faults around them. Every decision about a job is
+//! made by `lava-mbd` or `lava-sbd`; if the simulation needs a decision the
+//! contracts do not describe, the contract is missing something.
+//!
+//! # What is simulated
+//! - **mbatchd's shell** (`mbd_shell`): `lsb.events` as a list of XDR
+//!   records with a durable prefix; group commit (an fsync at a random moment
+//!   covers everything appended so far); every SendSbd and Reply held, in
+//!   order, until the records appended before it are durable; restart = a
+//!   fresh `Mbd` fed the durable records through `apply`, then `Start`.
+//! - **sbatchd's shell** (`sbd_shell`): one XDR record file per job; a
+//!   Persist is a write then an fsync that takes virtual time, and nothing
+//!   after it happens before it is durable; restart = `Sbd::restore` from the
+//!   durable records, then adoption (`Spawned`, `NotLaunched`, `Exited`).
+//! - **Shepherds and jobs** (`process`): a Launch starts a process that
+//!   runs for a random time and exits 0 or non-zero; it survives sbatchd
+//!   crashes; it obeys SIGSTOP, SIGCONT, SIGINT, SIGTERM (which it may
+//!   ignore) and SIGKILL as the kernel does.
+//! - **Commands** (`client`): users submit jobs (random queue, 1–2 slots,
+//!   some held, some with a run limit) and stop, resume and kill their jobs;
+//!   a request whose answer does not come is retried with the same request
+//!   id; every user ends with `bresume 0`.
+//! - **Bytes**: every message is a real batch frame (header + XDR body)
+//!   decoded on arrival through `lava-batch-wire` and `lava-batch-ll`, every
+//!   event and record real XDR (`codec`): encoding bugs show.
+//!
+//! # The fault model
+//! Each seed draws its own intensities (`params`), so some runs stress one
+//! fault and others all of them:
+//! - frames lost, duplicated, delayed (up to ten times the usual delay);
+//!   frames of one connection keep their order, as TCP keeps them, unless
+//!   [`Options::reorder_within_connection`]; frames of a dead connection are
+//!   never delivered;
+//! - partitions of a host's link for a while: the connection dies, each end
+//!   notices after its own delay (`HostDisconnected`, `Disconnected`), and
+//!   sbatchd reconnects and registers again once it can;
+//! - crashes of mbatchd at any moment, in particular between an append and
+//!   its fsync; the unsynced tail is lost, or a random prefix of it survives
+//!   (the page cache wrote it), at record granularity;
+//! - crashes of any sbatchd at any moment, including between a record's
+//!   write and its fsync (the write is lost or survives) and right before any
+//!   effect (between a Persist and the Send or Launch that follows it);
+//! - user lookups that fail on the execution host, shepherds that cannot
+//!   start (the job is refused and dispatched again).
+//!
+//! After the fault phase the cluster heals: partitions end, crashed daemons
+//! restart, the network stops losing and duplicating, lookups and launches
+//! stop failing; after the network settles every sbatchd reconnects once (a
+//! job refused by every host it may use waits for a registration, lava-mbd's
+//! documented choice). The run then goes on until everything converged, or
+//! fails after `world::HEAL_MS_MAX` of virtual time.
+//!
+//! # What is checked
+//! After every step: `Mbd::check_invariants`, `Sbd::check_invariants` and
+//! `lava_sbd::invariants::check_effects` against the durable records. On the
+//! wire: no EXECUTE or FINISH leaves an sbatchd before mbatchd's
+//! JOB_START_ACCEPT of that very process is durable; every ACK mbatchd emits
+//! confirms an event of the state it decided on, and leaves only once that
+//! event is durable; a Started reply names the process that runs; EXECUTE
+//! never changes a job's state; a durable DONE or EXIT never changes. Always:
+//! no job has two processes, or runs twice (LSF semantics: a refused and
+//! redispatched job still runs at most once); a request id never creates a
+//! second job and a retried submission gets the same job; a kill answered
+//! Accepted is durable. At every quiescent point (durable log = appended log)
+//! the replayed durable log equals mbatchd's live state, and at every restart
+//! the replay equals the oracle's durable state. At the end: every job
+//! reached DONE or EXIT exactly once, as its process really ended (DONE for
+//! wait status 0, the pid and wait status reported), a job that never ran
+//! ended EXIT because it was killed, every sbatchd record is settled
+//! (finish acknowledged, or an acknowledged refusal), and the final log
+//! replays to the final state.
+//!
+//! # Reproducing a failure
+//! A failing run panics with its seed and the command that reruns it alone:
+//! `LAVA_SIM_SEED=12345 cargo test -p lava-sim --release -- sim_seeds`; add
+//! `LAVA_SIM_TRACE=1` to print every event, or run
+//! `cargo run -p lava-sim --release --example trace -- 12345`.
+//! `LAVA_SIM_SEEDS=N` runs N seeds from `LAVA_SIM_SEED_START` (default 0).
+//!
+//! # Map
+//! `world` (clock, queue, network, faults, phases), `mbd_shell`,
+//! `sbd_shell`, `process`, `client`, `oracle` (the checks), `codec`,
+//! `params`, `rng`, `trace`.
+
+#![deny(missing_docs)]
+
+mod client;
+mod codec;
+mod mbd_shell;
+mod oracle;
+mod params;
+mod process;
+mod rng;
+mod sbd_shell;
+mod trace;
+mod world;
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+pub use world::Stats;
+
+/// How a run is observed; none of it changes what happens in the run, save
+/// `reorder_within_connection`, which widens the fault model.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Print every event to stderr (`LAVA_SIM_TRACE=1`).
+    pub trace: bool,
+    /// Let frames of one connection overtake each other (`LAVA_SIM_REORDER=1`).
+    /// Off by default: the shells talk over TCP, and the batch protocol's
+    /// NEW_JOB_REPLY and its ACK carry no dispatch number, so a refusal or an
+    /// ACK of one dispatch overtaken by the next dispatch of the same job to
+    /// the same host on one connection cannot be told apart from its own.
+    pub reorder_within_connection: bool,
+}
+
+impl Options {
+    /// The options the environment asks for.
+    pub fn from_env() -> Options {
+        let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+        Options { trace: on("LAVA_SIM_TRACE"), reorder_within_connection: on("LAVA_SIM_REORDER") }
+    }
+}
+
+/// The result of a run that passed every check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// The fingerprint of everything that happened.
+    pub trace_hash: u64,
+    /// Counters.
+    pub stats: Stats,
+}
+
+/// A run that broke a property (or panicked in a logic crate).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The seed that reproduces it.
+    pub seed: u64,
+    /// What broke.
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} failed: {}\n  reproduce with: {}",
+            self.seed,
+            self.message,
+            repro_command(self.seed)
+        )
+    }
+}
+
+/// The command that reruns `seed` alone.
+pub fn repro_command(seed: u64) -> String {
+    format!(
+        "LAVA_SIM_SEED={seed} cargo test -p lava-sim --release -- sim_seeds (add LAVA_SIM_TRACE=1 for the trace)"
+    )
+}
+
+/// Runs `seed`; panics on the first broken property.
+pub fn run(seed: u64, options: &Options) -> Outcome {
+    let mut world = world::World::new(seed, options.clone());
+    let trace_hash = world.run();
+    assert!(world.is_done(), "seed {seed}: the event queue ran dry before the final checks");
+    Outcome { seed, trace_hash, stats: world.stats.clone() }
+}
+
+/// Runs `seed` and turns a panic (a broken property, or an assertion in a
+/// logic crate) into a [`Failure`] naming the seed.
+pub fn check(seed: u64, options: &Options) -> Result<Outcome, Failure> {
+    catch_unwind(AssertUnwindSafe(|| run(seed, options))).map_err(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "a panic without a message".to_owned());
+        Failure { seed, message }
+    })
+}

@@ -1,0 +1,425 @@
+//! The harness of the integration tests: a throw-away cluster folder
+//! ([`Cluster`]) and the real daemons started in it ([`Daemon`]), plus, in
+//! [`proto`], a fake command client and a fake sbatchd that speak the batch
+//! protocol byte for byte.
+//!
+//! Every test makes its own [`Cluster`]: a temporary folder holding a copy of
+//! the repository's `etc/` rewritten so that everything stays inside it (state
+//! under `work/`, logs under `log/`, the cluster key generated with mode 0600,
+//! the hosts the test names with the first one at 127.0.0.1). Daemons bind
+//! port 0 and report the port they got through a port file, which the harness
+//! polls with a bounded timeout and then writes back into `lsf.conf`, so that
+//! anything started later (sbatchd, the commands) finds them through the
+//! configuration like in a real cluster. A [`Daemon`] runs in its own process
+//! group and is killed with SIGKILL (the whole group) when the guard drops,
+//! so a failing test never leaves a daemon behind; when the test is failing,
+//! the guard first prints the daemon's log.
+//!
+//! Set `LAVACORE_KEEP_TEST_DIR=1` to keep the folders for a look afterwards.
+
+#![allow(dead_code)] // Each test file uses a different part of the harness.
+
+pub mod proto;
+
+use std::ffi::OsStr;
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
+
+/// Longest a daemon may take to become ready (debug build, busy 2-core machine).
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest one answer may take to arrive.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a daemon may take to exit after a signal.
+pub const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Interval of every bounded poll.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// The cluster name of the repository's `etc/`.
+pub const CLUSTER_NAME: &str = "lavacore";
+/// The address every test daemon listens on.
+pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// Calls `probe` every [`POLL_INTERVAL`] until it returns `Some`, for at most
+/// `timeout`; panics naming `what` if it never does.
+pub fn wait_until<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// The repository's root (where `etc/` is).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `mbatchd` binary built for this test run.
+pub fn mbatchd_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mbatchd"))
+}
+
+/// A throw-away cluster configuration and state folder; see the module doc.
+#[derive(Debug)]
+pub struct Cluster {
+    dir: Option<tempfile::TempDir>,
+    hosts: Vec<String>,
+    mbd_port: Option<u16>,
+    n_daemons: u32,
+}
+
+impl Cluster {
+    /// A one-host cluster whose host is `localhost`.
+    pub fn new() -> Cluster {
+        Cluster::with_hosts(&["localhost"])
+    }
+
+    /// A cluster of `hosts`, in this order (the first is the master); the
+    /// first listens on 127.0.0.1 (`LAVA_ADDR`), the others have no address
+    /// of their own (give them one with [`Cluster::write_file`] if needed).
+    pub fn with_hosts(hosts: &[&str]) -> Cluster {
+        assert!(!hosts.is_empty(), "a cluster has at least one host");
+        let dir = tempfile::Builder::new().prefix("lavacore-test-").tempdir().expect("a temporary folder");
+        let cluster = Cluster {
+            dir: Some(dir),
+            hosts: hosts.iter().map(|host| (*host).to_owned()).collect(),
+            mbd_port: None,
+            n_daemons: 0,
+        };
+        copy_dir(&repo_root().join("etc"), &cluster.envdir());
+        for folder in ["work", "log", "run"] {
+            fs::create_dir_all(cluster.dir().join(folder)).expect("create a cluster folder");
+        }
+        let bin_dir = mbatchd_bin().parent().expect("a binary has a folder").to_owned();
+        let settings = [
+            ("LSB_SHAREDIR", cluster.dir().join("work")),
+            ("LSF_LOGDIR", cluster.dir().join("log")),
+            ("LSF_SERVERDIR", bin_dir.clone()),
+            ("LSF_BINDIR", bin_dir),
+            ("LAVA_CLUSTER_KEY_FILE", cluster.key_path()),
+            ("LAVA_CMD_SOCKET", cluster.dir().join("run/lava.sock")),
+        ];
+        for (key, value) in settings {
+            cluster.rewrite_lsf_conf(key, &value.display().to_string());
+        }
+        cluster.rewrite_lsf_conf("LSF_LOG_MASK", "LOG_INFO");
+        let mut rows = String::new();
+        for (idx, host) in hosts.iter().enumerate() {
+            let addr = if idx == 0 { LOOPBACK.to_string() } else { "-".to_owned() };
+            rows.push_str(&format!("{host}  !  !  1  (cs linux)  {addr}  -  -  -\n"));
+        }
+        cluster.write_file(
+            &format!("etc/lsf.cluster.{CLUSTER_NAME}"),
+            &format!(
+                "# Written by the integration test harness.\n\
+                 Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\n\
+                 Begin Host\n\
+                 HOSTNAME  model  type  server  RESOURCES  LAVA_ADDR  LAVA_LIM_PORT  LAVA_SBD_PORT  LAVA_MXFSD_PORT\n\
+                 {rows}End Host\n"
+            ),
+        );
+        ClusterKey::generate_file(cluster.key_path()).expect("generate the cluster key");
+        cluster
+    }
+
+    /// The cluster's folder.
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("the folder lives as long as the cluster").path()
+    }
+
+    /// `LSF_ENVDIR`: the folder holding `lsf.conf`.
+    pub fn envdir(&self) -> PathBuf {
+        self.dir().join("etc")
+    }
+
+    /// The hosts, in `lsf.cluster` order.
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+
+    /// The cluster key file (`LAVA_CLUSTER_KEY_FILE`, mode 0600).
+    pub fn key_path(&self) -> PathBuf {
+        self.envdir().join("lava.cluster.key")
+    }
+
+    /// The cluster key.
+    pub fn key(&self) -> ClusterKey {
+        ClusterKey::load(self.key_path()).expect("the cluster key loads")
+    }
+
+    /// An authenticator with the cluster key, as a daemon or a command holds one.
+    pub fn authenticator(&self) -> Arc<Authenticator> {
+        Arc::new(Authenticator::new(KeyRing::new(&self.key()), AuthConfig::default()))
+    }
+
+    /// `$LSB_SHAREDIR/<cluster>`: the daemons' durable state.
+    pub fn work_dir(&self) -> PathBuf {
+        self.dir().join("work").join(CLUSTER_NAME)
+    }
+
+    /// mbatchd's event log folder.
+    pub fn event_log_dir(&self) -> PathBuf {
+        self.work_dir().join("logdir")
+    }
+
+    /// Writes `text` to `relative` inside the cluster's folder (`etc/...` for configuration).
+    pub fn write_file(&self, relative: &str, text: &str) {
+        let path = self.dir().join(relative);
+        fs::create_dir_all(path.parent().expect("a file has a folder")).expect("create the folder");
+        fs::write(&path, text).unwrap_or_else(|error| panic!("write {}: {error}", path.display()));
+    }
+
+    /// Sets `KEY=value` in `lsf.conf`: replaces the line of `key`, or appends one.
+    pub fn rewrite_lsf_conf(&self, key: &str, value: &str) {
+        let path = self.envdir().join("lsf.conf");
+        let text = fs::read_to_string(&path).expect("read lsf.conf");
+        let prefix = format!("{key}=");
+        let mut found = false;
+        let mut lines: Vec<String> = text
+            .lines()
+            .map(|line| {
+                if line.starts_with(&prefix) {
+                    found = true;
+                    format!("{key}={value}")
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect();
+        if !found {
+            lines.push(format!("{key}={value}"));
+        }
+        fs::write(&path, lines.join("\n") + "\n").expect("write lsf.conf");
+    }
+
+    /// The value of `KEY=` in `lsf.conf`, if set.
+    pub fn lsf_conf_value(&self, key: &str) -> Option<String> {
+        let text = fs::read_to_string(self.envdir().join("lsf.conf")).expect("read lsf.conf");
+        let prefix = format!("{key}=");
+        text.lines().find_map(|line| line.strip_prefix(&prefix).map(str::to_owned))
+    }
+
+    /// mbatchd's port, once it was started.
+    pub fn mbd_port(&self) -> Option<u16> {
+        self.mbd_port
+    }
+
+    /// mbatchd's address, once it was started.
+    pub fn mbd_addr(&self) -> SocketAddr {
+        SocketAddr::new(LOOPBACK, self.mbd_port.expect("mbatchd was started"))
+    }
+
+    /// A command for `program` with `LSF_ENVDIR` set to this cluster.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut command = Command::new(program);
+        command.env("LSF_ENVDIR", self.envdir()).stdin(Stdio::null());
+        command
+    }
+
+    /// Starts mbatchd and waits until it is ready; see [`Cluster::start_mbatchd_with`].
+    pub fn start_mbatchd(&mut self) -> Daemon {
+        self.start_mbatchd_with(&[])
+    }
+
+    /// Starts mbatchd with `extra` arguments and waits (bounded) for its port
+    /// file. The first start binds port 0; later starts rebind the same port,
+    /// as a restarted mbatchd would, so its peers find it again. The port is
+    /// written to `lsf.conf` (`LSB_MBD_PORT`).
+    pub fn start_mbatchd_with(&mut self, extra: &[&str]) -> Daemon {
+        let port = self.mbd_port.unwrap_or(0).to_string();
+        let port_file = self.dir().join("run/mbatchd.port");
+        let mut args: Vec<&OsStr> = vec![
+            "--foreground".as_ref(),
+            "--port".as_ref(),
+            port.as_ref(),
+            "--port-file".as_ref(),
+            port_file.as_ref(),
+        ];
+        args.extend(extra.iter().map(|arg| OsStr::new(*arg)));
+        // A port file left by an earlier run must not be taken for this one's.
+        match fs::remove_file(&port_file) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => panic!("remove {}: {error}", port_file.display()),
+        }
+        let mut daemon = self.spawn("mbatchd", &mbatchd_bin(), &args);
+        let port = daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
+        self.mbd_port = Some(port);
+        self.rewrite_lsf_conf("LSB_MBD_PORT", &port.to_string());
+        daemon
+    }
+
+    /// Spawns `program` with `args` as a daemon of this cluster: `LSF_ENVDIR`
+    /// set, its own process group, standard error to `log/NAME.N.log`. Does
+    /// not wait for anything; see [`Daemon::wait_for_port_file`].
+    pub fn spawn(&mut self, name: &str, program: &Path, args: &[&OsStr]) -> Daemon {
+        self.n_daemons += 1;
+        let log_path = self.dir().join("log").join(format!("{name}.{}.log", self.n_daemons));
+        let log = fs::File::create(&log_path).expect("create the daemon's log");
+        let child = self
+            .command(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|error| panic!("start {}: {error}", program.display()));
+        Daemon { name: name.to_owned(), child: Some(child), log_path, port: None }
+    }
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster::new()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let keep = std::env::var_os("LAVACORE_KEEP_TEST_DIR").is_some_and(|value| value != "0");
+        if (keep || std::thread::panicking())
+            && let Some(dir) = self.dir.take()
+        {
+            let path = dir.keep();
+            eprintln!("cluster folder kept: {}", path.display());
+        }
+    }
+}
+
+/// A running daemon; killed (SIGKILL to its process group) when dropped.
+#[derive(Debug)]
+pub struct Daemon {
+    name: String,
+    child: Option<Child>,
+    log_path: PathBuf,
+    port: Option<u16>,
+}
+
+impl Daemon {
+    /// Its pid (also its process group).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the daemon was not reaped").id()
+    }
+
+    /// The port it reported.
+    pub fn port(&self) -> u16 {
+        self.port.expect("the daemon reported its port")
+    }
+
+    /// 127.0.0.1 and the port it reported.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(LOOPBACK, self.port())
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Whether it is still running (reaps it if not).
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => child.try_wait().expect("try_wait").is_none(),
+            None => false,
+        }
+    }
+
+    /// Polls for `path` to hold a port, for at most `timeout`; panics with
+    /// the daemon's log if it exits first or never writes it.
+    pub fn wait_for_port_file(&mut self, path: &Path, timeout: Duration) -> u16 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(text) = fs::read_to_string(path)
+                && let Ok(port) = text.trim().parse::<u16>()
+            {
+                self.port = Some(port);
+                return port;
+            }
+            if !self.is_running() {
+                panic!("{} exited before writing {}:\n{}", self.name, path.display(), self.log());
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} wrote no port to {} within {timeout:?}:\n{}",
+                    self.name,
+                    path.display(),
+                    self.log()
+                );
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Waits (bounded) for the daemon to exit on its own.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let child = self.child.as_mut().expect("the daemon was not reaped");
+        let status =
+            wait_until(&format!("{} to exit", self.name), timeout, || child.try_wait().expect("try_wait"));
+        self.child = None;
+        status
+    }
+
+    /// Sends SIGTERM to the daemon and waits (bounded) for it to exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        signal(&self.pid().to_string(), "TERM");
+        self.wait_exit(EXIT_TIMEOUT)
+    }
+
+    /// Kills the daemon's whole process group with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&format!("-{}", child.id()), "KILL");
+            // The group kill failing (the daemon left its group) must not leave it running.
+            let _already_dead = child.kill();
+            child.wait().expect("reap the daemon");
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("---- log of {} ({}) ----\n{}", self.name, self.log_path.display(), self.log());
+        }
+        self.kill();
+    }
+}
+
+/// `kill -s SIGNAL -- TARGET` (a pid, or `-PGID` for a process group).
+fn signal(target: &str, signal: &str) {
+    // The target may be gone already; the caller reaps and checks.
+    let _status = Command::new("kill")
+        .args(["-s", signal, "--", target])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Copies the folder tree `from` to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("create a folder");
+    for entry in fs::read_dir(from).unwrap_or_else(|error| panic!("read {}: {error}", from.display())) {
+        let entry = entry.expect("a folder entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).expect("copy a file");
+        }
+    }
+}
+
+/// Sets a file's permission bits.
+pub fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
+}
