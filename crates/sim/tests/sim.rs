@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use lava_sim::{Failure, Options, check};
 
-/// Seeds CI runs by default: about 10 s of a debug build on two idle cores
-/// (one run takes about 10 ms in debug, 2 ms in release; see the crate doc).
+/// Seeds CI runs by default: about 11 s of a debug build on two idle cores
+/// (one run takes about 10 ms in debug, under 2 ms in release; see the crate doc).
 const SEEDS_DEFAULT: u64 = 2_000;
 /// Failures collected before the runners stop taking seeds.
 const FAILURES_SHOWN_MAX: usize = 5;

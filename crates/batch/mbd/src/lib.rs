@@ -73,8 +73,8 @@
 //! intent unanswered in the durable state until the answer is logged, and
 //! [`Input::Start`] logs the answers a crash lost; a signal reply logs the
 //! resulting JOB_STATUS before the JOB_SIGACT that settles the intent, so a
-//! lost JOB_SIGACT only means the intent is sent again. Found by lava-sim
-//! (seed 12584), whose disk keeps such prefixes.
+//! lost JOB_SIGACT only means the intent is sent again. (Found by lava-sim,
+//! whose simulated disk keeps such prefixes.)
 //!
 //! # Choices beyond the spec (and why)
 //! - Sends are deferred, not the state change: an event is applied at once
@@ -106,7 +106,7 @@
 //!   first attempt selected (also those a crash tore off its step). JOB_SIGNAL is logged for every live job a request
 //!   names, even when the action changes nothing (a STOP of a stopped job):
 //!   otherwise a late copy of an attempt the command gave up on could act
-//!   after a later request (lava-sim seed 14910).
+//!   after a later request (found by lava-sim).
 //!
 //! # Map
 //! - [`config`]: [`MbdConfig`], queues, hosts, admins, limits.

@@ -91,7 +91,7 @@ impl Mbd {
                     // until the ACK reaches it, so more copies may be on their
                     // way, and one arriving after a fresh dispatch of the job
                     // to `host` would be taken for a refusal of that dispatch
-                    // (lava-sim seed 2808: `host` had registered again, which
+                    // (found by lava-sim: `host` had registered again, which
                     // had lifted the avoidance, and the job went back to it on
                     // the same connection as the copies). So the copy keeps
                     // the job off `host` until `host` registers again, as the

@@ -70,7 +70,7 @@ impl Mbd {
     /// given when the first attempt logged its JOB_SIGNALs. Taking only the
     /// jobs whose JOB_SIGNAL carries the id would miss those whose records a
     /// crash tore off the first attempt's step, and they would never be
-    /// signalled (lava-sim seed 22675: a `bresume 0` left a held job PSUSP
+    /// signalled (found by lava-sim: a `bresume 0` left a held job PSUSP
     /// for ever).
     fn all_jobs_of(
         &self,
@@ -136,8 +136,8 @@ impl Mbd {
         // of a stopped job): the request id must be known on every job the
         // request named, or a late copy of an earlier attempt of it — the
         // command gave up on that connection and retried, and the retry found
-        // nothing to do — would act after a later request (lava-sim seed
-        // 14910: a stale `bstop` stopped a job `bresume 0` had released).
+        // nothing to do — would act after a later request (found by lava-sim:
+        // a stale `bstop` stopped a job that `bresume 0` had released).
         let acts = job.signal_acts(kind);
         self.record(step, Event::JobSignal(intent));
         if !acts {
@@ -207,7 +207,7 @@ impl Mbd {
         // again and sbatchd's second answer logs the missing JOB_SIGACT. The
         // other order would settle the intent and lose the status (a job
         // shown running while stopped, which `bresume` then takes for
-        // running; lava-sim seed 12584 found the like for a pending job).
+        // running; lava-sim found the like for a pending job).
         if let Some(status) = result {
             self.record(step, Event::JobStatus(status_change(job_ref, status, step.now_ms)));
         }

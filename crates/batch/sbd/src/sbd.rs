@@ -226,7 +226,7 @@ impl Sbd {
             // and NEW_JOB_REPLY carries no dispatch time: mbatchd would take
             // that late copy for a refusal of the new dispatch, return the job
             // to PEND and dispatch it elsewhere while this host runs it — the
-            // job would run twice (lava-sim seed 252). So an unacknowledged
+            // job would run twice (found by lava-sim). So an unacknowledged
             // refusal refuses the new dispatch too; once its ACK arrives no
             // copy of it can follow (one connection delivers in order, and a
             // dead connection's frames are never stepped), and the next
@@ -552,7 +552,7 @@ fn advance_kill(record: &mut JobRecord, mut kill: KillSequence, now_ms: u64, out
 /// crash between the two must repeat the act rather than lose it: STOP, CONT
 /// and the signals of a kill are harmless to repeat, while a lost SIGCONT
 /// leaves the job stopped for ever and a lost SIGKILL never comes again
-/// (lava-sim seed 675). The held signals are normally delivered in the step
+/// (found by lava-sim). The held signals are normally delivered in the step
 /// that reports the process; a crash between that step's two Persists leaves
 /// them held on disk, and the next Tick or signal delivers them.
 fn deliver_held(record: &mut JobRecord, out: &mut Out<'_>) {

@@ -436,7 +436,7 @@ fn spawn_failure_before_pid_refuses_and_a_new_dispatch_relaunches() {
     assert!(fresh.refusal.is_none() && !fresh.pid_acked);
 }
 
-// Regression (lava-sim seed 252): a refusal not yet acked is resent when the
+// Regression (found by lava-sim): a refusal not yet acked is resent when the
 // channel comes back, and mbatchd, having dispatched the job to this host
 // again on the registration, takes that late copy for a refusal of the new
 // dispatch (NEW_JOB_REPLY carries no dispatch time) and dispatches the job
@@ -753,7 +753,7 @@ fn kill_resent_after_newer_stop_and_continue_was_never_sent() {
     );
 }
 
-// Regression (lava-sim seed 675): the record saying a signal was handled was
+// Regression (found by lava-sim): the record saying a signal was handled was
 // persisted before the Kill. A crash between the two left a CONT recorded but
 // never sent; mbatchd's resend was then answered Delivered without acting, and
 // the job stayed stopped for ever. Goal: a crash between the Kill and the

@@ -269,7 +269,7 @@ fn refusal_returns_the_job_to_pend_and_avoids_the_host() {
     assert_eq!(effects, expected);
 }
 
-// Regression (lava-sim seed 2808): a refused job's host registered again
+// Regression (found by lava-sim): a refused job's host registered again
 // (lifting the avoidance) while full; a resent copy of the old refusal then
 // arrived for the pending job and was only ACKed; when a slot freed, the job
 // went back to that host on the same connection, and a further copy of the

@@ -274,7 +274,7 @@ fn mbd_start(t: u64) -> crate::Effect {
     }))
 }
 
-// Regression (lava-sim seed 12584): lava-eventlog makes each record durable
+// Regression (found by lava-sim): lava-eventlog makes each record durable
 // on its own, and a crash kept the JOB_SIGNAL of a `bresume` of a held job but
 // not its JOB_STATUS PEND; the retried request found its id and answered
 // Accepted, and the job stayed PSUSP for ever. Goal: Start logs the status a
@@ -324,7 +324,7 @@ fn torn_step_lost_the_status_that_answers_an_intent() {
     );
 }
 
-// Regression (lava-sim seed 14910): a `bstop` whose retry found the job
+// Regression (found by lava-sim): a `bstop` whose retry found the job
 // already stopped logged nothing, so its request id was unknown; the first
 // attempt, late on the connection the command had given up, then arrived
 // after a `bresume` and stopped the job again. Goal: a request that changes
@@ -345,7 +345,7 @@ fn late_copy_of_a_request_that_changed_nothing_acted_after_a_later_one() {
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Pend.bits());
 }
 
-// Regression (lava-sim seed 22675): a crash kept the JOB_SIGNALs of the first
+// Regression (found by lava-sim): a crash kept the JOB_SIGNALs of the first
 // jobs of a `bresume 0` but not the last one's; the retry selected only the
 // jobs carrying its request id, and the last job stayed PSUSP for ever. Goal:
 // the retry selects every job the first attempt selected (still not one

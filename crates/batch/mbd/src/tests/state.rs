@@ -90,7 +90,7 @@ fn finished_jobs_are_cleaned_and_ids_never_reused() {
     assert_eq!(effects.last(), Some(&submitted(3, 3, "normal", true)));
 }
 
-// Regression (lava-sim seed 71): the request id of a cleaned job was
+// Regression (found by lava-sim): the request id of a cleaned job was
 // forgotten with the job, so a bsub whose answers were all lost while its job
 // ran, finished and was cleaned made a second job on its next retry. Goal: the
 // retry gets the cleaned job back, also after a restart from a snapshot or
