@@ -47,6 +47,7 @@ pub mod client;
 pub mod format;
 pub mod host;
 pub mod jobid;
+pub mod lim;
 pub mod signal;
 pub mod term;
 

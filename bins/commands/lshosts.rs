@@ -1,0 +1,7 @@
+//! `lshosts`: the LSF command; everything is in `lava_commands::lim`.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    lava_commands::lim::lshosts_main()
+}

@@ -1,0 +1,7 @@
+//! `lsid`: the LSF command; everything is in `lava_commands::lim`.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    lava_commands::lim::lsid_main()
+}
