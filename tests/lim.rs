@@ -1,18 +1,32 @@
 //! lim on loopback: three lims on 127.0.0.1 with per-host ports (lsf.cluster's
 //! LAVA_LIM_PORT column), short intervals through LAVA_LIM_*_INTERVAL_MS, queried with
-//! the real `lsload` and `lsid`.
+//! the real `lsload` and `lsid` and, byte for byte, through the master's TCP port
+//! (lava-lim-wire's `LIM_TCP_*` frames). The same scenario runs across network
+//! namespaces in `tests/lim_netns.rs` where the machine allows it.
 
 mod util;
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::net::{TcpListener, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
+use lava_lim_wire as wire;
+use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
+use serde::de::DeserializeOwned;
+use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, wait_until};
 
 const REPORT_MS: u64 = 300;
 const BEACON_MS: u64 = 300;
+/// The protocol's liveness deadline (spec: 3 missed intervals, LIM_MISSED_INTERVALS) plus
+/// one interval for jitter, in intervals.
+const DEADLINE_INTERVALS: u64 = 3 + 1;
+/// Absolute slack on top of a protocol deadline for what is not the protocol: the killed
+/// process being reaped, the daemon's timer firing late on a busy 2-core machine, and the
+/// poll (a TCP query every 10 ms). It is not a performance bound.
+const SCHEDULING_SLACK: Duration = Duration::from_millis(2_000);
 
 /// A port free for both UDP and TCP right now (the lims need fixed, configured ports).
 fn free_port() -> u16 {
@@ -27,11 +41,12 @@ fn free_port() -> u16 {
 
 fn start_lim(cluster: &mut Cluster, host: &str) -> Daemon {
     let ready = cluster.dir().join(format!("run/lim.{host}.ready"));
+    // A ready file of an earlier run of this host's lim must not be taken for this one's.
+    let _absent = std::fs::remove_file(&ready);
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_lim"));
     let args: Vec<&OsStr> =
         vec![OsStr::new("--host"), OsStr::new(host), OsStr::new("--ready-file"), ready.as_os_str()];
-    let daemon = cluster.spawn("lim", &bin, &args);
-    let mut daemon = daemon;
+    let mut daemon = cluster.spawn("lim", &bin, &args);
     wait_until("lim ready file", STARTUP_TIMEOUT, || {
         assert!(daemon.is_running(), "lim {host} exited:\n{}", daemon.log());
         ready.exists().then_some(())
@@ -39,21 +54,63 @@ fn start_lim(cluster: &mut Cluster, host: &str) -> Daemon {
     daemon
 }
 
-fn command(cluster: &Cluster, name: &str, args: &[&str]) -> (bool, String) {
+fn command(cluster: &Cluster, name: &str, args: &[&str]) -> (bool, String, String) {
     let bin = match name {
         "lsload" => env!("CARGO_BIN_EXE_lsload"),
         _ => env!("CARGO_BIN_EXE_lsid"),
     };
     let output = cluster.command(bin).args(args).output().expect("run the command");
-    (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 fn host_line(out: &str, host: &str) -> Option<String> {
     out.lines().find(|line| line.split_whitespace().next() == Some(host)).map(str::to_owned)
 }
 
-// Goal: lsload lists the three hosts with live values; a killed lim is reported unavailable
-// within 3 report intervals (+1); bad datagrams are dropped and the master keeps serving.
+/// One query on the master's TCP port, as lsload sends it; `None` if the master is down.
+fn query<R: DeserializeOwned>(addr: SocketAddr, operation: u32) -> Option<R> {
+    let mut stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).ok()?;
+    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("set a read timeout");
+    let mut request = Vec::new();
+    FrameHeader { sequence: 7, operation, version: wire::LIM_VERSION, length: 0, status: 0 }
+        .write(&mut request);
+    stream.write_all(&request).ok()?;
+    let mut head = [0u8; HEADER_BYTES];
+    stream.read_exact(&mut head).ok()?;
+    let header = FrameHeader::parse(&head).expect("a reply header");
+    assert_eq!((header.sequence, header.status), (7, wire::TCP_STATUS_OK), "reply to {operation}");
+    let mut body = vec![0u8; header.length as usize];
+    stream.read_exact(&mut body).expect("the reply body");
+    let limits = lava_xdr::Limits { input_bytes_max: body.len().max(1), ..lava_xdr::Limits::default() };
+    Some(lava_xdr::from_bytes(&body, &limits).expect("a well-formed reply"))
+}
+
+/// The master's counters (`LIM_TCP_STATUS`), by name.
+fn counters(addr: SocketAddr) -> BTreeMap<String, u64> {
+    let reply: wire::StatusReply = query(addr, wire::LIM_TCP_STATUS).expect("the master answers");
+    assert!(reply.master, "the status query went to the master");
+    reply.counters.into_iter().collect()
+}
+
+fn host_status(addr: SocketAddr, host: &str) -> Option<u32> {
+    let reply: wire::HostLoadReply = query(addr, wire::LIM_TCP_HOST_LOAD)?;
+    reply.hosts.iter().find(|h| h.name == host).map(|h| h.status)
+}
+
+fn report(host_no: u32, seq_no: u32) -> Vec<u8> {
+    let li = [0.5, 0.5, 0.5, 0.1, 0.0, 0.0, 1.0, 0.0, 100.0, 100.0, 100.0];
+    let message = wire::Message::LoadReport(wire::LoadReport { host_no, seq_no, status0: 0, nidx: 11, li });
+    wire::encode_datagram(seq_no, &message)
+}
+
+// Goal: lsload lists the three hosts with live values; every kind of bad datagram is
+// dropped and counted by its reason; a killed lim is reported unavailable within 3 report
+// intervals (+1); with the master down slaves fall silent after 3 missed beacons; a
+// restarted master brings every host back.
 #[test]
 fn three_lims_on_loopback() {
     let hosts = ["h0", "h1", "h2"];
@@ -73,42 +130,138 @@ fn three_lims_on_loopback() {
     );
     cluster.rewrite_lsf_conf("LAVA_LIM_BEACON_INTERVAL_MS", &BEACON_MS.to_string());
     cluster.rewrite_lsf_conf("LAVA_LIM_REPORT_INTERVAL_MS", &REPORT_MS.to_string());
-    let _master = start_lim(&mut cluster, "h0");
-    let _h1 = start_lim(&mut cluster, "h1");
+    // The per-host LAVA_LIM_PORT is the master's UDP and TCP port.
+    let master_addr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+    let mut master = start_lim(&mut cluster, "h0");
+    let h1 = start_lim(&mut cluster, "h1");
     let mut h2 = start_lim(&mut cluster, "h2");
 
-    let (ok, out) = command(&cluster, "lsid", &[]);
+    let (ok, out, _) = command(&cluster, "lsid", &[]);
     assert!(
         ok && out.contains("My cluster name is lavacore") && out.contains("My master name is h0"),
         "{out}"
     );
-
-    wait_until("all three hosts ok with load values", Duration::from_secs(20), || {
-        let (ok, out) = command(&cluster, "lsload", &["-l"]);
+    let all_ok = |cluster: &Cluster| {
+        let (ok, out, _) = command(cluster, "lsload", &["-l"]);
         let all = hosts.iter().all(|h| {
             host_line(&out, h).is_some_and(|line| {
                 line.split_whitespace().nth(1) == Some("ok") && (line.contains('M') || line.contains('G'))
             })
         });
         (ok && all).then_some(())
-    });
+    };
+    wait_until("all three hosts ok with load values", Duration::from_secs(20), || all_ok(&cluster));
 
-    // Garbage to the master: short, wrong version, from an unknown source.
+    // Bad datagrams to the master, one of each kind, from an address that is not in
+    // lsf.cluster (the decode checks come first, so each counts under its own reason).
+    let before = counters(master_addr);
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    socket.send_to(b"short", ("127.0.0.1", ports[0])).expect("send");
-    socket.send_to(&[0u8; 80], ("127.0.0.1", ports[0])).expect("send");
-
-    h2.kill();
-    let started = std::time::Instant::now();
-    wait_until("h2 unavailable", Duration::from_secs(20), || {
-        let (_, out) = command(&cluster, "lsload", &[]);
-        host_line(&out, "h2").is_some_and(|line| line.contains("unavail")).then_some(())
+    let good = report(1, 42);
+    let mut wrong_version = good.clone();
+    wrong_version[8..12].copy_from_slice(&0x0002_0000u32.to_be_bytes());
+    let mut unknown_opcode = good[..HEADER_BYTES].to_vec();
+    unknown_opcode[4..8].copy_from_slice(&9u32.to_be_bytes());
+    unknown_opcode[12..16].copy_from_slice(&0u32.to_be_bytes());
+    let bad: [(&str, Vec<u8>); 6] = [
+        ("drop_short", b"short".to_vec()),
+        ("drop_wrong_version", wrong_version),
+        ("drop_oversized", vec![0u8; wire::DATAGRAM_BYTES_MAX + 50]),
+        ("drop_length_mismatch", good[..good.len() - 4].to_vec()),
+        ("drop_unknown_opcode", unknown_opcode),
+        // Well-formed and claiming to be h1, but not from h1's configured address.
+        ("drop_unknown_source", good),
+    ];
+    for (_, bytes) in &bad {
+        socket.send_to(bytes, master_addr).expect("send");
+    }
+    let delta = |now: &BTreeMap<String, u64>, name: &str| now[name] - before.get(name).copied().unwrap_or(0);
+    let after = wait_until("every bad datagram counted", IO_TIMEOUT, || {
+        let now = counters(master_addr);
+        bad.iter().all(|(name, _)| delta(&now, name) >= 1).then_some(now)
     });
-    // 3 intervals (+1 for jitter) plus the polling and command start-up slack.
-    assert!(started.elapsed() < Duration::from_millis(4 * REPORT_MS + 3_000), "took {:?}", started.elapsed());
-    let (ok, out) = command(&cluster, "lsload", &["h0", "h1"]);
+    // Exactly one more for each kind sent, none for any other reason.
+    for name in after.keys().filter(|name| name.starts_with("drop_")) {
+        let expected = u64::from(bad.iter().any(|(bad_name, _)| bad_name == name));
+        assert_eq!(delta(&after, name), expected, "{name}: {before:?} -> {after:?}");
+    }
+    assert!(master.is_running(), "bad datagrams never stop lim");
+
+    // The master marks a host unavailable once no report came for 3 report intervals
+    // (`now > last + 3T`). Its last report left at most one interval before the kill, so the
+    // mark is due at most 3T after the kill; one more interval covers a late report timer
+    // (the "+1 for jitter"). The rest is slack for reaping and polling, measured from the
+    // moment before the signal.
+    let killed_at = Instant::now();
+    h2.kill();
+    let bound = Duration::from_millis(DEADLINE_INTERVALS * REPORT_MS) + SCHEDULING_SLACK;
+    wait_until("h2 unavailable", bound, || {
+        (host_status(master_addr, "h2") == Some(wire::HOST_STATUS_UNAVAIL)).then_some(())
+    });
+    eprintln!(
+        "h2 unavailable {:?} after the kill (protocol bound {} ms)",
+        killed_at.elapsed(),
+        DEADLINE_INTERVALS * REPORT_MS
+    );
+    let (_, out, _) = command(&cluster, "lsload", &[]);
+    assert!(host_line(&out, "h2").is_some_and(|line| line.contains("unavail")), "{out}");
+    let (ok, out, _) = command(&cluster, "lsload", &["h0", "h1"]);
     assert!(
         ok && host_line(&out, "h1").is_some_and(|l| l.contains(" ok ")) && host_line(&out, "h2").is_none(),
         "{out}"
     );
+    let (ok, out, err) = command(&cluster, "lsload", &["nosuchhost"]);
+    assert!(!ok && out.is_empty() && err == "lsload: unknown host name nosuchhost\n", "{out}{err}");
+
+    // Stop the master and take its UDP port: a fake master that counts h1's reports.
+    master.kill();
+    let fake = UdpSocket::bind(master_addr).expect("bind the master's UDP port");
+    fake.set_read_timeout(Some(Duration::from_millis(50))).expect("read timeout");
+    let h1_addr = SocketAddr::from(([127, 0, 0, 1], ports[1]));
+    let mut buffer = [0u8; 256];
+    let mut count_reports = |fake: &UdpSocket, window: Duration| {
+        let until = Instant::now() + window;
+        let mut n = 0;
+        while Instant::now() < until {
+            if let Ok((len, from)) = fake.recv_from(&mut buffer) {
+                let decoded = wire::decode_datagram(&buffer[..len]).expect("lim sends well-formed datagrams");
+                assert!(matches!(decoded.message, wire::Message::LoadReport(_)), "{decoded:?}");
+                assert_eq!(from, h1_addr, "only h1 is left to report");
+                n += 1;
+            }
+        }
+        n
+    };
+    // h1 gives up 3 beacon intervals after the last beacon (+1 for jitter) and logs it.
+    wait_until(
+        "h1 gives up on the master",
+        Duration::from_millis(DEADLINE_INTERVALS * BEACON_MS) + SCHEDULING_SLACK,
+        || h1.log().contains("master lost").then_some(()),
+    );
+    let _in_flight = count_reports(&fake, Duration::from_millis(REPORT_MS));
+    let n_silent = count_reports(&fake, Duration::from_millis(DEADLINE_INTERVALS * REPORT_MS));
+    assert_eq!(n_silent, 0, "a slave that lost the master sends nothing");
+    // The silence is h1's choice, not a deaf socket: one beacon from the master's address
+    // makes it report again.
+    let mut cluster_field = [0u8; wire::CLUSTER_FIELD_BYTES];
+    cluster_field[..8].copy_from_slice(b"lavacore");
+    let mut hostname = [0u8; wire::HOSTNAME_FIELD_BYTES];
+    hostname[..2].copy_from_slice(b"h0");
+    let beacon = wire::Message::Beacon(wire::MasterBeacon {
+        cluster: cluster_field,
+        hostname,
+        host_no: 0,
+        seqno: 1,
+        tcp_port: ports[0],
+    });
+    fake.send_to(&wire::encode_datagram(1, &beacon), h1_addr).expect("send a beacon");
+    assert!(
+        count_reports(&fake, Duration::from_millis(REPORT_MS) + SCHEDULING_SLACK) > 0,
+        "h1 reports again"
+    );
+    drop(fake);
+
+    // The real master and h2 come back: every host is ok again.
+    let _master = start_lim(&mut cluster, "h0");
+    let _h2 = start_lim(&mut cluster, "h2");
+    wait_until("all three hosts ok again", Duration::from_secs(20), || all_ok(&cluster));
 }

@@ -5,14 +5,22 @@
 //! that produced them. Timing goals live here and never in tests: the machines
 //! that run the tests are shared and noisy.
 
+mod client;
+mod cluster;
+mod e2e_bench;
 mod eventlog_bench;
+mod restart_bench;
+mod submit_bench;
 mod xdr_bench;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: lava-bench <xdr|eventlog> [options]\n\
+const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart> [options]\n\
     \n  xdr        XDR encode/decode of a job-submission struct\
-    \n  eventlog   durable appends with concurrent appenders, and replay";
+    \n  eventlog   durable appends with concurrent appenders, and replay\
+    \n  submit     durable submissions to a real mbatchd; wall time of the real bsub\
+    \n  e2e        trivial jobs through a real one-host cluster, submit to DONE\
+    \n  restart    mbatchd's start on a 1,000,000-event log: time to the first bjobs, memory";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,6 +31,9 @@ fn main() -> ExitCode {
     let result = match area.as_str() {
         "xdr" => xdr_bench::run(rest),
         "eventlog" => eventlog_bench::run(rest),
+        "submit" => submit_bench::run(rest),
+        "e2e" => e2e_bench::run(rest),
+        "restart" => restart_bench::run(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

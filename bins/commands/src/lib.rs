@@ -31,6 +31,7 @@
 //! # Map
 //! - [`bsub`], [`bjobs`], [`bkill`] (with [`bstop`] and [`bresume`]): one module
 //!   per command, each with a `main` returning the process exit code.
+//! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
 //! - [`client`]: configuration, credential, framing, retry.
@@ -40,6 +41,7 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
 pub mod bsub;

@@ -88,11 +88,50 @@ pub fn lsid_main() -> ExitCode {
     finish(&mut term, result, "lsid")
 }
 
-/// Formats `lsload` output: `%-16s %-10s` (24 wide with `-w`), then 11 columns of width 6
-/// (`io` only with `-l`, as classic Lava). Loads to 1 decimal; ut and it as percent/minutes
-/// integers; tmp, swp, mem in whole GiB with `G` (M below 1 GiB).
+/// Host name column of `lsload` (LavaLite 0.1.2's `%-16s`); longer names are cut, as
+/// LSF cuts them in its default format.
+pub const LSLOAD_NAME_WIDTH: usize = 16;
+/// Host name column of `lsload -w` (LSF's wide format: `%-23s` plus the separator);
+/// longer names are printed whole and push the row to the right.
+pub const LSLOAD_WIDE_NAME_WIDTH: usize = 24;
+/// Status column of `lsload` (`%-10s`).
+pub const LSLOAD_STATUS_WIDTH: usize = 10;
+/// Status column of `lsload -w`, room for LSF's longest states (`lockU`, `-ok`, `unavail`)
+/// with a `*`-style marker and LSF 10's `closed_*` spellings.
+pub const LSLOAD_WIDE_STATUS_WIDTH: usize = 12;
+/// Width of every load column (`%6s`).
+pub const LSLOAD_VALUE_WIDTH: usize = 6;
+
+/// One load value the way LSF's `lstools/load.c` prints it (index in spec section 5's order):
+/// r15s, r1m, r15m and pg to one decimal; ut as an integer percent; io, ls and it (idle
+/// minutes) as integers; tmp, swp and mem (MB) as whole megabytes with `M`, or whole
+/// gigabytes with `G` when the megabyte form would be wider than LSF's 5 characters.
+pub fn format_load_value(idx: usize, value: f32) -> String {
+    let value = f64::from(value);
+    match idx {
+        3 => format!("{:.0}%", value * 100.0),
+        5..=7 => format!("{value:.0}"),
+        8..=10 => {
+            let megabytes = format!("{value:.0}M");
+            if megabytes.len() > 5 && value > 1024.0 { format!("{:.0}G", value / 1024.0) } else { megabytes }
+        }
+        _ => format!("{value:.1}"),
+    }
+}
+
+/// Formats `lsload` output (LavaLite 0.1.2's layout, ../shared/research/lavalite.md 2.5):
+/// `HOST_NAME` left-aligned in 16 columns (cut to 16), `status` in 10, then one
+/// right-aligned column of width 6 per index: r15s r1m r15m ut pg ls it tmp swp mem, with
+/// `io` after `pg` only with `-l` (classic Lava). `-w` widens the host column to 24 (names
+/// never cut) and the status column to 12. An unavailable host shows `unavail` and `-` in
+/// every column, as does an index the host did not report. `only` restricts the rows to
+/// these hosts (matched without case), in the cluster's order.
 pub fn format_lsload(hosts: &[wire::HostLoad], long: bool, wide: bool, only: &[String]) -> String {
-    let name_width = if wide { 24 } else { 16 };
+    let (name_width, status_width) = if wide {
+        (LSLOAD_WIDE_NAME_WIDTH, LSLOAD_WIDE_STATUS_WIDTH)
+    } else {
+        (LSLOAD_NAME_WIDTH, LSLOAD_STATUS_WIDTH)
+    };
     let columns: Vec<(usize, &str)> = [
         (0, "r15s"),
         (1, "r1m"),
@@ -109,34 +148,48 @@ pub fn format_lsload(hosts: &[wire::HostLoad], long: bool, wide: bool, only: &[S
     .into_iter()
     .filter(|(idx, _)| long || *idx != 5)
     .collect();
-    let mut out = format!("{:<name_width$} {:<10}", "HOST_NAME", "status");
+    let width = LSLOAD_VALUE_WIDTH;
+    let mut out = format!("{:<name_width$} {:<status_width$}", "HOST_NAME", "status");
     for (_, name) in &columns {
-        out.push_str(&format!(" {name:>6}"));
+        out.push_str(&format!(" {name:>width$}"));
     }
     out.push('\n');
     for host in
         hosts.iter().filter(|h| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(&h.name)))
     {
         let ok = host.status == wire::HOST_STATUS_OK;
-        out.push_str(&format!("{:<name_width$} {:<10}", host.name, if ok { "ok" } else { "unavail" }));
+        let name: String =
+            if wide { host.name.clone() } else { host.name.chars().take(LSLOAD_NAME_WIDTH).collect() };
+        out.push_str(&format!("{name:<name_width$} {:<status_width$}", if ok { "ok" } else { "unavail" }));
         for (idx, _) in &columns {
-            let value = host.li[*idx];
             let cell = if !ok || *idx as u32 >= host.nidx {
                 "-".to_owned()
             } else {
-                match idx {
-                    3 => format!("{:.0}%", value * 100.0),
-                    6 | 7 => format!("{value:.0}"),
-                    8..=10 if value >= 1024.0 => format!("{:.0}G", value / 1024.0),
-                    8..=10 => format!("{value:.0}M"),
-                    _ => format!("{value:.1}"),
-                }
+                format_load_value(*idx, host.li[*idx])
             };
-            out.push_str(&format!(" {cell:>6}"));
+            out.push_str(&format!(" {cell:>width$}"));
         }
         out.push('\n');
     }
     out
+}
+
+/// What `lsload` prints and whether it succeeded: the table, after one classic Lava error
+/// line (`lsload: unknown host name NAME`) on standard error per named host that is not in
+/// the cluster. As in Lava, it fails only when no named host is known.
+pub fn lsload_output(
+    hosts: &[wire::HostLoad],
+    long: bool,
+    wide: bool,
+    only: &[String],
+) -> (String, String, bool) {
+    let (known, unknown): (Vec<String>, Vec<String>) =
+        only.iter().cloned().partition(|name| hosts.iter().any(|h| h.name.eq_ignore_ascii_case(name)));
+    let errors: String = unknown.iter().map(|name| format!("lsload: unknown host name {name}\n")).collect();
+    if known.is_empty() && !unknown.is_empty() {
+        return (String::new(), errors, false);
+    }
+    (format_lsload(hosts, long, wide, &known), errors, true)
 }
 
 /// `lsload [-l] [-w] [host...]`.
@@ -156,9 +209,16 @@ pub fn lsload_main() -> ExitCode {
             }
         }
         let reply = query::<wire::HostLoadReply>(wire::LIM_TCP_HOST_LOAD)?;
-        Ok(format_lsload(&reply.hosts, long, wide, &only))
+        Ok(lsload_output(&reply.hosts, long, wide, &only))
     });
-    finish(&mut term, result, "lsload")
+    match result {
+        Ok((out, errors, ok)) => {
+            term.err(&errors);
+            term.out(&out);
+            term.exit(ok)
+        }
+        Err(error) => finish(&mut term, Err(error), "lsload"),
+    }
 }
 
 /// `lshosts`: `HOST_NAME type model cpuf ncpus maxmem maxswp server` (LavaLite 0.1.2);
@@ -187,4 +247,109 @@ pub fn lshosts_main() -> ExitCode {
         out
     });
     finish(&mut term, result, "lshosts")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(name: &str, status: u32, nidx: u32, li: [f32; wire::LIM_NIDX]) -> wire::HostLoad {
+        wire::HostLoad {
+            name: name.to_owned(),
+            host_type: "!".to_owned(),
+            model: "!".to_owned(),
+            server: true,
+            status,
+            status0: 0,
+            nidx,
+            li,
+            age_ms: 0,
+        }
+    }
+
+    fn cluster() -> Vec<wire::HostLoad> {
+        vec![
+            host(
+                "vm",
+                wire::HOST_STATUS_OK,
+                11,
+                [2.0, 3.04, 4.25, 0.123, 0.0, 812.4, 2.0, 17.0, 80_896.0, 0.0, 23_740.0],
+            ),
+            host(
+                "node-with-a-long-name",
+                wire::HOST_STATUS_OK,
+                11,
+                [0.04, 0.0, 0.0, 1.0, 12.35, 3.0, 0.0, 0.0, 9_999.0, 1_500.0, 512.4],
+            ),
+            host("down", wire::HOST_STATUS_UNAVAIL, 0, [0.0; wire::LIM_NIDX]),
+        ]
+    }
+
+    // Goal: each index is printed with LSF's precision and unit, M switching to G only when
+    // the megabyte form is wider than 5 characters.
+    #[test]
+    fn load_values_as_lsf_prints_them() {
+        let cases = [
+            (0, 2.0, "2.0"),
+            (1, 3.04, "3.0"),
+            (2, 0.05, "0.1"),
+            (3, 0.123, "12%"),
+            (3, 1.0, "100%"),
+            (4, 12.35, "12.4"),
+            (5, 812.4, "812"),
+            (6, 2.0, "2"),
+            (7, 17.4, "17"),
+            (8, 0.0, "0M"),
+            (8, 512.4, "512M"),
+            (9, 1_500.0, "1500M"),
+            (10, 9_999.0, "9999M"),
+            (10, 10_000.0, "10G"),
+            (8, 80_896.0, "79G"),
+        ];
+        for (idx, value, expected) in cases {
+            assert_eq!(format_load_value(idx, value), expected, "index {idx} value {value}");
+        }
+    }
+
+    // Goal: the default layout is 0.1.2's `%-16s %-10s` + width-6 columns without io, names cut
+    // to 16, and an unavailable host shows `-` everywhere.
+    #[test]
+    fn default_format() {
+        let expected = "\
+HOST_NAME        status       r15s    r1m   r15m     ut     pg     ls     it    tmp    swp    mem
+vm               ok            2.0    3.0    4.2    12%    0.0      2     17    79G     0M    23G
+node-with-a-long ok            0.0    0.0    0.0   100%   12.4      0      0  9999M  1500M   512M
+down             unavail         -      -      -      -      -      -      -      -      -      -
+";
+        assert_eq!(format_lsload(&cluster(), false, false, &[]), expected);
+    }
+
+    // Goal: -l adds io after pg; -w widens the host and status columns and never cuts a name.
+    #[test]
+    fn long_and_wide_formats() {
+        let expected = "\
+HOST_NAME        status       r15s    r1m   r15m     ut     pg     io     ls     it    tmp    swp    mem
+vm               ok            2.0    3.0    4.2    12%    0.0    812      2     17    79G     0M    23G
+";
+        assert_eq!(format_lsload(&cluster(), true, false, &["VM".to_owned()]), expected);
+        let expected = "\
+HOST_NAME                status         r15s    r1m   r15m     ut     pg     ls     it    tmp    swp    mem
+node-with-a-long-name    ok              0.0    0.0    0.0   100%   12.4      0      0  9999M  1500M   512M
+down                     unavail           -      -      -      -      -      -      -      -      -      -
+";
+        let only = ["node-with-a-long-name".to_owned(), "down".to_owned()];
+        assert_eq!(format_lsload(&cluster(), false, true, &only), expected);
+    }
+
+    // Goal: unknown hosts get Lava's error line; the command fails only when no named host is known.
+    #[test]
+    fn unknown_hosts() {
+        let (out, err, ok) = lsload_output(&cluster(), false, false, &["nosuch".to_owned()]);
+        assert_eq!((out.as_str(), err.as_str(), ok), ("", "lsload: unknown host name nosuch\n", false));
+        let (out, err, ok) = lsload_output(&cluster(), false, false, &["nosuch".to_owned(), "vm".to_owned()]);
+        assert!(ok && out.lines().count() == 2 && out.contains("\nvm "), "{out}");
+        assert_eq!(err, "lsload: unknown host name nosuch\n");
+        let (out, err, ok) = lsload_output(&cluster(), false, false, &[]);
+        assert!(ok && err.is_empty() && out.lines().count() == 4);
+    }
 }

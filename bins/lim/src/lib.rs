@@ -167,8 +167,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _installed =
-        tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_ansi(false).try_init();
+    // The log goes to standard error, like the other daemons' (standard output is not a log).
+    let _installed = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("start tokio")?;
     runtime.block_on(serve(setup, args.ready_file))

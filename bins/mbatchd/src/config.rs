@@ -56,6 +56,8 @@ pub struct ShellConfig {
     pub log_mask: LogMask,
     /// `LSF_LOGDIR`, where a detached mbatchd writes its log.
     pub daemon_log_dir: Option<PathBuf>,
+    /// The master lim to poll for host availability (`None`: not configured).
+    pub lim: Option<crate::lim_client::LimTarget>,
 }
 
 impl ShellConfig {
@@ -73,6 +75,7 @@ impl ShellConfig {
             event_log_dir: conf.work_dir().join("logdir"),
             log_mask: conf.lsf.log_mask,
             daemon_log_dir: conf.lsf.logdir.clone(),
+            lim: crate::lim_client::LimTarget::from_cluster(conf),
         })
     }
 }

@@ -60,6 +60,8 @@ pub(crate) enum ConnEvent {
     SbdMessage { conn: ConnId, host: HostName, message: SbdMessage },
     /// The sbatchd channel `conn` of `host` is closed.
     SbdClosed { conn: ConnId, host: HostName },
+    /// A checked HOST_QUERY (`bhosts`): a read the loop answers at once.
+    Hosts { query: wire::HostQuery, reply: oneshot::Sender<wire::HostQueryReply> },
 }
 
 /// What every connection task shares.
@@ -148,6 +150,14 @@ async fn command_connection(
             },
         };
         let sequence = frame.header.sequence;
+        if frame.header.operation == Operation::HostQuery.code()
+            && frame.header.check_version(BATCH_VERSION).is_ok()
+        {
+            if host_query(&mut framed, &frame, peer, shared).await {
+                continue;
+            }
+            return;
+        }
         let (reply, close) = match command(&frame, shared) {
             Ok(call) => {
                 tracing::debug!(%peer, user = %call.caller().user, operation = frame.header.operation, "request");
@@ -173,6 +183,45 @@ async fn command_connection(
         }
         if close {
             return;
+        }
+    }
+}
+
+/// Answers one HOST_QUERY frame; `false` when the connection is to close.
+/// `bhosts` reads the state in memory: it confirms nothing a client asked to
+/// change, so its answer does not wait for the log (unlike every other answer).
+async fn host_query(
+    framed: &mut FramedConn<TcpStream>,
+    frame: &Frame,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> bool {
+    let sequence = frame.header.sequence;
+    let query = match validate::host_query(&frame.body, &shared.auth, system_now_ms()) {
+        Ok(query) => query,
+        Err(refusal) => {
+            tracing::warn!(%peer, "HOST_QUERY refused: {}", refusal.message);
+            shared.counters.reject(refusal.reason);
+            let reply = ClientReply::error(refusal.code, refusal.message);
+            return write_reply(framed, sequence, &reply).await.is_ok() && !refusal.close;
+        }
+    };
+    let (reply_to, reply) = oneshot::channel();
+    if shared.events.send(ConnEvent::Hosts { query, reply: reply_to }).await.is_err() {
+        return false;
+    }
+    let Ok(reply) = reply.await else { return false };
+    let body = encode(&reply);
+    if body.len() > FRAME_BYTES_MAX as usize {
+        let message =
+            format!("the answer is {} bytes, more than a frame may carry; name fewer hosts", body.len());
+        return write_reply(framed, sequence, &ClientReply::error(wire::ERR_REJECTED, message)).await.is_ok();
+    }
+    match framed.write_frame(header(Operation::HostQueryReply, sequence, 0), &body).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::debug!(%peer, "answer not delivered: {error}");
+            false
         }
     }
 }

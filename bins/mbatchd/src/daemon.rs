@@ -119,6 +119,13 @@ async fn serve(
         stopping: watch::channel(false).0,
     });
     shell.start()?;
+    match &config.lim {
+        Some(target) => {
+            let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
+            shell.follow_lim(crate::lim_client::spawn(target.clone(), hosts));
+        }
+        None => tracing::warn!("no master lim configured: every host counts as available"),
+    }
     if let Some(path) = &args.port_file {
         write_port_file(path, bound.port())?;
     }

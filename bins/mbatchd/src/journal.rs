@@ -132,7 +132,7 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Mbd, ShellError> {
         };
         let event: Event = lava_xdr::from_bytes(&payload, &EVENT_LIMITS)
             .map_err(|error| problem(format!("does not decode as an event: {error}")))?;
-        mbd.apply(&event).map_err(|error| problem(error.to_string()))?;
+        mbd.apply_owned(event).map_err(|error| problem(error.to_string()))?;
         n_events += 1;
     }
     tracing::info!(

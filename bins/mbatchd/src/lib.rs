@@ -42,6 +42,9 @@
 //!   `ErrorReply`) whose header echoes the request's `sequence`; requests on
 //!   one connection are answered in order. REQUEST_FAILED repeats its error
 //!   code in the header's `status` (0 in every other answer).
+//!   `HOST_QUERY` (`bhosts`) is a read answered from memory at once (it
+//!   confirms nothing, so it does not wait for the log); host availability
+//!   comes from the master lim, polled by [`lim_client`].
 //!
 //! What a peer gets wrong costs it its connection and nothing else: a frame
 //! over the limit or cut short, or an sbatchd frame that fails authentication,
@@ -65,6 +68,7 @@
 //! - [`config`]: `lsf.conf`, `lsf.cluster`, `lsb.*` → [`lava_mbd::MbdConfig`] and the shell's settings.
 //! - [`codec`]: limits, XDR encoding and decoding, frame headers.
 //! - [`journal`]: `lsb.events`: open, replay, group commit, snapshots.
+//! - [`lim_client`]: polls the master lim; host availability changes for the loop.
 //! - [`counters`]: frames by operation and rejects by reason, for a later status command.
 //! - `validate`: the structural checks (`lava-batch-ll`) of what peers send, and the credential check.
 //! - `conn`: one task per connection (commands and sbatchd channels).
@@ -81,6 +85,7 @@ mod conn;
 pub mod counters;
 pub mod daemon;
 pub mod journal;
+pub mod lim_client;
 pub mod logging;
 mod shell;
 mod validate;

@@ -50,6 +50,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use crate::ShellError;
 use crate::conn::{self, ConnEvent, ConnId, Shared};
 use crate::journal::{Journal, JournalEvent};
+use crate::lim_client::LimUpdates;
 use crate::logging::LogFile;
 
 /// How often the logic is given `Input::Tick`.
@@ -148,6 +149,8 @@ pub(crate) struct Shell {
     accept_paused_until: Option<Instant>,
     /// The effects buffer, reused by every step.
     effects: Vec<Effect>,
+    /// Host availability changes from the master lim, stepped on each tick.
+    lim: LimUpdates,
 }
 
 impl Shell {
@@ -173,7 +176,13 @@ impl Shell {
             next_conn: 1,
             accept_paused_until: None,
             effects: Vec::new(),
+            lim: LimUpdates::default(),
         }
+    }
+
+    /// Takes host availability changes from the master lim (`lim_client`).
+    pub(crate) fn follow_lim(&mut self, lim: LimUpdates) {
+        self.lim = lim;
     }
 
     /// Contract step 1's end: replay is done, mbatchd opens for business.
@@ -254,6 +263,10 @@ impl Shell {
                 tracing::error!("a connection task failed: {error}");
             }
             Event::Tick => {
+                for (host, available) in self.lim.drain() {
+                    tracing::info!(%host, available, "master lim: host availability changed");
+                    self.step(Input::HostAvailability { host, available }, None)?;
+                }
                 self.step(Input::Tick, None)?;
             }
             Event::Journal(Ok(JournalEvent::Durable(position))) => {
@@ -310,6 +323,10 @@ impl Shell {
                 } else {
                     tracing::debug!(%host, conn, "message from a replaced channel not stepped");
                 }
+            }
+            ConnEvent::Hosts { query, reply } => {
+                // The connection may have gone; then nobody needs the answer.
+                let _gone = reply.send(self.mbd.host_query(&query));
             }
             ConnEvent::SbdClosed { conn, host } => {
                 if self.sbd.get(&host).is_some_and(|link| link.conn == conn) {

@@ -115,6 +115,16 @@ pub(crate) fn client_request(
     }
 }
 
+/// Decodes and authenticates a HOST_QUERY (`bhosts`): any user may ask.
+pub(crate) fn host_query(body: &[u8], auth: &Authenticator, now_ms: u64) -> Result<wire::HostQuery, Refusal> {
+    let request = decode_request::<wire::HostQuery>(Operation::HostQuery, body)?;
+    caller(auth, &request.credential, now_ms)?;
+    for (idx, host) in request.body.hosts.iter().enumerate() {
+        check_text(&format!("host_query.hosts[{idx}]"), host, NAME_BYTES_MAX).map_err(Refusal::invalid)?;
+    }
+    Ok(request.body)
+}
+
 fn decode_request<T: DeserializeOwned>(
     op: Operation,
     body: &[u8],

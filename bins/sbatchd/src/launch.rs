@@ -3,7 +3,7 @@
 //! # The job's process
 //! `/bin/sh <jobs>/<jobfile>/job.sh`, where `job.sh` is `#!/bin/sh`, a line exporting
 //! `LSB_JOBPID`, and the command (a script body of up to 512 KiB, which no argument vector
-//! could hold). It runs as the execution user with the user's supplementary groups, in the
+//! could hold), prefixed with `exec` when it is one plain simple command ([`job_script`]). It runs as the execution user with the user's supplementary groups, in the
 //! decoded working directory, with the submission's umask.
 //!
 //! # Its environment
@@ -135,13 +135,41 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
     env.into_iter().map(|(name, value)| format!("{name}={value}")).collect()
 }
 
-/// The job script's text.
+/// The job script's text. A command that is one simple command (see [`is_simple_command`])
+/// is run with `exec`, so the shell becomes the command instead of forking it and waiting:
+/// one process fewer per job, and the same program, arguments, environment, pid (so
+/// `LSB_JOBPID` still names the job's process), process group and exit status.
 pub fn job_script(job: JobRef, jobfile: &str, command: &str) -> String {
     let newline = if command.ends_with('\n') { "" } else { "\n" };
+    let exec = if is_simple_command(command) { "exec " } else { "" };
     format!(
         "#!/bin/sh\n# LSBATCH: job {job} ({jobfile})\nLSB_JOBPID=$$; export LSB_JOBPID\n\
-         # LSBATCH: User input\n{command}{newline}"
+         # LSBATCH: User input\n{exec}{command}{newline}"
     )
+}
+
+/// The shell's reserved words and builtins (POSIX's, and dash's own), for which `exec NAME`
+/// would not do what `NAME` does.
+const SHELL_WORDS: &[&str] = &[
+    "!", ".", ":", "[", "{", "}", "alias", "bg", "break", "case", "cd", "chdir", "command", "continue", "do",
+    "done", "echo", "elif", "else", "esac", "eval", "exec", "exit", "export", "false", "fc", "fg", "fi",
+    "for", "function", "getopts", "hash", "if", "in", "jobs", "kill", "local", "printf", "pwd", "read",
+    "readonly", "return", "select", "set", "shift", "test", "then", "times", "trap", "true", "type",
+    "ulimit", "umask", "unalias", "unset", "until", "wait", "while",
+];
+
+/// Whether `command` is one simple command that `exec` may prefix without changing what it
+/// does: a single line of words made only of characters no shell treats specially (letters,
+/// digits, blanks and `_-./,:=+@%`), whose first word is no assignment, reserved word or
+/// builtin. Anything else (quotes, variables, globs, redirections, pipes, lists, several
+/// lines) runs as written.
+pub fn is_simple_command(command: &str) -> bool {
+    let line = command.strip_suffix('\n').unwrap_or(command);
+    let plain = |c: char| c.is_ascii_alphanumeric() || " \t_-./,:=+@%".contains(c);
+    let Some(first) = line.split([' ', '\t']).find(|word| !word.is_empty()) else {
+        return false;
+    };
+    line.chars().all(plain) && !first.contains('=') && !SHELL_WORDS.contains(&first)
 }
 
 /// The execution plan of a job.
@@ -347,6 +375,40 @@ mod tests {
         let err_only = standard_files(&spec("", "/e", 1, &["n1"]), "1.7.3");
         assert_eq!(err_only.1, "/e");
         assert_eq!(err_only.0, "/users/alice/.lsbatch/1.7.3.out");
+    }
+
+    // Goal: only a command that is one plain simple command gets `exec`; anything the
+    // shell would treat specially, a builtin or an assignment runs as written.
+    #[test]
+    fn exec_only_for_simple_commands() {
+        for simple in ["/bin/true", "sleep 10", "./run.sh -n 4 --out=x.dat", "a.out 1,2 +3 @f %g\n"] {
+            assert!(is_simple_command(simple), "{simple:?}");
+            assert!(job_script(JobRef::new(7, 0).expect("job"), "1.7", simple).contains("\nexec "));
+        }
+        for not_simple in [
+            "",
+            "  ",
+            "echo hi",
+            "exit 3",
+            "cd /tmp",
+            "A=1 run",
+            "run; other",
+            "run | other",
+            "run > out",
+            "run $HOME",
+            "run 'quoted'",
+            "run *.dat",
+            "run ~/x",
+            "run &",
+            "if true",
+            "line1\nline2",
+            "run `x`",
+            "run # note",
+        ] {
+            assert!(!is_simple_command(not_simple), "{not_simple:?}");
+        }
+        let script = job_script(JobRef::new(7, 0).expect("job"), "1.7", "echo $LSB_JOBID");
+        assert!(script.ends_with("# LSBATCH: User input\necho $LSB_JOBID\n"), "{script}");
     }
 
     // Goal: the job variables are set, override submitted ones, and list one host per slot.

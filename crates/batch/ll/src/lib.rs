@@ -54,11 +54,18 @@ impl LlError {
 
 /// Checks a free-text field: bounded, no NUL byte (it reaches C strings and files).
 pub fn check_text(field: &str, value: &str, bytes_max: usize) -> Result<(), LlError> {
+    text_problem(value, bytes_max).map_err(|problem| LlError::new(field, problem))
+}
+
+/// What [`check_text`] finds wrong with `value`, without naming a field: callers that
+/// check many values (every variable of an environment) build the field's name only for
+/// a value that fails, since formatting a name per value costs more than the check.
+pub(crate) fn text_problem(value: &str, bytes_max: usize) -> Result<(), String> {
     if value.len() > bytes_max {
-        return Err(LlError::new(field, format!("{} bytes, at most {bytes_max} allowed", value.len())));
+        return Err(format!("{} bytes, at most {bytes_max} allowed", value.len()));
     }
     if value.contains('\0') {
-        return Err(LlError::new(field, "contains a NUL byte"));
+        return Err("contains a NUL byte".to_owned());
     }
     Ok(())
 }

@@ -104,6 +104,16 @@ pub enum Input {
         /// The message.
         msg: wire::JobSignalReply,
     },
+    /// The master lim's view of `host` changed (transient, never logged; see
+    /// `hosts`): an unavailable host gets no new jobs and its started jobs
+    /// show as UNKWN until it is available again. Every host is available
+    /// until the shell says otherwise.
+    HostAvailability {
+        /// The host.
+        host: HostName,
+        /// Whether lim reports it available.
+        available: bool,
+    },
     /// Time passed; resends and cleaning that are due happen now.
     Tick,
 }

@@ -92,6 +92,13 @@ pub struct ProcessIds {
 }
 
 /// A job as mbatchd remembers it durably.
+///
+/// Its submission (`spec`) keeps the environment variables only until the job
+/// finishes: they are the largest part of a submission (`bsub` copies the
+/// user's whole environment), NEW_JOB is the only thing that uses them, and a
+/// finished job is never dispatched again. Dropping them in the transition to
+/// DONE or EXIT, which live steps and replay both go through, keeps the two
+/// states equal; JOB_NEW in the log still holds the whole submission.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     pub(crate) job: JobRef,
@@ -125,17 +132,17 @@ pub struct Job {
 }
 
 impl Job {
-    /// A job as JOB_NEW creates it.
-    pub(crate) fn new(record: &JobNewRecord) -> Job {
+    /// A job as JOB_NEW creates it (the record moves in: replay has no other use for it).
+    pub(crate) fn new(record: JobNewRecord) -> Job {
         Job {
             job: record.job,
             request_id: record.request_id,
             user_id: record.user_id,
             group_id: record.group_id,
-            user: record.user.clone(),
-            from_host: record.from_host.clone(),
-            queue: record.queue.clone(),
-            spec: record.spec.clone(),
+            user: record.user,
+            from_host: record.from_host,
+            queue: record.queue,
+            spec: record.spec,
             submit_time_ms: record.submit_time_ms,
             status: if record.hold { JobStatus::Psusp } else { JobStatus::Pend },
             reason: String::new(),
@@ -366,6 +373,9 @@ impl Job {
         self.status_time_ms = r.time_ms;
         if to.is_finished() {
             self.finish = r.finish.clone();
+            // A finished job is never dispatched again, and nothing shows its
+            // environment: most of its memory goes (see `Job`).
+            self.spec.clear_environment();
         }
         if to.is_finished() || from.is_pending() {
             // DONE/EXIT dominate; a pending job's new status answers its intent.

@@ -22,7 +22,8 @@
 //! So the state after replay equals the state before the crash, minus only
 //! what was never durable — and nothing that depended on a lost event was
 //! sent (the contract below). State that is not durable — connected hosts,
-//! resend timestamps, hosts that refused a job — is kept apart and rebuilt:
+//! resend timestamps, hosts that refused a job, hosts lim marks unavailable —
+//! is kept apart and rebuilt:
 //! when a host registers, every started job of it whose start is not accepted
 //! gets NEW_JOB again and every unanswered signal intent is sent again.
 //!
@@ -114,13 +115,15 @@
 //! - [`event`]: the records of `lsb.events`.
 //! - `job`, `state`: one job's record and transitions; the store and its indexes.
 //! - `machine`: [`Mbd`] and [`Mbd::step`]; `submit`, `sched` (dispatch, resends,
-//!   cleaning), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`.
+//!   cleaning), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`,
+//!   `hosts` (lim's host availability, UNKWN, `bhosts`).
 
 #![deny(missing_docs)]
 
 pub mod config;
 pub mod effect;
 pub mod event;
+mod hosts;
 pub mod input;
 mod job;
 mod machine;

@@ -43,6 +43,8 @@ pub(crate) struct Links {
     pub(crate) signal_sent_ms: BTreeMap<(u32, u32), u64>,
     /// Hosts that refused a job; it is not sent there again until that host re-registers.
     pub(crate) avoid: BTreeMap<u32, BTreeSet<HostName>>,
+    /// Hosts the master lim marks unavailable (`Input::HostAvailability`).
+    pub(crate) unavailable: BTreeSet<HostName>,
 }
 
 /// The effects of one step while it is being decided: the log appends come
@@ -86,6 +88,17 @@ impl Mbd {
         Ok(())
     }
 
+    /// [`Mbd::apply`] for replay, which has no further use for the event: the same
+    /// checks and the same resulting state, without copying JOB_NEW's submission.
+    pub fn apply_owned(&mut self, event: Event) -> Result<(), MbdError> {
+        let job = event.job();
+        self.store.apply_owned(event)?;
+        if let Some(job) = job {
+            self.sync_links(job.id());
+        }
+        Ok(())
+    }
+
     /// The durable state, to be written by the event log's snapshot hook.
     pub fn snapshot(&self) -> MbdSnapshot {
         self.store.snapshot()
@@ -98,7 +111,7 @@ impl Mbd {
 
     /// A job in memory.
     pub fn job(&self, job: JobRef) -> Option<&Job> {
-        self.store.jobs.get(&job.id()).filter(|j| j.job == job)
+        self.store.jobs.get(&job.id()).map(Box::as_ref).filter(|j| j.job == job)
     }
 
     /// The highest job id ever given.
@@ -138,6 +151,7 @@ impl Mbd {
             Input::JobExecute { host, msg } => self.job_execute(&mut step, &host, &msg),
             Input::JobFinish { host, msg } => self.job_finish(&mut step, &host, &msg),
             Input::JobSignalReply { host, msg } => self.signal_reply(&mut step, &host, &msg),
+            Input::HostAvailability { host, available } => self.host_availability(&mut step, host, available),
             Input::Tick => self.tick(&mut step),
         }
         if step.dispatch {
@@ -244,6 +258,9 @@ impl Mbd {
                     return Err(format!("host {host}: {used} slots used, at most {bound}"));
                 }
             }
+        }
+        if let Some(host) = self.links.unavailable.iter().find(|h| self.config.host(h).is_none()) {
+            return Err(format!("host {host} is marked unavailable but not configured"));
         }
         if let Some(host) = self.links.hosts.keys().find(|h| self.config.host(h).is_none()) {
             return Err(format!("host {host} is linked but not configured"));

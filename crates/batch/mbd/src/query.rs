@@ -4,7 +4,8 @@
 //! Named jobs are shown whatever their state and owner (LSF does so); the
 //! queue, host and name filters still apply to them, and names that are not
 //! in memory are listed in `not_found`. Without names, the user filter (`''`
-//! for the caller, `all`, or a name) and the state filter select. Any user may
+//! for the caller, `all`, or a name) and the state filter select (on the
+//! durable state: a job shown UNKWN is still RUN or suspended to the filter). Any user may
 //! see any job, as in LSF. A job-name filter ending in `*` matches by prefix.
 
 use std::collections::BTreeSet;
@@ -53,7 +54,12 @@ impl Mbd {
             .into_iter()
             .map(|id| &self.store.jobs[&id])
             .filter(|job| self.place_matches(job, query))
-            .map(|job| job.info(self.config.queue(&job.queue).is_some()))
+            .map(|job| {
+                let mut info = job.info(self.config.queue(&job.queue).is_some());
+                // UNKWN is display state: lim's view, never logged (see `hosts`).
+                info.status = self.shown_status(job).bits();
+                info
+            })
             .collect();
         self.reply(step, client, ClientReply::JobQuery(wire::JobQueryReply { jobs, not_found }));
     }

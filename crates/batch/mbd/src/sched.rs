@@ -5,7 +5,8 @@
 //! slots (submit, finish, refusal, resume, host registration) — never on a
 //! timer, so a job starts as soon as the step that made room for it.
 //! Candidates are the PEND jobs (not PSUSP) by queue priority, highest first,
-//! then job id; each goes to the first connected host in `lsf.cluster` order
+//! then job id; each goes to the first connected host (and not marked
+//! unavailable by lim) in `lsf.cluster` order
 //! that its `-m` list and its queue's HOSTS allow, that has not refused it
 //! since it last registered, and that has enough free slots. A job that fits
 //! nowhere is skipped, not waited for (first fit: a wide job can be passed by
@@ -26,7 +27,12 @@ impl Mbd {
     pub(crate) fn dispatch(&mut self, step: &mut Step) {
         let mut free: Vec<(HostName, u32)> = Vec::new();
         for host in &self.config.hosts {
-            if let Some(link) = self.links.hosts.get(&host.name).filter(|link| link.connected) {
+            if let Some(link) = self
+                .links
+                .hosts
+                .get(&host.name)
+                .filter(|link| link.connected && !self.links.unavailable.contains(&host.name))
+            {
                 let used = self.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
                 free.push((host.name.clone(), self.capacity(&host.name, link).saturating_sub(used)));
             }

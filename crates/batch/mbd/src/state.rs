@@ -15,7 +15,7 @@ use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::MbdError;
-use crate::event::Event;
+use crate::event::{Event, JobNewRecord};
 use crate::job::Job;
 
 /// How long the request id of a cleaned job is still recognised, counted
@@ -111,7 +111,9 @@ impl Index {
 /// The durable state plus its indexes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Store {
-    pub(crate) jobs: BTreeMap<u32, Job>,
+    /// Boxed: a `Job` is several hundred bytes, and a B-tree filled in id order keeps
+    /// its nodes about half full, which would nearly double that per job in memory.
+    pub(crate) jobs: BTreeMap<u32, Box<Job>>,
     pub(crate) last_job_id: u32,
     pub(crate) index: Index,
     /// Request ids of cleaned jobs, still recognised.
@@ -126,7 +128,7 @@ impl Store {
         let mut store = Store { last_job_id: snapshot.last_job_id, ..Store::default() };
         for job in snapshot.jobs {
             let id = job.job.id();
-            if store.jobs.insert(id, job).is_some() {
+            if store.jobs.insert(id, Box::new(job)).is_some() {
                 return Err(MbdError::Snapshot(format!("job {id} appears twice")));
             }
         }
@@ -145,7 +147,7 @@ impl Store {
     pub(crate) fn snapshot(&self) -> MbdSnapshot {
         MbdSnapshot {
             last_job_id: self.last_job_id,
-            jobs: self.jobs.values().cloned().collect(),
+            jobs: self.jobs.values().map(|job| job.as_ref().clone()).collect(),
             retired_requests: self.retired.values().cloned().collect(),
         }
     }
@@ -164,22 +166,8 @@ impl Store {
         match event {
             Event::MbdStart(_) => Ok(()),
             Event::JobNew(record) => {
-                let id = record.job.id();
-                if record.job.index() != 0 {
-                    return Err(fail("array elements are not supported yet".to_owned()));
-                }
-                if id <= self.last_job_id {
-                    return Err(fail(format!("job id not above the last one, {}", self.last_job_id)));
-                }
-                if self.index.by_request.contains_key(&record.request_id)
-                    || self.retired.contains_key(&record.request_id)
-                {
-                    return Err(fail("request id already used".to_owned()));
-                }
-                let job = Job::new(record);
-                self.index.add(id, &job);
-                self.jobs.insert(id, job);
-                self.last_job_id = id;
+                self.check_new(record).map_err(fail)?;
+                self.insert_new(record.as_ref().clone());
                 Ok(())
             }
             Event::JobClean(record) => {
@@ -207,6 +195,46 @@ impl Store {
                 result
             }
         }
+    }
+
+    /// [`Store::apply`] of an event the caller has no further use for (replay): the
+    /// same checks and changes, but JOB_NEW's submission moves into the job instead of
+    /// being copied.
+    pub(crate) fn apply_owned(&mut self, event: Event) -> Result<(), MbdError> {
+        match event {
+            Event::JobNew(record) => {
+                let fail = |problem| MbdError::Apply { event: "JOB_NEW", job: Some(record.job), problem };
+                self.check_new(&record).map_err(fail)?;
+                self.insert_new(*record);
+                Ok(())
+            }
+            other => self.apply(&other),
+        }
+    }
+
+    /// Why JOB_NEW `record` does not fit the state, if it does not.
+    fn check_new(&self, record: &JobNewRecord) -> Result<(), String> {
+        if record.job.index() != 0 {
+            return Err("array elements are not supported yet".to_owned());
+        }
+        if record.job.id() <= self.last_job_id {
+            return Err(format!("job id not above the last one, {}", self.last_job_id));
+        }
+        if self.index.by_request.contains_key(&record.request_id)
+            || self.retired.contains_key(&record.request_id)
+        {
+            return Err("request id already used".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Adds the job of a checked JOB_NEW.
+    fn insert_new(&mut self, record: JobNewRecord) {
+        let id = record.job.id();
+        let job = Box::new(Job::new(record));
+        self.index.add(id, &job);
+        self.jobs.insert(id, job);
+        self.last_job_id = id;
     }
 
     /// Remembers the request id of cleaned `job` and forgets those retired

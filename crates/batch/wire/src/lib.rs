@@ -40,6 +40,10 @@ pub enum Operation {
     SignalJobs = 5,
     /// mbatchd → command: per-job outcomes ([`SignalReply`]).
     SignalJobsReply = 6,
+    /// Command → mbatchd: list the execution hosts (`bhosts`; [`HostQuery`]).
+    HostQuery = 9,
+    /// mbatchd → command: the hosts ([`HostQueryReply`]).
+    HostQueryReply = 10,
     /// mbatchd → command: the request failed as a whole ([`ErrorReply`]).
     RequestFailed = 15,
     /// Command → local sbatchd, over its Unix socket: vouch for me (empty body).
@@ -78,7 +82,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 22] = [
+    pub const ALL: [Operation; 24] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SubmitJob,
@@ -87,6 +91,8 @@ impl Operation {
         Operation::JobQueryReply,
         Operation::SignalJobs,
         Operation::SignalJobsReply,
+        Operation::HostQuery,
+        Operation::HostQueryReply,
         Operation::RequestFailed,
         Operation::SbdRegister,
         Operation::SbdRegisterAck,
@@ -122,6 +128,8 @@ impl Operation {
             Operation::JobQueryReply => "JOB_QUERY_REPLY",
             Operation::SignalJobs => "SIGNAL_JOBS",
             Operation::SignalJobsReply => "SIGNAL_JOBS_REPLY",
+            Operation::HostQuery => "HOST_QUERY",
+            Operation::HostQueryReply => "HOST_QUERY_REPLY",
             Operation::RequestFailed => "REQUEST_FAILED",
             Operation::CredentialRequest => "CREDENTIAL_REQUEST",
             Operation::CredentialReply => "CREDENTIAL_REPLY",
@@ -615,6 +623,55 @@ pub enum SignalRequestOutcome {
     /// (LSF: "Job has not started yet"; only kill, stop and resume act on
     /// pending jobs).
     NotStarted,
+}
+
+/// HOST_QUERY: what `bhosts` asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostQuery {
+    /// The hosts to show, by name; empty for every execution host.
+    pub hosts: Vec<String>,
+}
+
+/// HOST_QUERY_REPLY.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostQueryReply {
+    /// The selected hosts, in `lsf.cluster` order.
+    pub hosts: Vec<HostInfo>,
+    /// Names asked for that are not execution hosts of the cluster.
+    pub not_found: Vec<String>,
+}
+
+/// [`HostInfo::status`]: the host takes jobs.
+pub const HOST_OK: u32 = 0;
+/// [`HostInfo::status`]: the master lim marked the host unavailable.
+pub const HOST_UNAVAIL: u32 = 1;
+/// [`HostInfo::status`]: lim sees the host, but its sbatchd is not connected.
+pub const HOST_UNREACH: u32 = 2;
+/// [`HostInfo::status`]: every job slot of the host is in use.
+pub const HOST_CLOSED_FULL: u32 = 3;
+/// [`HostInfo::max_slots`]: no limit (`MXJ` `-`, or no `lsb.hosts` row).
+pub const HOST_SLOTS_UNLIMITED: u32 = u32::MAX;
+
+/// One execution host as `bhosts` shows it. Job counts are in slots, as LSF counts them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// The host's name.
+    pub name: String,
+    /// One of [`HOST_OK`], [`HOST_UNAVAIL`], [`HOST_UNREACH`], [`HOST_CLOSED_FULL`].
+    pub status: u32,
+    /// Job slots (`MXJ`, else the CPUs sbatchd registered with); 0 when not yet
+    /// known, [`HOST_SLOTS_UNLIMITED`] for no limit.
+    pub max_slots: u32,
+    /// Slots held by started, unfinished jobs.
+    pub n_jobs: u32,
+    /// Slots of running jobs.
+    pub n_run: u32,
+    /// Slots of jobs suspended by the system.
+    pub n_ssusp: u32,
+    /// Slots of jobs suspended by a user.
+    pub n_ususp: u32,
+    /// Reserved slots (no reservation yet: always 0).
+    pub n_reserved: u32,
 }
 
 /// REQUEST_FAILED: the request as a whole was refused.

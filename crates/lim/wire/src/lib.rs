@@ -371,3 +371,122 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn beacons() -> impl Strategy<Value = MasterBeacon> {
+        (
+            proptest::array::uniform32(any::<u8>()),
+            proptest::collection::vec(any::<u8>(), HOSTNAME_FIELD_BYTES),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u16>(),
+        )
+            .prop_map(|(cluster, host, host_no, seqno, tcp_port)| {
+                let mut hostname = [0u8; HOSTNAME_FIELD_BYTES];
+                hostname.copy_from_slice(&host);
+                MasterBeacon { cluster, hostname, host_no, seqno, tcp_port }
+            })
+    }
+
+    fn reports() -> impl Strategy<Value = LoadReport> {
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), proptest::array::uniform11(any::<f32>()))
+            .prop_map(|(host_no, seq_no, status0, nidx, li)| LoadReport {
+                host_no,
+                seq_no,
+                status0,
+                nidx,
+                li,
+            })
+    }
+
+    fn messages() -> impl Strategy<Value = Message> {
+        prop_oneof![beacons().prop_map(Message::Beacon), reports().prop_map(Message::LoadReport)]
+    }
+
+    /// Equality on the bits, so that NaN load values compare equal to themselves.
+    fn same(a: &Message, b: &Message) -> bool {
+        match (a, b) {
+            (Message::Beacon(a), Message::Beacon(b)) => a == b,
+            (Message::LoadReport(a), Message::LoadReport(b)) => {
+                (a.host_no, a.seq_no, a.status0, a.nidx) == (b.host_no, b.seq_no, b.status0, b.nidx)
+                    && a.li.iter().zip(&b.li).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            _ => false,
+        }
+    }
+
+    /// `bytes` with the header's `reserved` word zeroed: it is ignored on receipt and sent as 0.
+    fn canonical(bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        if out.len() >= HEADER_BYTES {
+            out[16..20].fill(0);
+        }
+        out
+    }
+
+    proptest! {
+        // Goal: any byte string is decoded or refused with a typed error, never a panic, and
+        // an accepted one re-encodes to the same bytes but for the ignored `reserved` word (one
+        // encoding per datagram).
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Ok(datagram) = decode_datagram(&bytes) {
+                prop_assert_eq!(encode_datagram(datagram.sequence, &datagram.message), canonical(&bytes));
+            }
+        }
+
+        // Goal: the same, for inputs that get past the header checks (right version and
+        // length, either opcode) so that the payload decoders are exercised too.
+        #[test]
+        fn plausible_headers_never_panic(
+            sequence in any::<u32>(),
+            operation in 0u32..3,
+            reserved in any::<u32>(),
+            payload in prop_oneof![
+                proptest::collection::vec(any::<u8>(), BEACON_PAYLOAD_BYTES),
+                proptest::collection::vec(any::<u8>(), LOAD_REPORT_PAYLOAD_BYTES),
+                proptest::collection::vec(any::<u8>(), 0..=BEACON_PAYLOAD_BYTES),
+            ],
+        ) {
+            let mut bytes = Vec::new();
+            FrameHeader {
+                sequence,
+                operation,
+                version: LIM_VERSION,
+                length: payload.len() as u32,
+                status: reserved,
+            }
+            .write(&mut bytes);
+            bytes.extend_from_slice(&payload);
+            match decode_datagram(&bytes) {
+                Ok(datagram) => {
+                    prop_assert_eq!(datagram.sequence, sequence);
+                    prop_assert_eq!(encode_datagram(sequence, &datagram.message), canonical(&bytes));
+                }
+                Err(DecodeError::Short { .. } | DecodeError::Oversized { .. } | DecodeError::WrongVersion { .. }) => {
+                    prop_assert!(false, "the header was well-formed");
+                }
+                Err(_) => {}
+            }
+        }
+
+        // Goal: every generated beacon and report round-trips through encode and decode, with
+        // the documented size.
+        #[test]
+        fn encode_decode_round_trips(sequence in any::<u32>(), message in messages()) {
+            let bytes = encode_datagram(sequence, &message);
+            let expected_len = HEADER_BYTES + match message {
+                Message::Beacon(_) => BEACON_PAYLOAD_BYTES,
+                Message::LoadReport(_) => LOAD_REPORT_PAYLOAD_BYTES,
+            };
+            prop_assert_eq!(bytes.len(), expected_len);
+            let decoded = decode_datagram(&bytes).expect("an encoded datagram decodes");
+            prop_assert_eq!(decoded.sequence, sequence);
+            prop_assert!(same(&decoded.message, &message), "{:?} != {:?}", decoded.message, message);
+        }
+    }
+}

@@ -461,8 +461,19 @@ pub fn verify_step(
     let tail = replay(config, Some(before.clone()), &appended);
     assert_eq!(tail.snapshot(), mbd.snapshot(), "snapshot + step events differ from the live state");
     log.extend(appended);
-    let full = replay(config, None, log);
+    let full = replay_owned(config, log);
     assert_eq!(full.snapshot(), mbd.snapshot(), "replay of the log differs from the live state");
+}
+
+/// A fresh [`Mbd`] from the whole log, as mbatchd replays it ([`Mbd::apply_owned`]).
+pub fn replay_owned(config: &MbdConfig, events: &[Event]) -> Mbd {
+    let mut mbd = Mbd::new(config.clone()).expect("valid config");
+    for event in events {
+        if let Err(error) = mbd.apply_owned(event.clone()) {
+            panic!("replay of {event:?} failed: {error}");
+        }
+    }
+    mbd
 }
 
 /// `value` encoded with the shell's XDR codec and decoded again.

@@ -59,6 +59,27 @@ fn queries_filter_by_user_state_queue_host_and_name() {
     assert_eq!(effects, vec![reply(1, ClientReply::error(wire::ERR_BAD_REQUEST, "Unknown state filter 77"))]);
 }
 
+// Goal: a job keeps its environment while it may still be dispatched and
+// drops it when it finishes (most of a finished job's memory), in the live
+// state and in replay alike, while JOB_NEW in the log keeps it whole.
+// Method: run one job to DONE and look at its submission before and after;
+// every step also checks replay against the live state (the harness).
+#[test]
+fn a_finished_job_drops_its_environment() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 1));
+    h.step(submit(1, 1, "alice", request()));
+    let env = |h: &Harness| h.mbd.job(jref(1)).expect("in memory").spec.request().env.clone();
+    assert_eq!(env(&h), request().env);
+    h.step(finished("hostA", 1, 5, 0));
+    assert_eq!(env(&h), vec![]);
+    let Some(Event::JobNew(record)) = h.log.iter().find(|event| matches!(event, Event::JobNew(_))) else {
+        panic!("JOB_NEW was logged");
+    };
+    assert_eq!(record.spec.request().env, request().env);
+    assert_eq!(h.infos(&[1])[0].command, request().command);
+}
+
 // Goal: a finished job stays visible until CLEAN_PERIOD has passed, then
 // Tick logs JOB_CLEAN; its id is never given again, also after a restart
 // from a snapshot taken after the clean.

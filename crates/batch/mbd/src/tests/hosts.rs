@@ -1,0 +1,158 @@
+//! lim's host availability (transient): no dispatch to an unavailable host,
+//! UNKWN in `bjobs` for its started jobs without any event, and `bhosts`.
+
+use lava_batch_ll::JobStatus;
+use lava_batch_wire as wire;
+
+use super::harness::*;
+use crate::{Input, ToSbd};
+
+fn availability(name: &str, available: bool) -> Input {
+    Input::HostAvailability { host: host(name), available }
+}
+
+fn new_job(h: &Harness, id: u32) -> ToSbd {
+    let job = h.mbd.job(jref(id)).expect("job exists");
+    ToSbd::NewJob(Box::new(h.mbd.job_specs(job)))
+}
+
+fn on_hosts(hosts: &[&str]) -> wire::SubmitRequest {
+    let mut request = request();
+    request.hosts = hosts.iter().map(|h| (*h).to_owned()).collect();
+    request
+}
+
+fn bhosts(h: &Harness, names: &[&str]) -> wire::HostQueryReply {
+    h.mbd.host_query(&wire::HostQuery { hosts: names.iter().map(|n| (*n).to_owned()).collect() })
+}
+
+fn info(name: &str, status: u32, max_slots: u32, n_jobs: u32, counts: [u32; 3]) -> wire::HostInfo {
+    wire::HostInfo {
+        name: name.into(),
+        status,
+        max_slots,
+        n_jobs,
+        n_run: counts[0],
+        n_ssusp: counts[1],
+        n_ususp: counts[2],
+        n_reserved: 0,
+    }
+}
+
+// Goal: a host lim marks unavailable gets no new job even with its sbatchd
+// connected; the job stays pending, and is dispatched in the very step that
+// makes the host available again. Availability itself logs nothing.
+#[test]
+fn unavailable_host_gets_no_new_jobs_until_available() {
+    let mut h = Harness::new();
+    h.step(registered("hostB", 1));
+    h.check(availability("hostB", false), vec![]);
+    h.check(
+        submit(1, 1, "alice", on_hosts(&["hostB"])),
+        vec![
+            append(ev_new(1, 1, "alice", "normal", on_hosts(&["hostB"]), T0)),
+            submitted(1, 1, "normal", true),
+        ],
+    );
+    // A repeated report changes nothing; neither does the tick.
+    h.check(availability("hostB", false), vec![]);
+    h.at(RESEND_MS).check(Input::Tick, vec![]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Pend.bits());
+    let effects = h.step(availability("hostB", true));
+    assert_eq!(effects, vec![append(ev_start(1, "hostB", 1, T0 + RESEND_MS)), send("hostB", new_job(&h, 1))]);
+    // Already available: nothing to do.
+    h.check(availability("hostB", true), vec![]);
+}
+
+// Goal: a started job on an unavailable host shows UNKWN (0x10000) in bjobs,
+// computed at query time with no event logged; the durable state stays RUN
+// (the state filter still sees it running), and the job shows RUN again once
+// the host is back — or after a restart, which forgets lim's view.
+#[test]
+fn started_jobs_on_an_unavailable_host_show_unkwn() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 2));
+    h.step(registered("hostC", 1));
+    h.step(submit(1, 1, "alice", on_hosts(&["hostA"])));
+    h.step(started("hostA", 1, 101));
+    h.step(submit(2, 2, "alice", on_hosts(&["hostC"])));
+    h.step(started("hostC", 2, 102));
+    let logged = h.log.len();
+    h.check(availability("hostA", false), vec![]);
+    let infos = h.infos(&[1, 2]);
+    assert_eq!(infos[0].status, JobStatus::Unknown.bits());
+    assert_eq!(infos[1].status, JobStatus::Run.bits());
+    assert_eq!(h.mbd.job(jref(1)).map(|j| j.status), Some(JobStatus::Run));
+    let running = h.step(query(5, "alice", wire::state_filter::RUNNING));
+    match running.as_slice() {
+        [crate::Effect::Reply { reply: crate::ClientReply::JobQuery(reply), .. }] => {
+            let shown: Vec<(u32, u32)> = reply.jobs.iter().map(|j| (j.job.job_id, j.status)).collect();
+            assert_eq!(shown, vec![(1, JobStatus::Unknown.bits()), (2, JobStatus::Run.bits())]);
+        }
+        other => panic!("unexpected query effects {other:?}"),
+    }
+    // A suspended job on the host is UNKWN too.
+    h.step(signal(6, 6, "alice", &[1], wire::SignalAction::Stop));
+    h.step(signal_reply("hostA", 1, 1, wire::SignalOutcome::Delivered));
+    assert_eq!(h.mbd.job(jref(1)).map(|j| j.status), Some(JobStatus::Ususp));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Unknown.bits());
+    h.step(signal(7, 7, "alice", &[1], wire::SignalAction::Continue));
+    h.step(signal_reply("hostA", 1, 2, wire::SignalOutcome::Delivered));
+    let logged_by_signals = h.log.len() - logged;
+    assert_eq!(logged_by_signals, 6, "only the signals' own events: {:?}", &h.log[logged..]);
+    h.check(availability("hostA", true), vec![]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+    h.check(availability("hostA", false), vec![]);
+    h.restart();
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+    assert!(h.mbd.host_available(&host("hostA")));
+}
+
+// Goal: lim may list hosts that are not execution hosts (clients, the
+// master itself); their availability is ignored and no invariant breaks.
+#[test]
+fn availability_of_unknown_hosts_is_ignored() {
+    let mut h = Harness::new();
+    h.check(availability("elsewhere", false), vec![]);
+    assert!(h.mbd.host_available(&host("elsewhere")));
+    assert!(bhosts(&h, &[]).hosts.iter().all(|i| i.status != wire::HOST_UNAVAIL));
+}
+
+// Goal: bhosts reports per host, in lsf.cluster order: unavail (lim),
+// unreach (no sbatchd), closed (slots full), ok; MAX from MXJ or the CPUs
+// registered; job counts in slots by state; unknown names listed once.
+#[test]
+fn bhosts_reports_status_slots_and_counts() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 4));
+    h.step(registered("hostB", 8));
+    h.step(submit(1, 1, "alice", on_hosts(&["hostA"])));
+    h.step(started("hostA", 1, 101));
+    let mut wide = on_hosts(&["hostA"]);
+    wide.n_slots = 2;
+    h.step(submit(2, 2, "alice", wide));
+    h.step(started("hostA", 2, 102));
+    h.step(signal(3, 3, "alice", &[2], wire::SignalAction::Stop));
+    h.step(signal_reply("hostA", 2, 1, wire::SignalOutcome::Delivered));
+    h.step(submit(4, 4, "alice", on_hosts(&["hostB"])));
+    h.step(started("hostB", 3, 103));
+    assert_eq!(
+        bhosts(&h, &[]),
+        wire::HostQueryReply {
+            hosts: vec![
+                info("hostA", wire::HOST_OK, 4, 3, [1, 0, 2]),
+                info("hostB", wire::HOST_CLOSED_FULL, 1, 1, [1, 0, 0]),
+                info("hostC", wire::HOST_UNREACH, 4, 0, [0, 0, 0]),
+            ],
+            not_found: vec![],
+        }
+    );
+    h.step(availability("hostA", false));
+    assert_eq!(
+        bhosts(&h, &["hostA", "nosuch", "nosuch"]),
+        wire::HostQueryReply {
+            hosts: vec![info("hostA", wire::HOST_UNAVAIL, 4, 3, [1, 0, 2])],
+            not_found: vec!["nosuch".into()],
+        }
+    );
+}
