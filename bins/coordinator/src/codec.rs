@@ -1,0 +1,56 @@
+//! The byte side of the shell: limits on what peers and files may make us
+//! read, and XDR encoding of events and snapshots. A frame must carry the
+//! largest payload the coordinator accepts plus the authentication trailer;
+//! an event record must hold anything a frame carried.
+
+use lava_coord_ll::PAYLOAD_BYTES_MAX_DEFAULT;
+use lava_xdr::Limits;
+use lava_xdr::frame::FrameLimits;
+use serde::Serialize;
+
+/// Largest payload `--payload-bytes-max` may set: 4 MiB.
+pub const PAYLOAD_BYTES_MAX_LIMIT: u32 = 4 << 20;
+/// Largest frame body accepted from or sent to any peer: the largest payload
+/// plus room for the rest of the message and the 60-byte trailer.
+pub const FRAME_BYTES_MAX: u32 = PAYLOAD_BYTES_MAX_LIMIT + (64 << 10);
+/// Largest WAL record: above anything a frame can carry.
+pub const EVENT_BYTES_MAX: u32 = FRAME_BYTES_MAX + (64 << 10);
+/// Largest snapshot accepted: the event log's default bound (4 GiB).
+pub const SNAPSHOT_BYTES_MAX: u64 = lava_eventlog::SNAPSHOT_BYTES_MAX_DEFAULT;
+
+/// Frame limits of every connection.
+pub const FRAME_LIMITS: FrameLimits = FrameLimits { body_bytes_max: FRAME_BYTES_MAX };
+
+/// XDR limits for message bodies.
+pub const MESSAGE_LIMITS: Limits = Limits {
+    input_bytes_max: FRAME_BYTES_MAX as usize,
+    opaque_bytes_max: PAYLOAD_BYTES_MAX_LIMIT,
+    ..Limits::DEFAULT
+};
+
+/// XDR limits for WAL records.
+pub const EVENT_LIMITS: Limits = Limits {
+    input_bytes_max: EVENT_BYTES_MAX as usize,
+    opaque_bytes_max: PAYLOAD_BYTES_MAX_LIMIT,
+    ..Limits::DEFAULT
+};
+
+/// XDR limits for snapshots: our own checksummed file, one element per task.
+pub const SNAPSHOT_LIMITS: Limits = Limits {
+    input_bytes_max: SNAPSHOT_BYTES_MAX as usize,
+    opaque_bytes_max: PAYLOAD_BYTES_MAX_LIMIT,
+    array_elements_max: u32::MAX,
+    ..Limits::DEFAULT
+};
+
+const _: () = assert!(PAYLOAD_BYTES_MAX_DEFAULT <= PAYLOAD_BYTES_MAX_LIMIT);
+
+/// Encodes one of our own values; our types only use what XDR supports.
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    lava_xdr::to_bytes(value).expect("coordinator events and snapshots always encode to XDR")
+}
+
+/// Appends the encoding of one of our own values to `out` (see [`encode`]).
+pub fn encode_into<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    lava_xdr::serialize_into(value, out).expect("coordinator events and snapshots always encode to XDR");
+}

@@ -1,0 +1,204 @@
+//! `coordctl`: the command-line client of the coordinator.
+//!
+//! ```text
+//! coordctl [--envdir DIR] [--addr HOST:PORT] submit [--file F | -]   # prints the task id
+//! coordctl lease --worker NAME [--wait SECS]     # "TASK LEASE EXPIRES_AT_MS" line, then the payload
+//! coordctl heartbeat TASK LEASE                  # prints the new expiry (ms since the epoch)
+//! coordctl complete TASK LEASE
+//! coordctl fail TASK LEASE
+//! coordctl status [TASK]
+//! coordctl workers
+//! ```
+//!
+//! Exit status: 0 on success; 1 when the coordinator refused the request or
+//! could not be reached (the reason on standard error); 3 when `lease` got no
+//! task within `--wait`. `lease` writes the payload's bytes unchanged after
+//! its first line, so a shell worker reads the line, then the rest.
+//! The cluster key file must be readable (see the crate doc, Authentication).
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use lava_coord_wire::task_state;
+
+use crate::client::{Client, ClientError, Endpoint, Worker};
+
+/// Exit status of `lease` when no task came.
+pub const EXIT_NO_TASK: u8 = 3;
+
+/// coordctl's command line.
+#[derive(Debug, Parser)]
+#[command(name = "coordctl", version, about = "Talk to the LavaCore coordinator")]
+pub struct CtlArgs {
+    /// Folder holding lsf.conf (default: $LSF_ENVDIR, else /etc).
+    #[arg(short = 'd', long, value_name = "DIR", global = true)]
+    pub envdir: Option<PathBuf>,
+    /// The coordinator's address instead of the configuration's.
+    #[arg(long, value_name = "HOST:PORT", global = true)]
+    pub addr: Option<SocketAddr>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Submit a task whose payload is the file's bytes, or standard input ("-", the default).
+    Submit {
+        /// The payload file; "-" for standard input.
+        #[arg(long, short = 'f', value_name = "F")]
+        file: Option<PathBuf>,
+        /// "-": read standard input.
+        #[arg(value_name = "-")]
+        dash: Option<String>,
+    },
+    /// Pull a task for a worker.
+    Lease {
+        /// The worker's name.
+        #[arg(long, value_name = "NAME")]
+        worker: String,
+        /// Keep asking for this many seconds while nothing is schedulable.
+        #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+        wait: f64,
+    },
+    /// Extend a lease.
+    Heartbeat {
+        /// The task.
+        task: u64,
+        /// The lease.
+        lease: u64,
+    },
+    /// Complete a task under its lease.
+    Complete {
+        /// The task.
+        task: u64,
+        /// The lease.
+        lease: u64,
+    },
+    /// Fail a task under its lease.
+    Fail {
+        /// The task.
+        task: u64,
+        /// The lease.
+        lease: u64,
+    },
+    /// Counts by state, or one task.
+    Status {
+        /// The task.
+        task: Option<u64>,
+    },
+    /// The workers seen and their valid leases.
+    Workers,
+}
+
+/// The whole program.
+pub fn main() -> ExitCode {
+    let args = CtlArgs::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("coordctl: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
+    let mut endpoint = Endpoint::from_config(args.envdir.as_deref())?;
+    if let Some(addr) = args.addr {
+        endpoint.addr = addr;
+    }
+    let mut out = io::stdout().lock();
+    let write_error = |error: io::Error| ClientError::Config(format!("standard output: {error}"));
+    match args.command {
+        Command::Submit { file, dash } => {
+            let payload = match (file, dash) {
+                (Some(path), _) if path.as_os_str() != "-" => std::fs::read(&path).map_err(|error| {
+                    ClientError::Config(format!("cannot read {}: {error}", path.display()))
+                })?,
+                (_, Some(dash)) if dash != "-" => {
+                    return Err(ClientError::Config(format!(
+                        "unexpected argument {dash:?}; use --file F or -"
+                    )));
+                }
+                _ => {
+                    let mut bytes = Vec::new();
+                    io::stdin()
+                        .read_to_end(&mut bytes)
+                        .map_err(|error| ClientError::Config(format!("standard input: {error}")))?;
+                    bytes
+                }
+            };
+            let task = Client::connect(&endpoint)?.submit(payload)?;
+            writeln!(out, "{task}").map_err(write_error)?;
+        }
+        Command::Lease { worker, wait } => {
+            let wait = Duration::try_from_secs_f64(wait.max(0.0))
+                .map_err(|error| ClientError::Config(format!("--wait: {error}")))?;
+            let mut worker = Worker::connect(&endpoint, &worker)?;
+            match worker.pull(wait)? {
+                Some(lease) => {
+                    writeln!(out, "{} {} {}", lease.task_id, lease.lease_id, lease.expires_at_ms)
+                        .and_then(|()| out.write_all(&lease.payload))
+                        .and_then(|()| out.flush())
+                        .map_err(write_error)?;
+                }
+                None => {
+                    eprintln!("coordctl: no task to lease");
+                    return Ok(ExitCode::from(EXIT_NO_TASK));
+                }
+            }
+        }
+        Command::Heartbeat { task, lease } => {
+            let expires_at_ms = Client::connect(&endpoint)?.heartbeat(task, lease)?;
+            writeln!(out, "{expires_at_ms}").map_err(write_error)?;
+        }
+        Command::Complete { task, lease } => {
+            let reply = Client::connect(&endpoint)?.complete(task, lease)?;
+            writeln!(out, "task {} {}", reply.task_id, task_state::name(reply.state)).map_err(write_error)?;
+        }
+        Command::Fail { task, lease } => {
+            let reply = Client::connect(&endpoint)?.fail(task, lease)?;
+            writeln!(out, "task {} {}", reply.task_id, task_state::name(reply.state)).map_err(write_error)?;
+        }
+        Command::Status { task: Some(task) } => {
+            let info = Client::connect(&endpoint)?.task(task)?;
+            writeln!(
+                out,
+                "TASK {} STATE {} LEASE {} WORKER {} EXPIRES_AT_MS {} LEASES {} REFUSED {} PAYLOAD_BYTES {}",
+                info.task_id,
+                task_state::name(info.state),
+                info.lease_id,
+                if info.worker.is_empty() { "-" } else { &info.worker },
+                info.expires_at_ms,
+                info.n_leases,
+                info.n_refused,
+                info.payload_bytes
+            )
+            .map_err(write_error)?;
+        }
+        Command::Status { task: None } => {
+            let counts = Client::connect(&endpoint)?.counts()?;
+            writeln!(
+                out,
+                "WAITING {} LEASED {} COMPLETED {} FAILED {}",
+                counts.waiting, counts.leased, counts.completed, counts.failed
+            )
+            .map_err(write_error)?;
+        }
+        Command::Workers => {
+            let workers = Client::connect(&endpoint)?.workers()?;
+            writeln!(out, "{:<24} {:>7} {:>15}", "WORKER", "LEASES", "LAST_SEEN_MS").map_err(write_error)?;
+            for worker in workers {
+                writeln!(out, "{:<24} {:>7} {:>15}", worker.name, worker.n_leases, worker.last_seen_ms)
+                    .map_err(write_error)?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,127 @@
+//! lava-coordinator: the coordinator daemon's I/O shell around
+//! `lava-coord-logic`, plus `coordctl` and a small worker-client library.
+//!
+//! The coordinator is a single-process, WAL-backed, lease-based task scheduler
+//! for pull workers (../shared/specs/coordinator-core-loop.md). Everything it
+//! decides is decided by [`lava_coord_logic::Coord`]; this crate carries
+//! requests in and effects out, following the shell contract written in
+//! `lava-coord-logic`'s crate documentation:
+//!
+//! | contract step | where |
+//! |---|---|
+//! | 1. Start: snapshot + tail to `Coord::apply`, then `Tick` with the current time (expire leases that ran out while down), then serve | [`journal::recover`], [`server::run`] |
+//! | 2. One step at a time, wall clock, `Tick` every 100 ms | `server` (the one event loop) |
+//! | 3. Appends first, answers held until every earlier append is durable (group commit: `wait_durable` on a blocking thread covering every step appended meanwhile) | `server`, [`journal::Journal`] |
+//! | 4. A failed append or fsync stops the daemon, answering nothing held behind it | `server` |
+//! | 5. A snapshot every `--snapshot-events` events, then pruning | [`journal::Journal::maybe_snapshot`] |
+//!
+//! # Command line
+//! `coordinator [--envdir DIR] [--port PORT] [--port-file PATH] [--ready-file PATH]
+//! [--lease-ms MS] [--payload-bytes-max BYTES] [--snapshot-events N]`. It always
+//! runs in the foreground and logs to standard error (a supervisor or
+//! `scripts/cluster` owns it). It listens on `LAVA_COORD_PORT` of `lsf.conf`
+//! (or `--port`; 0 lets the kernel choose, read it from `--port-file`), on
+//! the master host's `LAVA_ADDR` when `lsf.cluster` gives one, else 127.0.0.1.
+//! `--ready-file` is written (atomically) once the coordinator serves.
+//!
+//! # Files
+//! `$LSB_SHAREDIR/<cluster>/coord/`: the WAL `coord.wal.*`, its snapshots and
+//! its writer lock (mode 0700). A torn last record (a crash mid-write) is cut
+//! off at start and logged; damage followed by valid records stops the start
+//! with an error naming the file and offset.
+//!
+//! # Authentication (decided here)
+//! Every frame, both ways, is sealed with the **cluster key** (`lava-net`'s
+//! HMAC trailer, timestamp window and replay cache): coordinator clients are
+//! daemons (workers) and operators on cluster hosts, who can read the key
+//! file. A frame that fails authentication closes its connection, and nothing
+//! else. We did not take the batch commands' route (a per-user credential from
+//! the local sbatchd's socket): tasks carry no owner and the coordinator makes
+//! no per-user decision, so a user identity would buy nothing yet; it can be
+//! added later in the request envelope without changing the logic.
+//!
+//! # Protocol
+//! `lava-coord-wire`: each request frame gets exactly one answer whose header
+//! echoes its `sequence`; requests on one connection are answered in order.
+//! An unknown version or operation, or an undecodable body, is answered
+//! `REQUEST_FAILED` and the connection closed; a field `lava-coord-ll`
+//! refuses (zero id, bad worker name, payload too large) is answered with an
+//! error naming it and the connection stays usable.
+//!
+//! # What it never does
+//! It never changes task state, never reads the clock for the logic except to
+//! hand `now_ms` to `Coord::step`, and never answers before the WAL records
+//! the answer depends on are durable.
+//!
+//! # Map
+//! - [`args`]: the daemon's command line. [`codec`]: limits, XDR of events and snapshots.
+//! - [`journal`]: the WAL: open, replay, group commit, snapshots.
+//! - [`server`]: configuration, the listener, connection tasks and the event loop.
+//! - [`client`]: the blocking client and the worker library ([`client::Worker`]).
+//! - [`ctl`]: the `coordctl` command.
+
+#![deny(missing_docs)]
+
+pub mod args;
+pub mod client;
+pub mod codec;
+pub mod ctl;
+pub mod journal;
+pub mod server;
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub use args::Args;
+pub use server::{main, run};
+
+/// Why the coordinator could not start or had to stop. Each message names
+/// the file, address or WAL position an operator has to look at.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// A configuration file is missing or wrong.
+    #[error("configuration: {0}")]
+    Conf(#[from] lava_conf::ConfError),
+    /// The cluster key file is missing, unreadable or too permissive.
+    #[error("{0}")]
+    Key(#[from] lava_net::KeyError),
+    /// The WAL failed (open, append, fsync, replay of a damaged record).
+    #[error("WAL: {0}")]
+    Log(#[from] lava_eventlog::Error),
+    /// A WAL record or snapshot does not fit the state replayed so far.
+    #[error("replay of the WAL in {dir}: {what} at position {position}: {problem}")]
+    Replay {
+        /// The WAL's directory.
+        dir: PathBuf,
+        /// "record" or "snapshot".
+        what: &'static str,
+        /// The record's position (a snapshot's covered position).
+        position: u64,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A file or folder operation failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The listening socket could not be set up.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The async runtime or a helper thread failed.
+    #[error("runtime: {0}")]
+    Runtime(String),
+}

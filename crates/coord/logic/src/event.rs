@@ -1,0 +1,102 @@
+//! The WAL records: every durable change of the coordinator's state. See the
+//! crate doc for what `TaskCancelled` and `LeaseExpired` mean. Times are ms
+//! since the epoch as the shell supplied them; the shell encodes the records
+//! with XDR, so variants are only ever appended, never reordered.
+
+use lava_coord_ll::{LeaseId, Outcome, Payload, TaskId, WorkerName};
+use serde::{Deserialize, Serialize};
+
+/// One WAL record.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Event {
+    /// A task was submitted; it is WAITING.
+    TaskCreated {
+        /// Its id (the previous task's plus one).
+        task: TaskId,
+        /// Its payload.
+        payload: Payload,
+        /// When it was accepted.
+        created_at_ms: u64,
+    },
+    /// A WAITING task was leased to a worker; it is LEASED.
+    LeaseGranted {
+        /// The task.
+        task: TaskId,
+        /// The new lease (the previous lease id plus one).
+        lease: LeaseId,
+        /// The worker.
+        worker: WorkerName,
+        /// Absolute expiry.
+        expires_at_ms: u64,
+    },
+    /// The task's valid lease got a later expiry.
+    LeaseExtended {
+        /// The task.
+        task: TaskId,
+        /// Its current lease.
+        lease: LeaseId,
+        /// The new absolute expiry.
+        expires_at_ms: u64,
+    },
+    /// The holder of the valid lease completed the task (terminal).
+    TaskCompleted {
+        /// The task.
+        task: TaskId,
+        /// The lease it was completed under.
+        lease: LeaseId,
+    },
+    /// The holder of the valid lease failed the task (terminal).
+    TaskFailed {
+        /// The task.
+        task: TaskId,
+        /// The lease it was failed under.
+        lease: LeaseId,
+    },
+    /// A completion or failure under a lease that is not the task's valid one
+    /// was refused; the task's state is unchanged.
+    TaskCancelled {
+        /// The task.
+        task: TaskId,
+        /// The lease the worker presented.
+        lease: LeaseId,
+        /// What it tried to report.
+        outcome: Outcome,
+    },
+    /// The valid lease reached its expiry; the task is WAITING again.
+    LeaseExpired {
+        /// The task.
+        task: TaskId,
+        /// The lease revoked.
+        lease: LeaseId,
+        /// The expiry that passed (the lease's recorded expiry).
+        expires_at_ms: u64,
+    },
+}
+
+impl Event {
+    /// The task the event is about.
+    pub fn task(&self) -> TaskId {
+        match self {
+            Event::TaskCreated { task, .. }
+            | Event::LeaseGranted { task, .. }
+            | Event::LeaseExtended { task, .. }
+            | Event::TaskCompleted { task, .. }
+            | Event::TaskFailed { task, .. }
+            | Event::TaskCancelled { task, .. }
+            | Event::LeaseExpired { task, .. } => *task,
+        }
+    }
+
+    /// The record's name, as logs print it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::TaskCreated { .. } => "TaskCreated",
+            Event::LeaseGranted { .. } => "LeaseGranted",
+            Event::LeaseExtended { .. } => "LeaseExtended",
+            Event::TaskCompleted { .. } => "TaskCompleted",
+            Event::TaskFailed { .. } => "TaskFailed",
+            Event::TaskCancelled { .. } => "TaskCancelled",
+            Event::LeaseExpired { .. } => "LeaseExpired",
+        }
+    }
+}

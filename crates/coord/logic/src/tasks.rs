@@ -1,0 +1,359 @@
+//! TaskManager (spec section 2.1): validates submissions, builds
+//! `TaskCreated`, and owns the durable store, whose [`Store::apply`] is the
+//! only code that changes task or lease state — used by live steps and by
+//! replay alike.
+//!
+//! The store holds the tasks by id and indexes derived from them (WAITING in
+//! id order, valid leases by expiry, valid leases per worker, counts by
+//! state). Only the tasks and the two id counters are durable; the indexes
+//! are rebuilt from them by [`Store::from_snapshot`] and checked by
+//! [`Store::check`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+
+use lava_coord_ll::{LeaseId, Outcome, Payload, TaskId, WorkerName};
+use lava_coord_wire::{self as wire, task_state};
+use serde::{Deserialize, Serialize};
+
+use crate::ApplyError;
+use crate::event::Event;
+
+/// A task's state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TaskState {
+    /// Waiting for a worker.
+    Waiting,
+    /// Held under one valid lease.
+    Leased {
+        /// The valid lease.
+        lease: LeaseId,
+        /// Its worker.
+        worker: WorkerName,
+        /// Its absolute expiry.
+        expires_at_ms: u64,
+    },
+    /// Ended by the holder of `lease` (terminal).
+    Finished {
+        /// The lease it ended under.
+        lease: LeaseId,
+        /// That lease's worker.
+        worker: WorkerName,
+        /// Completed or failed.
+        outcome: Outcome,
+    },
+}
+
+impl TaskState {
+    /// The wire value of the state ([`task_state`]).
+    pub fn code(&self) -> u32 {
+        match self {
+            TaskState::Waiting => task_state::WAITING,
+            TaskState::Leased { .. } => task_state::LEASED,
+            TaskState::Finished { outcome: Outcome::Completed, .. } => task_state::COMPLETED,
+            TaskState::Finished { outcome: Outcome::Failed, .. } => task_state::FAILED,
+        }
+    }
+}
+
+/// One task, as the WAL made it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Task {
+    /// Its id.
+    pub id: TaskId,
+    /// Its payload.
+    pub payload: Payload,
+    /// When it was submitted.
+    pub created_at_ms: u64,
+    /// Its state.
+    pub state: TaskState,
+    /// Leases granted on it.
+    pub n_leases: u32,
+    /// Completions and failures refused on it (`TaskCancelled`).
+    pub n_refused: u32,
+}
+
+/// The durable state, as a snapshot file holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordSnapshot {
+    /// The highest task id given (0: none).
+    pub last_task_id: u64,
+    /// The highest lease id given (0: none).
+    pub last_lease_id: u64,
+    /// Every task, by id.
+    pub tasks: Vec<Task>,
+}
+
+/// The durable store and its derived indexes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Store {
+    pub(crate) tasks: BTreeMap<TaskId, Task>,
+    pub(crate) last_task_id: u64,
+    pub(crate) last_lease_id: u64,
+    /// WAITING tasks, oldest id first (the FIFO).
+    pub(crate) waiting: BTreeSet<TaskId>,
+    /// Valid leases by (expiry, task).
+    pub(crate) expiries: BTreeSet<(u64, TaskId)>,
+    /// Valid leases per worker.
+    pub(crate) leases_by_worker: BTreeMap<WorkerName, u32>,
+    /// Tasks by state code.
+    pub(crate) counts: [u64; 4],
+}
+
+/// TaskManager's validation of a submission: the payload bound of the
+/// configuration (ll checked it against the shell's limit, which may differ).
+pub(crate) fn validate_submission(payload: &Payload, payload_bytes_max: u32) -> Result<(), wire::Reply> {
+    if payload.len() > payload_bytes_max as usize {
+        return Err(wire::Reply::error(
+            wire::ERR_PAYLOAD_TOO_LARGE,
+            format!("payload of {} bytes exceeds the maximum of {payload_bytes_max} bytes", payload.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// TaskManager's `TaskCreated` for the next task id.
+pub(crate) fn task_created(store: &Store, payload: Payload, now_ms: u64) -> Event {
+    let task = TaskId::new("task_id", store.last_task_id + 1).expect("last + 1 is never 0");
+    Event::TaskCreated { task, payload, created_at_ms: now_ms }
+}
+
+impl Store {
+    /// Rebuilds the store and its indexes from a snapshot, checking it.
+    pub(crate) fn from_snapshot(snapshot: CoordSnapshot) -> Result<Store, ApplyError> {
+        let mut store = Store {
+            last_task_id: snapshot.last_task_id,
+            last_lease_id: snapshot.last_lease_id,
+            ..Store::default()
+        };
+        for task in snapshot.tasks {
+            let id = task.id;
+            store.index_add(&task);
+            if store.tasks.insert(id, task).is_some() {
+                return Err(snapshot_error(id, "the task appears twice".into()));
+            }
+        }
+        store.check().map_err(|problem| snapshot_error(TaskId::FIRST, problem))?;
+        Ok(store)
+    }
+
+    /// The durable state.
+    pub(crate) fn snapshot(&self) -> CoordSnapshot {
+        CoordSnapshot {
+            last_task_id: self.last_task_id,
+            last_lease_id: self.last_lease_id,
+            tasks: self.tasks.values().cloned().collect(),
+        }
+    }
+
+    /// A stable hash of the durable state: FNV-1a over the tasks in id order
+    /// and the counters (no indexes, no soft state).
+    pub(crate) fn state_hash(&self) -> u64 {
+        let mut hasher = Fnv1a::default();
+        self.last_task_id.hash(&mut hasher);
+        self.last_lease_id.hash(&mut hasher);
+        for task in self.tasks.values() {
+            task.hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
+    fn index_add(&mut self, task: &Task) {
+        self.counts[task.state.code() as usize] += 1;
+        match &task.state {
+            TaskState::Waiting => {
+                self.waiting.insert(task.id);
+            }
+            TaskState::Leased { worker, expires_at_ms, .. } => {
+                self.expiries.insert((*expires_at_ms, task.id));
+                *self.leases_by_worker.entry(worker.clone()).or_insert(0) += 1;
+            }
+            TaskState::Finished { .. } => {}
+        }
+    }
+
+    fn index_remove(&mut self, task: &Task) {
+        self.counts[task.state.code() as usize] -= 1;
+        match &task.state {
+            TaskState::Waiting => {
+                self.waiting.remove(&task.id);
+            }
+            TaskState::Leased { worker, expires_at_ms, .. } => {
+                self.expiries.remove(&(*expires_at_ms, task.id));
+                if let Some(n) = self.leases_by_worker.get_mut(worker) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.leases_by_worker.remove(worker);
+                    }
+                }
+            }
+            TaskState::Finished { .. } => {}
+        }
+    }
+
+    /// Replaces task `id`'s state, keeping the indexes in step.
+    fn set_state(&mut self, id: TaskId, state: TaskState) {
+        let mut task = self.tasks.remove(&id).expect("the caller checked the task exists");
+        self.index_remove(&task);
+        task.state = state;
+        self.index_add(&task);
+        self.tasks.insert(id, task);
+    }
+
+    /// Applies one WAL event: the only mutation of durable state. An event
+    /// that does not fit (a damaged or foreign WAL) changes nothing.
+    pub(crate) fn apply(&mut self, event: &Event) -> Result<(), ApplyError> {
+        let fail = |problem: String| ApplyError { event: event.name(), task: event.task().get(), problem };
+        match event {
+            Event::TaskCreated { task, payload, created_at_ms } => {
+                if task.get() != self.last_task_id + 1 {
+                    return Err(fail(format!("expected task id {}", self.last_task_id + 1)));
+                }
+                let new = Task {
+                    id: *task,
+                    payload: payload.clone(),
+                    created_at_ms: *created_at_ms,
+                    state: TaskState::Waiting,
+                    n_leases: 0,
+                    n_refused: 0,
+                };
+                self.last_task_id = task.get();
+                self.index_add(&new);
+                self.tasks.insert(*task, new);
+            }
+            Event::LeaseGranted { task, lease, worker, expires_at_ms } => {
+                let current = self.tasks.get(task).ok_or_else(|| fail("unknown task".into()))?;
+                if current.state != TaskState::Waiting {
+                    return Err(fail(format!("the task is {:?}, not waiting", current.state)));
+                }
+                if lease.get() != self.last_lease_id + 1 {
+                    return Err(fail(format!("expected lease id {}", self.last_lease_id + 1)));
+                }
+                self.last_lease_id = lease.get();
+                let state = TaskState::Leased {
+                    lease: *lease,
+                    worker: worker.clone(),
+                    expires_at_ms: *expires_at_ms,
+                };
+                self.set_state(*task, state);
+                let entry = self.tasks.get_mut(task).expect("just set");
+                entry.n_leases = entry.n_leases.saturating_add(1);
+            }
+            Event::LeaseExtended { task, lease, expires_at_ms } => {
+                let (worker, old) = self.valid_lease(*task, *lease).map_err(fail)?;
+                if *expires_at_ms < old {
+                    return Err(fail(format!("the new expiry {expires_at_ms} is before the old {old}")));
+                }
+                self.set_state(
+                    *task,
+                    TaskState::Leased { lease: *lease, worker, expires_at_ms: *expires_at_ms },
+                );
+            }
+            Event::TaskCompleted { task, lease } | Event::TaskFailed { task, lease } => {
+                let (worker, _) = self.valid_lease(*task, *lease).map_err(fail)?;
+                let outcome = if matches!(event, Event::TaskCompleted { .. }) {
+                    Outcome::Completed
+                } else {
+                    Outcome::Failed
+                };
+                self.set_state(*task, TaskState::Finished { lease: *lease, worker, outcome });
+            }
+            Event::TaskCancelled { task, lease, .. } => {
+                if self.valid_lease(*task, *lease).is_ok() {
+                    return Err(fail(format!("lease {lease} is the task's valid lease; nothing to refuse")));
+                }
+                let entry = self.tasks.get_mut(task).ok_or_else(|| fail("unknown task".into()))?;
+                entry.n_refused = entry.n_refused.saturating_add(1);
+            }
+            Event::LeaseExpired { task, lease, expires_at_ms } => {
+                let (_, old) = self.valid_lease(*task, *lease).map_err(fail)?;
+                if old != *expires_at_ms {
+                    return Err(fail(format!("the lease expires at {old}, not {expires_at_ms}")));
+                }
+                self.set_state(*task, TaskState::Waiting);
+            }
+        }
+        Ok(())
+    }
+
+    /// The worker and expiry of `lease` if it is `task`'s valid lease.
+    pub(crate) fn valid_lease(&self, task: TaskId, lease: LeaseId) -> Result<(WorkerName, u64), String> {
+        match self.tasks.get(&task).map(|t| &t.state) {
+            None => Err("unknown task".into()),
+            Some(TaskState::Leased { lease: current, worker, expires_at_ms }) if *current == lease => {
+                Ok((worker.clone(), *expires_at_ms))
+            }
+            Some(state) => Err(format!("lease {lease} is not the task's valid lease (task is {state:?})")),
+        }
+    }
+
+    /// Every invariant of the store: ids, one valid lease per task, indexes.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let mut rebuilt =
+            Store { last_task_id: self.last_task_id, last_lease_id: self.last_lease_id, ..Store::default() };
+        let mut lease_ids = BTreeSet::new();
+        for (id, task) in &self.tasks {
+            if *id != task.id {
+                return Err(format!("task {} stored under id {id}", task.id));
+            }
+            if id.get() > self.last_task_id {
+                return Err(format!("task {id} above the last task id {}", self.last_task_id));
+            }
+            if let TaskState::Leased { lease, .. } | TaskState::Finished { lease, .. } = &task.state {
+                if lease.get() > self.last_lease_id {
+                    return Err(format!(
+                        "task {id}: lease {lease} above the last lease id {}",
+                        self.last_lease_id
+                    ));
+                }
+                if !lease_ids.insert(*lease) {
+                    return Err(format!("lease {lease} held by two tasks"));
+                }
+                if task.n_leases == 0 {
+                    return Err(format!("task {id}: has a lease but counts no grant"));
+                }
+            }
+            rebuilt.index_add(task);
+        }
+        if rebuilt.waiting != self.waiting {
+            return Err("the WAITING index differs from the tasks".into());
+        }
+        if rebuilt.expiries != self.expiries {
+            return Err("the expiry index differs from the tasks".into());
+        }
+        if rebuilt.leases_by_worker != self.leases_by_worker {
+            return Err("the per-worker lease counts differ from the tasks".into());
+        }
+        if rebuilt.counts != self.counts {
+            return Err(format!("counts {:?} differ from the tasks' {:?}", self.counts, rebuilt.counts));
+        }
+        Ok(())
+    }
+}
+
+fn snapshot_error(task: TaskId, problem: String) -> ApplyError {
+    ApplyError { event: "snapshot", task: task.get(), problem }
+}
+
+/// FNV-1a, 64 bits: a fixed, documented hash, so [`Store::state_hash`] is the
+/// same in every process and every build.
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
