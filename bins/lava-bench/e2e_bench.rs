@@ -48,15 +48,26 @@ struct Options {
     poll_ms: u64,
     /// `MXJ` of the host; `None` is `!`.
     mxj: Option<u32>,
+    keep: bool,
 }
 
-const USAGE: &str = "options: --jobs N, --connections C, --poll-ms MS, --mxj N|!";
+const USAGE: &str =
+    "options: --jobs N, --connections C, --poll-ms MS, --mxj N|!, --keep (keep the cluster folder)";
 
 fn parse(args: &[String]) -> anyhow::Result<Options> {
-    let mut options =
-        Options { jobs: JOBS_DEFAULT, connections: CONNECTIONS_DEFAULT, poll_ms: POLL_MS_DEFAULT, mxj: None };
+    let mut options = Options {
+        jobs: JOBS_DEFAULT,
+        connections: CONNECTIONS_DEFAULT,
+        poll_ms: POLL_MS_DEFAULT,
+        mxj: None,
+        keep: false,
+    };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
+        if flag == "--keep" {
+            options.keep = true;
+            continue;
+        }
         let value = args.next().with_context(|| format!("{flag} needs a value ({USAGE})"))?;
         let bad = || format!("{flag}: cannot parse '{value}'");
         match flag.as_str() {
@@ -77,6 +88,9 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let options = parse(args)?;
     let mut cluster = BenchCluster::new(options.mxj)?;
+    if options.keep {
+        cluster.keep();
+    }
     let mbatchd = cluster.start_mbatchd(&[])?;
     let sbatchd = cluster.start_sbatchd()?;
     let addr = cluster.mbd_addr()?;

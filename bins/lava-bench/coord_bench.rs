@@ -1,0 +1,332 @@
+//! The `coord` benchmark: the real coordinator (the release binary next to `lava-bench`)
+//! in a throw-away cluster ([`BenchCluster`]), driven through the worker-client library
+//! (`lava_coordinator::client`), one connection per thread, every answer sent only after
+//! its WAL records are durable.
+//!
+//! - **cycle**: `--workers` threads (16) each loop `submit → lease → heartbeat → complete`
+//!   for `--secs` seconds; four durable WAL events per cycle.
+//! - **submit**: `--submitters` threads (64) each submit in a loop for `--secs` seconds.
+//! - **restart**: a WAL of `--wal-entries` records (1,000,000) is written in-process by the
+//!   real logic (`Coord::step` fed submissions, leases, heartbeats and completions, four
+//!   events per task) and encoded with the daemon's own codec into the log opened by its own
+//!   `journal::open`; no snapshot, so every record is replayed. Then the coordinator is
+//!   spawned on it and the clock runs until a COUNTS query is answered.
+//!
+//! ```text
+//! coord_cycle workers=16 tasks=... secs=... cycles_per_s=... events_per_s=...
+//! coord_submit submitters=64 tasks=... secs=... tasks_per_s=...
+//! coord_restart wal_entries=... log_bytes=... write_secs=... secs_to_serving=... tasks=...
+//! ```
+//!
+//! Goals (issue 6): cycles_per_s ≥ 20,000; tasks_per_s ≥ 50,000; 10,000,000 WAL entries
+//! serving within 5 s.
+
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use lava_coord_ll::{Limits, Payload, Request, WorkerName};
+use lava_coord_logic::{ClientId, Coord, CoordConfig, Effect, Input};
+use lava_coordinator::client::{Client, Endpoint};
+use lava_coordinator::codec::encode_into;
+use lava_coordinator::journal;
+use lava_net::ClusterKey;
+
+use crate::cluster::{BenchCluster, CLUSTER_NAME, sibling_binary};
+
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug)]
+struct Options {
+    what: String,
+    workers: usize,
+    submitters: usize,
+    secs: f64,
+    wal_entries: u64,
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Options> {
+    let mut options =
+        Options { what: "all".into(), workers: 16, submitters: 64, secs: 5.0, wal_entries: 1_000_000 };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--workers" => options.workers = value()?.parse()?,
+            "--submitters" => options.submitters = value()?.parse()?,
+            "--secs" => options.secs = value()?.parse()?,
+            "--wal-entries" => options.wal_entries = value()?.parse()?,
+            "cycle" | "submit" | "restart" | "all" => options.what = arg.clone(),
+            other => bail!(
+                "unknown option {other}; usage: lava-bench coord [cycle|submit|restart|all] \
+                 [--workers N] [--submitters N] [--secs S] [--wal-entries N]"
+            ),
+        }
+    }
+    Ok(options)
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let options = parse(args)?;
+    let all = options.what == "all";
+    if all || options.what == "cycle" {
+        cycle(&options)?;
+    }
+    if all || options.what == "submit" {
+        submit(&options)?;
+    }
+    if all || options.what == "restart" {
+        restart(&options)?;
+    }
+    Ok(())
+}
+
+/// A coordinator process in its own group, killed when dropped.
+struct Coordinator {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Coordinator {
+    fn spawn(cluster: &BenchCluster) -> anyhow::Result<(Coordinator, PathBuf)> {
+        let port_file = cluster.dir().join("coord.port");
+        let log = cluster.dir().join("log/coordinator.bench.log");
+        let stderr = fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
+        let child = Command::new(sibling_binary("coordinator")?)
+            .arg("--envdir")
+            .arg(cluster.envdir())
+            .args(["--port", "0", "--port-file"])
+            .arg(&port_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .process_group(0)
+            .spawn()
+            .context("spawn the coordinator")?;
+        Ok((Coordinator { child: Some(child), log }, port_file))
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Polls the port file, then COUNTS, until answered.
+    fn wait_serving(&mut self, port_file: &Path, key: &ClusterKey) -> anyhow::Result<Endpoint> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Ok(text) = fs::read_to_string(port_file)
+                && let Ok(port) = text.trim().parse::<u16>()
+            {
+                let endpoint = Endpoint::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port), key);
+                if let Ok(mut client) = Client::connect(&endpoint)
+                    && client.counts().is_ok()
+                {
+                    return Ok(endpoint);
+                }
+            }
+            let exited = self.child.as_mut().is_none_or(|child| !matches!(child.try_wait(), Ok(None)));
+            if exited {
+                bail!("the coordinator exited before serving:\n{}", self.log());
+            }
+            if Instant::now() > deadline {
+                bail!("the coordinator did not serve within {STARTUP_TIMEOUT:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _already_dead = child.kill();
+            let _reaped = child.wait();
+        }
+    }
+}
+
+fn cluster_key(cluster: &BenchCluster) -> anyhow::Result<ClusterKey> {
+    ClusterKey::load(cluster.envdir().join("lava.cluster.key")).context("load the cluster key")
+}
+
+fn start() -> anyhow::Result<(BenchCluster, Coordinator, Endpoint)> {
+    let cluster = BenchCluster::new(None)?;
+    let key = cluster_key(&cluster)?;
+    let (mut coordinator, port_file) = Coordinator::spawn(&cluster)?;
+    let endpoint = coordinator.wait_serving(&port_file, &key)?;
+    Ok((cluster, coordinator, endpoint))
+}
+
+/// Runs `threads` copies of `body` (each returns how many tasks it finished) for `secs`.
+fn run_threads(
+    threads: usize,
+    secs: f64,
+    endpoint: &Endpoint,
+    body: fn(&mut Client, usize, &AtomicBool) -> anyhow::Result<u64>,
+) -> anyhow::Result<(u64, f64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let (stop, done, endpoint) = (Arc::clone(&stop), Arc::clone(&done), endpoint.clone());
+            std::thread::spawn(move || -> anyhow::Result<()> {
+                let mut client = Client::connect(&endpoint)?;
+                let n = body(&mut client, i, &stop)?;
+                done.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    stop.store(true, Ordering::Relaxed);
+    for handle in handles {
+        handle.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+    }
+    Ok((done.load(Ordering::Relaxed), started.elapsed().as_secs_f64()))
+}
+
+fn cycle(options: &Options) -> anyhow::Result<()> {
+    let (_cluster, _coordinator, endpoint) = start()?;
+    let body = |client: &mut Client, i: usize, stop: &AtomicBool| -> anyhow::Result<u64> {
+        let name = format!("bench-worker-{i}");
+        let mut n = 0;
+        while !stop.load(Ordering::Relaxed) {
+            client.submit(vec![7; 64])?;
+            let grant =
+                client.lease(&name)?.context("a task was submitted just before; the lease is empty")?;
+            client.heartbeat(grant.task_id, grant.lease_id)?;
+            client.complete(grant.task_id, grant.lease_id)?;
+            n += 1;
+        }
+        Ok(n)
+    };
+    let (tasks, secs) = run_threads(options.workers, options.secs, &endpoint, body)?;
+    let mut client = Client::connect(&endpoint)?;
+    let counts = client.counts()?;
+    if counts.completed != tasks {
+        bail!("{tasks} cycles finished but the coordinator counts {} completed", counts.completed);
+    }
+    let rate = tasks as f64 / secs;
+    println!(
+        "coord_cycle workers={} tasks={tasks} secs={secs:.2} cycles_per_s={rate:.0} events_per_s={:.0}",
+        options.workers,
+        rate * 4.0
+    );
+    Ok(())
+}
+
+fn submit(options: &Options) -> anyhow::Result<()> {
+    let (_cluster, _coordinator, endpoint) = start()?;
+    let body = |client: &mut Client, _: usize, stop: &AtomicBool| -> anyhow::Result<u64> {
+        let mut n = 0;
+        while !stop.load(Ordering::Relaxed) {
+            client.submit(vec![7; 64])?;
+            n += 1;
+        }
+        Ok(n)
+    };
+    let (tasks, secs) = run_threads(options.submitters, options.secs, &endpoint, body)?;
+    let counts = Client::connect(&endpoint)?.counts()?;
+    if counts.waiting != tasks {
+        bail!("{tasks} submissions answered but the coordinator has {} waiting", counts.waiting);
+    }
+    println!(
+        "coord_submit submitters={} tasks={tasks} secs={secs:.2} tasks_per_s={:.0}",
+        options.submitters,
+        tasks as f64 / secs
+    );
+    Ok(())
+}
+
+/// Writes `entries` WAL records with the real logic and the daemon's codec; returns the
+/// number of tasks and the log's size.
+fn write_wal(dir: &Path, entries: u64) -> anyhow::Result<(u64, u64)> {
+    let log = journal::open(dir)?;
+    let mut coord = Coord::new(CoordConfig::default());
+    let worker = WorkerName::parse("bench-worker").context("worker name")?;
+    let payload = Payload::new(vec![7; 64], &Limits::default()).context("payload")?;
+    // Times in the last minutes, leases far in the future: nothing expires at restart.
+    let mut now = lava_net::system_now_ms() - 600_000;
+    let mut effects = Vec::new();
+    let mut record = Vec::new();
+    let mut written = 0u64;
+    let mut tasks = 0u64;
+    let mut step =
+        |coord: &mut Coord, now: u64, request: Request, written: &mut u64| -> anyhow::Result<u64> {
+            effects.clear();
+            coord.step(now, Input::Request { client: ClientId(1), request }, &mut effects);
+            let mut reply_task = 0;
+            for effect in &effects {
+                match effect {
+                    Effect::Append(event) => {
+                        record.clear();
+                        encode_into(event, &mut record);
+                        log.append(&record)?;
+                        *written += 1;
+                        reply_task = event.task().get();
+                    }
+                    Effect::Respond { reply: lava_coord_wire::Reply::Lease(reply), .. } => {
+                        return Ok(reply.lease.as_ref().map_or(0, |grant| grant.lease_id));
+                    }
+                    Effect::Respond { .. } => {}
+                }
+            }
+            Ok(reply_task)
+        };
+    while written < entries {
+        now += 1;
+        let left = entries - written;
+        let task = step(&mut coord, now, Request::Submit { payload: payload.clone() }, &mut written)?;
+        tasks += 1;
+        if left < 4 {
+            continue;
+        }
+        let lease = step(&mut coord, now, Request::Lease { worker: worker.clone() }, &mut written)?;
+        let lease_ref = lava_coord_ll::LeaseRef {
+            task: lava_coord_ll::TaskId::new("task", task)?,
+            lease: lava_coord_ll::LeaseId::new("lease", lease)?,
+        };
+        step(&mut coord, now, Request::Heartbeat(lease_ref), &mut written)?;
+        step(
+            &mut coord,
+            now,
+            Request::Finish { lease: lease_ref, outcome: lava_coord_ll::Outcome::Completed },
+            &mut written,
+        )?;
+    }
+    let log = Arc::try_unwrap(log).map_err(|_| anyhow::anyhow!("the log is still shared"))?;
+    log.close()?;
+    let bytes =
+        fs::read_dir(dir)?.flatten().filter_map(|entry| entry.metadata().ok()).map(|meta| meta.len()).sum();
+    Ok((tasks, bytes))
+}
+
+fn restart(options: &Options) -> anyhow::Result<()> {
+    let cluster = BenchCluster::new(None)?;
+    let key = cluster_key(&cluster)?;
+    let wal_dir = cluster.dir().join("work").join(CLUSTER_NAME).join("coord");
+    let started = Instant::now();
+    let (tasks, log_bytes) = write_wal(&wal_dir, options.wal_entries)?;
+    let write_secs = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let (mut coordinator, port_file) = Coordinator::spawn(&cluster)?;
+    let endpoint = coordinator.wait_serving(&port_file, &key)?;
+    let secs = started.elapsed().as_secs_f64();
+    let counts = Client::connect(&endpoint)?.counts()?;
+    let total = counts.waiting + counts.leased + counts.completed + counts.failed;
+    if total != tasks {
+        bail!("{tasks} tasks written but the coordinator counts {total}");
+    }
+    println!(
+        "coord_restart wal_entries={} log_bytes={log_bytes} write_secs={write_secs:.2} secs_to_serving={secs:.2} tasks={tasks}",
+        options.wal_entries
+    );
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! `mxfsctl`: the command-line client of mxfsd.
+//!
+//! - `mxfsctl lock RESOURCE MODE [--noqueue] [--timeout S] -- COMMAND…` takes the lock, runs
+//!   COMMAND while holding it (like flock(1)), releases it and exits with COMMAND's exit code
+//!   (128 + the signal number when it was killed). If the lock cannot be had it prints why
+//!   and exits 1 without running COMMAND.
+//! - `mxfsctl status`: the master, this node, epochs, leases (the node table on the master).
+//! - `mxfsctl locks [RESOURCE]`: holders and waiters with their modes.
+//!
+//! The socket is `--socket PATH`, else lsf.conf's (see [`crate::socket_path`]).
+
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use lava_dlm_ll::LockMode;
+
+use crate::client::{Client, ClientError};
+
+/// mxfsctl's command line.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "mxfsctl", version, about = "Lock, and look at, mxfsd's distributed locks")]
+pub struct CtlArgs {
+    /// Folder holding lsf.conf (default: $LSF_ENVDIR, else /etc).
+    #[arg(short = 'd', long, value_name = "DIR", global = true)]
+    pub envdir: Option<PathBuf>,
+    /// mxfsd's client socket (default: from lsf.conf).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub socket: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+/// mxfsctl's subcommands.
+#[derive(Clone, Debug, Subcommand)]
+pub enum CtlCommand {
+    /// Hold a lock while a command runs.
+    Lock {
+        /// The resource name.
+        resource: String,
+        /// NL, CR, CW, PR, PW or EX.
+        mode: String,
+        /// Fail at once instead of waiting when the lock is held in a conflicting mode.
+        #[arg(long)]
+        noqueue: bool,
+        /// Give up after this many seconds of waiting.
+        #[arg(long, value_name = "S")]
+        timeout: Option<f64>,
+        /// The command to run, after `--`.
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
+    /// Show the master, the nodes, epochs and leases.
+    Status,
+    /// Show holders and waiters.
+    Locks {
+        /// Only this resource.
+        resource: Option<String>,
+    },
+}
+
+/// Runs mxfsctl with this process's arguments.
+pub fn main() -> ExitCode {
+    let args = CtlArgs::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("mxfsctl: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn connect(args: &CtlArgs) -> Result<Client, String> {
+    let path = match &args.socket {
+        Some(path) => path.clone(),
+        None => {
+            let envdir = args.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
+            let conf = lava_conf::LsfConf::read(&envdir).map_err(|error| error.to_string())?;
+            crate::socket_path(&conf)
+        }
+    };
+    Client::connect(&path).map_err(|error| format!("{error}: is mxfsd running on this host?"))
+}
+
+fn run(args: CtlArgs) -> Result<ExitCode, String> {
+    let mut client = connect(&args)?;
+    match args.command {
+        CtlCommand::Lock { resource, mode, noqueue, timeout, command } => {
+            let Some(mode) = LockMode::parse(&mode) else {
+                return Err(format!("{mode}: not a lock mode (NL, CR, CW, PR, PW or EX)"));
+            };
+            let timeout = match timeout {
+                Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
+                    Some(Duration::from_secs_f64(seconds))
+                }
+                Some(seconds) => {
+                    return Err(format!("--timeout {seconds}: not a positive number of seconds"));
+                }
+                None => None,
+            };
+            let grant = client.lock(&resource, mode, noqueue, timeout).map_err(|error| match error {
+                ClientError::Refused { message, .. } => format!("{resource}: {message}"),
+                other => format!("{resource}: {other}"),
+            })?;
+            let status = Command::new(&command[0])
+                .args(&command[1..])
+                .status()
+                .map_err(|error| format!("{}: {error}", command[0]))?;
+            // Releasing explicitly reports a lock lost meanwhile; closing the socket would do too.
+            if let Err(error) = client.unlock(grant.handle) {
+                eprintln!("mxfsctl: {resource}: release: {error}");
+            }
+            let code = match (status.code(), status.signal()) {
+                (Some(code), _) => code,
+                (None, Some(signal)) => 128 + signal,
+                (None, None) => 1,
+            };
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
+        CtlCommand::Status => {
+            print!("{}", client.status().map_err(|error| error.to_string())?);
+            Ok(ExitCode::SUCCESS)
+        }
+        CtlCommand::Locks { resource } => {
+            print!("{}", client.locks(resource.as_deref()).map_err(|error| error.to_string())?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! lava-mxfsd: the `mxfsd` lock manager daemon, the I/O shell around lava-dlm-logic
+//! (../shared/specs/dlm-protocol.md), plus `mxfsctl` ([`ctl`]) and the client library
+//! ([`client`]).
+//!
+//! `mxfsd [-d|--envdir DIR] [--host NAME] [--port PORT] [--socket PATH] [--ready-file PATH]`
+//!
+//! # What it does
+//! - Loads lsf.conf and lsf.cluster.NAME. Node ids are the hosts' 1-based positions in the
+//!   Host section; each host's DLM address is its `LAVA_ADDR` (else its name resolved) with its
+//!   `LAVA_MXFSD_PORT` column (else lsf.conf's `LAVA_MXFSD_PORT`). `--port` overrides this
+//!   host's port (0: any free port, reported in the ready file).
+//! - **Single master** (this version): the first host of lsf.cluster is the lock master of
+//!   every resource, like lim's master. It runs lava-dlm-logic's [`lava_dlm_logic::Master`],
+//!   persists its epoch (`$LSB_SHAREDIR/<cluster>/mxfsd/<host>.epoch`, temporary file, fsync,
+//!   rename, fsync of the folder) before anything carrying the new epoch is sent, runs the
+//!   journal recovery command for dead nodes, and serves the other nodes over TCP. **Master
+//!   takeover is not implemented yet**: when the master dies, the other nodes fail their
+//!   clients' locks and reconnect until it is back (it restarts with a higher epoch and an
+//!   empty table).
+//! - Every other host connects to the master, sends NODE_JOIN (epoch 0: a fresh incarnation),
+//!   stamps every later message with the epoch the master's NODE_JOIN answer carries, renews
+//!   its lease every `LAVA_MXFSD_RENEW_MS`, and forwards its local clients' requests. A lost
+//!   master connection, a LEASE_EXPIRE naming this node or a stale-epoch message from the
+//!   master fails every local lock (clients get LOST or an error) and reconnects.
+//! - Every frame between daemons is the spec's 32-byte header, the payload and lava-net's
+//!   60-byte authentication trailer (`seal_bytes` over header ‖ payload), inside the header's
+//!   length. A frame that fails framing, authentication, decoding or validation closes its
+//!   connection, with the reason logged; everyone else is served.
+//! - Local clients use the Unix socket ([`client`] documents the protocol): lsf.conf's
+//!   `LAVA_MXFSD_SOCKET`, default `mxfsd.sock` beside `LAVA_CMD_SOCKET`; `--socket` overrides.
+//!   The caller's uid comes from SO_PEERCRED and is shown in `mxfsctl locks`. When a client's
+//!   connection closes, its locks are released (flock(1) semantics).
+//!
+//! Our own lsf.conf keys: `LAVA_MXFSD_SOCKET`, `LAVA_MXFSD_NODE_TIMEOUT_MS` (default 15000),
+//! `LAVA_MXFSD_RENEW_MS` (default 2000), `LAVA_MXFSD_RECOVERY_CMD` (run by `sh -c` with the dead
+//! node id and journal slot as `$1` `$2`; until it exits 0 — retried every 5 s — the dead
+//! node's locks stay fenced; default: the recovery is recorded in the log and done at once).
+//!
+//! Not implemented yet: master takeover, per-resource mastering, a user group allowed to
+//! lock (the socket's file mode is the only access control), cancelling a timed-out
+//! conversion without releasing the lock (a conversion that times out releases the lock).
+//!
+//! `--ready-file PATH`: once serving, writes `PORT\n` (the bound TCP port) there.
+
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod ctl;
+mod epoch_file;
+mod server;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use lava_conf::{BaseConfig, LogMask};
+use lava_dlm_logic::{LEASE_RENEW_MS_DEFAULT, NODE_TIMEOUT_MS_DEFAULT, NodeConfig, NodeId};
+
+/// File name of the default client socket, in `LAVA_CMD_SOCKET`'s folder.
+pub const SOCKET_FILE_NAME: &str = "mxfsd.sock";
+
+/// mxfsd's command line.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "mxfsd", version, about = "LavaCore's distributed lock manager")]
+pub struct Args {
+    /// Folder holding lsf.conf (default: $LSF_ENVDIR, else /etc).
+    #[arg(short = 'd', long, value_name = "DIR")]
+    pub envdir: Option<PathBuf>,
+    /// This host's name in lsf.cluster (default: the kernel's host name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// TCP port to bind instead of the configured one (0: any free port).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// The local client socket instead of LAVA_MXFSD_SOCKET.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Once serving, write the TCP port to this file.
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+}
+
+/// Everything the shell needs, read from the configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub me: NodeId,
+    pub my_name: String,
+    pub nodes: Vec<NodeConfig>,
+    pub master: NodeId,
+    pub master_addr: SocketAddr,
+    pub listen_addr: SocketAddr,
+    pub socket_path: PathBuf,
+    pub epoch_path: PathBuf,
+    pub key_file: PathBuf,
+    pub node_timeout_ms: u64,
+    pub lease_renew_ms: u64,
+    pub recovery_cmd: Option<String>,
+    pub ready_file: Option<PathBuf>,
+}
+
+/// The client socket path configured in `conf`: `LAVA_MXFSD_SOCKET`, else `mxfsd.sock`
+/// beside `LAVA_CMD_SOCKET`.
+pub fn socket_path(conf: &lava_conf::LsfConf) -> PathBuf {
+    match conf.get("LAVA_MXFSD_SOCKET") {
+        Some(path) if !path.is_empty() => {
+            let path = PathBuf::from(path);
+            if path.is_relative() {
+                conf.path().parent().map_or(path.clone(), |envdir| envdir.join(&path))
+            } else {
+                path
+            }
+        }
+        _ => conf
+            .cmd_socket
+            .parent()
+            .map_or_else(|| PathBuf::from(SOCKET_FILE_NAME), |d| d.join(SOCKET_FILE_NAME)),
+    }
+}
+
+fn settings(args: &Args) -> anyhow::Result<(Settings, LogMask)> {
+    let envdir = args.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
+    let base = BaseConfig::load(&envdir)
+        .with_context(|| format!("load the configuration from {}", envdir.display()))?;
+    let my_name = match &args.host {
+        Some(name) => name.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .context("read the host name")?
+            .trim()
+            .to_owned(),
+    };
+    let hosts = &base.cluster.hosts;
+    let Some(me_idx) = hosts.iter().position(|host| host.name.eq_ignore_ascii_case(&my_name)) else {
+        bail!("host `{my_name}` is not in {}", base.cluster.path.display());
+    };
+    let addr_of = |idx: usize| -> anyhow::Result<SocketAddr> {
+        let host = &hosts[idx];
+        let port = host.mxfsd_tcp_port(&base.lsf);
+        match host.addr {
+            Some(ip) => Ok(SocketAddr::new(ip, port)),
+            None => (host.name.as_str(), port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut addrs| addrs.next())
+                .with_context(|| format!("cannot resolve host `{}`", host.name)),
+        }
+    };
+    let millis = |key: &str, default: u64| -> anyhow::Result<u64> {
+        match base.lsf.get(key) {
+            None | Some("") => Ok(default),
+            Some(text) => match text.parse::<u64>() {
+                Ok(value) if value > 0 => Ok(value),
+                _ => bail!("lsf.conf: {key}={text} is not a positive number of milliseconds"),
+            },
+        }
+    };
+    let nodes = hosts
+        .iter()
+        .enumerate()
+        .map(|(idx, host)| {
+            let id = u32::try_from(idx + 1).ok().and_then(NodeId::new).context("too many hosts")?;
+            if host.name.len() > lava_dlm_ll::NODE_NAME_BYTES_MAX {
+                bail!("host name `{}` is longer than 64 bytes", host.name);
+            }
+            Ok(NodeConfig { id, name: host.name.clone(), slot: idx as u32 })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut listen_addr = addr_of(me_idx)?;
+    if let Some(port) = args.port {
+        listen_addr.set_port(port);
+    }
+    let settings = Settings {
+        me: nodes[me_idx].id,
+        my_name: hosts[me_idx].name.clone(),
+        master: nodes[0].id,
+        master_addr: addr_of(0)?,
+        listen_addr,
+        socket_path: args.socket.clone().unwrap_or_else(|| socket_path(&base.lsf)),
+        epoch_path: base
+            .lsf
+            .work_dir(&base.cluster_name)
+            .join("mxfsd")
+            .join(format!("{}.epoch", hosts[me_idx].name)),
+        key_file: base.lsf.cluster_key_file.clone(),
+        node_timeout_ms: millis("LAVA_MXFSD_NODE_TIMEOUT_MS", NODE_TIMEOUT_MS_DEFAULT)?,
+        lease_renew_ms: millis("LAVA_MXFSD_RENEW_MS", LEASE_RENEW_MS_DEFAULT)?,
+        recovery_cmd: base
+            .lsf
+            .get("LAVA_MXFSD_RECOVERY_CMD")
+            .filter(|cmd| !cmd.is_empty())
+            .map(str::to_owned),
+        ready_file: args.ready_file.clone(),
+        nodes,
+    };
+    if settings.lease_renew_ms >= settings.node_timeout_ms {
+        bail!("lsf.conf: LAVA_MXFSD_RENEW_MS must be below LAVA_MXFSD_NODE_TIMEOUT_MS");
+    }
+    Ok((settings, base.lsf.log_mask))
+}
+
+/// Runs mxfsd with this process's arguments.
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mxfsd: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Loads the configuration and serves until SIGTERM or SIGINT.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (settings, mask) = settings(&args)?;
+    let level = match mask {
+        LogMask::Emerg | LogMask::Alert | LogMask::Crit | LogMask::Err => "error",
+        LogMask::Warning => "warn",
+        LogMask::Notice | LogMask::Info => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _installed = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("start tokio")?;
+    runtime.block_on(server::serve(settings))
+}

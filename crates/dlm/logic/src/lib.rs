@@ -1,0 +1,266 @@
+//! lava-dlm-logic: the lock master of mxfsd (../shared/specs/dlm-protocol.md) — the only code
+//! that changes lock, lease, membership and epoch state.
+//!
+//! A pure, deterministic state machine ([`Master`]): it takes an [`Input`] (a validated,
+//! authenticated [`Envelope`] from lava-dlm-ll, a tick, a finished recovery) with the current
+//! time and returns [`Effect`]s in the order the shell must carry them out.
+//!
+//! # What it never does
+//! No I/O, no clock (time arrives as `now_ms`), no randomness, no threads, no tokio, no
+//! `HashMap` whose order reaches an output (every table is a `BTreeMap` or a `VecDeque`). It
+//! never encodes bytes (lava-dlm-wire) nor checks structure (lava-dlm-ll) nor authenticates
+//! (the shell, with lava-net).
+//!
+//! # Modes and compatibility ([`compatible`])
+//! The standard matrix of VMS, the Linux kernel DLM and OCFS2 (Y = may be held together):
+//!
+//! | | NL | CR | CW | PR | PW | EX |
+//! |---|---|---|---|---|---|---|
+//! | **NL** | Y | Y | Y | Y | Y | Y |
+//! | **CR** | Y | Y | Y | Y | Y | N |
+//! | **CW** | Y | Y | Y | N | N | N |
+//! | **PR** | Y | Y | N | Y | N | N |
+//! | **PW** | Y | Y | N | N | N | N |
+//! | **EX** | Y | N | N | N | N | N |
+//!
+//! # Queueing rules (per resource: granted set, conversion queue, wait queue; both FIFO)
+//! 1. A **new request** is granted at once only if it is compatible with every holder **and**
+//!    both queues are empty: nobody who asked earlier is overtaken, so a stream of readers
+//!    cannot starve a queued EX (the original granted on holder compatibility alone).
+//! 2. A **conversion** is granted at once if it is a pure down-conversion (the new mode
+//!    conflicts with nothing the old one did not), or if it is compatible with every *other*
+//!    holder and no earlier conversion is queued. Otherwise it queues in the conversion queue,
+//!    which is served before the wait queue ("conversions ahead of new requests"). A blocked
+//!    up-conversion is granted as soon as the other holders allow it (the original never did).
+//!    A conversion blocked by a holder that is itself converting is denied with
+//!    `Deadlock` (two PR holders both converting to EX would otherwise wait forever).
+//! 3. After every release, conversion or purge the queues are served in order: the head of the
+//!    conversion queue while it is compatible with the other holders; then, only once no
+//!    conversion waits, the head of the wait queue while it is compatible with every holder.
+//! 4. **NOQUEUE**: a request or conversion not grantable at once is answered LOCK_DENY
+//!    (`WouldBlock`) and leaves no trace.
+//! 5. **BAST**: every holder whose mode blocks a queued request (the new one, or the head of a
+//!    queue after a change) is sent one LOCK_BAST naming the blocked mode; a holder is told once
+//!    per mode it holds (a conversion re-arms it). Fenced holders of a dead node get none.
+//!
+//! # Leases, death, fencing and recovery
+//! - A node joins with NODE_JOIN; the master answers NODE_JOIN carrying, in the header, the
+//!   epoch the node must stamp on everything it sends from then on (the master's current
+//!   epoch). Its lease runs until `now + node_timeout_ms` and is extended by LEASE_RENEW
+//!   (answered LEASE_ACK) and NODE_ALIVE. A NODE_JOIN from a node thought alive with another
+//!   epoch is a restarted node: its old incarnation is declared dead first.
+//! - At the start of **every** step, each node whose lease expired at or before `now_ms` is
+//!   declared dead, in node order: the epoch is bumped ([`Effect::PersistEpoch`]), LEASE_EXPIRE
+//!   is broadcast, the node's queued requests are purged, its granted locks are **fenced**
+//!   (kept in the table, still blocking others), JOURNAL_RECOVER is broadcast (the master claims
+//!   the journal slot) and [`Effect::RunRecovery`] asks the shell to run the recovery.
+//! - When recovery finishes ([`Input::RecoveryDone`], or a JOURNAL_DONE from a live node),
+//!   JOURNAL_DONE is broadcast, the fenced locks are removed and the queues served. Only then
+//!   can anyone be granted what the dead node held, and only then may it join again.
+//! - NODE_LEAVE is the orderly way out: the node's locks are released without fencing.
+//! - **Epochs are fencing tokens.** The epoch only grows; a message whose header epoch is older
+//!   than the sender's current incarnation, or from a node that is dead or has not joined, is
+//!   dropped with a reason ([`Effect::Drop`]; the shell closes that connection). Every grant
+//!   carries a token `epoch << 32 | n`, strictly increasing over the master's life and, since
+//!   the epoch is bumped and persisted at every start, over restarts too.
+//!
+//! # The shell contract, in order
+//! 1. **Start.** Read the durable epoch `e` (0 if none), build [`Master::new`] with it and step
+//!    [`Input::Start`]: the master takes epoch `e + 1` and emits [`Effect::PersistEpoch`].
+//! 2. **One step at a time**, in arrival order, with a clock that does not go backwards (ms);
+//!    [`Input::Tick`] at [`Master::next_deadline_ms`] at the latest.
+//! 3. **Effects in order.** [`Effect::PersistEpoch`]: write the epoch durably (temporary file,
+//!    fsync, rename, fsync the folder) **before** carrying out any later effect: no message with
+//!    a new epoch leaves before the epoch is on disk. [`Effect::Send`]: stamp the header with
+//!    the given epoch and send (a message to the master itself goes to its local clients).
+//!    [`Effect::RunRecovery`]: start the recovery; feed [`Input::RecoveryDone`] when it ends.
+//!    [`Effect::Drop`]: log the reason and close the connection the message came on.
+//!    The others are for the log.
+//! 4. **Failure.** If persisting the epoch fails, stop: never send with an epoch not on disk.
+//!
+//! # Map
+//! [`Config`], [`Input`], [`Effect`], [`DropReason`]: the boundary. `master`: [`Master`].
+
+#![deny(missing_docs)]
+
+mod master;
+#[cfg(test)]
+mod tests;
+
+pub use lava_dlm_ll::{DenyReason, Envelope, Epoch, LockId, LockMode, Message, NodeId, ResourceName};
+pub use master::{HolderView, Master, NodeState, NodeView, ResourceView};
+
+/// How long a node's lease lasts after a renewal, by default (the original's node timeout).
+pub const NODE_TIMEOUT_MS_DEFAULT: u64 = 15_000;
+/// The renewal interval the master tells nodes in LEASE_ACK, by default.
+pub const LEASE_RENEW_MS_DEFAULT: u64 = 2_000;
+
+/// Whether a lock in mode `held` and one in mode `requested` may be held together.
+pub fn compatible(held: LockMode, requested: LockMode) -> bool {
+    use LockMode::*;
+    match (held, requested) {
+        (Nl, _) | (_, Nl) => true,
+        (Cr, other) | (other, Cr) => other != Ex,
+        (Cw, Cw) | (Pr, Pr) => true,
+        _ => false,
+    }
+}
+
+/// Whether converting from `from` to `to` only removes conflicts (a pure down-conversion).
+pub fn is_down_conversion(from: LockMode, to: LockMode) -> bool {
+    LockMode::ALL.into_iter().all(|other| !compatible(from, other) || compatible(to, other))
+}
+
+/// One configured node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// Its id.
+    pub id: NodeId,
+    /// Its host name.
+    pub name: String,
+    /// Its journal slot.
+    pub slot: u32,
+}
+
+/// The master's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The master's own node id.
+    pub me: NodeId,
+    /// The master's DLM port (sent in NODE_JOIN answers).
+    pub port: u16,
+    /// Every configured node, the master included.
+    pub nodes: Vec<NodeConfig>,
+    /// A node whose lease is not renewed within this is declared dead.
+    pub node_timeout_ms: u64,
+    /// The renewal interval announced in LEASE_ACK.
+    pub lease_renew_ms: u64,
+}
+
+/// One input of a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The first step: take a new epoch.
+    Start,
+    /// A validated, authenticated message (the master's own local clients' requests come with
+    /// the master's id and [`Master::epoch`]).
+    Message(Envelope),
+    /// Time passed.
+    Tick,
+    /// The recovery of `node`'s journal finished.
+    RecoveryDone {
+        /// The dead node.
+        node: NodeId,
+    },
+}
+
+/// Why a message was not taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// The sender is not a configured node.
+    UnknownNode,
+    /// The sender has not joined (or has left).
+    NotJoined,
+    /// The sender was declared dead and is fenced.
+    Fenced,
+    /// The sender's epoch is older than its current incarnation's.
+    StaleEpoch {
+        /// The header's epoch.
+        got: Epoch,
+        /// The sender's current epoch.
+        current: Epoch,
+    },
+    /// The sender's epoch is newer than the master's: it talks to another master's life.
+    FutureEpoch {
+        /// The header's epoch.
+        got: Epoch,
+    },
+    /// The target is neither the master nor broadcast.
+    WrongTarget,
+    /// A NODE_JOIN while the node's previous incarnation is still being recovered.
+    RecoveryPending,
+    /// A message only the master sends (GRANT, DENY, BAST, LEASE_ACK, ...).
+    Unexpected,
+    /// A release of a lock that is neither held nor queued.
+    UnknownLock,
+    /// A JOURNAL_DONE for a node that is not being recovered.
+    NoRecoveryPending,
+}
+
+impl DropReason {
+    /// A one-line description for the log.
+    pub fn describe(&self) -> String {
+        match self {
+            DropReason::UnknownNode => "sender is not a configured node".to_owned(),
+            DropReason::NotJoined => "sender has not joined".to_owned(),
+            DropReason::Fenced => "sender was declared dead and is fenced".to_owned(),
+            DropReason::StaleEpoch { got, current } => {
+                format!("stale epoch {got}, sender's current is {current}")
+            }
+            DropReason::FutureEpoch { got } => format!("epoch {got} is newer than the master's"),
+            DropReason::WrongTarget => "target is not this master".to_owned(),
+            DropReason::RecoveryPending => "node's previous incarnation is being recovered".to_owned(),
+            DropReason::Unexpected => "message type is not sent to a master".to_owned(),
+            DropReason::UnknownLock => "lock is neither held nor queued".to_owned(),
+            DropReason::NoRecoveryPending => "no recovery pending for that node".to_owned(),
+        }
+    }
+
+    /// Whether the connection the message came on should be closed: everything but the
+    /// benign races (a release crossing a grant, a late JOURNAL_DONE).
+    pub fn closes_connection(&self) -> bool {
+        !matches!(self, DropReason::UnknownLock | DropReason::NoRecoveryPending)
+    }
+}
+
+/// One effect, to be carried out in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Make this epoch durable before anything that follows.
+    PersistEpoch(Epoch),
+    /// Send `message` to `to` with `epoch` in the header.
+    Send {
+        /// Destination.
+        to: NodeId,
+        /// Header epoch.
+        epoch: Epoch,
+        /// The message.
+        message: Message,
+    },
+    /// Replay `node`'s journal in `slot`; feed [`Input::RecoveryDone`] when done.
+    RunRecovery {
+        /// The dead node.
+        node: NodeId,
+        /// Its journal slot.
+        slot: u32,
+    },
+    /// A message from `from` was dropped.
+    Drop {
+        /// The sender.
+        from: NodeId,
+        /// Why.
+        reason: DropReason,
+    },
+    /// `node` joined with `epoch`.
+    NodeJoined {
+        /// The node.
+        node: NodeId,
+        /// Its epoch.
+        epoch: Epoch,
+    },
+    /// `node` was declared dead (lease expired or restarted).
+    NodeDead {
+        /// The node.
+        node: NodeId,
+    },
+    /// `node`'s recovery finished; its locks are released.
+    NodeRecovered {
+        /// The node.
+        node: NodeId,
+    },
+    /// `node` left in order.
+    NodeLeft {
+        /// The node.
+        node: NodeId,
+    },
+}

@@ -1,0 +1,690 @@
+//! [`Master`]: the lock table, the node table and the epoch, and [`Master::step`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::{
+    Config, DenyReason, DropReason, Effect, Envelope, Epoch, Input, LockId, LockMode, Message, NodeId,
+    ResourceName, compatible, is_down_conversion,
+};
+
+/// Who owns a lock: a node and that node's lock id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Owner {
+    node: NodeId,
+    lock: LockId,
+}
+
+#[derive(Clone, Debug)]
+struct Holder {
+    owner: Owner,
+    mode: LockMode,
+    token: u64,
+    /// The node died; the lock stays until its recovery ends.
+    fenced: bool,
+    /// A BAST was sent for the mode held now.
+    bast_sent: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Request {
+    owner: Owner,
+    mode: LockMode,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Resource {
+    granted: Vec<Holder>,
+    converting: VecDeque<Request>,
+    waiting: VecDeque<Request>,
+}
+
+impl Resource {
+    fn is_empty(&self) -> bool {
+        self.granted.is_empty() && self.converting.is_empty() && self.waiting.is_empty()
+    }
+
+    fn holder_idx(&self, owner: Owner) -> Option<usize> {
+        self.granted.iter().position(|holder| holder.owner == owner)
+    }
+
+    /// Compatible with every holder but `except`.
+    fn compatible_with_holders(&self, mode: LockMode, except: Option<Owner>) -> bool {
+        self.granted
+            .iter()
+            .filter(|holder| Some(holder.owner) != except)
+            .all(|holder| compatible(holder.mode, mode))
+    }
+}
+
+/// A node's membership state, as the master sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeState {
+    /// Not joined (never, or left, or recovered after death).
+    Absent,
+    /// Joined; its lease runs until the given time.
+    Alive {
+        /// Absolute lease expiry (ms).
+        lease_expires_at_ms: u64,
+    },
+    /// Declared dead; its locks are fenced until its recovery ends.
+    Recovering,
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    name: String,
+    slot: u32,
+    state: NodeState,
+    /// The epoch of its current (or last) incarnation.
+    epoch: Epoch,
+}
+
+/// A node in [`Master::nodes`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    /// Its id.
+    pub id: NodeId,
+    /// Its host name.
+    pub name: String,
+    /// Its state.
+    pub state: NodeState,
+    /// Its incarnation's epoch.
+    pub epoch: Epoch,
+    /// Locks it holds.
+    pub n_locks: u32,
+}
+
+/// A holder or waiter in a [`ResourceView`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HolderView {
+    /// Owning node.
+    pub node: NodeId,
+    /// Its lock id.
+    pub lock: LockId,
+    /// Mode held, or asked for.
+    pub mode: LockMode,
+    /// For a conversion: the mode asked for.
+    pub converting_to: Option<LockMode>,
+    /// Held by a dead node, awaiting recovery.
+    pub fenced: bool,
+}
+
+/// One resource in [`Master::resources`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceView {
+    /// The name.
+    pub name: ResourceName,
+    /// Holders, in grant order.
+    pub granted: Vec<HolderView>,
+    /// Waiters, in queue order.
+    pub waiting: Vec<HolderView>,
+}
+
+/// The lock master; see the crate documentation.
+#[derive(Clone, Debug)]
+pub struct Master {
+    config: Config,
+    epoch: Epoch,
+    /// Grants made in this epoch (the low half of the next token).
+    n_grants: u32,
+    now_ms: u64,
+    nodes: BTreeMap<NodeId, Node>,
+    resources: BTreeMap<ResourceName, Resource>,
+}
+
+impl Master {
+    /// A master whose last durable epoch is `durable_epoch`; step [`Input::Start`] first.
+    pub fn new(config: Config, durable_epoch: Epoch) -> Master {
+        let nodes = config
+            .nodes
+            .iter()
+            .map(|node| {
+                (
+                    node.id,
+                    Node {
+                        name: node.name.clone(),
+                        slot: node.slot,
+                        state: NodeState::Absent,
+                        epoch: Epoch(0),
+                    },
+                )
+            })
+            .collect();
+        assert!(config.nodes.iter().any(|node| node.id == config.me), "the master is a configured node");
+        Master { config, epoch: durable_epoch, n_grants: 0, now_ms: 0, nodes, resources: BTreeMap::new() }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// The earliest lease expiry, when a [`Input::Tick`] is due (`u64::MAX`: none).
+    pub fn next_deadline_ms(&self) -> u64 {
+        self.nodes
+            .values()
+            .filter_map(|node| match node.state {
+                NodeState::Alive { lease_expires_at_ms } => Some(lease_expires_at_ms),
+                _ => None,
+            })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Every configured node.
+    pub fn nodes(&self) -> Vec<NodeView> {
+        self.nodes
+            .iter()
+            .map(|(id, node)| NodeView {
+                id: *id,
+                name: node.name.clone(),
+                state: node.state,
+                epoch: node.epoch,
+                n_locks: self.n_locks(*id),
+            })
+            .collect()
+    }
+
+    /// Every resource with holders or waiters, by name.
+    pub fn resources(&self) -> Vec<ResourceView> {
+        self.resources
+            .iter()
+            .map(|(name, resource)| ResourceView {
+                name: name.clone(),
+                granted: resource
+                    .granted
+                    .iter()
+                    .map(|holder| HolderView {
+                        node: holder.owner.node,
+                        lock: holder.owner.lock,
+                        mode: holder.mode,
+                        converting_to: resource
+                            .converting
+                            .iter()
+                            .find(|request| request.owner == holder.owner)
+                            .map(|request| request.mode),
+                        fenced: holder.fenced,
+                    })
+                    .collect(),
+                waiting: resource
+                    .waiting
+                    .iter()
+                    .map(|request| HolderView {
+                        node: request.owner.node,
+                        lock: request.owner.lock,
+                        mode: request.mode,
+                        converting_to: None,
+                        fenced: false,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn n_locks(&self, node: NodeId) -> u32 {
+        let n = self.resources.values().flat_map(|r| &r.granted).filter(|h| h.owner.node == node).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Takes one input at `now_ms`; returns the effects in the order they must be carried out.
+    pub fn step(&mut self, now_ms: u64, input: Input) -> Vec<Effect> {
+        let mut out = Vec::new();
+        self.now_ms = self.now_ms.max(now_ms);
+        if input == Input::Start {
+            self.bump_epoch(&mut out);
+            let me = self.config.me;
+            let node = self.nodes.get_mut(&me).expect("the master is configured");
+            node.state = NodeState::Alive { lease_expires_at_ms: u64::MAX };
+            node.epoch = self.epoch;
+            return out;
+        }
+        self.expire_leases(&mut out);
+        match input {
+            Input::Start => unreachable!("handled above"),
+            Input::Tick => {}
+            Input::RecoveryDone { node } => self.recovery_done(node, &mut out),
+            Input::Message(envelope) => self.message(envelope, &mut out),
+        }
+        out
+    }
+
+    fn bump_epoch(&mut self, out: &mut Vec<Effect>) {
+        self.epoch = Epoch(self.epoch.0.checked_add(1).expect("an epoch does not reach 2^64"));
+        self.n_grants = 0;
+        out.push(Effect::PersistEpoch(self.epoch));
+    }
+
+    fn next_token(&mut self, out: &mut Vec<Effect>) -> u64 {
+        if self.n_grants == u32::MAX {
+            self.bump_epoch(out);
+        }
+        self.n_grants += 1;
+        (self.epoch.0 << 32) | u64::from(self.n_grants)
+    }
+
+    fn send(&self, out: &mut Vec<Effect>, to: NodeId, message: Message) {
+        out.push(Effect::Send { to, epoch: self.epoch, message });
+    }
+
+    /// Sends `message` to every live node but `except`.
+    fn broadcast(&self, out: &mut Vec<Effect>, except: NodeId, message: &Message) {
+        for (id, node) in &self.nodes {
+            if *id != except && *id != self.config.me && matches!(node.state, NodeState::Alive { .. }) {
+                self.send(out, *id, message.clone());
+            }
+        }
+    }
+
+    fn expire_leases(&mut self, out: &mut Vec<Effect>) {
+        let expired: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, node)| {
+                matches!(node.state, NodeState::Alive { lease_expires_at_ms } if lease_expires_at_ms <= self.now_ms)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for node in expired {
+            self.declare_dead(node, out);
+        }
+    }
+
+    /// The node death sequence of the spec, steps 3 to 6 (7 and 8 are the shell's recovery).
+    fn declare_dead(&mut self, dead: NodeId, out: &mut Vec<Effect>) {
+        assert_ne!(dead, self.config.me, "the master never declares itself dead");
+        let node = self.nodes.get_mut(&dead).expect("a configured node");
+        node.state = NodeState::Recovering;
+        let slot = node.slot;
+        self.bump_epoch(out);
+        out.push(Effect::NodeDead { node: dead });
+        self.broadcast(out, dead, &Message::LeaseExpire { node: dead });
+        let names: Vec<ResourceName> = self.resources.keys().cloned().collect();
+        for name in names {
+            let resource = self.resources.get_mut(&name).expect("listed above");
+            resource.converting.retain(|request| request.owner.node != dead);
+            resource.waiting.retain(|request| request.owner.node != dead);
+            for holder in &mut resource.granted {
+                if holder.owner.node == dead {
+                    holder.fenced = true;
+                }
+            }
+            self.serve(&name, out);
+        }
+        self.broadcast(out, dead, &Message::JournalRecover { node: dead, slot });
+        out.push(Effect::RunRecovery { node: dead, slot });
+    }
+
+    fn recovery_done(&mut self, dead: NodeId, out: &mut Vec<Effect>) {
+        let Some(node) = self.nodes.get_mut(&dead) else { return };
+        if node.state != NodeState::Recovering {
+            return;
+        }
+        node.state = NodeState::Absent;
+        let slot = node.slot;
+        self.broadcast(out, dead, &Message::JournalDone { node: dead, slot });
+        out.push(Effect::NodeRecovered { node: dead });
+        self.remove_node_locks(dead, out);
+    }
+
+    /// Removes every lock and request of `node` and serves the queues it was in.
+    fn remove_node_locks(&mut self, node: NodeId, out: &mut Vec<Effect>) {
+        let names: Vec<ResourceName> = self.resources.keys().cloned().collect();
+        for name in names {
+            let resource = self.resources.get_mut(&name).expect("listed above");
+            resource.granted.retain(|holder| holder.owner.node != node);
+            resource.converting.retain(|request| request.owner.node != node);
+            resource.waiting.retain(|request| request.owner.node != node);
+            self.serve(&name, out);
+        }
+    }
+
+    fn drop(out: &mut Vec<Effect>, from: NodeId, reason: DropReason) {
+        out.push(Effect::Drop { from, reason });
+    }
+
+    fn message(&mut self, envelope: Envelope, out: &mut Vec<Effect>) {
+        let Envelope { sender, target, epoch, message, .. } = envelope;
+        let Some(node) = self.nodes.get(&sender) else {
+            return Self::drop(out, sender, DropReason::UnknownNode);
+        };
+        if target.is_some_and(|target| target != self.config.me) {
+            return Self::drop(out, sender, DropReason::WrongTarget);
+        }
+        if let Message::NodeJoin { .. } = message {
+            return self.join(sender, epoch, out);
+        }
+        match node.state {
+            NodeState::Absent => return Self::drop(out, sender, DropReason::NotJoined),
+            NodeState::Recovering => return Self::drop(out, sender, DropReason::Fenced),
+            NodeState::Alive { .. } => {}
+        }
+        if epoch < node.epoch {
+            return Self::drop(out, sender, DropReason::StaleEpoch { got: epoch, current: node.epoch });
+        }
+        if epoch > self.epoch {
+            return Self::drop(out, sender, DropReason::FutureEpoch { got: epoch });
+        }
+        match message {
+            Message::Lock { lock, resource, mode, noqueue, convert } => {
+                let owner = Owner { node: sender, lock };
+                if convert {
+                    self.convert(owner, resource, mode, noqueue, out);
+                } else {
+                    self.lock(owner, resource, mode, noqueue, out);
+                }
+            }
+            Message::Release { lock, resource } => self.release(Owner { node: sender, lock }, resource, out),
+            Message::LeaseRenew { .. } => {
+                self.renew(sender);
+                let ack = Message::LeaseAck {
+                    duration_ms: self.config.lease_renew_ms,
+                    lock_count: self.n_locks(sender),
+                    node: sender,
+                };
+                self.send(out, sender, ack);
+            }
+            Message::NodeAlive => self.renew(sender),
+            Message::NodeLeave { .. } => {
+                self.nodes.get_mut(&sender).expect("checked above").state = NodeState::Absent;
+                out.push(Effect::NodeLeft { node: sender });
+                self.remove_node_locks(sender, out);
+            }
+            Message::JournalDone { node, .. } => {
+                if self.nodes.get(&node).is_some_and(|n| n.state == NodeState::Recovering) {
+                    self.recovery_done(node, out);
+                } else {
+                    Self::drop(out, sender, DropReason::NoRecoveryPending);
+                }
+            }
+            Message::CacheInval { resource, start, length } => {
+                let holders: BTreeSet<NodeId> = self
+                    .resources
+                    .get(&resource)
+                    .map(|r| r.granted.iter().filter(|h| !h.fenced).map(|h| h.owner.node).collect())
+                    .unwrap_or_default();
+                for node in holders.into_iter().filter(|node| *node != sender) {
+                    self.send(out, node, Message::CacheInval { resource: resource.clone(), start, length });
+                }
+            }
+            Message::NodeJoin { .. } => unreachable!("handled above"),
+            Message::Grant { .. }
+            | Message::Deny { .. }
+            | Message::Bast { .. }
+            | Message::LeaseAck { .. }
+            | Message::LeaseExpire { .. }
+            | Message::JournalRecover { .. } => Self::drop(out, sender, DropReason::Unexpected),
+        }
+    }
+
+    fn renew(&mut self, node: NodeId) {
+        let expires = self.now_ms.saturating_add(self.config.node_timeout_ms);
+        let state = &mut self.nodes.get_mut(&node).expect("a joined node").state;
+        if node != self.config.me {
+            *state = NodeState::Alive { lease_expires_at_ms: expires };
+        }
+    }
+
+    fn join(&mut self, sender: NodeId, epoch: Epoch, out: &mut Vec<Effect>) {
+        if sender == self.config.me {
+            return Self::drop(out, sender, DropReason::Unexpected);
+        }
+        let node = self.nodes.get(&sender).expect("checked by the caller");
+        match node.state {
+            NodeState::Recovering => return Self::drop(out, sender, DropReason::RecoveryPending),
+            // The same incarnation reconnecting: keep its locks.
+            NodeState::Alive { .. } if epoch == node.epoch => {}
+            NodeState::Alive { .. } => {
+                self.declare_dead(sender, out);
+                return Self::drop(out, sender, DropReason::RecoveryPending);
+            }
+            NodeState::Absent => {
+                self.nodes.get_mut(&sender).expect("checked").epoch = self.epoch;
+            }
+        }
+        self.renew(sender);
+        let node = self.nodes.get(&sender).expect("checked");
+        out.push(Effect::NodeJoined { node: sender, epoch: node.epoch });
+        let me = &self.nodes[&self.config.me];
+        let answer = Message::NodeJoin { name: me.name.clone(), port: self.config.port };
+        out.push(Effect::Send { to: sender, epoch: node.epoch, message: answer });
+    }
+
+    fn grant_message(owner: Owner, resource: &ResourceName, mode: LockMode, token: u64) -> Message {
+        Message::Grant { lock: owner.lock, resource: resource.clone(), mode, token }
+    }
+
+    fn deny(
+        &self,
+        out: &mut Vec<Effect>,
+        owner: Owner,
+        resource: ResourceName,
+        mode: LockMode,
+        reason: DenyReason,
+    ) {
+        self.send(out, owner.node, Message::Deny { lock: owner.lock, resource, mode, reason });
+    }
+
+    fn lock(
+        &mut self,
+        owner: Owner,
+        name: ResourceName,
+        mode: LockMode,
+        noqueue: bool,
+        out: &mut Vec<Effect>,
+    ) {
+        let resource = self.resources.entry(name.clone()).or_default();
+        if let Some(idx) = resource.holder_idx(owner) {
+            // A repeated request for a lock already granted in that mode: answer it again.
+            let holder = &resource.granted[idx];
+            if holder.mode == mode {
+                let grant = Self::grant_message(owner, &name, mode, holder.token);
+                return self.send(out, owner.node, grant);
+            }
+            return self.deny(out, owner, name, mode, DenyReason::Invalid);
+        }
+        if resource.waiting.iter().chain(&resource.converting).any(|request| request.owner == owner) {
+            return self.deny(out, owner, name, mode, DenyReason::Invalid);
+        }
+        let grantable = resource.converting.is_empty()
+            && resource.waiting.is_empty()
+            && resource.compatible_with_holders(mode, None);
+        if grantable {
+            let token = self.next_token(out);
+            let resource = self.resources.get_mut(&name).expect("entered above");
+            resource.granted.push(Holder { owner, mode, token, fenced: false, bast_sent: false });
+            let grant = Self::grant_message(owner, &name, mode, token);
+            return self.send(out, owner.node, grant);
+        }
+        if noqueue {
+            if resource.is_empty() {
+                self.resources.remove(&name);
+            }
+            return self.deny(out, owner, name, mode, DenyReason::WouldBlock);
+        }
+        resource.waiting.push_back(Request { owner, mode });
+        self.bast_blockers(&name, owner, mode, out);
+    }
+
+    fn convert(
+        &mut self,
+        owner: Owner,
+        name: ResourceName,
+        mode: LockMode,
+        noqueue: bool,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(resource) = self.resources.get_mut(&name) else {
+            return self.deny(out, owner, name, mode, DenyReason::NotHeld);
+        };
+        let Some(idx) = resource.holder_idx(owner) else {
+            return self.deny(out, owner, name, mode, DenyReason::NotHeld);
+        };
+        if resource.converting.iter().any(|request| request.owner == owner) {
+            return self.deny(out, owner, name, mode, DenyReason::Invalid);
+        }
+        let held = resource.granted[idx].mode;
+        if held == mode {
+            let grant = Self::grant_message(owner, &name, mode, resource.granted[idx].token);
+            return self.send(out, owner.node, grant);
+        }
+        let grantable = is_down_conversion(held, mode)
+            || (resource.converting.is_empty() && resource.compatible_with_holders(mode, Some(owner)));
+        if grantable {
+            self.grant_conversion(&name, idx, mode, out);
+            return self.serve(&name, out);
+        }
+        if noqueue {
+            return self.deny(out, owner, name, mode, DenyReason::WouldBlock);
+        }
+        let deadlock = resource.granted.iter().any(|holder| {
+            holder.owner != owner
+                && !compatible(holder.mode, mode)
+                && resource.converting.iter().any(|request| request.owner == holder.owner)
+        });
+        if deadlock {
+            return self.deny(out, owner, name, mode, DenyReason::Deadlock);
+        }
+        resource.converting.push_back(Request { owner, mode });
+        self.bast_blockers(&name, owner, mode, out);
+    }
+
+    fn grant_conversion(&mut self, name: &ResourceName, idx: usize, mode: LockMode, out: &mut Vec<Effect>) {
+        let token = self.next_token(out);
+        let holder = &mut self.resources.get_mut(name).expect("the caller found it").granted[idx];
+        holder.mode = mode;
+        holder.token = token;
+        holder.bast_sent = false;
+        let grant = Self::grant_message(holder.owner, name, mode, token);
+        let to = holder.owner.node;
+        self.send(out, to, grant);
+    }
+
+    fn release(&mut self, owner: Owner, name: ResourceName, out: &mut Vec<Effect>) {
+        let Some(resource) = self.resources.get_mut(&name) else {
+            return Self::drop(out, owner.node, DropReason::UnknownLock);
+        };
+        let before = resource.granted.len() + resource.converting.len() + resource.waiting.len();
+        resource.granted.retain(|holder| holder.owner != owner);
+        resource.converting.retain(|request| request.owner != owner);
+        resource.waiting.retain(|request| request.owner != owner);
+        if before == resource.granted.len() + resource.converting.len() + resource.waiting.len() {
+            return Self::drop(out, owner.node, DropReason::UnknownLock);
+        }
+        self.serve(&name, out);
+    }
+
+    /// Rule 3 of the crate doc, then BASTs for the heads still blocked; forgets an empty resource.
+    fn serve(&mut self, name: &ResourceName, out: &mut Vec<Effect>) {
+        loop {
+            let resource = &self.resources[name];
+            let Some(head) = resource.converting.front() else { break };
+            if !resource.compatible_with_holders(head.mode, Some(head.owner)) {
+                break;
+            }
+            let (owner, mode) = (head.owner, head.mode);
+            let idx = resource.holder_idx(owner).expect("a conversion belongs to a holder");
+            self.resources.get_mut(name).expect("present").converting.pop_front();
+            self.grant_conversion(name, idx, mode, out);
+        }
+        loop {
+            let resource = &self.resources[name];
+            if !resource.converting.is_empty() {
+                break;
+            }
+            let Some(head) = resource.waiting.front() else { break };
+            if !resource.compatible_with_holders(head.mode, None) {
+                break;
+            }
+            let (owner, mode) = (head.owner, head.mode);
+            let token = self.next_token(out);
+            let resource = self.resources.get_mut(name).expect("present");
+            resource.waiting.pop_front();
+            resource.granted.push(Holder { owner, mode, token, fenced: false, bast_sent: false });
+            let grant = Self::grant_message(owner, name, mode, token);
+            self.send(out, owner.node, grant);
+        }
+        let resource = &self.resources[name];
+        let heads: Vec<Request> =
+            resource.converting.front().into_iter().chain(resource.waiting.front()).cloned().collect();
+        for head in heads {
+            self.bast_blockers(name, head.owner, head.mode, out);
+        }
+        if self.resources[name].is_empty() {
+            self.resources.remove(name);
+        }
+    }
+
+    /// Rule 5: a BAST to each live holder (not `waiter`) whose mode blocks `mode`, once per mode held.
+    fn bast_blockers(&mut self, name: &ResourceName, waiter: Owner, mode: LockMode, out: &mut Vec<Effect>) {
+        let epoch = self.epoch;
+        let resource = self.resources.get_mut(name).expect("the caller found it");
+        for holder in &mut resource.granted {
+            if holder.owner != waiter && !holder.fenced && !holder.bast_sent && !compatible(holder.mode, mode)
+            {
+                holder.bast_sent = true;
+                out.push(Effect::Send {
+                    to: holder.owner.node,
+                    epoch,
+                    message: Message::Bast { lock: holder.owner.lock, resource: name.clone(), mode },
+                });
+            }
+        }
+    }
+
+    /// Checks every invariant of the lock table; panics naming the first one broken.
+    pub fn check_invariants(&self) {
+        for (name, resource) in &self.resources {
+            assert!(!resource.is_empty(), "{name}: an empty resource is forgotten");
+            for (idx, a) in resource.granted.iter().enumerate() {
+                for b in &resource.granted[idx + 1..] {
+                    assert!(
+                        compatible(a.mode, b.mode),
+                        "{name}: incompatible holders {:?} {} and {:?} {}",
+                        a.owner,
+                        a.mode,
+                        b.owner,
+                        b.mode
+                    );
+                    assert_ne!(a.owner, b.owner, "{name}: one owner holds twice");
+                }
+                let state = self.nodes[&a.owner.node].state;
+                assert!(
+                    matches!(state, NodeState::Alive { .. }) || (a.fenced && state == NodeState::Recovering),
+                    "{name}: {:?} is held by a node in state {state:?} (fenced: {})",
+                    a.owner,
+                    a.fenced
+                );
+                assert!(a.token >> 32 <= self.epoch.0, "{name}: a token from a future epoch");
+            }
+            for request in resource.converting.iter().chain(&resource.waiting) {
+                assert!(
+                    matches!(self.nodes[&request.owner.node].state, NodeState::Alive { .. }),
+                    "{name}: {:?} queued for a node that is not alive",
+                    request.owner
+                );
+            }
+            for request in &resource.converting {
+                assert!(
+                    resource.holder_idx(request.owner).is_some(),
+                    "{name}: a conversion without its lock"
+                );
+            }
+            if let Some(head) = resource.converting.front() {
+                assert!(
+                    !resource.compatible_with_holders(head.mode, Some(head.owner)),
+                    "{name}: the head conversion is grantable but waits"
+                );
+            } else if let Some(head) = resource.waiting.front() {
+                assert!(
+                    !resource.compatible_with_holders(head.mode, None),
+                    "{name}: the head waiter is grantable but waits"
+                );
+            }
+        }
+    }
+}

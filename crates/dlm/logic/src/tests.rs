@@ -1,0 +1,530 @@
+//! Exact-effects tests of every rule through [`check`], and a seeded random workload that
+//! checks the invariants after every step.
+//!
+//! Every test starts from [`cluster`]: node 1 is the master, nodes 2 and 3 joined at `T0`, all
+//! in epoch 1 (tokens `1 << 32 | n`).
+
+use crate::{
+    Config, DenyReason, DropReason, Effect, Envelope, Epoch, Input, LockId, LockMode, Master, Message,
+    NodeConfig, NodeId, ResourceName, compatible,
+};
+use LockMode::*;
+
+const T0: u64 = 1_700_000_000_000;
+const TIMEOUT_MS: u64 = 10_000;
+
+fn n(id: u32) -> NodeId {
+    NodeId::new(id).expect("non-zero")
+}
+
+fn r(name: &str) -> ResourceName {
+    ResourceName::parse(name).expect("valid")
+}
+
+fn token(epoch: u64, n_grant: u64) -> u64 {
+    (epoch << 32) | n_grant
+}
+
+fn config() -> Config {
+    let nodes = (1..=3).map(|id| NodeConfig { id: n(id), name: format!("h{id}"), slot: id - 1 }).collect();
+    Config { me: n(1), port: 6883, nodes, node_timeout_ms: TIMEOUT_MS, lease_renew_ms: 2_000 }
+}
+
+fn from(sender: u32, epoch: u64, message: Message) -> Input {
+    Input::Message(Envelope { seq: 1, sender: n(sender), target: Some(n(1)), epoch: Epoch(epoch), message })
+}
+
+fn lock_msg(lock: u64, resource: &str, mode: LockMode, noqueue: bool, convert: bool) -> Message {
+    Message::Lock { lock: LockId(lock), resource: r(resource), mode, noqueue, convert }
+}
+
+/// `sender` asks for lock `lock` on `resource` in `mode`, in epoch 1.
+fn lock(sender: u32, lock: u64, resource: &str, mode: LockMode) -> Input {
+    from(sender, 1, lock_msg(lock, resource, mode, false, false))
+}
+
+fn try_lock(sender: u32, lock: u64, resource: &str, mode: LockMode) -> Input {
+    from(sender, 1, lock_msg(lock, resource, mode, true, false))
+}
+
+fn convert(sender: u32, lock: u64, resource: &str, mode: LockMode) -> Input {
+    from(sender, 1, lock_msg(lock, resource, mode, false, true))
+}
+
+fn release(sender: u32, lock: u64, resource: &str) -> Input {
+    from(sender, 1, Message::Release { lock: LockId(lock), resource: r(resource) })
+}
+
+fn send(to: u32, epoch: u64, message: Message) -> Effect {
+    Effect::Send { to: n(to), epoch: Epoch(epoch), message }
+}
+
+fn grant(to: u32, lock: u64, resource: &str, mode: LockMode, token: u64) -> Effect {
+    send(to, token >> 32, Message::Grant { lock: LockId(lock), resource: r(resource), mode, token })
+}
+
+fn deny(to: u32, lock: u64, resource: &str, mode: LockMode, reason: DenyReason) -> Effect {
+    send(to, 1, Message::Deny { lock: LockId(lock), resource: r(resource), mode, reason })
+}
+
+fn bast(to: u32, lock: u64, resource: &str, mode: LockMode) -> Effect {
+    send(to, 1, Message::Bast { lock: LockId(lock), resource: r(resource), mode })
+}
+
+fn join_msg(name: &str) -> Message {
+    Message::NodeJoin { name: name.to_owned(), port: 6883 }
+}
+
+/// A started master with nodes 2 and 3 joined at `T0`.
+fn cluster() -> Master {
+    let mut master = Master::new(config(), Epoch(0));
+    check_at(&mut master, T0, vec![Input::Start], vec![Effect::PersistEpoch(Epoch(1))]);
+    check_at(
+        &mut master,
+        T0,
+        vec![from(2, 0, join_msg("h2")), from(3, 0, join_msg("h3"))],
+        vec![
+            Effect::NodeJoined { node: n(2), epoch: Epoch(1) },
+            send(2, 1, join_msg("h1")),
+            Effect::NodeJoined { node: n(3), epoch: Epoch(1) },
+            send(3, 1, join_msg("h1")),
+        ],
+    );
+    master
+}
+
+/// Steps every input at `now_ms`, checks the invariants after each, and asserts that the
+/// concatenated effects are exactly `expected`.
+fn check_at(master: &mut Master, now_ms: u64, inputs: Vec<Input>, expected: Vec<Effect>) {
+    let mut effects = Vec::new();
+    for input in inputs {
+        effects.extend(master.step(now_ms, input));
+        master.check_invariants();
+    }
+    assert_eq!(effects, expected);
+}
+
+fn check(master: &mut Master, inputs: Vec<Input>, expected: Vec<Effect>) {
+    check_at(master, T0, inputs, expected);
+}
+
+// Goal: the compatibility matrix is exactly the standard one (VMS, Linux DLM, OCFS2). Method:
+// for each of the 36 pairs, node 2 takes the first mode, node 3 asks NOQUEUE for the second;
+// the answer must be a grant where the table says Y and a WouldBlock deny where it says N.
+#[test]
+fn compatibility_matrix_is_the_standard_one() {
+    const TABLE: [[bool; 6]; 6] = [
+        [true, true, true, true, true, true],
+        [true, true, true, true, true, false],
+        [true, true, true, false, false, false],
+        [true, true, false, true, false, false],
+        [true, true, false, false, false, false],
+        [true, false, false, false, false, false],
+    ];
+    for (held_idx, held) in LockMode::ALL.into_iter().enumerate() {
+        for (asked_idx, asked) in LockMode::ALL.into_iter().enumerate() {
+            let yes = TABLE[held_idx][asked_idx];
+            assert_eq!(compatible(held, asked), yes, "{held} vs {asked}");
+            assert_eq!(compatible(asked, held), yes, "the matrix is symmetric");
+            let mut master = cluster();
+            let answer = if yes {
+                grant(3, 1, "r", asked, token(1, 2))
+            } else {
+                deny(3, 1, "r", asked, DenyReason::WouldBlock)
+            };
+            check(
+                &mut master,
+                vec![lock(2, 1, "r", held), try_lock(3, 1, "r", asked)],
+                vec![grant(2, 1, "r", held, token(1, 1)), answer],
+            );
+        }
+    }
+}
+
+// Goal: a stream of compatible readers does not starve a queued EX (the original's flaw).
+// Method: PR held, EX queued; new PR requests queue behind the EX although they are
+// compatible with the holder; the EX is granted at the release, the readers after it.
+#[test]
+fn reader_stream_does_not_starve_a_queued_ex() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Pr), lock(3, 1, "r", Ex), lock(2, 2, "r", Pr), lock(1, 1, "r", Pr)],
+        vec![grant(2, 1, "r", Pr, token(1, 1)), bast(2, 1, "r", Ex)],
+    );
+    check(
+        &mut master,
+        vec![release(2, 1, "r")],
+        vec![grant(3, 1, "r", Ex, token(1, 2)), bast(3, 1, "r", Pr)],
+    );
+    check(
+        &mut master,
+        vec![release(3, 1, "r")],
+        vec![grant(2, 2, "r", Pr, token(1, 3)), grant(1, 1, "r", Pr, token(1, 4))],
+    );
+}
+
+// Goal: grants are FIFO: a later request compatible with the holders still waits behind an
+// earlier incompatible one, and waiters are granted in arrival order.
+#[test]
+fn waiters_are_granted_in_fifo_order() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Ex), lock(3, 1, "r", Ex), lock(3, 2, "r", Cr), lock(2, 2, "r", Ex)],
+        vec![grant(2, 1, "r", Ex, token(1, 1)), bast(2, 1, "r", Ex)],
+    );
+    check(
+        &mut master,
+        vec![release(2, 1, "r")],
+        vec![grant(3, 1, "r", Ex, token(1, 2)), bast(3, 1, "r", Cr)],
+    );
+    check(
+        &mut master,
+        vec![release(3, 1, "r")],
+        vec![grant(3, 2, "r", Cr, token(1, 3)), bast(3, 2, "r", Ex)],
+    );
+    check(&mut master, vec![release(3, 2, "r")], vec![grant(2, 2, "r", Ex, token(1, 4))]);
+}
+
+// Goal: conversions go ahead of new requests, and a down-conversion is granted at once.
+// Method: two PR holders; one converts to EX (queued, BAST to the other); a new PR request
+// waits behind the conversion; at the release the conversion is granted; its down-conversion
+// back to PR is granted at once and lets the new PR in.
+#[test]
+fn conversions_go_ahead_of_new_requests() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Pr), lock(3, 1, "r", Pr), convert(2, 1, "r", Ex), lock(1, 1, "r", Pr)],
+        vec![grant(2, 1, "r", Pr, token(1, 1)), grant(3, 1, "r", Pr, token(1, 2)), bast(3, 1, "r", Ex)],
+    );
+    check(
+        &mut master,
+        vec![release(3, 1, "r")],
+        vec![grant(2, 1, "r", Ex, token(1, 3)), bast(2, 1, "r", Pr)],
+    );
+    check(
+        &mut master,
+        vec![convert(2, 1, "r", Pr)],
+        vec![grant(2, 1, "r", Pr, token(1, 4)), grant(1, 1, "r", Pr, token(1, 5))],
+    );
+}
+
+// Goal: an up-conversion is granted at once when the other holders allow it, and a blocked one
+// is granted as soon as they do (the original never granted a blocked up-conversion).
+#[test]
+fn up_conversion_is_granted_when_compatible_with_the_other_holders() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Cr), lock(3, 1, "r", Cr), convert(2, 1, "r", Pw)],
+        vec![
+            grant(2, 1, "r", Cr, token(1, 1)),
+            grant(3, 1, "r", Cr, token(1, 2)),
+            grant(2, 1, "r", Pw, token(1, 3)),
+        ],
+    );
+    check(&mut master, vec![convert(2, 1, "r", Ex)], vec![bast(3, 1, "r", Ex)]);
+    check(&mut master, vec![release(3, 1, "r")], vec![grant(2, 1, "r", Ex, token(1, 4))]);
+}
+
+// Goal: NOQUEUE denies instead of queueing, for requests and conversions, leaving no trace;
+// a conversion that would deadlock with a queued one is denied; bad conversions are refused.
+#[test]
+fn noqueue_deadlock_and_invalid_requests_are_denied() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![
+            lock(2, 1, "r", Pr),
+            lock(3, 1, "r", Pr),
+            from(3, 1, lock_msg(1, "r", Ex, true, true)),
+            try_lock(1, 1, "r", Ex),
+            convert(2, 1, "r", Ex),
+            convert(3, 1, "r", Ex),
+            convert(1, 9, "r", Ex),
+            lock(2, 1, "r", Ex),
+        ],
+        vec![
+            grant(2, 1, "r", Pr, token(1, 1)),
+            grant(3, 1, "r", Pr, token(1, 2)),
+            deny(3, 1, "r", Ex, DenyReason::WouldBlock),
+            deny(1, 1, "r", Ex, DenyReason::WouldBlock),
+            bast(3, 1, "r", Ex),
+            deny(3, 1, "r", Ex, DenyReason::Deadlock),
+            deny(1, 9, "r", Ex, DenyReason::NotHeld),
+            deny(2, 1, "r", Ex, DenyReason::Invalid),
+        ],
+    );
+    assert_eq!(master.resources().len(), 1);
+    assert_eq!(master.resources()[0].waiting.len(), 0, "denied requests leave no trace");
+}
+
+// Goal: a BAST goes to every holder that blocks a waiter, once per mode held, never to
+// holders that do not block, and re-arms after a conversion.
+#[test]
+fn bast_goes_once_to_each_blocking_holder() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Cr), lock(3, 1, "r", Pr), lock(1, 1, "r", Pw), lock(1, 2, "r", Ex)],
+        vec![
+            grant(2, 1, "r", Cr, token(1, 1)),
+            grant(3, 1, "r", Pr, token(1, 2)),
+            bast(3, 1, "r", Pw),
+            bast(2, 1, "r", Ex),
+        ],
+    );
+    check(
+        &mut master,
+        vec![convert(3, 1, "r", Nl)],
+        vec![grant(3, 1, "r", Nl, token(1, 3)), grant(1, 1, "r", Pw, token(1, 4)), bast(1, 1, "r", Ex)],
+    );
+}
+
+// Goal: the node death sequence: an expired lease fences the node (epoch bump persisted
+// first, LEASE_EXPIRE, JOURNAL_RECOVER, recovery started); its locks are not granted to
+// others until its recovery is done; its messages are refused meanwhile, and stale-epoch ones
+// after it rejoins.
+#[test]
+fn lease_expiry_fences_then_recovery_releases() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Ex), lock(3, 1, "r", Ex), lock(2, 2, "q", Ex), lock(3, 2, "q", Pr)],
+        vec![
+            grant(2, 1, "r", Ex, token(1, 1)),
+            bast(2, 1, "r", Ex),
+            grant(2, 2, "q", Ex, token(1, 2)),
+            bast(2, 2, "q", Pr),
+        ],
+    );
+    let renew = from(3, 1, Message::LeaseRenew { duration_ms: 0, lock_count: 0 });
+    let ack = send(3, 1, Message::LeaseAck { duration_ms: 2_000, lock_count: 0, node: n(3) });
+    check_at(&mut master, T0 + 6_000, vec![renew], vec![ack]);
+    check_at(&mut master, T0 + 9_999, vec![Input::Tick], vec![]);
+    assert_eq!(master.next_deadline_ms(), T0 + TIMEOUT_MS);
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![Input::Tick],
+        vec![
+            Effect::PersistEpoch(Epoch(2)),
+            Effect::NodeDead { node: n(2) },
+            send(3, 2, Message::LeaseExpire { node: n(2) }),
+            send(3, 2, Message::JournalRecover { node: n(2), slot: 1 }),
+            Effect::RunRecovery { node: n(2), slot: 1 },
+        ],
+    );
+    let late = from(2, 1, Message::Release { lock: LockId(1), resource: r("r") });
+    let rejoin = from(2, 1, join_msg("h2"));
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![late.clone(), rejoin.clone()],
+        vec![
+            Effect::Drop { from: n(2), reason: DropReason::Fenced },
+            Effect::Drop { from: n(2), reason: DropReason::RecoveryPending },
+        ],
+    );
+    assert!(master.resources().iter().all(|resource| resource.granted.iter().all(|h| h.fenced)));
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![Input::RecoveryDone { node: n(2) }],
+        vec![
+            send(3, 2, Message::JournalDone { node: n(2), slot: 1 }),
+            Effect::NodeRecovered { node: n(2) },
+            grant(3, 2, "q", Pr, token(2, 1)),
+            grant(3, 1, "r", Ex, token(2, 2)),
+        ],
+    );
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![rejoin, late, from(2, 3, Message::NodeAlive)],
+        vec![
+            Effect::NodeJoined { node: n(2), epoch: Epoch(2) },
+            send(2, 2, join_msg("h1")),
+            Effect::Drop { from: n(2), reason: DropReason::StaleEpoch { got: Epoch(1), current: Epoch(2) } },
+            Effect::Drop { from: n(2), reason: DropReason::FutureEpoch { got: Epoch(3) } },
+        ],
+    );
+}
+
+// Goal: a JOURNAL_DONE from a live node ends a recovery like the shell's own; a second one is
+// a benign drop.
+#[test]
+fn journal_done_from_a_peer_ends_the_recovery() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Ex), lock(3, 1, "r", Ex)],
+        vec![grant(2, 1, "r", Ex, token(1, 1)), bast(2, 1, "r", Ex)],
+    );
+    let renew = from(3, 1, Message::LeaseRenew { duration_ms: 0, lock_count: 0 });
+    master.step(T0 + 5_000, renew);
+    let effects = master.step(T0 + TIMEOUT_MS, Input::Tick);
+    assert!(effects.contains(&Effect::RunRecovery { node: n(2), slot: 1 }));
+    let done = from(3, 1, Message::JournalDone { node: n(2), slot: 1 });
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![done.clone(), done],
+        vec![
+            send(3, 2, Message::JournalDone { node: n(2), slot: 1 }),
+            Effect::NodeRecovered { node: n(2) },
+            grant(3, 1, "r", Ex, token(2, 1)),
+            Effect::Drop { from: n(3), reason: DropReason::NoRecoveryPending },
+        ],
+    );
+}
+
+// Goal: a NODE_JOIN from a node thought alive with another epoch is a restart: the old
+// incarnation is declared dead and fenced; the same epoch is a reconnect that keeps the locks.
+#[test]
+fn restarted_node_is_fenced_and_reconnect_keeps_locks() {
+    let mut master = cluster();
+    check(&mut master, vec![lock(2, 1, "r", Ex)], vec![grant(2, 1, "r", Ex, token(1, 1))]);
+    check(
+        &mut master,
+        vec![from(2, 1, join_msg("h2"))],
+        vec![Effect::NodeJoined { node: n(2), epoch: Epoch(1) }, send(2, 1, join_msg("h1"))],
+    );
+    check(
+        &mut master,
+        vec![from(2, 0, join_msg("h2"))],
+        vec![
+            Effect::PersistEpoch(Epoch(2)),
+            Effect::NodeDead { node: n(2) },
+            send(3, 2, Message::LeaseExpire { node: n(2) }),
+            send(3, 2, Message::JournalRecover { node: n(2), slot: 1 }),
+            Effect::RunRecovery { node: n(2), slot: 1 },
+            Effect::Drop { from: n(2), reason: DropReason::RecoveryPending },
+        ],
+    );
+}
+
+// Goal: NODE_LEAVE releases the node's locks at once (no fencing, no recovery) and serves the
+// waiters; CACHE_INVAL is forwarded to the other live holders of the resource.
+#[test]
+fn leave_releases_and_cache_inval_is_forwarded() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Cr), lock(3, 1, "r", Cr), lock(1, 1, "r", Cr)],
+        vec![
+            grant(2, 1, "r", Cr, token(1, 1)),
+            grant(3, 1, "r", Cr, token(1, 2)),
+            grant(1, 1, "r", Cr, token(1, 3)),
+        ],
+    );
+    let inval = Message::CacheInval { resource: r("r"), start: 4096, length: 512 };
+    check(&mut master, vec![from(2, 1, inval.clone())], vec![send(1, 1, inval.clone()), send(3, 1, inval)]);
+    check(
+        &mut master,
+        vec![lock(1, 2, "r", Ex), from(3, 1, Message::NodeLeave { name: "h3".to_owned(), port: 1 })],
+        vec![bast(2, 1, "r", Ex), bast(3, 1, "r", Ex), bast(1, 1, "r", Ex), Effect::NodeLeft { node: n(3) }],
+    );
+    check(&mut master, vec![release(2, 1, "r"), release(1, 1, "r")], vec![grant(1, 2, "r", Ex, token(1, 4))]);
+    check(
+        &mut master,
+        vec![lock(3, 1, "r", Nl)],
+        vec![Effect::Drop { from: n(3), reason: DropReason::NotJoined }],
+    );
+}
+
+// Goal: messages that are not for a master, for another target or from strangers are dropped
+// with their reason; a release of an unknown lock is a benign drop.
+#[test]
+fn misdirected_messages_are_dropped_with_a_reason() {
+    let mut master = cluster();
+    let wrong_target = Input::Message(Envelope {
+        seq: 1,
+        sender: n(2),
+        target: Some(n(3)),
+        epoch: Epoch(1),
+        message: Message::NodeAlive,
+    });
+    check(
+        &mut master,
+        vec![
+            from(2, 1, Message::LeaseExpire { node: n(3) }),
+            wrong_target,
+            from(4, 1, Message::NodeAlive),
+            release(2, 7, "r"),
+        ],
+        vec![
+            Effect::Drop { from: n(2), reason: DropReason::Unexpected },
+            Effect::Drop { from: n(2), reason: DropReason::WrongTarget },
+            Effect::Drop { from: n(4), reason: DropReason::UnknownNode },
+            Effect::Drop { from: n(2), reason: DropReason::UnknownLock },
+        ],
+    );
+}
+
+// Goal: under a random workload of locks, conversions, releases, NOQUEUE, renewals and node
+// deaths, the invariants hold after every step, and once everyone releases, every queued
+// request was granted. Method: a seeded LCG; a failing seed reproduces.
+#[test]
+fn random_workloads_keep_the_invariants() {
+    for seed in 0..200u64 {
+        let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let mut next = |bound: u64| {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % bound
+        };
+        let mut master = cluster();
+        let mut now = T0;
+        for _ in 0..300 {
+            now += next(200);
+            let node = 1 + next(3) as u32;
+            let epoch = master.nodes().iter().find(|view| view.id == n(node)).map_or(1, |view| view.epoch.0);
+            let resource = ["a", "b"][next(2) as usize];
+            let mode = LockMode::ALL[next(6) as usize];
+            let lock_id = next(4);
+            let message = match next(6) {
+                0 | 1 => lock_msg(lock_id, resource, mode, next(4) == 0, false),
+                2 => lock_msg(lock_id, resource, mode, next(2) == 0, true),
+                3 => Message::Release { lock: LockId(lock_id), resource: r(resource) },
+                4 => Message::LeaseRenew { duration_ms: 0, lock_count: 0 },
+                _ => join_msg("x"),
+            };
+            let effects = master.step(now, from(node, epoch, message));
+            master.check_invariants();
+            for effect in effects {
+                if let Effect::RunRecovery { node, .. } = effect {
+                    master.step(now, Input::RecoveryDone { node });
+                    master.check_invariants();
+                }
+            }
+        }
+        // Everyone releases everything it holds, repeatedly, until the table is empty.
+        for _ in 0..100 {
+            let views = master.resources();
+            if views.is_empty() {
+                break;
+            }
+            for view in views {
+                for holder in view.granted {
+                    let epoch = master.nodes().iter().find(|v| v.id == holder.node).map_or(1, |v| v.epoch.0);
+                    let input = from(
+                        holder.node.get(),
+                        epoch,
+                        Message::Release { lock: holder.lock, resource: view.name.clone() },
+                    );
+                    master.step(now, input);
+                    master.check_invariants();
+                }
+            }
+            now += TIMEOUT_MS;
+            for effect in master.step(now, Input::Tick) {
+                if let Effect::RunRecovery { node, .. } = effect {
+                    master.step(now, Input::RecoveryDone { node });
+                }
+            }
+        }
+        assert!(master.resources().is_empty(), "seed {seed}: locks left: {:?}", master.resources());
+    }
+}
