@@ -195,8 +195,8 @@ impl BenchCluster {
         self.set_lsf_conf("LSB_MBD_PORT", &port.to_string())
     }
 
-    /// Starts sbatchd for the host and waits for its ready file (the credential socket
-    /// listens); then waits until mbatchd has registered it, which `registered` checks.
+    /// Starts sbatchd for the host and waits for its ready file (its credential socket
+    /// listens; it registers with mbatchd right after, and jobs submitted meanwhile wait).
     pub fn start_sbatchd(&mut self) -> anyhow::Result<Daemon> {
         let ready = self.dir().join("run/sbatchd.ready");
         let args: Vec<&OsStr> =

@@ -121,17 +121,21 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Mbd, ShellError> {
         }
         None => Mbd::new(config)?,
     };
-    let records = replay.records;
-    // Reading, checking and decoding the records runs on a helper thread while this one
-    // applies them: on a large log the two halves take about as long each, so a restart
-    // waits for the longer one rather than for both. The events arrive in log order, in
-    // bounded batches; the first error on either side ends both.
-    let n_events = std::thread::scope(|scope| {
-        let (batches, decoded) = std::sync::mpsc::sync_channel(REPLAY_BATCHES_QUEUED_MAX);
-        let reader_dir = dir.clone();
-        scope.spawn(move || decode_records(records, &reader_dir, &batches));
-        apply_records(&mut mbd, &dir, &decoded)
-    })?;
+    let mut n_events = 0u64;
+    for record in replay.records {
+        let (position, payload) = record?;
+        let problem = |problem: String| ShellError::Replay {
+            dir: dir.clone(),
+            what: "record",
+            position: position.0,
+            problem,
+        };
+        let event: Event = lava_xdr::from_bytes(&payload, &EVENT_LIMITS)
+            .map_err(|error| problem(format!("does not decode as an event: {error}")))?;
+        // Replay has no further use for the event: its submission moves into the job.
+        mbd.apply_owned(event).map_err(|error| problem(error.to_string()))?;
+        n_events += 1;
+    }
     tracing::info!(
         snapshot = snapshot_position,
         events = n_events,
@@ -139,73 +143,6 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Mbd, ShellError> {
         "state rebuilt from the event log"
     );
     Ok(mbd)
-}
-
-/// Events decoded ahead of the applying thread, per batch.
-const REPLAY_BATCH_EVENTS: usize = 256;
-/// Batches the decoding thread may be ahead by (bounds the memory of a replay).
-const REPLAY_BATCHES_QUEUED_MAX: usize = 16;
-
-/// One decoded record: its position and event, or why it could not be read or decoded.
-type Decoded = Result<(u64, Event), ShellError>;
-
-/// The decoding half of [`recover`]: reads `records` in order and sends them decoded, in
-/// batches, stopping after the first error (the last item it sends) or once the applying
-/// side is gone.
-fn decode_records(
-    records: lava_eventlog::Records,
-    dir: &Path,
-    batches: &std::sync::mpsc::SyncSender<Vec<Decoded>>,
-) {
-    let mut batch = Vec::with_capacity(REPLAY_BATCH_EVENTS);
-    for record in records {
-        let decoded = record.map_err(ShellError::from).and_then(|(position, payload)| {
-            let event = lava_xdr::from_bytes::<Event>(&payload, &EVENT_LIMITS).map_err(|error| {
-                ShellError::Replay {
-                    dir: dir.to_owned(),
-                    what: "record",
-                    position: position.0,
-                    problem: format!("does not decode as an event: {error}"),
-                }
-            })?;
-            Ok((position.0, event))
-        });
-        let failed = decoded.is_err();
-        batch.push(decoded);
-        if failed || batch.len() == REPLAY_BATCH_EVENTS {
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH_EVENTS));
-            if batches.send(full).is_err() || failed {
-                return;
-            }
-        }
-    }
-    if !batch.is_empty() {
-        // The applying side may have stopped at an error of its own; nothing to do then.
-        let _ = batches.send(batch);
-    }
-}
-
-/// The applying half of [`recover`]: applies the decoded events in order; returns how
-/// many, or the first error of either half.
-fn apply_records(
-    mbd: &mut Mbd,
-    dir: &Path,
-    decoded: &std::sync::mpsc::Receiver<Vec<Decoded>>,
-) -> Result<u64, ShellError> {
-    let mut n_events = 0u64;
-    for batch in decoded {
-        for item in batch {
-            let (position, event) = item?;
-            mbd.apply_owned(event).map_err(|error| ShellError::Replay {
-                dir: dir.to_owned(),
-                what: "record",
-                position,
-                problem: error.to_string(),
-            })?;
-            n_events += 1;
-        }
-    }
-    Ok(n_events)
 }
 
 /// What a helper thread of the journal finished.

@@ -14,7 +14,7 @@
 
 use std::cmp::Reverse;
 
-use lava_batch_ll::HostName;
+use lava_batch_ll::{HostName, QueueName};
 use lava_batch_wire as wire;
 
 use crate::effect::ToSbd;
@@ -41,37 +41,68 @@ impl Mbd {
         if n_free == 0 {
             return;
         }
-        let mut candidates: Vec<(Reverse<u32>, u32)> = Vec::new();
-        for id in &self.store.index.pending {
-            let job = &self.store.jobs[id];
-            // A job whose queue left the configuration waits until it returns.
-            if let Some(queue) = self.config.queue(&job.queue) {
-                candidates.push((Reverse(queue.priority), *id));
+        // Priority levels, highest first; the jobs of one level in id order, merged over
+        // its queues. A job whose queue left the configuration is under no level: it
+        // waits until its queue returns.
+        let mut levels: Vec<u32> = self.config.queues.iter().map(|queue| queue.priority).collect();
+        levels.sort_unstable_by_key(|priority| Reverse(*priority));
+        levels.dedup();
+        for priority in levels {
+            let queues: Vec<QueueName> = self
+                .config
+                .queues
+                .iter()
+                .filter(|queue| {
+                    queue.priority == priority && self.store.index.pending.contains_key(&queue.name)
+                })
+                .map(|queue| queue.name.clone())
+                .collect();
+            let mut after = 0;
+            while let Some(id) = self.next_pending(&queues, after) {
+                after = id;
+                if self.try_dispatch(step, id, &mut free, &mut n_free) && n_free == 0 {
+                    return;
+                }
             }
         }
-        candidates.sort_unstable();
-        for (_, id) in candidates {
-            let job = &self.store.jobs[&id];
-            let n_slots = job.n_slots();
-            let Some(host_idx) =
-                free.iter().position(|(host, n)| *n >= n_slots && self.may_run_on(job, host))
-            else {
-                continue;
-            };
-            let host = free[host_idx].0.clone();
-            free[host_idx].1 -= n_slots;
-            n_free -= u64::from(n_slots);
-            let record = JobStartRecord {
-                job: job.job,
-                exec_hosts: vec![host.clone(); n_slots as usize],
-                time_ms: step.now_ms,
-            };
-            self.record(step, Event::JobStart(record));
-            self.send_new_job(step, id, &host);
-            if n_free == 0 {
-                break;
-            }
-        }
+    }
+
+    /// The lowest pending job id above `after` in any of `queues`. Dispatching takes a
+    /// job out of the pending index, so the walk looks the next one up each time.
+    fn next_pending(&self, queues: &[QueueName], after: u32) -> Option<u32> {
+        queues
+            .iter()
+            .filter_map(|queue| self.store.index.pending.get(queue)?.range(after.checked_add(1)?..).next())
+            .min()
+            .copied()
+    }
+
+    /// Dispatches pending job `id` to the first host in `free` where it fits and may
+    /// run, if any; says whether it did.
+    fn try_dispatch(
+        &mut self,
+        step: &mut Step,
+        id: u32,
+        free: &mut [(HostName, u32)],
+        n_free: &mut u64,
+    ) -> bool {
+        let job = &self.store.jobs[&id];
+        let n_slots = job.n_slots();
+        let Some(host_idx) = free.iter().position(|(host, n)| *n >= n_slots && self.may_run_on(job, host))
+        else {
+            return false;
+        };
+        let host = free[host_idx].0.clone();
+        free[host_idx].1 -= n_slots;
+        *n_free -= u64::from(n_slots);
+        let record = JobStartRecord {
+            job: job.job,
+            exec_hosts: vec![host.clone(); n_slots as usize],
+            time_ms: step.now_ms,
+        };
+        self.record(step, Event::JobStart(record));
+        self.send_new_job(step, id, &host);
+        true
     }
 
     /// Whether `job` may be dispatched to `host` (free slots aside).

@@ -60,8 +60,10 @@ pub struct RetiredRequest {
 pub(crate) struct Index {
     pub(crate) by_request: BTreeMap<wire::RequestId, u32>,
     pub(crate) slots_used: BTreeMap<HostName, u32>,
-    /// Jobs in PEND (not PSUSP): the dispatch candidates.
-    pub(crate) pending: BTreeSet<u32>,
+    /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue: dispatch visits
+    /// them queue priority first, then id, and stops once the free slots are taken,
+    /// without looking at the rest of a long backlog.
+    pub(crate) pending: BTreeMap<QueueName, BTreeSet<u32>>,
     /// Finished jobs by (finish time, id): the cleaning order.
     pub(crate) finished: BTreeSet<(u64, u32)>,
     /// Started jobs whose NEW_JOB_REPLY is not yet committed.
@@ -101,7 +103,23 @@ impl Index {
                 }
             }
         }
-        toggle(&mut self.pending, id, job.status == JobStatus::Pend, add);
+        if job.status == JobStatus::Pend {
+            match self.pending.get_mut(&job.queue) {
+                Some(ids) if add => {
+                    ids.insert(id);
+                }
+                Some(ids) => {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.pending.remove(&job.queue);
+                    }
+                }
+                None if add => {
+                    self.pending.insert(job.queue.clone(), BTreeSet::from([id]));
+                }
+                None => {}
+            }
+        }
         toggle(&mut self.finished, (job.status_time_ms, id), job.status.is_finished(), add);
         toggle(&mut self.unaccepted, id, started && job.accepted.is_none(), add);
         toggle(&mut self.signaling, id, !job.pending_signals.is_empty(), add);

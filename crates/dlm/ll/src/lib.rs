@@ -94,7 +94,8 @@ impl NodeId {
 
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        // Through the inner value's Display, so that width and alignment (tables) apply.
+        fmt::Display::fmt(&self.0, f)
     }
 }
 
@@ -104,7 +105,7 @@ pub struct Epoch(pub u64);
 
 impl fmt::Display for Epoch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        fmt::Display::fmt(&self.0, f)
     }
 }
 
@@ -130,7 +131,7 @@ impl ResourceName {
 
 impl fmt::Display for ResourceName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -194,7 +195,7 @@ impl LockMode {
 
 impl fmt::Display for LockMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
@@ -642,5 +643,14 @@ mod tests {
             assert_eq!(LockMode::parse(&mode.name().to_lowercase()), Some(mode));
         }
         assert_eq!(LockMode::parse("XX"), None);
+    }
+
+    // Goal: the names and numbers honour width and alignment, so that mxfsctl's tables line up
+    // (they were written unpadded, gluing the columns together).
+    #[test]
+    fn display_honours_width() {
+        let name = ResourceName::parse("r").expect("valid");
+        let node = NodeId::new(3).expect("not zero");
+        assert_eq!(format!("{name:<3}|{node:<3}|{:<3}|{:>3}|", LockMode::Ex, Epoch(7)), "r  |3  |EX |  7|");
     }
 }

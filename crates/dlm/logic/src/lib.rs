@@ -32,8 +32,10 @@
 //!    holder and no earlier conversion is queued. Otherwise it queues in the conversion queue,
 //!    which is served before the wait queue ("conversions ahead of new requests"). A blocked
 //!    up-conversion is granted as soon as the other holders allow it (the original never did).
-//!    A conversion blocked by a holder that is itself converting is denied with
-//!    `Deadlock` (two PR holders both converting to EX would otherwise wait forever).
+//!    A conversion blocked by a holder that is itself converting, or that would queue behind
+//!    a conversion its own granted mode blocks, is denied with `Deadlock` (two PR holders both
+//!    converting to EX would otherwise wait forever; as the Linux DLM's conversion deadlock
+//!    detection).
 //! 3. After every release, conversion or purge the queues are served in order: the head of the
 //!    conversion queue while it is compatible with the other holders; then, only once no
 //!    conversion waits, the head of the wait queue while it is compatible with every holder.

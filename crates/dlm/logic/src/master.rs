@@ -545,7 +545,7 @@ impl Master {
             holder.owner != owner
                 && !compatible(holder.mode, mode)
                 && resource.converting.iter().any(|request| request.owner == holder.owner)
-        });
+        }) || resource.converting.iter().any(|request| !compatible(held, request.mode));
         if deadlock {
             return self.deny(out, owner, name, mode, DenyReason::Deadlock);
         }

@@ -261,6 +261,29 @@ fn noqueue_deadlock_and_invalid_requests_are_denied() {
     assert_eq!(master.resources()[0].waiting.len(), 0, "denied requests leave no trace");
 }
 
+// Goal (regression, found by tests/sim.rs seed 720): a conversion that would queue behind an
+// earlier conversion its own granted mode blocks is a deadlock, and is denied. Node 2 holds NL
+// and converts to EX (blocked by node 3's CR); node 3 then converts CR to EX: it would wait
+// behind node 2's conversion, which waits for node 3's CR, for ever (the check only looked at
+// holders whose granted mode blocks the new mode; NL blocks nothing). As in the Linux DLM's
+// conversion deadlock detection.
+#[test]
+fn conversion_queued_behind_one_it_blocks_is_a_deadlock() {
+    let mut master = cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Nl), lock(3, 1, "r", Cr), convert(2, 1, "r", Ex), convert(3, 1, "r", Ex)],
+        vec![
+            grant(2, 1, "r", Nl, token(1, 1)),
+            grant(3, 1, "r", Cr, token(1, 2)),
+            bast(3, 1, "r", Ex),
+            deny(3, 1, "r", Ex, DenyReason::Deadlock),
+        ],
+    );
+    // Node 3 answers the BAST: node 2's conversion goes through.
+    check(&mut master, vec![release(3, 1, "r")], vec![grant(2, 1, "r", Ex, token(1, 3))]);
+}
+
 // Goal: a BAST goes to every holder that blocks a waiter, once per mode held, never to
 // holders that do not block, and re-arms after a conversion.
 #[test]

@@ -355,6 +355,42 @@ fn dispatch_follows_priority_then_id_and_placement() {
     assert_eq!(h.infos(&[4])[0].exec_hosts, vec!["hostC".to_owned(); 3]);
 }
 
+// Goal: queues of equal priority share one order, by job id, and a backlog
+// is served from its front, one freed slot at a time; a job whose queue left
+// the configuration is never dispatched. Method: a third queue with the
+// default queue's priority, jobs alternating between the two on a one-slot
+// host; then a restart without the third queue.
+#[test]
+fn equal_priority_queues_dispatch_by_job_id() {
+    let mut config = config();
+    let also = crate::QueueConfig { name: queue("also"), priority: 30, default: false, hosts: vec![] };
+    config.queues.push(also);
+    let mut h = Harness::with_config(config);
+    h.step(registered("hostB", 1));
+    let one = run_job(&mut h, 1, "hostB");
+    for (n, name) in [(2, "also"), (3, "normal"), (4, "also"), (5, "also"), (6, "normal")] {
+        let mut queued = request();
+        queued.queue = name.into();
+        h.step(submit(n, n, "alice", queued));
+    }
+    let mut running = one;
+    for next in [2, 3, 4] {
+        let effects = h.step(finished("hostB", running, 100 + running as i32, 0));
+        assert!(effects.contains(&append(ev_start(next, "hostB", 1, T0))), "job {next} next: {effects:?}");
+        h.step(started("hostB", next, 100 + next as i32));
+        running = next;
+    }
+    // Without the queue `also`, job 5 waits in it; job 6 goes first.
+    let without = super::harness::config();
+    let mut restarted = Harness::with_config(without.clone());
+    restarted.mbd = replay(&without, None, &h.log);
+    restarted.log = h.log.clone();
+    restarted.step(registered("hostB", 1));
+    let effects = restarted.step(finished("hostB", running, 100 + running as i32, 0));
+    assert!(effects.contains(&append(ev_start(6, "hostB", 1, T0))), "{effects:?}");
+    assert_eq!(restarted.infos(&[5])[0].status, JobStatus::Pend.bits());
+}
+
 // Goal: NEW_JOB is resent on Tick only once the interval has passed and only
 // to a connected host; registration resends at once; an accepted job is not resent.
 #[test]
