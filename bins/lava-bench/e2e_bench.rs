@@ -38,7 +38,7 @@ const CONNECTIONS_DEFAULT: usize = 32;
 /// Interval of the finish poll, by default.
 const POLL_MS_DEFAULT: u64 = 100;
 /// Jobs named in one poll query at most.
-const QUERY_JOBS_MAX: u32 = 1000;
+const QUERY_JOBS_MAX: u32 = 256;
 /// Longest the whole run may take before the bench gives up.
 const RUN_TIMEOUT: Duration = Duration::from_secs(900);
 
