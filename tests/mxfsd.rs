@@ -442,6 +442,36 @@ fn killed_master_fails_its_locks_and_nodes_rejoin_its_restart_with_a_newer_epoch
     drop(nodes);
 }
 
+// Goal: `mxfsctl lock R MODE -- CMD` never lets CMD run unprotected: when the
+// lock is lost (here the master dies), the command is stopped at once and
+// mxfsctl fails with a message naming the resource. Method: a `sleep 600`
+// under an EX lock on h2; kill the master; mxfsctl must exit non-zero, long
+// before the sleep would have ended, and say the lock was lost.
+#[test]
+fn mxfsctl_stops_its_command_when_the_lock_is_lost() {
+    let (cluster, mut nodes) = start_cluster();
+    let mut guarded = cluster
+        .command(mxfsctl_bin())
+        .arg("--socket")
+        .arg(&nodes[1].socket)
+        .args(["lock", "guarded", "EX", "--", "sleep", "600"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start mxfsctl");
+    wait_until("h2's mxfsctl to hold the lock", IO_TIMEOUT, || {
+        lock_rows(&nodes[0].socket, "guarded").contains(&row("2", "EX", "granted")).then_some(())
+    });
+    nodes[0].daemon.kill();
+    let status =
+        wait_until("mxfsctl to stop its command", IO_TIMEOUT, || guarded.try_wait().expect("try_wait"));
+    assert_eq!(status.code(), Some(1));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut guarded.stderr.take().expect("piped stderr"), &mut stderr)
+        .expect("read stderr");
+    assert!(stderr.contains("guarded: lock lost; stopping sleep"), "{stderr}");
+    drop(nodes);
+}
+
 /// A NODE_JOIN from node 2 (h2), as the daemon frames it, sealed by `auth`.
 fn sealed_join(auth: &Authenticator) -> Vec<u8> {
     let envelope = wire::Envelope { seq: 1, sender: 2, target: 1, epoch: 0 };

@@ -17,7 +17,10 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use lava_dlm_ll::LockMode;
 
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, Reply};
+
+/// How often `mxfsctl lock` looks for a lost-lock notification while its command runs.
+const LOST_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// mxfsctl's command line.
 #[derive(Clone, Debug, Parser)]
@@ -106,10 +109,30 @@ fn run(args: CtlArgs) -> Result<ExitCode, String> {
                 ClientError::Refused { message, .. } => format!("{resource}: {message}"),
                 other => format!("{resource}: {other}"),
             })?;
-            let status = Command::new(&command[0])
+            let mut child = Command::new(&command[0])
                 .args(&command[1..])
-                .status()
+                .spawn()
                 .map_err(|error| format!("{}: {error}", command[0]))?;
+            // While the command runs, watch for the lock being lost (the master
+            // declared this node dead, or mxfsd went away): the command is then no
+            // longer protected, so it is stopped at once rather than left running
+            // unguarded, and mxfsctl fails.
+            let status = loop {
+                if let Some(status) = child.try_wait().map_err(|error| format!("{}: {error}", command[0]))? {
+                    break status;
+                }
+                let lost = match client.next_notification(LOST_POLL_INTERVAL) {
+                    Ok(Some(Reply::Lost { handle })) => (handle == grant.handle).then(|| "lost".to_owned()),
+                    Ok(_) => None,
+                    Err(error) => Some(format!("no longer guaranteed ({error})")),
+                };
+                if let Some(why) = lost {
+                    eprintln!("mxfsctl: {resource}: lock {why}; stopping {}", command[0]);
+                    let _already_gone = child.kill();
+                    let _reaped = child.wait();
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
             // Releasing explicitly reports a lock lost meanwhile; closing the socket would do too.
             if let Err(error) = client.unlock(grant.handle) {
                 eprintln!("mxfsctl: {resource}: release: {error}");
