@@ -450,26 +450,39 @@ fn killed_master_fails_its_locks_and_nodes_rejoin_its_restart_with_a_newer_epoch
 #[test]
 fn mxfsctl_stops_its_command_when_the_lock_is_lost() {
     let (cluster, mut nodes) = start_cluster();
-    let mut guarded = cluster
-        .command(mxfsctl_bin())
-        .arg("--socket")
-        .arg(&nodes[1].socket)
-        .args(["lock", "guarded", "EX", "--", "sleep", "600"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start mxfsctl");
+    let mut guarded = KillOnDrop(
+        cluster
+            .command(mxfsctl_bin())
+            .arg("--socket")
+            .arg(&nodes[1].socket)
+            .args(["lock", "guarded", "EX", "--", "sleep", "600"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start mxfsctl"),
+    );
     wait_until("h2's mxfsctl to hold the lock", IO_TIMEOUT, || {
         lock_rows(&nodes[0].socket, "guarded").contains(&row("2", "EX", "granted")).then_some(())
     });
     nodes[0].daemon.kill();
     let status =
-        wait_until("mxfsctl to stop its command", IO_TIMEOUT, || guarded.try_wait().expect("try_wait"));
+        wait_until("mxfsctl to stop its command", IO_TIMEOUT, || guarded.0.try_wait().expect("try_wait"));
     assert_eq!(status.code(), Some(1));
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut guarded.stderr.take().expect("piped stderr"), &mut stderr)
+    std::io::Read::read_to_string(&mut guarded.0.stderr.take().expect("piped stderr"), &mut stderr)
         .expect("read stderr");
     assert!(stderr.contains("guarded: lock lost; stopping sleep"), "{stderr}");
     drop(nodes);
+}
+
+/// A child process killed (with its own children left to the test's cluster
+/// guard) when the test ends, also when it fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _already_gone = self.0.kill();
+        let _reaped = self.0.wait();
+    }
 }
 
 /// A NODE_JOIN from node 2 (h2), as the daemon frames it, sealed by `auth`.
