@@ -130,13 +130,7 @@ pub fn run(args: Args) -> Result<(), ShellError> {
 }
 
 fn init_logging(mask: LogMask) {
-    let level = match mask {
-        LogMask::Emerg | LogMask::Alert | LogMask::Crit | LogMask::Err => "error",
-        LogMask::Warning => "warn",
-        LogMask::Notice | LogMask::Info => "info",
-        LogMask::Debug => "debug",
-        LogMask::Debug1 | LogMask::Debug2 | LogMask::Debug3 => "trace",
-    };
+    let level = mask.level_name();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // try_init fails only if a logger is already installed (a test); that one stays.

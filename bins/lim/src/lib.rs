@@ -159,12 +159,7 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
 /// Loads the configuration and serves until killed.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (setup, mask) = setup(&args)?;
-    let level = match mask {
-        LogMask::Emerg | LogMask::Alert | LogMask::Crit | LogMask::Err => "error",
-        LogMask::Warning => "warn",
-        LogMask::Notice | LogMask::Info => "info",
-        _ => "debug",
-    };
+    let level = mask.level_name();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // The log goes to standard error, like the other daemons' (standard output is not a log).

@@ -16,13 +16,7 @@ use crate::ShellError;
 
 /// The tracing level of an `LSF_LOG_MASK`.
 pub fn level(mask: LogMask) -> &'static str {
-    match mask {
-        LogMask::Emerg | LogMask::Alert | LogMask::Crit | LogMask::Err => "error",
-        LogMask::Warning => "warn",
-        LogMask::Notice | LogMask::Info => "info",
-        LogMask::Debug => "debug",
-        LogMask::Debug1 | LogMask::Debug2 | LogMask::Debug3 => "trace",
-    }
+    mask.level_name()
 }
 
 /// Installs the logger: to `file` (appending) if given, else to standard

@@ -214,12 +214,7 @@ pub fn main() -> ExitCode {
 /// Loads the configuration and serves until SIGTERM or SIGINT.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (settings, mask) = settings(&args)?;
-    let level = match mask {
-        LogMask::Emerg | LogMask::Alert | LogMask::Crit | LogMask::Err => "error",
-        LogMask::Warning => "warn",
-        LogMask::Notice | LogMask::Info => "info",
-        _ => "debug",
-    };
+    let level = mask.level_name();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let _installed = tracing_subscriber::fmt()

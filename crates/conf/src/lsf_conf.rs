@@ -123,6 +123,18 @@ pub enum LogMask {
 }
 
 impl LogMask {
+    /// The `tracing` level name this mask maps to (`error`, `warn`, `info`,
+    /// `debug`, `trace`): the daemons' default log filter when `RUST_LOG` is unset.
+    pub fn level_name(self) -> &'static str {
+        match self {
+            LogMask::Emerg | LogMask::Alert | LogMask::Crit | LogMask::Err => "error",
+            LogMask::Warning => "warn",
+            LogMask::Notice | LogMask::Info => "info",
+            LogMask::Debug => "debug",
+            LogMask::Debug1 | LogMask::Debug2 | LogMask::Debug3 => "trace",
+        }
+    }
+
     const NAMES: [(&'static str, LogMask); 11] = [
         ("LOG_EMERG", LogMask::Emerg),
         ("LOG_ALERT", LogMask::Alert),
@@ -413,6 +425,16 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Goal: every LSF_LOG_MASK maps to the tracing level the daemons log at.
+    #[test]
+    fn log_masks_map_to_tracing_levels() {
+        assert_eq!(LogMask::Err.level_name(), "error");
+        assert_eq!(LogMask::Warning.level_name(), "warn");
+        assert_eq!(LogMask::Info.level_name(), "info");
+        assert_eq!(LogMask::Debug.level_name(), "debug");
+        assert_eq!(LogMask::Debug3.level_name(), "trace");
+    }
 
     fn conf(text: &str) -> LsfConf {
         LsfConf::parse(Path::new("/etc/lava"), text).expect("valid lsf.conf")
