@@ -27,7 +27,7 @@
 //!
 //! ```text
 //! restart_log events=1000000 jobs=... finished=... pending=... log_bytes=... secs=...
-//! restart events=1000000 jobs=... secs_to_port=... secs_to_first_bjobs=... rss_kb=... baseline_rss_kb=... rss_bytes_per_finished_job=...
+//! restart events=1000000 jobs=... secs_to_port=... secs_to_first_bjobs=... rss_kb=... baseline_rss_kb=... rss_bytes_per_finished_job=... cpu_s=...
 //! restart_bjobs_all jobs=... secs=... answered=yes|no(...)
 //! ```
 //!
@@ -113,6 +113,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let history = write_log(&cluster, &options)?;
     let (mbatchd, timing) = start_and_query(&mut cluster, &user)?;
     let rss_kb = mbatchd.rss_kb()?;
+    let (cpu_s, _) = mbatchd.cpu_secs()?;
     ensure!(
         timing.n_jobs_answered == options.pending as usize,
         "bjobs -u all showed {} jobs, {} are pending",
@@ -123,7 +124,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let per_job = (rss_kb.saturating_sub(baseline_rss_kb) * 1024) as f64 / history.n_finished as f64;
     println!(
         "restart events={} jobs={n_jobs} secs_to_port={:.3} secs_to_first_bjobs={:.3} rss_kb={rss_kb} \
-         baseline_rss_kb={baseline_rss_kb} rss_bytes_per_finished_job={per_job:.0}",
+         baseline_rss_kb={baseline_rss_kb} rss_bytes_per_finished_job={per_job:.0} cpu_s={cpu_s:.2}",
         options.events, timing.secs_to_port, timing.secs_to_answer,
     );
 

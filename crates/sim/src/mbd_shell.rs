@@ -22,6 +22,7 @@
 //!   newest snapshot with [`Mbd::from_snapshot`] and replays only the records
 //!   after it.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 
 use lava_batch_ll::{HostName, SubmitSpec, UserName};
@@ -186,7 +187,7 @@ impl World {
             Input::JobExecute { msg, .. } => lava_batch_ll::job_ref("execute.job", msg.job).ok(),
             _ => None,
         };
-        let before = execute_job.and_then(|job| mbd.job(job).cloned());
+        let before = execute_job.and_then(|job| mbd.job(job).map(Cow::into_owned));
         let trace_input = self.trace.enabled().then(|| format!("{input:?}"));
         let mut effects = Vec::new();
         mbd.step(self.now_ms, input, &mut effects);
@@ -202,7 +203,7 @@ impl World {
         }
         if let Some(job) = execute_job {
             let after = mbd.job(job);
-            self.oracle_check_execute_changes_no_state(job, before.as_ref(), after);
+            self.oracle_check_execute_changes_no_state(job, before.as_ref(), after.as_deref());
         }
         self.oracle_check_terminal_live();
         let mut first_message = None;

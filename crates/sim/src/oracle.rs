@@ -181,8 +181,8 @@ impl World {
             return; // unknown or finished: DONE/EXIT dominate, ACK only
         };
         let confirmed = match msg {
-            ToSbd::NewJobReplyAck(_) => !started_on(job, name) || job.accepted().is_some(),
-            ToSbd::JobExecuteAck(_) => started_on(job, name) && job.exec().is_some(),
+            ToSbd::NewJobReplyAck(_) => !started_on(&job, name) || job.accepted().is_some(),
+            ToSbd::JobExecuteAck(_) => started_on(&job, name) && job.exec().is_some(),
             _ => false,
         };
         if !confirmed {

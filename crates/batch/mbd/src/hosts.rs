@@ -69,7 +69,7 @@ impl Mbd {
             ususp: u32,
         }
         let mut counts: BTreeMap<&HostName, Counts> = BTreeMap::new();
-        for job in self.store.jobs.values() {
+        for (_, job) in self.store.live_jobs() {
             for host in &job.exec_hosts {
                 let entry = counts.entry(host).or_default();
                 match job.status {

@@ -11,8 +11,9 @@
 //! No I/O, no clock (time arrives as `now_ms`, milliseconds since the epoch),
 //! no randomness, no threads, no tokio; no `HashMap` whose order could reach
 //! an output (every collection is a `BTreeMap`/`BTreeSet` or sorted). It never
-//! encodes bytes (the shell encodes [`Event`]s and messages with `lava-xdr`),
-//! never validates wire structure (`lava-batch-ll` did), never checks
+//! encodes bytes for the log or the wire (the shell encodes [`Event`]s and
+//! messages with `lava-xdr`; the logic's one use of it is the compact in-memory
+//! form of finished jobs, see `state.rs`), never validates wire structure (`lava-batch-ll` did), never checks
 //! credentials (the shell vouched for [`Caller`]).
 //!
 //! # The rule that makes replay exact

@@ -6,6 +6,7 @@
 //! the same [`Store::apply`] that replay uses and then queues it for the log,
 //! so the live state can never hold a change the log lacks.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use lava_batch_ll::{HostName, JobRef};
@@ -109,9 +110,9 @@ impl Mbd {
         &self.config
     }
 
-    /// A job in memory.
-    pub fn job(&self, job: JobRef) -> Option<&Job> {
-        self.store.jobs.get(&job.id()).map(Box::as_ref).filter(|j| j.job == job)
+    /// A job in memory (a finished one is decoded from its compact form).
+    pub fn job(&self, job: JobRef) -> Option<Cow<'_, Job>> {
+        self.store.job(job.id()).filter(|j| j.job == job)
     }
 
     /// The highest job id ever given.
@@ -160,7 +161,7 @@ impl Mbd {
         effects.extend(step.appends.into_iter().map(Effect::Append));
         effects.extend(step.messages);
         if cfg!(debug_assertions)
-            && self.store.jobs.len() <= INVARIANT_CHECK_JOBS_MAX
+            && self.store.len() <= INVARIANT_CHECK_JOBS_MAX
             && let Err(problem) = self.check_invariants()
         {
             panic!("mbd invariant broken after a step: {problem}");
@@ -197,7 +198,8 @@ impl Mbd {
 
     /// Drops transient bookkeeping that no longer matches job `id`'s durable state.
     fn sync_links(&mut self, id: u32) {
-        let job = self.store.jobs.get(&id);
+        // Only an unfinished job has unanswered intents (a finish clears them).
+        let job = self.store.live(id);
         if !self.store.index.unaccepted.contains(&id) {
             self.links.new_job_sent_ms.remove(&id);
         }
@@ -211,7 +213,7 @@ impl Mbd {
         for key in stale {
             self.links.signal_sent_ms.remove(&key);
         }
-        if job.is_none_or(|j| j.status.is_finished()) {
+        if job.is_none() {
             self.links.avoid.remove(&id);
         }
     }
@@ -246,8 +248,8 @@ impl Mbd {
         self.store.check()?;
         // The durable state may hold a torn step's unanswered intent of a
         // pending job; Start answers it, so no step ever leaves one.
-        if let Some(job) =
-            self.store.jobs.values().find(|j| j.status.is_pending() && !j.pending_signals.is_empty())
+        if let Some((_, job)) =
+            self.store.live_jobs().find(|(_, j)| j.status.is_pending() && !j.pending_signals.is_empty())
         {
             return Err(format!("job {}: pending with an unanswered intent after a step", job.job));
         }
@@ -271,18 +273,13 @@ impl Mbd {
             return Err(format!("job {id}: NEW_JOB resend armed for an accepted or unstarted job"));
         }
         for (id, seq) in self.links.signal_sent_ms.keys() {
-            let pending = self
-                .store
-                .jobs
-                .get(id)
-                .is_some_and(|j| j.pending_signals.iter().any(|p| p.signal_seq == *seq));
+            let pending =
+                self.store.live(*id).is_some_and(|j| j.pending_signals.iter().any(|p| p.signal_seq == *seq));
             if !pending {
                 return Err(format!("job {id}: signal {seq} resend armed but not pending"));
             }
         }
-        if let Some(id) =
-            self.links.avoid.keys().find(|id| self.store.jobs.get(id).is_none_or(|j| j.status.is_finished()))
-        {
+        if let Some(id) = self.links.avoid.keys().find(|id| self.store.live(**id).is_none()) {
             return Err(format!("job {id}: refusal memory kept for a finished or cleaned job"));
         }
         Ok(())

@@ -65,7 +65,7 @@ impl Mbd {
             Target::Unknown | Target::Finished => return self.send(step, host, ack),
             Target::Live(id) => id,
         };
-        let job = &self.store.jobs[&id];
+        let job = self.store.live_job(id);
         let awaiting_reply = job.is_started_on(host) && job.accepted.is_none();
         match &reply.outcome {
             wire::NewJobOutcome::Started { pid, pgid, .. } => {
@@ -105,7 +105,7 @@ impl Mbd {
 
     /// Job `id`, started on `host` and not accepted, was refused there.
     fn refused(&mut self, step: &mut Step, id: u32, host: &HostName, message: &str) {
-        let job_ref = self.store.jobs[&id].job;
+        let job_ref = self.store.live_job(id).job;
         let reason = format!(
             "The job was refused by the execution host <{host}>: {}",
             truncate(message, REFUSAL_REASON_BYTES_MAX)
@@ -133,7 +133,7 @@ impl Mbd {
             Target::Unknown | Target::Finished => return self.send(step, host, ack),
             Target::Live(id) => id,
         };
-        let job = &self.store.jobs[&id];
+        let job = self.store.live_job(id);
         if !job.is_started_on(host) {
             return;
         }
@@ -160,7 +160,7 @@ impl Mbd {
             Target::Unknown | Target::Finished => return self.send(step, host, ack),
             Target::Live(id) => id,
         };
-        let job = &self.store.jobs[&id];
+        let job = self.store.live_job(id);
         if !job.is_started_on(host) {
             return;
         }

@@ -8,7 +8,8 @@
 //! durable state: a job shown UNKWN is still RUN or suspended to the filter). Any user may
 //! see any job, as in LSF. A job-name filter ending in `*` matches by prefix.
 
-use std::collections::BTreeSet;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use lava_batch_wire::{self as wire, state_filter};
 
@@ -26,24 +27,23 @@ impl Mbd {
             );
             return self.reply(step, client, reply);
         }
-        let mut selected = BTreeSet::new();
+        let mut selected: BTreeMap<u32, Cow<'_, Job>> = BTreeMap::new();
         let mut not_found = Vec::new();
         if query.jobs.is_empty() {
-            selected.extend(
-                self.store
-                    .jobs
-                    .iter()
-                    .filter(|(_, job)| {
-                        user_matches(job, &query.user, caller) && state_matches(job, query.state_filter)
-                    })
-                    .map(|(id, _)| *id),
-            );
+            let wanted =
+                |job: &Job| user_matches(job, &query.user, caller) && state_matches(job, query.state_filter);
+            // Only the filters that can show a finished job read the finished (frozen) ones.
+            let jobs: Box<dyn Iterator<Item = (u32, Cow<'_, Job>)>> = match query.state_filter {
+                state_filter::DONE | state_filter::ALL => Box::new(self.store.all_jobs()),
+                _ => Box::new(self.store.live_jobs().map(|(id, job)| (id, Cow::Borrowed(job)))),
+            };
+            selected.extend(jobs.filter(|(_, job)| wanted(job)));
         } else {
             for wanted in &query.jobs {
                 let found = lava_batch_ll::job_ref("job", *wanted).ok().and_then(|job| self.job(job));
                 match found {
                     Some(job) => {
-                        selected.insert(job.job.id());
+                        selected.insert(job.job.id(), job);
                     }
                     None if !not_found.contains(wanted) => not_found.push(*wanted),
                     None => {}
@@ -51,13 +51,12 @@ impl Mbd {
             }
         }
         let jobs = selected
-            .into_iter()
-            .map(|id| &self.store.jobs[&id])
+            .into_values()
             .filter(|job| self.place_matches(job, query))
             .map(|job| {
                 let mut info = job.info(self.config.queue(&job.queue).is_some());
                 // UNKWN is display state: lim's view, never logged (see `hosts`).
-                info.status = self.shown_status(job).bits();
+                info.status = self.shown_status(&job).bits();
                 info
             })
             .collect();

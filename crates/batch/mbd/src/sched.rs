@@ -86,7 +86,7 @@ impl Mbd {
         free: &mut [(HostName, u32)],
         n_free: &mut u64,
     ) -> bool {
-        let job = &self.store.jobs[&id];
+        let job = self.store.live_job(id);
         let n_slots = job.n_slots();
         let Some(host_idx) = free.iter().position(|(host, n)| *n >= n_slots && self.may_run_on(job, host))
         else {
@@ -116,7 +116,7 @@ impl Mbd {
 
     /// Sends (or resends) NEW_JOB for started job `id` and arms its resend.
     fn send_new_job(&mut self, step: &mut Step, id: u32, host: &HostName) {
-        let specs = self.job_specs(&self.store.jobs[&id]);
+        let specs = self.job_specs(self.store.live_job(id));
         self.send(step, host, ToSbd::NewJob(Box::new(specs)));
         self.links.new_job_sent_ms.insert(id, step.now_ms);
     }
@@ -155,7 +155,7 @@ impl Mbd {
 
     /// Sends JOB_SIGNAL for each unanswered intent of accepted job `id`.
     pub(crate) fn send_signals(&mut self, step: &mut Step, id: u32, due: impl Fn(Option<u64>) -> bool) {
-        let job = &self.store.jobs[&id];
+        let job = self.store.live_job(id);
         let Some(host) = job.run_host().filter(|_| job.accepted.is_some()).cloned() else {
             return;
         };
@@ -178,7 +178,7 @@ impl Mbd {
 
     /// After `host` registered: everything it has not answered, at once.
     pub(crate) fn resend_to_host(&mut self, step: &mut Step, host: &HostName) {
-        let on_host = |mbd: &Mbd, id: &u32| mbd.store.jobs[id].run_host() == Some(host);
+        let on_host = |mbd: &Mbd, id: &u32| mbd.store.live_job(*id).run_host() == Some(host);
         let new_jobs: Vec<u32> =
             self.store.index.unaccepted.iter().filter(|id| on_host(self, id)).copied().collect();
         for id in new_jobs {
@@ -202,7 +202,7 @@ impl Mbd {
             .index
             .unaccepted
             .iter()
-            .filter_map(|id| Some((*id, self.store.jobs[id].run_host()?.clone())))
+            .filter_map(|id| Some((*id, self.store.live_job(*id).run_host()?.clone())))
             .filter(|(id, host)| self.is_connected(host) && due(self.links.new_job_sent_ms.get(id).copied()))
             .collect();
         for (id, host) in new_jobs {
@@ -214,7 +214,7 @@ impl Mbd {
             .index
             .signaling
             .iter()
-            .filter(|id| self.store.jobs[id].run_host().is_some_and(|host| self.is_connected(host)))
+            .filter(|id| self.store.live_job(**id).run_host().is_some_and(|host| self.is_connected(host)))
             .copied()
             .collect();
         for id in signaled {
@@ -232,7 +232,7 @@ impl Mbd {
             .map(|(_, id)| *id)
             .collect();
         for id in cleanable {
-            let job = self.store.jobs[&id].job;
+            let job = self.store.finished(id).expect("the finished index lists finished jobs").job_ref();
             self.record(step, Event::JobClean(JobCleanRecord { job, time_ms: now_ms }));
         }
     }

@@ -78,12 +78,16 @@ impl Mbd {
         request: &wire::SignalRequest,
         request_id: wire::RequestId,
     ) -> Vec<wire::WireJobRef> {
-        let first_attempt_last_id =
-            self.store.jobs.values().filter_map(|j| j.signal_request_ids.get(&request_id)).min().copied();
+        let first_attempt_last_id = self
+            .store
+            .index
+            .signal_requests
+            .range((request_id, 0)..=(request_id, u32::MAX))
+            .map(|(_, last_job_id)| *last_job_id)
+            .min();
         self.store
-            .jobs
-            .values()
-            .filter(|j| !j.status.is_finished())
+            .live_jobs()
+            .map(|(_, j)| j)
             .filter(|j| first_attempt_last_id.is_none_or(|last| j.job.id() <= last))
             .filter(|j| match request.user.as_str() {
                 "" => j.user == caller.user,
@@ -107,12 +111,12 @@ impl Mbd {
         let id = match self.target(job) {
             Target::Invalid | Target::Unknown => return Outcome::NotFound,
             Target::Finished => {
-                let owner = self.store.jobs.get(&job.job_id).is_some_and(|j| j.user_id == caller.uid);
+                let owner = self.store.job(job.job_id).is_some_and(|j| j.user_id == caller.uid);
                 return if admin || owner { Outcome::AlreadyFinished } else { Outcome::PermissionDenied };
             }
             Target::Live(id) => id,
         };
-        let job = &self.store.jobs[&id];
+        let job = self.store.live_job(id);
         if !admin && job.user_id != caller.uid {
             return Outcome::PermissionDenied;
         }
@@ -143,12 +147,12 @@ impl Mbd {
         if !acts {
             return Outcome::Accepted;
         }
-        if self.store.jobs[&id].status.is_pending() {
+        if self.store.live_job(id).status.is_pending() {
             // STOP: PEND → PSUSP, CONT: PSUSP → PEND, a kill: EXIT at once.
             self.settle_pending_intent(step, id);
             return Outcome::Accepted;
         }
-        let host_connected = self.store.jobs[&id].run_host().is_some_and(|host| self.is_connected(host));
+        let host_connected = self.store.live_job(id).run_host().is_some_and(|host| self.is_connected(host));
         if host_connected {
             self.send_signals(step, id, |sent| sent.is_none());
         }
@@ -177,7 +181,7 @@ impl Mbd {
         let Target::Live(id) = self.target(msg.job) else {
             return;
         };
-        let job = &self.store.jobs[&id];
+        let job = self.store.live_job(id);
         let Some(pending) = job.pending_signals.iter().find(|p| p.signal_seq == msg.signal_seq) else {
             return;
         };
@@ -219,7 +223,7 @@ impl Mbd {
     /// is there only right after the record that left it unanswered in the
     /// same step, or after a crash that tore that step.
     pub(crate) fn settle_pending_intent(&mut self, step: &mut Step, id: u32) {
-        let job = &self.store.jobs[&id];
+        let job = self.store.live_job(id);
         if !job.status.is_pending() {
             return;
         }
@@ -242,10 +246,9 @@ impl Mbd {
     pub(crate) fn settle_torn_steps(&mut self, step: &mut Step) {
         let torn: Vec<u32> = self
             .store
-            .jobs
-            .iter()
+            .live_jobs()
             .filter(|(_, job)| job.status.is_pending() && !job.pending_signals.is_empty())
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
         for id in torn {
             self.settle_pending_intent(step, id);

@@ -35,7 +35,7 @@ impl Mbd {
         }
         let reply = match self.admit(step, request_id, caller, spec) {
             Ok(id) => {
-                let job = self.store.jobs.get(&id).expect("JOB_NEW was just applied");
+                let job = self.store.live(id).expect("JOB_NEW was just applied");
                 ClientReply::Submit(self.submit_reply(job))
             }
             Err(error) => error,
@@ -111,9 +111,8 @@ impl Mbd {
     /// The submitter and the answer of a submission already made with
     /// `request_id`, whether its job is in memory or was cleaned.
     fn answered_before(&self, request_id: wire::RequestId) -> Option<(u32, wire::SubmitReply)> {
-        if let Some(job) = self.store.index.by_request.get(&request_id).and_then(|id| self.store.jobs.get(id))
-        {
-            return Some((job.user_id, self.submit_reply(job)));
+        if let Some(job) = self.store.index.by_request.get(&request_id).and_then(|id| self.store.job(*id)) {
+            return Some((job.user_id, self.submit_reply(&job)));
         }
         let retired = self.store.retired.get(&request_id)?;
         let answer = wire::SubmitReply {

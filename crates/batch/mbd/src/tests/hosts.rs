@@ -13,7 +13,7 @@ fn availability(name: &str, available: bool) -> Input {
 
 fn new_job(h: &Harness, id: u32) -> ToSbd {
     let job = h.mbd.job(jref(id)).expect("job exists");
-    ToSbd::NewJob(Box::new(h.mbd.job_specs(job)))
+    ToSbd::NewJob(Box::new(h.mbd.job_specs(&job)))
 }
 
 fn on_hosts(hosts: &[&str]) -> wire::SubmitRequest {

@@ -10,7 +10,7 @@ use crate::{ClientReply, Event, Input, REASON_NEW_JOB, ToSbd};
 /// NEW_JOB for job `id` as the live state builds it.
 fn new_job(h: &Harness, id: u32) -> ToSbd {
     let job = h.mbd.job(jref(id)).expect("job exists");
-    ToSbd::NewJob(Box::new(h.mbd.job_specs(job)))
+    ToSbd::NewJob(Box::new(h.mbd.job_specs(&job)))
 }
 
 /// Submits a default job for alice and has `on` accept it with pid 100 + id.

@@ -8,7 +8,7 @@ use crate::{ClientId, Event, Input, REASON_USER_STOP, REASON_USER_STOP_PENDING, 
 
 fn new_job(h: &Harness, id: u32) -> ToSbd {
     let job = h.mbd.job(jref(id)).expect("job exists");
-    ToSbd::NewJob(Box::new(h.mbd.job_specs(job)))
+    ToSbd::NewJob(Box::new(h.mbd.job_specs(&job)))
 }
 
 // Goal: STOP and CONT of a pending job need no sbatchd: intent then result,
