@@ -1,11 +1,16 @@
 //! The `coord` benchmark: the real coordinator (the release binary next to `lava-bench`)
-//! in a throw-away cluster ([`BenchCluster`]), driven through the worker-client library
+//! in a throw-away cluster ([`BenchCluster`]) with the host's real sbatchd issuing the
+//! credential of every connection, driven through the worker-client library
 //! (`lava_coordinator::client`), one connection per thread, every answer sent only after
 //! its WAL records are durable.
 //!
 //! - **cycle**: `--workers` threads (16) each loop `submit → lease → heartbeat → complete`
-//!   for `--secs` seconds; four durable WAL events per cycle.
-//! - **submit**: `--submitters` threads (64) each submit in a loop for `--secs` seconds.
+//!   for `--secs` seconds; four durable WAL events per cycle. Pipelined (the default), a
+//!   worker sends the heartbeat and completion of the task it holds together with its next
+//!   submission and lease request, in one write, and reads the four answers: one round trip
+//!   per cycle. `--no-pipeline`: one request per round trip, four per cycle.
+//! - **submit**: `--submitters` threads (64) each submit in a loop for `--secs` seconds, one
+//!   request per round trip (`--submit-batch N`: N pipelined submissions per round trip).
 //! - **restart**: a WAL of `--wal-entries` records (1,000,000) is written in-process by the
 //!   real logic (`Coord::step` fed submissions, leases, heartbeats and completions, four
 //!   events per task) and encoded with the daemon's own codec into the log opened by its own
@@ -13,10 +18,15 @@
 //!   spawned on it and the clock runs until a COUNTS query is answered.
 //!
 //! ```text
-//! coord_cycle workers=16 tasks=... secs=... cycles_per_s=... events_per_s=...
-//! coord_submit submitters=64 tasks=... secs=... tasks_per_s=...
+//! coord_cycle workers=16 pipelined=1 tasks=... secs=... cycles_per_s=... events_per_s=... events_per_fsync=...
+//!     server_cpu_us_per_cycle=... client_cpu_us_per_cycle=...
+//! coord_submit submitters=64 batch=1 tasks=... secs=... tasks_per_s=... events_per_fsync=... server_cpu_us_per_task=...
 //! coord_restart wal_entries=... log_bytes=... write_secs=... secs_to_serving=... tasks=...
 //! ```
+//!
+//! `events_per_fsync` comes from the coordinator's closing log line; the CPU figures (user
+//! plus system time of the coordinator's process, and of this one's client threads, per
+//! cycle) say where the time goes on a machine shared with other work.
 //!
 //! Goals (issue 6): cycles_per_s ≥ 20,000; tasks_per_s ≥ 50,000; 10,000,000 WAL entries
 //! serving within 5 s.
@@ -27,16 +37,18 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use lava_coord_ll::{Limits, Payload, Request, WorkerName};
+use lava_coord_ll::{Caller, Limits, Payload, Request as LlRequest, UserName, WorkerName};
 use lava_coord_logic::{ClientId, Coord, CoordConfig, Effect, Input};
+use lava_coord_wire::{
+    ErrorReply, Heartbeat, LeaseReply, LeaseRequest, Reply, Request, SubmitTask, TaskOutcome,
+};
 use lava_coordinator::client::{Client, Endpoint};
 use lava_coordinator::codec::encode_into;
 use lava_coordinator::journal;
-use lava_net::ClusterKey;
 
 use crate::cluster::{BenchCluster, CLUSTER_NAME, sibling_binary};
 
@@ -49,11 +61,20 @@ struct Options {
     submitters: usize,
     secs: f64,
     wal_entries: u64,
+    pipeline: bool,
+    submit_batch: usize,
 }
 
 fn parse(args: &[String]) -> anyhow::Result<Options> {
-    let mut options =
-        Options { what: "all".into(), workers: 16, submitters: 64, secs: 5.0, wal_entries: 1_000_000 };
+    let mut options = Options {
+        what: "all".into(),
+        workers: 16,
+        submitters: 64,
+        secs: 5.0,
+        wal_entries: 1_000_000,
+        pipeline: true,
+        submit_batch: 1,
+    };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
@@ -62,10 +83,13 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             "--submitters" => options.submitters = value()?.parse()?,
             "--secs" => options.secs = value()?.parse()?,
             "--wal-entries" => options.wal_entries = value()?.parse()?,
+            "--no-pipeline" => options.pipeline = false,
+            "--submit-batch" => options.submit_batch = value()?.parse::<usize>()?.max(1),
             "cycle" | "submit" | "restart" | "all" => options.what = arg.clone(),
             other => bail!(
                 "unknown option {other}; usage: lava-bench coord [cycle|submit|restart|all] \
-                 [--workers N] [--submitters N] [--secs S] [--wal-entries N]"
+                 [--workers N] [--submitters N] [--secs S] [--wal-entries N] [--no-pipeline] \
+                 [--submit-batch N]"
             ),
         }
     }
@@ -103,6 +127,8 @@ impl Coordinator {
             .arg(cluster.envdir())
             .args(["--port", "0", "--port-file"])
             .arg(&port_file)
+            // The closing line (appends and fsyncs) is at info level.
+            .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -117,13 +143,14 @@ impl Coordinator {
     }
 
     /// Polls the port file, then COUNTS, until answered.
-    fn wait_serving(&mut self, port_file: &Path, key: &ClusterKey) -> anyhow::Result<Endpoint> {
+    fn wait_serving(&mut self, port_file: &Path, cmd_socket: &Path) -> anyhow::Result<Endpoint> {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Ok(text) = fs::read_to_string(port_file)
                 && let Ok(port) = text.trim().parse::<u16>()
             {
-                let endpoint = Endpoint::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port), key);
+                let endpoint =
+                    Endpoint::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port), cmd_socket);
                 if let Ok(mut client) = Client::connect(&endpoint)
                     && client.counts().is_ok()
                 {
@@ -151,16 +178,63 @@ impl Drop for Coordinator {
     }
 }
 
-fn cluster_key(cluster: &BenchCluster) -> anyhow::Result<ClusterKey> {
-    ClusterKey::load(cluster.envdir().join("lava.cluster.key")).context("load the cluster key")
+/// The credential socket of the cluster's sbatchd.
+fn cmd_socket(cluster: &BenchCluster) -> PathBuf {
+    cluster.dir().join("run/lava.sock")
 }
 
-fn start() -> anyhow::Result<(BenchCluster, Coordinator, Endpoint)> {
-    let cluster = BenchCluster::new(None)?;
-    let key = cluster_key(&cluster)?;
+/// A cluster with its sbatchd (credentials) and a coordinator, serving.
+struct Running {
+    _cluster: BenchCluster,
+    _sbatchd: crate::cluster::Daemon,
+    coordinator: Coordinator,
+    endpoint: Endpoint,
+}
+
+fn start() -> anyhow::Result<Running> {
+    let mut cluster = BenchCluster::new(None)?;
+    let sbatchd = cluster.start_sbatchd()?;
     let (mut coordinator, port_file) = Coordinator::spawn(&cluster)?;
-    let endpoint = coordinator.wait_serving(&port_file, &key)?;
-    Ok((cluster, coordinator, endpoint))
+    let endpoint = coordinator.wait_serving(&port_file, &cmd_socket(&cluster))?;
+    Ok(Running { _cluster: cluster, _sbatchd: sbatchd, coordinator, endpoint })
+}
+
+/// CPU seconds (user + system, all threads) a process used so far, from `/proc/PID/stat`.
+fn cpu_secs(pid: &str) -> f64 {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return f64::NAN };
+    // The fields after the command name (in parentheses, may hold blanks); utime and stime
+    // are fields 14 and 15 of proc(5), 12 and 13 here, in clock ticks of 1/100 s.
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |idx: usize| fields.get(idx).and_then(|field| field.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+impl Coordinator {
+    fn pid(&self) -> String {
+        self.child.as_ref().map_or_else(String::new, |child| child.id().to_string())
+    }
+}
+
+/// The WAL records per fsync, from the coordinator's closing log line (after SIGTERM).
+fn events_per_fsync(coordinator: &mut Coordinator) -> String {
+    if let Some(child) = coordinator.child.as_mut() {
+        let _sent = Command::new("kill").args(["-s", "TERM", &child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let log = coordinator.log();
+    let field = |line: &str, name: &str| -> Option<f64> {
+        let at = line.find(&format!("{name}="))? + name.len() + 1;
+        line[at..].split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    };
+    log.lines()
+        .rev()
+        .find(|line| line.contains("closing the event log"))
+        .and_then(|line| Some(field(line, "appends")? / field(line, "fsyncs")?.max(1.0)))
+        .map_or_else(|| "?".to_owned(), |ratio| format!("{ratio:.1}"))
 }
 
 /// Runs `threads` copies of `body` (each returns how many tasks it finished) for `secs`.
@@ -193,8 +267,9 @@ fn run_threads(
 }
 
 fn cycle(options: &Options) -> anyhow::Result<()> {
-    let (_cluster, _coordinator, endpoint) = start()?;
-    let body = |client: &mut Client, i: usize, stop: &AtomicBool| -> anyhow::Result<u64> {
+    let mut running = start()?;
+    let endpoint = running.endpoint.clone();
+    let sequential = |client: &mut Client, i: usize, stop: &AtomicBool| -> anyhow::Result<u64> {
         let name = format!("bench-worker-{i}");
         let mut n = 0;
         while !stop.load(Ordering::Relaxed) {
@@ -207,43 +282,106 @@ fn cycle(options: &Options) -> anyhow::Result<()> {
         }
         Ok(n)
     };
+    let pipelined = |client: &mut Client, i: usize, stop: &AtomicBool| -> anyhow::Result<u64> {
+        let name = format!("bench-worker-{i}");
+        let submit = Request::Submit(SubmitTask { payload: vec![7; 64] });
+        let lease = Request::Lease(LeaseRequest { worker: name });
+        let grant_of = |answer: Option<Result<Reply, ErrorReply>>| match answer {
+            Some(Ok(Reply::Lease(LeaseReply { lease: Some(grant) }))) => Ok(grant),
+            other => {
+                Err(anyhow::anyhow!("expected a lease (each worker submits before it leases): {other:?}"))
+            }
+        };
+        let mut answers = client.pipeline(&[submit.clone(), lease.clone()])?;
+        let mut grant = grant_of(answers.pop())?;
+        let mut n = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let held = TaskOutcome { task_id: grant.task_id, lease_id: grant.lease_id };
+            let heartbeat = Request::Heartbeat(Heartbeat { task_id: held.task_id, lease_id: held.lease_id });
+            let batch = [heartbeat, Request::Complete(held), submit.clone(), lease.clone()];
+            let mut answers = client.pipeline(&batch)?.into_iter();
+            match (answers.next(), answers.next(), answers.next()) {
+                (
+                    Some(Ok(Reply::Extended(_))),
+                    Some(Ok(Reply::Outcome(_))),
+                    Some(Ok(Reply::Submitted(_))),
+                ) => {}
+                other => bail!("unexpected answers {other:?}"),
+            }
+            grant = grant_of(answers.next())?;
+            n += 1;
+        }
+        Ok(n)
+    };
+    let body = if options.pipeline { pipelined } else { sequential };
+    let (server_cpu, client_cpu) = (cpu_secs(&running.coordinator.pid()), cpu_secs("self"));
     let (tasks, secs) = run_threads(options.workers, options.secs, &endpoint, body)?;
+    let server_cpu = cpu_secs(&running.coordinator.pid()) - server_cpu;
+    let client_cpu = cpu_secs("self") - client_cpu;
     let mut client = Client::connect(&endpoint)?;
     let counts = client.counts()?;
     if counts.completed != tasks {
         bail!("{tasks} cycles finished but the coordinator counts {} completed", counts.completed);
     }
+    drop(client);
+    let per_fsync = events_per_fsync(&mut running.coordinator);
     let rate = tasks as f64 / secs;
     println!(
-        "coord_cycle workers={} tasks={tasks} secs={secs:.2} cycles_per_s={rate:.0} events_per_s={:.0}",
+        "coord_cycle workers={} pipelined={} tasks={tasks} secs={secs:.2} cycles_per_s={rate:.0} \
+         events_per_s={:.0} events_per_fsync={per_fsync} server_cpu_us_per_cycle={:.1} \
+         client_cpu_us_per_cycle={:.1}",
         options.workers,
-        rate * 4.0
+        u8::from(options.pipeline),
+        rate * 4.0,
+        server_cpu * 1e6 / tasks as f64,
+        client_cpu * 1e6 / tasks as f64,
     );
     Ok(())
 }
 
 fn submit(options: &Options) -> anyhow::Result<()> {
-    let (_cluster, _coordinator, endpoint) = start()?;
+    let mut running = start()?;
+    let endpoint = running.endpoint.clone();
+    let batch = options.submit_batch;
+    SUBMIT_BATCH.store(batch, Ordering::Relaxed);
     let body = |client: &mut Client, _: usize, stop: &AtomicBool| -> anyhow::Result<u64> {
+        let batch = SUBMIT_BATCH.load(Ordering::Relaxed);
+        let requests = vec![Request::Submit(SubmitTask { payload: vec![7; 64] }); batch];
         let mut n = 0;
         while !stop.load(Ordering::Relaxed) {
-            client.submit(vec![7; 64])?;
-            n += 1;
+            if batch == 1 {
+                client.submit(vec![7; 64])?;
+            } else {
+                for answer in client.pipeline(&requests)? {
+                    if !matches!(answer, Ok(Reply::Submitted(_))) {
+                        bail!("unexpected answer {answer:?}");
+                    }
+                }
+            }
+            n += batch as u64;
         }
         Ok(n)
     };
+    let server_cpu = cpu_secs(&running.coordinator.pid());
     let (tasks, secs) = run_threads(options.submitters, options.secs, &endpoint, body)?;
+    let server_cpu = cpu_secs(&running.coordinator.pid()) - server_cpu;
     let counts = Client::connect(&endpoint)?.counts()?;
     if counts.waiting != tasks {
         bail!("{tasks} submissions answered but the coordinator has {} waiting", counts.waiting);
     }
+    let per_fsync = events_per_fsync(&mut running.coordinator);
     println!(
-        "coord_submit submitters={} tasks={tasks} secs={secs:.2} tasks_per_s={:.0}",
+        "coord_submit submitters={} batch={batch} tasks={tasks} secs={secs:.2} tasks_per_s={:.0} \
+         events_per_fsync={per_fsync} server_cpu_us_per_task={:.1}",
         options.submitters,
-        tasks as f64 / secs
+        tasks as f64 / secs,
+        server_cpu * 1e6 / tasks as f64,
     );
     Ok(())
 }
+
+/// `--submit-batch`, for the submitters' plain function bodies.
+static SUBMIT_BATCH: AtomicUsize = AtomicUsize::new(1);
 
 /// Writes `entries` WAL records with the real logic and the daemon's codec; returns the
 /// number of tasks and the log's size.
@@ -259,9 +397,10 @@ fn write_wal(dir: &Path, entries: u64) -> anyhow::Result<(u64, u64)> {
     let mut written = 0u64;
     let mut tasks = 0u64;
     let mut step =
-        |coord: &mut Coord, now: u64, request: Request, written: &mut u64| -> anyhow::Result<u64> {
+        |coord: &mut Coord, now: u64, request: LlRequest, written: &mut u64| -> anyhow::Result<u64> {
             effects.clear();
-            coord.step(now, Input::Request { client: ClientId(1), request }, &mut effects);
+            let caller = Caller { uid: 0, user: UserName::parse("root").expect("a valid name") };
+            coord.step(now, Input::Request { client: ClientId(1), caller, request }, &mut effects);
             let mut reply_task = 0;
             for effect in &effects {
                 match effect {
@@ -283,21 +422,21 @@ fn write_wal(dir: &Path, entries: u64) -> anyhow::Result<(u64, u64)> {
     while written < entries {
         now += 1;
         let left = entries - written;
-        let task = step(&mut coord, now, Request::Submit { payload: payload.clone() }, &mut written)?;
+        let task = step(&mut coord, now, LlRequest::Submit { payload: payload.clone() }, &mut written)?;
         tasks += 1;
         if left < 4 {
             continue;
         }
-        let lease = step(&mut coord, now, Request::Lease { worker: worker.clone() }, &mut written)?;
+        let lease = step(&mut coord, now, LlRequest::Lease { worker: worker.clone() }, &mut written)?;
         let lease_ref = lava_coord_ll::LeaseRef {
             task: lava_coord_ll::TaskId::new("task", task)?,
             lease: lava_coord_ll::LeaseId::new("lease", lease)?,
         };
-        step(&mut coord, now, Request::Heartbeat(lease_ref), &mut written)?;
+        step(&mut coord, now, LlRequest::Heartbeat(lease_ref), &mut written)?;
         step(
             &mut coord,
             now,
-            Request::Finish { lease: lease_ref, outcome: lava_coord_ll::Outcome::Completed },
+            LlRequest::Finish { lease: lease_ref, outcome: lava_coord_ll::Outcome::Completed },
             &mut written,
         )?;
     }
@@ -309,15 +448,15 @@ fn write_wal(dir: &Path, entries: u64) -> anyhow::Result<(u64, u64)> {
 }
 
 fn restart(options: &Options) -> anyhow::Result<()> {
-    let cluster = BenchCluster::new(None)?;
-    let key = cluster_key(&cluster)?;
+    let mut cluster = BenchCluster::new(None)?;
+    let _sbatchd = cluster.start_sbatchd()?;
     let wal_dir = cluster.dir().join("work").join(CLUSTER_NAME).join("coord");
     let started = Instant::now();
     let (tasks, log_bytes) = write_wal(&wal_dir, options.wal_entries)?;
     let write_secs = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let (mut coordinator, port_file) = Coordinator::spawn(&cluster)?;
-    let endpoint = coordinator.wait_serving(&port_file, &key)?;
+    let endpoint = coordinator.wait_serving(&port_file, &cmd_socket(&cluster))?;
     let secs = started.elapsed().as_secs_f64();
     let counts = Client::connect(&endpoint)?.counts()?;
     let total = counts.waiting + counts.leased + counts.completed + counts.failed;

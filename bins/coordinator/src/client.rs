@@ -1,7 +1,22 @@
 //! The blocking client of the coordinator and a small worker library, used by
-//! `coordctl`, the integration tests and (later) the benchmark. No async
-//! runtime: one TCP connection, one request at a time, every frame sealed
-//! with the cluster key and every answer's seal checked.
+//! `coordctl`, the integration tests and the benchmark. No async runtime: one
+//! TCP connection per [`Client`].
+//!
+//! # Authentication
+//! [`Client::connect`] asks the local sbatchd for a credential on its Unix
+//! socket (`LAVA_CMD_SOCKET`; the batch commands' CREDENTIAL_REQUEST, see
+//! [`fetch_credential`]): sbatchd learns the caller's uid from the kernel and
+//! seals it with the cluster key, which the caller never reads. The client
+//! sends the token as the connection's first frame (HELLO); the coordinator
+//! verifies it and acts for that user on every later request of the
+//! connection ([`Client::identity`]). A token is good once, within 30 s, so
+//! each connection fetches its own.
+//!
+//! # Pipelining
+//! [`Client::call`] sends one request and waits for its answer.
+//! [`Client::pipeline`] sends several requests in one write and then reads
+//! their answers, which come back in request order: fewer round trips, and
+//! the coordinator can cover them all with one fsync.
 //!
 //! A [`Worker`] pulls a task ([`Worker::pull`]), keeps its lease alive from a
 //! background thread with its own connection ([`Worker::start_heartbeat`],
@@ -10,33 +25,46 @@
 //! lease is lost: [`Heartbeat::lost`] says so, and the worker should stop
 //! working on the task (its completion would be refused anyway).
 
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::path::Path;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use lava_batch_wire as batch;
 use lava_conf::BaseConfig;
 use lava_coord_wire::{self as wire, COORD_VERSION, Reply, Request};
-use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
-use lava_xdr::frame::{Frame, FrameHeader, HEADER_BYTES, encode_frame};
+use lava_xdr::frame::{FrameHeader, HEADER_BYTES, encode_frame};
 
 use crate::codec::{FRAME_LIMITS, MESSAGE_LIMITS};
 
 /// Time allowed to connect, and for one answer to arrive.
 pub const IO_TIMEOUT_MS: u64 = 30_000;
+/// Time allowed for the local sbatchd's credential answer.
+pub const CREDENTIAL_TIMEOUT_MS: u64 = 5_000;
+/// Largest credential answer accepted from the local sbatchd.
+pub const CREDENTIAL_REPLY_BYTES_MAX: u32 = 64 << 10;
 /// Pause between two empty lease requests of [`Worker::pull`].
 pub const PULL_RETRY_MS: u64 = 100;
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The configuration or the key could not be loaded.
+    /// The configuration could not be loaded.
     #[error("configuration: {0}")]
     Config(String),
+    /// No credential from the local sbatchd.
+    #[error("no credential from the local sbatchd at {}: {reason}", socket.display())]
+    Credential {
+        /// The credential socket (`LAVA_CMD_SOCKET`).
+        socket: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// The connection failed.
     #[error("connection to {addr}: {source}")]
     Io {
@@ -46,7 +74,7 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
-    /// A frame was malformed or failed authentication.
+    /// A frame was malformed.
     #[error("bad answer from {addr}: {reason}")]
     Protocol {
         /// The coordinator.
@@ -54,7 +82,7 @@ pub enum ClientError {
         /// What was wrong.
         reason: String,
     },
-    /// The coordinator refused the request.
+    /// The coordinator refused the request (or, with `ERR_AUTH`, the connection).
     #[error("{}", .0.message)]
     Refused(wire::ErrorReply),
 }
@@ -69,45 +97,107 @@ impl ClientError {
     }
 }
 
-/// Where the coordinator is, and the key to talk to it.
+/// Where the coordinator is, and where the local credential socket is.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
-    /// Its address.
+    /// The coordinator's address.
     pub addr: SocketAddr,
-    /// The cluster key.
-    pub auth: Arc<Authenticator>,
+    /// The local sbatchd's credential socket (`LAVA_CMD_SOCKET`).
+    pub cmd_socket: PathBuf,
 }
 
 impl Endpoint {
     /// From the configuration in `envdir` (else `LSF_ENVDIR`): `LAVA_COORD_PORT`
-    /// on the master host's `LAVA_ADDR` (else 127.0.0.1), the cluster key file.
+    /// on the master host's `LAVA_ADDR` (else 127.0.0.1), and `LAVA_CMD_SOCKET`.
+    /// Nothing here reads the cluster key.
     pub fn from_config(envdir: Option<&Path>) -> Result<Endpoint, ClientError> {
         let envdir = envdir.map(Path::to_owned).unwrap_or_else(lava_conf::envdir_from_env);
         let conf = BaseConfig::load(&envdir).map_err(|error| ClientError::Config(error.to_string()))?;
         let ip = conf.master_host().and_then(|host| host.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
-        let key = ClusterKey::load(&conf.lsf.cluster_key_file)
-            .map_err(|error| ClientError::Config(error.to_string()))?;
-        Ok(Endpoint::new(SocketAddr::new(ip, conf.lsf.coord_port), &key))
+        Ok(Endpoint::new(SocketAddr::new(ip, conf.lsf.coord_port), &conf.lsf.cmd_socket))
     }
 
-    /// At `addr`, with `key`.
-    pub fn new(addr: SocketAddr, key: &ClusterKey) -> Endpoint {
-        Endpoint { addr, auth: Arc::new(Authenticator::new(KeyRing::new(key), AuthConfig::default())) }
+    /// At `addr`, with credentials from `cmd_socket`.
+    pub fn new(addr: SocketAddr, cmd_socket: &Path) -> Endpoint {
+        Endpoint { addr, cmd_socket: cmd_socket.to_owned() }
     }
 }
 
-/// One connection to the coordinator.
+/// Asks the local sbatchd at `socket` for a fresh credential token for the
+/// calling process's user (the batch commands' CREDENTIAL_REQUEST: an empty
+/// frame in the batch header, answered CREDENTIAL_REPLY or REQUEST_FAILED).
+pub fn fetch_credential(socket: &Path) -> Result<Vec<u8>, ClientError> {
+    let fail = |reason: String| ClientError::Credential { socket: socket.to_owned(), reason };
+    let io = |error: std::io::Error| fail(error.to_string());
+    let mut stream = UnixStream::connect(socket).map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            fail(format!("{error} (is sbatchd running on this host?)"))
+        }
+        _ => fail(error.to_string()),
+    })?;
+    let timeout = Some(Duration::from_millis(CREDENTIAL_TIMEOUT_MS));
+    stream.set_read_timeout(timeout).and_then(|()| stream.set_write_timeout(timeout)).map_err(io)?;
+    let request = FrameHeader {
+        sequence: 1,
+        operation: batch::Operation::CredentialRequest.code(),
+        version: batch::BATCH_VERSION,
+        length: 0,
+        status: 0,
+    };
+    let mut frame = Vec::with_capacity(HEADER_BYTES);
+    request.write(&mut frame);
+    stream.write_all(&frame).map_err(io)?;
+    let mut head = [0u8; HEADER_BYTES];
+    stream.read_exact(&mut head).map_err(io)?;
+    let header = FrameHeader::parse(&head).map_err(|error| fail(error.to_string()))?;
+    header.check_version(batch::BATCH_VERSION).map_err(|error| fail(error.to_string()))?;
+    if header.length > CREDENTIAL_REPLY_BYTES_MAX {
+        return Err(fail(format!("an answer of {} bytes is over the limit", header.length)));
+    }
+    let mut body = vec![0u8; header.length as usize];
+    stream.read_exact(&mut body).map_err(io)?;
+    let limits = lava_xdr::Limits::DEFAULT;
+    match batch::Operation::from_code(header.operation) {
+        Some(batch::Operation::CredentialReply) => {
+            let reply: batch::CredentialReply = lava_xdr::from_bytes(&body, &limits)
+                .map_err(|error| fail(format!("malformed CREDENTIAL_REPLY: {error}")))?;
+            Ok(reply.token)
+        }
+        Some(batch::Operation::RequestFailed) => {
+            let error: batch::ErrorReply = lava_xdr::from_bytes(&body, &limits)
+                .map_err(|error| fail(format!("malformed REQUEST_FAILED: {error}")))?;
+            Err(fail(format!("refused: {}", error.message)))
+        }
+        _ => Err(fail(format!("unexpected answer operation {}", header.operation))),
+    }
+}
+
+/// One authenticated connection to the coordinator.
 #[derive(Debug)]
 pub struct Client {
     endpoint: Endpoint,
-    stream: TcpStream,
+    stream: BufReader<TcpStream>,
     sequence: u32,
     buf: BytesMut,
+    identity: wire::HelloReply,
 }
 
 impl Client {
-    /// Connects to `endpoint`.
+    /// Connects to `endpoint` with a fresh credential from the local sbatchd.
     pub fn connect(endpoint: &Endpoint) -> Result<Client, ClientError> {
+        let stream = Client::open(endpoint)?;
+        let credential = fetch_credential(&endpoint.cmd_socket)?;
+        Client::hello(endpoint, stream, credential)
+    }
+
+    /// Connects to `endpoint` presenting `credential` as it is (tests use it
+    /// to present forged and replayed tokens).
+    pub fn connect_with_credential(endpoint: &Endpoint, credential: Vec<u8>) -> Result<Client, ClientError> {
+        let stream = Client::open(endpoint)?;
+        Client::hello(endpoint, stream, credential)
+    }
+
+    fn open(endpoint: &Endpoint) -> Result<TcpStream, ClientError> {
         let addr = endpoint.addr;
         let io = |source| ClientError::Io { addr, source };
         let timeout = Duration::from_millis(IO_TIMEOUT_MS);
@@ -115,55 +205,84 @@ impl Client {
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
         stream.set_write_timeout(Some(timeout)).map_err(io)?;
-        Ok(Client { endpoint: endpoint.clone(), stream, sequence: 0, buf: BytesMut::new() })
+        Ok(stream)
+    }
+
+    fn hello(endpoint: &Endpoint, stream: TcpStream, credential: Vec<u8>) -> Result<Client, ClientError> {
+        let mut client = Client {
+            endpoint: endpoint.clone(),
+            stream: BufReader::with_capacity(16 << 10, stream),
+            sequence: 0,
+            buf: BytesMut::new(),
+            identity: wire::HelloReply { uid: u32::MAX, user: String::new(), admin: false },
+        };
+        match client.call(&Request::Hello(wire::Hello { credential }))? {
+            Reply::Hello(identity) => {
+                client.identity = identity;
+                Ok(client)
+            }
+            other => Err(client.unexpected(&other)),
+        }
+    }
+
+    /// Who the coordinator takes this connection's caller for.
+    pub fn identity(&self) -> &wire::HelloReply {
+        &self.identity
     }
 
     /// Sends `request` and returns the answer; a REQUEST_FAILED is [`ClientError::Refused`].
     pub fn call(&mut self, request: &Request) -> Result<Reply, ClientError> {
+        let mut answers = self.pipeline(std::slice::from_ref(request))?;
+        answers.pop().expect("one answer per request").map_err(ClientError::Refused)
+    }
+
+    /// Sends every request in one write, then reads their answers in order.
+    /// The outer error is the connection's (it is unusable then); each inner
+    /// one is that request's refusal.
+    pub fn pipeline(
+        &mut self,
+        requests: &[Request],
+    ) -> Result<Vec<Result<Reply, wire::ErrorReply>>, ClientError> {
         let addr = self.endpoint.addr;
         let io = |source| ClientError::Io { addr, source };
         let protocol = |reason: String| ClientError::Protocol { addr, reason };
-        self.sequence = self.sequence.wrapping_add(1);
-        let header = FrameHeader {
-            sequence: self.sequence,
-            operation: request.operation().code(),
-            version: COORD_VERSION,
-            length: 0,
-            status: 0,
-        };
-        let nonce = Nonce::random().map_err(|error| protocol(format!("no randomness: {error}")))?;
-        let body = self
-            .endpoint
-            .auth
-            .seal(header, &request.encode_body(), system_now_ms(), nonce)
-            .map_err(|error| protocol(error.to_string()))?;
         self.buf.clear();
-        encode_frame(header, &body, &FRAME_LIMITS, &mut self.buf)
-            .map_err(|error| protocol(error.to_string()))?;
-        self.stream.write_all(&self.buf).map_err(io)?;
-        let mut head = [0u8; HEADER_BYTES];
-        self.stream.read_exact(&mut head).map_err(io)?;
-        let header = FrameHeader::parse(&head).map_err(|error| protocol(error.to_string()))?;
-        if header.length > FRAME_LIMITS.body_bytes_max {
-            return Err(protocol(format!("answer of {} bytes is over the limit", header.length)));
+        let first = self.sequence.wrapping_add(1);
+        for request in requests {
+            self.sequence = self.sequence.wrapping_add(1);
+            let header = FrameHeader {
+                sequence: self.sequence,
+                operation: request.operation().code(),
+                version: COORD_VERSION,
+                length: 0,
+                status: 0,
+            };
+            encode_frame(header, &request.encode_body(), &FRAME_LIMITS, &mut self.buf)
+                .map_err(|error| protocol(error.to_string()))?;
         }
-        let mut body = vec![0u8; header.length as usize];
-        self.stream.read_exact(&mut body).map_err(io)?;
-        let frame = Frame { header, body: body.into() };
-        let payload =
-            self.endpoint.auth.open(&frame, system_now_ms()).map_err(|error| protocol(error.to_string()))?;
-        if header.sequence != self.sequence {
-            return Err(protocol(format!(
-                "answer to sequence {}, expected {}",
-                header.sequence, self.sequence
-            )));
+        self.stream.get_mut().write_all(&self.buf).map_err(io)?;
+        let mut answers = Vec::with_capacity(requests.len());
+        for i in 0..requests.len() {
+            let expected = first.wrapping_add(i as u32);
+            let mut head = [0u8; HEADER_BYTES];
+            self.stream.read_exact(&mut head).map_err(io)?;
+            let header = FrameHeader::parse(&head).map_err(|error| protocol(error.to_string()))?;
+            if header.length > FRAME_LIMITS.body_bytes_max {
+                return Err(protocol(format!("answer of {} bytes is over the limit", header.length)));
+            }
+            let mut body = vec![0u8; header.length as usize];
+            self.stream.read_exact(&mut body).map_err(io)?;
+            if header.sequence != expected {
+                return Err(protocol(format!("answer to sequence {}, expected {expected}", header.sequence)));
+            }
+            header.check_version(COORD_VERSION).map_err(|error| protocol(error.to_string()))?;
+            match wire::decode_reply(header.operation, &body, &MESSAGE_LIMITS) {
+                Ok(Reply::Error(error)) => answers.push(Err(error)),
+                Ok(reply) => answers.push(Ok(reply)),
+                Err(error) => return Err(protocol(error.to_string())),
+            }
         }
-        header.check_version(COORD_VERSION).map_err(|error| protocol(error.to_string()))?;
-        match wire::decode_reply(header.operation, &payload, &MESSAGE_LIMITS) {
-            Ok(Reply::Error(error)) => Err(ClientError::Refused(error)),
-            Ok(reply) => Ok(reply),
-            Err(error) => Err(protocol(error.to_string())),
-        }
+        Ok(answers)
     }
 
     fn unexpected(&self, reply: &Reply) -> ClientError {

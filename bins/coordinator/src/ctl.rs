@@ -8,19 +8,29 @@
 //! coordctl fail TASK LEASE
 //! coordctl status [TASK]
 //! coordctl workers
+//! coordctl whoami                                # the user the coordinator takes us for
 //! ```
 //!
 //! Exit status: 0 on success; 1 when the coordinator refused the request or
 //! could not be reached (the reason on standard error); 3 when `lease` got no
 //! task within `--wait`. `lease` writes the payload's bytes unchanged after
 //! its first line, so a shell worker reads the line, then the rest.
-//! The cluster key file must be readable (see the crate doc, Authentication).
+//! Every connection is authenticated with a credential from the local
+//! sbatchd (`LAVA_CMD_SOCKET`), so any user of a cluster host may run it;
+//! the cluster key is never read (see the crate doc, Authentication).
+//!
+//! A hidden `work` subcommand is a whole worker loop in one process, for the
+//! integration tests: it pulls, heartbeats once, completes (or fails every
+//! `--fail-every`-th task), and appends `TASK LEASE STATE` to `--record` for
+//! each outcome the coordinator acknowledged; it reconnects while the
+//! coordinator is away (up to `--retry-secs`) and ends after `--idle` seconds
+//! without a task.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use lava_coord_wire::task_state;
@@ -94,6 +104,27 @@ pub enum Command {
     },
     /// The workers seen and their valid leases.
     Workers,
+    /// The user name and uid the coordinator takes this caller for.
+    Whoami,
+    /// A worker loop recording acknowledged outcomes (for tests).
+    #[command(hide = true)]
+    Work {
+        /// The worker's name.
+        #[arg(long, value_name = "NAME")]
+        worker: String,
+        /// Append `TASK LEASE STATE` here for each acknowledged outcome.
+        #[arg(long, value_name = "FILE")]
+        record: PathBuf,
+        /// Stop after this many seconds without a task.
+        #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+        idle: f64,
+        /// Keep reconnecting this long while the coordinator is away.
+        #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+        retry_secs: f64,
+        /// Fail (instead of complete) the tasks whose id is a multiple of N (0: never).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        fail_every: u64,
+    },
 }
 
 /// The whole program.
@@ -170,7 +201,8 @@ fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
             let info = Client::connect(&endpoint)?.task(task)?;
             writeln!(
                 out,
-                "TASK {} STATE {} LEASE {} WORKER {} EXPIRES_AT_MS {} LEASES {} REFUSED {} PAYLOAD_BYTES {}",
+                "TASK {} STATE {} LEASE {} WORKER {} EXPIRES_AT_MS {} LEASES {} REFUSED {} PAYLOAD_BYTES {} \
+                 OWNER {} OWNER_UID {} HOLDER {}",
                 info.task_id,
                 task_state::name(info.state),
                 info.lease_id,
@@ -178,7 +210,10 @@ fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
                 info.expires_at_ms,
                 info.n_leases,
                 info.n_refused,
-                info.payload_bytes
+                info.payload_bytes,
+                info.owner,
+                info.owner_uid,
+                if info.holder.is_empty() { "-" } else { &info.holder }
             )
             .map_err(write_error)?;
         }
@@ -199,6 +234,116 @@ fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
                     .map_err(write_error)?;
             }
         }
+        Command::Whoami => {
+            let client = Client::connect(&endpoint)?;
+            let me = client.identity();
+            let role = if me.admin { " (cluster administrator)" } else { "" };
+            writeln!(out, "{} uid {}{role}", me.user, me.uid).map_err(write_error)?;
+        }
+        Command::Work { worker, record, idle, retry_secs, fail_every } => {
+            let seconds = |what: &str, secs: f64| {
+                Duration::try_from_secs_f64(secs.max(0.0))
+                    .map_err(|error| ClientError::Config(format!("{what}: {error}")))
+            };
+            let work = WorkLoop {
+                endpoint,
+                worker,
+                idle: seconds("--idle", idle)?,
+                retry: seconds("--retry-secs", retry_secs)?,
+                fail_every,
+            };
+            let n = work.run(&record)?;
+            writeln!(out, "{n} outcomes acknowledged").map_err(write_error)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The hidden `work` subcommand; see the module doc.
+struct WorkLoop {
+    endpoint: Endpoint,
+    worker: String,
+    idle: Duration,
+    retry: Duration,
+    fail_every: u64,
+}
+
+impl WorkLoop {
+    /// A connection, retried every 50 ms while the coordinator is away, up to `retry`.
+    fn connect(&self) -> Result<Client, ClientError> {
+        let deadline = Instant::now() + self.retry;
+        loop {
+            match Client::connect(&self.endpoint) {
+                Ok(client) => return Ok(client),
+                Err(error @ ClientError::Io { .. }) if Instant::now() < deadline => {
+                    let _retry = error;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Works until `idle` passes without a task; returns the outcomes acknowledged.
+    fn run(&self, record: &Path) -> Result<u64, ClientError> {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(record)
+            .map_err(|error| ClientError::Config(format!("cannot open {}: {error}", record.display())))?;
+        let mut client = self.connect()?;
+        let mut last_task = Instant::now();
+        let mut n = 0;
+        loop {
+            let step = self.one(&mut client);
+            match step {
+                Ok(Some((task, lease, state))) => {
+                    last_task = Instant::now();
+                    if let Some(state) = state {
+                        // Only after the acknowledgement: the record lists what the coordinator confirmed.
+                        writeln!(file, "{task} {lease} {}", task_state::name(state))
+                            .and_then(|()| file.flush())
+                            .map_err(|error| ClientError::Config(format!("{}: {error}", record.display())))?;
+                        n += 1;
+                    }
+                }
+                Ok(None) => {
+                    if last_task.elapsed() >= self.idle {
+                        return Ok(n);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                // The coordinator went away (killed, restarting): whatever was in flight
+                // is unknown, so nothing is recorded; reconnect and go on.
+                Err(ClientError::Io { .. } | ClientError::Protocol { .. }) => {
+                    client = self.connect()?;
+                    last_task = Instant::now();
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// One task: lease, heartbeat, outcome. `Ok(None)`: no task; the state is
+    /// `None` when the lease was lost on the way.
+    fn one(&self, client: &mut Client) -> Result<Option<(u64, u64, Option<u32>)>, ClientError> {
+        let Some(grant) = client.lease(&self.worker)? else { return Ok(None) };
+        let (task, lease) = (grant.task_id, grant.lease_id);
+        let lost = |error: ClientError| match error.code() {
+            Some(lava_coord_wire::ERR_LEASE_LOST) => Ok(Some((task, lease, None))),
+            _ => Err(error),
+        };
+        if let Err(error) = client.heartbeat(task, lease) {
+            return lost(error);
+        }
+        let outcome = if self.fail_every > 0 && task % self.fail_every == 0 {
+            client.fail(task, lease)
+        } else {
+            client.complete(task, lease)
+        };
+        match outcome {
+            Ok(reply) => Ok(Some((task, lease, Some(reply.state)))),
+            Err(error) => lost(error),
+        }
+    }
 }

@@ -30,19 +30,36 @@
 //! off at start and logged; damage followed by valid records stops the start
 //! with an error naming the file and offset.
 //!
-//! # Authentication (decided here)
-//! Every frame, both ways, is sealed with the **cluster key** (`lava-net`'s
-//! HMAC trailer, timestamp window and replay cache): coordinator clients are
-//! daemons (workers) and operators on cluster hosts, who can read the key
-//! file. A frame that fails authentication closes its connection, and nothing
-//! else. We did not take the batch commands' route (a per-user credential from
-//! the local sbatchd's socket): tasks carry no owner and the coordinator makes
-//! no per-user decision, so a user identity would buy nothing yet; it can be
-//! added later in the request envelope without changing the logic.
+//! # Authentication and authorization (decided here; DESIGN.md section 5)
+//! The cluster key is read by the coordinator only (mode 0600, root). Users
+//! prove who they are as the batch commands do: the client asks its local
+//! sbatchd for a credential on `LAVA_CMD_SOCKET` (sbatchd learns the uid from
+//! the kernel with SO_PEERCRED and seals uid, user and host with the cluster
+//! key) and sends it as the first frame of the connection (HELLO). The
+//! coordinator verifies it with the key — MAC, 30 s window, single use — and
+//! serves that user on that connection; any other first frame, or a
+//! credential that fails, gets `ERR_AUTH` and the connection is closed.
+//!
+//! Later frames of the connection are not sealed: as for the batch commands'
+//! requests, the credential proves who opened the connection, and the
+//! network between cluster hosts is trusted not to inject into a TCP stream.
+//! A daemon with the key has no other way in: the coordinator has no
+//! daemon-to-daemon traffic.
+//!
+//! Who may do what (the logic decides; `lava-coord-logic`):
+//! - any authenticated user may submit (the task records its owner: uid and
+//!   user), lease (the lease records the user it was granted to), and query;
+//! - heartbeat, complete and fail under a lease are accepted only from the
+//!   user the lease was granted to, or from a cluster administrator (uid 0 or
+//!   a name in lsf.cluster ClusterAdmins); anyone else gets `ERR_PERMISSION`
+//!   and nothing is appended;
+//! - payloads are handed to whichever worker leases the task: they are not
+//!   secret from the cluster's users.
 //!
 //! # Protocol
 //! `lava-coord-wire`: each request frame gets exactly one answer whose header
-//! echoes its `sequence`; requests on one connection are answered in order.
+//! echoes its `sequence`; requests on one connection are answered in order,
+//! and a client may send requests before the earlier answers arrived.
 //! An unknown version or operation, or an undecodable body, is answered
 //! `REQUEST_FAILED` and the connection closed; a field `lava-coord-ll`
 //! refuses (zero id, bad worker name, payload too large) is answered with an

@@ -14,16 +14,30 @@
 //! 5. Run the loop until SIGTERM/SIGINT (clean stop: everything durable, the
 //!    WAL closed) or a WAL failure (stop at once, answering nothing more).
 //!
+//! # Connections
+//! Each connection starts with HELLO: its credential (from the client's local
+//! sbatchd) is verified with the cluster key — MAC, time window, single use —
+//! and names the caller (uid, user) for every later request on it; anything
+//! else first, or a credential that fails, is answered `ERR_AUTH` and the
+//! connection closed. Frames are not sealed after that (see the crate doc,
+//! Authentication). A connection task then reads frames as they come — a
+//! client may pipeline — checks them (version, XDR, ll) and hands each, or
+//! its refusal, to the loop in arrival order; a writer task sends the answers
+//! back in that order, several per write when several are released together.
+//! At most [`IN_FLIGHT_PER_CONNECTION_MAX`] requests of one connection wait
+//! for their answers; beyond that its task stops reading.
+//!
 //! # The loop
-//! Events: a request from a connection task (with the channel its answer goes
-//! back on), the 100 ms tick, a journal helper thread that finished (appends
-//! durable, snapshot written), a stop signal. Each step's appends go to the
-//! journal's buffer at once; its answer waits in the outbox behind the
-//! position of the last append before it, and is released when
-//! `durable_through` reaches that position. A `wait_durable` is started after
-//! each step unless one is running, so one fsync covers every step appended
-//! while the previous one ran (group commit). While many answers wait for a
-//! slow disk, the loop takes no new requests ([`HELD_ANSWERS_MAX`]).
+//! Events: requests from the connection tasks, the 100 ms tick, a journal
+//! helper thread that finished (appends durable, snapshot written), a stop
+//! signal. On a wakeup the loop steps every request already queued (up to
+//! 1024) one after the other. Each step's appends go to the journal's buffer
+//! at once; its answer waits in the outbox behind the position of the last
+//! append before it, and is released when `durable_through` reaches that
+//! position. A `wait_durable` is started after each batch of steps unless one
+//! is running, so one fsync covers every step appended while the previous one
+//! ran (group commit). While many answers wait for a slow disk, the loop takes
+//! no new requests ([`HELD_ANSWERS_MAX`]).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -35,18 +49,21 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use clap::Parser;
 use lava_conf::{BaseConfig, LogMask};
-use lava_coord_ll::{Limits, Request};
+use lava_coord_ll::{Caller, Limits, Request, UserName};
 use lava_coord_logic::{ClientId, Coord, CoordConfig, Effect, Input, TICK_INTERVAL_MS};
 use lava_coord_wire::{self as wire, COORD_VERSION, Reply};
 use lava_net::{
-    AuthConfig, AuthConn, Authenticator, ClusterKey, ConnError, FramedConn, KeyRing, Timeouts, system_now_ms,
+    AuthConfig, Authenticator, ClusterKey, ConnError, Credential, KeyRing, Timeouts, system_now_ms,
 };
-use lava_xdr::frame::FrameHeader;
+use lava_xdr::frame::{Frame, FrameHeader, decode_frame, encode_frame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::MissedTickBehavior;
 
 use crate::codec::{FRAME_LIMITS, MESSAGE_LIMITS};
@@ -75,6 +92,8 @@ pub struct ShellConfig {
     pub wal_dir: PathBuf,
     /// `LSF_LOG_MASK`.
     pub log_mask: LogMask,
+    /// lsf.cluster's ClusterAdmins (user names).
+    pub admins: Vec<String>,
 }
 
 impl ShellConfig {
@@ -86,6 +105,7 @@ impl ShellConfig {
             key_file: conf.lsf.cluster_key_file.clone(),
             wal_dir: conf.work_dir().join("coord"),
             log_mask: conf.lsf.log_mask,
+            admins: conf.cluster.admins.clone(),
         }
     }
 }
@@ -115,6 +135,7 @@ pub fn run(args: Args) -> Result<(), ShellError> {
     let coord_config = CoordConfig {
         lease_duration_ms: args.lease_ms,
         payload_bytes_max: args.payload_bytes_max,
+        admins: config.admins.clone(),
         ..CoordConfig::default()
     };
     let log = journal::open(&config.wal_dir)?;
@@ -142,18 +163,35 @@ fn init_logging(mask: LogMask) {
         .try_init();
 }
 
-/// A request checked by its connection task, with where its answer goes.
+/// One request as the loop receives it: checked by its connection task (or
+/// refused there, still answered in order), with where its answer goes.
 #[derive(Debug)]
 struct Call {
-    request: Request,
-    answer: oneshot::Sender<Reply>,
+    to: Outbound,
+    sequence: u32,
+    what: CallKind,
 }
+
+#[derive(Debug)]
+enum CallKind {
+    /// A valid request from an authenticated caller: step it.
+    Request { caller: Caller, request: Request },
+    /// Refused by the connection task; answered in order behind the requests before it.
+    Refused { reply: Reply, close: bool },
+}
+
+/// An answer on its way to a connection's writer: sequence, reply, close after it.
+type Answer = (u32, Reply, bool);
+/// The writer side of one connection.
+type Outbound = mpsc::UnboundedSender<Answer>;
 
 /// What the connection tasks share.
 #[derive(Debug)]
 struct Shared {
     auth: Arc<Authenticator>,
     limits: Limits,
+    /// The logic's configuration (for the administrator check of HELLO's answer).
+    coord_config: CoordConfig,
     calls: mpsc::Sender<Call>,
 }
 
@@ -170,6 +208,7 @@ async fn serve(
     // Contract step 1's end: expire by the current time before serving.
     let mut loop_state = Loop { outbox: VecDeque::new(), effects: Vec::new(), next_client: 1 };
     loop_state.step(&mut coord, &mut journal, Input::Tick, None)?;
+    loop_state.settle(&coord, &mut journal);
     let listener = bind(config.listen)?;
     let bound = listener.local_addr().map_err(|source| ShellError::Listen { addr: config.listen, source })?;
     let mut terminate = signal(SignalKind::terminate())
@@ -178,7 +217,7 @@ async fn serve(
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let (calls, mut inbox) = mpsc::channel(REQUESTS_QUEUED_MAX);
     let limits = Limits { payload_bytes_max: args.payload_bytes_max };
-    let shared = Arc::new(Shared { auth, limits, calls });
+    let shared = Arc::new(Shared { auth, limits, coord_config: coord.config().clone(), calls });
     let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
     drop(shared);
     if let Some(path) = &args.port_file {
@@ -213,15 +252,30 @@ async fn serve(
                 Err(error) => Err(error),
             },
             call = inbox.recv(), if taking => match call {
-                Some(Call { request, answer }) => {
-                    let client = loop_state.next_client;
-                    loop_state.next_client += 1;
-                    let input = Input::Request { client: ClientId(client), request };
-                    loop_state.step(&mut coord, &mut journal, input, Some((client, answer)))
+                // Step this call and every call already queued behind it (up to
+                // a bound), then start one fsync for all of them.
+                Some(call) => {
+                    let mut outcome = loop_state.take(&mut coord, &mut journal, call);
+                    let mut n_taken = 1;
+                    while outcome.is_ok() && n_taken < CALLS_PER_WAKEUP_MAX {
+                        let Ok(call) = inbox.try_recv() else { break };
+                        outcome = loop_state.take(&mut coord, &mut journal, call);
+                        n_taken += 1;
+                    }
+                    if outcome.is_ok() {
+                        loop_state.settle(&coord, &mut journal);
+                    }
+                    outcome
                 }
                 None => Ok(()),
             },
-            _ = tick.tick() => loop_state.step(&mut coord, &mut journal, Input::Tick, None),
+            _ = tick.tick() => {
+                let outcome = loop_state.step(&mut coord, &mut journal, Input::Tick, None);
+                if outcome.is_ok() {
+                    loop_state.settle(&coord, &mut journal);
+                }
+                outcome
+            }
         };
         if let Err(error) = outcome {
             tracing::error!("{error}; stopping without answering anything more");
@@ -237,21 +291,52 @@ async fn serve(
     Ok(())
 }
 
+/// Most calls stepped per wakeup of the loop before it looks at anything else.
+const CALLS_PER_WAKEUP_MAX: usize = 1024;
+
+/// One answer held until the WAL is durable through `barrier`.
+struct Held {
+    barrier: u64,
+    to: Outbound,
+    sequence: u32,
+    reply: Reply,
+    close: bool,
+}
+
 /// The loop's own state: the answers held for durability.
 struct Loop {
-    outbox: VecDeque<(u64, oneshot::Sender<Reply>, Reply)>,
+    outbox: VecDeque<Held>,
     effects: Vec<Effect>,
     next_client: u64,
 }
 
 impl Loop {
-    /// Steps the logic and carries out its effects (contract steps 2 to 4).
+    /// Steps a request, or queues a connection task's refusal behind what came before it.
+    fn take(&mut self, coord: &mut Coord, journal: &mut Journal, call: Call) -> Result<(), ShellError> {
+        let Call { to, sequence, what } = call;
+        match what {
+            CallKind::Request { caller, request } => {
+                let client = self.next_client;
+                self.next_client += 1;
+                let input = Input::Request { client: ClientId(client), caller, request };
+                self.step(coord, journal, input, Some((client, to, sequence)))
+            }
+            CallKind::Refused { reply, close } => {
+                let barrier = journal.appended_through();
+                self.outbox.push_back(Held { barrier, to, sequence, reply, close });
+                Ok(())
+            }
+        }
+    }
+
+    /// Steps the logic and carries out its effects (contract steps 2 to 4):
+    /// appends go to the journal's buffer, the answer waits in the outbox.
     fn step(
         &mut self,
         coord: &mut Coord,
         journal: &mut Journal,
         input: Input,
-        mut answer: Option<(u64, oneshot::Sender<Reply>)>,
+        mut answer: Option<(u64, Outbound, u32)>,
     ) -> Result<(), ShellError> {
         let mut effects = std::mem::take(&mut self.effects);
         coord.step(system_now_ms(), input, &mut effects);
@@ -269,8 +354,9 @@ impl Loop {
                     }
                 }
                 Effect::Respond { client, reply } => match answer.take() {
-                    Some((id, to)) if id == client.0 => {
-                        self.outbox.push_back((journal.appended_through(), to, reply));
+                    Some((id, to, sequence)) if id == client.0 => {
+                        let barrier = journal.appended_through();
+                        self.outbox.push_back(Held { barrier, to, sequence, reply, close: false });
                     }
                     other => {
                         debug_assert!(false, "the logic answers only the request of its step");
@@ -280,20 +366,25 @@ impl Loop {
             }
         }
         self.effects = effects;
-        result?;
+        result
+    }
+
+    /// After a batch of steps: start the fsync covering them (unless one
+    /// runs; its end starts the next), maybe a snapshot, and release what is
+    /// already durable (answers that appended nothing).
+    fn settle(&mut self, coord: &Coord, journal: &mut Journal) {
         journal.start_sync();
         journal.maybe_snapshot(coord);
         self.release(journal);
-        Ok(())
     }
 
     /// Delivers, in order, every held answer whose WAL records are durable.
     fn release(&mut self, journal: &Journal) {
         let durable = journal.durable_through();
-        while self.outbox.front().is_some_and(|(barrier, _, _)| *barrier <= durable) {
-            let (_, to, reply) = self.outbox.pop_front().expect("checked just above");
+        while self.outbox.front().is_some_and(|held| held.barrier <= durable) {
+            let held = self.outbox.pop_front().expect("checked just above");
             // The client may have gone away; its answer is then dropped.
-            let _gone = to.send(reply);
+            let _gone = held.to.send((held.sequence, held.reply, held.close));
         }
     }
 }
@@ -315,12 +406,24 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// One connection: authenticated frames in, one answer per request, in order.
+/// Requests of one connection read but not yet answered, above which the
+/// connection task stops reading (a client that pipelines without reading
+/// its answers cannot make the coordinator hold more).
+pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 256;
+
+/// One connection: HELLO with a credential first, then requests, possibly
+/// pipelined, answered in order by a writer task.
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
-    let timeouts = Timeouts { read_timeout_ms: CLIENT_IDLE_TIMEOUT_MS, ..Timeouts::default() };
-    let mut conn = AuthConn::new(FramedConn::new(stream, FRAME_LIMITS, timeouts), Arc::clone(&shared.auth));
+    let (read_half, write_half) = stream.into_split();
+    let mut reader = FrameReader { stream: read_half, buf: BytesMut::with_capacity(READ_CHUNK_BYTES) };
+    let mut writer = FrameWriter { stream: write_half, buf: BytesMut::with_capacity(READ_CHUNK_BYTES) };
+    let Some(caller) = hello(&mut reader, &mut writer, peer, &shared).await else { return };
+    tracing::debug!(%peer, %caller, "connection authenticated");
+    let (to, answers) = mpsc::unbounded_channel();
+    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT_PER_CONNECTION_MAX));
+    tokio::spawn(write_answers(writer, answers, Arc::clone(&in_flight), peer));
     loop {
-        let frame = match conn.read_frame().await {
+        let frame = match reader.read_frame().await {
             Ok(Some(frame)) => frame,
             Ok(None) => return,
             Err(ConnError::ReadTimeout { .. }) => {
@@ -332,33 +435,20 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
                 return;
             }
         };
+        match in_flight.acquire().await {
+            Ok(permit) => permit.forget(),
+            Err(_) => return, // the writer ended: the peer is gone
+        }
         let sequence = frame.header.sequence;
-        let (reply, close) = match check(&frame.header, &frame.body, &shared.limits) {
-            Ok(request) => {
-                let (answer, answered) = oneshot::channel();
-                if shared.calls.send(Call { request, answer }).await.is_err() {
-                    return;
-                }
-                match answered.await {
-                    Ok(reply) => (reply, false),
-                    Err(_) => return, // the loop is stopping
-                }
-            }
-            Err((reply, close)) => {
-                tracing::warn!(%peer, operation = frame.header.operation, "request refused: {reply:?}");
-                (reply, close)
+        let (what, close) = match check(&frame.header, &frame.body, &shared.limits) {
+            Ok(request) => (CallKind::Request { caller: caller.clone(), request }, false),
+            Err((error, close)) => {
+                tracing::warn!(%peer, operation = frame.header.operation, "request refused: {error:?}");
+                (CallKind::Refused { reply: Reply::Error(error), close }, close)
             }
         };
-        let header = FrameHeader {
-            sequence,
-            operation: reply.operation().code(),
-            version: COORD_VERSION,
-            length: 0,
-            status: reply.status(),
-        };
-        if let Err(error) = conn.write_frame(header, &reply.encode_body()).await {
-            tracing::debug!(%peer, "answer not delivered: {error}");
-            return;
+        if shared.calls.send(Call { to: to.clone(), sequence, what }).await.is_err() {
+            return; // the loop is stopping
         }
         if close {
             return;
@@ -366,20 +456,200 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     }
 }
 
+/// The first frame must be HELLO with a credential the cluster key verifies
+/// (MAC, time window, single use); answers HELLO_REPLY and returns the
+/// caller, or answers why not (ERR_AUTH) and returns `None`.
+async fn hello(
+    reader: &mut FrameReader,
+    writer: &mut FrameWriter,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> Option<Caller> {
+    let frame = match reader.read_frame().await {
+        Ok(Some(frame)) => frame,
+        Ok(None) => return None,
+        Err(error) => {
+            tracing::debug!(%peer, "{error} before HELLO; closing the connection");
+            return None;
+        }
+    };
+    let answer = authenticate(&frame.header, &frame.body, &shared.auth, system_now_ms());
+    let reply = match &answer {
+        Ok(caller) => Reply::Hello(wire::HelloReply {
+            uid: caller.uid,
+            user: caller.user.to_string(),
+            admin: shared.coord_config.is_admin(caller),
+        }),
+        Err(error) => {
+            tracing::warn!(%peer, operation = frame.header.operation, "connection refused: {error:?}");
+            Reply::Error(error.clone())
+        }
+    };
+    writer.push(frame.header.sequence, &reply);
+    if let Err(error) = writer.flush().await {
+        tracing::debug!(%peer, "HELLO answer not delivered: {error}");
+        return None;
+    }
+    answer.ok()
+}
+
+/// Checks a connection's first frame: HELLO, well-formed, with a credential
+/// that verifies and names a valid user.
+fn authenticate(
+    header: &FrameHeader,
+    body: &[u8],
+    auth: &Authenticator,
+    now_ms: u64,
+) -> Result<Caller, wire::ErrorReply> {
+    let refuse = |message: String| wire::ErrorReply { code: wire::ERR_AUTH, message };
+    if let Err(error) = header.check_version(COORD_VERSION) {
+        return Err(wire::ErrorReply { code: wire::ERR_UNSUPPORTED, message: error.to_string() });
+    }
+    let hello = match wire::decode_request(header.operation, body, &MESSAGE_LIMITS) {
+        Ok(wire::Request::Hello(hello)) => hello,
+        Ok(request) => {
+            return Err(refuse(format!(
+                "not authenticated: the first frame of a connection must be HELLO with a credential from \
+                 the local sbatchd, not {}",
+                request.operation().name()
+            )));
+        }
+        Err(error) => {
+            return Err(refuse(format!(
+                "not authenticated: the first frame of a connection must be HELLO with a credential from \
+                 the local sbatchd ({error})"
+            )));
+        }
+    };
+    let credential = Credential::verify(auth, &hello.credential, now_ms)
+        .map_err(|error| refuse(format!("authentication failed: {error}")))?;
+    let user = UserName::parse(&credential.username)
+        .map_err(|error| refuse(format!("authentication failed: {error}")))?;
+    Ok(Caller { uid: credential.uid, user })
+}
+
+/// Writes a connection's answers in the order the loop released them,
+/// many per write when several are ready; closes after an answer marked so.
+async fn write_answers(
+    mut writer: FrameWriter,
+    mut answers: mpsc::UnboundedReceiver<Answer>,
+    in_flight: Arc<Semaphore>,
+    peer: SocketAddr,
+) {
+    while let Some(first) = answers.recv().await {
+        let mut close = false;
+        let mut n = 0;
+        let mut next = Some(first);
+        while let Some((sequence, reply, closing)) = next {
+            writer.push(sequence, &reply);
+            n += 1;
+            if closing {
+                close = true;
+                break;
+            }
+            next = answers.try_recv().ok();
+        }
+        if let Err(error) = writer.flush().await {
+            tracing::debug!(%peer, "answer not delivered: {error}");
+            break;
+        }
+        in_flight.add_permits(n);
+        if close {
+            break;
+        }
+    }
+    // The reader learns that the peer is gone at its next permit.
+    in_flight.close();
+}
+
+/// Bytes read at once from a connection.
+const READ_CHUNK_BYTES: usize = 16 << 10;
+
+/// The reading half of a connection: whole frames, within the limits.
+struct FrameReader {
+    stream: OwnedReadHalf,
+    buf: BytesMut,
+}
+
+impl FrameReader {
+    /// The next frame; `Ok(None)` when the peer closed between frames. The
+    /// idle timeout applies to each wait for bytes.
+    async fn read_frame(&mut self) -> Result<Option<Frame>, ConnError> {
+        loop {
+            if let Some(frame) = decode_frame(&mut self.buf, &FRAME_LIMITS)? {
+                return Ok(Some(frame));
+            }
+            if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
+                self.buf.reserve(READ_CHUNK_BYTES);
+            }
+            let timeout_ms = CLIENT_IDLE_TIMEOUT_MS;
+            let read =
+                tokio::time::timeout(Duration::from_millis(timeout_ms), self.stream.read_buf(&mut self.buf));
+            if read.await.map_err(|_| ConnError::ReadTimeout { timeout_ms })?? == 0 {
+                return match self.buf.len() {
+                    0 => Ok(None),
+                    buffered_bytes => Err(ConnError::ClosedMidFrame { buffered_bytes }),
+                };
+            }
+        }
+    }
+}
+
+/// The writing half of a connection: answers encoded into one buffer, then written.
+struct FrameWriter {
+    stream: OwnedWriteHalf,
+    buf: BytesMut,
+}
+
+impl FrameWriter {
+    /// Encodes one answer frame into the buffer.
+    fn push(&mut self, sequence: u32, reply: &Reply) {
+        let header = FrameHeader {
+            sequence,
+            operation: reply.operation().code(),
+            version: COORD_VERSION,
+            length: 0,
+            status: reply.status(),
+        };
+        let encoded = encode_frame(header, &reply.encode_body(), &FRAME_LIMITS, &mut self.buf);
+        if let Err(error) = encoded {
+            // Our answers are bounded below the frame limit; say so rather than send nothing.
+            tracing::error!("answer not encodable: {error}");
+            let refusal =
+                Reply::error(wire::ERR_TRY_AGAIN, format!("the answer could not be encoded: {error}"));
+            let header =
+                FrameHeader { operation: refusal.operation().code(), status: refusal.status(), ..header };
+            let _small = encode_frame(header, &refusal.encode_body(), &FRAME_LIMITS, &mut self.buf);
+        }
+    }
+
+    /// Writes everything pushed, within the write timeout.
+    async fn flush(&mut self) -> Result<(), ConnError> {
+        let timeout_ms = Timeouts::default().write_timeout_ms;
+        let write = self.stream.write_all(&self.buf);
+        tokio::time::timeout(Duration::from_millis(timeout_ms), write)
+            .await
+            .map_err(|_| ConnError::WriteTimeout { timeout_ms })??;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
 /// Version, operation, XDR (wire), then the fields (ll). The refusal says
 /// whether the connection is to be closed after the answer.
-fn check(header: &FrameHeader, body: &[u8], limits: &Limits) -> Result<Request, (Reply, bool)> {
+fn check(header: &FrameHeader, body: &[u8], limits: &Limits) -> Result<Request, (wire::ErrorReply, bool)> {
+    let refuse = |code: u32, message: String| wire::ErrorReply { code, message };
     if let Err(error) = header.check_version(COORD_VERSION) {
-        return Err((Reply::error(wire::ERR_UNSUPPORTED, error.to_string()), true));
+        return Err((refuse(wire::ERR_UNSUPPORTED, error.to_string()), true));
     }
     let request = wire::decode_request(header.operation, body, &MESSAGE_LIMITS).map_err(|error| {
         let code = match error {
             wire::DecodeError::Operation { .. } => wire::ERR_UNSUPPORTED,
             wire::DecodeError::Body { .. } => wire::ERR_BAD_REQUEST,
         };
-        (Reply::error(code, error.to_string()), true)
+        (refuse(code, error.to_string()), true)
     })?;
-    Request::validate(request, limits).map_err(|error| (Reply::error(error.code(), error.to_string()), false))
+    Request::validate(request, limits).map_err(|error| (refuse(error.code(), error.to_string()), false))
 }
 
 /// A listening socket with SO_REUSEADDR, so a restart rebinds its port at once.

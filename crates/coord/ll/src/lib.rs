@@ -5,6 +5,10 @@
 //! - The newtypes [`TaskId`] and [`LeaseId`] (never 0: 0 means "none" on the
 //!   wire) and [`WorkerName`] (1 to [`WORKER_NAME_BYTES_MAX`] bytes of
 //!   `[A-Za-z0-9._@:-]`, so it prints safely in logs and tables).
+//! - [`UserName`] (1 to [`USER_NAME_BYTES_MAX`] printable ASCII bytes, no
+//!   space) and [`Caller`]: who sent a request, as the connection's credential
+//!   proved it (the shell verified the credential; this crate only checks the
+//!   name's shape).
 //! - [`Payload`]: a task's opaque bytes, at most the configured
 //!   [`Limits::payload_bytes_max`].
 //! - [`Request`]: a validated request, built by [`Request::validate`], whose
@@ -24,6 +28,8 @@ use serde::{Deserialize, Serialize};
 
 /// Longest worker name, in bytes.
 pub const WORKER_NAME_BYTES_MAX: usize = 64;
+/// Longest user name, in bytes (the credential's own limit).
+pub const USER_NAME_BYTES_MAX: usize = 256;
 /// Default largest payload: 1 MiB.
 pub const PAYLOAD_BYTES_MAX_DEFAULT: u32 = 1 << 20;
 
@@ -57,6 +63,17 @@ pub enum LlError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The user name is empty, too long or holds a space, a control or a non-ASCII character.
+    #[error("user name {name:?} is invalid: {reason}")]
+    UserName {
+        /// The name as sent (cut to a printable length).
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A HELLO after the connection's first frame.
+    #[error("HELLO is only valid as the first frame of a connection")]
+    HelloAgain,
     /// The payload exceeds the configured maximum.
     #[error("payload of {bytes} bytes exceeds the maximum of {max} bytes")]
     PayloadTooLarge {
@@ -72,7 +89,10 @@ impl LlError {
     pub fn code(&self) -> u32 {
         match self {
             LlError::PayloadTooLarge { .. } => wire::ERR_PAYLOAD_TOO_LARGE,
-            LlError::ZeroId { .. } | LlError::WorkerName { .. } => wire::ERR_BAD_REQUEST,
+            LlError::ZeroId { .. }
+            | LlError::WorkerName { .. }
+            | LlError::UserName { .. }
+            | LlError::HelloAgain => wire::ERR_BAD_REQUEST,
         }
     }
 }
@@ -150,6 +170,56 @@ impl WorkerName {
 impl fmt::Display for WorkerName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// A user's login name; see the crate doc for the rule.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct UserName(String);
+
+impl UserName {
+    /// Checks `name`.
+    pub fn parse(name: &str) -> Result<UserName, LlError> {
+        let refuse = |reason| {
+            let shown: String = name.chars().take(64).collect();
+            Err(LlError::UserName { name: shown, reason })
+        };
+        if name.is_empty() {
+            return refuse("it is empty");
+        }
+        if name.len() > USER_NAME_BYTES_MAX {
+            return refuse("it is longer than 256 bytes");
+        }
+        if !name.bytes().all(|b| b.is_ascii_graphic()) {
+            return refuse("only printable ASCII without spaces is allowed");
+        }
+        Ok(UserName(name.to_owned()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for UserName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who sent a request: the uid and name a credential vouched for.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Caller {
+    /// The uid, as the issuing sbatchd learned it from the kernel.
+    pub uid: u32,
+    /// The login name on the issuing host.
+    pub user: UserName,
+}
+
+impl fmt::Display for Caller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (uid {})", self.user, self.uid)
     }
 }
 
@@ -242,6 +312,7 @@ impl Request {
     /// Validates a decoded wire request.
     pub fn validate(request: wire::Request, limits: &Limits) -> Result<Request, LlError> {
         Ok(match request {
+            wire::Request::Hello(_) => return Err(LlError::HelloAgain),
             wire::Request::Submit(m) => Request::Submit { payload: Payload::new(m.payload, limits)? },
             wire::Request::Lease(m) => Request::Lease { worker: WorkerName::parse(&m.worker)? },
             wire::Request::Heartbeat(m) => Request::Heartbeat(LeaseRef::from_wire(m.task_id, m.lease_id)?),
@@ -293,6 +364,12 @@ mod tests {
             assert!(matches!(err, LlError::WorkerName { .. }), "{bad:?}");
             assert_eq!(err.code(), wire::ERR_BAD_REQUEST);
         }
+        assert!(UserName::parse("nobody").is_ok());
+        for bad in ["", "a b", "tab\t", "ü", &"u".repeat(257)] {
+            assert!(matches!(UserName::parse(bad), Err(LlError::UserName { .. })), "{bad:?}");
+        }
+        let hello = wire::Request::Hello(wire::Hello { credential: vec![] });
+        assert_eq!(Request::validate(hello, &limits), Err(LlError::HelloAgain));
         let fail = wire::Request::Fail(wire::TaskOutcome { task_id: 3, lease_id: 4 });
         assert!(matches!(
             Request::validate(fail, &limits),

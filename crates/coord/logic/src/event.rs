@@ -1,9 +1,11 @@
 //! The WAL records: every durable change of the coordinator's state. See the
 //! crate doc for what `TaskCancelled` and `LeaseExpired` mean. Times are ms
 //! since the epoch as the shell supplied them; the shell encodes the records
-//! with XDR, so variants are only ever appended, never reordered.
+//! with XDR, so variants are only ever appended, never reordered, and fields
+//! never change. (The last change of fields, adding the users of `owner`,
+//! `holder` and `by`, was made before any WAL was kept: 2026-11-26.)
 
-use lava_coord_ll::{LeaseId, Outcome, Payload, TaskId, WorkerName};
+use lava_coord_ll::{Caller, LeaseId, Outcome, Payload, TaskId, WorkerName};
 use serde::{Deserialize, Serialize};
 
 /// One WAL record.
@@ -17,6 +19,8 @@ pub enum Event {
         payload: Payload,
         /// When it was accepted.
         created_at_ms: u64,
+        /// Who submitted it.
+        owner: Caller,
     },
     /// A WAITING task was leased to a worker; it is LEASED.
     LeaseGranted {
@@ -26,6 +30,9 @@ pub enum Event {
         lease: LeaseId,
         /// The worker.
         worker: WorkerName,
+        /// The user the worker runs as: only they (or an administrator) may
+        /// heartbeat, complete or fail under this lease.
+        holder: Caller,
         /// Absolute expiry.
         expires_at_ms: u64,
     },
@@ -61,6 +68,8 @@ pub enum Event {
         lease: LeaseId,
         /// What it tried to report.
         outcome: Outcome,
+        /// Who tried.
+        by: Caller,
     },
     /// The valid lease reached its expiry; the task is WAITING again.
     LeaseExpired {

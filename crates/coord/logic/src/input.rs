@@ -1,6 +1,6 @@
 //! What the logic is stepped with: a validated request, or the tick.
 
-use lava_coord_ll::Request;
+use lava_coord_ll::{Caller, Request};
 
 /// The shell's number for one outstanding request; echoed in its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -13,6 +13,8 @@ pub enum Input {
     Request {
         /// Where the answer goes.
         client: ClientId,
+        /// Who sent it, as the connection's credential proved.
+        caller: Caller,
         /// The request.
         request: Request,
     },

@@ -4,7 +4,7 @@
 //! `LeaseExtended` and the time-driven `LeaseExpired` events. It never changes
 //! state: the machine applies what it returns through the store.
 
-use lava_coord_ll::{LeaseId, TaskId, WorkerName};
+use lava_coord_ll::{Caller, LeaseId, TaskId, WorkerName};
 
 use crate::config::CoordConfig;
 use crate::event::Event;
@@ -12,7 +12,13 @@ use crate::tasks::{Store, TaskState};
 
 /// The `LeaseGranted` for `worker`, or `None` when nothing is schedulable
 /// (no WAITING task, or the worker already holds its advisory maximum).
-pub(crate) fn grant(store: &Store, config: &CoordConfig, worker: &WorkerName, now_ms: u64) -> Option<Event> {
+pub(crate) fn grant(
+    store: &Store,
+    config: &CoordConfig,
+    worker: &WorkerName,
+    holder: &Caller,
+    now_ms: u64,
+) -> Option<Event> {
     let held = store.leases_by_worker.get(worker).copied().unwrap_or(0);
     if held >= config.leases_per_worker_max {
         return None;
@@ -23,6 +29,7 @@ pub(crate) fn grant(store: &Store, config: &CoordConfig, worker: &WorkerName, no
         task,
         lease,
         worker: worker.clone(),
+        holder: holder.clone(),
         expires_at_ms: now_ms.saturating_add(config.lease_duration_ms),
     })
 }

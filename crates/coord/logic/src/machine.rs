@@ -6,7 +6,7 @@
 //! same [`Coord::apply`] replay uses and queues it for the WAL, so the live
 //! state can never hold a change the WAL lacks.
 
-use lava_coord_ll::{LeaseRef, Outcome, Request};
+use lava_coord_ll::{Caller, LeaseRef, Outcome, Request};
 use lava_coord_wire::{self as wire, Reply};
 
 use crate::config::CoordConfig;
@@ -103,8 +103,8 @@ impl Coord {
         while let Some(expired) = leases::next_expired(&self.store, step.now_ms) {
             self.record(&mut step, expired);
         }
-        if let Input::Request { client, request } = input {
-            let reply = self.request(&mut step, request);
+        if let Input::Request { client, caller, request } = input {
+            let reply = self.request(&mut step, caller, request);
             step.reply = Some((client, reply));
         }
         effects.extend(step.appends.into_iter().map(Effect::Append));
@@ -127,20 +127,26 @@ impl Coord {
         step.appends.push(event);
     }
 
-    fn request(&mut self, step: &mut Step, request: Request) -> Reply {
+    /// Whether `caller` may act under a lease granted to `holder`: the same
+    /// uid, or a cluster administrator.
+    fn may_act_for(&self, caller: &Caller, holder: &Caller) -> bool {
+        caller.uid == holder.uid || self.config.is_admin(caller)
+    }
+
+    fn request(&mut self, step: &mut Step, caller: Caller, request: Request) -> Reply {
         match request {
             Request::Submit { payload } => {
                 if let Err(refusal) = tasks::validate_submission(&payload, self.config.payload_bytes_max) {
                     return refusal;
                 }
-                let event = tasks::task_created(&self.store, payload, step.now_ms);
+                let event = tasks::task_created(&self.store, payload, caller, step.now_ms);
                 let task = event.task();
                 self.record(step, event);
                 Reply::Submitted(wire::SubmitTaskReply { task_id: task.get() })
             }
             Request::Lease { worker } => {
                 self.workers.seen(&worker, step.now_ms);
-                match leases::grant(&self.store, &self.config, &worker, step.now_ms) {
+                match leases::grant(&self.store, &self.config, &worker, &caller, step.now_ms) {
                     None => Reply::Lease(wire::LeaseReply { lease: None }),
                     Some(event) => {
                         let Event::LeaseGranted { task, lease, expires_at_ms, .. } = &event else {
@@ -165,7 +171,16 @@ impl Coord {
                     return unknown_task(task);
                 }
                 match self.store.valid_lease(task, lease) {
-                    Ok((worker, old_expiry_ms)) => {
+                    Ok(held) => {
+                        if !self.may_act_for(&caller, held.holder) {
+                            return permission_denied(
+                                "heartbeat",
+                                LeaseRef { task, lease },
+                                &caller,
+                                held.holder,
+                            );
+                        }
+                        let (worker, old_expiry_ms) = (held.worker.clone(), held.expires_at_ms);
                         self.workers.seen(&worker, step.now_ms);
                         let event = leases::extend(&self.config, task, lease, old_expiry_ms, step.now_ms);
                         let Event::LeaseExtended { expires_at_ms, .. } = event else {
@@ -185,17 +200,29 @@ impl Coord {
                 let Some(current) = self.store.tasks.get(&task) else {
                     return unknown_task(task);
                 };
-                if let TaskState::Finished { lease: ended_by, outcome: ended_with, .. } = &current.state
+                if let TaskState::Finished { lease: ended_by, outcome: ended_with, holder, .. } =
+                    &current.state
                     && *ended_by == lease
                     && *ended_with == outcome
                 {
+                    if !self.may_act_for(&caller, holder) {
+                        return permission_denied(verb(outcome), LeaseRef { task, lease }, &caller, holder);
+                    }
                     // A retry of an outcome already recorded: same answer, nothing appended.
                     return Reply::Outcome(wire::OutcomeReply {
                         task_id: task.get(),
                         state: current.state.code(),
                     });
                 }
-                if self.store.valid_lease(task, lease).is_ok() {
+                if let Ok(held) = self.store.valid_lease(task, lease) {
+                    if !self.may_act_for(&caller, held.holder) {
+                        return permission_denied(
+                            verb(outcome),
+                            LeaseRef { task, lease },
+                            &caller,
+                            held.holder,
+                        );
+                    }
                     let event = match outcome {
                         Outcome::Completed => Event::TaskCompleted { task, lease },
                         Outcome::Failed => Event::TaskFailed { task, lease },
@@ -204,7 +231,7 @@ impl Coord {
                     let state = self.store.tasks[&task].state.code();
                     Reply::Outcome(wire::OutcomeReply { task_id: task.get(), state })
                 } else {
-                    self.record(step, Event::TaskCancelled { task, lease, outcome });
+                    self.record(step, Event::TaskCancelled { task, lease, outcome, by: caller });
                     self.lease_lost(LeaseRef { task, lease })
                 }
             }
@@ -256,6 +283,29 @@ impl Coord {
 
 pub(crate) fn unknown_task(task: lava_coord_ll::TaskId) -> Reply {
     Reply::error(wire::ERR_UNKNOWN_TASK, format!("no task {task}"))
+}
+
+/// ERR_PERMISSION: `caller` acted under a lease granted to someone else.
+fn permission_denied(
+    what: &str,
+    LeaseRef { task, lease }: LeaseRef,
+    caller: &Caller,
+    holder: &Caller,
+) -> Reply {
+    Reply::error(
+        wire::ERR_PERMISSION,
+        format!(
+            "permission denied: {caller} may not {what} task {task} under lease {lease}, which was granted to \
+             {holder} (only that user or a cluster administrator may)"
+        ),
+    )
+}
+
+fn verb(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Completed => "complete",
+        Outcome::Failed => "fail",
+    }
 }
 
 fn outcome_word(outcome: Outcome) -> &'static str {

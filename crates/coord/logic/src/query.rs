@@ -15,12 +15,14 @@ impl Coord {
         let Some(task) = self.store().tasks.get(&id) else {
             return unknown_task(id);
         };
-        let (lease_id, worker, expires_at_ms) = match &task.state {
-            TaskState::Waiting => (0, String::new(), 0),
-            TaskState::Leased { lease, worker, expires_at_ms } => {
-                (lease.get(), worker.to_string(), *expires_at_ms)
+        let (lease_id, worker, holder, expires_at_ms) = match &task.state {
+            TaskState::Waiting => (0, String::new(), String::new(), 0),
+            TaskState::Leased { lease, worker, holder, expires_at_ms } => {
+                (lease.get(), worker.to_string(), holder.user.to_string(), *expires_at_ms)
             }
-            TaskState::Finished { lease, worker, .. } => (lease.get(), worker.to_string(), 0),
+            TaskState::Finished { lease, worker, holder, .. } => {
+                (lease.get(), worker.to_string(), holder.user.to_string(), 0)
+            }
         };
         Reply::Task(wire::TaskQueryReply {
             task: wire::TaskInfo {
@@ -32,6 +34,9 @@ impl Coord {
                 n_leases: task.n_leases,
                 n_refused: task.n_refused,
                 payload_bytes: u32::try_from(task.payload.len()).unwrap_or(u32::MAX),
+                owner: task.owner.user.to_string(),
+                owner_uid: task.owner.uid,
+                holder,
             },
         })
     }
@@ -70,10 +75,11 @@ impl Coord {
             .expiries
             .iter()
             .filter_map(|(_, id)| match &store.tasks[id].state {
-                TaskState::Leased { lease, worker, expires_at_ms } => Some(wire::LeaseInfo {
+                TaskState::Leased { lease, worker, holder, expires_at_ms } => Some(wire::LeaseInfo {
                     task_id: id.get(),
                     lease_id: lease.get(),
                     worker: worker.to_string(),
+                    user: holder.user.to_string(),
                     expires_at_ms: *expires_at_ms,
                 }),
                 _ => None,

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 
-use lava_coord_ll::{LeaseId, Outcome, Payload, TaskId, WorkerName};
+use lava_coord_ll::{Caller, LeaseId, Outcome, Payload, TaskId, WorkerName};
 use lava_coord_wire::{self as wire, task_state};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,8 @@ pub enum TaskState {
         lease: LeaseId,
         /// Its worker.
         worker: WorkerName,
+        /// The user it was granted to.
+        holder: Caller,
         /// Its absolute expiry.
         expires_at_ms: u64,
     },
@@ -39,6 +41,8 @@ pub enum TaskState {
         lease: LeaseId,
         /// That lease's worker.
         worker: WorkerName,
+        /// The user that lease was granted to.
+        holder: Caller,
         /// Completed or failed.
         outcome: Outcome,
     },
@@ -65,6 +69,8 @@ pub struct Task {
     pub payload: Payload,
     /// When it was submitted.
     pub created_at_ms: u64,
+    /// Who submitted it.
+    pub owner: Caller,
     /// Its state.
     pub state: TaskState,
     /// Leases granted on it.
@@ -113,9 +119,9 @@ pub(crate) fn validate_submission(payload: &Payload, payload_bytes_max: u32) -> 
 }
 
 /// TaskManager's `TaskCreated` for the next task id.
-pub(crate) fn task_created(store: &Store, payload: Payload, now_ms: u64) -> Event {
+pub(crate) fn task_created(store: &Store, payload: Payload, owner: Caller, now_ms: u64) -> Event {
     let task = TaskId::new("task_id", store.last_task_id + 1).expect("last + 1 is never 0");
-    Event::TaskCreated { task, payload, created_at_ms: now_ms }
+    Event::TaskCreated { task, payload, created_at_ms: now_ms, owner }
 }
 
 impl Store {
@@ -205,7 +211,7 @@ impl Store {
     pub(crate) fn apply(&mut self, event: &Event) -> Result<(), ApplyError> {
         let fail = |problem: String| ApplyError { event: event.name(), task: event.task().get(), problem };
         match event {
-            Event::TaskCreated { task, payload, created_at_ms } => {
+            Event::TaskCreated { task, payload, created_at_ms, owner } => {
                 if task.get() != self.last_task_id + 1 {
                     return Err(fail(format!("expected task id {}", self.last_task_id + 1)));
                 }
@@ -213,6 +219,7 @@ impl Store {
                     id: *task,
                     payload: payload.clone(),
                     created_at_ms: *created_at_ms,
+                    owner: owner.clone(),
                     state: TaskState::Waiting,
                     n_leases: 0,
                     n_refused: 0,
@@ -221,7 +228,7 @@ impl Store {
                 self.index_add(&new);
                 self.tasks.insert(*task, new);
             }
-            Event::LeaseGranted { task, lease, worker, expires_at_ms } => {
+            Event::LeaseGranted { task, lease, worker, holder, expires_at_ms } => {
                 let current = self.tasks.get(task).ok_or_else(|| fail("unknown task".into()))?;
                 if current.state != TaskState::Waiting {
                     return Err(fail(format!("the task is {:?}, not waiting", current.state)));
@@ -233,6 +240,7 @@ impl Store {
                 let state = TaskState::Leased {
                     lease: *lease,
                     worker: worker.clone(),
+                    holder: holder.clone(),
                     expires_at_ms: *expires_at_ms,
                 };
                 self.set_state(*task, state);
@@ -240,23 +248,26 @@ impl Store {
                 entry.n_leases = entry.n_leases.saturating_add(1);
             }
             Event::LeaseExtended { task, lease, expires_at_ms } => {
-                let (worker, old) = self.valid_lease(*task, *lease).map_err(fail)?;
+                let held = self.valid_lease(*task, *lease).map_err(fail)?;
+                let old = held.expires_at_ms;
                 if *expires_at_ms < old {
                     return Err(fail(format!("the new expiry {expires_at_ms} is before the old {old}")));
                 }
+                let (worker, holder) = (held.worker.clone(), held.holder.clone());
                 self.set_state(
                     *task,
-                    TaskState::Leased { lease: *lease, worker, expires_at_ms: *expires_at_ms },
+                    TaskState::Leased { lease: *lease, worker, holder, expires_at_ms: *expires_at_ms },
                 );
             }
             Event::TaskCompleted { task, lease } | Event::TaskFailed { task, lease } => {
-                let (worker, _) = self.valid_lease(*task, *lease).map_err(fail)?;
+                let held = self.valid_lease(*task, *lease).map_err(fail)?;
+                let (worker, holder) = (held.worker.clone(), held.holder.clone());
                 let outcome = if matches!(event, Event::TaskCompleted { .. }) {
                     Outcome::Completed
                 } else {
                     Outcome::Failed
                 };
-                self.set_state(*task, TaskState::Finished { lease: *lease, worker, outcome });
+                self.set_state(*task, TaskState::Finished { lease: *lease, worker, holder, outcome });
             }
             Event::TaskCancelled { task, lease, .. } => {
                 if self.valid_lease(*task, *lease).is_ok() {
@@ -266,7 +277,7 @@ impl Store {
                 entry.n_refused = entry.n_refused.saturating_add(1);
             }
             Event::LeaseExpired { task, lease, expires_at_ms } => {
-                let (_, old) = self.valid_lease(*task, *lease).map_err(fail)?;
+                let old = self.valid_lease(*task, *lease).map_err(fail)?.expires_at_ms;
                 if old != *expires_at_ms {
                     return Err(fail(format!("the lease expires at {old}, not {expires_at_ms}")));
                 }
@@ -276,12 +287,14 @@ impl Store {
         Ok(())
     }
 
-    /// The worker and expiry of `lease` if it is `task`'s valid lease.
-    pub(crate) fn valid_lease(&self, task: TaskId, lease: LeaseId) -> Result<(WorkerName, u64), String> {
+    /// The worker, holder and expiry of `lease` if it is `task`'s valid lease.
+    pub(crate) fn valid_lease(&self, task: TaskId, lease: LeaseId) -> Result<Held<'_>, String> {
         match self.tasks.get(&task).map(|t| &t.state) {
             None => Err("unknown task".into()),
-            Some(TaskState::Leased { lease: current, worker, expires_at_ms }) if *current == lease => {
-                Ok((worker.clone(), *expires_at_ms))
+            Some(TaskState::Leased { lease: current, worker, holder, expires_at_ms })
+                if *current == lease =>
+            {
+                Ok(Held { worker, holder, expires_at_ms: *expires_at_ms })
             }
             Some(state) => Err(format!("lease {lease} is not the task's valid lease (task is {state:?})")),
         }
@@ -329,6 +342,13 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// A valid lease, as [`Store::valid_lease`] finds it.
+pub(crate) struct Held<'a> {
+    pub(crate) worker: &'a WorkerName,
+    pub(crate) holder: &'a Caller,
+    pub(crate) expires_at_ms: u64,
 }
 
 fn snapshot_error(task: TaskId, problem: String) -> ApplyError {

@@ -5,7 +5,7 @@
 //! effects, then the invariants, and then that replaying every event appended
 //! so far into a fresh coordinator gives the same state hash.
 
-use lava_coord_ll::{LeaseId, LeaseRef, Outcome, Payload, Request, TaskId, WorkerName};
+use lava_coord_ll::{Caller, LeaseId, LeaseRef, Outcome, Payload, Request, TaskId, UserName, WorkerName};
 use lava_coord_wire::{self as wire, Reply, task_state};
 
 use crate::{ClientId, Coord, CoordConfig, CoordSnapshot, Effect, Event, Input, TaskState};
@@ -14,7 +14,21 @@ const T0: u64 = 1_700_000_000_000;
 const LEASE_MS: u64 = 10_000;
 
 fn config() -> CoordConfig {
-    CoordConfig { lease_duration_ms: LEASE_MS, payload_bytes_max: 16, leases_per_worker_max: 2 }
+    CoordConfig {
+        lease_duration_ms: LEASE_MS,
+        payload_bytes_max: 16,
+        leases_per_worker_max: 2,
+        admins: vec!["lsfadmin".to_owned()],
+    }
+}
+
+fn user(uid: u32, name: &str) -> Caller {
+    Caller { uid, user: UserName::parse(name).expect("valid user") }
+}
+
+/// The caller of every request unless a test says otherwise.
+fn alice() -> Caller {
+    user(1000, "alice")
 }
 
 fn task(id: u64) -> TaskId {
@@ -34,7 +48,7 @@ fn payload(bytes: &[u8]) -> Payload {
 }
 
 fn req(client: u64, request: Request) -> Input {
-    Input::Request { client: ClientId(client), request }
+    Input::Request { client: ClientId(client), caller: alice(), request }
 }
 
 fn submit(bytes: &[u8]) -> Input {
@@ -58,7 +72,12 @@ fn respond(reply: Reply) -> Effect {
 }
 
 fn created(t: u64, bytes: &[u8], at: u64) -> Effect {
-    Effect::Append(Event::TaskCreated { task: task(t), payload: payload(bytes), created_at_ms: at })
+    Effect::Append(Event::TaskCreated {
+        task: task(t),
+        payload: payload(bytes),
+        created_at_ms: at,
+        owner: alice(),
+    })
 }
 
 fn granted(t: u64, l: u64, name: &str, expires_at_ms: u64) -> Effect {
@@ -66,6 +85,7 @@ fn granted(t: u64, l: u64, name: &str, expires_at_ms: u64) -> Effect {
         task: task(t),
         lease: lease(l),
         worker: worker(name),
+        holder: alice(),
         expires_at_ms,
     })
 }
@@ -264,7 +284,12 @@ fn complete_and_fail_under_the_valid_lease() {
     let effects = h.step(T0 + 4, finish(1, 1, Outcome::Failed));
     assert_eq!(
         effects[0],
-        Effect::Append(Event::TaskCancelled { task: task(1), lease: lease(1), outcome: Outcome::Failed })
+        Effect::Append(Event::TaskCancelled {
+            task: task(1),
+            lease: lease(1),
+            outcome: Outcome::Failed,
+            by: alice(),
+        })
     );
     assert_eq!(error_code(&effects[1]), wire::ERR_LEASE_LOST);
     assert!(matches!(h.state(1), TaskState::Finished { outcome: Outcome::Completed, .. }));
@@ -286,7 +311,12 @@ fn completion_on_an_expired_lease_is_refused_while_waiting() {
     assert_eq!(effects[0], expired(1, 1, T0 + LEASE_MS));
     assert_eq!(
         effects[1],
-        Effect::Append(Event::TaskCancelled { task: task(1), lease: lease(1), outcome: Outcome::Completed })
+        Effect::Append(Event::TaskCancelled {
+            task: task(1),
+            lease: lease(1),
+            outcome: Outcome::Completed,
+            by: alice(),
+        })
     );
     assert_eq!(error_code(&effects[2]), wire::ERR_LEASE_LOST);
     assert_eq!(h.state(1), TaskState::Waiting);
@@ -295,7 +325,12 @@ fn completion_on_an_expired_lease_is_refused_while_waiting() {
     let effects = h.step(late + 5, finish(1, 1, Outcome::Failed));
     assert_eq!(
         effects[0],
-        Effect::Append(Event::TaskCancelled { task: task(1), lease: lease(1), outcome: Outcome::Failed })
+        Effect::Append(Event::TaskCancelled {
+            task: task(1),
+            lease: lease(1),
+            outcome: Outcome::Failed,
+            by: alice(),
+        })
     );
     assert_eq!(error_code(&effects[1]), wire::ERR_LEASE_LOST);
     assert_eq!(h.state(1), TaskState::Waiting);
@@ -321,7 +356,12 @@ fn a_superseded_lease_cannot_complete() {
     let effects = h.step(T0 + LEASE_MS + 3, finish(1, 1, Outcome::Completed));
     assert_eq!(
         effects[0],
-        Effect::Append(Event::TaskCancelled { task: task(1), lease: lease(1), outcome: Outcome::Completed })
+        Effect::Append(Event::TaskCancelled {
+            task: task(1),
+            lease: lease(1),
+            outcome: Outcome::Completed,
+            by: alice(),
+        })
     );
     assert_eq!(error_code(&effects[1]), wire::ERR_LEASE_LOST);
     assert!(matches!(h.state(1), TaskState::Leased { lease: l, .. } if l == lease(2)));
@@ -421,6 +461,9 @@ fn queries_report_without_appending() {
                 n_leases: 1,
                 n_refused: 0,
                 payload_bytes: 3,
+                owner: "alice".into(),
+                owner_uid: 1000,
+                holder: "alice".into(),
             },
         }))],
     );
@@ -439,11 +482,61 @@ fn queries_report_without_appending() {
                 task_id: 1,
                 lease_id: 1,
                 worker: "w1".into(),
+                user: "alice".into(),
                 expires_at_ms: T0 + 1 + LEASE_MS,
             }],
         }))],
     );
     assert_eq!(h.wal.len(), wal_before);
+}
+
+// Goal: who may do what (docs/coordinator.md, Authorization). Any user may
+// submit and lease; a lease's heartbeat, completion and failure are only
+// accepted from the user it was granted to or a cluster administrator (uid 0
+// or a ClusterAdmins name); a refusal appends nothing and leaves the lease
+// valid; a completion on an invalid lease is still a TaskCancelled recording
+// who tried. Method: alice submits and leases; bob, root and lsfadmin act.
+#[test]
+fn only_the_lease_holder_or_an_admin_may_act_under_a_lease() {
+    let as_user = |caller: Caller, request: Request| Input::Request { client: ClientId(1), caller, request };
+    let r = |t, l| LeaseRef { task: task(t), lease: lease(l) };
+    let bob = user(1001, "bob");
+    let mut h = Harness::new();
+    h.step(T0, submit(b"a"));
+    h.step(T0, submit(b"b"));
+    h.step(T0, as_user(bob.clone(), Request::Submit { payload: payload(b"c") }));
+    assert!(matches!(&h.coord.task(task(3)).expect("task 3").owner, o if *o == bob));
+    h.step(T0, lease_req("w1"));
+    for request in [
+        Request::Heartbeat(r(1, 1)),
+        Request::Finish { lease: r(1, 1), outcome: Outcome::Completed },
+        Request::Finish { lease: r(1, 1), outcome: Outcome::Failed },
+    ] {
+        let effects = h.step(T0 + 1, as_user(bob.clone(), request));
+        assert_eq!(effects.len(), 1, "nothing appended: {effects:?}");
+        assert_eq!(error_code(&effects[0]), wire::ERR_PERMISSION);
+        let Effect::Respond { reply: Reply::Error(error), .. } = &effects[0] else { unreachable!() };
+        assert!(error.message.contains("bob (uid 1001)") && error.message.contains("alice (uid 1000)"));
+    }
+    assert!(matches!(h.state(1), TaskState::Leased { lease: l, .. } if l == lease(1)));
+    // Bob on a lease that is not valid: refused as lost, and recorded with his name.
+    let refused =
+        h.step(T0 + 1, as_user(bob.clone(), Request::Finish { lease: r(2, 9), outcome: Outcome::Completed }));
+    let cancelled =
+        Event::TaskCancelled { task: task(2), lease: lease(9), outcome: Outcome::Completed, by: bob.clone() };
+    assert_eq!(refused[0], Effect::Append(cancelled));
+    assert_eq!(error_code(&refused[1]), wire::ERR_LEASE_LOST);
+    // Root and a ClusterAdmins name may act for alice; the retry check applies to them too.
+    let extended = h.step(T0 + 2, as_user(user(0, "root"), Request::Heartbeat(r(1, 1))));
+    assert!(matches!(extended.last(), Some(Effect::Respond { reply: Reply::Extended(_), .. })));
+    let admin = user(1500, "lsfadmin");
+    h.step(T0 + 3, as_user(admin.clone(), Request::Finish { lease: r(1, 1), outcome: Outcome::Completed }));
+    assert!(matches!(h.state(1), TaskState::Finished { outcome: Outcome::Completed, .. }));
+    let retry = h.step(T0 + 4, as_user(bob, Request::Finish { lease: r(1, 1), outcome: Outcome::Completed }));
+    assert_eq!(error_code(&retry[0]), wire::ERR_PERMISSION);
+    let retry =
+        h.step(T0 + 4, as_user(admin, Request::Finish { lease: r(1, 1), outcome: Outcome::Completed }));
+    assert_eq!(retry, vec![outcome(1, task_state::COMPLETED)]);
 }
 
 // Goal: replaying the same WAL twice gives the same state hash, equal to the
@@ -492,8 +585,14 @@ fn replay_twice_and_snapshot_give_the_same_hash() {
 fn replay_refuses_events_that_do_not_fit() {
     let mut coord = Coord::new(config());
     let bad = [
-        Event::TaskCreated { task: task(2), payload: payload(b""), created_at_ms: 0 },
-        Event::LeaseGranted { task: task(1), lease: lease(1), worker: worker("w"), expires_at_ms: 1 },
+        Event::TaskCreated { task: task(2), payload: payload(b""), created_at_ms: 0, owner: alice() },
+        Event::LeaseGranted {
+            task: task(1),
+            lease: lease(1),
+            worker: worker("w"),
+            holder: alice(),
+            expires_at_ms: 1,
+        },
         Event::TaskCompleted { task: task(1), lease: lease(1) },
     ];
     for event in &bad {
@@ -502,15 +601,26 @@ fn replay_refuses_events_that_do_not_fit() {
         assert_eq!(coord.state_hash(), hash);
     }
     coord
-        .apply(&Event::TaskCreated { task: task(1), payload: payload(b""), created_at_ms: 0 })
+        .apply(&Event::TaskCreated { task: task(1), payload: payload(b""), created_at_ms: 0, owner: alice() })
         .expect("fits");
     coord
-        .apply(&Event::LeaseGranted { task: task(1), lease: lease(1), worker: worker("w"), expires_at_ms: 9 })
+        .apply(&Event::LeaseGranted {
+            task: task(1),
+            lease: lease(1),
+            worker: worker("w"),
+            holder: alice(),
+            expires_at_ms: 9,
+        })
         .expect("fits");
     assert!(coord.apply(&Event::LeaseExpired { task: task(1), lease: lease(1), expires_at_ms: 8 }).is_err());
     assert!(
         coord
-            .apply(&Event::TaskCancelled { task: task(1), lease: lease(1), outcome: Outcome::Completed })
+            .apply(&Event::TaskCancelled {
+                task: task(1),
+                lease: lease(1),
+                outcome: Outcome::Completed,
+                by: alice(),
+            })
             .is_err()
     );
     assert!(
@@ -519,6 +629,7 @@ fn replay_refuses_events_that_do_not_fit() {
                 task: task(1),
                 lease: lease(2),
                 worker: worker("w"),
+                holder: alice(),
                 expires_at_ms: 9
             })
             .is_err()
@@ -565,7 +676,7 @@ fn random_runs_keep_the_invariants() {
             };
             let expect_valid = match &input {
                 Input::Request { request: Request::Finish { lease: r, .. }, .. } => {
-                    h.coord.store().valid_lease(r.task, r.lease).is_ok_and(|(_, exp)| exp > now)
+                    h.coord.store().valid_lease(r.task, r.lease).is_ok_and(|held| held.expires_at_ms > now)
                 }
                 _ => false,
             };

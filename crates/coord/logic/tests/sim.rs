@@ -296,6 +296,11 @@ struct Sim {
     chaos: bool,
 }
 
+/// Every actor runs as one user: permissions are the unit tests' subject, leases are this one's.
+fn sim_user() -> lava_coord_ll::Caller {
+    lava_coord_ll::Caller { uid: 1000, user: lava_coord_ll::UserName::parse("sim").expect("valid") }
+}
+
 impl Sim {
     fn new(seed: u64, trace: bool) -> Sim {
         let mut rng = Rng(seed);
@@ -303,6 +308,7 @@ impl Sim {
             lease_duration_ms: LEASE_MS,
             payload_bytes_max: PAYLOAD_MAX,
             leases_per_worker_max: 2,
+            admins: Vec::new(),
         };
         let n_workers = 2 + rng.below(5) as usize;
         let mut actors = Vec::new();
@@ -567,7 +573,7 @@ impl Sim {
             return self.crash("before append");
         }
         let reply = self
-            .step(Input::Request { client: ClientId(actor as u64), request })?
+            .step(Input::Request { client: ClientId(actor as u64), caller: sim_user(), request })?
             .ok_or("a request without an answer")?;
         match point {
             CrashPoint::AfterAppendBeforeApply => {

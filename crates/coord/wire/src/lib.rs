@@ -6,6 +6,9 @@
 //! - [`Operation`]: one opcode per message, requests odd-numbered by pair with
 //!   their answers (`SubmitTask` 1 → `SubmitTaskReply` 2, …), and
 //!   [`Operation::RequestFailed`] for every refusal.
+//! - [`Hello`] / [`HelloReply`]: the first exchange of every connection, in
+//!   which the client presents a credential token from its local sbatchd
+//!   (`lava_net::Credential`) and learns who the coordinator takes it for.
 //! - One XDR struct per message: [`SubmitTask`] (the payload is XDR opaque),
 //!   [`LeaseRequest`] / [`LeaseReply`] (an empty reply when nothing is
 //!   schedulable), [`Heartbeat`] / [`LeaseExtended`], [`TaskOutcome`] for
@@ -16,10 +19,11 @@
 //!   [`encode_body`] for anything of ours.
 //!
 //! Frames are `lava_xdr::frame`'s: the 20-byte header (sequence, operation,
-//! version, length, status) then the XDR body, sealed with the cluster key by
-//! the transport (`lava-net`'s trailer sits after the body, inside `length`).
+//! version, length, status) then the XDR body, not sealed: the connection is
+//! authenticated once, by the credential of its first frame ([`Hello`]).
 //! A reply echoes the request's `sequence`; `RequestFailed` repeats its error
-//! code in the header's `status`.
+//! code in the header's `status`. A client may send its next request before
+//! the previous answer arrived; answers come back in request order.
 //!
 //! # What it never does
 //! Validation beyond XDR well-formedness (non-zero ids, worker names and the
@@ -95,11 +99,15 @@ pub enum Operation {
     LeasesReply = 17,
     /// Coordinator → client: the request was refused ([`ErrorReply`]).
     RequestFailed = 18,
+    /// Client → coordinator, first frame of a connection: who I am ([`Hello`]).
+    Hello = 19,
+    /// Coordinator → client: the identity the credential proved ([`HelloReply`]).
+    HelloReply = 20,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 18] = [
+    pub const ALL: [Operation; 20] = [
         Operation::SubmitTask,
         Operation::SubmitTaskReply,
         Operation::LeaseRequest,
@@ -118,6 +126,8 @@ impl Operation {
         Operation::LeasesQuery,
         Operation::LeasesReply,
         Operation::RequestFailed,
+        Operation::Hello,
+        Operation::HelloReply,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -151,8 +161,31 @@ impl Operation {
             Operation::LeasesQuery => "LEASES_QUERY",
             Operation::LeasesReply => "LEASES_REPLY",
             Operation::RequestFailed => "REQUEST_FAILED",
+            Operation::Hello => "HELLO",
+            Operation::HelloReply => "HELLO_REPLY",
         }
     }
+}
+
+/// HELLO: the first frame of every connection. Nothing else is served on a
+/// connection before it succeeded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// A token the local sbatchd issued for the caller (CREDENTIAL_REQUEST on
+    /// `LAVA_CMD_SOCKET`); single-use, valid for the authentication window.
+    #[serde(with = "lava_xdr::opaque")]
+    pub credential: Vec<u8>,
+}
+
+/// HELLO_REPLY: who the coordinator takes the connection's caller for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloReply {
+    /// The caller's uid, as the issuing sbatchd learned it from the kernel.
+    pub uid: u32,
+    /// The caller's user name.
+    pub user: String,
+    /// Whether the caller is a cluster administrator (root or lsf.cluster ClusterAdmins).
+    pub admin: bool,
 }
 
 /// SUBMIT_TASK: a task's opaque payload.
@@ -262,6 +295,12 @@ pub struct TaskInfo {
     pub n_refused: u32,
     /// Payload size in bytes.
     pub payload_bytes: u32,
+    /// The user who submitted it.
+    pub owner: String,
+    /// That user's uid.
+    pub owner_uid: u32,
+    /// The user holding (LEASED) or who ended (COMPLETED, FAILED) its lease; empty otherwise.
+    pub holder: String,
 }
 
 /// TASK_QUERY_REPLY.
@@ -311,6 +350,8 @@ pub struct LeaseInfo {
     pub lease_id: u64,
     /// Its worker.
     pub worker: String,
+    /// The user the lease was granted to.
+    pub user: String,
     /// Absolute expiry, ms since the epoch.
     pub expires_at_ms: u64,
 }
@@ -346,10 +387,17 @@ pub const ERR_LEASE_LOST: u32 = 5;
 pub const ERR_TASK_FINISHED: u32 = 6;
 /// The coordinator cannot accept the request now (its WAL failed, it is stopping).
 pub const ERR_TRY_AGAIN: u32 = 7;
+/// The connection is not authenticated: no HELLO yet, or its credential was
+/// refused (forged, expired, replayed, another cluster's key).
+pub const ERR_AUTH: u32 = 8;
+/// The caller may not do this (another user's lease; see docs/coordinator.md).
+pub const ERR_PERMISSION: u32 = 9;
 
 /// A decoded request, before lava-coord-ll's validation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
+    /// HELLO (only as a connection's first frame).
+    Hello(Hello),
     /// SUBMIT_TASK.
     Submit(SubmitTask),
     /// LEASE_REQUEST.
@@ -374,6 +422,7 @@ impl Request {
     /// The opcode of this request.
     pub fn operation(&self) -> Operation {
         match self {
+            Request::Hello(_) => Operation::Hello,
             Request::Submit(_) => Operation::SubmitTask,
             Request::Lease(_) => Operation::LeaseRequest,
             Request::Heartbeat(_) => Operation::Heartbeat,
@@ -389,6 +438,7 @@ impl Request {
     /// The XDR body of this request.
     pub fn encode_body(&self) -> Vec<u8> {
         match self {
+            Request::Hello(m) => encode_body(m),
             Request::Submit(m) => encode_body(m),
             Request::Lease(m) => encode_body(m),
             Request::Heartbeat(m) => encode_body(m),
@@ -402,6 +452,8 @@ impl Request {
 /// An answer, as the coordinator sends it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
+    /// HELLO_REPLY.
+    Hello(HelloReply),
     /// SUBMIT_TASK_REPLY.
     Submitted(SubmitTaskReply),
     /// LEASE_REPLY.
@@ -431,6 +483,7 @@ impl Reply {
     /// The opcode of this answer.
     pub fn operation(&self) -> Operation {
         match self {
+            Reply::Hello(_) => Operation::HelloReply,
             Reply::Submitted(_) => Operation::SubmitTaskReply,
             Reply::Lease(_) => Operation::LeaseReply,
             Reply::Extended(_) => Operation::LeaseExtended,
@@ -454,6 +507,7 @@ impl Reply {
     /// The XDR body of this answer.
     pub fn encode_body(&self) -> Vec<u8> {
         match self {
+            Reply::Hello(m) => encode_body(m),
             Reply::Submitted(m) => encode_body(m),
             Reply::Lease(m) => encode_body(m),
             Reply::Extended(m) => encode_body(m),
@@ -523,6 +577,7 @@ pub fn decode_request(
     let not_request = DecodeError::Operation { operation, expected: "request" };
     let op = Operation::from_code(operation).ok_or(not_request.clone())?;
     Ok(match op {
+        Operation::Hello => Request::Hello(decode(op, body, limits)?),
         Operation::SubmitTask => Request::Submit(decode(op, body, limits)?),
         Operation::LeaseRequest => Request::Lease(decode(op, body, limits)?),
         Operation::Heartbeat => Request::Heartbeat(decode(op, body, limits)?),
@@ -541,6 +596,7 @@ pub fn decode_reply(operation: u32, body: &[u8], limits: &lava_xdr::Limits) -> R
     let not_answer = DecodeError::Operation { operation, expected: "answer" };
     let op = Operation::from_code(operation).ok_or(not_answer.clone())?;
     Ok(match op {
+        Operation::HelloReply => Reply::Hello(decode(op, body, limits)?),
         Operation::SubmitTaskReply => Reply::Submitted(decode(op, body, limits)?),
         Operation::LeaseReply => Reply::Lease(decode(op, body, limits)?),
         Operation::LeaseExtended => Reply::Extended(decode(op, body, limits)?),
@@ -567,7 +623,7 @@ mod tests {
             assert_eq!(Operation::from_code(op.code()), Some(op), "{}", op.name());
         }
         assert_eq!(Operation::from_code(0), None);
-        assert_eq!(Operation::from_code(19), None);
+        assert_eq!(Operation::from_code(21), None);
     }
 
     // Goal: every request and answer survives encode → decode, and the payload
@@ -578,6 +634,7 @@ mod tests {
         let body = submit.encode_body();
         assert_eq!(body, [0, 0, 0, 5, b'a', b'b', b'c', b'd', b'e', 0, 0, 0]);
         let requests = [
+            Request::Hello(Hello { credential: vec![1, 2, 3] }),
             submit,
             Request::Lease(LeaseRequest { worker: "w1".into() }),
             Request::Heartbeat(Heartbeat { task_id: 1, lease_id: 2 }),
@@ -594,6 +651,7 @@ mod tests {
         }
         let grant = LeaseGrant { task_id: 1, lease_id: 2, expires_at_ms: 3, payload: vec![9] };
         let replies = [
+            Reply::Hello(HelloReply { uid: 65534, user: "nobody".into(), admin: false }),
             Reply::Submitted(SubmitTaskReply { task_id: 1 }),
             Reply::Lease(LeaseReply { lease: Some(grant) }),
             Reply::Lease(LeaseReply { lease: None }),
@@ -604,7 +662,13 @@ mod tests {
                 workers: vec![WorkerInfo { name: "w".into(), last_seen_ms: 5, n_leases: 1 }],
             }),
             Reply::Leases(LeasesReply {
-                leases: vec![LeaseInfo { task_id: 1, lease_id: 2, worker: "w".into(), expires_at_ms: 3 }],
+                leases: vec![LeaseInfo {
+                    task_id: 1,
+                    lease_id: 2,
+                    worker: "w".into(),
+                    user: "u".into(),
+                    expires_at_ms: 3,
+                }],
             }),
             Reply::error(ERR_LEASE_LOST, "lease 2 of task 1 is not valid"),
         ];
