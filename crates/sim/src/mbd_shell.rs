@@ -135,7 +135,7 @@ impl World {
                 self.violation(format!("replay of lsb.events record {position} failed: {error}"));
             }
         }
-        if mbd.snapshot() != self.oracle.replica.snapshot() {
+        if !mbd.same_durable_state(&self.oracle.replica) {
             self.violation("replay of the durable log differs from the durable state the oracle applied");
         }
         self.trace.line(self.now_ms, || {
@@ -257,8 +257,8 @@ impl World {
         self.mbd.durable_len = self.mbd.log.len();
         // A quiescent point: the durable log equals the appended one, so its
         // replay must equal the live durable state.
-        let live = self.mbd.mbd.as_ref().expect("up").snapshot();
-        if live != self.oracle.replica.snapshot() {
+        let live = self.mbd.mbd.as_ref().expect("up");
+        if !live.same_durable_state(&self.oracle.replica) {
             self.violation(
                 "the durable log, replayed, differs from mbatchd's live state at a quiescent point",
             );
@@ -266,7 +266,7 @@ impl World {
         if self.rng.chance(self.params.snapshot_p) {
             // Contract step 7: a snapshot covers every record appended so far,
             // all durable now; it replaces the older one atomically.
-            self.mbd.snapshot = Some((codec::to_record(&live), self.mbd.log.len()));
+            self.mbd.snapshot = Some((codec::to_record(&live.snapshot()), self.mbd.log.len()));
         }
         self.mbd_release();
     }

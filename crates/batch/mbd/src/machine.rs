@@ -105,6 +105,12 @@ impl Mbd {
         self.store.snapshot()
     }
 
+    /// Whether `other` holds the same durable state as this one: the same answer as
+    /// comparing [`Mbd::snapshot`]s, far cheaper (finished jobs are compared encoded).
+    pub fn same_durable_state(&self, other: &Mbd) -> bool {
+        self.store.same_state(&other.store)
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &MbdConfig {
         &self.config

@@ -251,6 +251,15 @@ impl Store {
         }
     }
 
+    /// Whether `other` holds the same durable state: what comparing their snapshots
+    /// says, without decoding finished jobs (equal jobs freeze to equal bytes).
+    pub(crate) fn same_state(&self, other: &Store) -> bool {
+        self.last_job_id == other.last_job_id
+            && self.live == other.live
+            && self.finished == other.finished
+            && self.retired == other.retired
+    }
+
     /// Job `id`, unfinished or finished (decoded, then).
     pub(crate) fn job(&self, id: u32) -> Option<Cow<'_, Job>> {
         match self.live.get(&id) {
@@ -423,6 +432,8 @@ impl Store {
 
     /// Every durable invariant: each job's own, ids, and the indexes.
     pub(crate) fn check(&self) -> Result<(), String> {
+        // One pass, so that each finished job is decoded once.
+        let mut rebuilt = Index::default();
         for (id, job) in self.all_jobs() {
             if job.job.id() != id {
                 return Err(format!("job {} filed under {id}", job.job));
@@ -437,6 +448,7 @@ impl Store {
                 return Err(format!("frozen job {id} filed under the wrong reference"));
             }
             job.check()?;
+            rebuilt.add(id, &job);
         }
         if self.live.keys().any(|id| self.finished.contains_key(id)) {
             return Err("a job is kept both unfinished and finished".to_owned());
@@ -444,7 +456,6 @@ impl Store {
         if self.index.by_request.len() != self.len() {
             return Err("two jobs share a submission request id".to_owned());
         }
-        let rebuilt = self.build_index();
         if rebuilt != self.index {
             return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
         }
