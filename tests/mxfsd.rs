@@ -1,11 +1,12 @@
 //! mxfsd on loopback: three daemons on 127.0.0.1 with per-host ports (lsf.cluster's
-//! LAVA_MXFSD_PORT column) and separate client sockets; the first host is the lock master.
+//! LAVA_MXFSD_PORT column) and separate client sockets; the lowest live node is the lock master.
 //! Many `mxfsctl lock counter EX -- sh -c '…'` processes on all three nodes increment one
 //! counter file, and no increment is lost. A lock holder's node killed with SIGKILL has its
 //! locks released only after its lease expired and its journal recovery ran, and rejoins with
-//! a new epoch; a master killed with SIGKILL and restarted fails the locks it granted (no
-//! takeover yet) and serves again; garbage on the master's TCP port closes that connection
-//! only.
+//! a new epoch; a master killed with SIGKILL is taken over by the next node with every
+//! outstanding lock still granted, and takes back over when restarted; a node stopped past its
+//! lease loses its locks and `mxfsctl lock` stops its command; garbage on the master's TCP port
+//! closes that connection only.
 
 mod util;
 
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use lava_dlm_ll::LockMode;
 use lava_dlm_wire as wire;
-use lava_mxfsd::client::{Client, ClientError, ErrorCode, Grant, Reply};
+use lava_mxfsd::client::{Client, Grant, Reply};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
 use util::{Cluster, Daemon, IO_TIMEOUT, LOOPBACK, STARTUP_TIMEOUT, wait_until};
 
@@ -38,17 +39,15 @@ fn mxfsctl_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mxfsctl"))
 }
 
-/// Writes lsf.cluster with every host on 127.0.0.1 and the master's mxfsd port, if known.
-/// Hosts sharing an address need distinct ports in every column; the other columns (and the
-/// ports of the nodes that are not the master, which bind `--port 0`) are placeholders below
-/// the ephemeral range that nothing listens on.
-fn write_cluster_file(cluster: &Cluster, master_port: Option<u16>) {
+/// Writes lsf.cluster with every host on 127.0.0.1 and the mxfsd ports known so far. A node
+/// only ever connects to lower node ids (looking for the master), so the daemons start in id
+/// order and the file is rewritten with each one's bound port before the next starts. Hosts
+/// sharing an address need distinct ports in every column; the other columns (and the ports
+/// not known yet) are placeholders below the ephemeral range that nothing listens on.
+fn write_cluster_file(cluster: &Cluster, ports: &[u16]) {
     let mut rows = String::new();
     for (idx, host) in HOSTS.iter().enumerate() {
-        let mxfsd_port = match (idx, master_port) {
-            (0, Some(port)) => port,
-            _ => 21_000 + idx as u16,
-        };
+        let mxfsd_port = ports.get(idx).copied().unwrap_or(21_000 + idx as u16);
         let (lim_port, sbd_port) = (21_100 + idx, 21_200 + idx);
         rows.push_str(&format!(
             "{host}  !  !  1  (cs linux)  127.0.0.1  {lim_port}  {sbd_port}  {mxfsd_port}\n"
@@ -101,8 +100,8 @@ fn start_cluster() -> (Cluster, Vec<Node>) {
     start_cluster_with(NODE_TIMEOUT_MS, RENEW_MS, |_| {})
 }
 
-/// Starts the three daemons: the master first on a free port, which then goes into
-/// lsf.cluster so that the others find it; waits until both other nodes joined.
+/// Starts the three daemons in id order, each on a free port that goes into lsf.cluster
+/// before the next starts; waits until both other nodes joined the master (h1).
 /// `configure` runs on the cluster folder before any daemon starts.
 fn start_cluster_with(
     node_timeout_ms: u64,
@@ -113,14 +112,12 @@ fn start_cluster_with(
     cluster.rewrite_lsf_conf("LAVA_MXFSD_RENEW_MS", &renew_ms.to_string());
     cluster.rewrite_lsf_conf("LAVA_MXFSD_NODE_TIMEOUT_MS", &node_timeout_ms.to_string());
     configure(&cluster);
-    write_cluster_file(&cluster, None);
-    let mut nodes = Vec::new();
+    write_cluster_file(&cluster, &[]);
+    let mut nodes: Vec<Node> = Vec::new();
     for idx in 0..HOSTS.len() {
         let node = spawn_node(&mut cluster, idx, 0);
-        if idx == 0 {
-            write_cluster_file(&cluster, Some(node.port));
-        }
         nodes.push(node);
+        write_cluster_file(&cluster, &nodes.iter().map(|node| node.port).collect::<Vec<_>>());
     }
     for node in &nodes[1..] {
         wait_until("a node to join the master", STARTUP_TIMEOUT, || joined_epoch(&node.socket));
@@ -270,41 +267,57 @@ fn row(node: &str, mode: &str, state: &str) -> (String, String, String) {
     (node.to_owned(), mode.to_owned(), state.to_owned())
 }
 
+/// The lines of the recovery log that say `what` (`start` or `done`) for `node`.
+fn recovery_lines(log: &Path, what: &str, node: u32) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|line| {
+            line.split_whitespace().collect::<Vec<_>>() == [what, &node.to_string(), &(node - 1).to_string()]
+        })
+        .count()
+}
+
 // Goal: the node death sequence end to end (lava-dlm-logic's crate doc): the EX lock of a node
 // killed with SIGKILL stays fenced until its lease expired and its journal recovery finished,
 // and only then goes to the waiter; the node restarted rejoins with a newer epoch.
-// Method: leases of 2 s renewed every 250 ms; a recovery command that records its arguments,
-// sleeps 1 s and then writes a `done` marker. A client on h2 holds EX on R (and is told by a
-// BAST that h3 waits); a client on h3 asks for EX on R in a thread; h2's mxfsd is killed with
+// Method: leases of 2 s renewed every 250 ms; a recovery command that logs `start ID SLOT`,
+// sleeps 1 s and logs `done ID SLOT` (at start-up every node's previous journal is recovered
+// once: the test waits for those three). A client on h2 holds EX on R (and is told by a BAST
+// that h3 waits); a client on h3 asks for EX on R in a thread; h2's mxfsd is killed with
 // SIGKILL. While the master's table shows h2's lock fenced, h3 still waits (one snapshot);
-// h3's grant comes after the `done` marker exists (checked by the waiting thread the instant
-// it is granted), no sooner than lease expiry plus the recovery's sleep, with a fencing token
-// of a newer epoch. h2 restarted joins again with an epoch above its old one, and gets R once
-// h3 lets go.
+// h3's grant comes after the second `done 2 1` (checked by the waiting thread the instant it
+// is granted), no sooner than lease expiry plus the recovery's sleep, with a fencing token of
+// a newer epoch. h2 restarted joins again with an epoch above its old one, and gets R once h3
+// lets go.
 #[test]
 fn killed_holder_node_releases_its_locks_only_after_lease_expiry_and_recovery() {
     const TIMEOUT_MS: u64 = 2_000;
     const RENEW: u64 = 250;
     const RECOVERY_SLEEP_MS: u64 = 1_000;
-    let mut markers = None;
+    let mut recovery_log = None;
     let (mut cluster, mut nodes) = start_cluster_with(TIMEOUT_MS, RENEW, |cluster| {
-        let (started, done) = (cluster.dir().join("recovery-started"), cluster.dir().join("recovery-done"));
+        let log = cluster.dir().join("recovery.log");
         let script = cluster.dir().join("recover.sh");
         std::fs::write(
             &script,
             format!(
-                "echo \"$1 $2\" > {}\nsleep {}\n: > {}\n",
-                started.display(),
+                "echo \"start $1 $2\" >> {0}\nsleep {1}\necho \"done $1 $2\" >> {0}\n",
+                log.display(),
                 RECOVERY_SLEEP_MS as f64 / 1000.0,
-                done.display()
             ),
         )
         .expect("write the recovery script");
         let command = format!("'sh {} \"$1\" \"$2\"'", script.display());
         cluster.rewrite_lsf_conf("LAVA_MXFSD_RECOVERY_CMD", &command);
-        markers = Some((started, done));
+        recovery_log = Some(log);
     });
-    let (started, done) = markers.expect("configured");
+    let log = recovery_log.expect("configured");
+    for node in 1..=3 {
+        wait_until("the start-up recoveries", STARTUP_TIMEOUT, || {
+            (recovery_lines(&log, "done", node) >= 1).then_some(())
+        });
+    }
+    let (started_2, done_2) = (recovery_lines(&log, "start", 2), recovery_lines(&log, "done", 2));
     let master = nodes[0].socket.clone();
     let (state, old_epoch) = node_row(&status(&master).expect("the master's status"), "h2");
     assert_eq!(state, "ok");
@@ -313,11 +326,11 @@ fn killed_holder_node_releases_its_locks_only_after_lease_expiry_and_recovery() 
     let held = holder.lock("R", LockMode::Ex, false, Some(IO_TIMEOUT)).expect("h2 locks R");
     let (granted_tx, granted_rx) = mpsc::channel();
     let waiter_socket = nodes[2].socket.clone();
-    let waiter_done = done.clone();
+    let waiter_log = log.clone();
     let waiter = std::thread::spawn(move || {
         let mut client = connect(&waiter_socket);
         let result = client.lock("R", LockMode::Ex, false, Some(2 * IO_TIMEOUT));
-        let done_at_grant = waiter_done.exists();
+        let done_at_grant = recovery_lines(&waiter_log, "done", 2) > done_2;
         let _sent =
             granted_tx.send((result.map_err(|error| error.to_string()), Instant::now(), done_at_grant));
         // The lock stays held as long as this connection is open.
@@ -342,7 +355,11 @@ fn killed_holder_node_releases_its_locks_only_after_lease_expiry_and_recovery() 
             let rows = lock_rows(&master, "R");
             if rows.contains(&row("2", "EX", "fenced")) {
                 assert!(rows.contains(&row("3", "EX", "waiting")), "fenced, yet h3 does not wait: {rows:?}");
-                assert!(!done.exists(), "the lock is still fenced after the recovery finished");
+                assert_eq!(
+                    recovery_lines(&log, "done", 2),
+                    done_2,
+                    "the lock is still fenced after the recovery finished"
+                );
                 saw_fenced = true;
             }
         }
@@ -351,8 +368,11 @@ fn killed_holder_node_releases_its_locks_only_after_lease_expiry_and_recovery() 
     let granted = result.expect("h3 is granted R once h2 is recovered");
     assert!(saw_fenced, "h2's lock was never seen fenced");
     assert!(done_at_grant, "h3 was granted R before h2's journal recovery finished");
-    let recovered = std::fs::read_to_string(&started).expect("the recovery ran");
-    assert_eq!(recovered.trim(), "2 1", "the recovery gets the dead node's id and journal slot");
+    assert_eq!(
+        recovery_lines(&log, "start", 2),
+        started_2 + 1,
+        "the recovery gets the dead node's id and journal slot"
+    );
     let waited = granted_at - killed_at;
     let earliest = Duration::from_millis(TIMEOUT_MS - 2 * RENEW + RECOVERY_SLEEP_MS);
     assert!(waited >= earliest, "h3 was granted {waited:?} after the kill, before lease expiry and recovery");
@@ -375,25 +395,42 @@ fn killed_holder_node_releases_its_locks_only_after_lease_expiry_and_recovery() 
     drop(nodes);
 }
 
-// Goal: what a master killed with SIGKILL means today. Master takeover (the issue's "kill -9 of
-// the master → the next node takes over and outstanding locks stay granted") is NOT implemented
-// yet (lava-mxfsd's crate doc): this test pins the specified stop-gap, and is to be replaced by
-// a takeover test when it lands. Method: h2 holds EX on m and h3 waits for it; h1 (the master)
-// is killed with SIGKILL. h2's client is notified LOST for its handle, h3's waiting request
-// fails as unavailable, and a new request fails at once while no master runs. h1 restarted on
-// its port takes a higher epoch; h2 and h3 join it again; h2's old handle is gone, a new lock
-// works, is fenced by the new epoch and excludes h3 as before.
+/// Whether `socket`'s daemon takes `host` as its master (and, on the master, serves).
+fn master_is(socket: &Path, host: &str) -> Option<()> {
+    let text = status(socket)?;
+    let named = text.lines().any(|line| line.starts_with(&format!("MASTER: {host} ")));
+    let serving = !text.contains("STATE: ") || text.contains("STATE: serving\n");
+    let joined = text.contains("MASTER CONNECTION: joined") || text.contains("STATE: ");
+    (named && serving && joined).then_some(())
+}
+
+// Goal: master takeover (spec "Lock Mastering"): the master killed with SIGKILL, the next node
+// takes over, rebuilds the lock table from what the survivors hold, and outstanding locks stay
+// granted; requests waiting at the dead master wait on, and new requests are served by the new
+// master; the old master restarted is the lowest live node again and takes back over, the
+// locks surviving a second time.
+// Method: h2 holds EX on m (told by a BAST that h3 waits) and h3 holds PR on q; h3 waits for m
+// in a thread; h1 is killed with SIGKILL. h2 becomes the master (its status says so, with an
+// epoch above h1's) and h3 joins it; the rebuilt table shows h2's EX on m granted, h3's PR on q
+// granted and h3 waiting for m. A new lock on another resource works from h3. h2 unlocks m
+// with its old handle (the lock was never lost) and h3's waiting request is granted with a
+// token of the new epoch. h1 restarted on its port: h2 and h3 join it, h3's PR on q is still
+// held (a NOQUEUE EX from h2 is refused) and unlocks cleanly.
 #[test]
-fn killed_master_fails_its_locks_and_nodes_rejoin_its_restart_with_a_newer_epoch() {
+fn killed_master_is_taken_over_by_the_next_node_and_locks_stay_granted() {
     let (mut cluster, mut nodes) = start_cluster();
-    let master_port = nodes[0].port;
+    let h1_port = nodes[0].port;
     let old_epoch = master_epoch(&status(&nodes[0].socket).expect("the master's status"));
     let mut holder = connect(&nodes[1].socket);
     let held = holder.lock("m", LockMode::Ex, false, Some(IO_TIMEOUT)).expect("h2 locks m");
     assert_eq!(token_epoch(&held), old_epoch);
+    let mut reader = connect(&nodes[2].socket);
+    let read = reader.lock("q", LockMode::Pr, false, Some(IO_TIMEOUT)).expect("h3 locks q");
     let waiter_socket = nodes[2].socket.clone();
     let waiter = std::thread::spawn(move || {
-        connect(&waiter_socket).lock("m", LockMode::Ex, false, Some(2 * IO_TIMEOUT))
+        let mut client = connect(&waiter_socket);
+        let result = client.lock("m", LockMode::Ex, false, Some(3 * IO_TIMEOUT));
+        (result.map_err(|error| error.to_string()), client)
     });
     wait_until("h3's request to queue behind h2", IO_TIMEOUT, || {
         lock_rows(&nodes[0].socket, "m").contains(&row("3", "EX", "waiting")).then_some(())
@@ -402,54 +439,50 @@ fn killed_master_fails_its_locks_and_nodes_rejoin_its_restart_with_a_newer_epoch
     assert_eq!(bast, Some(Reply::Bast { handle: held.handle, mode: LockMode::Ex }));
 
     nodes[0].daemon.kill();
-    let lost = holder.next_notification(IO_TIMEOUT).expect("a notification");
-    assert_eq!(lost, Some(Reply::Lost { handle: held.handle }));
-    match waiter.join().expect("the waiting thread") {
-        Err(ClientError::Refused { code: ErrorCode::Unavailable, .. }) => {}
-        other => panic!("h3's waiting request: {other:?}"),
-    }
-    wait_until("h2 to see the master gone", IO_TIMEOUT, || {
-        status(&nodes[1].socket)?.contains("MASTER CONNECTION: not connected").then_some(())
+    wait_until("h2 to take over", STARTUP_TIMEOUT, || master_is(&nodes[1].socket, "h2"));
+    wait_until("h3 to join h2", STARTUP_TIMEOUT, || master_is(&nodes[2].socket, "h2"));
+    let table = status(&nodes[1].socket).expect("the new master's status");
+    let new_epoch = master_epoch(&table);
+    assert!(new_epoch > old_epoch, "the new master's epoch {new_epoch} is not above {old_epoch}");
+    assert_eq!(node_row(&table, "h1").0, "unavail", "{table}");
+    assert_eq!(node_row(&table, "h3").0, "ok", "{table}");
+    assert_eq!(lock_rows(&nodes[1].socket, "q"), vec![row("3", "PR", "granted")]);
+    wait_until("h3's request to wait at the new master", IO_TIMEOUT, || {
+        (lock_rows(&nodes[1].socket, "m") == vec![row("2", "EX", "granted"), row("3", "EX", "waiting")])
+            .then_some(())
     });
-    match connect(&nodes[1].socket).lock("other", LockMode::Pr, false, Some(IO_TIMEOUT)) {
-        Err(ClientError::Refused { code: ErrorCode::Unavailable, .. }) => {}
-        other => panic!("a lock without a master: {other:?}"),
-    }
+    let out = ctl(&cluster, &nodes[2].socket, &["lock", "other", "EX", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
-    nodes[0] = spawn_node(&mut cluster, 0, master_port);
-    let new_epoch = master_epoch(&status(&nodes[0].socket).expect("the master's status"));
-    assert!(new_epoch > old_epoch, "the restarted master's epoch {new_epoch} is not above {old_epoch}");
-    for node in &nodes[1..] {
-        let joined =
-            wait_until("a node to join the restarted master", STARTUP_TIMEOUT, || joined_epoch(&node.socket));
-        assert!(joined > old_epoch);
+    holder.unlock(held.handle).expect("h2 unlocks m with its handle from before the takeover");
+    let (result, _waiting_client) = waiter.join().expect("the waiting thread");
+    let granted = result.expect("h3's request waiting since before the takeover is granted");
+    assert!(token_epoch(&granted) >= new_epoch, "{granted:?} is not of the new epoch {new_epoch}");
+
+    nodes[0] = spawn_node(&mut cluster, 0, h1_port);
+    for node in &nodes {
+        wait_until("every node to take h1 as master again", STARTUP_TIMEOUT, || {
+            master_is(&node.socket, "h1")
+        });
     }
-    let table = status(&nodes[0].socket).expect("the master's status");
-    for host in ["h2", "h3"] {
-        assert_eq!(node_row(&table, host).0, "ok", "{table}");
-    }
-    match holder.unlock(held.handle) {
-        Err(ClientError::Refused { code: ErrorCode::NotHeld, .. }) => {}
-        other => panic!("unlocking a lost lock: {other:?}"),
-    }
-    let regained = holder.lock("m", LockMode::Ex, true, None).expect("h2 locks m on the restarted master");
-    assert_eq!(token_epoch(&regained), new_epoch);
-    let out = ctl(&cluster, &nodes[2].socket, &["lock", "m", "PR", "--noqueue", "--", "true"]);
-    assert_eq!(out.status.code(), Some(1), "h3 got m while h2 holds it");
-    holder.unlock(regained.handle).expect("h2 unlocks m");
-    let out = ctl(&cluster, &nodes[2].socket, &["lock", "m", "PR", "--noqueue", "--", "true"]);
+    assert_eq!(lock_rows(&nodes[0].socket, "q"), vec![row("3", "PR", "granted")]);
+    let out = ctl(&cluster, &nodes[1].socket, &["lock", "q", "EX", "--noqueue", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1), "h2 got q while h3 holds it");
+    reader.unlock(read.handle).expect("h3 unlocks q with its handle from before both takeovers");
+    let out = ctl(&cluster, &nodes[1].socket, &["lock", "q", "EX", "--noqueue", "--", "true"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     drop(nodes);
 }
 
-// Goal: `mxfsctl lock R MODE -- CMD` never lets CMD run unprotected: when the
-// lock is lost (here the master dies), the command is stopped at once and
-// mxfsctl fails with a message naming the resource. Method: a `sleep 600`
-// under an EX lock on h2; kill the master; mxfsctl must exit non-zero, long
-// before the sleep would have ended, and say the lock was lost.
+// Goal: `mxfsctl lock R MODE -- CMD` never lets CMD run unprotected: when the lock is lost (here
+// h2's mxfsd is stopped past the node timeout, so the master declares it dead and recovers it;
+// on waking up h2 learns it and fails its locks), the command is stopped at once and mxfsctl
+// fails with a message naming the resource. Method: a `sleep 600` under an EX lock on h2;
+// SIGSTOP h2's mxfsd until the master shows h2 recovered, then SIGCONT; mxfsctl must exit
+// non-zero, long before the sleep would have ended, and say the lock was lost.
 #[test]
 fn mxfsctl_stops_its_command_when_the_lock_is_lost() {
-    let (cluster, mut nodes) = start_cluster();
+    let (cluster, nodes) = start_cluster_with(1_500, 250, |_| {});
     let mut guarded = KillOnDrop(
         cluster
             .command(mxfsctl_bin())
@@ -463,7 +496,16 @@ fn mxfsctl_stops_its_command_when_the_lock_is_lost() {
     wait_until("h2's mxfsctl to hold the lock", IO_TIMEOUT, || {
         lock_rows(&nodes[0].socket, "guarded").contains(&row("2", "EX", "granted")).then_some(())
     });
-    nodes[0].daemon.kill();
+    let pid = nodes[1].daemon.pid().to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill").args([name, &pid]).status().expect("run kill");
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    wait_until("the master to recover h2", IO_TIMEOUT, || {
+        (node_row(&status(&nodes[0].socket)?, "h2").0 == "unavail").then_some(())
+    });
+    signal("-CONT");
     let status =
         wait_until("mxfsctl to stop its command", IO_TIMEOUT, || guarded.0.try_wait().expect("try_wait"));
     assert_eq!(status.code(), Some(1));

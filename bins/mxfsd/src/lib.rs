@@ -9,19 +9,21 @@
 //!   Host section; each host's DLM address is its `LAVA_ADDR` (else its name resolved) with its
 //!   `LAVA_MXFSD_PORT` column (else lsf.conf's `LAVA_MXFSD_PORT`). `--port` overrides this
 //!   host's port (0: any free port, reported in the ready file).
-//! - **Single master** (this version): the first host of lsf.cluster is the lock master of
-//!   every resource, like lim's master. It runs lava-dlm-logic's [`lava_dlm_logic::Master`],
-//!   persists its epoch (`$LSB_SHAREDIR/<cluster>/mxfsd/<host>.epoch`, temporary file, fsync,
-//!   rename, fsync of the folder) before anything carrying the new epoch is sent, runs the
-//!   journal recovery command for dead nodes, and serves the other nodes over TCP. **Master
-//!   takeover is not implemented yet**: when the master dies, the other nodes fail their
-//!   clients' locks and reconnect until it is back (it restarts with a higher epoch and an
-//!   empty table).
-//! - Every other host connects to the master, sends NODE_JOIN (epoch 0: a fresh incarnation),
-//!   stamps every later message with the epoch the master's NODE_JOIN answer carries, renews
-//!   its lease every `LAVA_MXFSD_RENEW_MS`, and forwards its local clients' requests. A lost
-//!   master connection, a LEASE_EXPIRE naming this node or a stale-epoch message from the
-//!   master fails every local lock (clients get LOST or an error) and reconnects.
+//! - **Mastering**: the lowest live node id is the lock master of every resource (the spec's
+//!   single master). A node looks for it among the lower node ids (server.rs documents the
+//!   search); when every lower node is down it becomes the master itself: it runs
+//!   lava-dlm-logic's [`lava_dlm_logic::Master`], which first rebuilds the lock table from
+//!   what the survivors reclaim, persists its epoch (`$LSB_SHAREDIR/<cluster>/mxfsd/<host>.epoch`,
+//!   temporary file, fsync, rename, fsync of the folder; above every epoch it saw) before
+//!   anything carrying the new epoch is sent, runs the journal recovery command, and serves
+//!   the other nodes over TCP. A master with lower ids keeps probing them and steps down when
+//!   one of them is master again.
+//! - A node joins its master with NODE_JOIN, stamps every later message with the epoch the
+//!   answer carries, renews its lease every `LAVA_MXFSD_RENEW_MS`, and forwards its local
+//!   clients' requests. When the master goes (connection closed, or silent for the node
+//!   timeout) the node keeps its clients' locks and reclaims them from the next master, as
+//!   long as its lease may still run; a LEASE_EXPIRE naming it, or its lease running out
+//!   without a master, loses every lock (clients get LOST) and it joins as a new incarnation.
 //! - Every frame between daemons is the spec's 32-byte header, the payload and lava-net's
 //!   60-byte authentication trailer (`seal_bytes` over header ‖ payload), inside the header's
 //!   length. A frame that fails framing, authentication, decoding or validation closes its
@@ -36,8 +38,7 @@
 //! node id and journal slot as `$1` `$2`; until it exits 0 — retried every 5 s — the dead
 //! node's locks stay fenced; default: the recovery is recorded in the log and done at once).
 //!
-//! Not implemented yet: master takeover, per-resource mastering, a user group allowed to
-//! lock (the socket's file mode is the only access control), cancelling a timed-out
+//! Not implemented yet: per-resource mastering, a user group allowed to lock (the socket's file mode is the only access control), cancelling a timed-out
 //! conversion without releasing the lock (a conversion that times out releases the lock).
 //!
 //! `--ready-file PATH`: once serving, writes `PORT\n` (the bound TCP port) there.
@@ -88,8 +89,8 @@ pub(crate) struct Settings {
     pub me: NodeId,
     pub my_name: String,
     pub nodes: Vec<NodeConfig>,
-    pub master: NodeId,
-    pub master_addr: SocketAddr,
+    /// Every node's DLM address (`None`: its name does not resolve; it counts as unreachable).
+    pub addrs: std::collections::BTreeMap<NodeId, Option<SocketAddr>>,
     pub listen_addr: SocketAddr,
     pub socket_path: PathBuf,
     pub epoch_path: PathBuf,
@@ -170,11 +171,11 @@ fn settings(args: &Args) -> anyhow::Result<(Settings, LogMask)> {
     if let Some(port) = args.port {
         listen_addr.set_port(port);
     }
+    let addrs = nodes.iter().enumerate().map(|(idx, node)| (node.id, addr_of(idx).ok())).collect();
     let settings = Settings {
         me: nodes[me_idx].id,
         my_name: hosts[me_idx].name.clone(),
-        master: nodes[0].id,
-        master_addr: addr_of(0)?,
+        addrs,
         listen_addr,
         socket_path: args.socket.clone().unwrap_or_else(|| socket_path(&base.lsf)),
         epoch_path: base

@@ -1,15 +1,35 @@
-//! The event loop: one task owns all state (the master's logic when this host is the master,
+//! The event loop: one task owns all state (the master's logic while this node is the master,
 //! the local locks, the connections' send queues); socket tasks only frame, authenticate,
 //! decode and validate, and hand the result over as an [`Event`].
+//!
+//! # Mastering (../shared/specs/dlm-protocol.md, "Lock Mastering")
+//! The lowest live node id is the master. A node looks for it by trying the nodes below its own
+//! id, lowest first: a refused or timed-out connection means that node is down, so the next one
+//! is tried; a connection closed before the NODE_JOIN answer means a live node that is not the
+//! master (yet), so the search starts over after a pause. When every lower node is down, this
+//! node becomes the master: it starts lava-dlm-logic's [`Master`] (which rebuilds its table from
+//! the survivors' reclaims before granting anything) with an epoch above every epoch it saw. A
+//! master with lower node ids keeps probing them; when one answers as master, it steps down and
+//! joins it (its connections close, so every node looks again).
+//!
+//! A node keeps its granted locks when its master goes (connection closed, or silent for the
+//! node timeout) as long as its own lease may still run — the send time of its last
+//! acknowledged renewal plus the node timeout, which the master's lease cannot undercut. On
+//! joining a new master it reclaims them (LOCK_GRANT with mode and token), passes on the
+//! journal recoveries it knows to be pending (JOURNAL_RECOVER) and renews (LEASE_RENEW ends its
+//! synchronisation); then releases that may have been lost go again, then waiting requests. A
+//! lease that ran out, or a LEASE_EXPIRE naming this node, loses every lock (clients get LOST)
+//! and the node joins again as a new incarnation (epoch 0).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use lava_dlm_ll::{DenyReason, Envelope, Epoch, LockId, LockMode, Message, NodeId, ResourceName};
-use lava_dlm_logic::{Config, Effect, Input, Master, NodeState};
+use lava_dlm_logic::{Config, Effect, Input, Master, NodeState, Phase, is_down_conversion};
 use lava_dlm_wire as wire;
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,10 +43,12 @@ use crate::{Settings, epoch_file};
 const SEND_QUEUE_FRAMES_MAX: usize = 4096;
 /// Events queued for the main loop.
 const EVENT_QUEUE_MAX: usize = 4096;
-/// Delay between two attempts to reach the master.
+/// Pause before the search for the master starts over after a live node refused to serve.
 const RECONNECT_DELAY_MS: u64 = 300;
-/// Longest wait for a TCP connect to the master.
-const CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// Longest wait for a TCP connect to another node.
+const CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// How often a master with lower node ids looks whether one of them is back.
+const PROBE_INTERVAL_MS: u64 = 1_000;
 /// Delay before a failed recovery command is run again.
 const RECOVERY_RETRY_MS: u64 = 5_000;
 /// Longest the loop sleeps without looking at its timers.
@@ -36,6 +58,7 @@ enum Event {
     PeerUp { conn: u64, tx: mpsc::Sender<Vec<u8>> },
     PeerMessage { conn: u64, envelope: Envelope },
     PeerDown { conn: u64, reason: String },
+    UplinkFailed { conn: u64, reason: String },
     ClientUp { client: u64, tx: mpsc::Sender<Vec<u8>>, uid: u32 },
     ClientRequest { client: u64, request: Option<Request> },
     ClientDown { client: u64 },
@@ -47,13 +70,17 @@ struct Peer {
     node: Option<NodeId>,
 }
 
-/// This node's link to the master (on a node that is not the master).
+/// This node's connection to the master it joined, or to a candidate.
 struct Uplink {
     conn: u64,
-    tx: mpsc::Sender<Vec<u8>>,
+    node: NodeId,
+    /// `None` while connecting.
+    tx: Option<mpsc::Sender<Vec<u8>>>,
     /// The epoch the master gave us; `None` until its NODE_JOIN answer.
     joined: Option<Epoch>,
     master_epoch_seen: Epoch,
+    join_sent_ms: u64,
+    last_heard_ms: u64,
 }
 
 struct ClientConn {
@@ -61,16 +88,33 @@ struct ClientConn {
     uid: u32,
 }
 
+/// A request of a local client not answered yet.
 struct Pending {
     deadline_ms: Option<u64>,
+    mode: LockMode,
+    noqueue: bool,
+    convert: bool,
+    /// Not (or no longer) at a master: asked after the next join.
+    resend: bool,
 }
 
 struct LocalLock {
     client: u64,
     resource: ResourceName,
+    /// Held mode (or, while not granted yet, the one asked for).
     mode: LockMode,
     token: Option<u64>,
     pending: Option<Pending>,
+}
+
+impl LocalLock {
+    /// The mode to reclaim from a new master: the one the client relies on.
+    fn reclaim_mode(&self) -> LockMode {
+        match &self.pending {
+            Some(Pending { convert: true, mode, .. }) if is_down_conversion(self.mode, *mode) => *mode,
+            _ => self.mode,
+        }
+    }
 }
 
 struct State {
@@ -82,6 +126,10 @@ struct State {
     peers: BTreeMap<u64, Peer>,
     node_conns: BTreeMap<NodeId, u64>,
     uplink: Option<Uplink>,
+    next_uplink_conn: u64,
+    /// The next node to try while looking for the master.
+    candidate: NodeId,
+    next_attempt_ms: u64,
     backlog: Vec<Message>,
     clients: BTreeMap<u64, ClientConn>,
     locks: BTreeMap<u64, LocalLock>,
@@ -90,26 +138,32 @@ struct State {
     master_inbox: VecDeque<(Option<u64>, Input)>,
     local_inbox: VecDeque<Message>,
     next_renew_ms: u64,
+    /// The epoch of this incarnation's last join (0: none; a new incarnation).
+    prev_epoch: Epoch,
+    /// The largest epoch any master showed us (a new master goes above it).
+    max_epoch_seen: Epoch,
+    /// Until when the master's lease on this node runs at the least.
+    lease_until_ms: u64,
+    /// Send times of LEASE_RENEWs not acknowledged yet.
+    renews_in_flight: VecDeque<u64>,
+    /// The master epoch whose synchronisation was acknowledged.
+    synced_epoch: Option<Epoch>,
+    sync_pending: bool,
+    /// Journal recoveries heard of and not done (this node's previous incarnation's from a
+    /// fresh join on): passed on to a new master.
+    recoveries: BTreeSet<NodeId>,
+    /// LOCK_RELEASEs not known to have reached the master: (send time, lock, resource).
+    released: Vec<(u64, u64, ResourceName)>,
+    /// Locks reclaimed from a new master and not answered yet.
+    reclaiming: BTreeSet<u64>,
 }
 
 pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
     let key = ClusterKey::load(&settings.key_file)
         .with_context(|| format!("load the cluster key {}", settings.key_file.display()))?;
     let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
-    let is_master = settings.me == settings.master;
-    let master = if is_master {
-        let durable = epoch_file::load(&settings.epoch_path)?;
-        let config = Config {
-            me: settings.me,
-            port: settings.listen_addr.port(),
-            nodes: settings.nodes.clone(),
-            node_timeout_ms: settings.node_timeout_ms,
-            lease_renew_ms: settings.lease_renew_ms,
-        };
-        Some(Master::new(config, durable))
-    } else {
-        None
-    };
+    // Refuse to start on an unreadable epoch file rather than after a takeover.
+    epoch_file::load(&settings.epoch_path)?;
     let listener = TcpListener::bind(settings.listen_addr)
         .await
         .with_context(|| format!("bind TCP {}", settings.listen_addr))?;
@@ -126,14 +180,18 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
     let unix = UnixListener::bind(&socket_path).with_context(|| format!("bind {}", socket_path.display()))?;
     let (events, mut events_rx) = mpsc::channel(EVENT_QUEUE_MAX);
     let origin = Instant::now();
+    let lowest = settings.nodes.iter().map(|node| node.id).min().expect("this node is configured");
     let mut state = State {
         auth: Arc::clone(&auth),
         origin,
         events: events.clone(),
-        master,
+        master: None,
         peers: BTreeMap::new(),
         node_conns: BTreeMap::new(),
         uplink: None,
+        next_uplink_conn: 1,
+        candidate: lowest,
+        next_attempt_ms: 0,
         backlog: Vec::new(),
         clients: BTreeMap::new(),
         locks: BTreeMap::new(),
@@ -144,17 +202,21 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         master_inbox: VecDeque::new(),
         local_inbox: VecDeque::new(),
         next_renew_ms: 0,
+        prev_epoch: Epoch(0),
+        max_epoch_seen: Epoch(0),
+        lease_until_ms: 0,
+        renews_in_flight: VecDeque::new(),
+        synced_epoch: None,
+        sync_pending: false,
+        recoveries: BTreeSet::new(),
+        released: Vec::new(),
+        reclaiming: BTreeSet::new(),
         settings: settings.clone(),
     };
-    if state.master.is_some() {
-        state.master_inbox.push_back((None, Input::Start));
-        state.pump()?;
-    }
-    tokio::spawn(accept_peers(listener, Arc::clone(&auth), events.clone(), is_master));
+    tokio::spawn(accept_peers(listener, Arc::clone(&auth), events.clone()));
     tokio::spawn(accept_clients(unix, events.clone()));
-    if !is_master {
-        tokio::spawn(connect_master(settings.master_addr, Arc::clone(&auth), events.clone()));
-    }
+    // The lowest node is the master from the start; the others look for it.
+    state.seek_master(state.now_ms())?;
     if let Some(path) = &settings.ready_file {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, format!("{port}\n")).with_context(|| format!("write {}", tmp.display()))?;
@@ -165,18 +227,26 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         host = %settings.my_name,
         port,
         socket = %socket_path.display(),
-        master = is_master,
+        master = state.is_master(),
         epoch = %state.master.as_ref().map_or(Epoch(0), Master::epoch),
         "mxfsd ready"
     );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("install the SIGTERM handler")?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("install the SIGINT handler")?;
+    // One timer, moved to the next deadline each turn (not a new one per event).
+    let timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(timer);
     loop {
         let now_ms = state.now_ms();
-        state.timers(now_ms);
+        state.timers(now_ms)?;
         state.pump()?;
         let deadline_ms = state.next_deadline_ms(now_ms);
-        let sleep = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+        let wake = tokio::time::Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+        if timer.deadline() != wake {
+            timer.as_mut().reset(wake);
+        }
         tokio::select! {
             event = events_rx.recv() => {
                 let Some(event) = event else { break };
@@ -187,9 +257,9 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
                     state.pump()?;
                 }
             }
-            () = tokio::time::sleep(sleep) => {}
+            () = &mut timer => {}
             _ = terminate.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = interrupt.recv() => break,
         }
         state.pump()?;
     }
@@ -199,21 +269,13 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Accepts daemon connections; a node that is not the master takes none (no takeover yet).
-async fn accept_peers(
-    listener: TcpListener,
-    auth: Arc<Authenticator>,
-    events: mpsc::Sender<Event>,
-    is_master: bool,
-) {
+/// Accepts daemon connections (even connection ids); a node that is not the master closes
+/// them when they ask to join.
+async fn accept_peers(listener: TcpListener, auth: Arc<Authenticator>, events: mpsc::Sender<Event>) {
     let mut next_conn = 1u64;
     loop {
         match listener.accept().await {
-            Ok((stream, from)) => {
-                if !is_master {
-                    tracing::info!(%from, "connection refused: this node is not the lock master");
-                    continue;
-                }
+            Ok((stream, _from)) => {
                 let _nodelay = stream.set_nodelay(true);
                 next_conn += 1;
                 tokio::spawn(run_peer(stream, next_conn * 2, Arc::clone(&auth), events.clone()));
@@ -223,26 +285,30 @@ async fn accept_peers(
     }
 }
 
-/// Keeps a connection to the master up: connect, run it until it ends, wait, again.
-async fn connect_master(addr: std::net::SocketAddr, auth: Arc<Authenticator>, events: mpsc::Sender<Event>) {
-    let mut next_conn = 0u64;
-    loop {
-        let connect =
-            tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), TcpStream::connect(addr));
-        match connect.await {
-            Ok(Ok(stream)) => {
-                let _nodelay = stream.set_nodelay(true);
-                next_conn += 1;
-                // Odd ids for the uplink, even ones for accepted connections.
-                run_peer(stream, next_conn * 2 + 1, Arc::clone(&auth), events.clone()).await;
-            }
-            Ok(Err(error)) => tracing::debug!(%addr, %error, "master unreachable"),
-            Err(_) => tracing::debug!(%addr, "master connect timed out"),
+/// One attempt to reach a candidate master (odd connection ids): connect, then run the
+/// connection until it ends; a failed connect is reported as such.
+async fn try_uplink(
+    addr: Option<SocketAddr>,
+    conn: u64,
+    auth: Arc<Authenticator>,
+    events: mpsc::Sender<Event>,
+) {
+    let Some(addr) = addr else {
+        let _gone = events.send(Event::UplinkFailed { conn, reason: "no address".to_owned() }).await;
+        return;
+    };
+    let connect = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), TcpStream::connect(addr));
+    match connect.await {
+        Ok(Ok(stream)) => {
+            let _nodelay = stream.set_nodelay(true);
+            run_peer(stream, conn, auth, events).await;
         }
-        if events.is_closed() {
-            return;
+        Ok(Err(error)) => {
+            let _gone = events.send(Event::UplinkFailed { conn, reason: format!("{addr}: {error}") }).await;
         }
-        tokio::time::sleep(Duration::from_millis(RECONNECT_DELAY_MS)).await;
+        Err(_) => {
+            let _gone = events.send(Event::UplinkFailed { conn, reason: format!("{addr}: timed out") }).await;
+        }
     }
 }
 
@@ -382,28 +448,69 @@ impl State {
         self.master.is_some()
     }
 
+    fn lowest(&self) -> NodeId {
+        self.settings.nodes.iter().map(|node| node.id).min().expect("this node is configured")
+    }
+
+    /// The node this node takes as its master now, if any.
+    fn current_master(&self) -> Option<NodeId> {
+        if self.is_master() {
+            return Some(self.settings.me);
+        }
+        self.uplink.as_ref().filter(|uplink| uplink.joined.is_some()).map(|uplink| uplink.node)
+    }
+
     fn next_deadline_ms(&self, now_ms: u64) -> u64 {
         let mut deadline = now_ms + IDLE_WAKE_MS;
         if let Some(master) = &self.master {
             deadline = deadline.min(master.next_deadline_ms());
         }
-        if self.uplink.as_ref().is_some_and(|uplink| uplink.joined.is_some()) {
-            deadline = deadline.min(self.next_renew_ms);
+        if let Some(uplink) = &self.uplink {
+            if uplink.joined.is_some() {
+                deadline = deadline.min(self.next_renew_ms);
+                deadline = deadline.min(uplink.last_heard_ms + self.settings.node_timeout_ms);
+            } else {
+                deadline = deadline.min(uplink.join_sent_ms + self.settings.node_timeout_ms);
+            }
+        } else if self.seeking() {
+            deadline = deadline.min(self.next_attempt_ms);
+        }
+        if !self.is_master() && self.prev_epoch != Epoch(0) && self.current_master().is_none() {
+            deadline = deadline.min(self.lease_until_ms);
         }
         for lock in self.locks.values() {
-            if let Some(Pending { deadline_ms: Some(at) }) = lock.pending {
+            if let Some(Pending { deadline_ms: Some(at), .. }) = lock.pending {
                 deadline = deadline.min(at);
             }
         }
         deadline
     }
 
-    /// Lease expiry (master), renewals (node), client timeouts.
-    fn timers(&mut self, now_ms: u64) {
+    /// Whether this node looks for a master: always without one, and as a master while a lower
+    /// node might come back.
+    fn seeking(&self) -> bool {
+        !self.is_master() || self.settings.me > self.lowest()
+    }
+
+    /// Lease expiry and rebuild (master), renewals and master silence (node), the lease of a
+    /// node without a master, the search for the master, client timeouts.
+    fn timers(&mut self, now_ms: u64) -> anyhow::Result<()> {
         if let Some(master) = &self.master
             && master.next_deadline_ms() <= now_ms
         {
             self.master_inbox.push_back((None, Input::Tick));
+        }
+        if let Some(uplink) = &self.uplink {
+            let timeout = self.settings.node_timeout_ms;
+            if uplink.joined.is_some() && now_ms >= uplink.last_heard_ms + timeout {
+                self.lose_master("the master was silent for the node timeout");
+            } else if uplink.joined.is_none()
+                && uplink.tx.is_some()
+                && now_ms >= uplink.join_sent_ms + timeout
+            {
+                tracing::info!(node = %uplink.node, "no answer to NODE_JOIN; looking again");
+                self.drop_uplink(now_ms + RECONNECT_DELAY_MS);
+            }
         }
         if let Some(Uplink { joined: Some(_), .. }) = self.uplink
             && now_ms >= self.next_renew_ms
@@ -413,12 +520,22 @@ impl State {
             let renew = Message::LeaseRenew { duration_ms: self.settings.node_timeout_ms, lock_count };
             self.send_to_master(renew);
         }
+        if !self.is_master()
+            && self.prev_epoch != Epoch(0)
+            && self.current_master().is_none()
+            && now_ms >= self.lease_until_ms
+        {
+            self.fence_out("the lease ran out without a master");
+        }
+        if self.uplink.is_none() && self.seeking() && now_ms >= self.next_attempt_ms {
+            self.seek_master(now_ms)?;
+        }
         let expired: Vec<u64> = self
             .locks
             .iter()
-            .filter(
-                |(_, lock)| matches!(lock.pending, Some(Pending { deadline_ms: Some(at) }) if at <= now_ms),
-            )
+            .filter(|(_, lock)| {
+                matches!(lock.pending, Some(Pending { deadline_ms: Some(at), .. }) if at <= now_ms)
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in expired {
@@ -429,30 +546,156 @@ impl State {
                 "timed out waiting for the lock"
             };
             self.reply(lock.client, Reply::Error { code: ErrorCode::Timeout, message: message.to_owned() });
-            self.send_to_master(Message::Release { lock: LockId(id), resource: lock.resource });
+            self.release(id, lock.resource);
+        }
+        Ok(())
+    }
+
+    /// Tries the next candidate below this node; when none is left, this node is the master.
+    fn seek_master(&mut self, now_ms: u64) -> anyhow::Result<()> {
+        let me = self.settings.me;
+        let candidate = self
+            .settings
+            .nodes
+            .iter()
+            .map(|node| node.id)
+            .filter(|id| *id >= self.candidate && *id < me)
+            .min();
+        let Some(node) = candidate else {
+            if !self.is_master() {
+                self.become_master()?;
+            }
+            self.candidate = self.lowest();
+            self.next_attempt_ms = now_ms + PROBE_INTERVAL_MS;
+            return Ok(());
+        };
+        self.candidate = node;
+        let conn = self.next_uplink_conn;
+        self.next_uplink_conn += 2;
+        self.uplink = Some(Uplink {
+            conn,
+            node,
+            tx: None,
+            joined: None,
+            master_epoch_seen: Epoch(0),
+            join_sent_ms: now_ms,
+            last_heard_ms: now_ms,
+        });
+        let addr = self.settings.addrs.get(&node).copied().flatten();
+        tracing::debug!(%node, ?addr, "trying a master");
+        tokio::spawn(try_uplink(addr, conn, Arc::clone(&self.auth), self.events.clone()));
+        Ok(())
+    }
+
+    /// Forgets the uplink (closing it) and looks again from the lowest node at `at_ms`.
+    fn drop_uplink(&mut self, at_ms: u64) {
+        self.uplink = None;
+        self.candidate = self.lowest();
+        self.next_attempt_ms = at_ms;
+    }
+
+    /// Every lower node is down: this node is the master, above every epoch it saw. A node
+    /// that held locks under a previous master (a survivor) reclaims them from itself first.
+    fn become_master(&mut self) -> anyhow::Result<()> {
+        let durable =
+            epoch_file::load(&self.settings.epoch_path)?.max(self.max_epoch_seen).max(self.prev_epoch);
+        let survivor = self.prev_epoch != Epoch(0);
+        let config = Config {
+            me: self.settings.me,
+            port: self.settings.listen_addr.port(),
+            nodes: self.settings.nodes.clone(),
+            node_timeout_ms: self.settings.node_timeout_ms,
+            lease_renew_ms: self.settings.lease_renew_ms,
+        };
+        let mut master = Master::new(config, durable);
+        let effects = master.step(self.now_ms(), Input::Start { survivor });
+        let epoch = master.epoch();
+        self.master = Some(master);
+        self.carry_out(None, effects)?;
+        tracing::warn!(%epoch, survivor, n_locks = self.locks.len(), "this node is the lock master now; rebuilding the lock table");
+        self.backlog.clear();
+        let mut sync = Vec::new();
+        if survivor {
+            for (id, lock) in &self.locks {
+                if let Some(token) = lock.token {
+                    self.reclaiming.insert(*id);
+                    let mode = lock.reclaim_mode();
+                    sync.push(Message::Grant {
+                        lock: LockId(*id),
+                        resource: lock.resource.clone(),
+                        mode,
+                        token,
+                    });
+                }
+            }
+            for node in &self.recoveries {
+                let slot = self.settings.nodes.iter().find(|n| n.id == *node).map_or(0, |n| n.slot);
+                sync.push(Message::JournalRecover { node: *node, slot });
+            }
+            sync.push(Message::NodeAlive);
+        }
+        self.prev_epoch = epoch;
+        self.synced_epoch = Some(epoch);
+        self.recoveries.clear();
+        self.released.clear();
+        for message in sync {
+            self.send_to_master(message);
+        }
+        self.resend_pending();
+        Ok(())
+    }
+
+    /// A lower node answered as master: this master steps down and joins it as a survivor.
+    fn step_down(&mut self) {
+        let Some(master) = self.master.take() else { return };
+        tracing::warn!(epoch = %master.epoch(), "a lower node is the lock master; stepping down");
+        self.master_inbox.clear();
+        // Closing every daemon connection sends the other nodes looking for the master again.
+        self.peers.clear();
+        self.node_conns.clear();
+        self.synced_epoch = None;
+    }
+
+    /// Asks again every request that is not (or no longer) at a master.
+    fn resend_pending(&mut self) {
+        let mut again = Vec::new();
+        for (id, lock) in &mut self.locks {
+            if let Some(pending) = &mut lock.pending
+                && pending.resend
+            {
+                pending.resend = false;
+                again.push(Message::Lock {
+                    lock: LockId(*id),
+                    resource: lock.resource.clone(),
+                    mode: pending.mode,
+                    noqueue: pending.noqueue,
+                    convert: pending.convert,
+                });
+            }
+        }
+        for message in again {
+            self.send_to_master(message);
         }
     }
 
     fn event(&mut self, event: Event) {
         match event {
             Event::PeerUp { conn, tx } => {
-                if self.is_master() {
+                if let Some(uplink) = self.uplink.as_mut().filter(|uplink| uplink.conn == conn) {
+                    tracing::info!(node = %uplink.node, "connected to a candidate master; joining");
+                    uplink.tx = Some(tx);
+                    self.send_join();
+                } else if conn % 2 == 0 {
                     self.peers.insert(conn, Peer { tx, node: None });
-                } else {
-                    tracing::info!(master = %self.settings.master_addr, "connected to the master; joining");
-                    self.uplink = Some(Uplink { conn, tx, joined: None, master_epoch_seen: Epoch(0) });
-                    let join = Message::NodeJoin {
-                        name: self.settings.my_name.clone(),
-                        port: self.settings.listen_addr.port(),
-                    };
-                    self.send_uplink(Epoch(0), join);
                 }
             }
             Event::PeerMessage { conn, envelope } => {
-                if self.is_master() {
+                if self.uplink.as_ref().is_some_and(|uplink| uplink.conn == conn) {
+                    self.on_uplink_message(envelope);
+                } else if self.is_master() {
                     self.on_peer_message(conn, envelope);
-                } else {
-                    self.on_uplink_message(conn, envelope);
+                } else if self.peers.remove(&conn).is_some() {
+                    tracing::info!(conn, sender = %envelope.sender, "connection from a node closed: this node is not the lock master");
                 }
             }
             Event::PeerDown { conn, reason } => {
@@ -464,8 +707,24 @@ impl State {
                         self.node_conns.remove(&node);
                     }
                 }
-                if self.uplink.as_ref().is_some_and(|uplink| uplink.conn == conn) {
-                    self.lose_master(&format!("master connection closed: {reason}"));
+                if let Some(uplink) = self.uplink.as_ref().filter(|uplink| uplink.conn == conn) {
+                    if uplink.joined.is_some() {
+                        self.lose_master(&format!("master connection closed: {reason}"));
+                    } else {
+                        // A live node that is not the master (yet): look again shortly.
+                        tracing::debug!(node = %uplink.node, %reason, "candidate refused to serve");
+                        self.drop_uplink(self.now_ms() + RECONNECT_DELAY_MS);
+                    }
+                }
+            }
+            Event::UplinkFailed { conn, reason } => {
+                if let Some(uplink) = self.uplink.as_ref().filter(|uplink| uplink.conn == conn) {
+                    // That node is down: the next one is tried at once.
+                    tracing::debug!(node = %uplink.node, %reason, "candidate master unreachable");
+                    let next = NodeId::new(uplink.node.get() + 1).expect("not zero");
+                    self.uplink = None;
+                    self.candidate = next;
+                    self.next_attempt_ms = 0;
                 }
             }
             Event::ClientUp { client, tx, uid } => {
@@ -481,11 +740,34 @@ impl State {
                     self.locks.iter().filter(|(_, lock)| lock.client == client).map(|(id, _)| *id).collect();
                 for id in owned {
                     let lock = self.locks.remove(&id).expect("listed above");
-                    self.send_to_master(Message::Release { lock: LockId(id), resource: lock.resource });
+                    self.release(id, lock.resource);
                 }
             }
-            Event::RecoveryDone { node } => self.master_inbox.push_back((None, Input::RecoveryDone { node })),
+            Event::RecoveryDone { node } => {
+                if self.is_master() {
+                    self.master_inbox.push_back((None, Input::RecoveryDone { node }));
+                }
+            }
         }
+    }
+
+    /// NODE_JOIN to the candidate: with this incarnation's last epoch to reclaim its locks
+    /// (a master probing a lower node: its own epoch), with 0 as a new incarnation.
+    fn send_join(&mut self) {
+        let now_ms = self.now_ms();
+        if let Some(master) = &self.master {
+            self.prev_epoch = master.epoch();
+        } else if self.prev_epoch != Epoch(0) && now_ms >= self.lease_until_ms {
+            self.fence_out("the lease ran out before a new master was found");
+        }
+        let epoch = self.prev_epoch;
+        let join =
+            Message::NodeJoin { name: self.settings.my_name.clone(), port: self.settings.listen_addr.port() };
+        let Some(uplink) = self.uplink.as_mut() else { return };
+        uplink.join_sent_ms = now_ms;
+        self.renews_in_flight.clear();
+        self.sync_pending = false;
+        self.send_uplink(epoch, join);
     }
 
     /// A message from another daemon, at the master.
@@ -501,58 +783,139 @@ impl State {
         self.master_inbox.push_back((Some(conn), Input::Message(envelope)));
     }
 
-    /// A message from the master, at a node.
-    fn on_uplink_message(&mut self, conn: u64, envelope: Envelope) {
-        let Some(uplink) = self.uplink.as_mut().filter(|uplink| uplink.conn == conn) else { return };
-        if envelope.sender != self.settings.master {
-            tracing::info!(sender = %envelope.sender, "message from a node that is not the master; connection closed");
-            return self.lose_master("a non-master spoke on the master connection");
+    /// A message on the uplink, from the master (or the candidate).
+    fn on_uplink_message(&mut self, envelope: Envelope) {
+        let now_ms = self.now_ms();
+        let me = self.settings.me;
+        let Some(uplink) = self.uplink.as_mut() else { return };
+        if envelope.sender != uplink.node {
+            tracing::info!(sender = %envelope.sender, "message from another node on the master connection; closed");
+            return self.lose_master("a stranger spoke on the master connection");
         }
         if envelope.epoch < uplink.master_epoch_seen {
             tracing::info!(got = %envelope.epoch, seen = %uplink.master_epoch_seen, "stale epoch from the master; connection closed");
             return self.lose_master("stale epoch from the master");
         }
         uplink.master_epoch_seen = envelope.epoch;
-        if let Message::NodeJoin { .. } = envelope.message {
-            uplink.joined = Some(envelope.epoch);
-            self.next_renew_ms = 0;
-            tracing::info!(epoch = %envelope.epoch, "joined the lock master");
-            for message in std::mem::take(&mut self.backlog) {
-                self.send_to_master(message);
+        uplink.last_heard_ms = now_ms;
+        self.max_epoch_seen = self.max_epoch_seen.max(envelope.epoch);
+        match envelope.message {
+            Message::NodeJoin { .. } => {
+                if uplink.joined == Some(envelope.epoch) {
+                    return;
+                }
+                self.step_down();
+                self.joined(envelope.epoch);
             }
-            return;
+            Message::LeaseExpire { node } if node == me => {
+                self.fence_out("the master declared this node dead");
+                self.lose_master("the master declared this node dead");
+            }
+            message if uplink.joined.is_some() => self.local_inbox.push_back(message),
+            _ => {}
         }
-        if let Message::LeaseExpire { node } = envelope.message
-            && node == self.settings.me
-        {
-            return self.lose_master("the master declared this node dead");
-        }
-        self.local_inbox.push_back(envelope.message);
     }
 
-    /// The master is gone for this node: every local lock is lost; reconnect follows.
+    /// The master's NODE_JOIN answer (see the module doc for what follows it).
+    fn joined(&mut self, epoch: Epoch) {
+        let now_ms = self.now_ms();
+        let before = self.prev_epoch;
+        if before != Epoch(0) && now_ms >= self.lease_until_ms {
+            self.fence_out("the lease ran out while joining");
+        }
+        let Some(uplink) = self.uplink.as_mut() else { return };
+        uplink.joined = Some(epoch);
+        let (master, join_sent_ms) = (uplink.node, uplink.join_sent_ms);
+        self.lease_until_ms = self.lease_until_ms.max(join_sent_ms + self.settings.node_timeout_ms);
+        let new_master = before != epoch || self.synced_epoch != Some(epoch);
+        self.prev_epoch = epoch;
+        if before == Epoch(0) {
+            // A new incarnation reclaims nothing; its previous one's journal may need a
+            // recovery until a JOURNAL_DONE says otherwise.
+            self.synced_epoch = Some(epoch);
+            self.recoveries.insert(self.settings.me);
+        }
+        tracing::info!(%master, %epoch, previous = %before, "joined the lock master");
+        let mut out = Vec::new();
+        if new_master && before != Epoch(0) {
+            for (id, lock) in &self.locks {
+                if let Some(token) = lock.token {
+                    self.reclaiming.insert(*id);
+                    let mode = lock.reclaim_mode();
+                    out.push(Message::Grant {
+                        lock: LockId(*id),
+                        resource: lock.resource.clone(),
+                        mode,
+                        token,
+                    });
+                }
+            }
+            let lock_count = out.len() as u32;
+            for node in &self.recoveries {
+                let slot = self.settings.nodes.iter().find(|n| n.id == *node).map_or(0, |n| n.slot);
+                out.push(Message::JournalRecover { node: *node, slot });
+            }
+            tracing::info!(n_locks = lock_count, "reclaiming locks from the new master");
+            out.push(Message::LeaseRenew { duration_ms: self.settings.node_timeout_ms, lock_count });
+            self.sync_pending = true;
+        }
+        self.next_renew_ms = now_ms + self.settings.lease_renew_ms;
+        let released = std::mem::take(&mut self.released);
+        out.extend(std::mem::take(&mut self.backlog));
+        for message in out {
+            self.send_to_master(message);
+        }
+        for (_, lock, resource) in released {
+            self.release(lock, resource);
+        }
+        self.resend_pending();
+    }
+
+    /// The master connection is gone: the locks are kept for the next master; requests are
+    /// asked again after the next join; the search for the master starts at once.
     fn lose_master(&mut self, why: &str) {
-        tracing::warn!(why, n_locks = self.locks.len(), "lost the lock master; local locks fail");
-        self.uplink = None;
+        tracing::warn!(why, n_locks = self.locks.len(), "lost the lock master; looking for it");
+        self.drop_uplink(0);
         self.backlog.clear();
+        self.reclaiming.clear();
+        for lock in self.locks.values_mut() {
+            if let Some(pending) = &mut lock.pending {
+                pending.resend = true;
+            }
+        }
+    }
+
+    /// This node is (or may be) declared dead: every local lock is lost and the next join is a
+    /// new incarnation, whose previous journal the next master is told to recover.
+    fn fence_out(&mut self, why: &str) {
+        tracing::warn!(why, n_locks = self.locks.len(), "this node is fenced; its locks are lost");
+        self.prev_epoch = Epoch(0);
+        self.recoveries.insert(self.settings.me);
+        self.backlog.clear();
+        self.reclaiming.clear();
+        let now_ms = self.now_ms();
         for (id, lock) in std::mem::take(&mut self.locks) {
             let reply = if lock.pending.is_some() {
-                Reply::Error { code: ErrorCode::Unavailable, message: format!("lock master lost: {why}") }
+                Reply::Error { code: ErrorCode::Lost, message: format!("lock lost: {why}") }
             } else {
                 Reply::Lost { handle: id }
             };
             self.reply(lock.client, reply);
+            // Whatever of it reached a master goes after the next join.
+            self.released.push((now_ms, id, lock.resource));
         }
     }
 
     fn send_uplink(&mut self, epoch: Epoch, message: Message) {
         let Some(uplink) = &self.uplink else { return };
-        let tx = uplink.tx.clone();
-        if !self.send_frame(&tx, self.settings.master, epoch, &message) {
+        let (Some(tx), node) = (uplink.tx.clone(), uplink.node) else { return };
+        if matches!(message, Message::LeaseRenew { .. }) {
+            self.renews_in_flight.push_back(self.now_ms());
+        }
+        if !self.send_frame(&tx, node, epoch, &message) {
             self.lose_master("send queue to the master is full");
         }
     }
-
     /// Seals and queues one frame; false when the connection's queue is full.
     fn send_frame(
         &mut self,
@@ -581,24 +944,13 @@ impl State {
         !matches!(tx.try_send(bytes), Err(mpsc::error::TrySendError::Full(_)))
     }
 
-    /// Sends a request of a local client to the master (itself, or over the uplink).
-    fn send_to_master(&mut self, message: Message) {
-        if let Some(master) = &self.master {
-            let envelope = Envelope {
-                seq: 0,
-                sender: self.settings.me,
-                target: Some(self.settings.me),
-                epoch: master.epoch(),
-                message,
-            };
-            self.master_inbox.push_back((None, Input::Message(envelope)));
-            return;
+    /// Sends LOCK_RELEASE and remembers it until a later renewal is acknowledged: a lost
+    /// connection may have lost it, and it goes again after the next join.
+    fn release(&mut self, id: u64, resource: ResourceName) {
+        if !self.is_master() {
+            self.released.push((self.now_ms(), id, resource.clone()));
         }
-        match self.uplink.as_ref().map(|uplink| uplink.joined) {
-            Some(Some(epoch)) => self.send_uplink(epoch, message),
-            Some(None) => self.backlog.push(message),
-            None => {} // the caller already failed the client (no master connection)
-        }
+        self.send_to_master(Message::Release { lock: LockId(id), resource });
     }
 
     /// Steps the master and delivers local messages until nothing is left to do.
@@ -606,7 +958,7 @@ impl State {
         loop {
             if let Some((conn, input)) = self.master_inbox.pop_front() {
                 let now_ms = self.now_ms();
-                let master = self.master.as_mut().expect("only a master has a master inbox");
+                let Some(master) = self.master.as_mut() else { continue };
                 let effects = master.step(now_ms, input);
                 self.carry_out(conn, effects)?;
                 continue;
@@ -631,13 +983,18 @@ impl State {
                 Effect::Send { to, epoch, message } => {
                     if to == self.settings.me {
                         self.local_inbox.push_back(message);
-                    } else if let Some(conn) = self.node_conns.get(&to).copied()
-                        && let Some(peer) = self.peers.get(&conn)
+                        continue;
+                    }
+                    // A node that has not joined is answered on the connection it spoke on.
+                    let route =
+                        self.node_conns.get(&to).copied().or(conn.filter(|c| self.peers.contains_key(c)));
+                    if let Some(route) = route
+                        && let Some(peer) = self.peers.get(&route)
                     {
                         let tx = peer.tx.clone();
                         if !self.send_frame(&tx, to, epoch, &message) {
                             tracing::warn!(node = %to, "send queue full; connection closed");
-                            self.peers.remove(&conn);
+                            self.peers.remove(&route);
                             self.node_conns.remove(&to);
                         }
                     } else {
@@ -662,16 +1019,20 @@ impl State {
                         && let Some(peer) = self.peers.get_mut(&conn)
                     {
                         peer.node = Some(node);
-                        self.node_conns.insert(node, conn);
+                        if let Some(old) = self.node_conns.insert(node, conn)
+                            && old != conn
+                        {
+                            // What still arrives on the node's previous connection is not taken.
+                            self.peers.remove(&old);
+                        }
                     }
                 }
                 Effect::NodeDead { node } => {
-                    tracing::warn!(%node, "node declared dead: lease expired or restarted; its locks are fenced")
+                    tracing::warn!(%node, "node declared dead: lease expired, restarted or not back after a takeover; its locks are fenced")
                 }
-                Effect::NodeRecovered { node } => {
-                    tracing::info!(%node, "journal recovery done; the dead node's locks are released")
-                }
+                Effect::NodeRecovered { node } => tracing::info!(%node, "journal recovery done"),
                 Effect::NodeLeft { node } => tracing::info!(%node, "node left"),
+                Effect::RebuildDone => tracing::info!("lock table rebuilt; serving"),
             }
         }
         Ok(())
@@ -715,19 +1076,44 @@ impl State {
         }
     }
 
-    /// A message from the master to this node's clients.
+    /// A message from the master (itself, or over the uplink) to this node.
     fn on_master_message(&mut self, message: Message) {
         match message {
             Message::Grant { lock, mode, token, .. } => {
                 let Some(local) = self.locks.get_mut(&lock.0) else { return };
-                if local.pending.take().is_some() {
+                if self.reclaiming.remove(&lock.0) {
+                    // A new master's answer to a reclaim: the same lock, a token of its epoch.
                     local.mode = mode;
                     local.token = Some(token);
-                    let client = local.client;
-                    self.reply(client, Reply::Granted { handle: lock.0, mode, token });
+                    return;
                 }
+                let answers_pending = local.pending.as_ref().is_some_and(|pending| pending.mode == mode);
+                if !answers_pending {
+                    return; // a repeated answer
+                }
+                local.pending = None;
+                local.mode = mode;
+                local.token = Some(token);
+                let client = local.client;
+                self.reply(client, Reply::Granted { handle: lock.0, mode, token });
             }
             Message::Deny { lock, reason, .. } => {
+                if self.reclaiming.remove(&lock.0) {
+                    // The new master refused the reclaim: the lock is lost.
+                    let Some(local) = self.locks.remove(&lock.0) else { return };
+                    tracing::warn!(lock = lock.0, resource = %local.resource, "a new master refused a reclaimed lock; lost");
+                    let reply = if local.pending.is_some() {
+                        Reply::Error {
+                            code: ErrorCode::Lost,
+                            message: "lock lost at the master's takeover".to_owned(),
+                        }
+                    } else {
+                        Reply::Lost { handle: lock.0 }
+                    };
+                    self.reply(local.client, reply);
+                    self.release(lock.0, local.resource);
+                    return;
+                }
                 let Some(local) = self.locks.get_mut(&lock.0) else { return };
                 if local.pending.take().is_none() {
                     return;
@@ -753,20 +1139,30 @@ impl State {
                     }
                 }
             }
+            Message::LeaseAck { .. } => {
+                if std::mem::take(&mut self.sync_pending) {
+                    self.synced_epoch = self.uplink.as_ref().and_then(|uplink| uplink.joined);
+                }
+                if let Some(sent) = self.renews_in_flight.pop_front() {
+                    self.lease_until_ms = self.lease_until_ms.max(sent + self.settings.node_timeout_ms);
+                    self.released.retain(|(at, _, _)| *at >= sent);
+                }
+            }
             Message::LeaseExpire { node } => tracing::warn!(%node, "node declared dead by the master"),
-            Message::JournalRecover { node, slot } => tracing::info!(%node, slot, "journal recovery claimed"),
-            Message::JournalDone { node, slot } => tracing::info!(%node, slot, "journal recovery done"),
-            Message::LeaseAck { .. } => {}
+            Message::JournalRecover { node, slot } => {
+                tracing::info!(%node, slot, "journal recovery claimed");
+                self.recoveries.insert(node);
+            }
+            Message::JournalDone { node, slot } => {
+                tracing::info!(%node, slot, "journal recovery done");
+                self.recoveries.remove(&node);
+            }
             other => tracing::debug!(message = other.to_wire().name(), "unexpected message from the master"),
         }
     }
 
     fn error(&self, client: u64, code: ErrorCode, message: impl Into<String>) {
         self.reply(client, Reply::Error { code, message: message.into() });
-    }
-
-    fn master_reachable(&self) -> bool {
-        self.is_master() || self.uplink.is_some()
     }
 
     fn client_request(&mut self, client: u64, request: Request) {
@@ -780,46 +1176,44 @@ impl State {
                         return self.error(client, ErrorCode::Invalid, format!("bad resource name: {error}"));
                     }
                 };
-                if !self.master_reachable() {
-                    return self.error(client, ErrorCode::Unavailable, "the lock master is not reachable");
-                }
                 self.next_lock += 1;
                 let id = self.next_lock;
-                let pending = Some(Pending { deadline_ms: deadline(timeout_ms) });
-                self.locks
-                    .insert(id, LocalLock { client, resource: resource.clone(), mode, token: None, pending });
-                self.send_to_master(Message::Lock {
-                    lock: LockId(id),
-                    resource,
+                let pending = Some(Pending {
+                    deadline_ms: deadline(timeout_ms),
                     mode,
                     noqueue,
                     convert: false,
+                    resend: false,
                 });
+                self.locks
+                    .insert(id, LocalLock { client, resource: resource.clone(), mode, token: None, pending });
+                self.request(id);
             }
             Request::Convert { handle, mode, noqueue, timeout_ms } => {
                 let Some(local) = self.locks.get_mut(&handle).filter(|local| local.client == client) else {
                     return self.error(client, ErrorCode::NotHeld, format!("no lock with handle {handle}"));
                 };
-                if local.token.is_none() || local.pending.is_some() {
+                if local.token.is_none() || local.pending.is_some() || self.reclaiming.contains(&handle) {
                     return self.error(client, ErrorCode::Invalid, "the lock has a request in progress");
                 }
-                local.pending = Some(Pending { deadline_ms: deadline(timeout_ms) });
-                let resource = local.resource.clone();
-                self.send_to_master(Message::Lock {
-                    lock: LockId(handle),
-                    resource,
+                local.pending = Some(Pending {
+                    deadline_ms: deadline(timeout_ms),
                     mode,
                     noqueue,
                     convert: true,
+                    resend: false,
                 });
+                self.request(handle);
             }
             Request::Unlock { handle } => {
                 if self.locks.get(&handle).is_none_or(|local| local.client != client) {
                     return self.error(client, ErrorCode::NotHeld, format!("no lock with handle {handle}"));
                 }
                 let local = self.locks.remove(&handle).expect("checked above");
-                self.send_to_master(Message::Release { lock: LockId(handle), resource: local.resource });
+                // The answer first: a release to a remote master costs a loopback TCP write the
+                // client need not wait for (what it asks next goes out after the release).
                 self.reply(client, Reply::Ok);
+                self.release(handle, local.resource);
             }
             Request::Status => {
                 let text = self.status_text();
@@ -832,17 +1226,75 @@ impl State {
         }
     }
 
+    /// Sends the pending request of lock `id` to the master, or keeps it for the next join
+    /// (requests wait while the master is being found or rebuilt).
+    fn request(&mut self, id: u64) {
+        let lock = &self.locks[&id];
+        let pending = lock.pending.as_ref().expect("a request is pending");
+        let message = Message::Lock {
+            lock: LockId(id),
+            resource: lock.resource.clone(),
+            mode: pending.mode,
+            noqueue: pending.noqueue,
+            convert: pending.convert,
+        };
+        if !self.send_to_master(message)
+            && let Some(pending) = self.locks.get_mut(&id).and_then(|lock| lock.pending.as_mut())
+        {
+            pending.resend = true;
+        }
+    }
+
+    /// Sends a message of this node to the master (itself, or over the uplink, or the backlog
+    /// while joining); false when there is no master connection at all.
+    fn send_to_master(&mut self, message: Message) -> bool {
+        if let Some(master) = &self.master {
+            let envelope = Envelope {
+                seq: 0,
+                sender: self.settings.me,
+                target: Some(self.settings.me),
+                epoch: master.epoch(),
+                message,
+            };
+            self.master_inbox.push_back((None, Input::Message(envelope)));
+            return true;
+        }
+        match self.uplink.as_ref().map(|uplink| (uplink.joined, uplink.tx.is_some())) {
+            Some((Some(epoch), _)) => {
+                self.send_uplink(epoch, message);
+                true
+            }
+            Some((None, true)) => {
+                self.backlog.push(message);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn node_name(&self, node: NodeId) -> &str {
         self.settings.nodes.iter().find(|n| n.id == node).map_or("?", |n| n.name.as_str())
     }
 
     fn status_text(&self) -> String {
         let mut out = String::new();
-        let master = self.settings.master;
-        let _ = writeln!(out, "MASTER: {} (node {master})", self.node_name(master));
+        match self.current_master() {
+            Some(master) => {
+                let _ = writeln!(out, "MASTER: {} (node {master})", self.node_name(master));
+            }
+            None => {
+                let _ = writeln!(out, "MASTER: none (looking for it)");
+            }
+        }
         let _ = writeln!(out, "THIS NODE: {} (node {})", self.settings.my_name, self.settings.me);
         if let Some(logic) = &self.master {
+            let phase = match (logic.phase(), logic.frozen()) {
+                (Phase::Rebuilding { .. }, _) => "rebuilding the lock table",
+                (Phase::Serving, true) => "serving, grants held (recovery pending or no quorum)",
+                (Phase::Serving, false) => "serving",
+            };
             let _ = writeln!(out, "EPOCH: {}", logic.epoch());
+            let _ = writeln!(out, "STATE: {phase}");
             let _ = writeln!(out, "{:<6}{:<20}{:<12}{:<8}{:>6}", "NODE", "HOST", "STATUS", "EPOCH", "LOCKS");
             for node in logic.nodes() {
                 let status = match node.state {
@@ -863,18 +1315,22 @@ impl State {
         } else {
             let link = match &self.uplink {
                 Some(Uplink { joined: Some(epoch), .. }) => format!("joined, epoch {epoch}"),
-                Some(_) => "connected, joining".to_owned(),
-                None => "not connected".to_owned(),
+                Some(Uplink { tx: Some(_), node, .. }) => {
+                    format!("connected to {}, joining", self.node_name(*node))
+                }
+                _ => "not connected".to_owned(),
             };
             let _ = writeln!(out, "MASTER CONNECTION: {link}");
             let n_granted = self.locks.values().filter(|lock| lock.token.is_some()).count();
             let _ =
                 writeln!(out, "LOCAL LOCKS: {n_granted} granted, {} waiting", self.locks.len() - n_granted);
-            let _ = writeln!(
-                out,
-                "(the node table is kept by the master: run mxfsctl status on {})",
-                self.node_name(master)
-            );
+            if let Some(master) = self.current_master() {
+                let _ = writeln!(
+                    out,
+                    "(the node table is kept by the master: run mxfsctl status on {})",
+                    self.node_name(master)
+                );
+            }
         }
         out
     }
@@ -933,24 +1389,21 @@ impl State {
                     lock.mode
                 );
             }
-            let _ = writeln!(
-                out,
-                "(this node's locks only; the whole table is on the master {})",
-                self.node_name(self.settings.master)
-            );
+            let master = self.current_master().map_or("(none yet)", |master| self.node_name(master));
+            let _ = writeln!(out, "(this node's locks only; the whole table is on the master {master})");
         }
         out
     }
 
     /// Orderly exit: a node leaves the cluster so that its locks are released without fencing.
     async fn shutdown(&mut self) {
-        if let Some(Uplink { joined: Some(epoch), tx, .. }) = &self.uplink {
-            let (epoch, tx) = (*epoch, tx.clone());
+        if let Some(Uplink { joined: Some(epoch), tx: Some(tx), node, .. }) = &self.uplink {
+            let (epoch, tx, node) = (*epoch, tx.clone(), *node);
             let leave = Message::NodeLeave {
                 name: self.settings.my_name.clone(),
                 port: self.settings.listen_addr.port(),
             };
-            self.send_frame(&tx, self.settings.master, epoch, &leave);
+            self.send_frame(&tx, node, epoch, &leave);
             // Give the writer a moment to flush the NODE_LEAVE.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

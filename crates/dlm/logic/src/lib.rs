@@ -45,6 +45,35 @@
 //!    queue after a change) is sent one LOCK_BAST naming the blocked mode; a holder is told once
 //!    per mode it holds (a conversion re-arms it). Fenced holders of a dead node get none.
 //!
+//! # Mastering, takeover and the rebuild of the lock table
+//! The spec's single master: the lowest live node id masters every resource (finding it is the
+//! shell's job; per-resource mastering by hash would be one [`Master`] per resource group).
+//! Every master life starts with [`Input::Start`] and a **rebuild** ([`Phase::Rebuilding`]):
+//! - A **survivor** of the previous master joins with the epoch it had there (NODE_JOIN with a
+//!   non-zero header epoch), then *reclaims* each lock it holds with a LOCK_GRANT naming lock,
+//!   resource, mode and old token, passes on every journal recovery it knows to be pending
+//!   (JOURNAL_RECOVER), and ends its synchronisation with LEASE_RENEW (or NODE_ALIVE). Each
+//!   reclaim is answered by a LOCK_GRANT with a token of this master; one that conflicts with
+//!   what is reclaimed already is denied `NotHeld` (the node reports the lock lost). The epoch
+//!   is pushed above any survivor's epoch or token, so tokens keep growing over masters.
+//! - A **new incarnation** (epoch 0) may have had a previous one holding locks at the previous
+//!   master: its journal is claimed (JOURNAL_RECOVER to everyone, [`Effect::RunRecovery`]).
+//!   The master's own previous incarnation is claimed at a fresh start
+//!   (`Start { survivor: false }`); a survivor master reclaims its own locks like anyone.
+//! - Nothing new is granted while rebuilding; requests queue (NOQUEUE ones are denied
+//!   `WouldBlock`). The rebuild ends ([`Effect::RebuildDone`]) when every configured node
+//!   joined and synced, or once `node_timeout_ms` passed and every joined node synced. Every
+//!   node that did not join is then declared dead **with unknown locks**: a node whose locks
+//!   are unknown (not joined, a claimed previous incarnation, a node that died before its sync
+//!   was complete) blocks **every** grant until its recovery is done — only then is it sure
+//!   that none of its resources goes to someone else before its journal is replayed.
+//! - A master grants only with a **quorum**: a majority of the configured nodes alive, itself
+//!   included ([`Master::frozen`]); so a master cut off with a minority stops granting.
+//!   Requests wait and are served when the freeze ends.
+//! - Outside a rebuild, a NODE_JOIN with an epoch from a node this master does not have alive
+//!   is an incarnation that was declared dead: it is answered LEASE_EXPIRE (its locks are gone)
+//!   and must join again with epoch 0.
+//!
 //! # Leases, death, fencing and recovery
 //! - A node joins with NODE_JOIN; the master answers NODE_JOIN carrying, in the header, the
 //!   epoch the node must stamp on everything it sends from then on (the master's current
@@ -67,21 +96,26 @@
 //!   the epoch is bumped and persisted at every start, over restarts too.
 //!
 //! # The shell contract, in order
-//! 1. **Start.** Read the durable epoch `e` (0 if none), build [`Master::new`] with it and step
-//!    [`Input::Start`]: the master takes epoch `e + 1` and emits [`Effect::PersistEpoch`].
+//! 1. **Start.** Read the durable epoch `e` (0 if none; at a takeover the largest epoch seen
+//!    from any master, if larger), build [`Master::new`] with it and step [`Input::Start`]: the
+//!    master takes epoch `e + 1` and emits [`Effect::PersistEpoch`]. A survivor master then
+//!    feeds its own reclaims, pending recoveries and a NODE_ALIVE as messages from itself.
 //! 2. **One step at a time**, in arrival order, with a clock that does not go backwards (ms);
 //!    [`Input::Tick`] at [`Master::next_deadline_ms`] at the latest.
 //! 3. **Effects in order.** [`Effect::PersistEpoch`]: write the epoch durably (temporary file,
 //!    fsync, rename, fsync the folder) **before** carrying out any later effect: no message with
 //!    a new epoch leaves before the epoch is on disk. [`Effect::Send`]: stamp the header with
-//!    the given epoch and send (a message to the master itself goes to its local clients).
+//!    the given epoch and send (a message to the master itself goes to its local clients; to a
+//!    node that has not joined, back on the connection its message came on). When a node joins
+//!    on a new connection, its previous connection is closed.
 //!    [`Effect::RunRecovery`]: start the recovery; feed [`Input::RecoveryDone`] when it ends.
 //!    [`Effect::Drop`]: log the reason and close the connection the message came on.
 //!    The others are for the log.
 //! 4. **Failure.** If persisting the epoch fails, stop: never send with an epoch not on disk.
 //!
 //! # Map
-//! [`Config`], [`Input`], [`Effect`], [`DropReason`]: the boundary. `master`: [`Master`].
+//! [`Config`], [`Input`], [`Effect`], [`DropReason`]: the boundary. `master`: [`Master`],
+//! [`Phase`].
 
 #![deny(missing_docs)]
 
@@ -90,7 +124,7 @@ mod master;
 mod tests;
 
 pub use lava_dlm_ll::{DenyReason, Envelope, Epoch, LockId, LockMode, Message, NodeId, ResourceName};
-pub use master::{HolderView, Master, NodeState, NodeView, ResourceView};
+pub use master::{HolderView, Master, NodeState, NodeView, Phase, ResourceView};
 
 /// How long a node's lease lasts after a renewal, by default (the original's node timeout).
 pub const NODE_TIMEOUT_MS_DEFAULT: u64 = 15_000;
@@ -142,8 +176,14 @@ pub struct Config {
 /// One input of a step.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
-    /// The first step: take a new epoch.
-    Start,
+    /// The first step: take a new epoch and rebuild the lock table. `survivor`: this host's
+    /// node survived the previous master and reclaims its own locks (messages from itself:
+    /// LOCK_GRANTs, then NODE_ALIVE); otherwise its own previous incarnation's journal is
+    /// recovered first.
+    Start {
+        /// This host's node held locks under a previous master.
+        survivor: bool,
+    },
     /// A validated, authenticated message (the master's own local clients' requests come with
     /// the master's id and [`Master::epoch`]).
     Message(Envelope),
@@ -255,11 +295,15 @@ pub enum Effect {
         /// The node.
         node: NodeId,
     },
-    /// `node`'s recovery finished; its locks are released.
+    /// `node`'s journal recovery finished: a dead node's locks are released; for a node alive
+    /// again (its previous incarnation's journal was claimed) grants may resume.
     NodeRecovered {
         /// The node.
         node: NodeId,
     },
+    /// The rebuild of the lock table ended; requests are served (once no recovery of a node
+    /// with unknown locks is pending and a quorum is alive).
+    RebuildDone,
     /// `node` left in order.
     NodeLeft {
         /// The node.

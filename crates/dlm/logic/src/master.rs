@@ -77,6 +77,26 @@ struct Node {
     state: NodeState,
     /// The epoch of its current (or last) incarnation.
     epoch: Epoch,
+    /// Its lock-table synchronisation is complete (a survivor joining a rebuilding master is
+    /// not synced until its first LEASE_RENEW or NODE_ALIVE after its reclaims).
+    synced: bool,
+    /// This master declared it dead since its last fresh join: an incarnation coming back
+    /// with an epoch is a fenced one, not a survivor of the previous master.
+    died_here: bool,
+}
+
+/// Where the master is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Just started: survivors join and reclaim the locks they hold; nothing new is granted.
+    /// Ends when every configured node joined and synced, or at `until_ms` once every joined
+    /// node synced.
+    Rebuilding {
+        /// The end of the rebuild window (start + node timeout).
+        until_ms: u64,
+    },
+    /// The lock table is rebuilt; requests are granted (while [`Master::frozen`] is false).
+    Serving,
 }
 
 /// A node in [`Master::nodes`].
@@ -130,6 +150,16 @@ pub struct Master {
     now_ms: u64,
     nodes: BTreeMap<NodeId, Node>,
     resources: BTreeMap<ResourceName, Resource>,
+    phase: Phase,
+    /// Recoveries started and not yet finished, per node (a node can have two: the claim of its
+    /// previous incarnation's journal and its own death).
+    recoveries: BTreeMap<NodeId, u32>,
+    /// Nodes whose locks this master cannot know (the previous master's, a fresh joiner's
+    /// previous incarnation, a node that did not sync): while one is being recovered nothing
+    /// new is granted anywhere.
+    unknown: BTreeSet<NodeId>,
+    /// Whether the last step ended frozen (to serve every queue when it thaws).
+    was_frozen: bool,
 }
 
 impl Master {
@@ -146,12 +176,25 @@ impl Master {
                         slot: node.slot,
                         state: NodeState::Absent,
                         epoch: Epoch(0),
+                        synced: false,
+                        died_here: false,
                     },
                 )
             })
             .collect();
         assert!(config.nodes.iter().any(|node| node.id == config.me), "the master is a configured node");
-        Master { config, epoch: durable_epoch, n_grants: 0, now_ms: 0, nodes, resources: BTreeMap::new() }
+        Master {
+            config,
+            epoch: durable_epoch,
+            n_grants: 0,
+            now_ms: 0,
+            nodes,
+            resources: BTreeMap::new(),
+            phase: Phase::Rebuilding { until_ms: 0 },
+            recoveries: BTreeMap::new(),
+            unknown: BTreeSet::new(),
+            was_frozen: true,
+        }
     }
 
     /// The configuration.
@@ -164,8 +207,31 @@ impl Master {
         self.epoch
     }
 
-    /// The earliest lease expiry, when a [`Input::Tick`] is due (`u64::MAX`: none).
+    /// The phase: rebuilding the lock table, or serving.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Whether nothing new is granted now: while rebuilding, while a node whose locks are
+    /// unknown is being recovered, or without a quorum (a majority of the configured nodes
+    /// alive, this master included).
+    pub fn frozen(&self) -> bool {
+        self.phase != Phase::Serving || !self.unknown.is_empty() || !self.has_quorum()
+    }
+
+    fn has_quorum(&self) -> bool {
+        let alive = self.nodes.values().filter(|node| matches!(node.state, NodeState::Alive { .. })).count();
+        alive * 2 > self.nodes.len()
+    }
+
+    /// The earliest lease expiry or end of the rebuild window, when a [`Input::Tick`] is due
+    /// (`u64::MAX`: none).
     pub fn next_deadline_ms(&self) -> u64 {
+        let rebuild = match self.phase {
+            // Once the window is over the rebuild ends with the last synchronisation, not a tick.
+            Phase::Rebuilding { until_ms } if until_ms > self.now_ms => until_ms,
+            _ => u64::MAX,
+        };
         self.nodes
             .values()
             .filter_map(|node| match node.state {
@@ -174,6 +240,7 @@ impl Master {
             })
             .min()
             .unwrap_or(u64::MAX)
+            .min(rebuild)
     }
 
     /// Every configured node.
@@ -235,22 +302,78 @@ impl Master {
     pub fn step(&mut self, now_ms: u64, input: Input) -> Vec<Effect> {
         let mut out = Vec::new();
         self.now_ms = self.now_ms.max(now_ms);
-        if input == Input::Start {
+        if let Input::Start { survivor } = input {
             self.bump_epoch(&mut out);
             let me = self.config.me;
             let node = self.nodes.get_mut(&me).expect("the master is configured");
             node.state = NodeState::Alive { lease_expires_at_ms: u64::MAX };
             node.epoch = self.epoch;
+            node.synced = !survivor;
+            self.phase =
+                Phase::Rebuilding { until_ms: self.now_ms.saturating_add(self.config.node_timeout_ms) };
+            if !survivor {
+                self.claim(me, &mut out);
+            }
+            self.end_rebuild(&mut out);
+            self.was_frozen = self.frozen();
             return out;
         }
         self.expire_leases(&mut out);
         match input {
-            Input::Start => unreachable!("handled above"),
+            Input::Start { .. } => unreachable!("handled above"),
             Input::Tick => {}
             Input::RecoveryDone { node } => self.recovery_done(node, &mut out),
             Input::Message(envelope) => self.message(envelope, &mut out),
         }
+        self.end_rebuild(&mut out);
+        let frozen = self.frozen();
+        if self.was_frozen && !frozen {
+            let names: Vec<ResourceName> = self.resources.keys().cloned().collect();
+            for name in names {
+                self.serve(&name, &mut out);
+            }
+        }
+        self.was_frozen = frozen;
         out
+    }
+
+    /// Claims the journal of `node`'s previous incarnation, whose locks are unknown: nothing new
+    /// is granted until its recovery is done.
+    /// Every node is told, the claimed one included: survivors pass pending recoveries on
+    /// to the next master.
+    fn claim(&mut self, node: NodeId, out: &mut Vec<Effect>) {
+        let slot = self.nodes[&node].slot;
+        *self.recoveries.entry(node).or_default() += 1;
+        self.unknown.insert(node);
+        self.broadcast(out, self.config.me, &Message::JournalRecover { node, slot });
+        out.push(Effect::RunRecovery { node, slot });
+    }
+
+    /// Ends the rebuild when every configured node joined and synced, or when the window is
+    /// over and every joined node synced; then every node that did not join is declared dead
+    /// with unknown locks (it may have held some at the previous master).
+    fn end_rebuild(&mut self, out: &mut Vec<Effect>) {
+        let Phase::Rebuilding { until_ms } = self.phase else { return };
+        let alive = |node: &Node| matches!(node.state, NodeState::Alive { .. });
+        if self.nodes.values().any(|node| alive(node) && !node.synced) {
+            return;
+        }
+        let everyone = self.nodes.values().all(alive);
+        if !everyone && self.now_ms < until_ms {
+            return;
+        }
+        self.phase = Phase::Serving;
+        out.push(Effect::RebuildDone);
+        let absent: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, node)| node.state == NodeState::Absent)
+            .map(|(id, _)| *id)
+            .collect();
+        for node in absent {
+            self.unknown.insert(node);
+            self.declare_dead(node, out);
+        }
     }
 
     fn bump_epoch(&mut self, out: &mut Vec<Effect>) {
@@ -298,9 +421,18 @@ impl Master {
     fn declare_dead(&mut self, dead: NodeId, out: &mut Vec<Effect>) {
         assert_ne!(dead, self.config.me, "the master never declares itself dead");
         let node = self.nodes.get_mut(&dead).expect("a configured node");
+        let was_alive = matches!(node.state, NodeState::Alive { .. });
+        if was_alive && !node.synced {
+            // It died before its reclaims were complete: it may have held more.
+            self.unknown.insert(dead);
+        }
         node.state = NodeState::Recovering;
+        node.died_here = true;
         let slot = node.slot;
-        self.bump_epoch(out);
+        *self.recoveries.entry(dead).or_default() += 1;
+        if was_alive {
+            self.bump_epoch(out);
+        }
         out.push(Effect::NodeDead { node: dead });
         self.broadcast(out, dead, &Message::LeaseExpire { node: dead });
         let names: Vec<ResourceName> = self.resources.keys().cloned().collect();
@@ -319,16 +451,27 @@ impl Master {
         out.push(Effect::RunRecovery { node: dead, slot });
     }
 
+    /// One recovery of `dead` finished; when it was the last one, its locks are released (a
+    /// dead node) or grants may resume (a claimed previous incarnation).
     fn recovery_done(&mut self, dead: NodeId, out: &mut Vec<Effect>) {
-        let Some(node) = self.nodes.get_mut(&dead) else { return };
-        if node.state != NodeState::Recovering {
+        let Some(count) = self.recoveries.get_mut(&dead) else { return };
+        *count -= 1;
+        if *count > 0 {
             return;
         }
-        node.state = NodeState::Absent;
+        self.recoveries.remove(&dead);
+        self.unknown.remove(&dead);
+        let node = self.nodes.get_mut(&dead).expect("a configured node");
         let slot = node.slot;
-        self.broadcast(out, dead, &Message::JournalDone { node: dead, slot });
+        let dead_node = node.state == NodeState::Recovering;
+        if dead_node {
+            node.state = NodeState::Absent;
+        }
+        self.broadcast(out, self.config.me, &Message::JournalDone { node: dead, slot });
         out.push(Effect::NodeRecovered { node: dead });
-        self.remove_node_locks(dead, out);
+        if dead_node {
+            self.remove_node_locks(dead, out);
+        }
     }
 
     /// Removes every lock and request of `node` and serves the queues it was in.
@@ -380,6 +523,8 @@ impl Master {
             }
             Message::Release { lock, resource } => self.release(Owner { node: sender, lock }, resource, out),
             Message::LeaseRenew { .. } => {
+                // The first renewal after joining ends the node's synchronisation.
+                self.nodes.get_mut(&sender).expect("checked above").synced = true;
                 self.renew(sender);
                 let ack = Message::LeaseAck {
                     duration_ms: self.config.lease_renew_ms,
@@ -388,14 +533,18 @@ impl Master {
                 };
                 self.send(out, sender, ack);
             }
-            Message::NodeAlive => self.renew(sender),
+            Message::NodeAlive => {
+                self.nodes.get_mut(&sender).expect("checked above").synced = true;
+                self.renew(sender);
+            }
             Message::NodeLeave { .. } => {
                 self.nodes.get_mut(&sender).expect("checked above").state = NodeState::Absent;
                 out.push(Effect::NodeLeft { node: sender });
                 self.remove_node_locks(sender, out);
             }
             Message::JournalDone { node, .. } => {
-                if self.nodes.get(&node).is_some_and(|n| n.state == NodeState::Recovering) {
+                if let Some(count) = self.recoveries.get_mut(&node) {
+                    *count = 1;
                     self.recovery_done(node, out);
                 } else {
                     Self::drop(out, sender, DropReason::NoRecoveryPending);
@@ -412,20 +561,31 @@ impl Master {
                 }
             }
             Message::NodeJoin { .. } => unreachable!("handled above"),
-            Message::Grant { .. }
-            | Message::Deny { .. }
+            Message::Grant { lock, resource, mode, token } => {
+                self.reclaim(Owner { node: sender, lock }, resource, mode, token, out)
+            }
+            Message::JournalRecover { node, .. } => {
+                // A survivor passes on a recovery it knows to be pending (or its own previous
+                // incarnation's): while rebuilding it is claimed again; once serving every
+                // node's history is known (whoever did not sync was recovered), so it is moot.
+                let syncing = self.phase != Phase::Serving && !self.nodes[&sender].synced;
+                if syncing && self.nodes.contains_key(&node) && !self.recoveries.contains_key(&node) {
+                    self.claim(node, out);
+                }
+            }
+            Message::Deny { .. }
             | Message::Bast { .. }
             | Message::LeaseAck { .. }
-            | Message::LeaseExpire { .. }
-            | Message::JournalRecover { .. } => Self::drop(out, sender, DropReason::Unexpected),
+            | Message::LeaseExpire { .. } => Self::drop(out, sender, DropReason::Unexpected),
         }
     }
 
+    /// Extends `node`'s lease.
     fn renew(&mut self, node: NodeId) {
         let expires = self.now_ms.saturating_add(self.config.node_timeout_ms);
-        let state = &mut self.nodes.get_mut(&node).expect("a joined node").state;
+        let entry = self.nodes.get_mut(&node).expect("a joined node");
         if node != self.config.me {
-            *state = NodeState::Alive { lease_expires_at_ms: expires };
+            entry.state = NodeState::Alive { lease_expires_at_ms: expires };
         }
     }
 
@@ -434,17 +594,46 @@ impl Master {
             return Self::drop(out, sender, DropReason::Unexpected);
         }
         let node = self.nodes.get(&sender).expect("checked by the caller");
+        let mut claim = false;
         match node.state {
             NodeState::Recovering => return Self::drop(out, sender, DropReason::RecoveryPending),
             // The same incarnation reconnecting: keep its locks.
             NodeState::Alive { .. } if epoch == node.epoch => {}
             NodeState::Alive { .. } => {
+                // The live incarnation (if this join is a late one of an older incarnation) is
+                // told it is fenced.
+                self.send(out, sender, Message::LeaseExpire { node: sender });
                 self.declare_dead(sender, out);
                 return Self::drop(out, sender, DropReason::RecoveryPending);
             }
-            NodeState::Absent => {
-                self.nodes.get_mut(&sender).expect("checked").epoch = self.epoch;
+            NodeState::Absent if epoch != Epoch(0) && (self.phase == Phase::Serving || node.died_here) => {
+                // An incarnation declared dead (here, or at the rebuild's end for not having
+                // synced) comes back with its epoch: its locks are gone. It is told so, and
+                // joins again as a new incarnation.
+                self.send(out, sender, Message::LeaseExpire { node: sender });
+                return Self::drop(out, sender, DropReason::Fenced);
             }
+            NodeState::Absent => {
+                let rebuilding = self.phase != Phase::Serving;
+                if rebuilding && epoch >= self.epoch {
+                    // A survivor of a master whose epoch went past ours: stay above it.
+                    self.epoch = epoch;
+                    self.bump_epoch(out);
+                }
+                let node = self.nodes.get_mut(&sender).expect("checked");
+                node.epoch = self.epoch;
+                node.synced = false;
+                node.died_here = false;
+                // A fresh incarnation: its previous one may have held locks at the previous
+                // master; its journal is recovered before anything is granted.
+                claim = rebuilding && epoch == Epoch(0);
+            }
+        }
+        let serving = self.phase == Phase::Serving;
+        let node = self.nodes.get_mut(&sender).expect("checked");
+        if !matches!(node.state, NodeState::Alive { .. }) {
+            // A survivor joining a rebuilding master reclaims its locks, then renews.
+            node.synced = serving || epoch == Epoch(0);
         }
         self.renew(sender);
         let node = self.nodes.get(&sender).expect("checked");
@@ -452,6 +641,9 @@ impl Master {
         let me = &self.nodes[&self.config.me];
         let answer = Message::NodeJoin { name: me.name.clone(), port: self.config.port };
         out.push(Effect::Send { to: sender, epoch: node.epoch, message: answer });
+        if claim {
+            self.claim(sender, out);
+        }
     }
 
     fn grant_message(owner: Owner, resource: &ResourceName, mode: LockMode, token: u64) -> Message {
@@ -477,6 +669,7 @@ impl Master {
         noqueue: bool,
         out: &mut Vec<Effect>,
     ) {
+        let frozen = self.frozen();
         let resource = self.resources.entry(name.clone()).or_default();
         if let Some(idx) = resource.holder_idx(owner) {
             // A repeated request for a lock already granted in that mode: answer it again.
@@ -487,10 +680,15 @@ impl Master {
             }
             return self.deny(out, owner, name, mode, DenyReason::Invalid);
         }
-        if resource.waiting.iter().chain(&resource.converting).any(|request| request.owner == owner) {
+        if let Some(request) = resource.waiting.iter().find(|request| request.owner == owner) {
+            // The same request again (asked again after a reconnection) waits where it is.
+            if request.mode == mode {
+                return;
+            }
             return self.deny(out, owner, name, mode, DenyReason::Invalid);
         }
-        let grantable = resource.converting.is_empty()
+        let grantable = !frozen
+            && resource.converting.is_empty()
             && resource.waiting.is_empty()
             && resource.compatible_with_holders(mode, None);
         if grantable {
@@ -518,13 +716,17 @@ impl Master {
         noqueue: bool,
         out: &mut Vec<Effect>,
     ) {
+        let frozen = self.frozen();
         let Some(resource) = self.resources.get_mut(&name) else {
             return self.deny(out, owner, name, mode, DenyReason::NotHeld);
         };
         let Some(idx) = resource.holder_idx(owner) else {
             return self.deny(out, owner, name, mode, DenyReason::NotHeld);
         };
-        if resource.converting.iter().any(|request| request.owner == owner) {
+        if let Some(request) = resource.converting.iter().find(|request| request.owner == owner) {
+            if request.mode == mode {
+                return;
+            }
             return self.deny(out, owner, name, mode, DenyReason::Invalid);
         }
         let held = resource.granted[idx].mode;
@@ -532,8 +734,9 @@ impl Master {
             let grant = Self::grant_message(owner, &name, mode, resource.granted[idx].token);
             return self.send(out, owner.node, grant);
         }
-        let grantable = is_down_conversion(held, mode)
-            || (resource.converting.is_empty() && resource.compatible_with_holders(mode, Some(owner)));
+        let grantable = !frozen
+            && (is_down_conversion(held, mode)
+                || (resource.converting.is_empty() && resource.compatible_with_holders(mode, Some(owner))));
         if grantable {
             self.grant_conversion(&name, idx, mode, out);
             return self.serve(&name, out);
@@ -564,6 +767,49 @@ impl Master {
         self.send(out, to, grant);
     }
 
+    /// Lock-table synchronisation: a survivor of the previous master says it holds `owner` in
+    /// `mode` with `token`. Accepted while the master rebuilds and the node has not finished
+    /// its synchronisation, and if compatible with what is reclaimed already; it is answered
+    /// with a grant carrying a token of this master. Otherwise it is denied `NotHeld`: the
+    /// node tells its client the lock is lost.
+    fn reclaim(
+        &mut self,
+        owner: Owner,
+        name: ResourceName,
+        mode: LockMode,
+        token: u64,
+        out: &mut Vec<Effect>,
+    ) {
+        let syncing = self.phase != Phase::Serving && !self.nodes[&owner.node].synced;
+        let resource = self.resources.get(&name);
+        if let Some(holder) = resource.and_then(|r| r.holder_idx(owner).map(|idx| &r.granted[idx]))
+            && holder.mode == mode
+        {
+            // Reclaimed already: answer again.
+            let grant = Self::grant_message(owner, &name, mode, holder.token);
+            return self.send(out, owner.node, grant);
+        }
+        let fits = resource.is_none_or(|r| {
+            r.holder_idx(owner).is_none()
+                && r.waiting.iter().chain(&r.converting).all(|request| request.owner != owner)
+                && r.compatible_with_holders(mode, None)
+        });
+        if !syncing || !fits {
+            return self.deny(out, owner, name, mode, DenyReason::NotHeld);
+        }
+        let old_epoch = Epoch(token >> 32);
+        if old_epoch >= self.epoch {
+            // Tokens only grow: stay above the previous master's.
+            self.epoch = old_epoch;
+            self.bump_epoch(out);
+        }
+        let token = self.next_token(out);
+        let resource = self.resources.entry(name.clone()).or_default();
+        resource.granted.push(Holder { owner, mode, token, fenced: false, bast_sent: false });
+        let grant = Self::grant_message(owner, &name, mode, token);
+        self.send(out, owner.node, grant);
+    }
+
     fn release(&mut self, owner: Owner, name: ResourceName, out: &mut Vec<Effect>) {
         let Some(resource) = self.resources.get_mut(&name) else {
             return Self::drop(out, owner.node, DropReason::UnknownLock);
@@ -578,8 +824,8 @@ impl Master {
         self.serve(&name, out);
     }
 
-    /// Rule 3 of the crate doc, then BASTs for the heads still blocked; forgets an empty resource.
-    fn serve(&mut self, name: &ResourceName, out: &mut Vec<Effect>) {
+    /// Rule 3 of the crate doc: grants the heads of the queues while they fit.
+    fn grant_heads(&mut self, name: &ResourceName, out: &mut Vec<Effect>) {
         loop {
             let resource = &self.resources[name];
             let Some(head) = resource.converting.front() else { break };
@@ -607,6 +853,13 @@ impl Master {
             resource.granted.push(Holder { owner, mode, token, fenced: false, bast_sent: false });
             let grant = Self::grant_message(owner, name, mode, token);
             self.send(out, owner.node, grant);
+        }
+    }
+
+    /// Rule 3 of the crate doc, then BASTs for the heads still blocked; forgets an empty resource.
+    fn serve(&mut self, name: &ResourceName, out: &mut Vec<Effect>) {
+        if !self.frozen() {
+            self.grant_heads(name, out);
         }
         let resource = &self.resources[name];
         let heads: Vec<Request> =
@@ -673,6 +926,9 @@ impl Master {
                     resource.holder_idx(request.owner).is_some(),
                     "{name}: a conversion without its lock"
                 );
+            }
+            if self.frozen() {
+                continue;
             }
             if let Some(head) = resource.converting.front() {
                 assert!(

@@ -75,10 +75,17 @@ fn join_msg(name: &str) -> Message {
     Message::NodeJoin { name: name.to_owned(), port: 6883 }
 }
 
-/// A started master with nodes 2 and 3 joined at `T0`.
+/// A started master with nodes 2 and 3 joined at `T0`: a fresh start rebuilds the table
+/// (every node joined, so the rebuild ends at once) and recovers the journals of every node's
+/// previous incarnation before anything is granted.
 fn cluster() -> Master {
     let mut master = Master::new(config(), Epoch(0));
-    check_at(&mut master, T0, vec![Input::Start], vec![Effect::PersistEpoch(Epoch(1))]);
+    check_at(
+        &mut master,
+        T0,
+        vec![Input::Start { survivor: false }],
+        vec![Effect::PersistEpoch(Epoch(1)), Effect::RunRecovery { node: n(1), slot: 0 }],
+    );
     check_at(
         &mut master,
         T0,
@@ -86,10 +93,34 @@ fn cluster() -> Master {
         vec![
             Effect::NodeJoined { node: n(2), epoch: Epoch(1) },
             send(2, 1, join_msg("h1")),
+            send(2, 1, Message::JournalRecover { node: n(2), slot: 1 }),
+            Effect::RunRecovery { node: n(2), slot: 1 },
             Effect::NodeJoined { node: n(3), epoch: Epoch(1) },
             send(3, 1, join_msg("h1")),
+            send(2, 1, Message::JournalRecover { node: n(3), slot: 2 }),
+            send(3, 1, Message::JournalRecover { node: n(3), slot: 2 }),
+            Effect::RunRecovery { node: n(3), slot: 2 },
+            Effect::RebuildDone,
         ],
     );
+    assert!(master.frozen(), "grants wait for the recoveries");
+    check_at(
+        &mut master,
+        T0,
+        (1..=3).map(|id| Input::RecoveryDone { node: n(id) }).collect(),
+        vec![
+            send(2, 1, Message::JournalDone { node: n(1), slot: 0 }),
+            send(3, 1, Message::JournalDone { node: n(1), slot: 0 }),
+            Effect::NodeRecovered { node: n(1) },
+            send(2, 1, Message::JournalDone { node: n(2), slot: 1 }),
+            send(3, 1, Message::JournalDone { node: n(2), slot: 1 }),
+            Effect::NodeRecovered { node: n(2) },
+            send(2, 1, Message::JournalDone { node: n(3), slot: 2 }),
+            send(3, 1, Message::JournalDone { node: n(3), slot: 2 }),
+            Effect::NodeRecovered { node: n(3) },
+        ],
+    );
+    assert!(!master.frozen());
     master
 }
 
@@ -366,8 +397,10 @@ fn lease_expiry_fences_then_recovery_releases() {
     check_at(
         &mut master,
         T0 + TIMEOUT_MS,
-        vec![rejoin, late, from(2, 3, Message::NodeAlive)],
+        vec![rejoin, from(2, 0, join_msg("h2")), late, from(2, 3, Message::NodeAlive)],
         vec![
+            send(2, 2, Message::LeaseExpire { node: n(2) }),
+            Effect::Drop { from: n(2), reason: DropReason::Fenced },
             Effect::NodeJoined { node: n(2), epoch: Epoch(2) },
             send(2, 2, join_msg("h1")),
             Effect::Drop { from: n(2), reason: DropReason::StaleEpoch { got: Epoch(1), current: Epoch(2) } },
@@ -419,6 +452,7 @@ fn restarted_node_is_fenced_and_reconnect_keeps_locks() {
         &mut master,
         vec![from(2, 0, join_msg("h2"))],
         vec![
+            send(2, 1, Message::LeaseExpire { node: n(2) }),
             Effect::PersistEpoch(Epoch(2)),
             Effect::NodeDead { node: n(2) },
             send(3, 2, Message::LeaseExpire { node: n(2) }),
@@ -523,8 +557,15 @@ fn random_workloads_keep_the_invariants() {
                 }
             }
         }
-        // Everyone releases everything it holds, repeatedly, until the table is empty.
+        // Dead nodes rejoin (a quorum grants again) and everyone releases everything it holds,
+        // repeatedly, until the table is empty.
         for _ in 0..100 {
+            for view in master.nodes() {
+                if view.state == crate::NodeState::Absent {
+                    master.step(now, from(view.id.get(), 0, join_msg("x")));
+                    master.check_invariants();
+                }
+            }
             let views = master.resources();
             if views.is_empty() {
                 break;
@@ -550,4 +591,193 @@ fn random_workloads_keep_the_invariants() {
         }
         assert!(master.resources().is_empty(), "seed {seed}: locks left: {:?}", master.resources());
     }
+}
+
+/// Node 2's view of `Input::Message` from `sender` (node 2 is the master in the takeover tests).
+fn to_2(sender: u32, epoch: u64, message: Message) -> Input {
+    Input::Message(Envelope { seq: 1, sender: n(sender), target: Some(n(2)), epoch: Epoch(epoch), message })
+}
+
+fn reclaim(lock: u64, resource: &str, mode: LockMode, token: u64) -> Message {
+    Message::Grant { lock: LockId(lock), resource: r(resource), mode, token }
+}
+
+// Goal: master takeover (spec "Lock Mastering"): node 2 takes over from a dead node 1 whose
+// last epoch was 5. Its own locks and node 3's are reclaimed (LOCK_GRANT from the holder,
+// answered with a grant of the new epoch); requests during the rebuild wait; the rebuild ends
+// when the window is over, the old master is declared dead with unknown locks and nothing new
+// is granted until its journal recovery is done; then the waiters are served. A reclaim after
+// the rebuild, or one that conflicts, is denied NotHeld.
+#[test]
+fn takeover_rebuilds_the_table_from_the_survivors() {
+    let mut config = config();
+    config.me = n(2);
+    let mut master = Master::new(config, Epoch(5));
+    check(&mut master, vec![Input::Start { survivor: true }], vec![Effect::PersistEpoch(Epoch(6))]);
+    assert_eq!(master.next_deadline_ms(), T0 + TIMEOUT_MS);
+    check_at(
+        &mut master,
+        T0 + 1,
+        vec![
+            to_2(2, 6, reclaim(1, "q", Pr, token(5, 1))),
+            to_2(2, 6, Message::NodeAlive),
+            to_2(3, 5, join_msg("h3")),
+            to_2(3, 6, reclaim(7, "r", Ex, token(5, 3))),
+            to_2(3, 6, reclaim(8, "r", Pr, token(5, 4))),
+            to_2(3, 6, lock_msg(9, "q", Ex, false, false)),
+            to_2(3, 6, lock_msg(10, "s", Cr, false, false)),
+            to_2(3, 6, Message::LeaseRenew { duration_ms: 0, lock_count: 1 }),
+        ],
+        vec![
+            send(2, 6, reclaim(1, "q", Pr, token(6, 1))),
+            Effect::NodeJoined { node: n(3), epoch: Epoch(6) },
+            send(3, 6, join_msg("h2")),
+            send(3, 6, reclaim(7, "r", Ex, token(6, 2))),
+            send(
+                3,
+                6,
+                Message::Deny { lock: LockId(8), resource: r("r"), mode: Pr, reason: DenyReason::NotHeld },
+            ),
+            send(2, 6, Message::Bast { lock: LockId(1), resource: r("q"), mode: Ex }),
+            send(3, 6, Message::LeaseAck { duration_ms: 2_000, lock_count: 1, node: n(3) }),
+        ],
+    );
+    assert!(master.frozen());
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![Input::Tick],
+        vec![
+            Effect::RebuildDone,
+            Effect::NodeDead { node: n(1) },
+            send(3, 6, Message::LeaseExpire { node: n(1) }),
+            send(3, 6, Message::JournalRecover { node: n(1), slot: 0 }),
+            Effect::RunRecovery { node: n(1), slot: 0 },
+        ],
+    );
+    assert!(master.frozen(), "the old master's locks are unknown until its recovery");
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![Input::RecoveryDone { node: n(1) }, to_2(3, 6, reclaim(11, "t", Ex, token(5, 5)))],
+        vec![
+            send(3, 6, Message::JournalDone { node: n(1), slot: 0 }),
+            Effect::NodeRecovered { node: n(1) },
+            send(3, 6, reclaim(10, "s", Cr, token(6, 3))),
+            send(
+                3,
+                6,
+                Message::Deny { lock: LockId(11), resource: r("t"), mode: Ex, reason: DenyReason::NotHeld },
+            ),
+        ],
+    );
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![to_2(2, 6, Message::Release { lock: LockId(1), resource: r("q") })],
+        vec![send(3, 6, reclaim(9, "q", Ex, token(6, 4)))],
+    );
+}
+
+// Goal: a survivor whose token comes from an epoch at or above the new master's pushes the
+// master's epoch past it (tokens only grow), and a fresh joiner during the rebuild has its
+// previous incarnation's journal recovered before anything is granted.
+#[test]
+fn takeover_stays_above_the_survivors_epochs_and_recovers_fresh_joiners() {
+    let mut config = config();
+    config.me = n(2);
+    let mut master = Master::new(config, Epoch(5));
+    check(
+        &mut master,
+        vec![Input::Start { survivor: true }, to_2(2, 6, Message::NodeAlive)],
+        vec![Effect::PersistEpoch(Epoch(6))],
+    );
+    check(
+        &mut master,
+        vec![to_2(3, 8, join_msg("h3"))],
+        vec![
+            Effect::PersistEpoch(Epoch(9)),
+            Effect::NodeJoined { node: n(3), epoch: Epoch(9) },
+            send(3, 9, join_msg("h2")),
+        ],
+    );
+    check(
+        &mut master,
+        vec![to_2(3, 9, reclaim(1, "r", Ex, token(9, 7)))],
+        vec![Effect::PersistEpoch(Epoch(10)), send(3, 10, reclaim(1, "r", Ex, token(10, 1)))],
+    );
+    let mut master = Master::new(master.config().clone(), Epoch(5));
+    check(
+        &mut master,
+        vec![Input::Start { survivor: true }, to_2(2, 6, Message::NodeAlive)],
+        vec![Effect::PersistEpoch(Epoch(6))],
+    );
+    check_at(
+        &mut master,
+        T0 + 1,
+        vec![to_2(3, 0, join_msg("h3")), to_2(3, 6, lock_msg(1, "r", Ex, false, false))],
+        vec![
+            Effect::NodeJoined { node: n(3), epoch: Epoch(6) },
+            send(3, 6, join_msg("h2")),
+            send(3, 6, Message::JournalRecover { node: n(3), slot: 2 }),
+            Effect::RunRecovery { node: n(3), slot: 2 },
+        ],
+    );
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![Input::Tick],
+        vec![
+            Effect::RebuildDone,
+            Effect::NodeDead { node: n(1) },
+            send(3, 6, Message::LeaseExpire { node: n(1) }),
+            send(3, 6, Message::JournalRecover { node: n(1), slot: 0 }),
+            Effect::RunRecovery { node: n(1), slot: 0 },
+        ],
+    );
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![Input::RecoveryDone { node: n(1) }, Input::RecoveryDone { node: n(3) }],
+        vec![
+            send(3, 6, Message::JournalDone { node: n(1), slot: 0 }),
+            Effect::NodeRecovered { node: n(1) },
+            send(3, 6, Message::JournalDone { node: n(3), slot: 2 }),
+            Effect::NodeRecovered { node: n(3) },
+            grant(3, 1, "r", Ex, token(6, 1)),
+        ],
+    );
+}
+
+// Goal: a master without a quorum (a majority of the configured nodes alive) grants nothing
+// new; requests wait and are served once a quorum is back.
+#[test]
+fn no_grants_without_a_quorum() {
+    let mut master = cluster();
+    for effect in master.step(T0 + TIMEOUT_MS, Input::Tick) {
+        if let Effect::RunRecovery { node, .. } = effect {
+            master.step(T0 + TIMEOUT_MS, Input::RecoveryDone { node });
+        }
+    }
+    assert!(master.frozen());
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![from(1, 3, lock_msg(1, "r", Ex, false, false)), from(1, 3, lock_msg(2, "s", Pr, true, false))],
+        vec![send(
+            1,
+            3,
+            Message::Deny { lock: LockId(2), resource: r("s"), mode: Pr, reason: DenyReason::WouldBlock },
+        )],
+    );
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![from(2, 0, join_msg("h2"))],
+        vec![
+            Effect::NodeJoined { node: n(2), epoch: Epoch(3) },
+            send(2, 3, join_msg("h1")),
+            grant(1, 1, "r", Ex, token(3, 1)),
+        ],
+    );
 }

@@ -4,12 +4,17 @@
 //! mxfsd's master shell (epoch persisted before any send, effects in order, recovery run
 //! after a random delay, a connection closed on a dropped message that closes connections,
 //! sends to a node without a connection lost). Nodes 2.. are models of mxfsd's node side
-//! (bins/mxfsd/src/server.rs): connect, NODE_JOIN with epoch 0, stamp the epoch of the
-//! master's answer, renew the lease every `RENEW_MS`, backlog requests until joined, and on a
-//! lost connection, a stale epoch from the master or a LEASE_EXPIRE naming them fail every
-//! local lock and reconnect (a new incarnation). Their clients lock/convert/unlock random
-//! resources in random modes, with NOQUEUE and timeouts sometimes, cancel pending requests,
-//! and answer BASTs after a random delay by releasing or down-converting.
+//! (bins/mxfsd/src/server.rs): connect, NODE_JOIN with the epoch of their last join (0 for a
+//! new incarnation), stamp the epoch of the master's answer, renew the lease every `RENEW_MS`,
+//! backlog requests until joined. A lost connection keeps the locks: the node reconnects, and
+//! towards a new master (another epoch) reclaims its locks (LOCK_GRANT), passes on the journal
+//! recoveries it knows pending, renews, then sends again the releases not known to have
+//! arrived (kept until a later renewal is acknowledged) and its waiting requests. Its own
+//! reckoning of its lease (send time of the last acknowledged renewal + node timeout) running
+//! out without a master, or a LEASE_EXPIRE naming it, fails every local lock (a new
+//! incarnation follows). Their clients lock/convert/unlock random resources in random modes,
+//! with NOQUEUE and timeouts sometimes, cancel pending requests, and answer BASTs after a
+//! random delay by releasing or down-converting.
 //!
 //! The network is what the shell has: one TCP connection per node and life, FIFO in each
 //! direction, with random delay (and spikes). Faults:
@@ -22,11 +27,11 @@
 //!   (then everything in flight arrives in order), or the connection times out;
 //! - **node crashes** (all state lost, restart later with a fresh NODE_JOIN, as mxfsd does)
 //!   and **orderly stops** (NODE_LEAVE);
-//! - **master death mid-grant**: master takeover and NODE_JOIN lock-table synchronisation are
-//!   not implemented by lava-dlm-logic (NODE_JOIN carries a name and a port), so the master
-//!   dies at a random point between steps — often with grants in flight — and restarts as
-//!   mxfsd does: a new [`Master`] from the durable epoch, an empty table, every connection
-//!   reset, every node failing its locks and rejoining.
+//! - **master death mid-grant**: the master dies at a random point between steps — often with
+//!   grants, recoveries and rebuilds in flight — every connection resets, and after a while
+//!   the next master starts: a new [`Master`] from the durable epoch (`Start`, fresh) that
+//!   rebuilds its table from the survivors' reclaims. (Which host runs it is the shell's
+//!   business: the logic is the same on any host.)
 //!
 //! Checked after every step: [`Master::check_invariants`]; the master's node table agrees
 //! with the effects it emitted; **no two incompatible locks on one resource are believed
@@ -37,7 +42,9 @@
 //! and tokens only grow (over master restarts too) save the re-answer of a repeated request;
 //! no message leaves with an epoch not yet persisted; a dead node's locks stay fenced in the
 //! table and nothing incompatible with them is granted until its recovery is done
-//! (RecoveryDone / JOURNAL_DONE); an answer is a grant of the mode asked for. Every request
+//! (RecoveryDone / JOURNAL_DONE), **by any later master either** — a recovery pending when a
+//! master dies must be done by the next one before it grants anything incompatible with the
+//! dead node's last locks; an answer is a grant of the mode asked for. Every request
 //! gets at most one outcome (granted, denied, failed: timeout, master lost, node crashed,
 //! cancelled, unreachable). At the end — faults stopped, partitions healed, every node and the
 //! master up, clients releasing and quiet time — every request has exactly one outcome, every
@@ -184,6 +191,9 @@ struct Pending {
     req: usize,
     mode: LockMode,
     convert: bool,
+    noqueue: bool,
+    /// Asked of a master that is gone: asked again after the next join.
+    resend: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -200,6 +210,25 @@ struct SimNode {
     life: u64,
     conn: Option<usize>,
     joined: Option<Epoch>,
+    /// The epoch of the last join in this life (0: none): sent in NODE_JOIN to reclaim.
+    prev_epoch: Epoch,
+    /// When the master's lease on this node ends at the earliest, by this node's reckoning:
+    /// the send time of the last acknowledged renewal (or join) plus the node timeout.
+    lease_until: u64,
+    /// Send times of LEASE_RENEWs not yet acknowledged, and of the pending NODE_JOIN.
+    renews_in_flight: std::collections::VecDeque<u64>,
+    join_sent: u64,
+    /// Locks reclaimed from a new master and not yet answered.
+    reclaiming: std::collections::BTreeSet<u64>,
+    /// LOCK_RELEASEs (send time, lock, resource) not known to have reached the master.
+    released: Vec<(u64, u64, usize)>,
+    /// The master epoch whose synchronisation (reclaims, then LEASE_RENEW) was acknowledged.
+    synced_epoch: Option<Epoch>,
+    /// A synchronisation's LEASE_RENEW awaits its acknowledgement.
+    sync_pending: bool,
+    /// Journal recoveries heard of (JOURNAL_RECOVER) and not done (JOURNAL_DONE), this node's
+    /// own previous incarnation's from a fresh join on: passed on to a new master.
+    recoveries: std::collections::BTreeSet<NodeId>,
     master_epoch_seen: Epoch,
     backlog: Vec<Message>,
     locks: BTreeMap<u64, Local>,
@@ -246,8 +275,11 @@ struct Stats {
     /// a lock incompatible with a live holder's: what epoch fencing allows, and why a node
     /// must not touch shared data once its lease may have expired.
     stale_overlaps: u64,
-    /// Recoveries pending when the master died (the new master never runs them).
-    recoveries_abandoned: u64,
+    /// Recoveries pending when the master died (the next master must run them before granting).
+    recoveries_taken_over: u64,
+    /// Locks kept over a master death: reclaimed from the next master, and refused by it.
+    reclaimed: u64,
+    reclaims_refused: u64,
 }
 
 struct Sim {
@@ -267,14 +299,21 @@ struct Sim {
     tick_at: u64,
     node_conns: BTreeMap<NodeId, usize>,
     shadow: BTreeMap<NodeId, Shadow>,
-    /// Fenced locks of nodes being recovered: (resource, mode).
+    /// Fenced locks of nodes being recovered by the current master: (resource, mode).
     fenced: BTreeMap<NodeId, Vec<(ResourceName, LockMode)>>,
+    /// Locks of dead incarnations whose journal no master has recovered yet, over master
+    /// deaths: nothing incompatible may be granted by any master until then.
+    unrecovered: BTreeMap<NodeId, Vec<(ResourceName, LockMode)>>,
     conns: Vec<Conn>,
     nodes: Vec<SimNode>,
     reqs: Vec<Req>,
     /// Every token sent, with its owner, and the largest.
     tokens: BTreeMap<u64, (NodeId, LockId)>,
     max_token: u64,
+    /// The epoch a master took at its start (its own node's, for the shadow table).
+    started_epoch: Option<Epoch>,
+    /// The sequence number of the event being handled.
+    current_seq: u64,
     stats: Stats,
 }
 
@@ -306,6 +345,15 @@ impl Sim {
                 life: 1,
                 conn: None,
                 joined: None,
+                prev_epoch: Epoch(0),
+                lease_until: 0,
+                renews_in_flight: std::collections::VecDeque::new(),
+                join_sent: 0,
+                reclaiming: std::collections::BTreeSet::new(),
+                released: Vec::new(),
+                synced_epoch: None,
+                sync_pending: false,
+                recoveries: std::collections::BTreeSet::new(),
                 master_epoch_seen: Epoch(0),
                 backlog: Vec::new(),
                 locks: BTreeMap::new(),
@@ -332,11 +380,14 @@ impl Sim {
             node_conns: BTreeMap::new(),
             shadow,
             fenced: BTreeMap::new(),
+            unrecovered: BTreeMap::new(),
             conns: Vec::new(),
             nodes,
             reqs: Vec::new(),
             tokens: BTreeMap::new(),
             max_token: 0,
+            started_epoch: None,
+            current_seq: 0,
             stats: Stats::default(),
         };
         sim.log(|| {
@@ -389,7 +440,7 @@ impl Sim {
         }
         let copies = match &envelope {
             Some(envelope) if self.faults_on() && self.rng.chance(self.dup_per_mille) => {
-                let idempotent = !to_master
+                let idempotent = (!to_master && !matches!(envelope.message, Message::LeaseAck { .. }))
                     || matches!(
                         envelope.message,
                         Message::LeaseRenew { .. } | Message::NodeAlive | Message::Release { .. }
@@ -421,8 +472,9 @@ impl Sim {
         let node = self.conns[conn].node;
         let until = self.nodes[node].partitioned_until;
         if self.now < until {
-            // Held up by the partition; TCP delivers it, in order, once it heals.
-            self.at(until, Ev::Deliver { conn, to_master, envelope });
+            // Held up by the partition; TCP delivers it, in order, once it heals (keeping its
+            // place among the frames due at that time).
+            self.events.insert((until, self.current_seq), Ev::Deliver { conn, to_master, envelope });
             return Ok(());
         }
         if to_master {
@@ -449,11 +501,9 @@ impl Sim {
 
     // ---- the master's shell ----
 
-    fn master_start(&mut self) {
+    fn master_start(&mut self) -> Result<(), String> {
         self.mlife += 1;
-        let mut master = Master::new(self.config.clone(), self.durable_epoch);
-        let effects = master.step(self.now, Input::Start);
-        self.master = Some(master);
+        self.master = Some(Master::new(self.config.clone(), self.durable_epoch));
         for shadow in self.shadow.values_mut() {
             *shadow = Shadow::Absent;
         }
@@ -462,24 +512,16 @@ impl Sim {
         self.tick_at = u64::MAX;
         let mlife = self.mlife;
         self.log(|| format!("master starts (life {mlife})"));
-        // Effects of Start: the epoch only.
-        for effect in effects {
-            match effect {
-                Effect::PersistEpoch(epoch) => {
-                    assert!(epoch > self.durable_epoch, "the epoch grows at start");
-                    self.durable_epoch = epoch;
-                }
-                other => panic!("Start emitted {other:?}"),
-            }
-        }
-        let epoch = self.master.as_ref().expect("started").epoch();
-        self.shadow.insert(nid(MASTER), Shadow::Alive(epoch));
+        let before = self.durable_epoch;
+        self.master_step(None, Input::Start { survivor: false })?;
+        assert!(self.durable_epoch > before, "the epoch grows at start");
+        Ok(())
     }
 
     fn master_crash(&mut self) {
         let Some(master) = self.master.take() else { return };
         self.stats.master_restarts += 1;
-        self.stats.recoveries_abandoned += self.fenced.len() as u64;
+        self.stats.recoveries_taken_over += self.unrecovered.len() as u64;
         let epoch = master.epoch();
         self.log(|| format!("MASTER CRASH (epoch {epoch})"));
         for conn in 0..self.conns.len() {
@@ -512,6 +554,7 @@ impl Sim {
         } else {
             let _ = write!(self.hash, "{} {input:?}", self.now);
         }
+        let starting = matches!(input, Input::Start { .. });
         let master = self.master.as_mut().expect("a master is up");
         // Who held what before the step: the locks a node declared dead in it must stay fenced.
         let before = master.resources();
@@ -528,6 +571,9 @@ impl Sim {
             }
             match effect {
                 Effect::PersistEpoch(epoch) => {
+                    if starting {
+                        self.started_epoch = Some(*epoch);
+                    }
                     if *epoch <= self.durable_epoch {
                         return Err(format!(
                             "persisted epoch {epoch} does not grow past {}",
@@ -548,7 +594,9 @@ impl Sim {
                     if matches!(message, Message::Deny { .. }) {
                         self.stats.denies += 1;
                     }
-                    if let Some(&c) = self.node_conns.get(to) {
+                    // A node that has not joined is answered on the connection it spoke on.
+                    let back = conn.filter(|c| self.nodes[self.conns[*c].node].id == *to);
+                    if let Some(c) = self.node_conns.get(to).copied().or(back) {
                         let envelope = Envelope {
                             seq: 0,
                             sender: nid(MASTER),
@@ -578,25 +626,39 @@ impl Sim {
                 }
                 Effect::NodeJoined { node, epoch } => {
                     self.shadow.insert(*node, Shadow::Alive(*epoch));
-                    if let Some(c) = conn {
-                        self.node_conns.insert(*node, c);
+                    if let Some(c) = conn
+                        && let Some(old) = self.node_conns.insert(*node, c)
+                        && old != c
+                    {
+                        // mxfsd closes the node's previous connection: what still arrives on it
+                        // is not taken.
+                        self.conns[old].master_closed = true;
                     }
                 }
                 Effect::NodeDead { node } => {
                     self.stats.deaths += 1;
                     self.shadow.insert(*node, Shadow::Recovering);
-                    let held = before
+                    let held: Vec<(ResourceName, LockMode)> = before
                         .iter()
                         .flat_map(|r| {
                             r.granted.iter().filter(|h| h.node == *node).map(|h| (r.name.clone(), h.mode))
                         })
                         .collect();
+                    self.unrecovered.entry(*node).or_default().extend(held.iter().cloned());
                     self.fenced.insert(*node, held);
                 }
-                Effect::NodeRecovered { node } | Effect::NodeLeft { node } => {
+                Effect::NodeRecovered { node } => {
+                    if self.shadow[node] == Shadow::Recovering {
+                        self.shadow.insert(*node, Shadow::Absent);
+                    }
+                    self.fenced.remove(node);
+                    self.unrecovered.remove(node);
+                }
+                Effect::NodeLeft { node } => {
                     self.shadow.insert(*node, Shadow::Absent);
                     self.fenced.remove(node);
                 }
+                Effect::RebuildDone => {}
             }
         }
         let master = self.master.as_ref().expect("a master is up");
@@ -620,7 +682,7 @@ impl Sim {
             }
         }
         for (to, resource, mode) in grants {
-            for (dead, locks) in &self.fenced {
+            for (dead, locks) in &self.unrecovered {
                 for (name, held) in locks {
                     if *dead != to && *name == resource && !compatible(*held, mode) {
                         return Err(format!(
@@ -629,6 +691,9 @@ impl Sim {
                     }
                 }
             }
+        }
+        if let Some(epoch) = self.started_epoch.take() {
+            self.shadow.insert(nid(MASTER), Shadow::Alive(epoch));
         }
         for view in master.nodes() {
             let expected = match view.state {
@@ -690,18 +755,29 @@ impl Sim {
             master_closed: false,
             last: [0, 0],
         });
+        if self.nodes[node].prev_epoch != Epoch(0) && self.now >= self.nodes[node].lease_until {
+            // The lease may have run out at the master: the locks may be fenced, and given to
+            // others. They are lost; the node comes back as a new incarnation.
+            self.fence_out(node, "lease ran out without a master");
+        }
         let n = &mut self.nodes[node];
         n.conn = Some(conn);
         n.joined = None;
         n.master_epoch_seen = Epoch(0);
-        let id = n.id;
-        self.log(|| format!("{id} connects (conn {conn})"));
+        n.renews_in_flight.clear();
+        n.sync_pending = false;
+        n.join_sent = self.now;
+        let (id, epoch) = (n.id, n.prev_epoch);
+        self.log(|| format!("{id} connects (conn {conn}), joining with epoch {epoch}"));
         let join = Message::NodeJoin { name: format!("h{id}"), port: 6883 };
-        self.node_send_raw(node, Epoch(0), join);
+        self.node_send_raw(node, epoch, join);
     }
 
     fn node_send_raw(&mut self, node: usize, epoch: Epoch, message: Message) {
         let Some(conn) = self.nodes[node].conn else { return };
+        if matches!(message, Message::LeaseRenew { .. }) {
+            self.nodes[node].renews_in_flight.push_back(self.now);
+        }
         let envelope =
             Envelope { seq: 0, sender: self.nodes[node].id, target: Some(nid(MASTER)), epoch, message };
         self.transmit(conn, true, Some(envelope));
@@ -726,7 +802,8 @@ impl Sim {
         Ok(())
     }
 
-    /// mxfsd's `lose_master`: every local lock fails; reconnect follows.
+    /// The master connection is gone: the locks are kept (a new master rebuilds its table from
+    /// them), pending requests are asked again after the next join; reconnect follows.
     fn lose_master(&mut self, node: usize, why: &str) {
         let n = &mut self.nodes[node];
         let id = n.id;
@@ -735,16 +812,37 @@ impl Sim {
         }
         n.joined = None;
         n.backlog.clear();
-        let locks = std::mem::take(&mut n.locks);
-        let life = n.life;
-        self.log(|| format!("{id} loses the master ({why}); {} locks fail", locks.len()));
-        for local in locks.values() {
-            if let Some(p) = local.pending {
-                let _ = self.outcome(p.req, "failed: master lost");
+        n.reclaiming.clear();
+        for local in n.locks.values_mut() {
+            if let Some(pending) = &mut local.pending {
+                pending.resend = true;
             }
         }
+        let (life, n_locks) = (n.life, n.locks.len());
+        self.log(|| format!("{id} loses the master ({why}); keeps {n_locks} locks"));
         let when = self.now + self.rng.range(50, 300);
         self.at(when, Ev::Connect { node, life });
+    }
+
+    /// The node is (or may be) declared dead: every local lock fails; the next join is a new
+    /// incarnation.
+    fn fence_out(&mut self, node: usize, why: &str) {
+        let n = &mut self.nodes[node];
+        let id = n.id;
+        // Its journal may need a recovery no master knows of: passed on at the next sync.
+        n.recoveries.insert(id);
+        n.prev_epoch = Epoch(0);
+        // Requests not yet sent die with their locks (releases are tracked apart).
+        n.backlog.clear();
+        let locks = std::mem::take(&mut n.locks);
+        self.log(|| format!("{id} is fenced ({why}); {} locks fail", locks.len()));
+        for (lock, local) in &locks {
+            if let Some(p) = local.pending {
+                let _ = self.outcome(p.req, "failed: fenced");
+            }
+            // Whatever of it reached a master goes: released after the next join.
+            self.nodes[node].released.push((self.now, *lock, local.res));
+        }
     }
 
     fn node_recv(&mut self, node: usize, envelope: Envelope) -> Result<(), String> {
@@ -756,16 +854,19 @@ impl Sim {
         n.master_epoch_seen = envelope.epoch;
         let id = n.id;
         match envelope.message {
-            Message::NodeJoin { .. } => {
-                n.joined = Some(envelope.epoch);
-                let backlog = std::mem::take(&mut n.backlog);
-                self.log(|| format!("{id} joined with epoch {}", envelope.epoch));
-                for message in backlog {
-                    self.send_to_master(node, message);
-                }
-            }
+            Message::NodeJoin { .. } => self.joined(node, envelope.epoch)?,
             Message::LeaseExpire { node: dead } if dead == id => {
+                self.fence_out(node, "declared dead");
                 self.lose_master(node, "declared dead");
+            }
+            Message::LeaseAck { .. } => {
+                if std::mem::take(&mut n.sync_pending) {
+                    n.synced_epoch = n.joined;
+                }
+                if let Some(sent) = n.renews_in_flight.pop_front() {
+                    n.lease_until = n.lease_until.max(sent + NODE_TIMEOUT_MS);
+                    n.released.retain(|(at, _, _)| *at >= sent);
+                }
             }
             Message::Grant { lock, mode, token, resource } => {
                 let joined = n.joined.ok_or_else(|| format!("{id}: a grant before joining"))?;
@@ -773,6 +874,20 @@ impl Sim {
                     return Err(format!("{id}: grant token {token:#x} older than its epoch {joined}"));
                 }
                 let Some(local) = n.locks.get_mut(&lock.0) else { return Ok(()) };
+                if n.reclaiming.remove(&lock.0) {
+                    // The new master's answer to a reclaim: the same lock, a new token.
+                    let (held, _) = local.held.expect("only held locks are reclaimed");
+                    if held != mode && SimNode::belief(local) != Some(mode) {
+                        return Err(format!("{id}: reclaimed lock {} in {held}, granted {mode}", lock.0));
+                    }
+                    local.held = Some((mode, token));
+                    self.stats.reclaimed += 1;
+                    return Ok(());
+                }
+                let answers_pending = local.pending.is_some_and(|p| p.mode == mode);
+                if !answers_pending && local.held.is_some_and(|(_, t)| t == token) {
+                    return Ok(()); // a duplicate
+                }
                 let Some(pending) = local.pending.take() else { return Ok(()) };
                 if res_name(local.res) != resource || pending.mode != mode {
                     return Err(format!(
@@ -784,6 +899,18 @@ impl Sim {
                 self.outcome(pending.req, "granted")?;
             }
             Message::Deny { lock, reason, .. } => {
+                if n.reclaiming.remove(&lock.0) {
+                    // The new master refused the reclaim: the lock is lost.
+                    // (Unlocked meanwhile: its release is on its way.)
+                    let Some(local) = n.locks.remove(&lock.0) else { return Ok(()) };
+                    self.stats.reclaims_refused += 1;
+                    self.log(|| format!("{id}: reclaim of lock {} refused; lost", lock.0));
+                    if let Some(p) = local.pending {
+                        self.outcome(p.req, "failed: lost")?;
+                    }
+                    self.node_release(node, lock.0, local.res);
+                    return Ok(());
+                }
                 let Some(local) = n.locks.get_mut(&lock.0) else { return Ok(()) };
                 let Some(pending) = local.pending.take() else { return Ok(()) };
                 if local.held.is_none() {
@@ -793,6 +920,12 @@ impl Sim {
                     return Err(format!("{id}: request {} denied {reason:?}", pending.req));
                 }
                 self.outcome(pending.req, "denied")?;
+            }
+            Message::JournalRecover { node: dead, .. } => {
+                n.recoveries.insert(dead);
+            }
+            Message::JournalDone { node: dead, .. } => {
+                n.recoveries.remove(&dead);
             }
             Message::Bast { lock, mode, .. } => {
                 if let Some(Local { held: Some((_, token)), .. }) = n.locks.get(&lock.0) {
@@ -804,6 +937,81 @@ impl Sim {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The master's NODE_JOIN answer: the lease starts; towards a new master (another epoch
+    /// than this incarnation's last) every held lock is reclaimed (LOCK_GRANT with its mode —
+    /// the one relied on — and token), then LEASE_RENEW ends the synchronisation; then the
+    /// releases not known to have arrived and the pending requests go again, then the backlog.
+    fn joined(&mut self, node: usize, epoch: Epoch) -> Result<(), String> {
+        if self.nodes[node].joined == Some(epoch) {
+            return Ok(()); // a duplicate
+        }
+        let before = self.nodes[node].prev_epoch;
+        if before != Epoch(0) && self.now >= self.nodes[node].lease_until {
+            // The join took so long that the lease may have run out meanwhile.
+            self.fence_out(node, "lease ran out while joining");
+        }
+        let n = &mut self.nodes[node];
+        let id = n.id;
+        let new_master = before != epoch || n.synced_epoch != Some(epoch);
+        n.joined = Some(epoch);
+        n.lease_until = n.lease_until.max(n.join_sent + NODE_TIMEOUT_MS);
+        n.prev_epoch = epoch;
+        if before == Epoch(0) {
+            // A new incarnation has nothing to reclaim; its previous one's journal may need a
+            // recovery until a JOURNAL_DONE says otherwise.
+            n.synced_epoch = Some(epoch);
+            n.recoveries.insert(id);
+        }
+        let mut out = Vec::new();
+        if new_master && before != Epoch(0) {
+            for (lock, local) in &n.locks {
+                let Some((held, token)) = local.held else { continue };
+                let mode = SimNode::belief(local).unwrap_or(held);
+                // An up-conversion in flight reclaims the old mode; a down-conversion the new.
+                let mode = if is_down_conversion(held, mode) { mode } else { held };
+                n.reclaiming.insert(*lock);
+                out.push(Message::Grant { lock: LockId(*lock), resource: res_name(local.res), mode, token });
+            }
+            let lock_count = out.len() as u32;
+            for node in &n.recoveries {
+                out.push(Message::JournalRecover { node: *node, slot: node.get() - 1 });
+            }
+            out.push(Message::LeaseRenew { duration_ms: NODE_TIMEOUT_MS, lock_count });
+            n.sync_pending = true;
+        }
+        let released = std::mem::take(&mut n.released);
+        for (lock, local) in &mut n.locks {
+            if let Some(pending) = &mut local.pending
+                && pending.resend
+            {
+                pending.resend = false;
+                out.push(Message::Lock {
+                    lock: LockId(*lock),
+                    resource: res_name(local.res),
+                    mode: pending.mode,
+                    noqueue: pending.noqueue,
+                    convert: pending.convert,
+                });
+            }
+        }
+        out.extend(std::mem::take(&mut n.backlog));
+        self.log(|| format!("{id} joined with epoch {epoch} (before: {before})"));
+        for message in out {
+            self.send_to_master(node, message);
+        }
+        for (_, lock, res) in released {
+            self.node_release(node, lock, res);
+        }
+        Ok(())
+    }
+
+    /// Sends LOCK_RELEASE and remembers it until a later renewal is acknowledged (a lost
+    /// connection may have lost it: it goes again after the next join).
+    fn node_release(&mut self, node: usize, lock: u64, res: usize) {
+        self.nodes[node].released.push((self.now, lock, res));
+        self.send_to_master(node, Message::Release { lock: LockId(lock), resource: res_name(res) });
     }
 
     fn new_request(&mut self, node: usize, lock: u64, what: String) -> usize {
@@ -839,7 +1047,7 @@ impl Sim {
         if self.nodes[node].conn.is_none() {
             return self.outcome(req, "failed: unreachable");
         }
-        let pending = Some(Pending { req, mode, convert: false });
+        let pending = Some(Pending { req, mode, convert: false, noqueue, resend: false });
         self.nodes[node].locks.insert(lock, Local { res, held: None, pending });
         let message =
             Message::Lock { lock: LockId(lock), resource: res_name(res), mode, noqueue, convert: false };
@@ -854,8 +1062,10 @@ impl Sim {
         let what = format!("{} convert {lock} r{res} {mode}", self.nodes[node].id);
         let req = self.new_request(node, lock, what);
         self.log_req(req);
+        // Without a master connection it is asked once the node has joined again.
+        let resend = self.nodes[node].conn.is_none();
         let local = self.nodes[node].locks.get_mut(&lock).expect("the caller found it");
-        local.pending = Some(Pending { req, mode, convert: true });
+        local.pending = Some(Pending { req, mode, convert: true, noqueue, resend });
         let message =
             Message::Lock { lock: LockId(lock), resource: res_name(res), mode, noqueue, convert: true };
         self.send_to_master(node, message);
@@ -870,7 +1080,7 @@ impl Sim {
         if let Some(p) = local.pending {
             self.outcome(p.req, "cancelled")?;
         }
-        self.send_to_master(node, Message::Release { lock: LockId(lock), resource: res_name(local.res) });
+        self.node_release(node, lock, local.res);
         Ok(())
     }
 
@@ -947,7 +1157,7 @@ impl Sim {
         let id = self.nodes[node].id;
         self.log(|| format!("{id}: request {req} on lock {lock} times out"));
         self.outcome(req, "failed: timeout")?;
-        self.send_to_master(node, Message::Release { lock: LockId(lock), resource: res_name(local.res) });
+        self.node_release(node, lock, local.res);
         Ok(())
     }
 
@@ -961,6 +1171,13 @@ impl Sim {
         n.up = false;
         n.life += 1;
         n.joined = None;
+        n.prev_epoch = Epoch(0);
+        n.synced_epoch = None;
+        n.lease_until = 0;
+        n.renews_in_flight.clear();
+        n.reclaiming.clear();
+        n.released.clear();
+        n.recoveries.clear();
         n.backlog.clear();
         if let Some(conn) = n.conn.take() {
             // The kernel closes the socket: what was sent still arrives.
@@ -1052,17 +1269,18 @@ impl Sim {
     }
 
     fn run(&mut self) -> Result<(), String> {
-        self.master_start();
+        self.master_start()?;
         for node in 0..self.nodes.len() {
             self.node_start(node);
         }
         let when = self.rng.range(200, 1_500);
         self.at(when, Ev::Fault);
-        while let Some(((time, _), ev)) = self.events.pop_first() {
+        while let Some(((time, seq), ev)) = self.events.pop_first() {
             if time > END_MS {
                 break;
             }
             self.now = time;
+            self.current_seq = seq;
             self.event(ev)?;
             self.check_safety()?;
         }
@@ -1109,7 +1327,7 @@ impl Sim {
             Ev::RecoveryDone { mlife, node } if mlife == self.mlife && self.master.is_some() => {
                 self.master_step(None, Input::RecoveryDone { node })?;
             }
-            Ev::MasterRestart => self.master_start(),
+            Ev::MasterRestart => self.master_start()?,
             Ev::Fault if self.faults_on() => self.fault()?,
             _ => {}
         }
@@ -1179,14 +1397,17 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
             Ok((hash, n_reqs, stats)) => {
                 println!("seed {seed}: ok, {n_reqs} requests, trace hash {hash:#x}");
                 println!(
-                    "steps {} grants {} denies {} deaths {} master restarts {} stale overlaps {} abandoned recoveries {}",
+                    "steps {} grants {} denies {} deaths {} master restarts {} stale overlaps {} recoveries taken over {} \
+                     reclaimed {} reclaims refused {}",
                     stats.steps,
                     stats.grants,
                     stats.denies,
                     stats.deaths,
                     stats.master_restarts,
                     stats.stale_overlaps,
-                    stats.recoveries_abandoned
+                    stats.recoveries_taken_over,
+                    stats.reclaimed,
+                    stats.reclaims_refused
                 );
                 return;
             }
@@ -1207,7 +1428,9 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
                 total.deaths += stats.deaths;
                 total.master_restarts += stats.master_restarts;
                 total.stale_overlaps += stats.stale_overlaps;
-                total.recoveries_abandoned += stats.recoveries_abandoned;
+                total.recoveries_taken_over += stats.recoveries_taken_over;
+                total.reclaimed += stats.reclaimed;
+                total.reclaims_refused += stats.reclaims_refused;
             }
             Err(problem) => panic!(
                 "seed {seed} failed: {problem}\nreproduce with: LAVA_DLM_SIM_SEED={seed} cargo test -p lava-dlm-logic --test sim"
@@ -1217,7 +1440,8 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
     let secs = started.elapsed().as_secs_f64();
     println!(
         "{n_seeds} seeds in {secs:.2} s ({:.0} seeds/s): {n_reqs} requests, {} master steps, {} grants, {} denies, \
-         {} deaths, {} master restarts, {} stale overlaps of fenced holders, {} recoveries abandoned by a master restart",
+         {} deaths, {} master restarts, {} stale overlaps of fenced holders, {} recoveries pending at a master death, \
+         {} locks reclaimed from a new master, {} reclaims refused",
         n_seeds as f64 / secs,
         total.steps,
         total.grants,
@@ -1225,7 +1449,9 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
         total.deaths,
         total.master_restarts,
         total.stale_overlaps,
-        total.recoveries_abandoned
+        total.recoveries_taken_over,
+        total.reclaimed,
+        total.reclaims_refused
     );
 }
 
