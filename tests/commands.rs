@@ -343,6 +343,7 @@ fn bjobs_prints_lsf_columns() {
     let reply = wire::JobQueryReply {
         jobs: vec![job_info(1, 0x04, &["hostA", "hostB"]), job_info(2, 0x01, &[])],
         not_found: vec![],
+        next_after: 0,
     };
     let fixture = Fixture::new(vec![answer(Operation::JobQueryReply, &reply)]);
     let output = fixture.run("bjobs", &["-u", "all", "-q", "normal"], None);
@@ -370,19 +371,50 @@ fn bjobs_prints_lsf_columns() {
             queue: "normal".to_owned(),
             host: String::new(),
             job_name: String::new(),
+            after_job: 0,
         }
     );
+}
+
+// Goal: bjobs asks for the next page of a long answer until mbatchd says it is the
+// last (next_after 0), and prints the jobs of every page once, in order.
+#[test]
+fn bjobs_reads_every_page() {
+    let first =
+        wire::JobQueryReply { jobs: vec![job_info(1, 0x04, &["hostA"])], not_found: vec![], next_after: 1 };
+    let last = wire::JobQueryReply { jobs: vec![job_info(2, 0x01, &[])], not_found: vec![], next_after: 0 };
+    let fixture =
+        Fixture::new(vec![answer(Operation::JobQueryReply, &first), answer(Operation::JobQueryReply, &last)]);
+    let output = fixture.run("bjobs", &["-u", "all", "-noheader"], None);
+    assert_eq!(text(&output.stderr), "");
+    assert_eq!(output.status.code(), Some(0));
+    let ids: Vec<String> = text(&output.stdout)
+        .lines()
+        .map(|line| line.split_whitespace().next().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(ids, vec!["1", "2"]);
+    let requests = fixture.requests();
+    assert_eq!(requests.len(), 2);
+    let after: Vec<u32> =
+        requests.iter().map(|request| request.decode::<wire::JobQuery>().body.after_job).collect();
+    assert_eq!(after, vec![0, 1]);
 }
 
 // Goal: an unknown job id is named on standard error and fails (255); an
 // empty listing is LSF's line and succeeds (0).
 #[test]
 fn bjobs_empty_and_unknown() {
-    let unknown =
-        wire::JobQueryReply { jobs: vec![], not_found: vec![wire::WireJobRef { job_id: 7, array_index: 0 }] };
+    let unknown = wire::JobQueryReply {
+        jobs: vec![],
+        not_found: vec![wire::WireJobRef { job_id: 7, array_index: 0 }],
+        next_after: 0,
+    };
     let fixture = Fixture::new(vec![
         answer(Operation::JobQueryReply, &unknown),
-        answer(Operation::JobQueryReply, &wire::JobQueryReply { jobs: vec![], not_found: vec![] }),
+        answer(
+            Operation::JobQueryReply,
+            &wire::JobQueryReply { jobs: vec![], not_found: vec![], next_after: 0 },
+        ),
     ]);
     let output = fixture.run("bjobs", &["7"], None);
     assert_eq!(

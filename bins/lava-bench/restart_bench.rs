@@ -28,7 +28,7 @@
 //! ```text
 //! restart_log events=1000000 jobs=... finished=... pending=... log_bytes=... secs=...
 //! restart events=1000000 jobs=... secs_to_port=... secs_to_first_bjobs=... rss_kb=... baseline_rss_kb=... rss_bytes_per_finished_job=... cpu_s=...
-//! restart_bjobs_all jobs=... secs=... answered=yes|no(...)
+//! restart_bjobs_all jobs=... secs=... pages=... shown=... answered=yes|no(...)
 //! ```
 //!
 //! Goals: `secs_to_first_bjobs` ≤ 2; `rss_bytes_per_finished_job` ≤ 1024.
@@ -130,11 +130,26 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 
     let mut connection = Connection::connect(cluster.mbd_addr()?, cluster.authenticator()?, user)?;
     let asked = Instant::now();
-    let answered = match connection.query(&client::query_all_users(true)) {
-        Ok(reply) => format!("yes({} jobs)", reply.jobs.len()),
-        Err(error) => format!("no({})", error.to_string().replace(' ', "_")),
+    // `bjobs -u all -a`: every page of the answer, as bjobs asks for them.
+    let mut query = client::query_all_users(true);
+    let (mut n_pages, mut n_shown) = (0, 0);
+    let answered = loop {
+        match connection.query(&query) {
+            Ok(reply) => {
+                n_pages += 1;
+                n_shown += reply.jobs.len();
+                if reply.next_after == 0 {
+                    break "yes".to_owned();
+                }
+                query.after_job = reply.next_after;
+            }
+            Err(error) => break format!("no({})", error.to_string().replace(' ', "_")),
+        }
     };
-    println!("restart_bjobs_all jobs={n_jobs} secs={:.3} answered={answered}", asked.elapsed().as_secs_f64());
+    println!(
+        "restart_bjobs_all jobs={n_jobs} secs={:.3} pages={n_pages} shown={n_shown} answered={answered}",
+        asked.elapsed().as_secs_f64()
+    );
     drop(mbatchd);
     Ok(())
 }

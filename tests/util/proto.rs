@@ -167,6 +167,7 @@ pub fn query_all() -> wire::JobQuery {
         queue: String::new(),
         host: String::new(),
         job_name: String::new(),
+        after_job: 0,
     }
 }
 

@@ -185,6 +185,21 @@ fn state_flags(options: &BjobsOptions) -> Vec<u32> {
     .collect()
 }
 
+/// Every page of the answer to `query` (mbatchd cuts long answers; see
+/// `JobQueryReply::next_after`), in job-id order.
+fn all_pages(client: &mut Client, mut query: JobQuery) -> Result<Vec<JobInfo>, client::ClientError> {
+    let mut jobs = Vec::new();
+    loop {
+        let reply: wire::JobQueryReply =
+            client.call(Operation::JobQuery, Operation::JobQueryReply, &query)?;
+        jobs.extend(reply.jobs);
+        if reply.next_after == 0 || reply.next_after <= query.after_job {
+            return Ok(jobs);
+        }
+        query.after_job = reply.next_after;
+    }
+}
+
 /// The query for `options`: one state filter on the wire; a union of several
 /// is asked as "all" and narrowed by [`keep`].
 pub fn query(options: &BjobsOptions) -> JobQuery {
@@ -202,6 +217,7 @@ pub fn query(options: &BjobsOptions) -> JobQuery {
         queue: options.queue.clone().unwrap_or_default(),
         host: options.host.clone().unwrap_or_default(),
         job_name: options.job_name.clone().unwrap_or_default(),
+        after_job: 0,
     }
 }
 
@@ -326,16 +342,15 @@ fn run(term: &mut Term) -> bool {
             return false;
         }
     };
-    let reply: wire::JobQueryReply = match Client::from_env(&config)
-        .and_then(|mut client| client.call(Operation::JobQuery, Operation::JobQueryReply, &query(&options)))
-    {
-        Ok(reply) => reply,
+    let answer = Client::from_env(&config).and_then(|mut client| all_pages(&mut client, query(&options)));
+    let jobs = match answer {
+        Ok(jobs) => jobs,
         Err(error) => {
             term.err(&format!("{error}\n"));
             return false;
         }
     };
-    let jobs: Vec<JobInfo> = reply.jobs.into_iter().filter(|job| keep(&options, job)).collect();
+    let jobs: Vec<JobInfo> = jobs.into_iter().filter(|job| keep(&options, job)).collect();
     let short_hostlist = client::lsf_param(&config, "LSB_SHORT_HOSTLIST").is_some_and(|v| v.trim() == "1");
     term.out(&render(&jobs, &options, short_hostlist, &TimeZone::system()));
     let missing = missing(&options.jobs, &jobs);
@@ -381,6 +396,7 @@ mod tests {
                 queue: "normal".to_owned(),
                 host: String::new(),
                 job_name: "sim*".to_owned(),
+                after_job: 0,
             }
         );
         assert_eq!(query(&options(&[])).state_filter, state_filter::UNFINISHED);

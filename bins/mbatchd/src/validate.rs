@@ -289,6 +289,7 @@ mod tests {
             queue: String::new(),
             host: String::new(),
             job_name: String::new(),
+            after_job: 0,
         };
         crate::codec::encode(&wire::ClientRequest {
             credential,

@@ -248,6 +248,7 @@ impl World {
             queue: String::new(),
             host: String::new(),
             job_name: String::new(),
+            after_job: 0,
         };
         let credential = self.credential(client);
         ClientRequest::Query(wire::ClientRequest { credential, request_id, body })

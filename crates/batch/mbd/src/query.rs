@@ -7,6 +7,12 @@
 //! for the caller, `all`, or a name) and the state filter select (on the
 //! durable state: a job shown UNKWN is still RUN or suspended to the filter). Any user may
 //! see any job, as in LSF. A job-name filter ending in `*` matches by prefix.
+//!
+//! An answer is cut into pages: jobs are added in id order (from after
+//! `after_job`) while their encoding stays within [`QUERY_REPLY_BYTES_MAX`], and
+//! `next_after` names the last one when more remain. A page holds at least one
+//! job, so a command asking again always progresses. Each page is read from the
+//! state of its own moment, as every LSF query is.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -18,6 +24,11 @@ use crate::input::{Caller, ClientId};
 use crate::job::Job;
 use crate::machine::{Mbd, Step};
 
+/// Encoded bytes of the jobs of one JOB_QUERY_REPLY page at most (the first job
+/// of a page is always taken); half the shells' frame limit, so that a page always
+/// fits a frame with room for the rest of the reply.
+pub const QUERY_REPLY_BYTES_MAX: usize = 1 << 20;
+
 impl Mbd {
     pub(crate) fn query(&self, step: &mut Step, client: ClientId, caller: &Caller, query: &wire::JobQuery) {
         if query.state_filter > state_filter::SUSPENDED {
@@ -27,40 +38,50 @@ impl Mbd {
             );
             return self.reply(step, client, reply);
         }
-        let mut selected: BTreeMap<u32, Cow<'_, Job>> = BTreeMap::new();
         let mut not_found = Vec::new();
-        if query.jobs.is_empty() {
+        // The candidates in id order, visited lazily: a page decodes only the
+        // finished jobs it walks past, not every one in memory.
+        let candidates: Box<dyn Iterator<Item = Cow<'_, Job>> + '_> = if query.jobs.is_empty() {
             let wanted =
                 |job: &Job| user_matches(job, &query.user, caller) && state_matches(job, query.state_filter);
             // Only the filters that can show a finished job read the finished (frozen) ones.
-            let jobs: Box<dyn Iterator<Item = (u32, Cow<'_, Job>)>> = match query.state_filter {
-                state_filter::DONE | state_filter::ALL => Box::new(self.store.all_jobs()),
-                _ => Box::new(self.store.live_jobs().map(|(id, job)| (id, Cow::Borrowed(job)))),
+            let jobs: Box<dyn Iterator<Item = Cow<'_, Job>>> = match query.state_filter {
+                state_filter::DONE | state_filter::ALL => Box::new(self.store.jobs_after(query.after_job)),
+                _ => Box::new(self.store.live_jobs_after(query.after_job).map(Cow::Borrowed)),
             };
-            selected.extend(jobs.filter(|(_, job)| wanted(job)));
+            Box::new(jobs.filter(move |job| wanted(job)))
         } else {
+            let mut selected: BTreeMap<u32, Cow<'_, Job>> = BTreeMap::new();
             for wanted in &query.jobs {
                 let found = lava_batch_ll::job_ref("job", *wanted).ok().and_then(|job| self.job(job));
                 match found {
-                    Some(job) => {
+                    Some(job) if job.job.id() > query.after_job => {
                         selected.insert(job.job.id(), job);
                     }
+                    Some(_) => {}
                     None if !not_found.contains(wanted) => not_found.push(*wanted),
                     None => {}
                 }
             }
+            Box::new(selected.into_values())
+        };
+        let mut jobs = Vec::new();
+        let (mut page_bytes, mut scratch) = (0, Vec::new());
+        let mut next_after = 0;
+        for job in candidates.filter(|job| self.place_matches(job, query)) {
+            let mut info = job.info(self.config.queue(&job.queue).is_some());
+            // UNKWN is display state: lim's view, never logged (see `hosts`).
+            info.status = self.shown_status(&job).bits();
+            scratch.clear();
+            page_bytes += lava_xdr::serialize_into(&info, &mut scratch).expect("a job's description encodes");
+            if page_bytes > QUERY_REPLY_BYTES_MAX && !jobs.is_empty() {
+                next_after = jobs.last().map_or(0, |last: &wire::JobInfo| last.job.job_id);
+                break;
+            }
+            jobs.push(info);
         }
-        let jobs = selected
-            .into_values()
-            .filter(|job| self.place_matches(job, query))
-            .map(|job| {
-                let mut info = job.info(self.config.queue(&job.queue).is_some());
-                // UNKWN is display state: lim's view, never logged (see `hosts`).
-                info.status = self.shown_status(&job).bits();
-                info
-            })
-            .collect();
-        self.reply(step, client, ClientReply::JobQuery(wire::JobQueryReply { jobs, not_found }));
+        let reply = wire::JobQueryReply { jobs, not_found, next_after };
+        self.reply(step, client, ClientReply::JobQuery(reply));
     }
 
     fn place_matches(&self, job: &Job, query: &wire::JobQuery) -> bool {

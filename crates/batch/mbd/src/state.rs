@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName};
 use lava_batch_wire as wire;
@@ -286,6 +287,26 @@ impl Store {
     /// The unfinished jobs, by id.
     pub(crate) fn live_jobs(&self) -> impl Iterator<Item = (u32, &Job)> {
         self.live.iter().map(|(id, job)| (*id, job.as_ref()))
+    }
+
+    /// The unfinished jobs with an id above `after`, by id.
+    pub(crate) fn live_jobs_after(&self, after: u32) -> impl Iterator<Item = &Job> {
+        self.live.range((Bound::Excluded(after), Bound::Unbounded)).map(|(_, job)| job.as_ref())
+    }
+
+    /// Every job with an id above `after`, by id; finished ones are decoded as they
+    /// are reached.
+    pub(crate) fn jobs_after(&self, after: u32) -> impl Iterator<Item = Cow<'_, Job>> {
+        let above = (Bound::Excluded(after), Bound::Unbounded);
+        let mut live = self.live.range(above).peekable();
+        let mut finished = self.finished.range(above).peekable();
+        std::iter::from_fn(move || match (live.peek(), finished.peek()) {
+            (Some((live_id, _)), Some((finished_id, _))) if finished_id < live_id => {
+                finished.next().map(|(_, frozen)| Cow::Owned(frozen.thaw()))
+            }
+            (Some(_), _) => live.next().map(|(_, job)| Cow::Borrowed(job.as_ref())),
+            (None, _) => finished.next().map(|(_, frozen)| Cow::Owned(frozen.thaw())),
+        })
     }
 
     /// Every job, unfinished ones first, finished ones decoded.

@@ -521,15 +521,21 @@ pub struct JobQuery {
     pub host: String,
     /// `-J`; empty for any.
     pub job_name: String,
+    /// Paging: only jobs with a larger id; 0 from the first. A command sets it to
+    /// the `next_after` of the previous answer until that is 0.
+    pub after_job: u32,
 }
 
-/// JOB_QUERY_REPLY.
+/// JOB_QUERY_REPLY: one page of the answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobQueryReply {
     /// The selected jobs, in job-id order.
     pub jobs: Vec<JobInfo>,
     /// Ids asked for explicitly that do not exist.
     pub not_found: Vec<WireJobRef>,
+    /// 0 when this page ends the answer; else the id of its last job, to be asked
+    /// for as `after_job` (mbatchd cuts an answer into pages that fit a frame).
+    pub next_after: u32,
 }
 
 /// One job as `bjobs` shows it.

@@ -17,6 +17,55 @@ fn ids_of(effects: &[crate::Effect]) -> (Vec<u32>, Vec<u32>) {
     }
 }
 
+// Goal: an answer larger than a page comes in pages of whole jobs that together
+// hold every selected job once, in id order, each page within the byte budget.
+#[test]
+fn long_answers_come_in_pages() {
+    let mut h = Harness::new();
+    for n in 1..=40u64 {
+        let mut big = request();
+        big.command = format!("echo {}", "x".repeat(60 * 1024));
+        h.step(submit(n, n, "alice", big));
+    }
+    let mut q = |after_job: u32, jobs: Vec<wire::WireJobRef>| {
+        let query = wire::JobQuery {
+            jobs,
+            user: "all".into(),
+            state_filter: state_filter::ALL,
+            queue: String::new(),
+            host: String::new(),
+            job_name: String::new(),
+            after_job,
+        };
+        match h.step(Input::Query { client: ClientId(1), caller: caller("bob"), query }).as_slice() {
+            [crate::Effect::Reply { reply: ClientReply::JobQuery(reply), .. }] => reply.clone(),
+            other => panic!("unexpected query effects {other:?}"),
+        }
+    };
+    let mut pages: Vec<Vec<u32>> = Vec::new();
+    let mut after_job = 0;
+    loop {
+        let page = q(after_job, vec![]);
+        assert!(lava_xdr::to_bytes(&page.jobs).expect("encodes").len() <= crate::QUERY_REPLY_BYTES_MAX + 4);
+        pages.push(page.jobs.iter().map(|j| j.job.job_id).collect());
+        if page.next_after == 0 {
+            break;
+        }
+        assert_eq!(Some(&page.next_after), pages.last().and_then(|p| p.last()));
+        after_job = page.next_after;
+    }
+    assert!(pages.len() >= 3, "60 KiB jobs: 17 to a 1 MiB page, so 40 need 3 pages: {pages:?}");
+    assert!(pages.iter().all(|page| !page.is_empty()));
+    assert_eq!(pages.concat(), (1..=40).collect::<Vec<u32>>());
+    // Named jobs page the same way, and a page past the end is empty.
+    let named: Vec<_> = (1..=40).rev().map(wref).collect();
+    let first = q(0, named.clone());
+    assert_eq!(first.jobs.first().map(|j| j.job.job_id), Some(1));
+    let rest = q(first.next_after, named);
+    assert_eq!(rest.jobs.first().map(|j| j.job.job_id), Some(first.next_after + 1));
+    assert_eq!(q(40, vec![]).jobs, vec![]);
+}
+
 // Goal: each filter of JobQuery selects what bjobs expects, in id order.
 #[test]
 fn queries_filter_by_user_state_queue_host_and_name() {
@@ -37,6 +86,7 @@ fn queries_filter_by_user_state_queue_host_and_name() {
             queue: String::new(),
             host: String::new(),
             job_name: String::new(),
+            after_job: 0,
         };
         edit(&mut query);
         ids_of(&h.step(Input::Query { client: ClientId(1), caller: caller(who), query }))
