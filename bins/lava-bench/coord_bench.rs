@@ -63,6 +63,7 @@ struct Options {
     wal_entries: u64,
     pipeline: bool,
     submit_batch: usize,
+    keep: bool,
 }
 
 fn parse(args: &[String]) -> anyhow::Result<Options> {
@@ -74,6 +75,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         wal_entries: 1_000_000,
         pipeline: true,
         submit_batch: 1,
+        keep: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -84,12 +86,13 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             "--secs" => options.secs = value()?.parse()?,
             "--wal-entries" => options.wal_entries = value()?.parse()?,
             "--no-pipeline" => options.pipeline = false,
+            "--keep" => options.keep = true,
             "--submit-batch" => options.submit_batch = value()?.parse::<usize>()?.max(1),
             "cycle" | "submit" | "restart" | "all" => options.what = arg.clone(),
             other => bail!(
                 "unknown option {other}; usage: lava-bench coord [cycle|submit|restart|all] \
                  [--workers N] [--submitters N] [--secs S] [--wal-entries N] [--no-pipeline] \
-                 [--submit-batch N]"
+                 [--submit-batch N] [--keep]"
             ),
         }
     }
@@ -449,6 +452,9 @@ fn write_wal(dir: &Path, entries: u64) -> anyhow::Result<(u64, u64)> {
 
 fn restart(options: &Options) -> anyhow::Result<()> {
     let mut cluster = BenchCluster::new(None)?;
+    if options.keep {
+        cluster.keep();
+    }
     let _sbatchd = cluster.start_sbatchd()?;
     let wal_dir = cluster.dir().join("work").join(CLUSTER_NAME).join("coord");
     let started = Instant::now();

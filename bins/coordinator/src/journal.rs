@@ -128,16 +128,22 @@ pub fn recover(log: &EventLog, config: CoordConfig) -> Result<Coord, ShellError>
         };
         let event: Event = lava_xdr::from_bytes(&payload, &EVENT_LIMITS)
             .map_err(|error| problem(format!("does not decode as an event: {error}")))?;
-        coord.apply(&event).map_err(|error| problem(error.to_string()))?;
+        coord.apply_owned(event).map_err(|error| problem(error.to_string()))?;
         n_events += 1;
     }
     tracing::info!(
         snapshot = snapshot_position,
         events = n_events,
         tasks = coord.n_tasks(),
-        state_hash = format_args!("{:016x}", coord.state_hash()),
         "state rebuilt from the WAL"
     );
+    // The state hash reads every task (a second or so for millions): only when asked for.
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        tracing::debug!(
+            state_hash = format_args!("{:016x}", coord.state_hash()),
+            "state rebuilt from the WAL"
+        );
+    }
     Ok(coord)
 }
 

@@ -63,6 +63,12 @@ impl Coord {
         self.store.apply(event)
     }
 
+    /// [`Coord::apply`] of an event the caller owns (replay from the WAL):
+    /// the same rules, moving payloads and names instead of copying them.
+    pub fn apply_owned(&mut self, event: Event) -> Result<(), ApplyError> {
+        self.store.apply_owned(event)
+    }
+
     /// The durable state, for a snapshot file.
     pub fn snapshot(&self) -> CoordSnapshot {
         self.store.snapshot()

@@ -90,10 +90,60 @@ pub struct CoordSnapshot {
     pub tasks: Vec<Task>,
 }
 
+/// Every task, by id. Ids are dense (1, 2, 3, … and tasks are never
+/// removed), so task `n` sits at index `n - 1`: a lookup is an index, not a
+/// tree walk — which matters with millions of tasks, live and at replay.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TaskTable(Vec<Task>);
+
+impl TaskTable {
+    fn index(id: TaskId) -> usize {
+        usize::try_from(id.get() - 1).unwrap_or(usize::MAX)
+    }
+
+    pub(crate) fn get(&self, id: &TaskId) -> Option<&Task> {
+        self.0.get(TaskTable::index(*id))
+    }
+
+    pub(crate) fn get_mut(&mut self, id: &TaskId) -> Option<&mut Task> {
+        self.0.get_mut(TaskTable::index(*id))
+    }
+
+    pub(crate) fn contains_key(&self, id: &TaskId) -> bool {
+        TaskTable::index(*id) < self.0.len()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The tasks in id order.
+    pub(crate) fn values(&self) -> std::slice::Iter<'_, Task> {
+        self.0.iter()
+    }
+
+    /// Adds the task whose id is the next one; false (and nothing added) otherwise.
+    fn push(&mut self, task: Task) -> bool {
+        if TaskTable::index(task.id) != self.0.len() {
+            return false;
+        }
+        self.0.push(task);
+        true
+    }
+}
+
+impl std::ops::Index<&TaskId> for TaskTable {
+    type Output = Task;
+
+    fn index(&self, id: &TaskId) -> &Task {
+        self.get(id).expect("the caller checked the task exists")
+    }
+}
+
 /// The durable store and its derived indexes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Store {
-    pub(crate) tasks: BTreeMap<TaskId, Task>,
+    pub(crate) tasks: TaskTable,
     pub(crate) last_task_id: u64,
     pub(crate) last_lease_id: u64,
     /// WAITING tasks, oldest id first (the FIFO).
@@ -135,8 +185,8 @@ impl Store {
         for task in snapshot.tasks {
             let id = task.id;
             store.index_add(&task);
-            if store.tasks.insert(id, task).is_some() {
-                return Err(snapshot_error(id, "the task appears twice".into()));
+            if !store.tasks.push(task) {
+                return Err(snapshot_error(id, "the tasks are not 1, 2, 3, … in order".into()));
             }
         }
         store.check().map_err(|problem| snapshot_error(TaskId::FIRST, problem))?;
@@ -165,45 +215,19 @@ impl Store {
     }
 
     fn index_add(&mut self, task: &Task) {
-        self.counts[task.state.code() as usize] += 1;
-        match &task.state {
-            TaskState::Waiting => {
-                self.waiting.insert(task.id);
-            }
-            TaskState::Leased { worker, expires_at_ms, .. } => {
-                self.expiries.insert((*expires_at_ms, task.id));
-                *self.leases_by_worker.entry(worker.clone()).or_insert(0) += 1;
-            }
-            TaskState::Finished { .. } => {}
-        }
+        let Store { waiting, expiries, leases_by_worker, counts, .. } = self;
+        index(waiting, expiries, leases_by_worker, counts, task.id, &task.state, true);
     }
 
-    fn index_remove(&mut self, task: &Task) {
-        self.counts[task.state.code() as usize] -= 1;
-        match &task.state {
-            TaskState::Waiting => {
-                self.waiting.remove(&task.id);
-            }
-            TaskState::Leased { worker, expires_at_ms, .. } => {
-                self.expiries.remove(&(*expires_at_ms, task.id));
-                if let Some(n) = self.leases_by_worker.get_mut(worker) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.leases_by_worker.remove(worker);
-                    }
-                }
-            }
-            TaskState::Finished { .. } => {}
-        }
-    }
-
-    /// Replaces task `id`'s state, keeping the indexes in step.
-    fn set_state(&mut self, id: TaskId, state: TaskState) {
-        let mut task = self.tasks.remove(&id).expect("the caller checked the task exists");
-        self.index_remove(&task);
-        task.state = state;
-        self.index_add(&task);
-        self.tasks.insert(id, task);
+    /// Moves task `id` to the state `next` makes of its current one (which
+    /// it may take apart: no clone of names), keeping the indexes in step.
+    fn transition(&mut self, id: TaskId, next: impl FnOnce(TaskState) -> TaskState) {
+        let Store { tasks, waiting, expiries, leases_by_worker, counts, .. } = self;
+        let task = tasks.get_mut(&id).expect("the caller checked the task exists");
+        let old = std::mem::replace(&mut task.state, TaskState::Waiting);
+        index(waiting, expiries, leases_by_worker, counts, id, &old, false);
+        task.state = next(old);
+        index(waiting, expiries, leases_by_worker, counts, id, &task.state, true);
     }
 
     /// Applies one WAL event: the only mutation of durable state. An event
@@ -212,62 +236,37 @@ impl Store {
         let fail = |problem: String| ApplyError { event: event.name(), task: event.task().get(), problem };
         match event {
             Event::TaskCreated { task, payload, created_at_ms, owner } => {
-                if task.get() != self.last_task_id + 1 {
-                    return Err(fail(format!("expected task id {}", self.last_task_id + 1)));
-                }
-                let new = Task {
-                    id: *task,
-                    payload: payload.clone(),
-                    created_at_ms: *created_at_ms,
-                    owner: owner.clone(),
-                    state: TaskState::Waiting,
-                    n_leases: 0,
-                    n_refused: 0,
-                };
-                self.last_task_id = task.get();
-                self.index_add(&new);
-                self.tasks.insert(*task, new);
+                self.create(*task, payload.clone(), *created_at_ms, owner.clone()).map_err(fail)?;
             }
             Event::LeaseGranted { task, lease, worker, holder, expires_at_ms } => {
-                let current = self.tasks.get(task).ok_or_else(|| fail("unknown task".into()))?;
-                if current.state != TaskState::Waiting {
-                    return Err(fail(format!("the task is {:?}, not waiting", current.state)));
-                }
-                if lease.get() != self.last_lease_id + 1 {
-                    return Err(fail(format!("expected lease id {}", self.last_lease_id + 1)));
-                }
-                self.last_lease_id = lease.get();
-                let state = TaskState::Leased {
-                    lease: *lease,
-                    worker: worker.clone(),
-                    holder: holder.clone(),
-                    expires_at_ms: *expires_at_ms,
-                };
-                self.set_state(*task, state);
-                let entry = self.tasks.get_mut(task).expect("just set");
-                entry.n_leases = entry.n_leases.saturating_add(1);
+                self.grant(*task, *lease, worker.clone(), holder.clone(), *expires_at_ms).map_err(fail)?;
             }
             Event::LeaseExtended { task, lease, expires_at_ms } => {
-                let held = self.valid_lease(*task, *lease).map_err(fail)?;
-                let old = held.expires_at_ms;
+                let old = self.valid_lease(*task, *lease).map_err(fail)?.expires_at_ms;
                 if *expires_at_ms < old {
                     return Err(fail(format!("the new expiry {expires_at_ms} is before the old {old}")));
                 }
-                let (worker, holder) = (held.worker.clone(), held.holder.clone());
-                self.set_state(
-                    *task,
-                    TaskState::Leased { lease: *lease, worker, holder, expires_at_ms: *expires_at_ms },
-                );
+                let new_expiry = *expires_at_ms;
+                self.transition(*task, |state| match state {
+                    TaskState::Leased { lease, worker, holder, .. } => {
+                        TaskState::Leased { lease, worker, holder, expires_at_ms: new_expiry }
+                    }
+                    other => other,
+                });
             }
             Event::TaskCompleted { task, lease } | Event::TaskFailed { task, lease } => {
-                let held = self.valid_lease(*task, *lease).map_err(fail)?;
-                let (worker, holder) = (held.worker.clone(), held.holder.clone());
+                self.valid_lease(*task, *lease).map_err(fail)?;
                 let outcome = if matches!(event, Event::TaskCompleted { .. }) {
                     Outcome::Completed
                 } else {
                     Outcome::Failed
                 };
-                self.set_state(*task, TaskState::Finished { lease: *lease, worker, holder, outcome });
+                self.transition(*task, |state| match state {
+                    TaskState::Leased { lease, worker, holder, .. } => {
+                        TaskState::Finished { lease, worker, holder, outcome }
+                    }
+                    other => other,
+                });
             }
             Event::TaskCancelled { task, lease, .. } => {
                 if self.valid_lease(*task, *lease).is_ok() {
@@ -281,9 +280,75 @@ impl Store {
                 if old != *expires_at_ms {
                     return Err(fail(format!("the lease expires at {old}, not {expires_at_ms}")));
                 }
-                self.set_state(*task, TaskState::Waiting);
+                self.transition(*task, |_| TaskState::Waiting);
             }
         }
+        Ok(())
+    }
+
+    /// [`Store::apply`] of an event it owns (replay): the payload and names
+    /// move into the state instead of being copied.
+    pub(crate) fn apply_owned(&mut self, event: Event) -> Result<(), ApplyError> {
+        let (name, id) = (event.name(), event.task().get());
+        let fail = |problem: String| ApplyError { event: name, task: id, problem };
+        match event {
+            Event::TaskCreated { task, payload, created_at_ms, owner } => {
+                self.create(task, payload, created_at_ms, owner).map_err(fail)
+            }
+            Event::LeaseGranted { task, lease, worker, holder, expires_at_ms } => {
+                self.grant(task, lease, worker, holder, expires_at_ms).map_err(fail)
+            }
+            other => self.apply(&other),
+        }
+    }
+
+    /// `TaskCreated`: the next task, WAITING.
+    fn create(
+        &mut self,
+        task: TaskId,
+        payload: Payload,
+        created_at_ms: u64,
+        owner: Caller,
+    ) -> Result<(), String> {
+        if task.get() != self.last_task_id + 1 {
+            return Err(format!("expected task id {}", self.last_task_id + 1));
+        }
+        let new = Task {
+            id: task,
+            payload,
+            created_at_ms,
+            owner,
+            state: TaskState::Waiting,
+            n_leases: 0,
+            n_refused: 0,
+        };
+        self.last_task_id = task.get();
+        self.index_add(&new);
+        let pushed = self.tasks.push(new);
+        debug_assert!(pushed, "the id was checked to be the next one");
+        Ok(())
+    }
+
+    /// `LeaseGranted`: a WAITING task becomes LEASED under the next lease id.
+    fn grant(
+        &mut self,
+        task: TaskId,
+        lease: LeaseId,
+        worker: WorkerName,
+        holder: Caller,
+        expires_at_ms: u64,
+    ) -> Result<(), String> {
+        let current = self.tasks.get(&task).ok_or_else(|| "unknown task".to_owned())?;
+        if current.state != TaskState::Waiting {
+            return Err(format!("the task is {:?}, not waiting", current.state));
+        }
+        if lease.get() != self.last_lease_id + 1 {
+            return Err(format!("expected lease id {}", self.last_lease_id + 1));
+        }
+        self.last_lease_id = lease.get();
+        self.transition(task, |_| TaskState::Leased { lease, worker, holder, expires_at_ms });
+        let entry = self.tasks.get_mut(&task).expect("just set");
+        entry.n_leases = entry.n_leases.saturating_add(1);
         Ok(())
     }
 
@@ -305,9 +370,13 @@ impl Store {
         let mut rebuilt =
             Store { last_task_id: self.last_task_id, last_lease_id: self.last_lease_id, ..Store::default() };
         let mut lease_ids = BTreeSet::new();
-        for (id, task) in &self.tasks {
-            if *id != task.id {
-                return Err(format!("task {} stored under id {id}", task.id));
+        if self.tasks.len() as u64 != self.last_task_id {
+            return Err(format!("{} tasks but the last task id is {}", self.tasks.len(), self.last_task_id));
+        }
+        for (index, task) in self.tasks.values().enumerate() {
+            let id = &task.id;
+            if id.get() != index as u64 + 1 {
+                return Err(format!("task {id} stored at position {}", index + 1));
             }
             if id.get() > self.last_task_id {
                 return Err(format!("task {id} above the last task id {}", self.last_task_id));
@@ -349,6 +418,47 @@ pub(crate) struct Held<'a> {
     pub(crate) worker: &'a WorkerName,
     pub(crate) holder: &'a Caller,
     pub(crate) expires_at_ms: u64,
+}
+
+/// Adds (or removes) task `id` in `state` to (from) the indexes.
+fn index(
+    waiting: &mut BTreeSet<TaskId>,
+    expiries: &mut BTreeSet<(u64, TaskId)>,
+    leases_by_worker: &mut BTreeMap<WorkerName, u32>,
+    counts: &mut [u64; 4],
+    id: TaskId,
+    state: &TaskState,
+    add: bool,
+) {
+    let count = &mut counts[state.code() as usize];
+    *count = if add { *count + 1 } else { *count - 1 };
+    match state {
+        TaskState::Waiting if add => {
+            waiting.insert(id);
+        }
+        TaskState::Waiting => {
+            waiting.remove(&id);
+        }
+        TaskState::Leased { worker, expires_at_ms, .. } if add => {
+            expiries.insert((*expires_at_ms, id));
+            match leases_by_worker.get_mut(worker) {
+                Some(n) => *n += 1,
+                None => {
+                    leases_by_worker.insert(worker.clone(), 1);
+                }
+            }
+        }
+        TaskState::Leased { worker, expires_at_ms, .. } => {
+            expiries.remove(&(*expires_at_ms, id));
+            if let Some(n) = leases_by_worker.get_mut(worker) {
+                *n -= 1;
+                if *n == 0 {
+                    leases_by_worker.remove(worker);
+                }
+            }
+        }
+        TaskState::Finished { .. } => {}
+    }
 }
 
 fn snapshot_error(task: TaskId, problem: String) -> ApplyError {

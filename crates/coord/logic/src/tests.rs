@@ -564,6 +564,12 @@ fn replay_twice_and_snapshot_give_the_same_hash() {
     assert_eq!(first.state_hash(), second.state_hash());
     assert_eq!(first.state_hash(), h.coord.state_hash());
     assert_eq!(first.snapshot(), h.coord.snapshot());
+    // Replay by value (what the daemon does) gives the same state as by reference.
+    let mut owned = Coord::new(config());
+    for event in h.wal.clone() {
+        owned.apply_owned(event).expect("a logged event applies on replay");
+    }
+    assert_eq!(owned.snapshot(), h.coord.snapshot());
 
     let limits = lava_xdr::Limits::DEFAULT;
     let bytes = lava_xdr::to_bytes(&snapshot).expect("snapshot encodes");
