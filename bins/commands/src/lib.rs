@@ -32,6 +32,7 @@
 //! - [`bsub`], [`bjobs`], [`bkill`] (with [`bstop`] and [`bresume`]): one module
 //!   per command, each with a `main` returning the process exit code.
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
+//! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
 //! - [`client`]: configuration, credential, framing, retry.
@@ -44,6 +45,7 @@ pub mod args;
 pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
+pub mod bqueues;
 pub mod bsub;
 pub mod client;
 pub mod format;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use lava_batch_ll::HostName;
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
-use lava_mbd::{ClientReply, ToSbd};
+use lava_mbd::{ClientReply, Mbd, ToSbd};
 use lava_net::{AuthConn, Authenticator, ConnError, FramedConn, Timeouts, system_now_ms};
 use lava_xdr::frame::Frame;
 use tokio::net::TcpStream;
@@ -26,7 +26,36 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::codec::{FRAME_BYTES_MAX, FRAME_LIMITS, encode, encode_reply, encode_to_sbd, header};
 use crate::counters::{Counters, Reject};
-use crate::validate::{self, ClientCall, Refusal, SbdMessage, SbdProblem};
+use crate::validate::{self, ClientCall, ReadQuery, Refusal, SbdMessage, SbdProblem};
+
+/// The answer to a [`ReadQuery`].
+#[derive(Debug)]
+pub(crate) enum ReadReply {
+    /// HOST_QUERY_REPLY.
+    Hosts(wire::HostQueryReply),
+    /// QUEUE_QUERY_REPLY.
+    Queues(wire::QueueQueryReply),
+}
+
+impl ReadQuery {
+    /// The answer, from the state in memory.
+    pub(crate) fn answer(&self, mbd: &Mbd) -> ReadReply {
+        match self {
+            ReadQuery::Hosts(query) => ReadReply::Hosts(mbd.host_query(query)),
+            ReadQuery::Queues(query) => ReadReply::Queues(mbd.queue_query(query)),
+        }
+    }
+}
+
+impl ReadReply {
+    /// Its operation and encoded body.
+    fn encode(&self) -> (Operation, Vec<u8>) {
+        match self {
+            ReadReply::Hosts(reply) => (Operation::HostQueryReply, encode(reply)),
+            ReadReply::Queues(reply) => (Operation::QueueQueryReply, encode(reply)),
+        }
+    }
+}
 
 /// The shell's number for a connection, unique for the life of the process.
 pub(crate) type ConnId = u64;
@@ -60,8 +89,9 @@ pub(crate) enum ConnEvent {
     SbdMessage { conn: ConnId, host: HostName, message: SbdMessage },
     /// The sbatchd channel `conn` of `host` is closed.
     SbdClosed { conn: ConnId, host: HostName },
-    /// A checked HOST_QUERY (`bhosts`): a read the loop answers at once.
-    Hosts { query: wire::HostQuery, reply: oneshot::Sender<wire::HostQueryReply> },
+    /// A checked HOST_QUERY (`bhosts`) or QUEUE_QUERY (`bqueues`): a read the loop
+    /// answers at once ([`ReadQuery::answer`]).
+    Read { query: ReadQuery, reply: oneshot::Sender<ReadReply> },
 }
 
 /// What every connection task shares.
@@ -150,10 +180,10 @@ async fn command_connection(
             },
         };
         let sequence = frame.header.sequence;
-        if frame.header.operation == Operation::HostQuery.code()
+        if let Some(op) = validate::read_operation(frame.header.operation)
             && frame.header.check_version(BATCH_VERSION).is_ok()
         {
-            if host_query(&mut framed, &frame, peer, shared).await {
+            if read_query(&mut framed, &frame, op, peer, shared).await {
                 continue;
             }
             return;
@@ -187,37 +217,41 @@ async fn command_connection(
     }
 }
 
-/// Answers one HOST_QUERY frame; `false` when the connection is to close.
-/// `bhosts` reads the state in memory: it confirms nothing a client asked to
-/// change, so its answer does not wait for the log (unlike every other answer).
-async fn host_query(
+/// Answers one HOST_QUERY or QUEUE_QUERY frame; `false` when the connection is
+/// to close. `bhosts` and `bqueues` read the state in memory: they confirm nothing
+/// a client asked to change, so their answer does not wait for the log (unlike
+/// every other answer).
+async fn read_query(
     framed: &mut FramedConn<TcpStream>,
     frame: &Frame,
+    op: Operation,
     peer: SocketAddr,
     shared: &Shared,
 ) -> bool {
     let sequence = frame.header.sequence;
-    let query = match validate::host_query(&frame.body, &shared.auth, system_now_ms()) {
+    let query = match validate::read_query(op, &frame.body, &shared.auth, system_now_ms()) {
         Ok(query) => query,
         Err(refusal) => {
-            tracing::warn!(%peer, "HOST_QUERY refused: {}", refusal.message);
+            tracing::warn!(%peer, "{} refused: {}", op.name(), refusal.message);
             shared.counters.reject(refusal.reason);
             let reply = ClientReply::error(refusal.code, refusal.message);
             return write_reply(framed, sequence, &reply).await.is_ok() && !refusal.close;
         }
     };
     let (reply_to, reply) = oneshot::channel();
-    if shared.events.send(ConnEvent::Hosts { query, reply: reply_to }).await.is_err() {
+    if shared.events.send(ConnEvent::Read { query, reply: reply_to }).await.is_err() {
         return false;
     }
     let Ok(reply) = reply.await else { return false };
-    let body = encode(&reply);
+    let (reply_op, body) = reply.encode();
     if body.len() > FRAME_BYTES_MAX as usize {
-        let message =
-            format!("the answer is {} bytes, more than a frame may carry; name fewer hosts", body.len());
+        let message = format!(
+            "the answer is {} bytes, more than a frame may carry; name fewer hosts or queues",
+            body.len()
+        );
         return write_reply(framed, sequence, &ClientReply::error(wire::ERR_REJECTED, message)).await.is_ok();
     }
-    match framed.write_frame(header(Operation::HostQueryReply, sequence, 0), &body).await {
+    match framed.write_frame(header(reply_op, sequence, 0), &body).await {
         Ok(()) => true,
         Err(error) => {
             tracing::debug!(%peer, "answer not delivered: {error}");

@@ -324,9 +324,9 @@ impl Shell {
                     tracing::debug!(%host, conn, "message from a replaced channel not stepped");
                 }
             }
-            ConnEvent::Hosts { query, reply } => {
+            ConnEvent::Read { query, reply } => {
                 // The connection may have gone; then nobody needs the answer.
-                let _gone = reply.send(self.mbd.host_query(&query));
+                let _gone = reply.send(query.answer(&self.mbd));
             }
             ConnEvent::SbdClosed { conn, host } => {
                 if self.sbd.get(&host).is_some_and(|link| link.conn == conn) {

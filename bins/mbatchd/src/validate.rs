@@ -115,14 +115,43 @@ pub(crate) fn client_request(
     }
 }
 
-/// Decodes and authenticates a HOST_QUERY (`bhosts`): any user may ask.
-pub(crate) fn host_query(body: &[u8], auth: &Authenticator, now_ms: u64) -> Result<wire::HostQuery, Refusal> {
+/// A read mbatchd answers from memory at once: `bhosts`, `bqueues`.
+#[derive(Debug)]
+pub(crate) enum ReadQuery {
+    /// HOST_QUERY.
+    Hosts(wire::HostQuery),
+    /// QUEUE_QUERY.
+    Queues(wire::QueueQuery),
+}
+
+/// The operation of a [`ReadQuery`] frame, if `code` is one.
+pub(crate) fn read_operation(code: u32) -> Option<Operation> {
+    Operation::from_code(code).filter(|op| matches!(op, Operation::HostQuery | Operation::QueueQuery))
+}
+
+/// Decodes and authenticates a HOST_QUERY or QUEUE_QUERY: any user may ask.
+pub(crate) fn read_query(
+    op: Operation,
+    body: &[u8],
+    auth: &Authenticator,
+    now_ms: u64,
+) -> Result<ReadQuery, Refusal> {
+    let check_names = |what: &str, names: &[String]| {
+        for (idx, name) in names.iter().enumerate() {
+            check_text(&format!("{what}[{idx}]"), name, NAME_BYTES_MAX).map_err(Refusal::invalid)?;
+        }
+        Ok::<(), Refusal>(())
+    };
+    if op == Operation::QueueQuery {
+        let request = decode_request::<wire::QueueQuery>(op, body)?;
+        caller(auth, &request.credential, now_ms)?;
+        check_names("queue_query.queues", &request.body.queues)?;
+        return Ok(ReadQuery::Queues(request.body));
+    }
     let request = decode_request::<wire::HostQuery>(Operation::HostQuery, body)?;
     caller(auth, &request.credential, now_ms)?;
-    for (idx, host) in request.body.hosts.iter().enumerate() {
-        check_text(&format!("host_query.hosts[{idx}]"), host, NAME_BYTES_MAX).map_err(Refusal::invalid)?;
-    }
-    Ok(request.body)
+    check_names("host_query.hosts", &request.body.hosts)?;
+    Ok(ReadQuery::Hosts(request.body))
 }
 
 fn decode_request<T: DeserializeOwned>(

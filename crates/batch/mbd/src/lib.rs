@@ -130,6 +130,7 @@ mod job;
 mod machine;
 mod pipeline;
 mod query;
+mod queues;
 mod sched;
 mod signal;
 mod state;

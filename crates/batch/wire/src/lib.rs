@@ -40,6 +40,10 @@ pub enum Operation {
     SignalJobs = 5,
     /// mbatchd → command: per-job outcomes ([`SignalReply`]).
     SignalJobsReply = 6,
+    /// Command → mbatchd: list the queues (`bqueues`; [`QueueQuery`]).
+    QueueQuery = 7,
+    /// mbatchd → command: the queues ([`QueueQueryReply`]).
+    QueueQueryReply = 8,
     /// Command → mbatchd: list the execution hosts (`bhosts`; [`HostQuery`]).
     HostQuery = 9,
     /// mbatchd → command: the hosts ([`HostQueryReply`]).
@@ -82,7 +86,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 24] = [
+    pub const ALL: [Operation; 26] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SubmitJob,
@@ -91,6 +95,8 @@ impl Operation {
         Operation::JobQueryReply,
         Operation::SignalJobs,
         Operation::SignalJobsReply,
+        Operation::QueueQuery,
+        Operation::QueueQueryReply,
         Operation::HostQuery,
         Operation::HostQueryReply,
         Operation::RequestFailed,
@@ -128,6 +134,8 @@ impl Operation {
             Operation::JobQueryReply => "JOB_QUERY_REPLY",
             Operation::SignalJobs => "SIGNAL_JOBS",
             Operation::SignalJobsReply => "SIGNAL_JOBS_REPLY",
+            Operation::QueueQuery => "QUEUE_QUERY",
+            Operation::QueueQueryReply => "QUEUE_QUERY_REPLY",
             Operation::HostQuery => "HOST_QUERY",
             Operation::HostQueryReply => "HOST_QUERY_REPLY",
             Operation::RequestFailed => "REQUEST_FAILED",
@@ -678,6 +686,43 @@ pub struct HostInfo {
     pub n_ususp: u32,
     /// Reserved slots (no reservation yet: always 0).
     pub n_reserved: u32,
+}
+
+/// QUEUE_QUERY: what `bqueues` asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueQuery {
+    /// The queues to show, by name; empty for every queue.
+    pub queues: Vec<String>,
+}
+
+/// QUEUE_QUERY_REPLY.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueQueryReply {
+    /// The selected queues, highest priority first (`lsb.queues` order among equals).
+    pub queues: Vec<QueueInfo>,
+    /// Names asked for that are not queues of the cluster.
+    pub not_found: Vec<String>,
+}
+
+/// One queue as `bqueues` shows it. Job counts are in slots, as LSF counts them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueInfo {
+    /// `QUEUE_NAME`.
+    pub name: String,
+    /// `PRIORITY`.
+    pub priority: u32,
+    /// Whether jobs submitted without `-q` go here.
+    pub default: bool,
+    /// `HOSTS`: where its jobs may run; empty for every host.
+    pub hosts: Vec<String>,
+    /// Slots of its unfinished jobs (pending, running and suspended).
+    pub n_jobs: u32,
+    /// Slots of its pending jobs (PEND).
+    pub n_pend: u32,
+    /// Slots of its running jobs (RUN, and UNKWN: running as far as mbatchd knows).
+    pub n_run: u32,
+    /// Slots of its suspended jobs (PSUSP, USUSP, SSUSP).
+    pub n_susp: u32,
 }
 
 /// REQUEST_FAILED: the request as a whole was refused.

@@ -156,3 +156,50 @@ fn bhosts_reports_status_slots_and_counts() {
         }
     );
 }
+
+// Goal: bqueues lists the queues highest priority first, counts the slots of each
+// queue's unfinished jobs by state as bjobs shows them (PSUSP in SUSP, finished
+// jobs nowhere), and names unknown queues once.
+#[test]
+fn bqueues_counts_slots_by_state() {
+    let mut h = Harness::new();
+    h.step(registered("hostB", 1));
+    let mut two_slots = request();
+    two_slots.n_slots = 2;
+    h.step(submit(1, 1, "alice", request())); // 1: RUN on hostB (normal)
+    h.step(submit(2, 2, "alice", two_slots)); // 2: PEND, 2 slots (normal)
+    let mut held = request();
+    held.hold = true;
+    h.step(submit(3, 3, "bob", held)); // 3: PSUSP (normal)
+    let mut high = request();
+    high.queue = "high".into();
+    h.step(submit(4, 4, "bob", high)); // 4: PEND (high: hostA only)
+    let queue_info =
+        |name: &str, priority: u32, default: bool, hosts: &[&str], counts: [u32; 3]| wire::QueueInfo {
+            name: name.into(),
+            priority,
+            default,
+            hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            n_jobs: counts.iter().sum(),
+            n_pend: counts[0],
+            n_run: counts[1],
+            n_susp: counts[2],
+        };
+    let all = h.mbd.queue_query(&wire::QueueQuery { queues: vec![] });
+    assert_eq!(
+        all,
+        wire::QueueQueryReply {
+            queues: vec![
+                queue_info("high", 40, false, &["hostA"], [1, 0, 0]),
+                queue_info("normal", 30, true, &[], [2, 1, 1]),
+            ],
+            not_found: vec![],
+        }
+    );
+    h.step(finished("hostB", 1, 100, 0));
+    let named = h
+        .mbd
+        .queue_query(&wire::QueueQuery { queues: vec!["normal".into(), "nosuch".into(), "nosuch".into()] });
+    assert_eq!(named.queues, vec![queue_info("normal", 30, true, &[], [2, 0, 1])]);
+    assert_eq!(named.not_found, vec!["nosuch".to_owned()]);
+}

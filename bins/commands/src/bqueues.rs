@@ -1,0 +1,144 @@
+//! `bqueues [-w] [queue ...]`: the queues as mbatchd sees them (QUEUE_QUERY), in
+//! LavaLite 0.1.2's classic layout (../shared/research/lavalite.md section 2.4):
+//!
+//! ```text
+//! QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP
+//! normal           30   Open:Active      -    -    -    -     0     0     0     0
+//! ```
+//!
+//! Queues are listed highest priority first. STATUS is always `Open:Active`
+//! (`badmin qclose`/`qinact` do not exist yet); MAX, JL/U, JL/P and JL/H are `-`
+//! because the scheduler enforces no queue job limit yet. Counts are slots, as
+//! `bjobs` shows the jobs (SUSP includes PSUSP). A name longer than 15
+//! characters is cut to `*` and its end (LSF's TRUNC_STR) unless `-w` is given.
+//! `-l` is not supported yet and says so. A name that is not a queue is
+//! reported on standard error, LSF's way, and makes the exit status 255.
+
+use std::process::ExitCode;
+
+use lava_batch_wire::{self as wire, Operation};
+
+use crate::client::{self, Client};
+use crate::format::truncate_star;
+use crate::term::{self, Term};
+
+const USAGE: &str = "Usage: bqueues [-h] [-V] [-w] [queue_name ...]\n";
+
+/// The table for `queues`; `wide` is `-w`.
+pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
+    let mut out =
+        "QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP\n".to_owned();
+    for queue in queues {
+        let name = if wide { queue.name.clone() } else { truncate_star(&queue.name, 15) };
+        out.push_str(&format!(
+            "{name:<15} {:>3}   {:<14}{:>4} {:>4} {:>4} {:>4} {:>5} {:>5} {:>5} {:>5}\n",
+            queue.priority,
+            "Open:Active",
+            "-",
+            "-",
+            "-",
+            "-",
+            queue.n_jobs,
+            queue.n_pend,
+            queue.n_run,
+            queue.n_susp
+        ));
+    }
+    out
+}
+
+/// Runs `bqueues` with this process's arguments.
+pub fn main() -> ExitCode {
+    let mut term = Term::new();
+    let ok = run(&mut term);
+    term.exit(ok)
+}
+
+fn run(term: &mut Term) -> bool {
+    let args = match term::arguments() {
+        Ok(args) => args,
+        Err(message) => {
+            term.err(&format!("bqueues: {message}\n"));
+            return false;
+        }
+    };
+    let (mut wide, mut queues) = (false, Vec::new());
+    for arg in args {
+        match arg.as_str() {
+            "-w" => wide = true,
+            "-h" => {
+                term.err(USAGE);
+                return true;
+            }
+            "-V" => {
+                term.err(term::VERSION_LINE);
+                return true;
+            }
+            "-l" => {
+                term.err("bqueues: option -l is not supported by LavaCore yet\n");
+                return false;
+            }
+            flag if flag.starts_with('-') => {
+                term.err(&format!("bqueues: illegal option -- {}\n{USAGE}", flag.trim_start_matches('-')));
+                return false;
+            }
+            queue => queues.push(queue.to_owned()),
+        }
+    }
+    let config = match client::load_config() {
+        Ok(config) => config,
+        Err(error) => {
+            term.err(&format!("bqueues: {error}\n"));
+            return false;
+        }
+    };
+    let query = wire::QueueQuery { queues };
+    let reply: wire::QueueQueryReply = match Client::from_env(&config)
+        .and_then(|mut client| client.call(Operation::QueueQuery, Operation::QueueQueryReply, &query))
+    {
+        Ok(reply) => reply,
+        Err(error) => {
+            term.err(&format!("{error}\n"));
+            return false;
+        }
+    };
+    if !reply.queues.is_empty() {
+        term.out(&format_bqueues(&reply.queues, wide));
+    }
+    for name in &reply.not_found {
+        term.err(&format!("{name}: No such queue\n"));
+    }
+    reply.not_found.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(name: &str, priority: u32, counts: [u32; 3]) -> wire::QueueInfo {
+        wire::QueueInfo {
+            name: name.into(),
+            priority,
+            default: false,
+            hosts: vec![],
+            n_jobs: counts.iter().sum(),
+            n_pend: counts[0],
+            n_run: counts[1],
+            n_susp: counts[2],
+        }
+    }
+
+    // Goal: the classic header and columns, byte for byte as LavaLite prints them
+    // (the row of research/lavalite.md section 2.4), and LSF's cut of long names.
+    #[test]
+    fn classic_layout() {
+        let queues = [queue("normal", 30, [0, 0, 0]), queue("a_very_long_queue_name", 5, [12, 1234, 3])];
+        assert_eq!(
+            format_bqueues(&queues, false),
+            "QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP\n\
+             normal           30   Open:Active      -    -    -    -     0     0     0     0\n\
+             *ong_queue_name   5   Open:Active      -    -    -    -  1249    12  1234     3\n"
+        );
+        assert!(format_bqueues(&queues, true).contains("\na_very_long_queue_name   5   Open:Active"));
+    }
+}
