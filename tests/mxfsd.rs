@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use lava_dlm_ll::LockMode;
 use lava_dlm_wire as wire;
-use lava_mxfsd::client::{Client, Grant, Reply};
+use lava_mxfsd::client::{Client, ClientError, ErrorCode, Grant, Reply};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
 use util::{Cluster, Daemon, IO_TIMEOUT, LOOPBACK, STARTUP_TIMEOUT, wait_until};
 
@@ -204,6 +204,33 @@ fn exclusive_locks_across_three_nodes_never_lose_an_increment() {
     let total = std::fs::read_to_string(&counter).expect("read the counter");
     assert_eq!(total.trim(), (PROCESSES_PER_NODE * nodes.len()).to_string());
     drop(nodes);
+}
+
+// Goal: a one-host cluster (as `scripts/cluster up` runs it) is its own master at once: the
+// rebuild ends as soon as it starts (every configured node is there), its previous journal is
+// recovered, and it serves. Method: lsf.cluster with h1 only; mxfsd starts; its status says it
+// is the master and serving; `mxfsctl lock` runs its command.
+#[test]
+fn one_host_cluster_is_its_own_master() {
+    let mut cluster = Cluster::with_hosts(&["h1"]);
+    let socket = cluster.dir().join("run/h1.sock");
+    let ready = cluster.dir().join("run/h1.port");
+    let args: Vec<&OsStr> = vec![
+        "--host".as_ref(),
+        "h1".as_ref(),
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--socket".as_ref(),
+        socket.as_ref(),
+        "--ready-file".as_ref(),
+        ready.as_ref(),
+    ];
+    let mut daemon = cluster.spawn("mxfsd-h1", mxfsd_bin(), &args);
+    daemon.wait_for_port_file(&ready, STARTUP_TIMEOUT);
+    wait_until("the one host to serve", STARTUP_TIMEOUT, || master_is(&socket, "h1"));
+    let out = ctl(&cluster, &socket, &["lock", "solo", "EX", "--noqueue", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(daemon);
 }
 
 // Goal: the user-facing behaviour of `mxfsctl lock`: the command's exit code comes back,
@@ -395,6 +422,127 @@ fn killed_holder_node_releases_its_locks_only_after_lease_expiry_and_recovery() 
     drop(nodes);
 }
 
+// Goal: CACHE_INVAL end to end through the client library: a holder's invalidation reaches
+// every other holder of the resource — on its own node, on another node, on the master —
+// as a notification naming the receiver's own handle and the byte range, and not the sender.
+// Method: PR/CR holders of `c` on h2 (two connections), h3 and h1; one h2 holder invalidates
+// 4096+512; the three others are notified. Then h1's holder invalidates 0+1 and the first h2
+// holder's next notification is that one (it was not sent its own). Invalidating through a
+// handle that is not a granted lock of the connection is refused.
+#[test]
+fn cache_inval_reaches_every_other_holder_of_the_resource() {
+    let (_cluster, nodes) = start_cluster();
+    let mut sender = connect(&nodes[1].socket);
+    let sent = sender.lock("c", LockMode::Pr, false, Some(IO_TIMEOUT)).expect("h2 locks c");
+    let mut holders = Vec::new();
+    for (idx, mode) in [(1, LockMode::Pr), (2, LockMode::Pr), (0, LockMode::Cr)] {
+        let mut client = connect(&nodes[idx].socket);
+        let grant = client.lock("c", mode, false, Some(IO_TIMEOUT)).expect("lock c");
+        holders.push((client, grant));
+    }
+    sender.cache_inval(sent.handle, 4096, 512).expect("h2 invalidates c");
+    for (client, grant) in &mut holders {
+        let note = client.next_notification(IO_TIMEOUT).expect("a notification");
+        assert_eq!(note, Some(Reply::CacheInval { handle: grant.handle, start: 4096, length: 512 }));
+    }
+    let (master_client, master_grant) = holders.last_mut().expect("h1's holder");
+    master_client.cache_inval(master_grant.handle, 0, 1).expect("h1 invalidates c");
+    let note = sender.next_notification(IO_TIMEOUT).expect("a notification");
+    assert_eq!(note, Some(Reply::CacheInval { handle: sent.handle, start: 0, length: 1 }));
+    match sender.cache_inval(sent.handle + 1_000, 0, 1) {
+        Err(lava_mxfsd::client::ClientError::Refused { .. }) => {}
+        other => panic!("invalidating through a stranger's handle: {other:?}"),
+    }
+    drop(nodes);
+}
+
+// Goal: the client socket's limits: a client that starts a request and stalls is closed after
+// LAVA_MXFSD_CLIENT_TIMEOUT_MS (an idle one is not), and beyond LAVA_MXFSD_MAX_CLIENTS a new
+// client is answered "too many clients" and closed, the others served. Method: a timeout of
+// 300 ms and a cap of 3 on h2; an idle client and a client that sent half a length prefix;
+// the half-sent one is closed, the idle one still answers; with 3 clients open a fourth is
+// refused with Unavailable naming the limit; once one goes, a new client is served again.
+#[test]
+fn client_socket_closes_stalled_requests_and_caps_its_clients() {
+    let (_cluster, nodes) = start_cluster_with(NODE_TIMEOUT_MS, RENEW_MS, |cluster| {
+        cluster.rewrite_lsf_conf("LAVA_MXFSD_CLIENT_TIMEOUT_MS", "300");
+        cluster.rewrite_lsf_conf("LAVA_MXFSD_MAX_CLIENTS", "3");
+    });
+    let socket = &nodes[1].socket;
+    let mut idle = connect(socket);
+    idle.status().expect("the idle client is served");
+    let mut stalled = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+    stalled.write_all(&[0, 0]).expect("half a length prefix");
+    stalled.set_read_timeout(Some(IO_TIMEOUT)).expect("a read timeout");
+    let mut buffer = [0u8; 16];
+    match stalled.read(&mut buffer) {
+        Ok(0) => {}
+        other => panic!("the stalled client was not closed: {other:?}"),
+    }
+    drop(stalled);
+    std::thread::sleep(Duration::from_millis(400));
+    idle.status().expect("an idle client is kept past the client timeout");
+    let mut second = connect(socket);
+    second.status().expect("the second client is served");
+    let mut third = connect(socket);
+    third.status().expect("the third client is served");
+    match connect(socket).status() {
+        Err(ClientError::Refused { code: ErrorCode::Unavailable, message }) => {
+            assert!(message.contains("too many clients"), "{message}")
+        }
+        other => panic!("a fourth client: {other:?}"),
+    }
+    drop(third);
+    wait_until("a new client to be served again", IO_TIMEOUT, || connect(socket).status().ok());
+    idle.status().expect("the first client is still served");
+    drop((idle, second));
+    drop(nodes);
+}
+
+// Goal: LAVA_MXFSD_GROUP: the socket is open to everyone, anyone may ask STATUS, and only root,
+// mxfsd's own user and members of the group may lock. Method (as root only: it runs mxfsctl as
+// other users): group 4242; `mxfsctl status` as nobody (uid/gid 65534) works, `mxfsctl lock` as
+// nobody is refused with a message saying why and does not run its command, as uid 65534 with
+// gid 4242 it runs.
+#[test]
+fn only_the_lock_group_may_lock() {
+    let is_root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    if is_root.ok() != Some(true) {
+        eprintln!("only_the_lock_group_may_lock: needs root to run mxfsctl as other users; skipped");
+        return;
+    }
+    let (cluster, nodes) = start_cluster_with(NODE_TIMEOUT_MS, RENEW_MS, |cluster| {
+        cluster.rewrite_lsf_conf("LAVA_MXFSD_GROUP", "4242");
+    });
+    for folder in [cluster.dir().to_owned(), cluster.dir().join("run")] {
+        util::chmod(&folder, 0o755);
+    }
+    let as_user = |gid: u32, args: &[&str]| {
+        use std::os::unix::process::CommandExt as _;
+        cluster
+            .command(mxfsctl_bin())
+            .uid(65_534)
+            .gid(gid)
+            .arg("--socket")
+            .arg(&nodes[1].socket)
+            .args(args)
+            .output()
+            .expect("run mxfsctl as another user")
+    };
+    let out = as_user(65_534, &["status"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let marker = cluster.dir().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let out = as_user(65_534, &["lock", "g", "EX", "--", "sh", "-c", &touch]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("uid 65534 may not lock"), "{stderr}");
+    assert!(!marker.exists(), "the command ran without the lock");
+    let out = as_user(4242, &["lock", "g", "EX", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(nodes);
+}
+
 /// Whether `socket`'s daemon takes `host` as its master (and, on the master, serves).
 fn master_is(socket: &Path, host: &str) -> Option<()> {
     let text = status(socket)?;
@@ -414,8 +562,9 @@ fn master_is(socket: &Path, host: &str) -> Option<()> {
 // epoch above h1's) and h3 joins it; the rebuilt table shows h2's EX on m granted, h3's PR on q
 // granted and h3 waiting for m. A new lock on another resource works from h3. h2 unlocks m
 // with its old handle (the lock was never lost) and h3's waiting request is granted with a
-// token of the new epoch. h1 restarted on its port: h2 and h3 join it, h3's PR on q is still
-// held (a NOQUEUE EX from h2 is refused) and unlocks cleanly.
+// token of the new epoch. h2 (master) grants PR on s to its own client; h1 restarted on its
+// port: h2 steps down, h2 and h3 join h1, h3's PR on q and h2's PR on s are still held (a
+// NOQUEUE EX from h2 on q is refused) and unlock cleanly.
 #[test]
 fn killed_master_is_taken_over_by_the_next_node_and_locks_stay_granted() {
     let (mut cluster, mut nodes) = start_cluster();
@@ -459,6 +608,10 @@ fn killed_master_is_taken_over_by_the_next_node_and_locks_stay_granted() {
     let granted = result.expect("h3's request waiting since before the takeover is granted");
     assert!(token_epoch(&granted) >= new_epoch, "{granted:?} is not of the new epoch {new_epoch}");
 
+    // A lock granted by h2 as master goes with h2 when it steps down.
+    let mut stepping = connect(&nodes[1].socket);
+    let kept =
+        stepping.lock("s", LockMode::Pr, false, Some(IO_TIMEOUT)).expect("h2 locks s at its own master");
     nodes[0] = spawn_node(&mut cluster, 0, h1_port);
     for node in &nodes {
         wait_until("every node to take h1 as master again", STARTUP_TIMEOUT, || {
@@ -466,11 +619,64 @@ fn killed_master_is_taken_over_by_the_next_node_and_locks_stay_granted() {
         });
     }
     assert_eq!(lock_rows(&nodes[0].socket, "q"), vec![row("3", "PR", "granted")]);
+    assert_eq!(lock_rows(&nodes[0].socket, "s"), vec![row("2", "PR", "granted")]);
+    stepping.unlock(kept.handle).expect("h2 unlocks s after stepping down");
     let out = ctl(&cluster, &nodes[1].socket, &["lock", "q", "EX", "--noqueue", "--", "true"]);
     assert_eq!(out.status.code(), Some(1), "h2 got q while h3 holds it");
     reader.unlock(read.handle).expect("h3 unlocks q with its handle from before both takeovers");
     let out = ctl(&cluster, &nodes[1].socket, &["lock", "q", "EX", "--noqueue", "--", "true"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(nodes);
+}
+
+// Goal: a silently dead master (stopped, not closed) is noticed by its silence within the node
+// timeout and taken over like a crashed one; when it wakes up it finds itself without a quorum,
+// starts over with a new table (its own client's lock, fenced by the new master, is lost), and
+// as the lowest node takes back over, the others' locks surviving both changes.
+// Method: node timeout 1.5 s; h1's client holds EX on a, h3's client PR on b; SIGSTOP h1; h2
+// takes over and h3 joins it with b still granted; h2's client locks PR on c at h2; SIGCONT h1;
+// every node takes h1 as master again, h1's client is told its lock on a is LOST, b is still
+// h3's and c h2's, and a is free.
+#[test]
+fn stopped_master_is_taken_over_and_starts_over_when_it_wakes() {
+    let (cluster, nodes) = start_cluster_with(1_500, 250, |_| {});
+    let mut h1_client = connect(&nodes[0].socket);
+    let a = h1_client.lock("a", LockMode::Ex, false, Some(IO_TIMEOUT)).expect("h1 locks a");
+    let mut h3_client = connect(&nodes[2].socket);
+    let b = h3_client.lock("b", LockMode::Pr, false, Some(IO_TIMEOUT)).expect("h3 locks b");
+    let pid = nodes[0].daemon.pid().to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill").args([name, &pid]).status().expect("run kill");
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    wait_until("h2 to take over from the stopped h1", STARTUP_TIMEOUT, || master_is(&nodes[1].socket, "h2"));
+    wait_until("h3 to join h2", STARTUP_TIMEOUT, || master_is(&nodes[2].socket, "h2"));
+    assert_eq!(
+        lock_rows(&nodes[1].socket, "b"),
+        vec![row("3", "PR", "granted")],
+        "h2:\n{}\nh3:\n{}",
+        nodes[1].daemon.log(),
+        nodes[2].daemon.log()
+    );
+    // A lock granted by h2 as master, kept when h1 (waking) refuses h2's probes at first and
+    // when h2 steps down for it.
+    let mut h2_client = connect(&nodes[1].socket);
+    let c = h2_client.lock("c", LockMode::Pr, false, Some(IO_TIMEOUT)).expect("h2 locks c");
+    signal("-CONT");
+    for node in &nodes {
+        wait_until("every node to take h1 as master again", STARTUP_TIMEOUT, || {
+            master_is(&node.socket, "h1")
+        });
+    }
+    let lost = h1_client.next_notification(IO_TIMEOUT).expect("a notification");
+    assert_eq!(lost, Some(Reply::Lost { handle: a.handle }));
+    assert_eq!(lock_rows(&nodes[0].socket, "b"), vec![row("3", "PR", "granted")]);
+    assert_eq!(lock_rows(&nodes[0].socket, "c"), vec![row("2", "PR", "granted")]);
+    h2_client.unlock(c.handle).expect("h2 unlocks c");
+    let out = ctl(&cluster, &nodes[1].socket, &["lock", "a", "EX", "--noqueue", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    h3_client.unlock(b.handle).expect("h3 unlocks b with its handle from before both changes");
     drop(nodes);
 }
 

@@ -8,6 +8,7 @@
 mod client;
 mod cluster;
 mod coord_bench;
+mod dlm_bench;
 mod e2e_bench;
 mod eventlog_bench;
 mod restart_bench;
@@ -16,13 +17,14 @@ mod xdr_bench;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|coord> [options]\n\
+const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|coord|dlm> [options]\n\
     \n  xdr        XDR encode/decode of a job-submission struct\
     \n  eventlog   durable appends with concurrent appenders, and replay\
     \n  submit     durable submissions to a real mbatchd; wall time of the real bsub\
     \n  e2e        trivial jobs through a real one-host cluster, submit to DONE\
     \n  restart    mbatchd's start on a 1,000,000-event log: time to the first bjobs, memory\
-    \n  coord      the coordinator: submit→lease→heartbeat→complete cycles, submissions, restart on a large WAL";
+    \n  coord      the coordinator: submit→lease→heartbeat→complete cycles, submissions, restart on a large WAL\
+    \n  dlm        mxfsd: uncontended lock+unlock (local and remote master), EX handoff among 8 clients";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         "e2e" => e2e_bench::run(rest),
         "restart" => restart_bench::run(rest),
         "coord" => coord_bench::run(rest),
+        "dlm" => dlm_bench::run(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -14,6 +14,7 @@
 //! | 3 UNLOCK | request | handle u64 |
 //! | 4 STATUS | request | — |
 //! | 5 LOCKS | request | resource (rest; empty: all) |
+//! | 6 CACHE_INVAL | request | handle u64 (a granted lock), start u64, length u64: tell every other holder of the resource (on any node) to drop that byte range from its cache |
 //! | 0x80 OK | answer | — |
 //! | 0x81 GRANTED | answer | handle u64, mode u8, token u64 |
 //! | 0x82 TEXT | answer | UTF-8 text |
@@ -31,7 +32,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use lava_dlm_ll::LockMode;
+pub use lava_dlm_ll::LockMode;
 
 /// Largest body in either direction.
 pub const CLIENT_BODY_BYTES_MAX: usize = 64 * 1024;
@@ -48,6 +49,8 @@ pub mod kind {
     pub const STATUS: u8 = 4;
     /// LOCKS.
     pub const LOCKS: u8 = 5;
+    /// CACHE_INVAL request.
+    pub const CACHE_INVAL_REQUEST: u8 = 6;
     /// OK.
     pub const OK: u8 = 0x80;
     /// GRANTED.
@@ -84,6 +87,8 @@ pub enum ErrorCode {
     Unavailable = 6,
     /// The lock was lost (master connection lost, node fenced).
     Lost = 7,
+    /// The caller may not lock (`LAVA_MXFSD_GROUP`).
+    PermissionDenied = 8,
 }
 
 impl ErrorCode {
@@ -96,6 +101,7 @@ impl ErrorCode {
             4 => ErrorCode::Deadlock,
             6 => ErrorCode::Unavailable,
             7 => ErrorCode::Lost,
+            8 => ErrorCode::PermissionDenied,
             _ => ErrorCode::Invalid,
         }
     }
@@ -137,6 +143,15 @@ pub enum Request {
     Locks {
         /// Only this resource, if given.
         resource: Option<String>,
+    },
+    /// CACHE_INVAL: the other holders of the lock's resource drop `start..start + length`.
+    CacheInval {
+        /// A granted lock of this connection.
+        handle: u64,
+        /// First byte.
+        start: u64,
+        /// Bytes.
+        length: u64,
     },
 }
 
@@ -235,6 +250,12 @@ impl Request {
                 out.push(kind::LOCKS);
                 out.extend_from_slice(resource.as_deref().unwrap_or("").as_bytes());
             }
+            Request::CacheInval { handle, start, length } => {
+                out.push(kind::CACHE_INVAL_REQUEST);
+                out.extend_from_slice(&handle.to_be_bytes());
+                out.extend_from_slice(&start.to_be_bytes());
+                out.extend_from_slice(&length.to_be_bytes());
+            }
         }
         out
     }
@@ -261,6 +282,11 @@ impl Request {
                 let resource = text(rest)?;
                 Request::Locks { resource: (!resource.is_empty()).then_some(resource) }
             }
+            kind::CACHE_INVAL_REQUEST if rest.len() == 24 => Request::CacheInval {
+                handle: u64_at(rest, 0)?,
+                start: u64_at(rest, 8)?,
+                length: u64_at(rest, 16)?,
+            },
             _ => return None,
         })
     }
@@ -378,6 +404,8 @@ pub struct Client {
     stream: UnixStream,
     path: String,
     notifications: VecDeque<Reply>,
+    /// Bytes read and not consumed yet (an answer usually comes in one read).
+    inbox: Vec<u8>,
 }
 
 impl Client {
@@ -385,23 +413,45 @@ impl Client {
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(path)
             .map_err(|source| ClientError::Io { path: path.display().to_string(), source })?;
-        Ok(Client { stream, path: path.display().to_string(), notifications: VecDeque::new() })
+        Ok(Client {
+            stream,
+            path: path.display().to_string(),
+            notifications: VecDeque::new(),
+            inbox: Vec::with_capacity(4096),
+        })
     }
 
     fn io(&self, source: io::Error) -> ClientError {
         ClientError::Io { path: self.path.clone(), source }
     }
 
+    /// Reads until the inbox holds `n` bytes.
+    fn fill(&mut self, n: usize) -> Result<(), ClientError> {
+        let mut chunk = [0u8; 4096];
+        while self.inbox.len() < n {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "mxfsd closed the connection");
+                    return Err(self.io(eof));
+                }
+                Ok(got) => self.inbox.extend_from_slice(&chunk[..got]),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(self.io(error)),
+            }
+        }
+        Ok(())
+    }
+
     fn read_reply(&mut self) -> Result<Reply, ClientError> {
-        let mut length = [0u8; 4];
-        self.stream.read_exact(&mut length).map_err(|e| self.io(e))?;
-        let length = u32::from_be_bytes(length) as usize;
+        self.fill(4)?;
+        let length = u32::from_be_bytes(self.inbox[..4].try_into().expect("4 bytes")) as usize;
         if length > CLIENT_BODY_BYTES_MAX {
             return Err(ClientError::Protocol(format!("answer of {length} bytes")));
         }
-        let mut body = vec![0u8; length];
-        self.stream.read_exact(&mut body).map_err(|e| self.io(e))?;
-        Reply::decode(&body).ok_or_else(|| ClientError::Protocol("malformed answer".to_owned()))
+        self.fill(4 + length)?;
+        let reply = Reply::decode(&self.inbox[4..4 + length]);
+        self.inbox.drain(..4 + length);
+        reply.ok_or_else(|| ClientError::Protocol("malformed answer".to_owned()))
     }
 
     /// Sends `request` and returns its answer; notifications met meanwhile are kept for
@@ -453,6 +503,16 @@ impl Client {
     /// Releases the lock `handle`.
     pub fn unlock(&mut self, handle: u64) -> Result<(), ClientError> {
         match self.call(&Request::Unlock { handle })? {
+            Reply::Ok => Ok(()),
+            other => Err(ClientError::Protocol(format!("{other:?}"))),
+        }
+    }
+
+    /// Tells every other holder of the resource of lock `handle` (on this node and the others,
+    /// through the master) to drop `start..start + length` from its cache: they receive a
+    /// CACHE_INVAL notification for their own handle. This connection must hold the lock.
+    pub fn cache_inval(&mut self, handle: u64, start: u64, length: u64) -> Result<(), ClientError> {
+        match self.call(&Request::CacheInval { handle, start, length })? {
             Reply::Ok => Ok(()),
             other => Err(ClientError::Protocol(format!("{other:?}"))),
         }
@@ -515,6 +575,7 @@ mod tests {
             Request::Status,
             Request::Locks { resource: None },
             Request::Locks { resource: Some("r".to_owned()) },
+            Request::CacheInval { handle: 7, start: 4096, length: 512 },
         ];
         for request in requests {
             assert_eq!(Request::decode(&request.encode()), Some(request));

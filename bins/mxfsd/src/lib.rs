@@ -20,7 +20,7 @@
 //!   one of them is master again.
 //! - A node joins its master with NODE_JOIN, stamps every later message with the epoch the
 //!   answer carries, renews its lease every `LAVA_MXFSD_RENEW_MS`, and forwards its local
-//!   clients' requests. When the master goes (connection closed, or silent for the node
+//!   clients' requests. When the master goes (connection closed, or silent for half the node
 //!   timeout) the node keeps its clients' locks and reclaims them from the next master, as
 //!   long as its lease may still run; a LEASE_EXPIRE naming it, or its lease running out
 //!   without a master, loses every lock (clients get LOST) and it joins as a new incarnation.
@@ -36,9 +36,16 @@
 //! Our own lsf.conf keys: `LAVA_MXFSD_SOCKET`, `LAVA_MXFSD_NODE_TIMEOUT_MS` (default 15000),
 //! `LAVA_MXFSD_RENEW_MS` (default 2000), `LAVA_MXFSD_RECOVERY_CMD` (run by `sh -c` with the dead
 //! node id and journal slot as `$1` `$2`; until it exits 0 — retried every 5 s — the dead
-//! node's locks stay fenced; default: the recovery is recorded in the log and done at once).
+//! node's locks stay fenced; default: the recovery is recorded in the log and done at once),
+//! `LAVA_MXFSD_GROUP` (a group name or gid: when set, the socket is open to everyone (mode
+//! 0666) and only root, mxfsd's own user and members of the group — by the caller's gid or
+//! supplementary groups — may lock, convert or invalidate; anyone may ask STATUS and LOCKS;
+//! unset: whoever can open the socket may lock), `LAVA_MXFSD_MAX_CLIENTS` (default 1024: a
+//! client beyond it is answered "too many clients" and closed), `LAVA_MXFSD_CLIENT_TIMEOUT_MS`
+//! (default 10000: a client that starts a request and does not finish it within this is
+//! closed; idle clients holding locks are not).
 //!
-//! Not implemented yet: per-resource mastering, a user group allowed to lock (the socket's file mode is the only access control), cancelling a timed-out
+//! Not implemented yet: per-resource mastering, cancelling a timed-out
 //! conversion without releasing the lock (a conversion that times out releases the lock).
 //!
 //! `--ready-file PATH`: once serving, writes `PORT\n` (the bound TCP port) there.
@@ -99,6 +106,26 @@ pub(crate) struct Settings {
     pub lease_renew_ms: u64,
     pub recovery_cmd: Option<String>,
     pub ready_file: Option<PathBuf>,
+    /// `LAVA_MXFSD_GROUP` as a gid: members may lock (besides root and mxfsd's own user).
+    pub lock_group: Option<u32>,
+    /// `LAVA_MXFSD_MAX_CLIENTS`: client connections served at once.
+    pub max_clients: usize,
+    /// `LAVA_MXFSD_CLIENT_TIMEOUT_MS`: the most a client may take to finish a request it began.
+    pub client_timeout_ms: u64,
+}
+
+/// The gid of `group`: a number, or a name in /etc/group.
+fn group_id(group: &str) -> anyhow::Result<u32> {
+    if let Ok(gid) = group.parse::<u32>() {
+        return Ok(gid);
+    }
+    let text = std::fs::read_to_string("/etc/group").context("read /etc/group")?;
+    text.lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            (fields.len() >= 3 && fields[0] == group).then(|| fields[2].parse::<u32>().ok()).flatten()
+        })
+        .with_context(|| format!("lsf.conf: LAVA_MXFSD_GROUP={group}: no such group in /etc/group"))
 }
 
 /// The client socket path configured in `conf`: `LAVA_MXFSD_SOCKET`, else `mxfsd.sock`
@@ -192,6 +219,18 @@ fn settings(args: &Args) -> anyhow::Result<(Settings, LogMask)> {
             .filter(|cmd| !cmd.is_empty())
             .map(str::to_owned),
         ready_file: args.ready_file.clone(),
+        lock_group: match base.lsf.get("LAVA_MXFSD_GROUP") {
+            None | Some("") => None,
+            Some(group) => Some(group_id(group)?),
+        },
+        max_clients: match base.lsf.get("LAVA_MXFSD_MAX_CLIENTS") {
+            None | Some("") => 1024,
+            Some(text) => match text.parse::<usize>() {
+                Ok(value) if value > 0 => value,
+                _ => bail!("lsf.conf: LAVA_MXFSD_MAX_CLIENTS={text} is not a positive number of clients"),
+            },
+        },
+        client_timeout_ms: millis("LAVA_MXFSD_CLIENT_TIMEOUT_MS", 10_000)?,
         nodes,
     };
     if settings.lease_renew_ms >= settings.node_timeout_ms {

@@ -4,22 +4,29 @@
 //!
 //! # Mastering (../shared/specs/dlm-protocol.md, "Lock Mastering")
 //! The lowest live node id is the master. A node looks for it by trying the nodes below its own
-//! id, lowest first: a refused or timed-out connection means that node is down, so the next one
-//! is tried; a connection closed before the NODE_JOIN answer means a live node that is not the
-//! master (yet), so the search starts over after a pause. When every lower node is down, this
+//! id, lowest first: a refused or timed-out connection, or a connection whose NODE_JOIN gets no
+//! answer within a quarter of the node timeout (a hung node; skipped for a while), means that
+//! node is down, so the next one is tried; a connection closed before the NODE_JOIN answer means
+//! a live node that is not the master (yet), so the search starts over after a pause. When every lower node is down, this
 //! node becomes the master: it starts lava-dlm-logic's [`Master`] (which rebuilds its table from
 //! the survivors' reclaims before granting anything) with an epoch above every epoch it saw. A
 //! master with lower node ids keeps probing them; when one answers as master, it steps down and
 //! joins it (its connections close, so every node looks again).
 //!
-//! A node keeps its granted locks when its master goes (connection closed, or silent for the
-//! node timeout) as long as its own lease may still run — the send time of its last
+//! A node keeps its granted locks when its master goes (connection closed, or silent for half
+//! the node timeout: the other half of its lease is left for the takeover) as long as its own
+//! lease may still run — the send time of its last
 //! acknowledged renewal plus the node timeout, which the master's lease cannot undercut. On
 //! joining a new master it reclaims them (LOCK_GRANT with mode and token), passes on the
 //! journal recoveries it knows to be pending (JOURNAL_RECOVER) and renews (LEASE_RENEW ends its
 //! synchronisation); then releases that may have been lost go again, then waiting requests. A
 //! lease that ran out, or a LEASE_EXPIRE naming this node, loses every lock (clients get LOST)
 //! and the node joins again as a new incarnation (epoch 0).
+//!
+//! A master that has been without a quorum for the node timeout (it was cut off or stopped, and
+//! the majority may have made another master meanwhile), or that is joined by a node carrying a
+//! newer epoch, starts over: its own locks are lost and a new master life rebuilds the table
+//! from whoever reclaims into it (a master that stepped in meanwhile steps down when it sees it).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
@@ -59,7 +66,7 @@ enum Event {
     PeerMessage { conn: u64, envelope: Envelope },
     PeerDown { conn: u64, reason: String },
     UplinkFailed { conn: u64, reason: String },
-    ClientUp { client: u64, tx: mpsc::Sender<Vec<u8>>, uid: u32 },
+    ClientUp { client: u64, tx: mpsc::Sender<Vec<u8>>, uid: u32, may_lock: bool },
     ClientRequest { client: u64, request: Option<Request> },
     ClientDown { client: u64 },
     RecoveryDone { node: NodeId },
@@ -86,6 +93,43 @@ struct Uplink {
 struct ClientConn {
     tx: mpsc::Sender<Vec<u8>>,
     uid: u32,
+    /// Root, mxfsd's own user, or a member of `LAVA_MXFSD_GROUP` (or no group configured).
+    may_lock: bool,
+}
+
+/// Who may use the client socket, and how many at once.
+struct Access {
+    group: Option<u32>,
+    own_uid: u32,
+    max_clients: usize,
+    client_timeout: Duration,
+    active: std::sync::atomic::AtomicUsize,
+}
+
+impl Access {
+    /// Whether the caller may lock: see `LAVA_MXFSD_GROUP` in the crate doc.
+    fn may_lock(&self, cred: &lava_net::PeerCred) -> bool {
+        let Some(group) = self.group else { return true };
+        if cred.uid == 0 || cred.uid == self.own_uid || cred.gid == group {
+            return true;
+        }
+        // Supplementary groups: the kernel's view of the calling process.
+        let Some(pid) = cred.pid else { return false };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Groups:"))
+            .is_some_and(|groups| groups.split_whitespace().any(|gid| gid.parse::<u32>() == Ok(group)))
+    }
+}
+
+/// Counts a client connection while it lives.
+struct ClientSlot(Arc<Access>);
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A request of a local client not answered yet.
@@ -156,6 +200,13 @@ struct State {
     released: Vec<(u64, u64, ResourceName)>,
     /// Locks reclaimed from a new master and not answered yet.
     reclaiming: BTreeSet<u64>,
+    /// Nodes that took a connection but did not answer NODE_JOIN (hung, stopped), skipped by
+    /// the search until the given time.
+    unresponsive: BTreeMap<NodeId, u64>,
+    /// This master had a quorum since it started (or restarted).
+    had_quorum: bool,
+    /// Since when this master has been without a quorum.
+    quorum_lost_at_ms: Option<u64>,
 }
 
 pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
@@ -178,6 +229,23 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         Err(error) => return Err(error).with_context(|| format!("remove {}", socket_path.display())),
     }
     let unix = UnixListener::bind(&socket_path).with_context(|| format!("bind {}", socket_path.display()))?;
+    if settings.lock_group.is_some() {
+        // Everyone may connect (STATUS, LOCKS); the daemon decides who may lock.
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666))
+            .with_context(|| format!("chmod {}", socket_path.display()))?;
+    }
+    let own_uid = {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::metadata("/proc/self").context("read /proc/self")?.uid()
+    };
+    let access = Arc::new(Access {
+        group: settings.lock_group,
+        own_uid,
+        max_clients: settings.max_clients,
+        client_timeout: Duration::from_millis(settings.client_timeout_ms),
+        active: std::sync::atomic::AtomicUsize::new(0),
+    });
     let (events, mut events_rx) = mpsc::channel(EVENT_QUEUE_MAX);
     let origin = Instant::now();
     let lowest = settings.nodes.iter().map(|node| node.id).min().expect("this node is configured");
@@ -211,10 +279,13 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         recoveries: BTreeSet::new(),
         released: Vec::new(),
         reclaiming: BTreeSet::new(),
+        unresponsive: BTreeMap::new(),
+        had_quorum: false,
+        quorum_lost_at_ms: None,
         settings: settings.clone(),
     };
     tokio::spawn(accept_peers(listener, Arc::clone(&auth), events.clone()));
-    tokio::spawn(accept_clients(unix, events.clone()));
+    tokio::spawn(accept_clients(unix, events.clone(), access));
     // The lowest node is the master from the start; the others look for it.
     state.seek_master(state.now_ms())?;
     if let Some(path) = &settings.ready_file {
@@ -373,30 +444,47 @@ async fn read_peer(
     }
 }
 
-async fn accept_clients(listener: UnixListener, events: mpsc::Sender<Event>) {
+async fn accept_clients(listener: UnixListener, events: mpsc::Sender<Event>, access: Arc<Access>) {
     let mut next_client = 0u64;
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
+            Ok((mut stream, _)) => {
+                let active = access.active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let slot = ClientSlot(Arc::clone(&access));
+                if active >= access.max_clients {
+                    tracing::warn!(max = access.max_clients, "too many clients; connection refused");
+                    let refusal = Reply::Error {
+                        code: ErrorCode::Unavailable,
+                        message: format!("too many clients (LAVA_MXFSD_MAX_CLIENTS={})", access.max_clients),
+                    };
+                    tokio::spawn(async move {
+                        let _sent = stream.write_all(&client::frame(&refusal.encode())).await;
+                        drop(slot);
+                    });
+                    continue;
+                }
                 next_client += 1;
-                tokio::spawn(run_client(stream, next_client, events.clone()));
+                tokio::spawn(run_client(stream, next_client, events.clone(), slot));
             }
             Err(error) => tracing::warn!(%error, "client accept failed"),
         }
     }
 }
 
-async fn run_client(stream: UnixStream, client: u64, events: mpsc::Sender<Event>) {
-    let uid = match lava_net::peer_cred(&stream) {
-        Ok(cred) => cred.uid,
+async fn run_client(stream: UnixStream, client: u64, events: mpsc::Sender<Event>, slot: ClientSlot) {
+    let access = Arc::clone(&slot.0);
+    let (uid, may_lock) = match lava_net::peer_cred(&stream) {
+        Ok(cred) => (cred.uid, access.may_lock(&cred)),
         Err(error) => {
             tracing::warn!(%error, "no peer credentials; client refused");
             return;
         }
     };
-    let (mut reader, mut writer) = stream.into_split();
+    let (reader, mut writer) = stream.into_split();
+    // Buffered: a request (length and body) usually comes in one read.
+    let mut reader = tokio::io::BufReader::new(reader);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(SEND_QUEUE_FRAMES_MAX);
-    if events.send(Event::ClientUp { client, tx, uid }).await.is_err() {
+    if events.send(Event::ClientUp { client, tx, uid, may_lock }).await.is_err() {
         return;
     }
     let writer_task = tokio::spawn(async move {
@@ -407,18 +495,33 @@ async fn run_client(stream: UnixStream, client: u64, events: mpsc::Sender<Event>
         }
     });
     loop {
+        // A client may stay idle between requests (holding its locks) as long as it likes;
+        // once it starts one, the rest must follow within the client timeout.
         let mut length = [0u8; 4];
-        if reader.read_exact(&mut length).await.is_err() {
+        if reader.read_exact(&mut length[..1]).await.is_err() {
             break;
         }
-        let length = u32::from_be_bytes(length) as usize;
-        if length > CLIENT_BODY_BYTES_MAX {
-            break;
-        }
-        let mut body = vec![0u8; length];
-        if reader.read_exact(&mut body).await.is_err() {
-            break;
-        }
+        let rest = async {
+            reader.read_exact(&mut length[1..]).await?;
+            let length = u32::from_be_bytes(length) as usize;
+            if length > CLIENT_BODY_BYTES_MAX {
+                return Err(std::io::Error::other(format!("request of {length} bytes")));
+            }
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body).await?;
+            Ok(body)
+        };
+        let body = match tokio::time::timeout(access.client_timeout, rest).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(error)) => {
+                tracing::debug!(client, %error, "client connection ended");
+                break;
+            }
+            Err(_) => {
+                tracing::info!(client, "client did not finish its request in time; connection closed");
+                break;
+            }
+        };
         let request = Request::decode(&body);
         let malformed = request.is_none();
         if events.send(Event::ClientRequest { client, request }).await.is_err() || malformed {
@@ -427,6 +530,7 @@ async fn run_client(stream: UnixStream, client: u64, events: mpsc::Sender<Event>
     }
     writer_task.abort();
     let _gone = events.send(Event::ClientDown { client }).await;
+    drop(slot);
 }
 
 fn deny_code(reason: DenyReason) -> ErrorCode {
@@ -465,12 +569,15 @@ impl State {
         if let Some(master) = &self.master {
             deadline = deadline.min(master.next_deadline_ms());
         }
+        if let Some(since) = self.quorum_lost_at_ms {
+            deadline = deadline.min(since + self.settings.node_timeout_ms);
+        }
         if let Some(uplink) = &self.uplink {
             if uplink.joined.is_some() {
                 deadline = deadline.min(self.next_renew_ms);
-                deadline = deadline.min(uplink.last_heard_ms + self.settings.node_timeout_ms);
+                deadline = deadline.min(uplink.last_heard_ms + self.silence_ms());
             } else {
-                deadline = deadline.min(uplink.join_sent_ms + self.settings.node_timeout_ms);
+                deadline = deadline.min(uplink.join_sent_ms + self.join_wait_ms());
             }
         } else if self.seeking() {
             deadline = deadline.min(self.next_attempt_ms);
@@ -484,6 +591,17 @@ impl State {
             }
         }
         deadline
+    }
+
+    /// A master silent this long is taken for dead: half the node timeout, so that the other
+    /// half of this node's lease is left to find the next master and reclaim the locks.
+    fn silence_ms(&self) -> u64 {
+        self.settings.node_timeout_ms / 2
+    }
+
+    /// How long a candidate that took the connection may take to answer NODE_JOIN.
+    fn join_wait_ms(&self) -> u64 {
+        (self.settings.node_timeout_ms / 4).max(self.settings.lease_renew_ms)
     }
 
     /// Whether this node looks for a master: always without one, and as a master while a lower
@@ -500,16 +618,38 @@ impl State {
         {
             self.master_inbox.push_back((None, Input::Tick));
         }
+        if let Some(master) = &self.master {
+            // A master without a quorum for a node timeout cannot tell whether the majority
+            // made another master meanwhile: its table may be stale and its own locks fenced.
+            // It starts over (once per loss of the quorum); the nodes reclaim into the new table.
+            if master.has_quorum() {
+                self.had_quorum = true;
+                self.quorum_lost_at_ms = None;
+            } else if self.had_quorum {
+                let since = *self.quorum_lost_at_ms.get_or_insert(now_ms);
+                if now_ms >= since + self.settings.node_timeout_ms {
+                    tracing::warn!("no quorum for the node timeout; starting over with a new lock table");
+                    self.had_quorum = false;
+                    self.quorum_lost_at_ms = None;
+                    self.restart_master();
+                }
+            }
+        }
         if let Some(uplink) = &self.uplink {
             let timeout = self.settings.node_timeout_ms;
-            if uplink.joined.is_some() && now_ms >= uplink.last_heard_ms + timeout {
-                self.lose_master("the master was silent for the node timeout");
+            if uplink.joined.is_some() && now_ms >= uplink.last_heard_ms + self.silence_ms() {
+                self.lose_master("the master was silent for half the node timeout");
             } else if uplink.joined.is_none()
                 && uplink.tx.is_some()
-                && now_ms >= uplink.join_sent_ms + timeout
+                && now_ms >= uplink.join_sent_ms + self.join_wait_ms()
             {
-                tracing::info!(node = %uplink.node, "no answer to NODE_JOIN; looking again");
-                self.drop_uplink(now_ms + RECONNECT_DELAY_MS);
+                // It accepts connections but does not answer (hung, stopped): as good as down.
+                tracing::info!(node = %uplink.node, "no answer to NODE_JOIN; trying the next node");
+                let (node, next) = (uplink.node, NodeId::new(uplink.node.get() + 1).expect("not zero"));
+                self.unresponsive.insert(node, now_ms + 2 * timeout);
+                self.uplink = None;
+                self.candidate = next;
+                self.next_attempt_ms = now_ms;
             }
         }
         if let Some(Uplink { joined: Some(_), .. }) = self.uplink
@@ -554,12 +694,13 @@ impl State {
     /// Tries the next candidate below this node; when none is left, this node is the master.
     fn seek_master(&mut self, now_ms: u64) -> anyhow::Result<()> {
         let me = self.settings.me;
+        self.unresponsive.retain(|_, until| *until > now_ms);
         let candidate = self
             .settings
             .nodes
             .iter()
             .map(|node| node.id)
-            .filter(|id| *id >= self.candidate && *id < me)
+            .filter(|id| *id >= self.candidate && *id < me && !self.unresponsive.contains_key(id))
             .min();
         let Some(node) = candidate else {
             if !self.is_master() {
@@ -645,6 +786,18 @@ impl State {
         Ok(())
     }
 
+    /// Drops this master's stale table (its connections close, its own locks are lost) and
+    /// looks for the master again — usually finding none lower, so it starts a new one.
+    fn restart_master(&mut self) {
+        self.master = None;
+        self.master_inbox.clear();
+        self.peers.clear();
+        self.node_conns.clear();
+        self.fence_out("a newer master ran while this one was cut off");
+        self.synced_epoch = None;
+        self.drop_uplink(0);
+    }
+
     /// A lower node answered as master: this master steps down and joins it as a survivor.
     fn step_down(&mut self) {
         let Some(master) = self.master.take() else { return };
@@ -654,6 +807,8 @@ impl State {
         self.peers.clear();
         self.node_conns.clear();
         self.synced_epoch = None;
+        // Its own locks were valid up to now (it was their master): they are reclaimed.
+        self.lease_until_ms = self.now_ms() + self.settings.node_timeout_ms;
     }
 
     /// Asks again every request that is not (or no longer) at a master.
@@ -727,8 +882,8 @@ impl State {
                     self.next_attempt_ms = 0;
                 }
             }
-            Event::ClientUp { client, tx, uid } => {
-                self.clients.insert(client, ClientConn { tx, uid });
+            Event::ClientUp { client, tx, uid, may_lock } => {
+                self.clients.insert(client, ClientConn { tx, uid, may_lock });
             }
             Event::ClientRequest { client, request } => match request {
                 Some(request) => self.client_request(client, request),
@@ -773,6 +928,18 @@ impl State {
     /// A message from another daemon, at the master.
     fn on_peer_message(&mut self, conn: u64, envelope: Envelope) {
         let Some(peer) = self.peers.get(&conn) else { return };
+        if let Message::NodeJoin { .. } = envelope.message
+            && let Some(master) = &self.master
+            && master.phase() == Phase::Serving
+            && envelope.epoch > master.epoch()
+        {
+            // A master with a newer epoch ran while this one was cut off (stopped, partitioned):
+            // this table is stale and this node's own locks were fenced there.
+            tracing::warn!(sender = %envelope.sender, epoch = %envelope.epoch, ours = %master.epoch(), "a newer master ran meanwhile; starting over with a new lock table");
+            self.max_epoch_seen = self.max_epoch_seen.max(envelope.epoch);
+            self.restart_master();
+            return;
+        }
         let joining = matches!(envelope.message, Message::NodeJoin { .. });
         let bound_elsewhere = peer.node.is_some_and(|node| node != envelope.sender);
         if bound_elsewhere || (peer.node.is_none() && !joining) {
@@ -806,6 +973,13 @@ impl State {
                 }
                 self.step_down();
                 self.joined(envelope.epoch);
+            }
+            Message::LeaseExpire { node } if node == me && self.master.is_some() => {
+                // A lower node, cut off from us and still serving its old table, refuses this
+                // master's probe: it is not our master; it starts over when it notices that it
+                // lacks a quorum, and the next probe finds that.
+                tracing::info!(node = %envelope.sender, "a lower node refused this master's probe");
+                self.drop_uplink(now_ms + PROBE_INTERVAL_MS);
             }
             Message::LeaseExpire { node } if node == me => {
                 self.fence_out("the master declared this node dead");
@@ -1166,6 +1340,13 @@ impl State {
     }
 
     fn client_request(&mut self, client: u64, request: Request) {
+        let locking =
+            matches!(request, Request::Lock { .. } | Request::Convert { .. } | Request::CacheInval { .. });
+        if locking && let Some(conn) = self.clients.get(&client).filter(|conn| !conn.may_lock) {
+            let message =
+                format!("uid {} may not lock: not root, not mxfsd's user, not in LAVA_MXFSD_GROUP", conn.uid);
+            return self.error(client, ErrorCode::PermissionDenied, message);
+        }
         let now_ms = self.now_ms();
         let deadline = |timeout_ms: u32| (timeout_ms > 0).then(|| now_ms + u64::from(timeout_ms));
         match request {
@@ -1210,10 +1391,28 @@ impl State {
                     return self.error(client, ErrorCode::NotHeld, format!("no lock with handle {handle}"));
                 }
                 let local = self.locks.remove(&handle).expect("checked above");
-                // The answer first: a release to a remote master costs a loopback TCP write the
-                // client need not wait for (what it asks next goes out after the release).
-                self.reply(client, Reply::Ok);
                 self.release(handle, local.resource);
+                self.reply(client, Reply::Ok);
+            }
+            Request::CacheInval { handle, start, length } => {
+                let Some(local) =
+                    self.locks.get(&handle).filter(|local| local.client == client && local.token.is_some())
+                else {
+                    return self.error(
+                        client,
+                        ErrorCode::NotHeld,
+                        format!("no granted lock with handle {handle}"),
+                    );
+                };
+                let resource = local.resource.clone();
+                // The other holders on this node are told here; the master tells the other nodes.
+                for (id, other) in &self.locks {
+                    if *id != handle && other.resource == resource && other.token.is_some() {
+                        self.reply(other.client, Reply::CacheInval { handle: *id, start, length });
+                    }
+                }
+                self.reply(client, Reply::Ok);
+                self.send_to_master(Message::CacheInval { resource, start, length });
             }
             Request::Status => {
                 let text = self.status_text();

@@ -219,7 +219,8 @@ impl Master {
         self.phase != Phase::Serving || !self.unknown.is_empty() || !self.has_quorum()
     }
 
-    fn has_quorum(&self) -> bool {
+    /// Whether a majority of the configured nodes is alive, this master included.
+    pub fn has_quorum(&self) -> bool {
         let alive = self.nodes.values().filter(|node| matches!(node.state, NodeState::Alive { .. })).count();
         alive * 2 > self.nodes.len()
     }
