@@ -14,6 +14,15 @@
 //!    the signal handlers, step `Input::Start`, and only then write
 //!    `--port-file`: whoever reads it can connect and be served.
 //! 5. Run the event loop until a stop signal or a failure.
+//!
+//! # Under systemd (`Type=notify`)
+//! When `NOTIFY_SOCKET` is set ([`lava_sd::Notifier`]), mbatchd says `STATUS=`
+//! while it replays the event log, `READY=1` at the moment it writes
+//! `--port-file` (step 4: it serves), `WATCHDOG=1` from the event loop's
+//! one-second tick at half of `WatchdogSec=` (a wedged loop stops petting and
+//! systemd restarts it), `RELOADING=1` then `READY=1` around a SIGHUP, and
+//! `STOPPING=1` on SIGTERM or SIGINT. Run it with `--foreground` there: the
+//! detached child would not be the unit's main process.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -82,14 +91,24 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         key_id = %key.id(),
         "mbatchd starting"
     );
+    let notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
+        tracing::warn!("{error}; not notifying systemd");
+        lava_sd::Notifier::disabled()
+    });
+    if let Some(interval) = notifier.watchdog_interval() {
+        tracing::info!(interval_ms = interval.as_millis(), "systemd watchdog armed");
+    }
     let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
+    notify(&notifier, |n| {
+        n.status(&format!("replaying the event log in {}", config.event_log_dir.display()))
+    });
     let log = journal::open(&config.event_log_dir)?;
     let mbd = journal::recover(&log, config.mbd.clone())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
-    let result = runtime.block_on(serve(&args, &config, auth, log, mbd, log_file));
+    let result = runtime.block_on(serve(&args, &config, auth, log, mbd, log_file, notifier));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     result
 }
@@ -101,6 +120,7 @@ async fn serve(
     log: Arc<EventLog>,
     mbd: Mbd,
     log_file: Option<LogFile>,
+    notifier: lava_sd::Notifier,
 ) -> Result<(), ShellError> {
     if let Some(path) = &args.port_file {
         remove_stale(path)?;
@@ -130,7 +150,16 @@ async fn serve(
         write_port_file(path, bound.port())?;
     }
     tracing::info!(%bound, "mbatchd ready");
-    shell.run(signals, log_file).await
+    notify(&notifier, |n| n.ready(&format!("serving on {bound}")));
+    shell.run(signals, log_file, notifier).await
+}
+
+/// Sends a notification to systemd; a failure is logged, never fatal (systemd
+/// notices a missing READY or WATCHDOG on its own).
+pub(crate) fn notify(notifier: &lava_sd::Notifier, send: impl FnOnce(&lava_sd::Notifier) -> io::Result<()>) {
+    if let Err(error) = send(notifier) {
+        tracing::warn!("{error}");
+    }
 }
 
 /// A listening socket with SO_REUSEADDR: a restarted mbatchd rebinds its port

@@ -1,7 +1,10 @@
 //! Where mbatchd's log goes: standard error (the default, for `--foreground`
 //! under a supervisor or a terminal), or a file (`--log-file`, which a
 //! detached mbatchd uses) that SIGHUP reopens, so that logrotate can move it
-//! away. The level is `RUST_LOG` if set, else `LSF_LOG_MASK`'s.
+//! away. Without `--log-file`, when standard error is the journal (mbatchd
+//! runs under systemd), entries go to the journal's native protocol instead
+//! (`lava_sd::journald`), keeping their level and fields. The level is
+//! `RUST_LOG` if set, else `LSF_LOG_MASK`'s.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IsTerminal, Write};
@@ -19,9 +22,13 @@ pub fn level(mask: LogMask) -> &'static str {
     mask.level_name()
 }
 
-/// Installs the logger: to `file` (appending) if given, else to standard
-/// error. Returns the file's handle, for [`LogFile::reopen`].
+/// Installs the logger: to `file` (appending) if given, else to the journal
+/// if standard error is connected to it, else to standard error. Returns the
+/// file's handle, for [`LogFile::reopen`].
 pub fn init(mask: LogMask, file: Option<&Path>) -> Result<Option<LogFile>, ShellError> {
+    if file.is_none() && lava_sd::journald::try_init(level(mask)) {
+        return Ok(None);
+    }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level(mask)));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     // try_init fails only if a logger is already installed (a test); that one stays.

@@ -8,7 +8,12 @@
 //! task that ended; the one-second tick; a helper thread of the journal that
 //! finished (events durable, snapshot written); a signal (SIGTERM and SIGINT
 //! stop cleanly; SIGHUP reopens the log file, if mbatchd writes one, and
-//! reloads nothing else).
+//! reloads nothing else: the configuration is read at start only, so a change
+//! to lsf.conf or lsb.* needs a restart, which replays the event log).
+//!
+//! Each tick that the loop handled pets systemd's watchdog (at most every half
+//! interval, [`lava_sd::Notifier::tick`]); a stop signal says `STOPPING=1`, and
+//! SIGHUP says `RELOADING=1` before and `READY=1` after the reopen.
 //!
 //! # Effects (contract steps 3 to 5)
 //! [`Shell::step`] calls [`Mbd::step`] with the wall clock and carries out the
@@ -49,6 +54,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::ShellError;
 use crate::conn::{self, ConnEvent, ConnId, Shared};
+use crate::daemon::notify;
 use crate::journal::{Journal, JournalEvent};
 use crate::lim_client::LimUpdates;
 use crate::logging::LogFile;
@@ -196,6 +202,7 @@ impl Shell {
         mut self,
         mut signals: Signals,
         log_file: Option<LogFile>,
+        mut notifier: lava_sd::Notifier,
     ) -> Result<(), ShellError> {
         let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -203,17 +210,30 @@ impl Shell {
             match self.next_event(&mut tick, &mut signals).await {
                 Event::Stop(name) => {
                     tracing::info!("{name}: stopping");
+                    notify(&notifier, |n| n.stopping(&format!("{name}: stopping")));
                     break;
                 }
-                Event::Hangup => match &log_file {
-                    Some(log_file) => match log_file.reopen() {
-                        Ok(()) => tracing::info!("SIGHUP: log file {} reopened", log_file.path().display()),
-                        Err(error) => tracing::warn!("SIGHUP: {error}; logging on to the old file"),
-                    },
-                    None => {
-                        tracing::info!("SIGHUP: logging to standard error, there is no log file to reopen")
+                Event::Hangup => {
+                    notify(&notifier, |n| n.reloading("SIGHUP: reopening the log file"));
+                    match &log_file {
+                        Some(log_file) => match log_file.reopen() {
+                            Ok(()) => {
+                                tracing::info!("SIGHUP: log file {} reopened", log_file.path().display())
+                            }
+                            Err(error) => tracing::warn!("SIGHUP: {error}; logging on to the old file"),
+                        },
+                        None => {
+                            tracing::info!("SIGHUP: no log file to reopen (logging to stderr or the journal)")
+                        }
                     }
-                },
+                    notify(&notifier, |n| n.ready("serving (SIGHUP handled)"));
+                }
+                Event::Tick => {
+                    self.handle(Event::Tick)?;
+                    if let Err(error) = notifier.tick(std::time::Instant::now()) {
+                        tracing::warn!("systemd watchdog: {error}");
+                    }
+                }
                 event => self.handle(event)?,
             }
         }

@@ -15,6 +15,16 @@
 //! is ever acted on or reported before the fact it rests on is on disk. Inputs that acting
 //! produces (a shepherd that could not be started) are stepped and carried out in turn.
 //!
+//! # Under systemd (`Type=notify`)
+//! When `NOTIFY_SOCKET` is set ([`lava_sd::Notifier`]), sbatchd says `READY=1` when it writes
+//! its ready file (records loaded, jobs adopted, the credential socket listening; mbatchd may
+//! still be unreachable: `STATUS=` follows the link to mbatchd), `WATCHDOG=1` from the loop's one-second tick
+//! at half of `WatchdogSec=` (so a wedged loop is restarted by systemd; the jobs keep running
+//! under their shepherds and are adopted), and `STOPPING=1` on SIGTERM or SIGINT. SIGHUP
+//! reloads nothing: sbatchd logs to standard error (or the journal) and reads its
+//! configuration once at start, so it only says so (`RELOADING=1`, then `READY=1`); a changed
+//! lsf.conf or lsf.cluster takes a restart, which the running jobs survive.
+//!
 //! # The loop never blocks the network
 //! The loop runs on the main thread (`Runtime::block_on`); the link to mbatchd, the
 //! credential socket and the shepherd watchers run on the runtime's worker threads, so
@@ -132,6 +142,10 @@ pub fn run(options: Options) -> Result<(), Error> {
     let envdir = options.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
     let config = BaseConfig::load(&envdir)?;
     init_logging(config.lsf.log_mask);
+    let notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
+        tracing::warn!("{error}; not notifying systemd");
+        lava_sd::Notifier::disabled()
+    });
     let host = decide_host(&options, &config)?;
     let master = config.master_host().ok_or_else(|| {
         Error::Other(format!("{} lists no server host to run mbatchd", config.cluster.path.display()))
@@ -221,8 +235,10 @@ pub fn run(options: Options) -> Result<(), Error> {
         if let Some(ready) = &options.ready_file {
             write_ready_file(ready)?;
         }
+        let status = format!("serving host {host}; connecting to mbatchd at {}", link_config.master_name);
+        notify(&notifier, |n| n.ready(&status));
         tokio::spawn(link::run(link_config, link_tx, out_rx));
-        let result = daemon.event_loop(link_rx, watch_rx).await;
+        let result = daemon.event_loop(link_rx, watch_rx, notifier).await;
         if serving {
             let _ = std::fs::remove_file(&socket_path);
         }
@@ -233,9 +249,21 @@ pub fn run(options: Options) -> Result<(), Error> {
     result
 }
 
-/// `LSF_LOG_MASK` as a tracing level; `RUST_LOG` overrides it.
+/// Sends a notification to systemd; a failure is logged, never fatal (systemd notices a
+/// missing READY or WATCHDOG on its own).
+fn notify(notifier: &lava_sd::Notifier, send: impl FnOnce(&lava_sd::Notifier) -> std::io::Result<()>) {
+    if let Err(error) = send(notifier) {
+        tracing::warn!("{error}");
+    }
+}
+
+/// `LSF_LOG_MASK` as a tracing level; `RUST_LOG` overrides it. To the journal when standard
+/// error is connected to it, else to standard error.
 fn init_logging(mask: LogMask) {
     let level = mask.level_name();
+    if lava_sd::journald::try_init(level) {
+        return;
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -313,18 +341,29 @@ impl Daemon {
         &mut self,
         mut link_rx: mpsc::Receiver<LinkEvent>,
         mut watch_rx: mpsc::Receiver<WatchEvent>,
+        mut notifier: lava_sd::Notifier,
     ) -> Result<(), Error> {
         use tokio::signal::unix::{SignalKind, signal};
         let signal_error = |source| Error::Io { path: "signal handler".into(), source };
         let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
         let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
+        let mut hangup = signal(SignalKind::hangup()).map_err(signal_error)?;
         let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
+        let stop = loop {
             let mut events = Vec::new();
             tokio::select! {
-                _ = terminate.recv() => break,
-                _ = interrupt.recv() => break,
+                _ = terminate.recv() => break "SIGTERM",
+                _ = interrupt.recv() => break "SIGINT",
+                _ = hangup.recv() => {
+                    notify(&notifier, |n| n.reloading("SIGHUP"));
+                    tracing::info!(
+                        "SIGHUP: nothing to reload (sbatchd logs to stderr or the journal and reads its \
+                         configuration at start; restart it to apply changes, its jobs keep running)"
+                    );
+                    notify(&notifier, |n| n.ready("serving (SIGHUP: nothing to reload)"));
+                    continue;
+                }
                 Some(event) = link_rx.recv() => events.push(Event::Link(event)),
                 Some(event) = watch_rx.recv() => events.push(Event::Watch(event)),
                 _ = tick.tick() => events.push(Event::Tick),
@@ -341,13 +380,29 @@ impl Daemon {
                     Err(_) => break,
                 }
             }
+            let ticked = events.iter().any(|event| matches!(event, Event::Tick));
+            for event in &events {
+                match event {
+                    Event::Link(LinkEvent::Connected) => {
+                        notify(&notifier, |n| n.status("connected to mbatchd"))
+                    }
+                    Event::Link(LinkEvent::Disconnected) => {
+                        notify(&notifier, |n| n.status("mbatchd unreachable; reconnecting (jobs go on)"))
+                    }
+                    _ => {}
+                }
+            }
             let mut effects = Vec::new();
             for event in events {
                 self.handle(event, &mut effects)?;
             }
             self.carry_out(effects).await?;
-        }
-        tracing::info!("sbatchd stopping; running jobs stay with their shepherds");
+            if ticked && let Err(error) = notifier.tick(std::time::Instant::now()) {
+                tracing::warn!("systemd watchdog: {error}");
+            }
+        };
+        tracing::info!("{stop}: sbatchd stopping; running jobs stay with their shepherds");
+        notify(&notifier, |n| n.stopping(&format!("{stop}: stopping; jobs stay with their shepherds")));
         Ok(())
     }
 

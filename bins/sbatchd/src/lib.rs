@@ -20,7 +20,8 @@
 //! on the first server host of lsf.cluster, at its `LAVA_ADDR` (else its resolved name) and
 //! `LSB_MBD_PORT`. The ready file (the daemon's pid) is written once the credential socket
 //! listens, before mbatchd is reachable. SIGTERM or SIGINT stops sbatchd; jobs keep running
-//! under their shepherds and a later sbatchd adopts them. A systemd unit must therefore say
+//! under their shepherds and a later sbatchd adopts them. SIGHUP reloads nothing (it is
+//! logged; see [`daemon`] for what sbatchd tells systemd). A systemd unit must therefore say
 //! `KillMode=process` (as LavaLite's does), or stopping the service kills every job.
 //!
 //! # On disk
