@@ -1,16 +1,19 @@
 //! lim on loopback: three lims on 127.0.0.1 with per-host ports (lsf.cluster's
 //! LAVA_LIM_PORT column), short intervals through LAVA_LIM_*_INTERVAL_MS, queried with
-//! the real `lsload` and `lsid` and, byte for byte, through the master's TCP port
+//! the real `lsload`, `lshosts` and `lsid` and, byte for byte, through the master's TCP port
 //! (lava-lim-wire's `LIM_TCP_*` frames). The same scenario runs across network
-//! namespaces in `tests/lim_netns.rs` where the machine allows it.
+//! namespaces in `tests/lim_netns.rs` where the machine allows it. Each host also runs
+//! sbatchd (its own sbatchd port and credential socket), the master mbatchd, and `bhosts`
+//! must follow lim's view.
 
 mod util;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
+use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lava_lim_wire as wire;
@@ -57,6 +60,7 @@ fn start_lim(cluster: &mut Cluster, host: &str) -> Daemon {
 fn command(cluster: &Cluster, name: &str, args: &[&str]) -> (bool, String, String) {
     let bin = match name {
         "lsload" => env!("CARGO_BIN_EXE_lsload"),
+        "lshosts" => env!("CARGO_BIN_EXE_lshosts"),
         _ => env!("CARGO_BIN_EXE_lsid"),
     };
     let output = cluster.command(bin).args(args).output().expect("run the command");
@@ -65,6 +69,101 @@ fn command(cluster: &Cluster, name: &str, args: &[&str]) -> (bool, String, Strin
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// Longest mbatchd may take to show a change of lim's view in bhosts (it polls the master
+/// lim; debug build, busy 2-core machine).
+const BHOSTS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A copy of the cluster's configuration for one more sbatchd on this machine: its own
+/// credential socket, everything else shared.
+fn host_envdir(cluster: &Cluster, host: &str) -> PathBuf {
+    let envdir = cluster.dir().join(format!("etc-{host}"));
+    fs::create_dir_all(&envdir).expect("create the envdir");
+    for entry in fs::read_dir(cluster.envdir()).expect("read etc") {
+        let entry = entry.expect("an entry");
+        if entry.file_type().expect("a type").is_file() {
+            fs::copy(entry.path(), envdir.join(entry.file_name())).expect("copy a file");
+        }
+    }
+    let socket = cluster.dir().join(format!("run/lava.{host}.sock"));
+    let conf = fs::read_to_string(envdir.join("lsf.conf")).expect("read lsf.conf");
+    let conf: String = conf
+        .lines()
+        .map(|line| {
+            if line.starts_with("LAVA_CMD_SOCKET=") {
+                format!("LAVA_CMD_SOCKET={}\n", socket.display())
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    fs::write(envdir.join("lsf.conf"), conf).expect("write lsf.conf");
+    envdir
+}
+
+fn start_sbatchd(cluster: &mut Cluster, host: &str, envdir: &Path) -> Daemon {
+    let ready = cluster.dir().join(format!("run/sbatchd.{host}.ready"));
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_sbatchd"));
+    let args: Vec<&OsStr> = vec![
+        "--envdir".as_ref(),
+        envdir.as_os_str(),
+        "--host".as_ref(),
+        host.as_ref(),
+        "--ready-file".as_ref(),
+        ready.as_os_str(),
+    ];
+    let mut daemon = cluster.spawn("sbatchd", &bin, &args);
+    wait_until("sbatchd ready file", STARTUP_TIMEOUT, || {
+        assert!(daemon.is_running(), "sbatchd {host} exited:\n{}", daemon.log());
+        ready.exists().then_some(())
+    });
+    daemon
+}
+
+/// Waits until `bhosts` shows every `(host, status)` of `want`.
+fn wait_bhosts(cluster: &Cluster, want: &[(&str, &str)]) {
+    let deadline = Instant::now() + BHOSTS_TIMEOUT;
+    loop {
+        let output = cluster.command(env!("CARGO_BIN_EXE_bhosts")).output().expect("run bhosts");
+        let last = String::from_utf8_lossy(&output.stdout).into_owned();
+        let shows = |host: &str, status: &str| {
+            host_line(&last, host).is_some_and(|line| line.split_whitespace().nth(1) == Some(status))
+        };
+        if want.iter().all(|(host, status)| shows(host, status)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "bhosts never showed {want:?}; last:\n{last}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// This machine's `ncpus`, `maxmem` and `maxswp` as lshosts prints them, read here from
+/// /proc (every test host runs on this machine).
+fn this_machine_facts() -> Vec<String> {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").expect("read /proc/cpuinfo");
+    let ncpus = cpuinfo
+        .lines()
+        .filter(|line| line.split(':').next().is_some_and(|key| key.trim() == "processor"))
+        .count();
+    let meminfo = fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo");
+    let mb = |key: &str| -> f32 {
+        let kb: f64 = meminfo
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kb| kb.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in /proc/meminfo"));
+        (kb / 1024.0) as u32 as f32
+    };
+    let format = lava_commands::lim::format_load_value;
+    vec![ncpus.to_string(), format(10, mb("MemTotal:")), format(9, mb("SwapTotal:"))]
+}
+
+/// The `ncpus`, `maxmem` and `maxswp` columns of an lshosts line.
+fn lshosts_facts(line: &str) -> Option<Vec<String>> {
+    let fields: Vec<String> = line.split_whitespace().skip(4).take(3).map(str::to_owned).collect();
+    (fields.len() == 3).then_some(fields)
 }
 
 fn host_line(out: &str, host: &str) -> Option<String> {
@@ -107,9 +206,9 @@ fn report(host_no: u32, seq_no: u32) -> Vec<u8> {
     wire::encode_datagram(seq_no, &message)
 }
 
-// Goal: lsload lists the three hosts with live values; every kind of bad datagram is
-// dropped and counted by its reason; a killed lim is reported unavailable within 3 report
-// intervals (+1); with the master down slaves fall silent after 3 missed beacons; a
+// Goal: lsload lists the three hosts with live values, lshosts their CPUs and memory, bhosts
+// all `ok`; every kind of bad datagram is dropped and counted by its reason; a killed lim is
+// reported unavailable within 3 report intervals (+1), then `unavail` in bhosts; with the master down slaves fall silent after 3 missed beacons; a
 // restarted master brings every host back.
 #[test]
 fn three_lims_on_loopback() {
@@ -135,6 +234,10 @@ fn three_lims_on_loopback() {
     let mut master = start_lim(&mut cluster, "h0");
     let h1 = start_lim(&mut cluster, "h1");
     let mut h2 = start_lim(&mut cluster, "h2");
+    let _mbatchd = cluster.start_mbatchd();
+    let envdirs = [cluster.envdir(), host_envdir(&cluster, "h1"), host_envdir(&cluster, "h2")];
+    let _sbatchds: Vec<Daemon> =
+        hosts.iter().zip(&envdirs).map(|(host, envdir)| start_sbatchd(&mut cluster, host, envdir)).collect();
 
     let (ok, out, _) = command(&cluster, "lsid", &[]);
     assert!(
@@ -151,6 +254,16 @@ fn three_lims_on_loopback() {
         (ok && all).then_some(())
     };
     wait_until("all three hosts ok with load values", Duration::from_secs(20), || all_ok(&cluster));
+    // Each slave's lim tells the master its CPUs and memory over TCP; the master knows its own.
+    let facts = this_machine_facts();
+    wait_until("lshosts shows every host's CPUs and memory", Duration::from_secs(20), || {
+        let (ok, out, _) = command(&cluster, "lshosts", &[]);
+        let all = hosts
+            .iter()
+            .all(|h| host_line(&out, h).and_then(|line| lshosts_facts(&line)) == Some(facts.clone()));
+        (ok && all).then_some(())
+    });
+    wait_bhosts(&cluster, &[("h0", "ok"), ("h1", "ok"), ("h2", "ok")]);
 
     // Bad datagrams to the master, one of each kind, from an address that is not in
     // lsf.cluster (the decode checks come first, so each counts under its own reason).
@@ -204,6 +317,8 @@ fn three_lims_on_loopback() {
     );
     let (_, out, _) = command(&cluster, "lsload", &[]);
     assert!(host_line(&out, "h2").is_some_and(|line| line.contains("unavail")), "{out}");
+    // mbatchd learns it from the master lim: bhosts shows h2 `unavail` (its sbatchd still runs).
+    wait_bhosts(&cluster, &[("h0", "ok"), ("h1", "ok"), ("h2", "unavail")]);
     let (ok, out, _) = command(&cluster, "lsload", &["h0", "h1"]);
     assert!(
         ok && host_line(&out, "h1").is_some_and(|l| l.contains(" ok ")) && host_line(&out, "h2").is_none(),
@@ -264,4 +379,5 @@ fn three_lims_on_loopback() {
     let _master = start_lim(&mut cluster, "h0");
     let _h2 = start_lim(&mut cluster, "h2");
     wait_until("all three hosts ok again", Duration::from_secs(20), || all_ok(&cluster));
+    wait_bhosts(&cluster, &[("h0", "ok"), ("h1", "ok"), ("h2", "ok")]);
 }

@@ -1,7 +1,8 @@
 //! lim across real network stacks: three hosts in network namespaces, each with its own
 //! address (10.77.0.1-3/24) on a veth pair into a bridge that lives in a fourth namespace,
-//! one lim per namespace on the default ports, queried with the real `lsload` run inside
-//! h1's namespace. Nothing is created outside the test's namespaces, whose names carry the
+//! one lim and one sbatchd per namespace on the default ports, mbatchd in the master's
+//! namespace, queried with the real `lsload`, `lshosts` and `bhosts` run inside h1's
+//! namespace. Nothing is created outside the test's namespaces, whose names carry the
 //! test's pid so that parallel runs do not clash; a guard deletes them (and with them every
 //! veth and the bridge) however the test ends.
 //!
@@ -12,6 +13,7 @@
 mod util;
 
 use std::ffi::OsStr;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -26,6 +28,9 @@ const DEADLINE_INTERVALS: u64 = 3 + 1;
 /// lim, a late timer on a busy 2-core machine, and the poll, which starts `ip netns exec
 /// lsload` each time. Not a performance bound.
 const SCHEDULING_SLACK: Duration = Duration::from_millis(3_000);
+/// Longest mbatchd may take to show a change of lim's view in bhosts (it polls the master
+/// lim; debug build, busy 2-core machine).
+const BHOSTS_TIMEOUT: Duration = Duration::from_secs(60);
 const HOSTS: [&str; 3] = ["h0", "h1", "h2"];
 /// Prefix of every namespace this test creates: `lavalimt<pid>-<role>`.
 const NS_PREFIX: &str = "lavalimt";
@@ -125,8 +130,150 @@ fn start_lim(cluster: &mut Cluster, ns: &str, host: &str) -> Daemon {
     daemon
 }
 
+/// `ip netns exec NS BIN ARGS` as a daemon of the cluster (`ip` execs it: the daemon's pid
+/// is the program's).
+fn spawn_in(cluster: &mut Cluster, ns: &str, name: &str, bin: &Path, args: &[&OsStr]) -> Daemon {
+    let mut all: Vec<&OsStr> = vec![OsStr::new("netns"), OsStr::new("exec"), OsStr::new(ns), bin.as_os_str()];
+    all.extend_from_slice(args);
+    cluster.spawn(name, Path::new("ip"), &all)
+}
+
+/// mbatchd in the master's namespace; its port goes into lsf.conf.
+fn start_mbatchd(cluster: &mut Cluster, ns: &str) -> Daemon {
+    let port_file = cluster.dir().join("run/mbatchd.port");
+    let args: Vec<&OsStr> = vec![
+        "--foreground".as_ref(),
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--port-file".as_ref(),
+        port_file.as_ref(),
+    ];
+    let mut daemon = spawn_in(cluster, ns, "mbatchd", &util::mbatchd_bin(), &args);
+    let port = daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
+    cluster.rewrite_lsf_conf("LSB_MBD_PORT", &port.to_string());
+    daemon
+}
+
+/// A copy of the cluster's configuration for one host: its own credential socket (each
+/// sbatchd serves one), everything else shared.
+fn host_envdir(cluster: &Cluster, host: &str) -> PathBuf {
+    let envdir = cluster.dir().join(format!("etc-{host}"));
+    fs::create_dir_all(&envdir).expect("create the envdir");
+    for entry in fs::read_dir(cluster.envdir()).expect("read etc") {
+        let entry = entry.expect("an entry");
+        if entry.file_type().expect("a type").is_file() {
+            fs::copy(entry.path(), envdir.join(entry.file_name())).expect("copy a file");
+        }
+    }
+    let socket = cluster.dir().join(format!("run/lava.{host}.sock"));
+    let conf = fs::read_to_string(envdir.join("lsf.conf")).expect("read lsf.conf");
+    let conf: String = conf
+        .lines()
+        .map(|line| {
+            if line.starts_with("LAVA_CMD_SOCKET=") {
+                format!("LAVA_CMD_SOCKET={}\n", socket.display())
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    fs::write(envdir.join("lsf.conf"), conf).expect("write lsf.conf");
+    envdir
+}
+
+fn start_sbatchd(cluster: &mut Cluster, ns: &str, host: &str, envdir: &Path) -> Daemon {
+    let ready = cluster.dir().join(format!("run/sbatchd.{host}.ready"));
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_sbatchd"));
+    let args: Vec<&OsStr> = vec![
+        "--envdir".as_ref(),
+        envdir.as_os_str(),
+        "--host".as_ref(),
+        host.as_ref(),
+        "--ready-file".as_ref(),
+        ready.as_os_str(),
+    ];
+    let mut daemon = spawn_in(cluster, ns, "sbatchd", &bin, &args);
+    wait_until("sbatchd ready file", STARTUP_TIMEOUT, || {
+        assert!(daemon.is_running(), "sbatchd {host} exited:\n{}", daemon.log());
+        ready.exists().then_some(())
+    });
+    daemon
+}
+
 fn run_in(cluster: &Cluster, ns: &str, program: &str, args: &[&str]) -> Output {
     cluster.command("ip").args(["netns", "exec", ns, program]).args(args).output().expect("run ip netns exec")
+}
+
+/// The STATUS column of `bhosts` (run in `ns` with `envdir`) for every host.
+fn bhosts(cluster: &Cluster, ns: &str, envdir: &Path) -> Vec<(String, String)> {
+    let output = cluster
+        .command("ip")
+        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_bhosts")])
+        .env("LSF_ENVDIR", envdir)
+        .output()
+        .expect("run bhosts");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            Some((fields.next()?.to_owned(), fields.next()?.to_owned()))
+        })
+        .collect()
+}
+
+fn wait_bhosts(cluster: &Cluster, ns: &str, envdir: &Path, want: &[(&str, &str)]) {
+    let mut last = Vec::new();
+    let satisfied = |now: &[(String, String)]| {
+        want.iter().all(|(host, status)| now.iter().any(|(h, s)| h == host && s == status))
+    };
+    let found = wait_until_or_none(BHOSTS_TIMEOUT, || {
+        last = bhosts(cluster, ns, envdir);
+        satisfied(&last).then_some(())
+    });
+    assert!(found.is_some(), "bhosts never showed {want:?}; last: {last:?}");
+}
+
+/// This machine's `ncpus`, `maxmem` and `maxswp` as lshosts prints them, read here from
+/// /proc (every test host runs on this machine).
+fn this_machine_facts() -> Vec<String> {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").expect("read /proc/cpuinfo");
+    let ncpus = cpuinfo
+        .lines()
+        .filter(|line| line.split(':').next().is_some_and(|key| key.trim() == "processor"))
+        .count();
+    let meminfo = fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo");
+    let mb = |key: &str| -> f32 {
+        let kb: f64 = meminfo
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kb| kb.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in /proc/meminfo"));
+        (kb / 1024.0) as u32 as f32
+    };
+    let format = lava_commands::lim::format_load_value;
+    vec![ncpus.to_string(), format(10, mb("MemTotal:")), format(9, mb("SwapTotal:"))]
+}
+
+/// The `ncpus`, `maxmem` and `maxswp` columns of an lshosts line.
+fn lshosts_facts(line: &str) -> Option<Vec<String>> {
+    let fields: Vec<String> = line.split_whitespace().skip(4).take(3).map(str::to_owned).collect();
+    (fields.len() == 3).then_some(fields)
+}
+
+/// Like `wait_until`, but `None` on timeout (so the caller can report what it saw last).
+fn wait_until_or_none(timeout: Duration, mut probe: impl FnMut() -> Option<()>) -> Option<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(found) = probe() {
+            return Some(found);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn lsload(cluster: &Cluster, ns: &str, args: &[&str]) -> String {
@@ -148,9 +295,11 @@ fn udp_no_ports(cluster: &Cluster, ns: &str) -> u64 {
     values.split_whitespace().nth(column).and_then(|v| v.parse().ok()).expect("a NoPorts value")
 }
 
-// Goal: three lims on three network stacks: lsload (in h1's namespace) lists all three `ok`
-// with live values; a killed lim is `unavail` within 3 report intervals + 1; with the master
-// stopped the slaves fall silent; restarting the master brings every host back.
+// Goal: three lims (and sbatchds) on three network stacks: lsload (in h1's namespace) lists
+// all three `ok` with live values, lshosts each host's CPUs and memory, bhosts all three
+// `ok`; a killed lim is `unavail` within 3 report intervals + 1, in lsload and then in
+// bhosts; with the master stopped the slaves fall silent; restarting the master brings every
+// host back.
 #[test]
 fn three_lims_in_network_namespaces() {
     let netns = match Netns::create() {
@@ -181,6 +330,11 @@ fn three_lims_in_network_namespaces() {
     let mut master = start_lim(&mut cluster, &ns[0], "h0");
     let h1 = start_lim(&mut cluster, &ns[1], "h1");
     let mut h2 = start_lim(&mut cluster, &ns[2], "h2");
+    let _mbatchd = start_mbatchd(&mut cluster, &ns[0]);
+    let envdirs: Vec<PathBuf> = HOSTS.iter().map(|host| host_envdir(&cluster, host)).collect();
+    let _sbatchds: Vec<Daemon> = (0..HOSTS.len())
+        .map(|idx| start_sbatchd(&mut cluster, &ns[idx], HOSTS[idx], &envdirs[idx]))
+        .collect();
 
     let all_ok = |cluster: &Cluster| {
         let out = lsload(cluster, &ns[1], &["-l"]);
@@ -195,6 +349,18 @@ fn three_lims_in_network_namespaces() {
     };
     let out = wait_until("all three hosts ok with load values", Duration::from_secs(30), || all_ok(&cluster));
     eprintln!("{out}");
+    // Each host's lim tells the master its CPUs and memory (all three run on this machine).
+    let facts = this_machine_facts();
+    let out = wait_until("lshosts shows every host's CPUs and memory", Duration::from_secs(30), || {
+        let output = run_in(&cluster, &ns[1], env!("CARGO_BIN_EXE_lshosts"), &[]);
+        let out = String::from_utf8_lossy(&output.stdout).into_owned();
+        HOSTS
+            .iter()
+            .all(|h| host_line(&out, h).and_then(|line| lshosts_facts(&line)) == Some(facts.clone()))
+            .then_some(out)
+    });
+    eprintln!("{out}");
+    wait_bhosts(&cluster, &ns[1], &envdirs[1], &[("h0", "ok"), ("h1", "ok"), ("h2", "ok")]);
 
     // h2's last report left at most one interval before the kill, so the master's
     // `now > last + 3T` is due at most 3T after it; +1 interval for jitter; the rest is slack.
@@ -206,8 +372,11 @@ fn three_lims_in_network_namespaces() {
         host_line(&out, "h2").is_some_and(|line| line.contains("unavail")).then_some(())
     });
     eprintln!("h2 unavailable {:?} after the kill", killed_at.elapsed());
+    // mbatchd learns it from the master lim: bhosts shows h2 `unavail` (its sbatchd still runs).
+    wait_bhosts(&cluster, &ns[1], &envdirs[1], &[("h0", "ok"), ("h1", "ok"), ("h2", "unavail")]);
     let mut h2 = start_lim(&mut cluster, &ns[2], "h2");
     wait_until("h2 back", Duration::from_secs(30), || all_ok(&cluster));
+    wait_bhosts(&cluster, &ns[1], &envdirs[1], &[("h2", "ok")]);
 
     // Stop the master: each slave reports until 3 beacon intervals passed (its datagrams
     // now land on a closed port: h0's `Udp: NoPorts` grows), logs "master lost" and falls

@@ -221,31 +221,40 @@ pub fn lsload_main() -> ExitCode {
     }
 }
 
-/// `lshosts`: `HOST_NAME type model cpuf ncpus maxmem maxswp server` (LavaLite 0.1.2);
-/// ncpus, maxmem and maxswp are not in the spec's load report and print as `-`.
+/// Formats `lshosts` output: LavaLite 0.1.2's columns `HOST_NAME type model cpuf ncpus
+/// maxmem maxswp server`. ncpus, maxmem and maxswp are the host's own (its lim tells the
+/// master over TCP, `LIM_TCP_HOST_INFO`); memory prints like lsload's (`M`, `G` past 5
+/// characters). A host whose facts the master does not know (its lim never answered) shows
+/// `-` in those three columns; an unknown type or model shows `-` too.
+pub fn format_lshosts(hosts: &[wire::HostStatic]) -> String {
+    let mut out = format!(
+        "{:<16} {:>8} {:>8} {:>6} {:>6} {:>7} {:>7} {:>6}\n",
+        "HOST_NAME", "type", "model", "cpuf", "ncpus", "maxmem", "maxswp", "server"
+    );
+    for host in hosts {
+        let or_dash = |s: &str| if s.is_empty() || s == "!" { "-".to_owned() } else { s.to_owned() };
+        let known = host.ncpus > 0;
+        let fact = |text: String| if known { text } else { "-".to_owned() };
+        out.push_str(&format!(
+            "{:<16} {:>8} {:>8} {:>6} {:>6} {:>7} {:>7} {:>6}\n",
+            host.name,
+            or_dash(&host.host_type),
+            or_dash(&host.model),
+            "1.0",
+            fact(host.ncpus.to_string()),
+            fact(format_load_value(10, host.maxmem_mb as f32)),
+            fact(format_load_value(9, host.maxswp_mb as f32)),
+            if host.server { "Yes" } else { "No" }
+        ));
+    }
+    out
+}
+
+/// `lshosts`.
 pub fn lshosts_main() -> ExitCode {
     let mut term = Term::new();
-    let result = query::<wire::HostLoadReply>(wire::LIM_TCP_HOST_LOAD).map(|reply| {
-        let mut out = format!(
-            "{:<16} {:>8} {:>8} {:>6} {:>6} {:>7} {:>7} {:>6}\n",
-            "HOST_NAME", "type", "model", "cpuf", "ncpus", "maxmem", "maxswp", "server"
-        );
-        for host in &reply.hosts {
-            let or_dash = |s: &str| if s.is_empty() || s == "!" { "-".to_owned() } else { s.to_owned() };
-            out.push_str(&format!(
-                "{:<16} {:>8} {:>8} {:>6} {:>6} {:>7} {:>7} {:>6}\n",
-                host.name,
-                or_dash(&host.host_type),
-                or_dash(&host.model),
-                "1.0",
-                "-",
-                "-",
-                "-",
-                if host.server { "Yes" } else { "No" }
-            ));
-        }
-        out
-    });
+    let result =
+        query::<wire::HostsInfoReply>(wire::LIM_TCP_HOSTS_INFO).map(|reply| format_lshosts(&reply.hosts));
     finish(&mut term, result, "lshosts")
 }
 
@@ -339,6 +348,29 @@ down                     unavail           -      -      -      -      -      - 
 ";
         let only = ["node-with-a-long-name".to_owned(), "down".to_owned()];
         assert_eq!(format_lsload(&cluster(), false, true, &only), expected);
+    }
+
+    // Goal: lshosts prints each host's CPUs and memory as lsload prints memory, `-` where the
+    // master does not know them.
+    #[test]
+    fn lshosts_format() {
+        let fact = |name: &str, ncpus, maxmem_mb, maxswp_mb| wire::HostStatic {
+            name: name.to_owned(),
+            host_type: "!".to_owned(),
+            model: "!".to_owned(),
+            server: true,
+            ncpus,
+            maxmem_mb,
+            maxswp_mb,
+        };
+        let hosts = [fact("vm", 2, 23_990, 0), fact("small", 1, 512, 2_047), fact("down", 0, 0, 0)];
+        let expected = "\
+HOST_NAME            type    model   cpuf  ncpus  maxmem  maxswp server
+vm                      -        -    1.0      2     23G      0M    Yes
+small                   -        -    1.0      1    512M   2047M    Yes
+down                    -        -    1.0      -       -       -    Yes
+";
+        assert_eq!(format_lshosts(&hosts), expected);
     }
 
     // Goal: unknown hosts get Lava's error line; the command fails only when no named host is known.

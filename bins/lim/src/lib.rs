@@ -7,22 +7,30 @@
 //! - Loads lsf.conf and lsf.cluster.NAME; finds its own host (`--host`, else the kernel's host
 //!   name) and every host's LIM address: `LAVA_ADDR` (else the name resolved) with the
 //!   per-host `LAVA_LIM_PORT`, else `LSF_LIM_PORT`. The first host is the master.
-//! - Binds UDP on its own address; the master also binds the TCP query port (per-host
-//!   `LAVA_LIM_PORT`, else `LAVA_LIM_TCP_PORT`) and announces it in beacons.
-//! - One closed loop: datagrams are decoded (lava-lim-wire), validated (lava-lim-ll) and fed
-//!   to the logic with their source address; refused ones are fed as
-//!   `Input::Rejected(reason)` and logged; the load is sampled from /proc every second
-//!   ([`load`]); `Input::Tick` is fed at the logic's deadline; effects are carried out in
-//!   order (send datagrams, log).
+//! - Binds UDP on its own address (asking the kernel for a [`RECEIVE_BUFFER_BYTES`] receive
+//!   buffer) and TCP on its query port (per-host `LAVA_LIM_PORT`, else `LAVA_LIM_TCP_PORT`);
+//!   the master announces its TCP port in beacons. A slave that cannot bind its TCP port
+//!   keeps running (the master then does not learn its CPUs and memory).
+//! - One closed loop: when the socket is readable, up to [`RECEIVE_BATCH_MAX`] datagrams are
+//!   taken without waiting, each decoded (lava-lim-wire), validated (lava-lim-ll) and fed to
+//!   the logic with its source address (refused ones as `Input::Rejected(reason)`, logged);
+//!   the load is sampled from /proc every second ([`load`]); `Input::Tick` is fed at the
+//!   logic's deadline; effects are carried out in order (send datagrams — a beacon is encoded
+//!   once for all hosts —, ask a host's lim for its facts, log).
+//! - Host facts: at start the master feeds its own ([`load::host_info`]); for
+//!   `Effect::FetchHostInfo` it asks the host's lim on its TCP port (`LIM_TCP_HOST_INFO`, at
+//!   most [`HOST_INFO_FETCHES_MAX`] at once, [`HOST_INFO_TIMEOUT_MS`] each) in a task that
+//!   feeds the answer back as `Input::HostInfo`.
 //! - TCP queries (one frame in, one frame out, per connection, any number of requests):
-//!   `LIM_TCP_CLUSTER_INFO`, `LIM_TCP_HOST_LOAD`, `LIM_TCP_STATUS` (drop counters).
-//!   A slave refuses them with status `TCP_STATUS_REFUSED`.
+//!   every lim answers `LIM_TCP_HOST_INFO` about its own host; the master also answers
+//!   `LIM_TCP_CLUSTER_INFO`, `LIM_TCP_HOST_LOAD`, `LIM_TCP_HOSTS_INFO` and `LIM_TCP_STATUS`
+//!   (drop counters), which a slave refuses with status `TCP_STATUS_REFUSED`.
 //!
 //! Our own lsf.conf keys: `LAVA_LIM_BEACON_INTERVAL_MS` (default 4000) and
 //! `LAVA_LIM_REPORT_INTERVAL_MS` (default 5000).
 //!
-//! `--ready-file PATH`: once both sockets are bound, writes `UDP_PORT TCP_PORT\n` there
-//! (temporary file then rename; TCP_PORT is 0 on a slave).
+//! `--ready-file PATH`: once the sockets are bound, writes `UDP_PORT TCP_PORT\n` there
+//! (temporary file then rename; TCP_PORT is 0 on a slave that could not bind its TCP port).
 
 #![deny(missing_docs)]
 
@@ -38,11 +46,12 @@ use anyhow::{Context as _, bail};
 use bytes::BytesMut;
 use clap::Parser;
 use lava_conf::{BaseConfig, LogMask};
-use lava_lim_logic::{Config, DropReason, Effect, HostConfig, HostStatus, Input, Lim, Outgoing};
+use lava_lim_logic::{Config, DropReason, Effect, HostConfig, HostInfo, HostStatus, Input, Lim, Outgoing};
 use lava_lim_wire as wire;
 use lava_xdr::frame::{FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::{Semaphore, mpsc};
 
 /// Interval between two load samples.
 pub const SAMPLE_INTERVAL_MS: u64 = 1_000;
@@ -50,6 +59,15 @@ pub const SAMPLE_INTERVAL_MS: u64 = 1_000;
 pub const QUERY_IDLE_TIMEOUT_MS: u64 = 10_000;
 /// Largest TCP query frame body accepted (requests have empty bodies).
 pub const QUERY_BODY_BYTES_MAX: u32 = 4096;
+/// Longest a host-info question may take (connect, ask, answer).
+pub const HOST_INFO_TIMEOUT_MS: u64 = 2_000;
+/// Most host-info questions in flight at once.
+pub const HOST_INFO_FETCHES_MAX: usize = 32;
+/// Most datagrams taken from the socket before timers get their turn.
+pub const RECEIVE_BATCH_MAX: usize = 256;
+/// Receive buffer asked of the kernel for the UDP socket (capped by `net.core.rmem_max`):
+/// room for a few thousand reports while a beacon round or a query keeps the loop busy.
+pub const RECEIVE_BUFFER_BYTES: usize = 4 << 20;
 
 /// lim's command line.
 #[derive(Clone, Debug, Parser)]
@@ -81,7 +99,8 @@ pub fn main() -> ExitCode {
 struct Setup {
     lim: Lim,
     my_addr: SocketAddr,
-    tcp_addr: Option<SocketAddr>,
+    /// Every host's TCP query address (`None`: unresolved), ours included.
+    tcp_addrs: Vec<Option<SocketAddr>>,
     host_meta: Vec<(String, String, bool)>,
 }
 
@@ -124,7 +143,13 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
         bail!("cannot resolve this host's address `{my_name}`")
     };
     let tcp_port = hosts[0].lim_tcp_port(&base.lsf);
-    let tcp_addr = (me == 0).then(|| SocketAddr::new(my_addr.ip(), tcp_port));
+    let tcp_addrs = hosts
+        .iter()
+        .zip(&host_configs)
+        .map(|(host, config)| {
+            config.addr.map(|addr| SocketAddr::new(addr.ip(), host.lim_tcp_port(&base.lsf)))
+        })
+        .collect();
     let initial_seqno = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u32);
     let config = Config {
         cluster: base.cluster_name.clone(),
@@ -153,7 +178,7 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
         .iter()
         .map(|h| (h.host_type.clone().unwrap_or_default(), h.model.clone().unwrap_or_default(), h.server))
         .collect();
-    Ok((Setup { lim: Lim::new(config), my_addr, tcp_addr, host_meta }, base.lsf.log_mask))
+    Ok((Setup { lim: Lim::new(config), my_addr, tcp_addrs, host_meta }, base.lsf.log_mask))
 }
 
 /// Loads the configuration and serves until killed.
@@ -174,14 +199,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runtime.block_on(serve(setup, args.ready_file))
 }
 
+/// What carrying out effects needs: the UDP socket, and how to ask hosts for their facts.
+struct Io {
+    udp: UdpSocket,
+    tcp_addrs: Arc<Vec<Option<SocketAddr>>>,
+    names: Arc<Vec<String>>,
+    /// Host-info answers back to the main loop.
+    answers: mpsc::UnboundedSender<(u32, Option<HostInfo>)>,
+    /// Bounds the host-info questions in flight (a master of 10,000 hosts asks them all when
+    /// it starts).
+    fetch_slots: Arc<Semaphore>,
+}
+
 async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> {
-    let Setup { lim, my_addr, tcp_addr, host_meta } = setup;
+    let Setup { lim, my_addr, tcp_addrs, host_meta } = setup;
+    let me = lim.config().me as usize;
     let udp = UdpSocket::bind(my_addr).await.with_context(|| format!("bind UDP {my_addr}"))?;
-    let listener = match tcp_addr {
-        Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| format!("bind TCP {addr}"))?),
+    if let Err(error) = rustix::net::sockopt::set_socket_recv_buffer_size(&udp, RECEIVE_BUFFER_BYTES) {
+        tracing::warn!(%error, "cannot enlarge the UDP receive buffer");
+    }
+    // Every lim answers host-info questions on its TCP port; the master also answers the
+    // commands' queries there, so for the master the port is a must.
+    let listener = match tcp_addrs[me] {
         None => None,
+        Some(addr) => match TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(error) if lim.is_master() => return Err(error).with_context(|| format!("bind TCP {addr}")),
+            Err(error) => {
+                tracing::warn!(%addr, %error, "cannot bind the TCP query port: the master will not learn this host's CPUs and memory");
+                None
+            }
+        },
     };
     let tcp_port = listener.as_ref().and_then(|l| l.local_addr().ok()).map_or(0, |a| a.port());
+    let own_info = load::host_info();
+    let names: Vec<String> = lim.config().hosts.iter().map(|host| host.name.clone()).collect();
+    let is_master = lim.is_master();
     if let Some(path) = &ready_file {
         write_atomically(path, &format!("{} {tcp_port}\n", my_addr.port()))?;
     }
@@ -189,18 +242,30 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> 
     let shared = Arc::new(Mutex::new(lim));
     let origin = Instant::now();
     if let Some(listener) = listener {
+        let context = Arc::new(QueryContext { meta: host_meta, name: names[me].clone(), own_info, origin });
         let shared = Arc::clone(&shared);
-        let meta = Arc::new(host_meta);
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
-                        tokio::spawn(answer_queries(stream, Arc::clone(&shared), Arc::clone(&meta), origin));
+                        tokio::spawn(answer_queries(stream, Arc::clone(&shared), Arc::clone(&context)));
                     }
                     Err(error) => tracing::warn!(%error, "accept failed"),
                 }
             }
         });
+    }
+    let (answers, mut answers_rx) = mpsc::unbounded_channel();
+    let io = Io {
+        udp,
+        tcp_addrs: Arc::new(tcp_addrs),
+        names: Arc::new(names),
+        answers,
+        fetch_slots: Arc::new(Semaphore::new(HOST_INFO_FETCHES_MAX)),
+    };
+    if is_master {
+        // The master's own facts, fed like any host's answer.
+        let _receiver_alive = io.answers.send((0, Some(own_info)));
     }
     let mut sampler = load::Sampler::default();
     let mut last_sample = Instant::now();
@@ -208,48 +273,108 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> 
     let mut buffer = vec![0u8; wire::DATAGRAM_BYTES_MAX + 1];
     loop {
         let now_ms = origin.elapsed().as_millis() as u64;
-        let mut inputs = Vec::new();
-        if now_ms >= next_sample_ms {
-            let elapsed = last_sample.elapsed();
-            last_sample = Instant::now();
-            inputs.push(Input::Sampled(sampler.sample(elapsed)));
-            next_sample_ms = now_ms + SAMPLE_INTERVAL_MS;
-        }
-        inputs.push(Input::Tick);
         let deadline_ms = {
             let mut lim = shared.lock().unwrap_or_else(PoisonError::into_inner);
-            for input in inputs {
-                let effects = lim.step(now_ms, input);
-                carry_out(&udp, &lim, effects);
+            if now_ms >= next_sample_ms {
+                let elapsed = last_sample.elapsed();
+                last_sample = Instant::now();
+                let effects = lim.step(now_ms, Input::Sampled(sampler.sample(elapsed)));
+                carry_out(&io, &lim, effects);
+                next_sample_ms = now_ms + SAMPLE_INTERVAL_MS;
             }
+            let effects = lim.step(now_ms, Input::Tick);
+            carry_out(&io, &lim, effects);
             lim.next_deadline_ms().min(next_sample_ms)
         };
         let sleep = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
         tokio::select! {
-            received = udp.recv_from(&mut buffer) => {
-                let (n_bytes, from) = received.context("receive a datagram")?;
+            ready = io.udp.readable() => {
+                ready.context("wait for datagrams")?;
                 let now_ms = origin.elapsed().as_millis() as u64;
                 let mut lim = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                let input = match wire::decode_datagram(&buffer[..n_bytes]) {
-                    Err(error) => {
-                        tracing::info!(%from, %error, "datagram dropped");
-                        Input::Rejected(decode_reason(&error))
-                    }
-                    Ok(datagram) => match lava_lim_ll::Message::from_wire(&datagram.message, lim.context()) {
-                        Ok(message) => Input::Datagram { from, message },
-                        Err(error) => {
-                            tracing::info!(%from, %error, "datagram dropped");
-                            Input::Rejected(match error {
-                                lava_lim_ll::LlError::WrongCluster { .. } => DropReason::WrongCluster,
-                                _ => DropReason::Malformed,
-                            })
-                        }
-                    },
-                };
-                let effects = lim.step(now_ms, input);
-                carry_out(&udp, &lim, effects);
+                receive_batch(&io, &mut lim, &mut buffer, now_ms);
+            }
+            Some((host, info)) = answers_rx.recv() => {
+                let now_ms = origin.elapsed().as_millis() as u64;
+                let mut lim = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let effects = lim.step(now_ms, Input::HostInfo { host, info });
+                carry_out(&io, &lim, effects);
             }
             () = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+/// Asks the lim at `addr` for its host's facts (`LIM_TCP_HOST_INFO`); `None` if it cannot be
+/// reached, does not answer within [`HOST_INFO_TIMEOUT_MS`], answers badly or names another
+/// host.
+async fn fetch_host_info(addr: SocketAddr, name: &str) -> Result<HostInfo, String> {
+    let ask = async {
+        let mut stream = TcpStream::connect(addr).await.map_err(|error| format!("connect: {error}"))?;
+        let mut request = Vec::new();
+        FrameHeader {
+            sequence: 1,
+            operation: wire::LIM_TCP_HOST_INFO,
+            version: wire::LIM_VERSION,
+            length: 0,
+            status: 0,
+        }
+        .write(&mut request);
+        stream.write_all(&request).await.map_err(|error| format!("send: {error}"))?;
+        let mut head = [0u8; lava_xdr::frame::HEADER_BYTES];
+        stream.read_exact(&mut head).await.map_err(|error| format!("receive: {error}"))?;
+        let header = FrameHeader::parse(&head).map_err(|error| error.to_string())?;
+        if header.status != wire::TCP_STATUS_OK || header.length > QUERY_BODY_BYTES_MAX {
+            return Err(format!("refused (status {}, {} bytes)", header.status, header.length));
+        }
+        let mut body = vec![0u8; header.length as usize];
+        stream.read_exact(&mut body).await.map_err(|error| format!("receive: {error}"))?;
+        let limits = lava_xdr::Limits { input_bytes_max: body.len().max(1), ..lava_xdr::Limits::default() };
+        let reply: wire::HostInfoReply =
+            lava_xdr::from_bytes(&body, &limits).map_err(|error| format!("bad reply: {error}"))?;
+        if !reply.name.eq_ignore_ascii_case(name) {
+            return Err(format!("the lim there is `{}`", reply.name));
+        }
+        Ok(HostInfo { ncpus: reply.ncpus, maxmem_mb: reply.maxmem_mb, maxswp_mb: reply.maxswp_mb })
+    };
+    match tokio::time::timeout(Duration::from_millis(HOST_INFO_TIMEOUT_MS), ask).await {
+        Ok(result) => result,
+        Err(_) => Err(format!("no answer within {HOST_INFO_TIMEOUT_MS} ms")),
+    }
+}
+
+/// Receives and feeds every datagram waiting on the socket, at most [`RECEIVE_BATCH_MAX`]
+/// (so that timers still run under a flood), all stamped `now_ms`.
+fn receive_batch(io: &Io, lim: &mut Lim, buffer: &mut [u8], now_ms: u64) {
+    for _ in 0..RECEIVE_BATCH_MAX {
+        let (n_bytes, from) = match io.udp.try_recv_from(buffer) {
+            Ok(received) => received,
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(error) => {
+                // E.g. an ICMP error queued on the socket: nothing to read, keep serving.
+                tracing::debug!(%error, "receive failed");
+                return;
+            }
+        };
+        let input = match wire::decode_datagram(&buffer[..n_bytes]) {
+            Err(error) => {
+                tracing::info!(%from, %error, "datagram dropped");
+                Input::Rejected(decode_reason(&error))
+            }
+            Ok(datagram) => match lava_lim_ll::Message::from_wire(&datagram.message, lim.context()) {
+                Ok(message) => Input::Datagram { from, message },
+                Err(error) => {
+                    tracing::info!(%from, %error, "datagram dropped");
+                    Input::Rejected(match error {
+                        lava_lim_ll::LlError::WrongCluster { .. } => DropReason::WrongCluster,
+                        _ => DropReason::Malformed,
+                    })
+                }
+            },
+        };
+        let effects = lim.step(now_ms, input);
+        if !effects.is_empty() {
+            carry_out(io, lim, effects);
         }
     }
 }
@@ -265,21 +390,39 @@ fn decode_reason(error: &wire::DecodeError) -> DropReason {
     }
 }
 
-fn carry_out(udp: &UdpSocket, lim: &Lim, effects: Vec<Effect>) {
+/// The bytes of an outgoing datagram; `None` if a name does not fit its field (lim refuses
+/// such a configuration at start-up, so this does not happen).
+fn encode(sequence: u32, message: Outgoing) -> Option<Vec<u8>> {
+    let message = match message {
+        Outgoing::Beacon(beacon) => wire::Message::Beacon(beacon.to_wire()?),
+        Outgoing::LoadReport(report) => wire::Message::LoadReport(report.to_wire()),
+    };
+    Some(wire::encode_datagram(sequence, &message))
+}
+
+/// Sends one datagram. UDP: a full socket buffer or an unreachable peer loses it, which the
+/// protocol tolerates (3 missed intervals).
+fn send(udp: &UdpSocket, bytes: &[u8], to: SocketAddr) {
+    if let Err(error) = udp.try_send_to(bytes, to) {
+        tracing::debug!(%to, %error, "send failed");
+    }
+}
+
+fn carry_out(io: &Io, lim: &Lim, effects: Vec<Effect>) {
     for effect in effects {
         match effect {
             Effect::Send { to, sequence, message } => {
-                let message = match message {
-                    Outgoing::Beacon(beacon) => match beacon.to_wire() {
-                        Some(beacon) => wire::Message::Beacon(beacon),
-                        None => continue, // names were checked at start-up
-                    },
-                    Outgoing::LoadReport(report) => wire::Message::LoadReport(report.to_wire()),
-                };
-                // UDP: a full socket buffer or an unreachable peer loses this datagram,
-                // which the protocol tolerates (3 missed intervals).
-                if let Err(error) = udp.try_send_to(&wire::encode_datagram(sequence, &message), to) {
-                    tracing::debug!(%to, %error, "send failed");
+                if let Some(bytes) = encode(sequence, message) {
+                    send(&io.udp, &bytes, to);
+                }
+            }
+            Effect::SendToAll { sequence, message } => {
+                let Some(bytes) = encode(sequence, message) else { continue };
+                let me = lim.config().me as usize;
+                for (idx, host) in lim.config().hosts.iter().enumerate() {
+                    if let Some(to) = host.addr.filter(|_| idx != me) {
+                        send(&io.udp, &bytes, to);
+                    }
                 }
             }
             Effect::Dropped(reason) => tracing::debug!(reason = reason.name(), "dropped"),
@@ -289,18 +432,47 @@ fn carry_out(udp: &UdpSocket, lim: &Lim, effects: Vec<Effect>) {
             Effect::HostAvailable(idx) => {
                 tracing::info!(host = %lim.config().hosts[idx as usize].name, "host available")
             }
+            Effect::FetchHostInfo(host) => {
+                let (slots, answers) = (Arc::clone(&io.fetch_slots), io.answers.clone());
+                let (addrs, names) = (Arc::clone(&io.tcp_addrs), Arc::clone(&io.names));
+                tokio::spawn(async move {
+                    let name = &names[host as usize];
+                    let info = match addrs[host as usize] {
+                        None => Err("no address".to_owned()),
+                        Some(addr) => {
+                            let _slot = slots.acquire().await;
+                            fetch_host_info(addr, name).await
+                        }
+                    };
+                    let info = match info {
+                        Ok(info) => Some(info),
+                        Err(error) => {
+                            tracing::debug!(host = %name, %error, "cannot learn the host's CPUs and memory");
+                            None
+                        }
+                    };
+                    let _main_loop_gone = answers.send((host, info));
+                });
+            }
             Effect::MasterFound { master, tcp_port } => tracing::info!(%master, tcp_port, "master found"),
             Effect::MasterLost => tracing::warn!("master lost: 3 beacons missed, reporting stops"),
         }
     }
 }
 
-async fn answer_queries(
-    mut stream: TcpStream,
-    shared: Arc<Mutex<Lim>>,
-    meta: Arc<Vec<(String, String, bool)>>,
+/// What the query answers need besides the machine.
+struct QueryContext {
+    /// Per host: type, model, server.
+    meta: Vec<(String, String, bool)>,
+    /// Our host's name.
+    name: String,
+    /// Our host's facts.
+    own_info: HostInfo,
+    /// The machine's clock origin.
     origin: Instant,
-) {
+}
+
+async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context: Arc<QueryContext>) {
     let limits = FrameLimits { body_bytes_max: QUERY_BODY_BYTES_MAX };
     let mut buffer = BytesMut::with_capacity(256);
     loop {
@@ -324,8 +496,8 @@ async fn answer_queries(
         };
         let (status, body) = {
             let lim = shared.lock().unwrap_or_else(PoisonError::into_inner);
-            let now_ms = origin.elapsed().as_millis() as u64;
-            reply(&lim, &meta, frame.header, now_ms)
+            let now_ms = context.origin.elapsed().as_millis() as u64;
+            reply(&lim, &context, frame.header, now_ms)
         };
         let header = FrameHeader { status, length: 0, ..frame.header };
         let mut out = BytesMut::new();
@@ -336,10 +508,27 @@ async fn answer_queries(
     }
 }
 
-fn reply(lim: &Lim, meta: &[(String, String, bool)], header: FrameHeader, now_ms: u64) -> (u32, Vec<u8>) {
-    if header.version != wire::LIM_VERSION || !lim.is_master() {
+fn reply(lim: &Lim, context: &QueryContext, header: FrameHeader, now_ms: u64) -> (u32, Vec<u8>) {
+    if header.version != wire::LIM_VERSION {
         return (wire::TCP_STATUS_REFUSED, Vec::new());
     }
+    if header.operation == wire::LIM_TCP_HOST_INFO {
+        let info = context.own_info;
+        let answer = wire::HostInfoReply {
+            name: context.name.clone(),
+            ncpus: info.ncpus,
+            maxmem_mb: info.maxmem_mb,
+            maxswp_mb: info.maxswp_mb,
+        };
+        return match lava_xdr::to_bytes(&answer) {
+            Ok(body) => (wire::TCP_STATUS_OK, body),
+            Err(_) => (wire::TCP_STATUS_REFUSED, Vec::new()),
+        };
+    }
+    if !lim.is_master() {
+        return (wire::TCP_STATUS_REFUSED, Vec::new());
+    }
+    let meta = &context.meta;
     let encoded = match header.operation {
         wire::LIM_TCP_CLUSTER_INFO => lava_xdr::to_bytes(&wire::ClusterInfoReply {
             cluster: lim.cluster_name().to_owned(),
@@ -368,6 +557,27 @@ fn reply(lim: &Lim, meta: &[(String, String, bool)], header: FrameHeader, now_ms
                 })
                 .collect();
             lava_xdr::to_bytes(&wire::HostLoadReply { hosts })
+        }
+        wire::LIM_TCP_HOSTS_INFO => {
+            let hosts = lim
+                .hosts()
+                .iter()
+                .zip(&lim.config().hosts)
+                .zip(meta)
+                .map(|((state, config), (host_type, model, server))| {
+                    let info = state.info.unwrap_or(HostInfo { ncpus: 0, maxmem_mb: 0, maxswp_mb: 0 });
+                    wire::HostStatic {
+                        name: config.name.clone(),
+                        host_type: host_type.clone(),
+                        model: model.clone(),
+                        server: *server,
+                        ncpus: info.ncpus,
+                        maxmem_mb: info.maxmem_mb,
+                        maxswp_mb: info.maxswp_mb,
+                    }
+                })
+                .collect();
+            lava_xdr::to_bytes(&wire::HostsInfoReply { hosts })
         }
         wire::LIM_TCP_STATUS => {
             let mut counters: Vec<(String, u64)> =

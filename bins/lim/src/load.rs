@@ -13,6 +13,7 @@ use std::fs;
 use std::time::{Duration, SystemTime};
 
 use lava_lim_ll::{LIM_NIDX, LoadVector};
+use lava_lim_logic::HostInfo;
 
 /// Seconds of the r15s average.
 const R15S_WINDOW_SECS: f64 = 15.0;
@@ -74,10 +75,26 @@ impl Sampler {
     }
 }
 
-/// Total physical memory and swap in MB (for lshosts' maxmem/maxswp), from `/proc/meminfo`.
-pub fn memory_totals_mb() -> (f32, f32) {
+/// This host's static facts (what `lshosts` prints): processors (the `processor` entries
+/// of `/proc/cpuinfo`, else what the scheduler lets lim use), physical memory and swap in MB
+/// (`MemTotal`, `SwapTotal` of `/proc/meminfo`).
+pub fn host_info() -> HostInfo {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let listed = cpuinfo
+        .lines()
+        .filter(|line| line.split(':').next().is_some_and(|key| key.trim() == "processor"))
+        .count();
+    let ncpus = if listed > 0 {
+        listed
+    } else {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    };
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    (meminfo_mb(&meminfo, "MemTotal:"), meminfo_mb(&meminfo, "SwapTotal:"))
+    HostInfo {
+        ncpus: u32::try_from(ncpus).unwrap_or(u32::MAX),
+        maxmem_mb: meminfo_mb(&meminfo, "MemTotal:") as u32,
+        maxswp_mb: meminfo_mb(&meminfo, "SwapTotal:") as u32,
+    }
 }
 
 fn parse_at(fields: &[&str], idx: usize) -> f32 {
@@ -176,5 +193,12 @@ mod tests {
         assert!(load.values[10] > 0.0, "MemAvailable is known: {load:?}");
         assert!((0.0..=1.0).contains(&load.values[3]), "ut is a fraction: {load:?}");
         assert!(load.values.iter().all(|value| value.is_finite() && *value >= 0.0));
+    }
+
+    // Goal: the static facts are read: at least one processor, some memory.
+    #[test]
+    fn host_info_is_plausible() {
+        let info = host_info();
+        assert!(info.ncpus >= 1 && info.maxmem_mb > 0, "{info:?}");
     }
 }

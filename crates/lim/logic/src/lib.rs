@@ -4,48 +4,65 @@
 //! # What it owns
 //! [`Lim`]: one lim, master or slave. The master is the first host of lsf.cluster's Host
 //! section (static, no election, as spec section 10 and LavaLite 0.1.2's `hostNo == 0`).
-//! - **Master**: sends a beacon to every other configured host every `beacon_interval_ms`;
-//!   records each host's last report; a host not heard from for 3 report intervals is
+//! - **Master**: sends a beacon to every other configured host every `beacon_interval_ms`
+//!   ([`Effect::SendToAll`]: one effect, the shell encodes the beacon once); records each
+//!   host's last report; a host not heard from for 3 report intervals is
 //!   unavailable ([`Effect::HostUnavailable`]); the next accepted report makes it available
 //!   again. Its own load comes from [`Input::Sampled`].
 //! - **Slave**: learns the master from a valid beacon, reports every `report_interval_ms`
 //!   (the first report right after the beacon that (re)validated the master), stops after 3
 //!   missed beacon intervals ([`Effect::MasterLost`]) and resumes on the next valid beacon.
+//! - **Host facts** (CPUs, memory, swap: what `lshosts` prints; the spec's fixed load report
+//!   has no room for them): the master asks a host's lim for them when the host becomes
+//!   available ([`Effect::FetchHostInfo`]), keeps the answer ([`HostState::info`]), and after
+//!   a failed question asks again with the first report [`HOST_INFO_RETRY_MS`] later.
 //! - Admission: a datagram must come from the configured address (IP *and* port) of a
-//!   configured host; a report's `hostNo` must be that host; a beacon must come from the
-//!   master. Everything else is dropped and counted by [`DropReason`]; the shell reports its
+//!   configured host (one hash-map lookup, so a master of 10,000 hosts pays the same per
+//!   datagram as one of three); a report's `hostNo` must be that host; a beacon must come
+//!   from the master. Everything else is dropped and counted by [`DropReason`]; the shell reports its
 //!   own decode failures through [`Input::Rejected`] so that all counters live here.
-//! - Sequence numbers (serial-number arithmetic, RFC 1982 style on u32): a number equal to the
-//!   last accepted one is a duplicate; one at most [`REORDER_WINDOW`] behind is stale (a
-//!   reordered datagram); anything else (ahead, or far behind: the peer restarted and its
-//!   counter started again) is accepted. After a peer was declared lost any number is
-//!   accepted. Shells start their counters at a value derived from the wall clock so that a
-//!   restarted peer is unlikely to land inside the window.
+//! - Sequence numbers (serial-number arithmetic, RFC 1982 style on u32, so they wrap): a
+//!   number equal to the last accepted one is a duplicate; one behind it (within half the
+//!   sequence space, [`REORDER_WINDOW`]) is stale, a reordered or replayed datagram; only a
+//!   number ahead is accepted, so an old datagram never overwrites newer load. Shells start
+//!   their counters at the wall clock in milliseconds, so a restarted peer (at most one
+//!   datagram per millisecond) continues ahead of its previous life. A peer whose counter
+//!   went backwards anyway (its clock was stepped back) is refused until it is declared lost
+//!   — 3 intervals — after which any number is accepted. What this assumes of the network:
+//!   no datagram is delayed by more than 3 intervals (a datagram that old, arriving after
+//!   its sender was declared lost, would be accepted).
 //!
 //! # The shell's contract
 //! Feed every received datagram (decoded by lava-lim-wire, validated by lava-lim-ll with
 //! [`Lim::context`]) as [`Input::Datagram`] with its source address, every refused one as
-//! [`Input::Rejected`], a fresh load sample as [`Input::Sampled`], and [`Input::Tick`] no later
-//! than [`Lim::next_deadline_ms`]. Carry out the returned effects in order ([`Effect::Send`]:
-//! encode and send one datagram; the others: log). `now_ms` is a monotonic clock and never
-//! goes backwards.
+//! [`Input::Rejected`], a fresh load sample as [`Input::Sampled`], the outcome of every
+//! [`Effect::FetchHostInfo`] (and, on the master at start, its own host's facts) as
+//! [`Input::HostInfo`], and [`Input::Tick`] no later than [`Lim::next_deadline_ms`]. Carry out the returned effects in order ([`Effect::Send`]:
+//! encode and send one datagram; [`Effect::SendToAll`]: encode it once and send it to every
+//! other configured host; the others: log). `now_ms` is a monotonic clock and never goes
+//! backwards. Timeouts are applied at the start of every step, so a late tick delays only
+//! the sends, never the judgement of a datagram.
 //!
 //! # What it never does
 //! No clock, socket, randomness or logging; no byte encoding.
 
 #![deny(missing_docs)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 pub use lava_lim_ll::{Beacon, Context, LoadReport, LoadVector, Message};
 
 /// Missed intervals after which a host (master side) or the master (slave side) is lost.
 pub const MISSED_INTERVALS_MAX: u64 = 3;
-/// How far behind the last accepted sequence number a datagram counts as reordered.
-pub const REORDER_WINDOW: u32 = 1024;
+/// How far behind the last accepted sequence number a datagram counts as reordered: half
+/// the sequence space (RFC 1982 serial-number comparison), so only a number *ahead* of the
+/// last accepted one is new.
+pub const REORDER_WINDOW: u32 = 1 << 31;
 /// Default beacon interval (spec section 8: every 4 s).
 pub const BEACON_INTERVAL_MS_DEFAULT: u64 = 4_000;
+/// After a failed [`Effect::FetchHostInfo`], how long before the master asks again.
+pub const HOST_INFO_RETRY_MS: u64 = 60_000;
 /// Default report interval T (LavaLite 0.1.2 ticks every 5 s).
 pub const REPORT_INTERVAL_MS_DEFAULT: u64 = 5_000;
 
@@ -159,6 +176,15 @@ pub enum Input {
     Rejected(DropReason),
     /// A fresh sample of this host's load.
     Sampled(LoadVector),
+    /// Master: the answer to [`Effect::FetchHostInfo`] (`None`: the host's lim could not be
+    /// asked or did not answer in time); also how the shell gives the master its own host's
+    /// facts (host 0) at start.
+    HostInfo {
+        /// Host index.
+        host: u32,
+        /// The facts.
+        info: Option<HostInfo>,
+    },
 }
 
 /// An outgoing message.
@@ -182,12 +208,23 @@ pub enum Effect {
         /// Payload.
         message: Outgoing,
     },
+    /// Send the same datagram to every configured host but ourselves that has an address.
+    SendToAll {
+        /// Header sequence.
+        sequence: u32,
+        /// Payload.
+        message: Outgoing,
+    },
     /// A datagram was dropped (log it at debug level).
     Dropped(DropReason),
     /// Master: the host missed 3 report intervals.
     HostUnavailable(u32),
     /// Master: the host reports again.
     HostAvailable(u32),
+    /// Master: ask this host's lim for its [`HostInfo`] (TCP, `LIM_TCP_HOST_INFO`) and feed
+    /// the outcome back as [`Input::HostInfo`]. Emitted when a host becomes available, and
+    /// again with its first report [`HOST_INFO_RETRY_MS`] after a failed attempt.
+    FetchHostInfo(u32),
     /// Slave: a valid beacon (re)established the master.
     MasterFound {
         /// Master's name.
@@ -208,6 +245,29 @@ pub enum HostStatus {
     Unavailable,
 }
 
+/// A host's static facts (what `lshosts` prints), which the spec's fixed load report has no
+/// room for: the master asks each host's lim for them over TCP ([`Effect::FetchHostInfo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostInfo {
+    /// Processors.
+    pub ncpus: u32,
+    /// Physical memory, MB.
+    pub maxmem_mb: u32,
+    /// Swap space, MB.
+    pub maxswp_mb: u32,
+}
+
+/// Where the master is with asking a host for its [`HostInfo`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fetch {
+    /// Nothing asked (or the answer came).
+    Idle,
+    /// Asked; the shell will feed [`Input::HostInfo`].
+    InFlight,
+    /// The last attempt failed; ask again with the first report accepted from this time on.
+    RetryAt(u64),
+}
+
 /// What the master knows about one host.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostState {
@@ -219,14 +279,22 @@ pub struct HostState {
     pub load: LoadVector,
     /// When the last report was accepted.
     pub last_report_ms: Option<u64>,
+    /// The host's static facts, once its lim told them.
+    pub info: Option<HostInfo>,
     last_seqno: Option<u32>,
+    fetch: Fetch,
 }
 
 /// One lim; see the crate documentation.
 #[derive(Debug)]
 pub struct Lim {
     config: Config,
+    /// Configured address → host index (the first host when two share one).
+    by_addr: HashMap<SocketAddr, u32>,
     hosts: Vec<HostState>,
+    /// Master: no available host can time out before this (a lower bound, so that only a
+    /// deadline that may have passed costs a scan of every host).
+    next_scan_ms: u64,
     own_load: LoadVector,
     next_seqno: u32,
     next_send_ms: Option<u64>,
@@ -251,11 +319,21 @@ impl Lim {
                 status0: 0,
                 load: LoadVector::EMPTY,
                 last_report_ms: None,
+                info: None,
                 last_seqno: None,
+                fetch: Fetch::Idle,
             })
             .collect();
+        let mut by_addr = HashMap::with_capacity(config.hosts.len());
+        for (idx, host) in config.hosts.iter().enumerate() {
+            if let Some(addr) = host.addr {
+                by_addr.entry(addr).or_insert(idx as u32);
+            }
+        }
         Lim {
             next_seqno: config.initial_seqno,
+            by_addr,
+            next_scan_ms: u64::MAX,
             config,
             hosts,
             own_load: LoadVector::EMPTY,
@@ -324,16 +402,14 @@ impl Lim {
 
     /// The latest time by which [`Input::Tick`] must be fed (`u64::MAX`: nothing pending).
     pub fn next_deadline_ms(&self) -> u64 {
-        let mut deadline = self.next_send_ms.unwrap_or(u64::MAX);
+        let mut deadline = match self.next_send_ms {
+            Some(at) => at,
+            // A master that has not beaconed yet beacons at its first step.
+            None if self.is_master() => 0,
+            None => u64::MAX,
+        };
         if self.is_master() {
-            for (idx, host) in self.hosts.iter().enumerate() {
-                if idx != 0
-                    && host.status == HostStatus::Ok
-                    && let Some(last) = host.last_report_ms
-                {
-                    deadline = deadline.min(last + self.host_timeout_ms() + 1);
-                }
-            }
+            deadline = deadline.min(self.next_scan_ms);
         } else if self.master_valid {
             deadline = deadline.min(self.last_beacon_ms + self.master_timeout_ms() + 1);
         }
@@ -351,6 +427,9 @@ impl Lim {
     /// Advances the machine; returns the effects to carry out in order.
     pub fn step(&mut self, now_ms: u64, input: Input) -> Vec<Effect> {
         let mut effects = Vec::new();
+        // Timeouts first, so that a datagram is judged against the state at `now_ms` even
+        // when the shell ticks late.
+        self.expire(now_ms, &mut effects);
         match input {
             Input::Tick => {}
             Input::Rejected(reason) => self.drop(reason, &mut effects),
@@ -363,9 +442,20 @@ impl Lim {
                     own.last_report_ms = Some(now_ms);
                 }
             }
+            Input::HostInfo { host, info } => {
+                if let Some(state) = self.hosts.get_mut(host as usize).filter(|_| self.config.me == 0) {
+                    match info {
+                        Some(info) => {
+                            state.info = Some(info);
+                            state.fetch = Fetch::Idle;
+                        }
+                        None => state.fetch = Fetch::RetryAt(now_ms + HOST_INFO_RETRY_MS),
+                    }
+                }
+            }
             Input::Datagram { from, message } => self.receive(now_ms, from, message, &mut effects),
         }
-        self.on_time(now_ms, &mut effects);
+        self.send_due(now_ms, &mut effects);
         effects
     }
 
@@ -381,9 +471,10 @@ impl Lim {
     }
 
     fn receive(&mut self, now_ms: u64, from: SocketAddr, message: Message, effects: &mut Vec<Effect>) {
-        let Some(source_idx) = self.config.hosts.iter().position(|host| host.addr == Some(from)) else {
+        let Some(&source_idx) = self.by_addr.get(&from) else {
             return self.drop(DropReason::UnknownSource, effects);
         };
+        let source_idx = source_idx as usize;
         match message {
             Message::LoadReport(report) => {
                 if !self.is_master() {
@@ -402,9 +493,22 @@ impl Lim {
                 host.last_report_ms = Some(now_ms);
                 host.status0 = report.status0;
                 host.load = report.load;
-                if host.status == HostStatus::Unavailable {
+                let became_available = host.status == HostStatus::Unavailable;
+                let ask = match host.fetch {
+                    Fetch::InFlight => false,
+                    Fetch::Idle => became_available,
+                    Fetch::RetryAt(at) => became_available || now_ms >= at,
+                };
+                if ask {
+                    host.fetch = Fetch::InFlight;
+                }
+                if became_available {
                     host.status = HostStatus::Ok;
                     effects.push(Effect::HostAvailable(report.host_idx));
+                    self.next_scan_ms = self.next_scan_ms.min(now_ms + self.host_timeout_ms() + 1);
+                }
+                if ask {
+                    effects.push(Effect::FetchHostInfo(report.host_idx));
                 }
                 self.n_accepted += 1;
             }
@@ -433,18 +537,23 @@ impl Lim {
         }
     }
 
-    fn on_time(&mut self, now_ms: u64, effects: &mut Vec<Effect>) {
+    /// Master: hosts silent for 3 report intervals become unavailable. Slave: the master
+    /// is lost after 3 beacon intervals without a beacon, and reporting stops.
+    fn expire(&mut self, now_ms: u64, effects: &mut Vec<Effect>) {
         if self.is_master() {
-            for idx in 1..self.hosts.len() {
-                let timeout_ms = self.host_timeout_ms();
-                let host = &mut self.hosts[idx];
-                if host.status == HostStatus::Ok
-                    && host.last_report_ms.is_some_and(|last| now_ms > last + timeout_ms)
-                {
-                    host.status = HostStatus::Unavailable;
-                    effects.push(Effect::HostUnavailable(idx as u32));
-                }
+            if now_ms >= self.next_scan_ms {
+                self.scan_hosts(now_ms, effects);
             }
+        } else if self.master_valid && now_ms > self.last_beacon_ms + self.master_timeout_ms() {
+            self.master_valid = false;
+            self.next_send_ms = None;
+            effects.push(Effect::MasterLost);
+        }
+    }
+
+    /// Sends what is due at `now_ms`: the master's beacon, a slave's report.
+    fn send_due(&mut self, now_ms: u64, effects: &mut Vec<Effect>) {
+        if self.is_master() {
             if self.next_send_ms.is_none_or(|at| now_ms >= at) {
                 self.next_send_ms = Some(now_ms + self.config.beacon_interval_ms);
                 let seqno = self.take_seqno();
@@ -455,22 +564,9 @@ impl Lim {
                     seqno,
                     tcp_port: self.config.tcp_port,
                 };
-                for host in &self.config.hosts[1..] {
-                    if let Some(to) = host.addr {
-                        effects.push(Effect::Send {
-                            to,
-                            sequence: seqno,
-                            message: Outgoing::Beacon(beacon.clone()),
-                        });
-                    }
-                }
+                effects.push(Effect::SendToAll { sequence: seqno, message: Outgoing::Beacon(beacon) });
             }
             return;
-        }
-        if self.master_valid && now_ms > self.last_beacon_ms + self.master_timeout_ms() {
-            self.master_valid = false;
-            self.next_send_ms = None;
-            effects.push(Effect::MasterLost);
         }
         if self.master_valid
             && self.next_send_ms.is_some_and(|at| now_ms >= at)
@@ -481,6 +577,28 @@ impl Lim {
             let report = LoadReport { host_idx: self.config.me, seqno, status0: 0, load: self.own_load };
             effects.push(Effect::Send { to, sequence: seqno, message: Outgoing::LoadReport(report) });
         }
+    }
+}
+
+impl Lim {
+    /// Master: marks every available host silent for more than 3 report intervals
+    /// unavailable, and computes when the next one can time out.
+    fn scan_hosts(&mut self, now_ms: u64, effects: &mut Vec<Effect>) {
+        let timeout_ms = self.host_timeout_ms();
+        let mut next = u64::MAX;
+        for (idx, host) in self.hosts.iter_mut().enumerate().skip(1) {
+            if host.status != HostStatus::Ok {
+                continue;
+            }
+            let Some(last) = host.last_report_ms else { continue };
+            if now_ms > last + timeout_ms {
+                host.status = HostStatus::Unavailable;
+                effects.push(Effect::HostUnavailable(idx as u32));
+            } else {
+                next = next.min(last + timeout_ms + 1);
+            }
+        }
+        self.next_scan_ms = next;
     }
 }
 

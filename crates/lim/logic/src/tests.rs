@@ -41,19 +41,24 @@ fn from(idx: u32, message: Message) -> Input {
     Input::Datagram { from: addr(idx), message }
 }
 
+/// Every datagram sent, `SendToAll` expanded to the master's peers h1 and h2.
 fn sends(effects: &[Effect]) -> Vec<(SocketAddr, u32)> {
     effects
         .iter()
-        .filter_map(|effect| match effect {
-            Effect::Send { to, sequence, .. } => Some((*to, *sequence)),
-            _ => None,
+        .flat_map(|effect| match effect {
+            Effect::Send { to, sequence, .. } => vec![(*to, *sequence)],
+            Effect::SendToAll { sequence, .. } => vec![(addr(1), *sequence), (addr(2), *sequence)],
+            _ => Vec::new(),
         })
         .collect()
 }
 
 /// The effects other than sends.
 fn events(effects: Vec<Effect>) -> Vec<Effect> {
-    effects.into_iter().filter(|effect| !matches!(effect, Effect::Send { .. })).collect()
+    effects
+        .into_iter()
+        .filter(|effect| !matches!(effect, Effect::Send { .. } | Effect::SendToAll { .. }))
+        .collect()
 }
 
 fn drops(lim: &Lim, reason: DropReason) -> u64 {
@@ -76,7 +81,10 @@ fn master_beacons_on_schedule() {
 fn missed_reports_mark_host_unavailable() {
     let mut master = Lim::new(config(0, 0));
     master.step(0, Input::Tick);
-    assert_eq!(master.step(10, from(1, report(1, 5))), vec![Effect::HostAvailable(1)]);
+    assert_eq!(
+        master.step(10, from(1, report(1, 5))),
+        vec![Effect::HostAvailable(1), Effect::FetchHostInfo(1)]
+    );
     assert_eq!(master.hosts()[1].status, HostStatus::Ok);
     assert_eq!(master.next_deadline_ms(), BEACON_MS.min(10 + 3 * REPORT_MS + 1));
     assert_eq!(events(master.step(10 + 3 * REPORT_MS, Input::Tick)), vec![]);
@@ -111,16 +119,25 @@ fn slave_follows_beacons_and_master_restart() {
     assert_eq!(sends(&effects).len(), 1);
 }
 
-// Goal: a master that restarts quickly (before the slave declared it lost) with a seqno far
-// from the old one is accepted; one inside the reorder window is stale.
+// Goal: a master that restarts quickly (before the slave declared it lost) numbering from a
+// later clock is accepted at once; one whose numbers went backwards is stale until the slave
+// declares the master lost, then accepted.
 #[test]
 fn master_restart_without_loss() {
     let mut slave = Lim::new(config(1, 0));
-    slave.step(0, from(0, beacon(1_000_000)));
-    slave.step(100, from(0, beacon(5)));
-    assert_eq!(drops(&slave, DropReason::Stale), 0);
+    slave.step(0, from(0, beacon(u32::MAX - 10)));
+    slave.step(100, from(0, beacon(50_000)));
+    assert_eq!(drops(&slave, DropReason::Stale), 0, "ahead across the wrap");
     slave.step(200, from(0, beacon(3)));
     assert_eq!(drops(&slave, DropReason::Stale), 1);
+    assert_eq!(
+        events(slave.step(100 + 3 * BEACON_MS, from(0, beacon(4)))),
+        vec![Effect::Dropped(DropReason::Stale)]
+    );
+    let effects = slave.step(101 + 3 * BEACON_MS, from(0, beacon(5)));
+    assert_eq!(effects[0], Effect::MasterLost, "timeouts come before the datagram");
+    assert!(matches!(effects[1], Effect::MasterFound { .. }));
+    assert_eq!(sends(&effects).len(), 1);
 }
 
 // Goal: duplicates and reordered reports are dropped and counted; load keeps the newest.
@@ -187,7 +204,7 @@ fn lossy_pair_converges() {
         let mut to_slave = Vec::new();
         for effect in master.step(now, Input::Tick) {
             match effect {
-                Effect::Send { to, message: Outgoing::Beacon(b), .. } if to == addr(1) => to_slave.push(b),
+                Effect::SendToAll { message: Outgoing::Beacon(b), .. } => to_slave.push(b),
                 Effect::HostUnavailable(_) => unavailable += 1,
                 _ => {}
             }
@@ -211,4 +228,39 @@ fn lossy_pair_converges() {
     assert_eq!(master.hosts()[1].status, HostStatus::Ok);
     assert_eq!(unavailable, 0);
     assert!(drops(&master, DropReason::Duplicate) > 0);
+}
+
+// Goal: the master asks a host for its static facts when it becomes available, not again
+// while the question is out, again HOST_INFO_RETRY_MS after a failure (with the next report)
+// or at once when the host comes back, and keeps the answer.
+#[test]
+fn host_info_is_fetched_and_retried() {
+    let mut master = Lim::new(config(0, 0));
+    let facts = HostInfo { ncpus: 4, maxmem_mb: 8000, maxswp_mb: 0 };
+    master.step(0, Input::HostInfo { host: 0, info: Some(facts) });
+    assert_eq!(master.hosts()[0].info, Some(facts));
+    assert_eq!(
+        events(master.step(10, from(1, report(1, 1)))),
+        vec![Effect::HostAvailable(1), Effect::FetchHostInfo(1)]
+    );
+    assert_eq!(events(master.step(20, from(1, report(1, 2)))), vec![], "the question is out");
+    master.step(30, Input::HostInfo { host: 1, info: None });
+    assert_eq!(events(master.step(40, from(1, report(1, 3)))), vec![]);
+    let retry = 30 + HOST_INFO_RETRY_MS;
+    for (seqno, at) in (4..).zip((40..retry).step_by(400)) {
+        let effects = events(master.step(at, from(1, report(1, seqno))));
+        assert!(!effects.contains(&Effect::FetchHostInfo(1)), "asked again at {at}");
+    }
+    let seqno = 10_000;
+    assert_eq!(events(master.step(retry, from(1, report(1, seqno)))), vec![Effect::FetchHostInfo(1)]);
+    master.step(retry + 1, Input::HostInfo { host: 1, info: None });
+    // Lost, then back: asked at once.
+    master.step(retry + 2 + 3 * REPORT_MS, Input::Tick);
+    assert_eq!(master.hosts()[1].status, HostStatus::Unavailable);
+    let effects = events(master.step(retry + 3 + 3 * REPORT_MS, from(1, report(1, seqno + 1))));
+    assert_eq!(effects, vec![Effect::HostAvailable(1), Effect::FetchHostInfo(1)]);
+    master.step(retry + 4 + 3 * REPORT_MS, Input::HostInfo { host: 1, info: Some(facts) });
+    assert_eq!(master.hosts()[1].info, Some(facts));
+    let later = retry + 5 + 3 * REPORT_MS;
+    assert_eq!(events(master.step(later, from(1, report(1, seqno + 2)))), vec![], "known: not asked again");
 }

@@ -11,8 +11,10 @@
 //! - The payloads [`MasterBeacon`] (section 3.1) and [`LoadReport`] (section 4.1).
 //! - The TCP query channel announced by the beacon's `tcp_port` (section 3.1, "future TCP
 //!   control channel"): opcodes [`LIM_TCP_CLUSTER_INFO`], [`LIM_TCP_HOST_LOAD`],
-//!   [`LIM_TCP_STATUS`] and their XDR replies, carried in ordinary
-//!   [`lava_xdr::frame`] frames with the same version.
+//!   [`LIM_TCP_STATUS`], [`LIM_TCP_HOSTS_INFO`] (answered by the master) and
+//!   [`LIM_TCP_HOST_INFO`] (answered by every lim about its own host: the static facts —
+//!   CPUs, memory, swap — that the spec's fixed load report has no room for), and their XDR
+//!   replies, carried in ordinary [`lava_xdr::frame`] frames with the same version.
 //!
 //! # Byte layout (decided here; the spec gives C structs)
 //! | payload | field | XDR type | bytes |
@@ -62,6 +64,11 @@ pub const LIM_TCP_CLUSTER_INFO: u32 = 100;
 pub const LIM_TCP_HOST_LOAD: u32 = 101;
 /// TCP query: the daemon's counters, drops by reason ([`StatusReply`]).
 pub const LIM_TCP_STATUS: u32 = 102;
+/// TCP query: this lim's own host's static facts ([`HostInfoReply`]); every lim answers it.
+pub const LIM_TCP_HOST_INFO: u32 = 103;
+/// TCP query: every configured host's static facts as the master knows them
+/// ([`HostsInfoReply`], what `lshosts` prints).
+pub const LIM_TCP_HOSTS_INFO: u32 = 104;
 /// Reply status of a TCP query that succeeded.
 pub const TCP_STATUS_OK: u32 = 0;
 /// Reply status of a query sent to a lim that is not the master, or an unknown query.
@@ -287,6 +294,45 @@ pub const HOST_STATUS_UNAVAIL: u32 = 1;
 pub struct HostLoadReply {
     /// The hosts.
     pub hosts: Vec<HostLoad>,
+}
+
+/// Reply to [`LIM_TCP_HOST_INFO`]: the answering lim's host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostInfoReply {
+    /// The host's name in lsf.cluster (so that the asker knows it reached the right lim).
+    pub name: String,
+    /// Processors the host has.
+    pub ncpus: u32,
+    /// Physical memory, MB.
+    pub maxmem_mb: u32,
+    /// Swap space, MB.
+    pub maxswp_mb: u32,
+}
+
+/// One host of a [`HostsInfoReply`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostStatic {
+    /// Host name as configured.
+    pub name: String,
+    /// Host type from lsf.cluster (`!` or empty when unknown).
+    pub host_type: String,
+    /// Host model from lsf.cluster.
+    pub model: String,
+    /// Whether the host is a server host.
+    pub server: bool,
+    /// Processors; 0 when the master does not know them (the host's lim never answered).
+    pub ncpus: u32,
+    /// Physical memory, MB (meaningful when `ncpus` > 0).
+    pub maxmem_mb: u32,
+    /// Swap space, MB (meaningful when `ncpus` > 0).
+    pub maxswp_mb: u32,
+}
+
+/// Reply to [`LIM_TCP_HOSTS_INFO`]: every configured host in lsf.cluster order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostsInfoReply {
+    /// The hosts.
+    pub hosts: Vec<HostStatic>,
 }
 
 /// Reply to [`LIM_TCP_STATUS`]: named counters (drops by reason and accepted messages).
