@@ -228,3 +228,98 @@ impl Drop for Reaped {
         let _status = self.0.wait();
     }
 }
+
+/// A port free for both UDP and TCP right now (lim needs a fixed, configured port).
+fn free_lim_port() -> u16 {
+    loop {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("bind tcp");
+        let port = tcp.local_addr().expect("addr").port();
+        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Starts `program` notified, expects READY=1 after `ready_file` exists, a watchdog pet, a
+/// pet again after SIGHUP (the daemon survives it), and, if `stopping`, STOPPING=1 and a
+/// clean exit on SIGTERM.
+fn notifies_systemd(
+    mut cluster: Cluster,
+    name: &str,
+    program: &Path,
+    args: &[&OsStr],
+    ready_file: &Path,
+    stopping: bool,
+) {
+    let systemd = FakeSystemd::new(&cluster);
+    let mut daemon = spawn_notified(&mut cluster, &systemd, name, program, args);
+    systemd.expect(&daemon, "READY=1");
+    assert!(ready_file.exists(), "{name}: READY=1 came before its ready file was written");
+    systemd.expect_pet(&daemon);
+    send_signal(&daemon, "HUP");
+    systemd.expect_pet(&daemon);
+    assert!(daemon.is_running(), "SIGHUP stopped {name}:\n{}", daemon.log());
+    if stopping {
+        send_signal(&daemon, "TERM");
+        systemd.expect(&daemon, "STOPPING=1");
+        let status = daemon.wait_exit(EXIT_TIMEOUT);
+        assert!(status.success(), "{name} exited with {status}:\n{}", daemon.log());
+    }
+}
+
+// Goal: lim says READY once its sockets are bound, pets the watchdog and survives SIGHUP.
+#[test]
+fn lim_notifies_systemd() {
+    let cluster = Cluster::new();
+    let port = free_lim_port().to_string();
+    cluster.rewrite_lsf_conf("LSF_LIM_PORT", &port);
+    cluster.rewrite_lsf_conf("LAVA_LIM_TCP_PORT", &port);
+    let ready = cluster.dir().join("run/lim.ready");
+    let args: Vec<&OsStr> =
+        vec!["--host".as_ref(), "localhost".as_ref(), "--ready-file".as_ref(), ready.as_ref()];
+    notifies_systemd(cluster, "lim", Path::new(env!("CARGO_BIN_EXE_lim")), &args, &ready, false);
+}
+
+// Goal: mxfsd says READY once it serves, pets the watchdog, survives SIGHUP, says STOPPING.
+#[test]
+fn mxfsd_notifies_systemd() {
+    let cluster = Cluster::new();
+    let ready = cluster.dir().join("run/mxfsd.port");
+    let socket = cluster.dir().join("run/mxfsd.sock");
+    let args: Vec<&OsStr> = vec![
+        "--host".as_ref(),
+        "localhost".as_ref(),
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--socket".as_ref(),
+        socket.as_ref(),
+        "--ready-file".as_ref(),
+        ready.as_ref(),
+    ];
+    notifies_systemd(cluster, "mxfsd", Path::new(env!("CARGO_BIN_EXE_mxfsd")), &args, &ready, true);
+}
+
+// Goal: the coordinator says READY once it serves, pets the watchdog, survives SIGHUP, says
+// STOPPING.
+#[test]
+fn coordinator_notifies_systemd() {
+    let cluster = Cluster::new();
+    let port_file = cluster.dir().join("run/coordinator.port");
+    let ready = cluster.dir().join("run/coordinator.ready");
+    let args: Vec<&OsStr> = vec![
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--port-file".as_ref(),
+        port_file.as_ref(),
+        "--ready-file".as_ref(),
+        ready.as_ref(),
+    ];
+    notifies_systemd(
+        cluster,
+        "coordinator",
+        Path::new(env!("CARGO_BIN_EXE_coordinator")),
+        &args,
+        &ready,
+        true,
+    );
+}

@@ -156,12 +156,14 @@ fn init_logging(mask: LogMask) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // try_init fails only if a logger is already installed (a test); that one stays.
-    let _installed = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(false)
-        .with_writer(io::stderr)
-        .try_init();
+    if !lava_sd::journald::try_init(level) {
+        let _installed = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_target(false)
+            .with_ansi(false)
+            .with_writer(io::stderr)
+            .try_init();
+    }
 }
 
 /// One request as the loop receives it: checked by its connection task (or
@@ -216,6 +218,8 @@ async fn serve(
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let mut interrupt = signal(SignalKind::interrupt())
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
+    let mut hangup = signal(SignalKind::hangup())
+        .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let (calls, mut inbox) = mpsc::channel(REQUESTS_QUEUED_MAX);
     let limits = Limits { payload_bytes_max: args.payload_bytes_max };
     let shared = Arc::new(Shared { auth, limits, coord_config: coord.config().clone(), calls });
@@ -228,13 +232,33 @@ async fn serve(
         write_atomically(path, "ready\n")?;
     }
     tracing::info!(%bound, tasks = coord.n_tasks(), "coordinator ready");
+    // systemd (Type=notify): READY now, WATCHDOG from the tick, STOPPING on SIGTERM/SIGINT.
+    let mut notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
+        tracing::warn!("{error}; not notifying systemd");
+        lava_sd::Notifier::disabled()
+    });
+    if let Err(error) = notifier.ready(&format!("serving on {bound}")) {
+        tracing::warn!("{error}");
+    }
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let result = loop {
         let taking = loop_state.outbox.len() < HELD_ANSWERS_MAX;
         let outcome = tokio::select! {
-            _ = terminate.recv() => { tracing::info!("SIGTERM: stopping"); break Ok(()); }
-            _ = interrupt.recv() => { tracing::info!("SIGINT: stopping"); break Ok(()); }
+            _ = terminate.recv() => {
+                tracing::info!("SIGTERM: stopping");
+                let _unsent = notifier.stopping("SIGTERM: stopping");
+                break Ok(());
+            }
+            _ = interrupt.recv() => {
+                tracing::info!("SIGINT: stopping");
+                let _unsent = notifier.stopping("SIGINT: stopping");
+                break Ok(());
+            }
+            _ = hangup.recv() => {
+                tracing::info!("SIGHUP: nothing to reload (the coordinator reads its configuration at start)");
+                Ok(())
+            }
             done = journal.next() => match done {
                 Ok(JournalEvent::Durable(position)) => {
                     tracing::trace!(position, "durable");
@@ -282,6 +306,9 @@ async fn serve(
                 None => Ok(()),
             },
             _ = tick.tick() => {
+                if let Err(error) = notifier.tick(std::time::Instant::now()) {
+                    tracing::warn!("systemd watchdog: {error}");
+                }
                 let outcome = loop_state.step(&mut coord, &mut journal, Input::Tick, None);
                 if outcome.is_ok() {
                     loop_state.settle(&coord, &mut journal);

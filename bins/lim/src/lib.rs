@@ -188,12 +188,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // The log goes to standard error, like the other daemons' (standard output is not a log).
-    let _installed = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(false)
-        .with_writer(std::io::stderr)
-        .try_init();
+    if !lava_sd::journald::try_init(level) {
+        let _installed = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_target(false)
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("start tokio")?;
     runtime.block_on(serve(setup, args.ready_file))
@@ -239,6 +241,16 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> 
         write_atomically(path, &format!("{} {tcp_port}\n", my_addr.port()))?;
     }
     tracing::info!(%my_addr, tcp_port, master = lim.is_master(), "lim ready");
+    // systemd (Type=notify): READY now, WATCHDOG from each load sample (every second).
+    let mut notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
+        tracing::warn!("{error}; not notifying systemd");
+        lava_sd::Notifier::disabled()
+    });
+    if let Err(error) = notifier.ready(&format!("serving on {my_addr}, TCP port {tcp_port}")) {
+        tracing::warn!("{error}");
+    }
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("install the SIGHUP handler")?;
     let shared = Arc::new(Mutex::new(lim));
     let origin = Instant::now();
     if let Some(listener) = listener {
@@ -281,6 +293,9 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> 
                 let effects = lim.step(now_ms, Input::Sampled(sampler.sample(elapsed)));
                 carry_out(&io, &lim, effects);
                 next_sample_ms = now_ms + SAMPLE_INTERVAL_MS;
+                if let Err(error) = notifier.tick(Instant::now()) {
+                    tracing::warn!("systemd watchdog: {error}");
+                }
             }
             let effects = lim.step(now_ms, Input::Tick);
             carry_out(&io, &lim, effects);
@@ -301,6 +316,9 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> 
                 carry_out(&io, &lim, effects);
             }
             () = tokio::time::sleep(sleep) => {}
+            _ = hangup.recv() => {
+                tracing::info!("SIGHUP: nothing to reload (lim reads its configuration at start; restart it)");
+            }
         }
     }
 }

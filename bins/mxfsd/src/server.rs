@@ -302,10 +302,20 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         epoch = %state.master.as_ref().map_or(Epoch(0), Master::epoch),
         "mxfsd ready"
     );
+    // systemd (Type=notify): READY now, WATCHDOG from the loop (woken at least every second).
+    let mut notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
+        tracing::warn!("{error}; not notifying systemd");
+        lava_sd::Notifier::disabled()
+    });
+    if let Err(error) = notifier.ready(&format!("node {} serving on port {port}", settings.me)) {
+        tracing::warn!("{error}");
+    }
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("install the SIGTERM handler")?;
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("install the SIGINT handler")?;
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("install the SIGHUP handler")?;
     // One timer, moved to the next deadline each turn (not a new one per event).
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
@@ -313,7 +323,11 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         let now_ms = state.now_ms();
         state.timers(now_ms)?;
         state.pump()?;
-        let deadline_ms = state.next_deadline_ms(now_ms);
+        if let Err(error) = notifier.tick(std::time::Instant::now()) {
+            tracing::warn!("systemd watchdog: {error}");
+        }
+        // At least once a second, so that the watchdog is petted while nothing happens.
+        let deadline_ms = state.next_deadline_ms(now_ms).min(now_ms + 1_000);
         let wake = tokio::time::Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms));
         if timer.deadline() != wake {
             timer.as_mut().reset(wake);
@@ -331,8 +345,14 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
             () = &mut timer => {}
             _ = terminate.recv() => break,
             _ = interrupt.recv() => break,
+            _ = hangup.recv() => {
+                tracing::info!("SIGHUP: nothing to reload (mxfsd reads its configuration at start; restart it)");
+            }
         }
         state.pump()?;
+    }
+    if let Err(error) = notifier.stopping("stopping") {
+        tracing::warn!("{error}");
     }
     state.shutdown().await;
     let _gone = std::fs::remove_file(&socket_path);
