@@ -3,17 +3,20 @@
 //! forwards to it over TCP (authenticated frames). Clients use the client library
 //! (`lava_mxfsd::client`) on each daemon's Unix socket, one connection per thread.
 //!
-//! - **uncontended**: one client locks EX and unlocks one resource nobody else uses, in a loop
-//!   for `--secs` seconds, first on `h1` (`master=local`: the requester's node is the master),
-//!   then on `h2` (`master=remote`: one TCP round trip to the master per call). Each call's
-//!   round trip is timed; the median and the 99th percentile of the lock calls are reported.
+//! - **uncontended**: a client locks EX and unlocks a resource nobody else uses, in a loop for
+//!   `--secs` seconds, first on `h1` (`master=local`: the requester's node is the master), then
+//!   on `h2` (`master=remote`: one TCP round trip to the master per call). Each call's round
+//!   trip is timed; the median and the 99th percentile of the lock calls are reported. Run
+//!   once with one client (the latency of a lone caller) and once with `--clients` clients at
+//!   once, each on its own resource (the daemon's throughput for uncontended locks).
 //! - **handoff**: `--clients` threads (8) on `h1` each loop lock EX / unlock on one shared
 //!   resource for `--secs` seconds; every grant is a handoff. The spread of grants per client
 //!   shows the FIFO queue at work (no client starved).
 //!
 //! ```text
-//! dlm_uncontended master=local pairs=... secs=... pairs_per_s=... median_us=... p99_us=...
-//! dlm_uncontended master=remote pairs=... secs=... pairs_per_s=... median_us=... p99_us=...
+//! dlm_uncontended master=local clients=1 pairs=... secs=... pairs_per_s=... median_us=... p99_us=...
+//! dlm_uncontended master=remote clients=1 pairs=... secs=... pairs_per_s=... median_us=... p99_us=...
+//! dlm_uncontended master=local clients=8 pairs=... (and remote)
 //! dlm_handoff clients=8 master=local handoffs=... secs=... handoffs_per_s=... min_per_client=... max_per_client=...
 //! ```
 //!
@@ -175,8 +178,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     wait_status(&h1.socket, "h1 serving", |text| text.contains("STATE: serving\n"))?;
     let secs = Duration::from_secs_f64(options.secs);
     if options.what != "handoff" {
-        uncontended(&h1.socket, "local", secs)?;
-        uncontended(&h2.socket, "remote", secs)?;
+        // One client: the round trip of a lone caller. Then `--clients` at once: throughput.
+        for clients in [1, options.clients] {
+            uncontended(&h1.socket, "local", clients, secs)?;
+            uncontended(&h2.socket, "remote", clients, secs)?;
+        }
     }
     if options.what != "uncontended" {
         handoff(&h1.socket, "local", options.clients, secs)?;
@@ -193,33 +199,52 @@ fn percentile(sorted: &[Duration], per_cent: usize) -> f64 {
     sorted[idx].as_secs_f64() * 1e6
 }
 
-fn uncontended(socket: &Path, master: &str, secs: Duration) -> anyhow::Result<()> {
-    let mut client = Client::connect(socket)?;
-    let resource = format!("bench-uncontended-{master}");
-    // Warm-up: connections, allocations, the resource's first use.
-    for _ in 0..200 {
-        let grant = client.lock(&resource, LockMode::Ex, false, None)?;
-        client.unlock(grant.handle)?;
-    }
-    let mut round_trips = Vec::with_capacity(1 << 20);
-    let mut unlocks = Vec::with_capacity(1 << 20);
+fn uncontended(socket: &Path, master: &str, clients: usize, secs: Duration) -> anyhow::Result<()> {
+    // One thread per client, each on a resource of its own: nobody waits for anybody.
+    let per_client = |idx: usize| -> anyhow::Result<(u64, Vec<Duration>, Vec<Duration>)> {
+        let mut client = Client::connect(socket)?;
+        let resource = format!("bench-uncontended-{master}-{idx}");
+        // Warm-up: connections, allocations, the resource's first use.
+        for _ in 0..200 {
+            let grant = client.lock(&resource, LockMode::Ex, false, None)?;
+            client.unlock(grant.handle)?;
+        }
+        let mut round_trips = Vec::with_capacity(1 << 20);
+        let mut unlocks = Vec::with_capacity(1 << 20);
+        let started = Instant::now();
+        let mut pairs = 0u64;
+        while started.elapsed() < secs {
+            let before = Instant::now();
+            let grant = client.lock(&resource, LockMode::Ex, false, None)?;
+            let granted = Instant::now();
+            client.unlock(grant.handle)?;
+            unlocks.push(granted.elapsed());
+            round_trips.push(granted - before);
+            pairs += 1;
+        }
+        Ok((pairs, round_trips, unlocks))
+    };
     let started = Instant::now();
-    let mut pairs = 0u64;
-    while started.elapsed() < secs {
-        let before = Instant::now();
-        let grant = client.lock(&resource, LockMode::Ex, false, None)?;
-        let granted = Instant::now();
-        client.unlock(grant.handle)?;
-        unlocks.push(granted.elapsed());
-        round_trips.push(granted - before);
-        pairs += 1;
-    }
+    let results: Vec<anyhow::Result<_>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..clients).map(|idx| scope.spawn(move || per_client(idx))).collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    });
     let elapsed = started.elapsed().as_secs_f64();
+    let (mut pairs, mut round_trips, mut unlocks) = (0, Vec::new(), Vec::new());
+    for result in results {
+        let (n, trips, unlock_trips) = result?;
+        pairs += n;
+        round_trips.extend(trips);
+        unlocks.extend(unlock_trips);
+    }
     round_trips.sort_unstable();
     unlocks.sort_unstable();
     println!(
-        "dlm_uncontended master={master} pairs={pairs} secs={elapsed:.2} pairs_per_s={:.0} median_us={:.1} p99_us={:.1} \
-         unlock_median_us={:.1}",
+        "dlm_uncontended master={master} clients={clients} pairs={pairs} secs={elapsed:.2} pairs_per_s={:.0} \
+         median_us={:.1} p99_us={:.1} unlock_median_us={:.1}",
         pairs as f64 / elapsed,
         percentile(&round_trips, 50),
         percentile(&round_trips, 99),

@@ -326,8 +326,10 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         if let Err(error) = notifier.tick(std::time::Instant::now()) {
             tracing::warn!("systemd watchdog: {error}");
         }
-        // At least once a second, so that the watchdog is petted while nothing happens.
-        let deadline_ms = state.next_deadline_ms(now_ms).min(now_ms + 1_000);
+        // At least once a second, so that the watchdog is petted while nothing happens:
+        // at the next whole second, which stays the same for a whole second so that
+        // the timer is not moved on every turn of a busy loop.
+        let deadline_ms = state.next_deadline_ms(now_ms).min((now_ms / 1_000 + 1) * 1_000);
         let wake = tokio::time::Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms));
         if timer.deadline() != wake {
             timer.as_mut().reset(wake);
