@@ -153,6 +153,23 @@ fn a_job_runs_to_done_and_writes_its_output() {
     batch.wait_status(job, "DONE");
     let written = fs::read_to_string(&out_file).expect("the output file exists");
     assert!(written.contains(&format!("hello {job}")), "output file: {written}");
+    // badmin showstatus: the job counted as finished, the submission frame, the
+    // event log's fsyncs, the one server ok.
+    let out = batch.run("badmin", &["showstatus"]);
+    assert!(out.status.success(), "badmin failed: {}", text(&out));
+    let status = String::from_utf8_lossy(&out.stdout).into_owned();
+    let value = |label: &str| -> u64 {
+        let line = status.lines().find(|line| line.trim_start().starts_with(label));
+        let line = line.unwrap_or_else(|| panic!("no {label} in:\n{status}"));
+        line.split_whitespace().last().and_then(|v| v.parse().ok()).expect("a number")
+    };
+    assert_eq!((value("Finished:"), value("Ok:")), (1, 1), "{status}");
+    assert!(value("frames.SUBMIT_JOB") >= 1 && value("log.fsyncs") >= 1, "{status}");
+    let out = batch.run("badmin", &["hclose", "h0"]);
+    assert_eq!(
+        (out.status.code(), text(&out)),
+        (Some(255), "badmin: hclose is not supported by LavaCore yet\n".to_owned())
+    );
 }
 
 // Goal: an unknown queue is refused with LSF's message, a non-zero exit, and

@@ -15,8 +15,8 @@ use std::process::{Command, Output, Stdio};
 use util::{EXIT_TIMEOUT, STARTUP_TIMEOUT};
 
 const DAEMONS: [&str; 5] = ["lim", "mbatchd", "sbatchd", "mxfsd", "coordinator"];
-const COMMANDS: [&str; 12] = [
-    "bsub", "bjobs", "bkill", "bstop", "bresume", "bhosts", "bqueues", "lsid", "lsload", "lshosts",
+const COMMANDS: [&str; 13] = [
+    "bsub", "bjobs", "bkill", "bstop", "bresume", "bhosts", "bqueues", "badmin", "lsid", "lsload", "lshosts",
     "coordctl", "mxfsctl",
 ];
 const UNITS: [&str; 5] = [

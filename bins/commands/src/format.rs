@@ -162,6 +162,11 @@ pub fn event_time(seconds: i64, tz: &TimeZone) -> String {
     local_time(seconds, tz, "%a %b %e %H:%M:%S")
 }
 
+/// A full date as LSF's daemons print it: `Thu Nov 26 03:45:00 2026`.
+pub fn long_date(seconds: i64, tz: &TimeZone) -> String {
+    local_time(seconds, tz, "%a %b %e %H:%M:%S %Y")
+}
+
 /// A reason line (` New job is waiting for scheduling;`), empty when there is no reason.
 fn reason_line(reason: &str) -> String {
     let reason = reason.trim();

@@ -33,6 +33,7 @@
 //!   per command, each with a `main` returning the process exit code.
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
 //! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
+//! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY).
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
 //! - [`client`]: configuration, credential, framing, retry.
@@ -42,6 +43,7 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod badmin;
 pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use lava_batch_ll::HostName;
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
-use lava_mbd::{ClientReply, Mbd, ToSbd};
+use lava_mbd::{ClientReply, ToSbd};
 use lava_net::{AuthConn, Authenticator, ConnError, FramedConn, Timeouts, system_now_ms};
 use lava_xdr::frame::Frame;
 use tokio::net::TcpStream;
@@ -28,23 +28,15 @@ use crate::codec::{FRAME_BYTES_MAX, FRAME_LIMITS, encode, encode_reply, encode_t
 use crate::counters::{Counters, Reject};
 use crate::validate::{self, ClientCall, ReadQuery, Refusal, SbdMessage, SbdProblem};
 
-/// The answer to a [`ReadQuery`].
+/// The answer to a [`ReadQuery`] (the event loop builds it: `Shell::answer_read`).
 #[derive(Debug)]
 pub(crate) enum ReadReply {
     /// HOST_QUERY_REPLY.
     Hosts(wire::HostQueryReply),
     /// QUEUE_QUERY_REPLY.
     Queues(wire::QueueQueryReply),
-}
-
-impl ReadQuery {
-    /// The answer, from the state in memory.
-    pub(crate) fn answer(&self, mbd: &Mbd) -> ReadReply {
-        match self {
-            ReadQuery::Hosts(query) => ReadReply::Hosts(mbd.host_query(query)),
-            ReadQuery::Queues(query) => ReadReply::Queues(mbd.queue_query(query)),
-        }
-    }
+    /// STATUS_QUERY_REPLY.
+    Status(Box<wire::StatusReply>),
 }
 
 impl ReadReply {
@@ -53,6 +45,7 @@ impl ReadReply {
         match self {
             ReadReply::Hosts(reply) => (Operation::HostQueryReply, encode(reply)),
             ReadReply::Queues(reply) => (Operation::QueueQueryReply, encode(reply)),
+            ReadReply::Status(reply) => (Operation::StatusQueryReply, encode(reply.as_ref())),
         }
     }
 }
@@ -89,8 +82,8 @@ pub(crate) enum ConnEvent {
     SbdMessage { conn: ConnId, host: HostName, message: SbdMessage },
     /// The sbatchd channel `conn` of `host` is closed.
     SbdClosed { conn: ConnId, host: HostName },
-    /// A checked HOST_QUERY (`bhosts`) or QUEUE_QUERY (`bqueues`): a read the loop
-    /// answers at once ([`ReadQuery::answer`]).
+    /// A checked HOST_QUERY (`bhosts`), QUEUE_QUERY (`bqueues`) or STATUS_QUERY
+    /// (`badmin showstatus`): a read the loop answers at once.
     Read { query: ReadQuery, reply: oneshot::Sender<ReadReply> },
 }
 

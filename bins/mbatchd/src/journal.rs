@@ -178,6 +178,21 @@ pub struct Journal {
     snapshot: Option<JoinHandle<Result<(u64, PruneReport), lava_eventlog::Error>>>,
     /// The encoding buffer, reused by every append.
     record: Vec<u8>,
+    /// When the running sync started, and the latency of those that ended.
+    sync_started: Option<std::time::Instant>,
+    sync_latency: SyncLatency,
+}
+
+/// How long the group commits took (append of the group to durable), for
+/// `badmin showstatus`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyncLatency {
+    /// Group commits that ended.
+    pub count: u64,
+    /// Their total, in microseconds.
+    pub total_us: u64,
+    /// The longest, in microseconds.
+    pub max_us: u64,
 }
 
 impl Journal {
@@ -195,6 +210,8 @@ impl Journal {
             events_since_snapshot: 0,
             snapshot: None,
             record: Vec::new(),
+            sync_started: None,
+            sync_latency: SyncLatency::default(),
         }
     }
 
@@ -215,6 +232,16 @@ impl Journal {
         self.appended_through
     }
 
+    /// How long the group commits took so far.
+    pub fn sync_latency(&self) -> SyncLatency {
+        self.sync_latency
+    }
+
+    /// The event log's own counters (appends, fsyncs, positions).
+    pub fn log_stats(&self) -> lava_eventlog::Stats {
+        self.log.stats()
+    }
+
     /// Every event up to this position is durable.
     pub fn durable_through(&self) -> u64 {
         self.durable_through
@@ -228,6 +255,7 @@ impl Journal {
         }
         let log = Arc::clone(&self.log);
         let target = self.appended_through;
+        self.sync_started = Some(std::time::Instant::now());
         self.sync =
             Some(tokio::task::spawn_blocking(move || log.wait_durable(Position(target)).map(|()| target)));
     }
@@ -259,6 +287,12 @@ impl Journal {
         tokio::select! {
             synced = join(&mut self.sync) => {
                 let target = synced??;
+                if let Some(started) = self.sync_started.take() {
+                    let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    self.sync_latency.count += 1;
+                    self.sync_latency.total_us = self.sync_latency.total_us.saturating_add(us);
+                    self.sync_latency.max_us = self.sync_latency.max_us.max(us);
+                }
                 self.durable_through = self.durable_through.max(target);
                 Ok(JournalEvent::Durable(target))
             }

@@ -53,11 +53,12 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::ShellError;
-use crate::conn::{self, ConnEvent, ConnId, Shared};
+use crate::conn::{self, ConnEvent, ConnId, ReadReply, Shared};
 use crate::daemon::notify;
 use crate::journal::{Journal, JournalEvent};
 use crate::lim_client::LimUpdates;
 use crate::logging::LogFile;
+use crate::validate::ReadQuery;
 
 /// How often the logic is given `Input::Tick`.
 pub(crate) const TICK_INTERVAL_MS: u64 = 1_000;
@@ -157,6 +158,8 @@ pub(crate) struct Shell {
     effects: Vec<Effect>,
     /// Host availability changes from the master lim, stepped on each tick.
     lim: LimUpdates,
+    /// When this mbatchd started serving, in seconds since the epoch.
+    started_at_s: i64,
 }
 
 impl Shell {
@@ -183,6 +186,7 @@ impl Shell {
             accept_paused_until: None,
             effects: Vec::new(),
             lim: LimUpdates::default(),
+            started_at_s: (system_now_ms() / 1000) as i64,
         }
     }
 
@@ -346,7 +350,7 @@ impl Shell {
             }
             ConnEvent::Read { query, reply } => {
                 // The connection may have gone; then nobody needs the answer.
-                let _gone = reply.send(query.answer(&self.mbd));
+                let _gone = reply.send(self.answer_read(&query));
             }
             ConnEvent::SbdClosed { conn, host } => {
                 if self.sbd.get(&host).is_some_and(|link| link.conn == conn) {
@@ -361,6 +365,51 @@ impl Shell {
 
     /// Steps the logic and carries out its effects (contract steps 2 to 5).
     /// Returns whether the step answered `client`.
+    /// The answer to a read (`bhosts`, `bqueues`, `badmin showstatus`), from memory.
+    fn answer_read(&self, query: &ReadQuery) -> ReadReply {
+        match query {
+            ReadQuery::Hosts(query) => ReadReply::Hosts(self.mbd.host_query(query)),
+            ReadQuery::Queues(query) => ReadReply::Queues(self.mbd.queue_query(query)),
+            ReadQuery::Status => ReadReply::Status(Box::new(self.status())),
+        }
+    }
+
+    /// `badmin showstatus`: the cluster as the logic counts it, and the shell's counters.
+    fn status(&self) -> lava_batch_wire::StatusReply {
+        let cluster = self.mbd.cluster_counts();
+        let mut counters = self.shared.counters.snapshot();
+        let log = self.journal.log_stats();
+        let latency = self.journal.sync_latency();
+        let gauges = [
+            ("log.appends", log.n_appends),
+            ("log.fsyncs", log.n_fsyncs),
+            ("log.next_position", log.next_position.0),
+            ("log.durable_end", log.durable_end.0),
+            ("log.group_commits", latency.count),
+            ("log.group_commit_us_mean", latency.total_us.checked_div(latency.count).unwrap_or(0)),
+            ("log.group_commit_us_max", latency.max_us),
+            ("queue.replies_awaiting_durability", self.outbox.held.len() as u64),
+            ("queue.requests_in_progress", self.clients.len() as u64),
+            ("queue.loop_events", self.conn_events.len() as u64),
+            ("sbd.connected", self.sbd.len() as u64),
+        ];
+        counters.extend(gauges.into_iter().map(|(name, value)| (name.to_owned(), value)));
+        let config = self.mbd.config();
+        lava_batch_wire::StatusReply {
+            cluster_name: config.cluster_name.clone(),
+            master_name: config.master_host.to_string(),
+            pid: std::process::id(),
+            started_at: self.started_at_s,
+            hosts: cluster.hosts,
+            jobs: cluster.jobs,
+            active_users: cluster.active_users,
+            counters: counters
+                .into_iter()
+                .map(|(name, value)| lava_batch_wire::StatusCounter { name, value })
+                .collect(),
+        }
+    }
+
     fn step(&mut self, input: Input, client: Option<u64>) -> Result<bool, ShellError> {
         let mut effects = std::mem::take(&mut self.effects);
         self.mbd.step(system_now_ms(), input, &mut effects);

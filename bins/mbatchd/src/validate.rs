@@ -115,21 +115,24 @@ pub(crate) fn client_request(
     }
 }
 
-/// A read mbatchd answers from memory at once: `bhosts`, `bqueues`.
+/// A read mbatchd answers from memory at once: `bhosts`, `bqueues`, `badmin showstatus`.
 #[derive(Debug)]
 pub(crate) enum ReadQuery {
     /// HOST_QUERY.
     Hosts(wire::HostQuery),
     /// QUEUE_QUERY.
     Queues(wire::QueueQuery),
+    /// STATUS_QUERY.
+    Status,
 }
 
 /// The operation of a [`ReadQuery`] frame, if `code` is one.
 pub(crate) fn read_operation(code: u32) -> Option<Operation> {
-    Operation::from_code(code).filter(|op| matches!(op, Operation::HostQuery | Operation::QueueQuery))
+    Operation::from_code(code)
+        .filter(|op| matches!(op, Operation::HostQuery | Operation::QueueQuery | Operation::StatusQuery))
 }
 
-/// Decodes and authenticates a HOST_QUERY or QUEUE_QUERY: any user may ask.
+/// Decodes and authenticates a HOST_QUERY, QUEUE_QUERY or STATUS_QUERY: any user may ask.
 pub(crate) fn read_query(
     op: Operation,
     body: &[u8],
@@ -142,6 +145,11 @@ pub(crate) fn read_query(
         }
         Ok::<(), Refusal>(())
     };
+    if op == Operation::StatusQuery {
+        let request = decode_request::<wire::StatusQuery>(op, body)?;
+        caller(auth, &request.credential, now_ms)?;
+        return Ok(ReadQuery::Status);
+    }
     if op == Operation::QueueQuery {
         let request = decode_request::<wire::QueueQuery>(op, body)?;
         caller(auth, &request.credential, now_ms)?;

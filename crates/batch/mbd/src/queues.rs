@@ -1,15 +1,56 @@
-//! `bqueues` ([`Mbd::queue_query`]): a read of the state in memory, like
-//! `bhosts`. Per queue its configuration and the slots of its unfinished jobs
+//! `bqueues` ([`Mbd::queue_query`]) and the cluster part of `badmin showstatus`
+//! ([`Mbd::cluster_counts`]): reads of the state in memory, like `bhosts`. Per queue its configuration and the slots of its unfinished jobs
 //! by state, counted as `bjobs` shows them: PEND is pending, RUN is running
 //! (UNKWN included: running as far as mbatchd knows), SUSP is every suspended
 //! state (PSUSP, USUSP, SSUSP), and NJOBS is their sum.
+
+use std::collections::BTreeSet;
 
 use lava_batch_ll::JobStatus;
 use lava_batch_wire as wire;
 
 use crate::machine::Mbd;
 
+/// The cluster part of `badmin showstatus`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterCounts {
+    /// Execution hosts by `bhosts` status: ok, closed, unreach, unavail.
+    pub hosts: [u32; 4],
+    /// Jobs in memory: pending (PEND), running (RUN), suspended (PSUSP, USUSP,
+    /// SSUSP), finished and not yet cleaned (DONE, EXIT).
+    pub jobs: [u32; 4],
+    /// Users with unfinished jobs.
+    pub active_users: u32,
+}
+
 impl Mbd {
+    /// The cluster part of `badmin showstatus`, counted as `bhosts` and `bjobs` show them.
+    pub fn cluster_counts(&self) -> ClusterCounts {
+        let mut hosts = [0; 4];
+        for host in self.host_query(&wire::HostQuery { hosts: vec![] }).hosts {
+            let idx = match host.status {
+                wire::HOST_OK => 0,
+                wire::HOST_CLOSED_FULL => 1,
+                wire::HOST_UNREACH => 2,
+                _ => 3,
+            };
+            hosts[idx] += 1;
+        }
+        let mut jobs = [0, 0, 0, u32::try_from(self.store.n_finished()).unwrap_or(u32::MAX)];
+        let mut users = BTreeSet::new();
+        for (_, job) in self.store.live_jobs() {
+            let idx = match job.status {
+                JobStatus::Pend => 0,
+                JobStatus::Run | JobStatus::Unknown => 1,
+                JobStatus::Psusp | JobStatus::Ususp | JobStatus::Ssusp => 2,
+                JobStatus::Done | JobStatus::Exit => 3,
+            };
+            jobs[idx] += 1;
+            users.insert(&job.user);
+        }
+        ClusterCounts { hosts, jobs, active_users: u32::try_from(users.len()).unwrap_or(u32::MAX) }
+    }
+
     /// `bqueues`: the queues `query` names (all when it names none), highest
     /// priority first and in `lsb.queues` order among equals, with names that
     /// are not queues listed in `not_found` (each once).

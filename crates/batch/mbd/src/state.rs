@@ -320,6 +320,11 @@ impl Store {
         self.live.contains_key(&id) || self.finished.contains_key(&id)
     }
 
+    /// Finished jobs in memory.
+    pub(crate) fn n_finished(&self) -> usize {
+        self.finished.len()
+    }
+
     /// Jobs in memory.
     pub(crate) fn len(&self) -> usize {
         self.live.len() + self.finished.len()

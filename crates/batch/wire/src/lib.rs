@@ -48,6 +48,10 @@ pub enum Operation {
     HostQuery = 9,
     /// mbatchd → command: the hosts ([`HostQueryReply`]).
     HostQueryReply = 10,
+    /// Command → mbatchd: the daemon's status and counters (`badmin showstatus`; [`StatusQuery`]).
+    StatusQuery = 11,
+    /// mbatchd → command: the status ([`StatusReply`]).
+    StatusQueryReply = 12,
     /// mbatchd → command: the request failed as a whole ([`ErrorReply`]).
     RequestFailed = 15,
     /// Command → local sbatchd, over its Unix socket: vouch for me (empty body).
@@ -86,7 +90,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 26] = [
+    pub const ALL: [Operation; 28] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SubmitJob,
@@ -99,6 +103,8 @@ impl Operation {
         Operation::QueueQueryReply,
         Operation::HostQuery,
         Operation::HostQueryReply,
+        Operation::StatusQuery,
+        Operation::StatusQueryReply,
         Operation::RequestFailed,
         Operation::SbdRegister,
         Operation::SbdRegisterAck,
@@ -138,6 +144,8 @@ impl Operation {
             Operation::QueueQueryReply => "QUEUE_QUERY_REPLY",
             Operation::HostQuery => "HOST_QUERY",
             Operation::HostQueryReply => "HOST_QUERY_REPLY",
+            Operation::StatusQuery => "STATUS_QUERY",
+            Operation::StatusQueryReply => "STATUS_QUERY_REPLY",
             Operation::RequestFailed => "REQUEST_FAILED",
             Operation::CredentialRequest => "CREDENTIAL_REQUEST",
             Operation::CredentialReply => "CREDENTIAL_REPLY",
@@ -723,6 +731,42 @@ pub struct QueueInfo {
     pub n_run: u32,
     /// Slots of its suspended jobs (PSUSP, USUSP, SSUSP).
     pub n_susp: u32,
+}
+
+/// STATUS_QUERY: what `badmin showstatus` asks for (no fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusQuery {}
+
+/// STATUS_QUERY_REPLY: mbatchd's view of the cluster and its own counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReply {
+    /// The cluster's name.
+    pub cluster_name: String,
+    /// The master host's name.
+    pub master_name: String,
+    /// mbatchd's pid.
+    pub pid: u32,
+    /// When this mbatchd started, in seconds since the epoch.
+    pub started_at: i64,
+    /// Execution hosts by `bhosts` status: ok, closed, unreach, unavail.
+    pub hosts: [u32; 4],
+    /// Jobs in memory by state: pending (PEND), running (RUN), suspended (PSUSP,
+    /// USUSP, SSUSP), finished (DONE, EXIT, not yet cleaned).
+    pub jobs: [u32; 4],
+    /// Users with unfinished jobs.
+    pub active_users: u32,
+    /// The daemon's counters by name (frames by operation, refusals by reason,
+    /// event log appends, fsyncs and their latency, queue depths), sorted by name.
+    pub counters: Vec<StatusCounter>,
+}
+
+/// One named counter of [`StatusReply`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusCounter {
+    /// Its name, e.g. `frames.SUBMIT_JOB` or `log.fsyncs`.
+    pub name: String,
+    /// Its value.
+    pub value: u64,
 }
 
 /// REQUEST_FAILED: the request as a whole was refused.
