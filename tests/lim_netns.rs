@@ -3,8 +3,8 @@
 //! one lim and one sbatchd per namespace on the default ports, mbatchd in the master's
 //! namespace, queried with the real `lsload`, `lshosts` and `bhosts` run inside h1's
 //! namespace. Nothing is created outside the test's namespaces, whose names carry the
-//! test's pid so that parallel runs do not clash; a guard deletes them (and with them every
-//! veth and the bridge) however the test ends.
+//! test's pid so that parallel runs do not clash; a guard (`util::netns`) deletes them (and with
+//! them every veth and the bridge) however the test ends.
 //!
 //! Where namespaces cannot be created (not root, no `ip`, a sandbox refusing it) the test
 //! prints `skipped: REASON` to standard error and passes, as issue 4 prescribes; the same
@@ -15,9 +15,10 @@ mod util;
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
+use util::netns::Netns;
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
 
 const REPORT_MS: u64 = 300;
@@ -34,78 +35,6 @@ const BHOSTS_TIMEOUT: Duration = Duration::from_secs(60);
 const HOSTS: [&str; 3] = ["h0", "h1", "h2"];
 /// Prefix of every namespace this test creates: `lavalimt<pid>-<role>`.
 const NS_PREFIX: &str = "lavalimt";
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let output = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|error| format!("ip {}: {error}", args.join(" ")))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim()))
-    }
-}
-
-/// The test's namespaces: `hosts[i]` holds host `hi` at 10.77.0.(i+1), `bridge` the switch.
-/// Dropping it deletes every namespace created so far.
-struct Netns {
-    created: Vec<String>,
-    hosts: Vec<String>,
-}
-
-impl Netns {
-    fn create() -> Result<Netns, String> {
-        remove_stale();
-        let pid = std::process::id();
-        let bridge = format!("{NS_PREFIX}{pid}-br");
-        let hosts: Vec<String> = HOSTS.iter().map(|h| format!("{NS_PREFIX}{pid}-{h}")).collect();
-        let mut netns = Netns { created: Vec::new(), hosts: hosts.clone() };
-        for name in std::iter::once(&bridge).chain(&hosts) {
-            ip(&["netns", "add", name])?;
-            netns.created.push(name.clone());
-        }
-        ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"])?;
-        ip(&["-n", &bridge, "link", "set", "br0", "up"])?;
-        for (idx, ns) in hosts.iter().enumerate() {
-            let port = format!("p{idx}");
-            ip(&["-n", &bridge, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", ns])?;
-            ip(&["-n", &bridge, "link", "set", &port, "master", "br0"])?;
-            ip(&["-n", &bridge, "link", "set", &port, "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            ip(&["-n", ns, "addr", "add", &format!("10.77.0.{}/24", idx + 1), "dev", "eth0"])?;
-            ip(&["-n", ns, "link", "set", "eth0", "up"])?;
-        }
-        Ok(netns)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for name in self.created.iter().rev() {
-            if let Err(error) = ip(&["netns", "del", name]) {
-                eprintln!("cleanup: {error}");
-            }
-        }
-    }
-}
-
-/// Deletes namespaces left by an earlier run of this test that was killed (its pid is gone).
-fn remove_stale() {
-    let Ok(output) = Command::new("ip").args(["netns", "list"]).stdin(Stdio::null()).output() else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Some(name) = line.split_whitespace().next() else { continue };
-        let Some(pid) = name.strip_prefix(NS_PREFIX).and_then(|rest| rest.split('-').next()) else {
-            continue;
-        };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
-            let _best_effort = ip(&["netns", "del", name]);
-        }
-    }
-}
 
 fn start_lim(cluster: &mut Cluster, ns: &str, host: &str) -> Daemon {
     let ready = cluster.dir().join(format!("run/lim.{host}.ready"));
@@ -302,7 +231,7 @@ fn udp_no_ports(cluster: &Cluster, ns: &str) -> u64 {
 // host back.
 #[test]
 fn three_lims_in_network_namespaces() {
-    let netns = match Netns::create() {
+    let netns = match Netns::create(NS_PREFIX, &HOSTS, "10.77.0") {
         Ok(netns) => netns,
         Err(reason) => {
             eprintln!("skipped: {reason}");
