@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use jiff::tz::TimeZone;
 use lava_batch_wire::{self as wire, Operation};
 
-use crate::client::{self, Client};
+use crate::client;
 use crate::term::{self, Term};
 
 const USAGE: &str = "Usage: badmin [-h] [-V] showstatus\n";
@@ -97,21 +97,11 @@ fn run(term: &mut Term) -> bool {
             return false;
         }
     }
-    let config = match client::load_config() {
-        Ok(config) => config,
-        Err(error) => {
-            term.err(&format!("badmin: {error}\n"));
-            return false;
-        }
-    };
-    let status: wire::StatusReply = match Client::from_env(&config).and_then(|mut client| {
-        client.call(Operation::StatusQuery, Operation::StatusQueryReply, &wire::StatusQuery {})
-    }) {
-        Ok(status) => status,
-        Err(error) => {
-            term.err(&format!("{error}\n"));
-            return false;
-        }
+    let ops = (Operation::StatusQuery, Operation::StatusQueryReply);
+    let Some(status) =
+        client::read_from_mbatchd::<_, wire::StatusReply>(term, "badmin", ops, &wire::StatusQuery {})
+    else {
+        return false;
     };
     term.out(&format_showstatus(&status, &TimeZone::system()));
     true

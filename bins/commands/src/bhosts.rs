@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use lava_batch_wire::{self as wire, Operation};
 
-use crate::client::{self, Client};
+use crate::client;
 use crate::term::{self, Term};
 
 const USAGE: &str = "Usage: bhosts [-h] [-V] [-w] [host_name ...]\n";
@@ -86,22 +86,11 @@ fn run(term: &mut Term) -> bool {
             host => hosts.push(host.to_owned()),
         }
     }
-    let config = match client::load_config() {
-        Ok(config) => config,
-        Err(error) => {
-            term.err(&format!("bhosts: {error}\n"));
-            return false;
-        }
-    };
-    let query = wire::HostQuery { hosts };
-    let reply: wire::HostQueryReply = match Client::from_env(&config)
-        .and_then(|mut client| client.call(Operation::HostQuery, Operation::HostQueryReply, &query))
-    {
-        Ok(reply) => reply,
-        Err(error) => {
-            term.err(&format!("{error}\n"));
-            return false;
-        }
+    let ops = (Operation::HostQuery, Operation::HostQueryReply);
+    let Some(reply) =
+        client::read_from_mbatchd::<_, wire::HostQueryReply>(term, "bhosts", ops, &wire::HostQuery { hosts })
+    else {
+        return false;
     };
     if !reply.hosts.is_empty() {
         term.out(&format_bhosts(&reply.hosts, wide));

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use lava_batch_wire::{self as wire, Operation};
 
-use crate::client::{self, Client};
+use crate::client;
 use crate::format::truncate_star;
 use crate::term::{self, Term};
 
@@ -85,22 +85,14 @@ fn run(term: &mut Term) -> bool {
             queue => queues.push(queue.to_owned()),
         }
     }
-    let config = match client::load_config() {
-        Ok(config) => config,
-        Err(error) => {
-            term.err(&format!("bqueues: {error}\n"));
-            return false;
-        }
-    };
-    let query = wire::QueueQuery { queues };
-    let reply: wire::QueueQueryReply = match Client::from_env(&config)
-        .and_then(|mut client| client.call(Operation::QueueQuery, Operation::QueueQueryReply, &query))
-    {
-        Ok(reply) => reply,
-        Err(error) => {
-            term.err(&format!("{error}\n"));
-            return false;
-        }
+    let ops = (Operation::QueueQuery, Operation::QueueQueryReply);
+    let Some(reply) = client::read_from_mbatchd::<_, wire::QueueQueryReply>(
+        term,
+        "bqueues",
+        ops,
+        &wire::QueueQuery { queues },
+    ) else {
+        return false;
     };
     if !reply.queues.is_empty() {
         term.out(&format_bqueues(&reply.queues, wide));

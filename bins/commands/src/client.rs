@@ -195,6 +195,32 @@ pub fn load_config() -> Result<BaseConfig, ClientError> {
     Ok(BaseConfig::load(&lava_conf::envdir_from_env())?)
 }
 
+/// One read-only request to mbatchd (`bhosts`, `bqueues`, `badmin showstatus`):
+/// loads the configuration and calls, printing a failure as every command does
+/// (`COMMAND: problem` for the configuration, the error's own text for the call).
+/// `None` after a failure.
+pub fn read_from_mbatchd<Q: Serialize, R: DeserializeOwned>(
+    term: &mut crate::term::Term,
+    command: &str,
+    (request, reply): (Operation, Operation),
+    body: &Q,
+) -> Option<R> {
+    let config = match load_config() {
+        Ok(config) => config,
+        Err(error) => {
+            term.err(&format!("{command}: {error}\n"));
+            return None;
+        }
+    };
+    match Client::from_env(&config).and_then(|mut client| client.call(request, reply, body)) {
+        Ok(answer) => Some(answer),
+        Err(error) => {
+            term.err(&format!("{error}\n"));
+            None
+        }
+    }
+}
+
 /// An LSF parameter that the environment may override: the variable if set,
 /// else lsf.conf's key (LSF lets the environment override its `LSB_*` client
 /// parameters).
