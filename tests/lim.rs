@@ -381,3 +381,143 @@ fn three_lims_on_loopback() {
     wait_until("all three hosts ok again", Duration::from_secs(20), || all_ok(&cluster));
     wait_bhosts(&cluster, &[("h0", "ok"), ("h1", "ok"), ("h2", "ok")]);
 }
+
+/// Runs `lsadmin` with `args`: (success, stdout, stderr).
+fn lsadmin(cluster: &Cluster, args: &[&str]) -> (bool, String, String) {
+    let output = cluster.command(env!("CARGO_BIN_EXE_lsadmin")).args(args).output().expect("run lsadmin");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `lsadmin showstatus HOST`: its text and its counters by name.
+fn showstatus(cluster: &Cluster, host: &str) -> (String, BTreeMap<String, u64>) {
+    let (ok, out, err) = lsadmin(cluster, &["showstatus", host]);
+    assert!(ok, "lsadmin showstatus {host}: {err}");
+    let counters = out
+        .split_once("\nCounters:\n")
+        .unwrap_or_else(|| panic!("no Counters: section in\n{out}"))
+        .1
+        .lines()
+        .map(|line| {
+            let (name, value) = line.trim().split_once(' ').expect("`name value`");
+            (name.to_owned(), value.trim().parse().expect("a number"))
+        })
+        .collect();
+    (out, counters)
+}
+
+// Goal: `lsadmin showstatus` shows each lim's role, master and (master) hosts by status, and its
+// counters move with what happens: datagrams received and sent by kind, host-fact questions, a
+// garbage datagram counted under its drop reason, TCP queries answered by kind and refused;
+// `lsadmin ckconfig` passes a good configuration and names file:line of a broken one;
+// LSF's unsupported subcommands are refused with exit 255.
+#[test]
+fn lsadmin_showstatus_and_ckconfig() {
+    let hosts = ["h0", "h1"];
+    let mut cluster = Cluster::with_hosts(&hosts);
+    let ports: Vec<u16> = hosts.iter().map(|_| free_port()).collect();
+    let rows: Vec<String> = hosts
+        .iter()
+        .zip(&ports)
+        .map(|(h, p)| format!("{h} ! ! 1 (cs linux) 127.0.0.1 {p} {} {}\n", free_port(), free_port()))
+        .collect();
+    let cluster_file = |rows: &[String]| {
+        format!(
+            "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
+             HOSTNAME model type server RESOURCES LAVA_ADDR LAVA_LIM_PORT LAVA_SBD_PORT LAVA_MXFSD_PORT\n{}End Host\n",
+            rows.concat()
+        )
+    };
+    cluster.write_file("etc/lsf.cluster.lavacore", &cluster_file(&rows));
+    cluster.rewrite_lsf_conf("LAVA_LIM_BEACON_INTERVAL_MS", &BEACON_MS.to_string());
+    cluster.rewrite_lsf_conf("LAVA_LIM_REPORT_INTERVAL_MS", &REPORT_MS.to_string());
+
+    let (ok, out, err) = lsadmin(&cluster, &["ckconfig"]);
+    assert!(ok && out.contains("No errors found.") && err.is_empty(), "{out}{err}");
+
+    let mut master = start_lim(&mut cluster, "h0");
+    let mut slave = start_lim(&mut cluster, "h1");
+    // The master hears the slave and learns its facts; the slave hears beacons.
+    let (text, at_master) = wait_until("the master has h1 ok and its facts", Duration::from_secs(20), || {
+        let (text, counters) = showstatus(&cluster, "h0");
+        (text.contains("      Ok:                  2\n") && counters["host_info.asked"] >= 1)
+            .then_some((text, counters))
+    });
+    assert!(
+        text.contains("Role:                   master") && text.contains("Master name:            h0"),
+        "{text}"
+    );
+    assert!(
+        at_master["datagrams.received.load_report"] >= 1 && at_master["datagrams.accepted"] >= 1,
+        "{text}"
+    );
+    assert!(
+        at_master["datagrams.sent.beacon"] >= 1 && at_master["datagrams.sent.load_report"] == 0,
+        "{text}"
+    );
+    assert!(at_master["queries.admin_status"] >= 1, "earlier showstatus calls counted: {text}");
+    let (text, before) = showstatus(&cluster, "h1");
+    assert!(
+        text.contains("Role:                   slave") && text.contains("Master name:            h0"),
+        "{text}"
+    );
+    assert!(before["datagrams.received.beacon"] >= 1 && before["datagrams.sent.load_report"] >= 1, "{text}");
+    assert!(before["queries.host_info"] >= 1, "the master asked h1 for its facts: {text}");
+
+    // A garbage datagram to the slave and a master-only query it refuses.
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.send_to(b"garbage", ("127.0.0.1", ports[1])).expect("send");
+    let mut stream = TcpStream::connect(("127.0.0.1", ports[1])).expect("connect to h1's lim");
+    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("set a read timeout");
+    let mut request = Vec::new();
+    FrameHeader {
+        sequence: 1,
+        operation: wire::LIM_TCP_HOSTS_INFO,
+        version: wire::LIM_VERSION,
+        length: 0,
+        status: 0,
+    }
+    .write(&mut request);
+    stream.write_all(&request).expect("send the query");
+    let mut head = [0u8; HEADER_BYTES];
+    stream.read_exact(&mut head).expect("a reply");
+    assert_eq!(FrameHeader::parse(&head).expect("a header").status, wire::TCP_STATUS_REFUSED);
+    let (text, after) = wait_until("the garbage datagram counted", IO_TIMEOUT, || {
+        let (text, counters) = showstatus(&cluster, "h1");
+        (counters["datagrams.dropped.short"] > before["datagrams.dropped.short"]).then_some((text, counters))
+    });
+    assert_eq!(after["datagrams.dropped.short"], before["datagrams.dropped.short"] + 1, "{text}");
+    assert_eq!(after["queries.refused"], before["queries.refused"] + 1, "{text}");
+    // The previous showstatus call, counted once answered.
+    assert!(after["queries.admin_status"] > before["queries.admin_status"], "{text}");
+    for name in after
+        .keys()
+        .filter(|name| name.starts_with("datagrams.dropped.") && *name != "datagrams.dropped.short")
+    {
+        assert_eq!(after[name], before[name], "{name}: {text}");
+    }
+    assert!(slave.is_running() && master.is_running(), "garbage never stops lim");
+
+    // Unsupported and unknown subcommands, an unknown host.
+    let (ok, _, err) = lsadmin(&cluster, &["limrestart"]);
+    assert!(!ok && err == "lsadmin: limrestart is not supported by LavaCore yet\n", "{err}");
+    let (ok, _, err) = lsadmin(&cluster, &["frobnicate"]);
+    assert!(!ok && err.starts_with("lsadmin: Invalid command <frobnicate>"), "{err}");
+    let (ok, _, err) = lsadmin(&cluster, &["showstatus", "nosuchhost"]);
+    assert!(!ok && err.contains("host `nosuchhost` is not in"), "{err}");
+
+    // A broken lsf.cluster: h1's LIM port is not a number (line 8 of the file).
+    let mut broken = rows.clone();
+    broken[1] = broken[1].replacen(&ports[1].to_string(), "notaport", 1);
+    cluster.write_file("etc/lsf.cluster.lavacore", &cluster_file(&broken));
+    let (ok, out, err) = lsadmin(&cluster, &["ckconfig"]);
+    assert!(
+        !ok && out.is_empty()
+            && err.contains("lsf.cluster.lavacore:8:")
+            && err.contains("There are fatal errors."),
+        "{err}"
+    );
+}

@@ -647,3 +647,112 @@ fn id_number(flag: &str) -> u32 {
     let out = Command::new("id").arg(flag).output().expect("id");
     String::from_utf8_lossy(&out.stdout).trim().parse().expect("a number")
 }
+
+/// `lsadmin sbdstatus` against the test's sbatchd: its text and its counters by name.
+fn sbdstatus(cluster: &Cluster) -> (String, std::collections::BTreeMap<String, u64>) {
+    let output = Command::new(env!("CARGO_BIN_EXE_lsadmin"))
+        .arg("sbdstatus")
+        .env("LSF_ENVDIR", &cluster.envdir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run lsadmin");
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "lsadmin sbdstatus: {}", String::from_utf8_lossy(&output.stderr));
+    let counters = out
+        .split_once("\nCounters:\n")
+        .unwrap_or_else(|| panic!("no Counters: section in\n{out}"))
+        .1
+        .lines()
+        .map(|line| {
+            let (name, value) = line.trim().split_once(' ').expect("`name value`");
+            (name.to_owned(), value.trim().parse().expect("a number"))
+        })
+        .collect();
+    (out, counters)
+}
+
+// Goal: `lsadmin sbdstatus` reports what sbatchd does: the link's state and reconnections,
+// a job in each phase it passes (awaiting the reply's ACK while running, then a tombstone),
+// the shepherd alive, NEW_JOB_REPLY resent after a reconnection, records persisted with
+// their fsyncs, credentials issued and a refused request on the socket.
+// Method: fake mbatchd; the job waits for a file the test creates; the first connection is
+// dropped before the reply is acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_query_counts_what_happens() {
+    let mut cluster = Cluster::new().await;
+    cluster.start_sbatchd().await;
+    let (text, before) = sbdstatus(&cluster);
+    assert!(text.starts_with(&format!("SBD runtime information on host {HOST}\n")), "{text}");
+    let mut mbd = cluster.accept().await;
+
+    let release = cluster.path("release");
+    let command = format!("while [ ! -e {} ]; do sleep 0.05; done; exit 0", release.display());
+    let spec = job_spec(303, "root", 0, cluster.dir.path(), &command);
+    mbd.send(Operation::NewJob, &spec).await;
+    let pid = started_pid(&mbd.expect(Operation::NewJobReply).await);
+    let (text, running) = sbdstatus(&cluster);
+    assert!(text.contains("Link to mbatchd:        connected since"), "{text}");
+    for (name, value) in [
+        ("jobs.running", 1),
+        ("jobs.awaiting_reply_ack", 1),
+        ("jobs.tombstones", 0),
+        ("shepherds.alive", 1),
+        ("shepherds.launched", 1),
+        ("link.connects", 1),
+        ("link.disconnects", 0),
+    ] {
+        assert_eq!(running[name], value, "{name}:\n{text}");
+    }
+    assert!(running["store.persists"] >= 2 && running["store.fsyncs"] >= 4, "{text}");
+    assert!(running["store.persists"] > before["store.persists"], "{text}");
+
+    // mbatchd goes away before acknowledging; on the next connection the reply is resent.
+    drop(mbd);
+    let mut mbd = cluster.accept().await;
+    let again: wire::NewJobReply = mbd.expect(Operation::NewJobReply).await;
+    assert_eq!(started_pid(&again), pid);
+    mbd.send(Operation::NewJobReplyAck, &ack(&spec)).await;
+    let _: wire::JobExecute = mbd.expect(Operation::JobExecute).await;
+    mbd.send(Operation::JobExecuteAck, &ack(&spec)).await;
+    fs::write(&release, "").expect("release the job");
+    let _: wire::JobFinish = mbd.expect(Operation::JobFinish).await;
+    mbd.send(Operation::JobFinishAck, &ack(&spec)).await;
+
+    // A credential and a refused request on the socket.
+    let stream = UnixStream::connect(cluster.socket()).await.expect("connect");
+    let mut conn = FramedConn::new(stream, FrameLimits { body_bytes_max: 4096 }, Timeouts::default());
+    let (operation, _) =
+        credential_exchange(&mut conn, Operation::CredentialRequest.code()).await.expect("reply");
+    assert_eq!(operation, Operation::CredentialReply.code());
+    let (operation, _) = credential_exchange(&mut conn, Operation::SubmitJob.code()).await.expect("reply");
+    assert_eq!(operation, Operation::RequestFailed.code());
+
+    let (text, after) = tokio::task::block_in_place(|| {
+        let started = Instant::now();
+        loop {
+            let (text, counters) = sbdstatus(&cluster);
+            if counters["jobs.tombstones"] == 1 {
+                return (text, counters);
+            }
+            assert!(started.elapsed() < WAIT, "the job never became a tombstone:\n{text}");
+            std::thread::sleep(POLL);
+        }
+    });
+    for (name, value) in [
+        ("jobs.running", 0),
+        ("jobs.awaiting_reply_ack", 0),
+        ("jobs.exited_awaiting_finish_ack", 0),
+        ("shepherds.alive", 0),
+        ("link.connects", 2),
+        ("link.disconnects", 1),
+        ("sent.BATCH_JOB_FINISH", 1),
+        ("credentials.issued", before["credentials.issued"] + 1),
+        ("socket.requests_refused", before["socket.requests_refused"] + 1),
+    ] {
+        assert_eq!(after[name], value, "{name}:\n{text}");
+    }
+    assert!(after["resent.BATCH_NEW_JOB_REPLY"] >= 1, "{text}");
+    assert!(after["sent.BATCH_NEW_JOB_REPLY"] >= 2, "{text}");
+    assert!(after["socket.status_queries"] > running["socket.status_queries"], "{text}");
+    assert!(cluster.sbatchd_running());
+}

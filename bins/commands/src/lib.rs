@@ -34,6 +34,7 @@
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
 //! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
 //! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY).
+//! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
 //! - [`client`]: configuration, credential, framing, retry.
@@ -54,6 +55,7 @@ pub mod format;
 pub mod host;
 pub mod jobid;
 pub mod lim;
+pub mod lsadmin;
 pub mod signal;
 pub mod term;
 

@@ -24,7 +24,10 @@
 //! - TCP queries (one frame in, one frame out, per connection, any number of requests):
 //!   every lim answers `LIM_TCP_HOST_INFO` about its own host; the master also answers
 //!   `LIM_TCP_CLUSTER_INFO`, `LIM_TCP_HOST_LOAD`, `LIM_TCP_HOSTS_INFO` and `LIM_TCP_STATUS`
-//!   (drop counters), which a slave refuses with status `TCP_STATUS_REFUSED`.
+//!   (drop counters), which a slave refuses with status `TCP_STATUS_REFUSED`. Every lim also
+//!   answers `LIM_TCP_ADMIN_STATUS` (ours, `lsadmin showstatus`): its role, the master, the
+//!   hosts by status (master) and every counter: the logic's accepted and dropped datagrams
+//!   and this shell's [`ShellCounters`].
 //!
 //! Our own lsf.conf keys: `LAVA_LIM_BEACON_INTERVAL_MS` (default 4000) and
 //! `LAVA_LIM_REPORT_INTERVAL_MS` (default 5000).
@@ -39,6 +42,7 @@ pub mod load;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -68,6 +72,69 @@ pub const RECEIVE_BATCH_MAX: usize = 256;
 /// Receive buffer asked of the kernel for the UDP socket (capped by `net.core.rmem_max`):
 /// room for a few thousand reports while a beacon round or a query keeps the loop busy.
 pub const RECEIVE_BUFFER_BYTES: usize = 4 << 20;
+
+/// What the shell counts (the logic counts accepted and dropped datagrams). Shared by the main
+/// loop, the host-info tasks and the query tasks, hence atomics.
+#[derive(Debug, Default)]
+pub struct ShellCounters {
+    /// Datagrams that decoded as a master beacon.
+    pub received_beacon: AtomicU64,
+    /// Datagrams that decoded as a load report.
+    pub received_load_report: AtomicU64,
+    /// Beacon datagrams handed to the kernel (one per host per round).
+    pub sent_beacon: AtomicU64,
+    /// Load-report datagrams handed to the kernel.
+    pub sent_load_report: AtomicU64,
+    /// Datagrams the kernel refused to send (full buffer, unreachable).
+    pub send_failed: AtomicU64,
+    /// TCP queries answered, by operation (`LIM_TCP_CLUSTER_INFO`..`LIM_TCP_ADMIN_STATUS`).
+    pub queries: [AtomicU64; QUERY_KINDS.len()],
+    /// TCP queries refused (unknown operation, wrong version, a master query to a slave).
+    pub queries_refused: AtomicU64,
+    /// Host-fact questions asked of other lims.
+    pub host_info_asked: AtomicU64,
+    /// Host-fact questions that failed (unreachable, timeout, bad or foreign answer).
+    pub host_info_failed: AtomicU64,
+}
+
+/// TCP query operations counted by [`ShellCounters::queries`], with their counter names.
+pub const QUERY_KINDS: [(u32, &str); 6] = [
+    (wire::LIM_TCP_CLUSTER_INFO, "cluster_info"),
+    (wire::LIM_TCP_HOST_LOAD, "host_load"),
+    (wire::LIM_TCP_STATUS, "status"),
+    (wire::LIM_TCP_HOST_INFO, "host_info"),
+    (wire::LIM_TCP_HOSTS_INFO, "hosts_info"),
+    (wire::LIM_TCP_ADMIN_STATUS, "admin_status"),
+];
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Every counter of `lsadmin showstatus`, in a stable order: datagrams received by operation,
+/// accepted, dropped by reason, sent by kind, TCP queries by kind, host-fact questions.
+pub fn admin_counters(lim: &Lim, shell: &ShellCounters) -> Vec<(String, u64)> {
+    let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    let mut out = vec![
+        ("datagrams.received.beacon".to_owned(), get(&shell.received_beacon)),
+        ("datagrams.received.load_report".to_owned(), get(&shell.received_load_report)),
+        ("datagrams.accepted".to_owned(), lim.n_accepted()),
+    ];
+    for (reason, n) in lim.drop_counts() {
+        let name = reason.name().trim_start_matches("drop_");
+        out.push((format!("datagrams.dropped.{name}"), n));
+    }
+    out.push(("datagrams.sent.beacon".to_owned(), get(&shell.sent_beacon)));
+    out.push(("datagrams.sent.load_report".to_owned(), get(&shell.sent_load_report)));
+    out.push(("datagrams.send_failed".to_owned(), get(&shell.send_failed)));
+    for ((_, name), counter) in QUERY_KINDS.iter().zip(&shell.queries) {
+        out.push((format!("queries.{name}"), get(counter)));
+    }
+    out.push(("queries.refused".to_owned(), get(&shell.queries_refused)));
+    out.push(("host_info.asked".to_owned(), get(&shell.host_info_asked)));
+    out.push(("host_info.failed".to_owned(), get(&shell.host_info_failed)));
+    out
+}
 
 /// lim's command line.
 #[derive(Clone, Debug, Parser)]
@@ -211,6 +278,8 @@ struct Io {
     /// Bounds the host-info questions in flight (a master of 10,000 hosts asks them all when
     /// it starts).
     fetch_slots: Arc<Semaphore>,
+    /// The shell's counters.
+    counters: Arc<ShellCounters>,
 }
 
 async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> {
@@ -252,9 +321,16 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> 
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("install the SIGHUP handler")?;
     let shared = Arc::new(Mutex::new(lim));
+    let counters = Arc::new(ShellCounters::default());
     let origin = Instant::now();
     if let Some(listener) = listener {
-        let context = Arc::new(QueryContext { meta: host_meta, name: names[me].clone(), own_info, origin });
+        let context = Arc::new(QueryContext {
+            meta: host_meta,
+            name: names[me].clone(),
+            own_info,
+            origin,
+            counters: Arc::clone(&counters),
+        });
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
             loop {
@@ -274,6 +350,7 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> 
         names: Arc::new(names),
         answers,
         fetch_slots: Arc::new(Semaphore::new(HOST_INFO_FETCHES_MAX)),
+        counters,
     };
     if is_master {
         // The master's own facts, fed like any host's answer.
@@ -379,16 +456,22 @@ fn receive_batch(io: &Io, lim: &mut Lim, buffer: &mut [u8], now_ms: u64) {
                 tracing::info!(%from, %error, "datagram dropped");
                 Input::Rejected(decode_reason(&error))
             }
-            Ok(datagram) => match lava_lim_ll::Message::from_wire(&datagram.message, lim.context()) {
-                Ok(message) => Input::Datagram { from, message },
-                Err(error) => {
-                    tracing::info!(%from, %error, "datagram dropped");
-                    Input::Rejected(match error {
-                        lava_lim_ll::LlError::WrongCluster { .. } => DropReason::WrongCluster,
-                        _ => DropReason::Malformed,
-                    })
+            Ok(datagram) => {
+                bump(match datagram.message {
+                    wire::Message::Beacon(_) => &io.counters.received_beacon,
+                    wire::Message::LoadReport(_) => &io.counters.received_load_report,
+                });
+                match lava_lim_ll::Message::from_wire(&datagram.message, lim.context()) {
+                    Ok(message) => Input::Datagram { from, message },
+                    Err(error) => {
+                        tracing::info!(%from, %error, "datagram dropped");
+                        Input::Rejected(match error {
+                            lava_lim_ll::LlError::WrongCluster { .. } => DropReason::WrongCluster,
+                            _ => DropReason::Malformed,
+                        })
+                    }
                 }
-            },
+            }
         };
         let effects = lim.step(now_ms, input);
         if !effects.is_empty() {
@@ -420,9 +503,21 @@ fn encode(sequence: u32, message: Outgoing) -> Option<Vec<u8>> {
 
 /// Sends one datagram. UDP: a full socket buffer or an unreachable peer loses it, which the
 /// protocol tolerates (3 missed intervals).
-fn send(udp: &UdpSocket, bytes: &[u8], to: SocketAddr) {
-    if let Err(error) = udp.try_send_to(bytes, to) {
-        tracing::debug!(%to, %error, "send failed");
+fn send(io: &Io, bytes: &[u8], to: SocketAddr, sent: &AtomicU64) {
+    match io.udp.try_send_to(bytes, to) {
+        Ok(_) => bump(sent),
+        Err(error) => {
+            bump(&io.counters.send_failed);
+            tracing::debug!(%to, %error, "send failed");
+        }
+    }
+}
+
+/// The counter of sent datagrams of this kind.
+fn sent_counter<'a>(io: &'a Io, message: &Outgoing) -> &'a AtomicU64 {
+    match message {
+        Outgoing::Beacon(_) => &io.counters.sent_beacon,
+        Outgoing::LoadReport(_) => &io.counters.sent_load_report,
     }
 }
 
@@ -430,16 +525,18 @@ fn carry_out(io: &Io, lim: &Lim, effects: Vec<Effect>) {
     for effect in effects {
         match effect {
             Effect::Send { to, sequence, message } => {
+                let sent = sent_counter(io, &message);
                 if let Some(bytes) = encode(sequence, message) {
-                    send(&io.udp, &bytes, to);
+                    send(io, &bytes, to, sent);
                 }
             }
             Effect::SendToAll { sequence, message } => {
+                let sent = sent_counter(io, &message);
                 let Some(bytes) = encode(sequence, message) else { continue };
                 let me = lim.config().me as usize;
                 for (idx, host) in lim.config().hosts.iter().enumerate() {
                     if let Some(to) = host.addr.filter(|_| idx != me) {
-                        send(&io.udp, &bytes, to);
+                        send(io, &bytes, to, sent);
                     }
                 }
             }
@@ -453,6 +550,8 @@ fn carry_out(io: &Io, lim: &Lim, effects: Vec<Effect>) {
             Effect::FetchHostInfo(host) => {
                 let (slots, answers) = (Arc::clone(&io.fetch_slots), io.answers.clone());
                 let (addrs, names) = (Arc::clone(&io.tcp_addrs), Arc::clone(&io.names));
+                let counters = Arc::clone(&io.counters);
+                bump(&counters.host_info_asked);
                 tokio::spawn(async move {
                     let name = &names[host as usize];
                     let info = match addrs[host as usize] {
@@ -465,6 +564,7 @@ fn carry_out(io: &Io, lim: &Lim, effects: Vec<Effect>) {
                     let info = match info {
                         Ok(info) => Some(info),
                         Err(error) => {
+                            bump(&counters.host_info_failed);
                             tracing::debug!(host = %name, %error, "cannot learn the host's CPUs and memory");
                             None
                         }
@@ -488,6 +588,8 @@ struct QueryContext {
     own_info: HostInfo,
     /// The machine's clock origin.
     origin: Instant,
+    /// The shell's counters.
+    counters: Arc<ShellCounters>,
 }
 
 async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context: Arc<QueryContext>) {
@@ -517,6 +619,11 @@ async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context:
             let now_ms = context.origin.elapsed().as_millis() as u64;
             reply(&lim, &context, frame.header, now_ms)
         };
+        let counters = &context.counters;
+        match QUERY_KINDS.iter().position(|(operation, _)| *operation == frame.header.operation) {
+            Some(kind) if status == wire::TCP_STATUS_OK => bump(&counters.queries[kind]),
+            _ => bump(&counters.queries_refused),
+        }
         let header = FrameHeader { status, length: 0, ..frame.header };
         let mut out = BytesMut::new();
         let big = FrameLimits { body_bytes_max: u32::MAX };
@@ -537,6 +644,30 @@ fn reply(lim: &Lim, context: &QueryContext, header: FrameHeader, now_ms: u64) ->
             ncpus: info.ncpus,
             maxmem_mb: info.maxmem_mb,
             maxswp_mb: info.maxswp_mb,
+        };
+        return match lava_xdr::to_bytes(&answer) {
+            Ok(body) => (wire::TCP_STATUS_OK, body),
+            Err(_) => (wire::TCP_STATUS_REFUSED, Vec::new()),
+        };
+    }
+    if header.operation == wire::LIM_TCP_ADMIN_STATUS {
+        let (mut hosts_ok, mut hosts_unavail) = (0, 0);
+        if lim.is_master() {
+            for host in lim.hosts() {
+                match host.status {
+                    HostStatus::Ok => hosts_ok += 1,
+                    HostStatus::Unavailable => hosts_unavail += 1,
+                }
+            }
+        }
+        let answer = wire::AdminStatusReply {
+            host: context.name.clone(),
+            master: lim.is_master(),
+            master_name: lim.master_name().to_owned(),
+            master_heard: lim.is_master() || lim.master_valid(),
+            hosts_ok,
+            hosts_unavail,
+            counters: admin_counters(lim, &context.counters),
         };
         return match lava_xdr::to_bytes(&answer) {
             Ok(body) => (wire::TCP_STATUS_OK, body),

@@ -11,6 +11,10 @@
 //! replay rules: a token is good once, for 30 s). A caller without a password entry, or a
 //! request of another kind, gets REQUEST_FAILED (`wire::ErrorReply`); a malformed frame
 //! closes the connection. A connection may carry any number of requests.
+//!
+//! The same socket answers SBD_STATUS_QUERY (ours, `lsadmin sbdstatus`) with
+//! SBD_STATUS_REPLY (`wire::SbdStatusReply`), built by the event loop (see
+//! [`crate::status`]); anyone who can connect may ask, as anyone may run `bjobs`.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -22,9 +26,24 @@ use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
 use lava_net::{Authenticator, Credential, FramedConn, Nonce, Timeouts, peer_cred};
 use lava_xdr::frame::{FrameHeader, FrameLimits};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
+use crate::status::{SocketCounters, StatusRequest, bump};
 use crate::sys;
+
+/// What the socket's connections share: the key, this host, the way to the event loop for
+/// status queries, and the counters.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The cluster key, to seal credentials.
+    pub auth: Arc<Authenticator>,
+    /// This host's name.
+    pub host: String,
+    /// Status queries go to the event loop.
+    pub status: mpsc::Sender<StatusRequest>,
+    /// What the socket counts.
+    pub counters: Arc<SocketCounters>,
+}
 
 /// Largest request body accepted (requests are empty).
 const REQUEST_BYTES_MAX: u32 = 1024;
@@ -52,7 +71,7 @@ pub fn bind(path: &Path) -> io::Result<Option<UnixListener>> {
 }
 
 /// Serves the socket until the task is dropped.
-pub async fn serve(listener: UnixListener, auth: Arc<Authenticator>, host: String) {
+pub async fn serve(listener: UnixListener, context: Context) {
     let permits = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     loop {
         let permit = Arc::clone(&permits).acquire_owned().await.expect("the semaphore is never closed");
@@ -64,10 +83,9 @@ pub async fn serve(listener: UnixListener, auth: Arc<Authenticator>, host: Strin
                 continue;
             }
         };
-        let auth = Arc::clone(&auth);
-        let host = host.clone();
+        let context = context.clone();
         tokio::spawn(async move {
-            if let Err(problem) = serve_one(stream, &auth, &host).await {
+            if let Err(problem) = serve_one(stream, &context).await {
                 tracing::debug!("credential socket: {problem}");
             }
             drop(permit);
@@ -75,7 +93,8 @@ pub async fn serve(listener: UnixListener, auth: Arc<Authenticator>, host: Strin
     }
 }
 
-async fn serve_one(stream: UnixStream, auth: &Authenticator, host: &str) -> Result<(), String> {
+async fn serve_one(stream: UnixStream, context: &Context) -> Result<(), String> {
+    let (auth, host, counters) = (&*context.auth, context.host.as_str(), &*context.counters);
     let peer = peer_cred(&stream).map_err(|err| format!("SO_PEERCRED: {err}"))?;
     let limits = FrameLimits { body_bytes_max: REQUEST_BYTES_MAX };
     let timeouts = Timeouts {
@@ -102,22 +121,38 @@ async fn serve_one(stream: UnixStream, auth: &Authenticator, host: &str) -> Resu
                 wire::ERR_BAD_REQUEST,
                 format!("protocol version {:#x} is not {BATCH_VERSION:#x}", request.version),
             )
+        } else if request.operation == Operation::SbdStatusQuery.code() {
+            let (reply_tx, reply_rx) = oneshot::channel();
+            if context.status.send(reply_tx).await.is_err() {
+                return Err("the event loop is gone".to_owned());
+            }
+            let status = reply_rx.await.map_err(|_| "the event loop is gone".to_owned())?;
+            bump(&counters.status_queries);
+            let body = lava_xdr::to_bytes(&status).expect("encodes");
+            (reply(Operation::SbdStatusReply), body)
         } else if request.operation != Operation::CredentialRequest.code() {
             failed(
                 wire::ERR_BAD_REQUEST,
-                format!("operation {} is not CREDENTIAL_REQUEST", request.operation),
+                format!("operation {} is not CREDENTIAL_REQUEST or SBD_STATUS_QUERY", request.operation),
             )
         } else {
             match issue(auth, host, peer.uid, peer.gid) {
                 Ok(token) => {
+                    bump(&counters.credentials_issued);
                     let body = lava_xdr::to_bytes(&wire::CredentialReply { token }).expect("encodes");
                     (reply(Operation::CredentialReply), body)
                 }
-                Err(message) => failed(wire::ERR_AUTH, message),
+                Err(message) => {
+                    bump(&counters.credentials_refused);
+                    failed(wire::ERR_AUTH, message)
+                }
             }
         };
         conn.write_frame(header, &body).await.map_err(|err| err.to_string())?;
-        if header.operation != Operation::CredentialReply.code() {
+        if header.operation == Operation::RequestFailed.code() {
+            if request.version != BATCH_VERSION || request.operation != Operation::CredentialRequest.code() {
+                bump(&counters.requests_refused);
+            }
             return Err(format!("refused a request from uid {}", peer.uid));
         }
     }

@@ -47,6 +47,7 @@ use crate::handoff::{ExitFile, PidFile};
 use crate::layout::{self, EXIT_FILE, Layout, PID_FILE, SHEPHERD_FILE};
 use crate::link::{self, FromMbd, LinkConfig, LinkEvent, OutFrame};
 use crate::procfs::{self, boot_id, process_start_ticks};
+use crate::status::{JobPhases, LoopCounters, SocketCounters, StatusRequest};
 use crate::store::{self, Store, StoreOp};
 use crate::{Error, LOST_WAIT_STATUS, credential, launch, sys};
 
@@ -62,6 +63,8 @@ const WATCH_EVENTS_MAX: usize = 4096;
 const OUT_FRAMES_MAX: usize = 4096;
 /// Queue of launches for the launcher thread.
 const LAUNCH_QUEUE_MAX: usize = 4096;
+/// Status queries waiting for the loop.
+const STATUS_QUERIES_MAX: usize = 64;
 /// How often an adopted shepherd that has not yet written its `pid` file is looked at.
 const ADOPT_POLL_MS: u64 = 10;
 /// How often a shepherd that cannot be watched with a pidfd is looked at.
@@ -199,9 +202,17 @@ pub fn run(options: Options) -> Result<(), Error> {
         let (link_tx, link_rx) = mpsc::channel(LINK_EVENTS_MAX);
         let (watch_tx, watch_rx) = mpsc::channel(WATCH_EVENTS_MAX);
         let (out_tx, out_rx) = mpsc::channel(OUT_FRAMES_MAX);
+        let (status_tx, status_rx) = mpsc::channel(STATUS_QUERIES_MAX);
+        let socket_counters = Arc::new(SocketCounters::default());
         let serving = match credential::bind(&socket_path) {
             Ok(Some(listener)) => {
-                tokio::spawn(credential::serve(listener, Arc::clone(&auth), host.clone()));
+                let context = credential::Context {
+                    auth: Arc::clone(&auth),
+                    host: host.clone(),
+                    status: status_tx,
+                    counters: Arc::clone(&socket_counters),
+                };
+                tokio::spawn(credential::serve(listener, context));
                 tracing::info!(socket = %socket_path.display(), "credential socket listening");
                 true
             }
@@ -230,6 +241,11 @@ pub fn run(options: Options) -> Result<(), Error> {
             out_tx,
             watch_tx,
             launcher: launch_tx,
+            counters: LoopCounters::new(now_ms() as i64 / 1000),
+            socket_counters,
+            host: host.clone(),
+            master_name: link_config.master_name.clone(),
+            started_at: now_ms() as i64 / 1000,
         };
         daemon.adopt_all().await?;
         if let Some(ready) = &options.ready_file {
@@ -238,7 +254,7 @@ pub fn run(options: Options) -> Result<(), Error> {
         let status = format!("serving host {host}; connecting to mbatchd at {}", link_config.master_name);
         notify(&notifier, |n| n.ready(&status));
         tokio::spawn(link::run(link_config, link_tx, out_rx));
-        let result = daemon.event_loop(link_rx, watch_rx, notifier).await;
+        let result = daemon.event_loop(link_rx, watch_rx, status_rx, notifier).await;
         if serving {
             let _ = std::fs::remove_file(&socket_path);
         }
@@ -334,6 +350,16 @@ struct Daemon {
     out_tx: mpsc::Sender<OutFrame>,
     watch_tx: mpsc::Sender<WatchEvent>,
     launcher: std::sync::mpsc::SyncSender<LaunchRequest>,
+    /// What the loop counts, for the status query.
+    counters: LoopCounters,
+    /// What the credential socket counts.
+    socket_counters: Arc<SocketCounters>,
+    /// This host's name.
+    host: String,
+    /// The master host's name.
+    master_name: String,
+    /// When this sbatchd started, seconds since the epoch.
+    started_at: i64,
 }
 
 impl Daemon {
@@ -341,6 +367,7 @@ impl Daemon {
         &mut self,
         mut link_rx: mpsc::Receiver<LinkEvent>,
         mut watch_rx: mpsc::Receiver<WatchEvent>,
+        mut status_rx: mpsc::Receiver<StatusRequest>,
         mut notifier: lava_sd::Notifier,
     ) -> Result<(), Error> {
         use tokio::signal::unix::{SignalKind, signal};
@@ -362,6 +389,11 @@ impl Daemon {
                          configuration at start; restart it to apply changes, its jobs keep running)"
                     );
                     notify(&notifier, |n| n.ready("serving (SIGHUP: nothing to reload)"));
+                    continue;
+                }
+                Some(request) = status_rx.recv() => {
+                    // The asker may have gone; nothing to do then.
+                    let _ = request.send(self.status_reply());
                     continue;
                 }
                 Some(event) = link_rx.recv() => events.push(Event::Link(event)),
@@ -417,8 +449,14 @@ impl Daemon {
                 self.sample_memory(effects);
                 self.step(Input::Tick, effects);
             }
-            Event::Link(LinkEvent::Connected) => self.step(Input::Connected, effects),
-            Event::Link(LinkEvent::Disconnected) => self.step(Input::Disconnected, effects),
+            Event::Link(LinkEvent::Connected) => {
+                self.counters.on_link(true, now_ms() as i64 / 1000);
+                self.step(Input::Connected, effects)
+            }
+            Event::Link(LinkEvent::Disconnected) => {
+                self.counters.on_link(false, now_ms() as i64 / 1000);
+                self.step(Input::Disconnected, effects)
+            }
             Event::Link(LinkEvent::Message(message)) => {
                 let input = match message {
                     FromMbd::NewJob(spec) => {
@@ -678,11 +716,21 @@ impl Daemon {
     async fn carry_out(&mut self, mut effects: Vec<Effect>) -> Result<(), Error> {
         loop {
             let ops = self.store_ops(&effects);
-            self.store.commit(&ops)?;
+            if !ops.is_empty() {
+                let started = std::time::Instant::now();
+                self.store.commit(&ops)?;
+                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let persists = ops.iter().filter(|op| matches!(op, StoreOp::Persist { .. })).count() as u64;
+                self.counters.on_commit(persists, ops.len() as u64 - persists, micros);
+            }
             for effect in effects.drain(..) {
                 match effect {
-                    Effect::Persist(..) | Effect::Remove(..) => {}
-                    Effect::Launch { job, run_spec } => self.launch(job, run_spec),
+                    Effect::Persist(..) => {}
+                    Effect::Remove(job) => self.counters.forget(job.to_wire()),
+                    Effect::Launch { job, run_spec } => {
+                        self.counters.launches += 1;
+                        self.launch(job, run_spec)
+                    }
                     Effect::Kill { job, pgid, signal } => match sys::kill_group(pgid, signal) {
                         Ok(()) => tracing::debug!(%job, pgid, signal, "signalled"),
                         Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}
@@ -752,6 +800,7 @@ impl Daemon {
 
     async fn send(&mut self, message: ToMbd) {
         let operation = message.operation();
+        self.counters.on_send(operation, message.job());
         let body = match &message {
             ToMbd::NewJobReply(m) => lava_xdr::to_bytes(m),
             ToMbd::JobExecute(m) => lava_xdr::to_bytes(m),
@@ -761,6 +810,26 @@ impl Daemon {
         .expect("protocol messages always encode");
         // Only fails when the link is gone, which happens only while stopping.
         let _ = self.out_tx.send(OutFrame { operation, body }).await;
+    }
+
+    /// The answer to a status query, from the loop's own state.
+    fn status_reply(&self) -> lava_batch_wire::SbdStatusReply {
+        let shepherds = self.tracked.values().filter(|tracked| tracked.launch.is_some()).count() as u64;
+        lava_batch_wire::SbdStatusReply {
+            host: self.host.clone(),
+            master_name: self.master_name.clone(),
+            pid: std::process::id(),
+            started_at: self.started_at,
+            connected: self.counters.connected,
+            link_since: self.counters.link_since,
+            counters: crate::status::counters(
+                JobPhases::of(self.sbd.jobs()),
+                shepherds,
+                &self.counters,
+                self.store.n_fsyncs(),
+                &self.socket_counters,
+            ),
+        }
     }
 
     fn watch(&self, job: JobRef, launch: u64, ready: ReadyWait, gone: GoneWait) {

@@ -55,7 +55,7 @@
 //!
 //! # Map
 //! [`daemon`] (start-up, event loop, effect executor), [`link`] (mbatchd channel),
-//! [`credential`] (local socket), [`store`] (records, group commit), [`launch`] (job script,
+//! [`credential`] (local socket and its status query), [`status`] (the status counters), [`store`] (records, group commit), [`launch`] (job script,
 //! plan, shepherd start), [`shepherd`], [`handoff`] (file formats), [`layout`] (paths,
 //! durable writes), [`procfs`] (process identity and memory), [`sys`] (the only unsafe
 //! code).
@@ -70,6 +70,7 @@ pub mod layout;
 pub mod link;
 pub mod procfs;
 pub mod shepherd;
+pub mod status;
 pub mod store;
 pub mod sys;
 

@@ -13,6 +13,8 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use lava_sbd::{JobRecord, invariants};
 
@@ -90,12 +92,20 @@ pub enum StoreOp {
 #[derive(Debug, Clone)]
 pub struct Store {
     layout: Layout,
+    /// fsyncs made by [`Store::commit`] (files and folders), for the status query.
+    fsyncs: Arc<AtomicU64>,
 }
 
 impl Store {
     /// The records under `layout`.
     pub fn new(layout: Layout) -> Store {
-        Store { layout }
+        Store { layout, fsyncs: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// fsyncs made so far by [`Store::commit`]: two per record written (the file, its folder)
+    /// and one for `state/` when a job folder was created or removed.
+    pub fn n_fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
     }
 
     /// Reads every record, in folder-name order. A folder without a record (a creation
@@ -171,6 +181,7 @@ impl Store {
         if root_changed {
             let root = self.layout.state_root();
             layout::fsync_dir(&root).map_err(|source| Error::Io { path: root, source })?;
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -194,6 +205,7 @@ impl Store {
                     layout::create_private_dir(&dir).map_err(io_error)?;
                 }
                 layout::write_durable(&dir, RECORD_FILE, bytes).map_err(io_error)?;
+                self.fsyncs.fetch_add(2, Ordering::Relaxed);
                 Ok(created)
             }
             StoreOp::Remove { jobfile } => {

@@ -58,6 +58,11 @@ pub enum Operation {
     CredentialRequest = 16,
     /// Local sbatchd → command: a sealed credential ([`CredentialReply`]).
     CredentialReply = 17,
+    /// Command → local sbatchd, over its Unix socket: its status and counters
+    /// (`lsadmin sbdstatus`; [`SbdStatusQuery`]). Ours, not LSF's.
+    SbdStatusQuery = 18,
+    /// Local sbatchd → command: the status ([`SbdStatusReply`]).
+    SbdStatusReply = 19,
 
     /// sbatchd → mbatchd: first frame on a connection, naming the host ([`SbdRegister`]).
     SbdRegister = 20,
@@ -90,9 +95,11 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 28] = [
+    pub const ALL: [Operation; 30] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
+        Operation::SbdStatusQuery,
+        Operation::SbdStatusReply,
         Operation::SubmitJob,
         Operation::SubmitJobReply,
         Operation::JobQuery,
@@ -149,6 +156,8 @@ impl Operation {
             Operation::RequestFailed => "REQUEST_FAILED",
             Operation::CredentialRequest => "CREDENTIAL_REQUEST",
             Operation::CredentialReply => "CREDENTIAL_REPLY",
+            Operation::SbdStatusQuery => "SBD_STATUS_QUERY",
+            Operation::SbdStatusReply => "SBD_STATUS_REPLY",
             Operation::SbdRegister => "SBD_REGISTER",
             Operation::SbdRegisterAck => "SBD_REGISTER_ACK",
             Operation::NewJob => "BATCH_NEW_JOB",
@@ -767,6 +776,30 @@ pub struct StatusCounter {
     pub name: String,
     /// Its value.
     pub value: u64,
+}
+
+/// SBD_STATUS_QUERY: what `lsadmin sbdstatus` asks the local sbatchd (no fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SbdStatusQuery {}
+
+/// SBD_STATUS_REPLY: the local sbatchd's view of its link and its counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SbdStatusReply {
+    /// The host this sbatchd serves.
+    pub host: String,
+    /// The master host's name (where mbatchd runs).
+    pub master_name: String,
+    /// sbatchd's pid.
+    pub pid: u32,
+    /// When this sbatchd started, in seconds since the epoch.
+    pub started_at: i64,
+    /// Whether mbatchd acknowledged the registration on the current connection.
+    pub connected: bool,
+    /// Since when the link is in its current state (connected or not), seconds since the epoch.
+    pub link_since: i64,
+    /// The counters by name (jobs by phase, messages sent and resent by operation, record
+    /// persists and fsyncs, shepherds, link, credentials), in a stable order.
+    pub counters: Vec<StatusCounter>,
 }
 
 /// REQUEST_FAILED: the request as a whole was refused.

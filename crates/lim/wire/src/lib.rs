@@ -69,6 +69,9 @@ pub const LIM_TCP_HOST_INFO: u32 = 103;
 /// TCP query: every configured host's static facts as the master knows them
 /// ([`HostsInfoReply`], what `lshosts` prints).
 pub const LIM_TCP_HOSTS_INFO: u32 = 104;
+/// TCP query (ours, for `lsadmin showstatus`): this lim's role, its view of the master and of
+/// the hosts, and every counter it keeps ([`AdminStatusReply`]); every lim answers it.
+pub const LIM_TCP_ADMIN_STATUS: u32 = 105;
 /// Reply status of a TCP query that succeeded.
 pub const TCP_STATUS_OK: u32 = 0;
 /// Reply status of a query sent to a lim that is not the master, or an unknown query.
@@ -340,6 +343,25 @@ pub struct HostsInfoReply {
 pub struct StatusReply {
     /// Whether this lim is the master.
     pub master: bool,
+    /// `(name, count)` pairs in a stable order.
+    pub counters: Vec<(String, u64)>,
+}
+
+/// Reply to [`LIM_TCP_ADMIN_STATUS`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminStatusReply {
+    /// The answering lim's host.
+    pub host: String,
+    /// Whether this lim is the master.
+    pub master: bool,
+    /// The master's name (a slave: the configured master, whether or not it is heard).
+    pub master_name: String,
+    /// A slave: whether valid beacons arrive (it is reporting); the master: always true.
+    pub master_heard: bool,
+    /// The master: hosts `ok` (0 on a slave).
+    pub hosts_ok: u32,
+    /// The master: hosts `unavail` (0 on a slave).
+    pub hosts_unavail: u32,
     /// `(name, count)` pairs in a stable order.
     pub counters: Vec<(String, u64)>,
 }

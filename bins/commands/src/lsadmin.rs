@@ -1,0 +1,338 @@
+//! `lsadmin`: LSF's administrator command for lim. Three subcommands are served:
+//!
+//! - `lsadmin ckconfig [-v]` (LSF's): loads lsf.conf, lsf.shared and lsf.cluster.NAME from
+//!   `LSF_ENVDIR` with lava-conf, exactly as lim does at start, and prints either
+//!   `No errors found.` (exit 0) or the first error as `path:line: what` followed by
+//!   `There are fatal errors.` (exit 255).
+//! - `lsadmin showstatus [host]` (ours, in the spirit of `badmin showstatus`): asks the lim
+//!   of `host` (default: this machine's host name, as lim takes it, else its short form) on
+//!   its TCP query port (lava-lim-wire's `LIM_TCP_ADMIN_STATUS`, which every lim answers)
+//!   and prints its role, the master, the hosts by status (master only), then `Counters:`
+//!   with one `name value` line each.
+//! - `lsadmin sbdstatus` (ours): asks the local sbatchd over its Unix socket
+//!   (`LAVA_CMD_SOCKET`, SBD_STATUS_QUERY) and prints its host, the master, the state of its
+//!   link to mbatchd, then `Counters:` (jobs by phase, shepherds, messages sent and resent by
+//!   operation, record persists, fsyncs and commit latency, link connects, credentials).
+//!
+//! LSF's other subcommands (`limstartup`, `limshutdown`, `limrestart`, `reconfig`, ...) are
+//! recognised and refused with `not supported by LavaCore yet` (exit 255); anything else is
+//! LSF's `Invalid command`.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use lava_conf::BaseConfig;
+use lava_lim_wire as wire;
+use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
+
+use crate::lim::{QUERY_TIMEOUT_MS, REPLY_BODY_BYTES_MAX};
+use crate::term::{self, Term};
+
+const USAGE: &str = "Usage: lsadmin [-h] [-V] ckconfig [-v] | showstatus [host_name] | sbdstatus\n";
+/// Largest status reply accepted from sbatchd.
+const SBD_REPLY_BYTES_MAX: u32 = 1 << 20;
+
+/// LSF subcommands LavaCore does not serve yet.
+const NOT_YET: [&str; 11] = [
+    "reconfig",
+    "limstartup",
+    "limshutdown",
+    "limrestart",
+    "limlock",
+    "limunlock",
+    "resstartup",
+    "resshutdown",
+    "resrestart",
+    "reslogon",
+    "reslogoff",
+];
+
+/// `lsadmin showstatus` for `status`.
+pub fn format_showstatus(status: &wire::AdminStatusReply) -> String {
+    let mut out = format!(
+        "LIM runtime information on host {}\n\
+         \x20  Role:                   {}\n\
+         \x20  Master name:            {}\n",
+        status.host,
+        if status.master { "master" } else { "slave" },
+        status.master_name,
+    );
+    if status.master {
+        out.push_str(&format!(
+            "\n\
+             \x20  Number of hosts:        {}\n\
+             \x20     Ok:                  {}\n\
+             \x20     Unavailable:         {}\n",
+            status.hosts_ok + status.hosts_unavail,
+            status.hosts_ok,
+            status.hosts_unavail,
+        ));
+    } else {
+        let heard = if status.master_heard { "yes (reporting)" } else { "no (not reporting)" };
+        out.push_str(&format!("   Master heard:           {heard}\n"));
+    }
+    out.push_str("\nCounters:\n");
+    for (name, value) in &status.counters {
+        out.push_str(&format!("   {name:<40} {value}\n"));
+    }
+    out
+}
+
+/// `lsadmin sbdstatus` for `status`, with times in `tz`.
+pub fn format_sbdstatus(status: &lava_batch_wire::SbdStatusReply, tz: &jiff::tz::TimeZone) -> String {
+    let mut out = format!(
+        "SBD runtime information on host {}\n\
+         \x20  Master name:            {}\n\
+         \x20  Link to mbatchd:        {} since {}\n\
+         \x20  Latest sbatchd start:   {}\n\
+         \x20  Active sbatchd PID:     {}\n\
+         \nCounters:\n",
+        status.host,
+        status.master_name,
+        if status.connected { "connected" } else { "down" },
+        crate::format::long_date(status.link_since, tz),
+        crate::format::long_date(status.started_at, tz),
+        status.pid,
+    );
+    for counter in &status.counters {
+        out.push_str(&format!("   {:<40} {}\n", counter.name, counter.value));
+    }
+    out
+}
+
+/// Asks the local sbatchd (`LAVA_CMD_SOCKET`) for its status.
+fn sbdstatus() -> Result<lava_batch_wire::SbdStatusReply, String> {
+    use lava_batch_wire::{Operation, SbdStatusQuery};
+    let config = crate::client::load_config().map_err(|error| error.to_string())?;
+    let path = config.lsf.cmd_socket.clone();
+    let failure =
+        |error: std::io::Error| format!("cannot reach the local sbatchd at {}: {error}", path.display());
+    let mut stream = std::os::unix::net::UnixStream::connect(&path).map_err(failure)?;
+    let timeout = Some(Duration::from_millis(QUERY_TIMEOUT_MS));
+    stream.set_read_timeout(timeout).and_then(|()| stream.set_write_timeout(timeout)).map_err(failure)?;
+    let body = lava_xdr::to_bytes(&SbdStatusQuery {}).map_err(|error| error.to_string())?;
+    crate::client::write_frame(&mut stream, Operation::SbdStatusQuery, 1, &body).map_err(failure)?;
+    let (header, body) =
+        crate::client::read_frame(&mut stream, SBD_REPLY_BYTES_MAX).map_err(|error| match error {
+            crate::client::FrameReadError::Io(error) => failure(error),
+            crate::client::FrameReadError::Protocol(detail) => detail,
+        })?;
+    let limits = lava_xdr::Limits { input_bytes_max: body.len().max(1), ..lava_xdr::Limits::default() };
+    match Operation::from_code(header.operation) {
+        Some(Operation::SbdStatusReply) => {
+            lava_xdr::from_bytes(&body, &limits).map_err(|error| format!("bad reply: {error}"))
+        }
+        Some(Operation::RequestFailed) => {
+            let error: lava_batch_wire::ErrorReply =
+                lava_xdr::from_bytes(&body, &limits).map_err(|error| format!("bad reply: {error}"))?;
+            Err(format!("the local sbatchd refused: {}", error.message))
+        }
+        _ => Err(format!("the local sbatchd answered with operation {}", header.operation)),
+    }
+}
+
+/// What `lsadmin ckconfig` prints for the result of loading the configuration, and whether
+/// it is fine.
+pub fn ckconfig_report(loaded: &Result<BaseConfig, lava_conf::ConfError>, verbose: bool) -> (String, bool) {
+    let mut out = String::from("\nChecking configuration files ...\n\n");
+    match loaded {
+        Ok(config) => {
+            if verbose {
+                out.push_str(&format!(
+                    "Cluster {}: {} hosts, master {}\n",
+                    config.cluster_name,
+                    config.cluster.hosts.len(),
+                    config.master_host().map_or("-", |host| host.name.as_str()),
+                ));
+            }
+            out.push_str("No errors found.\n");
+            (out, true)
+        }
+        Err(error) => {
+            out.push_str(&format!("{error}\n\nThere are fatal errors.\n"));
+            (out, false)
+        }
+    }
+}
+
+/// Runs `lsadmin` with this process's arguments.
+pub fn main() -> ExitCode {
+    let mut term = Term::new();
+    let ok = run(&mut term);
+    term.exit(ok)
+}
+
+fn run(term: &mut Term) -> bool {
+    let args = match term::arguments() {
+        Ok(args) => args,
+        Err(message) => {
+            term.err(&format!("lsadmin: {message}\n"));
+            return false;
+        }
+    };
+    let rest = args.get(1..).unwrap_or_default();
+    match args.first().map(String::as_str) {
+        Some("-h") | None => {
+            term.err(USAGE);
+            !args.is_empty()
+        }
+        Some("-V") => {
+            term.err(term::VERSION_LINE);
+            true
+        }
+        Some("ckconfig") if rest.is_empty() || rest == ["-v"] => {
+            let envdir = lava_conf::envdir_from_env();
+            let (text, ok) = ckconfig_report(&BaseConfig::load(&envdir), !rest.is_empty());
+            if ok {
+                term.out(&text);
+            } else {
+                term.err(&text);
+            }
+            ok
+        }
+        Some("showstatus") if rest.len() <= 1 => match showstatus(rest.first().map(String::as_str)) {
+            Ok(status) => {
+                term.out(&format_showstatus(&status));
+                true
+            }
+            Err(error) => {
+                term.err(&format!("lsadmin: {error}\n"));
+                false
+            }
+        },
+        Some("sbdstatus") if rest.is_empty() => match sbdstatus() {
+            Ok(status) => {
+                term.out(&format_sbdstatus(&status, &jiff::tz::TimeZone::system()));
+                true
+            }
+            Err(error) => {
+                term.err(&format!("lsadmin: {error}\n"));
+                false
+            }
+        },
+        Some(name) if NOT_YET.contains(&name) => {
+            term.err(&format!("lsadmin: {name} is not supported by LavaCore yet\n"));
+            false
+        }
+        Some(name) => {
+            term.err(&format!("lsadmin: Invalid command <{name}>\n{USAGE}"));
+            false
+        }
+    }
+}
+
+/// The TCP query address of `host`'s lim (default: this machine's host name).
+fn lim_addr(host: Option<&str>) -> Result<SocketAddr, String> {
+    let config = crate::client::load_config().map_err(|error| error.to_string())?;
+    let name = match host {
+        Some(name) => name.to_owned(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map_err(|error| format!("cannot read this host's name: {error}"))?
+            .trim()
+            .to_owned(),
+    };
+    // lim names its host by the kernel's full host name; a cluster may list the short one.
+    let short = name.split('.').next().unwrap_or_default();
+    let find = |wanted: &str| config.cluster.hosts.iter().find(|h| h.name.eq_ignore_ascii_case(wanted));
+    let Some(entry) = find(&name).or_else(|| if host.is_none() { find(short) } else { None }) else {
+        return Err(format!("host `{name}` is not in {}", config.cluster.path.display()));
+    };
+    let port = entry.lim_tcp_port(&config.lsf);
+    match entry.addr {
+        Some(ip) => Ok(SocketAddr::new(ip, port)),
+        None => (entry.name.as_str(), port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| format!("cannot resolve host `{}`", entry.name)),
+    }
+}
+
+/// Asks `host`'s lim for its status and counters.
+fn showstatus(host: Option<&str>) -> Result<wire::AdminStatusReply, String> {
+    let addr = lim_addr(host)?;
+    let unreachable = |error: std::io::Error| format!("LIM is down; try later ({addr}: {error})");
+    let timeout = Duration::from_millis(QUERY_TIMEOUT_MS);
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(unreachable)?;
+    stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
+    let mut request = Vec::new();
+    FrameHeader {
+        sequence: 1,
+        operation: wire::LIM_TCP_ADMIN_STATUS,
+        version: wire::LIM_VERSION,
+        length: 0,
+        status: 0,
+    }
+    .write(&mut request);
+    stream.write_all(&request).map_err(unreachable)?;
+    let mut head = [0u8; HEADER_BYTES];
+    stream.read_exact(&mut head).map_err(unreachable)?;
+    let header = FrameHeader::parse(&head).map_err(|error| error.to_string())?;
+    header.check_version(wire::LIM_VERSION).map_err(|error| error.to_string())?;
+    if header.length > REPLY_BODY_BYTES_MAX {
+        return Err(format!("reply of {} bytes is too large", header.length));
+    }
+    if header.status != wire::TCP_STATUS_OK {
+        return Err(format!("the lim at {addr} refused the status query (status {})", header.status));
+    }
+    let mut body = vec![0u8; header.length as usize];
+    stream.read_exact(&mut body).map_err(unreachable)?;
+    let limits = lava_xdr::Limits { input_bytes_max: body.len().max(1), ..lava_xdr::Limits::default() };
+    lava_xdr::from_bytes(&body, &limits).map_err(|error| format!("bad reply: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: the master shows the hosts by status, a slave whether it hears the master; both end
+    // with `Counters:` and one `name value` line per counter.
+    #[test]
+    fn showstatus_layout() {
+        let mut status = wire::AdminStatusReply {
+            host: "h0".into(),
+            master: true,
+            master_name: "h0".into(),
+            master_heard: true,
+            hosts_ok: 2,
+            hosts_unavail: 1,
+            counters: vec![("datagrams.dropped.short".into(), 3)],
+        };
+        assert_eq!(
+            format_showstatus(&status),
+            "LIM runtime information on host h0\n   Role:                   master\n   \
+             Master name:            h0\n\n   Number of hosts:        3\n      Ok:                  2\n      \
+             Unavailable:         1\n\nCounters:\n   datagrams.dropped.short                  3\n"
+        );
+        (status.host, status.master, status.master_heard) = ("h1".into(), false, false);
+        assert_eq!(
+            format_showstatus(&status),
+            "LIM runtime information on host h1\n   Role:                   slave\n   \
+             Master name:            h0\n   Master heard:           no (not reporting)\n\nCounters:\n   \
+             datagrams.dropped.short                  3\n"
+        );
+    }
+
+    // Goal: host, master, link state with its time, start and pid, then one line per counter.
+    #[test]
+    fn sbdstatus_layout() {
+        let status = lava_batch_wire::SbdStatusReply {
+            host: "h1".into(),
+            master_name: "h0".into(),
+            pid: 42,
+            started_at: 0,
+            connected: true,
+            link_since: 60,
+            counters: vec![lava_batch_wire::StatusCounter { name: "jobs.running".into(), value: 2 }],
+        };
+        assert_eq!(
+            format_sbdstatus(&status, &jiff::tz::TimeZone::UTC),
+            "SBD runtime information on host h1\n   Master name:            h0\n   \
+             Link to mbatchd:        connected since Thu Jan  1 00:01:00 1970\n   \
+             Latest sbatchd start:   Thu Jan  1 00:00:00 1970\n   Active sbatchd PID:     42\n\n\
+             Counters:\n   jobs.running                             2\n"
+        );
+    }
+}
