@@ -114,6 +114,18 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The `name value` lines under `Counters:` in `coordctl status` output.
+fn counters(text: &str) -> BTreeMap<String, u64> {
+    let (_, section) = text.split_once("Counters:\n").unwrap_or_else(|| panic!("no Counters: in {text}"));
+    section
+        .lines()
+        .map(|line| {
+            let (name, value) = line.split_once(' ').unwrap_or_else(|| panic!("not `name value`: {line}"));
+            (name.to_owned(), value.parse().unwrap_or_else(|_| panic!("not a number: {line}")))
+        })
+        .collect()
+}
+
 /// The first segment of the WAL.
 fn wal_segment(cluster: &Cluster) -> PathBuf {
     cluster.work_dir().join("coord").join("coord.wal.000001")
@@ -146,10 +158,50 @@ fn submit_lease_heartbeat_complete_through_coordctl() {
     assert!(status.starts_with("TASK 1 STATE COMPLETED LEASE 1 WORKER w1 "), "{status}");
     assert!(status.contains("REFUSED 1"), "{status}");
     assert!(status.trim_end().ends_with("OWNER root OWNER_UID 0 HOLDER root"), "{status}");
-    assert_eq!(
-        ok_stdout(&coordctl(&cluster, &["status"], b"")).trim(),
-        "WAITING 0 LEASED 0 COMPLETED 1 FAILED 0"
-    );
+    let summary = ok_stdout(&coordctl(&cluster, &["status"], b""));
+    assert_eq!(summary.lines().next(), Some("WAITING 0 LEASED 0 COMPLETED 1 FAILED 0"), "{summary}");
+    // The counters after the summary moved by what this test did: seven coordctl runs (one
+    // connection and one HELLO each), one refused completion, five WAL records.
+    let counters = counters(&summary);
+    for (name, expected) in [
+        ("requests.HELLO", 7),
+        ("requests.SUBMIT_TASK", 1),
+        ("requests.LEASE_REQUEST", 1),
+        ("requests.HEARTBEAT", 1),
+        ("requests.COMPLETE_TASK", 2),
+        ("requests.TASK_QUERY", 1),
+        ("requests.COUNTS_QUERY", 1),
+        ("requests.STATS_QUERY", 1),
+        ("requests.FAIL_TASK", 0),
+        ("refusals.lease_lost", 1),
+        ("refusals.auth", 0),
+        ("connections.accepted", 7),
+        ("wal.events.TaskCreated", 1),
+        ("wal.events.LeaseGranted", 1),
+        ("wal.events.LeaseExtended", 1),
+        ("wal.events.TaskCompleted", 1),
+        // The refused completion is recorded too (the task's REFUSED count).
+        ("wal.events.TaskCancelled", 1),
+        ("leases.granted", 1),
+        ("leases.expired", 0),
+        ("leases.valid", 0),
+        ("tasks.completed", 1),
+        ("tasks.total", 1),
+        ("workers.known", 1),
+        ("wal.appends", 5),
+        ("wal.appended_through", 5),
+        ("wal.durable_through", 5),
+        ("queue.answers_held", 0),
+    ] {
+        assert_eq!(counters.get(name), Some(&expected), "{name} in {summary}");
+    }
+    let commits = counters["wal.group_commits"];
+    assert!((1..=5).contains(&commits), "{summary}");
+    assert!(counters["wal.fsyncs"] >= commits, "{summary}");
+    assert!(counters["wal.events_per_group_commit"] >= 1, "{summary}");
+    assert!(counters["wal.group_commit_us_max"] >= counters["wal.group_commit_us_mean"], "{summary}");
+    assert!(counters["wal.segments"] >= 1 && counters["wal.segment_bytes"] > 0, "{summary}");
+    assert!(counters["connections.open"] >= 1, "{summary}");
     let workers = ok_stdout(&coordctl(&cluster, &["workers"], b""));
     assert!(workers.lines().any(|line| line.starts_with("w1 ")), "{workers}");
     let none = coordctl(&cluster, &["lease", "--worker", "w1", "--wait", "0.3"], b"");
@@ -267,6 +319,22 @@ fn connections_without_a_valid_credential_are_refused() {
         })
         .collect();
     assert_eq!(ids, (1..=50).collect::<Vec<u64>>());
+    // The status counts every refusal under its code: five HELLOs refused, one second HELLO.
+    let stats: BTreeMap<String, u64> =
+        client.stats().expect("the counters").into_iter().map(|c| (c.name, c.value)).collect();
+    for (name, expected) in [
+        ("refusals.auth", 5),
+        ("refusals.bad_request", 1),
+        ("requests.SUBMIT_TASK", 50),
+        ("requests.STATS_QUERY", 1),
+        ("wal.events.TaskCreated", 50),
+        ("wal.appends", 50),
+        ("tasks.waiting", 50),
+        ("queue.answers_held", 0),
+    ] {
+        assert_eq!(stats.get(name), Some(&expected), "{name} in {stats:?}");
+    }
+    assert!((1..=50).contains(&stats["wal.group_commits"]), "{stats:?}");
 }
 
 // Goal: the cluster key stays root's (mode 0600) and an unprivileged user

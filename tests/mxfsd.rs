@@ -233,6 +233,99 @@ fn one_host_cluster_is_its_own_master() {
     drop(daemon);
 }
 
+/// The `name value` lines under `Counters:` in a status text.
+fn counters(text: &str) -> Vec<(String, u64)> {
+    let (_, section) = text.split_once("Counters:\n").unwrap_or_else(|| panic!("no Counters: in {text}"));
+    section
+        .lines()
+        .map(|line| {
+            let (name, value) = line.split_once(' ').unwrap_or_else(|| panic!("not `name value`: {line}"));
+            (name.to_owned(), value.parse().unwrap_or_else(|_| panic!("not a number: {line}")))
+        })
+        .collect()
+}
+
+/// The counters of the daemon behind `socket`.
+fn status_counters(socket: &Path) -> Vec<(String, u64)> {
+    counters(&status(socket).expect("the status"))
+}
+
+fn counter(counters: &[(String, u64)], name: &str) -> u64 {
+    counters
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no {name} in {counters:?}"))
+}
+
+// Goal: `mxfsctl status` counts what the daemon did. Method: a one-host cluster (its own
+// master, so nothing else talks to it); two EX/PR locks granted, a NOQUEUE request refused, a
+// waiting request that times out (the holder gets a BAST), an unlock of an unknown handle; then
+// the counters of requests, refusals and the lock table are exact, and `mxfsctl status` prints
+// the same section.
+#[test]
+fn status_counts_requests_refusals_and_locks() {
+    let mut cluster = Cluster::with_hosts(&["h1"]);
+    let socket = cluster.dir().join("run/h1.sock");
+    let ready = cluster.dir().join("run/h1.port");
+    let args: Vec<&OsStr> = vec![
+        "--host".as_ref(),
+        "h1".as_ref(),
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--socket".as_ref(),
+        socket.as_ref(),
+        "--ready-file".as_ref(),
+        ready.as_ref(),
+    ];
+    let mut daemon = cluster.spawn("mxfsd-h1", mxfsd_bin(), &args);
+    daemon.wait_for_port_file(&ready, STARTUP_TIMEOUT);
+    wait_until("the one host to serve", STARTUP_TIMEOUT, || master_is(&socket, "h1"));
+    let base = counters(&status(&socket).expect("the status"));
+    let mut holder = connect(&socket);
+    let ex = holder.lock("a", LockMode::Ex, false, None).expect("EX on a");
+    holder.lock("b", LockMode::Pr, false, None).expect("PR on b");
+    let mut other = connect(&socket);
+    match other.lock("a", LockMode::Pr, true, None) {
+        Err(ClientError::Refused { code: ErrorCode::WouldBlock, .. }) => {}
+        other => panic!("NOQUEUE PR on a held EX: {other:?}"),
+    }
+    match other.lock("a", LockMode::Cw, false, Some(Duration::from_millis(200))) {
+        Err(ClientError::Refused { code: ErrorCode::Timeout, .. }) => {}
+        other => panic!("CW on a held EX with a timeout: {other:?}"),
+    }
+    match other.unlock(ex.handle) {
+        Err(ClientError::Refused { code: ErrorCode::NotHeld, .. }) => {}
+        other => panic!("unlock of another client's handle: {other:?}"),
+    }
+    let text = status(&socket).expect("the status");
+    let now = counters(&text);
+    let moved = |name: &str| counter(&now, name) - counter(&base, name);
+    assert_eq!(moved("client_requests.lock"), 4, "{text}");
+    assert_eq!(moved("client_requests.unlock"), 1, "{text}");
+    assert_eq!(moved("client_requests.status"), 1, "{text}");
+    assert_eq!(moved("client_refusals.would_block"), 1, "{text}");
+    assert_eq!(moved("client_refusals.timeout"), 1, "{text}");
+    assert_eq!(moved("client_refusals.not_held"), 1, "{text}");
+    assert_eq!(moved("client_refusals.permission"), 0, "{text}");
+    assert_eq!(moved("connections.clients"), 3, "{text}");
+    assert!(moved("basts_sent") >= 1, "the EX holder of a gets a BAST: {text}");
+    assert_eq!(counter(&now, "is_master"), 1, "{text}");
+    assert_eq!(counter(&now, "epoch"), master_epoch(&text), "{text}");
+    assert_eq!(counter(&now, "table.granted"), 2, "{text}");
+    assert_eq!(counter(&now, "table.granted.EX"), 1, "{text}");
+    assert_eq!(counter(&now, "table.granted.PR"), 1, "{text}");
+    assert_eq!(counter(&now, "local.granted"), 2, "{text}");
+    assert_eq!(counter(&now, "recoveries.pending"), 0, "{text}");
+    assert_eq!(counter(&now, "received.LOCK_REQ"), 0, "no other node: {text}");
+    let out = ctl(&cluster, &socket, &["status"]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("\nCounters:\nreceived.LOCK_REQ 0\n"), "{printed}");
+    drop(holder);
+    drop(other);
+    drop(daemon);
+}
+
 // Goal: the user-facing behaviour of `mxfsctl lock`: the command's exit code comes back,
 // NOQUEUE fails at once with a clear message while another node holds the lock, `--timeout`
 // gives up, and `mxfsctl locks` on the master shows the holder and the waiter.
@@ -266,6 +359,22 @@ fn mxfsctl_reports_exit_codes_conflicts_and_the_lock_table() {
     );
     let status = String::from_utf8_lossy(&ctl(&cluster, &nodes[0].socket, &["status"]).stdout).into_owned();
     assert!(status.contains("MASTER: h1 (node 1)") && status.contains("h3"), "{status}");
+    // The master heard three LOCK_REQs over TCP (h2's two, h3's one; h1's own request does not
+    // cross the network) and denied one; nothing was refused.
+    let counters = counters(&status);
+    assert_eq!(counter(&counters, "received.LOCK_REQ"), 3, "{status}");
+    assert_eq!(counter(&counters, "sent.LOCK_DENY"), 1, "{status}");
+    assert!(counter(&counters, "received.NODE_JOIN") >= 2, "{status}");
+    assert!(counter(&counters, "sent.LOCK_GRANT") >= 2, "{status}");
+    assert_eq!(counter(&counters, "table.granted.EX"), 1, "h3's EX: {status}");
+    for reason in ["magic", "version", "type", "length", "malformed", "auth", "invalid"] {
+        assert_eq!(counter(&counters, &format!("refused.{reason}")), 0, "{status}");
+    }
+    let h2 = status_counters(&nodes[1].socket);
+    assert_eq!(counter(&h2, "sent.LOCK_REQ"), 2, "{h2:?}");
+    assert_eq!(counter(&h2, "received.LOCK_DENY"), 1, "{h2:?}");
+    assert_eq!(counter(&h2, "client_refusals.would_block"), 1, "{h2:?}");
+    assert_eq!(counter(&h2, "is_master"), 0, "{h2:?}");
     std::fs::write(&release, "").expect("release the holder");
     assert!(holder.wait().expect("wait for the holder").success());
     let out = ctl(&cluster, &nodes[1].socket, &["lock", "r", "EX", "--noqueue", "--", "true"]);
@@ -494,7 +603,11 @@ fn client_socket_closes_stalled_requests_and_caps_its_clients() {
     }
     drop(third);
     wait_until("a new client to be served again", IO_TIMEOUT, || connect(socket).status().ok());
-    idle.status().expect("the first client is still served");
+    let text = idle.status().expect("the first client is still served");
+    let counters = counters(&text);
+    assert_eq!(counter(&counters, "client_refusals.slow_request"), 1, "{text}");
+    // The wait for a free slot may have been turned away more than once.
+    assert!(counter(&counters, "client_refusals.too_many_clients") >= 1, "{text}");
     drop((idle, second));
     drop(nodes);
 }
@@ -540,6 +653,8 @@ fn only_the_lock_group_may_lock() {
     assert!(!marker.exists(), "the command ran without the lock");
     let out = as_user(4242, &["lock", "g", "EX", "--", "true"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = status(&nodes[1].socket).expect("h2's status");
+    assert_eq!(counter(&counters(&text), "client_refusals.permission"), 1, "{text}");
     drop(nodes);
 }
 
@@ -841,6 +956,19 @@ fn garbage_on_the_tcp_port_closes_that_connection_and_the_daemon_keeps_serving()
         });
     }
     assert_closed(SocketAddr::new(LOOPBACK, nodes[1].port), &random, "random bytes to a node");
+    // Each refusal counted under its reason, on the master.
+    let counters = counters(&status(&nodes[0].socket).expect("the master's status"));
+    for (name, expected) in [
+        ("refused.magic", 2),
+        ("refused.version", 1),
+        ("refused.type", 1),
+        ("refused.length", 3),
+        ("refused.auth", 3),
+        ("refused.malformed", 1),
+        ("refused.invalid", 0),
+    ] {
+        assert_eq!(counter(&counters, name), expected, "{name} in {counters:?}");
+    }
 
     let after = status(&nodes[0].socket).expect("the master's status");
     assert_eq!(master_epoch(&after), master_epoch(&before), "{after}");

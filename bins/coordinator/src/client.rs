@@ -345,6 +345,14 @@ impl Client {
         }
     }
 
+    /// The daemon's counters (STATS_QUERY), as `(name, value)` in the daemon's order.
+    pub fn stats(&mut self) -> Result<Vec<wire::Counter>, ClientError> {
+        match self.call(&Request::Stats)? {
+            Reply::Stats(reply) => Ok(reply.counters),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// Workers seen.
     pub fn workers(&mut self) -> Result<Vec<wire::WorkerInfo>, ClientError> {
         match self.call(&Request::Workers)? {

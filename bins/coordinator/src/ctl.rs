@@ -6,7 +6,7 @@
 //! coordctl heartbeat TASK LEASE                  # prints the new expiry (ms since the epoch)
 //! coordctl complete TASK LEASE
 //! coordctl fail TASK LEASE
-//! coordctl status [TASK]
+//! coordctl status [TASK]                       # without TASK: counts by state, then Counters:
 //! coordctl workers
 //! coordctl whoami                                # the user the coordinator takes us for
 //! ```
@@ -218,13 +218,19 @@ fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
             .map_err(write_error)?;
         }
         Command::Status { task: None } => {
-            let counts = Client::connect(&endpoint)?.counts()?;
+            let mut client = Client::connect(&endpoint)?;
+            let counts = client.counts()?;
             writeln!(
                 out,
                 "WAITING {} LEASED {} COMPLETED {} FAILED {}",
                 counts.waiting, counts.leased, counts.completed, counts.failed
             )
             .map_err(write_error)?;
+            // After the one-line summary (which scripts read as before): one `name value` line each.
+            writeln!(out, "Counters:").map_err(write_error)?;
+            for counter in client.stats()? {
+                writeln!(out, "{} {}", counter.name, counter.value).map_err(write_error)?;
+            }
         }
         Command::Workers => {
             let workers = Client::connect(&endpoint)?.workers()?;

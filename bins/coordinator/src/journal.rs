@@ -37,6 +37,20 @@ use crate::codec::{EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, SNAPSHOT_L
 /// The WAL's name.
 pub const EVENT_LOG_NAME: &str = "coord.wal";
 
+/// What the group commits cost, for the status: rounds of `wait_durable` the loop waited
+/// for, their wall time, and the events they made durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    /// Group commits finished.
+    pub count: u64,
+    /// Their total time, in µs.
+    pub total_us: u64,
+    /// The longest, in µs.
+    pub max_us: u64,
+    /// Events they made durable.
+    pub events: u64,
+}
+
 /// Opens (creating if needed) the event log in `dir` and logs what opening
 /// found: a torn tail that was cut off, rejected snapshots, leftover files.
 pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
@@ -180,6 +194,9 @@ pub struct Journal {
     snapshot: Option<JoinHandle<Result<(u64, PruneReport), lava_eventlog::Error>>>,
     /// The encoding buffer, reused by every append.
     record: Vec<u8>,
+    /// When the running `wait_durable` started, and the durable position before it.
+    sync_started: Option<(std::time::Instant, u64)>,
+    sync_stats: SyncStats,
 }
 
 impl Journal {
@@ -197,6 +214,8 @@ impl Journal {
             events_since_snapshot: 0,
             snapshot: None,
             record: Vec::new(),
+            sync_started: None,
+            sync_stats: SyncStats::default(),
         }
     }
 
@@ -230,6 +249,7 @@ impl Journal {
         }
         let log = Arc::clone(&self.log);
         let target = self.appended_through;
+        self.sync_started = Some((std::time::Instant::now(), self.durable_through));
         self.sync =
             Some(tokio::task::spawn_blocking(move || log.wait_durable(Position(target)).map(|()| target)));
     }
@@ -261,7 +281,7 @@ impl Journal {
         tokio::select! {
             synced = join(&mut self.sync) => {
                 let target = synced??;
-                self.durable_through = self.durable_through.max(target);
+                self.synced(target);
                 Ok(JournalEvent::Durable(target))
             }
             written = join(&mut self.snapshot) => match written? {
@@ -271,16 +291,65 @@ impl Journal {
         }
     }
 
+    /// A `wait_durable` through `target` ended: durable, and counted.
+    fn synced(&mut self, target: u64) {
+        if let Some((started, from)) = self.sync_started.take() {
+            let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let stats = &mut self.sync_stats;
+            stats.count += 1;
+            stats.total_us = stats.total_us.saturating_add(us);
+            stats.max_us = stats.max_us.max(us);
+            stats.events += target.saturating_sub(from);
+        }
+        self.durable_through = self.durable_through.max(target);
+    }
+
+    /// What the group commits cost so far.
+    pub fn sync_stats(&self) -> SyncStats {
+        self.sync_stats
+    }
+
+    /// The event log's own figures: appends and fsyncs through this handle.
+    pub fn log_stats(&self) -> lava_eventlog::Stats {
+        self.log.stats()
+    }
+
+    /// The WAL on disk: (bytes of its segment files, how many there are, bytes of all its
+    /// files: segments, snapshots, the lock). Preallocated space counts. A file that vanishes
+    /// meanwhile (pruned) is skipped.
+    pub fn disk_usage(&self) -> (u64, u64, u64) {
+        let Ok(entries) = std::fs::read_dir(self.log.dir()) else { return (0, 0, 0) };
+        let (mut segment_bytes, mut segments, mut all_bytes) = (0u64, 0u64, 0u64);
+        let prefix = format!("{EVENT_LOG_NAME}.");
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            all_bytes += meta.len();
+            let name = entry.file_name();
+            let is_segment = name
+                .to_str()
+                .and_then(|name| name.strip_prefix(&prefix))
+                .is_some_and(|number| !number.is_empty() && number.bytes().all(|byte| byte.is_ascii_digit()));
+            if is_segment {
+                segment_bytes += meta.len();
+                segments += 1;
+            }
+        }
+        (segment_bytes, segments, all_bytes)
+    }
+
     /// Makes every appended event durable (for a clean stop).
     pub async fn sync_all(&mut self) -> Result<(), ShellError> {
         if self.sync.is_some() {
             let target = join(&mut self.sync).await??;
-            self.durable_through = self.durable_through.max(target);
+            self.synced(target);
         }
         self.start_sync();
         if self.sync.is_some() {
             let target = join(&mut self.sync).await??;
-            self.durable_through = self.durable_through.max(target);
+            self.synced(target);
         }
         Ok(())
     }

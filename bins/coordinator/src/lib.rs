@@ -82,6 +82,7 @@
 pub mod args;
 pub mod client;
 pub mod codec;
+pub mod counters;
 pub mod ctl;
 pub mod journal;
 pub mod server;

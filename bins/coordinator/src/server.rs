@@ -68,6 +68,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::time::MissedTickBehavior;
 
 use crate::codec::{FRAME_LIMITS, MESSAGE_LIMITS};
+use crate::counters::Counters;
 use crate::journal::{self, Journal, JournalEvent};
 use crate::{Args, ShellError};
 
@@ -181,6 +182,8 @@ enum CallKind {
     Request { caller: Caller, request: Request },
     /// Refused by the connection task; answered in order behind the requests before it.
     Refused { reply: Reply, close: bool },
+    /// STATS_QUERY: answered by the loop from the counters, in order like the others.
+    Stats,
 }
 
 /// An answer on its way to a connection's writer: sequence, reply, close after it.
@@ -196,6 +199,7 @@ struct Shared {
     /// The logic's configuration (for the administrator check of HELLO's answer).
     coord_config: CoordConfig,
     calls: mpsc::Sender<Call>,
+    counters: Arc<Counters>,
 }
 
 async fn serve(
@@ -209,7 +213,13 @@ async fn serve(
         remove_stale(path)?;
     }
     // Contract step 1's end: expire by the current time before serving.
-    let mut loop_state = Loop { outbox: VecDeque::new(), effects: Vec::new(), next_client: 1 };
+    let counters = Arc::new(Counters::default());
+    let mut loop_state = Loop {
+        outbox: VecDeque::new(),
+        effects: Vec::new(),
+        next_client: 1,
+        counters: Arc::clone(&counters),
+    };
     loop_state.step(&mut coord, &mut journal, Input::Tick, None)?;
     loop_state.settle(&coord, &mut journal);
     let listener = bind(config.listen)?;
@@ -222,7 +232,7 @@ async fn serve(
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let (calls, mut inbox) = mpsc::channel(REQUESTS_QUEUED_MAX);
     let limits = Limits { payload_bytes_max: args.payload_bytes_max };
-    let shared = Arc::new(Shared { auth, limits, coord_config: coord.config().clone(), calls });
+    let shared = Arc::new(Shared { auth, limits, coord_config: coord.config().clone(), calls, counters });
     let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
     drop(shared);
     if let Some(path) = &args.port_file {
@@ -269,7 +279,7 @@ async fn serve(
                     let mut n_taken = 0;
                     while outcome.is_ok() && taking && n_taken < CALLS_PER_WAKEUP_MAX {
                         let Ok(call) = inbox.try_recv() else { break };
-                        outcome = loop_state.take(&mut coord, &mut journal, call);
+                        outcome = loop_state.take(&mut coord, &mut journal, call, inbox.len());
                         n_taken += 1;
                     }
                     if outcome.is_ok() {
@@ -291,11 +301,11 @@ async fn serve(
                 // Step this call and every call already queued behind it (up to
                 // a bound), then start one fsync for all of them.
                 Some(call) => {
-                    let mut outcome = loop_state.take(&mut coord, &mut journal, call);
+                    let mut outcome = loop_state.take(&mut coord, &mut journal, call, inbox.len());
                     let mut n_taken = 1;
                     while outcome.is_ok() && n_taken < CALLS_PER_WAKEUP_MAX {
                         let Ok(call) = inbox.try_recv() else { break };
-                        outcome = loop_state.take(&mut coord, &mut journal, call);
+                        outcome = loop_state.take(&mut coord, &mut journal, call, inbox.len());
                         n_taken += 1;
                     }
                     if outcome.is_ok() {
@@ -347,11 +357,19 @@ struct Loop {
     outbox: VecDeque<Held>,
     effects: Vec<Effect>,
     next_client: u64,
+    counters: Arc<Counters>,
 }
 
 impl Loop {
     /// Steps a request, or queues a connection task's refusal behind what came before it.
-    fn take(&mut self, coord: &mut Coord, journal: &mut Journal, call: Call) -> Result<(), ShellError> {
+    /// `queued`: the calls still waiting in the channel (for the status).
+    fn take(
+        &mut self,
+        coord: &mut Coord,
+        journal: &mut Journal,
+        call: Call,
+        queued: usize,
+    ) -> Result<(), ShellError> {
         let Call { to, sequence, what } = call;
         match what {
             CallKind::Request { caller, request } => {
@@ -362,10 +380,60 @@ impl Loop {
             }
             CallKind::Refused { reply, close } => {
                 let barrier = journal.appended_through();
-                self.outbox.push_back(Held { barrier, to, sequence, reply, close });
+                self.hold(Held { barrier, to, sequence, reply, close });
+                Ok(())
+            }
+            CallKind::Stats => {
+                let reply = Reply::Stats(wire::StatsReply { counters: self.stats(coord, journal, queued) });
+                let barrier = journal.appended_through();
+                self.hold(Held { barrier, to, sequence, reply, close: false });
                 Ok(())
             }
         }
+    }
+
+    /// Queues an answer behind the ones before it, counting a refusal.
+    fn hold(&mut self, held: Held) {
+        if let Reply::Error(error) = &held.reply {
+            self.counters.refusal(error.code);
+        }
+        self.outbox.push_back(held);
+    }
+
+    /// STATS_REPLY's counters: the shell's, then the state now (the logic's read-only
+    /// figures, the WAL's, the queues'); docs/coordinator.md lists them.
+    fn stats(&self, coord: &Coord, journal: &Journal, queued: usize) -> Vec<wire::Counter> {
+        let mut all = self.counters.snapshot();
+        let counts = coord.task_counts();
+        let log = journal.log_stats();
+        let sync = journal.sync_stats();
+        let (segment_bytes, segments, disk_bytes) = journal.disk_usage();
+        let held = self.outbox.len() as u64;
+        let gauges = [
+            ("tasks.waiting", counts[wire::task_state::WAITING as usize]),
+            ("tasks.leased", counts[wire::task_state::LEASED as usize]),
+            ("tasks.completed", counts[wire::task_state::COMPLETED as usize]),
+            ("tasks.failed", counts[wire::task_state::FAILED as usize]),
+            ("tasks.total", coord.n_tasks() as u64),
+            ("leases.valid", coord.n_valid_leases() as u64),
+            ("workers.known", coord.n_workers_known() as u64),
+            ("wal.appends", log.n_appends),
+            ("wal.fsyncs", log.n_fsyncs),
+            ("wal.group_commits", sync.count),
+            ("wal.group_commit_us_mean", sync.total_us.checked_div(sync.count).unwrap_or(0)),
+            ("wal.group_commit_us_max", sync.max_us),
+            ("wal.events_per_group_commit", sync.events.checked_div(sync.count).unwrap_or(0)),
+            ("wal.appended_through", journal.appended_through()),
+            ("wal.durable_through", journal.durable_through()),
+            ("wal.segment_bytes", segment_bytes),
+            ("wal.segments", segments),
+            ("wal.disk_bytes", disk_bytes),
+            ("queue.requests_queued", queued as u64),
+            ("queue.answers_held", held),
+            ("queue.in_flight", queued as u64 + held),
+        ];
+        all.extend(gauges.into_iter().map(|(name, value)| (name.to_owned(), value)));
+        all.into_iter().map(|(name, value)| wire::Counter { name, value }).collect()
     }
 
     /// Steps the logic and carries out its effects (contract steps 2 to 4):
@@ -383,6 +451,7 @@ impl Loop {
         for effect in effects.drain(..) {
             match effect {
                 Effect::Append(event) => {
+                    self.counters.event(event.name());
                     if let lava_coord_logic::Event::LeaseExpired { task, lease, expires_at_ms } = &event {
                         tracing::debug!(%task, %lease, expires_at_ms, "lease expired");
                     }
@@ -395,7 +464,7 @@ impl Loop {
                 Effect::Respond { client, reply } => match answer.take() {
                     Some((id, to, sequence)) if id == client.0 => {
                         let barrier = journal.appended_through();
-                        self.outbox.push_back(Held { barrier, to, sequence, reply, close: false });
+                        self.hold(Held { barrier, to, sequence, reply, close: false });
                     }
                     other => {
                         debug_assert!(false, "the logic answers only the request of its step");
@@ -453,6 +522,8 @@ pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 256;
 /// One connection: HELLO with a credential first, then requests, possibly
 /// pipelined, answered in order by a writer task.
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    shared.counters.connection_opened();
+    let _open = OpenConnection(Arc::clone(&shared.counters));
     let (read_half, write_half) = stream.into_split();
     let mut reader = FrameReader { stream: read_half, buf: BytesMut::with_capacity(READ_CHUNK_BYTES) };
     let mut writer = FrameWriter { stream: write_half, buf: BytesMut::with_capacity(READ_CHUNK_BYTES) };
@@ -479,8 +550,10 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
             Err(_) => return, // the writer ended: the peer is gone
         }
         let sequence = frame.header.sequence;
+        shared.counters.request(frame.header.operation);
         let (what, close) = match check(&frame.header, &frame.body, &shared.limits) {
-            Ok(request) => (CallKind::Request { caller: caller.clone(), request }, false),
+            Ok(Some(request)) => (CallKind::Request { caller: caller.clone(), request }, false),
+            Ok(None) => (CallKind::Stats, false),
             Err((error, close)) => {
                 tracing::warn!(%peer, operation = frame.header.operation, "request refused: {error:?}");
                 (CallKind::Refused { reply: Reply::Error(error), close }, close)
@@ -492,6 +565,15 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
         if close {
             return;
         }
+    }
+}
+
+/// Counts a connection as open while it lives.
+struct OpenConnection(Arc<Counters>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connection_closed();
     }
 }
 
@@ -512,6 +594,7 @@ async fn hello(
             return None;
         }
     };
+    shared.counters.request(frame.header.operation);
     let answer = authenticate(&frame.header, &frame.body, &shared.auth, system_now_ms());
     let reply = match &answer {
         Ok(caller) => Reply::Hello(wire::HelloReply {
@@ -520,6 +603,7 @@ async fn hello(
             admin: shared.coord_config.is_admin(caller),
         }),
         Err(error) => {
+            shared.counters.refusal(error.code);
             tracing::warn!(%peer, operation = frame.header.operation, "connection refused: {error:?}");
             Reply::Error(error.clone())
         }
@@ -674,9 +758,14 @@ impl FrameWriter {
     }
 }
 
-/// Version, operation, XDR (wire), then the fields (ll). The refusal says
-/// whether the connection is to be closed after the answer.
-fn check(header: &FrameHeader, body: &[u8], limits: &Limits) -> Result<Request, (wire::ErrorReply, bool)> {
+/// Version, operation, XDR (wire), then the fields (ll); `None` for STATS_QUERY, which the
+/// shell answers itself. The refusal says whether the connection is to be closed after the
+/// answer.
+fn check(
+    header: &FrameHeader,
+    body: &[u8],
+    limits: &Limits,
+) -> Result<Option<Request>, (wire::ErrorReply, bool)> {
     let refuse = |code: u32, message: String| wire::ErrorReply { code, message };
     if let Err(error) = header.check_version(COORD_VERSION) {
         return Err((refuse(wire::ERR_UNSUPPORTED, error.to_string()), true));
@@ -688,7 +777,12 @@ fn check(header: &FrameHeader, body: &[u8], limits: &Limits) -> Result<Request, 
         };
         (refuse(code, error.to_string()), true)
     })?;
-    Request::validate(request, limits).map_err(|error| (refuse(error.code(), error.to_string()), false))
+    if request == wire::Request::Stats {
+        return Ok(None);
+    }
+    Request::validate(request, limits)
+        .map(Some)
+        .map_err(|error| (refuse(error.code(), error.to_string()), false))
 }
 
 /// A listening socket with SO_REUSEADDR, so a restart rebinds its port at once.

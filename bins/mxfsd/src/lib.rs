@@ -53,6 +53,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+mod counters;
 pub mod ctl;
 mod epoch_file;
 mod server;

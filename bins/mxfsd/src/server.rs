@@ -44,6 +44,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
 use crate::client::{self, CLIENT_BODY_BYTES_MAX, ErrorCode, Reply, Request};
+use crate::counters::{Counters, REQUEST_KINDS, Refusal};
 use crate::{Settings, epoch_file};
 
 /// Frames queued for one connection before it is considered stuck and closed.
@@ -104,6 +105,7 @@ struct Access {
     max_clients: usize,
     client_timeout: Duration,
     active: std::sync::atomic::AtomicUsize,
+    counters: Arc<Counters>,
 }
 
 impl Access {
@@ -164,6 +166,7 @@ impl LocalLock {
 struct State {
     settings: Settings,
     auth: Arc<Authenticator>,
+    counters: Arc<Counters>,
     origin: Instant,
     events: mpsc::Sender<Event>,
     master: Option<Master>,
@@ -239,18 +242,21 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         use std::os::unix::fs::MetadataExt as _;
         std::fs::metadata("/proc/self").context("read /proc/self")?.uid()
     };
+    let counters = Arc::new(Counters::default());
     let access = Arc::new(Access {
         group: settings.lock_group,
         own_uid,
         max_clients: settings.max_clients,
         client_timeout: Duration::from_millis(settings.client_timeout_ms),
         active: std::sync::atomic::AtomicUsize::new(0),
+        counters: Arc::clone(&counters),
     });
     let (events, mut events_rx) = mpsc::channel(EVENT_QUEUE_MAX);
     let origin = Instant::now();
     let lowest = settings.nodes.iter().map(|node| node.id).min().expect("this node is configured");
     let mut state = State {
         auth: Arc::clone(&auth),
+        counters: Arc::clone(&counters),
         origin,
         events: events.clone(),
         master: None,
@@ -284,7 +290,7 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         quorum_lost_at_ms: None,
         settings: settings.clone(),
     };
-    tokio::spawn(accept_peers(listener, Arc::clone(&auth), events.clone()));
+    tokio::spawn(accept_peers(listener, Arc::clone(&auth), Arc::clone(&counters), events.clone()));
     tokio::spawn(accept_clients(unix, events.clone(), access));
     // The lowest node is the master from the start; the others look for it.
     state.seek_master(state.now_ms())?;
@@ -364,14 +370,25 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
 
 /// Accepts daemon connections (even connection ids); a node that is not the master closes
 /// them when they ask to join.
-async fn accept_peers(listener: TcpListener, auth: Arc<Authenticator>, events: mpsc::Sender<Event>) {
+async fn accept_peers(
+    listener: TcpListener,
+    auth: Arc<Authenticator>,
+    counters: Arc<Counters>,
+    events: mpsc::Sender<Event>,
+) {
     let mut next_conn = 1u64;
     loop {
         match listener.accept().await {
             Ok((stream, _from)) => {
                 let _nodelay = stream.set_nodelay(true);
                 next_conn += 1;
-                tokio::spawn(run_peer(stream, next_conn * 2, Arc::clone(&auth), events.clone()));
+                tokio::spawn(run_peer(
+                    stream,
+                    next_conn * 2,
+                    Arc::clone(&auth),
+                    Arc::clone(&counters),
+                    events.clone(),
+                ));
             }
             Err(error) => tracing::warn!(%error, "accept failed"),
         }
@@ -384,6 +401,7 @@ async fn try_uplink(
     addr: Option<SocketAddr>,
     conn: u64,
     auth: Arc<Authenticator>,
+    counters: Arc<Counters>,
     events: mpsc::Sender<Event>,
 ) {
     let Some(addr) = addr else {
@@ -394,7 +412,7 @@ async fn try_uplink(
     match connect.await {
         Ok(Ok(stream)) => {
             let _nodelay = stream.set_nodelay(true);
-            run_peer(stream, conn, auth, events).await;
+            run_peer(stream, conn, auth, counters, events).await;
         }
         Ok(Err(error)) => {
             let _gone = events.send(Event::UplinkFailed { conn, reason: format!("{addr}: {error}") }).await;
@@ -408,7 +426,14 @@ async fn try_uplink(
 /// Runs one daemon connection: a writer task sends what the main loop queues; this task
 /// frames by the header's length, authenticates, decodes and validates what arrives. The
 /// first failure ends the connection and is reported with its reason.
-async fn run_peer(stream: TcpStream, conn: u64, auth: Arc<Authenticator>, events: mpsc::Sender<Event>) {
+async fn run_peer(
+    stream: TcpStream,
+    conn: u64,
+    auth: Arc<Authenticator>,
+    counters: Arc<Counters>,
+    events: mpsc::Sender<Event>,
+) {
+    counters.peer_connection();
     let (mut reader, mut writer) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(SEND_QUEUE_FRAMES_MAX);
     if events.send(Event::PeerUp { conn, tx }).await.is_err() {
@@ -422,7 +447,7 @@ async fn run_peer(stream: TcpStream, conn: u64, auth: Arc<Authenticator>, events
         }
         let _closed = writer.shutdown().await;
     });
-    let reason = read_peer(&mut reader, conn, &auth, &events).await;
+    let reason = read_peer(&mut reader, conn, &auth, &counters, &events).await;
     writer_task.abort();
     let _gone = events.send(Event::PeerDown { conn, reason }).await;
 }
@@ -431,6 +456,7 @@ async fn read_peer(
     reader: &mut tokio::net::tcp::OwnedReadHalf,
     conn: u64,
     auth: &Authenticator,
+    counters: &Counters,
     events: &mpsc::Sender<Event>,
 ) -> String {
     let mut buffer: Vec<u8> = Vec::with_capacity(wire::FRAME_BYTES_MAX * 4);
@@ -440,19 +466,30 @@ async fn read_peer(
             let length = match wire::frame_len(&buffer) {
                 Ok(Some(length)) => length,
                 Ok(None) => break,
-                Err(error) => return format!("bad frame: {error}"),
+                Err(error) => {
+                    counters.refused(Refusal::of(&error));
+                    return format!("bad frame: {error}");
+                }
             };
             let frame: Vec<u8> = buffer.drain(..length).collect();
             if let Err(error) = auth.open_bytes(&frame, system_now_ms()) {
+                counters.refused(Refusal::Auth);
                 return format!("authentication failed: {error}");
             }
             let (header, message) = match wire::decode(&frame) {
                 Ok(decoded) => decoded,
-                Err(error) => return format!("bad frame: {error}"),
+                Err(error) => {
+                    counters.refused(Refusal::of(&error));
+                    return format!("bad frame: {error}");
+                }
             };
+            counters.received(message.msg_type());
             let envelope = match Envelope::from_wire(&header, &message) {
                 Ok(envelope) => envelope,
-                Err(error) => return format!("invalid {}: {error}", message.name()),
+                Err(error) => {
+                    counters.refused(Refusal::Invalid);
+                    return format!("invalid {}: {error}", message.name());
+                }
             };
             if events.send(Event::PeerMessage { conn, envelope }).await.is_err() {
                 return "shutting down".to_owned();
@@ -474,6 +511,7 @@ async fn accept_clients(listener: UnixListener, events: mpsc::Sender<Event>, acc
                 let active = access.active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let slot = ClientSlot(Arc::clone(&access));
                 if active >= access.max_clients {
+                    access.counters.too_many_clients();
                     tracing::warn!(max = access.max_clients, "too many clients; connection refused");
                     let refusal = Reply::Error {
                         code: ErrorCode::Unavailable,
@@ -486,6 +524,7 @@ async fn accept_clients(listener: UnixListener, events: mpsc::Sender<Event>, acc
                     continue;
                 }
                 next_client += 1;
+                access.counters.client_connection();
                 tokio::spawn(run_client(stream, next_client, events.clone(), slot));
             }
             Err(error) => tracing::warn!(%error, "client accept failed"),
@@ -540,6 +579,7 @@ async fn run_client(stream: UnixStream, client: u64, events: mpsc::Sender<Event>
                 break;
             }
             Err(_) => {
+                access.counters.slow_request();
                 tracing::info!(client, "client did not finish its request in time; connection closed");
                 break;
             }
@@ -746,7 +786,13 @@ impl State {
         });
         let addr = self.settings.addrs.get(&node).copied().flatten();
         tracing::debug!(%node, ?addr, "trying a master");
-        tokio::spawn(try_uplink(addr, conn, Arc::clone(&self.auth), self.events.clone()));
+        tokio::spawn(try_uplink(
+            addr,
+            conn,
+            Arc::clone(&self.auth),
+            Arc::clone(&self.counters),
+            self.events.clone(),
+        ));
         Ok(())
     }
 
@@ -909,7 +955,10 @@ impl State {
             }
             Event::ClientRequest { client, request } => match request {
                 Some(request) => self.client_request(client, request),
-                None => tracing::info!(client, "malformed client request; connection closed"),
+                None => {
+                    self.counters.client_request(REQUEST_KINDS.len() - 1);
+                    tracing::info!(client, "malformed client request; connection closed");
+                }
             },
             Event::ClientDown { client } => {
                 self.clients.remove(&client);
@@ -965,6 +1014,7 @@ impl State {
         let joining = matches!(envelope.message, Message::NodeJoin { .. });
         let bound_elsewhere = peer.node.is_some_and(|node| node != envelope.sender);
         if bound_elsewhere || (peer.node.is_none() && !joining) {
+            self.counters.refused(Refusal::Stranger);
             tracing::info!(conn, sender = %envelope.sender, "message from a node this connection does not belong to; closed");
             self.peers.remove(&conn);
             return;
@@ -978,10 +1028,12 @@ impl State {
         let me = self.settings.me;
         let Some(uplink) = self.uplink.as_mut() else { return };
         if envelope.sender != uplink.node {
+            self.counters.refused(Refusal::Stranger);
             tracing::info!(sender = %envelope.sender, "message from another node on the master connection; closed");
             return self.lose_master("a stranger spoke on the master connection");
         }
         if envelope.epoch < uplink.master_epoch_seen {
+            self.counters.refused(Refusal::StaleEpoch);
             tracing::info!(got = %envelope.epoch, seen = %uplink.master_epoch_seen, "stale epoch from the master; connection closed");
             return self.lose_master("stale epoch from the master");
         }
@@ -1127,7 +1179,8 @@ impl State {
             target: to.get(),
             epoch: epoch.0,
         };
-        let mut bytes = wire::encode_unsealed(envelope, &message.to_wire());
+        let message = message.to_wire();
+        let mut bytes = wire::encode_unsealed(envelope, &message);
         let nonce = match Nonce::random() {
             Ok(nonce) => nonce,
             Err(error) => {
@@ -1137,7 +1190,11 @@ impl State {
         };
         let trailer = self.auth.seal_bytes(&bytes, system_now_ms(), nonce);
         bytes.extend_from_slice(&trailer);
-        !matches!(tx.try_send(bytes), Err(mpsc::error::TrySendError::Full(_)))
+        let queued = tx.try_send(bytes);
+        if queued.is_ok() {
+            self.counters.sent(message.msg_type());
+        }
+        !matches!(queued, Err(mpsc::error::TrySendError::Full(_)))
     }
 
     /// Sends LOCK_RELEASE and remembers it until a later renewal is acknowledged: a lost
@@ -1177,6 +1234,9 @@ impl State {
                     tracing::info!(%epoch, "epoch persisted");
                 }
                 Effect::Send { to, epoch, message } => {
+                    if matches!(message, Message::Bast { .. }) {
+                        self.counters.bast();
+                    }
                     if to == self.settings.me {
                         self.local_inbox.push_back(message);
                         continue;
@@ -1266,6 +1326,9 @@ impl State {
     }
 
     fn reply(&self, client: u64, reply: Reply) {
+        if let Reply::Error { code, .. } = &reply {
+            self.counters.client_error(*code);
+        }
         if let Some(conn) = self.clients.get(&client) {
             // A client that stops reading loses its answers; its locks are freed when it goes.
             let _full = conn.tx.try_send(reply.encode());
@@ -1362,6 +1425,15 @@ impl State {
     }
 
     fn client_request(&mut self, client: u64, request: Request) {
+        let kind = match request {
+            Request::Lock { .. } => 0,
+            Request::Convert { .. } => 1,
+            Request::Unlock { .. } => 2,
+            Request::CacheInval { .. } => 3,
+            Request::Status => 4,
+            Request::Locks { .. } => 5,
+        };
+        self.counters.client_request(kind);
         let locking =
             matches!(request, Request::Lock { .. } | Request::Convert { .. } | Request::CacheInval { .. });
         if locking && let Some(conn) = self.clients.get(&client).filter(|conn| !conn.may_lock) {
@@ -1553,7 +1625,68 @@ impl State {
                 );
             }
         }
+        let _ = writeln!(out, "Counters:");
+        for (name, value) in self.counters.snapshot().into_iter().chain(self.gauges()) {
+            let _ = writeln!(out, "{name} {value}");
+        }
         out
+    }
+
+    /// What the status shows beside the counters: the state now (see docs/mxfsd.md). The lock
+    /// table is asked of the logic (read-only views) on the master.
+    fn gauges(&self) -> Vec<(String, u64)> {
+        let mut all: Vec<(String, u64)> = Vec::new();
+        let mut put = |name: &str, value: u64| all.push((name.to_owned(), value));
+        let epoch = match (&self.master, &self.uplink) {
+            (Some(logic), _) => logic.epoch().0,
+            (None, Some(Uplink { joined: Some(epoch), .. })) => epoch.0,
+            _ => 0,
+        };
+        put("epoch", epoch);
+        put("is_master", u64::from(self.is_master()));
+        if let Some(logic) = &self.master {
+            let resources = logic.resources();
+            let mut by_mode = [0u64; LockMode::ALL.len()];
+            let (mut granted, mut waiting, mut converting, mut fenced) = (0u64, 0u64, 0u64, 0u64);
+            for resource in &resources {
+                for holder in &resource.granted {
+                    granted += 1;
+                    converting += u64::from(holder.converting_to.is_some());
+                    fenced += u64::from(holder.fenced);
+                    if let Some(idx) = LockMode::ALL.iter().position(|mode| *mode == holder.mode) {
+                        by_mode[idx] += 1;
+                    }
+                }
+                waiting += resource.waiting.len() as u64;
+            }
+            put("table.resources", resources.len() as u64);
+            put("table.granted", granted);
+            put("table.waiting", waiting);
+            put("table.converting", converting);
+            put("table.fenced", fenced);
+            for (mode, count) in LockMode::ALL.iter().zip(by_mode) {
+                put(&format!("table.granted.{}", mode.name()), count);
+            }
+            let nodes = logic.nodes();
+            let count = |f: fn(&NodeState) -> bool| nodes.iter().filter(|node| f(&node.state)).count() as u64;
+            put("nodes.alive", count(|state| matches!(state, NodeState::Alive { .. })));
+            put("nodes.recovering", count(|state| matches!(state, NodeState::Recovering)));
+            put("nodes.absent", count(|state| matches!(state, NodeState::Absent)));
+            put("recoveries.pending", count(|state| matches!(state, NodeState::Recovering)));
+        } else {
+            put("recoveries.pending", self.recoveries.len() as u64);
+        }
+        let local_granted = self.locks.values().filter(|lock| lock.token.is_some()).count() as u64;
+        put("local.granted", local_granted);
+        put("local.waiting", self.locks.len() as u64 - local_granted);
+        put("clients.connected", self.clients.len() as u64);
+        put("peers.connected", self.peers.len() as u64);
+        put("queue.master_inbox", self.master_inbox.len() as u64);
+        put("queue.local_inbox", self.local_inbox.len() as u64);
+        put("queue.backlog", self.backlog.len() as u64);
+        put("queue.renews_in_flight", self.renews_in_flight.len() as u64);
+        put("queue.releases_unconfirmed", self.released.len() as u64);
+        all
     }
 
     fn locks_text(&self, only: Option<&str>) -> String {

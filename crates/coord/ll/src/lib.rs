@@ -74,6 +74,9 @@ pub enum LlError {
     /// A HELLO after the connection's first frame.
     #[error("HELLO is only valid as the first frame of a connection")]
     HelloAgain,
+    /// STATS_QUERY: the shell answers it from its own counters; it never reaches the logic.
+    #[error("STATS_QUERY is answered by the daemon's shell, not validated into a logic request")]
+    ShellQuery,
     /// The payload exceeds the configured maximum.
     #[error("payload of {bytes} bytes exceeds the maximum of {max} bytes")]
     PayloadTooLarge {
@@ -92,7 +95,8 @@ impl LlError {
             LlError::ZeroId { .. }
             | LlError::WorkerName { .. }
             | LlError::UserName { .. }
-            | LlError::HelloAgain => wire::ERR_BAD_REQUEST,
+            | LlError::HelloAgain
+            | LlError::ShellQuery => wire::ERR_BAD_REQUEST,
         }
     }
 }
@@ -313,6 +317,7 @@ impl Request {
     pub fn validate(request: wire::Request, limits: &Limits) -> Result<Request, LlError> {
         Ok(match request {
             wire::Request::Hello(_) => return Err(LlError::HelloAgain),
+            wire::Request::Stats => return Err(LlError::ShellQuery),
             wire::Request::Submit(m) => Request::Submit { payload: Payload::new(m.payload, limits)? },
             wire::Request::Lease(m) => Request::Lease { worker: WorkerName::parse(&m.worker)? },
             wire::Request::Heartbeat(m) => Request::Heartbeat(LeaseRef::from_wire(m.task_id, m.lease_id)?),

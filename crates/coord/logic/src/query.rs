@@ -1,5 +1,5 @@
 //! Read-only answers for operators: one task, counts by state, workers, valid
-//! leases. They append nothing and change nothing.
+//! leases, and the figures the shell's status shows. They append nothing and change nothing.
 
 use lava_coord_ll::TaskId;
 use lava_coord_wire::{self as wire, Reply, task_state};
@@ -11,6 +11,23 @@ use crate::tasks::TaskState;
 pub(crate) const LISTED_MAX: usize = 10_000;
 
 impl Coord {
+    /// Tasks by state, indexed by the `task_state` values (WAITING, LEASED, COMPLETED,
+    /// FAILED): for the shell's counters.
+    pub fn task_counts(&self) -> [u64; 4] {
+        self.store().counts
+    }
+
+    /// Leases valid now (not yet expired, completed or failed).
+    pub fn n_valid_leases(&self) -> usize {
+        self.store().expiries.len()
+    }
+
+    /// Workers known: heard from since start (soft state), or holding a valid lease.
+    pub fn n_workers_known(&self) -> usize {
+        let heard = &self.workers().last_seen_ms;
+        heard.len() + self.store().leases_by_worker.keys().filter(|name| !heard.contains_key(*name)).count()
+    }
+
     pub(crate) fn query_task(&self, id: TaskId) -> Reply {
         let Some(task) = self.store().tasks.get(&id) else {
             return unknown_task(id);

@@ -13,7 +13,8 @@
 //!   [`LeaseRequest`] / [`LeaseReply`] (an empty reply when nothing is
 //!   schedulable), [`Heartbeat`] / [`LeaseExtended`], [`TaskOutcome`] for
 //!   complete and fail / [`OutcomeReply`], the read-only queries
-//!   ([`TaskQuery`], [`CountsReply`], [`WorkersReply`], [`LeasesReply`]) and
+//!   ([`TaskQuery`], [`CountsReply`], [`WorkersReply`], [`LeasesReply`]),
+//!   [`StatsReply`] (the daemon's counters, answered by its shell) and
 //!   [`ErrorReply`] with the `ERR_*` codes.
 //! - [`decode_request`]: opcode plus body to a [`Request`], and
 //!   [`encode_body`] for anything of ours.
@@ -103,11 +104,16 @@ pub enum Operation {
     Hello = 19,
     /// Coordinator → client: the identity the credential proved ([`HelloReply`]).
     HelloReply = 20,
+    /// Operator → coordinator: the daemon's counters (empty body); answered by the shell,
+    /// never by the logic.
+    StatsQuery = 21,
+    /// Coordinator → operator: the counters ([`StatsReply`]).
+    StatsReply = 22,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 20] = [
+    pub const ALL: [Operation; 22] = [
         Operation::SubmitTask,
         Operation::SubmitTaskReply,
         Operation::LeaseRequest,
@@ -128,6 +134,8 @@ impl Operation {
         Operation::RequestFailed,
         Operation::Hello,
         Operation::HelloReply,
+        Operation::StatsQuery,
+        Operation::StatsReply,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -163,6 +171,8 @@ impl Operation {
             Operation::RequestFailed => "REQUEST_FAILED",
             Operation::Hello => "HELLO",
             Operation::HelloReply => "HELLO_REPLY",
+            Operation::StatsQuery => "STATS_QUERY",
+            Operation::StatsReply => "STATS_REPLY",
         }
     }
 }
@@ -323,6 +333,22 @@ pub struct CountsReply {
     pub failed: u64,
 }
 
+/// One counter of [`StatsReply`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counter {
+    /// Its name (`requests.SUBMIT_TASK`, `wal.fsyncs`, …; docs/coordinator.md lists them).
+    pub name: String,
+    /// Its value.
+    pub value: u64,
+}
+
+/// STATS_REPLY: the daemon's counters and gauges, in a stable order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsReply {
+    /// The counters.
+    pub counters: Vec<Counter>,
+}
+
 /// One worker of [`WorkersReply`] (advisory, soft state).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerInfo {
@@ -416,6 +442,8 @@ pub enum Request {
     Workers,
     /// LEASES_QUERY.
     Leases,
+    /// STATS_QUERY.
+    Stats,
 }
 
 impl Request {
@@ -432,6 +460,7 @@ impl Request {
             Request::Counts => Operation::CountsQuery,
             Request::Workers => Operation::WorkersQuery,
             Request::Leases => Operation::LeasesQuery,
+            Request::Stats => Operation::StatsQuery,
         }
     }
 
@@ -444,7 +473,7 @@ impl Request {
             Request::Heartbeat(m) => encode_body(m),
             Request::Complete(m) | Request::Fail(m) => encode_body(m),
             Request::Task(m) => encode_body(m),
-            Request::Counts | Request::Workers | Request::Leases => Vec::new(),
+            Request::Counts | Request::Workers | Request::Leases | Request::Stats => Vec::new(),
         }
     }
 }
@@ -470,6 +499,8 @@ pub enum Reply {
     Workers(WorkersReply),
     /// LEASES_REPLY.
     Leases(LeasesReply),
+    /// STATS_REPLY.
+    Stats(StatsReply),
     /// REQUEST_FAILED.
     Error(ErrorReply),
 }
@@ -492,6 +523,7 @@ impl Reply {
             Reply::Counts(_) => Operation::CountsReply,
             Reply::Workers(_) => Operation::WorkersReply,
             Reply::Leases(_) => Operation::LeasesReply,
+            Reply::Stats(_) => Operation::StatsReply,
             Reply::Error(_) => Operation::RequestFailed,
         }
     }
@@ -516,6 +548,7 @@ impl Reply {
             Reply::Counts(m) => encode_body(m),
             Reply::Workers(m) => encode_body(m),
             Reply::Leases(m) => encode_body(m),
+            Reply::Stats(m) => encode_body(m),
             Reply::Error(m) => encode_body(m),
         }
     }
@@ -587,6 +620,7 @@ pub fn decode_request(
         Operation::CountsQuery => empty(op, body).map(|()| Request::Counts)?,
         Operation::WorkersQuery => empty(op, body).map(|()| Request::Workers)?,
         Operation::LeasesQuery => empty(op, body).map(|()| Request::Leases)?,
+        Operation::StatsQuery => empty(op, body).map(|()| Request::Stats)?,
         _ => return Err(not_request),
     })
 }
@@ -605,6 +639,7 @@ pub fn decode_reply(operation: u32, body: &[u8], limits: &lava_xdr::Limits) -> R
         Operation::CountsReply => Reply::Counts(decode(op, body, limits)?),
         Operation::WorkersReply => Reply::Workers(decode(op, body, limits)?),
         Operation::LeasesReply => Reply::Leases(decode(op, body, limits)?),
+        Operation::StatsReply => Reply::Stats(decode(op, body, limits)?),
         Operation::RequestFailed => Reply::Error(decode(op, body, limits)?),
         _ => return Err(not_answer),
     })
@@ -623,7 +658,7 @@ mod tests {
             assert_eq!(Operation::from_code(op.code()), Some(op), "{}", op.name());
         }
         assert_eq!(Operation::from_code(0), None);
-        assert_eq!(Operation::from_code(21), None);
+        assert_eq!(Operation::from_code(23), None);
     }
 
     // Goal: every request and answer survives encode → decode, and the payload
@@ -644,6 +679,7 @@ mod tests {
             Request::Counts,
             Request::Workers,
             Request::Leases,
+            Request::Stats,
         ];
         for request in requests {
             let back = decode_request(request.operation().code(), &request.encode_body(), &LIMITS);
@@ -670,6 +706,7 @@ mod tests {
                     expires_at_ms: 3,
                 }],
             }),
+            Reply::Stats(StatsReply { counters: vec![Counter { name: "wal.fsyncs".into(), value: 7 }] }),
             Reply::error(ERR_LEASE_LOST, "lease 2 of task 1 is not valid"),
         ];
         for reply in replies {
