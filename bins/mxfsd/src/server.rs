@@ -322,7 +322,10 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         .context("install the SIGINT handler")?;
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("install the SIGHUP handler")?;
-    // One timer, moved to the next deadline each turn (not a new one per event).
+    // One timer, moved only when the next deadline changes (not a new one per event).
+    // Deadlines are whole milliseconds of `state`'s clock, turned into instants from one
+    // fixed base, so the same deadline is always the same instant.
+    let (base_instant, base_ms) = (tokio::time::Instant::now(), state.now_ms());
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     loop {
@@ -336,7 +339,7 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         // at the next whole second, which stays the same for a whole second so that
         // the timer is not moved on every turn of a busy loop.
         let deadline_ms = state.next_deadline_ms(now_ms).min((now_ms / 1_000 + 1) * 1_000);
-        let wake = tokio::time::Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+        let wake = base_instant + Duration::from_millis(deadline_ms.saturating_sub(base_ms));
         if timer.deadline() != wake {
             timer.as_mut().reset(wake);
         }
