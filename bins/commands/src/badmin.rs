@@ -65,19 +65,10 @@ pub fn format_showstatus(status: &wire::StatusReply, tz: &TimeZone) -> String {
 
 /// Runs `badmin` with this process's arguments.
 pub fn main() -> ExitCode {
-    let mut term = Term::new();
-    let ok = run(&mut term);
-    term.exit(ok)
+    term::main_with("badmin", run)
 }
 
-fn run(term: &mut Term) -> bool {
-    let args = match term::arguments() {
-        Ok(args) => args,
-        Err(message) => {
-            term.err(&format!("badmin: {message}\n"));
-            return false;
-        }
-    };
+fn run(term: &mut Term, args: Vec<String>) -> bool {
     match args.first().map(String::as_str) {
         Some("-h") | None => {
             term.err(USAGE);

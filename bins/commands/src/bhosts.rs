@@ -54,19 +54,10 @@ pub fn format_bhosts(hosts: &[wire::HostInfo], wide: bool) -> String {
 
 /// Runs `bhosts` with this process's arguments.
 pub fn main() -> ExitCode {
-    let mut term = Term::new();
-    let ok = run(&mut term);
-    term.exit(ok)
+    term::main_with("bhosts", run)
 }
 
-fn run(term: &mut Term) -> bool {
-    let args = match term::arguments() {
-        Ok(args) => args,
-        Err(message) => {
-            term.err(&format!("bhosts: {message}\n"));
-            return false;
-        }
-    };
+fn run(term: &mut Term, args: Vec<String>) -> bool {
     let (mut wide, mut hosts) = (false, Vec::new());
     for arg in args {
         match arg.as_str() {

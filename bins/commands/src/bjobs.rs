@@ -302,19 +302,10 @@ pub fn missing(named: &[WireJobRef], shown: &[JobInfo]) -> Vec<WireJobRef> {
 
 /// Runs `bjobs` with this process's arguments.
 pub fn main() -> ExitCode {
-    let mut term = Term::new();
-    let ok = run(&mut term);
-    term.exit(ok)
+    term::main_with("bjobs", run)
 }
 
-fn run(term: &mut Term) -> bool {
-    let args = match term::arguments() {
-        Ok(args) => args,
-        Err(message) => {
-            term.err(&format!("bjobs: {message}\n"));
-            return false;
-        }
-    };
+fn run(term: &mut Term, args: Vec<String>) -> bool {
     let options = match parse_args(&args) {
         Ok(Invocation::Help) => {
             term.err(USAGE);

@@ -49,19 +49,10 @@ pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
 
 /// Runs `bqueues` with this process's arguments.
 pub fn main() -> ExitCode {
-    let mut term = Term::new();
-    let ok = run(&mut term);
-    term.exit(ok)
+    term::main_with("bqueues", run)
 }
 
-fn run(term: &mut Term) -> bool {
-    let args = match term::arguments() {
-        Ok(args) => args,
-        Err(message) => {
-            term.err(&format!("bqueues: {message}\n"));
-            return false;
-        }
-    };
+fn run(term: &mut Term, args: Vec<String>) -> bool {
     let (mut wide, mut queues) = (false, Vec::new());
     for arg in args {
         match arg.as_str() {

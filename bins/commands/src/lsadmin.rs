@@ -159,19 +159,10 @@ pub fn ckconfig_report(loaded: &Result<BaseConfig, lava_conf::ConfError>, verbos
 
 /// Runs `lsadmin` with this process's arguments.
 pub fn main() -> ExitCode {
-    let mut term = Term::new();
-    let ok = run(&mut term);
-    term.exit(ok)
+    term::main_with("lsadmin", run)
 }
 
-fn run(term: &mut Term) -> bool {
-    let args = match term::arguments() {
-        Ok(args) => args,
-        Err(message) => {
-            term.err(&format!("lsadmin: {message}\n"));
-            return false;
-        }
-    };
+fn run(term: &mut Term, args: Vec<String>) -> bool {
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
         Some("-h") | None => {

@@ -49,6 +49,21 @@ impl Term {
     }
 }
 
+/// The `main` of a command named `name`: runs `run` with this process's
+/// arguments and exits with LSF's code (0 when `run` says it succeeded, else 255).
+/// An argument that is not UTF-8 is reported as `NAME: problem` and fails.
+pub fn main_with(name: &str, run: impl FnOnce(&mut Term, Vec<String>) -> bool) -> std::process::ExitCode {
+    let mut term = Term::new();
+    let ok = match arguments() {
+        Ok(args) => run(&mut term, args),
+        Err(message) => {
+            term.err(&format!("{name}: {message}\n"));
+            false
+        }
+    };
+    term.exit(ok)
+}
+
 /// This process's arguments after the program name, or the first one that is
 /// not valid UTF-8 (every string of the protocol is UTF-8).
 pub fn arguments() -> Result<Vec<String>, String> {
