@@ -172,6 +172,51 @@ fn a_job_runs_to_done_and_writes_its_output() {
     );
 }
 
+// Goal: badmin reconfig puts a new queue in force at once; a broken lsb.queues
+// is refused with its file and line and the running configuration stays; only
+// an administrator may ask.
+#[test]
+fn badmin_reconfig_takes_a_new_queue_and_refuses_a_broken_file() {
+    let batch = Batch::start();
+    let queues = batch.cluster.envdir().join("lsbatch/lavacore/configdir/lsb.queues");
+    let original = fs::read_to_string(&queues).expect("lsb.queues");
+    let night = "\nBegin Queue\nQUEUE_NAME = night\nPRIORITY = 10\nEnd Queue\n";
+    fs::write(&queues, format!("{original}{night}")).expect("write lsb.queues");
+    let out = batch.run("badmin", &["reconfig"]);
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned()),
+        (
+            Some(0),
+            "Checking configuration files ...\nNo errors found.\n\nReconfiguration initiated\n".to_owned()
+        ),
+        "{}",
+        text(&out)
+    );
+    let out = batch.run("bqueues", &["night"]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\nnight "),
+        "{}",
+        text(&out)
+    );
+    let job = submitted_id(&batch.run("bsub", &["-q", "night", "true"]));
+    batch.wait_status(job, "DONE");
+    // A broken file: refused with file and line, and `night` stays.
+    fs::write(
+        &queues,
+        format!("{original}{night}Begin Queue\nQUEUE_NAME = bad\nPRIORITY = high\nEnd Queue\n"),
+    )
+    .expect("write lsb.queues");
+    let out = batch.run("badmin", &["reconfig"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(255), "{said}");
+    assert!(said.contains("lsb.queues:") && said.ends_with("There are fatal errors.\n"), "{said}");
+    assert!(batch.run("bqueues", &["night"]).status.success());
+    // Only an administrator.
+    let out = batch.run_as_nobody("badmin", &["reconfig"]);
+    assert_eq!(out.status.code(), Some(255));
+    assert!(text(&out).contains("User permission denied."), "{}", text(&out));
+}
+
 // Goal: an unknown queue is refused with LSF's message, a non-zero exit, and
 // no job is created.
 #[test]

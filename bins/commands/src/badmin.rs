@@ -1,13 +1,19 @@
-//! `badmin`: the administrator's command. Only `showstatus` is served today
-//! (STATUS_QUERY): mbatchd's view of the cluster in LSF's `badmin showstatus`
-//! layout, followed by the daemon's counters (frames by operation, refusals by
-//! reason, event-log appends, fsyncs and group-commit latency, queue depths),
-//! one `name value` line each, which scripts and monitoring can parse.
+//! `badmin`: the administrator's command.
 //!
-//! The other LSF subcommands (`reconfig`, `mbdrestart`, `hclose`, `hopen`,
-//! `qclose`, `qopen`, `qact`, `qinact`) are recognised and refused with a
-//! message saying they are not supported yet (exit 255); anything else is
-//! LSF's `Invalid command`.
+//! - `showstatus` (STATUS_QUERY, any user): mbatchd's view of the cluster in
+//!   LSF's `badmin showstatus` layout, followed by the daemon's counters (frames
+//!   by operation, refusals by reason, event-log appends, fsyncs and group-commit
+//!   latency, queue depths), one `name value` line each, which scripts and
+//!   monitoring can parse.
+//! - `reconfig` (RECONFIG, cluster administrators): mbatchd reads the batch
+//!   configuration again and uses it at once — queues, their priorities and hosts,
+//!   MXJ, administrators, periods. A broken file, or a change of the cluster's
+//!   hosts (which needs a restart), leaves the running configuration in force
+//!   and is reported with LSF's `There are fatal errors.` (exit 255).
+//!
+//! The other LSF subcommands (`mbdrestart`, `hclose`, `hopen`, `qclose`,
+//! `qopen`, `qact`, `qinact`) are recognised and refused with a message saying
+//! they are not supported yet (exit 255); anything else is LSF's `Invalid command`.
 
 use std::process::ExitCode;
 
@@ -17,10 +23,19 @@ use lava_batch_wire::{self as wire, Operation};
 use crate::client;
 use crate::term::{self, Term};
 
-const USAGE: &str = "Usage: badmin [-h] [-V] showstatus\n";
+const USAGE: &str = "Usage: badmin [-h] [-V] showstatus | reconfig\n";
 
 /// LSF subcommands LavaCore does not serve yet.
-const NOT_YET: [&str; 8] = ["reconfig", "mbdrestart", "hclose", "hopen", "qclose", "qopen", "qact", "qinact"];
+const NOT_YET: [&str; 7] = ["mbdrestart", "hclose", "hopen", "qclose", "qopen", "qact", "qinact"];
+
+/// What `badmin reconfig` prints for `reply`, and whether it succeeded.
+pub fn format_reconfig(reply: &wire::ReconfigReply) -> (String, bool) {
+    if reply.applied {
+        ("Checking configuration files ...\nNo errors found.\n\nReconfiguration initiated\n".to_owned(), true)
+    } else {
+        (format!("Checking configuration files ...\n\n{}\n\nThere are fatal errors.\n", reply.message), false)
+    }
+}
 
 /// `badmin showstatus` for `status`, with times in `tz`.
 pub fn format_showstatus(status: &wire::StatusReply, tz: &TimeZone) -> String {
@@ -79,6 +94,24 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             return true;
         }
         Some("showstatus") if args.len() == 1 => {}
+        Some("reconfig") if args.len() == 1 => {
+            let ops = (Operation::Reconfig, Operation::ReconfigReply);
+            let Some(reply) = client::read_from_mbatchd::<_, wire::ReconfigReply>(
+                term,
+                "badmin",
+                ops,
+                &wire::ReconfigRequest {},
+            ) else {
+                return false;
+            };
+            let (text, ok) = format_reconfig(&reply);
+            if ok {
+                term.out(&text);
+            } else {
+                term.err(&text);
+            }
+            return ok;
+        }
         Some(name) if NOT_YET.contains(&name) => {
             term.err(&format!("badmin: {name} is not supported by LavaCore yet\n"));
             return false;

@@ -195,7 +195,8 @@ pub fn load_config() -> Result<BaseConfig, ClientError> {
     Ok(BaseConfig::load(&lava_conf::envdir_from_env())?)
 }
 
-/// One read-only request to mbatchd (`bhosts`, `bqueues`, `badmin showstatus`):
+/// One request mbatchd answers at once, without a request id (`bhosts`, `bqueues`,
+/// `badmin`):
 /// loads the configuration and calls, printing a failure as every command does
 /// (`COMMAND: problem` for the configuration, the error's own text for the call).
 /// `None` after a failure.

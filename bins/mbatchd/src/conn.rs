@@ -37,6 +37,8 @@ pub(crate) enum ReadReply {
     Queues(wire::QueueQueryReply),
     /// STATUS_QUERY_REPLY.
     Status(Box<wire::StatusReply>),
+    /// RECONFIG_REPLY.
+    Reconfig(wire::ReconfigReply),
 }
 
 impl ReadReply {
@@ -46,6 +48,7 @@ impl ReadReply {
             ReadReply::Hosts(reply) => (Operation::HostQueryReply, encode(reply)),
             ReadReply::Queues(reply) => (Operation::QueueQueryReply, encode(reply)),
             ReadReply::Status(reply) => (Operation::StatusQueryReply, encode(reply.as_ref())),
+            ReadReply::Reconfig(reply) => (Operation::ReconfigReply, encode(reply)),
         }
     }
 }

@@ -73,7 +73,7 @@ pub fn main() -> ExitCode {
 
 /// Starts mbatchd as `args` say and serves until stopped; see the module doc.
 pub fn run(args: Args) -> Result<(), ShellError> {
-    let envdir = args.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
+    let envdir = envdir(&args);
     let conf = ClusterConfig::load(&envdir)?;
     let config = ShellConfig::from_cluster(&conf, args.port)?;
     let key = ClusterKey::load(&config.key_file)?;
@@ -113,6 +113,11 @@ pub fn run(args: Args) -> Result<(), ShellError> {
     result
 }
 
+/// The configuration folder: `--envdir`, else `LSF_ENVDIR`, else /etc.
+fn envdir(args: &Args) -> std::path::PathBuf {
+    args.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env)
+}
+
 async fn serve(
     args: &Args,
     config: &ShellConfig,
@@ -138,6 +143,7 @@ async fn serve(
         events,
         stopping: watch::channel(false).0,
     });
+    shell.reconfig_from(envdir(args));
     shell.start()?;
     match &config.lim {
         Some(target) => {

@@ -160,6 +160,8 @@ pub(crate) struct Shell {
     lim: LimUpdates,
     /// When this mbatchd started serving, in seconds since the epoch.
     started_at_s: i64,
+    /// The configuration folder `badmin reconfig` reads again.
+    envdir: Option<std::path::PathBuf>,
 }
 
 impl Shell {
@@ -187,6 +189,7 @@ impl Shell {
             effects: Vec::new(),
             lim: LimUpdates::default(),
             started_at_s: (system_now_ms() / 1000) as i64,
+            envdir: None,
         }
     }
 
@@ -348,6 +351,10 @@ impl Shell {
                     tracing::debug!(%host, conn, "message from a replaced channel not stepped");
                 }
             }
+            ConnEvent::Read { query: ReadQuery::Reconfig(caller), reply } => {
+                let answer = self.reconfig(&caller)?;
+                let _gone = reply.send(ReadReply::Reconfig(answer));
+            }
             ConnEvent::Read { query, reply } => {
                 // The connection may have gone; then nobody needs the answer.
                 let _gone = reply.send(self.answer_read(&query));
@@ -371,6 +378,44 @@ impl Shell {
             ReadQuery::Hosts(query) => ReadReply::Hosts(self.mbd.host_query(query)),
             ReadQuery::Queues(query) => ReadReply::Queues(self.mbd.queue_query(query)),
             ReadQuery::Status => ReadReply::Status(Box::new(self.status())),
+            ReadQuery::Reconfig(_) => {
+                ReadReply::Reconfig(lava_batch_wire::ReconfigReply { applied: false, message: String::new() })
+            }
+        }
+    }
+
+    /// `badmin reconfig` reads the configuration again from this folder.
+    pub(crate) fn reconfig_from(&mut self, envdir: std::path::PathBuf) {
+        self.envdir = Some(envdir);
+    }
+
+    /// `badmin reconfig` by `caller`: an administrator's request loads the
+    /// configuration again and, if it is valid and names the same hosts, steps it
+    /// into the logic; otherwise the running configuration stays and the answer
+    /// says why (the file, line and problem for a broken file).
+    fn reconfig(&mut self, caller: &lava_mbd::Caller) -> Result<lava_batch_wire::ReconfigReply, ShellError> {
+        let refuse = |message: String| lava_batch_wire::ReconfigReply { applied: false, message };
+        if !self.mbd.config().is_admin(caller.uid, &caller.user) {
+            tracing::warn!(user = %caller.user, "badmin reconfig refused: not an administrator");
+            return Ok(refuse("User permission denied.".to_owned()));
+        }
+        let Some(envdir) = self.envdir.clone() else {
+            return Ok(refuse("this mbatchd does not know its configuration folder".to_owned()));
+        };
+        let loaded = lava_conf::ClusterConfig::load(&envdir)
+            .map_err(|error| error.to_string())
+            .and_then(|conf| crate::config::mbd_config(&conf).map_err(|error| error.to_string()))
+            .and_then(|config| self.mbd.reconfigurable(&config).map(|()| config));
+        match loaded {
+            Ok(config) => {
+                tracing::info!(user = %caller.user, "badmin reconfig: the new configuration is in force");
+                self.step(Input::Reconfigure { config: Box::new(config) }, None)?;
+                Ok(lava_batch_wire::ReconfigReply { applied: true, message: String::new() })
+            }
+            Err(problem) => {
+                tracing::warn!(user = %caller.user, "badmin reconfig: the running configuration stays: {problem}");
+                Ok(refuse(problem))
+            }
         }
     }
 

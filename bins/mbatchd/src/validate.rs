@@ -124,12 +124,18 @@ pub(crate) enum ReadQuery {
     Queues(wire::QueueQuery),
     /// STATUS_QUERY.
     Status,
+    /// RECONFIG (`badmin reconfig`): who asks; the loop checks that it is an administrator.
+    Reconfig(Caller),
 }
 
 /// The operation of a [`ReadQuery`] frame, if `code` is one.
 pub(crate) fn read_operation(code: u32) -> Option<Operation> {
-    Operation::from_code(code)
-        .filter(|op| matches!(op, Operation::HostQuery | Operation::QueueQuery | Operation::StatusQuery))
+    Operation::from_code(code).filter(|op| {
+        matches!(
+            op,
+            Operation::HostQuery | Operation::QueueQuery | Operation::StatusQuery | Operation::Reconfig
+        )
+    })
 }
 
 /// Decodes and authenticates a HOST_QUERY, QUEUE_QUERY or STATUS_QUERY: any user may ask.
@@ -145,6 +151,10 @@ pub(crate) fn read_query(
         }
         Ok::<(), Refusal>(())
     };
+    if op == Operation::Reconfig {
+        let request = decode_request::<wire::ReconfigRequest>(op, body)?;
+        return Ok(ReadQuery::Reconfig(caller(auth, &request.credential, now_ms)?));
+    }
     if op == Operation::StatusQuery {
         let request = decode_request::<wire::StatusQuery>(op, body)?;
         caller(auth, &request.credential, now_ms)?;

@@ -114,6 +114,14 @@ pub enum Input {
         /// Whether lim reports it available.
         available: bool,
     },
+    /// `badmin reconfig`: a new configuration, which the shell loaded and checked
+    /// ([`crate::Mbd::reconfigurable`]: valid, with the same cluster, master and
+    /// hosts; host changes need a restart). Configuration is not logged; replay after
+    /// a restart uses the configuration of that start, as it always does.
+    Reconfigure {
+        /// The configuration to use from now on.
+        config: Box<crate::MbdConfig>,
+    },
     /// Time passed; resends and cleaning that are due happen now.
     Tick,
 }

@@ -160,6 +160,7 @@ impl Mbd {
             Input::JobSignalReply { host, msg } => self.signal_reply(&mut step, &host, &msg),
             Input::HostAvailability { host, available } => self.host_availability(&mut step, host, available),
             Input::Tick => self.tick(&mut step),
+            Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
         }
         if step.dispatch {
             self.dispatch(&mut step);
@@ -200,6 +201,39 @@ impl Mbd {
     /// Job slots of `host`: MXJ, else the CPUs it registered with.
     pub(crate) fn capacity(&self, host: &HostName, link: &HostLink) -> u32 {
         self.config.host(host).and_then(|h| h.max_jobs).unwrap_or(link.n_cpus)
+    }
+
+    /// Whether `config` may replace the running configuration without a restart:
+    /// valid, and the same cluster, master and execution hosts (queues, their
+    /// priorities and hosts, MXJ, administrators and periods may change).
+    pub fn reconfigurable(&self, config: &MbdConfig) -> Result<(), String> {
+        config.validate().map_err(|error| error.to_string())?;
+        let names = |c: &MbdConfig| c.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>();
+        if config.cluster_name != self.config.cluster_name
+            || config.master_host != self.config.master_host
+            || names(config) != names(&self.config)
+        {
+            return Err("the cluster's hosts changed (lsf.cluster); restart mbatchd to take them".to_owned());
+        }
+        Ok(())
+    }
+
+    /// `badmin reconfig` ([`Input::Reconfigure`]): the new configuration is in force
+    /// from this step; dispatch runs, since a new queue or more slots may start jobs.
+    /// Jobs of a queue that is gone stay pending, as after a restart.
+    fn reconfigure(&mut self, step: &mut Step, config: MbdConfig) {
+        if self.reconfigurable(&config).is_err() {
+            // The shell checks first; a configuration that slipped through changes nothing.
+            return;
+        }
+        self.config = config;
+        // A host whose MXJ went below the slots its jobs hold keeps them, as a host that
+        // registers with fewer CPUs than its jobs use does (the slot bound allows both).
+        for (host, link) in &mut self.links.hosts {
+            let used = self.store.index.slots_used.get(host).copied().unwrap_or(0);
+            link.slots_used_at_registration = link.slots_used_at_registration.max(used);
+        }
+        step.dispatch = true;
     }
 
     /// Drops transient bookkeeping that no longer matches job `id`'s durable state.

@@ -52,6 +52,10 @@ pub enum Operation {
     StatusQuery = 11,
     /// mbatchd → command: the status ([`StatusReply`]).
     StatusQueryReply = 12,
+    /// Command → mbatchd: re-read the batch configuration (`badmin reconfig`; [`ReconfigRequest`]).
+    Reconfig = 13,
+    /// mbatchd → command: the outcome ([`ReconfigReply`]).
+    ReconfigReply = 14,
     /// mbatchd → command: the request failed as a whole ([`ErrorReply`]).
     RequestFailed = 15,
     /// Command → local sbatchd, over its Unix socket: vouch for me (empty body).
@@ -95,7 +99,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 30] = [
+    pub const ALL: [Operation; 32] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -112,6 +116,8 @@ impl Operation {
         Operation::HostQueryReply,
         Operation::StatusQuery,
         Operation::StatusQueryReply,
+        Operation::Reconfig,
+        Operation::ReconfigReply,
         Operation::RequestFailed,
         Operation::SbdRegister,
         Operation::SbdRegisterAck,
@@ -153,6 +159,8 @@ impl Operation {
             Operation::HostQueryReply => "HOST_QUERY_REPLY",
             Operation::StatusQuery => "STATUS_QUERY",
             Operation::StatusQueryReply => "STATUS_QUERY_REPLY",
+            Operation::Reconfig => "RECONFIG",
+            Operation::ReconfigReply => "RECONFIG_REPLY",
             Operation::RequestFailed => "REQUEST_FAILED",
             Operation::CredentialRequest => "CREDENTIAL_REQUEST",
             Operation::CredentialReply => "CREDENTIAL_REPLY",
@@ -767,6 +775,19 @@ pub struct StatusReply {
     /// The daemon's counters by name (frames by operation, refusals by reason,
     /// event log appends, fsyncs and their latency, queue depths), sorted by name.
     pub counters: Vec<StatusCounter>,
+}
+
+/// RECONFIG: what `badmin reconfig` asks for (no fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconfigRequest {}
+
+/// RECONFIG_REPLY: whether the new configuration is in force.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconfigReply {
+    /// The new configuration was taken; when false the running one stays.
+    pub applied: bool,
+    /// What was wrong (file, line, problem), or what changed.
+    pub message: String,
 }
 
 /// One named counter of [`StatusReply`].

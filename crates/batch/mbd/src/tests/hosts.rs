@@ -203,3 +203,38 @@ fn bqueues_counts_slots_by_state() {
     assert_eq!(named.queues, vec![queue_info("normal", 30, true, &[], [2, 0, 1])]);
     assert_eq!(named.not_found, vec!["nosuch".to_owned()]);
 }
+
+// Goal: badmin reconfig's new configuration is in force at once — a new queue
+// takes jobs, a lower MXJ keeps the running jobs and starts no more — and a
+// configuration with other hosts is refused and changes nothing.
+#[test]
+fn reconfigure_takes_queues_and_slots_now() {
+    let mut h = Harness::new();
+    h.step(registered("hostC", 4)); // MXJ 4
+    for n in 1..=4u64 {
+        h.step(submit(n, n, "alice", request()));
+    }
+    assert_eq!(bhosts(&h, &["hostC"]).hosts[0].n_run, 4);
+    let mut config = config();
+    config.hosts[2].max_jobs = Some(2);
+    config.queues.push(crate::QueueConfig {
+        name: queue("night"),
+        priority: 10,
+        default: false,
+        hosts: vec![],
+    });
+    assert_eq!(h.mbd.reconfigurable(&config), Ok(()));
+    h.step(Input::Reconfigure { config: Box::new(config.clone()) });
+    // The four running jobs keep running; a new one waits for the slots MXJ 2 allows.
+    h.step(submit(5, 5, "alice", request()));
+    assert_eq!(h.mbd.job(jref(5)).expect("job").status(), JobStatus::Pend);
+    assert_eq!(bhosts(&h, &["hostC"]).hosts[0].n_run, 4);
+    let queues = h.mbd.queue_query(&wire::QueueQuery { queues: vec!["night".into()] });
+    assert_eq!(queues.not_found, Vec::<String>::new());
+    // Another host list is refused before it reaches the logic, and ignored if it does.
+    let mut other_hosts = config.clone();
+    other_hosts.hosts.pop();
+    assert!(h.mbd.reconfigurable(&other_hosts).is_err());
+    h.step(Input::Reconfigure { config: Box::new(other_hosts) });
+    assert_eq!(h.mbd.config().hosts.len(), 3);
+}
