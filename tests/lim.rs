@@ -509,6 +509,48 @@ fn lsadmin_showstatus_and_ckconfig() {
     let (ok, _, err) = lsadmin(&cluster, &["showstatus", "nosuchhost"]);
     assert!(!ok && err.contains("host `nosuchhost` is not in"), "{err}");
 
+    // lsadmin reconfig from an unprivileged port is refused by the lim itself.
+    let mut stream = TcpStream::connect(("127.0.0.1", ports[1])).expect("connect to h1's lim");
+    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("set a read timeout");
+    let mut request = Vec::new();
+    FrameHeader {
+        sequence: 1,
+        operation: wire::LIM_TCP_RECONFIG,
+        version: wire::LIM_VERSION,
+        length: 0,
+        status: 0,
+    }
+    .write(&mut request);
+    stream.write_all(&request).expect("send the request");
+    let mut head = [0u8; HEADER_BYTES];
+    stream.read_exact(&mut head).expect("a reply");
+    let mut body = vec![0u8; FrameHeader::parse(&head).expect("a header").length as usize];
+    stream.read_exact(&mut body).expect("the reply's body");
+    let refused: wire::ReconfigReply =
+        lava_xdr::from_bytes(&body, &lava_xdr::Limits::default()).expect("decodes");
+    assert!(!refused.applied && refused.message.contains("permission denied"), "{refused:?}");
+    // As root (a privileged port): both lims restart in place (same pids) and serve again.
+    let (ok, out, err) = lsadmin(&cluster, &["reconfig"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("Restart LIM on <h0> ...... done\n")
+            && out.contains("Restart LIM on <h1> ...... done\n"),
+        "{out}"
+    );
+    for host in hosts {
+        wait_until("the lim answers again after its restart", STARTUP_TIMEOUT, || {
+            lsadmin(&cluster, &["showstatus", host]).0.then_some(())
+        });
+    }
+    assert!(master.is_running() && slave.is_running(), "lims restart in place");
+    for lim in [&master, &slave] {
+        assert!(
+            lim.log().contains("lsadmin reconfig: restarting to read the configuration"),
+            "{}",
+            lim.log()
+        );
+    }
+
     // A broken lsf.cluster: h1's LIM port is not a number (line 8 of the file).
     let mut broken = rows.clone();
     broken[1] = broken[1].replacen(&ports[1].to_string(), "notaport", 1);
@@ -520,4 +562,8 @@ fn lsadmin_showstatus_and_ckconfig() {
             && err.contains("There are fatal errors."),
         "{err}"
     );
+    // lsadmin reconfig with the broken file says so and touches no lim.
+    let (ok, _, err) = lsadmin(&cluster, &["reconfig"]);
+    assert!(!ok && err.contains("lsf.cluster.lavacore:8:"), "{err}");
+    assert!(master.is_running() && slave.is_running());
 }

@@ -14,7 +14,12 @@
 //!   link to mbatchd, then `Counters:` (jobs by phase, shepherds, messages sent and resent by
 //!   operation, record persists, fsyncs and commit latency, link connects, credentials).
 //!
-//! LSF's other subcommands (`limstartup`, `limshutdown`, `limrestart`, `reconfig`, ...) are
+//! - `reconfig` (LSF's): every lim of `lsf.cluster` checks its configuration and, if it
+//!   loads, restarts in place (exec of itself) to read it; one `Restart LIM on <host>
+//!   ...... done` line per host. The request leaves from a privileged port (root only)
+//!   and a lim accepts it only so, from a host of the cluster.
+//!
+//! LSF's other subcommands (`limstartup`, `limshutdown`, `limrestart`, ...) are
 //! recognised and refused with `not supported by LavaCore yet` (exit 255); anything else is
 //! LSF's `Invalid command`.
 
@@ -30,13 +35,13 @@ use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
 use crate::lim::{QUERY_TIMEOUT_MS, REPLY_BODY_BYTES_MAX};
 use crate::term::{self, Term};
 
-const USAGE: &str = "Usage: lsadmin [-h] [-V] ckconfig [-v] | showstatus [host_name] | sbdstatus\n";
+const USAGE: &str =
+    "Usage: lsadmin [-h] [-V] ckconfig [-v] | reconfig | showstatus [host_name] | sbdstatus\n";
 /// Largest status reply accepted from sbatchd.
 const SBD_REPLY_BYTES_MAX: u32 = 1 << 20;
 
 /// LSF subcommands LavaCore does not serve yet.
-const NOT_YET: [&str; 11] = [
-    "reconfig",
+const NOT_YET: [&str; 10] = [
     "limstartup",
     "limshutdown",
     "limrestart",
@@ -193,6 +198,7 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
                 false
             }
         },
+        Some("reconfig") if rest.is_empty() => reconfig(term),
         Some("sbdstatus") if rest.is_empty() => match sbdstatus() {
             Ok(status) => {
                 term.out(&format_sbdstatus(&status, &jiff::tz::TimeZone::system()));
@@ -244,19 +250,24 @@ fn lim_addr(host: Option<&str>) -> Result<SocketAddr, String> {
 /// Asks `host`'s lim for its status and counters.
 fn showstatus(host: Option<&str>) -> Result<wire::AdminStatusReply, String> {
     let addr = lim_addr(host)?;
+    let timeout = Duration::from_millis(QUERY_TIMEOUT_MS);
+    let stream = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|error| format!("LIM is down; try later ({addr}: {error})"))?;
+    exchange(stream, addr, wire::LIM_TCP_ADMIN_STATUS)
+}
+
+/// Sends one request on `stream` (connected to `addr`) and decodes its reply.
+fn exchange<R: serde::de::DeserializeOwned>(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    operation: u32,
+) -> Result<R, String> {
     let unreachable = |error: std::io::Error| format!("LIM is down; try later ({addr}: {error})");
     let timeout = Duration::from_millis(QUERY_TIMEOUT_MS);
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(unreachable)?;
     stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
     let mut request = Vec::new();
-    FrameHeader {
-        sequence: 1,
-        operation: wire::LIM_TCP_ADMIN_STATUS,
-        version: wire::LIM_VERSION,
-        length: 0,
-        status: 0,
-    }
-    .write(&mut request);
+    FrameHeader { sequence: 1, operation, version: wire::LIM_VERSION, length: 0, status: 0 }
+        .write(&mut request);
     stream.write_all(&request).map_err(unreachable)?;
     let mut head = [0u8; HEADER_BYTES];
     stream.read_exact(&mut head).map_err(unreachable)?;
@@ -266,12 +277,82 @@ fn showstatus(host: Option<&str>) -> Result<wire::AdminStatusReply, String> {
         return Err(format!("reply of {} bytes is too large", header.length));
     }
     if header.status != wire::TCP_STATUS_OK {
-        return Err(format!("the lim at {addr} refused the status query (status {})", header.status));
+        return Err(format!("the lim at {addr} refused the request (status {})", header.status));
     }
     let mut body = vec![0u8; header.length as usize];
     stream.read_exact(&mut body).map_err(unreachable)?;
     let limits = lava_xdr::Limits { input_bytes_max: body.len().max(1), ..lava_xdr::Limits::default() };
     lava_xdr::from_bytes(&body, &limits).map_err(|error| format!("bad reply: {error}"))
+}
+
+/// `lsadmin reconfig`: every lim of the cluster checks its configuration and, if it
+/// loads, restarts in place to read it (LSF restarts the lims). The request leaves from
+/// a privileged port, which only root can bind: the lims accept it from nobody else.
+/// One line per host, LSF's `Restart LIM on <host> ...... done`; false if any failed.
+fn reconfig(term: &mut Term) -> bool {
+    let config = match crate::client::load_config() {
+        Ok(config) => config,
+        Err(error) => {
+            term.err(&format!("lsadmin: {error}\n"));
+            return false;
+        }
+    };
+    term.out("Checking configuration files ...\nNo errors found.\n\n");
+    let mut ok = true;
+    for host in &config.cluster.hosts {
+        let port = host.lim_tcp_port(&config.lsf);
+        let addr = host
+            .addr
+            .map(|ip| SocketAddr::new(ip, port))
+            .or_else(|| (host.name.as_str(), port).to_socket_addrs().ok().and_then(|mut addrs| addrs.next()));
+        let outcome = match addr {
+            None => Err(format!("cannot resolve host `{}`", host.name)),
+            Some(addr) => privileged_connect(addr).and_then(|stream| {
+                let reply: wire::ReconfigReply = exchange(stream, addr, wire::LIM_TCP_RECONFIG)?;
+                if reply.applied { Ok(()) } else { Err(reply.message) }
+            }),
+        };
+        match outcome {
+            Ok(()) => term.out(&format!("Restart LIM on <{}> ...... done\n", host.name)),
+            Err(problem) => {
+                ok = false;
+                term.out(&format!("Restart LIM on <{}> ...... failed: {problem}\n", host.name));
+            }
+        }
+    }
+    ok
+}
+
+/// A TCP connection to `addr` from a privileged local port (512..1023, the first free).
+fn privileged_connect(addr: SocketAddr) -> Result<TcpStream, String> {
+    use rustix::net::{AddressFamily, SocketType, sockopt};
+    let family = if addr.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+    let local_ip: std::net::IpAddr = if addr.is_ipv4() {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    };
+    let timeout = Duration::from_millis(QUERY_TIMEOUT_MS);
+    for port in (512..1024u16).rev() {
+        let socket =
+            rustix::net::socket(family, SocketType::STREAM, None).map_err(|e| format!("socket: {e}"))?;
+        // Linux bounds a blocking connect by the send timeout.
+        sockopt::set_socket_timeout(&socket, sockopt::Timeout::Send, Some(timeout))
+            .map_err(|e| format!("socket: {e}"))?;
+        match rustix::net::bind(&socket, &SocketAddr::new(local_ip, port)) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::ADDRINUSE) => continue,
+            Err(rustix::io::Errno::ACCESS) => {
+                return Err("only root may reconfigure the lims (a privileged port is needed)".to_owned());
+            }
+            Err(error) => return Err(format!("bind to port {port}: {error}")),
+        }
+        return match rustix::net::connect(&socket, &addr) {
+            Ok(()) => Ok(TcpStream::from(socket)),
+            Err(error) => Err(format!("LIM is down; try later ({addr}: {error})")),
+        };
+    }
+    Err("no privileged port is free".to_owned())
 }
 
 #[cfg(test)]

@@ -265,7 +265,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("start tokio")?;
-    runtime.block_on(serve(setup, args.ready_file))
+    let ready_file = args.ready_file.clone();
+    runtime.block_on(serve(setup, ready_file, args))
 }
 
 /// What carrying out effects needs: the UDP socket, and how to ask hosts for their facts.
@@ -282,7 +283,7 @@ struct Io {
     counters: Arc<ShellCounters>,
 }
 
-async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> {
+async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow::Result<()> {
     let Setup { lim, my_addr, tcp_addrs, host_meta } = setup;
     let me = lim.config().me as usize;
     let udp = UdpSocket::bind(my_addr).await.with_context(|| format!("bind UDP {my_addr}"))?;
@@ -324,7 +325,10 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>) -> anyhow::Result<()> 
     let counters = Arc::new(ShellCounters::default());
     let origin = Instant::now();
     if let Some(listener) = listener {
+        let host_ips = tcp_addrs.iter().flatten().map(SocketAddr::ip).collect();
         let context = Arc::new(QueryContext {
+            args,
+            host_ips,
             meta: host_meta,
             name: names[me].clone(),
             own_info,
@@ -580,6 +584,10 @@ fn carry_out(io: &Io, lim: &Lim, effects: Vec<Effect>) {
 
 /// What the query answers need besides the machine.
 struct QueryContext {
+    /// The command line, for `lsadmin reconfig` (check the configuration, restart).
+    args: Args,
+    /// The addresses of the cluster's hosts (who may ask for a reconfiguration).
+    host_ips: Vec<std::net::IpAddr>,
     /// Per host: type, model, server.
     meta: Vec<(String, String, bool)>,
     /// Our host's name.
@@ -614,6 +622,24 @@ async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context:
                 return;
             }
         };
+        if frame.header.operation == wire::LIM_TCP_RECONFIG {
+            let peer = stream.peer_addr().ok();
+            let verdict = reconfig_check(peer, &context);
+            let answer =
+                wire::ReconfigReply { applied: verdict.is_ok(), message: verdict.err().unwrap_or_default() };
+            let body = lava_xdr::to_bytes(&answer).unwrap_or_default();
+            let header = FrameHeader { status: wire::TCP_STATUS_OK, length: 0, ..frame.header };
+            let mut out = BytesMut::new();
+            let big = FrameLimits { body_bytes_max: u32::MAX };
+            let sent =
+                encode_frame(header, &body, &big, &mut out).is_ok() && stream.write_all(&out).await.is_ok();
+            if answer.applied {
+                let _flushed = stream.shutdown().await;
+                restart_in_place(sent);
+            }
+            tracing::warn!(?peer, "lsadmin reconfig refused: {}", answer.message);
+            return;
+        }
         let (status, body) = {
             let lim = shared.lock().unwrap_or_else(PoisonError::into_inner);
             let now_ms = context.origin.elapsed().as_millis() as u64;
@@ -631,6 +657,42 @@ async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context:
             return;
         }
     }
+}
+
+/// Whether `peer` may have this lim reconfigured, and whether the configuration loads:
+/// only root on a host of the cluster may ask (a privileged source port from a host
+/// address, as LSF's own daemons once checked), and a broken file keeps this lim running.
+fn reconfig_check(peer: Option<SocketAddr>, context: &QueryContext) -> Result<(), String> {
+    let Some(peer) = peer else { return Err("no peer address".to_owned()) };
+    if peer.port() >= 1024 {
+        return Err("permission denied: lsadmin reconfig must be run by root".to_owned());
+    }
+    if !context.host_ips.contains(&peer.ip()) {
+        return Err(format!("permission denied: {} is not a host of the cluster", peer.ip()));
+    }
+    setup(&context.args).map(|_| ()).map_err(|error| format!("{error:#}"))
+}
+
+/// `lsadmin reconfig`: this lim execs itself with the same command line, so that it reads
+/// the configuration from scratch (LSF's lsadmin reconfig restarts the lims); under systemd
+/// it says RELOADING first and the new image says READY. Returns only if exec failed.
+fn restart_in_place(answered: bool) {
+    use std::os::unix::process::CommandExt;
+    tracing::info!(answered, "lsadmin reconfig: restarting to read the configuration");
+    if let Ok(notifier) = lava_sd::Notifier::from_env()
+        && let Err(error) = notifier.reloading("lsadmin reconfig: restarting")
+    {
+        tracing::warn!("{error}");
+    }
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(error) => {
+            tracing::error!(%error, "cannot find this program to restart it");
+            return;
+        }
+    };
+    let error = std::process::Command::new(exe).args(std::env::args_os().skip(1)).exec();
+    tracing::error!(%error, "cannot restart lim");
 }
 
 fn reply(lim: &Lim, context: &QueryContext, header: FrameHeader, now_ms: u64) -> (u32, Vec<u8>) {

@@ -72,6 +72,10 @@ pub const LIM_TCP_HOSTS_INFO: u32 = 104;
 /// TCP query (ours, for `lsadmin showstatus`): this lim's role, its view of the master and of
 /// the hosts, and every counter it keeps ([`AdminStatusReply`]); every lim answers it.
 pub const LIM_TCP_ADMIN_STATUS: u32 = 105;
+/// TCP request (ours, for `lsadmin reconfig`): check the configuration and, if it loads,
+/// restart this lim in place to read it ([`ReconfigReply`]). Accepted only from a
+/// privileged source port (root) on a host of the cluster.
+pub const LIM_TCP_RECONFIG: u32 = 106;
 /// Reply status of a TCP query that succeeded.
 pub const TCP_STATUS_OK: u32 = 0;
 /// Reply status of a query sent to a lim that is not the master, or an unknown query.
@@ -345,6 +349,15 @@ pub struct StatusReply {
     pub master: bool,
     /// `(name, count)` pairs in a stable order.
     pub counters: Vec<(String, u64)>,
+}
+
+/// Reply to [`LIM_TCP_RECONFIG`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconfigReply {
+    /// The configuration loads and the lim restarts to read it.
+    pub applied: bool,
+    /// Why not (the file, line and problem, or the refusal).
+    pub message: String,
 }
 
 /// Reply to [`LIM_TCP_ADMIN_STATUS`].
