@@ -153,18 +153,7 @@ pub fn run(args: Args) -> Result<(), ShellError> {
 }
 
 fn init_logging(mask: LogMask) {
-    let level = mask.level_name();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    // try_init fails only if a logger is already installed (a test); that one stays.
-    if !lava_sd::journald::try_init(level) {
-        let _installed = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_target(false)
-            .with_ansi(false)
-            .with_writer(io::stderr)
-            .try_init();
-    }
+    lava_sd::journald::init(mask.level_name());
 }
 
 /// One request as the loop receives it: checked by its connection task (or
@@ -243,10 +232,7 @@ async fn serve(
     }
     tracing::info!(%bound, tasks = coord.n_tasks(), "coordinator ready");
     // systemd (Type=notify): READY now, WATCHDOG from the tick, STOPPING on SIGTERM/SIGINT.
-    let mut notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
-        tracing::warn!("{error}; not notifying systemd");
-        lava_sd::Notifier::disabled()
-    });
+    let mut notifier = lava_sd::journald::notifier();
     if let Err(error) = notifier.ready(&format!("serving on {bound}")) {
         tracing::warn!("{error}");
     }

@@ -251,18 +251,7 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
 /// Loads the configuration and serves until killed.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (setup, mask) = setup(&args)?;
-    let level = mask.level_name();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    // The log goes to standard error, like the other daemons' (standard output is not a log).
-    if !lava_sd::journald::try_init(level) {
-        let _installed = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_target(false)
-            .with_ansi(false)
-            .with_writer(std::io::stderr)
-            .try_init();
-    }
+    lava_sd::journald::init(mask.level_name());
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("start tokio")?;
     let ready_file = args.ready_file.clone();
@@ -312,10 +301,7 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
     }
     tracing::info!(%my_addr, tcp_port, master = lim.is_master(), "lim ready");
     // systemd (Type=notify): READY now, WATCHDOG from each load sample (every second).
-    let mut notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
-        tracing::warn!("{error}; not notifying systemd");
-        lava_sd::Notifier::disabled()
-    });
+    let mut notifier = lava_sd::journald::notifier();
     if let Err(error) = notifier.ready(&format!("serving on {my_addr}, TCP port {tcp_port}")) {
         tracing::warn!("{error}");
     }

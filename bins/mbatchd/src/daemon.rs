@@ -91,10 +91,7 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         key_id = %key.id(),
         "mbatchd starting"
     );
-    let notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
-        tracing::warn!("{error}; not notifying systemd");
-        lava_sd::Notifier::disabled()
-    });
+    let notifier = lava_sd::journald::notifier();
     if let Some(interval) = notifier.watchdog_interval() {
         tracing::info!(interval_ms = interval.as_millis(), "systemd watchdog armed");
     }

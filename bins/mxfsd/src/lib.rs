@@ -255,18 +255,8 @@ pub fn main() -> ExitCode {
 /// Loads the configuration and serves until SIGTERM or SIGINT.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (settings, mask) = settings(&args)?;
-    let level = mask.level_name();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // To the journal under systemd, else to standard error.
-    if !lava_sd::journald::try_init(level) {
-        let _installed = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_target(false)
-            .with_ansi(false)
-            .with_writer(std::io::stderr)
-            .try_init();
-    }
+    lava_sd::journald::init(mask.level_name());
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("start tokio")?;
     runtime.block_on(server::serve(settings))

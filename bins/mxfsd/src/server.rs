@@ -309,10 +309,7 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         "mxfsd ready"
     );
     // systemd (Type=notify): READY now, WATCHDOG from the loop (woken at least every second).
-    let mut notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
-        tracing::warn!("{error}; not notifying systemd");
-        lava_sd::Notifier::disabled()
-    });
+    let mut notifier = lava_sd::journald::notifier();
     if let Err(error) = notifier.ready(&format!("node {} serving on port {port}", settings.me)) {
         tracing::warn!("{error}");
     }

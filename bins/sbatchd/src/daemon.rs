@@ -145,10 +145,7 @@ pub fn run(options: Options) -> Result<(), Error> {
     let envdir = options.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
     let config = BaseConfig::load(&envdir)?;
     init_logging(config.lsf.log_mask);
-    let notifier = lava_sd::Notifier::from_env().unwrap_or_else(|error| {
-        tracing::warn!("{error}; not notifying systemd");
-        lava_sd::Notifier::disabled()
-    });
+    let notifier = lava_sd::journald::notifier();
     let host = decide_host(&options, &config)?;
     let master = config.master_host().ok_or_else(|| {
         Error::Other(format!("{} lists no server host to run mbatchd", config.cluster.path.display()))

@@ -43,3 +43,29 @@ pub fn try_init(default_filter: &str) -> bool {
     }
     true
 }
+
+/// A daemon's logging: to the journal under systemd ([`try_init`]), else plain lines
+/// with timestamps to standard error (never standard output: it is not a log). The
+/// filter is `RUST_LOG` if set, else `default_filter`. A subscriber already installed
+/// (a test) is left in place.
+pub fn init(default_filter: &str) {
+    if try_init(default_filter) {
+        return;
+    }
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let _installed = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The daemon's [`crate::Notifier`] from the environment; a malformed `NOTIFY_SOCKET` or
+/// `WATCHDOG_USEC` is logged and the daemon runs without notifying systemd.
+pub fn notifier() -> crate::Notifier {
+    crate::Notifier::from_env().unwrap_or_else(|error| {
+        tracing::warn!("{error}; not notifying systemd");
+        crate::Notifier::disabled()
+    })
+}
