@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use lava_lim_wire as wire;
 use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
 use serde::de::DeserializeOwned;
+use util::lim_output::{host_line, lshosts_facts, this_machine_facts};
 use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, wait_until};
 
 const REPORT_MS: u64 = 300;
@@ -136,38 +137,6 @@ fn wait_bhosts(cluster: &Cluster, want: &[(&str, &str)]) {
         assert!(Instant::now() < deadline, "bhosts never showed {want:?}; last:\n{last}");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// This machine's `ncpus`, `maxmem` and `maxswp` as lshosts prints them, read here from
-/// /proc (every test host runs on this machine).
-fn this_machine_facts() -> Vec<String> {
-    let cpuinfo = fs::read_to_string("/proc/cpuinfo").expect("read /proc/cpuinfo");
-    let ncpus = cpuinfo
-        .lines()
-        .filter(|line| line.split(':').next().is_some_and(|key| key.trim() == "processor"))
-        .count();
-    let meminfo = fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo");
-    let mb = |key: &str| -> f32 {
-        let kb: f64 = meminfo
-            .lines()
-            .find_map(|line| line.strip_prefix(key))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kb| kb.parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in /proc/meminfo"));
-        (kb / 1024.0) as u32 as f32
-    };
-    let format = lava_commands::lim::format_load_value;
-    vec![ncpus.to_string(), format(10, mb("MemTotal:")), format(9, mb("SwapTotal:"))]
-}
-
-/// The `ncpus`, `maxmem` and `maxswp` columns of an lshosts line.
-fn lshosts_facts(line: &str) -> Option<Vec<String>> {
-    let fields: Vec<String> = line.split_whitespace().skip(4).take(3).map(str::to_owned).collect();
-    (fields.len() == 3).then_some(fields)
-}
-
-fn host_line(out: &str, host: &str) -> Option<String> {
-    out.lines().find(|line| line.split_whitespace().next() == Some(host)).map(str::to_owned)
 }
 
 /// One query on the master's TCP port, as lsload sends it; `None` if the master is down.

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use util::lim_output::{host_line, lshosts_facts, this_machine_facts};
 use util::netns::Netns;
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
 
@@ -163,34 +164,6 @@ fn wait_bhosts(cluster: &Cluster, ns: &str, envdir: &Path, want: &[(&str, &str)]
     assert!(found.is_some(), "bhosts never showed {want:?}; last: {last:?}");
 }
 
-/// This machine's `ncpus`, `maxmem` and `maxswp` as lshosts prints them, read here from
-/// /proc (every test host runs on this machine).
-fn this_machine_facts() -> Vec<String> {
-    let cpuinfo = fs::read_to_string("/proc/cpuinfo").expect("read /proc/cpuinfo");
-    let ncpus = cpuinfo
-        .lines()
-        .filter(|line| line.split(':').next().is_some_and(|key| key.trim() == "processor"))
-        .count();
-    let meminfo = fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo");
-    let mb = |key: &str| -> f32 {
-        let kb: f64 = meminfo
-            .lines()
-            .find_map(|line| line.strip_prefix(key))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kb| kb.parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in /proc/meminfo"));
-        (kb / 1024.0) as u32 as f32
-    };
-    let format = lava_commands::lim::format_load_value;
-    vec![ncpus.to_string(), format(10, mb("MemTotal:")), format(9, mb("SwapTotal:"))]
-}
-
-/// The `ncpus`, `maxmem` and `maxswp` columns of an lshosts line.
-fn lshosts_facts(line: &str) -> Option<Vec<String>> {
-    let fields: Vec<String> = line.split_whitespace().skip(4).take(3).map(str::to_owned).collect();
-    (fields.len() == 3).then_some(fields)
-}
-
 /// Like `wait_until`, but `None` on timeout (so the caller can report what it saw last).
 fn wait_until_or_none(timeout: Duration, mut probe: impl FnMut() -> Option<()>) -> Option<()> {
     let deadline = Instant::now() + timeout;
@@ -208,10 +181,6 @@ fn wait_until_or_none(timeout: Duration, mut probe: impl FnMut() -> Option<()>) 
 fn lsload(cluster: &Cluster, ns: &str, args: &[&str]) -> String {
     let output = run_in(cluster, ns, env!("CARGO_BIN_EXE_lsload"), args);
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn host_line(out: &str, host: &str) -> Option<String> {
-    out.lines().find(|line| line.split_whitespace().next() == Some(host)).map(str::to_owned)
 }
 
 /// `Udp: NoPorts` of a namespace: datagrams that arrived for a port nobody listens on.
