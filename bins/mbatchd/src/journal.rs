@@ -26,7 +26,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use lava_eventlog::{EventLog, OpenReport, Options, Position, PruneReport, TornKind};
+use lava_eventlog::{EventLog, OpenReport, Options, Position, PruneReport};
 use lava_mbd::{Event, Mbd, MbdConfig, MbdSnapshot};
 use tokio::task::JoinHandle;
 
@@ -70,32 +70,13 @@ pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
 }
 
 fn log_open_report(dir: &Path, report: &OpenReport) {
-    if report.created {
-        tracing::info!(dir = %dir.display(), "created a new, empty event log {EVENT_LOG_NAME}");
+    for finding in report.findings() {
+        if finding.warning {
+            tracing::warn!(dir = %dir.display(), "event log {EVENT_LOG_NAME}: {}", finding.text);
+        } else {
+            tracing::info!(dir = %dir.display(), "event log {EVENT_LOG_NAME}: {}", finding.text);
+        }
     }
-    match &report.torn_tail {
-        // The preallocated space of a writer that did not close: the usual
-        // state after a crash or kill -9, nothing lost that was acknowledged.
-        Some(torn) if torn.kind == TornKind::ZeroFill => tracing::info!("event log: {torn}"),
-        Some(torn) => tracing::warn!(
-            "event log: {torn}; the cut record was never durable, so nothing that depends on it was sent"
-        ),
-        None => {}
-    }
-    for rejected in &report.rejected_snapshots {
-        tracing::warn!("event log: snapshot {} not used: {}", rejected.path.display(), rejected.reason);
-    }
-    for removed in &report.removed_temp_files {
-        tracing::info!("event log: removed the leftover temporary file {}", removed.display());
-    }
-    tracing::info!(
-        dir = %dir.display(),
-        segments = report.n_segments,
-        first = report.first_position.0,
-        next = report.next_position.0,
-        snapshot = report.snapshot_position.map(|p| p.0),
-        "opened the event log"
-    );
 }
 
 /// Shell contract step 1: the newest snapshot (if any) and every event after

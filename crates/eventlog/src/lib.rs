@@ -69,5 +69,5 @@ pub use log::{
     RECORD_BYTES_MAX_DEFAULT, SEGMENT_BYTES_MAX_DEFAULT, SEGMENT_BYTES_MIN, SNAPSHOT_BYTES_MAX_DEFAULT,
 };
 pub use replay::{Records, Replay};
-pub use report::{OpenReport, PruneReport, RejectedSnapshot, Stats, TornKind, TornTail};
+pub use report::{Finding, OpenReport, PruneReport, RejectedSnapshot, Stats, TornKind, TornTail};
 pub use snapshot::Snapshot;

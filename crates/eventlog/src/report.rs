@@ -32,6 +32,48 @@ pub struct OpenReport {
     pub removed_temp_files: Vec<PathBuf>,
 }
 
+/// One thing [`OpenReport::findings`] tells the daemon's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// Worth a warning (a record or snapshot was lost), else information.
+    pub warning: bool,
+    /// The text.
+    pub text: String,
+}
+
+impl OpenReport {
+    /// What opening found, in order, as lines for the daemon's log: a new log, a torn
+    /// tail (a zero fill is information: the preallocated space of a writer that did
+    /// not close, the usual state after a crash; anything else is a warning, although
+    /// the cut record was never durable), rejected snapshots, removed temporary files,
+    /// and last what the log now holds.
+    pub fn findings(&self) -> Vec<Finding> {
+        let info = |text: String| Finding { warning: false, text };
+        let warn = |text: String| Finding { warning: true, text };
+        let mut found = Vec::new();
+        if self.created {
+            found.push(info("created a new, empty log".to_owned()));
+        }
+        match &self.torn_tail {
+            Some(torn) if torn.kind == TornKind::ZeroFill => found.push(info(torn.to_string())),
+            Some(torn) => found.push(warn(format!("{torn}; the cut record was never durable"))),
+            None => {}
+        }
+        for rejected in &self.rejected_snapshots {
+            found.push(warn(format!("snapshot {} not used: {}", rejected.path.display(), rejected.reason)));
+        }
+        for removed in &self.removed_temp_files {
+            found.push(info(format!("removed the leftover temporary file {}", removed.display())));
+        }
+        let snapshot = self.snapshot_position.map_or("none".to_owned(), |p| p.0.to_string());
+        found.push(info(format!(
+            "opened: {} segments, records {}..{}, snapshot at {snapshot}",
+            self.n_segments, self.first_position.0, self.next_position.0
+        )));
+        found
+    }
+}
+
 /// The remains of a last write that a crash interrupted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TornTail {
@@ -122,4 +164,37 @@ pub struct Stats {
     pub durable_end: Position,
     /// The newest good snapshot.
     pub snapshot_position: Option<Position>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: the findings come in order, a zero-fill tail and removed temporary files
+    // are information, a torn record and a rejected snapshot are warnings, and the
+    // last line says what the log holds.
+    #[test]
+    fn findings_name_what_opening_found() {
+        let torn = |kind| TornTail { path: "seg".into(), offset: 8, bytes: 4, kind, truncated: true };
+        let report = OpenReport {
+            created: true,
+            log_id: LogId([1; 16]),
+            n_segments: 2,
+            first_position: Position(1),
+            next_position: Position(9),
+            snapshot_position: Some(Position(5)),
+            torn_tail: Some(torn(TornKind::ZeroFill)),
+            rejected_snapshots: vec![RejectedSnapshot { path: "snap".into(), reason: "bad crc".into() }],
+            removed_temp_files: vec!["tmp".into()],
+        };
+        let found = report.findings();
+        let flags: Vec<bool> = found.iter().map(|f| f.warning).collect();
+        assert_eq!(flags, [false, false, true, false, false]);
+        assert_eq!(found[2].text, "snapshot snap not used: bad crc");
+        assert_eq!(found[4].text, "opened: 2 segments, records 1..9, snapshot at 5");
+        let crc = OpenReport { torn_tail: Some(torn(TornKind::ChecksumMismatch)), ..report };
+        assert!(
+            crc.findings()[1].warning && crc.findings()[1].text.ends_with("the cut record was never durable")
+        );
+    }
 }
