@@ -310,6 +310,8 @@ fn job_spec(id: u32, user: &str, uid: u32, cwd: &Path, command: &str) -> wire::J
         mem_limit_kb: 0,
         terminate_interval_s: 1,
         project: "default".into(),
+        login_shell: String::new(),
+        pre_exec: String::new(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/usr/bin:/bin".into() }],
     }
 }

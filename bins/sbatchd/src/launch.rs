@@ -348,6 +348,8 @@ mod tests {
             mem_limit_kb: 0,
             terminate_interval_s: 0,
             project: "proj".into(),
+            login_shell: String::new(),
+            pre_exec: String::new(),
             env: vec![
                 wire::EnvVar { name: "LSB_JOBID".into(), value: "forged".into() },
                 wire::EnvVar { name: "FOO".into(), value: "bar".into() },

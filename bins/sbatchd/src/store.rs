@@ -258,6 +258,8 @@ mod tests {
             mem_limit_kb: 0,
             terminate_interval_s: 0,
             project: String::new(),
+            login_shell: String::new(),
+            pre_exec: String::new(),
             env: vec![],
         };
         let user = UserInfo { uid: 1000, gid: 100, home: "/home/alice".into(), shell: "/bin/sh".into() };

@@ -208,12 +208,18 @@ impl World {
             run_limit_s: if self.rng.chance(0.15) { self.rng.range(1, 8) } else { 0 },
             mem_limit_kb: 0,
             hold: self.rng.chance(0.1),
+            res_req: String::new(),
+            dependency: String::new(),
+            exclusive: false,
+            login_shell: String::new(),
+            pre_exec: String::new(),
+            begin_time: 0,
             from_host: "client1".to_owned(),
             umask: 0o022,
             env: vec![wire::EnvVar { name: "PATH".to_owned(), value: "/bin:/usr/bin".to_owned() }],
         };
         let credential = self.credential(client);
-        ClientRequest::Submit(wire::ClientRequest { credential, request_id, body })
+        ClientRequest::Submit(Box::new(wire::ClientRequest { credential, request_id, body }))
     }
 
     fn signal_request(&mut self, client: usize) -> Option<ClientRequest> {

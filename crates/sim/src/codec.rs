@@ -129,7 +129,7 @@ pub fn decode_to_mbd(bytes: &[u8]) -> Result<FromSbd, String> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClientRequest {
     /// `bsub`.
-    Submit(wire::ClientRequest<wire::SubmitRequest>),
+    Submit(Box<wire::ClientRequest<wire::SubmitRequest>>),
     /// `bkill`, `bstop`, `bresume`.
     Signal(wire::ClientRequest<wire::SignalRequest>),
     /// `bjobs`.

@@ -360,7 +360,8 @@ impl World {
             }
         };
         let input = match request {
-            ClientRequest::Submit(wire::ClientRequest { credential, request_id, body }) => {
+            ClientRequest::Submit(submit) => {
+                let wire::ClientRequest { credential, request_id, body } = *submit;
                 let spec = match SubmitSpec::try_from(body) {
                     Ok(spec) => spec,
                     Err(error) => self.violation(format!("a simulated submission fails validation: {error}")),

@@ -111,6 +111,12 @@ impl TryFrom<wire::SubmitRequest> for SubmitSpec {
         check_text("submit.command", &request.command, COMMAND_BYTES_MAX)?;
         check_text("submit.job_name", &request.job_name, NAME_BYTES_MAX)?;
         check_text("submit.project", &request.project, NAME_BYTES_MAX)?;
+        check_text("submit.res_req", &request.res_req, PATH_BYTES_MAX)?;
+        check_text("submit.dependency", &request.dependency, PATH_BYTES_MAX)?;
+        check_text("submit.pre_exec", &request.pre_exec, COMMAND_BYTES_MAX)?;
+        if request.begin_time < 0 {
+            return Err(LlError::new("submit.begin_time", "is before the epoch"));
+        }
         HostName::parse("submit.from_host", &request.from_host)?;
         check_paths(
             "submit",
@@ -120,6 +126,7 @@ impl TryFrom<wire::SubmitRequest> for SubmitSpec {
                 ("input_file", &request.input_file),
                 ("output_file", &request.output_file),
                 ("error_file", &request.error_file),
+                ("login_shell", &request.login_shell),
             ],
         )?;
         if request.file_flags & !0b11 != 0 {
@@ -200,6 +207,7 @@ impl TryFrom<wire::JobSpecs> for JobSpec {
         }
         check_text("spec.job_name", &specs.job_name, NAME_BYTES_MAX)?;
         check_text("spec.project", &specs.project, NAME_BYTES_MAX)?;
+        check_text("spec.pre_exec", &specs.pre_exec, COMMAND_BYTES_MAX)?;
         check_paths(
             "spec",
             &[
@@ -208,6 +216,7 @@ impl TryFrom<wire::JobSpecs> for JobSpec {
                 ("input_file", &specs.input_file),
                 ("output_file", &specs.output_file),
                 ("error_file", &specs.error_file),
+                ("login_shell", &specs.login_shell),
             ],
         )?;
         if !specs.sub_home_dir.starts_with('/') {
@@ -254,6 +263,8 @@ mod tests {
             mem_limit_kb: 0,
             terminate_interval_s: 10,
             project: "default".into(),
+            login_shell: String::new(),
+            pre_exec: String::new(),
             env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
         }
     }

@@ -149,6 +149,8 @@ impl Mbd {
             mem_limit_kb: request.mem_limit_kb,
             terminate_interval_s: self.config.job_terminate_interval_s,
             project: project(request),
+            login_shell: request.login_shell.clone(),
+            pre_exec: request.pre_exec.clone(),
             env: request.env.clone(),
         }
     }

@@ -47,6 +47,8 @@ fn specs(id: u32) -> wire::JobSpecs {
         mem_limit_kb: 0,
         terminate_interval_s: 10,
         project: "default".into(),
+        login_shell: String::new(),
+        pre_exec: String::new(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
     }
 }

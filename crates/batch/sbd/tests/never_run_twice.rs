@@ -93,6 +93,8 @@ fn new_job(id: u32) -> Input {
         mem_limit_kb: 0,
         terminate_interval_s: 1,
         project: String::new(),
+        login_shell: String::new(),
+        pre_exec: String::new(),
         env: Vec::new(),
     };
     let user = match id {

@@ -257,6 +257,10 @@ pub struct JobSpecs {
     pub terminate_interval_s: u32,
     /// Project name (`-P`).
     pub project: String,
+    /// `-L`: the login shell that runs the job, empty for `/bin/sh`.
+    pub login_shell: String,
+    /// `-E`: the pre-execution command, empty for none.
+    pub pre_exec: String,
     /// The submission environment plus LSF's job variables.
     pub env: Vec<EnvVar>,
 }
@@ -503,6 +507,18 @@ pub struct SubmitRequest {
     pub mem_limit_kb: u64,
     /// `-H`: submit held (PSUSP).
     pub hold: bool,
+    /// `-R`: the resource requirement string as typed; empty for none.
+    pub res_req: String,
+    /// `-w`: the dependency expression as typed; empty for none.
+    pub dependency: String,
+    /// `-x`: the job wants its hosts to itself.
+    pub exclusive: bool,
+    /// `-L`: the login shell that runs the job, empty for `/bin/sh`.
+    pub login_shell: String,
+    /// `-E`: a pre-execution command run on the execution host before the job; empty for none.
+    pub pre_exec: String,
+    /// `-b`: not dispatched before this time, seconds since the epoch; 0 for no such limit.
+    pub begin_time: i64,
     /// The submitting host.
     pub from_host: String,
     /// The caller's umask.

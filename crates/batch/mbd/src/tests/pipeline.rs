@@ -129,6 +129,8 @@ fn full_pipeline_logs_each_stage_before_its_ack() {
         mem_limit_kb: 0,
         terminate_interval_s: 10,
         project: "default".into(),
+        login_shell: String::new(),
+        pre_exec: String::new(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
     };
     h.check(
