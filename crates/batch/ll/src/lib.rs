@@ -16,11 +16,13 @@ use std::fmt;
 use lava_batch_wire as wire;
 
 mod names;
+pub mod resreq;
 mod serde_impls;
 mod spec;
 mod status;
 
 pub use names::{HostName, JobRef, QueueName, UserName};
+pub use resreq::{BAD_RESREQ_MESSAGE, HostFacts, ResReq, ResReqError};
 pub use spec::{JobSpec, SubmitSpec};
 pub use status::JobStatus;
 
