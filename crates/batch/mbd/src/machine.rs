@@ -7,7 +7,7 @@
 //! so the live state can never hold a change the log lacks.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use lava_batch_ll::{HostName, JobRef};
 use lava_batch_wire as wire;
@@ -16,8 +16,9 @@ use crate::MbdError;
 use crate::config::MbdConfig;
 use crate::effect::{ClientReply, Effect, ToSbd};
 use crate::event::{Event, MbdStartRecord};
-use crate::input::{ClientId, Input};
+use crate::input::{ClientId, Input, LimFacts};
 use crate::job::Job;
+use crate::placement::{PendReason, ResReqCache};
 use crate::state::{MbdSnapshot, Store};
 
 /// Above this many jobs, debug builds stop re-checking every invariant after
@@ -46,6 +47,16 @@ pub(crate) struct Links {
     pub(crate) avoid: BTreeMap<u32, BTreeSet<HostName>>,
     /// Hosts the master lim marks unavailable (`Input::HostAvailability`).
     pub(crate) unavailable: BTreeSet<HostName>,
+    /// lim's loads and static facts by host (`Input::HostLoad`).
+    pub(crate) lim: BTreeMap<HostName, LimFacts>,
+    /// Parsed `-R` strings (`placement`).
+    pub(crate) resreqs: ResReqCache,
+    /// Why each pending job did not start in the last dispatch turn.
+    pub(crate) reasons: HashMap<u32, PendReason>,
+    /// When the last dispatch turn ran.
+    pub(crate) last_pass_ms: Option<u64>,
+    /// The earliest begin time (`-b`) still ahead at the last turn.
+    pub(crate) next_begin_ms: Option<u64>,
 }
 
 /// The effects of one step while it is being decided: the log appends come
@@ -159,6 +170,7 @@ impl Mbd {
             Input::JobFinish { host, msg } => self.job_finish(&mut step, &host, &msg),
             Input::JobSignalReply { host, msg } => self.signal_reply(&mut step, &host, &msg),
             Input::HostAvailability { host, available } => self.host_availability(&mut step, host, available),
+            Input::HostLoad { host, facts } => self.host_load(host, *facts),
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
         }

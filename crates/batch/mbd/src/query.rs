@@ -72,6 +72,9 @@ impl Mbd {
             let mut info = job.info(self.config.queue(&job.queue).is_some());
             // UNKWN is display state: lim's view, never logged (see `hosts`).
             info.status = self.shown_status(&job).bits();
+            if let Some(reason) = self.pending_reason_shown(&job) {
+                info.reason = reason;
+            }
             scratch.clear();
             page_bytes += lava_xdr::serialize_into(&info, &mut scratch).expect("a job's description encodes");
             if page_bytes > QUERY_REPLY_BYTES_MAX && !jobs.is_empty() {

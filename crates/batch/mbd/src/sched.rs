@@ -1,117 +1,117 @@
-//! Scheduling and timers: event-driven dispatch, the NEW_JOB snapshot, the
-//! resends of unanswered NEW_JOB and JOB_SIGNAL, and cleaning finished jobs.
+//! Scheduling and timers: dispatch turns, the NEW_JOB snapshot, the resends
+//! of unanswered NEW_JOB and JOB_SIGNAL, and cleaning finished jobs.
 //!
-//! Dispatch runs at the end of every step that added a pending job or freed
-//! slots (submit, finish, refusal, resume, host registration) — never on a
-//! timer, so a job starts as soon as the step that made room for it.
-//! Candidates are the PEND jobs (not PSUSP) by queue priority, highest first,
-//! then job id; each goes to the first connected host (and not marked
-//! unavailable by lim) in `lsf.cluster` order
-//! that its `-m` list and its queue's HOSTS allow, that has not refused it
-//! since it last registered, and that has enough free slots. A job that fits
-//! nowhere is skipped, not waited for (first fit: a wide job can be passed by
-//! narrower ones; reservation is a later feature).
+//! A dispatch turn runs at the end of every step that added a pending job or
+//! freed slots (submit, finish, refusal, resume, host registration,
+//! reconfiguration), so a job starts as soon as the step that made room for
+//! it; and on a tick once `MBD_SLEEP_TIME` passed since the last turn (lim's
+//! loads change without a step of ours) or a job's begin time (`-b`) came.
+//! Jobs are offered by queue priority, highest first, then job id (or
+//! fairshare within a FAIRSHARE queue); [`crate::placement`] decides each one
+//! (limits, `-R`, exclusivity) and keeps the reasons of those that wait. A job
+//! that fits nowhere is passed over, not waited for (first fit: a wide job can
+//! be passed by narrower ones; reservation is a later feature). The turn's
+//! JOB_STARTs are logged in decision order after the whole turn is decided.
 
 use std::cmp::Reverse;
+use std::collections::BTreeSet;
 
-use lava_batch_ll::{HostName, QueueName};
+use lava_batch_ll::HostName;
 use lava_batch_wire as wire;
 
+use crate::config::QueueLimit;
 use crate::effect::ToSbd;
 use crate::event::{Event, JobCleanRecord, JobStartRecord};
 use crate::job::{Job, ms_to_s, project};
 use crate::machine::{Mbd, Step};
+use crate::placement::{Decision, Pass, PendReason, fairshare_walk};
 
 impl Mbd {
-    /// Dispatches every pending job that fits somewhere now.
+    /// One dispatch turn: decides every pending job ([`Pass`]), logs JOB_START
+    /// and sends NEW_JOB for those that start, and keeps why the others wait.
     pub(crate) fn dispatch(&mut self, step: &mut Step) {
-        let mut free: Vec<(HostName, u32)> = Vec::new();
-        for host in &self.config.hosts {
-            if let Some(link) = self
-                .links
-                .hosts
-                .get(&host.name)
-                .filter(|link| link.connected && !self.links.unavailable.contains(&host.name))
-            {
-                let used = self.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
-                free.push((host.name.clone(), self.capacity(&host.name, link).saturating_sub(used)));
-            }
+        let mut reqs = std::mem::take(&mut self.links.resreqs);
+        reqs.trim();
+        let reasons = std::mem::take(&mut self.links.reasons);
+        let mut pass = Pass::new(self, step.now_ms, &mut reqs, reasons);
+        self.walk_pending(&mut pass);
+        let Pass { decisions, reasons, next_begin_ms, .. } = pass;
+        self.links.resreqs = reqs;
+        self.links.reasons = reasons;
+        self.links.next_begin_ms = next_begin_ms;
+        self.links.last_pass_ms = Some(step.now_ms);
+        for decision in decisions {
+            self.start(step, decision);
         }
-        let mut n_free: u64 = free.iter().map(|(_, n)| u64::from(*n)).sum();
-        if n_free == 0 {
-            return;
-        }
-        // Priority levels, highest first; the jobs of one level in id order, merged over
-        // its queues. A job whose queue left the configuration is under no level: it
-        // waits until its queue returns.
-        let mut levels: Vec<u32> = self.config.queues.iter().map(|queue| queue.priority).collect();
+    }
+
+    /// Offers the pending jobs to `pass` in dispatch order: priority levels,
+    /// highest first; within a level by job id over its queues, or, when one of
+    /// them has FAIRSHARE, queue by queue in `lsb.queues` order, each by its
+    /// own policy. A job whose queue left the configuration is under no level:
+    /// it waits until its queue returns.
+    fn walk_pending<'a>(&'a self, pass: &mut Pass<'a>) {
+        let queues = &self.config.queues;
+        let mut levels: Vec<u32> = queues.iter().map(|queue| queue.priority).collect();
         levels.sort_unstable_by_key(|priority| Reverse(*priority));
         levels.dedup();
         for priority in levels {
-            let queues: Vec<QueueName> = self
-                .config
-                .queues
+            let level: Vec<(usize, &BTreeSet<u32>)> = queues
                 .iter()
-                .filter(|queue| {
-                    queue.priority == priority && self.store.index.pending.contains_key(&queue.name)
-                })
-                .map(|queue| queue.name.clone())
+                .enumerate()
+                .filter(|(_, queue)| queue.priority == priority)
+                .filter_map(|(idx, queue)| Some((idx, self.store.index.pending.get(&queue.name)?)))
                 .collect();
-            let mut after = 0;
-            while let Some(id) = self.next_pending(&queues, after) {
-                after = id;
-                if self.try_dispatch(step, id, &mut free, &mut n_free) && n_free == 0 {
-                    return;
+            if level.iter().any(|(idx, _)| queues[*idx].fairshare.is_some()) {
+                for (idx, ids) in level {
+                    if queues[idx].fairshare.is_some() {
+                        fairshare_walk(pass, idx, ids);
+                    } else {
+                        ids.iter().for_each(|id| pass.consider(self.store.live_job(*id), idx));
+                    }
                 }
+            } else if let [(idx, ids)] = level[..] {
+                ids.iter().for_each(|id| pass.consider(self.store.live_job(*id), idx));
+            } else {
+                let mut merged: Vec<(u32, usize)> =
+                    level.iter().flat_map(|(idx, ids)| ids.iter().map(|id| (*id, *idx))).collect();
+                merged.sort_unstable();
+                merged.into_iter().for_each(|(id, idx)| pass.consider(self.store.live_job(id), idx));
             }
         }
     }
 
-    /// The lowest pending job id above `after` in any of `queues`. Dispatching takes a
-    /// job out of the pending index, so the walk looks the next one up each time.
-    fn next_pending(&self, queues: &[QueueName], after: u32) -> Option<u32> {
-        queues
-            .iter()
-            .filter_map(|queue| self.store.index.pending.get(queue)?.range(after.checked_add(1)?..).next())
-            .min()
-            .copied()
-    }
-
-    /// Dispatches pending job `id` to the first host in `free` where it fits and may
-    /// run, if any; says whether it did.
-    fn try_dispatch(
-        &mut self,
-        step: &mut Step,
-        id: u32,
-        free: &mut [(HostName, u32)],
-        n_free: &mut u64,
-    ) -> bool {
-        let job = self.store.live_job(id);
-        let n_slots = job.n_slots();
-        let Some(host_idx) = free.iter().position(|(host, n)| *n >= n_slots && self.may_run_on(job, host))
-        else {
-            return false;
-        };
-        let host = free[host_idx].0.clone();
-        free[host_idx].1 -= n_slots;
-        *n_free -= u64::from(n_slots);
-        let record = JobStartRecord {
-            job: job.job,
-            exec_hosts: vec![host.clone(); n_slots as usize],
-            time_ms: step.now_ms,
-        };
+    /// Logs the start of a decided job and sends it to its first host.
+    fn start(&mut self, step: &mut Step, decision: Decision) {
+        let job = self.store.live_job(decision.id);
+        let mut exec_hosts = Vec::with_capacity(job.n_slots() as usize);
+        for (host_idx, n_slots) in &decision.hosts {
+            let host = &self.config.hosts[*host_idx].name;
+            exec_hosts.extend(std::iter::repeat_n(host.clone(), *n_slots as usize));
+        }
+        let first = exec_hosts[0].clone();
+        let record = JobStartRecord { job: job.job, exec_hosts, time_ms: step.now_ms };
         self.record(step, Event::JobStart(record));
-        self.send_new_job(step, id, &host);
-        true
+        self.send_new_job(step, decision.id, &first);
     }
 
-    /// Whether `job` may be dispatched to `host` (free slots aside).
-    fn may_run_on(&self, job: &Job, host: &HostName) -> bool {
-        let asked = job.spec.hosts();
-        let queue_hosts = self.config.queue(&job.queue).map(|q| q.hosts.as_slice()).unwrap_or_default();
-        (asked.is_empty() || asked.contains(host))
-            && (queue_hosts.is_empty() || queue_hosts.contains(host))
-            && !self.links.avoid.get(&job.job.id()).is_some_and(|avoided| avoided.contains(host))
+    /// Why PEND job `job` did not start in the last dispatch turn, if that turn
+    /// considered it (a job submitted since shows LSF's "New job is waiting for
+    /// scheduling"): computed, never logged.
+    pub(crate) fn pending_reason_shown(&self, job: &Job) -> Option<String> {
+        if job.status != lava_batch_ll::JobStatus::Pend || !job.reason.is_empty() {
+            // A logged reason (a host's refusal) says more than the turn's summary.
+            return None;
+        }
+        self.links.reasons.get(&job.job.id()).map(PendReason::render)
+    }
+
+    /// Whether a dispatch turn is due on a tick: `MBD_SLEEP_TIME` passed since
+    /// the last one (lim's loads changed meanwhile), or a begin time came.
+    fn dispatch_due(&self, now_ms: u64) -> bool {
+        let sleep_done =
+            self.links.last_pass_ms.is_none_or(|t| now_ms >= t.saturating_add(self.config.mbd_sleep_time_ms));
+        sleep_done || self.links.next_begin_ms.is_some_and(|t| now_ms >= t)
     }
 
     /// Sends (or resends) NEW_JOB for started job `id` and arms its resend.
@@ -123,8 +123,11 @@ impl Mbd {
 
     /// The dispatch snapshot of a started job, rebuilt identically from the
     /// durable state on every resend.
+    /// A job without `-W` or `-M` gets its queue's default (else maximum) `RUNLIMIT`
+    /// and `MEMLIMIT`, as the configuration in force says.
     pub(crate) fn job_specs(&self, job: &Job) -> wire::JobSpecs {
         let request = job.spec.request();
+        let queue = self.config.queue(&job.queue);
         wire::JobSpecs {
             job: job.job.to_wire(),
             submit_time: ms_to_s(job.submit_time_ms),
@@ -145,8 +148,14 @@ impl Mbd {
             n_slots: job.n_slots(),
             exec_hosts: job.exec_hosts.iter().map(ToString::to_string).collect(),
             umask: request.umask,
-            run_limit_s: request.run_limit_s,
-            mem_limit_kb: request.mem_limit_kb,
+            run_limit_s: QueueLimit::effective(
+                queue.and_then(|q| q.run_limit_s.as_ref()),
+                request.run_limit_s,
+            ),
+            mem_limit_kb: QueueLimit::effective(
+                queue.and_then(|q| q.mem_limit_kb.as_ref()),
+                request.mem_limit_kb,
+            ),
             terminate_interval_s: self.config.job_terminate_interval_s,
             project: project(request),
             login_shell: request.login_shell.clone(),
@@ -237,5 +246,6 @@ impl Mbd {
             let job = self.store.finished(id).expect("the finished index lists finished jobs").job_ref();
             self.record(step, Event::JobClean(JobCleanRecord { job, time_ms: now_ms }));
         }
+        step.dispatch |= self.dispatch_due(now_ms);
     }
 }

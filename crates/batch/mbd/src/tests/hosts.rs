@@ -217,12 +217,7 @@ fn reconfigure_takes_queues_and_slots_now() {
     assert_eq!(bhosts(&h, &["hostC"]).hosts[0].n_run, 4);
     let mut config = config();
     config.hosts[2].max_jobs = Some(2);
-    config.queues.push(crate::QueueConfig {
-        name: queue("night"),
-        priority: 10,
-        default: false,
-        hosts: vec![],
-    });
+    config.queues.push(crate::QueueConfig::new(queue("night"), 10));
     assert_eq!(h.mbd.reconfigurable(&config), Ok(()));
     h.step(Input::Reconfigure { config: Box::new(config.clone()) });
     // The four running jobs keep running; a new one waits for the slots MXJ 2 allows.

@@ -5,7 +5,7 @@ use lava_batch_wire as wire;
 
 use super::harness::*;
 use crate::event::MbdStartRecord;
-use crate::{ClientReply, Event, Input, REASON_NEW_JOB, ToSbd};
+use crate::{ClientReply, Event, Input, ToSbd};
 
 /// NEW_JOB for job `id` as the live state builds it.
 fn new_job(h: &Harness, id: u32) -> ToSbd {
@@ -49,8 +49,10 @@ fn submit_appends_job_new_then_replies() {
         submit(2, 2, "bob", named.clone()),
         vec![append(ev_new(2, 2, "bob", "high", named, T0)), submitted(2, 2, "high", false)],
     );
+    // No sbatchd is connected: the dispatch turn of the submission says so, per host.
     let infos = h.infos(&[1]);
-    assert_eq!((infos[0].status, infos[0].reason.as_str()), (JobStatus::Pend.bits(), REASON_NEW_JOB));
+    let reason = "Unable to reach slave batch server: 3 hosts";
+    assert_eq!((infos[0].status, infos[0].reason.as_str()), (JobStatus::Pend.bits(), reason));
 }
 
 // Goal: what a submission may not ask is refused with LSF's wording, and nothing is logged.
@@ -365,7 +367,7 @@ fn dispatch_follows_priority_then_id_and_placement() {
 #[test]
 fn equal_priority_queues_dispatch_by_job_id() {
     let mut config = config();
-    let also = crate::QueueConfig { name: queue("also"), priority: 30, default: false, hosts: vec![] };
+    let also = crate::QueueConfig::new(queue("also"), 30);
     config.queues.push(also);
     let mut h = Harness::with_config(config);
     h.step(registered("hostB", 1));
