@@ -323,6 +323,41 @@ mod tests {
         assert!(shell.event_log_dir.ends_with("work/t/logdir"), "{}", shell.event_log_dir.display());
     }
 
+    // Goal: the scheduling policies reach the logic: USERS with lsb.users groups expanded,
+    // the queue limits, FAIRSHARE, JL/U by the same row as MXJ, type/model/RESOURCES of
+    // lsf.cluster and the Boolean resources of lsf.shared, MBD_SLEEP_TIME.
+    #[test]
+    fn maps_scheduling_policies() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf_dir = dir.path();
+        let configdir = conf_dir.join("lsbatch/t/configdir");
+        fs::create_dir_all(&configdir).expect("configdir");
+        fs::write(
+            configdir.join("lsb.users"),
+            "Begin UserGroup\nGROUP_NAME GROUP_MEMBER\nstaff (carol dave)\nEnd UserGroup\n",
+        )
+        .expect("lsb.users");
+        let conf = cluster(
+            conf_dir,
+            "Begin Host\nHOST_NAME MXJ JL/U\nm 2 1\ndefault ! ()\nEnd Host\n",
+            "Begin Queue\nQUEUE_NAME = normal\nUSERS = alice staff\nQJOB_LIMIT = 10\nUJOB_LIMIT = 2\n\
+             HJOB_LIMIT = 3\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
+             FAIRSHARE = USER_SHARES[[alice, 2] [default, 1]]\nEnd Queue\n",
+        );
+        let mbd = mbd_config(&conf).expect("maps");
+        let queue = &mbd.queues[0];
+        let names: Vec<&str> = queue.users.as_ref().expect("a list").iter().map(UserName::as_str).collect();
+        assert_eq!(names, ["alice", "carol", "dave"]);
+        assert_eq!((queue.qjob_limit, queue.ujob_limit, queue.hjob_limit), (Some(10), Some(2), Some(3)));
+        assert_eq!(queue.run_limit_s, Some(QueueLimit { default: Some(600), max: 3600 }));
+        assert_eq!(queue.mem_limit_kb, Some(QueueLimit { default: None, max: 100 }));
+        assert!(queue.exclusive);
+        assert_eq!(queue.fairshare, Some(vec![("alice".to_owned(), 2), ("default".to_owned(), 1)]));
+        assert_eq!(mbd.hosts[0].user_job_limit, Some(1));
+        assert_eq!(mbd.hosts[1].user_job_limit, None);
+        assert_eq!(mbd.mbd_sleep_time_ms, 60_000);
+    }
+
     // Goal: a queue that names a client-only host is refused with the queue named.
     #[test]
     fn a_queue_on_a_client_host_is_refused() {
