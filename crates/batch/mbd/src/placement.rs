@@ -103,6 +103,9 @@ impl HostReason {
     }
 }
 
+/// Host reasons with the number of hosts giving each.
+type ReasonCounts = Vec<(HostReason, u32)>;
+
 /// Why a pending job did not start in the last pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PendReason {
@@ -555,7 +558,7 @@ impl<'a> Pass<'a> {
         queue_idx: usize,
         user: u32,
         avoided: Option<&BTreeSet<HostName>>,
-    ) -> Result<Vec<(usize, u32)>, Vec<(HostReason, u32)>> {
+    ) -> Result<Vec<(usize, u32)>, ReasonCounts> {
         let list = &self.candidate_lists[shape.candidates];
         let mut n_full = list.n_full;
         while list.hosts.get(n_full).is_some_and(|h| self.hosts[*h].free == 0) {
