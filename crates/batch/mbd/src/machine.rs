@@ -67,6 +67,8 @@ pub(crate) struct Step {
     messages: Vec<Effect>,
     /// Whether a job was added or a slot freed: dispatch runs at the end of the step.
     pub(crate) dispatch: bool,
+    /// Whether the periodic dispatch turn is due (`sched`): it runs even when no slot is free.
+    pub(crate) full_turn: bool,
 }
 
 /// mbatchd's logic. See the crate documentation for the contract.
@@ -141,7 +143,7 @@ impl Mbd {
     /// effects to `effects`: first every log append, then every message, in
     /// the order they must be carried out.
     pub fn step(&mut self, now_ms: u64, input: Input, effects: &mut Vec<Effect>) {
-        let mut step = Step { now_ms, appends: Vec::new(), messages: Vec::new(), dispatch: false };
+        let mut step = Step { now_ms, appends: Vec::new(), messages: Vec::new(), dispatch: false, full_turn: false };
         match input {
             Input::Start => {
                 let record = MbdStartRecord {
@@ -174,7 +176,7 @@ impl Mbd {
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
         }
-        if step.dispatch {
+        if step.dispatch || step.full_turn {
             self.dispatch(&mut step);
         }
         effects.extend(step.appends.into_iter().map(Effect::Append));

@@ -4,8 +4,10 @@
 //! A dispatch turn runs at the end of every step that added a pending job or
 //! freed slots (submit, finish, refusal, resume, host registration,
 //! reconfiguration), so a job starts as soon as the step that made room for
-//! it; and on a tick once `MBD_SLEEP_TIME` passed since the last turn (lim's
-//! loads change without a step of ours) or a job's begin time (`-b`) came.
+//! it (skipped when no slot is free anywhere); and on a tick once
+//! `MBD_SLEEP_TIME` passed since the last turn (lim's loads change without a
+//! step of ours) or a job's begin time (`-b`) came: this periodic turn always
+//! runs and refreshes the pending reasons of every job.
 //! Jobs are offered by queue priority, highest first, then job id (or
 //! fairshare within a FAIRSHARE queue); [`crate::placement`] decides each one
 //! (limits, `-R`, exclusivity) and keeps the reasons of those that wait. A job
@@ -29,7 +31,13 @@ use crate::placement::{Decision, Pass, PendReason, fairshare_walk};
 impl Mbd {
     /// One dispatch turn: decides every pending job ([`Pass`]), logs JOB_START
     /// and sends NEW_JOB for those that start, and keeps why the others wait.
+    /// A turn a step started (not the periodic one) is skipped when no slot is
+    /// free anywhere: it could start nothing, and its reasons can wait for the
+    /// periodic turn, so that a submission costs no walk over a long backlog.
     pub(crate) fn dispatch(&mut self, step: &mut Step) {
+        if !step.full_turn && !self.any_free_slot() {
+            return;
+        }
         let mut reqs = std::mem::take(&mut self.links.resreqs);
         reqs.trim();
         let reasons = std::mem::take(&mut self.links.reasons);
@@ -43,6 +51,16 @@ impl Mbd {
         for decision in decisions {
             self.start(step, decision);
         }
+    }
+
+    /// Whether some connected, available host has a free slot.
+    fn any_free_slot(&self) -> bool {
+        self.config.hosts.iter().any(|host| {
+            self.links.hosts.get(&host.name).is_some_and(|link| {
+                let used = self.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
+                link.connected && self.host_available(&host.name) && self.capacity(&host.name, link) > used
+            })
+        })
     }
 
     /// Offers the pending jobs to `pass` in dispatch order: priority levels,
@@ -246,6 +264,6 @@ impl Mbd {
             let job = self.store.finished(id).expect("the finished index lists finished jobs").job_ref();
             self.record(step, Event::JobClean(JobCleanRecord { job, time_ms: now_ms }));
         }
-        step.dispatch |= self.dispatch_due(now_ms);
+        step.full_turn |= self.dispatch_due(now_ms);
     }
 }

@@ -5,7 +5,7 @@ use lava_batch_wire as wire;
 
 use super::harness::*;
 use crate::event::MbdStartRecord;
-use crate::{ClientReply, Event, Input, ToSbd};
+use crate::{ClientReply, Event, Input, REASON_NEW_JOB, ToSbd};
 
 /// NEW_JOB for job `id` as the live state builds it.
 fn new_job(h: &Harness, id: u32) -> ToSbd {
@@ -49,10 +49,9 @@ fn submit_appends_job_new_then_replies() {
         submit(2, 2, "bob", named.clone()),
         vec![append(ev_new(2, 2, "bob", "high", named, T0)), submitted(2, 2, "high", false)],
     );
-    // No sbatchd is connected: the dispatch turn of the submission says so, per host.
+    // No slot is free anywhere: no turn ran yet, so the job has LSF's first reason.
     let infos = h.infos(&[1]);
-    let reason = "Unable to reach slave batch server: 3 hosts";
-    assert_eq!((infos[0].status, infos[0].reason.as_str()), (JobStatus::Pend.bits(), reason));
+    assert_eq!((infos[0].status, infos[0].reason.as_str()), (JobStatus::Pend.bits(), REASON_NEW_JOB));
 }
 
 // Goal: what a submission may not ask is refused with LSF's wording, and nothing is logged.
