@@ -7,7 +7,7 @@
 //! so the live state can never hold a change the log lacks.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use lava_batch_ll::{HostName, JobRef};
 use lava_batch_wire as wire;
@@ -18,7 +18,7 @@ use crate::effect::{ClientReply, Effect, ToSbd};
 use crate::event::{Event, MbdStartRecord};
 use crate::input::{ClientId, Input, LimFacts};
 use crate::job::Job;
-use crate::placement::{PendReason, ResReqCache};
+use crate::placement::{HashMap, PendReason, ResReqCache};
 use crate::state::{MbdSnapshot, Store};
 
 /// Above this many jobs, debug builds stop re-checking every invariant after
@@ -143,7 +143,8 @@ impl Mbd {
     /// effects to `effects`: first every log append, then every message, in
     /// the order they must be carried out.
     pub fn step(&mut self, now_ms: u64, input: Input, effects: &mut Vec<Effect>) {
-        let mut step = Step { now_ms, appends: Vec::new(), messages: Vec::new(), dispatch: false, full_turn: false };
+        let mut step =
+            Step { now_ms, appends: Vec::new(), messages: Vec::new(), dispatch: false, full_turn: false };
         match input {
             Input::Start => {
                 let record = MbdStartRecord {

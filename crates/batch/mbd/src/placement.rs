@@ -24,7 +24,8 @@
 //! started jobs (`rusage`, per host); `select` and `order` see those, and the
 //! reservations of jobs started in the same pass are checked by `rusage` only.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use lava_batch_ll::resreq::{self, HostFacts, NumIndex, Rusage, Span, TextIndex};
@@ -34,6 +35,55 @@ use crate::config::{HostConfig, QueueConfig};
 use crate::input::LimFacts;
 use crate::job::{Job, s_to_ms};
 use crate::machine::Mbd;
+
+/// A hash map with [`FastHasher`]: a pass makes several lookups per pending job.
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// The multiply-rotate hash of rustc's FxHasher: a few cycles per word, where SipHash
+/// costs tens of ns per lookup. Keys here are job ids, indexes and requirement texts
+/// from authenticated submissions, and no iteration order of these maps reaches an output.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct FastHasher(u64);
+
+impl FastHasher {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.add(u64::from_le_bytes(chunk.try_into().expect("chunks of 8")));
+        }
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.add(u64::from_le_bytes(tail));
+    }
+
+    fn write_u8(&mut self, value: u8) {
+        self.add(u64::from(value));
+    }
+
+    fn write_u32(&mut self, value: u32) {
+        self.add(u64::from(value));
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.add(value);
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.add(value as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// Most distinct requirement strings kept parsed between passes; beyond it the
 /// cache starts again empty (a pass parses what it meets).
@@ -287,15 +337,15 @@ impl<'a> Pass<'a> {
             reqs,
             hosts: Vec::with_capacity(config.hosts.len()),
             n_free: 0,
-            users: HashMap::new(),
+            users: HashMap::default(),
             queue_used: vec![0; config.queues.len()],
-            queue_user_used: HashMap::new(),
-            queue_host_used: HashMap::new(),
-            user_host_used: HashMap::new(),
+            queue_user_used: HashMap::default(),
+            queue_host_used: HashMap::default(),
+            user_host_used: HashMap::default(),
             user_limits: config.hosts.iter().any(|h| h.user_job_limit.is_some()),
-            candidates: HashMap::new(),
+            candidates: HashMap::default(),
             candidate_lists: Vec::new(),
-            failed: HashMap::new(),
+            failed: HashMap::default(),
             decisions: Vec::new(),
             reasons,
             next_begin_ms: None,
@@ -312,7 +362,8 @@ impl<'a> Pass<'a> {
             let free = match link {
                 Some(link) if unusable.is_none() => {
                     let used = mbd.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
-                    mbd.capacity(&host.name, link).saturating_sub(used)
+                    // `Mbd::capacity` looks the host up by name: a pass has it at hand.
+                    host.max_jobs.unwrap_or(link.n_cpus).saturating_sub(used)
                 }
                 _ => 0,
             };
@@ -335,7 +386,7 @@ impl<'a> Pass<'a> {
         let mbd = self.mbd;
         let host_idx: HashMap<&HostName, usize> =
             mbd.config.hosts.iter().enumerate().map(|(idx, h)| (&h.name, idx)).collect();
-        for (_, job) in mbd.store.live_jobs().filter(|(_, job)| job.status.is_started()) {
+        for job in mbd.store.index.started.iter().map(|id| mbd.store.live_job(*id)) {
             let queue = mbd.config.queues.iter().position(|q| q.name == job.queue);
             let user = self.user_idx(&job.user);
             let rusage = self.rusage_of(job);
@@ -384,15 +435,16 @@ impl<'a> Pass<'a> {
             self.reasons.insert(id, PendReason::Job(reason));
             return;
         }
-        let user = self.user_idx(&job.user);
         let req_idx = self.reqs.index(&job.spec.request().res_req);
         let candidates = self.candidates_for(req_idx, queue_idx, job.spec.hosts());
         let avoided = self.mbd.links.avoid.get(&id);
+        // The user is part of the shape only where a host limits users (JL/U).
+        let user_key = if self.user_limits { Some(self.user_idx(&job.user)) } else { None };
         let shape = Shape {
             candidates,
             n_slots: job.n_slots(),
             exclusive: job.spec.request().exclusive,
-            user: self.user_limits.then_some(user),
+            user: user_key,
         };
         if avoided.is_none()
             && let Some(counts) = self.failed.get(&shape)
@@ -400,6 +452,10 @@ impl<'a> Pass<'a> {
             self.reasons.insert(id, PendReason::Hosts(counts.clone()));
             return;
         }
+        let user = match user_key {
+            Some(user) => user,
+            None => self.user_idx(&job.user),
+        };
         match self.place(&shape, queue_idx, user, avoided) {
             Ok(hosts) => self.commit(Decision { id, hosts }, &shape, queue_idx, user),
             Err(counts) => {
