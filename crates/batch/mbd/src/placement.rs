@@ -165,7 +165,9 @@ pub(crate) enum PendReason {
 }
 
 impl PendReason {
-    /// As `bjobs` shows it: a job reason alone, else one `reason: N hosts` line per host reason.
+    /// As `bjobs` shows it: a job reason alone, else one `reason: N hosts` line per host
+    /// reason, the lines after the first indented by one blank as LSF prints them (`bjobs`
+    /// indents the first and ends each with `;`).
     pub(crate) fn render(&self) -> String {
         match self {
             PendReason::Job(reason) => reason.text().to_owned(),
@@ -176,7 +178,7 @@ impl PendReason {
                 .iter()
                 .map(|(reason, n)| format!("{}: {n} host{}", reason.text(), if *n == 1 { "" } else { "s" }))
                 .collect::<Vec<_>>()
-                .join(";\n"),
+                .join(";\n "),
         }
     }
 }

@@ -111,7 +111,7 @@ fn rusage_reserves_memory_until_the_job_ends() {
     assert_eq!(
         placed(&mut h, 2),
         waiting(
-            "Load information unavailable: 2 hosts;\n\
+            "Load information unavailable: 2 hosts;\n \
              Job's requirements for reserving resource (mem) not satisfied: 1 host"
         )
     );
@@ -137,7 +137,7 @@ fn span_places_the_slots() {
     assert_eq!(
         placed(&mut h, 3),
         waiting(
-            "Unable to reach slave batch server: 1 host;\nJob slot limit reached: 1 host;\nNot enough job slot(s): 1 host"
+            "Unable to reach slave batch server: 1 host;\n Job slot limit reached: 1 host;\n Not enough job slot(s): 1 host"
         )
     );
     h.step(registered("hostA", 3));
@@ -183,7 +183,7 @@ fn per_host_limits() {
     assert_eq!(hosts, [vec!["hostA"], vec!["hostA"], vec!["hostB"], vec!["hostC"], vec![]]);
     assert_eq!(
         placed(&mut h, 5).1,
-        "Job slot limit reached: 1 host;\nQueue's per-host job slot limit reached: 1 host;\n\
+        "Job slot limit reached: 1 host;\n Queue's per-host job slot limit reached: 1 host;\n \
          Host's per-user job slot limit reached: 1 host"
     );
     h.step(submit(6, 6, "bob", request()));
@@ -208,7 +208,7 @@ fn exclusive_jobs_run_alone() {
     assert_eq!(
         placed(&mut h, 4),
         waiting(
-            "Job slot limit reached: 1 host;\nRunning an exclusive job: 1 host;\n\
+            "Job slot limit reached: 1 host;\n Running an exclusive job: 1 host;\n \
              Job's requirement for exclusive execution not satisfied: 1 host"
         )
     );
@@ -216,7 +216,7 @@ fn exclusive_jobs_run_alone() {
     h.step(submit(5, 5, "alice", slots(8, "span[hosts=1]")));
     assert_eq!(
         placed(&mut h, 5).1,
-        "Job slot limit reached: 1 host;\nNot enough job slot(s): 1 host;\nRunning an exclusive job: 1 host"
+        "Job slot limit reached: 1 host;\n Not enough job slot(s): 1 host;\n Running an exclusive job: 1 host"
     );
     exclusive.queue = "high".into();
     rejected(&mut h, 6, "alice", exclusive, "Queue does not accept EXCLUSIVE jobs");
@@ -268,7 +268,7 @@ fn fairshare_orders_users_by_dynamic_priority() {
     // A user not listed gets `default`'s share; the waiting jobs say why.
     assert_eq!(
         placed(&mut h, 4).1,
-        "Unable to reach slave batch server: 2 hosts;\nJob slot limit reached: 1 host"
+        "Unable to reach slave batch server: 2 hosts;\n Job slot limit reached: 1 host"
     );
 }
 
@@ -328,6 +328,6 @@ fn levels_and_queue_order() {
     assert_eq!(placed(&mut h, 2), on(&["hostB"]));
     assert_eq!(
         placed(&mut h, 1).1,
-        "Unable to reach slave batch server: 2 hosts;\nJob slot limit reached: 1 host"
+        "Unable to reach slave batch server: 2 hosts;\n Job slot limit reached: 1 host"
     );
 }
