@@ -18,7 +18,7 @@ use crate::effect::{ClientReply, Effect, ToSbd};
 use crate::event::{Event, MbdStartRecord};
 use crate::input::{ClientId, Input, LimFacts};
 use crate::job::Job;
-use crate::placement::{HashMap, PendReason, ResReqCache};
+use crate::placement::{HashMap, PendReason, ResReqCache, TurnEnd};
 use crate::state::{MbdSnapshot, Store};
 
 /// Above this many jobs, debug builds stop re-checking every invariant after
@@ -51,8 +51,10 @@ pub(crate) struct Links {
     pub(crate) lim: BTreeMap<HostName, LimFacts>,
     /// Parsed `-R` strings (`placement`).
     pub(crate) resreqs: ResReqCache,
-    /// Why each pending job did not start in the last dispatch turn.
+    /// Why each pending job the last dispatch turn considered did not start.
     pub(crate) reasons: HashMap<u32, PendReason>,
+    /// The last turn's end state, for the reasons of the jobs it did not reach.
+    pub(crate) turn_end: TurnEnd,
     /// When the last dispatch turn ran.
     pub(crate) last_pass_ms: Option<u64>,
     /// The earliest begin time (`-b`) still ahead at the last turn.

@@ -8,8 +8,12 @@
 //!   cursor past the full hosts at the head of its host list;
 //! - a job that cannot start makes every later job of the same *shape*
 //!   (requirement, queue, `-m` list, slots, `-x`, and the user when a host has
-//!   `JL/U`) fail too: its reason is remembered and reused, so a backlog of
-//!   100,000 jobs costs one map lookup per job once the cluster is full.
+//!   `JL/U`) fail too: its reason is remembered and reused;
+//! - once no slot is free anywhere nothing more can start, so the turn stops
+//!   there ([`TurnEnd`]): the jobs it did not reach get their reasons when
+//!   `bjobs` asks ([`Mbd::turn_end_reason`]), from the turn's end state, where
+//!   every candidate host's reason is "Job slot limit reached". A turn thus
+//!   costs what it starts, not the length of the backlog.
 //!
 //! The decision for one job is two separate checks, so that other policies
 //! hook in at the right level:
@@ -26,7 +30,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use lava_batch_ll::resreq::{self, HostFacts, NumIndex, Rusage, Span, TextIndex};
 use lava_batch_ll::{HostName, ResReq, UserName};
@@ -294,6 +298,35 @@ struct Shape {
     user: Option<u32>,
 }
 
+/// What a turn that stopped at a full cluster leaves behind, so that the jobs it did not
+/// reach get their reasons when `bjobs` asks (see the module doc): the turn's end state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TurnEnd {
+    /// Whether the turn stopped with pending jobs it did not consider.
+    stopped: bool,
+    now_ms: u64,
+    /// The highest job id when the turn ran: later jobs were not there.
+    last_job_id: u32,
+    queue_used: Vec<u32>,
+    users: HashMap<String, u32>,
+    queue_user_used: HashMap<(usize, u32), u32>,
+    /// Per host: why it takes no job at all (not connected, unavailable), and its reservations.
+    hosts: Vec<(Option<HostReason>, Rusage)>,
+    /// Host reasons by (requirement text, queue, `-m` list), computed as asked.
+    asked: ReasonCache,
+}
+
+/// [`TurnEnd`]'s answers, filled by queries (which read the state through `&Mbd`).
+#[derive(Debug, Default)]
+struct ReasonCache(Mutex<HashMap<(String, usize, Vec<HostName>), Arc<[(HostReason, u32)]>>>);
+
+impl Clone for ReasonCache {
+    /// A copy starts empty: the cache is a pure function of the turn's end state.
+    fn clone(&self) -> ReasonCache {
+        ReasonCache::default()
+    }
+}
+
 /// A job to start: hosts (by configuration index) and slots on each, in order.
 pub(crate) struct Decision {
     pub(crate) id: u32,
@@ -428,6 +461,20 @@ impl<'a> Pass<'a> {
     /// Whether no slot is free anywhere: every later job waits.
     pub(crate) fn cluster_full(&self) -> bool {
         self.n_free == 0
+    }
+
+    /// The turn's end state for the reasons of the jobs it did not consider (`stopped`).
+    pub(crate) fn end(&self, stopped: bool) -> TurnEnd {
+        TurnEnd {
+            stopped,
+            now_ms: self.now_ms,
+            last_job_id: self.mbd.store.last_job_id,
+            queue_used: self.queue_used.clone(),
+            users: self.users.iter().map(|(name, idx)| ((*name).to_owned(), *idx)).collect(),
+            queue_user_used: self.queue_user_used.clone(),
+            hosts: self.hosts.iter().map(|host| (host.unusable, host.reserved)).collect(),
+            asked: ReasonCache::default(),
+        }
     }
 
     /// Decides pending job `job` of queue `queue_idx`: a [`Decision`] or a reason.
@@ -691,6 +738,75 @@ impl<'a> Pass<'a> {
     }
 }
 
+impl Mbd {
+    /// The reason of PEND job `job` that the last turn did not reach because the cluster was
+    /// full: the job-level checks against the turn's end state, else, host by host, why it is
+    /// not a candidate or, for every candidate, "Job slot limit reached" (no slot was free).
+    pub(crate) fn turn_end_reason(&self, job: &Job) -> Option<PendReason> {
+        let end = &self.links.turn_end;
+        if !end.stopped || job.job.id() > end.last_job_id {
+            return None;
+        }
+        let queue_idx = self.config.queues.iter().position(|queue| queue.name == job.queue)?;
+        let queue = &self.config.queues[queue_idx];
+        let request = job.spec.request();
+        let n_slots = job.n_slots();
+        if s_to_ms(request.begin_time) > end.now_ms {
+            return Some(PendReason::Job(JobReason::StartTime));
+        }
+        if queue
+            .qjob_limit
+            .is_some_and(|limit| end.queue_used.get(queue_idx).copied().unwrap_or(0) + n_slots > limit)
+        {
+            return Some(PendReason::Job(JobReason::QueueSlotLimit));
+        }
+        if let Some(limit) = queue.ujob_limit {
+            let used = end
+                .users
+                .get(job.user.as_str())
+                .and_then(|user| end.queue_user_used.get(&(queue_idx, *user)))
+                .copied()
+                .unwrap_or(0);
+            if used + n_slots > limit {
+                return Some(PendReason::Job(JobReason::QueueUserSlotLimit));
+            }
+        }
+        let key = (request.res_req.clone(), queue_idx, job.spec.hosts().to_vec());
+        let mut asked = end.asked.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(counts) = asked.get(&key) {
+            return Some(PendReason::Hosts(counts.clone()));
+        }
+        let req = ResReq::parse(&request.res_req).ok();
+        let mut reasons = Vec::with_capacity(self.config.hosts.len());
+        for (config, (unusable, reserved)) in self.config.hosts.iter().zip(&end.hosts) {
+            let view = HostView {
+                config,
+                lim: self.links.lim.get(&config.name),
+                n_cpus: self.links.hosts.get(&config.name).map(|link| link.n_cpus),
+                reserved: *reserved,
+            };
+            reasons.push(if let Some(reason) = unusable {
+                *reason
+            } else if !key.2.is_empty() && !key.2.contains(&config.name) {
+                HostReason::NotSpecified
+            } else if !queue.hosts.is_empty() && !queue.hosts.contains(&config.name) {
+                HostReason::NotUsableToQueue
+            } else if !request.res_req.trim().is_empty()
+                && !req.as_ref().is_some_and(|req| req.selects(&view))
+            {
+                HostReason::ResourceRequirement
+            } else {
+                HostReason::SlotLimit
+            });
+        }
+        let mut counts = count(reasons);
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let counts: Arc<[(HostReason, u32)]> = counts.into();
+        asked.insert(key, counts.clone());
+        Some(PendReason::Hosts(counts))
+    }
+}
+
 fn add_rusage(total: &mut Rusage, more: &Rusage) {
     total.mem += more.mem;
     total.swp += more.swp;
@@ -736,10 +852,7 @@ pub(crate) fn fairshare_walk<'a>(pass: &mut Pass<'a>, queue_idx: usize, ids: &BT
     }
     loop {
         if pass.cluster_full() {
-            // Nothing more starts: the order no longer matters, only the reasons.
-            for job in by_user.into_values().flatten() {
-                pass.consider(job, queue_idx);
-            }
+            // Nothing more starts; the jobs left get their reasons when asked (`TurnEnd`).
             return;
         }
         let mut best: Option<(&'a UserName, u64, u64)> = None;

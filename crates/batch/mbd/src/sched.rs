@@ -26,7 +26,7 @@ use crate::effect::ToSbd;
 use crate::event::{Event, JobCleanRecord, JobStartRecord};
 use crate::job::{Job, ms_to_s, project};
 use crate::machine::{Mbd, Step};
-use crate::placement::{Decision, Pass, PendReason, fairshare_walk};
+use crate::placement::{Decision, Pass, fairshare_walk};
 
 impl Mbd {
     /// One dispatch turn: decides every pending job ([`Pass`]), logs JOB_START
@@ -42,8 +42,10 @@ impl Mbd {
         reqs.trim();
         let reasons = std::mem::take(&mut self.links.reasons);
         let mut pass = Pass::new(self, step.now_ms, &mut reqs, reasons);
-        self.walk_pending(&mut pass);
+        let stopped = self.walk_pending(&mut pass).is_none();
+        let turn_end = pass.end(stopped);
         let Pass { decisions, reasons, next_begin_ms, .. } = pass;
+        self.links.turn_end = turn_end;
         self.links.resreqs = reqs;
         self.links.reasons = reasons;
         self.links.next_begin_ms = next_begin_ms;
@@ -68,11 +70,20 @@ impl Mbd {
     /// them has FAIRSHARE, queue by queue in `lsb.queues` order, each by its
     /// own policy. A job whose queue left the configuration is under no level:
     /// it waits until its queue returns.
-    fn walk_pending<'a>(&'a self, pass: &mut Pass<'a>) {
+    /// `None` when it stopped because no slot is free anywhere any more (the jobs not
+    /// reached get their reasons when asked: `Mbd::turn_end_reason`).
+    fn walk_pending<'a>(&'a self, pass: &mut Pass<'a>) -> Option<()> {
         let queues = &self.config.queues;
         let mut levels: Vec<u32> = queues.iter().map(|queue| queue.priority).collect();
         levels.sort_unstable_by_key(|priority| Reverse(*priority));
         levels.dedup();
+        let consider = |pass: &mut Pass<'a>, id: u32, idx: usize| {
+            if pass.cluster_full() {
+                return None;
+            }
+            pass.consider(self.store.live_job(id), idx);
+            Some(())
+        };
         for priority in levels {
             let level: Vec<(usize, &BTreeSet<u32>)> = queues
                 .iter()
@@ -85,18 +96,28 @@ impl Mbd {
                     if queues[idx].fairshare.is_some() {
                         fairshare_walk(pass, idx, ids);
                     } else {
-                        ids.iter().for_each(|id| pass.consider(self.store.live_job(*id), idx));
+                        for id in ids {
+                            consider(pass, *id, idx)?;
+                        }
                     }
                 }
             } else if let [(idx, ids)] = level[..] {
-                ids.iter().for_each(|id| pass.consider(self.store.live_job(*id), idx));
+                for id in ids {
+                    consider(pass, *id, idx)?;
+                }
             } else {
                 let mut merged: Vec<(u32, usize)> =
                     level.iter().flat_map(|(idx, ids)| ids.iter().map(|id| (*id, *idx))).collect();
                 merged.sort_unstable();
-                merged.into_iter().for_each(|(id, idx)| pass.consider(self.store.live_job(id), idx));
+                for (id, idx) in merged {
+                    consider(pass, id, idx)?;
+                }
+            }
+            if pass.cluster_full() {
+                return None;
             }
         }
+        Some(())
     }
 
     /// Logs the start of a decided job and sends it to its first host.
@@ -121,7 +142,10 @@ impl Mbd {
             // A logged reason (a host's refusal) says more than the turn's summary.
             return None;
         }
-        self.links.reasons.get(&job.job.id()).map(PendReason::render)
+        match self.links.reasons.get(&job.job.id()) {
+            Some(reason) => Some(reason.render()),
+            None => self.turn_end_reason(job).map(|reason| reason.render()),
+        }
     }
 
     /// Whether a dispatch turn is due on a tick: `MBD_SLEEP_TIME` passed since

@@ -331,3 +331,31 @@ fn levels_and_queue_order() {
         "Unable to reach slave batch server: 2 hosts;\n Job slot limit reached: 1 host"
     );
 }
+
+// Goal: a turn stops once no slot is free; the jobs it did not reach get, when
+// `bjobs` asks, the reason they would have got: job-level checks first, then
+// per host why it is not a candidate or that its slots are taken.
+#[test]
+fn reasons_of_jobs_a_full_turn_did_not_reach() {
+    let mut config = config();
+    config.hosts[0].resources = vec!["cs".into()];
+    config.queues[0].qjob_limit = Some(14);
+    let mut h = cluster(config);
+    h.step(submit(1, 1, "alice", slots(13, "")));
+    assert_eq!(placed(&mut h, 1).0.len(), 13, "hostA 8, hostB 1, hostC 4: the cluster is full");
+    let mut later = request();
+    later.begin_time = i64::try_from(T0 / 1000).expect("fits") + 3600;
+    h.step(submit(2, 2, "alice", later));
+    h.step(submit(3, 3, "alice", with_resreq("select[cs]")));
+    h.step(submit(4, 4, "alice", slots(2, "")));
+    // The periodic turn reaches none of them: job 1 took every slot.
+    h.at(crate::config::MBD_SLEEP_TIME_MS_DEFAULT).step(Input::Tick);
+    assert_eq!(placed(&mut h, 2).1, "The job has a specified start time");
+    assert_eq!(
+        placed(&mut h, 3).1,
+        "Job's resource requirements not satisfied: 2 hosts;\n Job slot limit reached: 1 host"
+    );
+    assert_eq!(placed(&mut h, 4).1, "The queue has reached its job slot limit");
+    h.step(submit(5, 5, "alice", request()));
+    assert_eq!(placed(&mut h, 5).1, crate::REASON_NEW_JOB, "submitted after the turn");
+}
