@@ -8,13 +8,13 @@
 //! [`REQUIREMENTS`] (select and order sections, an rusage, a span, one that no host
 //! satisfies, none) and 50 users. The measured step is the periodic turn, a tick
 //! `MBD_SLEEP_TIME` after the start: it decides every pending job, logs a JOB_START and
-//! builds a NEW_JOB for each one that starts, and keeps a pending reason for every other.
+//! builds a NEW_JOB for each one that starts, and stops once no slot is free (the jobs it
+//! did not reach get their pending reasons when `bjobs` asks).
 //! Each of `--runs` (5) runs steps a fresh copy of the same state.
 //!
-//! - **free**: every slot is free, so the turn starts `hosts × slots` jobs and gives the
-//!   rest their reasons;
+//! - **free**: every slot is free, so the turn starts the jobs that fit until none is;
 //! - **full**: the same turn once every slot is taken (the state after a first turn): it
-//!   starts nothing and refreshes every reason.
+//!   starts nothing.
 //!
 //! ```text
 //! sched_pass mode=free jobs=100000 hosts=1000 slots=8 started=... reasons=... cpu_ms_min=... cpu_ms_median=... wall_ms_min=... wall_ms_median=...
