@@ -160,12 +160,15 @@ impl HostReason {
 /// Host reasons with the number of hosts giving each.
 type ReasonCounts = Vec<(HostReason, u32)>;
 
+/// [`ReasonCounts`] shared by the jobs of one shape.
+type SharedCounts = Arc<[(HostReason, u32)]>;
+
 /// Why a pending job did not start in the last pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PendReason {
     Job(JobReason),
     /// Per reason, the hosts that gave it (most first); shared by the jobs of one shape.
-    Hosts(Arc<[(HostReason, u32)]>),
+    Hosts(SharedCounts),
 }
 
 impl PendReason {
@@ -318,7 +321,10 @@ pub(crate) struct TurnEnd {
 
 /// [`TurnEnd`]'s answers, filled by queries (which read the state through `&Mbd`).
 #[derive(Debug, Default)]
-struct ReasonCache(Mutex<HashMap<(String, usize, Vec<HostName>), Arc<[(HostReason, u32)]>>>);
+struct ReasonCache(Mutex<HashMap<AskedKey, SharedCounts>>);
+
+/// A requirement text, a queue (by index) and a `-m` list: what decides a job's host reasons.
+type AskedKey = (String, usize, Vec<HostName>);
 
 impl Clone for ReasonCache {
     /// A copy starts empty: the cache is a pure function of the turn's end state.
@@ -349,7 +355,7 @@ pub(crate) struct Pass<'a> {
     user_limits: bool,
     candidates: HashMap<(u32, usize, Vec<HostName>), usize>,
     candidate_lists: Vec<Candidates>,
-    failed: HashMap<Shape, Arc<[(HostReason, u32)]>>,
+    failed: HashMap<Shape, SharedCounts>,
     pub(crate) decisions: Vec<Decision>,
     pub(crate) reasons: HashMap<u32, PendReason>,
     /// The earliest begin time still ahead among the jobs seen.
@@ -508,7 +514,7 @@ impl<'a> Pass<'a> {
         match self.place(&shape, queue_idx, user, avoided) {
             Ok(hosts) => self.commit(Decision { id, hosts }, &shape, queue_idx, user),
             Err(counts) => {
-                let counts: Arc<[(HostReason, u32)]> = counts.into();
+                let counts: SharedCounts = counts.into();
                 if avoided.is_none() {
                     self.failed.insert(shape, counts.clone());
                 }
@@ -801,7 +807,7 @@ impl Mbd {
         }
         let mut counts = count(reasons);
         counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let counts: Arc<[(HostReason, u32)]> = counts.into();
+        let counts: SharedCounts = counts.into();
         asked.insert(key, counts.clone());
         Some(PendReason::Hosts(counts))
     }
