@@ -19,7 +19,8 @@
 //!   host policies: `JL/U` of the same `lsb.hosts` row as `MXJ`; `-R`'s static
 //!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
 //!   resources of `lsf.shared`.
-//! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME` of `lsb.params`.
+//! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME`,
+//!   `JOB_ACCEPT_INTERVAL` of `lsb.params`.
 //!
 //! # Where mbatchd listens
 //! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
@@ -167,6 +168,7 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.job_terminate_interval_s = conf.params.job_terminate_interval_s;
     config.max_job_id = conf.params.max_jobid;
     config.mbd_sleep_time_ms = u64::from(conf.params.mbd_sleep_time_s.max(1)) * 1000;
+    config.job_accept_interval = conf.params.job_accept_interval;
     config.validate()?;
     Ok(config)
 }
@@ -356,6 +358,7 @@ mod tests {
         assert_eq!(mbd.hosts[0].user_job_limit, Some(1));
         assert_eq!(mbd.hosts[1].user_job_limit, None);
         assert_eq!(mbd.mbd_sleep_time_ms, 60_000);
+        assert_eq!(mbd.job_accept_interval, 1, "LSF's default when lsb.params does not set it");
     }
 
     // Goal: a queue that names a client-only host is refused with the queue named.

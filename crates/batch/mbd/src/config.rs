@@ -20,6 +20,8 @@ pub const JOB_TERMINATE_INTERVAL_S_DEFAULT: u32 = 10;
 /// LSF's `MAX_JOBID` default.
 pub const MAX_JOB_ID_DEFAULT: u32 = 999_999;
 
+/// Our `JOB_ACCEPT_INTERVAL` default in [`MbdConfig::new`] is 0 (LSF's is 1, which
+/// `lsb.params` gives when it does not set the key): a host may take several jobs per turn.
 /// LSF's `MBD_SLEEP_TIME` default: a dispatch turn every minute besides the
 /// turns that submissions and finishes start.
 pub const MBD_SLEEP_TIME_MS_DEFAULT: u64 = 60_000;
@@ -172,6 +174,9 @@ pub struct MbdConfig {
     pub mbd_sleep_time_ms: u64,
     /// The boolean resources of `lsf.shared` that `-R` may name.
     pub resources: Vec<String>,
+    /// `JOB_ACCEPT_INTERVAL`: after a host takes a job, it takes no other for this many
+    /// `MBD_SLEEP_TIME`s (0: no wait; several jobs per turn).
+    pub job_accept_interval: u32,
 }
 
 impl MbdConfig {
@@ -189,6 +194,7 @@ impl MbdConfig {
             max_job_id: MAX_JOB_ID_DEFAULT,
             mbd_sleep_time_ms: MBD_SLEEP_TIME_MS_DEFAULT,
             resources: Vec::new(),
+            job_accept_interval: 0,
         }
     }
 

@@ -53,6 +53,8 @@ pub(crate) struct Links {
     pub(crate) resreqs: ResReqCache,
     /// Why each pending job the last dispatch turn considered did not start.
     pub(crate) reasons: HashMap<u32, PendReason>,
+    /// When each host last took a job (`JOB_ACCEPT_INTERVAL`; kept only when it is set).
+    pub(crate) last_start_ms: BTreeMap<HostName, u64>,
     /// The last turn's end state, for the reasons of the jobs it did not reach.
     pub(crate) turn_end: TurnEnd,
     /// When the last dispatch turn ran.

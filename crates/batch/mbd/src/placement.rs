@@ -128,6 +128,7 @@ pub(crate) enum HostReason {
     HostUserLimit,
     Reservation(u8),
     Refused,
+    JustStarted,
 }
 
 impl HostReason {
@@ -153,6 +154,7 @@ impl HostReason {
             }
             HostReason::Reservation(_) => "Job's requirements for reserving resource (mem) not satisfied",
             HostReason::Refused => "Slave batch server failed to accept job",
+            HostReason::JustStarted => "Just started a job recently",
         }
     }
 }
@@ -280,6 +282,8 @@ struct PassHost {
     n_jobs: u32,
     exclusive: bool,
     reserved: Rusage,
+    /// `JOB_ACCEPT_INTERVAL`: the host took a job too recently (or in this turn).
+    just_started: bool,
 }
 
 /// The hosts a requirement may use, best first, and why the others are out.
@@ -409,12 +413,20 @@ impl<'a> Pass<'a> {
                 _ => 0,
             };
             pass.n_free += u64::from(free);
+            let accept_ms = u64::from(config.job_accept_interval).saturating_mul(config.mbd_sleep_time_ms);
+            let just_started = config.job_accept_interval > 0
+                && mbd
+                    .links
+                    .last_start_ms
+                    .get(&host.name)
+                    .is_some_and(|t| now_ms < t.saturating_add(accept_ms));
             pass.hosts.push(PassHost {
                 unusable,
                 free,
                 n_jobs: 0,
                 exclusive: false,
                 reserved: Rusage::default(),
+                just_started,
             });
         }
         pass.count_started();
@@ -629,6 +641,9 @@ impl<'a> Pass<'a> {
         if exclusive && host.n_jobs > 0 {
             return Err(HostReason::NotExclusive);
         }
+        if host.just_started {
+            return Err(HostReason::JustStarted);
+        }
         if avoided.is_some_and(|hosts| hosts.contains(&config.name)) {
             return Err(HostReason::Refused);
         }
@@ -727,6 +742,7 @@ impl<'a> Pass<'a> {
             host.free -= n;
             host.n_jobs += 1;
             host.exclusive |= shape.exclusive;
+            host.just_started |= self.mbd.config.job_accept_interval > 0;
             add_rusage(&mut host.reserved, &rusage);
             self.n_free -= u64::from(n);
             *self.queue_host_used.entry((queue_idx, h)).or_insert(0) += n;

@@ -128,6 +128,11 @@ impl Mbd {
             let host = &self.config.hosts[*host_idx].name;
             exec_hosts.extend(std::iter::repeat_n(host.clone(), *n_slots as usize));
         }
+        if self.config.job_accept_interval > 0 {
+            for (host_idx, _) in &decision.hosts {
+                self.links.last_start_ms.insert(self.config.hosts[*host_idx].name.clone(), step.now_ms);
+            }
+        }
         let first = exec_hosts[0].clone();
         let record = JobStartRecord { job: job.job, exec_hosts, time_ms: step.now_ms };
         self.record(step, Event::JobStart(record));

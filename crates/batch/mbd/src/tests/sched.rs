@@ -359,3 +359,24 @@ fn reasons_of_jobs_a_full_turn_did_not_reach() {
     h.step(submit(5, 5, "alice", request()));
     assert_eq!(placed(&mut h, 5).1, crate::REASON_NEW_JOB, "submitted after the turn");
 }
+
+// Goal: with JOB_ACCEPT_INTERVAL = 1 a host takes one job per turn and no other
+// until MBD_SLEEP_TIME passed; the waiting job says so.
+#[test]
+fn job_accept_interval_spaces_a_hosts_jobs() {
+    let mut config = config();
+    config.job_accept_interval = 1;
+    config.queues[0].hosts = vec![host("hostC")];
+    let mut h = cluster(config);
+    h.step(submit(1, 1, "alice", request()));
+    h.step(submit(2, 2, "alice", request()));
+    assert_eq!(placed(&mut h, 1), on(&["hostC"]));
+    assert_eq!(
+        placed(&mut h, 2),
+        waiting("Not usable to the queue: 2 hosts;\n Just started a job recently: 1 host")
+    );
+    h.at(crate::config::MBD_SLEEP_TIME_MS_DEFAULT - 1).step(Input::Tick);
+    assert_eq!(placed(&mut h, 2).0, Vec::<String>::new());
+    h.at(crate::config::MBD_SLEEP_TIME_MS_DEFAULT).step(Input::Tick);
+    assert_eq!(placed(&mut h, 2), on(&["hostC"]));
+}
