@@ -39,11 +39,11 @@ pub(crate) struct HostLink {
 pub(crate) struct Links {
     pub(crate) hosts: BTreeMap<HostName, HostLink>,
     /// When NEW_JOB was last sent, for started jobs not yet accepted.
-    pub(crate) new_job_sent_ms: BTreeMap<u32, u64>,
-    /// When JOB_SIGNAL was last sent, by (job id, signal sequence).
-    pub(crate) signal_sent_ms: BTreeMap<(u32, u32), u64>,
+    pub(crate) new_job_sent_ms: BTreeMap<JobRef, u64>,
+    /// When JOB_SIGNAL was last sent, by (job, signal sequence).
+    pub(crate) signal_sent_ms: BTreeMap<(JobRef, u32), u64>,
     /// Hosts that refused a job; it is not sent there again until that host re-registers.
-    pub(crate) avoid: BTreeMap<u32, BTreeSet<HostName>>,
+    pub(crate) avoid: BTreeMap<JobRef, BTreeSet<HostName>>,
     /// Hosts the master lim marks unavailable (`Input::HostAvailability`).
     pub(crate) unavailable: BTreeSet<HostName>,
 }
@@ -84,7 +84,7 @@ impl Mbd {
     pub fn apply(&mut self, event: &Event) -> Result<(), MbdError> {
         self.store.apply(event)?;
         if let Some(job) = event.job() {
-            self.sync_links(job.id());
+            self.sync_links(job);
         }
         Ok(())
     }
@@ -95,7 +95,7 @@ impl Mbd {
         let job = event.job();
         self.store.apply_owned(event)?;
         if let Some(job) = job {
-            self.sync_links(job.id());
+            self.sync_links(job);
         }
         Ok(())
     }
@@ -118,7 +118,7 @@ impl Mbd {
 
     /// A job in memory (a finished one is decoded from its compact form).
     pub fn job(&self, job: JobRef) -> Option<Cow<'_, Job>> {
-        self.store.job(job.id()).filter(|j| j.job == job)
+        self.store.job(job)
     }
 
     /// The highest job id ever given.
@@ -237,13 +237,13 @@ impl Mbd {
     }
 
     /// Drops transient bookkeeping that no longer matches job `id`'s durable state.
-    fn sync_links(&mut self, id: u32) {
+    fn sync_links(&mut self, id: JobRef) {
         // Only an unfinished job has unanswered intents (a finish clears them).
         let job = self.store.live(id);
         if !self.store.index.unaccepted.contains(&id) {
             self.links.new_job_sent_ms.remove(&id);
         }
-        let stale: Vec<(u32, u32)> = self
+        let stale: Vec<(JobRef, u32)> = self
             .links
             .signal_sent_ms
             .range((id, 0)..=(id, u32::MAX))

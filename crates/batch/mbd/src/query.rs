@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use lava_batch_ll::JobRef;
 use lava_batch_wire::{self as wire, state_filter};
 
 use crate::effect::ClientReply;
@@ -51,12 +52,12 @@ impl Mbd {
             };
             Box::new(jobs.filter(move |job| wanted(job)))
         } else {
-            let mut selected: BTreeMap<u32, Cow<'_, Job>> = BTreeMap::new();
+            let mut selected: BTreeMap<JobRef, Cow<'_, Job>> = BTreeMap::new();
             for wanted in &query.jobs {
                 let found = lava_batch_ll::job_ref("job", *wanted).ok().and_then(|job| self.job(job));
                 match found {
                     Some(job) if job.job.id() > query.after_job => {
-                        selected.insert(job.job.id(), job);
+                        selected.insert(job.job, job);
                     }
                     Some(_) => {}
                     None if !not_found.contains(wanted) => not_found.push(*wanted),

@@ -69,37 +69,37 @@ pub struct RetiredRequest {
 /// Indexes over the jobs; see the module doc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Index {
-    pub(crate) by_request: BTreeMap<wire::RequestId, u32>,
+    pub(crate) by_request: BTreeMap<wire::RequestId, JobRef>,
     pub(crate) slots_used: BTreeMap<HostName, u32>,
     /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue: dispatch visits
     /// them queue priority first, then id, and stops once the free slots are taken,
     /// without looking at the rest of a long backlog.
-    pub(crate) pending: BTreeMap<QueueName, BTreeSet<u32>>,
+    pub(crate) pending: BTreeMap<QueueName, BTreeSet<JobRef>>,
     /// Finished jobs by (finish time, id): the cleaning order.
-    pub(crate) finished: BTreeSet<(u64, u32)>,
+    pub(crate) finished: BTreeSet<(u64, JobRef)>,
     /// Started jobs whose NEW_JOB_REPLY is not yet committed.
-    pub(crate) unaccepted: BTreeSet<u32>,
+    pub(crate) unaccepted: BTreeSet<JobRef>,
     /// Jobs with unanswered signal intents.
-    pub(crate) signaling: BTreeSet<u32>,
+    pub(crate) signaling: BTreeSet<JobRef>,
     /// The signal requests that acted on each job, by (request id, job id), with
     /// the highest job id given when the request was first logged for that job
     /// (`Job::signal_request_ids`): a retried `bkill 0` finds its first
     /// attempt here without reading every job, finished ones included.
-    pub(crate) signal_requests: BTreeMap<(wire::RequestId, u32), u32>,
+    pub(crate) signal_requests: BTreeMap<(wire::RequestId, JobRef), u32>,
 }
 
 impl Index {
-    fn add(&mut self, id: u32, job: &Job) {
+    fn add(&mut self, id: JobRef, job: &Job) {
         self.by_request.insert(job.request_id, id);
         self.contribute(id, job, true);
     }
 
-    fn remove(&mut self, id: u32, job: &Job) {
+    fn remove(&mut self, id: JobRef, job: &Job) {
         self.by_request.remove(&job.request_id);
         self.contribute(id, job, false);
     }
 
-    fn contribute(&mut self, id: u32, job: &Job, add: bool) {
+    fn contribute(&mut self, id: JobRef, job: &Job, add: bool) {
         fn toggle<T: Ord>(set: &mut BTreeSet<T>, value: T, present: bool, add: bool) {
             if present {
                 if add {
@@ -188,14 +188,22 @@ impl FrozenJob {
     }
 }
 
+/// The job references with an id above `after`, every array index of them.
+fn ids_above(after: u32) -> (Bound<JobRef>, Bound<JobRef>) {
+    match after.checked_add(1).and_then(|id| JobRef::new(id, 0)) {
+        Some(first) => (Bound::Included(first), Bound::Unbounded),
+        None => (Bound::Excluded(JobRef::MAX), Bound::Unbounded),
+    }
+}
+
 /// The durable state plus its indexes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Store {
     /// Unfinished jobs. Boxed: a `Job` is several hundred bytes, and a B-tree filled
     /// in id order keeps its nodes about half full, which would nearly double that.
-    live: BTreeMap<u32, Box<Job>>,
+    live: BTreeMap<JobRef, Box<Job>>,
     /// Finished jobs, frozen.
-    finished: BTreeMap<u32, FrozenJob>,
+    finished: BTreeMap<JobRef, FrozenJob>,
     /// Reused by every freeze (not state).
     scratch: Vec<u8>,
     pub(crate) last_job_id: u32,
@@ -211,7 +219,7 @@ impl Store {
     pub(crate) fn from_snapshot(snapshot: MbdSnapshot) -> Result<Store, MbdError> {
         let mut store = Store { last_job_id: snapshot.last_job_id, ..Store::default() };
         for job in snapshot.jobs {
-            let id = job.job.id();
+            let id = job.job;
             if store.contains(id) {
                 return Err(MbdError::Snapshot(format!("job {id} appears twice")));
             }
@@ -230,7 +238,7 @@ impl Store {
     }
 
     pub(crate) fn snapshot(&self) -> MbdSnapshot {
-        let mut jobs: Vec<(u32, Job)> =
+        let mut jobs: Vec<(JobRef, Job)> =
             self.live.iter().map(|(id, job)| (*id, job.as_ref().clone())).collect();
         jobs.extend(self.finished.iter().map(|(id, frozen)| (*id, frozen.thaw())));
         jobs.sort_unstable_by_key(|(id, _)| *id);
@@ -242,7 +250,7 @@ impl Store {
     }
 
     /// Files `job` under `id`: unfinished jobs as they are, finished ones frozen.
-    fn put(&mut self, id: u32, job: Job) {
+    fn put(&mut self, id: JobRef, job: Job) {
         if job.status.is_finished() {
             self.live.remove(&id);
             self.finished.insert(id, FrozenJob::freeze(&job, &mut self.scratch));
@@ -262,7 +270,7 @@ impl Store {
     }
 
     /// Job `id`, unfinished or finished (decoded, then).
-    pub(crate) fn job(&self, id: u32) -> Option<Cow<'_, Job>> {
+    pub(crate) fn job(&self, id: JobRef) -> Option<Cow<'_, Job>> {
         match self.live.get(&id) {
             Some(job) => Some(Cow::Borrowed(job)),
             None => self.finished.get(&id).map(|frozen| Cow::Owned(frozen.thaw())),
@@ -270,34 +278,34 @@ impl Store {
     }
 
     /// Unfinished job `id`, if it is one.
-    pub(crate) fn live(&self, id: u32) -> Option<&Job> {
+    pub(crate) fn live(&self, id: JobRef) -> Option<&Job> {
         self.live.get(&id).map(Box::as_ref)
     }
 
     /// Unfinished job `id`, which the caller knows to be one.
-    pub(crate) fn live_job(&self, id: u32) -> &Job {
+    pub(crate) fn live_job(&self, id: JobRef) -> &Job {
         self.live(id).unwrap_or_else(|| panic!("job {id} is not an unfinished job"))
     }
 
     /// Finished job `id`, frozen, if it is one.
-    pub(crate) fn finished(&self, id: u32) -> Option<&FrozenJob> {
+    pub(crate) fn finished(&self, id: JobRef) -> Option<&FrozenJob> {
         self.finished.get(&id)
     }
 
     /// The unfinished jobs, by id.
-    pub(crate) fn live_jobs(&self) -> impl Iterator<Item = (u32, &Job)> {
+    pub(crate) fn live_jobs(&self) -> impl Iterator<Item = (JobRef, &Job)> {
         self.live.iter().map(|(id, job)| (*id, job.as_ref()))
     }
 
     /// The unfinished jobs with an id above `after`, by id.
     pub(crate) fn live_jobs_after(&self, after: u32) -> impl Iterator<Item = &Job> {
-        self.live.range((Bound::Excluded(after), Bound::Unbounded)).map(|(_, job)| job.as_ref())
+        self.live.range(ids_above(after)).map(|(_, job)| job.as_ref())
     }
 
     /// Every job with an id above `after`, by id; finished ones are decoded as they
     /// are reached.
     pub(crate) fn jobs_after(&self, after: u32) -> impl Iterator<Item = Cow<'_, Job>> {
-        let above = (Bound::Excluded(after), Bound::Unbounded);
+        let above = ids_above(after);
         let mut live = self.live.range(above).peekable();
         let mut finished = self.finished.range(above).peekable();
         std::iter::from_fn(move || match (live.peek(), finished.peek()) {
@@ -310,13 +318,13 @@ impl Store {
     }
 
     /// Every job, unfinished ones first, finished ones decoded.
-    pub(crate) fn all_jobs(&self) -> impl Iterator<Item = (u32, Cow<'_, Job>)> {
+    pub(crate) fn all_jobs(&self) -> impl Iterator<Item = (JobRef, Cow<'_, Job>)> {
         let live = self.live.iter().map(|(id, job)| (*id, Cow::Borrowed(job.as_ref())));
         live.chain(self.finished.iter().map(|(id, frozen)| (*id, Cow::Owned(frozen.thaw()))))
     }
 
     /// Whether job `id` is in memory.
-    pub(crate) fn contains(&self, id: u32) -> bool {
+    pub(crate) fn contains(&self, id: JobRef) -> bool {
         self.live.contains_key(&id) || self.finished.contains_key(&id)
     }
 
@@ -349,7 +357,7 @@ impl Store {
                 Ok(())
             }
             Event::JobClean(record) => {
-                let id = record.job.id();
+                let id = record.job;
                 if let Some(job) = self.live.get(&id) {
                     return Err(fail(format!("clean of a {} job", job.status)));
                 }
@@ -366,9 +374,8 @@ impl Store {
                 Ok(())
             }
             _ => {
-                let job_ref = event.job().ok_or_else(|| fail("no job".to_owned()))?;
-                let id = job_ref.id();
-                if let Some(job) = self.live.get_mut(&id).filter(|job| job.job == job_ref) {
+                let id = event.job().ok_or_else(|| fail("no job".to_owned()))?;
+                if let Some(job) = self.live.get_mut(&id) {
                     self.index.remove(id, job);
                     let result = job.apply(event, self.last_job_id).map_err(fail);
                     self.index.add(id, job);
@@ -379,9 +386,7 @@ impl Store {
                     }
                     return result;
                 }
-                let Some(mut job) =
-                    self.finished.get(&id).filter(|frozen| frozen.job == job_ref).map(FrozenJob::thaw)
-                else {
+                let Some(mut job) = self.finished.get(&id).map(FrozenJob::thaw) else {
                     return Err(fail("no such job".to_owned()));
                 };
                 self.index.remove(id, &job);
@@ -426,11 +431,11 @@ impl Store {
 
     /// Adds the job of a checked JOB_NEW.
     fn insert_new(&mut self, record: JobNewRecord) {
-        let id = record.job.id();
+        let id = record.job;
         let job = Job::new(record);
         self.index.add(id, &job);
         self.put(id, job);
-        self.last_job_id = id;
+        self.last_job_id = id.id();
     }
 
     /// Remembers the request id of cleaned `job` and forgets those retired
@@ -461,10 +466,10 @@ impl Store {
         // One pass, so that each finished job is decoded once.
         let mut rebuilt = Index::default();
         for (id, job) in self.all_jobs() {
-            if job.job.id() != id {
+            if job.job != id {
                 return Err(format!("job {} filed under {id}", job.job));
             }
-            if id > self.last_job_id {
+            if id.id() > self.last_job_id {
                 return Err(format!("job {id} above the last job id {}", self.last_job_id));
             }
             if job.status.is_finished() != self.finished.contains_key(&id) {
@@ -486,11 +491,11 @@ impl Store {
             return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
         }
         for (request_id, retired) in &self.retired {
-            let id = retired.job.id();
+            let id = retired.job;
             if retired.request_id != *request_id || self.index.by_request.contains_key(request_id) {
                 return Err(format!("retired request {request_id:?} is filed wrongly or still has a job"));
             }
-            if self.contains(id) || id > self.last_job_id {
+            if self.contains(id) || id.id() > self.last_job_id {
                 return Err(format!(
                     "retired request {request_id:?} names job {id}, which is in memory or unknown"
                 ));

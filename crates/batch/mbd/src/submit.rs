@@ -50,7 +50,7 @@ impl Mbd {
         request_id: wire::RequestId,
         caller: &Caller,
         spec: SubmitSpec,
-    ) -> Result<u32, ClientReply> {
+    ) -> Result<JobRef, ClientReply> {
         let queue = match spec.queue() {
             Some(name) => self
                 .config
@@ -105,7 +105,7 @@ impl Mbd {
         };
         self.record(step, Event::JobNew(Box::new(record)));
         step.dispatch |= !hold;
-        Ok(job.id())
+        Ok(job)
     }
 
     /// The submitter and the answer of a submission already made with
