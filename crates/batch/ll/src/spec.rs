@@ -74,17 +74,17 @@ impl SubmitSpec {
     }
 
     /// The validated request as it arrived (without its environment once
-    /// [`SubmitSpec::clear_environment`] was called).
+    /// [`SubmitSpec::take_environment`] was called).
     pub fn request(&self) -> &wire::SubmitRequest {
         &self.request
     }
 
-    /// Forgets the environment variables and frees their memory. What is left is the
-    /// same request without variables, which is still a valid submission. mbatchd calls
-    /// it when a job finishes: the environment is the largest part of a submission, and
-    /// nothing needs it once the job will never be dispatched again.
-    pub fn clear_environment(&mut self) {
-        self.request.env = Vec::new();
+    /// Takes the environment variables out. What is left is the same request without
+    /// variables, which is still a valid submission. mbatchd keeps the two apart: the
+    /// environment is the largest part of a submission, and it is dropped when the job
+    /// finishes, while the rest stays for display.
+    pub fn take_environment(&mut self) -> Vec<wire::EnvVar> {
+        std::mem::take(&mut self.request.env)
     }
 }
 

@@ -8,8 +8,9 @@
 //! action means for it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
+use lava_batch_ll::{DependExpr, HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
@@ -91,14 +92,18 @@ pub struct ProcessIds {
     pub pgid: i32,
 }
 
-/// A job as mbatchd remembers it durably.
+/// A job as mbatchd remembers it durably: a single job, or one element of an
+/// array (`job.index() > 0`).
 ///
-/// Its submission (`spec`) keeps the environment variables only until the job
-/// finishes: they are the largest part of a submission (`bsub` copies the
-/// user's whole environment), NEW_JOB is the only thing that uses them, and a
-/// finished job is never dispatched again. Dropping them in the transition to
-/// DONE or EXIT, which live steps and replay both go through, keeps the two
-/// states equal; JOB_NEW in the log still holds the whole submission.
+/// Its submission is kept in two shared parts: `spec` without the environment,
+/// and `env`, the environment variables. The elements of an array share both
+/// (one JOB_NEW makes them all), so a 10,000-element array holds one copy of
+/// its submission, not 10,000. The environment is kept only until the job
+/// finishes: it is the largest part of a submission (`bsub` copies the user's
+/// whole environment), NEW_JOB is the only thing that uses it, and a finished
+/// job is never dispatched again. Dropping it in the transition to DONE or
+/// EXIT, which live steps and replay both go through, keeps the two states
+/// equal; JOB_NEW in the log still holds the whole submission.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     pub(crate) job: JobRef,
@@ -108,7 +113,14 @@ pub struct Job {
     pub(crate) user: UserName,
     pub(crate) from_host: HostName,
     pub(crate) queue: QueueName,
-    pub(crate) spec: SubmitSpec,
+    /// The submission without its environment; shared by an array's elements.
+    #[serde(with = "shared")]
+    pub(crate) spec: Arc<SubmitSpec>,
+    /// The submission's environment until the job finishes; shared likewise.
+    #[serde(with = "shared")]
+    pub(crate) env: Arc<Vec<wire::EnvVar>>,
+    /// `-w`, with each job it names resolved at submission (`depend`).
+    pub(crate) dependency: Option<DependExpr<JobRef>>,
     pub(crate) submit_time_ms: u64,
     pub(crate) status: JobStatus,
     /// The reason of the last JOB_STATUS, empty for the status's usual one.
@@ -132,8 +144,12 @@ pub struct Job {
 }
 
 impl Job {
-    /// A job as JOB_NEW creates it (the record moves in: replay has no other use for it).
-    pub(crate) fn new(record: JobNewRecord) -> Job {
+    /// A job as JOB_NEW creates it (the record moves in: replay has no other use
+    /// for it), with the dependency `depend` resolved; for an array, the first
+    /// element, which [`Job::element`] copies.
+    pub(crate) fn new(record: JobNewRecord, dependency: Option<DependExpr<JobRef>>) -> Job {
+        let mut spec = record.spec;
+        let env = Arc::new(spec.take_environment());
         Job {
             job: record.job,
             request_id: record.request_id,
@@ -142,7 +158,9 @@ impl Job {
             user: record.user,
             from_host: record.from_host,
             queue: record.queue,
-            spec: record.spec,
+            spec: Arc::new(spec),
+            env,
+            dependency,
             submit_time_ms: record.submit_time_ms,
             status: if record.hold { JobStatus::Psusp } else { JobStatus::Pend },
             reason: String::new(),
@@ -156,6 +174,11 @@ impl Job {
             signal_request_ids: BTreeMap::new(),
             finish: None,
         }
+    }
+
+    /// Element `job` of the same array: the same submission, shared.
+    pub(crate) fn element(&self, job: JobRef) -> Job {
+        Job { job, ..self.clone() }
     }
 
     /// The job.
@@ -239,9 +262,24 @@ impl Job {
         }
     }
 
-    /// The name `bjobs` shows: `-J`, else the command cut to a name's length.
+    /// The submission as `bsub` sent it, without its environment.
+    pub fn spec(&self) -> &SubmitSpec {
+        &self.spec
+    }
+
+    /// The environment variables NEW_JOB carries; empty once the job finished.
+    pub fn env(&self) -> &[wire::EnvVar] {
+        &self.env
+    }
+
+    /// The name `bjobs` shows: `-J`, else the command cut to a name's length;
+    /// for an array element `name[index]`, as LSF shows it.
     pub(crate) fn job_name(&self) -> String {
         let request = self.spec.request();
+        if self.job.index() != 0 {
+            let base = request.job_name.split('[').next().unwrap_or_default();
+            return format!("{base}[{}]", self.job.index());
+        }
         if request.job_name.is_empty() {
             truncate(&request.command, lava_batch_ll::NAME_BYTES_MAX)
         } else {
@@ -375,7 +413,7 @@ impl Job {
             self.finish = r.finish.clone();
             // A finished job is never dispatched again, and nothing shows its
             // environment: most of its memory goes (see `Job`).
-            self.spec.clear_environment();
+            self.env = Arc::new(Vec::new());
         }
         if to.is_finished() || from.is_pending() {
             // DONE/EXIT dominate; a pending job's new status answers its intent.
@@ -418,8 +456,16 @@ impl Job {
     /// What is wrong with this job's record, if anything (see [`crate::Mbd::check_invariants`]).
     pub(crate) fn check(&self) -> Result<(), String> {
         let fail = |what: &str| Err(format!("job {}: {what}", self.job));
-        if self.job.index() != 0 {
-            return fail("array elements are not supported yet");
+        let is_array =
+            lava_batch_ll::ArraySpec::parse(&self.spec.request().job_name).is_ok_and(|a| a.is_some());
+        if (self.job.index() != 0) != is_array {
+            return fail("array index does not match the job name");
+        }
+        if !self.spec.request().env.is_empty() {
+            return fail("environment kept inside the submission");
+        }
+        if self.status.is_finished() && !self.env.is_empty() {
+            return fail("finished with its environment");
         }
         if self.status.is_pending() {
             if !self.exec_hosts.is_empty() || self.accepted.is_some() || self.exec.is_some() {
@@ -537,4 +583,25 @@ pub(crate) fn truncate(text: &str, bytes_max: usize) -> String {
         out.push(c);
     }
     out
+}
+
+/// Serde for a shared part of a job: written as the value, read into a fresh
+/// `Arc` (a snapshot's elements are shared again by `Store::from_snapshot`).
+mod shared {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(
+        value: &Arc<T>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.as_ref().serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Arc<T>, D::Error> {
+        T::deserialize(deserializer).map(Arc::new)
+    }
 }

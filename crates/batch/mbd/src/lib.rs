@@ -115,13 +115,17 @@
 //! - [`input`], [`effect`]: the boundary types.
 //! - [`event`]: the records of `lsb.events`.
 //! - `job`, `state`: one job's record and transitions; the store and its indexes.
+//! - `array`, `depend`: job arrays (`-J "name[1-10]%2"`) and dependencies (`-w`):
+//!   their checks at submission and what holds a pending job back at dispatch.
 //! - `machine`: [`Mbd`] and [`Mbd::step`]; `submit`, `sched` (dispatch, resends,
 //!   cleaning), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`,
 //!   `hosts` (lim's host availability, UNKWN, `bhosts`).
 
 #![deny(missing_docs)]
 
+mod array;
 pub mod config;
+mod depend;
 pub mod effect;
 pub mod event;
 mod hosts;
@@ -139,7 +143,9 @@ mod submit;
 #[cfg(test)]
 mod tests;
 
+pub use array::REASON_ARRAY_LIMIT;
 pub use config::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig};
+pub use depend::{REASON_DEPEND_NEVER, REASON_DEPEND_WAIT};
 pub use effect::{ClientReply, Effect, ToSbd};
 pub use event::Event;
 pub use input::{Caller, ClientId, Input};

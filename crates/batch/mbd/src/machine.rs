@@ -180,6 +180,10 @@ impl Mbd {
         if let Err(error) = self.apply(&event) {
             panic!("a decided event must apply to the state it was decided on: {error}");
         }
+        // A job that ends may release the jobs that depend on it.
+        if let Event::JobStatus(record) = &event {
+            step.dispatch |= record.status.is_finished();
+        }
         step.appends.push(event);
     }
 

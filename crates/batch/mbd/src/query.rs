@@ -54,14 +54,16 @@ impl Mbd {
         } else {
             let mut selected: BTreeMap<JobRef, Cow<'_, Job>> = BTreeMap::new();
             for wanted in &query.jobs {
-                let found = lava_batch_ll::job_ref("job", *wanted).ok().and_then(|job| self.job(job));
-                match found {
-                    Some(job) if job.job.id() > query.after_job => {
-                        selected.insert(job.job, job);
-                    }
-                    Some(_) => {}
-                    None if !not_found.contains(wanted) => not_found.push(*wanted),
-                    None => {}
+                let found: Vec<Cow<'_, Job>> = self
+                    .expand(*wanted, false)
+                    .into_iter()
+                    .filter_map(|job| lava_batch_ll::job_ref("job", job).ok().and_then(|job| self.job(job)))
+                    .collect();
+                if found.is_empty() && !not_found.contains(wanted) {
+                    not_found.push(*wanted);
+                }
+                for job in found.into_iter().filter(|job| job.job.id() > query.after_job) {
+                    selected.insert(job.job, job);
                 }
             }
             Box::new(selected.into_values())
@@ -71,12 +73,23 @@ impl Mbd {
         let mut next_after = 0;
         for job in candidates.filter(|job| self.place_matches(job, query)) {
             let mut info = job.info(self.config.queue(&job.queue).is_some());
+            if job.status == lava_batch_ll::JobStatus::Pend
+                && let Some(reason) = self.held_back(&job)
+            {
+                info.reason = reason.to_owned();
+            }
             // UNKWN is display state: lim's view, never logged (see `hosts`).
             info.status = self.shown_status(&job).bits();
             scratch.clear();
             page_bytes += lava_xdr::serialize_into(&info, &mut scratch).expect("a job's description encodes");
-            if page_bytes > QUERY_REPLY_BYTES_MAX && !jobs.is_empty() {
-                next_after = jobs.last().map_or(0, |last: &wire::JobInfo| last.job.job_id);
+            // Pages resume after a whole job id, so a page never ends inside an
+            // array: its elements of this id go to the next page, unless they
+            // are the whole page (which then grows until the array ends).
+            let first_of_id =
+                jobs.iter().position(|shown: &wire::JobInfo| shown.job.job_id == info.job.job_id);
+            if page_bytes > QUERY_REPLY_BYTES_MAX && first_of_id != Some(0) && !jobs.is_empty() {
+                jobs.truncate(first_of_id.unwrap_or(jobs.len()));
+                next_after = jobs.last().map_or(0, |last| last.job.job_id);
                 break;
             }
             jobs.push(info);

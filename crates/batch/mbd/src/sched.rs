@@ -93,6 +93,9 @@ impl Mbd {
         n_free: &mut u64,
     ) -> bool {
         let job = self.store.live_job(id);
+        if self.held_back(job).is_some() {
+            return false;
+        }
         let n_slots = job.n_slots();
         let Some(host_idx) = free.iter().position(|(host, n)| *n >= n_slots && self.may_run_on(job, host))
         else {
@@ -157,7 +160,7 @@ impl Mbd {
             project: project(request),
             login_shell: request.login_shell.clone(),
             pre_exec: request.pre_exec.clone(),
-            env: request.env.clone(),
+            env: job.env.as_ref().clone(),
         }
     }
 

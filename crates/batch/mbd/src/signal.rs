@@ -49,7 +49,7 @@ impl Mbd {
         let targets: Vec<wire::WireJobRef> = if request.all_jobs {
             self.all_jobs_of(caller, request, request_id)
         } else {
-            request.jobs.clone()
+            request.jobs.iter().flat_map(|job| self.expand(*job, true)).collect()
         };
         let admin = self.config.is_admin(caller.uid, &caller.user);
         let results = targets

@@ -20,12 +20,14 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::sync::Arc;
 
-use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName};
+use lava_batch_ll::{ArraySpec, DependExpr, HostName, JobRef, JobStatus, QueueName};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::MbdError;
+use crate::config::JOB_ARRAY_SIZE_MAX;
 use crate::event::{Event, JobNewRecord};
 use crate::job::Job;
 
@@ -69,7 +71,8 @@ pub struct RetiredRequest {
 /// Indexes over the jobs; see the module doc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Index {
-    pub(crate) by_request: BTreeMap<wire::RequestId, JobRef>,
+    /// (request id, job): every element of an array shares its submission's id.
+    pub(crate) by_request: BTreeSet<(wire::RequestId, JobRef)>,
     pub(crate) slots_used: BTreeMap<HostName, u32>,
     /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue: dispatch visits
     /// them queue priority first, then id, and stops once the free slots are taken,
@@ -86,17 +89,24 @@ pub(crate) struct Index {
     /// (`Job::signal_request_ids`): a retried `bkill 0` finds its first
     /// attempt here without reading every job, finished ones included.
     pub(crate) signal_requests: BTreeMap<(wire::RequestId, JobRef), u32>,
+    /// Started elements per array id (RUN, USUSP, SSUSP, UNKWN), for `%N`.
+    pub(crate) array_started: BTreeMap<u32, u32>,
 }
 
 impl Index {
     fn add(&mut self, id: JobRef, job: &Job) {
-        self.by_request.insert(job.request_id, id);
+        self.by_request.insert((job.request_id, id));
         self.contribute(id, job, true);
     }
 
     fn remove(&mut self, id: JobRef, job: &Job) {
-        self.by_request.remove(&job.request_id);
+        self.by_request.remove(&(job.request_id, id));
         self.contribute(id, job, false);
+    }
+
+    /// The jobs `request_id` created, in order (one, or an array's elements).
+    pub(crate) fn jobs_of_request(&self, request_id: wire::RequestId) -> impl Iterator<Item = JobRef> + '_ {
+        self.by_request.range((request_id, JobRef::MIN)..=(request_id, JobRef::MAX)).map(|(_, job)| *job)
     }
 
     fn contribute(&mut self, id: JobRef, job: &Job, add: bool) {
@@ -110,6 +120,13 @@ impl Index {
             }
         }
         let started = job.status.is_started();
+        if started && id.index() != 0 {
+            let n = self.array_started.entry(id.id()).or_insert(0);
+            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            if *n == 0 {
+                self.array_started.remove(&id.id());
+            }
+        }
         if started {
             for host in &job.exec_hosts {
                 let used = self.slots_used.entry(host.clone()).or_insert(0);
@@ -154,6 +171,8 @@ impl Index {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct FrozenJob {
     job: JobRef,
+    /// DONE or EXIT, for dependencies, which must not decode every job they name.
+    status: JobStatus,
     bytes: Box<[u8]>,
 }
 
@@ -174,7 +193,7 @@ impl FrozenJob {
     fn freeze(job: &Job, scratch: &mut Vec<u8>) -> FrozenJob {
         scratch.clear();
         lava_xdr::serialize_into(job, scratch).expect("a job always encodes (no unsupported types)");
-        FrozenJob { job: job.job, bytes: Box::from(scratch.as_slice()) }
+        FrozenJob { job: job.job, status: job.status, bytes: Box::from(scratch.as_slice()) }
     }
 
     /// The job, decoded.
@@ -185,6 +204,11 @@ impl FrozenJob {
     /// The job's reference.
     pub(crate) fn job_ref(&self) -> JobRef {
         self.job
+    }
+
+    /// The job's status, DONE or EXIT.
+    pub(crate) fn status(&self) -> JobStatus {
+        self.status
     }
 }
 
@@ -218,10 +242,24 @@ impl Store {
     /// A store from a snapshot, checked as thoroughly as a live one.
     pub(crate) fn from_snapshot(snapshot: MbdSnapshot) -> Result<Store, MbdError> {
         let mut store = Store { last_job_id: snapshot.last_job_id, ..Store::default() };
-        for job in snapshot.jobs {
+        let mut previous: Option<Job> = None;
+        for mut job in snapshot.jobs {
             let id = job.job;
             if store.contains(id) {
                 return Err(MbdError::Snapshot(format!("job {id} appears twice")));
+            }
+            // The elements of an array share their submission in memory; the snapshot
+            // wrote a copy per element, so the copies that are equal are shared again.
+            if let Some(before) = previous.as_ref().filter(|before| before.job.id() == id.id()) {
+                if before.spec == job.spec {
+                    job.spec = Arc::clone(&before.spec);
+                }
+                if before.env == job.env {
+                    job.env = Arc::clone(&before.env);
+                }
+            }
+            if !job.status.is_finished() {
+                previous = Some(job.clone());
             }
             store.put(id, job);
         }
@@ -323,6 +361,17 @@ impl Store {
         live.chain(self.finished.iter().map(|(id, frozen)| (*id, Cow::Owned(frozen.thaw()))))
     }
 
+    /// Every job in memory with job id `id`, in order: one job, or an array's elements.
+    pub(crate) fn refs_of(&self, id: u32) -> Vec<JobRef> {
+        let (Some(first), Some(last)) = (JobRef::new(id, 0), JobRef::new(id, u32::MAX)) else {
+            return Vec::new();
+        };
+        let mut refs: Vec<JobRef> = self.live.range(first..=last).map(|(job, _)| *job).collect();
+        refs.extend(self.finished.range(first..=last).map(|(job, _)| *job));
+        refs.sort_unstable();
+        refs
+    }
+
     /// Whether job `id` is in memory.
     pub(crate) fn contains(&self, id: JobRef) -> bool {
         self.live.contains_key(&id) || self.finished.contains_key(&id)
@@ -352,8 +401,8 @@ impl Store {
         match event {
             Event::MbdStart(_) => Ok(()),
             Event::JobNew(record) => {
-                self.check_new(record).map_err(fail)?;
-                self.insert_new(record.as_ref().clone());
+                let dependency = self.check_new(record).map_err(fail)?;
+                self.insert_new(record.as_ref().clone(), dependency);
                 Ok(())
             }
             Event::JobClean(record) => {
@@ -370,7 +419,10 @@ impl Store {
                     return Err(fail(format!("clean of a {} job", job.status)));
                 }
                 self.index.remove(id, &job);
-                self.retire(&job, record.time_ms);
+                // An array's submission is retired with its last element.
+                if self.index.jobs_of_request(job.request_id).next().is_none() {
+                    self.retire(&job, record.time_ms);
+                }
                 Ok(())
             }
             _ => {
@@ -405,37 +457,55 @@ impl Store {
         match event {
             Event::JobNew(record) => {
                 let fail = |problem| MbdError::Apply { event: "JOB_NEW", job: Some(record.job), problem };
-                self.check_new(&record).map_err(fail)?;
-                self.insert_new(*record);
+                let dependency = self.check_new(&record).map_err(fail)?;
+                self.insert_new(*record, dependency);
                 Ok(())
             }
             other => self.apply(&other),
         }
     }
 
-    /// Why JOB_NEW `record` does not fit the state, if it does not.
-    fn check_new(&self, record: &JobNewRecord) -> Result<(), String> {
+    /// Why JOB_NEW `record` does not fit the state, if it does not; else its
+    /// dependency, resolved against the state (as the live step resolved it).
+    fn check_new(&self, record: &JobNewRecord) -> Result<Option<DependExpr<JobRef>>, String> {
         if record.job.index() != 0 {
-            return Err("array elements are not supported yet".to_owned());
+            return Err("JOB_NEW names an array element".to_owned());
+        }
+        match ArraySpec::parse(&record.spec.request().job_name) {
+            Err(error) => return Err(format!("job name: {error}")),
+            Ok(Some(array)) if array.max_index() > JOB_ARRAY_SIZE_MAX => {
+                return Err(format!("array index {} above {JOB_ARRAY_SIZE_MAX}", array.max_index()));
+            }
+            Ok(_) => {}
         }
         if record.job.id() <= self.last_job_id {
             return Err(format!("job id not above the last one, {}", self.last_job_id));
         }
-        if self.index.by_request.contains_key(&record.request_id)
+        if self.index.jobs_of_request(record.request_id).next().is_some()
             || self.retired.contains_key(&record.request_id)
         {
             return Err("request id already used".to_owned());
         }
-        Ok(())
+        self.resolve_dependency(&record.user, &record.spec.request().dependency, record.job.id())
+            .map_err(|error| format!("dependency: {error}"))
     }
 
-    /// Adds the job of a checked JOB_NEW.
-    fn insert_new(&mut self, record: JobNewRecord) {
+    /// Adds the job (or the array's elements) of a checked JOB_NEW.
+    fn insert_new(&mut self, record: JobNewRecord, dependency: Option<DependExpr<JobRef>>) {
         let id = record.job;
-        let job = Job::new(record);
-        self.index.add(id, &job);
-        self.put(id, job);
+        let array = ArraySpec::parse(&record.spec.request().job_name).ok().flatten();
+        let job = Job::new(record, dependency);
         self.last_job_id = id.id();
+        let Some(array) = array else {
+            self.index.add(id, &job);
+            self.put(id, job);
+            return;
+        };
+        for index in array.indexes() {
+            let element = job.element(JobRef::new(id.id(), index).expect("a job's id is not 0"));
+            self.index.add(element.job, &element);
+            self.put(element.job, element);
+        }
     }
 
     /// Remembers the request id of cleaned `job` and forgets those retired
@@ -451,7 +521,7 @@ impl Store {
         }
         let retired = RetiredRequest {
             request_id: job.request_id,
-            job: job.job,
+            job: JobRef::new(job.job.id(), 0).expect("a job's id is not 0"),
             user_id: job.user_id,
             queue: job.queue.clone(),
             default_queue: job.spec.queue().is_none(),
@@ -484,18 +554,20 @@ impl Store {
         if self.live.keys().any(|id| self.finished.contains_key(id)) {
             return Err("a job is kept both unfinished and finished".to_owned());
         }
-        if self.index.by_request.len() != self.len() {
-            return Err("two jobs share a submission request id".to_owned());
+        if let Some(pair) = self.index.by_request.iter().collect::<Vec<_>>().windows(2).find(|pair| {
+            pair[0].0 == pair[1].0 && (pair[0].1.id() != pair[1].1.id() || pair[0].1.index() == 0)
+        }) {
+            return Err(format!("jobs {} and {} share a submission request id", pair[0].1, pair[1].1));
         }
         if rebuilt != self.index {
             return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
         }
         for (request_id, retired) in &self.retired {
             let id = retired.job;
-            if retired.request_id != *request_id || self.index.by_request.contains_key(request_id) {
+            if retired.request_id != *request_id || self.index.jobs_of_request(*request_id).next().is_some() {
                 return Err(format!("retired request {request_id:?} is filed wrongly or still has a job"));
             }
-            if self.contains(id) || id.id() > self.last_job_id {
+            if self.contains(id) || id.index() != 0 || id.id() > self.last_job_id {
                 return Err(format!(
                     "retired request {request_id:?} names job {id}, which is in memory or unknown"
                 ));
