@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+use lava_batch_wire as wire;
+use util::proto::{Client, request_id, submit_request};
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, chmod, wait_until};
 
 /// Longest a job in these tests may take to reach a state (debug build, busy machine).
@@ -32,7 +34,11 @@ struct Batch {
 
 impl Batch {
     fn start() -> Batch {
-        let mut cluster = Cluster::new();
+        Batch::start_in(Cluster::new())
+    }
+
+    /// Starts the daemons of `cluster`, whose configuration a test may have edited.
+    fn start_in(mut cluster: Cluster) -> Batch {
         let mbatchd = cluster.start_mbatchd();
         let mut batch = Batch { cluster, mbatchd: Some(mbatchd), sbatchd: None };
         batch.start_sbatchd();
@@ -81,8 +87,21 @@ impl Batch {
 
     /// The STAT column of `bjobs -a ID`.
     fn status(&self, job: u32) -> String {
-        let out = self.run("bjobs", &["-a", "-noheader", &job.to_string()]);
-        String::from_utf8_lossy(&out.stdout).split_whitespace().nth(2).unwrap_or_default().to_owned()
+        self.statuses(&job.to_string()).into_iter().next().unwrap_or_default()
+    }
+
+    /// The STAT column of every line of `bjobs -a JOB` (`ID`, `ID[INDEX]`).
+    fn statuses(&self, job: &str) -> Vec<String> {
+        let out = self.run("bjobs", &["-a", "-noheader", job]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines().filter_map(|line| line.split_whitespace().nth(2).map(str::to_owned)).collect()
+    }
+
+    /// A protocol client speaking for root, for what the commands cannot say yet.
+    fn client(&self) -> Client {
+        let mut client = Client::connect(self.cluster.mbd_addr(), self.cluster.authenticator());
+        (client.user, client.uid) = ("root".to_owned(), 0);
+        client
     }
 
     /// Waits until the job shows `want`.
@@ -367,4 +386,127 @@ fn sbatchd_kill_9_while_jobs_run_still_reports_their_exits() {
     batch.wait_status(bad, "EXIT");
     let long = batch.run("bjobs", &["-l", &bad.to_string()]);
     assert!(text(&long).contains("Exited with exit code 3"), "{}", text(&long));
+}
+
+/// A one-host cluster whose host takes 8 jobs (MXJ), whatever its CPUs.
+fn eight_slot_cluster() -> Cluster {
+    let cluster = Cluster::new();
+    cluster.write_file(
+        "etc/lsbatch/lavacore/configdir/lsb.hosts",
+        "Begin Host\nHOST_NAME  MXJ  JL/U  r1m\ndefault    8    ()    ()\nEnd Host\n",
+    );
+    cluster
+}
+
+/// A job command that marks `dir/started.I` and waits for `dir/release.I`
+/// (I = its LSB_JOBINDEX), then prints its index.
+fn gated_command(dir: &Path) -> String {
+    let dir = dir.display();
+    format!(
+        "touch {dir}/started.$LSB_JOBINDEX; \
+         while [ ! -e {dir}/release.$LSB_JOBINDEX ]; do sleep 0.05; done; \
+         echo index $LSB_JOBINDEX"
+    )
+}
+
+// Goal: `bsub -J "name[1-6]%2"` makes one job of six elements, of which never
+// more than two run at once, each with its own LSB_JOBINDEX and %I output file.
+// Method: every element waits for its own release file; the test releases the
+// running ones one at a time and, at every stage, sees at most two started and
+// unreleased, and two running as long as enough elements remain.
+#[test]
+fn an_array_runs_at_most_its_limit_with_its_indexes() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let dir = batch.dir().join("array");
+    fs::create_dir_all(&dir).expect("create the job folder");
+    let out_pattern = dir.join("out.%I");
+    let out = batch
+        .run("bsub", &["-J", "six[1-6]%2", "-o", out_pattern.to_str().expect("utf-8"), &gated_command(&dir)]);
+    let job = submitted_id(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is submitted to default queue <normal>.\n")
+    );
+    let started =
+        |dir: &Path| (1..=6).filter(|i| dir.join(format!("started.{i}")).exists()).collect::<Vec<u32>>();
+    let mut released: Vec<u32> = Vec::new();
+    while released.len() < 6 {
+        let remaining = 6 - released.len();
+        let running = wait_until("two elements (or all that remain) to start", JOB_TIMEOUT, || {
+            let running: Vec<u32> = started(&dir).into_iter().filter(|i| !released.contains(i)).collect();
+            (running.len() >= remaining.min(2)).then_some(running)
+        });
+        assert!(running.len() <= 2, "more than two elements run at once: {running:?}");
+        let statuses = batch.statuses(&job.to_string());
+        assert_eq!(statuses.len(), 6, "bjobs ID lists every element: {statuses:?}");
+        assert!(statuses.iter().filter(|s| *s == "RUN").count() <= 2, "{statuses:?}");
+        let next = running[0];
+        fs::write(dir.join(format!("release.{next}")), "").expect("release an element");
+        let element = format!("{job}[{next}]");
+        wait_until(&format!("{element} to finish"), JOB_TIMEOUT, || {
+            (batch.statuses(&element) == ["DONE"]).then_some(())
+        });
+        released.push(next);
+    }
+    for index in 1..=6 {
+        let written =
+            fs::read_to_string(dir.join(format!("out.{index}"))).expect("the %I output file exists");
+        assert!(written.contains(&format!("index {index}")), "out.{index}: {written}");
+    }
+}
+
+// Goal: `bkill "ID[INDEX]"` ends one element and leaves the others running;
+// `bkill ID` then ends every element.
+#[test]
+fn bkill_ends_one_element_or_the_whole_array() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let job = batch.submit(&["-J", "k[1-3]", "sleep", "300"]);
+    let id = job.to_string();
+    wait_until("every element to run", JOB_TIMEOUT, || (batch.statuses(&id) == ["RUN"; 3]).then_some(()));
+    let out = batch.run("bkill", &[&format!("{job}[2]")]);
+    assert!(out.status.success(), "bkill failed: {}", text(&out));
+    wait_until("element 2 to end", JOB_TIMEOUT, || {
+        (batch.statuses(&id) == ["RUN", "EXIT", "RUN"]).then_some(())
+    });
+    let out = batch.run("bkill", &[&id]);
+    assert!(out.status.success(), "bkill failed: {}", text(&out));
+    wait_until("every element to end", JOB_TIMEOUT, || (batch.statuses(&id) == ["EXIT"; 3]).then_some(()));
+}
+
+// Goal: a dependency chain A → B (done(A)) → C (ended(B)) runs in order, B
+// waiting with LSF's reason until A is DONE, C running after B ended EXIT; a
+// dependency on a job that does not exist is refused with LSF's message and
+// submits nothing. (Submitted through the protocol: `bsub -w` is the submit
+// command's part.)
+#[test]
+fn a_dependency_chain_runs_in_order_and_a_missing_job_is_refused() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let dir = batch.dir().join("chain");
+    fs::create_dir_all(&dir).expect("create the job folder");
+    let mut client = batch.client();
+    let mut submit = |n: u64, command: String, dependency: &str| {
+        let request = wire::SubmitRequest { dependency: dependency.to_owned(), ..submit_request(&command) };
+        client.submit(request_id(n), request)
+    };
+    let a = submit(1, format!("while [ ! -e {0}/release ]; do sleep 0.05; done", dir.display()), "")
+        .expect("A is submitted")
+        .job_id;
+    let b = submit(2, "exit 3".to_owned(), &format!("done({a})")).expect("B is submitted").job_id;
+    let c = submit(3, "true".to_owned(), &format!("ended({b})")).expect("C is submitted").job_id;
+    let refused = submit(4, "true".to_owned(), "done(999999)").expect_err("no such job");
+    assert_eq!(refused.message, "done(999999): No matching job found");
+    batch.wait_status(a, "RUN");
+    let reply = batch.client().query(wire::JobQuery {
+        jobs: vec![wire::WireJobRef { job_id: b, array_index: 0 }],
+        ..util::proto::query_all()
+    });
+    let reason = reply.expect("bjobs answers").jobs.first().map(|info| info.reason.clone());
+    assert_eq!(reason.as_deref(), Some("Job dependency condition not satisfied"));
+    assert_eq!((batch.status(b), batch.status(c)), ("PEND".to_owned(), "PEND".to_owned()));
+    fs::write(dir.join("release"), "").expect("release A");
+    batch.wait_status(a, "DONE");
+    batch.wait_status(b, "EXIT");
+    batch.wait_status(c, "DONE");
+    let out = batch.run("bjobs", &["-a", "-noheader", "-u", "all"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3, "the refused job was not submitted");
 }
