@@ -103,6 +103,10 @@
 //!   retried `bsub` whose job already ran and was cleaned gets that job back,
 //!   not a second one, for [`REQUEST_ID_RETENTION_MS`] after the clean (the
 //!   retired list is durable state, bounded by the jobs cleaned in that time).
+//! - A job array is one JOB_NEW; applying it makes every element, so the log
+//!   holds one record per array and replay makes the same elements (`array`).
+//!   A dependency's job names are resolved when JOB_NEW is applied, against
+//!   the state just before it, so live steps and replay agree (`depend`).
 //! - A signal request id is remembered per job (on JOB_SIGNAL), so a retried
 //!   `bkill` acts on no job twice and a retried `bkill 0` selects the jobs the
 //!   first attempt selected (also those a crash tore off its step). JOB_SIGNAL is logged for every live job a request

@@ -1,6 +1,8 @@
 //! The durable state (every job, the highest job id ever given, the request
 //! ids of cleaned jobs) and the indexes derived from it, changed only by
-//! [`Store::apply`].
+//! [`Store::apply`]. Jobs are keyed by [`JobRef`], id then array index: a
+//! single job is `ID[0]`, an array's elements `ID[1..]`, all made by one
+//! JOB_NEW (`array`) and sharing its submission.
 //!
 //! Unfinished jobs live as [`Job`]s; a job that reaches DONE or EXIT is kept
 //! as a [`FrozenJob`], its XDR encoding in one allocation of exactly its size.
@@ -11,8 +13,9 @@
 //! Freezing happens inside `apply`, so live steps and replay freeze the same
 //! jobs at the same events and their states stay equal.
 //!
-//! The indexes (request id → job, slots used per host, pending jobs, finished
-//! jobs by finish time, jobs awaiting their start accept or a signal answer)
+//! The indexes (request id → its job or elements, slots used per host, pending
+//! jobs, finished jobs by finish time, jobs awaiting their start accept or a
+//! signal answer, started elements per array)
 //! are a pure function of the jobs: `apply` takes a job's contribution out
 //! before changing it and puts it back after, and
 //! [`Store::check`] recomputes them from scratch to prove it.
@@ -545,8 +548,12 @@ impl Store {
             if job.status.is_finished() != self.finished.contains_key(&id) {
                 return Err(format!("job {id} ({}) kept in the wrong form", job.status));
             }
-            if self.finished.get(&id).is_some_and(|frozen| frozen.job != job.job) {
-                return Err(format!("frozen job {id} filed under the wrong reference"));
+            if self
+                .finished
+                .get(&id)
+                .is_some_and(|frozen| frozen.job != job.job || frozen.status != job.status)
+            {
+                return Err(format!("frozen job {id} filed under the wrong reference or status"));
             }
             job.check()?;
             rebuilt.add(id, &job);
