@@ -6,13 +6,19 @@
 //! in memory are listed in `not_found`. Without names, the user filter (`''`
 //! for the caller, `all`, or a name) and the state filter select (on the
 //! durable state: a job shown UNKWN is still RUN or suspended to the filter). Any user may
-//! see any job, as in LSF. A job-name filter ending in `*` matches by prefix.
+//! see any job, as in LSF. A job-name filter ending in `*` matches by prefix;
+//! an array's name matches all its elements, `name[3]` one. A bare array id
+//! names every element; a page never ends inside an array (see below).
 //!
 //! An answer is cut into pages: jobs are added in id order (from after
 //! `after_job`) while their encoding stays within [`QUERY_REPLY_BYTES_MAX`], and
 //! `next_after` names the last one when more remain. A page holds at least one
-//! job, so a command asking again always progresses. Each page is read from the
-//! state of its own moment, as every LSF query is.
+//! job, so a command asking again always progresses. Paging resumes after a
+//! job id, so a page never ends inside an array: the elements that would
+//! straddle the limit go to the next page, and an array larger than a page
+//! makes one page of its own, beyond the limit (`JobQuery` has no index to
+//! resume from). Each page is read from the state of its own moment, as every
+//! LSF query is.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -100,10 +106,13 @@ impl Mbd {
 
     fn place_matches(&self, job: &Job, query: &wire::JobQuery) -> bool {
         let name = &query.job_name;
+        let shown = job.job_name();
+        // An array's name without its index names every element (LSF's `bjobs -J`).
+        let array_name = shown.split('[').next().filter(|_| job.job.index() != 0);
         let name_matches = match name.strip_suffix('*') {
             _ if name.is_empty() => true,
-            Some(prefix) => job.job_name().starts_with(prefix),
-            None => job.job_name() == *name,
+            Some(prefix) => shown.starts_with(prefix),
+            None => shown == *name || array_name == Some(name.as_str()),
         };
         (query.queue.is_empty() || job.queue.as_str() == query.queue)
             && (query.host.is_empty() || job.exec_hosts.iter().any(|h| h.as_str() == query.host))

@@ -281,3 +281,57 @@ fn cleaned_jobs_end_dependencies() {
     assert_ne!(reasons[1], REASON_DEPEND_NEVER);
     assert_ne!(reasons[1], REASON_DEPEND_WAIT);
 }
+
+/// The jobs of every page of `bjobs -a` as alice, following `next_after`, and
+/// the number of pages.
+fn all_pages(h: &mut Harness, job_name: &str) -> (Vec<String>, usize) {
+    let (mut shown, mut after, mut n_pages) = (Vec::new(), 0, 0);
+    loop {
+        let query = wire::JobQuery {
+            jobs: vec![],
+            user: "all".into(),
+            state_filter: wire::state_filter::ALL,
+            queue: String::new(),
+            host: String::new(),
+            job_name: job_name.into(),
+            after_job: after,
+        };
+        let effects = h.step(Input::Query { client: ClientId(9), caller: caller("alice"), query });
+        let [Effect::Reply { reply: ClientReply::JobQuery(reply), .. }] = effects.as_slice() else {
+            panic!("unexpected query effects {effects:?}");
+        };
+        n_pages += 1;
+        shown.extend(
+            reply
+                .jobs
+                .iter()
+                .map(|info| JobRef::new(info.job.job_id, info.job.array_index).expect("a job").to_string()),
+        );
+        if reply.next_after == 0 {
+            return (shown, n_pages);
+        }
+        after = reply.next_after;
+    }
+}
+
+// Goal: pages of `bjobs` never cut an array: every element is listed once,
+// even when the array straddles the page limit.
+// Method: jobs with 60 KB commands, so that 17 fill a page: a single job,
+// then a 20-element array that cannot share its page, then another job.
+#[test]
+fn pages_never_cut_an_array() {
+    let mut h = Harness::new();
+    let big = wire::SubmitRequest { command: "x".repeat(60 * 1024), ..request() };
+    h.step(submit(1, 1, "alice", big.clone()));
+    h.step(submit(1, 2, "alice", wire::SubmitRequest { job_name: "wide[1-20]".into(), ..big.clone() }));
+    h.step(submit(1, 3, "alice", big));
+    let (shown, n_pages) = all_pages(&mut h, "");
+    let mut expected = vec!["1".to_owned()];
+    expected.extend((1..=20).map(|i| format!("2[{i}]")));
+    expected.push("3".to_owned());
+    assert_eq!(shown, expected);
+    assert_eq!(n_pages, 3, "the array has a page of its own");
+    let (named, _) = all_pages(&mut h, "wide");
+    assert_eq!(named.len(), 20, "an array's name selects every element");
+    assert_eq!(all_pages(&mut h, "wide[3]").0, vec!["2[3]".to_owned()]);
+}
