@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use lava_batch_ll::{ArraySpec, DependExpr, HostName, JobRef, JobStatus, QueueName};
+use lava_batch_ll::{ArraySpec, DependExpr, HostName, JobRef, JobStatus, QueueName, SubmitSpec};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
@@ -177,6 +177,10 @@ pub(crate) struct FrozenJob {
     /// DONE or EXIT, for dependencies, which must not decode every job they name.
     status: JobStatus,
     bytes: Box<[u8]>,
+    /// An array element's submission, shared with the other elements; the
+    /// bytes then hold a stub in its place (`SubmitSpec::stub`), so that a
+    /// finished array does not keep a copy of its command per element.
+    spec: Option<Arc<SubmitSpec>>,
 }
 
 /// Decoding limits of a frozen job: it was encoded here, from a valid `Job`.
@@ -195,13 +199,25 @@ impl FrozenJob {
     /// searching and merging them (measured: 2 s of 200,000 finished jobs' replay).
     fn freeze(job: &Job, scratch: &mut Vec<u8>) -> FrozenJob {
         scratch.clear();
-        lava_xdr::serialize_into(job, scratch).expect("a job always encodes (no unsupported types)");
-        FrozenJob { job: job.job, status: job.status, bytes: Box::from(scratch.as_slice()) }
+        let spec = (job.job.index() != 0).then(|| Arc::clone(&job.spec));
+        let encoded = match spec {
+            Some(_) => {
+                lava_xdr::serialize_into(&Job { spec: Arc::new(job.spec.stub()), ..job.clone() }, scratch)
+            }
+            None => lava_xdr::serialize_into(job, scratch),
+        };
+        encoded.expect("a job always encodes (no unsupported types)");
+        FrozenJob { job: job.job, status: job.status, bytes: Box::from(scratch.as_slice()), spec }
     }
 
     /// The job, decoded.
     pub(crate) fn thaw(&self) -> Job {
-        lava_xdr::from_bytes(&self.bytes, &FROZEN_LIMITS).expect("a frozen job decodes: freeze encoded it")
+        let mut job: Job = lava_xdr::from_bytes(&self.bytes, &FROZEN_LIMITS)
+            .expect("a frozen job decodes: freeze encoded it");
+        if let Some(spec) = &self.spec {
+            job.spec = Arc::clone(spec);
+        }
+        job
     }
 
     /// The job's reference.
@@ -245,7 +261,7 @@ impl Store {
     /// A store from a snapshot, checked as thoroughly as a live one.
     pub(crate) fn from_snapshot(snapshot: MbdSnapshot) -> Result<Store, MbdError> {
         let mut store = Store { last_job_id: snapshot.last_job_id, ..Store::default() };
-        let mut previous: Option<Job> = None;
+        let mut previous: Option<(JobRef, Arc<SubmitSpec>, Arc<Vec<wire::EnvVar>>)> = None;
         for mut job in snapshot.jobs {
             let id = job.job;
             if store.contains(id) {
@@ -253,16 +269,16 @@ impl Store {
             }
             // The elements of an array share their submission in memory; the snapshot
             // wrote a copy per element, so the copies that are equal are shared again.
-            if let Some(before) = previous.as_ref().filter(|before| before.job.id() == id.id()) {
-                if before.spec == job.spec {
-                    job.spec = Arc::clone(&before.spec);
+            if let Some((_, spec, env)) = previous.as_ref().filter(|(before, ..)| before.id() == id.id()) {
+                if *spec == job.spec {
+                    job.spec = Arc::clone(spec);
                 }
-                if before.env == job.env {
-                    job.env = Arc::clone(&before.env);
+                if *env == job.env && !env.is_empty() {
+                    job.env = Arc::clone(env);
                 }
             }
-            if !job.status.is_finished() {
-                previous = Some(job.clone());
+            if !job.env.is_empty() || previous.as_ref().is_none_or(|(before, ..)| before.id() != id.id()) {
+                previous = Some((id, Arc::clone(&job.spec), Arc::clone(&job.env)));
             }
             store.put(id, job);
         }

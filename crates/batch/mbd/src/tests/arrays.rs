@@ -127,17 +127,25 @@ fn an_array_runs_at_most_its_limit_at_once() {
 }
 
 // Goal: the elements of an array share one copy of the submission in memory,
-// also after a restart from a snapshot.
+// finished ones too (frozen, they hold a stub instead of the command), also
+// after a restart from a snapshot.
 #[test]
 fn elements_share_their_submission() {
     let mut h = Harness::new();
+    h.step(registered("hostB", 1));
     h.step(submit(1, 1, "alice", named("big[1-500]")));
+    h.step(accept("hostB", element(1, 1)));
+    h.step(finish("hostB", element(1, 1), 0));
+    assert_eq!(h.mbd.job(JobRef::new(1, 1).expect("job")).expect("kept").status(), JobStatus::Done);
     let spec_of = |mbd: &crate::Mbd, index: u32| {
         Arc::clone(&mbd.job(JobRef::new(1, index).expect("job")).expect("in memory").spec)
     };
     assert!(Arc::ptr_eq(&spec_of(&h.mbd, 1), &spec_of(&h.mbd, 500)));
+    assert!(Arc::ptr_eq(&spec_of(&h.mbd, 2), &spec_of(&h.mbd, 500)));
+    assert_eq!(spec_of(&h.mbd, 1).request().command, request().command, "a frozen element thaws whole");
     let restored = crate::Mbd::from_snapshot(config(), h.mbd.snapshot()).expect("loads");
     assert!(Arc::ptr_eq(&spec_of(&restored, 1), &spec_of(&restored, 500)));
+    assert!(Arc::ptr_eq(&spec_of(&restored, 2), &spec_of(&restored, 500)));
 }
 
 // Goal: bad array specifications get LSF's messages and nothing is logged.
