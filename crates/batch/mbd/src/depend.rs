@@ -116,10 +116,9 @@ impl Store {
                 _ => job.job_name(),
             }
         };
-        self.all_jobs()
-            .filter(|(id, job)| id.id() < new_id && &job.user == user && base(job) == name)
-            .map(|(id, _)| id.id())
-            .max()
+        self.jobs_newest_first()
+            .find(|job| job.job.id() < new_id && &job.user == user && base(job) == name)
+            .map(|job| job.job.id())
     }
 
     /// Whether any job with `id` (a single job or an array element) is in memory.

@@ -374,6 +374,20 @@ impl Store {
         })
     }
 
+    /// Every job, newest (highest reference) first; finished ones are decoded as
+    /// they are reached, so a search that stops early decodes few.
+    pub(crate) fn jobs_newest_first(&self) -> impl Iterator<Item = Cow<'_, Job>> {
+        let mut live = self.live.iter().rev().peekable();
+        let mut finished = self.finished.iter().rev().peekable();
+        std::iter::from_fn(move || match (live.peek(), finished.peek()) {
+            (Some((live_id, _)), Some((finished_id, _))) if finished_id > live_id => {
+                finished.next().map(|(_, frozen)| Cow::Owned(frozen.thaw()))
+            }
+            (Some(_), _) => live.next().map(|(_, job)| Cow::Borrowed(job.as_ref())),
+            (None, _) => finished.next().map(|(_, frozen)| Cow::Owned(frozen.thaw())),
+        })
+    }
+
     /// Every job, unfinished ones first, finished ones decoded.
     pub(crate) fn all_jobs(&self) -> impl Iterator<Item = (JobRef, Cow<'_, Job>)> {
         let live = self.live.iter().map(|(id, job)| (*id, Cow::Borrowed(job.as_ref())));
@@ -572,6 +586,11 @@ impl Store {
                 return Err(format!("frozen job {id} filed under the wrong reference or status"));
             }
             job.check()?;
+            if let Some(later) =
+                job.dependency.iter().flat_map(|d| d.conditions()).find(|c| c.job.id() >= id.id())
+            {
+                return Err(format!("job {id} depends on job {}, not submitted before it", later.job));
+            }
             rebuilt.add(id, &job);
         }
         if self.live.keys().any(|id| self.finished.contains_key(id)) {
