@@ -84,6 +84,7 @@ pub mod config;
 mod conn;
 pub mod counters;
 pub mod daemon;
+mod history;
 pub mod journal;
 pub mod lim_client;
 pub mod logging;

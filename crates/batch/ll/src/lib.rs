@@ -15,11 +15,13 @@ use std::fmt;
 
 use lava_batch_wire as wire;
 
+mod control;
 mod names;
 mod serde_impls;
 mod spec;
 mod status;
 
+pub use control::{check_admin_control, check_history_query, check_job_control};
 pub use names::{HostName, JobRef, QueueName, UserName};
 pub use spec::{JobSpec, SubmitSpec};
 pub use status::JobStatus;

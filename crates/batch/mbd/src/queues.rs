@@ -30,7 +30,7 @@ impl Mbd {
         for host in self.host_query(&wire::HostQuery { hosts: vec![] }).hosts {
             let idx = match host.status {
                 wire::HOST_OK => 0,
-                wire::HOST_CLOSED_FULL => 1,
+                wire::HOST_CLOSED_FULL | wire::HOST_CLOSED_ADM => 1,
                 wire::HOST_UNREACH => 2,
                 _ => 3,
             };

@@ -26,6 +26,7 @@ use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::MbdError;
+use crate::control::{Control, ControlSnapshot};
 use crate::event::{Event, JobNewRecord};
 use crate::job::Job;
 
@@ -43,6 +44,8 @@ pub struct MbdSnapshot {
     pub jobs: Vec<Job>,
     /// The submissions of cleaned jobs still recognised, in request-id order.
     pub retired_requests: Vec<RetiredRequest>,
+    /// Hosts and queues an administrator closed or inactivated (`control`).
+    pub control: ControlSnapshot,
 }
 
 /// The submission of a job that JOB_CLEAN dropped from memory. A command may
@@ -71,10 +74,11 @@ pub struct RetiredRequest {
 pub(crate) struct Index {
     pub(crate) by_request: BTreeMap<wire::RequestId, u32>,
     pub(crate) slots_used: BTreeMap<HostName, u32>,
-    /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue: dispatch visits
-    /// them queue priority first, then id, and stops once the free slots are taken,
-    /// without looking at the rest of a long backlog.
-    pub(crate) pending: BTreeMap<QueueName, BTreeSet<u32>>,
+    /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue, each as
+    /// (`Job::dispatch_key`, id): dispatch visits them queue priority first, then in
+    /// that order (arrival order unless `btop`/`bbot` moved them), and stops once the
+    /// free slots are taken, without looking at the rest of a long backlog.
+    pub(crate) pending: BTreeMap<QueueName, BTreeSet<(i64, u32)>>,
     /// Finished jobs by (finish time, id): the cleaning order.
     pub(crate) finished: BTreeSet<(u64, u32)>,
     /// Started jobs whose NEW_JOB_REPLY is not yet committed.
@@ -120,18 +124,19 @@ impl Index {
             }
         }
         if job.status == JobStatus::Pend {
+            let entry = (job.dispatch_key(), id);
             match self.pending.get_mut(&job.queue) {
                 Some(ids) if add => {
-                    ids.insert(id);
+                    ids.insert(entry);
                 }
                 Some(ids) => {
-                    ids.remove(&id);
+                    ids.remove(&entry);
                     if ids.is_empty() {
                         self.pending.remove(&job.queue);
                     }
                 }
                 None if add => {
-                    self.pending.insert(job.queue.clone(), BTreeSet::from([id]));
+                    self.pending.insert(job.queue.clone(), BTreeSet::from([entry]));
                 }
                 None => {}
             }
@@ -204,12 +209,18 @@ pub(crate) struct Store {
     pub(crate) retired: BTreeMap<wire::RequestId, RetiredRequest>,
     /// The same, by (clean time, request id): the order they expire in.
     retired_by_time: BTreeSet<(u64, wire::RequestId)>,
+    /// Closed hosts, closed and inactive queues (HOST_CTRL, QUEUE_CTRL).
+    pub(crate) control: Control,
 }
 
 impl Store {
     /// A store from a snapshot, checked as thoroughly as a live one.
     pub(crate) fn from_snapshot(snapshot: MbdSnapshot) -> Result<Store, MbdError> {
-        let mut store = Store { last_job_id: snapshot.last_job_id, ..Store::default() };
+        let mut store = Store {
+            last_job_id: snapshot.last_job_id,
+            control: Control::from_snapshot(snapshot.control),
+            ..Store::default()
+        };
         for job in snapshot.jobs {
             let id = job.job.id();
             if store.contains(id) {
@@ -238,6 +249,7 @@ impl Store {
             last_job_id: self.last_job_id,
             jobs: jobs.into_iter().map(|(_, job)| job).collect(),
             retired_requests: self.retired.values().cloned().collect(),
+            control: self.control.snapshot(),
         }
     }
 
@@ -259,6 +271,7 @@ impl Store {
             && self.live == other.live
             && self.finished == other.finished
             && self.retired == other.retired
+            && self.control == other.control
     }
 
     /// Job `id`, unfinished or finished (decoded, then).
@@ -343,6 +356,14 @@ impl Store {
         let fail = |problem: String| MbdError::Apply { event: event.name(), job: event.job(), problem };
         match event {
             Event::MbdStart(_) => Ok(()),
+            Event::HostCtrl(record) => {
+                self.control.apply_host(record);
+                Ok(())
+            }
+            Event::QueueCtrl(record) => {
+                self.control.apply_queue(record);
+                Ok(())
+            }
             Event::JobNew(record) => {
                 self.check_new(record).map_err(fail)?;
                 self.insert_new(record.as_ref().clone());
