@@ -109,19 +109,30 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
     let result = runtime.block_on(serve(&args, &config, auth, log, mbd, log_file, notifier));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
-    if result? {
-        return Err(restart());
+    match result? {
+        Some(port) => Err(restart(&args, port)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `badmin mbdrestart`, once the loop stopped cleanly and the log is closed: the same
-/// program with the same arguments replaces this one (same pid, so a supervisor or
-/// systemd sees no exit); it replays the log as any start does. Returns only on failure.
-fn restart() -> ShellError {
+/// program replaces this one (same pid, so a supervisor or systemd sees no exit),
+/// with the same arguments but in the foreground (this process already is where it
+/// runs) and on the port it was bound to (so `--port 0` keeps its port); it replays
+/// the log as any start does. Returns only on failure.
+fn restart(args: &Args, port: u16) -> ShellError {
     tracing::info!("badmin mbdrestart: starting mbatchd again");
+    let mut again: Vec<OsString> = vec!["--foreground".into(), "--port".into(), port.to_string().into()];
+    again.extend(["--snapshot-events".into(), args.snapshot_events.to_string().into()]);
+    for (flag, path) in
+        [("--envdir", &args.envdir), ("--port-file", &args.port_file), ("--log-file", &args.log_file)]
+    {
+        if let Some(path) = path {
+            again.extend([OsString::from(flag), path.clone().into_os_string()]);
+        }
+    }
     let error = match std::env::current_exe() {
-        Ok(exe) => Command::new(exe).args(std::env::args_os().skip(1)).exec(),
+        Ok(exe) => Command::new(exe).args(again).exec(),
         Err(error) => error,
     };
     ShellError::Runtime(format!("badmin mbdrestart: cannot start mbatchd again: {error}"))
@@ -140,7 +151,7 @@ async fn serve(
     mbd: Mbd,
     log_file: Option<LogFile>,
     notifier: lava_sd::Notifier,
-) -> Result<bool, ShellError> {
+) -> Result<Option<u16>, ShellError> {
     if let Some(path) = &args.port_file {
         remove_stale(path)?;
     }
@@ -173,7 +184,8 @@ async fn serve(
     }
     tracing::info!(%bound, "mbatchd ready");
     notify(&notifier, |n| n.ready(&format!("serving on {bound}")));
-    shell.run(signals, log_file, notifier).await
+    let restart = shell.run(signals, log_file, notifier).await?;
+    Ok(restart.then_some(bound.port()))
 }
 
 /// Sends a notification to systemd; a failure is logged, never fatal (systemd

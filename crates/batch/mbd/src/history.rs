@@ -102,12 +102,12 @@ impl HistoryBuilder {
             }
             text.push(';');
             let status = if record.hold { JobStatus::Psusp } else { JobStatus::Pend };
-            let name =
-                if request.job_name.is_empty() { request.command.clone() } else { request.job_name.clone() };
             let history = wire::JobHistory {
                 job: record.job.to_wire(),
                 user_name: record.user.to_string(),
-                job_name: name,
+                job_name: request.job_name.clone(),
+                command: request.command.clone(),
+                project: request.project.clone(),
                 entries: vec![wire::HistoryEntry {
                     time_ms: record.submit_time_ms,
                     status: status.bits(),

@@ -1036,8 +1036,12 @@ pub struct JobHistory {
     pub job: WireJobRef,
     /// Owner.
     pub user_name: String,
-    /// Job name.
+    /// `-J`, empty when none was given.
     pub job_name: String,
+    /// The command.
+    pub command: String,
+    /// `-P`, empty for the default project.
+    pub project: String,
     /// Every recorded change, oldest first.
     pub entries: Vec<HistoryEntry>,
 }
