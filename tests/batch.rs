@@ -411,6 +411,7 @@ fn closed_hosts_and_queues_survive_mbdrestart() {
     let held = batch.submit(&["true"]);
     let out = batch.run("badmin", &["qclose", "normal"]);
     assert_eq!(said(&out), (Some(0), "Queue <normal> is closed\n".into(), String::new()));
+    assert!(text(&batch.run("bqueues", &["normal"])).contains(" Closed:Active "));
     let out = batch.run("bsub", &["true"]);
     assert_eq!(said(&out).0, Some(255));
     assert!(text(&out).contains("normal: Queue has been closed. Job not submitted."), "{}", text(&out));
@@ -441,6 +442,7 @@ fn closed_hosts_and_queues_survive_mbdrestart() {
     assert!(batch.run("badmin", &["qopen"]).status.success());
     let out = batch.run("badmin", &["qinact", "normal"]);
     assert_eq!(said(&out), (Some(0), "Queue <normal> is inactivated\n".into(), String::new()));
+    assert!(text(&batch.run("bqueues", &["normal"])).contains(" Open:Inact "));
     let waiting = batch.submit(&["true"]);
     assert!(batch.run("badmin", &["hopen", "localhost"]).status.success());
     assert_eq!((batch.status(held), batch.status(waiting)), ("PEND".into(), "PEND".into()));

@@ -70,6 +70,8 @@ impl Mbd {
                 n_pend: 0,
                 n_run: 0,
                 n_susp: 0,
+                closed: self.queue_closed(&queue.name),
+                inactive: self.queue_inactive(&queue.name),
             })
             .collect();
         for (_, job) in self.store.live_jobs() {

@@ -791,6 +791,10 @@ pub struct QueueInfo {
     pub n_run: u32,
     /// Slots of its suspended jobs (PSUSP, USUSP, SSUSP).
     pub n_susp: u32,
+    /// `badmin qclose`: the queue refuses submissions.
+    pub closed: bool,
+    /// `badmin qinact`: the queue dispatches nothing.
+    pub inactive: bool,
 }
 
 /// STATUS_QUERY: what `badmin showstatus` asks for (no fields).
