@@ -119,7 +119,10 @@ mod tests {
             ("control.modify.n_slots", modify(|m| m.n_slots = Some(SLOTS_MAX + 1))),
             ("control.modify.res_req", modify(|m| m.res_req = Some("r".repeat(PATH_BYTES_MAX + 1)))),
             ("control.switch.queue", control(wire::JobControlAction::Switch { queue: String::new() })),
-            ("control.move.position", control(wire::JobControlAction::Move { to_top: true, position: 0 })),
+            (
+                "control.move.position",
+                control(wire::JobControlAction::Move { to_top: true, position: 0, owner_list: false }),
+            ),
         ];
         for (field, request) in cases {
             assert_eq!(check_job_control(&request).expect_err(field).field, field);

@@ -22,8 +22,8 @@
 //!   pending index and `sched` walk it): without a move the key is
 //!   [`arrival_key`], the job id spaced by [`ARRIVAL_KEY_SPACING`]; a move logs
 //!   the new key in JOB_MOVE, so replay needs no computation. As in LSF an
-//!   administrator moves relative to every pending job of the queue, a user
-//!   relative to his own jobs only. The key is placed half-way between its new
+//!   administrator moves relative to every pending job of the queue (relative
+//!   to the owner's jobs with `-u`), a user relative to his own jobs only. The key is placed half-way between its new
 //!   neighbours; after about twenty moves into the very same gap the neighbours'
 //!   keys meet and the job ties with its next neighbour, ordered by id.
 //!
@@ -209,8 +209,8 @@ impl Mbd {
         match action {
             wire::JobControlAction::Modify(modify) => self.modify(step, caller, &job, modify),
             wire::JobControlAction::Switch { queue } => self.switch(step, caller, &job, queue),
-            wire::JobControlAction::Move { to_top, position } => {
-                self.move_job(step, caller, admin, &job, *to_top, *position)
+            wire::JobControlAction::Move { to_top, position, owner_list } => {
+                self.move_job(step, caller, admin && !owner_list, &job, *to_top, *position)
             }
         }
     }
@@ -306,11 +306,13 @@ impl Mbd {
         line(wjob, true, format!("Job <{}> is switched to queue <{queue}>", job_name(wjob)))
     }
 
+    /// `btop`/`bbot`: relative to every pending job of the queue when `all_jobs`
+    /// (an administrator without `-u`), else to the owner's.
     fn move_job(
         &mut self,
         step: &mut Step,
         caller: &Caller,
-        admin: bool,
+        all_jobs: bool,
         job: &Job,
         to_top: bool,
         position: u32,
@@ -327,7 +329,7 @@ impl Mbd {
             .filter(|(id, other)| {
                 *id != job.job.id() && other.queue == job.queue && other.status.is_pending()
             })
-            .map(|(id, other)| (other.dispatch_key(), id, admin || other.user_id == job.user_id))
+            .map(|(id, other)| (other.dispatch_key(), id, all_jobs || other.user_id == job.user_id))
             .collect();
         others.sort_unstable();
         let relevant: Vec<usize> = (0..others.len()).filter(|idx| others[*idx].2).collect();

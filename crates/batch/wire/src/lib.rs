@@ -924,6 +924,9 @@ pub enum JobControlAction {
         to_top: bool,
         /// 1 for the very top (bottom).
         position: u32,
+        /// `-u`: an administrator moves the job relative to its owner's jobs only
+        /// (a user always does).
+        owner_list: bool,
     },
 }
 

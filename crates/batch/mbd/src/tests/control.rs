@@ -321,8 +321,8 @@ fn btop_and_bbot_set_the_dispatch_order() {
         h.step(submit(n, n, who, request()));
     }
     assert_eq!(pending_order(&h), [1, 2, 3, 4]);
-    let top = |position| wire::JobControlAction::Move { to_top: true, position };
-    let bottom = |position| wire::JobControlAction::Move { to_top: false, position };
+    let top = |position| wire::JobControlAction::Move { to_top: true, position, owner_list: false };
+    let bottom = |position| wire::JobControlAction::Move { to_top: false, position, owner_list: false };
     // alice's btop moves job 4 before her first job (1), not before bob's.
     let effects = h.step(control(10, "alice", &[4], top(1)));
     assert_eq!(appended(&effects), ["JOB_MOVE"]);
@@ -355,8 +355,13 @@ fn btop_and_bbot_set_the_dispatch_order() {
     h.step(control(13, "admin", &[3], top(1)));
     h.step(control(14, "admin", &[1], top(99)));
     assert_eq!(pending_order(&h), [3, 2, 4, 1]);
+    // With -u the administrator counts only the owner's (alice's) jobs: position 2
+    // is before her second job (4), behind bob's 2 (without -u: before 2).
+    let owner_top = wire::JobControlAction::Move { to_top: true, position: 2, owner_list: true };
+    h.step(control(16, "admin", &[1], owner_top));
+    assert_eq!(pending_order(&h), [3, 2, 1, 4]);
     h.restart();
-    assert_eq!(pending_order(&h), [3, 2, 4, 1]);
+    assert_eq!(pending_order(&h), [3, 2, 1, 4]);
     // Dispatch follows the order: one slot, job 3 goes first.
     let effects = h.step(registered("hostB", 1));
     assert!(effects.contains(&append(ev_start(3, "hostB", 1, T0))), "{effects:?}");
