@@ -501,6 +501,17 @@ fn bmod_bswitch_btop_bbot_change_pending_jobs() {
     assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{third}>: User permission denied\n")));
     let out = batch.run("bswitch", &["normal", "999999"]);
     assert_eq!(said(&out), (Some(255), String::new(), "Job <999999>: No matching job found\n".into()));
+    // bhist -l tells the changes (compared without blanks: -l wraps at 80 columns).
+    let history =
+        text(&batch.run("bhist", &["-l", &first.to_string(), &second.to_string(), &third.to_string()]));
+    let packed: String = history.split_whitespace().collect();
+    for told in [
+        "Parameters of Job are changed by user or administrator <root>: Job name changes to : renamed;",
+        "Switched to Queue <night> by user or administrator <root>;",
+        "Job moved to position 1 relative to <top> by user or administrator <root>;",
+    ] {
+        assert!(packed.contains(&told.split_whitespace().collect::<String>()), "no {told:?} in:\n{history}");
+    }
     // Started jobs: bmod and btop refuse.
     assert!(batch.run("badmin", &["hopen", "localhost"]).status.success());
     batch.wait_status(third, "RUN");
