@@ -132,6 +132,12 @@ impl World {
             | Event::JobExecute(_)
             | Event::JobSigact(_)
             | Event::JobClean(_) => {}
+            // The simulation sends no control command (bmod, bswitch, btop, badmin).
+            Event::HostCtrl(_)
+            | Event::QueueCtrl(_)
+            | Event::JobModify(_)
+            | Event::JobSwitch(_)
+            | Event::JobMove(_) => {}
         }
     }
 

@@ -17,6 +17,7 @@ use std::fmt;
 use lava_batch_wire as wire;
 
 mod array;
+mod control;
 mod depend;
 mod names;
 mod serde_impls;
@@ -24,6 +25,7 @@ mod spec;
 mod status;
 
 pub use array::{ARRAY_RANGES_MAX, ArrayError, ArraySpec, IndexRange, running_max_of};
+pub use control::{check_admin_control, check_history_query, check_job_control};
 pub use depend::{
     CmpOp, CondKind, Condition, DEPEND_CONDITIONS_MAX, DEPEND_NESTING_MAX, DependExpr, DependSyntaxError,
     JobSelector,

@@ -15,7 +15,8 @@ use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
-    Event, ExecInfo, FinishRecord, JobNewRecord, JobSignalRecord, JobStartRecord, JobStatusRecord,
+    Event, ExecInfo, FinishRecord, JobModifyRecord, JobNewRecord, JobSignalRecord, JobStartRecord,
+    JobStatusRecord,
 };
 
 /// LSF's reason for a pending job nothing else holds back.
@@ -141,6 +142,9 @@ pub struct Job {
     /// so a retried `bkill 0` selects no job submitted after its first attempt.
     pub(crate) signal_request_ids: BTreeMap<wire::RequestId, u32>,
     pub(crate) finish: Option<FinishRecord>,
+    /// The dispatch order key `btop`/`bbot` set (JOB_MOVE); `None` for arrival
+    /// order (see [`Job::dispatch_key`] and `control`).
+    pub(crate) order_key: Option<i64>,
 }
 
 impl Job {
@@ -173,12 +177,20 @@ impl Job {
             pending_signals: Vec::new(),
             signal_request_ids: BTreeMap::new(),
             finish: None,
+            order_key: None,
         }
     }
 
     /// Element `job` of the same array: the same submission, shared.
     pub(crate) fn element(&self, job: JobRef) -> Job {
         Job { job, ..self.clone() }
+    }
+
+    /// Where the job stands among the pending jobs of its queue: dispatch (and
+    /// `btop`/`bbot`) order them by (this key, id). Without a JOB_MOVE it is the
+    /// arrival order, spaced so that moves can fit between neighbours.
+    pub(crate) fn dispatch_key(&self) -> i64 {
+        self.order_key.unwrap_or_else(|| crate::control::arrival_key(self.job.id()))
     }
 
     /// The job.
@@ -322,10 +334,43 @@ impl Job {
                 Ok(())
             }
             Event::JobStatus(r) => self.apply_status(r),
-            Event::MbdStart(_) | Event::JobNew(_) | Event::JobClean(_) => {
-                Err(format!("{} is not a transition of a job", event.name()))
+            Event::JobModify(r) => self.apply_modify(r),
+            Event::JobSwitch(r) => {
+                if self.status.is_finished() {
+                    return Err(format!("switch of a {} job", self.status));
+                }
+                if self.queue != r.queue {
+                    self.queue = r.queue.clone();
+                    self.order_key = None;
+                }
+                Ok(())
             }
+            Event::JobMove(r) => {
+                if !self.status.is_pending() {
+                    return Err(format!("move of a {} job", self.status));
+                }
+                self.order_key = Some(r.order_key);
+                Ok(())
+            }
+            Event::MbdStart(_)
+            | Event::JobNew(_)
+            | Event::JobClean(_)
+            | Event::HostCtrl(_)
+            | Event::QueueCtrl(_) => Err(format!("{} is not a transition of a job", event.name())),
         }
+    }
+
+    /// JOB_MODIFY2: the changed submission must still be a valid one.
+    fn apply_modify(&mut self, r: &JobModifyRecord) -> Result<(), String> {
+        if !self.status.is_pending() {
+            return Err(format!("modify of a {} job", self.status));
+        }
+        self.spec = std::sync::Arc::new(crate::control::modified_spec(self, &r.changes)?);
+        if let Some(queue) = r.changes.queue.as_ref().filter(|queue| **queue != self.queue) {
+            self.queue = queue.clone();
+            self.order_key = None;
+        }
+        Ok(())
     }
 
     fn apply_start(&mut self, r: &JobStartRecord) -> Result<(), String> {

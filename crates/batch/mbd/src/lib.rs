@@ -123,15 +123,19 @@
 //!   their checks at submission and what holds a pending job back at dispatch.
 //! - `machine`: [`Mbd`] and [`Mbd::step`]; `submit`, `sched` (dispatch, resends,
 //!   cleaning), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`,
-//!   `hosts` (lim's host availability, UNKWN, `bhosts`).
+//!   `hosts` (lim's host availability, UNKWN, `bhosts`), `control` (`bmod`,
+//!   `bswitch`, `btop`/`bbot`, `badmin hclose|qclose|…`), `history` (`bhist`
+//!   from the log's events).
 
 #![deny(missing_docs)]
 
 mod array;
 pub mod config;
+mod control;
 mod depend;
 pub mod effect;
 pub mod event;
+mod history;
 mod hosts;
 pub mod input;
 mod job;
@@ -149,9 +153,11 @@ mod tests;
 
 pub use array::REASON_ARRAY_LIMIT;
 pub use config::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig};
+pub use control::ControlSnapshot;
 pub use depend::{REASON_DEPEND_NEVER, REASON_DEPEND_WAIT};
 pub use effect::{ClientReply, Effect, ToSbd};
 pub use event::Event;
+pub use history::{HISTORY_ENTRIES_PER_JOB_MAX, HISTORY_JOBS_PER_PAGE, HistoryBuilder};
 pub use input::{Caller, ClientId, Input};
 pub use job::{
     Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_USER_STOP,

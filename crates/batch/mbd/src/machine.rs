@@ -161,6 +161,12 @@ impl Mbd {
             Input::HostAvailability { host, available } => self.host_availability(&mut step, host, available),
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
+            Input::JobControl { client, caller, request } => {
+                self.job_control(&mut step, client, &caller, &request)
+            }
+            Input::AdminControl { client, caller, request } => {
+                self.admin_control(&mut step, client, &caller, &request)
+            }
         }
         if step.dispatch {
             self.dispatch(&mut step);

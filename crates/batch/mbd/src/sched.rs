@@ -4,9 +4,10 @@
 //! Dispatch runs at the end of every step that added a pending job or freed
 //! slots (submit, finish, refusal, resume, host registration) — never on a
 //! timer, so a job starts as soon as the step that made room for it.
-//! Candidates are the PEND jobs (not PSUSP) by queue priority, highest first,
-//! then job id; each goes to the first connected host (and not marked
-//! unavailable by lim) in `lsf.cluster` order
+//! Candidates are the PEND jobs (not PSUSP) of active queues (`badmin qinact`)
+//! by queue priority, highest first, then by (order key, job id) — arrival order
+//! unless `btop`/`bbot` moved them (`control`); each goes to the first connected host (and not marked
+//! unavailable by lim, not closed by `badmin hclose`) in `lsf.cluster` order
 //! that its `-m` list and its queue's HOSTS allow, that has not refused it
 //! since it last registered, and that has enough free slots. A job that fits
 //! nowhere is skipped, not waited for (first fit: a wide job can be passed by
@@ -33,6 +34,7 @@ impl Mbd {
                 .hosts
                 .get(&host.name)
                 .filter(|link| link.connected && !self.links.unavailable.contains(&host.name))
+                .filter(|_| !self.store.control.closed_hosts.contains(&host.name))
             {
                 let used = self.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
                 free.push((host.name.clone(), self.capacity(&host.name, link).saturating_sub(used)));
@@ -54,13 +56,15 @@ impl Mbd {
                 .queues
                 .iter()
                 .filter(|queue| {
-                    queue.priority == priority && self.store.index.pending.contains_key(&queue.name)
+                    queue.priority == priority
+                        && self.store.index.pending.contains_key(&queue.name)
+                        && !self.store.control.inactive_queues.contains(&queue.name)
                 })
                 .map(|queue| queue.name.clone())
                 .collect();
             let mut after = None;
-            while let Some(id) = self.next_pending(&queues, after) {
-                after = Some(id);
+            while let Some((key, id)) = self.next_pending(&queues, after) {
+                after = Some((key, id));
                 if self.try_dispatch(step, id, &mut free, &mut n_free) && n_free == 0 {
                     return;
                 }
@@ -68,10 +72,11 @@ impl Mbd {
         }
     }
 
-    /// The first pending job after `after` (from the start for `None`) in any of
-    /// `queues`, by id then array index. Dispatching takes a job out of the pending
-    /// index, so the walk looks the next one up each time.
-    fn next_pending(&self, queues: &[QueueName], after: Option<JobRef>) -> Option<JobRef> {
+    /// The first pending (order key, job) after `after` (from the start for `None`) in
+    /// any of `queues` (arrival order unless `btop`/`bbot` moved jobs:
+    /// `Job::dispatch_key`; an array's elements by index). Dispatching takes a job out
+    /// of the pending index, so the walk looks the next one up each time.
+    fn next_pending(&self, queues: &[QueueName], after: Option<(i64, JobRef)>) -> Option<(i64, JobRef)> {
         let above = match after {
             Some(after) => (Bound::Excluded(after), Bound::Unbounded),
             None => (Bound::Unbounded, Bound::Unbounded),

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::MbdError;
 use crate::config::JOB_ARRAY_SIZE_MAX;
+use crate::control::{Control, ControlSnapshot};
 use crate::event::{Event, JobNewRecord};
 use crate::job::Job;
 
@@ -48,6 +49,8 @@ pub struct MbdSnapshot {
     pub jobs: Vec<Job>,
     /// The submissions of cleaned jobs still recognised, in request-id order.
     pub retired_requests: Vec<RetiredRequest>,
+    /// Hosts and queues an administrator closed or inactivated (`control`).
+    pub control: ControlSnapshot,
 }
 
 /// The submission of a job that JOB_CLEAN dropped from memory. A command may
@@ -77,10 +80,12 @@ pub(crate) struct Index {
     /// (request id, job): every element of an array shares its submission's id.
     pub(crate) by_request: BTreeSet<(wire::RequestId, JobRef)>,
     pub(crate) slots_used: BTreeMap<HostName, u32>,
-    /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue: dispatch visits
-    /// them queue priority first, then id, and stops once the free slots are taken,
-    /// without looking at the rest of a long backlog.
-    pub(crate) pending: BTreeMap<QueueName, BTreeSet<JobRef>>,
+    /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue, each as
+    /// (`Job::dispatch_key`, job): dispatch visits them queue priority first, then in
+    /// that order (arrival order unless `btop`/`bbot` moved them; the elements of an
+    /// array by index), and stops once the free slots are taken, without looking at
+    /// the rest of a long backlog.
+    pub(crate) pending: BTreeMap<QueueName, BTreeSet<(i64, JobRef)>>,
     /// Finished jobs by (finish time, id): the cleaning order.
     pub(crate) finished: BTreeSet<(u64, JobRef)>,
     /// Started jobs whose NEW_JOB_REPLY is not yet committed.
@@ -140,18 +145,19 @@ impl Index {
             }
         }
         if job.status == JobStatus::Pend {
+            let entry = (job.dispatch_key(), id);
             match self.pending.get_mut(&job.queue) {
                 Some(ids) if add => {
-                    ids.insert(id);
+                    ids.insert(entry);
                 }
                 Some(ids) => {
-                    ids.remove(&id);
+                    ids.remove(&entry);
                     if ids.is_empty() {
                         self.pending.remove(&job.queue);
                     }
                 }
                 None if add => {
-                    self.pending.insert(job.queue.clone(), BTreeSet::from([id]));
+                    self.pending.insert(job.queue.clone(), BTreeSet::from([entry]));
                 }
                 None => {}
             }
@@ -255,12 +261,18 @@ pub(crate) struct Store {
     pub(crate) retired: BTreeMap<wire::RequestId, RetiredRequest>,
     /// The same, by (clean time, request id): the order they expire in.
     retired_by_time: BTreeSet<(u64, wire::RequestId)>,
+    /// Closed hosts, closed and inactive queues (HOST_CTRL, QUEUE_CTRL).
+    pub(crate) control: Control,
 }
 
 impl Store {
     /// A store from a snapshot, checked as thoroughly as a live one.
     pub(crate) fn from_snapshot(snapshot: MbdSnapshot) -> Result<Store, MbdError> {
-        let mut store = Store { last_job_id: snapshot.last_job_id, ..Store::default() };
+        let mut store = Store {
+            last_job_id: snapshot.last_job_id,
+            control: Control::from_snapshot(snapshot.control),
+            ..Store::default()
+        };
         let mut previous: Option<(JobRef, Arc<SubmitSpec>, Arc<Vec<wire::EnvVar>>)> = None;
         for mut job in snapshot.jobs {
             let id = job.job;
@@ -303,6 +315,7 @@ impl Store {
             last_job_id: self.last_job_id,
             jobs: jobs.into_iter().map(|(_, job)| job).collect(),
             retired_requests: self.retired.values().cloned().collect(),
+            control: self.control.snapshot(),
         }
     }
 
@@ -324,6 +337,7 @@ impl Store {
             && self.live == other.live
             && self.finished == other.finished
             && self.retired == other.retired
+            && self.control == other.control
     }
 
     /// Job `id`, unfinished or finished (decoded, then).
@@ -433,6 +447,14 @@ impl Store {
         let fail = |problem: String| MbdError::Apply { event: event.name(), job: event.job(), problem };
         match event {
             Event::MbdStart(_) => Ok(()),
+            Event::HostCtrl(record) => {
+                self.control.apply_host(record);
+                Ok(())
+            }
+            Event::QueueCtrl(record) => {
+                self.control.apply_queue(record);
+                Ok(())
+            }
             Event::JobNew(record) => {
                 let dependency = self.check_new(record).map_err(fail)?;
                 self.insert_new(record.as_ref().clone(), dependency);

@@ -64,6 +64,10 @@ impl Mbd {
                 .default_queue()
                 .ok_or_else(|| ClientReply::error(wire::ERR_NO_QUEUE, "No default queue defined"))?,
         };
+        if self.store.control.closed_queues.contains(&queue.name) {
+            let message = crate::control::queue_closed_message(&queue.name);
+            return Err(ClientReply::error(wire::ERR_REJECTED, message));
+        }
         if let Some(host) = spec.hosts().iter().find(|h| self.config.host(h).is_none()) {
             return Err(ClientReply::error(
                 wire::ERR_REJECTED,

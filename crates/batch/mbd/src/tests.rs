@@ -4,6 +4,7 @@
 //! before the step plus the step's events), give the live durable state.
 
 mod arrays;
+mod control;
 mod harness;
 mod hosts;
 mod pipeline;
