@@ -35,6 +35,8 @@
 //! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
 //! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY).
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
+//! - [`bsubk`]: `bsub -K`, waiting for the job; [`begin`]: `bsub -b` times;
+//!   [`envspec`]: `bsub -env`.
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
 //! - [`client`]: configuration, credential, framing, retry.
@@ -45,12 +47,15 @@
 
 pub mod args;
 pub mod badmin;
+pub mod begin;
 pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
 pub mod bqueues;
 pub mod bsub;
+pub mod bsubk;
 pub mod client;
+pub mod envspec;
 pub mod format;
 pub mod host;
 pub mod jobid;
