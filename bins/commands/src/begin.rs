@@ -65,7 +65,9 @@ impl BeginSpec {
     pub fn resolve(&self, now: &Zoned) -> Option<i64> {
         let tz = now.time_zone();
         let at = |date: Date| -> Option<Zoned> {
-            DateTime::from_parts(date, jiff::civil::time(self.hour, self.minute, 0, 0)).to_zoned(tz.clone()).ok()
+            DateTime::from_parts(date, jiff::civil::time(self.hour, self.minute, 0, 0))
+                .to_zoned(tz.clone())
+                .ok()
         };
         let future = |zoned: &Zoned| zoned.timestamp() >= now.timestamp();
         let today = now.date();
@@ -79,9 +81,7 @@ impl BeginSpec {
                 let month = today.first_of_month().checked_add(Span::new().months(k)).ok()?;
                 Date::new(month.year(), month.month(), day).ok().and_then(at).filter(future)
             }),
-            _ => (0..2).find_map(|k| {
-                today.checked_add(Span::new().days(k)).ok().and_then(at).filter(future)
-            }),
+            _ => (0..2).find_map(|k| today.checked_add(Span::new().days(k)).ok().and_then(at).filter(future)),
         };
         found.map(|zoned| zoned.timestamp().as_second())
     }
@@ -129,8 +129,19 @@ mod tests {
             parse_begin("2027:3:4:05:06"),
             Ok(BeginSpec { year: Some(2027), month: Some(3), day: Some(4), hour: 5, minute: 6 })
         );
-        for bad in ["", "20", "24:00", "12:60", "0:12:00", "13:01:12:00", "1969:1:1:0:0", "1:2:3:4:5:6", "a:b", "1:-2", "12:"]
-        {
+        for bad in [
+            "",
+            "20",
+            "24:00",
+            "12:60",
+            "0:12:00",
+            "13:01:12:00",
+            "1969:1:1:0:0",
+            "1:2:3:4:5:6",
+            "a:b",
+            "1:-2",
+            "12:",
+        ] {
             assert_eq!(parse_begin(bad), Err(format!("{bad}: Bad time specification")), "{bad}");
         }
     }

@@ -59,15 +59,15 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use lava_batch_wire::{self as wire, Operation, SubmitRequest};
 use jiff::Zoned;
+use lava_batch_wire::{self as wire, Operation, SubmitRequest};
 use lava_conf::LimitUnit;
 
 use crate::args::{self, Item, OptSpec, Order, UsageError};
 use crate::begin::{self, BeginSpec};
-use crate::envspec::{self, EnvSpec};
 use crate::bsubk;
 use crate::client::{self, Client};
+use crate::envspec::{self, EnvSpec};
 use crate::host;
 use crate::term::{self, Term};
 
@@ -251,7 +251,9 @@ impl SubmitOptions {
             "E" => self.pre_exec = Some(nonempty(value, "Bad pre-execution command")?),
             "L" => {
                 if !value.starts_with('/') {
-                    return Err(BsubError::Value(format!("{value}: The login shell must be an absolute path")));
+                    return Err(BsubError::Value(format!(
+                        "{value}: The login shell must be an absolute path"
+                    )));
                 }
                 self.login_shell = Some(value);
             }
@@ -686,7 +688,9 @@ fn submit(term: &mut Term, options: SubmitOptions, command: String) -> Done {
             Ok(dir) => dir,
             Err(_) => return not_submitted(term, "The current directory is not valid UTF-8").into(),
         },
-        Err(error) => return not_submitted(term, &format!("Cannot get the current directory: {error}")).into(),
+        Err(error) => {
+            return not_submitted(term, &format!("Cannot get the current directory: {error}")).into();
+        }
     };
     let around = Surroundings {
         current_dir,
@@ -718,7 +722,11 @@ fn submit(term: &mut Term, options: SubmitOptions, command: String) -> Done {
     // A queue taken from LSB_DEFAULTQUEUE is the user's default queue.
     let default_queue = reply.default_queue || (options.queue.is_none() && around.default_queue.is_some());
     if client::is_yes(env_value("BSUB_QUIET").as_deref()) {
-        return if options.wait { bsubk::wait_for(term, &mut client, reply.job_id) } else { Done::Plain(true) };
+        return if options.wait {
+            bsubk::wait_for(term, &mut client, reply.job_id)
+        } else {
+            Done::Plain(true)
+        };
     }
     let mut line = if client::is_yes(env_value("BSUB_QUIET2").as_deref()) {
         format!("{}\n", reply.job_id)
@@ -840,8 +848,23 @@ mod tests {
     #[test]
     fn scheduling_options_reach_the_request() {
         let (options, command) = submit_args(&[
-            "-R", "select[mem>100] rusage[mem=10]", "-w", "done(12) && ended(\"a*\")", "-J", "arr[1-10]%2",
-            "-x", "-L", "/bin/bash", "-E", "test -d /scratch", "-b", "13:30", "-K", "-env", "none", "true",
+            "-R",
+            "select[mem>100] rusage[mem=10]",
+            "-w",
+            "done(12) && ended(\"a*\")",
+            "-J",
+            "arr[1-10]%2",
+            "-x",
+            "-L",
+            "/bin/bash",
+            "-E",
+            "test -d /scratch",
+            "-b",
+            "13:30",
+            "-K",
+            "-env",
+            "none",
+            "true",
         ]);
         assert!(options.wait);
         let request = build_request(&options, command.expect("given"), &around()).expect("valid");

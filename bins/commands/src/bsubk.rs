@@ -73,7 +73,9 @@ fn start_watcher(term: &mut Term, job_id: u32) -> Watcher {
     match child {
         Ok(mut child) => Watcher(child.stdin.take()),
         Err(error) => {
-            term.err(&format!("bsub: warning: cannot watch for Ctrl-C ({error}); it will not kill the job\n"));
+            term.err(&format!(
+                "bsub: warning: cannot watch for Ctrl-C ({error}); it will not kill the job\n"
+            ));
             Watcher(None)
         }
     }
@@ -104,9 +106,10 @@ pub fn seen(job: &wire::JobInfo) -> Seen {
         Some(JobStatus::Exit) if host.is_none() => {
             Seen::Finished { code: EXIT_TERMINATED_PENDING, started_on: None }
         }
-        Some(JobStatus::Exit) => {
-            Seen::Finished { code: u8::try_from(job.exit_code.clamp(0, 255)).unwrap_or(255), started_on: host }
-        }
+        Some(JobStatus::Exit) => Seen::Finished {
+            code: u8::try_from(job.exit_code.clamp(0, 255)).unwrap_or(255),
+            started_on: host,
+        },
         Some(s) if s.is_started() => Seen::Started(host.unwrap_or_default()),
         _ => Seen::Pending,
     }
@@ -128,14 +131,14 @@ pub fn wait_for(term: &mut Term, client: &mut Client, job_id: u32) -> Done {
     let mut announced = false;
     let mut pause_ms = POLL_MS_FIRST;
     loop {
-        let reply: wire::JobQueryReply = match client.call(Operation::JobQuery, Operation::JobQueryReply, &query)
-        {
-            Ok(reply) => reply,
-            Err(error) => {
-                term.err(&format!("{error}\n"));
-                return Done::Plain(false);
-            }
-        };
+        let reply: wire::JobQueryReply =
+            match client.call(Operation::JobQuery, Operation::JobQueryReply, &query) {
+                Ok(reply) => reply,
+                Err(error) => {
+                    term.err(&format!("{error}\n"));
+                    return Done::Plain(false);
+                }
+            };
         let Some(job) = reply.jobs.iter().find(|job| job.job.job_id == job_id) else {
             term.err(&format!("Job <{job_id}> is not found\n"));
             return Done::Plain(false);
@@ -240,7 +243,10 @@ mod tests {
             seen(&job(JobStatus::Exit, 5, 3)),
             Seen::Finished { code: 3, started_on: Some("n1".into()) }
         );
-        assert_eq!(seen(&job(JobStatus::Exit, 5, 300)), Seen::Finished { code: 255, started_on: Some("n1".into()) });
+        assert_eq!(
+            seen(&job(JobStatus::Exit, 5, 300)),
+            Seen::Finished { code: 255, started_on: Some("n1".into()) }
+        );
         assert_eq!(seen(&job(JobStatus::Exit, 0, 130)), Seen::Finished { code: 126, started_on: None });
     }
 }

@@ -31,6 +31,7 @@
 //! # Map
 //! - [`bsub`], [`bjobs`], [`bkill`] (with [`bstop`] and [`bresume`]): one module
 //!   per command, each with a `main` returning the process exit code.
+//! - [`bpeek`]: a running job's output so far (JOB_QUERY, then the output file).
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
 //! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
 //! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY).
@@ -51,6 +52,7 @@ pub mod begin;
 pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
+pub mod bpeek;
 pub mod bqueues;
 pub mod bsub;
 pub mod bsubk;

@@ -301,8 +301,13 @@ pub fn start(
         let path = state_dir.join(stale);
         layout::remove_optional(&path).map_err(at("cannot remove", &path))?;
     }
-    write_job_script(&job_dir, &job_script(job, jobfile, &spec.command, &spec.pre_exec), spec.exec_uid, spec.exec_gid)
-        .map_err(at("cannot write the job script in", &job_dir))?;
+    write_job_script(
+        &job_dir,
+        &job_script(job, jobfile, &spec.command, &spec.pre_exec),
+        spec.exec_uid,
+        spec.exec_gid,
+    )
+    .map_err(at("cannot write the job script in", &job_dir))?;
     let plan = launch_plan(job, spec, jobfile, layout);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
     layout::write_renamed(&state_dir, LAUNCH_FILE, &plan_bytes, false)

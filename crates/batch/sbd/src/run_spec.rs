@@ -165,7 +165,7 @@ pub fn substitute_job(template: &str, job: JobRef) -> String {
 }
 
 /// A job file anchored at the working directory; empty stays empty.
-fn resolve_file(exec_cwd: &str, path: &str) -> String {
+pub fn resolve_file(exec_cwd: &str, path: &str) -> String {
     match path {
         "" => String::new(),
         absolute if absolute.starts_with('/') => normalize_path(absolute),
