@@ -128,6 +128,11 @@ fn text(out: &Output) -> String {
 
 fn submitted_id(out: &Output) -> u32 {
     assert!(out.status.success(), "bsub failed: {}", text(out));
+    printed_id(out)
+}
+
+/// The id in bsub's `Job <N> is submitted ...` line, whatever its exit status.
+fn printed_id(out: &Output) -> u32 {
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout
         .strip_prefix("Job <")
@@ -367,4 +372,249 @@ fn sbatchd_kill_9_while_jobs_run_still_reports_their_exits() {
     batch.wait_status(bad, "EXIT");
     let long = batch.run("bjobs", &["-l", &bad.to_string()]);
     assert!(text(&long).contains("Exited with exit code 3"), "{}", text(&long));
+}
+
+// ---------------------------------------------------------------------------
+// bsub's options end to end (issue 7): -K, the job's environment and files,
+// -L and -E, limits, bad input, bpeek.
+// ---------------------------------------------------------------------------
+
+impl Batch {
+    /// `bsub ARGS` with `script` on standard input.
+    fn run_with_stdin(&self, program: &str, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .cluster
+            .command(bin(program))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start a command");
+        child.stdin.take().expect("piped").write_all(stdin.as_bytes()).expect("write stdin");
+        child.wait_with_output().expect("command output")
+    }
+
+    /// `bjobs -o "stat exit_code" -noheader ID`: the status and exit code.
+    fn stat_and_exit_code(&self, job: u32) -> String {
+        let out = self.run("bjobs", &["-a", "-o", "stat exit_code", "-noheader", &job.to_string()]);
+        String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// Every job mbatchd knows, as `bjobs -a -u all` lists them.
+    fn all_jobs(&self) -> String {
+        text(&self.run("bjobs", &["-a", "-u", "all"]))
+    }
+
+    /// Waits until the file at `path` contains `want`; returns its text.
+    fn wait_file_contains(&self, path: &Path, want: &str) -> String {
+        wait_until(&format!("{} to contain {want:?}", path.display()), JOB_TIMEOUT, || {
+            fs::read_to_string(path).ok().filter(|text| text.contains(want))
+        })
+    }
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+// Goal: bsub -K prints LSF's three messages and exits with the job's exit
+// code: 0 for a DONE job, 3 for a job that exits 3.
+#[test]
+fn bsub_k_waits_and_exits_with_the_jobs_exit_code() {
+    let batch = Batch::start();
+    let done = batch.run("bsub", &["-K", "exit 0"]);
+    let job = submitted_id(&done);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    assert_eq!(
+        String::from_utf8_lossy(&done.stderr),
+        "<<Waiting for dispatch ...>>\n<<Starting on localhost>>\n<<Job is finished>>\n"
+    );
+    assert_eq!(batch.status(job), "DONE");
+    let failed = batch.run("bsub", &["-K", "-q", "normal", "exit 3"]);
+    let job = printed_id(&failed);
+    assert_eq!(failed.status.code(), Some(3), "{}", text(&failed));
+    assert!(String::from_utf8_lossy(&failed.stderr).ends_with("<<Job is finished>>\n"), "{}", text(&failed));
+    assert_eq!(batch.stat_and_exit_code(job), "EXIT 3");
+}
+
+// Goal: the job sees LSF's variables and the submission environment as -env
+// selects it; %J and %I are substituted in -o, -e and -i; #BSUB lines in a
+// script on standard input give options, the command line overriding them.
+#[test]
+fn the_job_environment_and_files_are_lsfs() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    fs::write(dir.join("in.0"), "from-input\n").expect("write the input file");
+    let script = format!(
+        "#!/bin/sh\n#BSUB -J from-script\n#BSUB -q nosuch\n#BSUB -o {out}\n#BSUB -e {err}\n#BSUB -i {inp}\n\
+         env | grep -E '^(LSB_|LS_SUBCWD|KEPT|DROPPED|SET_BY_ENV)' | sort\nread line; echo \"stdin=$line\"\n\
+         echo to-stderr >&2\n",
+        out = path_str(&dir.join("out.%J")),
+        err = path_str(&dir.join("err.%J")),
+        inp = path_str(&dir.join("in.%I")),
+    );
+    let out = batch
+        .cluster
+        .command(bin("bsub"))
+        .args(["-q", "normal", "-P", "proj", "-cwd", path_str(dir), "-env", "all, ~DROPPED, SET_BY_ENV=v-$KEPT"])
+        .env("KEPT", "kept-value")
+        .env("DROPPED", "dropped-value")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().expect("piped").write_all(script.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("bsub runs");
+    let job = submitted_id(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("Job <{job}> is submitted to queue <normal>.\n"));
+    batch.wait_status(job, "DONE");
+    let written = fs::read_to_string(dir.join(format!("out.{job}"))).expect("the output file");
+    for want in [
+        format!("LSB_JOBID={job}\n"),
+        "LSB_JOBNAME=from-script\n".to_owned(),
+        "LSB_QUEUE=normal\n".to_owned(),
+        "LSB_HOSTS=localhost\n".to_owned(),
+        "LSB_MCPU_HOSTS=localhost 1\n".to_owned(),
+        "LSB_JOBINDEX=0\n".to_owned(),
+        "LSB_PROJECT_NAME=proj\n".to_owned(),
+        format!("LS_SUBCWD={}\n", dir.display()),
+        "KEPT=kept-value\n".to_owned(),
+        "SET_BY_ENV=v-kept-value\n".to_owned(),
+        "stdin=from-input\n".to_owned(),
+    ] {
+        assert!(written.contains(&want), "{want:?} missing from:\n{written}");
+    }
+    assert!(written.lines().any(|line| line.starts_with("LSB_SUB_HOST=") && line.len() > 13), "{written}");
+    assert!(!written.contains("DROPPED"), "{written}");
+    let errors = fs::read_to_string(dir.join(format!("err.{job}"))).expect("the error file");
+    assert_eq!(errors, "to-stderr\n");
+}
+
+// Goal: -L runs the job under that shell as a login shell; -E runs before the
+// job as its user, in its directory, and when it fails the job does not run and
+// ends EXIT with the pre-execution command's exit code.
+#[test]
+fn login_shell_and_pre_execution_command() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    let out_file = dir.join("login.out");
+    let job = batch.submit(&[
+        "-L",
+        "/bin/bash",
+        "-cwd",
+        path_str(dir),
+        "-E",
+        "echo pre-$LSB_JOBID > pre.out",
+        "-o",
+        path_str(&out_file),
+        "shopt -q login_shell && echo login-shell; cat pre.out",
+    ]);
+    batch.wait_status(job, "DONE");
+    let written = fs::read_to_string(&out_file).expect("the output file");
+    assert!(written.contains("login-shell\n"), "{written}");
+    assert!(written.contains(&format!("pre-{job}\n")), "{written}");
+    let marker = dir.join("should-not-exist");
+    let failed_out = dir.join("failed.out");
+    let job = batch.submit(&[
+        "-E",
+        "echo checking; exit 5",
+        "-o",
+        path_str(&failed_out),
+        "touch",
+        path_str(&marker),
+    ]);
+    batch.wait_status(job, "EXIT");
+    assert_eq!(batch.stat_and_exit_code(job), "EXIT 5");
+    assert!(!marker.exists(), "the job ran although its pre-execution command failed");
+    let written = fs::read_to_string(&failed_out).expect("the output file");
+    assert!(
+        written.contains("checking\n")
+            && written.contains("LSBATCH: pre-execution command failed (exit code 5); the job was not run."),
+        "{written}"
+    );
+}
+
+// Goal: sbatchd enforces -M on the resident memory of the job's process group
+// and -W on its run time: each job ends EXIT, killed by LSF's signal sequence.
+#[test]
+fn jobs_over_their_memory_or_run_limit_end_exit() {
+    let batch = Batch::start();
+    // 100 MB resident in a child of the job's shell, against a 20 MB limit (KB by default).
+    let memory = batch.submit(&["-M", "20000", "perl -e '$x = \"a\" x 100_000_000; sleep 300'; true"]);
+    let run_time = batch.submit(&["-W", "1", "sleep 600"]);
+    batch.wait_status(memory, "EXIT");
+    batch.wait_status(run_time, "EXIT");
+    let memory_end = batch.stat_and_exit_code(memory);
+    let run_end = batch.stat_and_exit_code(run_time);
+    assert!(memory_end.starts_with("EXIT ") && memory_end != "EXIT 0", "{memory_end}");
+    assert!(run_end.starts_with("EXIT ") && run_end != "EXIT 0", "{run_end}");
+}
+
+// Goal: bad values and options are refused with LSF's messages and exit 255,
+// and nothing is submitted.
+#[test]
+fn bad_bsub_input_is_refused_and_submits_nothing() {
+    let batch = Batch::start();
+    let refused = |args: &[&str], stdin: &str, want: &str| {
+        let out = batch.run_with_stdin("bsub", args, stdin);
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with(want), "{args:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out));
+    };
+    refused(&["-b", "24:00", "true"], "", "24:00: Bad time specification. Job not submitted.\n");
+    refused(&["-b", "2:30:08:00", "true"], "", "2:30:08:00: Bad time specification. Job not submitted.\n");
+    refused(&["-W", "1:xx", "true"], "", "1:xx: Bad RUNLIMIT specification. Job not submitted.\n");
+    refused(&["-M", "lots", "true"], "", "lots: Bad MEMLIMIT specification. Job not submitted.\n");
+    refused(&["-L", "bash", "true"], "", "bash: The login shell must be an absolute path. Job not submitted.\n");
+    refused(&["-env", "none, X", "true"], "", "none, X: Bad -env specification");
+    refused(&["-Z", "true"], "", "bsub: illegal option -- Z\nUsage: bsub");
+    refused(&["-I", "true"], "", "bsub: option -I is not supported by LavaCore\nUsage: bsub");
+    refused(&[], "#!/bin/sh\n#BSUB -Z\ntrue\n", "bsub: illegal option -- Z (#BSUB line 2)\nUsage: bsub");
+    refused(&[], "#BSUB -W soon\ntrue\n", "soon: Bad RUNLIMIT specification. Job not submitted.\n");
+    let listing = batch.all_jobs();
+    assert_eq!(listing, "No job found\n", "{listing}");
+}
+
+// Goal: bpeek shows what a running job has written so far; -f follows it until
+// the job ends; a finished, pending or unknown job gets LSF's message.
+#[test]
+fn bpeek_shows_a_running_jobs_output() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    let out_file = dir.join("peek.%J");
+    let gate = dir.join("gate");
+    let job = batch.submit(&[
+        "-o",
+        path_str(&out_file),
+        &format!("echo first-line; while [ ! -e {} ]; do sleep 0.2; done; echo second-line", path_str(&gate)),
+    ]);
+    batch.wait_status(job, "RUN");
+    batch.wait_file_contains(&dir.join(format!("peek.{job}")), "first-line");
+    let out = batch.run("bpeek", &[&job.to_string()]);
+    assert_eq!((out.status.code(), text(&out)), (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned()));
+    let follower = batch
+        .cluster
+        .command(bin("bpeek"))
+        .args(["-f", &job.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start bpeek -f");
+    fs::write(&gate, "").expect("open the gate");
+    let followed = follower.wait_with_output().expect("bpeek -f ends with the job");
+    assert_eq!(
+        (followed.status.code(), text(&followed)),
+        (Some(0), "<< output from stdout >>\nfirst-line\nsecond-line\n".to_owned())
+    );
+    batch.wait_status(job, "DONE");
+    let out = batch.run("bpeek", &[&job.to_string()]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), format!("Job <{job}> : Not a running job\n")));
+    let out = batch.run("bpeek", &["99999"]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), "Job <99999> is not found\n".to_owned()));
 }
