@@ -458,7 +458,16 @@ fn the_job_environment_and_files_are_lsfs() {
     let out = batch
         .cluster
         .command(bin("bsub"))
-        .args(["-q", "normal", "-P", "proj", "-cwd", path_str(dir), "-env", "all, ~DROPPED, SET_BY_ENV=v-$KEPT"])
+        .args([
+            "-q",
+            "normal",
+            "-P",
+            "proj",
+            "-cwd",
+            path_str(dir),
+            "-env",
+            "all, ~DROPPED, SET_BY_ENV=v-$KEPT",
+        ])
         .env("KEPT", "kept-value")
         .env("DROPPED", "dropped-value")
         .stdin(std::process::Stdio::piped())
@@ -472,7 +481,10 @@ fn the_job_environment_and_files_are_lsfs() {
         })
         .expect("bsub runs");
     let job = submitted_id(&out);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("Job <{job}> is submitted to queue <normal>.\n"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is submitted to queue <normal>.\n")
+    );
     batch.wait_status(job, "DONE");
     let written = fs::read_to_string(dir.join(format!("out.{job}"))).expect("the output file");
     for want in [
@@ -541,7 +553,8 @@ fn login_shell_and_pre_execution_command() {
 }
 
 // Goal: sbatchd enforces -M on the resident memory of the job's process group
-// and -W on its run time: each job ends EXIT, killed by LSF's signal sequence.
+// and -W on its run time: each job ends EXIT, killed by LSF's signal sequence,
+// and bjobs -l shows LSF's termination reason.
 #[test]
 fn jobs_over_their_memory_or_run_limit_end_exit() {
     let batch = Batch::start();
@@ -554,6 +567,20 @@ fn jobs_over_their_memory_or_run_limit_end_exit() {
     let run_end = batch.stat_and_exit_code(run_time);
     assert!(memory_end.starts_with("EXIT ") && memory_end != "EXIT 0", "{memory_end}");
     assert!(run_end.starts_with("EXIT ") && run_end != "EXIT 0", "{run_end}");
+    // bjobs -l wraps at 80 columns: compare without blanks.
+    let squeezed = |job: u32| -> String {
+        text(&batch.run("bjobs", &["-l", &job.to_string()])).chars().filter(|c| !c.is_whitespace()).collect()
+    };
+    let memory_long = squeezed(memory);
+    assert!(
+        memory_long.contains("Completed<exit>;TERM_MEMLIMIT:jobkilledafterreachingLSFmemoryusagelimit."),
+        "{memory_long}"
+    );
+    let run_long = squeezed(run_time);
+    assert!(
+        run_long.contains("Completed<exit>;TERM_RUNLIMIT:jobkilledafterreachingLSFruntimelimit."),
+        "{run_long}"
+    );
 }
 
 // Goal: bad values and options are refused with LSF's messages and exit 255,
@@ -571,7 +598,11 @@ fn bad_bsub_input_is_refused_and_submits_nothing() {
     refused(&["-b", "2:30:08:00", "true"], "", "2:30:08:00: Bad time specification. Job not submitted.\n");
     refused(&["-W", "1:xx", "true"], "", "1:xx: Bad RUNLIMIT specification. Job not submitted.\n");
     refused(&["-M", "lots", "true"], "", "lots: Bad MEMLIMIT specification. Job not submitted.\n");
-    refused(&["-L", "bash", "true"], "", "bash: The login shell must be an absolute path. Job not submitted.\n");
+    refused(
+        &["-L", "bash", "true"],
+        "",
+        "bash: The login shell must be an absolute path. Job not submitted.\n",
+    );
     refused(&["-env", "none, X", "true"], "", "none, X: Bad -env specification");
     refused(&["-Z", "true"], "", "bsub: illegal option -- Z\nUsage: bsub");
     refused(&["-I", "true"], "", "bsub: option -I is not supported by LavaCore\nUsage: bsub");
@@ -597,7 +628,10 @@ fn bpeek_shows_a_running_jobs_output() {
     batch.wait_status(job, "RUN");
     batch.wait_file_contains(&dir.join(format!("peek.{job}")), "first-line");
     let out = batch.run("bpeek", &[&job.to_string()]);
-    assert_eq!((out.status.code(), text(&out)), (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned()));
+    assert_eq!(
+        (out.status.code(), text(&out)),
+        (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned())
+    );
     let follower = batch
         .cluster
         .command(bin("bpeek"))
