@@ -439,6 +439,35 @@ fn bsub_k_waits_and_exits_with_the_jobs_exit_code() {
     assert_eq!(batch.stat_and_exit_code(job), "EXIT 3");
 }
 
+// Goal: interrupting a waiting bsub -K (Ctrl-C: SIGINT) kills its job, as LSF does.
+#[test]
+fn interrupting_bsub_k_kills_the_job() {
+    use std::io::BufRead;
+    use std::os::unix::process::ExitStatusExt;
+    let batch = Batch::start();
+    let mut waiting = batch
+        .cluster
+        .command(bin("bsub"))
+        .args(["-K", "sleep 600"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start bsub -K");
+    let mut line = String::new();
+    std::io::BufReader::new(waiting.stdout.take().expect("piped")).read_line(&mut line).expect("read");
+    let job: u32 = line
+        .strip_prefix("Job <")
+        .and_then(|rest| rest.split('>').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("bsub -K printed no job id: {line}"));
+    batch.wait_status(job, "RUN");
+    let kill = std::process::Command::new("kill").args(["-INT", &waiting.id().to_string()]).status();
+    assert!(kill.expect("run kill").success());
+    let status = waiting.wait().expect("bsub -K ends");
+    assert_eq!(status.signal(), Some(2), "{status:?}");
+    batch.wait_status(job, "EXIT");
+}
+
 // Goal: the job sees LSF's variables and the submission environment as -env
 // selects it; %J and %I are substituted in -o, -e and -i; #BSUB lines in a
 // script on standard input give options, the command line overriding them.
