@@ -641,8 +641,9 @@ fn bad_bsub_input_is_refused_and_submits_nothing() {
     assert_eq!(listing, "No job found\n", "{listing}");
 }
 
-// Goal: bpeek shows what a running job has written so far; -f follows it until
-// the job ends; a finished, pending or unknown job gets LSF's message.
+// Goal: bpeek shows what a running job has written so far, read here or relayed
+// by mbatchd from the execution host (bounded answers, in order); -f follows it
+// until the job ends; a finished or unknown job gets LSF's message.
 #[test]
 fn bpeek_shows_a_running_jobs_output() {
     let batch = Batch::start();
@@ -661,6 +662,24 @@ fn bpeek_shows_a_running_jobs_output() {
         (out.status.code(), text(&out)),
         (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned())
     );
+    // The same through mbatchd's relay to the execution host's sbatchd (PEEK_JOB, SBD_PEEK),
+    // which bpeek uses for a job on another host whose files are not shared.
+    let remote = |args: &[&str]| {
+        batch
+            .cluster
+            .command(bin("bpeek"))
+            .args(args)
+            .env("LSB_BPEEK_REMOTE_OUTPUT", "y")
+            .output()
+            .expect("bpeek")
+    };
+    let out = remote(&[&job.to_string()]);
+    assert_eq!(
+        (out.status.code(), text(&out)),
+        (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned())
+    );
+    let out = remote(&["99999"]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), "Job <99999> is not found\n".to_owned()));
     let follower = batch
         .cluster
         .command(bin("bpeek"))
@@ -678,6 +697,27 @@ fn bpeek_shows_a_running_jobs_output() {
     batch.wait_status(job, "DONE");
     let out = batch.run("bpeek", &[&job.to_string()]);
     assert_eq!((out.status.code(), text(&out)), (Some(255), format!("Job <{job}> : Not a running job\n")));
+    let out = remote(&[&job.to_string()]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), format!("Job <{job}> : Not a running job\n")));
     let out = batch.run("bpeek", &["99999"]);
     assert_eq!((out.status.code(), text(&out)), (Some(255), "Job <99999> is not found\n".to_owned()));
+    // A long output comes through the relay in several bounded answers, in order.
+    let long_out = dir.join("long.out");
+    let long = batch.submit(&[
+        "-o",
+        path_str(&long_out),
+        &format!("seq 1 200000; while [ ! -e {} ]; do sleep 0.2; done", path_str(&dir.join("gate2"))),
+    ]);
+    batch.wait_status(long, "RUN");
+    batch.wait_file_contains(&long_out, "\n200000\n");
+    let out = remote(&[&long.to_string()]);
+    let expected: String = (1..=200_000).map(|n| format!("{n}\n")).collect();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == format!("<< output from stdout >>\n{expected}"),
+        "the relayed output differs ({} bytes)",
+        out.stdout.len()
+    );
+    fs::write(dir.join("gate2"), "").expect("open the second gate");
+    batch.wait_status(long, "DONE");
 }

@@ -5,17 +5,19 @@
 //! ```
 //!
 //! # How
-//! `bpeek` asks mbatchd for the job (JOB_QUERY), works out where its standard
+//! `bpeek` asks mbatchd for the job (JOB_QUERY) and works out where its standard
 //! output goes exactly as sbatchd does (`lava_sbd::run_spec`: the `-o` file with
 //! `%J`/`%I` substituted, anchored at the execution directory; without `-o`, the
 //! spool file `<home>/.lsbatch/<submit-time>.<id>[.<index>].out` of the job's
-//! owner), and reads that file itself, as the calling user. This is LSF's default
-//! (`LSB_BPEEK_REMOTE_OUTPUT=N`: the output is read from the local host first):
-//! it needs the file to be visible on this host (homes and working directories
-//! on a shared file system, which is how LSF clusters are run, or the job running
-//! on this host), and it needs no daemon to read user files on anyone's behalf:
-//! the kernel's file permissions decide, and `bpeek` also refuses the jobs of
-//! other users unless run by root, as LSF does.
+//! owner). As LSF does by default (`LSB_BPEEK_REMOTE_OUTPUT=N`), it reads that file
+//! itself first, as the calling user, when the job runs on this host or the file is
+//! visible here (a shared file system): the kernel's permissions decide, and `bpeek`
+//! also refuses other users' jobs unless run by root. Otherwise (or first, with
+//! `LSB_BPEEK_REMOTE_OUTPUT=Y`) it asks mbatchd with PEEK_JOB, which checks the caller
+//! (owner or administrator) and relays the request to the execution host's sbatchd
+//! (SBD_PEEK, outside the logic: nothing changes), which answers with at most
+//! `PEEK_BYTES_MAX` bytes from the asked offset; `bpeek` asks again from the new
+//! offset until it has everything. The relay shows standard output only.
 //!
 //! # Output
 //! `<< output from stdout >>` and the output file's contents; when `-e` names
@@ -210,30 +212,23 @@ fn peek(term: &mut Term, job: Option<WireJobRef>, follow: bool) -> bool {
         }
     };
     let shown = jobid::display(info.job);
-    let (uid, name) = caller();
-    if uid != Some(0) && name.as_deref() != Some(info.user_name.as_str()) {
-        term.err(&format!("Job <{shown}> : User permission denied\n"));
-        return false;
-    }
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let Some(home) = host::passwd_home_by_name(&passwd, &info.user_name) else {
-        term.err(&format!("Job <{shown}> : cannot find the home directory of {}\n", info.user_name));
-        return false;
-    };
-    let Some(files) = output_files(&info, &home) else {
-        term.err(&format!("Job <{shown}> is not found\n"));
-        return false;
+    let source = match choose_source(&config, &info) {
+        Ok(source) => source,
+        Err(message) => {
+            term.err(&format!("{message}\n"));
+            return false;
+        }
     };
     term.out("<< output from stdout >>\n");
-    let mut offset = match show_from(term, &files.stdout, 0) {
+    let mut offset = match show(term, &mut client, &source, info.job, 0) {
         Ok(offset) => offset,
         Err(message) => {
-            term.err(&format!("Job <{shown}> : {message}\n"));
+            term.err(&format!("{message}\n"));
             return false;
         }
     };
     if !follow {
-        if let Some(stderr) = &files.stderr {
+        if let Source::Local(OutputFiles { stderr: Some(stderr), .. }) = &source {
             term.out("\n<< output from stderr >>\n");
             if let Err(message) = show_from(term, stderr, 0) {
                 term.err(&format!("Job <{shown}> : {message}\n"));
@@ -251,15 +246,80 @@ fn peek(term: &mut Term, job: Option<WireJobRef>, follow: bool) -> bool {
                 return false;
             }
         };
-        match show_from(term, &files.stdout, offset) {
+        match show(term, &mut client, &source, info.job, offset) {
             Ok(next) => offset = next,
+            // The job ended between the two questions: its output is complete.
+            Err(_) if !still_running => return true,
             Err(message) => {
-                term.err(&format!("Job <{shown}> : {message}\n"));
+                term.err(&format!("{message}\n"));
                 return false;
             }
         }
         if !still_running {
             return true;
+        }
+    }
+}
+
+/// Where the output is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Here, from these files.
+    Local(OutputFiles),
+    /// Through mbatchd from the execution host's sbatchd (PEEK_JOB): standard output only.
+    Remote,
+}
+
+/// The files when they can be read here (LSF's default order: local first), else
+/// mbatchd's relay when the job runs on another host; the relay first with
+/// `LSB_BPEEK_REMOTE_OUTPUT=Y`.
+fn choose_source(config: &lava_conf::BaseConfig, info: &wire::JobInfo) -> Result<Source, String> {
+    if client::is_yes(client::lsf_param(config, "LSB_BPEEK_REMOTE_OUTPUT").as_deref()) {
+        return Ok(Source::Remote);
+    }
+    let shown = jobid::display(info.job);
+    let (uid, name) = caller();
+    if uid != Some(0) && name.as_deref() != Some(info.user_name.as_str()) {
+        return Err(format!("Job <{shown}> : User permission denied"));
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let files =
+        host::passwd_home_by_name(&passwd, &info.user_name).and_then(|home| output_files(info, &home));
+    let here = host::host_name(std::env::var("LAVA_HOST").ok().as_deref());
+    let runs_here = info.exec_hosts.first().is_some_and(|first| *first == here);
+    match files {
+        Some(files) if runs_here || Path::new(&files.stdout).exists() => Ok(Source::Local(files)),
+        _ => Ok(Source::Remote),
+    }
+}
+
+/// Prints the output from `offset` on; returns the offset after it, or the message.
+fn show(
+    term: &mut Term,
+    client: &mut Client,
+    source: &Source,
+    job: WireJobRef,
+    offset: u64,
+) -> Result<u64, String> {
+    match source {
+        Source::Local(files) => show_from(term, &files.stdout, offset)
+            .map_err(|message| format!("Job <{}> : {message}", jobid::display(job))),
+        Source::Remote => {
+            let mut offset = offset;
+            loop {
+                let request = wire::PeekRequest { job, offset };
+                let reply: wire::PeekReply = client
+                    .call(Operation::PeekJob, Operation::PeekJobReply, &request)
+                    .map_err(|error| error.to_string())?;
+                if reply.code != wire::PEEK_OK {
+                    return Err(reply.message);
+                }
+                term.out(&String::from_utf8_lossy(&reply.data));
+                if reply.data.is_empty() || reply.next_offset <= offset {
+                    return Ok(offset);
+                }
+                offset = reply.next_offset;
+            }
         }
     }
 }

@@ -87,6 +87,7 @@ pub mod daemon;
 pub mod journal;
 pub mod lim_client;
 pub mod logging;
+mod peek;
 mod shell;
 mod validate;
 

@@ -68,6 +68,7 @@ pub mod handoff;
 pub mod launch;
 pub mod layout;
 pub mod link;
+pub mod peek;
 pub mod procfs;
 pub mod shepherd;
 pub mod status;
