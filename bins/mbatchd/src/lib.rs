@@ -45,6 +45,9 @@
 //!   `HOST_QUERY` (`bhosts`) is a read answered from memory at once (it
 //!   confirms nothing, so it does not wait for the log); host availability
 //!   comes from the master lim, polled by [`lim_client`].
+//!   `PEEK_JOB` (`bpeek`) is relayed to the execution host's sbatchd as
+//!   SBD_PEEK on its channel, whose SBD_PEEK_REPLY comes back the same way
+//!   (`peek`); neither touches the logic.
 //!
 //! What a peer gets wrong costs it its connection and nothing else: a frame
 //! over the limit or cut short, or an sbatchd frame that fails authentication,
@@ -72,6 +75,8 @@
 //! - [`counters`]: frames by operation and rejects by reason, for a later status command.
 //! - `validate`: the structural checks (`lava-batch-ll`) of what peers send, and the credential check.
 //! - `conn`: one task per connection (commands and sbatchd channels).
+//! - `peek`: `bpeek`'s PEEK_JOB, relayed to the execution host's sbatchd as SBD_PEEK
+//!   outside the logic (it changes nothing).
 //! - `shell`: the one closed event loop, the effect executor.
 //! - [`logging`]: standard error or a log file that SIGHUP reopens.
 //! - [`daemon`]: detaching, the listener, the port file, and [`run`].
