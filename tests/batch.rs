@@ -537,6 +537,30 @@ fn the_job_environment_and_files_are_lsfs() {
     assert_eq!(errors, "to-stderr\n");
 }
 
+// Goal: bsub -b confirms the begin time on standard error, as LSF's ctime.
+#[test]
+fn bsub_b_confirms_the_begin_time() {
+    let batch = Batch::start();
+    let out = batch
+        .cluster
+        .command(bin("bsub"))
+        .args(["-b", "2030:1:1:00:00", "true"])
+        .env("TZ", "UTC")
+        .output()
+        .expect("bsub runs");
+    let job = submitted_id(&out);
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            format!("Job <{job}> is submitted to default queue <normal>.\n"),
+            "Job will be scheduled after Tue Jan  1 00:00:00 2030\n".to_owned()
+        )
+    );
+}
+
 // Goal: -L runs the job under that shell as a login shell; -E runs before the
 // job as its user, in its directory, and when it fails the job does not run and
 // ends EXIT with the pre-execution command's exit code.
@@ -635,6 +659,11 @@ fn bad_bsub_input_is_refused_and_submits_nothing() {
     refused(&["-env", "none, X", "true"], "", "none, X: Bad -env specification");
     refused(&["-Z", "true"], "", "bsub: illegal option -- Z\nUsage: bsub");
     refused(&["-I", "true"], "", "bsub: option -I is not supported by LavaCore\nUsage: bsub");
+    refused(
+        &["-K", "-J", "arr[1-2]", "true"],
+        "",
+        "Job array doesn't support -K option. Job not submitted.\n",
+    );
     refused(&[], "#!/bin/sh\n#BSUB -Z\ntrue\n", "bsub: illegal option -- Z (#BSUB line 2)\nUsage: bsub");
     refused(&[], "#BSUB -W soon\ntrue\n", "soon: Bad RUNLIMIT specification. Job not submitted.\n");
     let listing = batch.all_jobs();

@@ -35,12 +35,13 @@
 //! - `-x`: exclusive use of the hosts. `-H`: submitted held (PSUSP).
 //! - `-b [[[YYYY:][MM:]DD:]hh:]mm`: not dispatched before that local time (the
 //!   next such time; see [`crate::begin`]); sent in seconds since the epoch, and
-//!   confirmed as `Job will be scheduled after <ctime>`.
+//!   confirmed on standard error as `Job will be scheduled after <ctime>`.
 //! - `-L shell`: the job runs under that shell as a login shell (an absolute path).
 //! - `-E command`: a pre-execution command run on the execution host first.
 //! - `-env`: which submission variables the job gets ([`crate::envspec`]);
 //!   all of them without it.
-//! - `-K`: wait for the job and exit with its exit code ([`crate::bsubk`]).
+//! - `-K`: wait for the job and exit with its exit code ([`crate::bsubk`]); not
+//!   with a job array (`Job array doesn't support -K option`, as Lava).
 //! - Accepted and ignored, with a warning: `-N`, `-B`, `-u` (mail), `-r`.
 //! - Other LSF options (`-I`, `-t`, `-G`...) are refused as not supported
 //!   rather than silently ignored.
@@ -515,6 +516,9 @@ pub fn build_request(
     };
     let mem_limit_kb =
         options.mem_limit.as_deref().map(|m| parse_mem_limit_kb(m, around.unit)).transpose()?;
+    if options.wait && options.job_name.as_deref().is_some_and(|name| name.contains('[')) {
+        return Err("Job array doesn't support -K option".to_owned());
+    }
     let begin_time = match &options.begin {
         Some((text, spec)) => spec.resolve(&around.now).ok_or_else(|| begin::bad_time(text))?,
         None => 0,
@@ -728,18 +732,17 @@ fn submit(term: &mut Term, options: SubmitOptions, command: String) -> Done {
             Done::Plain(true)
         };
     }
-    let mut line = if client::is_yes(env_value("BSUB_QUIET2").as_deref()) {
+    let line = if client::is_yes(env_value("BSUB_QUIET2").as_deref()) {
         format!("{}\n", reply.job_id)
     } else {
         submitted_line(&reply, default_queue)
     };
-    if request.begin_time > 0 {
-        line.push_str(&format!(
-            "Job will be scheduled after {}\n",
-            begin::ctime(request.begin_time, around.now.time_zone())
-        ));
-    }
     say(term, &line);
+    if request.begin_time > 0 {
+        // Standard error, as Lava's bsub prints it.
+        let at = begin::ctime(request.begin_time, around.now.time_zone());
+        term.err(&format!("Job will be scheduled after {at}\n"));
+    }
     if options.wait {
         return bsubk::wait_for(term, &mut client, reply.job_id);
     }
@@ -861,12 +864,11 @@ mod tests {
             "test -d /scratch",
             "-b",
             "13:30",
-            "-K",
             "-env",
             "none",
             "true",
         ]);
-        assert!(options.wait);
+        assert!(!options.wait && submit_args(&["-K", "true"]).0.wait);
         let request = build_request(&options, command.expect("given"), &around()).expect("valid");
         assert_eq!(request.res_req, "select[mem>100] rusage[mem=10]");
         assert_eq!(request.dependency, "done(12) && ended(\"a*\")");
@@ -881,6 +883,11 @@ mod tests {
         let (options, _) = submit_args(&["-env", "all, ~PATH, X=1", "true"]);
         let request = build_request(&options, "true".to_owned(), &around()).expect("valid");
         assert_eq!(request.env, vec![wire::EnvVar { name: "X".to_owned(), value: "1".to_owned() }]);
+        let (options, _) = submit_args(&["-K", "-J", "a[1-2]", "true"]);
+        assert_eq!(
+            build_request(&options, "true".to_owned(), &around()),
+            Err("Job array doesn't support -K option".to_owned())
+        );
         let (options, _) = submit_args(&["-b", "2:30:10:00", "true"]);
         assert_eq!(
             build_request(&options, "true".to_owned(), &around()),
