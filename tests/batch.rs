@@ -709,20 +709,35 @@ fn bpeek_shows_a_running_jobs_output() {
     );
     let out = remote(&["99999"]);
     assert_eq!((out.status.code(), text(&out)), (Some(255), "Job <99999> is not found\n".to_owned()));
-    let follower = batch
-        .cluster
-        .command(bin("bpeek"))
-        .args(["-f", &job.to_string()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start bpeek -f");
+    // Two followers, reading here and through the relay; the gate opens once both
+    // have shown the first line (so the job is surely still running when they start).
+    let follow = |remote: bool| {
+        use std::io::BufRead;
+        let mut command = batch.cluster.command(bin("bpeek"));
+        if remote {
+            command.env("LSB_BPEEK_REMOTE_OUTPUT", "y");
+        }
+        let mut child = command
+            .args(["-f", &job.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start bpeek -f");
+        let mut reader = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut seen = String::new();
+        while !seen.ends_with("first-line\n") {
+            assert!(reader.read_line(&mut seen).expect("read bpeek -f") > 0, "bpeek -f ended early: {seen}");
+        }
+        (child, reader, seen)
+    };
+    let followers = [follow(false), follow(true)];
     fs::write(&gate, "").expect("open the gate");
-    let followed = follower.wait_with_output().expect("bpeek -f ends with the job");
-    assert_eq!(
-        (followed.status.code(), text(&followed)),
-        (Some(0), "<< output from stdout >>\nfirst-line\nsecond-line\n".to_owned())
-    );
+    for (mut child, mut reader, mut seen) in followers {
+        use std::io::Read;
+        reader.read_to_string(&mut seen).expect("read bpeek -f");
+        assert!(child.wait().expect("bpeek -f ends with the job").success(), "{seen}");
+        assert_eq!(seen, "<< output from stdout >>\nfirst-line\nsecond-line\n");
+    }
     batch.wait_status(job, "DONE");
     let out = batch.run("bpeek", &[&job.to_string()]);
     assert_eq!((out.status.code(), text(&out)), (Some(255), format!("Job <{job}> : Not a running job\n")));

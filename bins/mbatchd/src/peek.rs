@@ -3,7 +3,8 @@
 //! A peek changes no state, so it never goes through the logic or the event log:
 //! 1. The command connection decodes and authenticates PEEK_JOB (`validate::peek_request`)
 //!    and asks the event loop ([`crate::conn::ConnEvent::Peek`]) where the job runs.
-//! 2. The loop ([`decide`]) reads its in-memory state: the job must exist and be started,
+//! 2. The loop ([`decide`]) reads its in-memory state: the job must exist and have started
+//!    (running, suspended, or finished: `bpeek -f` reads the last bytes after the end),
 //!    and the caller must own it or administer the cluster; then it hands back the relay
 //!    of the sbatchd channel of the job's first host.
 //! 3. The connection sends a [`Relay`] over that relay; the channel's task gives it a peek
@@ -16,7 +17,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use lava_batch_ll::{HostName, JobRef, JobStatus};
+use lava_batch_ll::{HostName, JobRef};
 use lava_batch_wire::{self as wire, Operation};
 use lava_mbd::{Caller, Mbd};
 use lava_net::{FramedConn, system_now_ms};
@@ -69,8 +70,9 @@ pub(crate) fn decide(
     if job.user() != &caller.user && !mbd.config().is_admin(caller.uid, &caller.user) {
         return Err(refusal(wire::PEEK_DENIED, format!("Job <{shown}> : User permission denied")));
     }
-    let running = matches!(job.status(), JobStatus::Run | JobStatus::Ssusp | JobStatus::Ususp);
-    let Some(host) = job.exec_hosts().first().filter(|_| running) else {
+    // A finished job too (it started: it has hosts): `bpeek -f` fetches the last bytes
+    // after seeing the job end; `bpeek` itself says a finished job is not running.
+    let Some(host) = job.exec_hosts().first().filter(|_| !job.status().is_pending()) else {
         return Err(refusal(wire::PEEK_NOT_RUNNING, format!("Job <{shown}> : Not a running job")));
     };
     relay_of(host).ok_or_else(|| {

@@ -1,7 +1,9 @@
 //! SBD_PEEK: the output a running job has written so far, for `bpeek` (relayed by
 //! mbatchd, which checked that the caller owns the job or administers the cluster).
 //!
-//! The answer is at most `wire::PEEK_BYTES_MAX` bytes of the job's standard output file
+//! Any job whose process was started and whose record sbatchd still holds can be read
+//! (mbatchd only relays peeks at started jobs). The answer is at most
+//! `wire::PEEK_BYTES_MAX` bytes of the job's standard output file
 //! (the `-o` file, else the spool file; see [`crate::launch::standard_files`]) from the
 //! asked offset. sbatchd runs as root, so it only reads a regular file that the job's
 //! user owns, opened without following a symbolic link at its last component: a job
@@ -30,7 +32,9 @@ pub fn answer(record: Option<(&JobRecord, &str)>, request: &wire::PeekRequest) -
     } else {
         format!("{}[{}]", job.job_id, job.array_index)
     };
-    let Some((record, jobfile)) = record.filter(|(record, _)| record.is_running()) else {
+    // A finished job's record stays (as a tombstone) for a day: `bpeek -f` gets the last
+    // bytes a job wrote just before it ended.
+    let Some((record, jobfile)) = record.filter(|(record, _)| record.is_spawned()) else {
         return refusal(wire::PEEK_NOT_RUNNING, format!("Job <{shown}> : Not a running job"));
     };
     let (stdout, _, _) = launch::standard_files(&record.run_spec, jobfile);
