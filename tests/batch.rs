@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+use lava_batch_wire as wire;
+use util::proto::{Client, request_id, submit_request};
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, chmod, wait_until};
 
 /// Longest a job in these tests may take to reach a state (debug build, busy machine).
@@ -32,7 +34,11 @@ struct Batch {
 
 impl Batch {
     fn start() -> Batch {
-        let mut cluster = Cluster::new();
+        Batch::start_in(Cluster::new())
+    }
+
+    /// Starts the daemons of `cluster`, whose configuration a test may have edited.
+    fn start_in(mut cluster: Cluster) -> Batch {
         let mbatchd = cluster.start_mbatchd();
         let mut batch = Batch { cluster, mbatchd: Some(mbatchd), sbatchd: None };
         batch.start_sbatchd();
@@ -81,8 +87,21 @@ impl Batch {
 
     /// The STAT column of `bjobs -a ID`.
     fn status(&self, job: u32) -> String {
-        let out = self.run("bjobs", &["-a", "-noheader", &job.to_string()]);
-        String::from_utf8_lossy(&out.stdout).split_whitespace().nth(2).unwrap_or_default().to_owned()
+        self.statuses(&job.to_string()).into_iter().next().unwrap_or_default()
+    }
+
+    /// The STAT column of every line of `bjobs -a JOB` (`ID`, `ID[INDEX]`).
+    fn statuses(&self, job: &str) -> Vec<String> {
+        let out = self.run("bjobs", &["-a", "-noheader", job]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines().filter_map(|line| line.split_whitespace().nth(2).map(str::to_owned)).collect()
+    }
+
+    /// A protocol client speaking for root, for what the commands cannot say yet.
+    fn client(&self) -> Client {
+        let mut client = Client::connect(self.cluster.mbd_addr(), self.cluster.authenticator());
+        (client.user, client.uid) = ("root".to_owned(), 0);
+        client
     }
 
     /// Waits until the job shows `want`.
@@ -116,6 +135,22 @@ impl Batch {
     fn dir(&self) -> &Path {
         self.cluster.dir()
     }
+
+    /// Lets `nobody` reach the configuration and the credential socket.
+    fn allow_nobody(&self) {
+        for folder in [self.dir(), &self.dir().join("run"), &self.cluster.envdir()] {
+            chmod(folder, 0o755);
+        }
+    }
+
+    /// Changes the cluster's `lsb.FILE` with `edit` and puts it in force (`badmin reconfig`).
+    fn reconfigure(&self, file: &str, edit: impl FnOnce(String) -> String) {
+        let path = self.cluster.envdir().join("lsbatch/lavacore/configdir").join(file);
+        let original = fs::read_to_string(&path).expect("read the configuration file");
+        fs::write(&path, edit(original)).expect("write the configuration file");
+        let out = self.run("badmin", &["reconfig"]);
+        assert!(out.status.success(), "badmin reconfig: {}", text(&out));
+    }
 }
 
 fn bin(name: &str) -> PathBuf {
@@ -128,6 +163,11 @@ fn text(out: &Output) -> String {
 
 fn submitted_id(out: &Output) -> u32 {
     assert!(out.status.success(), "bsub failed: {}", text(out));
+    printed_id(out)
+}
+
+/// The id in bsub's `Job <N> is submitted ...` line, whatever its exit status.
+fn printed_id(out: &Output) -> u32 {
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout
         .strip_prefix("Job <")
@@ -168,7 +208,7 @@ fn a_job_runs_to_done_and_writes_its_output() {
     let out = batch.run("badmin", &["hclose", "h0"]);
     assert_eq!(
         (out.status.code(), text(&out)),
-        (Some(255), "badmin: hclose is not supported by LavaCore yet\n".to_owned())
+        (Some(255), "Close <h0> ...... Bad host name, host group name or cluster name\n".to_owned())
     );
 }
 
@@ -297,9 +337,7 @@ fn pending_jobs_can_be_held_released_and_killed() {
 fn jobs_run_as_their_submitter_and_only_owners_may_signal() {
     let batch = Batch::start();
     // nobody must reach the configuration, the credential socket and a place to write.
-    for folder in [batch.dir(), &batch.dir().join("run"), &batch.cluster.envdir()] {
-        chmod(folder, 0o755);
-    }
+    batch.allow_nobody();
     let shared = batch.dir().join("shared");
     fs::create_dir_all(&shared).expect("create a shared folder");
     chmod(&shared, 0o777);
@@ -367,4 +405,708 @@ fn sbatchd_kill_9_while_jobs_run_still_reports_their_exits() {
     batch.wait_status(bad, "EXIT");
     let long = batch.run("bjobs", &["-l", &bad.to_string()]);
     assert!(text(&long).contains("Exited with exit code 3"), "{}", text(&long));
+}
+
+/// A one-host cluster whose host takes 8 jobs (MXJ), whatever its CPUs.
+fn eight_slot_cluster() -> Cluster {
+    let cluster = Cluster::new();
+    cluster.write_file(
+        "etc/lsbatch/lavacore/configdir/lsb.hosts",
+        "Begin Host\nHOST_NAME  MXJ  JL/U  r1m\ndefault    8    ()    ()\nEnd Host\n",
+    );
+    cluster
+}
+
+/// A job command that marks `dir/started.I` and waits for `dir/release.I`
+/// (I = its LSB_JOBINDEX), then prints its index.
+fn gated_command(dir: &Path) -> String {
+    let dir = dir.display();
+    format!(
+        "touch {dir}/started.$LSB_JOBINDEX; \
+         while [ ! -e {dir}/release.$LSB_JOBINDEX ]; do sleep 0.05; done; \
+         echo index $LSB_JOBINDEX"
+    )
+}
+
+// Goal: `bsub -J "name[1-6]%2"` makes one job of six elements, of which never
+// more than two run at once, each with its own LSB_JOBINDEX and %I output file.
+// Method: every element waits for its own release file; the test releases the
+// running ones one at a time and, at every stage, sees at most two started and
+// unreleased, and two running as long as enough elements remain.
+#[test]
+fn an_array_runs_at_most_its_limit_with_its_indexes() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let dir = batch.dir().join("array");
+    fs::create_dir_all(&dir).expect("create the job folder");
+    let out_pattern = dir.join("out.%I");
+    let out = batch
+        .run("bsub", &["-J", "six[1-6]%2", "-o", out_pattern.to_str().expect("utf-8"), &gated_command(&dir)]);
+    let job = submitted_id(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is submitted to default queue <normal>.\n")
+    );
+    let started =
+        |dir: &Path| (1..=6).filter(|i| dir.join(format!("started.{i}")).exists()).collect::<Vec<u32>>();
+    let mut released: Vec<u32> = Vec::new();
+    while released.len() < 6 {
+        let remaining = 6 - released.len();
+        let running = wait_until("two elements (or all that remain) to start", JOB_TIMEOUT, || {
+            let running: Vec<u32> = started(&dir).into_iter().filter(|i| !released.contains(i)).collect();
+            (running.len() >= remaining.min(2)).then_some(running)
+        });
+        assert!(running.len() <= 2, "more than two elements run at once: {running:?}");
+        let statuses = batch.statuses(&job.to_string());
+        assert_eq!(statuses.len(), 6, "bjobs ID lists every element: {statuses:?}");
+        assert!(statuses.iter().filter(|s| *s == "RUN").count() <= 2, "{statuses:?}");
+        let next = running[0];
+        fs::write(dir.join(format!("release.{next}")), "").expect("release an element");
+        let element = format!("{job}[{next}]");
+        wait_until(&format!("{element} to finish"), JOB_TIMEOUT, || {
+            (batch.statuses(&element) == ["DONE"]).then_some(())
+        });
+        released.push(next);
+    }
+    for index in 1..=6 {
+        let written =
+            fs::read_to_string(dir.join(format!("out.{index}"))).expect("the %I output file exists");
+        assert!(written.contains(&format!("index {index}")), "out.{index}: {written}");
+    }
+}
+
+// Goal: `bkill "ID[INDEX]"` ends one element and leaves the others running;
+// `bkill ID` then ends every element.
+#[test]
+fn bkill_ends_one_element_or_the_whole_array() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let job = batch.submit(&["-J", "k[1-3]", "sleep", "300"]);
+    let id = job.to_string();
+    wait_until("every element to run", JOB_TIMEOUT, || (batch.statuses(&id) == ["RUN"; 3]).then_some(()));
+    let out = batch.run("bkill", &[&format!("{job}[2]")]);
+    assert!(out.status.success(), "bkill failed: {}", text(&out));
+    wait_until("element 2 to end", JOB_TIMEOUT, || {
+        (batch.statuses(&id) == ["RUN", "EXIT", "RUN"]).then_some(())
+    });
+    let out = batch.run("bkill", &[&id]);
+    assert!(out.status.success(), "bkill failed: {}", text(&out));
+    wait_until("every element to end", JOB_TIMEOUT, || (batch.statuses(&id) == ["EXIT"; 3]).then_some(()));
+}
+
+// Goal: a dependency chain A → B (done(A)) → C (ended(B)) runs in order, B
+// waiting with LSF's reason until A is DONE, C running after B ended EXIT; a
+// dependency on a job that does not exist is refused with LSF's message and
+// submits nothing. (Submitted through the protocol: `bsub -w` is the submit
+// command's part.)
+#[test]
+fn a_dependency_chain_runs_in_order_and_a_missing_job_is_refused() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let dir = batch.dir().join("chain");
+    fs::create_dir_all(&dir).expect("create the job folder");
+    let mut client = batch.client();
+    let mut submit = |n: u64, command: String, dependency: &str| {
+        let request = wire::SubmitRequest { dependency: dependency.to_owned(), ..submit_request(&command) };
+        client.submit(request_id(n), request)
+    };
+    let a = submit(1, format!("while [ ! -e {0}/release ]; do sleep 0.05; done", dir.display()), "")
+        .expect("A is submitted")
+        .job_id;
+    let b = submit(2, "exit 3".to_owned(), &format!("done({a})")).expect("B is submitted").job_id;
+    let c = submit(3, "true".to_owned(), &format!("ended({b})")).expect("C is submitted").job_id;
+    let refused = submit(4, "true".to_owned(), "done(999999)").expect_err("no such job");
+    assert_eq!(refused.message, "done(999999): No matching job found");
+    batch.wait_status(a, "RUN");
+    let reply = batch.client().query(wire::JobQuery {
+        jobs: vec![wire::WireJobRef { job_id: b, array_index: 0 }],
+        ..util::proto::query_all()
+    });
+    let reason = reply.expect("bjobs answers").jobs.first().map(|info| info.reason.clone());
+    assert_eq!(reason.as_deref(), Some("Job dependency condition not satisfied"));
+    assert_eq!((batch.status(b), batch.status(c)), ("PEND".to_owned(), "PEND".to_owned()));
+    fs::write(dir.join("release"), "").expect("release A");
+    batch.wait_status(a, "DONE");
+    batch.wait_status(b, "EXIT");
+    batch.wait_status(c, "DONE");
+    let out = batch.run("bjobs", &["-a", "-noheader", "-u", "all"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3, "the refused job was not submitted");
+}
+
+/// `(exit code, standard output, standard error)` of a command.
+fn said(out: &Output) -> (Option<i32>, String, String) {
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// Goal: badmin hclose/qclose/qinact act at once, are for administrators only,
+// and survive `badmin mbdrestart` (which restarts mbatchd from its log); hopen,
+// qopen and qact undo them.
+#[test]
+fn closed_hosts_and_queues_survive_mbdrestart() {
+    let batch = Batch::start();
+    batch.allow_nobody();
+    let out = batch.run_as_nobody("badmin", &["hclose", "localhost"]);
+    assert_eq!(
+        said(&out),
+        (Some(255), String::new(), "Close <localhost> ...... User permission denied\n".into())
+    );
+    let out = batch.run("badmin", &["hclose"]);
+    assert_eq!(said(&out), (Some(0), "Close <localhost> ...... done\n".into(), String::new()));
+    let out = batch.run("bhosts", &["-w"]);
+    assert!(text(&out).contains("closed_Adm"), "{}", text(&out));
+    let held = batch.submit(&["true"]);
+    let out = batch.run("badmin", &["qclose", "normal"]);
+    assert_eq!(said(&out), (Some(0), "Queue <normal> is closed\n".into(), String::new()));
+    assert!(text(&batch.run("bqueues", &["normal"])).contains(" Closed:Active "));
+    let out = batch.run("bsub", &["true"]);
+    assert_eq!(said(&out).0, Some(255));
+    assert!(text(&out).contains("normal: Queue has been closed. Job not submitted."), "{}", text(&out));
+    let out = batch.run_as_nobody("badmin", &["mbdrestart"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "User permission denied\n".into()));
+    let pid = batch.mbatchd.as_ref().expect("mbatchd").pid();
+    let out = batch.run("badmin", &["mbdrestart"]);
+    assert_eq!(
+        said(&out),
+        (
+            Some(0),
+            "Checking configuration files ...\nNo errors found.\n\nMBD restart initiated\n".into(),
+            String::new()
+        )
+    );
+    // The same process (exec) replays its log and serves again: still closed.
+    wait_until("mbatchd to be ready again", STARTUP_TIMEOUT, || {
+        (batch.mbatchd.as_ref().expect("mbatchd").log().matches("mbatchd ready").count() == 2).then_some(())
+    });
+    assert_eq!(batch.mbatchd.as_ref().expect("mbatchd").pid(), pid);
+    // (`unreach` until sbatchd registers again, then `closed_Adm`.)
+    wait_until("the host to show closed_Adm again", STARTUP_TIMEOUT, || {
+        text(&batch.run("bhosts", &["-w"])).contains("closed_Adm").then_some(())
+    });
+    assert!(text(&batch.run("bsub", &["true"])).contains("Queue has been closed"));
+    assert_eq!(batch.status(held), "PEND");
+    // Open the queue but make it inactive: jobs are accepted and wait.
+    assert!(batch.run("badmin", &["qopen"]).status.success());
+    let out = batch.run("badmin", &["qinact", "normal"]);
+    assert_eq!(said(&out), (Some(0), "Queue <normal> is inactivated\n".into(), String::new()));
+    assert!(text(&batch.run("bqueues", &["normal"])).contains(" Open:Inact "));
+    let waiting = batch.submit(&["true"]);
+    assert!(batch.run("badmin", &["hopen", "localhost"]).status.success());
+    assert_eq!((batch.status(held), batch.status(waiting)), ("PEND".into(), "PEND".into()));
+    let out = batch.run("badmin", &["qact", "normal"]);
+    assert_eq!(said(&out), (Some(0), "Queue <normal> is activated\n".into(), String::new()));
+    batch.wait_status(held, "DONE");
+    batch.wait_status(waiting, "DONE");
+}
+
+// Goal: bmod, bswitch, btop and bbot change pending jobs with LSF's messages;
+// only the owner or an administrator may, and a started job is refused.
+#[test]
+fn bmod_bswitch_btop_bbot_change_pending_jobs() {
+    let batch = Batch::start();
+    batch.allow_nobody();
+    batch.reconfigure("lsb.queues", |queues| {
+        format!("{queues}\nBegin Queue\nQUEUE_NAME = night\nPRIORITY = 10\nEnd Queue\n")
+    });
+    assert!(batch.run("badmin", &["hclose", "localhost"]).status.success());
+    let jobs: Vec<u32> = (0..3).map(|_| batch.submit(&["sleep", "300"])).collect();
+    let [first, second, third] = [jobs[0], jobs[1], jobs[2]];
+    let out = batch.run("bmod", &["-J", "renamed", "-W", "10", "-M", "100000", &first.to_string()]);
+    assert_eq!(
+        said(&out),
+        (Some(0), format!("Parameters of job <{first}> are being changed\n"), String::new())
+    );
+    let listing = batch.run("bjobs", &["-w", &first.to_string()]);
+    assert!(text(&listing).contains(" renamed "), "{}", text(&listing));
+    let out = batch.run_as_nobody("bmod", &["-Wn", &first.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{first}>: User permission denied\n")));
+    let out = batch.run("bmod", &["-q", "nosuch", &first.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{first}>: nosuch: No such queue\n")));
+    let out = batch.run("bmod", &["-W", "never", &first.to_string()]);
+    assert_eq!(
+        said(&out),
+        (Some(255), String::new(), "never: Bad RUNLIMIT specification. Job not modified.\n".into())
+    );
+    let out = batch.run("bswitch", &["night", &second.to_string()]);
+    assert_eq!(
+        said(&out),
+        (Some(0), format!("Job <{second}> is switched to queue <night>\n"), String::new())
+    );
+    let listing = batch.run("bjobs", &["-w", &second.to_string()]);
+    assert!(text(&listing).contains(" night "), "{}", text(&listing));
+    let out = batch.run("btop", &[&third.to_string()]);
+    assert_eq!(
+        said(&out),
+        (Some(0), format!("Job <{third}> has been moved to position 1 from top.\n"), String::new())
+    );
+    let out = batch.run("bbot", &[&third.to_string(), "2"]);
+    assert_eq!(
+        said(&out),
+        (Some(0), format!("Job <{third}> has been moved to position 2 from bottom.\n"), String::new())
+    );
+    let out = batch.run_as_nobody("btop", &[&third.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{third}>: User permission denied\n")));
+    let out = batch.run("bswitch", &["normal", "999999"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "Job <999999>: No matching job found\n".into()));
+    // bhist -l tells the changes (compared without blanks: -l wraps at 80 columns).
+    let history =
+        text(&batch.run("bhist", &["-l", &first.to_string(), &second.to_string(), &third.to_string()]));
+    let packed: String = history.split_whitespace().collect();
+    for told in [
+        "Parameters of Job are changed by user or administrator <root>: Job name changes to : renamed;",
+        "Switched to Queue <night> by user or administrator <root>;",
+        "Job moved to position 1 relative to <top> by user or administrator <root>;",
+    ] {
+        assert!(packed.contains(&told.split_whitespace().collect::<String>()), "no {told:?} in:\n{history}");
+    }
+    // Started jobs: bmod and btop refuse.
+    assert!(batch.run("badmin", &["hopen", "localhost"]).status.success());
+    batch.wait_status(third, "RUN");
+    let out = batch.run("bmod", &["-n", "2", &third.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{third}>: Job has already started\n")));
+    let out = batch.run("btop", &[&third.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{third}>: Job has already started\n")));
+    for job in jobs {
+        batch.run("bkill", &[&job.to_string()]);
+    }
+}
+
+// Goal: bhist tells a finished job's life from the event log, in the summary
+// and -l layouts, also once mbatchd cleaned the job from memory; an unknown
+// job is reported and fails.
+#[test]
+fn bhist_tells_finished_jobs_even_after_cleaning() {
+    let batch = Batch::start();
+    batch.reconfigure("lsb.params", |params| {
+        let kept: Vec<&str> =
+            params.lines().filter(|line| !line.trim_start().starts_with("CLEAN_PERIOD")).collect();
+        kept.join("\n").replace("Begin Parameters", "Begin Parameters\nCLEAN_PERIOD = 1")
+    });
+    let done = batch.submit(&["true"]);
+    let failed = batch.submit(&["exit 3"]);
+    batch.wait_all_finished(&[done, failed]);
+    wait_until("both jobs to be cleaned", JOB_TIMEOUT, || {
+        let out = batch.run("bjobs", &[&done.to_string(), &failed.to_string()]);
+        (text(&out).matches("is not found").count() == 2).then_some(())
+    });
+    let out = batch.run("bhist", &["-l", &done.to_string(), &failed.to_string()]);
+    let long = text(&out);
+    assert!(out.status.success(), "{long}");
+    for line in [
+        format!("Job <{done}>, User <root>, Project <default>, Command <true>"),
+        ": Submitted from host <".to_owned(),
+        ": Dispatched to <localhost>;".to_owned(),
+        ": Starting (Pid ".to_owned(),
+        ": Done successfully. The CPU time used is ".to_owned(),
+        ": Exited with exit code 3. The CPU time used is ".to_owned(),
+        "Summary of time in seconds spent in various states by ".to_owned(),
+    ] {
+        assert!(long.contains(&line), "no {line:?} in:\n{long}");
+    }
+    let out = batch.run("bhist", &["-a"]);
+    let summary = text(&out);
+    assert!(
+        summary.starts_with(
+            "Summary of time in seconds spent in various states:\nJOBID   USER    JOB_NAME  PEND"
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains(&format!("\n{done:<7} root    true ")), "{summary}");
+    // The default is unfinished jobs: none.
+    let out = batch.run("bhist", &[]);
+    assert_eq!(said(&out), (Some(255), String::new(), "No matching job found\n".into()));
+    let out = batch.run("bhist", &["999999"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "Job <999999> is not found\n".into()));
+}
+
+// ---------------------------------------------------------------------------
+// bsub's options end to end (issue 7): -K, the job's environment and files,
+// -L and -E, limits, bad input, bpeek.
+// ---------------------------------------------------------------------------
+
+impl Batch {
+    /// `bsub ARGS` with `script` on standard input.
+    fn run_with_stdin(&self, program: &str, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .cluster
+            .command(bin(program))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start a command");
+        child.stdin.take().expect("piped").write_all(stdin.as_bytes()).expect("write stdin");
+        child.wait_with_output().expect("command output")
+    }
+
+    /// `bjobs -o "stat exit_code" -noheader ID`: the status and exit code.
+    fn stat_and_exit_code(&self, job: u32) -> String {
+        let out = self.run("bjobs", &["-a", "-o", "stat exit_code", "-noheader", &job.to_string()]);
+        String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// Every job mbatchd knows, as `bjobs -a -u all` lists them.
+    fn all_jobs(&self) -> String {
+        text(&self.run("bjobs", &["-a", "-u", "all"]))
+    }
+
+    /// Waits until the file at `path` contains `want`; returns its text.
+    fn wait_file_contains(&self, path: &Path, want: &str) -> String {
+        wait_until(&format!("{} to contain {want:?}", path.display()), JOB_TIMEOUT, || {
+            fs::read_to_string(path).ok().filter(|text| text.contains(want))
+        })
+    }
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+// Goal: bsub -K prints LSF's three messages and exits with the job's exit
+// code: 0 for a DONE job, 3 for a job that exits 3.
+#[test]
+fn bsub_k_waits_and_exits_with_the_jobs_exit_code() {
+    let batch = Batch::start();
+    let done = batch.run("bsub", &["-K", "exit 0"]);
+    let job = submitted_id(&done);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    assert_eq!(
+        String::from_utf8_lossy(&done.stderr),
+        "<<Waiting for dispatch ...>>\n<<Starting on localhost>>\n<<Job is finished>>\n"
+    );
+    assert_eq!(batch.status(job), "DONE");
+    let failed = batch.run("bsub", &["-K", "-q", "normal", "exit 3"]);
+    let job = printed_id(&failed);
+    assert_eq!(failed.status.code(), Some(3), "{}", text(&failed));
+    assert!(String::from_utf8_lossy(&failed.stderr).ends_with("<<Job is finished>>\n"), "{}", text(&failed));
+    assert_eq!(batch.stat_and_exit_code(job), "EXIT 3");
+}
+
+// Goal: interrupting a waiting bsub -K (Ctrl-C: SIGINT) kills its job, as LSF does.
+#[test]
+fn interrupting_bsub_k_kills_the_job() {
+    use std::io::BufRead;
+    use std::os::unix::process::ExitStatusExt;
+    let batch = Batch::start();
+    let mut waiting = batch
+        .cluster
+        .command(bin("bsub"))
+        .args(["-K", "sleep 600"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start bsub -K");
+    let mut line = String::new();
+    std::io::BufReader::new(waiting.stdout.take().expect("piped")).read_line(&mut line).expect("read");
+    let job: u32 = line
+        .strip_prefix("Job <")
+        .and_then(|rest| rest.split('>').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("bsub -K printed no job id: {line}"));
+    batch.wait_status(job, "RUN");
+    let kill = std::process::Command::new("kill").args(["-INT", &waiting.id().to_string()]).status();
+    assert!(kill.expect("run kill").success());
+    let status = waiting.wait().expect("bsub -K ends");
+    assert_eq!(status.signal(), Some(2), "{status:?}");
+    batch.wait_status(job, "EXIT");
+}
+
+// Goal: the job sees LSF's variables and the submission environment as -env
+// selects it; %J and %I are substituted in -o, -e and -i; #BSUB lines in a
+// script on standard input give options, the command line overriding them.
+#[test]
+fn the_job_environment_and_files_are_lsfs() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    fs::write(dir.join("in.0"), "from-input\n").expect("write the input file");
+    let script = format!(
+        "#!/bin/sh\n#BSUB -J from-script\n#BSUB -q nosuch\n#BSUB -o {out}\n#BSUB -e {err}\n#BSUB -i {inp}\n\
+         env | grep -E '^(LSB_|LS_SUBCWD|KEPT|DROPPED|SET_BY_ENV)' | sort\nread line; echo \"stdin=$line\"\n\
+         echo to-stderr >&2\n",
+        out = path_str(&dir.join("out.%J")),
+        err = path_str(&dir.join("err.%J")),
+        inp = path_str(&dir.join("in.%I")),
+    );
+    let out = batch
+        .cluster
+        .command(bin("bsub"))
+        .args([
+            "-q",
+            "normal",
+            "-P",
+            "proj",
+            "-cwd",
+            path_str(dir),
+            "-env",
+            "all, ~DROPPED, SET_BY_ENV=v-$KEPT",
+        ])
+        .env("KEPT", "kept-value")
+        .env("DROPPED", "dropped-value")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().expect("piped").write_all(script.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("bsub runs");
+    let job = submitted_id(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is submitted to queue <normal>.\n")
+    );
+    batch.wait_status(job, "DONE");
+    let written = fs::read_to_string(dir.join(format!("out.{job}"))).expect("the output file");
+    for want in [
+        format!("LSB_JOBID={job}\n"),
+        "LSB_JOBNAME=from-script\n".to_owned(),
+        "LSB_QUEUE=normal\n".to_owned(),
+        "LSB_HOSTS=localhost\n".to_owned(),
+        "LSB_MCPU_HOSTS=localhost 1\n".to_owned(),
+        "LSB_JOBINDEX=0\n".to_owned(),
+        "LSB_PROJECT_NAME=proj\n".to_owned(),
+        format!("LS_SUBCWD={}\n", dir.display()),
+        "KEPT=kept-value\n".to_owned(),
+        "SET_BY_ENV=v-kept-value\n".to_owned(),
+        "stdin=from-input\n".to_owned(),
+    ] {
+        assert!(written.contains(&want), "{want:?} missing from:\n{written}");
+    }
+    assert!(written.lines().any(|line| line.starts_with("LSB_SUB_HOST=") && line.len() > 13), "{written}");
+    assert!(!written.contains("DROPPED"), "{written}");
+    let errors = fs::read_to_string(dir.join(format!("err.{job}"))).expect("the error file");
+    assert_eq!(errors, "to-stderr\n");
+}
+
+// Goal: bsub -b confirms the begin time on standard error, as LSF's ctime.
+#[test]
+fn bsub_b_confirms_the_begin_time() {
+    let batch = Batch::start();
+    let out = batch
+        .cluster
+        .command(bin("bsub"))
+        .args(["-b", "2030:1:1:00:00", "true"])
+        .env("TZ", "UTC")
+        .output()
+        .expect("bsub runs");
+    let job = submitted_id(&out);
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            format!("Job <{job}> is submitted to default queue <normal>.\n"),
+            "Job will be scheduled after Tue Jan  1 00:00:00 2030\n".to_owned()
+        )
+    );
+}
+
+// Goal: -L runs the job under that shell as a login shell; -E runs before the
+// job as its user, in its directory, and when it fails the job does not run and
+// ends EXIT with the pre-execution command's exit code.
+#[test]
+fn login_shell_and_pre_execution_command() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    let out_file = dir.join("login.out");
+    let job = batch.submit(&[
+        "-L",
+        "/bin/bash",
+        "-cwd",
+        path_str(dir),
+        "-E",
+        "echo pre-$LSB_JOBID > pre.out",
+        "-o",
+        path_str(&out_file),
+        "shopt -q login_shell && echo login-shell; cat pre.out",
+    ]);
+    batch.wait_status(job, "DONE");
+    let written = fs::read_to_string(&out_file).expect("the output file");
+    assert!(written.contains("login-shell\n"), "{written}");
+    assert!(written.contains(&format!("pre-{job}\n")), "{written}");
+    let marker = dir.join("should-not-exist");
+    let failed_out = dir.join("failed.out");
+    let job = batch.submit(&[
+        "-E",
+        "echo checking; exit 5",
+        "-o",
+        path_str(&failed_out),
+        "touch",
+        path_str(&marker),
+    ]);
+    batch.wait_status(job, "EXIT");
+    assert_eq!(batch.stat_and_exit_code(job), "EXIT 5");
+    assert!(!marker.exists(), "the job ran although its pre-execution command failed");
+    let written = fs::read_to_string(&failed_out).expect("the output file");
+    assert!(
+        written.contains("checking\n")
+            && written.contains("LSBATCH: pre-execution command failed (exit code 5); the job was not run."),
+        "{written}"
+    );
+}
+
+// Goal: sbatchd enforces -M on the resident memory of the job's process group
+// and -W on its run time: each job ends EXIT, killed by LSF's signal sequence,
+// and bjobs -l shows LSF's termination reason.
+#[test]
+fn jobs_over_their_memory_or_run_limit_end_exit() {
+    let batch = Batch::start();
+    // 100 MB resident in a child of the job's shell, against a 20 MB limit (KB by default).
+    let memory = batch.submit(&["-M", "20000", "perl -e '$x = \"a\" x 100_000_000; sleep 300'; true"]);
+    let run_time = batch.submit(&["-W", "1", "sleep 600"]);
+    batch.wait_status(memory, "EXIT");
+    batch.wait_status(run_time, "EXIT");
+    let memory_end = batch.stat_and_exit_code(memory);
+    let run_end = batch.stat_and_exit_code(run_time);
+    assert!(memory_end.starts_with("EXIT ") && memory_end != "EXIT 0", "{memory_end}");
+    assert!(run_end.starts_with("EXIT ") && run_end != "EXIT 0", "{run_end}");
+    // bjobs -l wraps at 80 columns: compare without blanks.
+    let squeezed = |job: u32| -> String {
+        text(&batch.run("bjobs", &["-l", &job.to_string()])).chars().filter(|c| !c.is_whitespace()).collect()
+    };
+    let memory_long = squeezed(memory);
+    assert!(
+        memory_long.contains("Completed<exit>;TERM_MEMLIMIT:jobkilledafterreachingLSFmemoryusagelimit."),
+        "{memory_long}"
+    );
+    let run_long = squeezed(run_time);
+    assert!(
+        run_long.contains("Completed<exit>;TERM_RUNLIMIT:jobkilledafterreachingLSFruntimelimit."),
+        "{run_long}"
+    );
+}
+
+// Goal: bad values and options are refused with LSF's messages and exit 255,
+// and nothing is submitted.
+#[test]
+fn bad_bsub_input_is_refused_and_submits_nothing() {
+    let batch = Batch::start();
+    let refused = |args: &[&str], stdin: &str, want: &str| {
+        let out = batch.run_with_stdin("bsub", args, stdin);
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with(want), "{args:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out));
+    };
+    refused(&["-b", "24:00", "true"], "", "24:00: Bad time specification. Job not submitted.\n");
+    refused(&["-b", "2:30:08:00", "true"], "", "2:30:08:00: Bad time specification. Job not submitted.\n");
+    refused(&["-W", "1:xx", "true"], "", "1:xx: Bad RUNLIMIT specification. Job not submitted.\n");
+    refused(&["-M", "lots", "true"], "", "lots: Bad MEMLIMIT specification. Job not submitted.\n");
+    refused(
+        &["-L", "bash", "true"],
+        "",
+        "bash: The login shell must be an absolute path. Job not submitted.\n",
+    );
+    refused(&["-env", "none, X", "true"], "", "none, X: Bad -env specification");
+    refused(&["-Z", "true"], "", "bsub: illegal option -- Z\nUsage: bsub");
+    refused(&["-I", "true"], "", "bsub: option -I is not supported by LavaCore\nUsage: bsub");
+    refused(
+        &["-K", "-J", "arr[1-2]", "true"],
+        "",
+        "Job array doesn't support -K option. Job not submitted.\n",
+    );
+    refused(&[], "#!/bin/sh\n#BSUB -Z\ntrue\n", "bsub: illegal option -- Z (#BSUB line 2)\nUsage: bsub");
+    refused(&[], "#BSUB -W soon\ntrue\n", "soon: Bad RUNLIMIT specification. Job not submitted.\n");
+    let listing = batch.all_jobs();
+    assert_eq!(listing, "No job found\n", "{listing}");
+}
+
+// Goal: bpeek shows what a running job has written so far, read here or relayed
+// by mbatchd from the execution host (bounded answers, in order); -f follows it
+// until the job ends; a finished or unknown job gets LSF's message.
+#[test]
+fn bpeek_shows_a_running_jobs_output() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    let out_file = dir.join("peek.%J");
+    let gate = dir.join("gate");
+    let job = batch.submit(&[
+        "-o",
+        path_str(&out_file),
+        &format!("echo first-line; while [ ! -e {} ]; do sleep 0.2; done; echo second-line", path_str(&gate)),
+    ]);
+    batch.wait_status(job, "RUN");
+    batch.wait_file_contains(&dir.join(format!("peek.{job}")), "first-line");
+    let out = batch.run("bpeek", &[&job.to_string()]);
+    assert_eq!(
+        (out.status.code(), text(&out)),
+        (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned())
+    );
+    // The same through mbatchd's relay to the execution host's sbatchd (PEEK_JOB, SBD_PEEK),
+    // which bpeek uses for a job on another host whose files are not shared.
+    let remote = |args: &[&str]| {
+        batch
+            .cluster
+            .command(bin("bpeek"))
+            .args(args)
+            .env("LSB_BPEEK_REMOTE_OUTPUT", "y")
+            .output()
+            .expect("bpeek")
+    };
+    let out = remote(&[&job.to_string()]);
+    assert_eq!(
+        (out.status.code(), text(&out)),
+        (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned())
+    );
+    let out = remote(&["99999"]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), "Job <99999> is not found\n".to_owned()));
+    // Two followers, reading here and through the relay; the gate opens once both
+    // have shown the first line (so the job is surely still running when they start).
+    let follow = |remote: bool| {
+        use std::io::BufRead;
+        let mut command = batch.cluster.command(bin("bpeek"));
+        if remote {
+            command.env("LSB_BPEEK_REMOTE_OUTPUT", "y");
+        }
+        let mut child = command
+            .args(["-f", &job.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start bpeek -f");
+        let mut reader = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut seen = String::new();
+        while !seen.ends_with("first-line\n") {
+            assert!(reader.read_line(&mut seen).expect("read bpeek -f") > 0, "bpeek -f ended early: {seen}");
+        }
+        (child, reader, seen)
+    };
+    let followers = [follow(false), follow(true)];
+    fs::write(&gate, "").expect("open the gate");
+    for (mut child, mut reader, mut seen) in followers {
+        use std::io::Read;
+        reader.read_to_string(&mut seen).expect("read bpeek -f");
+        assert!(child.wait().expect("bpeek -f ends with the job").success(), "{seen}");
+        assert_eq!(seen, "<< output from stdout >>\nfirst-line\nsecond-line\n");
+    }
+    batch.wait_status(job, "DONE");
+    let out = batch.run("bpeek", &[&job.to_string()]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), format!("Job <{job}> : Not a running job\n")));
+    let out = remote(&[&job.to_string()]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), format!("Job <{job}> : Not a running job\n")));
+    let out = batch.run("bpeek", &["99999"]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), "Job <99999> is not found\n".to_owned()));
+    // A long output comes through the relay in several bounded answers, in order.
+    let long_out = dir.join("long.out");
+    let long = batch.submit(&[
+        "-o",
+        path_str(&long_out),
+        &format!("seq 1 200000; while [ ! -e {} ]; do sleep 0.2; done", path_str(&dir.join("gate2"))),
+    ]);
+    batch.wait_status(long, "RUN");
+    batch.wait_file_contains(&long_out, "\n200000\n");
+    let out = remote(&[&long.to_string()]);
+    let expected: String = (1..=200_000).map(|n| format!("{n}\n")).collect();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == format!("<< output from stdout >>\n{expected}"),
+        "the relayed output differs ({} bytes)",
+        out.stdout.len()
+    );
+    fs::write(dir.join("gate2"), "").expect("open the second gate");
+    batch.wait_status(long, "DONE");
 }

@@ -1,8 +1,8 @@
 //! Scheduling end to end: the real `mbatchd` and `sbatchd` of a one-host
 //! cluster whose host has the resources `cs` and `linux` (tests/util), with
-//! queues that limit slots, users and run limits. `-R` travels in SUBMIT_JOB
-//! from a protocol client (this branch's `bsub` does not send it yet); the
-//! other submissions and every display go through the real commands.
+//! queues that limit slots, users and run limits. The `-R` submissions go
+//! through a protocol client (to read mbatchd's own answer); the other
+//! submissions and every display go through the real commands.
 
 mod util;
 

@@ -38,6 +38,8 @@ pub fn format_bhosts(hosts: &[wire::HostInfo], wide: bool) -> String {
             wire::HOST_UNREACH => "unreach",
             wire::HOST_CLOSED_FULL if wide => "closed_Full",
             wire::HOST_CLOSED_FULL => "closed",
+            wire::HOST_CLOSED_ADM if wide => "closed_Adm",
+            wire::HOST_CLOSED_ADM => "closed",
             _ => "unknown",
         };
         let max = match host.max_slots {

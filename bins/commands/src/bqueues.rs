@@ -6,8 +6,8 @@
 //! normal           30   Open:Active      -    -    -    -     0     0     0     0
 //! ```
 //!
-//! Queues are listed highest priority first. STATUS is always `Open:Active`
-//! (`badmin qclose`/`qinact` do not exist yet); MAX, JL/U, JL/P and JL/H are `-`
+//! Queues are listed highest priority first. STATUS is `Open` or `Closed`
+//! (`badmin qclose`), then `Active` or `Inact` (`badmin qinact`); MAX, JL/U, JL/P and JL/H are `-`
 //! because the scheduler enforces no queue job limit yet. Counts are slots, as
 //! `bjobs` shows the jobs (SUSP includes PSUSP). A name longer than 15
 //! characters is cut to `*` and its end (LSF's TRUNC_STR) unless `-w` is given.
@@ -33,7 +33,7 @@ pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
         out.push_str(&format!(
             "{name:<15} {:>3}   {:<14}{:>4} {:>4} {:>4} {:>4} {:>5} {:>5} {:>5} {:>5}\n",
             queue.priority,
-            "Open:Active",
+            status(queue),
             "-",
             "-",
             "-",
@@ -94,6 +94,16 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
     reply.not_found.is_empty()
 }
 
+/// LSF's STATUS of a queue: `Open:Active`, `Closed:Active`, `Open:Inact`, `Closed:Inact`.
+fn status(queue: &wire::QueueInfo) -> &'static str {
+    match (queue.closed, queue.inactive) {
+        (false, false) => "Open:Active",
+        (true, false) => "Closed:Active",
+        (false, true) => "Open:Inact",
+        (true, true) => "Closed:Inact",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +118,8 @@ mod tests {
             n_pend: counts[0],
             n_run: counts[1],
             n_susp: counts[2],
+            closed: false,
+            inactive: false,
         }
     }
 
@@ -123,5 +135,7 @@ mod tests {
              *ong_queue_name   5   Open:Active      -    -    -    -  1249    12  1234     3\n"
         );
         assert!(format_bqueues(&queues, true).contains("\na_very_long_queue_name   5   Open:Active"));
+        let closed = wire::QueueInfo { closed: true, inactive: true, ..queue("night", 1, [0, 0, 0]) };
+        assert!(format_bqueues(&[closed], false).contains("\nnight             1   Closed:Inact     -"));
     }
 }

@@ -89,6 +89,10 @@ fn status(job: &JobInfo) -> Option<JobStatus> {
     JobStatus::from_bits(job.status)
 }
 
+fn is_finished(job: &JobInfo) -> bool {
+    status(job).is_some_and(JobStatus::is_finished)
+}
+
 fn is_pending(job: &JobInfo) -> bool {
     status(job).is_some_and(JobStatus::is_pending)
 }
@@ -248,13 +252,13 @@ fn row(out: &mut String, job: &JobInfo, layout: Layout, style: &Style, tz: &Time
 
 /// Text streamed through LSF's line-breaking rule (see the module documentation).
 #[derive(Debug, Default)]
-struct Wrap {
-    out: String,
+pub(crate) struct Wrap {
+    pub(crate) out: String,
     cursor: usize,
 }
 
 impl Wrap {
-    fn put(&mut self, text: &str) {
+    pub(crate) fn put(&mut self, text: &str) {
         if text.starts_with('\n') {
             self.cursor = 0;
         }
@@ -360,6 +364,9 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
                 () if cpu_ms == 0 => " The CPU time used is unknown.\n".to_owned(),
                 () => format!(" The CPU time used is {:.1} seconds.\n", cpu_ms as f64 / 1000.0),
             });
+            if state == Some(JobStatus::Exit) && !job.reason.is_empty() {
+                wrap.put(&format!("{}: Completed <exit>; {}.\n", event_time(job.end_time, tz), job.reason));
+            }
         }
         Some(JobStatus::Pend | JobStatus::Psusp) => {
             wrap.put("\n PENDING REASONS:\n");
@@ -506,7 +513,8 @@ pub const FIELDS: &[FieldDef] = &[
         names: &["pend_reason"],
         header: "PEND_REASON",
         width: 11,
-        value: |j, _, _| or_dash(&j.reason),
+        // A finished job's reason is its termination reason, not a pending one.
+        value: |j, _, _| if is_finished(j) { "-".to_owned() } else { or_dash(&j.reason) },
     },
     FieldDef {
         names: &["output_file"],

@@ -20,7 +20,7 @@
 //!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
 //!   resources of `lsf.shared`.
 //! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME`,
-//!   `JOB_ACCEPT_INTERVAL` of `lsb.params`.
+//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`.
 //!
 //! # Where mbatchd listens
 //! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
@@ -169,6 +169,7 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.max_job_id = conf.params.max_jobid;
     config.mbd_sleep_time_ms = u64::from(conf.params.mbd_sleep_time_s.max(1)) * 1000;
     config.job_accept_interval = conf.params.job_accept_interval;
+    config.max_job_array_size = conf.params.max_job_array_size;
     config.validate()?;
     Ok(config)
 }

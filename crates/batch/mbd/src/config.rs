@@ -19,6 +19,11 @@ pub const RESEND_INTERVAL_MS_DEFAULT: u64 = 5_000;
 pub const JOB_TERMINATE_INTERVAL_S_DEFAULT: u32 = 10;
 /// LSF's `MAX_JOBID` default.
 pub const MAX_JOB_ID_DEFAULT: u32 = 999_999;
+/// LSF's `MAX_JOB_ARRAY_SIZE` default: the highest array index, and so the most elements.
+pub const MAX_JOB_ARRAY_SIZE_DEFAULT: u32 = 1000;
+/// The largest `MAX_JOB_ARRAY_SIZE` LavaCore accepts (LSF allows up to 2147483646): every
+/// element is a job record in memory, and one JOB_NEW makes them all in one step.
+pub const JOB_ARRAY_SIZE_MAX: u32 = 1_000_000;
 
 /// Our `JOB_ACCEPT_INTERVAL` default in [`MbdConfig::new`] is 0 (LSF's is 1, which
 /// `lsb.params` gives when it does not set the key): a host may take several jobs per turn.
@@ -177,6 +182,8 @@ pub struct MbdConfig {
     /// `JOB_ACCEPT_INTERVAL`: after a host takes a job, it takes no other for this many
     /// `MBD_SLEEP_TIME`s (0: no wait; several jobs per turn).
     pub job_accept_interval: u32,
+    /// `MAX_JOB_ARRAY_SIZE`: the highest index an array may have (so also its most elements).
+    pub max_job_array_size: u32,
 }
 
 impl MbdConfig {
@@ -195,6 +202,7 @@ impl MbdConfig {
             mbd_sleep_time_ms: MBD_SLEEP_TIME_MS_DEFAULT,
             resources: Vec::new(),
             job_accept_interval: 0,
+            max_job_array_size: MAX_JOB_ARRAY_SIZE_DEFAULT,
         }
     }
 
@@ -230,6 +238,12 @@ impl MbdConfig {
         }
         if self.mbd_sleep_time_ms == 0 {
             return bad("MBD_SLEEP_TIME is 0".to_owned());
+        }
+        if !(1..=JOB_ARRAY_SIZE_MAX).contains(&self.max_job_array_size) {
+            return bad(format!(
+                "MAX_JOB_ARRAY_SIZE {} is outside 1 to {JOB_ARRAY_SIZE_MAX}",
+                self.max_job_array_size
+            ));
         }
         Ok(())
     }

@@ -33,7 +33,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use lava_batch_ll::resreq::{self, HostFacts, NumIndex, Rusage, Span, TextIndex};
-use lava_batch_ll::{HostName, ResReq, UserName};
+use lava_batch_ll::{HostName, JobRef, ResReq, UserName};
 
 use crate::config::{HostConfig, QueueConfig};
 use crate::input::LimFacts;
@@ -99,6 +99,8 @@ pub(crate) enum JobReason {
     StartTime,
     QueueSlotLimit,
     QueueUserSlotLimit,
+    /// A dependency or the array's running-element limit (`array`, `depend`), with its text.
+    Held(&'static str),
 }
 
 impl JobReason {
@@ -108,6 +110,7 @@ impl JobReason {
             JobReason::StartTime => "The job has a specified start time",
             JobReason::QueueSlotLimit => "The queue has reached its job slot limit",
             JobReason::QueueUserSlotLimit => "User has reached the per-user job slot limit of the queue",
+            JobReason::Held(text) => text,
         }
     }
 }
@@ -115,6 +118,7 @@ impl JobReason {
 /// Why one host cannot take the job now; LSF counts these over the hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum HostReason {
+    Closed,
     NotSpecified,
     NotUsableToQueue,
     SbdUnreachable,
@@ -135,6 +139,7 @@ impl HostReason {
     /// LSF's text (lsb_pendreason).
     pub(crate) fn text(self) -> &'static str {
         match self {
+            HostReason::Closed => "Closed by LSF administrator",
             HostReason::NotSpecified => "Not specified in job submission",
             HostReason::NotUsableToQueue => "Not usable to the queue",
             HostReason::SbdUnreachable => "Unable to reach slave batch server",
@@ -339,7 +344,7 @@ impl Clone for ReasonCache {
 
 /// A job to start: hosts (by configuration index) and slots on each, in order.
 pub(crate) struct Decision {
-    pub(crate) id: u32,
+    pub(crate) id: JobRef,
     pub(crate) hosts: Vec<(usize, u32)>,
 }
 
@@ -357,11 +362,13 @@ pub(crate) struct Pass<'a> {
     user_host_used: HashMap<(u32, usize), u32>,
     /// Whether any host has `JL/U` (then the user is part of a job's shape).
     user_limits: bool,
+    /// Array elements started in this turn, by array id (`%N` limits).
+    array_started: HashMap<u32, u32>,
     candidates: HashMap<(u32, usize, Vec<HostName>), usize>,
     candidate_lists: Vec<Candidates>,
     failed: HashMap<Shape, SharedCounts>,
     pub(crate) decisions: Vec<Decision>,
-    pub(crate) reasons: HashMap<u32, PendReason>,
+    pub(crate) reasons: HashMap<JobRef, PendReason>,
     /// The earliest begin time still ahead among the jobs seen.
     pub(crate) next_begin_ms: Option<u64>,
 }
@@ -372,7 +379,7 @@ impl<'a> Pass<'a> {
         mbd: &'a Mbd,
         now_ms: u64,
         reqs: &'a mut ResReqCache,
-        mut reasons: HashMap<u32, PendReason>,
+        mut reasons: HashMap<JobRef, PendReason>,
     ) -> Pass<'a> {
         reasons.clear();
         let config = &mbd.config;
@@ -388,6 +395,7 @@ impl<'a> Pass<'a> {
             queue_host_used: HashMap::default(),
             user_host_used: HashMap::default(),
             user_limits: config.hosts.iter().any(|h| h.user_job_limit.is_some()),
+            array_started: HashMap::default(),
             candidates: HashMap::default(),
             candidate_lists: Vec::new(),
             failed: HashMap::default(),
@@ -397,7 +405,9 @@ impl<'a> Pass<'a> {
         };
         for host in &config.hosts {
             let link = mbd.links.hosts.get(&host.name).filter(|link| link.connected);
-            let unusable = if !mbd.host_available(&host.name) {
+            let unusable = if mbd.store.control.closed_hosts.contains(&host.name) {
+                Some(HostReason::Closed)
+            } else if !mbd.host_available(&host.name) {
                 Some(HostReason::LoadUnavailable)
             } else if link.is_none() {
                 Some(HostReason::SbdUnreachable)
@@ -497,7 +507,7 @@ impl<'a> Pass<'a> {
 
     /// Decides pending job `job` of queue `queue_idx`: a [`Decision`] or a reason.
     pub(crate) fn consider(&mut self, job: &'a Job, queue_idx: usize) {
-        let id = job.job.id();
+        let id = job.job;
         if let Some(reason) = self.job_blocked(job, queue_idx) {
             self.reasons.insert(id, PendReason::Job(reason));
             return;
@@ -537,6 +547,19 @@ impl<'a> Pass<'a> {
 
     /// The job-level reason `job` cannot start now, if any.
     pub(crate) fn job_blocked(&mut self, job: &'a Job, queue_idx: usize) -> Option<JobReason> {
+        if let Some(text) = self.mbd.dependency_hold(job) {
+            return Some(JobReason::Held(text));
+        }
+        if job.job.index() != 0
+            && let Some(running_max) = lava_batch_ll::running_max_of(&job.spec.request().job_name)
+        {
+            // The elements started before the turn and those started in it.
+            let before = self.mbd.store.index.array_started.get(&job.job.id()).copied().unwrap_or(0);
+            let now = self.array_started.get(&job.job.id()).copied().unwrap_or(0);
+            if before + now >= running_max {
+                return Some(JobReason::Held(crate::REASON_ARRAY_LIMIT));
+            }
+        }
         let begin_ms = s_to_ms(job.spec.request().begin_time);
         if begin_ms > self.now_ms {
             self.next_begin_ms = Some(self.next_begin_ms.map_or(begin_ms, |t| t.min(begin_ms)));
@@ -748,6 +771,9 @@ impl<'a> Pass<'a> {
             *self.queue_host_used.entry((queue_idx, h)).or_insert(0) += n;
             *self.user_host_used.entry((user, h)).or_insert(0) += n;
         }
+        if decision.id.index() != 0 {
+            *self.array_started.entry(decision.id.id()).or_insert(0) += 1;
+        }
         self.queue_used[queue_idx] += shape.n_slots;
         *self.queue_user_used.entry((queue_idx, user)).or_insert(0) += shape.n_slots;
         self.decisions.push(decision);
@@ -771,6 +797,9 @@ impl Mbd {
         }
         let queue_idx = self.config.queues.iter().position(|queue| queue.name == job.queue)?;
         let queue = &self.config.queues[queue_idx];
+        if let Some(text) = self.held_back(job) {
+            return Some(PendReason::Job(JobReason::Held(text)));
+        }
         let request = job.spec.request();
         let n_slots = job.n_slots();
         if s_to_ms(request.begin_time) > end.now_ms {
@@ -863,12 +892,12 @@ fn count(reasons: Vec<HostReason>) -> Vec<(HostReason, u32)> {
 /// highest dynamic priority, shares / (1 + slots the user's jobs of the queue
 /// hold), offers its oldest job not yet considered; ties go to the user name
 /// first in byte order. Slots started during the pass count at once.
-pub(crate) fn fairshare_walk<'a>(pass: &mut Pass<'a>, queue_idx: usize, ids: &BTreeSet<u32>) {
+pub(crate) fn fairshare_walk<'a>(pass: &mut Pass<'a>, queue_idx: usize, ids: &BTreeSet<(i64, JobRef)>) {
     let mbd = pass.mbd;
     let queue = &mbd.config.queues[queue_idx];
     let mut by_user: std::collections::BTreeMap<&'a UserName, VecDeque<&'a Job>> =
         std::collections::BTreeMap::new();
-    for id in ids {
+    for (_, id) in ids {
         let job = mbd.store.live_job(*id);
         by_user.entry(&job.user).or_default().push_back(job);
     }

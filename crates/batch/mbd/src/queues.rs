@@ -30,7 +30,7 @@ impl Mbd {
         for host in self.host_query(&wire::HostQuery { hosts: vec![] }).hosts {
             let idx = match host.status {
                 wire::HOST_OK => 0,
-                wire::HOST_CLOSED_FULL => 1,
+                wire::HOST_CLOSED_FULL | wire::HOST_CLOSED_ADM => 1,
                 wire::HOST_UNREACH => 2,
                 _ => 3,
             };
@@ -70,6 +70,8 @@ impl Mbd {
                 n_pend: 0,
                 n_run: 0,
                 n_susp: 0,
+                closed: self.queue_closed(&queue.name),
+                inactive: self.queue_inactive(&queue.name),
             })
             .collect();
         for (_, job) in self.store.live_jobs() {

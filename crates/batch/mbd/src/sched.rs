@@ -8,8 +8,10 @@
 //! `MBD_SLEEP_TIME` passed since the last turn (lim's loads change without a
 //! step of ours) or a job's begin time (`-b`) came: this periodic turn always
 //! runs and refreshes the pending reasons of every job.
-//! Jobs are offered by queue priority, highest first, then job id (or
-//! fairshare within a FAIRSHARE queue); [`crate::placement`] decides each one
+//! Jobs of active queues (`badmin qinact`) are offered by queue priority,
+//! highest first, then by (order key, job id) — arrival order unless
+//! `btop`/`bbot` moved them — or by fairshare within a FAIRSHARE queue; hosts
+//! closed by `badmin hclose` take none; [`crate::placement`] decides each one
 //! (limits, `-R`, exclusivity) and keeps the reasons of those that wait. A job
 //! that fits nowhere is passed over, not waited for (first fit: a wide job can
 //! be passed by narrower ones; reservation is a later feature). The turn's
@@ -18,7 +20,7 @@
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
-use lava_batch_ll::HostName;
+use lava_batch_ll::{HostName, JobRef};
 use lava_batch_wire as wire;
 
 use crate::config::QueueLimit;
@@ -60,13 +62,18 @@ impl Mbd {
         self.config.hosts.iter().any(|host| {
             self.links.hosts.get(&host.name).is_some_and(|link| {
                 let used = self.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
-                link.connected && self.host_available(&host.name) && self.capacity(&host.name, link) > used
+                link.connected
+                    && self.host_available(&host.name)
+                    && !self.store.control.closed_hosts.contains(&host.name)
+                    && self.capacity(&host.name, link) > used
             })
         })
     }
 
     /// Offers the pending jobs to `pass` in dispatch order: priority levels,
-    /// highest first; within a level by job id over its queues, or, when one of
+    /// highest first, of the active queues (`badmin qinact` stops a queue's
+    /// dispatch); within a level by (order key, job) over its queues — arrival
+    /// order unless `btop`/`bbot` moved jobs — or, when one of
     /// them has FAIRSHARE, queue by queue in `lsb.queues` order, each by its
     /// own policy. A job whose queue left the configuration is under no level:
     /// it waits until its queue returns.
@@ -77,7 +84,7 @@ impl Mbd {
         let mut levels: Vec<u32> = queues.iter().map(|queue| queue.priority).collect();
         levels.sort_unstable_by_key(|priority| Reverse(*priority));
         levels.dedup();
-        let consider = |pass: &mut Pass<'a>, id: u32, idx: usize| {
+        let consider = |pass: &mut Pass<'a>, (_, id): (i64, JobRef), idx: usize| {
             if pass.cluster_full() {
                 return None;
             }
@@ -85,10 +92,12 @@ impl Mbd {
             Some(())
         };
         for priority in levels {
-            let level: Vec<(usize, &BTreeSet<u32>)> = queues
+            let level: Vec<(usize, &BTreeSet<(i64, JobRef)>)> = queues
                 .iter()
                 .enumerate()
-                .filter(|(_, queue)| queue.priority == priority)
+                .filter(|(_, queue)| {
+                    queue.priority == priority && !self.store.control.inactive_queues.contains(&queue.name)
+                })
                 .filter_map(|(idx, queue)| Some((idx, self.store.index.pending.get(&queue.name)?)))
                 .collect();
             if level.iter().any(|(idx, _)| queues[*idx].fairshare.is_some()) {
@@ -106,7 +115,7 @@ impl Mbd {
                     consider(pass, *id, idx)?;
                 }
             } else {
-                let mut merged: Vec<(u32, usize)> =
+                let mut merged: Vec<((i64, JobRef), usize)> =
                     level.iter().flat_map(|(idx, ids)| ids.iter().map(|id| (*id, *idx))).collect();
                 merged.sort_unstable();
                 for (id, idx) in merged {
@@ -143,11 +152,15 @@ impl Mbd {
     /// considered it (a job submitted since shows LSF's "New job is waiting for
     /// scheduling"): computed, never logged.
     pub(crate) fn pending_reason_shown(&self, job: &Job) -> Option<String> {
-        if job.status != lava_batch_ll::JobStatus::Pend || !job.reason.is_empty() {
-            // A logged reason (a host's refusal) says more than the turn's summary.
+        if job.status != lava_batch_ll::JobStatus::Pend
+            || !job.reason.is_empty()
+            || self.held_back(job).is_some()
+        {
+            // A logged reason (a host's refusal), a dependency or an array limit says
+            // more than the turn's summary.
             return None;
         }
-        match self.links.reasons.get(&job.job.id()) {
+        match self.links.reasons.get(&job.job) {
             Some(reason) => Some(reason.render()),
             None => self.turn_end_reason(job).map(|reason| reason.render()),
         }
@@ -162,7 +175,7 @@ impl Mbd {
     }
 
     /// Sends (or resends) NEW_JOB for started job `id` and arms its resend.
-    fn send_new_job(&mut self, step: &mut Step, id: u32, host: &HostName) {
+    fn send_new_job(&mut self, step: &mut Step, id: JobRef, host: &HostName) {
         let specs = self.job_specs(self.store.live_job(id));
         self.send(step, host, ToSbd::NewJob(Box::new(specs)));
         self.links.new_job_sent_ms.insert(id, step.now_ms);
@@ -207,12 +220,12 @@ impl Mbd {
             project: project(request),
             login_shell: request.login_shell.clone(),
             pre_exec: request.pre_exec.clone(),
-            env: request.env.clone(),
+            env: job.env.as_ref().clone(),
         }
     }
 
     /// Sends JOB_SIGNAL for each unanswered intent of accepted job `id`.
-    pub(crate) fn send_signals(&mut self, step: &mut Step, id: u32, due: impl Fn(Option<u64>) -> bool) {
+    pub(crate) fn send_signals(&mut self, step: &mut Step, id: JobRef, due: impl Fn(Option<u64>) -> bool) {
         let job = self.store.live_job(id);
         let Some(host) = job.run_host().filter(|_| job.accepted.is_some()).cloned() else {
             return;
@@ -236,13 +249,13 @@ impl Mbd {
 
     /// After `host` registered: everything it has not answered, at once.
     pub(crate) fn resend_to_host(&mut self, step: &mut Step, host: &HostName) {
-        let on_host = |mbd: &Mbd, id: &u32| mbd.store.live_job(*id).run_host() == Some(host);
-        let new_jobs: Vec<u32> =
+        let on_host = |mbd: &Mbd, id: &JobRef| mbd.store.live_job(*id).run_host() == Some(host);
+        let new_jobs: Vec<JobRef> =
             self.store.index.unaccepted.iter().filter(|id| on_host(self, id)).copied().collect();
         for id in new_jobs {
             self.send_new_job(step, id, host);
         }
-        let signaled: Vec<u32> =
+        let signaled: Vec<JobRef> =
             self.store.index.signaling.iter().filter(|id| on_host(self, id)).copied().collect();
         for id in signaled {
             self.send_signals(step, id, |_| true);
@@ -255,7 +268,7 @@ impl Mbd {
         let due = |sent: Option<u64>| {
             sent.is_none_or(|t| now_ms >= t.saturating_add(self.config.resend_interval_ms))
         };
-        let new_jobs: Vec<(u32, HostName)> = self
+        let new_jobs: Vec<(JobRef, HostName)> = self
             .store
             .index
             .unaccepted
@@ -267,7 +280,7 @@ impl Mbd {
             self.send_new_job(step, id, &host);
         }
         let resend_interval_ms = self.config.resend_interval_ms;
-        let signaled: Vec<u32> = self
+        let signaled: Vec<JobRef> = self
             .store
             .index
             .signaling
@@ -281,7 +294,7 @@ impl Mbd {
             });
         }
         let clean_period_ms = self.config.clean_period_ms;
-        let cleanable: Vec<u32> = self
+        let cleanable: Vec<JobRef> = self
             .store
             .index
             .finished

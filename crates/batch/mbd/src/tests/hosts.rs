@@ -184,6 +184,8 @@ fn bqueues_counts_slots_by_state() {
             n_pend: counts[0],
             n_run: counts[1],
             n_susp: counts[2],
+            closed: false,
+            inactive: false,
         };
     let all = h.mbd.queue_query(&wire::QueueQuery { queues: vec![] });
     assert_eq!(
