@@ -1,6 +1,6 @@
-//! `bhosts [-w] [host ...]`: the execution hosts as mbatchd sees them
-//! (HOST_QUERY), in LavaLite 0.1.2's classic layout
-//! (../shared/research/lavalite.md section 2.4):
+//! `bhosts [-w | -l] [host ...]`: the execution hosts as mbatchd sees them
+//! (HOST_QUERY), in the classic layouts (../shared/research/lavalite.md
+//! section 2.4, LSF's `bhosts` reference):
 //!
 //! ```text
 //! HOST_NAME          STATUS       JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV
@@ -8,12 +8,20 @@
 //! ```
 //!
 //! STATUS is `ok`, `unavail` (the master lim marks the host unavailable),
-//! `unreach` (its sbatchd is not connected) or `closed` (every slot in use;
-//! `closed_Full` with `-w`, whose STATUS column is 14 wide). `-` means
-//! unlimited (JL/U always: per-user limits are not implemented) or not yet
-//! known (MAX of a host whose slots are its CPUs before its sbatchd registered).
+//! `unreach` (its sbatchd is not connected) or `closed`; `-w` and `-l` name why
+//! a host is closed: `closed_Full` (every slot in use), `closed_Adm` (an
+//! administrator closed it), `closed_Excl` (an exclusive job runs there); the
+//! STATUS column of `-w` is 14 wide. `-` means unlimited or not yet known (MAX
+//! of a host whose slots are its CPUs before its sbatchd registered).
+//!
+//! `-l` prints a block per host, LSF's: `HOST  name`, then the STATUS line
+//! with CPUF (LavaCore has no CPU factors: every host is 1.00, as `lshosts`
+//! shows) and DISPATCH_WINDOW (none: `-`). The load tables LSF adds below come
+//! from lim and are `lsload`'s business here.
+//!
 //! A name that is not an execution host is reported on standard error and
-//! makes the exit status 255.
+//! makes the exit status 255. Counts are slots of started jobs, as `bjobs`
+//! shows them on the host.
 
 use std::process::ExitCode;
 
@@ -22,7 +30,30 @@ use lava_batch_wire::{self as wire, Operation};
 use crate::client;
 use crate::term::{self, Term};
 
-const USAGE: &str = "Usage: bhosts [-h] [-V] [-w] [host_name ...]\n";
+const USAGE: &str = "Usage: bhosts [-h] [-V] [-w | -l] [host_name ...]\n";
+
+/// The STATUS word of a host: `closed` for every closed state unless `detailed`
+/// (`-w`, `-l`), which names why (LSF's `closed_Full`, `closed_Adm`, `closed_Excl`).
+pub fn status_word(status: u32, detailed: bool) -> &'static str {
+    match status {
+        wire::HOST_OK => "ok",
+        wire::HOST_UNAVAIL => "unavail",
+        wire::HOST_UNREACH => "unreach",
+        wire::HOST_CLOSED_FULL if detailed => "closed_Full",
+        wire::HOST_CLOSED_ADM if detailed => "closed_Adm",
+        wire::HOST_CLOSED_EXCL if detailed => "closed_Excl",
+        wire::HOST_CLOSED_FULL | wire::HOST_CLOSED_ADM | wire::HOST_CLOSED_EXCL => "closed",
+        _ => "unknown",
+    }
+}
+
+/// A slot limit: `-` for none (or not yet known).
+fn limit(slots: u32) -> String {
+    match slots {
+        0 | wire::HOST_SLOTS_UNLIMITED => "-".to_owned(),
+        n => n.to_string(),
+    }
+}
 
 /// The table for `hosts`; `wide` is `-w`.
 pub fn format_bhosts(hosts: &[wire::HostInfo], wide: bool) -> String {
@@ -32,21 +63,43 @@ pub fn format_bhosts(hosts: &[wire::HostInfo], wide: bool) -> String {
         "HOST_NAME", "STATUS", "JL/U", "MAX", "NJOBS", "RUN", "SSUSP", "USUSP", "RSV"
     );
     for host in hosts {
-        let status = match host.status {
-            wire::HOST_OK => "ok",
-            wire::HOST_UNAVAIL => "unavail",
-            wire::HOST_UNREACH => "unreach",
-            wire::HOST_CLOSED_FULL if wide => "closed_Full",
-            wire::HOST_CLOSED_FULL => "closed",
-            _ => "unknown",
-        };
-        let max = match host.max_slots {
-            0 | wire::HOST_SLOTS_UNLIMITED => "-".to_owned(),
-            n => n.to_string(),
-        };
         out.push_str(&format!(
             "{:<18} {:<status_width$}{:>6}{:>7}{:>7}{:>7}{:>7}{:>7}{:>7}\n",
-            host.name, status, "-", max, host.n_jobs, host.n_run, host.n_ssusp, host.n_ususp, host.n_reserved
+            host.name,
+            status_word(host.status, wide),
+            limit(host.user_slot_limit),
+            limit(host.max_slots),
+            host.n_jobs,
+            host.n_run,
+            host.n_ssusp,
+            host.n_ususp,
+            host.n_reserved
+        ));
+    }
+    out
+}
+
+/// The `-l` blocks for `hosts`, each followed by a blank line.
+pub fn format_bhosts_long(hosts: &[wire::HostInfo]) -> String {
+    let mut out = String::new();
+    for host in hosts {
+        out.push_str(&format!("HOST  {}\n", host.name));
+        out.push_str(&format!(
+            "{:<16}{:>5}{:>6}{:>7}{:>7}{:>7}{:>7}{:>7}{:>7} {}\n",
+            "STATUS", "CPUF", "JL/U", "MAX", "NJOBS", "RUN", "SSUSP", "USUSP", "RSV", "DISPATCH_WINDOW"
+        ));
+        out.push_str(&format!(
+            "{:<16}{:>5}{:>6}{:>7}{:>7}{:>7}{:>7}{:>7}{:>7}{:>7}\n\n",
+            status_word(host.status, true),
+            "1.00",
+            limit(host.user_slot_limit),
+            limit(host.max_slots),
+            host.n_jobs,
+            host.n_run,
+            host.n_ssusp,
+            host.n_ususp,
+            host.n_reserved,
+            "-"
         ));
     }
     out
@@ -58,10 +111,11 @@ pub fn main() -> ExitCode {
 }
 
 fn run(term: &mut Term, args: Vec<String>) -> bool {
-    let (mut wide, mut hosts) = (false, Vec::new());
+    let (mut wide, mut long, mut hosts) = (false, false, Vec::new());
     for arg in args {
         match arg.as_str() {
             "-w" => wide = true,
+            "-l" => long = true,
             "-h" => {
                 term.err(USAGE);
                 return true;
@@ -77,6 +131,10 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             host => hosts.push(host.to_owned()),
         }
     }
+    if wide && long {
+        term.err(&format!("bhosts: -w and -l cannot be combined\n{USAGE}"));
+        return false;
+    }
     let ops = (Operation::HostQuery, Operation::HostQueryReply);
     let Some(reply) =
         client::read_from_mbatchd::<_, wire::HostQueryReply>(term, "bhosts", ops, &wire::HostQuery { hosts })
@@ -84,7 +142,7 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
         return false;
     };
     if !reply.hosts.is_empty() {
-        term.out(&format_bhosts(&reply.hosts, wide));
+        term.out(&if long { format_bhosts_long(&reply.hosts) } else { format_bhosts(&reply.hosts, wide) });
     }
     for name in &reply.not_found {
         term.err(&format!("{name}: Bad host name, host group name or cluster name\n"));
@@ -106,6 +164,7 @@ mod tests {
             n_ssusp: 0,
             n_ususp: 0,
             n_reserved: 0,
+            user_slot_limit: wire::HOST_SLOTS_UNLIMITED,
         }
     }
 
@@ -117,6 +176,7 @@ mod tests {
             host("h1", wire::HOST_UNAVAIL, wire::HOST_SLOTS_UNLIMITED, 1),
             host("h2", wire::HOST_CLOSED_FULL, 1, 1),
             host("h3", wire::HOST_UNREACH, 0, 0),
+            wire::HostInfo { user_slot_limit: 1, ..host("h4", wire::HOST_CLOSED_ADM, 4, 0) },
         ];
         assert_eq!(
             format_bhosts(&hosts, false),
@@ -124,14 +184,43 @@ mod tests {
              vm                 ok              -      2      0      0      0      0      0\n\
              h1                 unavail         -      -      1      1      0      0      0\n\
              h2                 closed          -      1      1      1      0      0      0\n\
-             h3                 unreach         -      -      0      0      0      0      0\n"
+             h3                 unreach         -      -      0      0      0      0      0\n\
+             h4                 closed          1      4      0      0      0      0      0\n"
         );
-        let wide = format_bhosts(&hosts[2..3], true);
-        assert!(
-            wide.ends_with(
-                "h2                 closed_Full        -      1      1      1      0      0      0\n"
-            ),
-            "{wide}"
+    }
+
+    // Goal: -w widens STATUS to 14 and names why a host is closed.
+    #[test]
+    fn wide_layout_names_closed_states() {
+        let hosts = [
+            host("h2", wire::HOST_CLOSED_FULL, 1, 1),
+            host("h4", wire::HOST_CLOSED_ADM, 4, 0),
+            host("h5", wire::HOST_CLOSED_EXCL, 4, 1),
+        ];
+        assert_eq!(
+            format_bhosts(&hosts, true),
+            "HOST_NAME          STATUS          JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV\n\
+             h2                 closed_Full        -      1      1      1      0      0      0\n\
+             h4                 closed_Adm         -      4      0      0      0      0      0\n\
+             h5                 closed_Excl        -      4      1      1      0      0      0\n"
+        );
+    }
+
+    // Goal: -l prints LSF's per-host block: HOST line, STATUS header with CPUF
+    // and DISPATCH_WINDOW, the values under their headers, a blank line.
+    #[test]
+    fn long_layout() {
+        let hosts = [host("hostA", wire::HOST_OK, 2, 1), host("hostB", wire::HOST_CLOSED_FULL, 1, 1)];
+        assert_eq!(
+            format_bhosts_long(&hosts),
+            "HOST  hostA\n\
+             STATUS           CPUF  JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV DISPATCH_WINDOW\n\
+             ok               1.00     -      2      1      1      0      0      0      -\n\
+             \n\
+             HOST  hostB\n\
+             STATUS           CPUF  JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV DISPATCH_WINDOW\n\
+             closed_Full      1.00     -      1      1      1      0      0      0      -\n\
+             \n"
         );
     }
 }

@@ -1,9 +1,9 @@
 //! `bjobs`: list jobs.
 //!
 //! ```text
-//! bjobs [-h] [-V] [-w | -l] [-a] [-d] [-p] [-r] [-s] [-noheader] [-o "fields"]
-//!       [-u user | -u all] [-q queue] [-m host] [-J name] [-P project]
-//!       [jobId | "jobId[index]" ...]
+//! bjobs [-h] [-V] [-w | -W | -l] [-a] [-d] [-p] [-r] [-s] [-noheader]
+//!       [-o "fields" [-json]] [-u user | -u all] [-q queue] [-m host]
+//!       [-J name] [-P project] [jobId | "jobId[index]" ...]
 //! ```
 //!
 //! # Selection
@@ -14,8 +14,9 @@
 //! Named jobs are shown whatever their state and owner. `0` is no restriction.
 //!
 //! # Layout
-//! See [`crate::format`](mod@crate::format): the classic columns, `-w`, `-p` alone, `-l`, `-o`;
-//! `-noheader` drops the header. `LSB_SHORT_HOSTLIST=1` (environment or
+//! See [`crate::format`](mod@crate::format): the classic columns, `-w`, `-W`, `-p` alone, `-l`,
+//! `-o`, `-o ... -json` (`-json` without `-o` changes nothing, as in LSF; with
+//! `-noheader` it is refused); `-noheader` drops the header. `LSB_SHORT_HOSTLIST=1` (environment or
 //! lsf.conf) shows hosts as `N*host`. Times are in the local time zone (`TZ`).
 //!
 //! # Messages and exit status
@@ -45,9 +46,10 @@ use crate::term::{self, Term};
 
 /// The usage text (standard error).
 pub const USAGE: &str = "\
-Usage: bjobs [-h] [-V] [-w | -l] [-a] [-d] [-p] [-s] [-r] [-noheader]
+Usage: bjobs [-h] [-V] [-w | -W | -l] [-a] [-d] [-p] [-s] [-r] [-noheader]
              [-m host_name] [-q queue_name] [-u user_name | -u all]
-             [-P project_name] [-J name_spec] [-o \"field_name[:[-]width] ...\"]
+             [-P project_name] [-J name_spec]
+             [-o \"field_name[:[-][width][:unit]] ... [delimiter='c']\" [-json]]
              [jobId | \"jobId[index]\" ...]
 ";
 
@@ -61,6 +63,8 @@ const SPECS: &[OptSpec] = &[
     OptSpec::flag("s"),
     OptSpec::flag("l"),
     OptSpec::flag("w"),
+    OptSpec::flag("W"),
+    OptSpec::flag("json"),
     OptSpec::flag("noheader"),
     OptSpec::value("u"),
     OptSpec::value("q"),
@@ -99,6 +103,10 @@ pub struct BjobsOptions {
     pub long: bool,
     /// `-w`.
     pub wide: bool,
+    /// `-W`.
+    pub wide_fields: bool,
+    /// `-json` (with `-o`).
+    pub json: bool,
     /// `-noheader`.
     pub noheader: bool,
     /// `-o`.
@@ -113,7 +121,7 @@ pub enum Invocation {
     /// `-V`.
     Version,
     /// List jobs.
-    List(BjobsOptions),
+    List(Box<BjobsOptions>),
 }
 
 /// Why the arguments cannot be used.
@@ -154,6 +162,8 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, BjobsError> {
             "s" => options.suspended = true,
             "l" => options.long = true,
             "w" => options.wide = true,
+            "W" => options.wide_fields = true,
+            "json" => options.json = true,
             "noheader" => options.noheader = true,
             "u" => options.user = Some(text()?),
             "q" => options.queue = Some(text()?),
@@ -164,13 +174,16 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, BjobsError> {
             other => unreachable!("option -{other} is in SPECS but not handled"),
         }
     }
-    if options.long && (options.wide || options.format.is_some()) {
-        return Err(BjobsError::Usage(UsageError("-l cannot be combined with -w or -o".to_owned())));
+    if options.long && (options.wide || options.wide_fields || options.format.is_some()) {
+        return Err(BjobsError::Usage(UsageError("-l cannot be combined with -w, -W or -o".to_owned())));
+    }
+    if options.json && options.noheader {
+        return Err(BjobsError::Usage(UsageError("-json cannot be combined with -noheader".to_owned())));
     }
     let (jobs, all) = jobid::parse_all(&operands).map_err(BjobsError::Value)?;
     // As in LSF, `0` among the ids means no restriction by id.
     options.jobs = if all { Vec::new() } else { jobs };
-    Ok(Invocation::List(options))
+    Ok(Invocation::List(Box::new(options)))
 }
 
 fn state_flags(options: &BjobsOptions) -> Vec<u32> {
@@ -251,11 +264,15 @@ pub fn render(jobs: &[JobInfo], options: &BjobsOptions, short_hostlist: bool, tz
         return format::long(jobs, &style, tz);
     }
     if let Some(custom) = &options.format {
+        if options.json {
+            return format::custom_json(jobs, custom, &style, tz);
+        }
         return format::custom(jobs, custom, &style, tz);
     }
     let pending_alone =
         options.pending && !(options.all || options.done || options.running || options.suspended);
     let layout = match () {
+        () if options.wide_fields => Layout::WideFields,
         () if pending_alone => Layout::Pending,
         () if options.wide => Layout::Wide,
         () => Layout::Default,
@@ -315,7 +332,7 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             term.err(term::VERSION_LINE);
             return true;
         }
-        Ok(Invocation::List(options)) => options,
+        Ok(Invocation::List(options)) => *options,
         Err(BjobsError::Usage(UsageError(message))) => {
             term.err(&format!("bjobs: {message}\n"));
             term.err(USAGE);
@@ -365,7 +382,7 @@ mod tests {
 
     fn options(args: &[&str]) -> BjobsOptions {
         match parse_args(&strings(args)) {
-            Ok(Invocation::List(options)) => options,
+            Ok(Invocation::List(options)) => *options,
             other => panic!("{args:?}: {other:?}"),
         }
     }
@@ -440,6 +457,11 @@ mod tests {
             exit_code: 0,
             reason: String::new(),
             rusage: wire::ResourceUsage::default(),
+            finish_reason: wire::FINISH_NORMAL,
+            res_req: String::new(),
+            dependency: String::new(),
+            run_limit_s: 0,
+            mem_limit_kb: 0,
         }
     }
 
