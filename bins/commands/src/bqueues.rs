@@ -51,7 +51,7 @@ pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
     let mut out =
         "QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP\n".to_owned();
     for queue in queues {
-        let name = if wide { queue.name.clone() } else { truncate_star(&queue.name, 15) };
+        let name = if wide { queue.name.as_str().into() } else { truncate_star(&queue.name, 15) };
         out.push_str(&format!(
             "{name:<15} {:>3}   {:<14}{:>4} {:>4} {:>4} {:>4} {:>5} {:>5} {:>5} {:>5}\n",
             queue.priority,

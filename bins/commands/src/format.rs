@@ -42,6 +42,9 @@
 //! are `%a %b %e %H:%M:%S` (ctime's first 19 characters, as Lava prints the
 //! submission line).
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use lava_batch_ll::JobStatus;
@@ -118,41 +121,41 @@ pub fn cut(text: &str, width: usize) -> String {
 }
 
 /// LSF's TRUNC_STR: a text longer than `width` becomes `*` and its last `width - 1` characters.
-pub fn truncate_star(text: &str, width: usize) -> String {
+pub fn truncate_star(text: &str, width: usize) -> Cow<'_, str> {
     let n_chars = text.chars().count();
     if n_chars <= width || width == 0 {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     let tail: String = text.chars().skip(n_chars - (width - 1)).collect();
-    format!("*{tail}")
+    Cow::Owned(format!("*{tail}"))
 }
 
 /// A job script on one line, as LSF shows it (`#BSUB -J x;echo hi`): its
 /// non-blank lines joined with `;`. A multi-line name or command would
 /// otherwise break the one-line-per-job layouts that tools parse.
-pub fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> Cow<'_, str> {
     if !text.contains(['\n', '\r']) {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     let lines: Vec<&str> =
         text.lines().map(|line| line.trim_end_matches('\r')).filter(|line| !line.trim().is_empty()).collect();
-    lines.join(";")
+    Cow::Owned(lines.join(";"))
 }
 
 /// The job name as bjobs shows it, on one line; an array element's name ends in `[index]`.
-pub fn display_name(job: &JobInfo) -> String {
+pub fn display_name(job: &JobInfo) -> Cow<'_, str> {
     let name = one_line(&job.job_name);
     if job.job.array_index == 0 {
         return name;
     }
     let base = name.split('[').next().unwrap_or_default();
-    format!("{base}[{}]", job.job.array_index)
+    Cow::Owned(format!("{base}[{}]", job.job.array_index))
 }
 
 /// The execution hosts as listed: one entry per slot, or `N*host` (first-seen order).
-pub fn host_list(hosts: &[String], short: bool) -> Vec<String> {
+pub fn host_list(hosts: &[String], short: bool) -> Cow<'_, [String]> {
     if !short || hosts.len() <= 1 {
-        return hosts.to_vec();
+        return Cow::Borrowed(hosts);
     }
     let mut counted: Vec<(&str, usize)> = Vec::new();
     for host in hosts {
@@ -161,7 +164,45 @@ pub fn host_list(hosts: &[String], short: bool) -> Vec<String> {
             None => counted.push((host, 1)),
         }
     }
-    counted.into_iter().map(|(host, n)| format!("{n}*{host}")).collect()
+    Cow::Owned(counted.into_iter().map(|(host, n)| format!("{n}*{host}")).collect())
+}
+
+/// SUBMIT_TIME of one listing, formatted once per local minute: a listing of
+/// many jobs submitted together would otherwise convert the same minute to
+/// the time zone once per job.
+struct MinuteTimes<'a> {
+    tz: &'a TimeZone,
+    /// Seconds since the epoch where the cached local minute starts and ends.
+    start: i64,
+    end: i64,
+    text: String,
+}
+
+impl<'a> MinuteTimes<'a> {
+    fn new(tz: &'a TimeZone) -> MinuteTimes<'a> {
+        MinuteTimes { tz, start: 0, end: 0, text: String::new() }
+    }
+
+    /// [`short_time`] of `seconds`.
+    fn get(&mut self, seconds: i64) -> &str {
+        if !(self.start..self.end).contains(&seconds) {
+            match Timestamp::from_second(seconds) {
+                Ok(instant) => {
+                    let local = instant.to_zoned(self.tz.clone());
+                    self.text = local.strftime("%b %e %H:%M").to_string();
+                    // Time zones change their offset on whole minutes, so the
+                    // whole local minute shares this text.
+                    self.start = seconds - i64::from(local.second());
+                    self.end = self.start + 60;
+                }
+                Err(_) => {
+                    self.text = "-".to_owned();
+                    (self.start, self.end) = (seconds, seconds + 1);
+                }
+            }
+        }
+        &self.text
+    }
 }
 
 fn local_time(seconds: i64, tz: &TimeZone, pattern: &str) -> String {
@@ -201,9 +242,9 @@ fn reason_line(reason: &str) -> String {
     format!(" {reason}{end}\n")
 }
 
-/// The default, `-w` and `-p` layouts.
+/// The default, `-w`, `-W` and `-p` layouts.
 pub fn table(jobs: &[JobInfo], layout: Layout, style: &Style, tz: &TimeZone) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(jobs.len() * 96);
     if style.header && !jobs.is_empty() {
         out.push_str(match layout {
             Layout::Pending => HEADER_PENDING,
@@ -211,8 +252,9 @@ pub fn table(jobs: &[JobInfo], layout: Layout, style: &Style, tz: &TimeZone) -> 
             Layout::Default | Layout::Wide => HEADER,
         });
     }
+    let mut times = MinuteTimes::new(tz);
     for job in jobs {
-        row(&mut out, job, layout, style, tz);
+        row(&mut out, job, layout, style, &mut times);
         let state = status(job);
         let pending = state.is_some_and(JobStatus::is_pending);
         let suspended = matches!(state, Some(JobStatus::Psusp | JobStatus::Ususp | JobStatus::Ssusp));
@@ -223,36 +265,42 @@ pub fn table(jobs: &[JobInfo], layout: Layout, style: &Style, tz: &TimeZone) -> 
     out
 }
 
-fn row(out: &mut String, job: &JobInfo, layout: Layout, style: &Style, tz: &TimeZone) {
+// Writing into a String cannot fail: the `let _ = write!(...)` below ignore
+// an error that does not exist. `{:<7.7}` pads to 7 characters and cuts to 7.
+fn row(out: &mut String, job: &JobInfo, layout: Layout, style: &Style, times: &mut MinuteTimes<'_>) {
     let id = job.job.job_id;
-    let stat = cut(status_name(job.status), 5);
+    let stat = status_name(job.status);
     let name = display_name(job);
-    let submitted = short_time(job.submit_time, tz);
     let pending = is_pending(job);
     let hosts = host_list(&job.exec_hosts, style.short_hostlist);
     match layout {
         Layout::Pending => {
-            out.push_str(&format!(
-                "{id:<7} {:<7} {stat:<5} {:<11} {:<14} {:<18} {submitted}\n",
-                cut(&job.user_name, 7),
-                cut(&job.queue, 11),
-                cut(&job.from_host, 14),
+            let _ = writeln!(
+                out,
+                "{id:<7} {:<7.7} {stat:<5.5} {:<11.11} {:<14.14} {:<18} {}",
+                job.user_name,
+                job.queue,
+                job.from_host,
                 truncate_star(&name, 18),
-            ));
+                times.get(job.submit_time),
+            );
         }
         Layout::Wide | Layout::WideFields => {
             let exec = match () {
-                () if pending => "   -    ".to_owned(),
-                () if hosts.is_empty() => "   -   ".to_owned(),
-                () => hosts.join(":"),
+                () if pending => Cow::Borrowed("   -    "),
+                () if hosts.is_empty() => Cow::Borrowed("   -   "),
+                () => Cow::Owned(hosts.join(":")),
             };
-            let submitted = if layout == Layout::Wide { submitted } else { wide_time(job.submit_time, tz) };
-            out.push_str(&format!(
-                "{id:<7} {:<7} {stat:<5} {:<10} {:<11} {exec:<11} {name:<10} {submitted}",
+            let _ = write!(
+                out,
+                "{id:<7} {:<7} {stat:<5.5} {:<10} {:<11} {exec:<11} {name:<10} ",
                 job.user_name, job.queue, job.from_host,
-            ));
-            if layout == Layout::WideFields {
-                out.push_str(&usage_columns(job, tz));
+            );
+            if layout == Layout::Wide {
+                out.push_str(times.get(job.submit_time));
+            } else {
+                out.push_str(&wide_time(job.submit_time, times.tz));
+                out.push_str(&usage_columns(job, times.tz));
             }
             out.push('\n');
         }
@@ -262,17 +310,18 @@ fn row(out: &mut String, job: &JobInfo, layout: Layout, style: &Style, tz: &Time
                 None => "   -   ",
                 Some(host) => host,
             };
-            out.push_str(&format!(
-                "{id:<7} {:<7} {stat:<5} {:<10} {:<11} {:<11} {:<10} {submitted}\n",
-                cut(&job.user_name, 7),
-                cut(&job.queue, 10),
-                cut(&job.from_host, 11),
-                cut(first, 11),
+            let _ = writeln!(
+                out,
+                "{id:<7} {:<7.7} {stat:<5.5} {:<10.10} {:<11.11} {first:<11.11} {:<10} {}",
+                job.user_name,
+                job.queue,
+                job.from_host,
                 truncate_star(&name, 10),
-            ));
+                times.get(job.submit_time),
+            );
             if !pending {
                 for host in hosts.iter().skip(1) {
-                    out.push_str(&format!("{:EXEC_HOST_COLUMN$}{host}\n", ""));
+                    let _ = writeln!(out, "{:EXEC_HOST_COLUMN$}{host}", "");
                 }
             }
         }
@@ -398,7 +447,7 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
         if job.exec_hosts.len() > 1 {
             wrap.put(&format!(" {} Hosts/Processors", job.exec_hosts.len()));
         }
-        for host in host_list(&job.exec_hosts, style.short_hostlist) {
+        for host in host_list(&job.exec_hosts, style.short_hostlist).iter() {
             wrap.put(&format!(" <{host}>"));
         }
         if !job.exec_cwd.is_empty() {
@@ -615,7 +664,7 @@ pub const FIELDS: &[FieldDef] = &[
         header: "JOB_NAME",
         width: 10,
         memory: false,
-        value: |j, _| display_name(j),
+        value: |j, _| display_name(j).into_owned(),
     },
     FieldDef {
         names: &["proj_name", "proj", "project"],
@@ -645,7 +694,7 @@ pub const FIELDS: &[FieldDef] = &[
         header: "COMMAND",
         width: 15,
         memory: false,
-        value: |j, _| one_line(&j.command),
+        value: |j, _| one_line(&j.command).into_owned(),
     },
     FieldDef {
         names: &["pids"],
@@ -924,7 +973,7 @@ pub fn custom(jobs: &[JobInfo], format: &CustomFormat, style: &Style, tz: &TimeZ
     let cell = |column: &Column, text: String| {
         let text = if text.is_empty() { "-".to_owned() } else { text };
         match column.width {
-            Some(width) if column.field.names[0] == "job_name" => truncate_star(&text, width),
+            Some(width) if column.field.names[0] == "job_name" => truncate_star(&text, width).into_owned(),
             Some(width) => cut(&text, width),
             None => text,
         }
@@ -1352,6 +1401,23 @@ mod tests {
              \x20                    LSF run time limit.\n\
              \n",
         );
+    }
+
+    // Goal: the per-minute cache of SUBMIT_TIME gives what short_time gives,
+    // across minute boundaries, backwards, and in a zone whose offset is not
+    // whole hours.
+    #[test]
+    fn minute_cache_matches_short_time() {
+        let tz = TimeZone::fixed(jiff::tz::offset(5));
+        let india = TimeZone::get("Asia/Kolkata").unwrap_or_else(|_| tz.clone());
+        for zone in [utc(), tz, india] {
+            let mut times = MinuteTimes::new(&zone);
+            for seconds in
+                [SUBMIT, SUBMIT + 18, SUBMIT + 19, SUBMIT + 80, SUBMIT - 1, SUBMIT, 0, SUBMIT + 86_400]
+            {
+                assert_eq!(times.get(seconds), short_time(seconds, &zone), "{seconds} in {zone:?}");
+            }
+        }
     }
 
     // Goal: the small helpers behave as LSF's.
