@@ -1420,6 +1420,37 @@ mod tests {
         }
     }
 
+    // Goal: array elements list as LSF lists them: JOBID the array's id, the
+    // name `name[index]` (cut from its start behind `*` when long), `-l`
+    // naming `Job <id[index]>`.
+    #[test]
+    fn array_elements_in_the_listings() {
+        let element = |index: u32, status: JobStatus| {
+            let mut element = job(40, status);
+            element.job.array_index = index;
+            element.job_name = "sweep[1-100]".to_owned();
+            element
+        };
+        check(
+            table(
+                &[element(1, JobStatus::Run), element(100, JobStatus::Pend)],
+                Layout::Default,
+                &Style::default(),
+                &utc(),
+            ),
+            "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME\n\
+             40      cloudsd RUN   normal     vm          vm          sweep[1]   Nov 25 22:44\n\
+             40      cloudsd PEND  normal     vm                      sweep[100] Nov 25 22:44\n",
+        );
+        let mut long_name = element(7, JobStatus::Pend);
+        long_name.job_name = "parameter_sweep[1-100]".to_owned();
+        assert!(table(&[long_name], Layout::Default, &Style::default(), &utc()).contains(" *_sweep[7] "));
+        assert!(
+            long(&[element(3, JobStatus::Run)], &Style::default(), &utc())
+                .starts_with("\nJob <40[3]>, Job Name <sweep[3]>,")
+        );
+    }
+
     // Goal: the small helpers behave as LSF's.
     #[test]
     fn helpers() {
