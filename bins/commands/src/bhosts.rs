@@ -16,8 +16,11 @@
 //!
 //! `-l` prints a block per host, LSF's: `HOST  name`, then the STATUS line
 //! with CPUF (LavaCore has no CPU factors: every host is 1.00, as `lshosts`
-//! shows) and DISPATCH_WINDOW (none: `-`). The load tables LSF adds below come
-//! from lim and are `lsload`'s business here.
+//! shows) and DISPATCH_WINDOW (none: `-`), then, when the master lim answers
+//! and the host reports its load, LSF's `CURRENT LOAD USED FOR SCHEDULING`
+//! table: the `Total` row is lim's last report (formatted as `lsload` does),
+//! the `Reserved` row zeros (no resource reservation yet). The load threshold
+//! table of LSF is not printed (mbatchd does not report thresholds).
 //!
 //! A name that is not an execution host is reported on standard error and
 //! makes the exit status 255. Counts are slots of started jobs, as `bjobs`
@@ -26,8 +29,10 @@
 use std::process::ExitCode;
 
 use lava_batch_wire::{self as wire, Operation};
+use lava_lim_wire as lim_wire;
 
 use crate::client;
+use crate::lim::format_load_value;
 use crate::term::{self, Term};
 
 const USAGE: &str = "Usage: bhosts [-h] [-V] [-w | -l] [host_name ...]\n";
@@ -79,8 +84,13 @@ pub fn format_bhosts(hosts: &[wire::HostInfo], wide: bool) -> String {
     out
 }
 
-/// The `-l` blocks for `hosts`, each followed by a blank line.
-pub fn format_bhosts_long(hosts: &[wire::HostInfo]) -> String {
+/// The load indices of `-l`'s load table, in lim's order (`io` included, as LSF's `-l`).
+const LOAD_INDICES: [&str; lim_wire::LIM_NIDX] =
+    ["r15s", "r1m", "r15m", "ut", "pg", "io", "ls", "it", "tmp", "swp", "mem"];
+
+/// The `-l` blocks for `hosts`, each followed by a blank line; `loads` is lim's
+/// view of the hosts (empty when lim did not answer).
+pub fn format_bhosts_long(hosts: &[wire::HostInfo], loads: &[lim_wire::HostLoad]) -> String {
     let mut out = String::new();
     for host in hosts {
         out.push_str(&format!("HOST  {}\n", host.name));
@@ -101,7 +111,32 @@ pub fn format_bhosts_long(hosts: &[wire::HostInfo]) -> String {
             host.n_reserved,
             "-"
         ));
+        let load = loads.iter().find(|load| load.name == host.name);
+        if let Some(load) = load.filter(|load| load.status == lim_wire::HOST_STATUS_OK && load.nidx > 0) {
+            out.push_str(&current_load(load));
+        }
     }
+    out
+}
+
+/// LSF's `CURRENT LOAD USED FOR SCHEDULING` table of one host, then a blank line.
+fn current_load(load: &lim_wire::HostLoad) -> String {
+    let mut out = format!(" CURRENT LOAD USED FOR SCHEDULING:\n {:<10}", "");
+    for name in LOAD_INDICES {
+        out.push_str(&format!("{name:>6}"));
+    }
+    for (label, reserved) in [("Total", false), ("Reserved", true)] {
+        out.push_str(&format!("\n {label:<10}"));
+        for (idx, value) in load.li.iter().enumerate() {
+            let cell = match () {
+                () if reserved => format_load_value(idx, 0.0),
+                () if idx as u32 >= load.nidx => "-".to_owned(),
+                () => format_load_value(idx, *value),
+            };
+            out.push_str(&format!("{cell:>6}"));
+        }
+    }
+    out.push_str("\n\n");
     out
 }
 
@@ -142,7 +177,16 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
         return false;
     };
     if !reply.hosts.is_empty() {
-        term.out(&if long { format_bhosts_long(&reply.hosts) } else { format_bhosts(&reply.hosts, wide) });
+        let text = if long {
+            // The load table is lim's; without an answer the block has the batch part only.
+            let loads = crate::lim::query::<lim_wire::HostLoadReply>(lim_wire::LIM_TCP_HOST_LOAD)
+                .map(|reply| reply.hosts)
+                .unwrap_or_default();
+            format_bhosts_long(&reply.hosts, &loads)
+        } else {
+            format_bhosts(&reply.hosts, wide)
+        };
+        term.out(&text);
     }
     for name in &reply.not_found {
         term.err(&format!("{name}: Bad host name, host group name or cluster name\n"));
@@ -206,13 +250,51 @@ mod tests {
         );
     }
 
+    // Goal: with lim's load, -l adds LSF's CURRENT LOAD table: lim's last
+    // report as lsload prints the values, `-` for an index not reported, a
+    // Reserved row of zeros; an unavailable host gets no table.
+    #[test]
+    fn long_layout_with_load() {
+        let mut li = [0.0f32; lim_wire::LIM_NIDX];
+        li[..10].copy_from_slice(&[0.5, 1.25, 2.0, 0.37, 3.0, 12.0, 2.0, 13770.0, 286.0, 957.0]);
+        let load = |name: &str, status: u32| lim_wire::HostLoad {
+            name: name.to_owned(),
+            host_type: "linux".to_owned(),
+            model: "!".to_owned(),
+            server: true,
+            status,
+            status0: 0,
+            nidx: 10,
+            li,
+            age_ms: 0,
+        };
+        let hosts = [host("hostA", wire::HOST_OK, 2, 0), host("hostB", wire::HOST_UNAVAIL, 2, 0)];
+        let loads = [load("hostA", lim_wire::HOST_STATUS_OK), load("hostB", lim_wire::HOST_STATUS_UNAVAIL)];
+        assert_eq!(
+            format_bhosts_long(&hosts, &loads),
+            "HOST  hostA\n\
+             STATUS           CPUF  JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV DISPATCH_WINDOW\n\
+             ok               1.00     -      2      0      0      0      0      0      -\n\
+             \n\
+             \x20CURRENT LOAD USED FOR SCHEDULING:\n\
+             \x20            r15s   r1m  r15m    ut    pg    io    ls    it   tmp   swp   mem\n\
+             \x20Total        0.5   1.2   2.0   37%   3.0    12     2 13770  286M  957M     -\n\
+             \x20Reserved     0.0   0.0   0.0    0%   0.0     0     0     0    0M    0M    0M\n\
+             \n\
+             HOST  hostB\n\
+             STATUS           CPUF  JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV DISPATCH_WINDOW\n\
+             unavail          1.00     -      2      0      0      0      0      0      -\n\
+             \n"
+        );
+    }
+
     // Goal: -l prints LSF's per-host block: HOST line, STATUS header with CPUF
     // and DISPATCH_WINDOW, the values under their headers, a blank line.
     #[test]
     fn long_layout() {
         let hosts = [host("hostA", wire::HOST_OK, 2, 1), host("hostB", wire::HOST_CLOSED_FULL, 1, 1)];
         assert_eq!(
-            format_bhosts_long(&hosts),
+            format_bhosts_long(&hosts, &[]),
             "HOST  hostA\n\
              STATUS           CPUF  JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV DISPATCH_WINDOW\n\
              ok               1.00     -      2      1      1      0      0      0      -\n\
