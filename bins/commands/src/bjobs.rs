@@ -253,12 +253,20 @@ pub fn keep(options: &BjobsOptions, job: &JobInfo) -> bool {
 }
 
 /// The listing of `jobs` as `options` ask.
-pub fn render(jobs: &[JobInfo], options: &BjobsOptions, short_hostlist: bool, tz: &TimeZone) -> String {
+/// `now_s` is the time of the listing (RUN_TIME, PEND_TIME).
+pub fn render(
+    jobs: &[JobInfo],
+    options: &BjobsOptions,
+    short_hostlist: bool,
+    now_s: i64,
+    tz: &TimeZone,
+) -> String {
     let style = Style {
         short_hostlist,
         pending_reasons: options.pending,
         suspend_reasons: options.suspended,
         header: !options.noheader,
+        now_s,
     };
     if options.long {
         return format::long(jobs, &style, tz);
@@ -360,7 +368,8 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
     };
     let jobs: Vec<JobInfo> = jobs.into_iter().filter(|job| keep(&options, job)).collect();
     let short_hostlist = client::lsf_param(&config, "LSB_SHORT_HOSTLIST").is_some_and(|v| v.trim() == "1");
-    term.out(&render(&jobs, &options, short_hostlist, &TimeZone::system()));
+    let now_s = jiff::Timestamp::now().as_second();
+    term.out(&render(&jobs, &options, short_hostlist, now_s, &TimeZone::system()));
     let missing = missing(&options.jobs, &jobs);
     for job in &missing {
         term.err(&format!("Job <{}> is not found\n", jobid::display(*job)));
@@ -508,11 +517,11 @@ mod tests {
     fn layout_choice() {
         let jobs = vec![info(1, JobStatus::Pend, "default")];
         let utc = TimeZone::UTC;
-        assert!(render(&jobs, &options(&["-p"]), false, &utc).starts_with(format::HEADER_PENDING));
-        assert!(render(&jobs, &options(&["-p", "-a"]), false, &utc).starts_with(format::HEADER));
-        assert!(render(&jobs, &options(&["-w"]), false, &utc).contains("   -    "));
-        assert!(render(&jobs, &options(&["-l"]), false, &utc).starts_with("\nJob <1>,"));
-        assert_eq!(render(&jobs, &options(&["-noheader", "-o", "jobid stat"]), false, &utc), "1 PEND\n");
-        assert!(render(&jobs, &options(&["-noheader"]), false, &utc).starts_with("1       u"));
+        assert!(render(&jobs, &options(&["-p"]), false, 0, &utc).starts_with(format::HEADER_PENDING));
+        assert!(render(&jobs, &options(&["-p", "-a"]), false, 0, &utc).starts_with(format::HEADER));
+        assert!(render(&jobs, &options(&["-w"]), false, 0, &utc).contains("   -    "));
+        assert!(render(&jobs, &options(&["-l"]), false, 0, &utc).starts_with("\nJob <1>,"));
+        assert_eq!(render(&jobs, &options(&["-noheader", "-o", "jobid stat"]), false, 0, &utc), "1 PEND\n");
+        assert!(render(&jobs, &options(&["-noheader"]), false, 0, &utc).starts_with("1       u"));
     }
 }

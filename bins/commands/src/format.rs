@@ -94,11 +94,20 @@ pub struct Style {
     pub suspend_reasons: bool,
     /// Print the header (not with `-noheader`).
     pub header: bool,
+    /// The time of the listing, seconds since the epoch (RUN_TIME and
+    /// PEND_TIME of unfinished jobs count up to it).
+    pub now_s: i64,
 }
 
 impl Default for Style {
     fn default() -> Self {
-        Style { short_hostlist: false, pending_reasons: false, suspend_reasons: false, header: true }
+        Style {
+            short_hostlist: false,
+            pending_reasons: false,
+            suspend_reasons: false,
+            header: true,
+            now_s: 0,
+        }
     }
 }
 
@@ -629,7 +638,28 @@ pub fn exit_reason(job: &JobInfo) -> &'static str {
     }
 }
 
-/// A time of `-o`: `Nov  5 22:44`, empty for none.
+/// RUN_TIME in seconds: from the start to the finish, or to `now_s` while the
+/// job runs; 0 for a job that never started.
+fn run_seconds(job: &JobInfo, now_s: i64) -> i64 {
+    match (job.start_time, job.end_time) {
+        (0, _) => 0,
+        (start, 0) => (now_s - start).max(0),
+        (start, end) => (end - start).max(0),
+    }
+}
+
+/// PEND_TIME in seconds: from the submission to the start, or to `now_s` (to
+/// the finish for a job that ended without starting).
+fn pend_seconds(job: &JobInfo, now_s: i64) -> i64 {
+    let until = match (job.start_time, job.end_time) {
+        (0, 0) => now_s,
+        (0, end) => end,
+        (start, _) => start,
+    };
+    (until - job.submit_time).max(0)
+}
+
+/// A time of `-o`: `Nov  5 22:44`, empty for none./// A time of `-o`: `Nov  5 22:44`, empty for none.
 fn custom_time(seconds: i64, tz: &TimeZone) -> String {
     if seconds == 0 { String::new() } else { short_time(seconds, tz) }
 }
@@ -800,6 +830,20 @@ pub const FIELDS: &[FieldDef] = &[
             time if time.is_empty() => time,
             time => format!("{time} L"),
         },
+    },
+    FieldDef {
+        names: &["run_time"],
+        header: "RUN_TIME",
+        width: 15,
+        memory: false,
+        value: |j, c| format!("{} second(s)", run_seconds(j, c.style.now_s)),
+    },
+    FieldDef {
+        names: &["pend_time"],
+        header: "PEND_TIME",
+        width: 12,
+        memory: false,
+        value: |j, c| pend_seconds(j, c.style.now_s).to_string(),
     },
     FieldDef {
         names: &["cpu_used"],
@@ -1323,6 +1367,17 @@ mod tests {
              Nov 25 22:44 L done(11)       3 MB -        -\n\
              13    4        arr[4]   PEND -         -                               New job is waiting for scheduling \
              -              -                 - 2 Gbytes 1.5\n",
+        );
+        let style = Style { now_s: SUBMIT + 100, ..Style::default() };
+        let spec = parse_custom("jobid run_time pend_time delimiter=','").expect("valid");
+        check(
+            custom(
+                &[job(1, JobStatus::Run), job(2, JobStatus::Pend), job(3, JobStatus::Done)],
+                &spec,
+                &style,
+                &utc(),
+            ),
+            "JOBID,RUN_TIME,PEND_TIME\n1,99 second(s),1\n2,0 second(s),100\n3,30 second(s),1\n",
         );
         assert!(parse_custom("stat::GB").is_err(), "a unit on a field that is not memory");
         assert!(parse_custom("mem::XB").is_err(), "an unknown unit");
