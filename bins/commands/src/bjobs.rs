@@ -19,6 +19,9 @@
 //! `-noheader` it is refused); `-noheader` drops the header. `LSB_SHORT_HOSTLIST=1` (environment or
 //! lsf.conf) shows hosts as `N*host`. Times are in the local time zone (`TZ`).
 //!
+//! `LSB_BJOBS_FORMAT` (environment or lsf.conf) is the `-o` of a listing
+//! that asks for no layout of its own, as in LSF.
+//!
 //! # Messages and exit status
 //! - A named job that is not shown: `Job <N> is not found` (standard error).
 //! - Nothing to show without names: `No unfinished job found`, `No job found`
@@ -184,6 +187,19 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, BjobsError> {
     // As in LSF, `0` among the ids means no restriction by id.
     options.jobs = if all { Vec::new() } else { jobs };
     Ok(Invocation::List(Box::new(options)))
+}
+
+/// `LSB_BJOBS_FORMAT` (environment, else lsf.conf): the custom format of a
+/// listing that asks for no layout of its own (no `-o`, `-l`, `-w`, `-W`), as
+/// in LSF; an empty value is no format.
+pub fn apply_default_format(options: &mut BjobsOptions, format: Option<String>) -> Result<(), String> {
+    let Some(format) = format.filter(|format| !format.trim().is_empty()) else {
+        return Ok(());
+    };
+    if options.format.is_none() && !(options.long || options.wide || options.wide_fields) {
+        options.format = Some(format::parse_custom(format.trim().trim_matches('"'))?);
+    }
+    Ok(())
 }
 
 fn state_flags(options: &BjobsOptions) -> Vec<u32> {
@@ -358,6 +374,11 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             return false;
         }
     };
+    let mut options = options;
+    if let Err(message) = apply_default_format(&mut options, client::lsf_param(&config, "LSB_BJOBS_FORMAT")) {
+        term.err(&format!("LSB_BJOBS_FORMAT: {message}\n"));
+        return false;
+    }
     let answer = Client::from_env(&config).and_then(|mut client| all_pages(&mut client, query(&options)));
     let jobs = match answer {
         Ok(jobs) => jobs,
@@ -510,6 +531,27 @@ mod tests {
         let named = vec![WireJobRef { job_id: 1, array_index: 0 }, WireJobRef { job_id: 2, array_index: 0 }];
         let shown = vec![info(1, JobStatus::Run, "default")];
         assert_eq!(missing(&named, &shown), vec![WireJobRef { job_id: 2, array_index: 0 }]);
+    }
+
+    // Goal: LSB_BJOBS_FORMAT is the format of a listing without a layout
+    // option; -o, -l, -w and -W win over it; a bad one is an error.
+    #[test]
+    fn default_format_from_lsf_conf() {
+        let with = |args: &[&str], format: Option<&str>| {
+            let mut parsed = options(args);
+            apply_default_format(&mut parsed, format.map(str::to_owned)).map(|()| parsed)
+        };
+        let jobs = vec![info(1, JobStatus::Pend, "default")];
+        let utc = TimeZone::UTC;
+        let listing = |parsed: &BjobsOptions| render(&jobs, parsed, false, 0, &utc);
+        let set = with(&[], Some("\"jobid stat\"")).expect("a valid format");
+        assert_eq!(listing(&set), "JOBID STAT\n1     PEND\n");
+        let json = with(&["-json"], Some("stat")).expect("a valid format");
+        assert!(listing(&json).contains("\"STAT\":\"PEND\""));
+        assert_eq!(listing(&with(&["-o", "user"], Some("stat")).expect("valid")), "USER\nu\n");
+        assert!(listing(&with(&["-w"], Some("stat")).expect("valid")).starts_with(format::HEADER));
+        assert!(listing(&with(&[], Some("  ")).expect("empty is none")).starts_with(format::HEADER));
+        assert!(with(&[], Some("bogus")).is_err());
     }
 
     // Goal: the layout follows the options (-p alone, -w, -l, -o, -noheader).

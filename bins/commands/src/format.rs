@@ -962,7 +962,26 @@ pub fn parse_custom(spec: &str) -> Result<CustomFormat, String> {
         delimiter = Some(value);
         text.replace_range(start..start + "delimiter=".len() + consumed, " ");
     }
-    let columns = text.split_whitespace().map(parse_column).collect::<Result<Vec<_>, _>>()?;
+    let mut columns = Vec::new();
+    for token in text.split_whitespace() {
+        match token.split_once(':') {
+            // `all[:width]`: every field, each with that width (LSF 10.1 FP14).
+            Some(("all", width)) => {
+                for field in FIELDS {
+                    columns.push(parse_column(&format!("{}:{width}", field.names[0]))?);
+                }
+            }
+            None if token == "all" => {
+                columns.extend(FIELDS.iter().map(|field| Column {
+                    field,
+                    width: None,
+                    right: false,
+                    unit: None,
+                }));
+            }
+            _ => columns.push(parse_column(token)?),
+        }
+    }
     if columns.is_empty() {
         return Err(format!("{spec}: no field in the output format"));
     }
@@ -1379,6 +1398,9 @@ mod tests {
             ),
             "JOBID,RUN_TIME,PEND_TIME\n1,99 second(s),1\n2,0 second(s),100\n3,30 second(s),1\n",
         );
+        assert_eq!(parse_custom("all").expect("valid").columns.len(), FIELDS.len());
+        let all = parse_custom("all:8").expect("valid");
+        assert!(all.columns.iter().all(|column| column.width == Some(8)));
         assert!(parse_custom("stat::GB").is_err(), "a unit on a field that is not memory");
         assert!(parse_custom("mem::XB").is_err(), "an unknown unit");
         assert_eq!(memory(512, None), "512 Kbytes");
