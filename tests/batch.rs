@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+use lava_batch_wire as wire;
+use util::proto::{Client, request_id, submit_request};
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, chmod, wait_until};
 
 /// Longest a job in these tests may take to reach a state (debug build, busy machine).
@@ -32,7 +34,11 @@ struct Batch {
 
 impl Batch {
     fn start() -> Batch {
-        let mut cluster = Cluster::new();
+        Batch::start_in(Cluster::new())
+    }
+
+    /// Starts the daemons of `cluster`, whose configuration a test may have edited.
+    fn start_in(mut cluster: Cluster) -> Batch {
         let mbatchd = cluster.start_mbatchd();
         let mut batch = Batch { cluster, mbatchd: Some(mbatchd), sbatchd: None };
         batch.start_sbatchd();
@@ -81,8 +87,21 @@ impl Batch {
 
     /// The STAT column of `bjobs -a ID`.
     fn status(&self, job: u32) -> String {
-        let out = self.run("bjobs", &["-a", "-noheader", &job.to_string()]);
-        String::from_utf8_lossy(&out.stdout).split_whitespace().nth(2).unwrap_or_default().to_owned()
+        self.statuses(&job.to_string()).into_iter().next().unwrap_or_default()
+    }
+
+    /// The STAT column of every line of `bjobs -a JOB` (`ID`, `ID[INDEX]`).
+    fn statuses(&self, job: &str) -> Vec<String> {
+        let out = self.run("bjobs", &["-a", "-noheader", job]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines().filter_map(|line| line.split_whitespace().nth(2).map(str::to_owned)).collect()
+    }
+
+    /// A protocol client speaking for root, for what the commands cannot say yet.
+    fn client(&self) -> Client {
+        let mut client = Client::connect(self.cluster.mbd_addr(), self.cluster.authenticator());
+        (client.user, client.uid) = ("root".to_owned(), 0);
+        client
     }
 
     /// Waits until the job shows `want`.
@@ -115,6 +134,22 @@ impl Batch {
 
     fn dir(&self) -> &Path {
         self.cluster.dir()
+    }
+
+    /// Lets `nobody` reach the configuration and the credential socket.
+    fn allow_nobody(&self) {
+        for folder in [self.dir(), &self.dir().join("run"), &self.cluster.envdir()] {
+            chmod(folder, 0o755);
+        }
+    }
+
+    /// Changes the cluster's `lsb.FILE` with `edit` and puts it in force (`badmin reconfig`).
+    fn reconfigure(&self, file: &str, edit: impl FnOnce(String) -> String) {
+        let path = self.cluster.envdir().join("lsbatch/lavacore/configdir").join(file);
+        let original = fs::read_to_string(&path).expect("read the configuration file");
+        fs::write(&path, edit(original)).expect("write the configuration file");
+        let out = self.run("badmin", &["reconfig"]);
+        assert!(out.status.success(), "badmin reconfig: {}", text(&out));
     }
 }
 
@@ -168,7 +203,7 @@ fn a_job_runs_to_done_and_writes_its_output() {
     let out = batch.run("badmin", &["hclose", "h0"]);
     assert_eq!(
         (out.status.code(), text(&out)),
-        (Some(255), "badmin: hclose is not supported by LavaCore yet\n".to_owned())
+        (Some(255), "Close <h0> ...... Bad host name, host group name or cluster name\n".to_owned())
     );
 }
 
@@ -298,9 +333,7 @@ fn pending_jobs_can_be_held_released_and_killed() {
 fn jobs_run_as_their_submitter_and_only_owners_may_signal() {
     let batch = Batch::start();
     // nobody must reach the configuration, the credential socket and a place to write.
-    for folder in [batch.dir(), &batch.dir().join("run"), &batch.cluster.envdir()] {
-        chmod(folder, 0o755);
-    }
+    batch.allow_nobody();
     let shared = batch.dir().join("shared");
     fs::create_dir_all(&shared).expect("create a shared folder");
     chmod(&shared, 0o777);
@@ -368,4 +401,316 @@ fn sbatchd_kill_9_while_jobs_run_still_reports_their_exits() {
     batch.wait_status(bad, "EXIT");
     let long = batch.run("bjobs", &["-l", &bad.to_string()]);
     assert!(text(&long).contains("Exited with exit code 3"), "{}", text(&long));
+}
+
+/// A one-host cluster whose host takes 8 jobs (MXJ), whatever its CPUs.
+fn eight_slot_cluster() -> Cluster {
+    let cluster = Cluster::new();
+    cluster.write_file(
+        "etc/lsbatch/lavacore/configdir/lsb.hosts",
+        "Begin Host\nHOST_NAME  MXJ  JL/U  r1m\ndefault    8    ()    ()\nEnd Host\n",
+    );
+    cluster
+}
+
+/// A job command that marks `dir/started.I` and waits for `dir/release.I`
+/// (I = its LSB_JOBINDEX), then prints its index.
+fn gated_command(dir: &Path) -> String {
+    let dir = dir.display();
+    format!(
+        "touch {dir}/started.$LSB_JOBINDEX; \
+         while [ ! -e {dir}/release.$LSB_JOBINDEX ]; do sleep 0.05; done; \
+         echo index $LSB_JOBINDEX"
+    )
+}
+
+// Goal: `bsub -J "name[1-6]%2"` makes one job of six elements, of which never
+// more than two run at once, each with its own LSB_JOBINDEX and %I output file.
+// Method: every element waits for its own release file; the test releases the
+// running ones one at a time and, at every stage, sees at most two started and
+// unreleased, and two running as long as enough elements remain.
+#[test]
+fn an_array_runs_at_most_its_limit_with_its_indexes() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let dir = batch.dir().join("array");
+    fs::create_dir_all(&dir).expect("create the job folder");
+    let out_pattern = dir.join("out.%I");
+    let out = batch
+        .run("bsub", &["-J", "six[1-6]%2", "-o", out_pattern.to_str().expect("utf-8"), &gated_command(&dir)]);
+    let job = submitted_id(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is submitted to default queue <normal>.\n")
+    );
+    let started =
+        |dir: &Path| (1..=6).filter(|i| dir.join(format!("started.{i}")).exists()).collect::<Vec<u32>>();
+    let mut released: Vec<u32> = Vec::new();
+    while released.len() < 6 {
+        let remaining = 6 - released.len();
+        let running = wait_until("two elements (or all that remain) to start", JOB_TIMEOUT, || {
+            let running: Vec<u32> = started(&dir).into_iter().filter(|i| !released.contains(i)).collect();
+            (running.len() >= remaining.min(2)).then_some(running)
+        });
+        assert!(running.len() <= 2, "more than two elements run at once: {running:?}");
+        let statuses = batch.statuses(&job.to_string());
+        assert_eq!(statuses.len(), 6, "bjobs ID lists every element: {statuses:?}");
+        assert!(statuses.iter().filter(|s| *s == "RUN").count() <= 2, "{statuses:?}");
+        let next = running[0];
+        fs::write(dir.join(format!("release.{next}")), "").expect("release an element");
+        let element = format!("{job}[{next}]");
+        wait_until(&format!("{element} to finish"), JOB_TIMEOUT, || {
+            (batch.statuses(&element) == ["DONE"]).then_some(())
+        });
+        released.push(next);
+    }
+    for index in 1..=6 {
+        let written =
+            fs::read_to_string(dir.join(format!("out.{index}"))).expect("the %I output file exists");
+        assert!(written.contains(&format!("index {index}")), "out.{index}: {written}");
+    }
+}
+
+// Goal: `bkill "ID[INDEX]"` ends one element and leaves the others running;
+// `bkill ID` then ends every element.
+#[test]
+fn bkill_ends_one_element_or_the_whole_array() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let job = batch.submit(&["-J", "k[1-3]", "sleep", "300"]);
+    let id = job.to_string();
+    wait_until("every element to run", JOB_TIMEOUT, || (batch.statuses(&id) == ["RUN"; 3]).then_some(()));
+    let out = batch.run("bkill", &[&format!("{job}[2]")]);
+    assert!(out.status.success(), "bkill failed: {}", text(&out));
+    wait_until("element 2 to end", JOB_TIMEOUT, || {
+        (batch.statuses(&id) == ["RUN", "EXIT", "RUN"]).then_some(())
+    });
+    let out = batch.run("bkill", &[&id]);
+    assert!(out.status.success(), "bkill failed: {}", text(&out));
+    wait_until("every element to end", JOB_TIMEOUT, || (batch.statuses(&id) == ["EXIT"; 3]).then_some(()));
+}
+
+// Goal: a dependency chain A → B (done(A)) → C (ended(B)) runs in order, B
+// waiting with LSF's reason until A is DONE, C running after B ended EXIT; a
+// dependency on a job that does not exist is refused with LSF's message and
+// submits nothing. (Submitted through the protocol: `bsub -w` is the submit
+// command's part.)
+#[test]
+fn a_dependency_chain_runs_in_order_and_a_missing_job_is_refused() {
+    let batch = Batch::start_in(eight_slot_cluster());
+    let dir = batch.dir().join("chain");
+    fs::create_dir_all(&dir).expect("create the job folder");
+    let mut client = batch.client();
+    let mut submit = |n: u64, command: String, dependency: &str| {
+        let request = wire::SubmitRequest { dependency: dependency.to_owned(), ..submit_request(&command) };
+        client.submit(request_id(n), request)
+    };
+    let a = submit(1, format!("while [ ! -e {0}/release ]; do sleep 0.05; done", dir.display()), "")
+        .expect("A is submitted")
+        .job_id;
+    let b = submit(2, "exit 3".to_owned(), &format!("done({a})")).expect("B is submitted").job_id;
+    let c = submit(3, "true".to_owned(), &format!("ended({b})")).expect("C is submitted").job_id;
+    let refused = submit(4, "true".to_owned(), "done(999999)").expect_err("no such job");
+    assert_eq!(refused.message, "done(999999): No matching job found");
+    batch.wait_status(a, "RUN");
+    let reply = batch.client().query(wire::JobQuery {
+        jobs: vec![wire::WireJobRef { job_id: b, array_index: 0 }],
+        ..util::proto::query_all()
+    });
+    let reason = reply.expect("bjobs answers").jobs.first().map(|info| info.reason.clone());
+    assert_eq!(reason.as_deref(), Some("Job dependency condition not satisfied"));
+    assert_eq!((batch.status(b), batch.status(c)), ("PEND".to_owned(), "PEND".to_owned()));
+    fs::write(dir.join("release"), "").expect("release A");
+    batch.wait_status(a, "DONE");
+    batch.wait_status(b, "EXIT");
+    batch.wait_status(c, "DONE");
+    let out = batch.run("bjobs", &["-a", "-noheader", "-u", "all"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3, "the refused job was not submitted");
+}
+
+/// `(exit code, standard output, standard error)` of a command.
+fn said(out: &Output) -> (Option<i32>, String, String) {
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// Goal: badmin hclose/qclose/qinact act at once, are for administrators only,
+// and survive `badmin mbdrestart` (which restarts mbatchd from its log); hopen,
+// qopen and qact undo them.
+#[test]
+fn closed_hosts_and_queues_survive_mbdrestart() {
+    let batch = Batch::start();
+    batch.allow_nobody();
+    let out = batch.run_as_nobody("badmin", &["hclose", "localhost"]);
+    assert_eq!(
+        said(&out),
+        (Some(255), String::new(), "Close <localhost> ...... User permission denied\n".into())
+    );
+    let out = batch.run("badmin", &["hclose"]);
+    assert_eq!(said(&out), (Some(0), "Close <localhost> ...... done\n".into(), String::new()));
+    let out = batch.run("bhosts", &["-w"]);
+    assert!(text(&out).contains("closed_Adm"), "{}", text(&out));
+    let held = batch.submit(&["true"]);
+    let out = batch.run("badmin", &["qclose", "normal"]);
+    assert_eq!(said(&out), (Some(0), "Queue <normal> is closed\n".into(), String::new()));
+    assert!(text(&batch.run("bqueues", &["normal"])).contains(" Closed:Active "));
+    let out = batch.run("bsub", &["true"]);
+    assert_eq!(said(&out).0, Some(255));
+    assert!(text(&out).contains("normal: Queue has been closed. Job not submitted."), "{}", text(&out));
+    let out = batch.run_as_nobody("badmin", &["mbdrestart"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "User permission denied\n".into()));
+    let pid = batch.mbatchd.as_ref().expect("mbatchd").pid();
+    let out = batch.run("badmin", &["mbdrestart"]);
+    assert_eq!(
+        said(&out),
+        (
+            Some(0),
+            "Checking configuration files ...\nNo errors found.\n\nMBD restart initiated\n".into(),
+            String::new()
+        )
+    );
+    // The same process (exec) replays its log and serves again: still closed.
+    wait_until("mbatchd to be ready again", STARTUP_TIMEOUT, || {
+        (batch.mbatchd.as_ref().expect("mbatchd").log().matches("mbatchd ready").count() == 2).then_some(())
+    });
+    assert_eq!(batch.mbatchd.as_ref().expect("mbatchd").pid(), pid);
+    // (`unreach` until sbatchd registers again, then `closed_Adm`.)
+    wait_until("the host to show closed_Adm again", STARTUP_TIMEOUT, || {
+        text(&batch.run("bhosts", &["-w"])).contains("closed_Adm").then_some(())
+    });
+    assert!(text(&batch.run("bsub", &["true"])).contains("Queue has been closed"));
+    assert_eq!(batch.status(held), "PEND");
+    // Open the queue but make it inactive: jobs are accepted and wait.
+    assert!(batch.run("badmin", &["qopen"]).status.success());
+    let out = batch.run("badmin", &["qinact", "normal"]);
+    assert_eq!(said(&out), (Some(0), "Queue <normal> is inactivated\n".into(), String::new()));
+    assert!(text(&batch.run("bqueues", &["normal"])).contains(" Open:Inact "));
+    let waiting = batch.submit(&["true"]);
+    assert!(batch.run("badmin", &["hopen", "localhost"]).status.success());
+    assert_eq!((batch.status(held), batch.status(waiting)), ("PEND".into(), "PEND".into()));
+    let out = batch.run("badmin", &["qact", "normal"]);
+    assert_eq!(said(&out), (Some(0), "Queue <normal> is activated\n".into(), String::new()));
+    batch.wait_status(held, "DONE");
+    batch.wait_status(waiting, "DONE");
+}
+
+// Goal: bmod, bswitch, btop and bbot change pending jobs with LSF's messages;
+// only the owner or an administrator may, and a started job is refused.
+#[test]
+fn bmod_bswitch_btop_bbot_change_pending_jobs() {
+    let batch = Batch::start();
+    batch.allow_nobody();
+    batch.reconfigure("lsb.queues", |queues| {
+        format!("{queues}\nBegin Queue\nQUEUE_NAME = night\nPRIORITY = 10\nEnd Queue\n")
+    });
+    assert!(batch.run("badmin", &["hclose", "localhost"]).status.success());
+    let jobs: Vec<u32> = (0..3).map(|_| batch.submit(&["sleep", "300"])).collect();
+    let [first, second, third] = [jobs[0], jobs[1], jobs[2]];
+    let out = batch.run("bmod", &["-J", "renamed", "-W", "10", "-M", "100000", &first.to_string()]);
+    assert_eq!(
+        said(&out),
+        (Some(0), format!("Parameters of job <{first}> are being changed\n"), String::new())
+    );
+    let listing = batch.run("bjobs", &["-w", &first.to_string()]);
+    assert!(text(&listing).contains(" renamed "), "{}", text(&listing));
+    let out = batch.run_as_nobody("bmod", &["-Wn", &first.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{first}>: User permission denied\n")));
+    let out = batch.run("bmod", &["-q", "nosuch", &first.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{first}>: nosuch: No such queue\n")));
+    let out = batch.run("bmod", &["-W", "never", &first.to_string()]);
+    assert_eq!(
+        said(&out),
+        (Some(255), String::new(), "never: Bad RUNLIMIT specification. Job not modified.\n".into())
+    );
+    let out = batch.run("bswitch", &["night", &second.to_string()]);
+    assert_eq!(
+        said(&out),
+        (Some(0), format!("Job <{second}> is switched to queue <night>\n"), String::new())
+    );
+    let listing = batch.run("bjobs", &["-w", &second.to_string()]);
+    assert!(text(&listing).contains(" night "), "{}", text(&listing));
+    let out = batch.run("btop", &[&third.to_string()]);
+    assert_eq!(
+        said(&out),
+        (Some(0), format!("Job <{third}> has been moved to position 1 from top.\n"), String::new())
+    );
+    let out = batch.run("bbot", &[&third.to_string(), "2"]);
+    assert_eq!(
+        said(&out),
+        (Some(0), format!("Job <{third}> has been moved to position 2 from bottom.\n"), String::new())
+    );
+    let out = batch.run_as_nobody("btop", &[&third.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{third}>: User permission denied\n")));
+    let out = batch.run("bswitch", &["normal", "999999"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "Job <999999>: No matching job found\n".into()));
+    // bhist -l tells the changes (compared without blanks: -l wraps at 80 columns).
+    let history =
+        text(&batch.run("bhist", &["-l", &first.to_string(), &second.to_string(), &third.to_string()]));
+    let packed: String = history.split_whitespace().collect();
+    for told in [
+        "Parameters of Job are changed by user or administrator <root>: Job name changes to : renamed;",
+        "Switched to Queue <night> by user or administrator <root>;",
+        "Job moved to position 1 relative to <top> by user or administrator <root>;",
+    ] {
+        assert!(packed.contains(&told.split_whitespace().collect::<String>()), "no {told:?} in:\n{history}");
+    }
+    // Started jobs: bmod and btop refuse.
+    assert!(batch.run("badmin", &["hopen", "localhost"]).status.success());
+    batch.wait_status(third, "RUN");
+    let out = batch.run("bmod", &["-n", "2", &third.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{third}>: Job has already started\n")));
+    let out = batch.run("btop", &[&third.to_string()]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{third}>: Job has already started\n")));
+    for job in jobs {
+        batch.run("bkill", &[&job.to_string()]);
+    }
+}
+
+// Goal: bhist tells a finished job's life from the event log, in the summary
+// and -l layouts, also once mbatchd cleaned the job from memory; an unknown
+// job is reported and fails.
+#[test]
+fn bhist_tells_finished_jobs_even_after_cleaning() {
+    let batch = Batch::start();
+    batch.reconfigure("lsb.params", |params| {
+        let kept: Vec<&str> =
+            params.lines().filter(|line| !line.trim_start().starts_with("CLEAN_PERIOD")).collect();
+        kept.join("\n").replace("Begin Parameters", "Begin Parameters\nCLEAN_PERIOD = 1")
+    });
+    let done = batch.submit(&["true"]);
+    let failed = batch.submit(&["exit 3"]);
+    batch.wait_all_finished(&[done, failed]);
+    wait_until("both jobs to be cleaned", JOB_TIMEOUT, || {
+        let out = batch.run("bjobs", &[&done.to_string(), &failed.to_string()]);
+        (text(&out).matches("is not found").count() == 2).then_some(())
+    });
+    let out = batch.run("bhist", &["-l", &done.to_string(), &failed.to_string()]);
+    let long = text(&out);
+    assert!(out.status.success(), "{long}");
+    for line in [
+        format!("Job <{done}>, User <root>, Project <default>, Command <true>"),
+        ": Submitted from host <".to_owned(),
+        ": Dispatched to <localhost>;".to_owned(),
+        ": Starting (Pid ".to_owned(),
+        ": Done successfully. The CPU time used is ".to_owned(),
+        ": Exited with exit code 3. The CPU time used is ".to_owned(),
+        "Summary of time in seconds spent in various states by ".to_owned(),
+    ] {
+        assert!(long.contains(&line), "no {line:?} in:\n{long}");
+    }
+    let out = batch.run("bhist", &["-a"]);
+    let summary = text(&out);
+    assert!(
+        summary.starts_with(
+            "Summary of time in seconds spent in various states:\nJOBID   USER    JOB_NAME  PEND"
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains(&format!("\n{done:<7} root    true ")), "{summary}");
+    // The default is unfinished jobs: none.
+    let out = batch.run("bhist", &[]);
+    assert_eq!(said(&out), (Some(255), String::new(), "No matching job found\n".into()));
+    let out = batch.run("bhist", &["999999"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "Job <999999> is not found\n".into()));
 }

@@ -11,9 +11,18 @@
 //!   hosts (which needs a restart), leaves the running configuration in force
 //!   and is reported with LSF's `There are fatal errors.` (exit 255).
 //!
-//! The other LSF subcommands (`mbdrestart`, `hclose`, `hopen`, `qclose`,
-//! `qopen`, `qact`, `qinact`) are recognised and refused with a message saying
-//! they are not supported yet (exit 255); anything else is LSF's `Invalid command`.
+//! - `hclose`/`hopen [host ...]` (the local host without names): close a host
+//!   to new jobs (`bhosts` shows `closed_Adm`) or open it; `Close <h> ...... done`.
+//! - `qclose`/`qopen`/`qact`/`qinact [queue ...]` (the default queue without
+//!   names): a closed queue refuses submissions, an inactive one dispatches
+//!   nothing; `Queue <q> is closed` (opened, activated, inactivated).
+//! - `mbdrestart`: mbatchd checks its configuration, stops cleanly and starts
+//!   again from its event log (`MBD restart initiated`).
+//!
+//! These orders are for cluster administrators (others get `User permission
+//! denied`) and survive a restart (HOST_CTRL, QUEUE_CTRL in the event log).
+//! Each line mbatchd answers goes to standard output when the order was carried
+//! out, else to standard error with exit 255. Anything else is LSF's `Invalid command`.
 
 use std::process::ExitCode;
 
@@ -23,10 +32,48 @@ use lava_batch_wire::{self as wire, Operation};
 use crate::client;
 use crate::term::{self, Term};
 
-const USAGE: &str = "Usage: badmin [-h] [-V] showstatus | reconfig\n";
+const USAGE: &str = "Usage: badmin [-h] [-V] showstatus | reconfig | mbdrestart\n\
+                     \x20                              | hclose [host ...] | hopen [host ...]\n\
+                     \x20                              | qclose [queue ...] | qopen [queue ...]\n\
+                     \x20                              | qact [queue ...] | qinact [queue ...]\n";
 
-/// LSF subcommands LavaCore does not serve yet.
-const NOT_YET: [&str; 7] = ["mbdrestart", "hclose", "hopen", "qclose", "qopen", "qact", "qinact"];
+/// The administrator's orders (ADMIN_CONTROL) by subcommand.
+const ORDERS: [(&str, wire::AdminAction); 7] = [
+    ("hclose", wire::AdminAction::HostClose),
+    ("hopen", wire::AdminAction::HostOpen),
+    ("qclose", wire::AdminAction::QueueClose),
+    ("qopen", wire::AdminAction::QueueOpen),
+    ("qact", wire::AdminAction::QueueActivate),
+    ("qinact", wire::AdminAction::QueueInactivate),
+    ("mbdrestart", wire::AdminAction::MbdRestart),
+];
+
+/// What `badmin` prints for an ADMIN_CONTROL answer: (standard output, standard
+/// error, whether every order was carried out).
+pub fn format_orders(action: wire::AdminAction, reply: &wire::AdminControlReply) -> (String, String, bool) {
+    let (mut out, mut err) = (String::new(), String::new());
+    let mut ok = !reply.results.is_empty();
+    for result in &reply.results {
+        match (action, result.done) {
+            (wire::AdminAction::MbdRestart, true) => out.push_str(&format!(
+                "Checking configuration files ...\nNo errors found.\n\n{}\n",
+                result.message
+            )),
+            (wire::AdminAction::MbdRestart, false) if result.message != "User permission denied" => err
+                .push_str(&format!(
+                    "Checking configuration files ...\n\n{}\n\nThere are fatal errors.\n",
+                    result.message
+                )),
+            (_, true) => out.push_str(&format!("{}\n", result.message)),
+            (_, false) => {
+                ok = false;
+                err.push_str(&format!("{}\n", result.message));
+            }
+        }
+        ok &= result.done;
+    }
+    (out, err, ok)
+}
 
 /// What `badmin reconfig` prints for `reply`, and whether it succeeded.
 pub fn format_reconfig(reply: &wire::ReconfigReply) -> (String, bool) {
@@ -112,9 +159,23 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             }
             return ok;
         }
-        Some(name) if NOT_YET.contains(&name) => {
-            term.err(&format!("badmin: {name} is not supported by LavaCore yet\n"));
-            return false;
+        Some(name) if ORDERS.iter().any(|(order, _)| *order == name) => {
+            let action = ORDERS.iter().find(|(order, _)| *order == name).map(|(_, a)| *a).expect("listed");
+            if action == wire::AdminAction::MbdRestart && args.len() > 1 {
+                term.err(&format!("badmin: mbdrestart takes no argument\n{USAGE}"));
+                return false;
+            }
+            let request = wire::AdminControlRequest { action, names: args[1..].to_vec() };
+            let ops = (Operation::AdminControl, Operation::AdminControlReply);
+            let Some(reply) =
+                client::read_from_mbatchd::<_, wire::AdminControlReply>(term, "badmin", ops, &request)
+            else {
+                return false;
+            };
+            let (out, err, ok) = format_orders(action, &reply);
+            term.out(&out);
+            term.err(&err);
+            return ok;
         }
         Some(name) => {
             term.err(&format!("badmin: Invalid command <{name}>\n{USAGE}"));
@@ -134,6 +195,45 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reply(lines: &[(&str, bool, &str)]) -> wire::AdminControlReply {
+        let results = lines
+            .iter()
+            .map(|(name, done, message)| wire::AdminResult {
+                name: (*name).into(),
+                done: *done,
+                message: (*message).into(),
+            })
+            .collect();
+        wire::AdminControlReply { results }
+    }
+
+    // Goal: done lines on standard output, refusals on standard error and a
+    // failure; mbdrestart in LSF's reconfig-like words.
+    #[test]
+    fn order_lines() {
+        let answer = reply(&[
+            ("a", true, "Close <a> ...... done"),
+            ("b", false, "Close <b> ...... User permission denied"),
+        ]);
+        assert_eq!(
+            format_orders(wire::AdminAction::HostClose, &answer),
+            ("Close <a> ...... done\n".into(), "Close <b> ...... User permission denied\n".into(), false)
+        );
+        let restart = reply(&[("mbatchd", true, "MBD restart initiated")]);
+        assert_eq!(
+            format_orders(wire::AdminAction::MbdRestart, &restart),
+            (
+                "Checking configuration files ...\nNo errors found.\n\nMBD restart initiated\n".into(),
+                String::new(),
+                true
+            )
+        );
+        let broken = reply(&[("mbatchd", false, "lsb.queues(3): bad line")]);
+        let (_, err, ok) = format_orders(wire::AdminAction::MbdRestart, &broken);
+        assert!(!ok && err.ends_with("lsb.queues(3): bad line\n\nThere are fatal errors.\n"), "{err}");
+        assert!(!format_orders(wire::AdminAction::QueueOpen, &reply(&[])).2);
+    }
 
     // Goal: LSF's labels and order, the totals summed from their parts, and one
     // `name value` line per counter.

@@ -8,8 +8,8 @@
 //! ```
 //!
 //! Queues are listed highest priority first. STATUS is `Open` or `Closed`
-//! (does the queue accept jobs), then `:Active` or `:Inact` (are its jobs
-//! dispatched). MAX, JL/U, JL/P and JL/H are the queue's slot limits, `-` for
+//! (does the queue accept jobs: `badmin qclose`/`qopen`), then `:Active` or
+//! `:Inact` (are its jobs dispatched: `badmin qinact`/`qact`). MAX, JL/U, JL/P and JL/H are the queue's slot limits, `-` for
 //! none. Counts are slots, as LSF counts them: PEND holds PEND and PSUSP (the
 //! jobs `bjobs -p` lists), SUSP the suspended started jobs (SSUSP, USUSP),
 //! NJOBS all of them. A name longer than 15 characters is cut to `*` and its
@@ -34,11 +34,14 @@ use crate::term::{self, Term};
 
 const USAGE: &str = "Usage: bqueues [-h] [-V] [-w | -l] [queue_name ...]\n";
 
-/// The STATUS of a queue: `Open:Active`, `Closed:Inact`, ...
-pub fn status_text(status: u32) -> String {
-    let open = if status & wire::QUEUE_OPEN != 0 { "Open" } else { "Closed" };
-    let active = if status & wire::QUEUE_ACTIVE != 0 { "Active" } else { "Inact" };
-    format!("{open}:{active}")
+/// LSF's STATUS of a queue: `Open:Active`, `Closed:Active`, `Open:Inact`, `Closed:Inact`.
+fn status(queue: &wire::QueueInfo) -> &'static str {
+    match (queue.closed, queue.inactive) {
+        (false, false) => "Open:Active",
+        (true, false) => "Closed:Active",
+        (false, true) => "Open:Inact",
+        (true, true) => "Closed:Inact",
+    }
 }
 
 /// A queue limit: `-` for none.
@@ -55,7 +58,7 @@ pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
         out.push_str(&format!(
             "{name:<15} {:>3}   {:<14}{:>4} {:>4} {:>4} {:>4} {:>5} {:>5} {:>5} {:>5}\n",
             queue.priority,
-            status_text(queue.status),
+            status(queue),
             limit(queue.max_slots),
             limit(queue.user_slot_limit),
             limit(queue.processor_slot_limit),
@@ -95,7 +98,7 @@ pub fn format_bqueues_long(queues: &[wire::QueueInfo]) -> String {
         out.push_str(&parameters_row(&[
             queue.priority.to_string(),
             queue.nice.to_string(),
-            status_text(queue.status),
+            status(queue).to_owned(),
             limit(queue.max_slots),
             limit(queue.user_slot_limit),
             limit(queue.processor_slot_limit),
@@ -186,7 +189,8 @@ mod tests {
             n_pend: counts[0],
             n_run: counts[1],
             n_susp: counts[2] + counts[3],
-            status: wire::QUEUE_OPEN | wire::QUEUE_ACTIVE,
+            closed: false,
+            inactive: false,
             nice: 0,
             description: String::new(),
             users: vec![],
@@ -208,7 +212,7 @@ mod tests {
     #[test]
     fn classic_layout() {
         let closed = wire::QueueInfo {
-            status: wire::QUEUE_ACTIVE,
+            closed: true,
             max_slots: 10,
             user_slot_limit: 2,
             host_slot_limit: 1,
@@ -218,8 +222,8 @@ mod tests {
             queue("normal", 30, [0, 0, 0, 0]),
             queue("a_very_long_queue_name", 5, [12, 1234, 1, 2]),
             closed,
-            wire::QueueInfo { status: wire::QUEUE_OPEN, ..queue("inact", 1, [0, 0, 0, 0]) },
-            wire::QueueInfo { status: 0, ..queue("off", 1, [0, 0, 0, 0]) },
+            wire::QueueInfo { inactive: true, ..queue("inact", 1, [0, 0, 0, 0]) },
+            wire::QueueInfo { closed: true, inactive: true, ..queue("off", 1, [0, 0, 0, 0]) },
         ];
         assert_eq!(
             format_bqueues(&queues, false),

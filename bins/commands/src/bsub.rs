@@ -202,14 +202,8 @@ impl SubmitOptions {
         match name {
             "H" => self.hold = true,
             "q" => self.queue = Some(value),
-            "J" => {
-                if value.contains('[') {
-                    return Err(BsubError::Value(format!(
-                        "{value}: Job arrays are not supported by LavaCore"
-                    )));
-                }
-                self.job_name = Some(value);
-            }
+            // A job array's index list travels in the name; mbatchd checks it.
+            "J" => self.job_name = Some(value),
             "P" => self.project = Some(value),
             "m" => self.hosts = Some(value.split_whitespace().map(str::to_owned).collect()),
             "n" => self.n_slots = Some(parse_slots(&value).map_err(BsubError::Value)?),
@@ -719,7 +713,8 @@ mod tests {
             parse_args(&strings(&["-n", "0", "x"])),
             Err(BsubError::Value("0: Bad number of processors".to_owned()))
         );
-        assert!(matches!(parse_args(&strings(&["-J", "arr[1-10]", "x"])), Err(BsubError::Value(_))));
+        let (options, _) = submit_args(&["-J", "arr[1-10]%2", "x"]);
+        assert_eq!(options.job_name.as_deref(), Some("arr[1-10]%2"), "an array travels in the name");
     }
 
     // Goal: -R and the mail options are accepted, remembered for the warning,

@@ -360,13 +360,13 @@ fn usage_columns(job: &JobInfo, tz: &TimeZone) -> String {
 
 /// Text streamed through LSF's line-breaking rule (see the module documentation).
 #[derive(Debug, Default)]
-struct Wrap {
-    out: String,
+pub(crate) struct Wrap {
+    pub(crate) out: String,
     cursor: usize,
 }
 
 impl Wrap {
-    fn put(&mut self, text: &str) {
+    pub(crate) fn put(&mut self, text: &str) {
         if text.starts_with('\n') {
             self.cursor = 0;
         }

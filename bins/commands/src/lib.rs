@@ -33,7 +33,10 @@
 //!   per command, each with a `main` returning the process exit code.
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
 //! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
-//! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY).
+//! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY),
+//!   `reconfig`, and the administrator's orders (`hclose`, `qclose`, `mbdrestart`, …).
+//! - [`bmod`], [`bswitch`], [`btop`] (with [`bbot`]): change pending jobs
+//!   (JOB_CONTROL, printed by [`control`]). [`bhist`]: jobs' histories from the log.
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
@@ -45,12 +48,18 @@
 
 pub mod args;
 pub mod badmin;
+pub mod bbot;
+pub mod bhist;
 pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
+pub mod bmod;
 pub mod bqueues;
 pub mod bsub;
+pub mod bswitch;
+pub mod btop;
 pub mod client;
+pub mod control;
 pub mod format;
 pub mod host;
 pub mod jobid;

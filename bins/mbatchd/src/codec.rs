@@ -85,6 +85,8 @@ pub fn encode_reply(reply: &ClientReply) -> (Vec<u8>, u32) {
         ClientReply::JobQuery(reply) => (encode(reply), 0),
         ClientReply::Signal(reply) => (encode(reply), 0),
         ClientReply::Error(error) => (encode(error), error.code),
+        ClientReply::JobControl(reply) => (encode(reply), 0),
+        ClientReply::AdminControl(reply) => (encode(reply), 0),
     }
 }
 

@@ -14,7 +14,7 @@
 //!   groups expanded (`all` is every host); the default queue is the first of
 //!   `DEFAULT_QUEUE` (or the queues marked `DEFAULT = y`).
 //! - administrators: `ClusterAdmins` of `lsf.cluster`, by login name (root always is one).
-//! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID` of `lsb.params`.
+//! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`.
 //!
 //! # Where mbatchd listens
 //! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
@@ -136,6 +136,7 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.clean_period_ms = u64::from(conf.params.clean_period_s) * 1000;
     config.job_terminate_interval_s = conf.params.job_terminate_interval_s;
     config.max_job_id = conf.params.max_jobid;
+    config.max_job_array_size = conf.params.max_job_array_size;
     config.validate()?;
     Ok(config)
 }

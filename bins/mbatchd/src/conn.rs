@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     pub(crate) events: mpsc::Sender<ConnEvent>,
     /// Set when mbatchd stops: connections waiting for a request close at once.
     pub(crate) stopping: watch::Sender<bool>,
+    /// The event log, which `bhist`'s HISTORY_QUERY reads (`history`).
+    pub(crate) log: Arc<lava_eventlog::EventLog>,
 }
 
 /// Serves one accepted connection until it closes.
@@ -176,6 +178,14 @@ async fn command_connection(
             },
         };
         let sequence = frame.header.sequence;
+        if frame.header.operation == Operation::HistoryQuery.code()
+            && frame.header.check_version(BATCH_VERSION).is_ok()
+        {
+            if history_query(&mut framed, &frame, peer, shared).await {
+                continue;
+            }
+            return;
+        }
         if let Some(op) = validate::read_operation(frame.header.operation)
             && frame.header.check_version(BATCH_VERSION).is_ok()
         {
@@ -254,6 +264,63 @@ async fn read_query(
             false
         }
     }
+}
+
+/// Answers one HISTORY_QUERY frame (`bhist`) from the event log, read on a blocking
+/// thread (`history`); `false` when the connection is to close.
+async fn history_query(
+    framed: &mut FramedConn<TcpStream>,
+    frame: &Frame,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> bool {
+    let sequence = frame.header.sequence;
+    let reply = match validate::history_query(&frame.body, &shared.auth, system_now_ms()) {
+        Ok((caller, query)) => {
+            let log = Arc::clone(&shared.log);
+            match tokio::task::spawn_blocking(move || crate::history::answer(&log, query, &caller)).await {
+                Ok(Ok(reply)) => {
+                    let body = encode(&reply);
+                    if body.len() <= FRAME_BYTES_MAX as usize {
+                        return match framed
+                            .write_frame(header(Operation::HistoryQueryReply, sequence, 0), &body)
+                            .await
+                        {
+                            Ok(()) => true,
+                            Err(error) => {
+                                tracing::debug!(%peer, "answer not delivered: {error}");
+                                false
+                            }
+                        };
+                    }
+                    let message = format!(
+                        "the answer is {} bytes, more than a frame may carry; name fewer jobs",
+                        body.len()
+                    );
+                    ClientReply::error(wire::ERR_REJECTED, message)
+                }
+                Ok(Err(problem)) => {
+                    tracing::warn!(%peer, "HISTORY_QUERY: {problem}");
+                    ClientReply::error(wire::ERR_TRY_AGAIN, problem)
+                }
+                Err(error) => {
+                    tracing::error!(%peer, "HISTORY_QUERY: the reading thread failed: {error}");
+                    return false;
+                }
+            }
+        }
+        Err(refusal) => {
+            tracing::warn!(%peer, "HISTORY_QUERY refused: {}", refusal.message);
+            shared.counters.reject(refusal.reason);
+            if refusal.close {
+                let _ =
+                    write_reply(framed, sequence, &ClientReply::error(refusal.code, refusal.message)).await;
+                return false;
+            }
+            ClientReply::error(refusal.code, refusal.message)
+        }
+    };
+    write_reply(framed, sequence, &reply).await.is_ok()
 }
 
 /// Checks one command frame: version, operation, then `validate`.

@@ -68,13 +68,26 @@ impl Reject {
 }
 
 /// The shell's counters; see the module doc.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
     frames_by_operation: [AtomicU64; Operation::ALL.len()],
     frames_unknown_operation: AtomicU64,
     rejects: [AtomicU64; Reject::ALL.len()],
     connections: AtomicU64,
     sbd_messages_dropped: AtomicU64,
+}
+
+// By hand: `Default` is derived for arrays of at most 32 elements only.
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            frames_by_operation: std::array::from_fn(|_| AtomicU64::new(0)),
+            frames_unknown_operation: AtomicU64::new(0),
+            rejects: Default::default(),
+            connections: AtomicU64::new(0),
+            sbd_messages_dropped: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Counters {

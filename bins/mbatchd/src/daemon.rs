@@ -13,7 +13,9 @@
 //! 4. Bind the listener (SO_REUSEADDR, so a restart rebinds at once), register
 //!    the signal handlers, step `Input::Start`, and only then write
 //!    `--port-file`: whoever reads it can connect and be served.
-//! 5. Run the event loop until a stop signal or a failure.
+//! 5. Run the event loop until a stop signal or a failure; after `badmin
+//!    mbdrestart` the loop stops cleanly and the program `exec`s itself with the
+//!    same arguments (same pid), starting again at step 1.
 //!
 //! # Under systemd (`Type=notify`)
 //! When `NOTIFY_SOCKET` is set ([`lava_sd::Notifier`]), mbatchd says `STATUS=`
@@ -107,7 +109,33 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
     let result = runtime.block_on(serve(&args, &config, auth, log, mbd, log_file, notifier));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
-    result
+    match result? {
+        Some(port) => Err(restart(&args, port)),
+        None => Ok(()),
+    }
+}
+
+/// `badmin mbdrestart`, once the loop stopped cleanly and the log is closed: the same
+/// program replaces this one (same pid, so a supervisor or systemd sees no exit),
+/// with the same arguments but in the foreground (this process already is where it
+/// runs) and on the port it was bound to (so `--port 0` keeps its port); it replays
+/// the log as any start does. Returns only on failure.
+fn restart(args: &Args, port: u16) -> ShellError {
+    tracing::info!("badmin mbdrestart: starting mbatchd again");
+    let mut again: Vec<OsString> = vec!["--foreground".into(), "--port".into(), port.to_string().into()];
+    again.extend(["--snapshot-events".into(), args.snapshot_events.to_string().into()]);
+    for (flag, path) in
+        [("--envdir", &args.envdir), ("--port-file", &args.port_file), ("--log-file", &args.log_file)]
+    {
+        if let Some(path) = path {
+            again.extend([OsString::from(flag), path.clone().into_os_string()]);
+        }
+    }
+    let error = match std::env::current_exe() {
+        Ok(exe) => Command::new(exe).args(again).exec(),
+        Err(error) => error,
+    };
+    ShellError::Runtime(format!("badmin mbdrestart: cannot start mbatchd again: {error}"))
 }
 
 /// The configuration folder: `--envdir`, else `LSF_ENVDIR`, else /etc.
@@ -123,7 +151,7 @@ async fn serve(
     mbd: Mbd,
     log_file: Option<LogFile>,
     notifier: lava_sd::Notifier,
-) -> Result<(), ShellError> {
+) -> Result<Option<u16>, ShellError> {
     if let Some(path) = &args.port_file {
         remove_stale(path)?;
     }
@@ -133,12 +161,14 @@ async fn serve(
     let signals = Signals::register()?;
     let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
     let counters = Arc::new(Counters::default());
+    let history_log = Arc::clone(&log);
     let mut shell = Shell::new(mbd, Journal::new(log, args.snapshot_events), listener, |events| Shared {
         auth,
         counters,
         hosts,
         events,
         stopping: watch::channel(false).0,
+        log: history_log,
     });
     shell.reconfig_from(envdir(args));
     shell.start()?;
@@ -154,7 +184,8 @@ async fn serve(
     }
     tracing::info!(%bound, "mbatchd ready");
     notify(&notifier, |n| n.ready(&format!("serving on {bound}")));
-    shell.run(signals, log_file, notifier).await
+    let restart = shell.run(signals, log_file, notifier).await?;
+    Ok(restart.then_some(bound.port()))
 }
 
 /// Sends a notification to systemd; a failure is logged, never fatal (systemd

@@ -36,7 +36,7 @@
 //!   mbatchd sends SBD_REGISTER_ACK, BATCH_NEW_JOB, the three ACKs and
 //!   BATCH_JOB_SIGNAL on it.
 //! - anything else: a **command connection**. Each frame is one request
-//!   (`SUBMIT_JOB`, `JOB_QUERY`, `SIGNAL_JOBS`) whose body is a
+//!   (`SUBMIT_JOB`, `JOB_QUERY`, `SIGNAL_JOBS`, `JOB_CONTROL`, `ADMIN_CONTROL`) whose body is a
 //!   `ClientRequest<T>` carrying a sealed credential; each gets exactly one
 //!   answer (the `*_REPLY` operation, or `REQUEST_FAILED` with an
 //!   `ErrorReply`) whose header echoes the request's `sequence`; requests on
@@ -45,6 +45,10 @@
 //!   `HOST_QUERY` (`bhosts`) is a read answered from memory at once (it
 //!   confirms nothing, so it does not wait for the log); host availability
 //!   comes from the master lim, polled by [`lim_client`].
+//!   `HISTORY_QUERY` (`bhist`) is answered by the connection's task from the
+//!   event log itself, read on a blocking thread (`history`); `ADMIN_CONTROL`
+//!   `mbdrestart` is served by the loop, which then stops cleanly and the
+//!   daemon `exec`s itself ([`daemon`]).
 //!
 //! What a peer gets wrong costs it its connection and nothing else: a frame
 //! over the limit or cut short, or an sbatchd frame that fails authentication,
@@ -84,6 +88,7 @@ pub mod config;
 mod conn;
 pub mod counters;
 pub mod daemon;
+mod history;
 pub mod journal;
 pub mod lim_client;
 pub mod logging;

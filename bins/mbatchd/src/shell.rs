@@ -58,7 +58,8 @@ use crate::daemon::notify;
 use crate::journal::{Journal, JournalEvent};
 use crate::lim_client::LimUpdates;
 use crate::logging::LogFile;
-use crate::validate::ReadQuery;
+use crate::validate::{ClientCall, ReadQuery};
+use lava_batch_wire as wire;
 
 /// How often the logic is given `Input::Tick`.
 pub(crate) const TICK_INTERVAL_MS: u64 = 1_000;
@@ -162,6 +163,8 @@ pub(crate) struct Shell {
     started_at_s: i64,
     /// The configuration folder `badmin reconfig` reads again.
     envdir: Option<std::path::PathBuf>,
+    /// `badmin mbdrestart` was accepted: the loop stops cleanly and the daemon starts again.
+    restart_requested: bool,
 }
 
 impl Shell {
@@ -190,6 +193,7 @@ impl Shell {
             lim: LimUpdates::default(),
             started_at_s: (system_now_ms() / 1000) as i64,
             envdir: None,
+            restart_requested: false,
         }
     }
 
@@ -203,14 +207,15 @@ impl Shell {
         self.step(Input::Start, None).map(|_| ())
     }
 
-    /// Runs the loop until a stop signal (then stops cleanly) or a failure of
-    /// the event log (then returns the error at once, sending nothing more).
+    /// Runs the loop until a stop signal or `badmin mbdrestart` (then stops cleanly)
+    /// or a failure of the event log (then returns the error at once, sending
+    /// nothing more). Says whether mbatchd is to start again (`mbdrestart`).
     pub(crate) async fn run(
         mut self,
         mut signals: Signals,
         log_file: Option<LogFile>,
         mut notifier: lava_sd::Notifier,
-    ) -> Result<(), ShellError> {
+    ) -> Result<bool, ShellError> {
         let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -243,8 +248,14 @@ impl Shell {
                 }
                 event => self.handle(event)?,
             }
+            if self.restart_requested {
+                tracing::info!("badmin mbdrestart: stopping, then starting again");
+                notify(&notifier, |n| n.stopping("badmin mbdrestart: restarting"));
+                break;
+            }
         }
-        self.stop().await
+        let restart = self.restart_requested;
+        self.stop().await.map(|()| restart)
     }
 
     async fn next_event(&mut self, tick: &mut Interval, signals: &mut Signals) -> Event {
@@ -324,6 +335,13 @@ impl Shell {
 
     fn handle_conn(&mut self, event: ConnEvent) -> Result<(), ShellError> {
         match event {
+            ConnEvent::Client { call: ClientCall::AdminControl { caller, request }, reply, .. }
+                if request.action == wire::AdminAction::MbdRestart =>
+            {
+                let answer = self.mbd_restart(&caller);
+                // The connection may have gone; the restart happens all the same.
+                let _gone = reply.send(ClientReply::AdminControl(answer));
+            }
             ConnEvent::Client { peer, call, reply } => {
                 let client = self.next_client;
                 self.next_client += 1;
@@ -417,6 +435,34 @@ impl Shell {
                 Ok(refuse(problem))
             }
         }
+    }
+
+    /// `badmin mbdrestart` by `caller`: an administrator's request, with a configuration
+    /// that loads (else the restarted daemon could not start), makes the loop stop
+    /// cleanly — every event durable, the log closed — after which `daemon` starts
+    /// the same program again in this process (`exec`, keeping the pid), which
+    /// replays the log like any start: the log is the truth, nothing else is handed over.
+    fn mbd_restart(&mut self, caller: &lava_mbd::Caller) -> wire::AdminControlReply {
+        let answer = |done: bool, message: String| wire::AdminControlReply {
+            results: vec![wire::AdminResult { name: "mbatchd".to_owned(), done, message }],
+        };
+        if !self.mbd.config().is_admin(caller.uid, &caller.user) {
+            tracing::warn!(user = %caller.user, "badmin mbdrestart refused: not an administrator");
+            return answer(false, "User permission denied".to_owned());
+        }
+        let Some(envdir) = self.envdir.clone() else {
+            return answer(false, "this mbatchd does not know its configuration folder".to_owned());
+        };
+        let loaded = lava_conf::ClusterConfig::load(&envdir)
+            .map_err(|error| error.to_string())
+            .and_then(|conf| crate::config::mbd_config(&conf).map(|_| ()).map_err(|error| error.to_string()));
+        if let Err(problem) = loaded {
+            tracing::warn!(user = %caller.user, "badmin mbdrestart: not restarting: {problem}");
+            return answer(false, problem);
+        }
+        tracing::info!(user = %caller.user, "badmin mbdrestart accepted");
+        self.restart_requested = true;
+        answer(true, "MBD restart initiated".to_owned())
     }
 
     /// `badmin showstatus`: the cluster as the logic counts it, and the shell's counters.

@@ -32,6 +32,10 @@ pub(crate) enum ClientCall {
     Query { caller: Caller, query: wire::JobQuery },
     /// SIGNAL_JOBS.
     Signal { request_id: wire::RequestId, caller: Caller, request: wire::SignalRequest },
+    /// JOB_CONTROL (`bmod`, `bswitch`, `btop`, `bbot`).
+    JobControl { caller: Caller, request: wire::JobControlRequest },
+    /// ADMIN_CONTROL (`badmin hclose|…|mbdrestart`; the loop serves `mbdrestart` itself).
+    AdminControl { caller: Caller, request: wire::AdminControlRequest },
 }
 
 impl ClientCall {
@@ -45,6 +49,8 @@ impl ClientCall {
             ClientCall::Signal { request_id, caller, request } => {
                 Input::Signal { client, request_id, caller, request }
             }
+            ClientCall::JobControl { caller, request } => Input::JobControl { client, caller, request },
+            ClientCall::AdminControl { caller, request } => Input::AdminControl { client, caller, request },
         }
     }
 
@@ -53,7 +59,9 @@ impl ClientCall {
         match self {
             ClientCall::Submit { caller, .. }
             | ClientCall::Query { caller, .. }
-            | ClientCall::Signal { caller, .. } => caller,
+            | ClientCall::Signal { caller, .. }
+            | ClientCall::JobControl { caller, .. }
+            | ClientCall::AdminControl { caller, .. } => caller,
         }
     }
 }
@@ -105,6 +113,18 @@ pub(crate) fn client_request(
             let caller = caller(auth, &request.credential, now_ms)?;
             check_signal(&request.body).map_err(Refusal::invalid)?;
             Ok(ClientCall::Signal { request_id: request.request_id, caller, request: request.body })
+        }
+        Operation::JobControl => {
+            let request = decode_request::<wire::JobControlRequest>(op, body)?;
+            let caller = caller(auth, &request.credential, now_ms)?;
+            lava_batch_ll::check_job_control(&request.body).map_err(Refusal::invalid)?;
+            Ok(ClientCall::JobControl { caller, request: request.body })
+        }
+        Operation::AdminControl => {
+            let request = decode_request::<wire::AdminControlRequest>(op, body)?;
+            let caller = caller(auth, &request.credential, now_ms)?;
+            lava_batch_ll::check_admin_control(&request.body).map_err(Refusal::invalid)?;
+            Ok(ClientCall::AdminControl { caller, request: request.body })
         }
         other => Err(Refusal {
             code: wire::ERR_UNSUPPORTED,
@@ -170,6 +190,18 @@ pub(crate) fn read_query(
     caller(auth, &request.credential, now_ms)?;
     check_names("host_query.hosts", &request.body.hosts)?;
     Ok(ReadQuery::Hosts(request.body))
+}
+
+/// Decodes, authenticates and checks a HISTORY_QUERY (`bhist`): any user may ask.
+pub(crate) fn history_query(
+    body: &[u8],
+    auth: &Authenticator,
+    now_ms: u64,
+) -> Result<(Caller, wire::HistoryQuery), Refusal> {
+    let request = decode_request::<wire::HistoryQuery>(Operation::HistoryQuery, body)?;
+    let caller = caller(auth, &request.credential, now_ms)?;
+    lava_batch_ll::check_history_query(&request.body).map_err(Refusal::invalid)?;
+    Ok((caller, request.body))
 }
 
 fn decode_request<T: DeserializeOwned>(
@@ -390,6 +422,76 @@ mod tests {
         let reply_op =
             client_request(Operation::SubmitJobReply, &[], &auth, NOW_MS).expect_err("not a request");
         assert_eq!((reply_op.code, reply_op.close), (wire::ERR_UNSUPPORTED, true));
+    }
+
+    fn envelope<T: serde::Serialize>(credential: Vec<u8>, body: T) -> Vec<u8> {
+        crate::codec::encode(&wire::ClientRequest {
+            credential,
+            request_id: wire::RequestId { high: 1, low: 3 },
+            body,
+        })
+    }
+
+    // Goal: the control requests (bmod & co., badmin, bhist) pass lava-batch-ll's
+    // checks or are refused as invalid, leaving the connection open.
+    #[test]
+    fn control_requests_are_checked() {
+        let auth = authenticator(1);
+        let job = |job_id| wire::WireJobRef { job_id, array_index: 0 };
+        let switch = |jobs| wire::JobControlRequest {
+            jobs,
+            action: wire::JobControlAction::Switch { queue: "night".into() },
+        };
+        let good = client_request(
+            Operation::JobControl,
+            &envelope(token(&auth, 10), switch(vec![job(4)])),
+            &auth,
+            NOW_MS,
+        )
+        .expect("a good switch passes");
+        assert!(matches!(good, ClientCall::JobControl { .. }));
+        let bad = client_request(
+            Operation::JobControl,
+            &envelope(token(&auth, 11), switch(vec![job(0)])),
+            &auth,
+            NOW_MS,
+        )
+        .expect_err("job 0");
+        assert_eq!((bad.code, bad.reason, bad.close), (wire::ERR_BAD_REQUEST, Reject::Invalid, false));
+        assert!(bad.message.contains("control.jobs[0]"), "{}", bad.message);
+
+        let restart =
+            |names: Vec<String>| wire::AdminControlRequest { action: wire::AdminAction::MbdRestart, names };
+        let good = client_request(
+            Operation::AdminControl,
+            &envelope(token(&auth, 12), restart(vec![])),
+            &auth,
+            NOW_MS,
+        )
+        .expect("mbdrestart passes");
+        assert!(matches!(good, ClientCall::AdminControl { .. }));
+        let bad = client_request(
+            Operation::AdminControl,
+            &envelope(token(&auth, 13), restart(vec!["x".into()])),
+            &auth,
+            NOW_MS,
+        )
+        .expect_err("mbdrestart with names");
+        assert_eq!((bad.code, bad.reason), (wire::ERR_BAD_REQUEST, Reject::Invalid));
+
+        let query = wire::HistoryQuery { jobs: vec![], user: String::new(), state_filter: 0, after_job: 0 };
+        let (caller, _) =
+            history_query(&envelope(token(&auth, 14), query.clone()), &auth, NOW_MS).expect("passes");
+        assert_eq!(caller.user.as_str(), "alice");
+        let bad = history_query(
+            &envelope(token(&auth, 15), wire::HistoryQuery { state_filter: 77, ..query }),
+            &auth,
+            NOW_MS,
+        )
+        .expect_err("bad filter");
+        assert_eq!(bad.reason, Reject::Invalid);
+        let garbage = history_query(&[9, 9], &auth, NOW_MS).expect_err("garbage");
+        assert_eq!((garbage.reason, garbage.close), (Reject::Body, true));
     }
 
     // Goal: sbatchd frames of the wrong operation or shape close the channel,

@@ -3,7 +3,9 @@
 //! whose answer does not come (lost request, lost reply, mbatchd down) with
 //! the same request id on a new connection, until it is answered. The last
 //! command of every user is `bresume 0` (every job of the user), so that no
-//! job stays stopped for ever.
+//! job stays stopped for ever. Some submissions are small job arrays (one with
+//! `%1`), and some wait with `-w "ended(ID)"` for one of the user's jobs; a
+//! signal of an array's id acts on its elements.
 
 use std::collections::VecDeque;
 
@@ -192,9 +194,24 @@ impl World {
         };
         let user = self.clients[client].user.to_string();
         let request_id = self.clients[client].next_request_id();
+        // Some submissions are small arrays, some limited to one element at a time.
+        let job_name = match self.rng.below(10) {
+            0 => format!("sim[1-{}]", self.rng.range(2, 4)),
+            1 => "sim[1-5:2]%1".to_owned(),
+            _ => String::new(),
+        };
+        // Some wait for one of the user's jobs to end: always met in the end, as
+        // every job ends (the job may have been cleaned: then it is refused).
+        let known = &self.clients[client].known_jobs;
+        let dependency = if !known.is_empty() && self.rng.chance(0.1) {
+            let known = known.clone();
+            format!("ended({})", self.rng.pick(&known))
+        } else {
+            String::new()
+        };
         let body = wire::SubmitRequest {
             queue,
-            job_name: String::new(),
+            job_name,
             command: format!("simulated job {}", request_id.low),
             cwd: "work".to_owned(),
             home_dir: format!("/home/{user}"),
@@ -209,7 +226,7 @@ impl World {
             mem_limit_kb: 0,
             hold: self.rng.chance(0.1),
             res_req: String::new(),
-            dependency: String::new(),
+            dependency,
             exclusive: false,
             login_shell: String::new(),
             pre_exec: String::new(),
@@ -305,6 +322,11 @@ impl World {
             (ClientRequest::Query(_), ClientReply::JobQuery(answer)) => {
                 self.check_query_answer(client, &answer);
             }
+            (ClientRequest::Submit(submit), ClientReply::Error(error))
+                if !submit.body.dependency.is_empty() && error.message.ends_with("No matching job found") =>
+            {
+                // The job it named was cleaned meanwhile: refused, nothing submitted.
+            }
             (request, reply) => {
                 self.violation(format!("unexpected answer {reply:?} to {request:?}"));
             }
@@ -324,7 +346,8 @@ impl World {
                 ));
             }
             let finished = lava_batch_ll::JobStatus::from_bits(info.status).is_some_and(|s| s.is_finished());
-            let durable = self.oracle.terminal.get(&info.job.job_id).map(|(status, _)| status.bits());
+            let job = lava_batch_ll::job_ref("job", info.job).expect("bjobs shows real jobs");
+            let durable = self.oracle.terminal.get(&job).map(|(status, _)| status.bits());
             if finished && durable != Some(info.status) {
                 self.violation(format!(
                     "bjobs shows job {} with status {:#x}, its durable end is {durable:?}",
@@ -336,8 +359,13 @@ impl World {
 
     fn check_signal_answer(&self, request: &wire::SignalRequest, answer: &wire::SignalReply) {
         if !request.all_jobs {
-            let answered: Vec<wire::WireJobRef> = answer.results.iter().map(|r| r.job).collect();
-            if answered != request.jobs {
+            // A job id that names an array is answered element by element.
+            let answered: Vec<u32> = answer.results.iter().map(|r| r.job.job_id).collect();
+            let mut asked: Vec<u32> = request.jobs.iter().map(|j| j.job_id).collect();
+            let mut distinct = answered.clone();
+            distinct.dedup();
+            asked.dedup();
+            if distinct != asked {
                 self.violation(format!("signal answer for {answered:?}, asked for {:?}", request.jobs));
             }
         }
@@ -355,7 +383,7 @@ impl World {
             let kill = request.action == SignalAction::Terminate;
             if kill
                 && result.outcome == SignalRequestOutcome::Accepted
-                && !self.oracle.kill_intents.contains(&job.id())
+                && !self.oracle.kill_intents.contains(&job)
             {
                 self.violation(format!("job {job}: kill answered Accepted before its JOB_SIGNAL is durable"));
             }

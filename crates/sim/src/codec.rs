@@ -165,6 +165,8 @@ pub fn encode_client_reply(reply: &ClientReply) -> Vec<u8> {
         ClientReply::JobQuery(body) => frame(op, body),
         ClientReply::Signal(body) => frame(op, body),
         ClientReply::Error(body) => frame(op, body),
+        ClientReply::JobControl(body) => frame(op, body),
+        ClientReply::AdminControl(body) => frame(op, body),
     }
 }
 

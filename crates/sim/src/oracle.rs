@@ -32,21 +32,23 @@ pub struct ExecFact {
 pub struct Oracle {
     /// mbatchd's durable state: every durable record applied, in order.
     pub replica: Mbd,
-    /// (job id, pid) of every JOB_START_ACCEPT that is durable.
-    pub durable_accepts: BTreeSet<(u32, i32)>,
-    /// The first durable terminal status of each job, and its finish.
-    pub terminal: BTreeMap<u32, (JobStatus, FinishRecord)>,
+    /// (job, pid) of every JOB_START_ACCEPT that is durable.
+    pub durable_accepts: BTreeSet<(JobRef, i32)>,
+    /// The first durable terminal status of each job (array element), and its finish.
+    pub terminal: BTreeMap<JobRef, (JobStatus, FinishRecord)>,
+    /// Every job a durable JOB_NEW created: one, or an array's elements.
+    pub created: BTreeSet<JobRef>,
     /// The job each durable JOB_NEW's request id created.
     pub job_by_request: BTreeMap<wire::RequestId, u32>,
     /// The job each submission's answer named.
     pub submit_answers: BTreeMap<wire::RequestId, u32>,
     /// Jobs with a durable kill intent (JOB_SIGNAL of a terminating action).
-    pub kill_intents: BTreeSet<u32>,
+    pub kill_intents: BTreeSet<JobRef>,
     /// Jobs whose process reached exec, and how it ended.
-    pub execs: BTreeMap<u32, ExecFact>,
+    pub execs: BTreeMap<JobRef, ExecFact>,
     /// (host, job) whose sbatchd stepped a NEW_JOB_REPLY_ACK since the job's
     /// last Launch there.
-    pub reply_acked: BTreeSet<(usize, u32)>,
+    pub reply_acked: BTreeSet<(usize, JobRef)>,
 }
 
 impl Oracle {
@@ -56,6 +58,7 @@ impl Oracle {
             replica: Mbd::new(config.clone()).expect("the simulated configuration is valid"),
             durable_accepts: BTreeSet::new(),
             terminal: BTreeMap::new(),
+            created: BTreeSet::new(),
             job_by_request: BTreeMap::new(),
             submit_answers: BTreeMap::new(),
             kill_intents: BTreeSet::new(),
@@ -84,20 +87,29 @@ impl World {
                         record.job.id()
                     ));
                 }
+                let id = record.job.id();
+                match lava_batch_ll::ArraySpec::parse(&record.spec.request().job_name) {
+                    Ok(Some(array)) => self.oracle.created.extend(
+                        array.indexes().into_iter().map(|index| JobRef::new(id, index).expect("a real id")),
+                    ),
+                    _ => {
+                        self.oracle.created.insert(record.job);
+                    }
+                }
                 self.stats.n_jobs += 1;
             }
             Event::JobStartAccept(record) => {
-                self.oracle.durable_accepts.insert((record.job.id(), record.pid));
+                self.oracle.durable_accepts.insert((record.job, record.pid));
             }
             Event::JobSignal(record) => {
-                let id = record.job.id();
+                let id = record.job;
                 if SignalKind::of(record.action) == Some(SignalKind::Terminate)
                     && self.oracle.kill_intents.insert(id)
                 {
                     // Some killed jobs run until the kill reaches them.
                     let immortal = self.rng.chance(0.5);
                     for ((_, job), proc) in self.procs.iter_mut() {
-                        if job.id() == id && !proc.has_exited() {
+                        if *job == id && !proc.has_exited() {
                             proc.immortal |= immortal;
                         }
                     }
@@ -105,7 +117,7 @@ impl World {
             }
             Event::JobStatus(record) => {
                 if let Some(finish) = &record.finish {
-                    let id = record.job.id();
+                    let id = record.job;
                     if let Some((status, _)) = self.oracle.terminal.get(&id) {
                         self.violation(format!(
                             "job {id}: a second terminal status {} after {status}",
@@ -120,6 +132,12 @@ impl World {
             | Event::JobExecute(_)
             | Event::JobSigact(_)
             | Event::JobClean(_) => {}
+            // The simulation sends no control command (bmod, bswitch, btop, badmin).
+            Event::HostCtrl(_)
+            | Event::QueueCtrl(_)
+            | Event::JobModify(_)
+            | Event::JobSwitch(_)
+            | Event::JobMove(_) => {}
         }
     }
 
@@ -148,8 +166,7 @@ impl World {
     pub fn oracle_check_terminal_live(&self) {
         let Some(mbd) = self.mbd.mbd.as_ref() else { return };
         for (id, (status, finish)) in &self.oracle.terminal {
-            let job = JobRef::new(*id, 0).expect("terminal jobs have real ids");
-            if let Some(live) = mbd.job(job)
+            if let Some(live) = mbd.job(*id)
                 && (live.status() != *status || live.finish() != Some(finish))
             {
                 self.violation(format!(
@@ -217,16 +234,17 @@ impl World {
             }
             _ => return,
         };
-        if !self.oracle.reply_acked.contains(&(host, job.job_id)) {
+        let job = lava_batch_ll::job_ref("job", job).expect("sbd reports about real jobs");
+        if !self.oracle.reply_acked.contains(&(host, job)) {
             self.violation(format!(
-                "job {}: {what} from {} before it received NEW_JOB_REPLY_ACK for this launch",
-                job.job_id, self.hosts[host]
+                "job {job}: {what} from {} before it received NEW_JOB_REPLY_ACK for this launch",
+                self.hosts[host]
             ));
         }
-        if !self.oracle.durable_accepts.contains(&(job.job_id, pid)) {
+        if !self.oracle.durable_accepts.contains(&(job, pid)) {
             self.violation(format!(
-                "job {}: {what} from {} for pid {pid} before mbd's JOB_START_ACCEPT of it is durable",
-                job.job_id, self.hosts[host]
+                "job {job}: {what} from {} for pid {pid} before mbd's JOB_START_ACCEPT of it is durable",
+                self.hosts[host]
             ));
         }
     }
@@ -239,7 +257,7 @@ impl World {
                 self.hosts[host], self.hosts[*other]
             ));
         }
-        if let Some(fact) = self.oracle.execs.get(&job.id()) {
+        if let Some(fact) = self.oracle.execs.get(&job) {
             self.violation(format!(
                 "job {job}: launched on {} but it already ran (pid {} on {})",
                 self.hosts[host], fact.pid, self.hosts[fact.host]
@@ -249,12 +267,12 @@ impl World {
 
     /// A job's process reached exec.
     pub fn oracle_process_started(&mut self, host: usize, job: JobRef, pid: i32) {
-        self.oracle.execs.insert(job.id(), ExecFact { host, pid, wait_status: None });
+        self.oracle.execs.insert(job, ExecFact { host, pid, wait_status: None });
     }
 
     /// A job's process ended.
     pub fn oracle_process_exited(&mut self, job: JobRef, pid: i32, wait_status: i32) {
-        let fact = self.oracle.execs.get_mut(&job.id()).expect("a process that ends was started");
+        let fact = self.oracle.execs.get_mut(&job).expect("a process that ends was started");
         assert_eq!(fact.pid, pid, "job {job}: the process that ended is the one that started");
         fact.wait_status = Some(wait_status);
     }
@@ -294,7 +312,15 @@ impl World {
                 ));
             }
         }
-        for id in 1..=self.oracle.replica.last_job_id() {
+        let ids: BTreeSet<u32> = self.oracle.created.iter().map(|job| job.id()).collect();
+        if ids.len() != self.oracle.replica.last_job_id() as usize {
+            self.violation(format!(
+                "{} job ids given, {} submissions durable",
+                self.oracle.replica.last_job_id(),
+                ids.len()
+            ));
+        }
+        for id in self.oracle.created.clone() {
             let Some((status, finish)) = self.oracle.terminal.get(&id) else {
                 self.violation(format!("job {id} never reached DONE or EXIT"));
             };

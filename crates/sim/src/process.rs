@@ -87,7 +87,7 @@ impl World {
             return;
         }
         self.oracle_check_launch(host, job);
-        self.oracle.reply_acked.remove(&(host, job.id()));
+        self.oracle.reply_acked.remove(&(host, job));
         self.next_pid += 1;
         let pid = self.next_pid;
         let run_ms = self.rng.range(200, self.params.job_run_max_ms);
@@ -101,7 +101,7 @@ impl World {
             ignores_sigint: self.rng.chance(0.3),
             ignores_sigterm: self.rng.chance(0.2),
             pending_fatal: None,
-            immortal: self.oracle.kill_intents.contains(&job.id()) && self.rng.chance(0.5),
+            immortal: self.oracle.kill_intents.contains(&job) && self.rng.chance(0.5),
         };
         self.trace.line(self.now_ms, || {
             format!("job {job}: process {pid} runs on {} for {run_ms} ms", self.hosts[host])

@@ -401,7 +401,7 @@ impl World {
             }
             ToSbd::NewJobReplyAck(ack) => {
                 let job = job_ref(self, ack.job);
-                self.oracle.reply_acked.insert((host, job.id()));
+                self.oracle.reply_acked.insert((host, job));
                 Input::NewJobReplyAck(job)
             }
             ToSbd::JobExecuteAck(ack) => Input::JobExecuteAck(job_ref(self, ack.job)),

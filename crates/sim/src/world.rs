@@ -506,8 +506,7 @@ impl World {
         let mbd_settled =
             self.mbd.is_up() && self.mbd.durable_len == self.mbd.log.len() && self.mbd.held.is_empty();
         let clients_done = self.clients.iter().all(Client::is_done);
-        let jobs_done =
-            (1..=self.oracle.replica.last_job_id()).all(|id| self.oracle.terminal.contains_key(&id));
+        let jobs_done = self.oracle.created.iter().all(|job| self.oracle.terminal.contains_key(job));
         let sbds_settled = self.sbds.iter().all(|node| {
             node.is_up()
                 && node.effects.is_empty()

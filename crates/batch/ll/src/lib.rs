@@ -3,7 +3,8 @@
 //! The logic-adapter layer of ../shared/specs/mbd-sbd-protocol.md section 2.2:
 //! it turns `lava-batch-wire` structures into validated domain values
 //! (`JobRef`, `HostName`, `QueueName`, `UserName`, [`JobSpec`], [`JobStatus`])
-//! and rejects what is structurally wrong with an error that names the field.
+//! and parses the little languages a submission carries: job arrays in the job
+//! name ([`ArraySpec`]) and dependency expressions ([`DependExpr`]). It rejects what is structurally wrong with an error that names the field.
 //!
 //! It never mutates job state, never logs, never performs I/O and never makes a
 //! lifecycle decision: everything here is a pure function of its input. The
@@ -15,11 +16,20 @@ use std::fmt;
 
 use lava_batch_wire as wire;
 
+mod array;
+mod control;
+mod depend;
 mod names;
 mod serde_impls;
 mod spec;
 mod status;
 
+pub use array::{ARRAY_RANGES_MAX, ArrayError, ArraySpec, IndexRange, running_max_of};
+pub use control::{check_admin_control, check_history_query, check_job_control};
+pub use depend::{
+    CmpOp, CondKind, Condition, DEPEND_CONDITIONS_MAX, DEPEND_NESTING_MAX, DependExpr, DependSyntaxError,
+    JobSelector,
+};
 pub use names::{HostName, JobRef, QueueName, UserName};
 pub use spec::{JobSpec, SubmitSpec};
 pub use status::JobStatus;

@@ -16,6 +16,11 @@ pub struct JobRef {
 }
 
 impl JobRef {
+    /// The first reference in the order of references (id, then index).
+    pub const MIN: JobRef = JobRef { id: 1, index: 0 };
+    /// The last reference in the order of references.
+    pub const MAX: JobRef = JobRef { id: u32::MAX, index: u32::MAX };
+
     /// A job reference; `None` for job id 0, which LSF reserves (`bkill 0`).
     pub fn new(id: u32, index: u32) -> Option<JobRef> {
         (id != 0).then_some(JobRef { id, index })

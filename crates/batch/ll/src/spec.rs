@@ -74,17 +74,35 @@ impl SubmitSpec {
     }
 
     /// The validated request as it arrived (without its environment once
-    /// [`SubmitSpec::clear_environment`] was called).
+    /// [`SubmitSpec::take_environment`] was called).
     pub fn request(&self) -> &wire::SubmitRequest {
         &self.request
     }
 
-    /// Forgets the environment variables and frees their memory. What is left is the
-    /// same request without variables, which is still a valid submission. mbatchd calls
-    /// it when a job finishes: the environment is the largest part of a submission, and
-    /// nothing needs it once the job will never be dispatched again.
-    pub fn clear_environment(&mut self) {
-        self.request.env = Vec::new();
+    /// A stand-in for this submission without its large parts (command or
+    /// script, name, environment, pre-exec command, resource requirement,
+    /// dependency): what mbatchd encodes in place of a submission that it keeps
+    /// elsewhere, shared (the elements of a job array).
+    pub fn stub(&self) -> SubmitSpec {
+        let request = wire::SubmitRequest {
+            // The shortest command a valid submission may have.
+            command: "-".to_owned(),
+            job_name: String::new(),
+            env: Vec::new(),
+            pre_exec: String::new(),
+            res_req: String::new(),
+            dependency: String::new(),
+            ..self.request.clone()
+        };
+        SubmitSpec { request, ..self.clone() }
+    }
+
+    /// Takes the environment variables out. What is left is the same request without
+    /// variables, which is still a valid submission. mbatchd keeps the two apart: the
+    /// environment is the largest part of a submission, and it is dropped when the job
+    /// finishes, while the rest stays for display.
+    pub fn take_environment(&mut self) -> Vec<wire::EnvVar> {
+        std::mem::take(&mut self.request.env)
     }
 }
 

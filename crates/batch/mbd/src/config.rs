@@ -19,6 +19,11 @@ pub const RESEND_INTERVAL_MS_DEFAULT: u64 = 5_000;
 pub const JOB_TERMINATE_INTERVAL_S_DEFAULT: u32 = 10;
 /// LSF's `MAX_JOBID` default.
 pub const MAX_JOB_ID_DEFAULT: u32 = 999_999;
+/// LSF's `MAX_JOB_ARRAY_SIZE` default: the highest array index, and so the most elements.
+pub const MAX_JOB_ARRAY_SIZE_DEFAULT: u32 = 1000;
+/// The largest `MAX_JOB_ARRAY_SIZE` LavaCore accepts (LSF allows up to 2147483646): every
+/// element is a job record in memory, and one JOB_NEW makes them all in one step.
+pub const JOB_ARRAY_SIZE_MAX: u32 = 1_000_000;
 
 /// One queue of `lsb.queues`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +77,8 @@ pub struct MbdConfig {
     pub job_terminate_interval_s: u32,
     /// `MAX_JOBID`: the highest job id; submission is refused beyond it (never wraps).
     pub max_job_id: u32,
+    /// `MAX_JOB_ARRAY_SIZE`: the highest index an array may have (so also its most elements).
+    pub max_job_array_size: u32,
 }
 
 impl MbdConfig {
@@ -87,6 +94,7 @@ impl MbdConfig {
             resend_interval_ms: RESEND_INTERVAL_MS_DEFAULT,
             job_terminate_interval_s: JOB_TERMINATE_INTERVAL_S_DEFAULT,
             max_job_id: MAX_JOB_ID_DEFAULT,
+            max_job_array_size: MAX_JOB_ARRAY_SIZE_DEFAULT,
         }
     }
 
@@ -119,6 +127,12 @@ impl MbdConfig {
         }
         if self.max_job_id == 0 {
             return bad("MAX_JOBID is 0".to_owned());
+        }
+        if !(1..=JOB_ARRAY_SIZE_MAX).contains(&self.max_job_array_size) {
+            return bad(format!(
+                "MAX_JOB_ARRAY_SIZE {} is outside 1 to {JOB_ARRAY_SIZE_MAX}",
+                self.max_job_array_size
+            ));
         }
         Ok(())
     }

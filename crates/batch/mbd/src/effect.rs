@@ -73,6 +73,10 @@ pub enum ClientReply {
     Signal(wire::SignalReply),
     /// REQUEST_FAILED.
     Error(wire::ErrorReply),
+    /// JOB_CONTROL_REPLY.
+    JobControl(wire::JobControlReply),
+    /// ADMIN_CONTROL_REPLY.
+    AdminControl(wire::AdminControlReply),
 }
 
 impl ClientReply {
@@ -83,6 +87,8 @@ impl ClientReply {
             ClientReply::JobQuery(_) => wire::Operation::JobQueryReply,
             ClientReply::Signal(_) => wire::Operation::SignalJobsReply,
             ClientReply::Error(_) => wire::Operation::RequestFailed,
+            ClientReply::JobControl(_) => wire::Operation::JobControlReply,
+            ClientReply::AdminControl(_) => wire::Operation::AdminControlReply,
         }
     }
 

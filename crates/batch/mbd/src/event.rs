@@ -4,7 +4,9 @@
 //! feeds back: the logic changes durable state only by applying events, so
 //! the log is, by construction, a complete account of it. Names follow LSF's
 //! event types (JOB_NEW, JOB_START, JOB_START_ACCEPT, JOB_EXECUTE, JOB_SIGNAL,
-//! JOB_SIGACT, JOB_STATUS, JOB_CLEAN, MBD_START). All times are milliseconds
+//! JOB_SIGACT, JOB_STATUS, JOB_CLEAN, MBD_START; and, for the control commands
+//! of `control`, HOST_CTRL, QUEUE_CTRL, JOB_MODIFY2, JOB_SWITCH, JOB_MOVE, as
+//! ../shared/research/lavalite.md section 3.2 names them). All times are milliseconds
 //! since the epoch as the shell supplied them; the shell encodes the records
 //! with XDR into `lava-eventlog`, so no field is a map or an untagged value.
 
@@ -33,6 +35,16 @@ pub enum Event {
     JobStatus(JobStatusRecord),
     /// A finished job was dropped from memory after `CLEAN_PERIOD`.
     JobClean(JobCleanRecord),
+    /// `badmin hclose` / `hopen`: a host closed to new jobs, or opened again.
+    HostCtrl(HostCtrlRecord),
+    /// `badmin qclose` / `qopen` / `qact` / `qinact`.
+    QueueCtrl(QueueCtrlRecord),
+    /// `bmod`: a pending job's submission options changed.
+    JobModify(Box<JobModifyRecord>),
+    /// `bswitch`: a job moved to another queue.
+    JobSwitch(JobSwitchRecord),
+    /// `btop` / `bbot`: a pending job's place in its queue changed.
+    JobMove(JobMoveRecord),
 }
 
 impl Event {
@@ -48,6 +60,10 @@ impl Event {
             Event::JobSigact(r) => Some(r.job),
             Event::JobStatus(r) => Some(r.job),
             Event::JobClean(r) => Some(r.job),
+            Event::HostCtrl(_) | Event::QueueCtrl(_) => None,
+            Event::JobModify(r) => Some(r.job),
+            Event::JobSwitch(r) => Some(r.job),
+            Event::JobMove(r) => Some(r.job),
         }
     }
 
@@ -63,6 +79,11 @@ impl Event {
             Event::JobSigact(_) => "JOB_SIGACT",
             Event::JobStatus(_) => "JOB_STATUS",
             Event::JobClean(_) => "JOB_CLEAN",
+            Event::HostCtrl(_) => "HOST_CTRL",
+            Event::QueueCtrl(_) => "QUEUE_CTRL",
+            Event::JobModify(_) => "JOB_MODIFY2",
+            Event::JobSwitch(_) => "JOB_SWITCH",
+            Event::JobMove(_) => "JOB_MOVE",
         }
     }
 }
@@ -234,5 +255,106 @@ pub struct JobCleanRecord {
     /// The job.
     pub job: JobRef,
     /// When it was dropped.
+    pub time_ms: u64,
+}
+
+/// HOST_CTRL: an administrator closed or opened a host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCtrlRecord {
+    /// The host.
+    pub host: HostName,
+    /// `hopen` (true) or `hclose` (false).
+    pub open: bool,
+    /// Who asked.
+    pub requester: UserName,
+    /// When.
+    pub time_ms: u64,
+}
+
+/// What a QUEUE_CTRL did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueCtrlAction {
+    /// `qopen`: the queue accepts submissions again.
+    Open,
+    /// `qclose`: the queue refuses submissions.
+    Close,
+    /// `qact`: the queue's jobs are dispatched again.
+    Activate,
+    /// `qinact`: the queue's jobs are not dispatched.
+    Inactivate,
+}
+
+/// QUEUE_CTRL: an administrator opened, closed, activated or inactivated a queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueCtrlRecord {
+    /// The queue.
+    pub queue: QueueName,
+    /// What was done.
+    pub action: QueueCtrlAction,
+    /// Who asked.
+    pub requester: UserName,
+    /// When.
+    pub time_ms: u64,
+}
+
+/// The submission options `bmod` changed; `None` keeps a field. Removal (`-Wn`)
+/// is the empty or zero value, as on the wire.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobChanges {
+    /// `-q`: the queue, resolved.
+    pub queue: Option<QueueName>,
+    /// `-J`.
+    pub job_name: Option<String>,
+    /// `-n` (0: one slot).
+    pub n_slots: Option<u32>,
+    /// `-W`, seconds.
+    pub run_limit_s: Option<u64>,
+    /// `-M`, KiB.
+    pub mem_limit_kb: Option<u64>,
+    /// `-R`.
+    pub res_req: Option<String>,
+}
+
+/// JOB_MODIFY2 (LSF's name): a pending job's options changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobModifyRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The changes.
+    pub changes: JobChanges,
+    /// Who asked.
+    pub requester: UserName,
+    /// When.
+    pub time_ms: u64,
+}
+
+/// JOB_SWITCH: a job moved to another queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSwitchRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The new queue.
+    pub queue: QueueName,
+    /// Who asked.
+    pub requester: UserName,
+    /// When.
+    pub time_ms: u64,
+}
+
+/// JOB_MOVE: a pending job's dispatch order key changed (`btop`, `bbot`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobMoveRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The new order key (see `control`): pending jobs of a queue are
+    /// dispatched by (order key, id).
+    pub order_key: i64,
+    /// `btop` (true) or `bbot`.
+    pub to_top: bool,
+    /// The position asked for, counted from the top or the bottom.
+    pub position: u32,
+    /// Who asked.
+    pub requester: UserName,
+    /// When.
     pub time_ms: u64,
 }

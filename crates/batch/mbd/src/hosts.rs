@@ -98,6 +98,8 @@ impl Mbd {
                     wire::HOST_UNAVAIL
                 } else if !link.is_some_and(|link| link.connected) {
                     wire::HOST_UNREACH
+                } else if self.store.control.closed_hosts.contains(&host.name) {
+                    wire::HOST_CLOSED_ADM
                 } else if max_slots != wire::HOST_SLOTS_UNLIMITED && used >= max_slots {
                     wire::HOST_CLOSED_FULL
                 } else {

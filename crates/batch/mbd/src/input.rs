@@ -124,4 +124,23 @@ pub enum Input {
     },
     /// Time passed; resends and cleaning that are due happen now.
     Tick,
+    /// `bmod`, `bswitch`, `btop`, `bbot` (see `control`).
+    JobControl {
+        /// Where the reply goes.
+        client: ClientId,
+        /// The vouched caller.
+        caller: Caller,
+        /// The request.
+        request: wire::JobControlRequest,
+    },
+    /// `badmin hclose`, `hopen`, `qclose`, `qopen`, `qact`, `qinact` (see `control`;
+    /// `mbdrestart` is the shell's).
+    AdminControl {
+        /// Where the reply goes.
+        client: ClientId,
+        /// The vouched caller.
+        caller: Caller,
+        /// The request.
+        request: wire::AdminControlRequest,
+    },
 }

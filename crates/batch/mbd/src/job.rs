@@ -8,13 +8,15 @@
 //! action means for it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
+use lava_batch_ll::{DependExpr, HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
-    Event, ExecInfo, FinishRecord, JobNewRecord, JobSignalRecord, JobStartRecord, JobStatusRecord,
+    Event, ExecInfo, FinishRecord, JobModifyRecord, JobNewRecord, JobSignalRecord, JobStartRecord,
+    JobStatusRecord,
 };
 
 /// LSF's reason for a pending job nothing else holds back.
@@ -91,14 +93,18 @@ pub struct ProcessIds {
     pub pgid: i32,
 }
 
-/// A job as mbatchd remembers it durably.
+/// A job as mbatchd remembers it durably: a single job, or one element of an
+/// array (`job.index() > 0`).
 ///
-/// Its submission (`spec`) keeps the environment variables only until the job
-/// finishes: they are the largest part of a submission (`bsub` copies the
-/// user's whole environment), NEW_JOB is the only thing that uses them, and a
-/// finished job is never dispatched again. Dropping them in the transition to
-/// DONE or EXIT, which live steps and replay both go through, keeps the two
-/// states equal; JOB_NEW in the log still holds the whole submission.
+/// Its submission is kept in two shared parts: `spec` without the environment,
+/// and `env`, the environment variables. The elements of an array share both
+/// (one JOB_NEW makes them all), so a 10,000-element array holds one copy of
+/// its submission, not 10,000. The environment is kept only until the job
+/// finishes: it is the largest part of a submission (`bsub` copies the user's
+/// whole environment), NEW_JOB is the only thing that uses it, and a finished
+/// job is never dispatched again. Dropping it in the transition to DONE or
+/// EXIT, which live steps and replay both go through, keeps the two states
+/// equal; JOB_NEW in the log still holds the whole submission.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     pub(crate) job: JobRef,
@@ -108,7 +114,14 @@ pub struct Job {
     pub(crate) user: UserName,
     pub(crate) from_host: HostName,
     pub(crate) queue: QueueName,
-    pub(crate) spec: SubmitSpec,
+    /// The submission without its environment; shared by an array's elements.
+    #[serde(with = "shared")]
+    pub(crate) spec: Arc<SubmitSpec>,
+    /// The submission's environment until the job finishes; shared likewise.
+    #[serde(with = "shared")]
+    pub(crate) env: Arc<Vec<wire::EnvVar>>,
+    /// `-w`, with each job it names resolved at submission (`depend`).
+    pub(crate) dependency: Option<DependExpr<JobRef>>,
     pub(crate) submit_time_ms: u64,
     pub(crate) status: JobStatus,
     /// The reason of the last JOB_STATUS, empty for the status's usual one.
@@ -129,11 +142,18 @@ pub struct Job {
     /// so a retried `bkill 0` selects no job submitted after its first attempt.
     pub(crate) signal_request_ids: BTreeMap<wire::RequestId, u32>,
     pub(crate) finish: Option<FinishRecord>,
+    /// The dispatch order key `btop`/`bbot` set (JOB_MOVE); `None` for arrival
+    /// order (see [`Job::dispatch_key`] and `control`).
+    pub(crate) order_key: Option<i64>,
 }
 
 impl Job {
-    /// A job as JOB_NEW creates it (the record moves in: replay has no other use for it).
-    pub(crate) fn new(record: JobNewRecord) -> Job {
+    /// A job as JOB_NEW creates it (the record moves in: replay has no other use
+    /// for it), with the dependency `depend` resolved; for an array, the first
+    /// element, which [`Job::element`] copies.
+    pub(crate) fn new(record: JobNewRecord, dependency: Option<DependExpr<JobRef>>) -> Job {
+        let mut spec = record.spec;
+        let env = Arc::new(spec.take_environment());
         Job {
             job: record.job,
             request_id: record.request_id,
@@ -142,7 +162,9 @@ impl Job {
             user: record.user,
             from_host: record.from_host,
             queue: record.queue,
-            spec: record.spec,
+            spec: Arc::new(spec),
+            env,
+            dependency,
             submit_time_ms: record.submit_time_ms,
             status: if record.hold { JobStatus::Psusp } else { JobStatus::Pend },
             reason: String::new(),
@@ -155,7 +177,20 @@ impl Job {
             pending_signals: Vec::new(),
             signal_request_ids: BTreeMap::new(),
             finish: None,
+            order_key: None,
         }
+    }
+
+    /// Element `job` of the same array: the same submission, shared.
+    pub(crate) fn element(&self, job: JobRef) -> Job {
+        Job { job, ..self.clone() }
+    }
+
+    /// Where the job stands among the pending jobs of its queue: dispatch (and
+    /// `btop`/`bbot`) order them by (this key, id). Without a JOB_MOVE it is the
+    /// arrival order, spaced so that moves can fit between neighbours.
+    pub(crate) fn dispatch_key(&self) -> i64 {
+        self.order_key.unwrap_or_else(|| crate::control::arrival_key(self.job.id()))
     }
 
     /// The job.
@@ -239,9 +274,24 @@ impl Job {
         }
     }
 
-    /// The name `bjobs` shows: `-J`, else the command cut to a name's length.
+    /// The submission as `bsub` sent it, without its environment.
+    pub fn spec(&self) -> &SubmitSpec {
+        &self.spec
+    }
+
+    /// The environment variables NEW_JOB carries; empty once the job finished.
+    pub fn env(&self) -> &[wire::EnvVar] {
+        &self.env
+    }
+
+    /// The name `bjobs` shows: `-J`, else the command cut to a name's length;
+    /// for an array element `name[index]`, as LSF shows it.
     pub(crate) fn job_name(&self) -> String {
         let request = self.spec.request();
+        if self.job.index() != 0 {
+            let base = request.job_name.split('[').next().unwrap_or_default();
+            return format!("{base}[{}]", self.job.index());
+        }
         if request.job_name.is_empty() {
             truncate(&request.command, lava_batch_ll::NAME_BYTES_MAX)
         } else {
@@ -284,10 +334,43 @@ impl Job {
                 Ok(())
             }
             Event::JobStatus(r) => self.apply_status(r),
-            Event::MbdStart(_) | Event::JobNew(_) | Event::JobClean(_) => {
-                Err(format!("{} is not a transition of a job", event.name()))
+            Event::JobModify(r) => self.apply_modify(r),
+            Event::JobSwitch(r) => {
+                if self.status.is_finished() {
+                    return Err(format!("switch of a {} job", self.status));
+                }
+                if self.queue != r.queue {
+                    self.queue = r.queue.clone();
+                    self.order_key = None;
+                }
+                Ok(())
             }
+            Event::JobMove(r) => {
+                if !self.status.is_pending() {
+                    return Err(format!("move of a {} job", self.status));
+                }
+                self.order_key = Some(r.order_key);
+                Ok(())
+            }
+            Event::MbdStart(_)
+            | Event::JobNew(_)
+            | Event::JobClean(_)
+            | Event::HostCtrl(_)
+            | Event::QueueCtrl(_) => Err(format!("{} is not a transition of a job", event.name())),
         }
+    }
+
+    /// JOB_MODIFY2: the changed submission must still be a valid one.
+    fn apply_modify(&mut self, r: &JobModifyRecord) -> Result<(), String> {
+        if !self.status.is_pending() {
+            return Err(format!("modify of a {} job", self.status));
+        }
+        self.spec = std::sync::Arc::new(crate::control::modified_spec(self, &r.changes)?);
+        if let Some(queue) = r.changes.queue.as_ref().filter(|queue| **queue != self.queue) {
+            self.queue = queue.clone();
+            self.order_key = None;
+        }
+        Ok(())
     }
 
     fn apply_start(&mut self, r: &JobStartRecord) -> Result<(), String> {
@@ -375,7 +458,7 @@ impl Job {
             self.finish = r.finish.clone();
             // A finished job is never dispatched again, and nothing shows its
             // environment: most of its memory goes (see `Job`).
-            self.spec.clear_environment();
+            self.env = Arc::new(Vec::new());
         }
         if to.is_finished() || from.is_pending() {
             // DONE/EXIT dominate; a pending job's new status answers its intent.
@@ -418,8 +501,16 @@ impl Job {
     /// What is wrong with this job's record, if anything (see [`crate::Mbd::check_invariants`]).
     pub(crate) fn check(&self) -> Result<(), String> {
         let fail = |what: &str| Err(format!("job {}: {what}", self.job));
-        if self.job.index() != 0 {
-            return fail("array elements are not supported yet");
+        let is_array =
+            lava_batch_ll::ArraySpec::parse(&self.spec.request().job_name).is_ok_and(|a| a.is_some());
+        if (self.job.index() != 0) != is_array {
+            return fail("array index does not match the job name");
+        }
+        if !self.spec.request().env.is_empty() {
+            return fail("environment kept inside the submission");
+        }
+        if self.status.is_finished() && !self.env.is_empty() {
+            return fail("finished with its environment");
         }
         if self.status.is_pending() {
             if !self.exec_hosts.is_empty() || self.accepted.is_some() || self.exec.is_some() {
@@ -542,4 +633,25 @@ pub(crate) fn truncate(text: &str, bytes_max: usize) -> String {
         out.push(c);
     }
     out
+}
+
+/// Serde for a shared part of a job: written as the value, read into a fresh
+/// `Arc` (a snapshot's elements are shared again by `Store::from_snapshot`).
+mod shared {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(
+        value: &Arc<T>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.as_ref().serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Arc<T>, D::Error> {
+        T::deserialize(deserializer).map(Arc::new)
+    }
 }

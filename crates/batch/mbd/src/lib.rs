@@ -103,6 +103,10 @@
 //!   retried `bsub` whose job already ran and was cleaned gets that job back,
 //!   not a second one, for [`REQUEST_ID_RETENTION_MS`] after the clean (the
 //!   retired list is durable state, bounded by the jobs cleaned in that time).
+//! - A job array is one JOB_NEW; applying it makes every element, so the log
+//!   holds one record per array and replay makes the same elements (`array`).
+//!   A dependency's job names are resolved when JOB_NEW is applied, against
+//!   the state just before it, so live steps and replay agree (`depend`).
 //! - A signal request id is remembered per job (on JOB_SIGNAL), so a retried
 //!   `bkill` acts on no job twice and a retried `bkill 0` selects the jobs the
 //!   first attempt selected (also those a crash tore off its step). JOB_SIGNAL is logged for every live job a request
@@ -115,15 +119,23 @@
 //! - [`input`], [`effect`]: the boundary types.
 //! - [`event`]: the records of `lsb.events`.
 //! - `job`, `state`: one job's record and transitions; the store and its indexes.
+//! - `array`, `depend`: job arrays (`-J "name[1-10]%2"`) and dependencies (`-w`):
+//!   their checks at submission and what holds a pending job back at dispatch.
 //! - `machine`: [`Mbd`] and [`Mbd::step`]; `submit`, `sched` (dispatch, resends,
 //!   cleaning), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`,
-//!   `hosts` (lim's host availability, UNKWN, `bhosts`).
+//!   `hosts` (lim's host availability, UNKWN, `bhosts`), `control` (`bmod`,
+//!   `bswitch`, `btop`/`bbot`, `badmin hclose|qclose|…`), `history` (`bhist`
+//!   from the log's events).
 
 #![deny(missing_docs)]
 
+mod array;
 pub mod config;
+mod control;
+mod depend;
 pub mod effect;
 pub mod event;
+mod history;
 mod hosts;
 pub mod input;
 mod job;
@@ -139,9 +151,13 @@ mod submit;
 #[cfg(test)]
 mod tests;
 
+pub use array::REASON_ARRAY_LIMIT;
 pub use config::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig};
+pub use control::ControlSnapshot;
+pub use depend::{REASON_DEPEND_NEVER, REASON_DEPEND_WAIT};
 pub use effect::{ClientReply, Effect, ToSbd};
 pub use event::Event;
+pub use history::{HISTORY_ENTRIES_PER_JOB_MAX, HISTORY_JOBS_PER_PAGE, HistoryBuilder};
 pub use input::{Caller, ClientId, Input};
 pub use job::{
     Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_USER_STOP,

@@ -39,11 +39,11 @@ pub(crate) struct HostLink {
 pub(crate) struct Links {
     pub(crate) hosts: BTreeMap<HostName, HostLink>,
     /// When NEW_JOB was last sent, for started jobs not yet accepted.
-    pub(crate) new_job_sent_ms: BTreeMap<u32, u64>,
-    /// When JOB_SIGNAL was last sent, by (job id, signal sequence).
-    pub(crate) signal_sent_ms: BTreeMap<(u32, u32), u64>,
+    pub(crate) new_job_sent_ms: BTreeMap<JobRef, u64>,
+    /// When JOB_SIGNAL was last sent, by (job, signal sequence).
+    pub(crate) signal_sent_ms: BTreeMap<(JobRef, u32), u64>,
     /// Hosts that refused a job; it is not sent there again until that host re-registers.
-    pub(crate) avoid: BTreeMap<u32, BTreeSet<HostName>>,
+    pub(crate) avoid: BTreeMap<JobRef, BTreeSet<HostName>>,
     /// Hosts the master lim marks unavailable (`Input::HostAvailability`).
     pub(crate) unavailable: BTreeSet<HostName>,
 }
@@ -84,7 +84,7 @@ impl Mbd {
     pub fn apply(&mut self, event: &Event) -> Result<(), MbdError> {
         self.store.apply(event)?;
         if let Some(job) = event.job() {
-            self.sync_links(job.id());
+            self.sync_links(job);
         }
         Ok(())
     }
@@ -95,7 +95,7 @@ impl Mbd {
         let job = event.job();
         self.store.apply_owned(event)?;
         if let Some(job) = job {
-            self.sync_links(job.id());
+            self.sync_links(job);
         }
         Ok(())
     }
@@ -118,7 +118,7 @@ impl Mbd {
 
     /// A job in memory (a finished one is decoded from its compact form).
     pub fn job(&self, job: JobRef) -> Option<Cow<'_, Job>> {
-        self.store.job(job.id()).filter(|j| j.job == job)
+        self.store.job(job)
     }
 
     /// The highest job id ever given.
@@ -161,6 +161,12 @@ impl Mbd {
             Input::HostAvailability { host, available } => self.host_availability(&mut step, host, available),
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
+            Input::JobControl { client, caller, request } => {
+                self.job_control(&mut step, client, &caller, &request)
+            }
+            Input::AdminControl { client, caller, request } => {
+                self.admin_control(&mut step, client, &caller, &request)
+            }
         }
         if step.dispatch {
             self.dispatch(&mut step);
@@ -179,6 +185,10 @@ impl Mbd {
     pub(crate) fn record(&mut self, step: &mut Step, event: Event) {
         if let Err(error) = self.apply(&event) {
             panic!("a decided event must apply to the state it was decided on: {error}");
+        }
+        // A job that ends may release the jobs that depend on it.
+        if let Event::JobStatus(record) = &event {
+            step.dispatch |= record.status.is_finished();
         }
         step.appends.push(event);
     }
@@ -237,13 +247,13 @@ impl Mbd {
     }
 
     /// Drops transient bookkeeping that no longer matches job `id`'s durable state.
-    fn sync_links(&mut self, id: u32) {
+    fn sync_links(&mut self, id: JobRef) {
         // Only an unfinished job has unanswered intents (a finish clears them).
         let job = self.store.live(id);
         if !self.store.index.unaccepted.contains(&id) {
             self.links.new_job_sent_ms.remove(&id);
         }
-        let stale: Vec<(u32, u32)> = self
+        let stale: Vec<(JobRef, u32)> = self
             .links
             .signal_sent_ms
             .range((id, 0)..=(id, u32::MAX))

@@ -23,7 +23,7 @@
 //! connection sbatchd's side closes it: it refuses a new dispatch as long as
 //! its refusal of the old one is not acknowledged.
 
-use lava_batch_ll::{HostName, JobStatus, NAME_BYTES_MAX, PATH_BYTES_MAX};
+use lava_batch_ll::{HostName, JobRef, JobStatus, NAME_BYTES_MAX, PATH_BYTES_MAX};
 use lava_batch_wire as wire;
 
 use crate::effect::ToSbd;
@@ -41,9 +41,9 @@ pub(crate) enum Target {
     /// No such job in memory (never existed, or cleaned).
     Unknown,
     /// A finished job.
-    Finished,
-    /// An unfinished job, by id.
-    Live(u32),
+    Finished(JobRef),
+    /// An unfinished job.
+    Live(JobRef),
 }
 
 impl Mbd {
@@ -53,8 +53,8 @@ impl Mbd {
         };
         match self.job(job_ref) {
             None => Target::Unknown,
-            Some(j) if j.status.is_finished() => Target::Finished,
-            Some(_) => Target::Live(job_ref.id()),
+            Some(j) if j.status.is_finished() => Target::Finished(job_ref),
+            Some(_) => Target::Live(job_ref),
         }
     }
 
@@ -62,7 +62,7 @@ impl Mbd {
         let ack = ToSbd::NewJobReplyAck(wire::JobAck { job: reply.job });
         let id = match self.target(reply.job) {
             Target::Invalid => return,
-            Target::Unknown | Target::Finished => return self.send(step, host, ack),
+            Target::Unknown | Target::Finished(_) => return self.send(step, host, ack),
             Target::Live(id) => id,
         };
         let job = self.store.live_job(id);
@@ -104,7 +104,7 @@ impl Mbd {
     }
 
     /// Job `id`, started on `host` and not accepted, was refused there.
-    fn refused(&mut self, step: &mut Step, id: u32, host: &HostName, message: &str) {
+    fn refused(&mut self, step: &mut Step, id: JobRef, host: &HostName, message: &str) {
         let job_ref = self.store.live_job(id).job;
         let reason = format!(
             "The job was refused by the execution host <{host}>: {}",
@@ -130,7 +130,7 @@ impl Mbd {
         let ack = ToSbd::JobExecuteAck(wire::JobAck { job: msg.job });
         let id = match self.target(msg.job) {
             Target::Invalid => return,
-            Target::Unknown | Target::Finished => return self.send(step, host, ack),
+            Target::Unknown | Target::Finished(_) => return self.send(step, host, ack),
             Target::Live(id) => id,
         };
         let job = self.store.live_job(id);
@@ -157,7 +157,7 @@ impl Mbd {
         let ack = ToSbd::JobFinishAck(wire::JobAck { job: msg.job });
         let id = match self.target(msg.job) {
             Target::Invalid => return,
-            Target::Unknown | Target::Finished => return self.send(step, host, ack),
+            Target::Unknown | Target::Finished(_) => return self.send(step, host, ack),
             Target::Live(id) => id,
         };
         let job = self.store.live_job(id);

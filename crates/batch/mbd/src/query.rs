@@ -6,17 +6,24 @@
 //! in memory are listed in `not_found`. Without names, the user filter (`''`
 //! for the caller, `all`, or a name) and the state filter select (on the
 //! durable state: a job shown UNKWN is still RUN or suspended to the filter). Any user may
-//! see any job, as in LSF. A job-name filter ending in `*` matches by prefix.
+//! see any job, as in LSF. A job-name filter ending in `*` matches by prefix;
+//! an array's name matches all its elements, `name[3]` one. A bare array id
+//! names every element; a page never ends inside an array (see below).
 //!
 //! An answer is cut into pages: jobs are added in id order (from after
 //! `after_job`) while their encoding stays within [`QUERY_REPLY_BYTES_MAX`], and
 //! `next_after` names the last one when more remain. A page holds at least one
-//! job, so a command asking again always progresses. Each page is read from the
-//! state of its own moment, as every LSF query is.
+//! job, so a command asking again always progresses. Paging resumes after a
+//! job id, so a page never ends inside an array: the elements that would
+//! straddle the limit go to the next page, and an array larger than a page
+//! makes one page of its own, beyond the limit (`JobQuery` has no index to
+//! resume from). Each page is read from the state of its own moment, as every
+//! LSF query is.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use lava_batch_ll::JobRef;
 use lava_batch_wire::{self as wire, state_filter};
 
 use crate::effect::ClientReply;
@@ -51,16 +58,18 @@ impl Mbd {
             };
             Box::new(jobs.filter(move |job| wanted(job)))
         } else {
-            let mut selected: BTreeMap<u32, Cow<'_, Job>> = BTreeMap::new();
+            let mut selected: BTreeMap<JobRef, Cow<'_, Job>> = BTreeMap::new();
             for wanted in &query.jobs {
-                let found = lava_batch_ll::job_ref("job", *wanted).ok().and_then(|job| self.job(job));
-                match found {
-                    Some(job) if job.job.id() > query.after_job => {
-                        selected.insert(job.job.id(), job);
-                    }
-                    Some(_) => {}
-                    None if !not_found.contains(wanted) => not_found.push(*wanted),
-                    None => {}
+                let found: Vec<Cow<'_, Job>> = self
+                    .expand(*wanted, false)
+                    .into_iter()
+                    .filter_map(|job| lava_batch_ll::job_ref("job", job).ok().and_then(|job| self.job(job)))
+                    .collect();
+                if found.is_empty() && !not_found.contains(wanted) {
+                    not_found.push(*wanted);
+                }
+                for job in found.into_iter().filter(|job| job.job.id() > query.after_job) {
+                    selected.insert(job.job, job);
                 }
             }
             Box::new(selected.into_values())
@@ -70,12 +79,23 @@ impl Mbd {
         let mut next_after = 0;
         for job in candidates.filter(|job| self.place_matches(job, query)) {
             let mut info = job.info(self.config.queue(&job.queue).is_some());
+            if job.status == lava_batch_ll::JobStatus::Pend
+                && let Some(reason) = self.held_back(&job)
+            {
+                info.reason = reason.to_owned();
+            }
             // UNKWN is display state: lim's view, never logged (see `hosts`).
             info.status = self.shown_status(&job).bits();
             scratch.clear();
             page_bytes += lava_xdr::serialize_into(&info, &mut scratch).expect("a job's description encodes");
-            if page_bytes > QUERY_REPLY_BYTES_MAX && !jobs.is_empty() {
-                next_after = jobs.last().map_or(0, |last: &wire::JobInfo| last.job.job_id);
+            // Pages resume after a whole job id, so a page never ends inside an
+            // array: its elements of this id go to the next page, unless they
+            // are the whole page (which then grows until the array ends).
+            let first_of_id =
+                jobs.iter().position(|shown: &wire::JobInfo| shown.job.job_id == info.job.job_id);
+            if page_bytes > QUERY_REPLY_BYTES_MAX && first_of_id != Some(0) && !jobs.is_empty() {
+                jobs.truncate(first_of_id.unwrap_or(jobs.len()));
+                next_after = jobs.last().map_or(0, |last| last.job.job_id);
                 break;
             }
             jobs.push(info);
@@ -86,10 +106,13 @@ impl Mbd {
 
     fn place_matches(&self, job: &Job, query: &wire::JobQuery) -> bool {
         let name = &query.job_name;
+        let shown = job.job_name();
+        // An array's name without its index names every element (LSF's `bjobs -J`).
+        let array_name = shown.split('[').next().filter(|_| job.job.index() != 0);
         let name_matches = match name.strip_suffix('*') {
             _ if name.is_empty() => true,
-            Some(prefix) => job.job_name().starts_with(prefix),
-            None => job.job_name() == *name,
+            Some(prefix) => shown.starts_with(prefix),
+            None => shown == *name || array_name == Some(name.as_str()),
         };
         (query.queue.is_empty() || job.queue.as_str() == query.queue)
             && (query.host.is_empty() || job.exec_hosts.iter().any(|h| h.as_str() == query.host))

@@ -6,8 +6,8 @@
 //! (UNKWN included: running as far as mbatchd knows), SSUSP and USUSP are the
 //! suspended started jobs, SUSP their sum, and NJOBS the sum of all.
 //!
-//! The queue's status is `Open:Active` (no queue control yet) and its limits
-//! are those of the configuration mbatchd holds; a limit the configuration
+//! The queue's status is its `badmin qclose`/`qinact` state; its limits are
+//! those of the configuration mbatchd holds, and a limit the configuration
 //! does not carry is shown unlimited.
 
 use std::collections::BTreeSet;
@@ -76,7 +76,8 @@ impl Mbd {
                 n_pend: 0,
                 n_run: 0,
                 n_susp: 0,
-                status: wire::QUEUE_OPEN | wire::QUEUE_ACTIVE,
+                closed: self.queue_closed(&queue.name),
+                inactive: self.queue_inactive(&queue.name),
                 nice: 0,
                 description: String::new(),
                 users: Vec::new(),

@@ -4,17 +4,19 @@
 //! Dispatch runs at the end of every step that added a pending job or freed
 //! slots (submit, finish, refusal, resume, host registration) — never on a
 //! timer, so a job starts as soon as the step that made room for it.
-//! Candidates are the PEND jobs (not PSUSP) by queue priority, highest first,
-//! then job id; each goes to the first connected host (and not marked
-//! unavailable by lim) in `lsf.cluster` order
+//! Candidates are the PEND jobs (not PSUSP) of active queues (`badmin qinact`)
+//! by queue priority, highest first, then by (order key, job id) — arrival order
+//! unless `btop`/`bbot` moved them (`control`); each goes to the first connected host (and not marked
+//! unavailable by lim, not closed by `badmin hclose`) in `lsf.cluster` order
 //! that its `-m` list and its queue's HOSTS allow, that has not refused it
 //! since it last registered, and that has enough free slots. A job that fits
 //! nowhere is skipped, not waited for (first fit: a wide job can be passed by
 //! narrower ones; reservation is a later feature).
 
 use std::cmp::Reverse;
+use std::ops::Bound;
 
-use lava_batch_ll::{HostName, QueueName};
+use lava_batch_ll::{HostName, JobRef, QueueName};
 use lava_batch_wire as wire;
 
 use crate::effect::ToSbd;
@@ -32,6 +34,7 @@ impl Mbd {
                 .hosts
                 .get(&host.name)
                 .filter(|link| link.connected && !self.links.unavailable.contains(&host.name))
+                .filter(|_| !self.store.control.closed_hosts.contains(&host.name))
             {
                 let used = self.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
                 free.push((host.name.clone(), self.capacity(&host.name, link).saturating_sub(used)));
@@ -53,13 +56,15 @@ impl Mbd {
                 .queues
                 .iter()
                 .filter(|queue| {
-                    queue.priority == priority && self.store.index.pending.contains_key(&queue.name)
+                    queue.priority == priority
+                        && self.store.index.pending.contains_key(&queue.name)
+                        && !self.store.control.inactive_queues.contains(&queue.name)
                 })
                 .map(|queue| queue.name.clone())
                 .collect();
-            let mut after = 0;
-            while let Some(id) = self.next_pending(&queues, after) {
-                after = id;
+            let mut after = None;
+            while let Some((key, id)) = self.next_pending(&queues, after) {
+                after = Some((key, id));
                 if self.try_dispatch(step, id, &mut free, &mut n_free) && n_free == 0 {
                     return;
                 }
@@ -67,12 +72,18 @@ impl Mbd {
         }
     }
 
-    /// The lowest pending job id above `after` in any of `queues`. Dispatching takes a
-    /// job out of the pending index, so the walk looks the next one up each time.
-    fn next_pending(&self, queues: &[QueueName], after: u32) -> Option<u32> {
+    /// The first pending (order key, job) after `after` (from the start for `None`) in
+    /// any of `queues` (arrival order unless `btop`/`bbot` moved jobs:
+    /// `Job::dispatch_key`; an array's elements by index). Dispatching takes a job out
+    /// of the pending index, so the walk looks the next one up each time.
+    fn next_pending(&self, queues: &[QueueName], after: Option<(i64, JobRef)>) -> Option<(i64, JobRef)> {
+        let above = match after {
+            Some(after) => (Bound::Excluded(after), Bound::Unbounded),
+            None => (Bound::Unbounded, Bound::Unbounded),
+        };
         queues
             .iter()
-            .filter_map(|queue| self.store.index.pending.get(queue)?.range(after.checked_add(1)?..).next())
+            .filter_map(|queue| self.store.index.pending.get(queue)?.range(above).next())
             .min()
             .copied()
     }
@@ -82,11 +93,14 @@ impl Mbd {
     fn try_dispatch(
         &mut self,
         step: &mut Step,
-        id: u32,
+        id: JobRef,
         free: &mut [(HostName, u32)],
         n_free: &mut u64,
     ) -> bool {
         let job = self.store.live_job(id);
+        if self.held_back(job).is_some() {
+            return false;
+        }
         let n_slots = job.n_slots();
         let Some(host_idx) = free.iter().position(|(host, n)| *n >= n_slots && self.may_run_on(job, host))
         else {
@@ -111,11 +125,11 @@ impl Mbd {
         let queue_hosts = self.config.queue(&job.queue).map(|q| q.hosts.as_slice()).unwrap_or_default();
         (asked.is_empty() || asked.contains(host))
             && (queue_hosts.is_empty() || queue_hosts.contains(host))
-            && !self.links.avoid.get(&job.job.id()).is_some_and(|avoided| avoided.contains(host))
+            && !self.links.avoid.get(&job.job).is_some_and(|avoided| avoided.contains(host))
     }
 
     /// Sends (or resends) NEW_JOB for started job `id` and arms its resend.
-    fn send_new_job(&mut self, step: &mut Step, id: u32, host: &HostName) {
+    fn send_new_job(&mut self, step: &mut Step, id: JobRef, host: &HostName) {
         let specs = self.job_specs(self.store.live_job(id));
         self.send(step, host, ToSbd::NewJob(Box::new(specs)));
         self.links.new_job_sent_ms.insert(id, step.now_ms);
@@ -151,12 +165,12 @@ impl Mbd {
             project: project(request),
             login_shell: request.login_shell.clone(),
             pre_exec: request.pre_exec.clone(),
-            env: request.env.clone(),
+            env: job.env.as_ref().clone(),
         }
     }
 
     /// Sends JOB_SIGNAL for each unanswered intent of accepted job `id`.
-    pub(crate) fn send_signals(&mut self, step: &mut Step, id: u32, due: impl Fn(Option<u64>) -> bool) {
+    pub(crate) fn send_signals(&mut self, step: &mut Step, id: JobRef, due: impl Fn(Option<u64>) -> bool) {
         let job = self.store.live_job(id);
         let Some(host) = job.run_host().filter(|_| job.accepted.is_some()).cloned() else {
             return;
@@ -180,13 +194,13 @@ impl Mbd {
 
     /// After `host` registered: everything it has not answered, at once.
     pub(crate) fn resend_to_host(&mut self, step: &mut Step, host: &HostName) {
-        let on_host = |mbd: &Mbd, id: &u32| mbd.store.live_job(*id).run_host() == Some(host);
-        let new_jobs: Vec<u32> =
+        let on_host = |mbd: &Mbd, id: &JobRef| mbd.store.live_job(*id).run_host() == Some(host);
+        let new_jobs: Vec<JobRef> =
             self.store.index.unaccepted.iter().filter(|id| on_host(self, id)).copied().collect();
         for id in new_jobs {
             self.send_new_job(step, id, host);
         }
-        let signaled: Vec<u32> =
+        let signaled: Vec<JobRef> =
             self.store.index.signaling.iter().filter(|id| on_host(self, id)).copied().collect();
         for id in signaled {
             self.send_signals(step, id, |_| true);
@@ -199,7 +213,7 @@ impl Mbd {
         let due = |sent: Option<u64>| {
             sent.is_none_or(|t| now_ms >= t.saturating_add(self.config.resend_interval_ms))
         };
-        let new_jobs: Vec<(u32, HostName)> = self
+        let new_jobs: Vec<(JobRef, HostName)> = self
             .store
             .index
             .unaccepted
@@ -211,7 +225,7 @@ impl Mbd {
             self.send_new_job(step, id, &host);
         }
         let resend_interval_ms = self.config.resend_interval_ms;
-        let signaled: Vec<u32> = self
+        let signaled: Vec<JobRef> = self
             .store
             .index
             .signaling
@@ -225,7 +239,7 @@ impl Mbd {
             });
         }
         let clean_period_ms = self.config.clean_period_ms;
-        let cleanable: Vec<u32> = self
+        let cleanable: Vec<JobRef> = self
             .store
             .index
             .finished

@@ -49,7 +49,7 @@ impl Mbd {
         let targets: Vec<wire::WireJobRef> = if request.all_jobs {
             self.all_jobs_of(caller, request, request_id)
         } else {
-            request.jobs.clone()
+            request.jobs.iter().flat_map(|job| self.expand(*job, true)).collect()
         };
         let admin = self.config.is_admin(caller.uid, &caller.user);
         let results = targets
@@ -82,7 +82,7 @@ impl Mbd {
             .store
             .index
             .signal_requests
-            .range((request_id, 0)..=(request_id, u32::MAX))
+            .range((request_id, JobRef::MIN)..=(request_id, JobRef::MAX))
             .map(|(_, last_job_id)| *last_job_id)
             .min();
         self.store
@@ -110,8 +110,8 @@ impl Mbd {
         use wire::SignalRequestOutcome as Outcome;
         let id = match self.target(job) {
             Target::Invalid | Target::Unknown => return Outcome::NotFound,
-            Target::Finished => {
-                let owner = self.store.job(job.job_id).is_some_and(|j| j.user_id == caller.uid);
+            Target::Finished(job) => {
+                let owner = self.store.job(job).is_some_and(|j| j.user_id == caller.uid);
                 return if admin || owner { Outcome::AlreadyFinished } else { Outcome::PermissionDenied };
             }
             Target::Live(id) => id,
@@ -222,7 +222,7 @@ impl Mbd {
     /// it leads to (EXIT for a kill, PSUSP for a STOP, PEND for a CONT); one
     /// is there only right after the record that left it unanswered in the
     /// same step, or after a crash that tore that step.
-    pub(crate) fn settle_pending_intent(&mut self, step: &mut Step, id: u32) {
+    pub(crate) fn settle_pending_intent(&mut self, step: &mut Step, id: JobRef) {
         let job = self.store.live_job(id);
         if !job.status.is_pending() {
             return;
@@ -244,7 +244,7 @@ impl Mbd {
     /// answers it. lava-eventlog makes each record durable on its own, so a
     /// crash may keep any prefix of a step's records.
     pub(crate) fn settle_torn_steps(&mut self, step: &mut Step) {
-        let torn: Vec<u32> = self
+        let torn: Vec<JobRef> = self
             .store
             .live_jobs()
             .filter(|(_, job)| job.status.is_pending() && !job.pending_signals.is_empty())

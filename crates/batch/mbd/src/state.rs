@@ -1,6 +1,8 @@
 //! The durable state (every job, the highest job id ever given, the request
 //! ids of cleaned jobs) and the indexes derived from it, changed only by
-//! [`Store::apply`].
+//! [`Store::apply`]. Jobs are keyed by [`JobRef`], id then array index: a
+//! single job is `ID[0]`, an array's elements `ID[1..]`, all made by one
+//! JOB_NEW (`array`) and sharing its submission.
 //!
 //! Unfinished jobs live as [`Job`]s; a job that reaches DONE or EXIT is kept
 //! as a [`FrozenJob`], its XDR encoding in one allocation of exactly its size.
@@ -11,8 +13,9 @@
 //! Freezing happens inside `apply`, so live steps and replay freeze the same
 //! jobs at the same events and their states stay equal.
 //!
-//! The indexes (request id → job, slots used per host, pending jobs, finished
-//! jobs by finish time, jobs awaiting their start accept or a signal answer)
+//! The indexes (request id → its job or elements, slots used per host, pending
+//! jobs, finished jobs by finish time, jobs awaiting their start accept or a
+//! signal answer, started elements per array)
 //! are a pure function of the jobs: `apply` takes a job's contribution out
 //! before changing it and puts it back after, and
 //! [`Store::check`] recomputes them from scratch to prove it.
@@ -20,12 +23,15 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::sync::Arc;
 
-use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName};
+use lava_batch_ll::{ArraySpec, DependExpr, HostName, JobRef, JobStatus, QueueName, SubmitSpec};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::MbdError;
+use crate::config::JOB_ARRAY_SIZE_MAX;
+use crate::control::{Control, ControlSnapshot};
 use crate::event::{Event, JobNewRecord};
 use crate::job::Job;
 
@@ -43,6 +49,8 @@ pub struct MbdSnapshot {
     pub jobs: Vec<Job>,
     /// The submissions of cleaned jobs still recognised, in request-id order.
     pub retired_requests: Vec<RetiredRequest>,
+    /// Hosts and queues an administrator closed or inactivated (`control`).
+    pub control: ControlSnapshot,
 }
 
 /// The submission of a job that JOB_CLEAN dropped from memory. A command may
@@ -69,37 +77,47 @@ pub struct RetiredRequest {
 /// Indexes over the jobs; see the module doc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Index {
-    pub(crate) by_request: BTreeMap<wire::RequestId, u32>,
+    /// (request id, job): every element of an array shares its submission's id.
+    pub(crate) by_request: BTreeSet<(wire::RequestId, JobRef)>,
     pub(crate) slots_used: BTreeMap<HostName, u32>,
-    /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue: dispatch visits
-    /// them queue priority first, then id, and stops once the free slots are taken,
-    /// without looking at the rest of a long backlog.
-    pub(crate) pending: BTreeMap<QueueName, BTreeSet<u32>>,
+    /// Jobs in PEND (not PSUSP), the dispatch candidates, by queue, each as
+    /// (`Job::dispatch_key`, job): dispatch visits them queue priority first, then in
+    /// that order (arrival order unless `btop`/`bbot` moved them; the elements of an
+    /// array by index), and stops once the free slots are taken, without looking at
+    /// the rest of a long backlog.
+    pub(crate) pending: BTreeMap<QueueName, BTreeSet<(i64, JobRef)>>,
     /// Finished jobs by (finish time, id): the cleaning order.
-    pub(crate) finished: BTreeSet<(u64, u32)>,
+    pub(crate) finished: BTreeSet<(u64, JobRef)>,
     /// Started jobs whose NEW_JOB_REPLY is not yet committed.
-    pub(crate) unaccepted: BTreeSet<u32>,
+    pub(crate) unaccepted: BTreeSet<JobRef>,
     /// Jobs with unanswered signal intents.
-    pub(crate) signaling: BTreeSet<u32>,
+    pub(crate) signaling: BTreeSet<JobRef>,
     /// The signal requests that acted on each job, by (request id, job id), with
     /// the highest job id given when the request was first logged for that job
     /// (`Job::signal_request_ids`): a retried `bkill 0` finds its first
     /// attempt here without reading every job, finished ones included.
-    pub(crate) signal_requests: BTreeMap<(wire::RequestId, u32), u32>,
+    pub(crate) signal_requests: BTreeMap<(wire::RequestId, JobRef), u32>,
+    /// Started elements per array id (RUN, USUSP, SSUSP, UNKWN), for `%N`.
+    pub(crate) array_started: BTreeMap<u32, u32>,
 }
 
 impl Index {
-    fn add(&mut self, id: u32, job: &Job) {
-        self.by_request.insert(job.request_id, id);
+    fn add(&mut self, id: JobRef, job: &Job) {
+        self.by_request.insert((job.request_id, id));
         self.contribute(id, job, true);
     }
 
-    fn remove(&mut self, id: u32, job: &Job) {
-        self.by_request.remove(&job.request_id);
+    fn remove(&mut self, id: JobRef, job: &Job) {
+        self.by_request.remove(&(job.request_id, id));
         self.contribute(id, job, false);
     }
 
-    fn contribute(&mut self, id: u32, job: &Job, add: bool) {
+    /// The jobs `request_id` created, in order (one, or an array's elements).
+    pub(crate) fn jobs_of_request(&self, request_id: wire::RequestId) -> impl Iterator<Item = JobRef> + '_ {
+        self.by_request.range((request_id, JobRef::MIN)..=(request_id, JobRef::MAX)).map(|(_, job)| *job)
+    }
+
+    fn contribute(&mut self, id: JobRef, job: &Job, add: bool) {
         fn toggle<T: Ord>(set: &mut BTreeSet<T>, value: T, present: bool, add: bool) {
             if present {
                 if add {
@@ -110,6 +128,13 @@ impl Index {
             }
         }
         let started = job.status.is_started();
+        if started && id.index() != 0 {
+            let n = self.array_started.entry(id.id()).or_insert(0);
+            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            if *n == 0 {
+                self.array_started.remove(&id.id());
+            }
+        }
         if started {
             for host in &job.exec_hosts {
                 let used = self.slots_used.entry(host.clone()).or_insert(0);
@@ -120,18 +145,19 @@ impl Index {
             }
         }
         if job.status == JobStatus::Pend {
+            let entry = (job.dispatch_key(), id);
             match self.pending.get_mut(&job.queue) {
                 Some(ids) if add => {
-                    ids.insert(id);
+                    ids.insert(entry);
                 }
                 Some(ids) => {
-                    ids.remove(&id);
+                    ids.remove(&entry);
                     if ids.is_empty() {
                         self.pending.remove(&job.queue);
                     }
                 }
                 None if add => {
-                    self.pending.insert(job.queue.clone(), BTreeSet::from([id]));
+                    self.pending.insert(job.queue.clone(), BTreeSet::from([entry]));
                 }
                 None => {}
             }
@@ -154,7 +180,13 @@ impl Index {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct FrozenJob {
     job: JobRef,
+    /// DONE or EXIT, for dependencies, which must not decode every job they name.
+    status: JobStatus,
     bytes: Box<[u8]>,
+    /// An array element's submission, shared with the other elements; the
+    /// bytes then hold a stub in its place (`SubmitSpec::stub`), so that a
+    /// finished array does not keep a copy of its command per element.
+    spec: Option<Arc<SubmitSpec>>,
 }
 
 /// Decoding limits of a frozen job: it was encoded here, from a valid `Job`.
@@ -173,18 +205,43 @@ impl FrozenJob {
     /// searching and merging them (measured: 2 s of 200,000 finished jobs' replay).
     fn freeze(job: &Job, scratch: &mut Vec<u8>) -> FrozenJob {
         scratch.clear();
-        lava_xdr::serialize_into(job, scratch).expect("a job always encodes (no unsupported types)");
-        FrozenJob { job: job.job, bytes: Box::from(scratch.as_slice()) }
+        let spec = (job.job.index() != 0).then(|| Arc::clone(&job.spec));
+        let encoded = match spec {
+            Some(_) => {
+                lava_xdr::serialize_into(&Job { spec: Arc::new(job.spec.stub()), ..job.clone() }, scratch)
+            }
+            None => lava_xdr::serialize_into(job, scratch),
+        };
+        encoded.expect("a job always encodes (no unsupported types)");
+        FrozenJob { job: job.job, status: job.status, bytes: Box::from(scratch.as_slice()), spec }
     }
 
     /// The job, decoded.
     pub(crate) fn thaw(&self) -> Job {
-        lava_xdr::from_bytes(&self.bytes, &FROZEN_LIMITS).expect("a frozen job decodes: freeze encoded it")
+        let mut job: Job = lava_xdr::from_bytes(&self.bytes, &FROZEN_LIMITS)
+            .expect("a frozen job decodes: freeze encoded it");
+        if let Some(spec) = &self.spec {
+            job.spec = Arc::clone(spec);
+        }
+        job
     }
 
     /// The job's reference.
     pub(crate) fn job_ref(&self) -> JobRef {
         self.job
+    }
+
+    /// The job's status, DONE or EXIT.
+    pub(crate) fn status(&self) -> JobStatus {
+        self.status
+    }
+}
+
+/// The job references with an id above `after`, every array index of them.
+fn ids_above(after: u32) -> (Bound<JobRef>, Bound<JobRef>) {
+    match after.checked_add(1).and_then(|id| JobRef::new(id, 0)) {
+        Some(first) => (Bound::Included(first), Bound::Unbounded),
+        None => (Bound::Excluded(JobRef::MAX), Bound::Unbounded),
     }
 }
 
@@ -193,9 +250,9 @@ impl FrozenJob {
 pub(crate) struct Store {
     /// Unfinished jobs. Boxed: a `Job` is several hundred bytes, and a B-tree filled
     /// in id order keeps its nodes about half full, which would nearly double that.
-    live: BTreeMap<u32, Box<Job>>,
+    live: BTreeMap<JobRef, Box<Job>>,
     /// Finished jobs, frozen.
-    finished: BTreeMap<u32, FrozenJob>,
+    finished: BTreeMap<JobRef, FrozenJob>,
     /// Reused by every freeze (not state).
     scratch: Vec<u8>,
     pub(crate) last_job_id: u32,
@@ -204,16 +261,36 @@ pub(crate) struct Store {
     pub(crate) retired: BTreeMap<wire::RequestId, RetiredRequest>,
     /// The same, by (clean time, request id): the order they expire in.
     retired_by_time: BTreeSet<(u64, wire::RequestId)>,
+    /// Closed hosts, closed and inactive queues (HOST_CTRL, QUEUE_CTRL).
+    pub(crate) control: Control,
 }
 
 impl Store {
     /// A store from a snapshot, checked as thoroughly as a live one.
     pub(crate) fn from_snapshot(snapshot: MbdSnapshot) -> Result<Store, MbdError> {
-        let mut store = Store { last_job_id: snapshot.last_job_id, ..Store::default() };
-        for job in snapshot.jobs {
-            let id = job.job.id();
+        let mut store = Store {
+            last_job_id: snapshot.last_job_id,
+            control: Control::from_snapshot(snapshot.control),
+            ..Store::default()
+        };
+        let mut previous: Option<(JobRef, Arc<SubmitSpec>, Arc<Vec<wire::EnvVar>>)> = None;
+        for mut job in snapshot.jobs {
+            let id = job.job;
             if store.contains(id) {
                 return Err(MbdError::Snapshot(format!("job {id} appears twice")));
+            }
+            // The elements of an array share their submission in memory; the snapshot
+            // wrote a copy per element, so the copies that are equal are shared again.
+            if let Some((_, spec, env)) = previous.as_ref().filter(|(before, ..)| before.id() == id.id()) {
+                if *spec == job.spec {
+                    job.spec = Arc::clone(spec);
+                }
+                if *env == job.env && !env.is_empty() {
+                    job.env = Arc::clone(env);
+                }
+            }
+            if !job.env.is_empty() || previous.as_ref().is_none_or(|(before, ..)| before.id() != id.id()) {
+                previous = Some((id, Arc::clone(&job.spec), Arc::clone(&job.env)));
             }
             store.put(id, job);
         }
@@ -230,7 +307,7 @@ impl Store {
     }
 
     pub(crate) fn snapshot(&self) -> MbdSnapshot {
-        let mut jobs: Vec<(u32, Job)> =
+        let mut jobs: Vec<(JobRef, Job)> =
             self.live.iter().map(|(id, job)| (*id, job.as_ref().clone())).collect();
         jobs.extend(self.finished.iter().map(|(id, frozen)| (*id, frozen.thaw())));
         jobs.sort_unstable_by_key(|(id, _)| *id);
@@ -238,11 +315,12 @@ impl Store {
             last_job_id: self.last_job_id,
             jobs: jobs.into_iter().map(|(_, job)| job).collect(),
             retired_requests: self.retired.values().cloned().collect(),
+            control: self.control.snapshot(),
         }
     }
 
     /// Files `job` under `id`: unfinished jobs as they are, finished ones frozen.
-    fn put(&mut self, id: u32, job: Job) {
+    fn put(&mut self, id: JobRef, job: Job) {
         if job.status.is_finished() {
             self.live.remove(&id);
             self.finished.insert(id, FrozenJob::freeze(&job, &mut self.scratch));
@@ -259,10 +337,11 @@ impl Store {
             && self.live == other.live
             && self.finished == other.finished
             && self.retired == other.retired
+            && self.control == other.control
     }
 
     /// Job `id`, unfinished or finished (decoded, then).
-    pub(crate) fn job(&self, id: u32) -> Option<Cow<'_, Job>> {
+    pub(crate) fn job(&self, id: JobRef) -> Option<Cow<'_, Job>> {
         match self.live.get(&id) {
             Some(job) => Some(Cow::Borrowed(job)),
             None => self.finished.get(&id).map(|frozen| Cow::Owned(frozen.thaw())),
@@ -270,34 +349,34 @@ impl Store {
     }
 
     /// Unfinished job `id`, if it is one.
-    pub(crate) fn live(&self, id: u32) -> Option<&Job> {
+    pub(crate) fn live(&self, id: JobRef) -> Option<&Job> {
         self.live.get(&id).map(Box::as_ref)
     }
 
     /// Unfinished job `id`, which the caller knows to be one.
-    pub(crate) fn live_job(&self, id: u32) -> &Job {
+    pub(crate) fn live_job(&self, id: JobRef) -> &Job {
         self.live(id).unwrap_or_else(|| panic!("job {id} is not an unfinished job"))
     }
 
     /// Finished job `id`, frozen, if it is one.
-    pub(crate) fn finished(&self, id: u32) -> Option<&FrozenJob> {
+    pub(crate) fn finished(&self, id: JobRef) -> Option<&FrozenJob> {
         self.finished.get(&id)
     }
 
     /// The unfinished jobs, by id.
-    pub(crate) fn live_jobs(&self) -> impl Iterator<Item = (u32, &Job)> {
+    pub(crate) fn live_jobs(&self) -> impl Iterator<Item = (JobRef, &Job)> {
         self.live.iter().map(|(id, job)| (*id, job.as_ref()))
     }
 
     /// The unfinished jobs with an id above `after`, by id.
     pub(crate) fn live_jobs_after(&self, after: u32) -> impl Iterator<Item = &Job> {
-        self.live.range((Bound::Excluded(after), Bound::Unbounded)).map(|(_, job)| job.as_ref())
+        self.live.range(ids_above(after)).map(|(_, job)| job.as_ref())
     }
 
     /// Every job with an id above `after`, by id; finished ones are decoded as they
     /// are reached.
     pub(crate) fn jobs_after(&self, after: u32) -> impl Iterator<Item = Cow<'_, Job>> {
-        let above = (Bound::Excluded(after), Bound::Unbounded);
+        let above = ids_above(after);
         let mut live = self.live.range(above).peekable();
         let mut finished = self.finished.range(above).peekable();
         std::iter::from_fn(move || match (live.peek(), finished.peek()) {
@@ -309,14 +388,39 @@ impl Store {
         })
     }
 
+    /// Every job, newest (highest reference) first; finished ones are decoded as
+    /// they are reached, so a search that stops early decodes few.
+    pub(crate) fn jobs_newest_first(&self) -> impl Iterator<Item = Cow<'_, Job>> {
+        let mut live = self.live.iter().rev().peekable();
+        let mut finished = self.finished.iter().rev().peekable();
+        std::iter::from_fn(move || match (live.peek(), finished.peek()) {
+            (Some((live_id, _)), Some((finished_id, _))) if finished_id > live_id => {
+                finished.next().map(|(_, frozen)| Cow::Owned(frozen.thaw()))
+            }
+            (Some(_), _) => live.next().map(|(_, job)| Cow::Borrowed(job.as_ref())),
+            (None, _) => finished.next().map(|(_, frozen)| Cow::Owned(frozen.thaw())),
+        })
+    }
+
     /// Every job, unfinished ones first, finished ones decoded.
-    pub(crate) fn all_jobs(&self) -> impl Iterator<Item = (u32, Cow<'_, Job>)> {
+    pub(crate) fn all_jobs(&self) -> impl Iterator<Item = (JobRef, Cow<'_, Job>)> {
         let live = self.live.iter().map(|(id, job)| (*id, Cow::Borrowed(job.as_ref())));
         live.chain(self.finished.iter().map(|(id, frozen)| (*id, Cow::Owned(frozen.thaw()))))
     }
 
+    /// Every job in memory with job id `id`, in order: one job, or an array's elements.
+    pub(crate) fn refs_of(&self, id: u32) -> Vec<JobRef> {
+        let (Some(first), Some(last)) = (JobRef::new(id, 0), JobRef::new(id, u32::MAX)) else {
+            return Vec::new();
+        };
+        let mut refs: Vec<JobRef> = self.live.range(first..=last).map(|(job, _)| *job).collect();
+        refs.extend(self.finished.range(first..=last).map(|(job, _)| *job));
+        refs.sort_unstable();
+        refs
+    }
+
     /// Whether job `id` is in memory.
-    pub(crate) fn contains(&self, id: u32) -> bool {
+    pub(crate) fn contains(&self, id: JobRef) -> bool {
         self.live.contains_key(&id) || self.finished.contains_key(&id)
     }
 
@@ -343,13 +447,21 @@ impl Store {
         let fail = |problem: String| MbdError::Apply { event: event.name(), job: event.job(), problem };
         match event {
             Event::MbdStart(_) => Ok(()),
+            Event::HostCtrl(record) => {
+                self.control.apply_host(record);
+                Ok(())
+            }
+            Event::QueueCtrl(record) => {
+                self.control.apply_queue(record);
+                Ok(())
+            }
             Event::JobNew(record) => {
-                self.check_new(record).map_err(fail)?;
-                self.insert_new(record.as_ref().clone());
+                let dependency = self.check_new(record).map_err(fail)?;
+                self.insert_new(record.as_ref().clone(), dependency);
                 Ok(())
             }
             Event::JobClean(record) => {
-                let id = record.job.id();
+                let id = record.job;
                 if let Some(job) = self.live.get(&id) {
                     return Err(fail(format!("clean of a {} job", job.status)));
                 }
@@ -362,13 +474,15 @@ impl Store {
                     return Err(fail(format!("clean of a {} job", job.status)));
                 }
                 self.index.remove(id, &job);
-                self.retire(&job, record.time_ms);
+                // An array's submission is retired with its last element.
+                if self.index.jobs_of_request(job.request_id).next().is_none() {
+                    self.retire(&job, record.time_ms);
+                }
                 Ok(())
             }
             _ => {
-                let job_ref = event.job().ok_or_else(|| fail("no job".to_owned()))?;
-                let id = job_ref.id();
-                if let Some(job) = self.live.get_mut(&id).filter(|job| job.job == job_ref) {
+                let id = event.job().ok_or_else(|| fail("no job".to_owned()))?;
+                if let Some(job) = self.live.get_mut(&id) {
                     self.index.remove(id, job);
                     let result = job.apply(event, self.last_job_id).map_err(fail);
                     self.index.add(id, job);
@@ -379,9 +493,7 @@ impl Store {
                     }
                     return result;
                 }
-                let Some(mut job) =
-                    self.finished.get(&id).filter(|frozen| frozen.job == job_ref).map(FrozenJob::thaw)
-                else {
+                let Some(mut job) = self.finished.get(&id).map(FrozenJob::thaw) else {
                     return Err(fail("no such job".to_owned()));
                 };
                 self.index.remove(id, &job);
@@ -400,37 +512,55 @@ impl Store {
         match event {
             Event::JobNew(record) => {
                 let fail = |problem| MbdError::Apply { event: "JOB_NEW", job: Some(record.job), problem };
-                self.check_new(&record).map_err(fail)?;
-                self.insert_new(*record);
+                let dependency = self.check_new(&record).map_err(fail)?;
+                self.insert_new(*record, dependency);
                 Ok(())
             }
             other => self.apply(&other),
         }
     }
 
-    /// Why JOB_NEW `record` does not fit the state, if it does not.
-    fn check_new(&self, record: &JobNewRecord) -> Result<(), String> {
+    /// Why JOB_NEW `record` does not fit the state, if it does not; else its
+    /// dependency, resolved against the state (as the live step resolved it).
+    fn check_new(&self, record: &JobNewRecord) -> Result<Option<DependExpr<JobRef>>, String> {
         if record.job.index() != 0 {
-            return Err("array elements are not supported yet".to_owned());
+            return Err("JOB_NEW names an array element".to_owned());
+        }
+        match ArraySpec::parse(&record.spec.request().job_name) {
+            Err(error) => return Err(format!("job name: {error}")),
+            Ok(Some(array)) if array.max_index() > JOB_ARRAY_SIZE_MAX => {
+                return Err(format!("array index {} above {JOB_ARRAY_SIZE_MAX}", array.max_index()));
+            }
+            Ok(_) => {}
         }
         if record.job.id() <= self.last_job_id {
             return Err(format!("job id not above the last one, {}", self.last_job_id));
         }
-        if self.index.by_request.contains_key(&record.request_id)
+        if self.index.jobs_of_request(record.request_id).next().is_some()
             || self.retired.contains_key(&record.request_id)
         {
             return Err("request id already used".to_owned());
         }
-        Ok(())
+        self.resolve_dependency(&record.user, &record.spec.request().dependency, record.job.id())
+            .map_err(|error| format!("dependency: {error}"))
     }
 
-    /// Adds the job of a checked JOB_NEW.
-    fn insert_new(&mut self, record: JobNewRecord) {
-        let id = record.job.id();
-        let job = Job::new(record);
-        self.index.add(id, &job);
-        self.put(id, job);
-        self.last_job_id = id;
+    /// Adds the job (or the array's elements) of a checked JOB_NEW.
+    fn insert_new(&mut self, record: JobNewRecord, dependency: Option<DependExpr<JobRef>>) {
+        let id = record.job;
+        let array = ArraySpec::parse(&record.spec.request().job_name).ok().flatten();
+        let job = Job::new(record, dependency);
+        self.last_job_id = id.id();
+        let Some(array) = array else {
+            self.index.add(id, &job);
+            self.put(id, job);
+            return;
+        };
+        for index in array.indexes() {
+            let element = job.element(JobRef::new(id.id(), index).expect("a job's id is not 0"));
+            self.index.add(element.job, &element);
+            self.put(element.job, element);
+        }
     }
 
     /// Remembers the request id of cleaned `job` and forgets those retired
@@ -446,7 +576,7 @@ impl Store {
         }
         let retired = RetiredRequest {
             request_id: job.request_id,
-            job: job.job,
+            job: JobRef::new(job.job.id(), 0).expect("a job's id is not 0"),
             user_id: job.user_id,
             queue: job.queue.clone(),
             default_queue: job.spec.queue().is_none(),
@@ -461,36 +591,47 @@ impl Store {
         // One pass, so that each finished job is decoded once.
         let mut rebuilt = Index::default();
         for (id, job) in self.all_jobs() {
-            if job.job.id() != id {
+            if job.job != id {
                 return Err(format!("job {} filed under {id}", job.job));
             }
-            if id > self.last_job_id {
+            if id.id() > self.last_job_id {
                 return Err(format!("job {id} above the last job id {}", self.last_job_id));
             }
             if job.status.is_finished() != self.finished.contains_key(&id) {
                 return Err(format!("job {id} ({}) kept in the wrong form", job.status));
             }
-            if self.finished.get(&id).is_some_and(|frozen| frozen.job != job.job) {
-                return Err(format!("frozen job {id} filed under the wrong reference"));
+            if self
+                .finished
+                .get(&id)
+                .is_some_and(|frozen| frozen.job != job.job || frozen.status != job.status)
+            {
+                return Err(format!("frozen job {id} filed under the wrong reference or status"));
             }
             job.check()?;
+            if let Some(later) =
+                job.dependency.iter().flat_map(|d| d.conditions()).find(|c| c.job.id() >= id.id())
+            {
+                return Err(format!("job {id} depends on job {}, not submitted before it", later.job));
+            }
             rebuilt.add(id, &job);
         }
         if self.live.keys().any(|id| self.finished.contains_key(id)) {
             return Err("a job is kept both unfinished and finished".to_owned());
         }
-        if self.index.by_request.len() != self.len() {
-            return Err("two jobs share a submission request id".to_owned());
+        if let Some(pair) = self.index.by_request.iter().collect::<Vec<_>>().windows(2).find(|pair| {
+            pair[0].0 == pair[1].0 && (pair[0].1.id() != pair[1].1.id() || pair[0].1.index() == 0)
+        }) {
+            return Err(format!("jobs {} and {} share a submission request id", pair[0].1, pair[1].1));
         }
         if rebuilt != self.index {
             return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
         }
         for (request_id, retired) in &self.retired {
-            let id = retired.job.id();
-            if retired.request_id != *request_id || self.index.by_request.contains_key(request_id) {
+            let id = retired.job;
+            if retired.request_id != *request_id || self.index.jobs_of_request(*request_id).next().is_some() {
                 return Err(format!("retired request {request_id:?} is filed wrongly or still has a job"));
             }
-            if self.contains(id) || id > self.last_job_id {
+            if self.contains(id) || id.index() != 0 || id.id() > self.last_job_id {
                 return Err(format!(
                     "retired request {request_id:?} names job {id}, which is in memory or unknown"
                 ));

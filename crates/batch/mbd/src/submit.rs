@@ -4,6 +4,7 @@
 use lava_batch_ll::{HostName, JobRef, SubmitSpec};
 use lava_batch_wire as wire;
 
+use crate::depend::DependError;
 use crate::effect::ClientReply;
 use crate::event::{Event, JobNewRecord};
 use crate::input::{Caller, ClientId};
@@ -35,7 +36,9 @@ impl Mbd {
         }
         let reply = match self.admit(step, request_id, caller, spec) {
             Ok(id) => {
-                let job = self.store.live(id).expect("JOB_NEW was just applied");
+                // An array's first element: the answer names only the job id.
+                let first = self.store.index.jobs_of_request(request_id).next().unwrap_or(id);
+                let job = self.store.live(first).expect("JOB_NEW was just applied");
                 ClientReply::Submit(self.submit_reply(job))
             }
             Err(error) => error,
@@ -50,7 +53,7 @@ impl Mbd {
         request_id: wire::RequestId,
         caller: &Caller,
         spec: SubmitSpec,
-    ) -> Result<u32, ClientReply> {
+    ) -> Result<JobRef, ClientReply> {
         let queue = match spec.queue() {
             Some(name) => self
                 .config
@@ -61,6 +64,10 @@ impl Mbd {
                 .default_queue()
                 .ok_or_else(|| ClientReply::error(wire::ERR_NO_QUEUE, "No default queue defined"))?,
         };
+        if self.store.control.closed_queues.contains(&queue.name) {
+            let message = crate::control::queue_closed_message(&queue.name);
+            return Err(ClientReply::error(wire::ERR_REJECTED, message));
+        }
         if let Some(host) = spec.hosts().iter().find(|h| self.config.host(h).is_none()) {
             return Err(ClientReply::error(
                 wire::ERR_REJECTED,
@@ -83,6 +90,7 @@ impl Mbd {
                 "submit.home_dir: is not an absolute path",
             ));
         }
+        self.check_array(&spec)?;
         let id = self.store.last_job_id.checked_add(1).filter(|id| *id <= self.config.max_job_id);
         let Some(job) = id.and_then(|id| JobRef::new(id, 0)) else {
             return Err(ClientReply::error(
@@ -90,6 +98,14 @@ impl Mbd {
                 format!("No job ID available: MAX_JOBID {} reached", self.config.max_job_id),
             ));
         };
+        let dependency = &spec.request().dependency;
+        if let Err(error) = self.store.resolve_dependency(&caller.user, dependency, job.id()) {
+            let code = match error {
+                DependError::Syntax(_) => wire::ERR_BAD_REQUEST,
+                DependError::NoJob(_) => wire::ERR_REJECTED,
+            };
+            return Err(ClientReply::error(code, format!("{dependency}: {error}")));
+        }
         let hold = spec.request().hold;
         let record = JobNewRecord {
             job,
@@ -105,13 +121,15 @@ impl Mbd {
         };
         self.record(step, Event::JobNew(Box::new(record)));
         step.dispatch |= !hold;
-        Ok(job.id())
+        Ok(job)
     }
 
     /// The submitter and the answer of a submission already made with
     /// `request_id`, whether its job is in memory or was cleaned.
     fn answered_before(&self, request_id: wire::RequestId) -> Option<(u32, wire::SubmitReply)> {
-        if let Some(job) = self.store.index.by_request.get(&request_id).and_then(|id| self.store.job(*id)) {
+        if let Some(job) =
+            self.store.index.jobs_of_request(request_id).next().and_then(|id| self.store.job(id))
+        {
             return Some((job.user_id, self.submit_reply(&job)));
         }
         let retired = self.store.retired.get(&request_id)?;

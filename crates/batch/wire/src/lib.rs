@@ -95,11 +95,26 @@ pub enum Operation {
     JobSignalMany = 39,
     /// Reserved by the spec for a future batched signal reply; refused today.
     JobSignalManyReply = 40,
+
+    /// Command → mbatchd: change pending jobs (`bmod`, `bswitch`, `btop`, `bbot`;
+    /// [`JobControlRequest`]).
+    JobControl = 50,
+    /// mbatchd → command: per-job outcomes ([`JobControlReply`]).
+    JobControlReply = 51,
+    /// Command → mbatchd: an administrator's order (`badmin hclose`, `qclose`,
+    /// `mbdrestart`, …; [`AdminControlRequest`]).
+    AdminControl = 52,
+    /// mbatchd → command: per-name outcomes ([`AdminControlReply`]).
+    AdminControlReply = 53,
+    /// Command → mbatchd: jobs' histories from the event log (`bhist`; [`HistoryQuery`]).
+    HistoryQuery = 54,
+    /// mbatchd → command: one page of histories ([`HistoryReply`]).
+    HistoryQueryReply = 55,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 32] = [
+    pub const ALL: [Operation; 38] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -132,6 +147,12 @@ impl Operation {
         Operation::JobSignalReply,
         Operation::JobSignalMany,
         Operation::JobSignalManyReply,
+        Operation::JobControl,
+        Operation::JobControlReply,
+        Operation::AdminControl,
+        Operation::AdminControlReply,
+        Operation::HistoryQuery,
+        Operation::HistoryQueryReply,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -179,6 +200,12 @@ impl Operation {
             Operation::JobSignalReply => "BATCH_JOB_SIGNAL_REPLY",
             Operation::JobSignalMany => "BATCH_JOB_SIGNAL_MANY",
             Operation::JobSignalManyReply => "BATCH_JOB_SIGNAL_MANY_REPLY",
+            Operation::JobControl => "JOB_CONTROL",
+            Operation::JobControlReply => "JOB_CONTROL_REPLY",
+            Operation::AdminControl => "ADMIN_CONTROL",
+            Operation::AdminControlReply => "ADMIN_CONTROL_REPLY",
+            Operation::HistoryQuery => "HISTORY_QUERY",
+            Operation::HistoryQueryReply => "HISTORY_QUERY_REPLY",
         }
     }
 }
@@ -715,8 +742,6 @@ pub const HOST_UNAVAIL: u32 = 1;
 pub const HOST_UNREACH: u32 = 2;
 /// [`HostInfo::status`]: every job slot of the host is in use.
 pub const HOST_CLOSED_FULL: u32 = 3;
-/// [`HostInfo::status`]: closed by an administrator (`badmin hclose`; LSF's `closed_Adm`).
-pub const HOST_CLOSED_ADM: u32 = 4;
 /// [`HostInfo::status`]: an exclusive job runs on the host (LSF's `closed_Excl`).
 pub const HOST_CLOSED_EXCL: u32 = 5;
 /// [`HostInfo::max_slots`]: no limit (`MXJ` `-`, or no `lsb.hosts` row).
@@ -783,8 +808,10 @@ pub struct QueueInfo {
     pub n_run: u32,
     /// Slots of its suspended started jobs (USUSP, SSUSP).
     pub n_susp: u32,
-    /// Bits of [`QUEUE_OPEN`] and [`QUEUE_ACTIVE`] (Lava's values): `Open:Active` is both.
-    pub status: u32,
+    /// `badmin qclose`: the queue refuses submissions.
+    pub closed: bool,
+    /// `badmin qinact`: the queue dispatches nothing.
+    pub inactive: bool,
     /// `NICE`.
     pub nice: i32,
     /// `DESCRIPTION`; empty for none.
@@ -811,10 +838,6 @@ pub struct QueueInfo {
     pub n_reserved: u32,
 }
 
-/// [`QueueInfo::status`] bit: the queue accepts jobs (`badmin qopen`); else `Closed`.
-pub const QUEUE_OPEN: u32 = 0x01;
-/// [`QueueInfo::status`] bit: the queue's jobs may be dispatched (`badmin qact`); else `Inact`.
-pub const QUEUE_ACTIVE: u32 = 0x02;
 /// A [`QueueInfo`] limit that is not set.
 pub const QUEUE_UNLIMITED: u32 = u32::MAX;
 
@@ -913,6 +936,178 @@ pub const ERR_UNSUPPORTED: u32 = 5;
 /// mbatchd is starting or cannot write its log; try again.
 pub const ERR_TRY_AGAIN: u32 = 6;
 
+/// [`HostInfo::status`]: an administrator closed the host (`badmin hclose`).
+pub const HOST_CLOSED_ADM: u32 = 4;
+
+// ---------------------------------------------------------------------------
+// job and administrator control, history (opcodes 50-55)
+// ---------------------------------------------------------------------------
+
+/// JOB_CONTROL: what `bmod`, `bswitch`, `btop` and `bbot` ask for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobControlRequest {
+    /// The jobs, in the order named.
+    pub jobs: Vec<WireJobRef>,
+    /// What to do to each.
+    pub action: JobControlAction,
+}
+
+/// The arms of a [`JobControlRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobControlAction {
+    /// `bmod`: change submission options of a pending job.
+    Modify(JobModify),
+    /// `bswitch`: move the job to another queue.
+    Switch {
+        /// The queue.
+        queue: String,
+    },
+    /// `btop` / `bbot`: change the job's place among the pending jobs of its queue.
+    Move {
+        /// `btop` (counted from the top) or `bbot` (from the bottom).
+        to_top: bool,
+        /// 1 for the very top (bottom).
+        position: u32,
+        /// `-u`: an administrator moves the job relative to its owner's jobs only
+        /// (a user always does).
+        owner_list: bool,
+    },
+}
+
+/// `bmod`'s changes; `None` leaves a field as it is. The `-Xn` forms (remove
+/// the option) are the empty or zero value: `-Jn` is `Some("")`, `-Wn` `Some(0)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobModify {
+    /// `-q`.
+    pub queue: Option<String>,
+    /// `-J` / `-Jn`.
+    pub job_name: Option<String>,
+    /// `-n` / `-nn` (0: back to 1 slot).
+    pub n_slots: Option<u32>,
+    /// `-W` / `-Wn`, seconds.
+    pub run_limit_s: Option<u64>,
+    /// `-M` / `-Mn`, KiB.
+    pub mem_limit_kb: Option<u64>,
+    /// `-R` / `-Rn`.
+    pub res_req: Option<String>,
+}
+
+/// JOB_CONTROL_REPLY: one outcome per job, in the order named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobControlReply {
+    /// The outcomes.
+    pub results: Vec<JobControlResult>,
+}
+
+/// The outcome for one job of a [`JobControlRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobControlResult {
+    /// The job.
+    pub job: WireJobRef,
+    /// Whether the change was made (logged).
+    pub done: bool,
+    /// The line the command prints, LSF's wording (without the newline).
+    pub message: String,
+}
+
+/// What an [`AdminControlRequest`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AdminAction {
+    /// `badmin hclose`.
+    HostClose,
+    /// `badmin hopen`.
+    HostOpen,
+    /// `badmin qclose`.
+    QueueClose,
+    /// `badmin qopen`.
+    QueueOpen,
+    /// `badmin qact`.
+    QueueActivate,
+    /// `badmin qinact`.
+    QueueInactivate,
+    /// `badmin mbdrestart`.
+    MbdRestart,
+}
+
+/// ADMIN_CONTROL: an administrator's order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminControlRequest {
+    /// What to do.
+    pub action: AdminAction,
+    /// The hosts or queues; empty for every one (and for `mbdrestart`).
+    pub names: Vec<String>,
+}
+
+/// ADMIN_CONTROL_REPLY: one outcome per host or queue (one for `mbdrestart`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminControlReply {
+    /// The outcomes.
+    pub results: Vec<AdminResult>,
+}
+
+/// The outcome for one name of an [`AdminControlRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminResult {
+    /// The host or queue.
+    pub name: String,
+    /// Whether the order was carried out.
+    pub done: bool,
+    /// The line the command prints, LSF's wording (without the newline).
+    pub message: String,
+}
+
+/// HISTORY_QUERY: what `bhist` asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryQuery {
+    /// Explicit jobs; when non-empty the user and state filters are ignored.
+    pub jobs: Vec<WireJobRef>,
+    /// `-u`: empty for the caller, `all` for everyone, else a user name.
+    pub user: String,
+    /// One of [`state_filter`], applied to each job's last state in the log.
+    pub state_filter: u32,
+    /// Paging: only jobs with a larger id; 0 from the first.
+    pub after_job: u32,
+}
+
+/// HISTORY_QUERY_REPLY: one page of histories.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryReply {
+    /// The jobs, in job-id order.
+    pub jobs: Vec<JobHistory>,
+    /// Ids asked for explicitly that the log does not hold.
+    pub not_found: Vec<WireJobRef>,
+    /// 0 when this page ends the answer; else the id to ask for as `after_job`.
+    pub next_after: u32,
+}
+
+/// One job's history, as the event log tells it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobHistory {
+    /// The job.
+    pub job: WireJobRef,
+    /// Owner.
+    pub user_name: String,
+    /// `-J`, empty when none was given.
+    pub job_name: String,
+    /// The command.
+    pub command: String,
+    /// `-P`, empty for the default project.
+    pub project: String,
+    /// Every recorded change, oldest first.
+    pub entries: Vec<HistoryEntry>,
+}
+
+/// One change of a [`JobHistory`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// When, in milliseconds since the epoch.
+    pub time_ms: u64,
+    /// The job status bits from then on; 0 when the status did not change.
+    pub status: u32,
+    /// The narrative line `bhist -l` prints after the time.
+    pub text: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -927,5 +1122,8 @@ mod tests {
         }
         assert_eq!(Operation::from_code(0), None);
         assert_eq!(Operation::from_code(41), None);
+        assert_eq!(Operation::JobControl.code(), 50);
+        assert_eq!(Operation::HistoryQueryReply.code(), 55);
+        assert_eq!(Operation::from_code(56), None);
     }
 }

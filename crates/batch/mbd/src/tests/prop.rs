@@ -21,6 +21,8 @@ enum Op {
         n_slots: u32,
         hold: bool,
         host: Option<usize>,
+        /// A job array and a dependency (see `Op::run`).
+        shape: u8,
     },
     Signal {
         who: usize,
@@ -68,8 +70,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0..4usize, 0..24u64, 0..3u8, 1..4u32, proptest::bool::weighted(0.2), proptest::option::of(0..3usize))
-            .prop_map(|(who, request_id, queue, n_slots, hold, host)| Op::Submit { who, request_id, queue, n_slots, hold, host }),
+        6 => (0..4usize, 0..24u64, 0..3u8, 1..4u32, proptest::bool::weighted(0.2), proptest::option::of(0..3usize), 0..12u8)
+            .prop_map(|(who, request_id, queue, n_slots, hold, host, shape)| Op::Submit { who, request_id, queue, n_slots, hold, host, shape }),
         3 => (0..4usize, 0..24u64, 1..16u32, proptest::bool::weighted(0.2), 0..6u8)
             .prop_map(|(who, request_id, job, all, action)| Op::Signal { who, request_id, job, all, action }),
         3 => (any::<usize>(), 0..6u8).prop_map(|(pick, action)| Op::SignalDispatched { pick, action }),
@@ -95,18 +97,33 @@ fn action(n: u8) -> SignalAction {
     ][usize::from(n) % 6]
 }
 
+/// `input` about `job` instead of the job its helper named (array elements).
+fn about(job: wire::WireJobRef, mut input: Input) -> Input {
+    match &mut input {
+        Input::NewJobReply { reply, .. } => reply.job = job,
+        Input::JobExecute { msg, .. } => msg.job = job,
+        Input::JobFinish { msg, .. } => msg.job = job,
+        Input::JobSignalReply { msg, .. } => msg.job = job,
+        _ => {}
+    }
+    input
+}
+
 /// sbatchd's plausible answer to a message it received.
 fn answer(to: &str, msg: &ToSbd, kind: u8) -> Option<Input> {
     match msg {
         ToSbd::NewJob(specs) => {
             let id = specs.job.job_id;
-            let pid = 1000 + id as i32;
-            Some(match kind % 5 {
-                0 | 1 => started(to, id, pid),
-                2 => refused(to, id, "cannot"),
-                3 => executed(to, id, pid),
-                _ => finished(to, id, pid, i32::from(kind % 2) * 256),
-            })
+            let pid = 1000 + (id * 16 + specs.job.array_index) as i32;
+            Some(about(
+                specs.job,
+                match kind % 5 {
+                    0 | 1 => started(to, id, pid),
+                    2 => refused(to, id, "cannot"),
+                    3 => executed(to, id, pid),
+                    _ => finished(to, id, pid, i32::from(kind % 2) * 256),
+                },
+            ))
         }
         ToSbd::JobSignal(signal) => {
             let outcome = [
@@ -116,7 +133,7 @@ fn answer(to: &str, msg: &ToSbd, kind: u8) -> Option<Input> {
                 SignalOutcome::AlreadyFinished,
                 SignalOutcome::Failed(1),
             ][usize::from(kind) % 5];
-            Some(signal_reply(to, signal.job.job_id, signal.signal_seq, outcome))
+            Some(about(signal.job, signal_reply(to, signal.job.job_id, signal.signal_seq, outcome)))
         }
         _ => None,
     }
@@ -148,8 +165,14 @@ impl World {
 
     fn run(&mut self, op: Op) {
         match op {
-            Op::Submit { who, request_id, queue, n_slots, hold, host } => {
+            Op::Submit { who, request_id, queue, n_slots, hold, host, shape } => {
                 let mut request = request();
+                request.job_name =
+                    ["", "", "", "p[1-3]", "p[2,4-6:2]%1", "p[0]"][usize::from(shape % 6)].into();
+                request.dependency =
+                    ["", "", "ended(1)", "done(2) || !started(p)", "exit(3[1], > 0)", "done("]
+                        [usize::from(shape / 2)]
+                    .into();
                 request.queue = ["", "high", "nosuch"][usize::from(queue)].into();
                 request.n_slots = n_slots;
                 request.hold = hold;
@@ -172,18 +195,22 @@ impl World {
                 self.step(input);
             }
             Op::SignalDispatched { pick, action: n } => {
-                let dispatched: Vec<u32> = self
+                let dispatched: Vec<wire::WireJobRef> = self
                     .sent
                     .iter()
                     .filter_map(|(_, msg)| match msg {
-                        ToSbd::NewJob(specs) => Some(specs.job.job_id),
+                        ToSbd::NewJob(specs) => Some(specs.job),
                         _ => None,
                     })
                     .collect();
                 if !dispatched.is_empty() {
                     let job = dispatched[pick % dispatched.len()];
                     let request_id = 1000 + self.delivered.len() as u64;
-                    self.step(signal(request_id, request_id, "root", &[job], action(n)));
+                    let mut input = signal(request_id, request_id, "root", &[job.job_id], action(n));
+                    if let Input::Signal { request, .. } = &mut input {
+                        request.jobs = vec![job];
+                    }
+                    self.step(input);
                 }
             }
             Op::Query { who, filter } => self.step(query(0, USERS[who], filter)),

@@ -119,7 +119,7 @@ fn a_finished_job_drops_its_environment() {
     let mut h = Harness::new();
     h.step(registered("hostA", 1));
     h.step(submit(1, 1, "alice", request()));
-    let env = |h: &Harness| h.mbd.job(jref(1)).expect("in memory").spec.request().env.clone();
+    let env = |h: &Harness| h.mbd.job(jref(1)).expect("in memory").env().to_vec();
     assert_eq!(env(&h), request().env);
     h.step(finished("hostA", 1, 5, 0));
     assert_eq!(env(&h), vec![]);

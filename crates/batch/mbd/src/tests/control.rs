@@ -1,0 +1,425 @@
+//! The control commands (`control`): `badmin hclose|hopen|qclose|qopen|qact|qinact`,
+//! `bmod`, `bswitch`, `btop`/`bbot`, and `bhist`'s history builder. Every step
+//! goes through the harness, which also proves that replay of the log (and of
+//! the snapshot before the step) rebuilds the live state.
+
+use lava_batch_ll::{JobRef, JobStatus};
+use lava_batch_wire as wire;
+
+use super::harness::*;
+use crate::event::{
+    HostCtrlRecord, JobChanges, JobModifyRecord, JobMoveRecord, JobSwitchRecord, QueueCtrlAction,
+    QueueCtrlRecord,
+};
+use crate::{ClientId, ClientReply, Effect, Event, HistoryBuilder, Input};
+
+fn admin(client: u64, who: &str, action: wire::AdminAction, names: &[&str]) -> Input {
+    let request =
+        wire::AdminControlRequest { action, names: names.iter().map(|n| (*n).to_owned()).collect() };
+    Input::AdminControl { client: ClientId(client), caller: caller(who), request }
+}
+
+fn control(client: u64, who: &str, jobs: &[u32], action: wire::JobControlAction) -> Input {
+    let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
+    Input::JobControl { client: ClientId(client), caller: caller(who), request }
+}
+
+fn modify(change: impl FnOnce(&mut wire::JobModify)) -> wire::JobControlAction {
+    let mut modify = wire::JobModify::default();
+    change(&mut modify);
+    wire::JobControlAction::Modify(modify)
+}
+
+fn admin_answer(client: u64, lines: &[(&str, bool, &str)]) -> Effect {
+    let results = lines
+        .iter()
+        .map(|(name, done, message)| wire::AdminResult {
+            name: (*name).to_owned(),
+            done: *done,
+            message: (*message).to_owned(),
+        })
+        .collect();
+    reply(client, ClientReply::AdminControl(wire::AdminControlReply { results }))
+}
+
+fn job_answer(client: u64, lines: &[(u32, bool, &str)]) -> Effect {
+    let results = lines
+        .iter()
+        .map(|(id, done, message)| wire::JobControlResult {
+            job: wref(*id),
+            done: *done,
+            message: (*message).to_owned(),
+        })
+        .collect();
+    reply(client, ClientReply::JobControl(wire::JobControlReply { results }))
+}
+
+fn host_ctrl(name: &str, open: bool, t: u64) -> Event {
+    Event::HostCtrl(HostCtrlRecord { host: host(name), open, requester: user("admin"), time_ms: t })
+}
+
+fn queue_ctrl(name: &str, action: QueueCtrlAction, t: u64) -> Event {
+    Event::QueueCtrl(QueueCtrlRecord { queue: queue(name), action, requester: user("admin"), time_ms: t })
+}
+
+/// The ids of the events a step appended, by name.
+fn appended(effects: &[Effect]) -> Vec<&'static str> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Append(event) => Some(event.name()),
+            _ => None,
+        })
+        .collect()
+}
+
+// Goal: hclose is for administrators only; a closed host gets no job, shows
+// closed_Adm, stays closed over a restart, and hopen dispatches in its step.
+#[test]
+fn closed_host_takes_no_job_until_opened_even_after_a_restart() {
+    let mut h = Harness::new();
+    h.check(
+        admin(1, "alice", wire::AdminAction::HostClose, &["hostB"]),
+        vec![admin_answer(1, &[("hostB", false, "Close <hostB> ...... User permission denied")])],
+    );
+    h.check(
+        admin(2, "admin", wire::AdminAction::HostClose, &["hostB", "nohost"]),
+        vec![
+            append(host_ctrl("hostB", false, T0)),
+            admin_answer(
+                2,
+                &[
+                    ("hostB", true, "Close <hostB> ...... done"),
+                    ("nohost", false, "Close <nohost> ...... Bad host name, host group name or cluster name"),
+                ],
+            ),
+        ],
+    );
+    // Closing it again changes nothing and logs nothing.
+    h.check(
+        admin(3, "admin", wire::AdminAction::HostClose, &["hostB"]),
+        vec![admin_answer(3, &[("hostB", true, "Close <hostB> ...... done")])],
+    );
+    h.restart();
+    h.step(registered("hostB", 1));
+    let mut on_b = request();
+    on_b.hosts = vec!["hostB".into()];
+    h.step(submit(4, 1, "alice", on_b));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Pend.bits());
+    let bhosts = h.mbd.host_query(&wire::HostQuery { hosts: vec!["hostB".into()] });
+    assert_eq!(bhosts.hosts[0].status, wire::HOST_CLOSED_ADM);
+    assert!(h.mbd.host_closed(&host("hostB")));
+    h.at(5);
+    let effects = h.step(admin(5, "admin", wire::AdminAction::HostOpen, &["hostB"]));
+    assert_eq!(appended(&effects), ["HOST_CTRL", "JOB_START"]);
+    assert_eq!(effects[0], append(host_ctrl("hostB", true, T0 + 5)));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+}
+
+// Goal: a closed queue refuses submissions with LSF's message and nothing is
+// logged; an inactive one accepts but dispatches nothing until qact; without
+// names the default queue is meant; both survive a restart.
+#[test]
+fn closed_and_inactive_queues() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 2));
+    h.check(
+        admin(1, "bob", wire::AdminAction::QueueClose, &["normal"]),
+        vec![admin_answer(1, &[("normal", false, "Queue <normal>: User permission denied")])],
+    );
+    h.check(
+        admin(2, "admin", wire::AdminAction::QueueClose, &[]),
+        vec![
+            append(queue_ctrl("normal", QueueCtrlAction::Close, T0)),
+            admin_answer(2, &[("normal", true, "Queue <normal> is closed")]),
+        ],
+    );
+    h.restart();
+    h.step(registered("hostA", 2));
+    h.check(
+        submit(3, 1, "alice", request()),
+        vec![reply(3, ClientReply::error(wire::ERR_REJECTED, "normal: Queue has been closed"))],
+    );
+    h.check(
+        admin(4, "admin", wire::AdminAction::QueueOpen, &["normal"]),
+        vec![
+            append(queue_ctrl("normal", QueueCtrlAction::Open, T0)),
+            admin_answer(4, &[("normal", true, "Queue <normal> is opened")]),
+        ],
+    );
+    h.check(
+        admin(5, "root", wire::AdminAction::QueueInactivate, &["normal", "bogus"]),
+        vec![
+            Effect::Append(Event::QueueCtrl(QueueCtrlRecord {
+                queue: queue("normal"),
+                action: QueueCtrlAction::Inactivate,
+                requester: user("root"),
+                time_ms: T0,
+            })),
+            admin_answer(
+                5,
+                &[
+                    ("normal", true, "Queue <normal> is inactivated"),
+                    ("bogus", false, "Queue <bogus>: No such queue"),
+                ],
+            ),
+        ],
+    );
+    h.check(
+        submit(6, 2, "alice", request()),
+        vec![append(ev_new(1, 2, "alice", "normal", request(), T0)), submitted(6, 1, "normal", true)],
+    );
+    h.restart();
+    h.step(registered("hostA", 2));
+    assert!(h.mbd.queue_inactive(&queue("normal")) && !h.mbd.queue_closed(&queue("normal")));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Pend.bits());
+    let effects = h.step(admin(7, "admin", wire::AdminAction::QueueActivate, &["normal"]));
+    assert_eq!(appended(&effects), ["QUEUE_CTRL", "JOB_START"]);
+}
+
+// Goal: bmod changes a pending job's options (JOB_MODIFY2) for its owner or an
+// administrator; a job of another user, a started or finished job, an unknown
+// or closed queue and a queue whose hosts the job cannot use are refused with
+// LSF's words and log nothing.
+#[test]
+fn bmod_changes_pending_jobs_only() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    let change = modify(|m| {
+        m.queue = Some("high".into());
+        m.run_limit_s = Some(600);
+        m.job_name = Some("renamed".into());
+        m.res_req = Some("select[mem>100]".into());
+    });
+    h.check(
+        control(2, "bob", &[1], change.clone()),
+        vec![job_answer(2, &[(1, false, "Job <1>: User permission denied")])],
+    );
+    let record = JobModifyRecord {
+        job: jref(1),
+        changes: JobChanges {
+            queue: Some(queue("high")),
+            job_name: Some("renamed".into()),
+            run_limit_s: Some(600),
+            res_req: Some("select[mem>100]".into()),
+            ..JobChanges::default()
+        },
+        requester: user("alice"),
+        time_ms: T0,
+    };
+    h.check(
+        control(3, "alice", &[1, 9], change),
+        vec![
+            append(Event::JobModify(Box::new(record))),
+            job_answer(
+                3,
+                &[
+                    (1, true, "Parameters of job <1> are being changed"),
+                    (9, false, "Job <9>: No matching job found"),
+                ],
+            ),
+        ],
+    );
+    let info = &h.infos(&[1])[0];
+    assert_eq!((info.queue.as_str(), info.job_name.as_str()), ("high", "renamed"));
+    let job = h.mbd.job(jref(1)).expect("job");
+    assert_eq!(job.spec.request().run_limit_s, 600);
+    // Removal (-Wn) and an administrator's change.
+    let effects = h.step(control(4, "admin", &[1], modify(|m| m.run_limit_s = Some(0))));
+    assert_eq!(appended(&effects), ["JOB_MODIFY2"]);
+    assert_eq!(h.mbd.job(jref(1)).expect("job").spec.request().run_limit_s, 0);
+    // Refusals.
+    h.check(
+        control(5, "alice", &[1], modify(|m| m.queue = Some("nosuch".into()))),
+        vec![job_answer(5, &[(1, false, "Job <1>: nosuch: No such queue")])],
+    );
+    let mut on_b = request();
+    on_b.hosts = vec!["hostB".into()];
+    h.step(submit(6, 2, "alice", on_b));
+    h.check(
+        control(7, "alice", &[2], modify(|m| m.queue = Some("high".into()))),
+        vec![job_answer(7, &[(2, false, "Job <2>: high: Host or host group is not used by the queue")])],
+    );
+    h.step(admin(8, "admin", wire::AdminAction::QueueClose, &["normal"]));
+    h.check(
+        control(9, "alice", &[1], modify(|m| m.queue = Some("normal".into()))),
+        vec![job_answer(9, &[(1, false, "Job <1>: normal: Queue has been closed")])],
+    );
+    h.step(registered("hostA", 1));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+    h.check(
+        control(10, "alice", &[1], modify(|m| m.n_slots = Some(2))),
+        vec![job_answer(10, &[(1, false, "Job <1>: Job has already started")])],
+    );
+    h.step(started("hostA", 1, 42));
+    h.step(finished("hostA", 1, 42, 0));
+    h.check(
+        control(11, "alice", &[1], modify(|m| m.n_slots = Some(2))),
+        vec![job_answer(11, &[(1, false, "Job <1>: Job has already finished")])],
+    );
+}
+
+// Goal: bswitch moves a pending job (JOB_SWITCH) and dispatches it if the new
+// queue lets it run; a started job whose start is not yet accepted is refused,
+// an accepted one is switched without touching its run.
+#[test]
+fn bswitch_moves_pending_and_accepted_jobs() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.step(admin(2, "admin", wire::AdminAction::QueueInactivate, &["normal"]));
+    h.step(registered("hostA", 1));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Pend.bits());
+    let to_high = wire::JobControlAction::Switch { queue: "high".into() };
+    h.at(3);
+    let effects = h.step(control(3, "alice", &[1], to_high.clone()));
+    assert_eq!(appended(&effects), ["JOB_SWITCH", "JOB_START"]);
+    assert_eq!(
+        effects[0],
+        append(Event::JobSwitch(JobSwitchRecord {
+            job: jref(1),
+            queue: queue("high"),
+            requester: user("alice"),
+            time_ms: T0 + 3
+        }))
+    );
+    let to_normal = wire::JobControlAction::Switch { queue: "normal".into() };
+    h.check(
+        control(4, "alice", &[1], to_normal.clone()),
+        vec![job_answer(4, &[(1, false, "Job <1>: Job is being dispatched; switch it once it has started")])],
+    );
+    h.step(started("hostA", 1, 42));
+    let effects = h.step(control(5, "admin", &[1], to_normal));
+    assert_eq!(appended(&effects), ["JOB_SWITCH"]);
+    let info = &h.infos(&[1])[0];
+    assert_eq!((info.queue.as_str(), info.status), ("normal", JobStatus::Run.bits()));
+    h.check(
+        control(6, "alice", &[1], wire::JobControlAction::Switch { queue: "nosuch".into() }),
+        vec![job_answer(6, &[(1, false, "Job <1>: nosuch: No such queue")])],
+    );
+}
+
+/// The ids of a queue's pending jobs in dispatch order.
+fn pending_order(h: &Harness) -> Vec<u32> {
+    let mut jobs: Vec<(i64, JobRef)> = h
+        .mbd
+        .store
+        .live_jobs()
+        .filter(|(_, j)| j.status.is_pending())
+        .map(|(id, j)| (j.dispatch_key(), id))
+        .collect();
+    jobs.sort_unstable();
+    jobs.into_iter().map(|(_, id)| id.id()).collect()
+}
+
+// Goal: btop and bbot reorder pending jobs (JOB_MOVE carries the new key), a
+// user relative to his own jobs only, an administrator relative to all; the
+// dispatch follows that order.
+#[test]
+fn btop_and_bbot_set_the_dispatch_order() {
+    let mut h = Harness::new();
+    for (n, who) in [(1, "alice"), (2, "bob"), (3, "alice"), (4, "alice")] {
+        h.step(submit(n, n, who, request()));
+    }
+    assert_eq!(pending_order(&h), [1, 2, 3, 4]);
+    let top = |position| wire::JobControlAction::Move { to_top: true, position, owner_list: false };
+    let bottom = |position| wire::JobControlAction::Move { to_top: false, position, owner_list: false };
+    // alice's btop moves job 4 before her first job (1), not before bob's.
+    let effects = h.step(control(10, "alice", &[4], top(1)));
+    assert_eq!(appended(&effects), ["JOB_MOVE"]);
+    assert_eq!(
+        effects.last(),
+        Some(&job_answer(10, &[(4, true, "Job <4> has been moved to position 1 from top.")]))
+    );
+    assert_eq!(pending_order(&h), [4, 1, 2, 3]);
+    // The administrator's bbot 2: one job below it.
+    h.check(
+        control(11, "admin", &[4], bottom(2)),
+        vec![
+            append(Event::JobMove(JobMoveRecord {
+                job: jref(4),
+                order_key: crate::control::arrival_key(2) + crate::control::ARRIVAL_KEY_SPACING / 2,
+                to_top: false,
+                position: 2,
+                requester: user("admin"),
+                time_ms: T0,
+            })),
+            job_answer(11, &[(4, true, "Job <4> has been moved to position 2 from bottom.")]),
+        ],
+    );
+    assert_eq!(pending_order(&h), [1, 2, 4, 3]);
+    h.check(
+        control(12, "bob", &[4], top(1)),
+        vec![job_answer(12, &[(4, false, "Job <4>: User permission denied")])],
+    );
+    // Administrator: job 3 to the very top; a far position is the end.
+    h.step(control(13, "admin", &[3], top(1)));
+    h.step(control(14, "admin", &[1], top(99)));
+    assert_eq!(pending_order(&h), [3, 2, 4, 1]);
+    // With -u the administrator counts only the owner's (alice's) jobs: position 2
+    // is before her second job (4), behind bob's 2 (without -u: before 2).
+    let owner_top = wire::JobControlAction::Move { to_top: true, position: 2, owner_list: true };
+    h.step(control(16, "admin", &[1], owner_top));
+    assert_eq!(pending_order(&h), [3, 2, 1, 4]);
+    h.restart();
+    assert_eq!(pending_order(&h), [3, 2, 1, 4]);
+    // Dispatch follows the order: one slot, job 3 goes first.
+    let effects = h.step(registered("hostB", 1));
+    assert!(effects.contains(&append(ev_start(3, "hostB", 1, T0))), "{effects:?}");
+    h.check(
+        control(15, "admin", &[3], top(1)),
+        vec![job_answer(15, &[(3, false, "Job <3>: Job has already started")])],
+    );
+}
+
+// Goal: bhist's builder tells a finished job's whole life in LSF's lines with
+// the status of each change, selects by user and state, and pages.
+#[test]
+fn history_tells_a_finished_job() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 1));
+    h.step(submit(1, 1, "alice", request()));
+    h.at(1000).step(started("hostA", 1, 42));
+    h.at(2000).step(executed("hostA", 1, 42));
+    h.at(3000).step(finished("hostA", 1, 42, 1 << 8));
+    h.step(submit(2, 2, "bob", request()));
+    let query = |jobs: &[u32], user: &str, filter| wire::HistoryQuery {
+        jobs: jobs.iter().map(|id| wref(*id)).collect(),
+        user: user.to_owned(),
+        state_filter: filter,
+        after_job: 0,
+    };
+    let build = |q: wire::HistoryQuery, who: &str| {
+        let mut builder = HistoryBuilder::new(q, &caller(who));
+        for event in &h.log {
+            builder.add(event);
+        }
+        builder.finish()
+    };
+    let reply = build(query(&[1, 7], "", 0), "bob");
+    assert_eq!(reply.not_found, vec![wref(7)]);
+    let job = &reply.jobs[0];
+    let lines: Vec<(u64, u32, &str)> =
+        job.entries.iter().map(|e| (e.time_ms - T0, e.status, e.text.as_str())).collect();
+    assert_eq!(
+        lines,
+        vec![
+            (0, JobStatus::Pend.bits(), "Submitted from host <client>, to Queue <normal>, CWD <work>;"),
+            (0, JobStatus::Run.bits(), "Dispatched to <hostA>;"),
+            (1000, 0, "Starting (Pid 42);"),
+            (
+                2000,
+                0,
+                "Running with execution home </home/alice>, Execution CWD </home/alice/work>, Execution Pid <42>;"
+            ),
+            (3000, JobStatus::Exit.bits(), "Exited with exit code 1. The CPU time used is 0.0 seconds;"),
+        ]
+    );
+    // Defaults: the caller's unfinished jobs; -a all states; -u all everyone.
+    assert!(build(query(&[], "", wire::state_filter::UNFINISHED), "alice").jobs.is_empty());
+    assert_eq!(build(query(&[], "", wire::state_filter::ALL), "alice").jobs.len(), 1);
+    let everyone = build(query(&[], "all", wire::state_filter::ALL), "alice");
+    assert_eq!(everyone.jobs.iter().map(|j| j.job.job_id).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(everyone.next_after, 0);
+    let later = build(wire::HistoryQuery { after_job: 1, ..query(&[], "all", wire::state_filter::ALL) }, "x");
+    assert_eq!(later.jobs.iter().map(|j| j.job.job_id).collect::<Vec<_>>(), [2]);
+}
