@@ -209,3 +209,33 @@ fn bad_requests_are_refused() {
     let out = batch.run("bjobs", &["-p"]);
     assert_eq!((out.status.code(), text(&out)), (Some(0), "No pending job found\n".to_owned()));
 }
+
+// Goal: what `badmin` closes shows in the listings: `closed` in bhosts and
+// `closed_Adm` with -w and -l; `Closed:Active` and `Open:Inact` in bqueues
+// and bqueues -l.
+#[test]
+fn closed_hosts_and_queues_show_in_the_listings() {
+    let batch = Batch::start();
+    assert!(batch.run("badmin", &["hclose", "localhost"]).status.success());
+    let word = |args: &[&str], line: usize, column: usize| {
+        let out = batch.run(args[0], &args[1..]);
+        let listing = stdout(&out);
+        listing
+            .lines()
+            .nth(line)
+            .and_then(|l| l.split_whitespace().nth(column))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(word(&["bhosts"], 1, 1), "closed");
+    assert_eq!(word(&["bhosts", "-w"], 1, 1), "closed_Adm");
+    assert_eq!(word(&["bhosts", "-l"], 2, 0), "closed_Adm");
+    assert!(batch.run("badmin", &["qclose", "normal"]).status.success());
+    assert_eq!(word(&["bqueues", "normal"], 1, 2), "Closed:Active");
+    assert!(batch.run("badmin", &["qopen", "normal"]).status.success());
+    assert!(batch.run("badmin", &["qinact", "normal"]).status.success());
+    let out = batch.run("bqueues", &["-l", "normal"]);
+    let long = stdout(&out);
+    let values = long.lines().skip_while(|line| !line.starts_with("PRIO NICE STATUS")).nth(1);
+    assert_eq!(values.and_then(|line| line.split_whitespace().nth(2)), Some("Open:Inact"), "{long}");
+}
