@@ -489,6 +489,11 @@ fn bkill_ends_one_element_or_the_whole_array() {
     });
     let out = batch.run("bkill", &[&id]);
     assert!(out.status.success(), "bkill failed: {}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is being terminated\n"),
+        "one line"
+    );
     wait_until("every element to end", JOB_TIMEOUT, || (batch.statuses(&id) == ["EXIT"; 3]).then_some(()));
 }
 
