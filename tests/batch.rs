@@ -163,6 +163,11 @@ fn text(out: &Output) -> String {
 
 fn submitted_id(out: &Output) -> u32 {
     assert!(out.status.success(), "bsub failed: {}", text(out));
+    printed_id(out)
+}
+
+/// The id in bsub's `Job <N> is submitted ...` line, whatever its exit status.
+fn printed_id(out: &Output) -> u32 {
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout
         .strip_prefix("Job <")
@@ -485,6 +490,11 @@ fn bkill_ends_one_element_or_the_whole_array() {
     });
     let out = batch.run("bkill", &[&id]);
     assert!(out.status.success(), "bkill failed: {}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is being terminated\n"),
+        "one line"
+    );
     wait_until("every element to end", JOB_TIMEOUT, || (batch.statuses(&id) == ["EXIT"; 3]).then_some(()));
 }
 
@@ -713,4 +723,396 @@ fn bhist_tells_finished_jobs_even_after_cleaning() {
     assert_eq!(said(&out), (Some(255), String::new(), "No matching job found\n".into()));
     let out = batch.run("bhist", &["999999"]);
     assert_eq!(said(&out), (Some(255), String::new(), "Job <999999> is not found\n".into()));
+}
+
+// ---------------------------------------------------------------------------
+// bsub's options end to end (issue 7): -K, the job's environment and files,
+// -L and -E, limits, bad input, bpeek.
+// ---------------------------------------------------------------------------
+
+impl Batch {
+    /// `bsub ARGS` with `script` on standard input.
+    fn run_with_stdin(&self, program: &str, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .cluster
+            .command(bin(program))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start a command");
+        child.stdin.take().expect("piped").write_all(stdin.as_bytes()).expect("write stdin");
+        child.wait_with_output().expect("command output")
+    }
+
+    /// `bjobs -o "stat exit_code" -noheader ID`: the status and exit code.
+    fn stat_and_exit_code(&self, job: u32) -> String {
+        let out = self.run("bjobs", &["-a", "-o", "stat exit_code", "-noheader", &job.to_string()]);
+        String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// Every job mbatchd knows, as `bjobs -a -u all` lists them.
+    fn all_jobs(&self) -> String {
+        text(&self.run("bjobs", &["-a", "-u", "all"]))
+    }
+
+    /// Waits until the file at `path` contains `want`; returns its text.
+    fn wait_file_contains(&self, path: &Path, want: &str) -> String {
+        wait_until(&format!("{} to contain {want:?}", path.display()), JOB_TIMEOUT, || {
+            fs::read_to_string(path).ok().filter(|text| text.contains(want))
+        })
+    }
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+// Goal: bsub -K prints LSF's three messages and exits with the job's exit
+// code: 0 for a DONE job, 3 for a job that exits 3.
+#[test]
+fn bsub_k_waits_and_exits_with_the_jobs_exit_code() {
+    let batch = Batch::start();
+    let done = batch.run("bsub", &["-K", "exit 0"]);
+    let job = submitted_id(&done);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    assert_eq!(
+        String::from_utf8_lossy(&done.stderr),
+        "<<Waiting for dispatch ...>>\n<<Starting on localhost>>\n<<Job is finished>>\n"
+    );
+    assert_eq!(batch.status(job), "DONE");
+    let failed = batch.run("bsub", &["-K", "-q", "normal", "exit 3"]);
+    let job = printed_id(&failed);
+    assert_eq!(failed.status.code(), Some(3), "{}", text(&failed));
+    assert!(String::from_utf8_lossy(&failed.stderr).ends_with("<<Job is finished>>\n"), "{}", text(&failed));
+    assert_eq!(batch.stat_and_exit_code(job), "EXIT 3");
+}
+
+// Goal: interrupting a waiting bsub -K (Ctrl-C: SIGINT) kills its job, as LSF does.
+#[test]
+fn interrupting_bsub_k_kills_the_job() {
+    use std::io::BufRead;
+    use std::os::unix::process::ExitStatusExt;
+    let batch = Batch::start();
+    let mut waiting = batch
+        .cluster
+        .command(bin("bsub"))
+        .args(["-K", "sleep 600"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start bsub -K");
+    let mut line = String::new();
+    std::io::BufReader::new(waiting.stdout.take().expect("piped")).read_line(&mut line).expect("read");
+    let job: u32 = line
+        .strip_prefix("Job <")
+        .and_then(|rest| rest.split('>').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("bsub -K printed no job id: {line}"));
+    batch.wait_status(job, "RUN");
+    let kill = std::process::Command::new("kill").args(["-INT", &waiting.id().to_string()]).status();
+    assert!(kill.expect("run kill").success());
+    let status = waiting.wait().expect("bsub -K ends");
+    assert_eq!(status.signal(), Some(2), "{status:?}");
+    batch.wait_status(job, "EXIT");
+}
+
+// Goal: the job sees LSF's variables and the submission environment as -env
+// selects it; %J and %I are substituted in -o, -e and -i; #BSUB lines in a
+// script on standard input give options, the command line overriding them.
+#[test]
+fn the_job_environment_and_files_are_lsfs() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    fs::write(dir.join("in.0"), "from-input\n").expect("write the input file");
+    let script = format!(
+        "#!/bin/sh\n#BSUB -J from-script\n#BSUB -q nosuch\n#BSUB -o {out}\n#BSUB -e {err}\n#BSUB -i {inp}\n\
+         env | grep -E '^(LSB_|LS_SUBCWD|KEPT|DROPPED|SET_BY_ENV)' | sort\nread line; echo \"stdin=$line\"\n\
+         echo to-stderr >&2\n",
+        out = path_str(&dir.join("out.%J")),
+        err = path_str(&dir.join("err.%J")),
+        inp = path_str(&dir.join("in.%I")),
+    );
+    let out = batch
+        .cluster
+        .command(bin("bsub"))
+        .args([
+            "-q",
+            "normal",
+            "-P",
+            "proj",
+            "-cwd",
+            path_str(dir),
+            "-env",
+            "all, ~DROPPED, SET_BY_ENV=v-$KEPT",
+        ])
+        .env("KEPT", "kept-value")
+        .env("DROPPED", "dropped-value")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().expect("piped").write_all(script.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("bsub runs");
+    let job = submitted_id(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is submitted to queue <normal>.\n")
+    );
+    batch.wait_status(job, "DONE");
+    let written = fs::read_to_string(dir.join(format!("out.{job}"))).expect("the output file");
+    for want in [
+        format!("LSB_JOBID={job}\n"),
+        "LSB_JOBNAME=from-script\n".to_owned(),
+        "LSB_QUEUE=normal\n".to_owned(),
+        "LSB_HOSTS=localhost\n".to_owned(),
+        "LSB_MCPU_HOSTS=localhost 1\n".to_owned(),
+        "LSB_JOBINDEX=0\n".to_owned(),
+        "LSB_PROJECT_NAME=proj\n".to_owned(),
+        format!("LS_SUBCWD={}\n", dir.display()),
+        "KEPT=kept-value\n".to_owned(),
+        "SET_BY_ENV=v-kept-value\n".to_owned(),
+        "stdin=from-input\n".to_owned(),
+    ] {
+        assert!(written.contains(&want), "{want:?} missing from:\n{written}");
+    }
+    assert!(written.lines().any(|line| line.starts_with("LSB_SUB_HOST=") && line.len() > 13), "{written}");
+    assert!(!written.contains("DROPPED"), "{written}");
+    let errors = fs::read_to_string(dir.join(format!("err.{job}"))).expect("the error file");
+    assert_eq!(errors, "to-stderr\n");
+}
+
+// Goal: bsub -b confirms the begin time on standard error, as LSF's ctime.
+#[test]
+fn bsub_b_confirms_the_begin_time() {
+    let batch = Batch::start();
+    let out = batch
+        .cluster
+        .command(bin("bsub"))
+        .args(["-b", "2030:1:1:00:00", "true"])
+        .env("TZ", "UTC")
+        .output()
+        .expect("bsub runs");
+    let job = submitted_id(&out);
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            format!("Job <{job}> is submitted to default queue <normal>.\n"),
+            "Job will be scheduled after Tue Jan  1 00:00:00 2030\n".to_owned()
+        )
+    );
+}
+
+// Goal: -L runs the job under that shell as a login shell; -E runs before the
+// job as its user, in its directory, and when it fails the job does not run and
+// ends EXIT with the pre-execution command's exit code.
+#[test]
+fn login_shell_and_pre_execution_command() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    let out_file = dir.join("login.out");
+    let job = batch.submit(&[
+        "-L",
+        "/bin/bash",
+        "-cwd",
+        path_str(dir),
+        "-E",
+        "echo pre-$LSB_JOBID > pre.out",
+        "-o",
+        path_str(&out_file),
+        "shopt -q login_shell && echo login-shell; cat pre.out",
+    ]);
+    batch.wait_status(job, "DONE");
+    let written = fs::read_to_string(&out_file).expect("the output file");
+    assert!(written.contains("login-shell\n"), "{written}");
+    assert!(written.contains(&format!("pre-{job}\n")), "{written}");
+    let marker = dir.join("should-not-exist");
+    let failed_out = dir.join("failed.out");
+    let job = batch.submit(&[
+        "-E",
+        "echo checking; exit 5",
+        "-o",
+        path_str(&failed_out),
+        "touch",
+        path_str(&marker),
+    ]);
+    batch.wait_status(job, "EXIT");
+    assert_eq!(batch.stat_and_exit_code(job), "EXIT 5");
+    assert!(!marker.exists(), "the job ran although its pre-execution command failed");
+    let written = fs::read_to_string(&failed_out).expect("the output file");
+    assert!(
+        written.contains("checking\n")
+            && written.contains("LSBATCH: pre-execution command failed (exit code 5); the job was not run."),
+        "{written}"
+    );
+}
+
+// Goal: sbatchd enforces -M on the resident memory of the job's process group
+// and -W on its run time: each job ends EXIT, killed by LSF's signal sequence,
+// and bjobs -l shows LSF's termination reason.
+#[test]
+fn jobs_over_their_memory_or_run_limit_end_exit() {
+    let batch = Batch::start();
+    // 100 MB resident in a child of the job's shell, against a 20 MB limit (KB by default).
+    let memory = batch.submit(&["-M", "20000", "perl -e '$x = \"a\" x 100_000_000; sleep 300'; true"]);
+    let run_time = batch.submit(&["-W", "1", "sleep 600"]);
+    batch.wait_status(memory, "EXIT");
+    batch.wait_status(run_time, "EXIT");
+    let memory_end = batch.stat_and_exit_code(memory);
+    let run_end = batch.stat_and_exit_code(run_time);
+    assert!(memory_end.starts_with("EXIT ") && memory_end != "EXIT 0", "{memory_end}");
+    assert!(run_end.starts_with("EXIT ") && run_end != "EXIT 0", "{run_end}");
+    // bjobs -l wraps at 80 columns: compare without blanks.
+    let squeezed = |job: u32| -> String {
+        text(&batch.run("bjobs", &["-l", &job.to_string()])).chars().filter(|c| !c.is_whitespace()).collect()
+    };
+    let memory_long = squeezed(memory);
+    assert!(
+        memory_long.contains("Completed<exit>;TERM_MEMLIMIT:jobkilledafterreachingLSFmemoryusagelimit."),
+        "{memory_long}"
+    );
+    let run_long = squeezed(run_time);
+    assert!(
+        run_long.contains("Completed<exit>;TERM_RUNLIMIT:jobkilledafterreachingLSFruntimelimit."),
+        "{run_long}"
+    );
+}
+
+// Goal: bad values and options are refused with LSF's messages and exit 255,
+// and nothing is submitted.
+#[test]
+fn bad_bsub_input_is_refused_and_submits_nothing() {
+    let batch = Batch::start();
+    let refused = |args: &[&str], stdin: &str, want: &str| {
+        let out = batch.run_with_stdin("bsub", args, stdin);
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with(want), "{args:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out));
+    };
+    refused(&["-b", "24:00", "true"], "", "24:00: Bad time specification. Job not submitted.\n");
+    refused(&["-b", "2:30:08:00", "true"], "", "2:30:08:00: Bad time specification. Job not submitted.\n");
+    refused(&["-W", "1:xx", "true"], "", "1:xx: Bad RUNLIMIT specification. Job not submitted.\n");
+    refused(&["-M", "lots", "true"], "", "lots: Bad MEMLIMIT specification. Job not submitted.\n");
+    refused(
+        &["-L", "bash", "true"],
+        "",
+        "bash: The login shell must be an absolute path. Job not submitted.\n",
+    );
+    refused(&["-env", "none, X", "true"], "", "none, X: Bad -env specification");
+    refused(&["-Z", "true"], "", "bsub: illegal option -- Z\nUsage: bsub");
+    refused(&["-I", "true"], "", "bsub: option -I is not supported by LavaCore\nUsage: bsub");
+    refused(
+        &["-K", "-J", "arr[1-2]", "true"],
+        "",
+        "Job array doesn't support -K option. Job not submitted.\n",
+    );
+    refused(&[], "#!/bin/sh\n#BSUB -Z\ntrue\n", "bsub: illegal option -- Z (#BSUB line 2)\nUsage: bsub");
+    refused(&[], "#BSUB -W soon\ntrue\n", "soon: Bad RUNLIMIT specification. Job not submitted.\n");
+    let listing = batch.all_jobs();
+    assert_eq!(listing, "No job found\n", "{listing}");
+}
+
+// Goal: bpeek shows what a running job has written so far, read here or relayed
+// by mbatchd from the execution host (bounded answers, in order); -f follows it
+// until the job ends; a finished or unknown job gets LSF's message.
+#[test]
+fn bpeek_shows_a_running_jobs_output() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    let out_file = dir.join("peek.%J");
+    let gate = dir.join("gate");
+    let job = batch.submit(&[
+        "-o",
+        path_str(&out_file),
+        &format!("echo first-line; while [ ! -e {} ]; do sleep 0.2; done; echo second-line", path_str(&gate)),
+    ]);
+    batch.wait_status(job, "RUN");
+    batch.wait_file_contains(&dir.join(format!("peek.{job}")), "first-line");
+    let out = batch.run("bpeek", &[&job.to_string()]);
+    assert_eq!(
+        (out.status.code(), text(&out)),
+        (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned())
+    );
+    // The same through mbatchd's relay to the execution host's sbatchd (PEEK_JOB, SBD_PEEK),
+    // which bpeek uses for a job on another host whose files are not shared.
+    let remote = |args: &[&str]| {
+        batch
+            .cluster
+            .command(bin("bpeek"))
+            .args(args)
+            .env("LSB_BPEEK_REMOTE_OUTPUT", "y")
+            .output()
+            .expect("bpeek")
+    };
+    let out = remote(&[&job.to_string()]);
+    assert_eq!(
+        (out.status.code(), text(&out)),
+        (Some(0), "<< output from stdout >>\nfirst-line\n".to_owned())
+    );
+    let out = remote(&["99999"]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), "Job <99999> is not found\n".to_owned()));
+    // Two followers, reading here and through the relay; the gate opens once both
+    // have shown the first line (so the job is surely still running when they start).
+    let follow = |remote: bool| {
+        use std::io::BufRead;
+        let mut command = batch.cluster.command(bin("bpeek"));
+        if remote {
+            command.env("LSB_BPEEK_REMOTE_OUTPUT", "y");
+        }
+        let mut child = command
+            .args(["-f", &job.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start bpeek -f");
+        let mut reader = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut seen = String::new();
+        while !seen.ends_with("first-line\n") {
+            assert!(reader.read_line(&mut seen).expect("read bpeek -f") > 0, "bpeek -f ended early: {seen}");
+        }
+        (child, reader, seen)
+    };
+    let followers = [follow(false), follow(true)];
+    fs::write(&gate, "").expect("open the gate");
+    for (mut child, mut reader, mut seen) in followers {
+        use std::io::Read;
+        reader.read_to_string(&mut seen).expect("read bpeek -f");
+        assert!(child.wait().expect("bpeek -f ends with the job").success(), "{seen}");
+        assert_eq!(seen, "<< output from stdout >>\nfirst-line\nsecond-line\n");
+    }
+    batch.wait_status(job, "DONE");
+    let out = batch.run("bpeek", &[&job.to_string()]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), format!("Job <{job}> : Not a running job\n")));
+    let out = remote(&[&job.to_string()]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), format!("Job <{job}> : Not a running job\n")));
+    let out = batch.run("bpeek", &["99999"]);
+    assert_eq!((out.status.code(), text(&out)), (Some(255), "Job <99999> is not found\n".to_owned()));
+    // A long output comes through the relay in several bounded answers, in order.
+    let long_out = dir.join("long.out");
+    let long = batch.submit(&[
+        "-o",
+        path_str(&long_out),
+        &format!("seq 1 200000; while [ ! -e {} ]; do sleep 0.2; done", path_str(&dir.join("gate2"))),
+    ]);
+    batch.wait_status(long, "RUN");
+    batch.wait_file_contains(&long_out, "\n200000\n");
+    let out = remote(&[&long.to_string()]);
+    let expected: String = (1..=200_000).map(|n| format!("{n}\n")).collect();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == format!("<< output from stdout >>\n{expected}"),
+        "the relayed output differs ({} bytes)",
+        out.stdout.len()
+    );
+    fs::write(dir.join("gate2"), "").expect("open the second gate");
+    batch.wait_status(long, "DONE");
 }

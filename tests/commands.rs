@@ -282,21 +282,19 @@ fn commands_name_a_missing_credential_socket() {
 }
 
 // Goal: a job script on standard input: #BSUB options, overridden by the
-// command line; the whole script is the command.
+// command line (-R travels as typed); the whole script is the command.
 #[test]
 fn bsub_reads_a_job_script() {
     let fixture = Fixture::new(vec![submitted(8, "night", false)]);
     let script = "#!/bin/sh\n#BSUB -q night\n#BSUB -J from_script\n#BSUB -oo out.%J\n#BSUB -R \"span[hosts=1]\"\necho hi\n";
     let output = fixture.run("bsub", &["-J", "from_cli"], Some(script));
     assert_eq!(text(&output.stdout), "Job <8> is submitted to queue <night>.\n");
-    assert_eq!(
-        text(&output.stderr),
-        "bsub: warning: -R span[hosts=1] is not supported by LavaCore and is ignored\n"
-    );
+    assert_eq!(text(&output.stderr), "");
     assert_eq!(output.status.code(), Some(0));
     let request: wire::ClientRequest<wire::SubmitRequest> = fixture.requests()[0].decode();
     let body = request.body;
     assert_eq!((body.queue.as_str(), body.job_name.as_str()), ("night", "from_cli"));
+    assert_eq!(body.res_req, "span[hosts=1]");
     assert_eq!((body.output_file.as_str(), body.file_flags), ("out.%J", 1));
     assert_eq!(body.command, script);
 }

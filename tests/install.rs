@@ -15,9 +15,9 @@ use std::process::{Command, Output, Stdio};
 use util::{EXIT_TIMEOUT, STARTUP_TIMEOUT};
 
 const DAEMONS: [&str; 5] = ["lim", "mbatchd", "sbatchd", "mxfsd", "coordinator"];
-const COMMANDS: [&str; 14] = [
-    "bsub", "bjobs", "bkill", "bstop", "bresume", "bhosts", "bqueues", "badmin", "lsid", "lsload", "lshosts",
-    "coordctl", "mxfsctl", "lsadmin",
+const COMMANDS: [&str; 15] = [
+    "bsub", "bjobs", "bkill", "bstop", "bresume", "bpeek", "bhosts", "bqueues", "badmin", "lsid", "lsload",
+    "lshosts", "coordctl", "mxfsctl", "lsadmin",
 ];
 const UNITS: [&str; 5] = [
     "lavacore-lim.service",

@@ -1,10 +1,11 @@
 //! `bsub`: submit a job.
 //!
 //! ```text
-//! bsub [-h] [-V] [-H] [-q queue] [-J name] [-P project] [-m "host ..."]
-//!      [-n slots] [-i file] [-o file | -oo file] [-e file | -eo file]
-//!      [-cwd dir] [-W [hh:]mm] [-M mem] [-R res_req] [-N] [-B] [-r] [-u mail]
-//!      [command [argument ...]]
+//! bsub [-h] [-V] [-H] [-K] [-x] [-q queue] [-J name] [-P project] [-m "host ..."]
+//!      [-n slots] [-R res_req] [-w dependency] [-b begin_time] [-E pre_exec]
+//!      [-L login_shell] [-env "none" | "all, ..." | "VAR[=value], ..."]
+//!      [-i file] [-o file | -oo file] [-e file | -eo file] [-cwd dir]
+//!      [-W [hh:]mm] [-M mem] [-N] [-B] [-r] [-u mail] [command [argument ...]]
 //! ```
 //!
 //! # The command
@@ -28,11 +29,22 @@
 //! - `-cwd dir`: the job's working directory (relative to the current one).
 //!   The current directory otherwise. Either is sent relative to the home
 //!   directory when inside it, as LSF does.
-//! - Accepted and ignored, with a warning: `-R` (resource requirements; the
-//!   scheduler has no resource expressions), `-N`, `-B`, `-u` (mail), `-r`.
-//!   Workflow tools pass `-R "span[hosts=1]"` and must not fail.
-//! - Other LSF options (`-w`, `-K`, `-I`, `-x`, `-b`, `-t`, `-E`...) are refused
-//!   as not supported rather than silently ignored.
+//! - `-R res_req`, `-w dependency`, `-J "name[1-10]"`: sent as typed; mbatchd
+//!   parses and judges them (a bad one is refused with its message). A later
+//!   `-R` replaces an earlier one.
+//! - `-x`: exclusive use of the hosts. `-H`: submitted held (PSUSP).
+//! - `-b [[[YYYY:][MM:]DD:]hh:]mm`: not dispatched before that local time (the
+//!   next such time; see [`crate::begin`]); sent in seconds since the epoch, and
+//!   confirmed on standard error as `Job will be scheduled after <ctime>`.
+//! - `-L shell`: the job runs under that shell as a login shell (an absolute path).
+//! - `-E command`: a pre-execution command run on the execution host first.
+//! - `-env`: which submission variables the job gets ([`crate::envspec`]);
+//!   all of them without it.
+//! - `-K`: wait for the job and exit with its exit code ([`crate::bsubk`]); not
+//!   with a job array (`Job array doesn't support -K option`, as Lava).
+//! - Accepted and ignored, with a warning: `-N`, `-B`, `-u` (mail), `-r`.
+//! - Other LSF options (`-I`, `-t`, `-G`...) are refused as not supported
+//!   rather than silently ignored.
 //! - `LSB_DEFAULTQUEUE` and `LSB_DEFAULTPROJECT` supply `-q` and `-P` when not given.
 //!
 //! # Messages (standard output, or standard error with `BSUB_STDERR=y`)
@@ -42,25 +54,31 @@
 //! - Failures on standard error end with `. Job not submitted.`, as in Lava's
 //!   cmd.sub.c: `nosuch: No such queue. Job not submitted.`
 //! - Exit status 0 on success, 255 otherwise (usage errors too); `-h` and
-//!   `-V` exit 0.
+//!   `-V` exit 0. With `-K`, the job's exit code.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
+use jiff::Zoned;
 use lava_batch_wire::{self as wire, Operation, SubmitRequest};
 use lava_conf::LimitUnit;
 
 use crate::args::{self, Item, OptSpec, Order, UsageError};
+use crate::begin::{self, BeginSpec};
+use crate::bsubk;
 use crate::client::{self, Client};
+use crate::envspec::{self, EnvSpec};
 use crate::host;
 use crate::term::{self, Term};
 
 /// The usage text (standard error).
 pub const USAGE: &str = "\
-Usage: bsub [-h] [-V] [-H] [-N] [-B] [-r]
+Usage: bsub [-h] [-V] [-H] [-K] [-x] [-N] [-B] [-r]
             [-q queue_name] [-J job_name] [-P project_name]
             [-m \"host_name ...\"] [-n num_processors] [-R \"res_req\"]
+            [-w \"dependency_expression\"] [-b [[[year:]month:]day:]hour:minute]
+            [-E \"pre_exec_command\"] [-L login_shell] [-env \"none\" | \"all, ...\" | \"var[=value], ...\"]
             [-i input_file] [-o out_file | -oo out_file] [-e err_file | -eo err_file]
             [-cwd \"working_dir\"] [-W [hour:]minute] [-M mem_limit] [-u mail_user]
             [command [argument ...]]
@@ -88,20 +106,23 @@ const SPECS: &[OptSpec] = &[
     OptSpec::value("cwd"),
     OptSpec::value("W"),
     OptSpec::value("M"),
-    // Accepted and ignored.
     OptSpec::value("R"),
+    OptSpec::value("w"),
+    OptSpec::value("b"),
+    OptSpec::value("E"),
+    OptSpec::value("L"),
+    OptSpec::value("env"),
+    OptSpec::flag("K"),
+    OptSpec::flag("x"),
+    // Accepted and ignored.
     OptSpec::value("u"),
     OptSpec::flag("N"),
     OptSpec::flag("B"),
     OptSpec::flag("r"),
     // LSF options LavaCore does not implement: named so the error says so.
-    OptSpec::value("w"),
-    OptSpec::value("b"),
     OptSpec::value("t"),
-    OptSpec::value("E"),
     OptSpec::value("Ep"),
     OptSpec::value("G"),
-    OptSpec::value("L"),
     OptSpec::value("k"),
     OptSpec::value("sp"),
     OptSpec::value("c"),
@@ -120,17 +141,14 @@ const SPECS: &[OptSpec] = &[
     OptSpec::value("g"),
     OptSpec::value("sla"),
     OptSpec::value("ext"),
-    OptSpec::value("env"),
     OptSpec::value("jsdl"),
-    OptSpec::flag("K"),
     OptSpec::flag("I"),
     OptSpec::flag("Ip"),
     OptSpec::flag("Is"),
-    OptSpec::flag("x"),
     OptSpec::flag("Zs"),
 ];
 
-const IGNORED: &[&str] = &["R", "u", "N", "B", "r"];
+const IGNORED: &[&str] = &["u", "N", "B", "r"];
 
 /// An output or error file and whether it is truncated (`-oo`, `-eo`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,7 +187,23 @@ pub struct SubmitOptions {
     pub mem_limit: Option<String>,
     /// `-H`.
     pub hold: bool,
-    /// Options accepted and ignored, as `-R span[hosts=1]`, for the warning.
+    /// `-R`, as typed.
+    pub res_req: Option<String>,
+    /// `-w`, as typed.
+    pub dependency: Option<String>,
+    /// `-x`.
+    pub exclusive: bool,
+    /// `-L`.
+    pub login_shell: Option<String>,
+    /// `-E`.
+    pub pre_exec: Option<String>,
+    /// `-b`, checked; resolved against the clock when the request is built.
+    pub begin: Option<(String, BeginSpec)>,
+    /// `-env`.
+    pub env: Option<EnvSpec>,
+    /// `-K`.
+    pub wait: bool,
+    /// Options accepted and ignored, as `-u me@x`, for the warning.
     pub ignored: Vec<String>,
 }
 
@@ -192,6 +226,14 @@ impl SubmitOptions {
             run_limit_s: self.run_limit_s.or(fallback.run_limit_s),
             mem_limit: self.mem_limit.or(fallback.mem_limit),
             hold: self.hold || fallback.hold,
+            res_req: self.res_req.or(fallback.res_req),
+            dependency: self.dependency.or(fallback.dependency),
+            exclusive: self.exclusive || fallback.exclusive,
+            login_shell: self.login_shell.or(fallback.login_shell),
+            pre_exec: self.pre_exec.or(fallback.pre_exec),
+            begin: self.begin.or(fallback.begin),
+            env: self.env.or(fallback.env),
+            wait: self.wait || fallback.wait,
             ignored,
         }
     }
@@ -201,9 +243,26 @@ impl SubmitOptions {
         let file = |truncate| Some(FileOption { path: value.clone(), truncate });
         match name {
             "H" => self.hold = true,
+            "K" => self.wait = true,
+            "x" => self.exclusive = true,
             "q" => self.queue = Some(value),
-            // A job array's index list travels in the name; mbatchd checks it.
             "J" => self.job_name = Some(value),
+            "R" => self.res_req = Some(value),
+            "w" => self.dependency = Some(value),
+            "E" => self.pre_exec = Some(nonempty(value, "Bad pre-execution command")?),
+            "L" => {
+                if !value.starts_with('/') {
+                    return Err(BsubError::Value(format!(
+                        "{value}: The login shell must be an absolute path"
+                    )));
+                }
+                self.login_shell = Some(value);
+            }
+            "b" => {
+                let spec = begin::parse_begin(&value).map_err(BsubError::Value)?;
+                self.begin = Some((value, spec));
+            }
+            "env" => self.env = Some(envspec::parse_env(&value).map_err(BsubError::Value)?),
             "P" => self.project = Some(value),
             "m" => self.hosts = Some(value.split_whitespace().map(str::to_owned).collect()),
             "n" => self.n_slots = Some(parse_slots(&value).map_err(BsubError::Value)?),
@@ -228,6 +287,11 @@ impl SubmitOptions {
         }
         Ok(())
     }
+}
+
+/// `value` unless it is blank: `VALUE: problem` otherwise.
+fn nonempty(value: String, problem: &str) -> Result<String, BsubError> {
+    if value.trim().is_empty() { Err(BsubError::Value(format!("{value}: {problem}"))) } else { Ok(value) }
 }
 
 /// Why a submission stopped before reaching mbatchd.
@@ -435,6 +499,8 @@ pub struct Surroundings {
     pub default_queue: Option<String>,
     /// `LSB_DEFAULTPROJECT`.
     pub default_project: Option<String>,
+    /// The local time now, for `-b`.
+    pub now: Zoned,
 }
 
 /// The request for `options` and `command`.
@@ -450,6 +516,14 @@ pub fn build_request(
     };
     let mem_limit_kb =
         options.mem_limit.as_deref().map(|m| parse_mem_limit_kb(m, around.unit)).transpose()?;
+    if options.wait && options.job_name.as_deref().is_some_and(|name| name.contains('[')) {
+        return Err("Job array doesn't support -K option".to_owned());
+    }
+    let begin_time = match &options.begin {
+        Some((text, spec)) => spec.resolve(&around.now).ok_or_else(|| begin::bad_time(text))?,
+        None => 0,
+    };
+    let env = options.env.as_ref().map_or_else(|| around.env.clone(), |spec| spec.select(&around.env));
     let output = options.output.clone();
     let error = options.error.clone();
     let file_flags = output.as_ref().map_or(0, |f| if f.truncate { FILE_FLAG_TRUNCATE_OUTPUT } else { 0 })
@@ -470,15 +544,15 @@ pub fn build_request(
         run_limit_s: options.run_limit_s.unwrap_or(0),
         mem_limit_kb: mem_limit_kb.unwrap_or(0),
         hold: options.hold,
-        res_req: String::new(),
-        dependency: String::new(),
-        exclusive: false,
-        login_shell: String::new(),
-        pre_exec: String::new(),
-        begin_time: 0,
+        res_req: options.res_req.clone().unwrap_or_default(),
+        dependency: options.dependency.clone().unwrap_or_default(),
+        exclusive: options.exclusive,
+        login_shell: options.login_shell.clone().unwrap_or_default(),
+        pre_exec: options.pre_exec.clone().unwrap_or_default(),
+        begin_time,
         from_host: around.from_host.clone(),
         umask: around.umask,
-        env: around.env.clone(),
+        env,
     })
 }
 
@@ -490,9 +564,29 @@ pub fn submitted_line(reply: &wire::SubmitReply, default_queue: bool) -> String 
 
 /// Runs `bsub` with this process's arguments.
 pub fn main() -> ExitCode {
+    if let Ok(job) = std::env::var(bsubk::WATCH_ENV) {
+        return bsubk::watch(&job);
+    }
     let mut term = Term::new();
-    let ok = run(&mut term);
-    term.exit(ok)
+    match run(&mut term) {
+        Done::Plain(ok) => term.exit(ok),
+        Done::Waited(code) => ExitCode::from(code),
+    }
+}
+
+/// How `bsub` ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Success or failure: exit 0 or 255.
+    Plain(bool),
+    /// `-K`: the job's exit code.
+    Waited(u8),
+}
+
+impl From<bool> for Done {
+    fn from(ok: bool) -> Done {
+        Done::Plain(ok)
+    }
 }
 
 fn not_submitted(term: &mut Term, message: &str) -> bool {
@@ -500,19 +594,19 @@ fn not_submitted(term: &mut Term, message: &str) -> bool {
     false
 }
 
-fn run(term: &mut Term) -> bool {
+fn run(term: &mut Term) -> Done {
     let args = match term::arguments() {
         Ok(args) => args,
-        Err(message) => return not_submitted(term, &message),
+        Err(message) => return not_submitted(term, &message).into(),
     };
     let (options, command) = match parse_args(&args) {
         Ok(Invocation::Help) => {
             term.err(USAGE);
-            return true;
+            return Done::Plain(true);
         }
         Ok(Invocation::Version) => {
             term.err(term::VERSION_LINE);
-            return true;
+            return Done::Plain(true);
         }
         Ok(Invocation::Submit(options, Some(command))) => (*options, command),
         Ok(Invocation::Submit(options, None)) => match read_script(term) {
@@ -523,14 +617,14 @@ fn run(term: &mut Term) -> bool {
                     } else {
                         "No command is specified in the script file"
                     };
-                    return not_submitted(term, message);
+                    return not_submitted(term, message).into();
                 }
                 Ok(Script { options: embedded, .. }) => (options.or(embedded), script),
-                Err(error) => return report(term, error),
+                Err(error) => return report(term, error).into(),
             },
-            Err(message) => return not_submitted(term, &message),
+            Err(message) => return not_submitted(term, &message).into(),
         },
-        Err(error) => return report(term, error),
+        Err(error) => return report(term, error).into(),
     };
     submit(term, options, command)
 }
@@ -583,22 +677,24 @@ fn env_value(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.is_empty())
 }
 
-fn submit(term: &mut Term, options: SubmitOptions, command: String) -> bool {
+fn submit(term: &mut Term, options: SubmitOptions, command: String) -> Done {
     let config = match client::load_config() {
         Ok(config) => config,
-        Err(error) => return not_submitted(term, &error.to_string()),
+        Err(error) => return not_submitted(term, &error.to_string()).into(),
     };
     let status = host::ProcStatus::read();
     let Some(home_dir) = host::home_dir(env_value("HOME").as_deref(), status.uid, Path::new("/etc/passwd"))
     else {
-        return not_submitted(term, "Cannot find the home directory (set HOME)");
+        return not_submitted(term, "Cannot find the home directory (set HOME)").into();
     };
     let current_dir = match std::env::current_dir() {
         Ok(dir) => match dir.into_os_string().into_string() {
             Ok(dir) => dir,
-            Err(_) => return not_submitted(term, "The current directory is not valid UTF-8"),
+            Err(_) => return not_submitted(term, "The current directory is not valid UTF-8").into(),
         },
-        Err(error) => return not_submitted(term, &format!("Cannot get the current directory: {error}")),
+        Err(error) => {
+            return not_submitted(term, &format!("Cannot get the current directory: {error}")).into();
+        }
     };
     let around = Surroundings {
         current_dir,
@@ -609,39 +705,57 @@ fn submit(term: &mut Term, options: SubmitOptions, command: String) -> bool {
         unit: config.lsf.unit_for_limits,
         default_queue: env_value("LSB_DEFAULTQUEUE"),
         default_project: env_value("LSB_DEFAULTPROJECT"),
+        now: Zoned::now(),
     };
     let request = match build_request(&options, command, &around) {
         Ok(request) => request,
-        Err(message) => return not_submitted(term, &message),
+        Err(message) => return not_submitted(term, &message).into(),
     };
     for ignored in &options.ignored {
         term.err(&format!("bsub: warning: {ignored} is not supported by LavaCore and is ignored\n"));
     }
     let mut client = match Client::from_env(&config) {
         Ok(client) => client,
-        Err(error) => return not_submitted(term, &error.to_string()),
+        Err(error) => return not_submitted(term, &error.to_string()).into(),
     };
     let reply: wire::SubmitReply =
         match client.call(Operation::SubmitJob, Operation::SubmitJobReply, &request) {
             Ok(reply) => reply,
-            Err(error) => return not_submitted(term, &error.to_string()),
+            Err(error) => return not_submitted(term, &error.to_string()).into(),
         };
     // A queue taken from LSB_DEFAULTQUEUE is the user's default queue.
     let default_queue = reply.default_queue || (options.queue.is_none() && around.default_queue.is_some());
     if client::is_yes(env_value("BSUB_QUIET").as_deref()) {
-        return true;
+        return if options.wait {
+            bsubk::wait_for(term, &mut client, reply.job_id)
+        } else {
+            Done::Plain(true)
+        };
     }
     let line = if client::is_yes(env_value("BSUB_QUIET2").as_deref()) {
         format!("{}\n", reply.job_id)
     } else {
         submitted_line(&reply, default_queue)
     };
-    if client::is_yes(env_value("BSUB_STDERR").as_deref()) {
-        term.err(&line);
-    } else {
-        term.out(&line);
+    say(term, &line);
+    if request.begin_time > 0 {
+        // Standard error, as Lava's bsub prints it.
+        let at = begin::ctime(request.begin_time, around.now.time_zone());
+        term.err(&format!("Job will be scheduled after {at}\n"));
     }
-    true
+    if options.wait {
+        return bsubk::wait_for(term, &mut client, reply.job_id);
+    }
+    Done::Plain(true)
+}
+
+/// Prints a bsub message where `BSUB_STDERR` says.
+pub(crate) fn say(term: &mut Term, line: &str) {
+    if client::is_yes(env_value("BSUB_STDERR").as_deref()) {
+        term.err(line);
+    } else {
+        term.out(line);
+    }
 }
 
 #[cfg(test)]
@@ -688,7 +802,7 @@ mod tests {
                 run_limit_s: Some(5400),
                 mem_limit: Some("2G".to_owned()),
                 hold: true,
-                ignored: vec![],
+                ..SubmitOptions::default()
             }
         );
         assert_eq!(command.as_deref(), Some("sleep -n 5"));
@@ -703,8 +817,8 @@ mod tests {
     fn bad_options() {
         assert_eq!(usage_error(&["-Z", "x"]), "illegal option -- Z");
         assert_eq!(usage_error(&["-q"]), "option requires an argument -- q");
-        assert_eq!(usage_error(&["-K", "x"]), "option -K is not supported by LavaCore");
-        assert_eq!(usage_error(&["-w", "done(1)", "x"]), "option -w is not supported by LavaCore");
+        assert_eq!(usage_error(&["-I", "x"]), "option -I is not supported by LavaCore");
+        assert_eq!(usage_error(&["-t", "12:00", "x"]), "option -t is not supported by LavaCore");
         assert_eq!(
             parse_args(&strings(&["-W", "1:xx", "x"])),
             Err(BsubError::Value("1:xx: Bad RUNLIMIT specification".to_owned()))
@@ -715,14 +829,72 @@ mod tests {
         );
         let (options, _) = submit_args(&["-J", "arr[1-10]%2", "x"]);
         assert_eq!(options.job_name.as_deref(), Some("arr[1-10]%2"), "an array travels in the name");
+        let value_error = |args: &[&str]| match parse_args(&strings(args)) {
+            Err(BsubError::Value(message)) => message,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        assert_eq!(value_error(&["-b", "25:00", "x"]), "25:00: Bad time specification");
+        assert_eq!(value_error(&["-L", "bash", "x"]), "bash: The login shell must be an absolute path");
+        assert_eq!(value_error(&["-E", " ", "x"]), " : Bad pre-execution command");
+        assert!(value_error(&["-env", "none, A", "x"]).starts_with("none, A: Bad -env specification"));
     }
 
-    // Goal: -R and the mail options are accepted, remembered for the warning,
-    // and do not change the request.
+    // Goal: the mail options are accepted, remembered for the warning, and do
+    // not change the request.
     #[test]
     fn ignored_options_are_remembered() {
         let (options, _) = submit_args(&["-R", "span[hosts=1]", "-N", "-u", "me@x", "true"]);
-        assert_eq!(options.ignored, strings(&["-R span[hosts=1]", "-N", "-u me@x"]));
+        assert_eq!(options.ignored, strings(&["-N", "-u me@x"]));
+        assert_eq!(options.res_req.as_deref(), Some("span[hosts=1]"));
+    }
+
+    // Goal: -R, -w, -J arrays, -x, -L, -E, -b, -K and -env reach the request as
+    // LSF means them; -R and -w travel as typed.
+    #[test]
+    fn scheduling_options_reach_the_request() {
+        let (options, command) = submit_args(&[
+            "-R",
+            "select[mem>100] rusage[mem=10]",
+            "-w",
+            "done(12) && ended(\"a*\")",
+            "-J",
+            "arr[1-10]%2",
+            "-x",
+            "-L",
+            "/bin/bash",
+            "-E",
+            "test -d /scratch",
+            "-b",
+            "13:30",
+            "-env",
+            "none",
+            "true",
+        ]);
+        assert!(!options.wait && submit_args(&["-K", "true"]).0.wait);
+        let request = build_request(&options, command.expect("given"), &around()).expect("valid");
+        assert_eq!(request.res_req, "select[mem>100] rusage[mem=10]");
+        assert_eq!(request.dependency, "done(12) && ended(\"a*\")");
+        assert_eq!(request.job_name, "arr[1-10]%2");
+        assert!(request.exclusive);
+        assert_eq!(request.login_shell, "/bin/bash");
+        assert_eq!(request.pre_exec, "test -d /scratch");
+        let expected: Zoned = "2027-01-31T13:30:00[UTC]".parse().expect("valid");
+        assert_eq!(request.begin_time, expected.timestamp().as_second());
+        assert!(request.env.is_empty());
+
+        let (options, _) = submit_args(&["-env", "all, ~PATH, X=1", "true"]);
+        let request = build_request(&options, "true".to_owned(), &around()).expect("valid");
+        assert_eq!(request.env, vec![wire::EnvVar { name: "X".to_owned(), value: "1".to_owned() }]);
+        let (options, _) = submit_args(&["-K", "-J", "a[1-2]", "true"]);
+        assert_eq!(
+            build_request(&options, "true".to_owned(), &around()),
+            Err("Job array doesn't support -K option".to_owned())
+        );
+        let (options, _) = submit_args(&["-b", "2:30:10:00", "true"]);
+        assert_eq!(
+            build_request(&options, "true".to_owned(), &around()),
+            Err("2:30:10:00: Bad time specification".to_owned())
+        );
     }
 
     // Goal: arguments are joined and quoted as LSF's CopyCommand does.
@@ -765,7 +937,7 @@ mod tests {
         );
         assert_eq!(options.project.as_deref(), Some("my project"));
         assert_eq!(options.n_slots, Some(4));
-        assert_eq!(options.ignored, strings(&["-R span[hosts=1]"]));
+        assert_eq!(options.res_req.as_deref(), Some("span[hosts=1]"));
         assert_eq!(options.mem_limit.as_deref(), Some("1024"));
         assert_eq!(options.run_limit_s, Some(1800));
         assert_eq!(options.queue, None);
@@ -844,6 +1016,7 @@ mod tests {
             unit: LimitUnit::Mb,
             default_queue: None,
             default_project: None,
+            now: "2027-01-31T12:00:00[UTC]".parse().expect("valid time"),
         }
     }
 

@@ -55,11 +55,31 @@ pub fn home_dir(home_env: Option<&str>, uid: Option<u32>, passwd: &Path) -> Opti
 
 /// The home field of the first `/etc/passwd` line whose uid is `uid`.
 pub fn passwd_home(passwd: &str, uid: u32) -> Option<String> {
-    passwd.lines().find_map(|line| {
+    passwd_entries(passwd)
+        .find(|(_, id, _)| *id == uid)
+        .filter(|(_, _, home)| home.starts_with('/'))
+        .map(|(_, _, home)| home.to_owned())
+}
+
+/// The fields of the `/etc/passwd` lines: name, uid and home of each well-formed one.
+fn passwd_entries(passwd: &str) -> impl Iterator<Item = (&str, u32, &str)> {
+    passwd.lines().filter_map(|line| {
         let fields: Vec<&str> = line.split(':').collect();
-        let matches = fields.len() >= 7 && fields[2].parse::<u32>().ok() == Some(uid);
-        (matches && fields[5].starts_with('/')).then(|| fields[5].to_owned())
+        let uid = fields.get(2)?.parse::<u32>().ok()?;
+        (fields.len() >= 7).then(|| (fields[0], uid, fields[5]))
     })
+}
+
+/// The user name of the first `/etc/passwd` line whose uid is `uid`.
+pub fn passwd_name(passwd: &str, uid: u32) -> Option<String> {
+    passwd_entries(passwd).find(|(_, id, _)| *id == uid).map(|(name, _, _)| name.to_owned())
+}
+
+/// The home field of the `/etc/passwd` line of user `name`.
+pub fn passwd_home_by_name(passwd: &str, name: &str) -> Option<String> {
+    passwd_entries(passwd)
+        .find(|(user, _, home)| *user == name && home.starts_with('/'))
+        .map(|(_, _, home)| home.to_owned())
 }
 
 /// This host's name as the cluster knows it: `LAVA_HOST` if set (several
@@ -120,6 +140,9 @@ mod tests {
         let passwd = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Alice,,,:/home/alice:/bin/sh\n";
         assert_eq!(passwd_home(passwd, 1000), Some("/home/alice".to_owned()));
         assert_eq!(passwd_home(passwd, 7), None);
+        assert_eq!(passwd_name(passwd, 1000).as_deref(), Some("alice"));
+        assert_eq!(passwd_home_by_name(passwd, "root").as_deref(), Some("/root"));
+        assert_eq!(passwd_home_by_name(passwd, "bob"), None);
         let missing = Path::new("/nonexistent/passwd");
         assert_eq!(home_dir(Some("/home/bob"), Some(1000), missing), Some("/home/bob".to_owned()));
         assert_eq!(home_dir(Some("relative"), None, missing), None);

@@ -31,6 +31,7 @@
 //! # Map
 //! - [`bsub`], [`bjobs`], [`bkill`] (with [`bstop`] and [`bresume`]): one module
 //!   per command, each with a `main` returning the process exit code.
+//! - [`bpeek`]: a running job's output so far (JOB_QUERY, then the output file).
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
 //! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
 //! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY),
@@ -38,6 +39,8 @@
 //! - [`bmod`], [`bswitch`], [`btop`] (with [`bbot`]): change pending jobs
 //!   (JOB_CONTROL, printed by [`control`]). [`bhist`]: jobs' histories from the log.
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
+//! - [`bsubk`]: `bsub -K`, waiting for the job; [`begin`]: `bsub -b` times;
+//!   [`envspec`]: `bsub -env`.
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
 //! - [`client`]: configuration, credential, framing, retry.
@@ -49,17 +52,21 @@
 pub mod args;
 pub mod badmin;
 pub mod bbot;
+pub mod begin;
 pub mod bhist;
 pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
 pub mod bmod;
+pub mod bpeek;
 pub mod bqueues;
 pub mod bsub;
+pub mod bsubk;
 pub mod bswitch;
 pub mod btop;
 pub mod client;
 pub mod control;
+pub mod envspec;
 pub mod format;
 pub mod host;
 pub mod jobid;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use lava_batch_ll::HostName;
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
-use lava_mbd::{ClientReply, ToSbd};
+use lava_mbd::{Caller, ClientReply, ToSbd};
 use lava_net::{AuthConn, Authenticator, ConnError, FramedConn, Timeouts, system_now_ms};
 use lava_xdr::frame::Frame;
 use tokio::net::TcpStream;
@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::codec::{FRAME_BYTES_MAX, FRAME_LIMITS, encode, encode_reply, encode_to_sbd, header};
 use crate::counters::{Counters, Reject};
+use crate::peek;
 use crate::validate::{self, ClientCall, ReadQuery, Refusal, SbdMessage, SbdProblem};
 
 /// The answer to a [`ReadQuery`] (the event loop builds it: `Shell::answer_read`).
@@ -80,6 +81,8 @@ pub(crate) enum ConnEvent {
         n_cpus: u32,
         sbd_pid: u32,
         outbox: mpsc::Sender<ToSbd>,
+        /// Where `bpeek` requests for this host go (see [`crate::peek`]).
+        relay: mpsc::Sender<peek::Relay>,
     },
     /// A checked message from the sbatchd channel `conn` of `host`.
     SbdMessage { conn: ConnId, host: HostName, message: SbdMessage },
@@ -88,6 +91,8 @@ pub(crate) enum ConnEvent {
     /// A checked HOST_QUERY (`bhosts`), QUEUE_QUERY (`bqueues`) or STATUS_QUERY
     /// (`badmin showstatus`): a read the loop answers at once.
     Read { query: ReadQuery, reply: oneshot::Sender<ReadReply> },
+    /// A checked PEEK_JOB (`bpeek`): the loop says where to relay it, or answers it.
+    Peek { caller: Caller, request: wire::PeekRequest, reply: oneshot::Sender<peek::Decision> },
 }
 
 /// What every connection task shares.
@@ -182,6 +187,14 @@ async fn command_connection(
             && frame.header.check_version(BATCH_VERSION).is_ok()
         {
             if history_query(&mut framed, &frame, peer, shared).await {
+                continue;
+            }
+            return;
+        }
+        if frame.header.operation == Operation::PeekJob.code()
+            && frame.header.check_version(BATCH_VERSION).is_ok()
+        {
+            if peek::serve(&mut framed, &frame, peer, shared).await {
                 continue;
             }
             return;
@@ -395,6 +408,7 @@ async fn sbd_channel(
     }
     let mut channel = AuthConn::new(framed, Arc::clone(&shared.auth));
     let (outbox, mut inbox) = mpsc::channel(SBD_OUTBOX_MESSAGES_MAX);
+    let (relay, mut relays) = mpsc::channel(peek::RELAYS_QUEUED_MAX);
     let registered = ConnEvent::SbdRegistered {
         conn,
         peer,
@@ -402,13 +416,29 @@ async fn sbd_channel(
         n_cpus: register.n_cpus,
         sbd_pid: register.sbd_pid,
         outbox,
+        relay,
     };
     if shared.events.send(registered).await.is_err() {
         return;
     }
     let mut sequence: u32 = 0;
+    // bpeek requests relayed to this sbatchd, by peek id, waiting for SBD_PEEK_REPLY.
+    let mut peeks: std::collections::BTreeMap<u64, oneshot::Sender<wire::PeekReply>> = Default::default();
+    let mut next_peek: u64 = 1;
     loop {
         tokio::select! {
+            Some(peek::Relay { request, reply }) = relays.recv() => {
+                let peek_id = next_peek;
+                next_peek += 1;
+                peeks.retain(|_, waiting| !waiting.is_closed());
+                peeks.insert(peek_id, reply);
+                sequence = sequence.wrapping_add(1);
+                let body = encode(&wire::SbdPeek { peek_id, request });
+                if let Err(error) = channel.write_frame(header(Operation::SbdPeek, sequence, 0), &body).await {
+                    tracing::warn!(%peer, %host, "cannot send SBD_PEEK: {error}; closing");
+                    break;
+                }
+            }
             message = inbox.recv() => {
                 let Some(message) = message else {
                     tracing::debug!(%peer, %host, "channel closed by mbatchd");
@@ -428,6 +458,21 @@ async fn sbd_channel(
                         tracing::warn!(%peer, %host, "{error}; closing the channel");
                         shared.counters.reject(Reject::Version);
                         break;
+                    }
+                    if frame.header.operation == Operation::SbdPeekReply.code() {
+                        match lava_xdr::from_bytes::<wire::SbdPeekReply>(&frame.body, &crate::codec::MESSAGE_LIMITS) {
+                            Ok(answer) => {
+                                if let Some(waiting) = peeks.remove(&answer.peek_id) {
+                                    let _gone = waiting.send(answer.reply);
+                                }
+                            }
+                            Err(error) => {
+                                tracing::warn!(%peer, %host, "malformed SBD_PEEK_REPLY: {error}; closing the channel");
+                                shared.counters.reject(Reject::Body);
+                                break;
+                            }
+                        }
+                        continue;
                     }
                     match validate::sbd_message(frame.header.operation, &frame.body) {
                         Ok(message) => {

@@ -49,6 +49,9 @@
 //!   event log itself, read on a blocking thread (`history`); `ADMIN_CONTROL`
 //!   `mbdrestart` is served by the loop, which then stops cleanly and the
 //!   daemon `exec`s itself ([`daemon`]).
+//!   `PEEK_JOB` (`bpeek`) is relayed to the execution host's sbatchd as
+//!   SBD_PEEK on its channel, whose SBD_PEEK_REPLY comes back the same way
+//!   (`peek`); neither touches the logic.
 //!
 //! What a peer gets wrong costs it its connection and nothing else: a frame
 //! over the limit or cut short, or an sbatchd frame that fails authentication,
@@ -76,6 +79,8 @@
 //! - [`counters`]: frames by operation and rejects by reason, for a later status command.
 //! - `validate`: the structural checks (`lava-batch-ll`) of what peers send, and the credential check.
 //! - `conn`: one task per connection (commands and sbatchd channels).
+//! - `peek`: `bpeek`'s PEEK_JOB, relayed to the execution host's sbatchd as SBD_PEEK
+//!   outside the logic (it changes nothing).
 //! - `shell`: the one closed event loop, the effect executor.
 //! - [`logging`]: standard error or a log file that SIGHUP reopens.
 //! - [`daemon`]: detaching, the listener, the port file, and [`run`].
@@ -92,6 +97,7 @@ mod history;
 pub mod journal;
 pub mod lim_client;
 pub mod logging;
+mod peek;
 mod shell;
 mod validate;
 

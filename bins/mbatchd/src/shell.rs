@@ -137,6 +137,8 @@ struct SbdLink {
     conn: ConnId,
     peer: SocketAddr,
     outbox: mpsc::Sender<ToSbd>,
+    /// `bpeek` requests for this host ([`crate::peek`]).
+    relay: mpsc::Sender<crate::peek::Relay>,
 }
 
 /// The event loop's state; see the module doc.
@@ -353,13 +355,13 @@ impl Shell {
                     self.clients.remove(&client);
                 }
             }
-            ConnEvent::SbdRegistered { conn, peer, host, n_cpus, sbd_pid, outbox } => {
+            ConnEvent::SbdRegistered { conn, peer, host, n_cpus, sbd_pid, outbox, relay } => {
                 if let Some(old) = self.sbd.remove(&host) {
                     tracing::info!(%host, old_peer = %old.peer, %peer, "sbatchd registered again: the old channel is closed");
                     self.step(Input::HostDisconnected { host: host.clone() }, None)?;
                 }
                 tracing::info!(%host, %peer, n_cpus, sbd_pid, "sbatchd registered");
-                self.sbd.insert(host.clone(), SbdLink { conn, peer, outbox });
+                self.sbd.insert(host.clone(), SbdLink { conn, peer, outbox, relay });
                 self.step(Input::HostRegistered { host, n_cpus }, None)?;
             }
             ConnEvent::SbdMessage { conn, host, message } => {
@@ -368,6 +370,11 @@ impl Shell {
                 } else {
                     tracing::debug!(%host, conn, "message from a replaced channel not stepped");
                 }
+            }
+            ConnEvent::Peek { caller, request, reply } => {
+                let relay_of = |host: &HostName| self.sbd.get(host).map(|link| link.relay.clone());
+                // The connection may have gone; then nobody needs the answer.
+                let _gone = reply.send(crate::peek::decide(&self.mbd, relay_of, &caller, &request));
             }
             ConnEvent::Read { query: ReadQuery::Reconfig(caller), reply } => {
                 let answer = self.reconfig(&caller)?;

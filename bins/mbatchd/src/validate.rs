@@ -204,6 +204,18 @@ pub(crate) fn history_query(
     Ok((caller, request.body))
 }
 
+/// Decodes and authenticates a PEEK_JOB (`bpeek`): who asks, and for what.
+pub(crate) fn peek_request(
+    body: &[u8],
+    auth: &Authenticator,
+    now_ms: u64,
+) -> Result<(Caller, wire::PeekRequest), Refusal> {
+    let request = decode_request::<wire::PeekRequest>(Operation::PeekJob, body)?;
+    let caller = caller(auth, &request.credential, now_ms)?;
+    check_job_refs("peek.job", std::slice::from_ref(&request.body.job)).map_err(Refusal::invalid)?;
+    Ok((caller, request.body))
+}
+
 fn decode_request<T: DeserializeOwned>(
     op: Operation,
     body: &[u8],

@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lava_batch_ll::{JobRef, UserName};
+use lava_batch_wire as wire;
 use lava_conf::{BaseConfig, LogMask};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
 use lava_sbd::{Effect, Input, RunSpec, Sbd, ToMbd, UserInfo};
@@ -454,6 +455,7 @@ impl Daemon {
                 self.counters.on_link(false, now_ms() as i64 / 1000);
                 self.step(Input::Disconnected, effects)
             }
+            Event::Link(LinkEvent::Message(FromMbd::Peek(peek))) => self.answer_peek(&peek),
             Event::Link(LinkEvent::Message(message)) => {
                 let input = match message {
                     FromMbd::NewJob(spec) => {
@@ -464,6 +466,7 @@ impl Daemon {
                     FromMbd::JobExecuteAck(job) => Input::JobExecuteAck(job),
                     FromMbd::JobFinishAck(job) => Input::JobFinishAck(job),
                     FromMbd::JobSignal(signal) => Input::JobSignal(signal),
+                    FromMbd::Peek(_) => unreachable!("answered above, outside the logic"),
                 };
                 self.step(input, effects);
             }
@@ -523,6 +526,22 @@ impl Daemon {
             if let Some(rss_kb) = rss_kb.get(&pgid) {
                 self.step(Input::MemoryUsage { job, rss_kb: *rss_kb }, effects);
             }
+        }
+    }
+
+    /// SBD_PEEK: read the job's output and answer at once (best effort: a full queue to
+    /// mbatchd drops the answer and the command times out).
+    fn answer_peek(&mut self, peek: &wire::SbdPeek) {
+        let request = &peek.request;
+        let record = JobRef::new(request.job.job_id, request.job.array_index).and_then(|job| {
+            let record = self.sbd.job(job)?;
+            let tracked = self.tracked.get(&job)?;
+            Some((record, tracked.jobfile.as_str()))
+        });
+        let reply = wire::SbdPeekReply { peek_id: peek.peek_id, reply: crate::peek::answer(record, request) };
+        let body = lava_xdr::to_bytes(&reply).expect("protocol messages always encode");
+        if self.out_tx.try_send(OutFrame { operation: wire::Operation::SbdPeekReply, body }).is_err() {
+            tracing::debug!(job = %request.job.job_id, "SBD_PEEK_REPLY dropped: the link's queue is full or closed");
         }
     }
 

@@ -2,9 +2,25 @@
 //!
 //! # The job's process
 //! `/bin/sh <jobs>/<jobfile>/job.sh`, where `job.sh` is `#!/bin/sh`, a line exporting
-//! `LSB_JOBPID`, and the command (a script body of up to 512 KiB, which no argument vector
-//! could hold), prefixed with `exec` when it is one plain simple command ([`job_script`]). It runs as the execution user with the user's supplementary groups, in the
-//! decoded working directory, with the submission's umask.
+//! `LSB_JOBPID`, the pre-execution command if any, and the command (a script body of up to
+//! 512 KiB, which no argument vector could hold), prefixed with `exec` when it is one plain
+//! simple command ([`job_script`]). It runs as the execution user with the user's
+//! supplementary groups, in the decoded working directory, with the submission's umask.
+//!
+//! With `bsub -L SHELL` the job file is run by that shell as a login shell instead:
+//! `argv[0]` is `-` and the shell's base name (the convention every Bourne-family shell
+//! reads as "login shell": it reads `/etc/profile` and the user's profile first), and the
+//! job file is its argument. The job file is Bourne-shell text, so the login shell must
+//! be of that family (sh, bash, dash, ksh, zsh).
+//!
+//! # The pre-execution command (`bsub -E`)
+//! The job file runs it first, with `/bin/sh -c`, as the job's user, in the job's working
+//! directory and environment, its output going to the job's output and error files. When
+//! it exits non-zero the job command does not run: the job file writes
+//! `LSBATCH: pre-execution command failed (exit code N); the job was not run.` to standard
+//! error and exits with the same code, so the job ends EXIT with that exit code. (LSF
+//! requeues such a job; LavaCore's sbatchd cannot return a job to PEND once it has
+//! started, and a command that fails once usually fails again: the user sees why at once.)
 //!
 //! # Its environment
 //! The submission environment from the dispatch snapshot, then LSF's job variables, which
@@ -14,7 +30,7 @@
 //! `LSB_JOBFILENAME` (the script), `LSB_JOBDIR` (its folder), `LSB_PROJECT_NAME` when a
 //! project is set; and the execution user's `HOME`, `USER`, `LOGNAME` and `SHELL` (from the
 //! password database of this host; `HOME` falls back to the submission home, `SHELL` to
-//! `/bin/sh`). `PATH` is the submitted one, else `/usr/local/bin:/usr/bin:/bin`. When the
+//! `/bin/sh`; `SHELL` is the `-L` shell when one is given). `PATH` is the submitted one, else `/usr/local/bin:/usr/bin:/bin`. When the
 //! dispatch lists fewer hosts than slots, the remaining slots are on the first host.
 //!
 //! # Its standard files
@@ -111,7 +127,11 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
         spec.env.iter().map(|var| (var.name.clone(), var.value.clone())).collect();
     env.entry("PATH".to_owned()).or_insert_with(|| PATH_DEFAULT.to_owned());
     let slots = slot_hosts(spec);
-    let shell = if spec.user_shell.is_empty() { JOB_SHELL } else { spec.user_shell.as_str() };
+    let shell = match (spec.login_shell.as_str(), spec.user_shell.as_str()) {
+        ("", "") => JOB_SHELL,
+        ("", user_shell) => user_shell,
+        (login_shell, _) => login_shell,
+    };
     let mut set = |name: &str, value: String| {
         env.insert(name.to_owned(), value);
     };
@@ -139,13 +159,39 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
 /// is run with `exec`, so the shell becomes the command instead of forking it and waiting:
 /// one process fewer per job, and the same program, arguments, environment, pid (so
 /// `LSB_JOBPID` still names the job's process), process group and exit status.
-pub fn job_script(job: JobRef, jobfile: &str, command: &str) -> String {
+pub fn job_script(job: JobRef, jobfile: &str, command: &str, pre_exec: &str) -> String {
     let newline = if command.ends_with('\n') { "" } else { "\n" };
     let exec = if is_simple_command(command) { "exec " } else { "" };
+    let pre_exec = if pre_exec.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "# LSBATCH: pre-execution command\n{JOB_SHELL} -c {} || {{\n    LSB_PRE_EXEC_STATUS=$?\n    \
+             echo \"LSBATCH: pre-execution command failed (exit code $LSB_PRE_EXEC_STATUS); the job was not run.\" >&2\n    \
+             exit $LSB_PRE_EXEC_STATUS\n}}\n",
+            shell_quote(pre_exec)
+        )
+    };
     format!(
-        "#!/bin/sh\n# LSBATCH: job {job} ({jobfile})\nLSB_JOBPID=$$; export LSB_JOBPID\n\
+        "#!/bin/sh\n# LSBATCH: job {job} ({jobfile})\nLSB_JOBPID=$$; export LSB_JOBPID\n{pre_exec}\
          # LSBATCH: User input\n{exec}{command}{newline}"
     )
+}
+
+/// `text` as one single-quoted shell word.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The program and argument vector that run the job file at `script`: `/bin/sh`, or the
+/// `-L` shell as a login shell (`argv[0]` is `-NAME`).
+pub fn job_program(spec: &RunSpec, script: &Path) -> (String, Vec<String>) {
+    let script = script.display().to_string();
+    if spec.login_shell.is_empty() {
+        return (JOB_SHELL.to_owned(), vec!["sh".to_owned(), script]);
+    }
+    let name = spec.login_shell.rsplit('/').next().unwrap_or_default();
+    (spec.login_shell.clone(), vec![format!("-{name}"), script])
 }
 
 /// The shell's reserved words and builtins (POSIX's, and dash's own), for which `exec NAME`
@@ -177,6 +223,7 @@ pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) 
     let job_dir = layout.job_dir(jobfile);
     let script = job_dir.join(JOB_SCRIPT_FILE);
     let (stdout, stderr, create_dirs) = standard_files(spec, jobfile);
+    let (program, argv) = job_program(spec, &script);
     LaunchPlan {
         version: LAUNCH_PLAN_VERSION,
         job_id: job.id(),
@@ -184,8 +231,8 @@ pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) 
         user: spec.exec_user.as_str().to_owned(),
         uid: spec.exec_uid,
         gid: spec.exec_gid,
-        program: JOB_SHELL.to_owned(),
-        argv: vec!["sh".to_owned(), script.display().to_string()],
+        program,
+        argv,
         env: job_environment(job, spec, &script, &job_dir),
         cwd: spec.exec_cwd.clone(),
         umask: spec.umask,
@@ -254,8 +301,13 @@ pub fn start(
         let path = state_dir.join(stale);
         layout::remove_optional(&path).map_err(at("cannot remove", &path))?;
     }
-    write_job_script(&job_dir, &job_script(job, jobfile, &spec.command), spec.exec_uid, spec.exec_gid)
-        .map_err(at("cannot write the job script in", &job_dir))?;
+    write_job_script(
+        &job_dir,
+        &job_script(job, jobfile, &spec.command, &spec.pre_exec),
+        spec.exec_uid,
+        spec.exec_gid,
+    )
+    .map_err(at("cannot write the job script in", &job_dir))?;
     let plan = launch_plan(job, spec, jobfile, layout);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
     layout::write_renamed(&state_dir, LAUNCH_FILE, &plan_bytes, false)
@@ -385,7 +437,7 @@ mod tests {
     fn exec_only_for_simple_commands() {
         for simple in ["/bin/true", "sleep 10", "./run.sh -n 4 --out=x.dat", "a.out 1,2 +3 @f %g\n"] {
             assert!(is_simple_command(simple), "{simple:?}");
-            assert!(job_script(JobRef::new(7, 0).expect("job"), "1.7", simple).contains("\nexec "));
+            assert!(job_script(JobRef::new(7, 0).expect("job"), "1.7", simple, "").contains("\nexec "));
         }
         for not_simple in [
             "",
@@ -409,8 +461,42 @@ mod tests {
         ] {
             assert!(!is_simple_command(not_simple), "{not_simple:?}");
         }
-        let script = job_script(JobRef::new(7, 0).expect("job"), "1.7", "echo $LSB_JOBID");
+        let script = job_script(JobRef::new(7, 0).expect("job"), "1.7", "echo $LSB_JOBID", "");
         assert!(script.ends_with("# LSBATCH: User input\necho $LSB_JOBID\n"), "{script}");
+    }
+
+    // Goal: -E runs first, quoted as one word, and stops the job when it fails; -L runs
+    // the job file with the login shell as a login shell. Method: run the scripts.
+    #[test]
+    fn pre_exec_and_login_shell() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let run = |pre_exec: &str| {
+            let text = job_script(JobRef::new(7, 0).expect("job"), "1.7", "echo ran", pre_exec);
+            let path = dir.path().join("job.sh");
+            fs::write(&path, text).expect("write");
+            Command::new(JOB_SHELL).arg(&path).output().expect("sh runs")
+        };
+        let ok = run("echo 'it''s' pre");
+        assert_eq!(String::from_utf8_lossy(&ok.stdout), "its pre\nran\n");
+        let failed = run("echo before; exit 4");
+        assert_eq!(failed.status.code(), Some(4));
+        assert_eq!(String::from_utf8_lossy(&failed.stdout), "before\n");
+        assert_eq!(
+            String::from_utf8_lossy(&failed.stderr),
+            "LSBATCH: pre-execution command failed (exit code 4); the job was not run.\n"
+        );
+        assert_eq!(shell_quote("a'b"), "'a'\\''b'");
+
+        let mut login = spec("", "", 1, &["n1"]);
+        assert_eq!(
+            job_program(&login, Path::new("/j/job.sh")),
+            ("/bin/sh".to_owned(), vec!["sh".to_owned(), "/j/job.sh".to_owned()])
+        );
+        login.login_shell = "/bin/bash".to_owned();
+        assert_eq!(
+            job_program(&login, Path::new("/j/job.sh")),
+            ("/bin/bash".to_owned(), vec!["-bash".to_owned(), "/j/job.sh".to_owned()])
+        );
     }
 
     // Goal: the job variables are set, override submitted ones, and list one host per slot.

@@ -57,8 +57,8 @@
 //! [`daemon`] (start-up, event loop, effect executor), [`link`] (mbatchd channel),
 //! [`credential`] (local socket and its status query), [`status`] (the status counters), [`store`] (records, group commit), [`launch`] (job script,
 //! plan, shepherd start), [`shepherd`], [`handoff`] (file formats), [`layout`] (paths,
-//! durable writes), [`procfs`] (process identity and memory), [`sys`] (the only unsafe
-//! code).
+//! durable writes), [`procfs`] (process identity and memory), [`peek`] (`bpeek`'s
+//! SBD_PEEK, answered outside the logic), [`sys`] (the only unsafe code).
 
 #![deny(missing_docs)]
 
@@ -68,6 +68,7 @@ pub mod handoff;
 pub mod launch;
 pub mod layout;
 pub mod link;
+pub mod peek;
 pub mod procfs;
 pub mod shepherd;
 pub mod status;

@@ -60,6 +60,8 @@ pub enum FromMbd {
     JobFinishAck(JobRef),
     /// BATCH_JOB_SIGNAL.
     JobSignal(wire::JobSignal),
+    /// SBD_PEEK (`bpeek`, relayed by mbatchd; never seen by the logic).
+    Peek(wire::SbdPeek),
 }
 
 /// What the link reports to the daemon's loop.
@@ -142,6 +144,12 @@ pub fn decode(frame: &Frame) -> Result<FromMbd, String> {
         Operation::JobFinishAck => Ok(FromMbd::JobFinishAck(ack(body)?)),
         Operation::JobSignal => {
             Ok(FromMbd::JobSignal(lava_xdr::from_bytes(body, &MBD_MESSAGE_LIMITS).map_err(xdr)?))
+        }
+        Operation::SbdPeek => {
+            let peek: wire::SbdPeek = lava_xdr::from_bytes(body, &MBD_MESSAGE_LIMITS).map_err(xdr)?;
+            ll::job_ref("peek.job", peek.request.job)
+                .map_err(|err| format!("{}: {err}", operation.name()))?;
+            Ok(FromMbd::Peek(peek))
         }
         other => Err(format!("unexpected operation {} from mbatchd", other.name())),
     }

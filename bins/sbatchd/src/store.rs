@@ -23,8 +23,8 @@ use crate::layout::{self, Layout, RECORD_FILE, TEMPORARY_SUFFIX};
 
 /// First bytes of every record file.
 pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
-/// The record format written by this build.
-pub const RECORD_VERSION: u32 = 1;
+/// The record format written by this build (2: the run spec carries `-L` and `-E`).
+pub const RECORD_VERSION: u32 = 2;
 /// Bytes before the XDR body: magic, version, checksum.
 const RECORD_HEADER_BYTES: usize = 8 + 4 + 4;
 /// Largest record file read (a record holds the job's environment and command).
@@ -284,8 +284,8 @@ mod tests {
         assert!(decode_record(&damaged).expect_err("damaged").contains("checksum"));
         assert!(decode_record(b"LVSBDREX\0\0\0\x01\0\0\0\0").expect_err("magic").contains("magic"));
         let mut future = bytes;
-        future[11] = 2;
-        assert!(decode_record(&future).expect_err("version").contains("version 2"));
+        future[11] = 3;
+        assert!(decode_record(&future).expect_err("version").contains("version 3"));
     }
 
     // Goal: load finds committed records, cleans up a folder without a record, and stops

@@ -27,6 +27,10 @@ pub const REASON_USER_STOP_PENDING: &str = "The job was suspended by the user wh
 pub const REASON_USER_STOP: &str = "The job was suspended by user";
 /// The reason of a job whose queue is no longer configured.
 pub const REASON_NO_QUEUE: &str = "The queue of the job is no longer configured";
+/// LSF's termination reason of a job sbatchd killed at its run limit (`bsub -W`).
+pub const TERM_RUNLIMIT: &str = "TERM_RUNLIMIT: job killed after reaching LSF run time limit";
+/// LSF's termination reason of a job sbatchd killed over its memory limit (`bsub -M`).
+pub const TERM_MEMLIMIT: &str = "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit";
 
 /// The Linux signal numbers the logic gives a meaning to.
 const SIGINT: u32 = 2;
@@ -552,9 +556,17 @@ impl Job {
         Ok(())
     }
 
-    /// The reason `bjobs -l` shows: for pending and suspended jobs only.
+    /// The reason `bjobs -l` shows: for pending and suspended jobs, and LSF's
+    /// termination reason for an EXIT job sbatchd killed at a limit.
     pub(crate) fn shown_reason(&self, queue_configured: bool) -> String {
         let usual = match self.status {
+            JobStatus::Exit => {
+                return match self.finish.as_ref().map(|f| f.finish_reason) {
+                    Some(wire::FINISH_RUN_LIMIT) => TERM_RUNLIMIT.to_owned(),
+                    Some(wire::FINISH_MEM_LIMIT) => TERM_MEMLIMIT.to_owned(),
+                    _ => String::new(),
+                };
+            }
             JobStatus::Pend if !queue_configured => REASON_NO_QUEUE,
             JobStatus::Pend => REASON_NEW_JOB,
             JobStatus::Psusp => REASON_USER_STOP_PENDING,

@@ -161,7 +161,7 @@ pub use history::{HISTORY_ENTRIES_PER_JOB_MAX, HISTORY_JOBS_PER_PAGE, HistoryBui
 pub use input::{Caller, ClientId, Input};
 pub use job::{
     Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_USER_STOP,
-    REASON_USER_STOP_PENDING, SIGNAL_NUMBER_MAX, SignalKind, exit_code,
+    REASON_USER_STOP_PENDING, SIGNAL_NUMBER_MAX, SignalKind, TERM_MEMLIMIT, TERM_RUNLIMIT, exit_code,
 };
 pub use machine::{INVARIANT_CHECK_JOBS_MAX, Mbd};
 pub use pipeline::REFUSAL_REASON_BYTES_MAX;

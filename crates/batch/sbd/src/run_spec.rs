@@ -52,6 +52,10 @@ pub struct RunSpec {
     pub user_shell: String,
     /// The command line or script body, run by `/bin/sh -c`.
     pub command: String,
+    /// `-L`: the login shell that runs the job script, empty for `/bin/sh`.
+    pub login_shell: String,
+    /// `-E`: the pre-execution command, empty for none.
+    pub pre_exec: String,
     /// The job's environment (mbatchd already added LSF's job variables).
     pub env: Vec<wire::EnvVar>,
     /// Standard input file, absolute; empty for `/dev/null`.
@@ -109,6 +113,8 @@ impl RunSpec {
             user_home: user.map(|u| u.home.clone()).unwrap_or_default(),
             user_shell: user.map(|u| u.shell.clone()).unwrap_or_default(),
             command: specs.command.clone(),
+            login_shell: specs.login_shell.clone(),
+            pre_exec: specs.pre_exec.clone(),
             env: specs.env.clone(),
             output_truncate: specs.file_flags & FILE_FLAG_OUTPUT_TRUNCATE != 0,
             error_truncate: specs.file_flags & FILE_FLAG_ERROR_TRUNCATE != 0,
@@ -159,7 +165,7 @@ pub fn substitute_job(template: &str, job: JobRef) -> String {
 }
 
 /// A job file anchored at the working directory; empty stays empty.
-fn resolve_file(exec_cwd: &str, path: &str) -> String {
+pub fn resolve_file(exec_cwd: &str, path: &str) -> String {
     match path {
         "" => String::new(),
         absolute if absolute.starts_with('/') => normalize_path(absolute),

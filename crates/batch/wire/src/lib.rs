@@ -110,11 +110,19 @@ pub enum Operation {
     HistoryQuery = 54,
     /// mbatchd → command: one page of histories ([`HistoryReply`]).
     HistoryQueryReply = 55,
+    /// `bpeek`: a running job's output (commands → mbatchd).
+    PeekJob = 70,
+    /// The answer to [`Operation::PeekJob`].
+    PeekJobReply = 71,
+    /// mbatchd relays a `bpeek` to the execution host's sbatchd (never through the logic).
+    SbdPeek = 72,
+    /// sbatchd's answer to [`Operation::SbdPeek`].
+    SbdPeekReply = 73,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 38] = [
+    pub const ALL: [Operation; 42] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -153,6 +161,10 @@ impl Operation {
         Operation::AdminControlReply,
         Operation::HistoryQuery,
         Operation::HistoryQueryReply,
+        Operation::PeekJob,
+        Operation::PeekJobReply,
+        Operation::SbdPeek,
+        Operation::SbdPeekReply,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -206,6 +218,10 @@ impl Operation {
             Operation::AdminControlReply => "ADMIN_CONTROL_REPLY",
             Operation::HistoryQuery => "HISTORY_QUERY",
             Operation::HistoryQueryReply => "HISTORY_QUERY_REPLY",
+            Operation::PeekJob => "PEEK_JOB",
+            Operation::PeekJobReply => "PEEK_JOB_REPLY",
+            Operation::SbdPeek => "SBD_PEEK",
+            Operation::SbdPeekReply => "SBD_PEEK_REPLY",
         }
     }
 }
@@ -914,6 +930,61 @@ pub struct SbdStatusReply {
     pub counters: Vec<StatusCounter>,
 }
 
+/// PEEK_JOB: what `bpeek` asks for: the job's standard output from `offset` on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeekRequest {
+    /// The job.
+    pub job: WireJobRef,
+    /// First byte wanted (0 from the start; `bpeek -f` asks again from where it got).
+    pub offset: u64,
+}
+
+/// SBD_PEEK: mbatchd asks the execution host's sbatchd for a [`PeekRequest`] it checked
+/// (the job runs there, the caller owns it or administers the cluster).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SbdPeek {
+    /// Chosen by mbatchd per channel; the reply echoes it.
+    pub peek_id: u64,
+    /// What was asked.
+    pub request: PeekRequest,
+}
+
+/// PEEK_JOB_REPLY (and, with the peek id, SBD_PEEK_REPLY's body).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeekReply {
+    /// One of the `PEEK_*` codes.
+    pub code: u32,
+    /// Why, for the codes other than [`PEEK_OK`].
+    pub message: String,
+    /// At most [`PEEK_BYTES_MAX`] bytes of the output file from the asked offset.
+    #[serde(with = "lava_xdr::opaque")]
+    pub data: Vec<u8>,
+    /// The offset after `data`.
+    pub next_offset: u64,
+}
+
+/// SBD_PEEK_REPLY.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SbdPeekReply {
+    /// The [`SbdPeek::peek_id`] answered.
+    pub peek_id: u64,
+    /// The answer.
+    pub reply: PeekReply,
+}
+
+/// Most output bytes one [`PeekReply`] carries.
+pub const PEEK_BYTES_MAX: u32 = 256 * 1024;
+/// [`PeekReply::code`]: `data` is the output.
+pub const PEEK_OK: u32 = 0;
+/// [`PeekReply::code`]: no such job.
+pub const PEEK_NOT_FOUND: u32 = 1;
+/// [`PeekReply::code`]: the job is not running (pending or finished).
+pub const PEEK_NOT_RUNNING: u32 = 2;
+/// [`PeekReply::code`]: the caller neither owns the job nor administers the cluster.
+pub const PEEK_DENIED: u32 = 3;
+/// [`PeekReply::code`]: the output could not be read (`message` says why).
+pub const PEEK_FAILED: u32 = 4;
+
 /// REQUEST_FAILED: the request as a whole was refused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorReply {
@@ -1117,6 +1188,7 @@ mod tests {
     fn opcodes_match_the_spec_and_round_trip() {
         assert_eq!(Operation::NewJob.code(), 30);
         assert_eq!(Operation::JobSignalManyReply.code(), 40);
+        assert_eq!((Operation::PeekJob.code(), Operation::SbdPeekReply.code()), (70, 73));
         for op in Operation::ALL {
             assert_eq!(Operation::from_code(op.code()), Some(op), "{}", op.name());
         }

@@ -444,3 +444,30 @@ fn a_repeated_submit_request_gets_the_first_answer() {
     h.restart();
     h.check(submit(4, 77, "alice", request()), vec![submitted(4, 1, "normal", true)]);
 }
+
+// Goal: an EXIT job sbatchd killed at its run or memory limit shows LSF's
+// termination reason in bjobs; a job that exited on its own shows none.
+#[test]
+fn limit_kills_show_lsfs_termination_reason() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 4));
+    let reasons = [wire::FINISH_RUN_LIMIT, wire::FINISH_MEM_LIMIT, wire::FINISH_NORMAL];
+    let mut ids = Vec::new();
+    for (request_id, finish_reason) in (1..).zip(reasons) {
+        let id = run_job(&mut h, request_id, "hostA");
+        let msg = wire::JobFinish { finish_reason, ..finish_msg(id, 100 + id as i32, 9) };
+        h.step(Input::JobFinish { host: host("hostA"), msg });
+        ids.push(id);
+    }
+    let shown: Vec<(u32, String)> =
+        h.infos(&ids).into_iter().map(|info| (info.status, info.reason)).collect();
+    let exit = JobStatus::Exit.bits();
+    assert_eq!(
+        shown,
+        vec![
+            (exit, crate::TERM_RUNLIMIT.to_owned()),
+            (exit, crate::TERM_MEMLIMIT.to_owned()),
+            (exit, String::new())
+        ]
+    );
+}
