@@ -282,8 +282,17 @@ impl Mbd {
             mem_limit_kb: modify.mem_limit_kb,
             res_req: modify.res_req.clone(),
         };
-        if let Err(problem) = modified_spec(job, &changes) {
-            return refused(wjob, &format!("Bad argument: {problem}"));
+        let spec = match modified_spec(job, &changes) {
+            Ok(spec) => spec,
+            Err(problem) => return refused(wjob, &format!("Bad argument: {problem}")),
+        };
+        // The changed job must be one its queue would accept from its owner: the
+        // same conditions (USERS, limits, -x, -R) as at submission.
+        let target = changes.queue.as_ref().unwrap_or(&job.queue);
+        if let Some(queue) = self.config.queue(target)
+            && let Err(message) = self.check_policy(queue, &job.user, &spec)
+        {
+            return refused(wjob, message);
         }
         let record =
             JobModifyRecord { job: job.job, changes, requester: caller.user.clone(), time_ms: step.now_ms };
@@ -303,6 +312,11 @@ impl Mbd {
         }
         if !self.queue_allows(job, &queue) {
             return refused(wjob, &format!("{queue}: Host or host group is not used by the queue"));
+        }
+        if let Some(config) = self.config.queue(&queue)
+            && let Err(message) = self.check_policy(config, &job.user, &job.spec)
+        {
+            return refused(wjob, message);
         }
         if job.queue != queue {
             let record = JobSwitchRecord {

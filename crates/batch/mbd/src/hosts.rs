@@ -128,7 +128,7 @@ impl Mbd {
                     n_ssusp: c.ssusp,
                     n_ususp: c.ususp,
                     n_reserved: 0,
-                    user_slot_limit: wire::HOST_SLOTS_UNLIMITED,
+                    user_slot_limit: host.user_job_limit.unwrap_or(wire::HOST_SLOTS_UNLIMITED),
                 }
             })
             .collect();

@@ -1,7 +1,7 @@
 //! `bsub`: resolve the queue, check what the request may ask, give the next
 //! job id, log JOB_NEW and answer; a retried request id gets its first answer.
 
-use lava_batch_ll::{BAD_RESREQ_MESSAGE, HostName, JobRef, ResReq, SubmitSpec};
+use lava_batch_ll::{BAD_RESREQ_MESSAGE, HostName, JobRef, ResReq, SubmitSpec, UserName};
 use lava_batch_wire as wire;
 
 use crate::config::{QueueConfig, QueueLimit};
@@ -69,7 +69,8 @@ impl Mbd {
             let message = crate::control::queue_closed_message(&queue.name);
             return Err(ClientReply::error(wire::ERR_REJECTED, message));
         }
-        self.check_policy(queue, caller, &spec)?;
+        self.check_policy(queue, &caller.user, &spec)
+            .map_err(|message| ClientReply::error(wire::ERR_REJECTED, message))?;
         if let Some(host) = spec.hosts().iter().find(|h| self.config.host(h).is_none()) {
             return Err(ClientReply::error(
                 wire::ERR_REJECTED,
@@ -129,25 +130,24 @@ impl Mbd {
     /// The queue's and the scheduler's conditions on a submission, with LSF's
     /// messages: the queue's USERS, `-x` only where EXCLUSIVE = y, `-W` and `-M`
     /// within RUNLIMIT and MEMLIMIT, a `-R` that parses and names known resources.
-    fn check_policy(
+    pub(crate) fn check_policy(
         &self,
         queue: &QueueConfig,
-        caller: &Caller,
+        user: &UserName,
         spec: &SubmitSpec,
-    ) -> Result<(), ClientReply> {
-        let refuse = |message: &str| Err(ClientReply::error(wire::ERR_REJECTED, message));
-        if !queue.admits(&caller.user) {
-            return refuse("User cannot use the queue");
+    ) -> Result<(), &'static str> {
+        if !queue.admits(user) {
+            return Err("User cannot use the queue");
         }
         let request = spec.request();
         if request.exclusive && !queue.exclusive {
-            return refuse("Queue does not accept EXCLUSIVE jobs");
+            return Err("Queue does not accept EXCLUSIVE jobs");
         }
         let over = |limit: Option<&QueueLimit>, asked: u64| limit.is_some_and(|l| asked > l.max);
         if over(queue.run_limit_s.as_ref(), request.run_limit_s)
             || over(queue.mem_limit_kb.as_ref(), request.mem_limit_kb)
         {
-            return refuse("Cannot exceed queue's hard limit(s)");
+            return Err("Cannot exceed queue's hard limit(s)");
         }
         if !request.res_req.trim().is_empty() {
             let known = |name: &str| {
@@ -156,7 +156,7 @@ impl Mbd {
             };
             match ResReq::parse(&request.res_req) {
                 Ok(req) if req.resource_names().into_iter().all(known) => {}
-                _ => return refuse(BAD_RESREQ_MESSAGE),
+                _ => return Err(BAD_RESREQ_MESSAGE),
             }
         }
         Ok(())

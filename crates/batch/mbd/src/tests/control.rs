@@ -240,6 +240,12 @@ fn bmod_changes_pending_jobs_only() {
         control(7, "alice", &[2], modify(|m| m.queue = Some("high".into()))),
         vec![job_answer(7, &[(2, false, "Job <2>: high: Host or host group is not used by the queue")])],
     );
+    // The changed job must pass the queue's submission checks: a -R that does
+    // not parse is refused as bsub's is.
+    h.check(
+        control(71, "alice", &[1], modify(|m| m.res_req = Some("select[mem>".into()))),
+        vec![job_answer(71, &[(1, false, "Job <1>: Bad resource requirement syntax")])],
+    );
     h.step(admin(8, "admin", wire::AdminAction::QueueClose, &["normal"]));
     h.check(
         control(9, "alice", &[1], modify(|m| m.queue = Some("normal".into()))),

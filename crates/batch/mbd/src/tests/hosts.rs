@@ -219,6 +219,38 @@ fn bqueues_counts_slots_by_state() {
     assert_eq!(named.not_found, vec!["nosuch".to_owned()]);
 }
 
+// Goal: bqueues and bhosts show the limits the configuration sets (USERS,
+// QJOB/UJOB/HJOB_LIMIT, RUNLIMIT and MEMLIMIT maxima, a host's JL/U), and no
+// limit where it sets none.
+#[test]
+fn bqueues_and_bhosts_show_the_configured_limits() {
+    let mut config = config();
+    let normal = config.queues.iter_mut().find(|q| q.name.as_str() == "normal").expect("normal");
+    normal.users = Some(vec![user("alice"), user("bob")]);
+    normal.qjob_limit = Some(10);
+    normal.ujob_limit = Some(3);
+    normal.hjob_limit = Some(2);
+    normal.run_limit_s = Some(crate::config::QueueLimit { default: Some(600), max: 3600 });
+    normal.mem_limit_kb = Some(crate::config::QueueLimit { default: None, max: 1 << 20 });
+    config.hosts[0].user_job_limit = Some(4);
+    let h = Harness::with_config(config);
+    let queues = h.mbd.queue_query(&wire::QueueQuery { queues: vec!["normal".into(), "high".into()] });
+    let limits = |q: &wire::QueueInfo| {
+        (q.users.clone(), q.max_slots, q.user_slot_limit, q.host_slot_limit, q.run_limit_s, q.mem_limit_kb)
+    };
+    let unlimited = wire::QUEUE_UNLIMITED;
+    assert_eq!(
+        queues.queues.iter().map(limits).collect::<Vec<_>>(),
+        [
+            (vec![], unlimited, unlimited, unlimited, 0, 0),
+            (vec!["alice".to_owned(), "bob".to_owned()], 10, 3, 2, 3600, 1 << 20),
+        ]
+    );
+    let hosts = bhosts(&h, &[]).hosts;
+    assert_eq!(hosts[0].user_slot_limit, 4);
+    assert!(hosts[1..].iter().all(|host| host.user_slot_limit == wire::HOST_SLOTS_UNLIMITED));
+}
+
 // Goal: badmin reconfig's new configuration is in force at once — a new queue
 // takes jobs, a lower MXJ keeps the running jobs and starts no more — and a
 // configuration with other hosts is refused and changes nothing.
