@@ -290,6 +290,7 @@ fn job_spec(id: u32, user: &str, uid: u32, cwd: &Path, command: &str) -> wire::J
         job: wire::WireJobRef { job_id: id, array_index: 0 },
         submit_time: now_s - 10,
         dispatch_time: now_s,
+        dispatch_seq: 1,
         user_id: uid,
         group_id: uid,
         user_name: user.into(),
@@ -317,7 +318,7 @@ fn job_spec(id: u32, user: &str, uid: u32, cwd: &Path, command: &str) -> wire::J
 }
 
 fn ack(spec: &wire::JobSpecs) -> wire::JobAck {
-    wire::JobAck { job: spec.job }
+    wire::JobAck { job: spec.job, dispatch_seq: spec.dispatch_seq }
 }
 
 fn started_pid(reply: &wire::NewJobReply) -> i32 {
