@@ -304,14 +304,15 @@ fn pending_jobs_can_be_held_released_and_killed() {
     assert_eq!(batch.status(held), "PEND");
     batch.run("bstop", &[&held.to_string()]);
     batch.wait_status(held, "PSUSP");
-    // bqueues counts the slots of the default queue as bjobs shows its jobs: the
-    // fillers RUN, the held job SUSP (NJOBS PEND RUN SUSP are the last columns).
+    // bqueues counts the slots of the default queue as LSF does: the fillers
+    // RUN, the held job PEND (PSUSP is a pending state, the jobs `bjobs -p`
+    // lists; NJOBS PEND RUN SUSP are the last columns).
     let out = batch.run("bqueues", &["normal"]);
     assert!(out.status.success(), "bqueues failed: {}", text(&out));
     let listing = String::from_utf8_lossy(&out.stdout).into_owned();
     let row: Vec<&str> =
         listing.lines().nth(1).map(|line| line.split_whitespace().collect()).unwrap_or_default();
-    let want = [slots + 1, 0, slots, 1].map(|n| n.to_string());
+    let want = [slots + 1, 1, slots, 0].map(|n| n.to_string());
     let want: Vec<&str> = want.iter().map(String::as_str).collect();
     assert_eq!(
         (row.first().copied(), &row[row.len().saturating_sub(4)..]),
@@ -489,6 +490,11 @@ fn bkill_ends_one_element_or_the_whole_array() {
     });
     let out = batch.run("bkill", &[&id]);
     assert!(out.status.success(), "bkill failed: {}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("Job <{job}> is being terminated\n"),
+        "one line"
+    );
     wait_until("every element to end", JOB_TIMEOUT, || (batch.statuses(&id) == ["EXIT"; 3]).then_some(()));
 }
 

@@ -331,6 +331,11 @@ fn job_info(id: u32, status: u32, hosts: &[&str]) -> wire::JobInfo {
         exit_code: 0,
         reason: String::new(),
         rusage: wire::ResourceUsage::default(),
+        finish_reason: wire::FINISH_NORMAL,
+        res_req: String::new(),
+        dependency: String::new(),
+        run_limit_s: 0,
+        mem_limit_kb: 0,
     }
 }
 

@@ -244,6 +244,21 @@ impl Drop for BenchCluster {
     }
 }
 
+/// CPU seconds (user + system) process `pid` used so far, and those of the children it
+/// reaped, from `/proc/PID/stat`.
+pub fn process_cpu_secs(pid: u32) -> anyhow::Result<(f64, f64)> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+    // The fields after the command name, which is in parentheses and may hold blanks.
+    let fields: Vec<&str> = stat.rsplit_once(')').context("no command name")?.1.split_whitespace().collect();
+    let ticks = |idx: usize| -> anyhow::Result<f64> {
+        Ok(fields.get(idx).context("a short stat line")?.parse::<f64>()?)
+    };
+    // utime, stime, cutime, cstime are fields 14 to 17 of proc(5), 12 to 15 here.
+    let ticks_per_s = 100.0;
+    Ok(((ticks(11)? + ticks(12)?) / ticks_per_s, (ticks(13)? + ticks(14)?) / ticks_per_s))
+}
+
 /// A running daemon; its process group is killed with SIGKILL when dropped.
 #[derive(Debug)]
 pub struct Daemon {
@@ -302,17 +317,7 @@ impl Daemon {
     /// CPU seconds (user + system) it used so far, and those of its children it reaped
     /// (sbatchd's shepherds, with their jobs).
     pub fn cpu_secs(&self) -> anyhow::Result<(f64, f64)> {
-        let path = format!("/proc/{}/stat", self.pid());
-        let stat = fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-        // The fields after the command name, which is in parentheses and may hold blanks.
-        let fields: Vec<&str> =
-            stat.rsplit_once(')').context("no command name")?.1.split_whitespace().collect();
-        let ticks = |idx: usize| -> anyhow::Result<f64> {
-            Ok(fields.get(idx).context("a short stat line")?.parse::<f64>()?)
-        };
-        // utime, stime, cutime, cstime are fields 14 to 17 of proc(5), 12 to 15 here.
-        let ticks_per_s = 100.0;
-        Ok(((ticks(11)? + ticks(12)?) / ticks_per_s, (ticks(13)? + ticks(14)?) / ticks_per_s))
+        process_cpu_secs(self.pid())
     }
 
     /// Kills its process group with SIGKILL and reaps it.

@@ -5,6 +5,7 @@
 //! that produced them. Timing goals live here and never in tests: the machines
 //! that run the tests are shared and noisy.
 
+mod bjobs_bench;
 mod client;
 mod cluster;
 mod coord_bench;
@@ -13,17 +14,20 @@ mod e2e_bench;
 mod eventlog_bench;
 mod lim_bench;
 mod restart_bench;
+mod sched_bench;
 mod submit_bench;
 mod xdr_bench;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|coord|lim|dlm> [options]\n\
+const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|sched|bjobs|coord|lim|dlm> [options]\n\
     \n  xdr        XDR encode/decode of a job-submission struct\
     \n  eventlog   durable appends with concurrent appenders, and replay\
     \n  submit     durable submissions to a real mbatchd; wall time of the real bsub\
     \n  e2e        trivial jobs through a real one-host cluster, submit to DONE\
     \n  restart    mbatchd's start on a 1,000,000-event log: time to the first bjobs, memory\
+    \n  sched      one dispatch turn of mbatchd's logic: 100,000 pending jobs with -R, 1,000 hosts\
+    \n  bjobs      the real `bjobs -u all` with 100,000 pending jobs in the system: wall time to its last line\
     \n  coord      the coordinator: submit→lease→heartbeat→complete cycles, submissions, restart on a large WAL\
     \n  lim        a master lim fed by 10,000 simulated hosts: ingest rate, loss, memory, lsload query\
     \n  dlm        mxfsd: uncontended lock+unlock (local and remote master), EX handoff among 8 clients";
@@ -40,6 +44,8 @@ fn main() -> ExitCode {
         "submit" => submit_bench::run(rest),
         "e2e" => e2e_bench::run(rest),
         "restart" => restart_bench::run(rest),
+        "sched" => sched_bench::run(rest),
+        "bjobs" => bjobs_bench::run(rest),
         "coord" => coord_bench::run(rest),
         "lim" => lim_bench::run(rest),
         "dlm" => dlm_bench::run(rest),

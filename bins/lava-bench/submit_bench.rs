@@ -26,6 +26,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
+use lava_batch_wire as wire;
 
 use crate::client::{self, Connection, User, quantile};
 use crate::cluster::{BenchCluster, sibling_binary};
@@ -76,17 +77,51 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 fn submit_durable(options: &Options) -> anyhow::Result<()> {
     let mut cluster = BenchCluster::new(None)?;
     let mbatchd = cluster.start_mbatchd(&[])?;
+    let request = client::true_job();
+    let request_bytes = lava_xdr::to_bytes(&request)?.len();
+    let submitted = submit_parallel(&cluster, request, options.jobs, options.connections)?;
+    let mut latencies_us = submitted.latencies_us;
+    latencies_us.sort_unstable();
+    println!(
+        "submit_durable connections={} jobs={} request_bytes={request_bytes} secs={:.3} jobs_per_s={:.0} \
+         latency_us_p50={} latency_us_p99={}",
+        options.connections,
+        options.jobs,
+        submitted.secs,
+        options.jobs as f64 / submitted.secs,
+        quantile(&latencies_us, 0.5),
+        quantile(&latencies_us, 0.99),
+    );
+    drop(mbatchd);
+    Ok(())
+}
+
+/// What [`submit_parallel`] measured.
+pub struct Submitted {
+    /// Per request, in no particular order.
+    pub latencies_us: Vec<u32>,
+    /// From the first request to the last answer.
+    pub secs: f64,
+}
+
+/// Submits `jobs` copies of `request` to the cluster's running mbatchd over `connections`
+/// connections at once, each with a fresh credential of the current user; returns when
+/// every submission is answered (durable).
+pub fn submit_parallel(
+    cluster: &BenchCluster,
+    request: wire::SubmitRequest,
+    jobs: usize,
+    connections: usize,
+) -> anyhow::Result<Submitted> {
     let addr = cluster.mbd_addr()?;
     let auth = cluster.authenticator()?;
     let user = User::current()?;
-    let request = Arc::new(client::true_job());
-    let request_bytes = lava_xdr::to_bytes(request.as_ref())?.len();
-    let start = Arc::new(Barrier::new(options.connections + 1));
+    let request = Arc::new(request);
+    let start = Arc::new(Barrier::new(connections + 1));
     let mut workers = Vec::new();
-    for connection_idx in 0..options.connections {
+    for connection_idx in 0..connections {
         // The first connections take one job more when the division leaves a remainder.
-        let n_jobs = options.jobs / options.connections
-            + usize::from(connection_idx < options.jobs % options.connections);
+        let n_jobs = jobs / connections + usize::from(connection_idx < jobs % connections);
         let mut connection = Connection::connect(addr, Arc::clone(&auth), user.clone())?;
         let (start, request) = (Arc::clone(&start), Arc::clone(&request));
         workers.push(std::thread::spawn(move || -> anyhow::Result<(Vec<u32>, Instant)> {
@@ -102,7 +137,7 @@ fn submit_durable(options: &Options) -> anyhow::Result<()> {
     }
     start.wait();
     let started = Instant::now();
-    let mut latencies_us = Vec::with_capacity(options.jobs);
+    let mut latencies_us = Vec::with_capacity(jobs);
     let mut last_answer = started;
     for worker in workers {
         let (latencies, finished) =
@@ -110,19 +145,7 @@ fn submit_durable(options: &Options) -> anyhow::Result<()> {
         latencies_us.extend(latencies);
         last_answer = last_answer.max(finished);
     }
-    let secs = (last_answer - started).as_secs_f64();
-    latencies_us.sort_unstable();
-    println!(
-        "submit_durable connections={} jobs={} request_bytes={request_bytes} secs={secs:.3} jobs_per_s={:.0} \
-         latency_us_p50={} latency_us_p99={}",
-        options.connections,
-        options.jobs,
-        options.jobs as f64 / secs,
-        quantile(&latencies_us, 0.5),
-        quantile(&latencies_us, 0.99),
-    );
-    drop(mbatchd);
-    Ok(())
+    Ok(Submitted { latencies_us, secs: (last_answer - started).as_secs_f64() })
 }
 
 fn submit_bsub(runs: usize) -> anyhow::Result<()> {

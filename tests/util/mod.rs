@@ -261,6 +261,22 @@ impl Cluster {
         daemon
     }
 
+    /// Starts sbatchd for `host` (`--host`) and waits (bounded) for its ready
+    /// file: its credential socket listens, so the commands work; it registers
+    /// with mbatchd right after.
+    pub fn start_sbatchd(&mut self, host: &str) -> Daemon {
+        let ready = self.dir().join(format!("run/sbatchd.{host}.ready"));
+        let _absent = fs::remove_file(&ready);
+        let args: Vec<&OsStr> =
+            vec!["--host".as_ref(), host.as_ref(), "--ready-file".as_ref(), ready.as_ref()];
+        let mut daemon = self.spawn("sbatchd", &mbatchd_bin().with_file_name("sbatchd"), &args);
+        wait_until("sbatchd's ready file", STARTUP_TIMEOUT, || {
+            assert!(daemon.is_running(), "sbatchd exited early:\n{}", daemon.log());
+            ready.exists().then_some(())
+        });
+        daemon
+    }
+
     /// Spawns `program` with `args` as a daemon of this cluster: `LSF_ENVDIR`
     /// set, its own process group, standard error to `log/NAME.N.log`. Does
     /// not wait for anything; see [`Daemon::wait_for_port_file`].

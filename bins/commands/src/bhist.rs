@@ -158,7 +158,7 @@ pub fn state_seconds(job: &wire::JobHistory, now_ms: u64) -> ([u64; 7], u64) {
 
 /// The job's name as the summary shows it: `-J`, else the command, on one line.
 fn shown_name(job: &wire::JobHistory) -> String {
-    format::one_line(if job.job_name.is_empty() { &job.command } else { &job.job_name })
+    format::one_line(if job.job_name.is_empty() { &job.command } else { &job.job_name }).into_owned()
 }
 
 /// The summary table (no `-l`).
@@ -166,8 +166,10 @@ pub fn format_summary(jobs: &[wire::JobHistory], wide: bool, now_ms: u64) -> Str
     let mut out = format!("{SUMMARY_TITLE}{SUMMARY_HEADER}");
     for job in jobs {
         let ([pend, psusp, run, ususp, ssusp, unkwn, total], _) = state_seconds(job, now_ms);
-        let name = if wide { shown_name(job) } else { format::truncate_star(&shown_name(job), 9) };
-        let user = if wide { job.user_name.clone() } else { format::truncate_star(&job.user_name, 7) };
+        let name =
+            if wide { shown_name(job) } else { format::truncate_star(&shown_name(job), 9).into_owned() };
+        let user =
+            if wide { job.user_name.clone() } else { format::truncate_star(&job.user_name, 7).into_owned() };
         out.push_str(&format!(
             "{:<7} {user:<7} {name:<9} {pend:<7} {psusp:<7} {run:<7} {ususp:<7} {ssusp:<7} {unkwn:<7} {total}\n",
             jobid::display(job.job)

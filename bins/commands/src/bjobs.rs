@@ -1,9 +1,9 @@
 //! `bjobs`: list jobs.
 //!
 //! ```text
-//! bjobs [-h] [-V] [-w | -l] [-a] [-d] [-p] [-r] [-s] [-noheader] [-o "fields"]
-//!       [-u user | -u all] [-q queue] [-m host] [-J name] [-P project]
-//!       [jobId | "jobId[index]" ...]
+//! bjobs [-h] [-V] [-w | -W | -l] [-a] [-d] [-p] [-r] [-s] [-noheader]
+//!       [-o "fields" [-json]] [-u user | -u all] [-q queue] [-m host]
+//!       [-J name] [-P project] [jobId | "jobId[index]" ...]
 //! ```
 //!
 //! # Selection
@@ -14,9 +14,13 @@
 //! Named jobs are shown whatever their state and owner. `0` is no restriction.
 //!
 //! # Layout
-//! See [`crate::format`](mod@crate::format): the classic columns, `-w`, `-p` alone, `-l`, `-o`;
-//! `-noheader` drops the header. `LSB_SHORT_HOSTLIST=1` (environment or
+//! See [`crate::format`](mod@crate::format): the classic columns, `-w`, `-W`, `-p` alone, `-l`,
+//! `-o`, `-o ... -json` (`-json` without `-o` changes nothing, as in LSF; with
+//! `-noheader` it is refused); `-noheader` drops the header. `LSB_SHORT_HOSTLIST=1` (environment or
 //! lsf.conf) shows hosts as `N*host`. Times are in the local time zone (`TZ`).
+//!
+//! `LSB_BJOBS_FORMAT` (environment or lsf.conf) is the `-o` of a listing
+//! that asks for no layout of its own, as in LSF.
 //!
 //! # Messages and exit status
 //! - A named job that is not shown: `Job <N> is not found` (standard error).
@@ -45,9 +49,10 @@ use crate::term::{self, Term};
 
 /// The usage text (standard error).
 pub const USAGE: &str = "\
-Usage: bjobs [-h] [-V] [-w | -l] [-a] [-d] [-p] [-s] [-r] [-noheader]
+Usage: bjobs [-h] [-V] [-w | -W | -l] [-a] [-d] [-p] [-s] [-r] [-noheader]
              [-m host_name] [-q queue_name] [-u user_name | -u all]
-             [-P project_name] [-J name_spec] [-o \"field_name[:[-]width] ...\"]
+             [-P project_name] [-J name_spec]
+             [-o \"field_name[:[-][width][:unit]] ... [delimiter='c']\" [-json]]
              [jobId | \"jobId[index]\" ...]
 ";
 
@@ -61,6 +66,8 @@ const SPECS: &[OptSpec] = &[
     OptSpec::flag("s"),
     OptSpec::flag("l"),
     OptSpec::flag("w"),
+    OptSpec::flag("W"),
+    OptSpec::flag("json"),
     OptSpec::flag("noheader"),
     OptSpec::value("u"),
     OptSpec::value("q"),
@@ -99,6 +106,10 @@ pub struct BjobsOptions {
     pub long: bool,
     /// `-w`.
     pub wide: bool,
+    /// `-W`.
+    pub wide_fields: bool,
+    /// `-json` (with `-o`).
+    pub json: bool,
     /// `-noheader`.
     pub noheader: bool,
     /// `-o`.
@@ -113,7 +124,7 @@ pub enum Invocation {
     /// `-V`.
     Version,
     /// List jobs.
-    List(BjobsOptions),
+    List(Box<BjobsOptions>),
 }
 
 /// Why the arguments cannot be used.
@@ -154,6 +165,8 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, BjobsError> {
             "s" => options.suspended = true,
             "l" => options.long = true,
             "w" => options.wide = true,
+            "W" => options.wide_fields = true,
+            "json" => options.json = true,
             "noheader" => options.noheader = true,
             "u" => options.user = Some(text()?),
             "q" => options.queue = Some(text()?),
@@ -164,13 +177,29 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, BjobsError> {
             other => unreachable!("option -{other} is in SPECS but not handled"),
         }
     }
-    if options.long && (options.wide || options.format.is_some()) {
-        return Err(BjobsError::Usage(UsageError("-l cannot be combined with -w or -o".to_owned())));
+    if options.long && (options.wide || options.wide_fields || options.format.is_some()) {
+        return Err(BjobsError::Usage(UsageError("-l cannot be combined with -w, -W or -o".to_owned())));
+    }
+    if options.json && options.noheader {
+        return Err(BjobsError::Usage(UsageError("-json cannot be combined with -noheader".to_owned())));
     }
     let (jobs, all) = jobid::parse_all(&operands).map_err(BjobsError::Value)?;
     // As in LSF, `0` among the ids means no restriction by id.
     options.jobs = if all { Vec::new() } else { jobs };
-    Ok(Invocation::List(options))
+    Ok(Invocation::List(Box::new(options)))
+}
+
+/// `LSB_BJOBS_FORMAT` (environment, else lsf.conf): the custom format of a
+/// listing that asks for no layout of its own (no `-o`, `-l`, `-w`, `-W`), as
+/// in LSF; an empty value is no format.
+pub fn apply_default_format(options: &mut BjobsOptions, format: Option<String>) -> Result<(), String> {
+    let Some(format) = format.filter(|format| !format.trim().is_empty()) else {
+        return Ok(());
+    };
+    if options.format.is_none() && !(options.long || options.wide || options.wide_fields) {
+        options.format = Some(format::parse_custom(format.trim().trim_matches('"'))?);
+    }
+    Ok(())
 }
 
 fn state_flags(options: &BjobsOptions) -> Vec<u32> {
@@ -240,22 +269,34 @@ pub fn keep(options: &BjobsOptions, job: &JobInfo) -> bool {
 }
 
 /// The listing of `jobs` as `options` ask.
-pub fn render(jobs: &[JobInfo], options: &BjobsOptions, short_hostlist: bool, tz: &TimeZone) -> String {
+/// `now_s` is the time of the listing (RUN_TIME, PEND_TIME).
+pub fn render(
+    jobs: &[JobInfo],
+    options: &BjobsOptions,
+    short_hostlist: bool,
+    now_s: i64,
+    tz: &TimeZone,
+) -> String {
     let style = Style {
         short_hostlist,
         pending_reasons: options.pending,
         suspend_reasons: options.suspended,
         header: !options.noheader,
+        now_s,
     };
     if options.long {
         return format::long(jobs, &style, tz);
     }
     if let Some(custom) = &options.format {
+        if options.json {
+            return format::custom_json(jobs, custom, &style, tz);
+        }
         return format::custom(jobs, custom, &style, tz);
     }
     let pending_alone =
         options.pending && !(options.all || options.done || options.running || options.suspended);
     let layout = match () {
+        () if options.wide_fields => Layout::WideFields,
         () if pending_alone => Layout::Pending,
         () if options.wide => Layout::Wide,
         () => Layout::Default,
@@ -315,7 +356,7 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             term.err(term::VERSION_LINE);
             return true;
         }
-        Ok(Invocation::List(options)) => options,
+        Ok(Invocation::List(options)) => *options,
         Err(BjobsError::Usage(UsageError(message))) => {
             term.err(&format!("bjobs: {message}\n"));
             term.err(USAGE);
@@ -333,6 +374,11 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             return false;
         }
     };
+    let mut options = options;
+    if let Err(message) = apply_default_format(&mut options, client::lsf_param(&config, "LSB_BJOBS_FORMAT")) {
+        term.err(&format!("LSB_BJOBS_FORMAT: {message}\n"));
+        return false;
+    }
     let answer = Client::from_env(&config).and_then(|mut client| all_pages(&mut client, query(&options)));
     let jobs = match answer {
         Ok(jobs) => jobs,
@@ -343,7 +389,8 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
     };
     let jobs: Vec<JobInfo> = jobs.into_iter().filter(|job| keep(&options, job)).collect();
     let short_hostlist = client::lsf_param(&config, "LSB_SHORT_HOSTLIST").is_some_and(|v| v.trim() == "1");
-    term.out(&render(&jobs, &options, short_hostlist, &TimeZone::system()));
+    let now_s = jiff::Timestamp::now().as_second();
+    term.out(&render(&jobs, &options, short_hostlist, now_s, &TimeZone::system()));
     let missing = missing(&options.jobs, &jobs);
     for job in &missing {
         term.err(&format!("Job <{}> is not found\n", jobid::display(*job)));
@@ -365,7 +412,7 @@ mod tests {
 
     fn options(args: &[&str]) -> BjobsOptions {
         match parse_args(&strings(args)) {
-            Ok(Invocation::List(options)) => options,
+            Ok(Invocation::List(options)) => *options,
             other => panic!("{args:?}: {other:?}"),
         }
     }
@@ -440,6 +487,11 @@ mod tests {
             exit_code: 0,
             reason: String::new(),
             rusage: wire::ResourceUsage::default(),
+            finish_reason: wire::FINISH_NORMAL,
+            res_req: String::new(),
+            dependency: String::new(),
+            run_limit_s: 0,
+            mem_limit_kb: 0,
         }
     }
 
@@ -481,16 +533,37 @@ mod tests {
         assert_eq!(missing(&named, &shown), vec![WireJobRef { job_id: 2, array_index: 0 }]);
     }
 
+    // Goal: LSB_BJOBS_FORMAT is the format of a listing without a layout
+    // option; -o, -l, -w and -W win over it; a bad one is an error.
+    #[test]
+    fn default_format_from_lsf_conf() {
+        let with = |args: &[&str], format: Option<&str>| {
+            let mut parsed = options(args);
+            apply_default_format(&mut parsed, format.map(str::to_owned)).map(|()| parsed)
+        };
+        let jobs = vec![info(1, JobStatus::Pend, "default")];
+        let utc = TimeZone::UTC;
+        let listing = |parsed: &BjobsOptions| render(&jobs, parsed, false, 0, &utc);
+        let set = with(&[], Some("\"jobid stat\"")).expect("a valid format");
+        assert_eq!(listing(&set), "JOBID STAT\n1     PEND\n");
+        let json = with(&["-json"], Some("stat")).expect("a valid format");
+        assert!(listing(&json).contains("\"STAT\":\"PEND\""));
+        assert_eq!(listing(&with(&["-o", "user"], Some("stat")).expect("valid")), "USER\nu\n");
+        assert!(listing(&with(&["-w"], Some("stat")).expect("valid")).starts_with(format::HEADER));
+        assert!(listing(&with(&[], Some("  ")).expect("empty is none")).starts_with(format::HEADER));
+        assert!(with(&[], Some("bogus")).is_err());
+    }
+
     // Goal: the layout follows the options (-p alone, -w, -l, -o, -noheader).
     #[test]
     fn layout_choice() {
         let jobs = vec![info(1, JobStatus::Pend, "default")];
         let utc = TimeZone::UTC;
-        assert!(render(&jobs, &options(&["-p"]), false, &utc).starts_with(format::HEADER_PENDING));
-        assert!(render(&jobs, &options(&["-p", "-a"]), false, &utc).starts_with(format::HEADER));
-        assert!(render(&jobs, &options(&["-w"]), false, &utc).contains("   -    "));
-        assert!(render(&jobs, &options(&["-l"]), false, &utc).starts_with("\nJob <1>,"));
-        assert_eq!(render(&jobs, &options(&["-noheader", "-o", "jobid stat"]), false, &utc), "1 PEND\n");
-        assert!(render(&jobs, &options(&["-noheader"]), false, &utc).starts_with("1       u"));
+        assert!(render(&jobs, &options(&["-p"]), false, 0, &utc).starts_with(format::HEADER_PENDING));
+        assert!(render(&jobs, &options(&["-p", "-a"]), false, 0, &utc).starts_with(format::HEADER));
+        assert!(render(&jobs, &options(&["-w"]), false, 0, &utc).contains("   -    "));
+        assert!(render(&jobs, &options(&["-l"]), false, 0, &utc).starts_with("\nJob <1>,"));
+        assert_eq!(render(&jobs, &options(&["-noheader", "-o", "jobid stat"]), false, 0, &utc), "1 PEND\n");
+        assert!(render(&jobs, &options(&["-noheader"]), false, 0, &utc).starts_with("1       u"));
     }
 }

@@ -177,6 +177,28 @@ pub fn outcome_line(result: &wire::SignalResult, verb: &str) -> (bool, String) {
     }
 }
 
+/// The outcomes as LSF prints them: an array named by its id alone (or selected by
+/// `0`) gets one line, not one per element — accepted when the action was accepted
+/// for any element, else the first element's refusal.
+pub fn per_array(request: &SignalRequest, results: &[wire::SignalResult]) -> Vec<wire::SignalResult> {
+    let whole =
+        |job_id: u32| request.all_jobs || request.jobs.contains(&wire::WireJobRef { job_id, array_index: 0 });
+    let mut shown: Vec<wire::SignalResult> = Vec::new();
+    for result in results {
+        if result.job.array_index == 0 || !whole(result.job.job_id) {
+            shown.push(result.clone());
+            continue;
+        }
+        let array = wire::WireJobRef { job_id: result.job.job_id, array_index: 0 };
+        match shown.iter_mut().find(|line| line.job == array) {
+            Some(line) if result.outcome == SignalRequestOutcome::Accepted => line.outcome = result.outcome,
+            Some(_) => {}
+            None => shown.push(wire::SignalResult { job: array, outcome: result.outcome }),
+        }
+    }
+    shown
+}
+
 /// Runs `mode` with this process's arguments.
 pub fn run_main(mode: Mode) -> ExitCode {
     let mut term = Term::new();
@@ -236,7 +258,7 @@ fn run(term: &mut Term, mode: Mode) -> bool {
         return false;
     }
     let mut n_failed = 0;
-    for result in &reply.results {
+    for result in &per_array(&order.request, &reply.results) {
         let (ok, line) = outcome_line(result, order.verb);
         if ok {
             term.out(&line);
@@ -252,6 +274,40 @@ fn run(term: &mut Term, mode: Mode) -> bool {
 mod tests {
     use super::*;
     use lava_batch_wire::WireJobRef;
+
+    // Goal: `bkill ID` of an array answers one line for the array, as LSF does,
+    // while `bkill "ID[i]"` and plain jobs keep their own lines.
+    #[test]
+    fn an_array_named_by_its_id_gets_one_line() {
+        let job = |job_id, array_index| WireJobRef { job_id, array_index };
+        let result = |job, outcome| wire::SignalResult { job, outcome };
+        let request = SignalRequest {
+            jobs: vec![job(7, 0), job(8, 2), job(9, 0)],
+            all_jobs: false,
+            user: String::new(),
+            action: wire::SignalAction::Terminate,
+        };
+        let results = [
+            result(job(7, 1), SignalRequestOutcome::AlreadyFinished),
+            result(job(7, 2), SignalRequestOutcome::Accepted),
+            result(job(8, 2), SignalRequestOutcome::Accepted),
+            result(job(9, 0), SignalRequestOutcome::NotFound),
+        ];
+        let lines: Vec<String> =
+            per_array(&request, &results).iter().map(|r| outcome_line(r, "terminated").1).collect();
+        assert_eq!(
+            lines,
+            [
+                "Job <7> is being terminated\n",
+                "Job <8[2]> is being terminated\n",
+                "Job <9>: No matching job found\n"
+            ]
+        );
+        let finished = [result(job(7, 1), SignalRequestOutcome::AlreadyFinished)];
+        let lines: Vec<String> =
+            per_array(&request, &finished).iter().map(|r| outcome_line(r, "terminated").1).collect();
+        assert_eq!(lines, ["Job <7>: Job has already finished\n"]);
+    }
 
     fn strings(args: &[&str]) -> Vec<String> {
         args.iter().map(|s| s.to_string()).collect()

@@ -1,5 +1,6 @@
-//! `bqueues [-w] [queue ...]`: the queues as mbatchd sees them (QUEUE_QUERY), in
-//! LavaLite 0.1.2's classic layout (../shared/research/lavalite.md section 2.4):
+//! `bqueues [-w | -l] [queue ...]`: the queues as mbatchd sees them
+//! (QUEUE_QUERY), in the classic layouts (../shared/research/lavalite.md
+//! section 2.4, LSF's `bqueues` reference):
 //!
 //! ```text
 //! QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP
@@ -7,92 +8,31 @@
 //! ```
 //!
 //! Queues are listed highest priority first. STATUS is `Open` or `Closed`
-//! (`badmin qclose`), then `Active` or `Inact` (`badmin qinact`); MAX, JL/U, JL/P and JL/H are `-`
-//! because the scheduler enforces no queue job limit yet. Counts are slots, as
-//! `bjobs` shows the jobs (SUSP includes PSUSP). A name longer than 15
-//! characters is cut to `*` and its end (LSF's TRUNC_STR) unless `-w` is given.
-//! `-l` is not supported yet and says so. A name that is not a queue is
-//! reported on standard error, LSF's way, and makes the exit status 255.
+//! (does the queue accept jobs: `badmin qclose`/`qopen`), then `:Active` or
+//! `:Inact` (are its jobs dispatched: `badmin qinact`/`qact`). MAX, JL/U, JL/P and JL/H are the queue's slot limits, `-` for
+//! none. Counts are slots, as LSF counts them: PEND holds PEND and PSUSP (the
+//! jobs `bjobs -p` lists), SUSP the suspended started jobs (SSUSP, USUSP),
+//! NJOBS all of them. A name longer than 15 characters is cut to `*` and its
+//! end (LSF's TRUNC_STR) unless `-w` is given.
+//!
+//! `-l` prints LSF's block per queue: `QUEUE: name`, the description line
+//! (`This is the default queue.` appended for the default one), the
+//! PARAMETERS/STATISTICS table with NICE and the SSUSP, USUSP and RSV
+//! columns, the RUNLIMIT and MEMLIMIT blocks when set, then `USERS:` and
+//! `HOSTS:` (`all` when unrestricted).
+//!
+//! A name that is not a queue is reported on standard error, LSF's way, and
+//! makes the exit status 255.
 
 use std::process::ExitCode;
 
 use lava_batch_wire::{self as wire, Operation};
 
 use crate::client;
-use crate::format::truncate_star;
+use crate::format::{limit_memory, truncate_star};
 use crate::term::{self, Term};
 
-const USAGE: &str = "Usage: bqueues [-h] [-V] [-w] [queue_name ...]\n";
-
-/// The table for `queues`; `wide` is `-w`.
-pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
-    let mut out =
-        "QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP\n".to_owned();
-    for queue in queues {
-        let name = if wide { queue.name.clone() } else { truncate_star(&queue.name, 15) };
-        out.push_str(&format!(
-            "{name:<15} {:>3}   {:<14}{:>4} {:>4} {:>4} {:>4} {:>5} {:>5} {:>5} {:>5}\n",
-            queue.priority,
-            status(queue),
-            "-",
-            "-",
-            "-",
-            "-",
-            queue.n_jobs,
-            queue.n_pend,
-            queue.n_run,
-            queue.n_susp
-        ));
-    }
-    out
-}
-
-/// Runs `bqueues` with this process's arguments.
-pub fn main() -> ExitCode {
-    term::main_with("bqueues", run)
-}
-
-fn run(term: &mut Term, args: Vec<String>) -> bool {
-    let (mut wide, mut queues) = (false, Vec::new());
-    for arg in args {
-        match arg.as_str() {
-            "-w" => wide = true,
-            "-h" => {
-                term.err(USAGE);
-                return true;
-            }
-            "-V" => {
-                term.err(term::VERSION_LINE);
-                return true;
-            }
-            "-l" => {
-                term.err("bqueues: option -l is not supported by LavaCore yet\n");
-                return false;
-            }
-            flag if flag.starts_with('-') => {
-                term.err(&format!("bqueues: illegal option -- {}\n{USAGE}", flag.trim_start_matches('-')));
-                return false;
-            }
-            queue => queues.push(queue.to_owned()),
-        }
-    }
-    let ops = (Operation::QueueQuery, Operation::QueueQueryReply);
-    let Some(reply) = client::read_from_mbatchd::<_, wire::QueueQueryReply>(
-        term,
-        "bqueues",
-        ops,
-        &wire::QueueQuery { queues },
-    ) else {
-        return false;
-    };
-    if !reply.queues.is_empty() {
-        term.out(&format_bqueues(&reply.queues, wide));
-    }
-    for name in &reply.not_found {
-        term.err(&format!("{name}: No such queue\n"));
-    }
-    reply.not_found.is_empty()
-}
+const USAGE: &str = "Usage: bqueues [-h] [-V] [-w | -l] [queue_name ...]\n";
 
 /// LSF's STATUS of a queue: `Open:Active`, `Closed:Active`, `Open:Inact`, `Closed:Inact`.
 fn status(queue: &wire::QueueInfo) -> &'static str {
@@ -104,11 +44,142 @@ fn status(queue: &wire::QueueInfo) -> &'static str {
     }
 }
 
+/// A queue limit: `-` for none.
+fn limit(slots: u32) -> String {
+    if slots == wire::QUEUE_UNLIMITED { "-".to_owned() } else { slots.to_string() }
+}
+
+/// The table for `queues`; `wide` is `-w`.
+pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
+    let mut out =
+        "QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP\n".to_owned();
+    for queue in queues {
+        let name = if wide { queue.name.as_str().into() } else { truncate_star(&queue.name, 15) };
+        out.push_str(&format!(
+            "{name:<15} {:>3}   {:<14}{:>4} {:>4} {:>4} {:>4} {:>5} {:>5} {:>5} {:>5}\n",
+            queue.priority,
+            status(queue),
+            limit(queue.max_slots),
+            limit(queue.user_slot_limit),
+            limit(queue.processor_slot_limit),
+            limit(queue.host_slot_limit),
+            queue.n_jobs,
+            queue.n_pend,
+            queue.n_run,
+            queue.n_susp
+        ));
+    }
+    out
+}
+
+/// One line of the PARAMETERS/STATISTICS table of `-l` (header or values).
+fn parameters_row(cells: &[String; 13]) -> String {
+    let [prio, nice, status, max, jl_u, jl_p, jl_h, n_jobs, pend, run, ssusp, ususp, rsv] = cells;
+    format!(
+        "{prio:>4} {nice:>4} {status:<14}{max:>5}{jl_u:>5}{jl_p:>5}{jl_h:>5}{n_jobs:>6}{pend:>6}{run:>6}{ssusp:>6}{ususp:>6}{rsv:>5}\n"
+    )
+}
+
+/// The `-l` blocks for `queues`.
+pub fn format_bqueues_long(queues: &[wire::QueueInfo]) -> String {
+    let mut out = String::new();
+    for queue in queues {
+        out.push_str(&format!("\nQUEUE: {}\n", queue.name));
+        let description =
+            if queue.description.is_empty() { "No description provided." } else { queue.description.trim() };
+        let default = if queue.default { " This is the default queue." } else { "" };
+        out.push_str(&format!("  -- {description}{default}\n\n"));
+        out.push_str("PARAMETERS/STATISTICS\n");
+        let header = [
+            "PRIO", "NICE", "STATUS", "MAX", "JL/U", "JL/P", "JL/H", "NJOBS", "PEND", "RUN", "SSUSP",
+            "USUSP", "RSV",
+        ];
+        out.push_str(&parameters_row(&header.map(str::to_owned)));
+        out.push_str(&parameters_row(&[
+            queue.priority.to_string(),
+            queue.nice.to_string(),
+            status(queue).to_owned(),
+            limit(queue.max_slots),
+            limit(queue.user_slot_limit),
+            limit(queue.processor_slot_limit),
+            limit(queue.host_slot_limit),
+            queue.n_jobs.to_string(),
+            queue.n_pend.to_string(),
+            queue.n_run.to_string(),
+            queue.n_ssusp.to_string(),
+            queue.n_ususp.to_string(),
+            queue.n_reserved.to_string(),
+        ]));
+        if queue.run_limit_s > 0 {
+            out.push_str(&format!("\n RUNLIMIT\n {:.1} min\n", queue.run_limit_s as f64 / 60.0));
+        }
+        if queue.mem_limit_kb > 0 {
+            out.push_str(&format!("\n MEMLIMIT\n {:>6}\n", limit_memory(queue.mem_limit_kb)));
+        }
+        let names = |names: &[String]| if names.is_empty() { "all".to_owned() } else { names.join(" ") };
+        out.push_str(&format!("\nUSERS: {}\n", names(&queue.users)));
+        out.push_str(&format!("HOSTS:  {}\n", names(&queue.hosts)));
+    }
+    out
+}
+
+/// Runs `bqueues` with this process's arguments.
+pub fn main() -> ExitCode {
+    term::main_with("bqueues", run)
+}
+
+fn run(term: &mut Term, args: Vec<String>) -> bool {
+    let (mut wide, mut long, mut queues) = (false, false, Vec::new());
+    for arg in args {
+        match arg.as_str() {
+            "-w" => wide = true,
+            "-l" => long = true,
+            "-h" => {
+                term.err(USAGE);
+                return true;
+            }
+            "-V" => {
+                term.err(term::VERSION_LINE);
+                return true;
+            }
+            flag if flag.starts_with('-') => {
+                term.err(&format!("bqueues: illegal option -- {}\n{USAGE}", flag.trim_start_matches('-')));
+                return false;
+            }
+            queue => queues.push(queue.to_owned()),
+        }
+    }
+    if wide && long {
+        term.err(&format!("bqueues: -w and -l cannot be combined\n{USAGE}"));
+        return false;
+    }
+    let ops = (Operation::QueueQuery, Operation::QueueQueryReply);
+    let Some(reply) = client::read_from_mbatchd::<_, wire::QueueQueryReply>(
+        term,
+        "bqueues",
+        ops,
+        &wire::QueueQuery { queues },
+    ) else {
+        return false;
+    };
+    if !reply.queues.is_empty() {
+        term.out(&if long {
+            format_bqueues_long(&reply.queues)
+        } else {
+            format_bqueues(&reply.queues, wide)
+        });
+    }
+    for name in &reply.not_found {
+        term.err(&format!("{name}: No such queue\n"));
+    }
+    reply.not_found.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn queue(name: &str, priority: u32, counts: [u32; 3]) -> wire::QueueInfo {
+    fn queue(name: &str, priority: u32, counts: [u32; 4]) -> wire::QueueInfo {
         wire::QueueInfo {
             name: name.into(),
             priority,
@@ -117,25 +188,98 @@ mod tests {
             n_jobs: counts.iter().sum(),
             n_pend: counts[0],
             n_run: counts[1],
-            n_susp: counts[2],
+            n_susp: counts[2] + counts[3],
             closed: false,
             inactive: false,
+            nice: 0,
+            description: String::new(),
+            users: vec![],
+            max_slots: wire::QUEUE_UNLIMITED,
+            user_slot_limit: wire::QUEUE_UNLIMITED,
+            processor_slot_limit: wire::QUEUE_UNLIMITED,
+            host_slot_limit: wire::QUEUE_UNLIMITED,
+            run_limit_s: 0,
+            mem_limit_kb: 0,
+            n_ssusp: counts[2],
+            n_ususp: counts[3],
+            n_reserved: 0,
         }
     }
 
     // Goal: the classic header and columns, byte for byte as LavaLite prints them
-    // (the row of research/lavalite.md section 2.4), and LSF's cut of long names.
+    // (the row of research/lavalite.md section 2.4), LSF's cut of long names,
+    // the four queue states and limits where the queue has them.
     #[test]
     fn classic_layout() {
-        let queues = [queue("normal", 30, [0, 0, 0]), queue("a_very_long_queue_name", 5, [12, 1234, 3])];
+        let closed = wire::QueueInfo {
+            closed: true,
+            max_slots: 10,
+            user_slot_limit: 2,
+            host_slot_limit: 1,
+            ..queue("closed", 20, [1, 0, 0, 0])
+        };
+        let queues = [
+            queue("normal", 30, [0, 0, 0, 0]),
+            queue("a_very_long_queue_name", 5, [12, 1234, 1, 2]),
+            closed,
+            wire::QueueInfo { inactive: true, ..queue("inact", 1, [0, 0, 0, 0]) },
+            wire::QueueInfo { closed: true, inactive: true, ..queue("off", 1, [0, 0, 0, 0]) },
+        ];
         assert_eq!(
             format_bqueues(&queues, false),
             "QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP\n\
              normal           30   Open:Active      -    -    -    -     0     0     0     0\n\
-             *ong_queue_name   5   Open:Active      -    -    -    -  1249    12  1234     3\n"
+             *ong_queue_name   5   Open:Active      -    -    -    -  1249    12  1234     3\n\
+             closed           20   Closed:Active   10    2    -    1     1     1     0     0\n\
+             inact             1   Open:Inact       -    -    -    -     0     0     0     0\n\
+             off               1   Closed:Inact     -    -    -    -     0     0     0     0\n"
         );
         assert!(format_bqueues(&queues, true).contains("\na_very_long_queue_name   5   Open:Active"));
-        let closed = wire::QueueInfo { closed: true, inactive: true, ..queue("night", 1, [0, 0, 0]) };
-        assert!(format_bqueues(&[closed], false).contains("\nnight             1   Closed:Inact     -"));
+    }
+
+    // Goal: -l prints LSF's block per queue: name, description (default queue
+    // marked), the parameters table with SSUSP/USUSP/RSV, the limits that are
+    // set, USERS and HOSTS.
+    #[test]
+    fn long_layout() {
+        let mut normal = queue("normal", 30, [2, 1, 0, 1]);
+        normal.default = true;
+        normal.description = "For normal jobs".into();
+        let mut night = queue("night", 40, [0, 0, 0, 0]);
+        night.nice = 20;
+        night.users = vec!["alice".into(), "bob".into()];
+        night.hosts = vec!["hostA".into()];
+        night.run_limit_s = 600;
+        night.mem_limit_kb = 100 * 1024;
+        night.user_slot_limit = 1;
+        assert_eq!(
+            format_bqueues_long(&[night, normal]),
+            "\n\
+             QUEUE: night\n\
+             \x20 -- No description provided.\n\
+             \n\
+             PARAMETERS/STATISTICS\n\
+             PRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV\n\
+             \x20 40   20 Open:Active       -    1    -    -     0     0     0     0     0    0\n\
+             \n\
+             \x20RUNLIMIT\n\
+             \x2010.0 min\n\
+             \n\
+             \x20MEMLIMIT\n\
+             \x20 100 M\n\
+             \n\
+             USERS: alice bob\n\
+             HOSTS:  hostA\n\
+             \n\
+             QUEUE: normal\n\
+             \x20 -- For normal jobs This is the default queue.\n\
+             \n\
+             PARAMETERS/STATISTICS\n\
+             PRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV\n\
+             \x20 30    0 Open:Active       -    -    -    -     4     2     1     0     1    0\n\
+             \n\
+             USERS: all\n\
+             HOSTS:  all\n"
+        );
     }
 }

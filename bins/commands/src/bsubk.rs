@@ -224,6 +224,11 @@ mod tests {
             exit_code,
             reason: String::new(),
             rusage: wire::ResourceUsage::default(),
+            finish_reason: wire::FINISH_NORMAL,
+            res_req: String::new(),
+            dependency: String::new(),
+            run_limit_s: 0,
+            mem_limit_kb: 0,
         }
     }
 

@@ -19,24 +19,44 @@
 //!   rule: when the cursor reaches column 80 the line breaks and continues
 //!   after 21 blanks (one leading blank of the continuation is dropped), so
 //!   every line is at most 79 characters. Jobs are separated by a line of 78
-//!   dashes; the output starts and ends with a blank line.
-//! - **`-o "field[:[-]width] ... [delimiter='c']"`**: a subset of LSF 9+'s
-//!   custom format (the fields of [`FIELDS`]), enough for workflow tools that
-//!   ask for `stat` or `jobid stat exit_code`.
+//!   dashes; the output starts and ends with a blank line. The header names
+//!   the `Dependency Condition`, the submission line the `Requested
+//!   Resources`; RUNLIMIT and MEMLIMIT blocks follow the submission line; a
+//!   job LavaCore ended gets LSF's `Completed <exit>; TERM_...` line.
+//! - **`-W`**: the `-w` columns, then PROJ_NAME CPU_USED MEM SWAP PIDS
+//!   START_TIME FINISH_TIME, times as `%m/%d-%H:%M:%S`, CPU_USED as
+//!   `hhh:mm:ss.cc`, MEM in KB; `-` for what is not known (mbatchd learns the
+//!   usage when the job ends; swap is not measured).
+//! - **`-o "field[:[-][width][:unit]] ... [delimiter='c']"`**: LSF 9+'s
+//!   custom format over the fields of [`FIELDS`] (LSF's names, aliases and
+//!   recommended widths); `-` stands for an empty value; a width cuts the
+//!   value (a job name keeps its end behind `*`), `-width` right-aligns,
+//!   a unit (`KB` `MB` `GB` `TB`) applies to memory fields.
+//! - **`-o ... -json`**: LSF's JSON object `{"COMMAND":"bjobs","JOBS":N,
+//!   "RECORDS":[{...}]}`, keyed by the fields' upper-case headers, every value
+//!   a string, `""` where the columns print `-`.
 //!
-//! Times: SUBMIT_TIME is `%b %d %H:%M` in local time; the dated lines of `-l`
+//! Times: SUBMIT_TIME and the times of `-o` are `%b %e %H:%M` (`Nov  5
+//! 22:44`, the day padded with a blank as LSF prints it) in local time; an
+//! actual FINISH_TIME of `-o` ends in ` L`, LSF's mark. The dated lines of `-l`
 //! are `%a %b %e %H:%M:%S` (ctime's first 19 characters, as Lava prints the
 //! submission line).
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use lava_batch_ll::JobStatus;
-use lava_batch_wire::JobInfo;
+use lava_batch_wire::{self as wire, JobInfo};
 
 use crate::jobid;
 
 /// The default header.
 pub const HEADER: &str = "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME\n";
+/// The header of `bjobs -W`.
+pub const HEADER_WIDE_FIELDS: &str = "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   \
+SUBMIT_TIME  PROJ_NAME CPU_USED MEM SWAP PIDS START_TIME FINISH_TIME\n";
 /// The header of `bjobs -p` alone.
 pub const HEADER_PENDING: &str =
     "JOBID   USER    STAT  QUEUE       FROM_HOST      JOB_NAME           SUBMIT_TIME\n";
@@ -57,6 +77,8 @@ pub enum Layout {
     Default,
     /// `-w`: never cut.
     Wide,
+    /// `-W`: never cut, with the usage columns and full times.
+    WideFields,
     /// `-p` alone: the pending header.
     Pending,
 }
@@ -72,11 +94,20 @@ pub struct Style {
     pub suspend_reasons: bool,
     /// Print the header (not with `-noheader`).
     pub header: bool,
+    /// The time of the listing, seconds since the epoch (RUN_TIME and
+    /// PEND_TIME of unfinished jobs count up to it).
+    pub now_s: i64,
 }
 
 impl Default for Style {
     fn default() -> Self {
-        Style { short_hostlist: false, pending_reasons: false, suspend_reasons: false, header: true }
+        Style {
+            short_hostlist: false,
+            pending_reasons: false,
+            suspend_reasons: false,
+            header: true,
+            now_s: 0,
+        }
     }
 }
 
@@ -89,10 +120,6 @@ fn status(job: &JobInfo) -> Option<JobStatus> {
     JobStatus::from_bits(job.status)
 }
 
-fn is_finished(job: &JobInfo) -> bool {
-    status(job).is_some_and(JobStatus::is_finished)
-}
-
 fn is_pending(job: &JobInfo) -> bool {
     status(job).is_some_and(JobStatus::is_pending)
 }
@@ -103,41 +130,41 @@ pub fn cut(text: &str, width: usize) -> String {
 }
 
 /// LSF's TRUNC_STR: a text longer than `width` becomes `*` and its last `width - 1` characters.
-pub fn truncate_star(text: &str, width: usize) -> String {
+pub fn truncate_star(text: &str, width: usize) -> Cow<'_, str> {
     let n_chars = text.chars().count();
     if n_chars <= width || width == 0 {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     let tail: String = text.chars().skip(n_chars - (width - 1)).collect();
-    format!("*{tail}")
+    Cow::Owned(format!("*{tail}"))
 }
 
 /// A job script on one line, as LSF shows it (`#BSUB -J x;echo hi`): its
 /// non-blank lines joined with `;`. A multi-line name or command would
 /// otherwise break the one-line-per-job layouts that tools parse.
-pub fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> Cow<'_, str> {
     if !text.contains(['\n', '\r']) {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     let lines: Vec<&str> =
         text.lines().map(|line| line.trim_end_matches('\r')).filter(|line| !line.trim().is_empty()).collect();
-    lines.join(";")
+    Cow::Owned(lines.join(";"))
 }
 
 /// The job name as bjobs shows it, on one line; an array element's name ends in `[index]`.
-pub fn display_name(job: &JobInfo) -> String {
+pub fn display_name(job: &JobInfo) -> Cow<'_, str> {
     let name = one_line(&job.job_name);
     if job.job.array_index == 0 {
         return name;
     }
     let base = name.split('[').next().unwrap_or_default();
-    format!("{base}[{}]", job.job.array_index)
+    Cow::Owned(format!("{base}[{}]", job.job.array_index))
 }
 
 /// The execution hosts as listed: one entry per slot, or `N*host` (first-seen order).
-pub fn host_list(hosts: &[String], short: bool) -> Vec<String> {
+pub fn host_list(hosts: &[String], short: bool) -> Cow<'_, [String]> {
     if !short || hosts.len() <= 1 {
-        return hosts.to_vec();
+        return Cow::Borrowed(hosts);
     }
     let mut counted: Vec<(&str, usize)> = Vec::new();
     for host in hosts {
@@ -146,7 +173,45 @@ pub fn host_list(hosts: &[String], short: bool) -> Vec<String> {
             None => counted.push((host, 1)),
         }
     }
-    counted.into_iter().map(|(host, n)| format!("{n}*{host}")).collect()
+    Cow::Owned(counted.into_iter().map(|(host, n)| format!("{n}*{host}")).collect())
+}
+
+/// SUBMIT_TIME of one listing, formatted once per local minute: a listing of
+/// many jobs submitted together would otherwise convert the same minute to
+/// the time zone once per job.
+struct MinuteTimes<'a> {
+    tz: &'a TimeZone,
+    /// Seconds since the epoch where the cached local minute starts and ends.
+    start: i64,
+    end: i64,
+    text: String,
+}
+
+impl<'a> MinuteTimes<'a> {
+    fn new(tz: &'a TimeZone) -> MinuteTimes<'a> {
+        MinuteTimes { tz, start: 0, end: 0, text: String::new() }
+    }
+
+    /// [`short_time`] of `seconds`.
+    fn get(&mut self, seconds: i64) -> &str {
+        if !(self.start..self.end).contains(&seconds) {
+            match Timestamp::from_second(seconds) {
+                Ok(instant) => {
+                    let local = instant.to_zoned(self.tz.clone());
+                    self.text = local.strftime("%b %e %H:%M").to_string();
+                    // Time zones change their offset on whole minutes, so the
+                    // whole local minute shares this text.
+                    self.start = seconds - i64::from(local.second());
+                    self.end = self.start + 60;
+                }
+                Err(_) => {
+                    self.text = "-".to_owned();
+                    (self.start, self.end) = (seconds, seconds + 1);
+                }
+            }
+        }
+        &self.text
+    }
 }
 
 fn local_time(seconds: i64, tz: &TimeZone, pattern: &str) -> String {
@@ -156,9 +221,14 @@ fn local_time(seconds: i64, tz: &TimeZone, pattern: &str) -> String {
     }
 }
 
-/// SUBMIT_TIME: `Nov 25 22:44`.
+/// SUBMIT_TIME: `Nov 25 22:44`, `Nov  5 22:44` (the day padded with a blank, as LSF prints it).
 pub fn short_time(seconds: i64, tz: &TimeZone) -> String {
-    local_time(seconds, tz, "%b %d %H:%M")
+    local_time(seconds, tz, "%b %e %H:%M")
+}
+
+/// A time of `-W`: `11/25-22:44:01`.
+pub fn wide_time(seconds: i64, tz: &TimeZone) -> String {
+    local_time(seconds, tz, "%m/%d-%H:%M:%S")
 }
 
 /// The date of a `-l` line: `Mon Nov 25 22:44:01`.
@@ -181,14 +251,19 @@ fn reason_line(reason: &str) -> String {
     format!(" {reason}{end}\n")
 }
 
-/// The default, `-w` and `-p` layouts.
+/// The default, `-w`, `-W` and `-p` layouts.
 pub fn table(jobs: &[JobInfo], layout: Layout, style: &Style, tz: &TimeZone) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(jobs.len() * 96);
     if style.header && !jobs.is_empty() {
-        out.push_str(if layout == Layout::Pending { HEADER_PENDING } else { HEADER });
+        out.push_str(match layout {
+            Layout::Pending => HEADER_PENDING,
+            Layout::WideFields => HEADER_WIDE_FIELDS,
+            Layout::Default | Layout::Wide => HEADER,
+        });
     }
+    let mut times = MinuteTimes::new(tz);
     for job in jobs {
-        row(&mut out, job, layout, style, tz);
+        row(&mut out, job, layout, style, &mut times);
         let state = status(job);
         let pending = state.is_some_and(JobStatus::is_pending);
         let suspended = matches!(state, Some(JobStatus::Psusp | JobStatus::Ususp | JobStatus::Ssusp));
@@ -199,33 +274,44 @@ pub fn table(jobs: &[JobInfo], layout: Layout, style: &Style, tz: &TimeZone) -> 
     out
 }
 
-fn row(out: &mut String, job: &JobInfo, layout: Layout, style: &Style, tz: &TimeZone) {
+// Writing into a String cannot fail: the `let _ = write!(...)` below ignore
+// an error that does not exist. `{:<7.7}` pads to 7 characters and cuts to 7.
+fn row(out: &mut String, job: &JobInfo, layout: Layout, style: &Style, times: &mut MinuteTimes<'_>) {
     let id = job.job.job_id;
-    let stat = cut(status_name(job.status), 5);
+    let stat = status_name(job.status);
     let name = display_name(job);
-    let submitted = short_time(job.submit_time, tz);
     let pending = is_pending(job);
     let hosts = host_list(&job.exec_hosts, style.short_hostlist);
     match layout {
         Layout::Pending => {
-            out.push_str(&format!(
-                "{id:<7} {:<7} {stat:<5} {:<11} {:<14} {:<18} {submitted}\n",
-                cut(&job.user_name, 7),
-                cut(&job.queue, 11),
-                cut(&job.from_host, 14),
+            let _ = writeln!(
+                out,
+                "{id:<7} {:<7.7} {stat:<5.5} {:<11.11} {:<14.14} {:<18} {}",
+                job.user_name,
+                job.queue,
+                job.from_host,
                 truncate_star(&name, 18),
-            ));
+                times.get(job.submit_time),
+            );
         }
-        Layout::Wide => {
+        Layout::Wide | Layout::WideFields => {
             let exec = match () {
-                () if pending => "   -    ".to_owned(),
-                () if hosts.is_empty() => "   -   ".to_owned(),
-                () => hosts.join(":"),
+                () if pending => Cow::Borrowed("   -    "),
+                () if hosts.is_empty() => Cow::Borrowed("   -   "),
+                () => Cow::Owned(hosts.join(":")),
             };
-            out.push_str(&format!(
-                "{id:<7} {:<7} {stat:<5} {:<10} {:<11} {exec:<11} {name:<10} {submitted}\n",
+            let _ = write!(
+                out,
+                "{id:<7} {:<7} {stat:<5.5} {:<10} {:<11} {exec:<11} {name:<10} ",
                 job.user_name, job.queue, job.from_host,
-            ));
+            );
+            if layout == Layout::Wide {
+                out.push_str(times.get(job.submit_time));
+            } else {
+                out.push_str(&wide_time(job.submit_time, times.tz));
+                out.push_str(&usage_columns(job, times.tz));
+            }
+            out.push('\n');
         }
         Layout::Default => {
             let first = match hosts.first() {
@@ -233,21 +319,43 @@ fn row(out: &mut String, job: &JobInfo, layout: Layout, style: &Style, tz: &Time
                 None => "   -   ",
                 Some(host) => host,
             };
-            out.push_str(&format!(
-                "{id:<7} {:<7} {stat:<5} {:<10} {:<11} {:<11} {:<10} {submitted}\n",
-                cut(&job.user_name, 7),
-                cut(&job.queue, 10),
-                cut(&job.from_host, 11),
-                cut(first, 11),
+            let _ = writeln!(
+                out,
+                "{id:<7} {:<7.7} {stat:<5.5} {:<10.10} {:<11.11} {first:<11.11} {:<10} {}",
+                job.user_name,
+                job.queue,
+                job.from_host,
                 truncate_star(&name, 10),
-            ));
+                times.get(job.submit_time),
+            );
             if !pending {
                 for host in hosts.iter().skip(1) {
-                    out.push_str(&format!("{:EXEC_HOST_COLUMN$}{host}\n", ""));
+                    let _ = writeln!(out, "{:EXEC_HOST_COLUMN$}{host}", "");
                 }
             }
         }
     }
+}
+
+/// The columns `-W` adds: PROJ_NAME CPU_USED MEM SWAP PIDS START_TIME
+/// FINISH_TIME, `-` where the job has no value (the usage is known once the
+/// job has finished; LavaCore does not sample swap).
+fn usage_columns(job: &JobInfo, tz: &TimeZone) -> String {
+    let dash = |text: String| if text.is_empty() { "-".to_owned() } else { text };
+    let cpu = cpu_ms(job).map_or_else(|| "-".to_owned(), cpu_time_hms);
+    let mem = match job.rusage.max_rss_kb {
+        0 => "-".to_owned(),
+        kb => kb.to_string(),
+    };
+    let pids = if job.pid > 0 { job.pid.to_string() } else { "-".to_owned() };
+    let time = |seconds: i64| if seconds == 0 { "-".to_owned() } else { wide_time(seconds, tz) };
+    format!(
+        " {:<10} {cpu:<12} {mem:<6} {:<6} {pids} {} {}",
+        dash(job.project.clone()),
+        "-",
+        time(job.start_time),
+        time(job.end_time)
+    )
 }
 
 /// Text streamed through LSF's line-breaking rule (see the module documentation).
@@ -319,6 +427,9 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
     wrap.put(&format!(" User <{}>,", job.user_name));
     wrap.put(&format!(" Project <{}>,", job.project));
     wrap.put(&format!(" Status <{}>, Queue <{}>,", status_name(job.status), job.queue));
+    if !job.dependency.is_empty() {
+        wrap.put(&format!(" Dependency Condition <{}>,", job.dependency));
+    }
     wrap.put(&format!(" Command <{}>\n", one_line(&job.command)));
 
     wrap.put(&format!("{}: Submitted from host <{}>", event_time(job.submit_time, tz), job.from_host));
@@ -332,7 +443,11 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
     if job.n_slots > 1 {
         wrap.put(&format!(", {} Processors Requested", job.n_slots));
     }
+    if !job.res_req.is_empty() {
+        wrap.put(&format!(", Requested Resources <{}>", job.res_req));
+    }
     wrap.put(";\n");
+    limits(wrap, job);
 
     let pending = state.is_some_and(JobStatus::is_pending);
     if job.start_time != 0 && !pending && !job.exec_hosts.is_empty() {
@@ -341,7 +456,7 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
         if job.exec_hosts.len() > 1 {
             wrap.put(&format!(" {} Hosts/Processors", job.exec_hosts.len()));
         }
-        for host in host_list(&job.exec_hosts, style.short_hostlist) {
+        for host in host_list(&job.exec_hosts, style.short_hostlist).iter() {
             wrap.put(&format!(" <{host}>"));
         }
         if !job.exec_cwd.is_empty() {
@@ -350,24 +465,24 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
         wrap.put(";\n");
     }
 
+    if let Some(JobStatus::Done | JobStatus::Exit) = state {
+        wrap.put(&format!("{}: ", event_time(job.end_time, tz)));
+        wrap.put(&match (state, job.exit_code) {
+            (Some(JobStatus::Done), _) => "Done successfully.".to_owned(),
+            (_, 0) => "Exited.".to_owned(),
+            (_, code) => format!("Exited with exit code {code}."),
+        });
+        let cpu_ms = job.rusage.user_time_ms + job.rusage.system_time_ms;
+        wrap.put(&match () {
+            () if job.exec_hosts.is_empty() => "\n".to_owned(),
+            () if cpu_ms == 0 => " The CPU time used is unknown.\n".to_owned(),
+            () => format!(" The CPU time used is {:.1} seconds.\n", cpu_ms as f64 / 1000.0),
+        });
+    }
+    if !exit_reason(job).is_empty() {
+        wrap.put(&format!("{}: Completed <exit>; {}.\n", event_time(job.end_time, tz), exit_reason(job)));
+    }
     match state {
-        Some(JobStatus::Done | JobStatus::Exit) => {
-            wrap.put(&format!("{}: ", event_time(job.end_time, tz)));
-            wrap.put(&match (state, job.exit_code) {
-                (Some(JobStatus::Done), _) => "Done successfully.".to_owned(),
-                (_, 0) => "Exited.".to_owned(),
-                (_, code) => format!("Exited with exit code {code}."),
-            });
-            let cpu_ms = job.rusage.user_time_ms + job.rusage.system_time_ms;
-            wrap.put(&match () {
-                () if job.exec_hosts.is_empty() => "\n".to_owned(),
-                () if cpu_ms == 0 => " The CPU time used is unknown.\n".to_owned(),
-                () => format!(" The CPU time used is {:.1} seconds.\n", cpu_ms as f64 / 1000.0),
-            });
-            if state == Some(JobStatus::Exit) && !job.reason.is_empty() {
-                wrap.put(&format!("{}: Completed <exit>; {}.\n", event_time(job.end_time, tz), job.reason));
-            }
-        }
         Some(JobStatus::Pend | JobStatus::Psusp) => {
             wrap.put("\n PENDING REASONS:\n");
             wrap.put(&reason_line(&job.reason));
@@ -380,16 +495,54 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
     }
 }
 
-/// A field of `-o`: its names (the first is LSF's, then aliases), its header,
-/// the width `field:` asks for, and its value.
+/// What a field's value may depend on besides the job.
+#[derive(Clone, Copy, Debug)]
+pub struct CellContext<'a> {
+    /// The switches of the listing.
+    pub style: &'a Style,
+    /// The time zone of the times.
+    pub tz: &'a TimeZone,
+    /// The unit of a memory field (`max_mem:10:MB`), else LSF's automatic one.
+    pub unit: Option<MemUnit>,
+}
+
+/// The RUNLIMIT and MEMLIMIT blocks of `-l`, each after a blank line, then a
+/// blank line; nothing when the job has no limit.
+fn limits(wrap: &mut Wrap, job: &JobInfo) {
+    if job.run_limit_s > 0 {
+        wrap.put(&format!("\n RUNLIMIT\n {:.1} min\n", job.run_limit_s as f64 / 60.0));
+    }
+    if job.mem_limit_kb > 0 {
+        wrap.put(&format!("\n MEMLIMIT\n {:>6}\n", limit_memory(job.mem_limit_kb)));
+    }
+    if job.run_limit_s > 0 || job.mem_limit_kb > 0 {
+        wrap.put("\n");
+    }
+}
+
+/// A memory limit as `-l` and `bqueues -l` print it: `512 K`, `100 M`, `2 G`
+/// (the largest unit that divides it exactly).
+pub fn limit_memory(kb: u64) -> String {
+    match kb {
+        kb if kb % (1 << 20) == 0 => format!("{} G", kb >> 20),
+        kb if kb % (1 << 10) == 0 => format!("{} M", kb >> 10),
+        kb => format!("{kb} K"),
+    }
+}
+
+/// A field of `-o`: its names (the first is LSF's, then aliases), its header
+/// (also its key in `-json`), the width `field:` asks for, and its value.
 pub struct FieldDef {
     /// Accepted names.
     pub names: &'static [&'static str],
-    /// Column header.
+    /// Column header and `-json` key.
     pub header: &'static str,
     /// LSF's recommended width.
     pub width: usize,
-    value: fn(&JobInfo, &Style, &TimeZone) -> String,
+    /// Whether a unit may follow the width (`mem:10:GB`).
+    pub memory: bool,
+    /// The value; empty when the job has none (`-` in columns, `""` in `-json`).
+    value: fn(&JobInfo, &CellContext<'_>) -> String,
 }
 
 impl std::fmt::Debug for FieldDef {
@@ -398,12 +551,117 @@ impl std::fmt::Debug for FieldDef {
     }
 }
 
-fn or_dash(text: &str) -> String {
-    if text.is_empty() { "-".to_owned() } else { text.to_owned() }
+/// A unit of a memory field: `KB`, `MB`, `GB`, `TB` (or `K`, `M`, `G`, `T`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemUnit {
+    /// Kilobytes.
+    Kb,
+    /// Megabytes.
+    Mb,
+    /// Gigabytes.
+    Gb,
+    /// Terabytes.
+    Tb,
 }
 
-fn time_or_dash(seconds: i64, tz: &TimeZone) -> String {
-    if seconds == 0 { "-".to_owned() } else { short_time(seconds, tz) }
+impl MemUnit {
+    fn parse(text: &str) -> Option<MemUnit> {
+        match text.to_ascii_uppercase().as_str() {
+            "KB" | "K" => Some(MemUnit::Kb),
+            "MB" | "M" => Some(MemUnit::Mb),
+            "GB" | "G" => Some(MemUnit::Gb),
+            "TB" | "T" => Some(MemUnit::Tb),
+            _ => None,
+        }
+    }
+
+    fn kb(self) -> u64 {
+        match self {
+            MemUnit::Kb => 1,
+            MemUnit::Mb => 1 << 10,
+            MemUnit::Gb => 1 << 20,
+            MemUnit::Tb => 1 << 30,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            MemUnit::Kb => "KB",
+            MemUnit::Mb => "MB",
+            MemUnit::Gb => "GB",
+            MemUnit::Tb => "TB",
+        }
+    }
+}
+
+/// A memory amount as bjobs prints it: in `unit` (`1.5 GB`, one decimal
+/// unless whole), else in LSF's automatic unit (`512 Kbytes`, `12 Mbytes`,
+/// `1.5 Gbytes`); empty for 0 (unknown).
+pub fn memory(kb: u64, unit: Option<MemUnit>) -> String {
+    let number = |value: f64| {
+        if value.fract() == 0.0 { format!("{value:.0}") } else { format!("{value:.1}") }
+    };
+    match unit {
+        _ if kb == 0 => String::new(),
+        Some(unit) => format!("{} {}", number(kb as f64 / unit.kb() as f64), unit.name()),
+        None if kb < 1 << 10 => format!("{kb} Kbytes"),
+        None if kb < 1 << 20 => format!("{} Mbytes", kb >> 10),
+        None => format!("{} Gbytes", number(((kb as f64) / f64::from(1 << 20) * 10.0).round() / 10.0)),
+    }
+}
+
+/// CPU time as `-W` prints it: `hhh:mm:ss.cc`.
+pub fn cpu_time_hms(ms: u64) -> String {
+    let (hours, rest_ms) = (ms / 3_600_000, ms % 3_600_000);
+    format!("{hours:03}:{:02}:{:02}.{:02}", rest_ms / 60_000, rest_ms % 60_000 / 1000, rest_ms % 1000 / 10)
+}
+
+/// CPU time of a finished job in milliseconds; `None` before (mbatchd learns
+/// the usage when the job ends).
+fn cpu_ms(job: &JobInfo) -> Option<u64> {
+    status(job)
+        .is_some_and(JobStatus::is_finished)
+        .then_some(job.rusage.user_time_ms + job.rusage.system_time_ms)
+}
+
+/// EXIT_REASON: LSF's `TERM_*` text for why LavaCore ended the job; empty when
+/// the job ended on its own (or is not finished).
+pub fn exit_reason(job: &JobInfo) -> &'static str {
+    if status(job) != Some(JobStatus::Exit) {
+        return "";
+    }
+    match job.finish_reason {
+        wire::FINISH_RUN_LIMIT => "TERM_RUNLIMIT: job killed after reaching LSF run time limit",
+        wire::FINISH_MEM_LIMIT => "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit",
+        wire::FINISH_KILLED => "TERM_OWNER: job killed by owner",
+        _ => "",
+    }
+}
+
+/// RUN_TIME in seconds: from the start to the finish, or to `now_s` while the
+/// job runs; 0 for a job that never started.
+fn run_seconds(job: &JobInfo, now_s: i64) -> i64 {
+    match (job.start_time, job.end_time) {
+        (0, _) => 0,
+        (start, 0) => (now_s - start).max(0),
+        (start, end) => (end - start).max(0),
+    }
+}
+
+/// PEND_TIME in seconds: from the submission to the start, or to `now_s` (to
+/// the finish for a job that ended without starting).
+fn pend_seconds(job: &JobInfo, now_s: i64) -> i64 {
+    let until = match (job.start_time, job.end_time) {
+        (0, 0) => now_s,
+        (0, end) => end,
+        (start, _) => start,
+    };
+    (until - job.submit_time).max(0)
+}
+
+/// A time of `-o`: `Nov  5 22:44`, empty for none./// A time of `-o`: `Nov  5 22:44`, empty for none.
+fn custom_time(seconds: i64, tz: &TimeZone) -> String {
+    if seconds == 0 { String::new() } else { short_time(seconds, tz) }
 }
 
 /// The fields `-o` knows.
@@ -412,142 +670,252 @@ pub const FIELDS: &[FieldDef] = &[
         names: &["jobid", "id"],
         header: "JOBID",
         width: 7,
-        value: |j, _, _| j.job.job_id.to_string(),
+        memory: false,
+        value: |j, _| j.job.job_id.to_string(),
     },
     FieldDef {
         names: &["jobindex"],
         header: "JOBINDEX",
         width: 8,
-        value: |j, _, _| j.job.array_index.to_string(),
+        memory: false,
+        value: |j, _| j.job.array_index.to_string(),
     },
     FieldDef {
         names: &["stat"],
         header: "STAT",
         width: 5,
-        value: |j, _, _| status_name(j.status).to_owned(),
+        memory: false,
+        value: |j, _| status_name(j.status).to_owned(),
     },
-    FieldDef { names: &["user"], header: "USER", width: 7, value: |j, _, _| or_dash(&j.user_name) },
-    FieldDef { names: &["queue"], header: "QUEUE", width: 10, value: |j, _, _| or_dash(&j.queue) },
+    FieldDef { names: &["user"], header: "USER", width: 7, memory: false, value: |j, _| j.user_name.clone() },
+    FieldDef { names: &["queue"], header: "QUEUE", width: 10, memory: false, value: |j, _| j.queue.clone() },
     FieldDef {
         names: &["job_name", "name"],
         header: "JOB_NAME",
         width: 10,
-        value: |j, _, _| display_name(j),
+        memory: false,
+        value: |j, _| display_name(j).into_owned(),
     },
     FieldDef {
         names: &["proj_name", "proj", "project"],
         header: "PROJ_NAME",
         width: 11,
-        value: |j, _, _| or_dash(&j.project),
+        memory: false,
+        value: |j, _| j.project.clone(),
     },
     FieldDef {
-        names: &["command", "cmd"],
-        header: "COMMAND",
+        names: &["dependency"],
+        header: "DEPENDENCY",
         width: 15,
-        value: |j, _, _| or_dash(&one_line(&j.command)),
-    },
-    FieldDef {
-        names: &["pids"],
-        header: "PIDS",
-        width: 20,
-        value: |j, _, _| if j.pid > 0 { j.pid.to_string() } else { "-".to_owned() },
-    },
-    FieldDef {
-        names: &["exit_code"],
-        header: "EXIT_CODE",
-        width: 9,
-        value: |j, _, _| match status(j) {
-            Some(JobStatus::Exit | JobStatus::Done) => j.exit_code.to_string(),
-            _ => "-".to_owned(),
-        },
-    },
-    FieldDef {
-        names: &["from_host"],
-        header: "FROM_HOST",
-        width: 11,
-        value: |j, _, _| or_dash(&j.from_host),
-    },
-    FieldDef {
-        names: &["first_host"],
-        header: "FIRST_HOST",
-        width: 11,
-        value: |j, _, _| or_dash(j.exec_hosts.first().map_or("", String::as_str)),
-    },
-    FieldDef {
-        names: &["exec_host"],
-        header: "EXEC_HOST",
-        width: 11,
-        value: |j, style, _| or_dash(&host_list(&j.exec_hosts, style.short_hostlist).join(":")),
-    },
-    FieldDef {
-        names: &["nexec_host"],
-        header: "NEXEC_HOST",
-        width: 10,
-        value: |j, _, _| host_list(&j.exec_hosts, true).len().to_string(),
-    },
-    FieldDef {
-        names: &["slots", "nalloc_slot"],
-        header: "SLOTS",
-        width: 5,
-        value: |j, _, _| j.n_slots.max(1).to_string(),
-    },
-    FieldDef {
-        names: &["submit_time"],
-        header: "SUBMIT_TIME",
-        width: 15,
-        value: |j, _, tz| time_or_dash(j.submit_time, tz),
-    },
-    FieldDef {
-        names: &["start_time"],
-        header: "START_TIME",
-        width: 15,
-        value: |j, _, tz| time_or_dash(j.start_time, tz),
-    },
-    FieldDef {
-        names: &["finish_time"],
-        header: "FINISH_TIME",
-        width: 16,
-        value: |j, _, tz| time_or_dash(j.end_time, tz),
+        memory: false,
+        value: |j, _| j.dependency.clone(),
     },
     FieldDef {
         names: &["pend_reason"],
         header: "PEND_REASON",
         width: 11,
-        // A finished job's reason is its termination reason, not a pending one.
-        value: |j, _, _| if is_finished(j) { "-".to_owned() } else { or_dash(&j.reason) },
+        memory: false,
+        value: |j, _| {
+            if is_pending(j) { j.reason.trim().trim_end_matches(';').to_owned() } else { String::new() }
+        },
+    },
+    FieldDef {
+        names: &["command", "cmd"],
+        header: "COMMAND",
+        width: 15,
+        memory: false,
+        value: |j, _| one_line(&j.command).into_owned(),
+    },
+    FieldDef {
+        names: &["pids"],
+        header: "PIDS",
+        width: 20,
+        memory: false,
+        value: |j, _| if j.pid > 0 { j.pid.to_string() } else { String::new() },
+    },
+    FieldDef {
+        names: &["exit_code"],
+        header: "EXIT_CODE",
+        width: 9,
+        memory: false,
+        value: |j, _| match status(j) {
+            Some(JobStatus::Exit) => j.exit_code.to_string(),
+            _ => String::new(),
+        },
+    },
+    FieldDef {
+        names: &["exit_reason"],
+        header: "EXIT_REASON",
+        width: 50,
+        memory: false,
+        value: |j, _| exit_reason(j).to_owned(),
+    },
+    FieldDef {
+        names: &["from_host"],
+        header: "FROM_HOST",
+        width: 11,
+        memory: false,
+        value: |j, _| j.from_host.clone(),
+    },
+    FieldDef {
+        names: &["first_host"],
+        header: "FIRST_HOST",
+        width: 11,
+        memory: false,
+        value: |j, _| j.exec_hosts.first().cloned().unwrap_or_default(),
+    },
+    FieldDef {
+        names: &["exec_host"],
+        header: "EXEC_HOST",
+        width: 11,
+        memory: false,
+        value: |j, c| host_list(&j.exec_hosts, c.style.short_hostlist).join(":"),
+    },
+    FieldDef {
+        names: &["nexec_host"],
+        header: "NEXEC_HOST",
+        width: 10,
+        memory: false,
+        value: |j, _| host_list(&j.exec_hosts, true).len().to_string(),
+    },
+    FieldDef {
+        names: &["alloc_slot"],
+        header: "ALLOC_SLOT",
+        width: 20,
+        memory: false,
+        value: |j, _| j.exec_hosts.join(":"),
+    },
+    FieldDef {
+        names: &["nalloc_slot"],
+        header: "NALLOC_SLOT",
+        width: 10,
+        memory: false,
+        value: |j, _| j.exec_hosts.len().to_string(),
+    },
+    FieldDef {
+        names: &["nreq_slot"],
+        header: "NREQ_SLOT",
+        width: 10,
+        memory: false,
+        value: |j, _| j.n_slots.max(1).to_string(),
+    },
+    FieldDef {
+        names: &["slots"],
+        header: "SLOTS",
+        width: 5,
+        memory: false,
+        value: |j, _| j.n_slots.max(1).to_string(),
+    },
+    FieldDef {
+        names: &["submit_time"],
+        header: "SUBMIT_TIME",
+        width: 15,
+        memory: false,
+        value: |j, c| custom_time(j.submit_time, c.tz),
+    },
+    FieldDef {
+        names: &["start_time"],
+        header: "START_TIME",
+        width: 15,
+        memory: false,
+        value: |j, c| custom_time(j.start_time, c.tz),
+    },
+    FieldDef {
+        names: &["finish_time"],
+        header: "FINISH_TIME",
+        width: 16,
+        memory: false,
+        // LSF marks an actual finish time with ` L` (an estimated one would be ` E`).
+        value: |j, c| match custom_time(j.end_time, c.tz) {
+            time if time.is_empty() => time,
+            time => format!("{time} L"),
+        },
+    },
+    FieldDef {
+        names: &["run_time"],
+        header: "RUN_TIME",
+        width: 15,
+        memory: false,
+        value: |j, c| format!("{} second(s)", run_seconds(j, c.style.now_s)),
+    },
+    FieldDef {
+        names: &["pend_time"],
+        header: "PEND_TIME",
+        width: 12,
+        memory: false,
+        value: |j, c| pend_seconds(j, c.style.now_s).to_string(),
+    },
+    FieldDef {
+        names: &["cpu_used"],
+        header: "CPU_USED",
+        width: 10,
+        memory: false,
+        value: |j, _| cpu_ms(j).map_or(String::new(), |ms| format!("{:.1} second(s)", ms as f64 / 1000.0)),
+    },
+    FieldDef {
+        names: &["mem"],
+        header: "MEM",
+        width: 15,
+        memory: true,
+        value: |j, c| memory(j.rusage.max_rss_kb, c.unit),
+    },
+    FieldDef {
+        names: &["max_mem"],
+        header: "MAX_MEM",
+        width: 15,
+        memory: true,
+        value: |j, c| memory(j.rusage.max_rss_kb, c.unit),
+    },
+    FieldDef {
+        names: &["memlimit"],
+        header: "MEMLIMIT",
+        width: 10,
+        memory: true,
+        value: |j, c| memory(j.mem_limit_kb, c.unit),
+    },
+    FieldDef {
+        names: &["runtimelimit"],
+        header: "RUNTIMELIMIT",
+        width: 12,
+        memory: false,
+        value: |j, _| {
+            if j.run_limit_s == 0 { String::new() } else { format!("{:.1}", j.run_limit_s as f64 / 60.0) }
+        },
+    },
+    FieldDef {
+        names: &["effective_resreq", "eresreq", "combined_resreq", "cresreq"],
+        header: "EFFECTIVE_RESREQ",
+        width: 17,
+        memory: false,
+        value: |j, _| j.res_req.clone(),
     },
     FieldDef {
         names: &["output_file"],
         header: "OUTPUT_FILE",
         width: 11,
-        value: |j, _, _| or_dash(&j.output_file),
+        memory: false,
+        value: |j, _| j.output_file.clone(),
     },
     FieldDef {
         names: &["error_file"],
         header: "ERROR_FILE",
         width: 10,
-        value: |j, _, _| or_dash(&j.error_file),
-    },
-    FieldDef { names: &["sub_cwd"], header: "SUB_CWD", width: 10, value: |j, _, _| cwd_shown(&j.cwd) },
-    FieldDef { names: &["exec_cwd"], header: "EXEC_CWD", width: 10, value: |j, _, _| or_dash(&j.exec_cwd) },
-    FieldDef {
-        names: &["cpu_used"],
-        header: "CPU_USED",
-        width: 10,
-        value: |j, _, _| {
-            let ms = j.rusage.user_time_ms + j.rusage.system_time_ms;
-            format!("{:.1} second(s)", ms as f64 / 1000.0)
-        },
+        memory: false,
+        value: |j, _| j.error_file.clone(),
     },
     FieldDef {
-        names: &["max_mem"],
-        header: "MAX_MEM",
+        names: &["sub_cwd", "cwd"],
+        header: "SUB_CWD",
         width: 10,
-        value: |j, _, _| match j.rusage.max_rss_kb {
-            0 => "-".to_owned(),
-            kb if kb >= 1024 => format!("{} Mbytes", kb / 1024),
-            kb => format!("{kb} Kbytes"),
-        },
+        memory: false,
+        value: |j, _| cwd_shown(&j.cwd),
+    },
+    FieldDef {
+        names: &["exec_cwd"],
+        header: "EXEC_CWD",
+        width: 10,
+        memory: false,
+        value: |j, _| j.exec_cwd.clone(),
     },
 ];
 
@@ -560,6 +928,8 @@ pub struct Column {
     pub width: Option<usize>,
     /// `stat:-5`: right-justified.
     pub right: bool,
+    /// `max_mem::GB`: the unit of a memory field.
+    pub unit: Option<MemUnit>,
 }
 
 /// A parsed `-o` specification.
@@ -594,32 +964,23 @@ pub fn parse_custom(spec: &str) -> Result<CustomFormat, String> {
     }
     let mut columns = Vec::new();
     for token in text.split_whitespace() {
-        let mut parts = token.splitn(3, ':');
-        let name = parts.next().unwrap_or_default().to_ascii_lowercase();
-        let field = FIELDS
-            .iter()
-            .find(|field| field.names.contains(&name.as_str()))
-            .ok_or_else(|| format!("{name}: Illegal field name in the output format"))?;
-        let (width, right) = match parts.next() {
-            None => (None, false),
-            Some(width) => {
-                let (right, digits) = match width.strip_prefix('-') {
-                    Some(digits) => (true, digits),
-                    None => (false, width),
-                };
-                let width = if digits.is_empty() {
-                    field.width
-                } else {
-                    digits
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|w| *w > 0)
-                        .ok_or_else(|| format!("{token}: Illegal width in the output format"))?
-                };
-                (Some(width), right)
+        match token.split_once(':') {
+            // `all[:width]`: every field, each with that width (LSF 10.1 FP14).
+            Some(("all", width)) => {
+                for field in FIELDS {
+                    columns.push(parse_column(&format!("{}:{width}", field.names[0]))?);
+                }
             }
-        };
-        columns.push(Column { field, width, right });
+            None if token == "all" => {
+                columns.extend(FIELDS.iter().map(|field| Column {
+                    field,
+                    width: None,
+                    right: false,
+                    unit: None,
+                }));
+            }
+            _ => columns.push(parse_column(token)?),
+        }
     }
     if columns.is_empty() {
         return Err(format!("{spec}: no field in the output format"));
@@ -627,12 +988,58 @@ pub fn parse_custom(spec: &str) -> Result<CustomFormat, String> {
     Ok(CustomFormat { columns, delimiter })
 }
 
-/// The `-o` layout.
+fn parse_column(token: &str) -> Result<Column, String> {
+    let mut parts = token.splitn(3, ':');
+    let name = parts.next().unwrap_or_default().to_ascii_lowercase();
+    let field = FIELDS
+        .iter()
+        .find(|field| field.names.contains(&name.as_str()))
+        .ok_or_else(|| format!("{name}: Illegal field name in the output format"))?;
+    let (width, right) = match parts.next() {
+        None => (None, false),
+        Some(width) => {
+            let (right, digits) = match width.strip_prefix('-') {
+                Some(digits) => (true, digits),
+                None => (false, width),
+            };
+            let width = if digits.is_empty() {
+                field.width
+            } else {
+                digits
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|w| *w > 0)
+                    .ok_or_else(|| format!("{token}: Illegal width in the output format"))?
+            };
+            (Some(width), right)
+        }
+    };
+    let unit = match parts.next() {
+        None => None,
+        Some(_) if !field.memory => {
+            return Err(format!("{token}: A unit prefix is only allowed for memory fields"));
+        }
+        Some(unit) => Some(
+            MemUnit::parse(unit)
+                .ok_or_else(|| format!("{token}: Illegal unit prefix in the output format"))?,
+        ),
+    };
+    Ok(Column { field, width, right, unit })
+}
+
+fn cell_value(column: &Column, job: &JobInfo, style: &Style, tz: &TimeZone) -> String {
+    (column.field.value)(job, &CellContext { style, tz, unit: column.unit })
+}
+
+/// The `-o` layout: `-` for a value the job does not have.
 pub fn custom(jobs: &[JobInfo], format: &CustomFormat, style: &Style, tz: &TimeZone) -> String {
-    let cell = |column: &Column, text: String| match column.width {
-        Some(width) if column.field.names[0] == "job_name" => truncate_star(&text, width),
-        Some(width) => cut(&text, width),
-        None => text,
+    let cell = |column: &Column, text: String| {
+        let text = if text.is_empty() { "-".to_owned() } else { text };
+        match column.width {
+            Some(width) if column.field.names[0] == "job_name" => truncate_star(&text, width).into_owned(),
+            Some(width) => cut(&text, width),
+            None => text,
+        }
     };
     let mut rows: Vec<Vec<String>> = Vec::new();
     if style.header && !jobs.is_empty() {
@@ -642,7 +1049,7 @@ pub fn custom(jobs: &[JobInfo], format: &CustomFormat, style: &Style, tz: &TimeZ
         rows.push(format.columns.iter().map(header).collect());
     }
     for job in jobs {
-        rows.push(format.columns.iter().map(|c| cell(c, (c.field.value)(job, style, tz))).collect());
+        rows.push(format.columns.iter().map(|c| cell(c, cell_value(c, job, style, tz))).collect());
     }
     let widths: Vec<usize> = format
         .columns
@@ -673,6 +1080,43 @@ pub fn custom(jobs: &[JobInfo], format: &CustomFormat, style: &Style, tz: &TimeZ
         out.push_str(&line);
         out.push('\n');
     }
+    out
+}
+
+/// `text` as a JSON string, quotes included.
+pub fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The `-o ... -json` layout, LSF's: an object naming the command, the number
+/// of jobs and one record per job, keyed by the fields' headers, every value a
+/// string (`""` for none; widths do not apply).
+pub fn custom_json(jobs: &[JobInfo], format: &CustomFormat, style: &Style, tz: &TimeZone) -> String {
+    let mut out = format!("{{\n  \"COMMAND\":\"bjobs\",\n  \"JOBS\":{},\n  \"RECORDS\":[\n", jobs.len());
+    for (job_idx, job) in jobs.iter().enumerate() {
+        out.push_str("    {\n");
+        for (column_idx, column) in format.columns.iter().enumerate() {
+            let value = cell_value(column, job, style, tz);
+            let end = if column_idx + 1 < format.columns.len() { "," } else { "" };
+            out.push_str(&format!("      \"{}\":{}{end}\n", column.field.header, json_string(&value)));
+        }
+        out.push_str(if job_idx + 1 < jobs.len() { "    },\n" } else { "    }\n" });
+    }
+    out.push_str("  ]\n}\n");
     out
 }
 
@@ -715,6 +1159,11 @@ mod tests {
                 String::new()
             },
             rusage: ResourceUsage::default(),
+            finish_reason: wire::FINISH_NORMAL,
+            res_req: String::new(),
+            dependency: String::new(),
+            run_limit_s: 0,
+            mem_limit_kb: 0,
         }
     }
 
@@ -888,6 +1337,197 @@ mod tests {
         assert!(parse_custom("").is_err());
     }
 
+    // Goal: -W adds LSF's usage columns after the wide ones, times as
+    // mm/dd-hh:mm:ss, `-` for what a pending job does not have yet.
+    #[test]
+    fn wide_fields_layout() {
+        let mut done = job(1, JobStatus::Done);
+        done.rusage = ResourceUsage { user_time_ms: 3_723_000, system_time_ms: 570, max_rss_kb: 6395 };
+        let pending = job(2, JobStatus::Pend);
+        check(
+            table(&[done, pending], Layout::WideFields, &Style::default(), &utc()),
+            "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME  \
+             PROJ_NAME CPU_USED MEM SWAP PIDS START_TIME FINISH_TIME\n\
+             1       cloudsd DONE  normal     vm          vm          sleep 30   11/25-22:44:01 \
+             default    001:02:03.57 6395   -      4242 11/25-22:44:02 11/25-22:44:32\n\
+             2       cloudsd PEND  normal     vm             -        sleep 30   11/25-22:44:01 \
+             default    -            -      -      - - -\n",
+        );
+    }
+
+    // Goal: the LSF fields workflow tools ask for, with `-` for empty values,
+    // the ` L` of an actual finish time, exit code and reason only for EXIT,
+    // the pending reason only for pending jobs, array elements as `name[idx]`
+    // with their index, and memory in LSF's units or the one asked for.
+    #[test]
+    fn custom_format_fields() {
+        let mut killed = job(12, JobStatus::Exit);
+        killed.exit_code = 130;
+        killed.finish_reason = wire::FINISH_KILLED;
+        killed.rusage.max_rss_kb = 3 * 1024;
+        killed.dependency = "done(11)".to_owned();
+        let mut element = job(13, JobStatus::Pend);
+        element.job.array_index = 4;
+        element.job_name = "arr[1-10]".to_owned();
+        element.mem_limit_kb = 2 * 1024 * 1024;
+        element.run_limit_s = 90;
+        let jobs = vec![job(11, JobStatus::Done), killed, element];
+        let spec = parse_custom(
+            "jobid jobindex job_name stat exit_code exit_reason pend_reason finish_time dependency max_mem:-8:MB memlimit runtimelimit",
+        )
+        .expect("valid");
+        check(
+            custom(&jobs, &spec, &Style::default(), &utc()),
+            "JOBID JOBINDEX JOB_NAME STAT EXIT_CODE EXIT_REASON                     PEND_REASON                       \
+             FINISH_TIME    DEPENDENCY  MAX_MEM MEMLIMIT RUNTIMELIMIT\n\
+             11    0        sleep 30 DONE -         -                               -                                 \
+             Nov 25 22:44 L -                 - -        -\n\
+             12    0        sleep 30 EXIT 130       TERM_OWNER: job killed by owner -                                 \
+             Nov 25 22:44 L done(11)       3 MB -        -\n\
+             13    4        arr[4]   PEND -         -                               New job is waiting for scheduling \
+             -              -                 - 2 Gbytes 1.5\n",
+        );
+        let style = Style { now_s: SUBMIT + 100, ..Style::default() };
+        let spec = parse_custom("jobid run_time pend_time delimiter=','").expect("valid");
+        check(
+            custom(
+                &[job(1, JobStatus::Run), job(2, JobStatus::Pend), job(3, JobStatus::Done)],
+                &spec,
+                &style,
+                &utc(),
+            ),
+            "JOBID,RUN_TIME,PEND_TIME\n1,99 second(s),1\n2,0 second(s),100\n3,30 second(s),1\n",
+        );
+        assert_eq!(parse_custom("all").expect("valid").columns.len(), FIELDS.len());
+        let all = parse_custom("all:8").expect("valid");
+        assert!(all.columns.iter().all(|column| column.width == Some(8)));
+        assert!(parse_custom("stat::GB").is_err(), "a unit on a field that is not memory");
+        assert!(parse_custom("mem::XB").is_err(), "an unknown unit");
+        assert_eq!(memory(512, None), "512 Kbytes");
+        assert_eq!(memory(1536 * 1024, None), "1.5 Gbytes");
+        assert_eq!(memory(1536, Some(MemUnit::Mb)), "1.5 MB");
+        assert_eq!(memory(0, Some(MemUnit::Gb)), "");
+    }
+
+    // Goal: -o ... -json is LSF's object: COMMAND, JOBS, RECORDS keyed by
+    // the headers, every value a string, "" where the columns print `-`,
+    // widths ignored, text escaped.
+    #[test]
+    fn custom_json_layout() {
+        let mut exited = job(12, JobStatus::Exit);
+        exited.exit_code = 2;
+        exited.command = "echo \"a\\b\"".to_owned();
+        let spec = parse_custom("jobid stat:2 exit_code cmd").expect("valid");
+        check(
+            custom_json(&[job(11, JobStatus::Run), exited], &spec, &Style::default(), &utc()),
+            "{\n\
+             \x20 \"COMMAND\":\"bjobs\",\n\
+             \x20 \"JOBS\":2,\n\
+             \x20 \"RECORDS\":[\n\
+             \x20   {\n\
+             \x20     \"JOBID\":\"11\",\n\
+             \x20     \"STAT\":\"RUN\",\n\
+             \x20     \"EXIT_CODE\":\"\",\n\
+             \x20     \"COMMAND\":\"sleep 30\"\n\
+             \x20   },\n\
+             \x20   {\n\
+             \x20     \"JOBID\":\"12\",\n\
+             \x20     \"STAT\":\"EXIT\",\n\
+             \x20     \"EXIT_CODE\":\"2\",\n\
+             \x20     \"COMMAND\":\"echo \\\"a\\\\b\\\"\"\n\
+             \x20   }\n\
+             \x20 ]\n\
+             }\n",
+        );
+        check(
+            custom_json(&[], &spec, &Style::default(), &utc()),
+            "{\n  \"COMMAND\":\"bjobs\",\n  \"JOBS\":0,\n  \"RECORDS\":[\n  ]\n}\n",
+        );
+    }
+
+    // Goal: -l shows the dependency, the resource requirement, the limits
+    // block and LSF's `Completed <exit>; TERM_...` line of a job LavaCore ended.
+    #[test]
+    fn long_layout_of_a_limited_job_killed_at_its_run_limit() {
+        let mut limited = job(5, JobStatus::Exit);
+        limited.command = "sleep 600".to_owned();
+        limited.job_name = "sleep 600".to_owned();
+        limited.dependency = "done(4)".to_owned();
+        limited.res_req = "rusage[mem=100]".to_owned();
+        limited.run_limit_s = 60;
+        limited.mem_limit_kb = 512;
+        limited.exit_code = 143;
+        limited.finish_reason = wire::FINISH_RUN_LIMIT;
+        check(
+            long(&[limited], &Style::default(), &utc()),
+            "\n\
+             Job <5>, User <cloudsd>, Project <default>, Status <EXIT>, Queue <normal>, Depe\n\
+             \x20                    ndency Condition <done(4)>, Command <sleep 600>\n\
+             Mon Nov 25 22:44:01: Submitted from host <vm>, CWD <$HOME/work>, Requested Reso\n\
+             \x20                    urces <rusage[mem=100]>;\n\
+             \n\
+             \x20RUNLIMIT\n\
+             \x201.0 min\n\
+             \n\
+             \x20MEMLIMIT\n\
+             \x20 512 K\n\
+             \n\
+             Mon Nov 25 22:44:02: Started on <vm>, Execution CWD </home/cloudsd/work>;\n\
+             Mon Nov 25 22:44:32: Exited with exit code 143. The CPU time used is unknown.\n\
+             Mon Nov 25 22:44:32: Completed <exit>; TERM_RUNLIMIT: job killed after reaching\n\
+             \x20                    LSF run time limit.\n\
+             \n",
+        );
+    }
+
+    // Goal: the per-minute cache of SUBMIT_TIME gives what short_time gives,
+    // across minute boundaries, backwards, and in a zone whose offset is not
+    // whole hours.
+    #[test]
+    fn minute_cache_matches_short_time() {
+        let tz = TimeZone::fixed(jiff::tz::offset(5));
+        let india = TimeZone::get("Asia/Kolkata").unwrap_or_else(|_| tz.clone());
+        for zone in [utc(), tz, india] {
+            let mut times = MinuteTimes::new(&zone);
+            for seconds in
+                [SUBMIT, SUBMIT + 18, SUBMIT + 19, SUBMIT + 80, SUBMIT - 1, SUBMIT, 0, SUBMIT + 86_400]
+            {
+                assert_eq!(times.get(seconds), short_time(seconds, &zone), "{seconds} in {zone:?}");
+            }
+        }
+    }
+
+    // Goal: array elements list as LSF lists them: JOBID the array's id, the
+    // name `name[index]` (cut from its start behind `*` when long), `-l`
+    // naming `Job <id[index]>`.
+    #[test]
+    fn array_elements_in_the_listings() {
+        let element = |index: u32, status: JobStatus| {
+            let mut element = job(40, status);
+            element.job.array_index = index;
+            element.job_name = "sweep[1-100]".to_owned();
+            element
+        };
+        check(
+            table(
+                &[element(1, JobStatus::Run), element(100, JobStatus::Pend)],
+                Layout::Default,
+                &Style::default(),
+                &utc(),
+            ),
+            "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME\n\
+             40      cloudsd RUN   normal     vm          vm          sweep[1]   Nov 25 22:44\n\
+             40      cloudsd PEND  normal     vm                      sweep[100] Nov 25 22:44\n",
+        );
+        let mut long_name = element(7, JobStatus::Pend);
+        long_name.job_name = "parameter_sweep[1-100]".to_owned();
+        assert!(table(&[long_name], Layout::Default, &Style::default(), &utc()).contains(" *_sweep[7] "));
+        assert!(
+            long(&[element(3, JobStatus::Run)], &Style::default(), &utc())
+                .starts_with("\nJob <40[3]>, Job Name <sweep[3]>,")
+        );
+    }
+
     // Goal: the small helpers behave as LSF's.
     #[test]
     fn helpers() {
@@ -896,7 +1536,7 @@ mod tests {
         assert_eq!(status_name(0x4), "RUN");
         assert_eq!(status_name(0x3), "ERROR");
         assert_eq!(event_time(SUBMIT - 20 * 86_400, &utc()), "Tue Nov  5 22:44:01");
-        assert_eq!(short_time(SUBMIT - 20 * 86_400, &utc()), "Nov 05 22:44");
+        assert_eq!(short_time(SUBMIT - 20 * 86_400, &utc()), "Nov  5 22:44");
         let mut element = job(4, JobStatus::Run);
         element.job.array_index = 2;
         element.job_name = "arr[1-5]".to_owned();

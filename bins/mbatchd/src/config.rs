@@ -14,7 +14,13 @@
 //!   groups expanded (`all` is every host); the default queue is the first of
 //!   `DEFAULT_QUEUE` (or the queues marked `DEFAULT = y`).
 //! - administrators: `ClusterAdmins` of `lsf.cluster`, by login name (root always is one).
-//! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`.
+//! - queue policies: `USERS` (user groups of `lsb.users` expanded), `QJOB_LIMIT`,
+//!   `UJOB_LIMIT`, `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`;
+//!   host policies: `JL/U` of the same `lsb.hosts` row as `MXJ`; `-R`'s static
+//!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
+//!   resources of `lsf.shared`.
+//! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME`,
+//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`.
 //!
 //! # Where mbatchd listens
 //! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
@@ -30,8 +36,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use lava_batch_ll::{HostName, QueueName, UserName};
-use lava_conf::{ClusterConfig, LogMask, Members, Mxj};
-use lava_mbd::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig};
+use lava_conf::{ClusterConfig, LogMask, Members, Mxj, ResourceKind};
+use lava_mbd::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig, QueueLimit};
 
 use crate::ShellError;
 
@@ -95,8 +101,23 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     let servers: Vec<&str> =
         conf.cluster.hosts.iter().filter(|host| host.server).map(|host| host.name.as_str()).collect();
     for name in &servers {
-        config.hosts.push(HostConfig { name: host_name(conf, name)?, max_jobs: max_jobs(conf, name) });
+        let cluster_host = conf.cluster.host(name);
+        config.hosts.push(HostConfig {
+            name: host_name(conf, name)?,
+            max_jobs: max_jobs(conf, name),
+            user_job_limit: batch_host(conf, name).and_then(|row| row.jl_u),
+            host_type: cluster_host.and_then(|h| h.host_type.clone()),
+            model: cluster_host.and_then(|h| h.model.clone()),
+            resources: cluster_host.map(|h| h.resources.clone()).unwrap_or_default(),
+        });
     }
+    config.resources = conf
+        .shared
+        .resources
+        .iter()
+        .filter(|resource| resource.kind == ResourceKind::Boolean)
+        .map(|resource| resource.name.clone())
+        .collect();
     let default_queue = conf.default_queue().map(|queue| queue.name.as_str());
     for queue in &conf.queues.queues {
         let name = QueueName::parse("QUEUE_NAME", &queue.name).map_err(|error| {
@@ -120,11 +141,21 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
                 expanded.into_iter().map(|host| host_name(conf, &host)).collect::<Result<Vec<_>, _>>()?
             }
         };
+        let limit = |limit: Option<lava_conf::QueueLimit>| {
+            limit.map(|limit| QueueLimit { default: limit.default, max: limit.max })
+        };
         config.queues.push(QueueConfig {
-            name,
-            priority: queue.priority,
             default: default_queue == Some(queue.name.as_str()),
             hosts,
+            users: queue_users(conf, queue)?,
+            qjob_limit: queue.qjob_limit,
+            ujob_limit: queue.ujob_limit,
+            hjob_limit: queue.hjob_limit,
+            run_limit_s: limit(queue.run_limit_s),
+            mem_limit_kb: limit(queue.mem_limit_kb),
+            exclusive: queue.exclusive,
+            fairshare: queue.fairshare.clone(),
+            ..QueueConfig::new(name, queue.priority)
         });
     }
     for admin in &conf.cluster.admins {
@@ -136,13 +167,15 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.clean_period_ms = u64::from(conf.params.clean_period_s) * 1000;
     config.job_terminate_interval_s = conf.params.job_terminate_interval_s;
     config.max_job_id = conf.params.max_jobid;
+    config.mbd_sleep_time_ms = u64::from(conf.params.mbd_sleep_time_s.max(1)) * 1000;
+    config.job_accept_interval = conf.params.job_accept_interval;
     config.max_job_array_size = conf.params.max_job_array_size;
     config.validate()?;
     Ok(config)
 }
 
-/// `MXJ` of a host; see the module doc.
-fn max_jobs(conf: &ClusterConfig, host: &str) -> Option<u32> {
+/// The `lsb.hosts` row of a host: its own, else its group's, else `default`.
+fn batch_host<'a>(conf: &'a ClusterConfig, host: &str) -> Option<&'a lava_conf::BatchHost> {
     let hosts = &conf.hosts;
     let row = hosts.hosts.iter().find(|row| row.name.eq_ignore_ascii_case(host)).or_else(|| {
         hosts
@@ -150,7 +183,37 @@ fn max_jobs(conf: &ClusterConfig, host: &str) -> Option<u32> {
             .iter()
             .find(|row| hosts.group(&row.name).is_some() && group_contains(conf, &row.name, host, 0))
     });
-    match row.or(hosts.default.as_ref()).map(|row| row.mxj) {
+    row.or(hosts.default.as_ref())
+}
+
+/// `USERS` of a queue: `None` for everyone, else the users named, user groups of
+/// `lsb.users` expanded (a group of `all` is everyone).
+fn queue_users(conf: &ClusterConfig, queue: &lava_conf::Queue) -> Result<Option<Vec<UserName>>, ShellError> {
+    let Members::Named(names) = &queue.users else { return Ok(None) };
+    let mut users = Vec::new();
+    let mut pending: Vec<(&str, usize)> = names.iter().map(|name| (name.as_str(), 0)).collect();
+    while let Some((name, depth)) = pending.pop() {
+        match conf.users.group(name) {
+            Some(_) if depth > HOST_GROUP_DEPTH_MAX => {}
+            Some(group) if group.members.iter().any(|m| m == "all") => return Ok(None),
+            Some(group) => pending.extend(group.members.iter().map(|m| (m.as_str(), depth + 1))),
+            None => users.push(UserName::parse("USERS", name).map_err(|error| {
+                ShellError::Config(format!(
+                    "{}: queue {}: USERS: {error}",
+                    conf.queues.path.display(),
+                    queue.name
+                ))
+            })?),
+        }
+    }
+    users.sort();
+    users.dedup();
+    Ok(Some(users))
+}
+
+/// `MXJ` of a host; see the module doc.
+fn max_jobs(conf: &ClusterConfig, host: &str) -> Option<u32> {
+    match batch_host(conf, host).map(|row| row.mxj) {
         Some(Mxj::Cpus) => None,
         Some(Mxj::Slots(n)) => Some(n),
         Some(Mxj::Unlimited) | None => Some(u32::MAX),
@@ -261,6 +324,42 @@ mod tests {
         assert_eq!(shell.listen_addr, IpAddr::V4(Ipv4Addr::LOCALHOST));
         assert_eq!(shell.port, 0);
         assert!(shell.event_log_dir.ends_with("work/t/logdir"), "{}", shell.event_log_dir.display());
+    }
+
+    // Goal: the scheduling policies reach the logic: USERS with lsb.users groups expanded,
+    // the queue limits, FAIRSHARE, JL/U by the same row as MXJ, type/model/RESOURCES of
+    // lsf.cluster and the Boolean resources of lsf.shared, MBD_SLEEP_TIME.
+    #[test]
+    fn maps_scheduling_policies() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf_dir = dir.path();
+        let configdir = conf_dir.join("lsbatch/t/configdir");
+        fs::create_dir_all(&configdir).expect("configdir");
+        fs::write(
+            configdir.join("lsb.users"),
+            "Begin UserGroup\nGROUP_NAME GROUP_MEMBER\nstaff (carol dave)\nEnd UserGroup\n",
+        )
+        .expect("lsb.users");
+        let conf = cluster(
+            conf_dir,
+            "Begin Host\nHOST_NAME MXJ JL/U\nm 2 1\ndefault ! ()\nEnd Host\n",
+            "Begin Queue\nQUEUE_NAME = normal\nUSERS = alice staff\nQJOB_LIMIT = 10\nUJOB_LIMIT = 2\n\
+             HJOB_LIMIT = 3\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
+             FAIRSHARE = USER_SHARES[[alice, 2] [default, 1]]\nEnd Queue\n",
+        );
+        let mbd = mbd_config(&conf).expect("maps");
+        let queue = &mbd.queues[0];
+        let names: Vec<&str> = queue.users.as_ref().expect("a list").iter().map(UserName::as_str).collect();
+        assert_eq!(names, ["alice", "carol", "dave"]);
+        assert_eq!((queue.qjob_limit, queue.ujob_limit, queue.hjob_limit), (Some(10), Some(2), Some(3)));
+        assert_eq!(queue.run_limit_s, Some(QueueLimit { default: Some(600), max: 3600 }));
+        assert_eq!(queue.mem_limit_kb, Some(QueueLimit { default: None, max: 100 }));
+        assert!(queue.exclusive);
+        assert_eq!(queue.fairshare, Some(vec![("alice".to_owned(), 2), ("default".to_owned(), 1)]));
+        assert_eq!(mbd.hosts[0].user_job_limit, Some(1));
+        assert_eq!(mbd.hosts[1].user_job_limit, None);
+        assert_eq!(mbd.mbd_sleep_time_ms, 60_000);
+        assert_eq!(mbd.job_accept_interval, 1, "LSF's default when lsb.params does not set it");
     }
 
     // Goal: a queue that names a client-only host is refused with the queue named.

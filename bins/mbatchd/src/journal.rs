@@ -342,8 +342,8 @@ mod tests {
         let host = HostName::parse("test", "h1").expect("host");
         let mut config = MbdConfig::new("t", host.clone());
         let queue = QueueName::parse("test", "normal").expect("queue");
-        config.queues.push(QueueConfig { name: queue, priority: 30, default: true, hosts: vec![] });
-        config.hosts.push(HostConfig { name: host, max_jobs: None });
+        config.queues.push(QueueConfig { default: true, ..QueueConfig::new(queue, 30) });
+        config.hosts.push(HostConfig::new(host, None));
         config
     }
 

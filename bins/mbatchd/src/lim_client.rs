@@ -1,7 +1,9 @@
-//! mbatchd's view of host liveness: a task that polls the master lim's TCP
-//! query port (`LIM_TCP_HOST_LOAD`, lava-lim-wire) and hands the event loop
-//! each change of a host's availability, which the loop steps as
-//! [`lava_mbd::Input::HostAvailability`] (transient: never logged).
+//! mbatchd's view of host liveness and load: a task that polls the master
+//! lim's TCP query port (`LIM_TCP_HOST_LOAD` and `LIM_TCP_HOSTS_INFO`,
+//! lava-lim-wire) and hands the event loop each change of a host's
+//! availability, stepped as [`lava_mbd::Input::HostAvailability`], and each
+//! change of its load indices and static facts (CPUs, memory, swap), stepped
+//! as [`lava_mbd::Input::HostLoad`] for `-R` (both transient: never logged).
 //!
 //! # Where and how often
 //! The master lim is the first server host of `lsf.cluster`, at its
@@ -25,6 +27,7 @@ use std::time::Duration;
 use lava_batch_ll::HostName;
 use lava_conf::ClusterConfig;
 use lava_lim_wire as wire;
+use lava_mbd::LimFacts;
 use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -82,15 +85,24 @@ impl LimTarget {
     }
 }
 
-/// The loop's end: the availability changes the task found, in order.
+/// One change lim's answers showed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum LimUpdate {
+    /// A host became available (`true`) or unavailable.
+    Availability(HostName, bool),
+    /// A host's load indices or static facts changed.
+    Load(HostName, Box<LimFacts>),
+}
+
+/// The loop's end: the changes the task found, in order.
 #[derive(Debug, Default)]
 pub(crate) struct LimUpdates {
-    changes: Option<mpsc::Receiver<(HostName, bool)>>,
+    changes: Option<mpsc::Receiver<LimUpdate>>,
 }
 
 impl LimUpdates {
     /// Takes every change waiting now, without blocking.
-    pub(crate) fn drain(&mut self) -> Vec<(HostName, bool)> {
+    pub(crate) fn drain(&mut self) -> Vec<LimUpdate> {
         let mut out = Vec::new();
         if let Some(changes) = self.changes.as_mut() {
             while let Ok(change) = changes.try_recv() {
@@ -112,17 +124,60 @@ pub(crate) fn spawn(target: LimTarget, hosts: BTreeSet<HostName>) -> LimUpdates 
 #[derive(Debug, Default)]
 pub(crate) struct View {
     unavailable: BTreeSet<HostName>,
+    facts: BTreeMap<HostName, LimFacts>,
 }
 
 impl View {
     /// The changes that make the view `unavailable` (hosts not in it are available).
-    pub(crate) fn update(&mut self, unavailable: BTreeSet<HostName>) -> Vec<(HostName, bool)> {
-        let mut changes: Vec<(HostName, bool)> =
-            self.unavailable.difference(&unavailable).map(|h| (h.clone(), true)).collect();
-        changes.extend(unavailable.difference(&self.unavailable).map(|h| (h.clone(), false)));
+    pub(crate) fn update(&mut self, unavailable: BTreeSet<HostName>) -> Vec<LimUpdate> {
+        let mut changes: Vec<LimUpdate> = self
+            .unavailable
+            .difference(&unavailable)
+            .map(|h| LimUpdate::Availability(h.clone(), true))
+            .collect();
+        changes.extend(
+            unavailable.difference(&self.unavailable).map(|h| LimUpdate::Availability(h.clone(), false)),
+        );
         self.unavailable = unavailable;
         changes
     }
+
+    /// The hosts whose facts differ from the last ones sent.
+    pub(crate) fn update_facts(&mut self, facts: BTreeMap<HostName, LimFacts>) -> Vec<LimUpdate> {
+        let mut changes = Vec::new();
+        for (host, new) in facts {
+            if self.facts.get(&host) != Some(&new) {
+                changes.push(LimUpdate::Load(host.clone(), Box::new(new.clone())));
+                self.facts.insert(host, new);
+            }
+        }
+        changes
+    }
+}
+
+/// Each execution host's load (when it reported) and static facts (when its lim answered).
+pub(crate) fn facts_in(
+    loads: &wire::HostLoadReply,
+    statics: Option<&wire::HostsInfoReply>,
+    hosts: &BTreeSet<HostName>,
+) -> BTreeMap<HostName, LimFacts> {
+    let by_name: BTreeMap<&str, &HostName> = hosts.iter().map(|h| (h.as_str(), h)).collect();
+    let mut out = BTreeMap::new();
+    for load in &loads.hosts {
+        let Some(host) = by_name.get(load.name.as_str()) else { continue };
+        let reported = load.nidx as usize >= wire::LIM_NIDX && load.status == wire::HOST_STATUS_OK;
+        let known = statics.and_then(|reply| reply.hosts.iter().find(|h| h.name == load.name));
+        out.insert(
+            (*host).clone(),
+            LimFacts {
+                load: reported.then_some(load.li),
+                ncpus: known.map_or(0, |h| h.ncpus),
+                maxmem_mb: known.map_or(0, |h| h.maxmem_mb),
+                maxswp_mb: known.map_or(0, |h| h.maxswp_mb),
+            },
+        );
+    }
+    out
 }
 
 /// The execution hosts a HOST_LOAD reply marks unavailable.
@@ -136,7 +191,7 @@ pub(crate) fn unavailable_in(reply: &wire::HostLoadReply, hosts: &BTreeSet<HostN
         .collect()
 }
 
-async fn poll(target: LimTarget, hosts: BTreeSet<HostName>, tx: mpsc::Sender<(HostName, bool)>) {
+async fn poll(target: LimTarget, hosts: BTreeSet<HostName>, tx: mpsc::Sender<LimUpdate>) {
     let mut view = View::default();
     let mut reachable: Option<bool> = None;
     let period = Duration::from_millis(target.interval_ms);
@@ -145,16 +200,21 @@ async fn poll(target: LimTarget, hosts: BTreeSet<HostName>, tx: mpsc::Sender<(Ho
     let timeout = Duration::from_millis(target.interval_ms.max(QUERY_TIMEOUT_MS_MIN));
     loop {
         interval.tick().await;
-        let answer = match tokio::time::timeout(timeout, query(&target)).await {
+        let answer = match tokio::time::timeout(timeout, query(&target, wire::LIM_TCP_HOST_LOAD)).await {
             Ok(answer) => answer,
             Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
         };
+        let mut changes = Vec::new();
         let unavailable = match answer {
             Ok(reply) => {
                 if reachable != Some(true) {
                     tracing::info!(master = %target.master, "master lim answers: host availability follows it");
                 }
                 reachable = Some(true);
+                // Static facts are a second question; without them the loads still count.
+                let statics = tokio::time::timeout(timeout, query(&target, wire::LIM_TCP_HOSTS_INFO)).await;
+                let statics: Option<wire::HostsInfoReply> = statics.ok().and_then(Result::ok);
+                changes.extend(view.update_facts(facts_in(&reply, statics.as_ref(), &hosts)));
                 unavailable_in(&reply, &hosts)
             }
             Err(why) => {
@@ -168,7 +228,8 @@ async fn poll(target: LimTarget, hosts: BTreeSet<HostName>, tx: mpsc::Sender<(Ho
                 BTreeSet::new()
             }
         };
-        for change in view.update(unavailable) {
+        changes.extend(view.update(unavailable));
+        for change in changes {
             if tx.send(change).await.is_err() {
                 return; // the loop is gone: mbatchd is stopping
             }
@@ -176,20 +237,14 @@ async fn poll(target: LimTarget, hosts: BTreeSet<HostName>, tx: mpsc::Sender<(Ho
     }
 }
 
-/// One `LIM_TCP_HOST_LOAD` query.
-async fn query(target: &LimTarget) -> Result<wire::HostLoadReply, String> {
+/// One query (`LIM_TCP_HOST_LOAD`, `LIM_TCP_HOSTS_INFO`) and its decoded reply.
+async fn query<T: serde::de::DeserializeOwned>(target: &LimTarget, operation: u32) -> Result<T, String> {
     let addr = target.resolve()?;
     let io = |error: std::io::Error| format!("{addr}: {error}");
     let mut stream = TcpStream::connect(addr).await.map_err(io)?;
     let mut request = Vec::with_capacity(HEADER_BYTES);
-    FrameHeader {
-        sequence: 1,
-        operation: wire::LIM_TCP_HOST_LOAD,
-        version: wire::LIM_VERSION,
-        length: 0,
-        status: 0,
-    }
-    .write(&mut request);
+    FrameHeader { sequence: 1, operation, version: wire::LIM_VERSION, length: 0, status: 0 }
+        .write(&mut request);
     stream.write_all(&request).await.map_err(io)?;
     let mut head = [0u8; HEADER_BYTES];
     stream.read_exact(&mut head).await.map_err(io)?;
@@ -238,9 +293,44 @@ mod tests {
             hosts: vec![load("h0", wire::HOST_STATUS_OK), load("h1", 1), load("client", 1)],
         };
         let mut view = View::default();
-        assert_eq!(view.update(unavailable_in(&reply, &hosts)), vec![(host("h1"), false)]);
+        assert_eq!(
+            view.update(unavailable_in(&reply, &hosts)),
+            vec![LimUpdate::Availability(host("h1"), false)]
+        );
         assert_eq!(view.update(unavailable_in(&reply, &hosts)), vec![]);
-        assert_eq!(view.update(BTreeSet::new()), vec![(host("h1"), true)]);
+        assert_eq!(view.update(BTreeSet::new()), vec![LimUpdate::Availability(host("h1"), true)]);
         assert_eq!(view.update(BTreeSet::new()), vec![]);
+    }
+
+    // Goal: a reporting host's loads and its static facts reach the logic once per change;
+    // a host that never reported has no load, a client host is ignored.
+    #[test]
+    fn facts_report_changes_only() {
+        let hosts: BTreeSet<HostName> = [host("h0"), host("h1")].into();
+        let mut reporting = load("h0", wire::HOST_STATUS_OK);
+        reporting.nidx = wire::LIM_NIDX as u32;
+        reporting.li[10] = 2048.0;
+        let reply = wire::HostLoadReply { hosts: vec![reporting.clone(), load("h1", 1), load("client", 0)] };
+        let statics = wire::HostsInfoReply {
+            hosts: vec![wire::HostStatic {
+                name: "h0".into(),
+                host_type: String::new(),
+                model: String::new(),
+                server: true,
+                ncpus: 4,
+                maxmem_mb: 8000,
+                maxswp_mb: 1000,
+            }],
+        };
+        let facts = facts_in(&reply, Some(&statics), &hosts);
+        let h0 = LimFacts { load: Some(reporting.li), ncpus: 4, maxmem_mb: 8000, maxswp_mb: 1000 };
+        let h1 = LimFacts { load: None, ncpus: 0, maxmem_mb: 0, maxswp_mb: 0 };
+        assert_eq!(facts, BTreeMap::from([(host("h0"), h0.clone()), (host("h1"), h1.clone())]));
+        let mut view = View::default();
+        assert_eq!(
+            view.update_facts(facts.clone()),
+            vec![LimUpdate::Load(host("h0"), Box::new(h0)), LimUpdate::Load(host("h1"), Box::new(h1))]
+        );
+        assert_eq!(view.update_facts(facts), vec![]);
     }
 }

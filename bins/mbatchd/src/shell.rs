@@ -56,7 +56,7 @@ use crate::ShellError;
 use crate::conn::{self, ConnEvent, ConnId, ReadReply, Shared};
 use crate::daemon::notify;
 use crate::journal::{Journal, JournalEvent};
-use crate::lim_client::LimUpdates;
+use crate::lim_client::{LimUpdate, LimUpdates};
 use crate::logging::LogFile;
 use crate::validate::{ClientCall, ReadQuery};
 use lava_batch_wire as wire;
@@ -199,7 +199,7 @@ impl Shell {
         }
     }
 
-    /// Takes host availability changes from the master lim (`lim_client`).
+    /// Takes host availability and load changes from the master lim (`lim_client`).
     pub(crate) fn follow_lim(&mut self, lim: LimUpdates) {
         self.lim = lim;
     }
@@ -303,9 +303,16 @@ impl Shell {
                 tracing::error!("a connection task failed: {error}");
             }
             Event::Tick => {
-                for (host, available) in self.lim.drain() {
-                    tracing::info!(%host, available, "master lim: host availability changed");
-                    self.step(Input::HostAvailability { host, available }, None)?;
+                for update in self.lim.drain() {
+                    match update {
+                        LimUpdate::Availability(host, available) => {
+                            tracing::info!(%host, available, "master lim: host availability changed");
+                            self.step(Input::HostAvailability { host, available }, None)?;
+                        }
+                        LimUpdate::Load(host, facts) => {
+                            self.step(Input::HostLoad { host, facts }, None)?;
+                        }
+                    }
                 }
                 self.step(Input::Tick, None)?;
             }

@@ -21,6 +21,7 @@
 //! | `NICE` | [`Queue::nice`]: -20 to 19 | 0 |
 //! | `INTERACTIVE` | [`Queue::interactive`]: `YES`, `NO` or `ONLY` | `YES` |
 //! | `EXCLUSIVE` | [`Queue::exclusive`]: `y` or `n` | `n` |
+//! | `FAIRSHARE` | [`Queue::fairshare`]: `USER_SHARES[[user, shares] ...]`, `default` standing for every user not listed | none (first come, first served) |
 //! | `DEFAULT` (ours) | [`Queue::default`]: `y` marks a default queue, for a cluster without `DEFAULT_QUEUE` in lsb.params | `n` |
 //!
 //! # Unknown keys
@@ -44,7 +45,7 @@ use crate::lsf_conf::LimitUnit;
 use crate::section::{Entry, SectionFile};
 
 /// The keys of a `Queue` section that LavaCore reads.
-pub const QUEUE_KEYS: [&str; 19] = [
+pub const QUEUE_KEYS: [&str; 20] = [
     "QUEUE_NAME",
     "PRIORITY",
     "DESCRIPTION",
@@ -64,6 +65,7 @@ pub const QUEUE_KEYS: [&str; 19] = [
     "INTERACTIVE",
     "EXCLUSIVE",
     "DEFAULT",
+    "FAIRSHARE",
 ];
 
 /// LSF queue keys that are accepted but have no effect in LavaCore.
@@ -177,6 +179,8 @@ pub struct Queue {
     pub exclusive: bool,
     /// `DEFAULT` (ours).
     pub default: bool,
+    /// `FAIRSHARE = USER_SHARES[...]`: shares by user name (or `default`), in file order.
+    pub fairshare: Option<Vec<(String, u32)>>,
     /// LSF keys given but not implemented, by upper-case key.
     pub unimplemented: BTreeMap<String, Entry>,
     /// The line of `Begin Queue`.
@@ -263,6 +267,10 @@ impl LsbQueues {
                 },
                 exclusive: yes_no(field("EXCLUSIVE"))?,
                 default: yes_no(field("DEFAULT"))?,
+                fairshare: field("FAIRSHARE")
+                    .filter(|field| !field.is_default())
+                    .map(fairshare)
+                    .transpose()?,
                 unimplemented,
                 line: section.line,
                 lines: entries.iter().map(|(key, entry)| (key.clone(), entry.line)).collect(),
@@ -322,6 +330,38 @@ fn strip_preference(word: &str) -> &str {
         Some((name, level)) if !level.is_empty() && level.bytes().all(|byte| byte.is_ascii_digit()) => name,
         _ => word,
     }
+}
+
+/// `USER_SHARES[[user, shares] [default, 1] ...]`: at least one entry, each user once,
+/// shares a whole number of at least 1.
+fn fairshare(field: Field<'_>) -> Result<Vec<(String, u32)>, ConfError> {
+    let expected =
+        "`USER_SHARES[[user, shares] ...]` with each user (or `default`) once and shares of at least 1";
+    let text: String = field.text().split_whitespace().collect();
+    let Some(body) = text.strip_prefix("USER_SHARES[").and_then(|rest| rest.strip_suffix(']')) else {
+        return Err(field.bad_value(expected));
+    };
+    let mut shares: Vec<(String, u32)> = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let Some((entry, after)) = rest.strip_prefix('[').and_then(|r| r.split_once(']')) else {
+            return Err(field.bad_value(expected));
+        };
+        let Some((user, count)) = entry.split_once(',') else {
+            return Err(field.bad_value(expected));
+        };
+        let count: u32 = count.parse().ok().filter(|n| *n >= 1).ok_or_else(|| field.bad_value(expected))?;
+        let named = crate::fields::check_name(user, "user", GROUP_NAME_BYTES_MAX, false).is_ok();
+        if !named || shares.iter().any(|(u, _)| u == user) {
+            return Err(field.bad_value(expected));
+        }
+        shares.push((user.to_string(), count));
+        rest = after;
+    }
+    if shares.is_empty() {
+        return Err(field.bad_value(expected));
+    }
+    Ok(shares)
 }
 
 /// `[default] max`, each converted by `convert` (which returns what was expected on failure).
@@ -409,6 +449,7 @@ mod tests {
             interactive: Interactive::Yes,
             exclusive: false,
             default: false,
+            fairshare: None,
             unimplemented: BTreeMap::new(),
             line: 1,
             lines: BTreeMap::from([("QUEUE_NAME".to_string(), 2)]),
@@ -446,6 +487,29 @@ mod tests {
         let unimplemented: Vec<&str> = queue.unimplemented.keys().map(String::as_str).collect();
         assert_eq!(unimplemented, ["R1M", "RUN_WINDOW"]);
         assert_eq!(queue.lines.get("NICE"), Some(&17));
+    }
+
+    #[test]
+    fn fairshare_user_shares() {
+        // Goal: FAIRSHARE reads LSF's USER_SHARES list, blanks anywhere; a malformed one names
+        // file, line and key.
+        let fair = queue("FAIRSHARE = USER_SHARES[[alice, 3] [ default,1 ]]").expect("valid");
+        assert_eq!(fair.fairshare, Some(vec![("alice".to_string(), 3), ("default".to_string(), 1)]));
+        let expected = "expected `USER_SHARES[[user, shares] ...]` with each user (or `default`) once and shares of at least 1";
+        for bad in [
+            "USER_SHARES[]",
+            "USER_SHARES[[alice]]",
+            "USER_SHARES[[alice, 0]]",
+            "SHARES[[a, 1]]",
+            "USER_SHARES[[a, 1] [a, 2]]",
+            "USER_SHARES[[a b, 1]",
+        ] {
+            let error = queue(&format!("FAIRSHARE = {bad}")).expect_err(bad);
+            assert!(
+                error.starts_with("lsb.queues:3: `FAIRSHARE`: bad value") && error.ends_with(expected),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -196,19 +196,14 @@ impl World {
         let mut mbd_config = MbdConfig::new("sim", HostName::parse("sim", "master").expect("valid"));
         let [normal, short, night] = queue_names();
         mbd_config.queues = vec![
-            QueueConfig { name: queue(normal), priority: 30, default: true, hosts: vec![] },
-            QueueConfig { name: queue(short), priority: 40, default: false, hosts: vec![hosts[0].clone()] },
-            QueueConfig {
-                name: queue(night),
-                priority: 20,
-                default: false,
-                hosts: vec![hosts[hosts.len() - 1].clone()],
-            },
+            QueueConfig { default: true, ..QueueConfig::new(queue(normal), 30) },
+            QueueConfig { hosts: vec![hosts[0].clone()], ..QueueConfig::new(queue(short), 40) },
+            QueueConfig { hosts: vec![hosts[hosts.len() - 1].clone()], ..QueueConfig::new(queue(night), 20) },
         ];
         mbd_config.hosts = hosts
             .iter()
             .zip(&params.host_slots)
-            .map(|(name, slots)| HostConfig { name: name.clone(), max_jobs: *slots })
+            .map(|(name, slots)| HostConfig::new(name.clone(), *slots))
             .collect();
         mbd_config.clean_period_ms = params.clean_period_ms;
         mbd_config.resend_interval_ms = 5_000;

@@ -20,6 +20,7 @@ mod array;
 mod control;
 mod depend;
 mod names;
+pub mod resreq;
 mod serde_impls;
 mod spec;
 mod status;
@@ -31,6 +32,7 @@ pub use depend::{
     JobSelector,
 };
 pub use names::{HostName, JobRef, QueueName, UserName};
+pub use resreq::{BAD_RESREQ_MESSAGE, HostFacts, ResReq, ResReqError};
 pub use spec::{JobSpec, SubmitSpec};
 pub use status::JobStatus;
 

@@ -25,6 +25,32 @@ pub const MAX_JOB_ARRAY_SIZE_DEFAULT: u32 = 1000;
 /// element is a job record in memory, and one JOB_NEW makes them all in one step.
 pub const JOB_ARRAY_SIZE_MAX: u32 = 1_000_000;
 
+/// Our `JOB_ACCEPT_INTERVAL` default in [`MbdConfig::new`] is 0 (LSF's is 1, which
+/// `lsb.params` gives when it does not set the key): a host may take several jobs per turn.
+/// LSF's `MBD_SLEEP_TIME` default: a dispatch turn every minute besides the
+/// turns that submissions and finishes start.
+pub const MBD_SLEEP_TIME_MS_DEFAULT: u64 = 60_000;
+
+/// A queue limit on `-W` or `-M` (`RUNLIMIT`, `MEMLIMIT`): the value a job
+/// gets when it asks for none, and the most it may ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimit {
+    /// Given to a job that asks for no limit; `None` gives it `max`.
+    pub default: Option<u64>,
+    /// The largest limit a job may ask for.
+    pub max: u64,
+}
+
+impl QueueLimit {
+    /// The limit a job runs with when it asked for `asked` (0: none).
+    pub fn effective(limit: Option<&QueueLimit>, asked: u64) -> u64 {
+        match limit {
+            Some(limit) if asked == 0 => limit.default.unwrap_or(limit.max),
+            _ => asked,
+        }
+    }
+}
+
 /// One queue of `lsb.queues`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
@@ -36,6 +62,55 @@ pub struct QueueConfig {
     pub default: bool,
     /// `HOSTS`: where the queue's jobs may run; empty for every host.
     pub hosts: Vec<HostName>,
+    /// `USERS`: who may submit to the queue; `None` for everyone.
+    pub users: Option<Vec<UserName>>,
+    /// `QJOB_LIMIT`: slots the queue's started jobs may hold.
+    pub qjob_limit: Option<u32>,
+    /// `UJOB_LIMIT`: slots one user's started jobs of the queue may hold.
+    pub ujob_limit: Option<u32>,
+    /// `HJOB_LIMIT`: slots the queue's started jobs may hold on one host.
+    pub hjob_limit: Option<u32>,
+    /// `RUNLIMIT`, seconds: the default and the maximum of `-W`.
+    pub run_limit_s: Option<QueueLimit>,
+    /// `MEMLIMIT`, KB: the default and the maximum of `-M`.
+    pub mem_limit_kb: Option<QueueLimit>,
+    /// `EXCLUSIVE = y`: the queue accepts `bsub -x`.
+    pub exclusive: bool,
+    /// `FAIRSHARE = USER_SHARES[[user, shares] ...]`: the shares by user
+    /// (`default` for every user not listed); `None` for first come, first served.
+    pub fairshare: Option<Vec<(String, u32)>>,
+}
+
+impl QueueConfig {
+    /// A queue with no limit, no user list and no fairshare.
+    pub fn new(name: QueueName, priority: u32) -> QueueConfig {
+        QueueConfig {
+            name,
+            priority,
+            default: false,
+            hosts: Vec::new(),
+            users: None,
+            qjob_limit: None,
+            ujob_limit: None,
+            hjob_limit: None,
+            run_limit_s: None,
+            mem_limit_kb: None,
+            exclusive: false,
+            fairshare: None,
+        }
+    }
+
+    /// Whether `user` may submit to the queue.
+    pub fn admits(&self, user: &UserName) -> bool {
+        self.users.as_ref().is_none_or(|users| users.contains(user))
+    }
+
+    /// The fairshare shares of `user`: its own entry, else `default`'s, else 0.
+    pub fn shares(&self, user: &UserName) -> u32 {
+        let Some(shares) = &self.fairshare else { return 0 };
+        let find = |name: &str| shares.iter().find(|(n, _)| n == name).map(|(_, s)| *s);
+        find(user.as_str()).or_else(|| find("default")).unwrap_or(0)
+    }
 }
 
 /// One execution host of the cluster (`lsf.cluster.NAME`, `lsb.hosts`).
@@ -45,6 +120,28 @@ pub struct HostConfig {
     pub name: HostName,
     /// `MXJ`: job slots; `None` for the CPUs the host registers with.
     pub max_jobs: Option<u32>,
+    /// `JL/U`: slots one user's jobs may hold on the host.
+    pub user_job_limit: Option<u32>,
+    /// The host type of `lsf.cluster` (`type` in `-R`), if given.
+    pub host_type: Option<String>,
+    /// The host model of `lsf.cluster` (`model` in `-R`), if given.
+    pub model: Option<String>,
+    /// The boolean resources of `lsf.cluster`'s `RESOURCES` column.
+    pub resources: Vec<String>,
+}
+
+impl HostConfig {
+    /// A host with `max_jobs` slots and nothing else configured.
+    pub fn new(name: HostName, max_jobs: Option<u32>) -> HostConfig {
+        HostConfig {
+            name,
+            max_jobs,
+            user_job_limit: None,
+            host_type: None,
+            model: None,
+            resources: Vec::new(),
+        }
+    }
 }
 
 /// A cluster administrator (`ClusterAdmins`); root is always one.
@@ -77,6 +174,14 @@ pub struct MbdConfig {
     pub job_terminate_interval_s: u32,
     /// `MAX_JOBID`: the highest job id; submission is refused beyond it (never wraps).
     pub max_job_id: u32,
+    /// `MBD_SLEEP_TIME`, ms: the longest time between two dispatch turns (load
+    /// changes and begin times are seen at these turns at the latest).
+    pub mbd_sleep_time_ms: u64,
+    /// The boolean resources of `lsf.shared` that `-R` may name.
+    pub resources: Vec<String>,
+    /// `JOB_ACCEPT_INTERVAL`: after a host takes a job, it takes no other for this many
+    /// `MBD_SLEEP_TIME`s (0: no wait; several jobs per turn).
+    pub job_accept_interval: u32,
     /// `MAX_JOB_ARRAY_SIZE`: the highest index an array may have (so also its most elements).
     pub max_job_array_size: u32,
 }
@@ -94,6 +199,9 @@ impl MbdConfig {
             resend_interval_ms: RESEND_INTERVAL_MS_DEFAULT,
             job_terminate_interval_s: JOB_TERMINATE_INTERVAL_S_DEFAULT,
             max_job_id: MAX_JOB_ID_DEFAULT,
+            mbd_sleep_time_ms: MBD_SLEEP_TIME_MS_DEFAULT,
+            resources: Vec::new(),
+            job_accept_interval: 0,
             max_job_array_size: MAX_JOB_ARRAY_SIZE_DEFAULT,
         }
     }
@@ -127,6 +235,9 @@ impl MbdConfig {
         }
         if self.max_job_id == 0 {
             return bad("MAX_JOBID is 0".to_owned());
+        }
+        if self.mbd_sleep_time_ms == 0 {
+            return bad("MBD_SLEEP_TIME is 0".to_owned());
         }
         if !(1..=JOB_ARRAY_SIZE_MAX).contains(&self.max_job_array_size) {
             return bad(format!(

@@ -1,7 +1,10 @@
 //! Host liveness as the master lim sees it, and `bhosts`.
 //!
 //! [`Input::HostAvailability`](crate::Input::HostAvailability) carries lim's
-//! view of one host: the shell polls the master lim and steps each change.
+//! view of one host: the shell polls the master lim and steps each change;
+//! [`Input::HostLoad`](crate::Input::HostLoad) carries the host's load indices
+//! and static facts, which `-R` selects and orders by (same rules: transient,
+//! never logged, forgotten by a restart; a host without them has no load).
 //! It is transient state, like the connected hosts: nothing is logged, a
 //! restart forgets it (every host is available until lim says otherwise),
 //! and snapshots never hold it. An unavailable host:
@@ -22,6 +25,7 @@ use std::collections::BTreeMap;
 use lava_batch_ll::{HostName, JobStatus};
 use lava_batch_wire as wire;
 
+use crate::input::LimFacts;
 use crate::job::Job;
 use crate::machine::{Mbd, Step};
 
@@ -39,6 +43,15 @@ impl Mbd {
             }
         } else {
             self.links.unavailable.insert(host);
+        }
+    }
+
+    /// lim's load and static facts of `host`: kept for the next dispatch turn
+    /// (at most `MBD_SLEEP_TIME` away), not acted on at once, so that a stream
+    /// of load reports does not make a turn each.
+    pub(crate) fn host_load(&mut self, host: HostName, facts: LimFacts) {
+        if self.config.host(&host).is_some() {
+            self.links.lim.insert(host, facts);
         }
     }
 
@@ -115,6 +128,7 @@ impl Mbd {
                     n_ssusp: c.ssusp,
                     n_ususp: c.ususp,
                     n_reserved: 0,
+                    user_slot_limit: wire::HOST_SLOTS_UNLIMITED,
                 }
             })
             .collect();

@@ -28,8 +28,22 @@ pub struct Caller {
     pub host: HostName,
 }
 
+/// What the master lim reports of one host: its load vector and static facts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LimFacts {
+    /// The load indices in lim's order (`lava_batch_ll::resreq::LOAD_INDEX_NAMES`),
+    /// `None` when the host never reported.
+    pub load: Option<[f32; 11]>,
+    /// Processors; 0 when lim does not know them.
+    pub ncpus: u32,
+    /// Physical memory, MB (meaningful when `ncpus` > 0).
+    pub maxmem_mb: u32,
+    /// Swap space, MB (meaningful when `ncpus` > 0).
+    pub maxswp_mb: u32,
+}
+
 /// One input of [`crate::Mbd::step`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     /// Replay is complete; mbatchd opens for business (logs MBD_START).
     Start,
@@ -113,6 +127,15 @@ pub enum Input {
         host: HostName,
         /// Whether lim reports it available.
         available: bool,
+    },
+    /// The master lim's load and static facts of `host` (transient, never
+    /// logged; see `hosts`): what `-R` selects, orders and reserves against.
+    /// A host without them has no load: a select on a load index fails there.
+    HostLoad {
+        /// The host.
+        host: HostName,
+        /// What lim knows of it.
+        facts: Box<LimFacts>,
     },
     /// `badmin reconfig`: a new configuration, which the shell loaded and checked
     /// ([`crate::Mbd::reconfigurable`]: valid, with the same cluster, master and

@@ -616,6 +616,11 @@ impl Job {
             },
             reason: self.shown_reason(queue_configured),
             rusage: finish.map(|f| f.rusage).unwrap_or_default(),
+            finish_reason: finish.map_or(wire::FINISH_NORMAL, |f| f.finish_reason),
+            res_req: request.res_req.clone(),
+            dependency: request.dependency.clone(),
+            run_limit_s: request.run_limit_s,
+            mem_limit_kb: request.mem_limit_kb,
         }
     }
 }

@@ -102,8 +102,9 @@
 //!   whose start was never accepted still ends it.
 //! - A signal other than kill, STOP or CONT on a pending job is answered
 //!   `NotStarted` (LSF's "Job has not started yet"), not silently accepted.
-//! - Dispatch is first fit in `lsf.cluster` host order, jobs by queue priority
-//!   then id; a job that fits nowhere is passed over, not waited for.
+//! - Dispatch is first fit in `lsf.cluster` host order (or `-R order[]`), jobs by
+//!   queue priority then id (or fairshare); a job that fits nowhere is passed
+//!   over, not waited for (docs/batch.md, "Scheduling").
 //! - A submission's request id outlives its job: JOB_CLEAN retires it, and a
 //!   retried `bsub` whose job already ran and was cleaned gets that job back,
 //!   not a second one, for [`REQUEST_ID_RETENTION_MS`] after the clean (the
@@ -126,8 +127,9 @@
 //! - `job`, `state`: one job's record and transitions; the store and its indexes.
 //! - `array`, `depend`: job arrays (`-J "name[1-10]%2"`) and dependencies (`-w`):
 //!   their checks at submission and what holds a pending job back at dispatch.
-//! - `machine`: [`Mbd`] and [`Mbd::step`]; `submit`, `sched` (dispatch, resends,
-//!   cleaning), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`,
+//! - `machine`: [`Mbd`] and [`Mbd::step`]; `submit`, `sched` (dispatch turns, resends,
+//!   cleaning), `placement` (one turn's decisions: limits, `-R`, fairshare,
+//!   pending reasons), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`,
 //!   `hosts` (lim's host availability, UNKWN, `bhosts`), `control` (`bmod`,
 //!   `bswitch`, `btop`/`bbot`, `badmin hclose|qclose|…`), `history` (`bhist`
 //!   from the log's events).
@@ -146,6 +148,7 @@ pub mod input;
 mod job;
 mod machine;
 mod pipeline;
+mod placement;
 mod query;
 mod queues;
 mod sched;
@@ -157,13 +160,13 @@ mod submit;
 mod tests;
 
 pub use array::REASON_ARRAY_LIMIT;
-pub use config::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig};
+pub use config::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig, QueueLimit};
 pub use control::ControlSnapshot;
 pub use depend::{REASON_DEPEND_NEVER, REASON_DEPEND_WAIT};
 pub use effect::{ClientReply, Effect, ToSbd};
 pub use event::Event;
 pub use history::{HISTORY_ENTRIES_PER_JOB_MAX, HISTORY_JOBS_PER_PAGE, HistoryBuilder};
-pub use input::{Caller, ClientId, Input};
+pub use input::{Caller, ClientId, Input, LimFacts};
 pub use job::{
     Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_USER_STOP,
     REASON_USER_STOP_PENDING, SIGNAL_NUMBER_MAX, SignalKind, TERM_MEMLIMIT, TERM_RUNLIMIT, exit_code,

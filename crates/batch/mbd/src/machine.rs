@@ -16,8 +16,9 @@ use crate::MbdError;
 use crate::config::MbdConfig;
 use crate::effect::{ClientReply, Effect, ToSbd};
 use crate::event::{Event, MbdStartRecord};
-use crate::input::{ClientId, Input};
+use crate::input::{ClientId, Input, LimFacts};
 use crate::job::Job;
+use crate::placement::{HashMap, PendReason, ResReqCache, TurnEnd};
 use crate::state::{MbdSnapshot, Store};
 
 /// Above this many jobs, debug builds stop re-checking every invariant after
@@ -46,6 +47,20 @@ pub(crate) struct Links {
     pub(crate) avoid: BTreeMap<JobRef, BTreeSet<HostName>>,
     /// Hosts the master lim marks unavailable (`Input::HostAvailability`).
     pub(crate) unavailable: BTreeSet<HostName>,
+    /// lim's loads and static facts by host (`Input::HostLoad`).
+    pub(crate) lim: BTreeMap<HostName, LimFacts>,
+    /// Parsed `-R` strings (`placement`).
+    pub(crate) resreqs: ResReqCache,
+    /// Why each pending job the last dispatch turn considered did not start.
+    pub(crate) reasons: HashMap<JobRef, PendReason>,
+    /// When each host last took a job (`JOB_ACCEPT_INTERVAL`; kept only when it is set).
+    pub(crate) last_start_ms: BTreeMap<HostName, u64>,
+    /// The last turn's end state, for the reasons of the jobs it did not reach.
+    pub(crate) turn_end: TurnEnd,
+    /// When the last dispatch turn ran.
+    pub(crate) last_pass_ms: Option<u64>,
+    /// The earliest begin time (`-b`) still ahead at the last turn.
+    pub(crate) next_begin_ms: Option<u64>,
 }
 
 /// The effects of one step while it is being decided: the log appends come
@@ -56,6 +71,8 @@ pub(crate) struct Step {
     messages: Vec<Effect>,
     /// Whether a job was added or a slot freed: dispatch runs at the end of the step.
     pub(crate) dispatch: bool,
+    /// Whether the periodic dispatch turn is due (`sched`): it runs even when no slot is free.
+    pub(crate) full_turn: bool,
 }
 
 /// mbatchd's logic. See the crate documentation for the contract.
@@ -130,7 +147,8 @@ impl Mbd {
     /// effects to `effects`: first every log append, then every message, in
     /// the order they must be carried out.
     pub fn step(&mut self, now_ms: u64, input: Input, effects: &mut Vec<Effect>) {
-        let mut step = Step { now_ms, appends: Vec::new(), messages: Vec::new(), dispatch: false };
+        let mut step =
+            Step { now_ms, appends: Vec::new(), messages: Vec::new(), dispatch: false, full_turn: false };
         match input {
             Input::Start => {
                 let record = MbdStartRecord {
@@ -159,6 +177,7 @@ impl Mbd {
             Input::JobFinish { host, msg } => self.job_finish(&mut step, &host, &msg),
             Input::JobSignalReply { host, msg } => self.signal_reply(&mut step, &host, &msg),
             Input::HostAvailability { host, available } => self.host_availability(&mut step, host, available),
+            Input::HostLoad { host, facts } => self.host_load(host, *facts),
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
             Input::JobControl { client, caller, request } => {
@@ -168,7 +187,7 @@ impl Mbd {
                 self.admin_control(&mut step, client, &caller, &request)
             }
         }
-        if step.dispatch {
+        if step.dispatch || step.full_turn {
             self.dispatch(&mut step);
         }
         effects.extend(step.appends.into_iter().map(Effect::Append));

@@ -86,6 +86,9 @@ impl Mbd {
             }
             // UNKWN is display state: lim's view, never logged (see `hosts`).
             info.status = self.shown_status(&job).bits();
+            if let Some(reason) = self.pending_reason_shown(&job) {
+                info.reason = reason;
+            }
             scratch.clear();
             page_bytes += lava_xdr::serialize_into(&info, &mut scratch).expect("a job's description encodes");
             // Pages resume after a whole job id, so a page never ends inside an

@@ -1,8 +1,14 @@
 //! `bqueues` ([`Mbd::queue_query`]) and the cluster part of `badmin showstatus`
-//! ([`Mbd::cluster_counts`]): reads of the state in memory, like `bhosts`. Per queue its configuration and the slots of its unfinished jobs
-//! by state, counted as `bjobs` shows them: PEND is pending, RUN is running
-//! (UNKWN included: running as far as mbatchd knows), SUSP is every suspended
-//! state (PSUSP, USUSP, SSUSP), and NJOBS is their sum.
+//! ([`Mbd::cluster_counts`]): reads of the state in memory, like `bhosts`. Per
+//! queue its configuration and the slots of its unfinished jobs by state,
+//! counted as LSF counts them (Lava's `IS_PEND` covers PSUSP): PEND is every
+//! pending job (PEND and PSUSP, the jobs `bjobs -p` lists), RUN is running
+//! (UNKWN included: running as far as mbatchd knows), SSUSP and USUSP are the
+//! suspended started jobs, SUSP their sum, and NJOBS the sum of all.
+//!
+//! The queue's status is its `badmin qclose`/`qinact` state; its limits are
+//! those of the configuration mbatchd holds, and a limit the configuration
+//! does not carry is shown unlimited.
 
 use std::collections::BTreeSet;
 
@@ -30,7 +36,7 @@ impl Mbd {
         for host in self.host_query(&wire::HostQuery { hosts: vec![] }).hosts {
             let idx = match host.status {
                 wire::HOST_OK => 0,
-                wire::HOST_CLOSED_FULL | wire::HOST_CLOSED_ADM => 1,
+                wire::HOST_CLOSED_FULL | wire::HOST_CLOSED_ADM | wire::HOST_CLOSED_EXCL => 1,
                 wire::HOST_UNREACH => 2,
                 _ => 3,
             };
@@ -72,6 +78,18 @@ impl Mbd {
                 n_susp: 0,
                 closed: self.queue_closed(&queue.name),
                 inactive: self.queue_inactive(&queue.name),
+                nice: 0,
+                description: String::new(),
+                users: Vec::new(),
+                max_slots: wire::QUEUE_UNLIMITED,
+                user_slot_limit: wire::QUEUE_UNLIMITED,
+                processor_slot_limit: wire::QUEUE_UNLIMITED,
+                host_slot_limit: wire::QUEUE_UNLIMITED,
+                run_limit_s: 0,
+                mem_limit_kb: 0,
+                n_ssusp: 0,
+                n_ususp: 0,
+                n_reserved: 0,
             })
             .collect();
         for (_, job) in self.store.live_jobs() {
@@ -79,13 +97,19 @@ impl Mbd {
                 continue;
             };
             let slots = job.n_slots();
-            let count = match job.status {
-                JobStatus::Pend => &mut info.n_pend,
-                JobStatus::Run | JobStatus::Unknown => &mut info.n_run,
-                JobStatus::Psusp | JobStatus::Ususp | JobStatus::Ssusp => &mut info.n_susp,
+            match job.status {
+                JobStatus::Pend | JobStatus::Psusp => info.n_pend += slots,
+                JobStatus::Run | JobStatus::Unknown => info.n_run += slots,
+                JobStatus::Ssusp => {
+                    info.n_ssusp += slots;
+                    info.n_susp += slots;
+                }
+                JobStatus::Ususp => {
+                    info.n_ususp += slots;
+                    info.n_susp += slots;
+                }
                 JobStatus::Done | JobStatus::Exit => continue,
-            };
-            *count += slots;
+            }
             info.n_jobs += slots;
         }
         queues.sort_by_key(|queue| std::cmp::Reverse(queue.priority));

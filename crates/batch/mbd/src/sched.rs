@@ -1,131 +1,177 @@
-//! Scheduling and timers: event-driven dispatch, the NEW_JOB snapshot, the
-//! resends of unanswered NEW_JOB and JOB_SIGNAL, and cleaning finished jobs.
+//! Scheduling and timers: dispatch turns, the NEW_JOB snapshot, the resends
+//! of unanswered NEW_JOB and JOB_SIGNAL, and cleaning finished jobs.
 //!
-//! Dispatch runs at the end of every step that added a pending job or freed
-//! slots (submit, finish, refusal, resume, host registration) — never on a
-//! timer, so a job starts as soon as the step that made room for it.
-//! Candidates are the PEND jobs (not PSUSP) of active queues (`badmin qinact`)
-//! by queue priority, highest first, then by (order key, job id) — arrival order
-//! unless `btop`/`bbot` moved them (`control`); each goes to the first connected host (and not marked
-//! unavailable by lim, not closed by `badmin hclose`) in `lsf.cluster` order
-//! that its `-m` list and its queue's HOSTS allow, that has not refused it
-//! since it last registered, and that has enough free slots. A job that fits
-//! nowhere is skipped, not waited for (first fit: a wide job can be passed by
-//! narrower ones; reservation is a later feature).
+//! A dispatch turn runs at the end of every step that added a pending job or
+//! freed slots (submit, finish, refusal, resume, host registration,
+//! reconfiguration), so a job starts as soon as the step that made room for
+//! it (skipped when no slot is free anywhere); and on a tick once
+//! `MBD_SLEEP_TIME` passed since the last turn (lim's loads change without a
+//! step of ours) or a job's begin time (`-b`) came: this periodic turn always
+//! runs and refreshes the pending reasons of every job.
+//! Jobs of active queues (`badmin qinact`) are offered by queue priority,
+//! highest first, then by (order key, job id) — arrival order unless
+//! `btop`/`bbot` moved them — or by fairshare within a FAIRSHARE queue; hosts
+//! closed by `badmin hclose` take none; [`crate::placement`] decides each one
+//! (limits, `-R`, exclusivity) and keeps the reasons of those that wait. A job
+//! that fits nowhere is passed over, not waited for (first fit: a wide job can
+//! be passed by narrower ones; reservation is a later feature). The turn's
+//! JOB_STARTs are logged in decision order after the whole turn is decided.
 
 use std::cmp::Reverse;
-use std::ops::Bound;
+use std::collections::BTreeSet;
 
-use lava_batch_ll::{HostName, JobRef, QueueName};
+use lava_batch_ll::{HostName, JobRef};
 use lava_batch_wire as wire;
 
+use crate::config::QueueLimit;
 use crate::effect::ToSbd;
 use crate::event::{Event, JobCleanRecord, JobStartRecord};
 use crate::job::{Job, ms_to_s, project};
 use crate::machine::{Mbd, Step};
+use crate::placement::{Decision, Pass, fairshare_walk};
 
 impl Mbd {
-    /// Dispatches every pending job that fits somewhere now.
+    /// One dispatch turn: decides every pending job ([`Pass`]), logs JOB_START
+    /// and sends NEW_JOB for those that start, and keeps why the others wait.
+    /// A turn a step started (not the periodic one) is skipped when no slot is
+    /// free anywhere: it could start nothing, and its reasons can wait for the
+    /// periodic turn, so that a submission costs no walk over a long backlog.
     pub(crate) fn dispatch(&mut self, step: &mut Step) {
-        let mut free: Vec<(HostName, u32)> = Vec::new();
-        for host in &self.config.hosts {
-            if let Some(link) = self
-                .links
-                .hosts
-                .get(&host.name)
-                .filter(|link| link.connected && !self.links.unavailable.contains(&host.name))
-                .filter(|_| !self.store.control.closed_hosts.contains(&host.name))
-            {
-                let used = self.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
-                free.push((host.name.clone(), self.capacity(&host.name, link).saturating_sub(used)));
-            }
-        }
-        let mut n_free: u64 = free.iter().map(|(_, n)| u64::from(*n)).sum();
-        if n_free == 0 {
+        if !step.full_turn && !self.any_free_slot() {
             return;
         }
-        // Priority levels, highest first; the jobs of one level in id order, merged over
-        // its queues. A job whose queue left the configuration is under no level: it
-        // waits until its queue returns.
-        let mut levels: Vec<u32> = self.config.queues.iter().map(|queue| queue.priority).collect();
+        let mut reqs = std::mem::take(&mut self.links.resreqs);
+        reqs.trim();
+        let reasons = std::mem::take(&mut self.links.reasons);
+        let mut pass = Pass::new(self, step.now_ms, &mut reqs, reasons);
+        let stopped = self.walk_pending(&mut pass).is_none();
+        let turn_end = pass.end(stopped);
+        let Pass { decisions, reasons, next_begin_ms, .. } = pass;
+        self.links.turn_end = turn_end;
+        self.links.resreqs = reqs;
+        self.links.reasons = reasons;
+        self.links.next_begin_ms = next_begin_ms;
+        self.links.last_pass_ms = Some(step.now_ms);
+        for decision in decisions {
+            self.start(step, decision);
+        }
+    }
+
+    /// Whether some connected, available host has a free slot.
+    fn any_free_slot(&self) -> bool {
+        self.config.hosts.iter().any(|host| {
+            self.links.hosts.get(&host.name).is_some_and(|link| {
+                let used = self.store.index.slots_used.get(&host.name).copied().unwrap_or(0);
+                link.connected
+                    && self.host_available(&host.name)
+                    && !self.store.control.closed_hosts.contains(&host.name)
+                    && self.capacity(&host.name, link) > used
+            })
+        })
+    }
+
+    /// Offers the pending jobs to `pass` in dispatch order: priority levels,
+    /// highest first, of the active queues (`badmin qinact` stops a queue's
+    /// dispatch); within a level by (order key, job) over its queues — arrival
+    /// order unless `btop`/`bbot` moved jobs — or, when one of
+    /// them has FAIRSHARE, queue by queue in `lsb.queues` order, each by its
+    /// own policy. A job whose queue left the configuration is under no level:
+    /// it waits until its queue returns.
+    /// `None` when it stopped because no slot is free anywhere any more (the jobs not
+    /// reached get their reasons when asked: `Mbd::turn_end_reason`).
+    fn walk_pending<'a>(&'a self, pass: &mut Pass<'a>) -> Option<()> {
+        let queues = &self.config.queues;
+        let mut levels: Vec<u32> = queues.iter().map(|queue| queue.priority).collect();
         levels.sort_unstable_by_key(|priority| Reverse(*priority));
         levels.dedup();
+        let consider = |pass: &mut Pass<'a>, (_, id): (i64, JobRef), idx: usize| {
+            if pass.cluster_full() {
+                return None;
+            }
+            pass.consider(self.store.live_job(id), idx);
+            Some(())
+        };
         for priority in levels {
-            let queues: Vec<QueueName> = self
-                .config
-                .queues
+            let level: Vec<(usize, &BTreeSet<(i64, JobRef)>)> = queues
                 .iter()
-                .filter(|queue| {
-                    queue.priority == priority
-                        && self.store.index.pending.contains_key(&queue.name)
-                        && !self.store.control.inactive_queues.contains(&queue.name)
+                .enumerate()
+                .filter(|(_, queue)| {
+                    queue.priority == priority && !self.store.control.inactive_queues.contains(&queue.name)
                 })
-                .map(|queue| queue.name.clone())
+                .filter_map(|(idx, queue)| Some((idx, self.store.index.pending.get(&queue.name)?)))
                 .collect();
-            let mut after = None;
-            while let Some((key, id)) = self.next_pending(&queues, after) {
-                after = Some((key, id));
-                if self.try_dispatch(step, id, &mut free, &mut n_free) && n_free == 0 {
-                    return;
+            if level.iter().any(|(idx, _)| queues[*idx].fairshare.is_some()) {
+                for (idx, ids) in level {
+                    if queues[idx].fairshare.is_some() {
+                        fairshare_walk(pass, idx, ids);
+                    } else {
+                        for id in ids {
+                            consider(pass, *id, idx)?;
+                        }
+                    }
+                }
+            } else if let [(idx, ids)] = level[..] {
+                for id in ids {
+                    consider(pass, *id, idx)?;
+                }
+            } else {
+                let mut merged: Vec<((i64, JobRef), usize)> =
+                    level.iter().flat_map(|(idx, ids)| ids.iter().map(|id| (*id, *idx))).collect();
+                merged.sort_unstable();
+                for (id, idx) in merged {
+                    consider(pass, id, idx)?;
                 }
             }
+            if pass.cluster_full() {
+                return None;
+            }
         }
+        Some(())
     }
 
-    /// The first pending (order key, job) after `after` (from the start for `None`) in
-    /// any of `queues` (arrival order unless `btop`/`bbot` moved jobs:
-    /// `Job::dispatch_key`; an array's elements by index). Dispatching takes a job out
-    /// of the pending index, so the walk looks the next one up each time.
-    fn next_pending(&self, queues: &[QueueName], after: Option<(i64, JobRef)>) -> Option<(i64, JobRef)> {
-        let above = match after {
-            Some(after) => (Bound::Excluded(after), Bound::Unbounded),
-            None => (Bound::Unbounded, Bound::Unbounded),
-        };
-        queues
-            .iter()
-            .filter_map(|queue| self.store.index.pending.get(queue)?.range(above).next())
-            .min()
-            .copied()
-    }
-
-    /// Dispatches pending job `id` to the first host in `free` where it fits and may
-    /// run, if any; says whether it did.
-    fn try_dispatch(
-        &mut self,
-        step: &mut Step,
-        id: JobRef,
-        free: &mut [(HostName, u32)],
-        n_free: &mut u64,
-    ) -> bool {
-        let job = self.store.live_job(id);
-        if self.held_back(job).is_some() {
-            return false;
+    /// Logs the start of a decided job and sends it to its first host.
+    fn start(&mut self, step: &mut Step, decision: Decision) {
+        let job = self.store.live_job(decision.id);
+        let mut exec_hosts = Vec::with_capacity(job.n_slots() as usize);
+        for (host_idx, n_slots) in &decision.hosts {
+            let host = &self.config.hosts[*host_idx].name;
+            exec_hosts.extend(std::iter::repeat_n(host.clone(), *n_slots as usize));
         }
-        let n_slots = job.n_slots();
-        let Some(host_idx) = free.iter().position(|(host, n)| *n >= n_slots && self.may_run_on(job, host))
-        else {
-            return false;
-        };
-        let host = free[host_idx].0.clone();
-        free[host_idx].1 -= n_slots;
-        *n_free -= u64::from(n_slots);
-        let record = JobStartRecord {
-            job: job.job,
-            exec_hosts: vec![host.clone(); n_slots as usize],
-            time_ms: step.now_ms,
-        };
+        if self.config.job_accept_interval > 0 {
+            for (host_idx, _) in &decision.hosts {
+                self.links.last_start_ms.insert(self.config.hosts[*host_idx].name.clone(), step.now_ms);
+            }
+        }
+        let first = exec_hosts[0].clone();
+        let record = JobStartRecord { job: job.job, exec_hosts, time_ms: step.now_ms };
         self.record(step, Event::JobStart(record));
-        self.send_new_job(step, id, &host);
-        true
+        self.send_new_job(step, decision.id, &first);
     }
 
-    /// Whether `job` may be dispatched to `host` (free slots aside).
-    fn may_run_on(&self, job: &Job, host: &HostName) -> bool {
-        let asked = job.spec.hosts();
-        let queue_hosts = self.config.queue(&job.queue).map(|q| q.hosts.as_slice()).unwrap_or_default();
-        (asked.is_empty() || asked.contains(host))
-            && (queue_hosts.is_empty() || queue_hosts.contains(host))
-            && !self.links.avoid.get(&job.job).is_some_and(|avoided| avoided.contains(host))
+    /// Why PEND job `job` did not start in the last dispatch turn, if that turn
+    /// considered it (a job submitted since shows LSF's "New job is waiting for
+    /// scheduling"): computed, never logged.
+    pub(crate) fn pending_reason_shown(&self, job: &Job) -> Option<String> {
+        if job.status != lava_batch_ll::JobStatus::Pend
+            || !job.reason.is_empty()
+            || self.held_back(job).is_some()
+        {
+            // A logged reason (a host's refusal), a dependency or an array limit says
+            // more than the turn's summary.
+            return None;
+        }
+        match self.links.reasons.get(&job.job) {
+            Some(reason) => Some(reason.render()),
+            None => self.turn_end_reason(job).map(|reason| reason.render()),
+        }
+    }
+
+    /// Whether a dispatch turn is due on a tick: `MBD_SLEEP_TIME` passed since
+    /// the last one (lim's loads changed meanwhile), or a begin time came.
+    fn dispatch_due(&self, now_ms: u64) -> bool {
+        let sleep_done =
+            self.links.last_pass_ms.is_none_or(|t| now_ms >= t.saturating_add(self.config.mbd_sleep_time_ms));
+        sleep_done || self.links.next_begin_ms.is_some_and(|t| now_ms >= t)
     }
 
     /// Sends (or resends) NEW_JOB for started job `id` and arms its resend.
@@ -137,8 +183,11 @@ impl Mbd {
 
     /// The dispatch snapshot of a started job, rebuilt identically from the
     /// durable state on every resend.
+    /// A job without `-W` or `-M` gets its queue's default (else maximum) `RUNLIMIT`
+    /// and `MEMLIMIT`, as the configuration in force says.
     pub(crate) fn job_specs(&self, job: &Job) -> wire::JobSpecs {
         let request = job.spec.request();
+        let queue = self.config.queue(&job.queue);
         wire::JobSpecs {
             job: job.job.to_wire(),
             submit_time: ms_to_s(job.submit_time_ms),
@@ -160,8 +209,14 @@ impl Mbd {
             n_slots: job.n_slots(),
             exec_hosts: job.exec_hosts.iter().map(ToString::to_string).collect(),
             umask: request.umask,
-            run_limit_s: request.run_limit_s,
-            mem_limit_kb: request.mem_limit_kb,
+            run_limit_s: QueueLimit::effective(
+                queue.and_then(|q| q.run_limit_s.as_ref()),
+                request.run_limit_s,
+            ),
+            mem_limit_kb: QueueLimit::effective(
+                queue.and_then(|q| q.mem_limit_kb.as_ref()),
+                request.mem_limit_kb,
+            ),
             terminate_interval_s: self.config.job_terminate_interval_s,
             project: project(request),
             login_shell: request.login_shell.clone(),
@@ -252,5 +307,6 @@ impl Mbd {
             let job = self.store.finished(id).expect("the finished index lists finished jobs").job_ref();
             self.record(step, Event::JobClean(JobCleanRecord { job, time_ms: now_ms }));
         }
+        step.full_turn |= self.dispatch_due(now_ms);
     }
 }

@@ -14,8 +14,8 @@
 //! jobs at the same events and their states stay equal.
 //!
 //! The indexes (request id → its job or elements, slots used per host, pending
-//! jobs, finished jobs by finish time, jobs awaiting their start accept or a
-//! signal answer, started elements per array)
+//! jobs, started jobs, finished jobs by finish time, jobs awaiting their start
+//! accept or a signal answer, started elements per array)
 //! are a pure function of the jobs: `apply` takes a job's contribution out
 //! before changing it and puts it back after, and
 //! [`Store::check`] recomputes them from scratch to prove it.
@@ -90,6 +90,9 @@ pub(crate) struct Index {
     pub(crate) finished: BTreeSet<(u64, JobRef)>,
     /// Started jobs whose NEW_JOB_REPLY is not yet committed.
     pub(crate) unaccepted: BTreeSet<JobRef>,
+    /// Started jobs (RUN, USUSP, SSUSP): what holds slots, limits and reservations;
+    /// a dispatch turn counts them without reading a long backlog of pending jobs.
+    pub(crate) started: BTreeSet<JobRef>,
     /// Jobs with unanswered signal intents.
     pub(crate) signaling: BTreeSet<JobRef>,
     /// The signal requests that acted on each job, by (request id, job id), with
@@ -164,6 +167,7 @@ impl Index {
         }
         toggle(&mut self.finished, (job.status_time_ms, id), job.status.is_finished(), add);
         toggle(&mut self.unaccepted, id, started && job.accepted.is_none(), add);
+        toggle(&mut self.started, id, started, add);
         toggle(&mut self.signaling, id, !job.pending_signals.is_empty(), add);
         for (request_id, last_job_id) in &job.signal_request_ids {
             if add {

@@ -1,9 +1,10 @@
 //! `bsub`: resolve the queue, check what the request may ask, give the next
 //! job id, log JOB_NEW and answer; a retried request id gets its first answer.
 
-use lava_batch_ll::{HostName, JobRef, SubmitSpec};
+use lava_batch_ll::{BAD_RESREQ_MESSAGE, HostName, JobRef, ResReq, SubmitSpec};
 use lava_batch_wire as wire;
 
+use crate::config::{QueueConfig, QueueLimit};
 use crate::depend::DependError;
 use crate::effect::ClientReply;
 use crate::event::{Event, JobNewRecord};
@@ -68,6 +69,7 @@ impl Mbd {
             let message = crate::control::queue_closed_message(&queue.name);
             return Err(ClientReply::error(wire::ERR_REJECTED, message));
         }
+        self.check_policy(queue, caller, &spec)?;
         if let Some(host) = spec.hosts().iter().find(|h| self.config.host(h).is_none()) {
             return Err(ClientReply::error(
                 wire::ERR_REJECTED,
@@ -122,6 +124,42 @@ impl Mbd {
         self.record(step, Event::JobNew(Box::new(record)));
         step.dispatch |= !hold;
         Ok(job)
+    }
+
+    /// The queue's and the scheduler's conditions on a submission, with LSF's
+    /// messages: the queue's USERS, `-x` only where EXCLUSIVE = y, `-W` and `-M`
+    /// within RUNLIMIT and MEMLIMIT, a `-R` that parses and names known resources.
+    fn check_policy(
+        &self,
+        queue: &QueueConfig,
+        caller: &Caller,
+        spec: &SubmitSpec,
+    ) -> Result<(), ClientReply> {
+        let refuse = |message: &str| Err(ClientReply::error(wire::ERR_REJECTED, message));
+        if !queue.admits(&caller.user) {
+            return refuse("User cannot use the queue");
+        }
+        let request = spec.request();
+        if request.exclusive && !queue.exclusive {
+            return refuse("Queue does not accept EXCLUSIVE jobs");
+        }
+        let over = |limit: Option<&QueueLimit>, asked: u64| limit.is_some_and(|l| asked > l.max);
+        if over(queue.run_limit_s.as_ref(), request.run_limit_s)
+            || over(queue.mem_limit_kb.as_ref(), request.mem_limit_kb)
+        {
+            return refuse("Cannot exceed queue's hard limit(s)");
+        }
+        if !request.res_req.trim().is_empty() {
+            let known = |name: &str| {
+                self.config.resources.iter().any(|r| r == name)
+                    || self.config.hosts.iter().any(|h| h.resources.iter().any(|r| r == name))
+            };
+            match ResReq::parse(&request.res_req) {
+                Ok(req) if req.resource_names().into_iter().all(known) => {}
+                _ => return refuse(BAD_RESREQ_MESSAGE),
+            }
+        }
+        Ok(())
     }
 
     /// The submitter and the answer of a submission already made with

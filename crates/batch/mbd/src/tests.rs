@@ -9,5 +9,6 @@ mod harness;
 mod hosts;
 mod pipeline;
 mod prop;
+mod sched;
 mod signal;
 mod state;

@@ -689,6 +689,17 @@ pub struct JobInfo {
     pub reason: String,
     /// Resource usage once finished.
     pub rusage: ResourceUsage,
+    /// Why a finished job ended: one of [`FINISH_NORMAL`], [`FINISH_RUN_LIMIT`], … (bjobs'
+    /// EXIT_REASON); [`FINISH_NORMAL`] while unfinished.
+    pub finish_reason: u32,
+    /// `-R` as submitted; empty for none.
+    pub res_req: String,
+    /// `-w` as submitted; empty for none.
+    pub dependency: String,
+    /// `-W`, seconds; 0 for none.
+    pub run_limit_s: u64,
+    /// `-M`, KiB; 0 for none.
+    pub mem_limit_kb: u64,
 }
 
 /// SIGNAL_JOBS: what `bkill`, `bstop` and `bresume` ask for.
@@ -761,6 +772,8 @@ pub const HOST_UNAVAIL: u32 = 1;
 pub const HOST_UNREACH: u32 = 2;
 /// [`HostInfo::status`]: every job slot of the host is in use.
 pub const HOST_CLOSED_FULL: u32 = 3;
+/// [`HostInfo::status`]: an exclusive job runs on the host (LSF's `closed_Excl`).
+pub const HOST_CLOSED_EXCL: u32 = 5;
 /// [`HostInfo::max_slots`]: no limit (`MXJ` `-`, or no `lsb.hosts` row).
 pub const HOST_SLOTS_UNLIMITED: u32 = u32::MAX;
 
@@ -769,7 +782,9 @@ pub const HOST_SLOTS_UNLIMITED: u32 = u32::MAX;
 pub struct HostInfo {
     /// The host's name.
     pub name: String,
-    /// One of [`HOST_OK`], [`HOST_UNAVAIL`], [`HOST_UNREACH`], [`HOST_CLOSED_FULL`], [`HOST_CLOSED_ADM`].
+    /// One of [`HOST_OK`], [`HOST_UNAVAIL`], [`HOST_UNREACH`], [`HOST_CLOSED_FULL`],
+    /// [`HOST_CLOSED_ADM`], [`HOST_CLOSED_EXCL`]; the command prints LSF's word for it
+    /// (`closed` for every closed state, the reason with `-w` and `-l`).
     pub status: u32,
     /// Job slots (`MXJ`, else the CPUs sbatchd registered with); 0 when not yet
     /// known, [`HOST_SLOTS_UNLIMITED`] for no limit.
@@ -784,6 +799,8 @@ pub struct HostInfo {
     pub n_ususp: u32,
     /// Reserved slots (no reservation yet: always 0).
     pub n_reserved: u32,
+    /// `JL/U`: job slots per user on the host; [`HOST_SLOTS_UNLIMITED`] for no limit.
+    pub user_slot_limit: u32,
 }
 
 /// QUEUE_QUERY: what `bqueues` asks for.
@@ -815,17 +832,44 @@ pub struct QueueInfo {
     pub hosts: Vec<String>,
     /// Slots of its unfinished jobs (pending, running and suspended).
     pub n_jobs: u32,
-    /// Slots of its pending jobs (PEND).
+    /// Slots of its pending jobs (PEND and PSUSP, as LSF counts them).
     pub n_pend: u32,
     /// Slots of its running jobs (RUN, and UNKWN: running as far as mbatchd knows).
     pub n_run: u32,
-    /// Slots of its suspended jobs (PSUSP, USUSP, SSUSP).
+    /// Slots of its suspended started jobs (USUSP, SSUSP).
     pub n_susp: u32,
     /// `badmin qclose`: the queue refuses submissions.
     pub closed: bool,
     /// `badmin qinact`: the queue dispatches nothing.
     pub inactive: bool,
+    /// `NICE`.
+    pub nice: i32,
+    /// `DESCRIPTION`; empty for none.
+    pub description: String,
+    /// `USERS`: who may submit; empty for every user.
+    pub users: Vec<String>,
+    /// `QJOB_LIMIT`: job slots of the queue; [`QUEUE_UNLIMITED`] for none.
+    pub max_slots: u32,
+    /// `UJOB_LIMIT` (JL/U); [`QUEUE_UNLIMITED`] for none.
+    pub user_slot_limit: u32,
+    /// `PJOB_LIMIT` (JL/P); [`QUEUE_UNLIMITED`] for none.
+    pub processor_slot_limit: u32,
+    /// `HJOB_LIMIT` (JL/H); [`QUEUE_UNLIMITED`] for none.
+    pub host_slot_limit: u32,
+    /// `RUNLIMIT`, seconds; 0 for none.
+    pub run_limit_s: u64,
+    /// `MEMLIMIT`, KiB; 0 for none.
+    pub mem_limit_kb: u64,
+    /// Slots of its jobs suspended by the system (SSUSP).
+    pub n_ssusp: u32,
+    /// Slots of its jobs suspended by a user while running (USUSP).
+    pub n_ususp: u32,
+    /// Reserved slots (no reservation yet: always 0).
+    pub n_reserved: u32,
 }
+
+/// A [`QueueInfo`] limit that is not set.
+pub const QUEUE_UNLIMITED: u32 = u32::MAX;
 
 /// STATUS_QUERY: what `badmin showstatus` asks for (no fields).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

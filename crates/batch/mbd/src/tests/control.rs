@@ -245,6 +245,11 @@ fn bmod_changes_pending_jobs_only() {
         control(9, "alice", &[1], modify(|m| m.queue = Some("normal".into()))),
         vec![job_answer(9, &[(1, false, "Job <1>: normal: Queue has been closed")])],
     );
+    // The job's -R select[mem>100] needs lim's memory figure of the host.
+    let mut load = [0.0; 11];
+    load[lava_batch_ll::resreq::LOAD_MEM] = 4000.0;
+    let facts = crate::LimFacts { load: Some(load), ncpus: 1, maxmem_mb: 4000, maxswp_mb: 0 };
+    h.step(Input::HostLoad { host: host("hostA"), facts: Box::new(facts) });
     h.step(registered("hostA", 1));
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
     h.check(

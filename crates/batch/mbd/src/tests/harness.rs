@@ -36,13 +36,13 @@ pub fn user(name: &str) -> UserName {
 pub fn config() -> MbdConfig {
     let mut config = MbdConfig::new("lava", host("master"));
     config.queues = vec![
-        QueueConfig { name: queue("normal"), priority: 30, default: true, hosts: vec![] },
-        QueueConfig { name: queue("high"), priority: 40, default: false, hosts: vec![host("hostA")] },
+        QueueConfig { default: true, ..QueueConfig::new(queue("normal"), 30) },
+        QueueConfig { hosts: vec![host("hostA")], ..QueueConfig::new(queue("high"), 40) },
     ];
     config.hosts = vec![
-        HostConfig { name: host("hostA"), max_jobs: None },
-        HostConfig { name: host("hostB"), max_jobs: Some(1) },
-        HostConfig { name: host("hostC"), max_jobs: Some(4) },
+        HostConfig::new(host("hostA"), None),
+        HostConfig::new(host("hostB"), Some(1)),
+        HostConfig::new(host("hostC"), Some(4)),
     ];
     config.admins = vec![ClusterAdmin::User(user("admin")), ClusterAdmin::Uid(5000)];
     config.clean_period_ms = CLEAN_MS;

@@ -36,6 +36,7 @@ fn info(name: &str, status: u32, max_slots: u32, n_jobs: u32, counts: [u32; 3]) 
         n_ssusp: counts[1],
         n_ususp: counts[2],
         n_reserved: 0,
+        user_slot_limit: wire::HOST_SLOTS_UNLIMITED,
     }
 }
 
@@ -158,8 +159,8 @@ fn bhosts_reports_status_slots_and_counts() {
 }
 
 // Goal: bqueues lists the queues highest priority first, counts the slots of each
-// queue's unfinished jobs by state as bjobs shows them (PSUSP in SUSP, finished
-// jobs nowhere), and names unknown queues once.
+// queue's unfinished jobs by state as LSF does (PSUSP in PEND, as `bjobs -p`
+// lists it; finished jobs nowhere), and names unknown queues once.
 #[test]
 fn bqueues_counts_slots_by_state() {
     let mut h = Harness::new();
@@ -186,6 +187,18 @@ fn bqueues_counts_slots_by_state() {
             n_susp: counts[2],
             closed: false,
             inactive: false,
+            nice: 0,
+            description: String::new(),
+            users: vec![],
+            max_slots: wire::QUEUE_UNLIMITED,
+            user_slot_limit: wire::QUEUE_UNLIMITED,
+            processor_slot_limit: wire::QUEUE_UNLIMITED,
+            host_slot_limit: wire::QUEUE_UNLIMITED,
+            run_limit_s: 0,
+            mem_limit_kb: 0,
+            n_ssusp: 0,
+            n_ususp: counts[2],
+            n_reserved: 0,
         };
     let all = h.mbd.queue_query(&wire::QueueQuery { queues: vec![] });
     assert_eq!(
@@ -193,7 +206,7 @@ fn bqueues_counts_slots_by_state() {
         wire::QueueQueryReply {
             queues: vec![
                 queue_info("high", 40, false, &["hostA"], [1, 0, 0]),
-                queue_info("normal", 30, true, &[], [2, 1, 1]),
+                queue_info("normal", 30, true, &[], [3, 1, 0]),
             ],
             not_found: vec![],
         }
@@ -202,7 +215,7 @@ fn bqueues_counts_slots_by_state() {
     let named = h
         .mbd
         .queue_query(&wire::QueueQuery { queues: vec!["normal".into(), "nosuch".into(), "nosuch".into()] });
-    assert_eq!(named.queues, vec![queue_info("normal", 30, true, &[], [2, 0, 1])]);
+    assert_eq!(named.queues, vec![queue_info("normal", 30, true, &[], [3, 0, 0])]);
     assert_eq!(named.not_found, vec!["nosuch".to_owned()]);
 }
 
@@ -219,12 +232,7 @@ fn reconfigure_takes_queues_and_slots_now() {
     assert_eq!(bhosts(&h, &["hostC"]).hosts[0].n_run, 4);
     let mut config = config();
     config.hosts[2].max_jobs = Some(2);
-    config.queues.push(crate::QueueConfig {
-        name: queue("night"),
-        priority: 10,
-        default: false,
-        hosts: vec![],
-    });
+    config.queues.push(crate::QueueConfig::new(queue("night"), 10));
     assert_eq!(h.mbd.reconfigurable(&config), Ok(()));
     h.step(Input::Reconfigure { config: Box::new(config.clone()) });
     // The four running jobs keep running; a new one waits for the slots MXJ 2 allows.

@@ -49,6 +49,7 @@ fn submit_appends_job_new_then_replies() {
         submit(2, 2, "bob", named.clone()),
         vec![append(ev_new(2, 2, "bob", "high", named, T0)), submitted(2, 2, "high", false)],
     );
+    // No slot is free anywhere: no turn ran yet, so the job has LSF's first reason.
     let infos = h.infos(&[1]);
     assert_eq!((infos[0].status, infos[0].reason.as_str()), (JobStatus::Pend.bits(), REASON_NEW_JOB));
 }
@@ -366,7 +367,7 @@ fn dispatch_follows_priority_then_id_and_placement() {
 #[test]
 fn equal_priority_queues_dispatch_by_job_id() {
     let mut config = config();
-    let also = crate::QueueConfig { name: queue("also"), priority: 30, default: false, hosts: vec![] };
+    let also = crate::QueueConfig::new(queue("also"), 30);
     config.queues.push(also);
     let mut h = Harness::with_config(config);
     h.step(registered("hostB", 1));
