@@ -59,14 +59,16 @@ fn a_job_runs_through_new_job_execute_and_finish() {
     assert_eq!(specs.command, "echo hello");
     assert_eq!((specs.user_id, specs.user_name.as_str()), (1000, "alice"));
     assert_eq!(specs.exec_hosts, vec!["localhost".to_owned()]);
+    assert_eq!(specs.dispatch_seq, 1);
 
     let started = wire::NewJobOutcome::Started { pid: 4242, pgid: 4242, job_status: STATUS_RUN };
-    sbd.send(Operation::NewJobReply, &wire::NewJobReply { job, outcome: started });
+    sbd.send(Operation::NewJobReply, &wire::NewJobReply { job, dispatch_seq: 1, outcome: started });
     let ack: wire::JobAck = sbd.expect(Operation::NewJobReplyAck);
-    assert_eq!(ack.job, job);
+    assert_eq!((ack.job, ack.dispatch_seq), (job, 1));
 
     let execute = wire::JobExecute {
         job,
+        dispatch_seq: 1,
         pid: 4242,
         pgid: 4242,
         exec_uid: 1000,
@@ -86,6 +88,7 @@ fn a_job_runs_through_new_job_execute_and_finish() {
 
     let finish = wire::JobFinish {
         job,
+        dispatch_seq: 1,
         pid: 4242,
         wait_status: 0,
         finish_reason: wire::FINISH_NORMAL,
@@ -302,6 +305,7 @@ fn bad_input_costs_only_its_own_connection() {
     let (mut sbd, _ack) = FakeSbd::register(addr, cluster.authenticator(), "localhost", 4);
     let finish = wire::JobFinish {
         job: wire::WireJobRef { job_id: accepted.job_id, array_index: 0 },
+        dispatch_seq: 1,
         pid: 1,
         wait_status: 0,
         finish_reason: wire::FINISH_NORMAL,

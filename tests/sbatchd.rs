@@ -290,6 +290,7 @@ fn job_spec(id: u32, user: &str, uid: u32, cwd: &Path, command: &str) -> wire::J
         job: wire::WireJobRef { job_id: id, array_index: 0 },
         submit_time: now_s - 10,
         dispatch_time: now_s,
+        dispatch_seq: 1,
         user_id: uid,
         group_id: uid,
         user_name: user.into(),
@@ -317,7 +318,7 @@ fn job_spec(id: u32, user: &str, uid: u32, cwd: &Path, command: &str) -> wire::J
 }
 
 fn ack(spec: &wire::JobSpecs) -> wire::JobAck {
-    wire::JobAck { job: spec.job }
+    wire::JobAck { job: spec.job, dispatch_seq: spec.dispatch_seq }
 }
 
 fn started_pid(reply: &wire::NewJobReply) -> i32 {
@@ -520,6 +521,68 @@ async fn duplicate_new_job_is_answered_from_the_record() {
     mbd.send(Operation::NewJob, &spec).await;
     assert_eq!(started_pid(&mbd.expect(Operation::NewJobReply).await), pid, "the tombstone answers");
     assert_eq!(lines(&counter), 1, "the job ran exactly once");
+}
+
+// Goal: a second dispatch of the same job (dispatch number 2) runs it again, once the
+// first run's FINISH is acknowledged, and only then: before that ACK the new NEW_JOB gets
+// the old FINISH again (dispatch 1), nothing is launched; after it the job runs afresh with
+// a new pid, its messages name dispatch 2, and the first run's shepherd files are gone.
+// Method: the job appends to a counter file and exits 1 the first time, 0 the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_dispatch_runs_the_job_again_after_the_first_finish_is_acked() {
+    let mut cluster = Cluster::new().await;
+    let counter = cluster.path("counter");
+    cluster.start_sbatchd().await;
+    let mut mbd = cluster.accept().await;
+
+    let command = format!("echo run >> {0}; test $(wc -l < {0}) -gt 1", counter.display());
+    let first = job_spec(505, "root", 0, cluster.dir.path(), &command);
+    mbd.send(Operation::NewJob, &first).await;
+    let pid = started_pid(&mbd.expect(Operation::NewJobReply).await);
+    mbd.send(Operation::NewJobReplyAck, &ack(&first)).await;
+    let finish: wire::JobFinish = mbd.expect(Operation::JobFinish).await;
+    assert_eq!((finish.pid, finish.wait_status, finish.dispatch_seq), (pid, 1 << 8, 1));
+
+    let second = wire::JobSpecs { dispatch_seq: 2, ..first.clone() };
+    mbd.pending.clear();
+    mbd.send(Operation::NewJob, &second).await;
+    let again: wire::JobFinish = mbd.expect(Operation::JobFinish).await;
+    assert_eq!((again.pid, again.dispatch_seq), (pid, 1), "the old FINISH is resent, nothing started");
+    assert_eq!(lines(&counter), 1);
+    mbd.send(Operation::JobFinishAck, &ack(&first)).await;
+
+    // mbatchd resends NEW_JOB until it is answered.
+    let reply: wire::NewJobReply = loop {
+        mbd.send(Operation::NewJob, &second).await;
+        tokio::time::sleep(POLL).await;
+        if let Some(idx) = mbd.pending.iter().position(|(op, _)| *op == Operation::NewJobReply) {
+            let (_, payload) = mbd.pending.remove(idx).expect("found");
+            break lava_xdr::from_bytes(&payload, &LIMITS).expect("decode");
+        }
+        let (op, payload) = mbd.recv().await.expect("connection open");
+        mbd.pending.push_back((op, payload));
+    };
+    let new_pid = started_pid(&reply);
+    assert_eq!(reply.dispatch_seq, 2);
+    assert_ne!(new_pid, pid);
+    mbd.send(Operation::NewJobReplyAck, &ack(&second)).await;
+    let finish: wire::JobFinish = loop {
+        let finish: wire::JobFinish = mbd.expect(Operation::JobFinish).await;
+        if finish.dispatch_seq == 2 {
+            break finish;
+        }
+    };
+    assert_eq!((finish.pid, finish.wait_status), (new_pid, 0));
+    mbd.send(Operation::JobFinishAck, &ack(&second)).await;
+    assert_eq!(lines(&counter), 2, "the job ran once per dispatch");
+    let record_path = cluster.state_dir(&second).join("record");
+    wait_until("the second FINISH_ACK recorded", || {
+        fs::read(&record_path)
+            .ok()
+            .and_then(|bytes| lava_sbatchd::store::decode_record(&bytes).ok())
+            .is_some_and(|record| record.finish_acked && record.dispatch_seq == 2 && record.pid == new_pid)
+    })
+    .await;
 }
 
 // Goal: garbage from "mbatchd" costs a connection, never the daemon: an oversized frame, a

@@ -202,11 +202,15 @@ fn write_log(cluster: &BenchCluster, options: &Options) -> anyhow::Result<Histor
             let pid = i32::try_from(10_000 + id % 100_000)?;
             let started = wire::NewJobOutcome::Started { pid, pgid: pid, job_status: JobStatus::Run.bits() };
             let inputs = [
-                Input::NewJobReply { host: host.clone(), reply: wire::NewJobReply { job, outcome: started } },
+                Input::NewJobReply {
+                    host: host.clone(),
+                    reply: wire::NewJobReply { job, dispatch_seq: 1, outcome: started },
+                },
                 Input::JobExecute {
                     host: host.clone(),
                     msg: wire::JobExecute {
                         job,
+                        dispatch_seq: 1,
                         pid,
                         pgid: pid,
                         exec_uid: caller.uid,
@@ -220,6 +224,7 @@ fn write_log(cluster: &BenchCluster, options: &Options) -> anyhow::Result<Histor
                     host: host.clone(),
                     msg: wire::JobFinish {
                         job,
+                        dispatch_seq: 1,
                         pid,
                         wait_status: 0,
                         finish_reason: wire::FINISH_NORMAL,

@@ -515,6 +515,7 @@ mod tests {
         assert!(matches!(sbd_message(Operation::JobFinish.code(), &[0; 3]), Err(SbdProblem::Body(_))));
         let finish = wire::JobFinish {
             job: wire::WireJobRef { job_id: 0, array_index: 0 },
+            dispatch_seq: 1,
             pid: 1,
             wait_status: 0,
             finish_reason: wire::FINISH_NORMAL,

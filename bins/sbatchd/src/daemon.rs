@@ -736,7 +736,7 @@ impl Daemon {
                 let started = std::time::Instant::now();
                 self.store.commit(&ops)?;
                 let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                let persists = ops.iter().filter(|op| matches!(op, StoreOp::Persist { .. })).count() as u64;
+                let persists = ops.iter().filter(|op| !matches!(op, StoreOp::Remove { .. })).count() as u64;
                 self.counters.on_commit(persists, ops.len() as u64 - persists, micros);
             }
             for effect in effects.drain(..) {
@@ -764,8 +764,9 @@ impl Daemon {
         }
     }
 
-    /// The batch's record changes, the last one per job winning; also keeps the shell's
-    /// job table in step with the records.
+    /// The batch's record changes, one per job ([`StoreOp::then`]: the last one wins, a
+    /// Persist after a Remove replaces the job's folders); also keeps the shell's job
+    /// table in step with the records.
     fn store_ops(&mut self, effects: &[Effect]) -> Vec<StoreOp> {
         let mut ops: Vec<StoreOp> = Vec::new();
         let mut op_of: BTreeMap<JobRef, usize> = BTreeMap::new();
@@ -791,7 +792,11 @@ impl Daemon {
                 _ => continue,
             };
             match op_of.get(&job) {
-                Some(&idx) => ops[idx] = op,
+                Some(&idx) => {
+                    let earlier =
+                        std::mem::replace(&mut ops[idx], StoreOp::Remove { jobfile: String::new() });
+                    ops[idx] = earlier.then(op);
+                }
                 None => {
                     op_of.insert(job, ops.len());
                     ops.push(op);

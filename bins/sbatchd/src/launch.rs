@@ -380,6 +380,7 @@ mod tests {
             job: wire::WireJobRef { job_id: 7, array_index: 3 },
             submit_time: 1_700_000_000,
             dispatch_time: 1_700_000_001,
+            dispatch_seq: 1,
             user_id: 1000,
             group_id: 100,
             user_name: "alice".into(),

@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lava_batch_ll::{self as ll, JobRef, JobSpec};
+use lava_batch_ll::{self as ll, JobSpec};
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
 use lava_net::{
     AuthConn, Authenticator, Backoff, BackoffConfig, ConnError, FramedConn, TRAILER_BYTES, Timeouts,
@@ -53,11 +53,11 @@ pub enum FromMbd {
     /// BATCH_NEW_JOB.
     NewJob(Box<JobSpec>),
     /// BATCH_NEW_JOB_REPLY_ACK.
-    NewJobReplyAck(JobRef),
+    NewJobReplyAck(lava_sbd::Ack),
     /// BATCH_JOB_EXECUTE_ACK.
-    JobExecuteAck(JobRef),
+    JobExecuteAck(lava_sbd::Ack),
     /// BATCH_JOB_FINISH_ACK.
-    JobFinishAck(JobRef),
+    JobFinishAck(lava_sbd::Ack),
     /// BATCH_JOB_SIGNAL.
     JobSignal(wire::JobSignal),
     /// SBD_PEEK (`bpeek`, relayed by mbatchd; never seen by the logic).
@@ -129,9 +129,9 @@ pub fn decode(frame: &Frame) -> Result<FromMbd, String> {
         .ok_or_else(|| format!("unknown operation {}", frame.header.operation))?;
     let body = &frame.body[..];
     let xdr = |err: lava_xdr::Error| format!("{}: {err}", operation.name());
-    let ack = |body: &[u8]| -> Result<JobRef, String> {
+    let ack = |body: &[u8]| -> Result<lava_sbd::Ack, String> {
         let ack: wire::JobAck = lava_xdr::from_bytes(body, &MBD_MESSAGE_LIMITS).map_err(xdr)?;
-        ll::job_ref("ack.job", ack.job).map_err(|err| format!("{}: {err}", operation.name()))
+        lava_sbd::Ack::from_wire(ack).map_err(|err| format!("{}: {err}", operation.name()))
     };
     match operation {
         Operation::NewJob => {

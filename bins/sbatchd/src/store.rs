@@ -23,8 +23,9 @@ use crate::layout::{self, Layout, RECORD_FILE, TEMPORARY_SUFFIX};
 
 /// First bytes of every record file.
 pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
-/// The record format written by this build (2: the run spec carries `-L` and `-E`).
-pub const RECORD_VERSION: u32 = 2;
+/// The record format written by this build (2: the run spec carries `-L` and `-E`;
+/// 3: the record carries its dispatch number).
+pub const RECORD_VERSION: u32 = 3;
 /// Bytes before the XDR body: magic, version, checksum.
 const RECORD_HEADER_BYTES: usize = 8 + 4 + 4;
 /// Largest record file read (a record holds the job's environment and command).
@@ -86,6 +87,30 @@ pub enum StoreOp {
         /// The job's folder name.
         jobfile: String,
     },
+    /// A Remove followed by a Persist of the same job in one batch (a new
+    /// dispatch replacing a finished run): delete both folders, with the old
+    /// run's shepherd files, then write the new record. A crash in between
+    /// leaves a folder without a record, which [`Store::load`] deletes: the
+    /// outcome of the Remove alone.
+    Replace {
+        /// The job's folder name.
+        jobfile: String,
+        /// The encoded record.
+        bytes: Vec<u8>,
+    },
+}
+
+impl StoreOp {
+    /// This operation followed by `next`, of the same job, as one operation:
+    /// the last one wins, except that a Persist after a Remove replaces.
+    pub fn then(self, next: StoreOp) -> StoreOp {
+        match (self, next) {
+            (StoreOp::Remove { .. } | StoreOp::Replace { .. }, StoreOp::Persist { jobfile, bytes }) => {
+                StoreOp::Replace { jobfile, bytes }
+            }
+            (_, next) => next,
+        }
+    }
 }
 
 /// The records of one host.
@@ -209,13 +234,23 @@ impl Store {
                 Ok(created)
             }
             StoreOp::Remove { jobfile } => {
-                for dir in [self.layout.state_dir(jobfile), self.layout.job_dir(jobfile)] {
-                    layout::remove_dir_optional(&dir)
-                        .map_err(|source| Error::Io { path: dir.clone(), source })?;
-                }
+                self.remove_folders(jobfile)?;
+                Ok(true)
+            }
+            StoreOp::Replace { jobfile, bytes } => {
+                self.remove_folders(jobfile)?;
+                self.apply(&StoreOp::Persist { jobfile: jobfile.clone(), bytes: bytes.clone() })?;
                 Ok(true)
             }
         }
+    }
+
+    /// Deletes `state/<jobfile>` and `jobs/<jobfile>`.
+    fn remove_folders(&self, jobfile: &str) -> Result<(), Error> {
+        for dir in [self.layout.state_dir(jobfile), self.layout.job_dir(jobfile)] {
+            layout::remove_dir_optional(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        }
+        Ok(())
     }
 
     /// The path of a job's record, for messages.
@@ -238,6 +273,7 @@ mod tests {
             job: wire::WireJobRef { job_id: id, array_index: 0 },
             submit_time: 1_700_000_000,
             dispatch_time: 1_700_000_001,
+            dispatch_seq: 1,
             user_id: 1000,
             group_id: 100,
             user_name: "alice".into(),
@@ -284,8 +320,8 @@ mod tests {
         assert!(decode_record(&damaged).expect_err("damaged").contains("checksum"));
         assert!(decode_record(b"LVSBDREX\0\0\0\x01\0\0\0\0").expect_err("magic").contains("magic"));
         let mut future = bytes;
-        future[11] = 3;
-        assert!(decode_record(&future).expect_err("version").contains("version 3"));
+        future[11] = 4;
+        assert!(decode_record(&future).expect_err("version").contains("version 4"));
     }
 
     // Goal: load finds committed records, cleans up a folder without a record, and stops
@@ -313,5 +349,33 @@ mod tests {
         fs::write(store.record_path(&jobfile(&one)), b"garbage").expect("write");
         let err = store.load().expect_err("damaged record");
         assert!(err.to_string().contains(&store.record_path(&jobfile(&one)).display().to_string()), "{err}");
+    }
+
+    // Goal: a Persist after a Remove of the same job merges into a Replace, which deletes
+    // the old run's files (shepherd files beside the record, the job folder) before it
+    // writes the new record; any other sequence keeps the last operation.
+    #[test]
+    fn replace_deletes_the_old_runs_files_then_writes_the_record() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(top.path(), "node1");
+        layout.create().expect("layout");
+        let store = Store::new(layout.clone());
+        let old = record(1);
+        let jobfile = layout::jobfile_name(old.run_spec.submit_time_s, old.job);
+        store
+            .commit(&[StoreOp::Persist { jobfile: jobfile.clone(), bytes: encode_record(&old) }])
+            .expect("old");
+        fs::write(layout.state_dir(&jobfile).join("pid"), b"4242").expect("pid file");
+        fs::create_dir_all(layout.job_dir(&jobfile)).expect("job folder");
+        let new = JobRecord { dispatch_seq: 2, ..old };
+        let remove = || StoreOp::Remove { jobfile: jobfile.clone() };
+        let persist = |r: &JobRecord| StoreOp::Persist { jobfile: jobfile.clone(), bytes: encode_record(r) };
+        assert!(matches!(persist(&new).then(remove()), StoreOp::Remove { .. }));
+        let op = remove().then(persist(&new)).then(persist(&new));
+        assert!(matches!(op, StoreOp::Replace { .. }), "{op:?}");
+        store.commit(&[op]).expect("replace");
+        assert!(!layout.state_dir(&jobfile).join("pid").exists(), "the old run's pid file is gone");
+        assert!(!layout.job_dir(&jobfile).exists(), "the old run's job folder is gone");
+        assert_eq!(store.load().expect("load"), vec![(jobfile.clone(), new)]);
     }
 }

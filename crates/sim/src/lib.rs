@@ -106,12 +106,14 @@
 //! 20 s when the machine is busy; 300,000 seeds passed in release.
 //!
 //! # Known gaps
-//! - `LAVA_SIM_REORDER=1` fails, by design of the wire rather than of the
-//!   logic: NEW_JOB_REPLY and its ACK carry no dispatch number, so an ACK (or
-//!   a refusal) of one dispatch overtaken, on one connection, by the next
-//!   dispatch of the same job to the same host is taken for that dispatch's,
-//!   and a tombstone kept for less time than a NEW_JOB can be delayed lets
-//!   the late copy run the job again. Both need a dispatch number on the wire.
+//! - `LAVA_SIM_REORDER=1` still fails on about 1 seed in 1,000: a NEW_JOB
+//!   copy delayed longer than the tombstone is kept (short here, 24 h in
+//!   sbatchd) finds no record and runs the job again. Messages now carry the
+//!   job's dispatch number, which closed the other failure it used to show (an
+//!   ACK or refusal of one dispatch, overtaken by the next dispatch of the job
+//!   to the same host, taken for that dispatch's); the late NEW_JOB needs a
+//!   memory beyond the tombstone (for example the highest dispatch number seen
+//!   per job, kept longer than the record).
 //! - A shepherd starts atomically here: the real one can be forked and not yet
 //!   have written its pid file when a restarted sbatchd looks for it.
 //! - Hosts never reboot (processes die only by signal or on their own), no
@@ -148,10 +150,8 @@ pub struct Options {
     /// Print every event to stderr (`LAVA_SIM_TRACE=1`).
     pub trace: bool,
     /// Let frames of one connection overtake each other (`LAVA_SIM_REORDER=1`).
-    /// Off by default: the shells talk over TCP, and the batch protocol's
-    /// NEW_JOB_REPLY and its ACK carry no dispatch number, so a refusal or an
-    /// ACK of one dispatch overtaken by the next dispatch of the same job to
-    /// the same host on one connection cannot be told apart from its own.
+    /// Off by default: the shells talk over TCP, and a NEW_JOB delayed past
+    /// the tombstone's retention would run the job again (see "Known gaps").
     pub reorder_within_connection: bool,
 }
 

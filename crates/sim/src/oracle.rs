@@ -46,9 +46,9 @@ pub struct Oracle {
     pub kill_intents: BTreeSet<JobRef>,
     /// Jobs whose process reached exec, and how it ended.
     pub execs: BTreeMap<JobRef, ExecFact>,
-    /// (host, job) whose sbatchd stepped a NEW_JOB_REPLY_ACK since the job's
-    /// last Launch there.
-    pub reply_acked: BTreeSet<(usize, JobRef)>,
+    /// (host, job, dispatch number) whose sbatchd stepped a NEW_JOB_REPLY_ACK
+    /// of that dispatch since the job's last Launch there.
+    pub reply_acked: BTreeSet<(usize, JobRef, u32)>,
 }
 
 impl Oracle {
@@ -197,6 +197,9 @@ impl World {
         let Some(job) = mbd.job(job_ref).filter(|j| !j.status().is_finished()) else {
             return; // unknown or finished: DONE/EXIT dominate, ACK only
         };
+        if ack.dispatch_seq < job.dispatch_seq() {
+            return; // a message of an earlier run: ACK only
+        }
         let confirmed = match msg {
             ToSbd::NewJobReplyAck(_) => !started_on(&job, name) || job.accepted().is_some(),
             ToSbd::JobExecuteAck(_) => started_on(&job, name) && job.exec().is_some(),
@@ -217,12 +220,13 @@ impl World {
     /// the start (NEW_JOB_REPLY_ACK) of this very process; a Started reply
     /// names the process that runs.
     pub fn oracle_check_sbd_send(&self, host: usize, message: &ToMbd) {
-        let (what, job, pid) = match message {
-            ToMbd::JobExecute(m) => ("EXECUTE", m.job, m.pid),
-            ToMbd::JobFinish(m) => ("FINISH", m.job, m.pid),
+        let (what, job, seq, pid) = match message {
+            ToMbd::JobExecute(m) => ("EXECUTE", m.job, m.dispatch_seq, m.pid),
+            ToMbd::JobFinish(m) => ("FINISH", m.job, m.dispatch_seq, m.pid),
             ToMbd::NewJobReply(wire::NewJobReply {
                 job,
                 outcome: wire::NewJobOutcome::Started { pid, .. },
+                ..
             }) => {
                 let job_ref = lava_batch_ll::job_ref("job", *job).expect("sbd replies about real jobs");
                 if self.procs.get(&(host, job_ref)).map(|p| p.pid) != Some(*pid) {
@@ -235,7 +239,7 @@ impl World {
             _ => return,
         };
         let job = lava_batch_ll::job_ref("job", job).expect("sbd reports about real jobs");
-        if !self.oracle.reply_acked.contains(&(host, job)) {
+        if !self.oracle.reply_acked.contains(&(host, job, seq)) {
             self.violation(format!(
                 "job {job}: {what} from {} before it received NEW_JOB_REPLY_ACK for this launch",
                 self.hosts[host]

@@ -87,7 +87,7 @@ impl World {
             return;
         }
         self.oracle_check_launch(host, job);
-        self.oracle.reply_acked.remove(&(host, job));
+        self.oracle.reply_acked.retain(|&(h, j, _)| (h, j) != (host, job));
         self.next_pid += 1;
         let pid = self.next_pid;
         let run_ms = self.rng.range(200, self.params.job_run_max_ms);

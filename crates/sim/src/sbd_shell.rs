@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire as wire;
 use lava_mbd::ToSbd;
-use lava_sbd::{Effect, Input, JobRecord, Sbd, ToMbd, UserInfo, invariants};
+use lava_sbd::{Ack, Effect, Input, JobRecord, Sbd, ToMbd, UserInfo, invariants};
 
 use crate::codec::{self, FromSbd};
 use crate::world::{Ev, REGISTER_TIMEOUT_MS, Route, World};
@@ -401,11 +401,15 @@ impl World {
             }
             ToSbd::NewJobReplyAck(ack) => {
                 let job = job_ref(self, ack.job);
-                self.oracle.reply_acked.insert((host, job));
-                Input::NewJobReplyAck(job)
+                self.oracle.reply_acked.insert((host, job, ack.dispatch_seq));
+                Input::NewJobReplyAck(Ack { job, dispatch_seq: ack.dispatch_seq })
             }
-            ToSbd::JobExecuteAck(ack) => Input::JobExecuteAck(job_ref(self, ack.job)),
-            ToSbd::JobFinishAck(ack) => Input::JobFinishAck(job_ref(self, ack.job)),
+            ToSbd::JobExecuteAck(ack) => {
+                Input::JobExecuteAck(Ack { job: job_ref(self, ack.job), dispatch_seq: ack.dispatch_seq })
+            }
+            ToSbd::JobFinishAck(ack) => {
+                Input::JobFinishAck(Ack { job: job_ref(self, ack.job), dispatch_seq: ack.dispatch_seq })
+            }
             ToSbd::JobSignal(signal) => Input::JobSignal(signal),
         };
         self.sbd_input(host, input);

@@ -207,6 +207,9 @@ impl TryFrom<wire::JobSpecs> for JobSpec {
         let user = UserName::parse("spec.user_name", &specs.user_name)?;
         let queue = QueueName::parse("spec.queue", &specs.queue)?;
         HostName::parse("spec.from_host", &specs.from_host)?;
+        if specs.dispatch_seq == 0 {
+            return Err(LlError::new("spec.dispatch_seq", "is 0 (dispatches are numbered from 1)"));
+        }
         if specs.exec_hosts.is_empty() {
             return Err(LlError::new("spec.exec_hosts", "is empty"));
         }
@@ -261,6 +264,7 @@ mod tests {
             job: wire::WireJobRef { job_id: 7, array_index: 0 },
             submit_time: 1,
             dispatch_time: 2,
+            dispatch_seq: 1,
             user_id: 1000,
             group_id: 1000,
             user_name: "alice".into(),
@@ -299,8 +303,9 @@ mod tests {
     #[test]
     fn each_defect_names_its_field() {
         type Mutation = fn(&mut wire::JobSpecs);
-        let cases: [(&str, Mutation); 8] = [
+        let cases: [(&str, Mutation); 9] = [
             ("spec.job", |s| s.job.job_id = 0),
+            ("spec.dispatch_seq", |s| s.dispatch_seq = 0),
             ("spec.user_name", |s| s.user_name = "a b".into()),
             ("spec.exec_hosts", |s| s.exec_hosts.clear()),
             ("spec.command", |s| s.command = "  ".into()),

@@ -135,6 +135,10 @@ pub struct Job {
     /// One entry per slot while started; kept after the finish for display.
     pub(crate) exec_hosts: Vec<HostName>,
     pub(crate) start_time_ms: Option<u64>,
+    /// The dispatch number: JOB_START events applied so far (0 before the
+    /// first). NEW_JOB carries it, and a pipeline message naming a lower one
+    /// comes from an earlier run (`pipeline`).
+    pub(crate) dispatch_seq: u32,
     pub(crate) accepted: Option<ProcessIds>,
     pub(crate) exec: Option<ExecInfo>,
     /// The sequence number of the last signal intent.
@@ -175,6 +179,7 @@ impl Job {
             status_time_ms: record.submit_time_ms,
             exec_hosts: Vec::new(),
             start_time_ms: None,
+            dispatch_seq: 0,
             accepted: None,
             exec: None,
             signal_seq: 0,
@@ -225,6 +230,11 @@ impl Job {
     /// Slots it holds while started.
     pub fn n_slots(&self) -> u32 {
         self.spec.n_slots()
+    }
+
+    /// How many times it has been dispatched (its current dispatch number).
+    pub fn dispatch_seq(&self) -> u32 {
+        self.dispatch_seq
     }
 
     /// The pid and process group of its committed start, if accepted.
@@ -389,6 +399,7 @@ impl Job {
         self.status_time_ms = r.time_ms;
         self.exec_hosts = r.exec_hosts.clone();
         self.start_time_ms = Some(r.time_ms);
+        self.dispatch_seq = self.dispatch_seq.wrapping_add(1);
         self.accepted = None;
         self.exec = None;
         Ok(())

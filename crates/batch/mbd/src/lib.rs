@@ -82,10 +82,15 @@
 //! - Sends are deferred, not the state change: an event is applied at once
 //!   and its messages wait for durability. Deciding on not-yet-durable state is
 //!   safe because nothing leaves the process before it is durable.
+//! - Dispatch numbers (an extension of the spec's message layouts; docs/batch.md,
+//!   "Dispatch numbers"): a job's dispatch number is the count of its JOB_START
+//!   events, so replay rebuilds it; NEW_JOB carries it, sbatchd echoes it in
+//!   NEW_JOB_REPLY, EXECUTE and FINISH, and every ACK echoes the number of the
+//!   message it answers. A message of an earlier dispatch is ACKed and never
+//!   logged (`pipeline`), so the same job id may be dispatched again safely.
 //! - A refused job is not offered to the refusing host again until that host
-//!   re-registers (`pipeline`): NEW_JOB_REPLY carries no dispatch number, so a
-//!   late resend of the refusal must never meet a fresh dispatch to the same
-//!   host; it also stops a refuse/dispatch loop on a host that cannot run it.
+//!   re-registers (`pipeline`): it stops a refuse/dispatch loop on a host that
+//!   cannot run it.
 //! - JOB_SIGACT (LSF's name for a signal action's outcome) settles an intent
 //!   durably, so a restart resends exactly the unanswered intents.
 //! - JOB_SIGNAL is sent only after the start is accepted; earlier intents wait

@@ -3,6 +3,11 @@
 //!
 //! Every message is idempotent here. The rules, for a message from `host`
 //! about job J:
+//! - The message names an earlier dispatch of J (its dispatch number is below
+//!   J's count of JOB_START events): that run ended, or J would not have been
+//!   dispatched again, so it is treated as for a finished job: ACK only (the
+//!   ACK echoes the message's dispatch number, so it settles that run on
+//!   sbatchd and no other). A number above J's contradicts the log: ignored.
 //! - J unknown (never existed or already cleaned) or finished: ACK only —
 //!   DONE/EXIT dominate, and sbatchd may drop its record.
 //! - J started on `host`: the stage's event if it adds anything (start accept
@@ -17,11 +22,13 @@
 //! A refusal returns J to PEND with the host's reason and frees its slots; J
 //! is not offered to that host again until it re-registers, and every later
 //! copy of the refusal (sbatchd resends it until acknowledged) renews that.
-//! This closes the race in which a late resend of an old refusal would hit a
-//! fresh dispatch of the same job to the same host: the reply carries no
-//! dispatch number, so the two must never be outstanding together. On a new
-//! connection sbatchd's side closes it: it refuses a new dispatch as long as
-//! its refusal of the old one is not acknowledged.
+//! This was written to close the race in which a late resend of an old
+//! refusal hit a fresh dispatch of the same job to the same host, before
+//! messages carried a dispatch number; the number now tells the two apart (a
+//! copy of the old refusal names the old dispatch and gets only its ACK), and
+//! the avoidance remains to stop a refuse/dispatch loop on a host that cannot
+//! run the job. sbatchd, for its part, starts a new dispatch only once the
+//! old one's refusal or FINISH is acknowledged.
 
 use lava_batch_ll::{HostName, JobRef, JobStatus, NAME_BYTES_MAX, PATH_BYTES_MAX};
 use lava_batch_wire as wire;
@@ -58,12 +65,28 @@ impl Mbd {
         }
     }
 
+    /// The target of a pipeline message naming dispatch `seq`: a message of
+    /// an earlier dispatch (that run ended, or mbatchd would not have
+    /// dispatched the job again) is answered like one for a finished job, an
+    /// ACK and nothing else; one naming a dispatch mbatchd never made
+    /// contradicts the log and is ignored (`None`).
+    fn run_target(&self, job: wire::WireJobRef, seq: u32) -> Option<Target> {
+        match self.target(job) {
+            Target::Live(id) => match seq.cmp(&self.store.live_job(id).dispatch_seq) {
+                std::cmp::Ordering::Less => Some(Target::Finished(id)),
+                std::cmp::Ordering::Equal => Some(Target::Live(id)),
+                std::cmp::Ordering::Greater => None,
+            },
+            target => Some(target),
+        }
+    }
+
     pub(crate) fn new_job_reply(&mut self, step: &mut Step, host: &HostName, reply: &wire::NewJobReply) {
-        let ack = ToSbd::NewJobReplyAck(wire::JobAck { job: reply.job });
-        let id = match self.target(reply.job) {
-            Target::Invalid => return,
-            Target::Unknown | Target::Finished(_) => return self.send(step, host, ack),
-            Target::Live(id) => id,
+        let ack = ToSbd::NewJobReplyAck(wire::JobAck { job: reply.job, dispatch_seq: reply.dispatch_seq });
+        let id = match self.run_target(reply.job, reply.dispatch_seq) {
+            None | Some(Target::Invalid) => return,
+            Some(Target::Unknown | Target::Finished(_)) => return self.send(step, host, ack),
+            Some(Target::Live(id)) => id,
         };
         let job = self.store.live_job(id);
         let awaiting_reply = job.is_started_on(host) && job.accepted.is_none();
@@ -127,11 +150,11 @@ impl Mbd {
     }
 
     pub(crate) fn job_execute(&mut self, step: &mut Step, host: &HostName, msg: &wire::JobExecute) {
-        let ack = ToSbd::JobExecuteAck(wire::JobAck { job: msg.job });
-        let id = match self.target(msg.job) {
-            Target::Invalid => return,
-            Target::Unknown | Target::Finished(_) => return self.send(step, host, ack),
-            Target::Live(id) => id,
+        let ack = ToSbd::JobExecuteAck(wire::JobAck { job: msg.job, dispatch_seq: msg.dispatch_seq });
+        let id = match self.run_target(msg.job, msg.dispatch_seq) {
+            None | Some(Target::Invalid) => return,
+            Some(Target::Unknown | Target::Finished(_)) => return self.send(step, host, ack),
+            Some(Target::Live(id)) => id,
         };
         let job = self.store.live_job(id);
         if !job.is_started_on(host) {
@@ -154,11 +177,11 @@ impl Mbd {
     }
 
     pub(crate) fn job_finish(&mut self, step: &mut Step, host: &HostName, msg: &wire::JobFinish) {
-        let ack = ToSbd::JobFinishAck(wire::JobAck { job: msg.job });
-        let id = match self.target(msg.job) {
-            Target::Invalid => return,
-            Target::Unknown | Target::Finished(_) => return self.send(step, host, ack),
-            Target::Live(id) => id,
+        let ack = ToSbd::JobFinishAck(wire::JobAck { job: msg.job, dispatch_seq: msg.dispatch_seq });
+        let id = match self.run_target(msg.job, msg.dispatch_seq) {
+            None | Some(Target::Invalid) => return,
+            Some(Target::Unknown | Target::Finished(_)) => return self.send(step, host, ack),
+            Some(Target::Live(id)) => id,
         };
         let job = self.store.live_job(id);
         if !job.is_started_on(host) {

@@ -192,6 +192,7 @@ impl Mbd {
             job: job.job.to_wire(),
             submit_time: ms_to_s(job.submit_time_ms),
             dispatch_time: job.start_time_ms.map_or(0, ms_to_s),
+            dispatch_seq: job.dispatch_seq,
             user_id: job.user_id,
             group_id: job.group_id,
             user_name: job.user.to_string(),

@@ -81,16 +81,26 @@
 //! - **Refusals are records**: a failed user lookup (REFUSE_NO_USER) or a
 //!   launch that fails before any pid (REFUSE_SETUP: the job goes back to PEND
 //!   as in LavaLite) is persisted and its reply resent until acked. A NEW_JOB
-//!   for a refused job with another `dispatch_time` is a new dispatch and is
-//!   launched once the refusal is acked; with the same one, or before that
-//!   ACK, it gets the refusal again (a late copy of an unacked refusal would
-//!   otherwise be taken by mbatchd for a refusal of the new dispatch). A failure after the pid is
+//!   for a refused job with a higher dispatch number is a new dispatch, handled
+//!   as below. A failure after the pid is
 //!   known finishes the job (EXIT 127, FINISH_START_FAILED). Only past
 //!   [`Config::records_max`] is a job refused (REFUSE_HOST) without a record.
 //! - **Tombstones**: a record whose FINISH (or refusal) is acked stays as a
 //!   tombstone for [`Config::tombstone_retention_ms`] (24 h, as LavaLite) from
 //!   its end (or refusal) time, answering a late duplicate NEW_JOB from the
 //!   record instead of running the job again; a Tick then emits Remove.
+//! - **Dispatch numbers** (docs/batch.md, "Dispatch numbers"): NEW_JOB
+//!   carries the job's dispatch number, the record keeps it, every message
+//!   rebuilt from the record echoes it and only an [`Ack`] naming it counts.
+//!   A NEW_JOB with the record's number is a duplicate (answered from the
+//!   record), with a lower one a stale copy (ignored), with a higher one a new
+//!   dispatch (a refused job sent back, a requeued job): over a tombstone it
+//!   is a fresh run (Remove of the old record and its directory, then the new
+//!   record, then Launch; the signal numbers seen carry over, since mbatchd's
+//!   grow across dispatches); while the old run still waits for the ACK of its
+//!   FINISH or refusal, the new dispatch waits too: nothing is answered for
+//!   it, the old run's messages are resent, mbatchd acknowledges them without
+//!   acting (they name an older dispatch) and resends NEW_JOB.
 //! - **Signals**: `signal_seq` is taken to grow per job (mbatchd logs it). A
 //!   signal for a job without pid is held durably, in sequence order, and
 //!   delivered and answered right after Spawned (bounded by
@@ -221,11 +231,11 @@ pub enum Input {
         user: Result<UserInfo, String>,
     },
     /// BATCH_NEW_JOB_REPLY_ACK.
-    NewJobReplyAck(JobRef),
+    NewJobReplyAck(Ack),
     /// BATCH_JOB_EXECUTE_ACK.
-    JobExecuteAck(JobRef),
+    JobExecuteAck(Ack),
     /// BATCH_JOB_FINISH_ACK.
-    JobFinishAck(JobRef),
+    JobFinishAck(Ack),
     /// BATCH_JOB_SIGNAL.
     JobSignal(wire::JobSignal),
     /// The job's process exists (after a Launch, or found at restart).
@@ -278,6 +288,22 @@ pub enum Input {
     Disconnected,
     /// Time passed: resends, kill sequences, run limits, pruning.
     Tick,
+}
+
+/// A validated BATCH_*_ACK: the job and the dispatch whose message it acknowledges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// The job.
+    pub job: JobRef,
+    /// The dispatch number the acknowledged message carried.
+    pub dispatch_seq: u32,
+}
+
+impl Ack {
+    /// The ACK as received, validated (`Err` names the bad field).
+    pub fn from_wire(ack: wire::JobAck) -> Result<Ack, lava_batch_ll::LlError> {
+        Ok(Ack { job: lava_batch_ll::job_ref("ack.job", ack.job)?, dispatch_seq: ack.dispatch_seq })
+    }
 }
 
 /// What the shell must do, in order (see the crate documentation).

@@ -25,6 +25,9 @@ pub const PID_NONE: i32 = -1;
 pub struct JobRecord {
     /// The job.
     pub job: JobRef,
+    /// The dispatch this record runs (`JobSpecs::dispatch_seq`), echoed in
+    /// every message rebuilt from it; only ACKs naming it count.
+    pub dispatch_seq: u32,
     /// The runtime spec derived at creation; never changed afterwards.
     pub run_spec: Box<RunSpec>,
     /// Pid of the job's process, [`PID_NONE`] until the shell reports it.
@@ -99,9 +102,15 @@ pub struct Refusal {
 
 impl JobRecord {
     /// A record as creation leaves it: no pid, every ACK flag false.
-    pub(crate) fn created(job: JobRef, run_spec: RunSpec, refusal: Option<Refusal>) -> JobRecord {
+    pub(crate) fn created(
+        job: JobRef,
+        dispatch_seq: u32,
+        run_spec: RunSpec,
+        refusal: Option<Refusal>,
+    ) -> JobRecord {
         JobRecord {
             job,
+            dispatch_seq,
             run_spec: Box::new(run_spec),
             pid: PID_NONE,
             pgid: PID_NONE,
@@ -184,13 +193,14 @@ impl JobRecord {
             },
             None => return None,
         };
-        Some(wire::NewJobReply { job: self.job.to_wire(), outcome })
+        Some(wire::NewJobReply { job: self.job.to_wire(), dispatch_seq: self.dispatch_seq, outcome })
     }
 
     /// BATCH_JOB_EXECUTE rebuilt from the record; `None` before the process exists.
     pub fn execute_message(&self) -> Option<wire::JobExecute> {
         self.is_spawned().then(|| wire::JobExecute {
             job: self.job.to_wire(),
+            dispatch_seq: self.dispatch_seq,
             pid: self.pid,
             pgid: self.pgid,
             exec_uid: self.run_spec.exec_uid,
@@ -205,6 +215,7 @@ impl JobRecord {
     pub fn finish_message(&self) -> Option<wire::JobFinish> {
         self.exit_status_valid.then(|| wire::JobFinish {
             job: self.job.to_wire(),
+            dispatch_seq: self.dispatch_seq,
             pid: self.pid,
             wait_status: self.wait_status,
             finish_reason: self.finish_reason,

@@ -9,8 +9,8 @@ use lava_batch_wire::{self as wire, SignalAction, SignalOutcome};
 use crate::invariants::{Violation, check_record};
 use crate::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
 use crate::{
-    Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal, RunSpec,
-    SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, ToMbd, UserInfo, errno,
+    Ack, Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
+    RunSpec, SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, ToMbd, UserInfo, errno,
 };
 
 /// When each message of a job was last sent, ms since the epoch. Optimisation
@@ -187,9 +187,9 @@ impl Sbd {
         let mut out = Out { now_ms, connected: self.connected, effects };
         match input {
             Input::NewJob { spec, user } => self.new_job(spec, user, &mut out),
-            Input::NewJobReplyAck(job) => self.reply_ack(job, &mut out),
-            Input::JobExecuteAck(job) => self.execute_ack(job, &mut out),
-            Input::JobFinishAck(job) => self.finish_ack(job, &mut out),
+            Input::NewJobReplyAck(ack) => self.reply_ack(ack, &mut out),
+            Input::JobExecuteAck(ack) => self.execute_ack(ack, &mut out),
+            Input::JobFinishAck(ack) => self.finish_ack(ack, &mut out),
             Input::JobSignal(signal) => self.signal(signal, &mut out),
             Input::Spawned { job, pid, pgid, exec_time_ms } => {
                 self.spawned(job, pid, pgid, exec_time_ms, &mut out)
@@ -216,34 +216,45 @@ impl Sbd {
     fn new_job(&mut self, spec: Box<JobSpec>, user: Result<UserInfo, String>, out: &mut Out<'_>) {
         let job_ref = spec.job();
         let n_records = self.jobs.len();
+        let mut carried_signals = None;
         match self.jobs.get_mut(&job_ref) {
-            // A job held here is never launched again. The one exception is a
-            // refused job that mbatchd returned to PEND and dispatched anew: a
-            // new dispatch time tells it from a duplicate of the refused one.
-            //
-            // But only once the refusal is acknowledged. Until then a copy of
-            // it may still reach mbatchd (it is resent on every connection),
-            // and NEW_JOB_REPLY carries no dispatch time: mbatchd would take
-            // that late copy for a refusal of the new dispatch, return the job
-            // to PEND and dispatch it elsewhere while this host runs it — the
-            // job would run twice (found by lava-sim). So an unacknowledged
-            // refusal refuses the new dispatch too; once its ACK arrives no
-            // copy of it can follow (one connection delivers in order, and a
-            // dead connection's frames are never stepped), and the next
-            // dispatch is launched.
+            // The dispatch number tells a copy of the dispatch this record
+            // runs (answered from the record) and a stale copy of an older one
+            // (ignored) from a new dispatch of the same job (a refused job sent
+            // back, a requeued one).
             Some(job) => {
-                let refused_before = job.record.refusal.is_some()
-                    && job.record.pid_acked
-                    && job.record.run_spec.dispatch_time_s != spec.specs().dispatch_time;
-                if !refused_before {
+                let seq = spec.specs().dispatch_seq;
+                if seq < job.record.dispatch_seq {
+                    return;
+                }
+                if seq == job.record.dispatch_seq {
                     out.send_reply(job);
                     return;
                 }
+                if !job.record.is_tombstone() {
+                    // The earlier run still has an unacknowledged FINISH or
+                    // refusal: the new run waits until mbatchd has acknowledged
+                    // it (it acknowledges an earlier dispatch's messages
+                    // without acting on them) and resends NEW_JOB. Resending
+                    // it now speeds that up.
+                    out.send_due(job, None);
+                    return;
+                }
+                // A fresh run: the earlier run's record and job directory go
+                // first (a restart must never adopt that run's shepherd files
+                // for this one). Signal numbers grow across dispatches, so the
+                // new record knows which ones it has already seen.
+                let seen = (job.record.signal_seq_last, job.record.suspend_seq_last);
+                self.jobs.remove(&job_ref);
+                out.effects.push(Effect::Remove(job_ref));
+                carried_signals = Some(seen);
             }
             None if n_records >= self.config.records_max => {
                 let message = format!("sbatchd holds {n_records} job records, its limit");
                 let outcome = wire::NewJobOutcome::Refused { code: wire::REFUSE_HOST, message };
-                out.send(ToMbd::NewJobReply(wire::NewJobReply { job: job_ref.to_wire(), outcome }));
+                let dispatch_seq = spec.specs().dispatch_seq;
+                let reply = wire::NewJobReply { job: job_ref.to_wire(), dispatch_seq, outcome };
+                out.send(ToMbd::NewJobReply(reply));
                 return;
             }
             None => {}
@@ -261,7 +272,11 @@ impl Sbd {
                 (RunSpec::derive(&spec, None), refuse(format!("user {}: {problem}", spec.user())))
             }
         };
-        let record = JobRecord::created(job_ref, run_spec, refusal);
+        let mut record = JobRecord::created(job_ref, spec.specs().dispatch_seq, run_spec, refusal);
+        if let Some((signal_seq_last, suspend_seq_last)) = carried_signals {
+            record.signal_seq_last = signal_seq_last;
+            record.suspend_seq_last = suspend_seq_last;
+        }
         assert!(
             !record.is_spawned() && !record.pid_acked && !record.execute_acked && !record.finish_acked,
             "a new record starts with no pid and no ACK"
@@ -277,8 +292,8 @@ impl Sbd {
     }
 
     /// NEW_JOB_REPLY_ACK: the stage-1 barrier; EXECUTE (and FINISH) may follow.
-    fn reply_ack(&mut self, job_ref: JobRef, out: &mut Out<'_>) {
-        let Some(job) = self.jobs.get_mut(&job_ref) else { return };
+    fn reply_ack(&mut self, ack: Ack, out: &mut Out<'_>) {
+        let Some(job) = self.acked_job(ack) else { return };
         // A duplicate, or an ACK of a reply this dispatch never produced.
         if job.record.pid_acked || !(job.record.is_spawned() || job.record.refusal.is_some()) {
             return;
@@ -289,8 +304,8 @@ impl Sbd {
         out.send_finish(job);
     }
 
-    fn execute_ack(&mut self, job_ref: JobRef, out: &mut Out<'_>) {
-        let Some(job) = self.jobs.get_mut(&job_ref) else { return };
+    fn execute_ack(&mut self, ack: Ack, out: &mut Out<'_>) {
+        let Some(job) = self.acked_job(ack) else { return };
         let record = &mut job.record;
         if record.execute_acked || !record.pid_acked || !record.is_spawned() {
             return;
@@ -299,8 +314,14 @@ impl Sbd {
         out.persist(record);
     }
 
-    fn finish_ack(&mut self, job_ref: JobRef, out: &mut Out<'_>) {
-        let Some(job) = self.jobs.get_mut(&job_ref) else { return };
+    /// The job an ACK is about, if the ACK is for the dispatch its record
+    /// runs: an ACK of an earlier run's message says nothing about this run.
+    fn acked_job(&mut self, ack: Ack) -> Option<&mut Job> {
+        self.jobs.get_mut(&ack.job).filter(|job| job.record.dispatch_seq == ack.dispatch_seq)
+    }
+
+    fn finish_ack(&mut self, ack: Ack, out: &mut Out<'_>) {
+        let Some(job) = self.acked_job(ack) else { return };
         if !job.record.finish_due() {
             return;
         }

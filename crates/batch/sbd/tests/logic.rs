@@ -10,7 +10,7 @@ use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire::{self as wire, NewJobOutcome, SignalAction, SignalOutcome};
 use lava_sbd::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
 use lava_sbd::{
-    Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
+    Ack, Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
     START_FAILED_WAIT_STATUS, Sbd, ToMbd, UserInfo, errno, invariants,
 };
 
@@ -22,11 +22,17 @@ fn job(id: u32) -> JobRef {
     JobRef::new(id, 0).expect("nonzero id")
 }
 
+/// An ACK of the first dispatch of job `id`.
+fn ack(id: u32) -> Ack {
+    Ack { job: job(id), dispatch_seq: 1 }
+}
+
 fn specs(id: u32) -> wire::JobSpecs {
     wire::JobSpecs {
         job: wire::WireJobRef { job_id: id, array_index: 0 },
         submit_time: 1_799_999_000,
         dispatch_time: 1_800_000_000,
+        dispatch_seq: 1,
         user_id: 1000,
         group_id: 100,
         user_name: "alice".into(),
@@ -95,17 +101,18 @@ fn kill(id: u32, pgid: i32, signal: i32) -> Effect {
 
 fn started(id: u32, pid: i32) -> Effect {
     let outcome = NewJobOutcome::Started { pid, pgid: pid, job_status: 0x04 };
-    Effect::Send(ToMbd::NewJobReply(wire::NewJobReply { job: job(id).to_wire(), outcome }))
+    Effect::Send(ToMbd::NewJobReply(wire::NewJobReply { job: job(id).to_wire(), dispatch_seq: 1, outcome }))
 }
 
 fn refused(id: u32, code: u32, message: &str) -> Effect {
     let outcome = NewJobOutcome::Refused { code, message: message.into() };
-    Effect::Send(ToMbd::NewJobReply(wire::NewJobReply { job: job(id).to_wire(), outcome }))
+    Effect::Send(ToMbd::NewJobReply(wire::NewJobReply { job: job(id).to_wire(), dispatch_seq: 1, outcome }))
 }
 
 fn execute(id: u32, pid: i32, exec_time_s: i64) -> Effect {
     Effect::Send(ToMbd::JobExecute(wire::JobExecute {
         job: job(id).to_wire(),
+        dispatch_seq: 1,
         pid,
         pgid: pid,
         exec_uid: 1000,
@@ -119,6 +126,7 @@ fn execute(id: u32, pid: i32, exec_time_s: i64) -> Effect {
 fn finish(id: u32, pid: i32, wait_status: i32, finish_reason: u32, end_time_ms: u64) -> Effect {
     Effect::Send(ToMbd::JobFinish(wire::JobFinish {
         job: job(id).to_wire(),
+        dispatch_seq: 1,
         pid,
         wait_status,
         finish_reason,
@@ -180,9 +188,9 @@ impl Harness {
     fn running(&mut self, id: u32, pid: i32, execute_acked: bool) -> JobRecord {
         self.launched(id);
         self.step(T0 + SECOND_MS, spawned(id, pid, T0 + SECOND_MS));
-        self.step(T0 + SECOND_MS, Input::NewJobReplyAck(job(id)));
+        self.step(T0 + SECOND_MS, Input::NewJobReplyAck(ack(id)));
         if execute_acked {
-            self.step(T0 + SECOND_MS, Input::JobExecuteAck(job(id)));
+            self.step(T0 + SECOND_MS, Input::JobExecuteAck(ack(id)));
         }
         self.record(id)
     }
@@ -230,7 +238,7 @@ fn unknown_user_is_refused_until_acked_then_pruned() {
     assert_eq!(record.run_spec.exec_uid, 1000, "the snapshot's uid stands in");
     h.check(T0 + SECOND_MS, Input::Tick, vec![refused(7, wire::REFUSE_NO_USER, message)]);
     let acked = JobRecord { pid_acked: true, ..record };
-    h.check(T0 + SECOND_MS, Input::NewJobReplyAck(job(7)), vec![persist(&acked)]);
+    h.check(T0 + SECOND_MS, Input::NewJobReplyAck(ack(7)), vec![persist(&acked)]);
     h.check(T0 + 2 * SECOND_MS, Input::Tick, vec![]);
     h.check(T0 + DAY_MS, Input::Tick, vec![Effect::Remove(job(7))]);
 }
@@ -273,14 +281,14 @@ fn execute_waits_for_the_reply_ack() {
     h.launched(7);
     h.step(T0, spawned(7, 4242, T0));
     h.check(T0 + 5 * SECOND_MS, Input::Tick, vec![started(7, 4242)]);
-    h.check(T0 + 5 * SECOND_MS, Input::JobExecuteAck(job(7)), vec![]);
+    h.check(T0 + 5 * SECOND_MS, Input::JobExecuteAck(ack(7)), vec![]);
     let acked = JobRecord { pid_acked: true, ..h.record(7) };
     h.check(
         T0 + 6 * SECOND_MS,
-        Input::NewJobReplyAck(job(7)),
+        Input::NewJobReplyAck(ack(7)),
         vec![persist(&acked), execute(7, 4242, 1_800_000_000)],
     );
-    h.check(T0 + 6 * SECOND_MS, Input::NewJobReplyAck(job(7)), vec![]);
+    h.check(T0 + 6 * SECOND_MS, Input::NewJobReplyAck(ack(7)), vec![]);
 }
 
 // Goal: duplicated and reordered ACKs change nothing: an ACK of a message not
@@ -289,16 +297,16 @@ fn execute_waits_for_the_reply_ack() {
 fn duplicate_and_early_acks_are_harmless() {
     let mut h = Harness::connected();
     h.launched(7);
-    for ack in [Input::NewJobReplyAck(job(7)), Input::JobExecuteAck(job(7)), Input::JobFinishAck(job(7))] {
+    for ack in [Input::NewJobReplyAck(ack(7)), Input::JobExecuteAck(ack(7)), Input::JobFinishAck(ack(7))] {
         h.check(T0, ack, vec![]);
     }
     let running = h.running(8, 88, false);
-    h.check(T0 + 2 * SECOND_MS, Input::JobFinishAck(job(8)), vec![]);
+    h.check(T0 + 2 * SECOND_MS, Input::JobFinishAck(ack(8)), vec![]);
     let acked = JobRecord { execute_acked: true, ..running };
-    h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(job(8)), vec![persist(&acked)]);
-    h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(job(8)), vec![]);
+    h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(ack(8)), vec![persist(&acked)]);
+    h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(ack(8)), vec![]);
     for unknown in
-        [Input::NewJobReplyAck(job(99)), Input::JobExecuteAck(job(99)), Input::JobFinishAck(job(99))]
+        [Input::NewJobReplyAck(ack(99)), Input::JobExecuteAck(ack(99)), Input::JobFinishAck(ack(99))]
     {
         h.check(T0, unknown, vec![]);
     }
@@ -323,7 +331,7 @@ fn finish_waits_for_the_reply_ack() {
     let acked = JobRecord { pid_acked: true, ..ended };
     h.check(
         end_ms,
-        Input::NewJobReplyAck(job(7)),
+        Input::NewJobReplyAck(ack(7)),
         vec![
             persist(&acked),
             execute(7, 4242, 1_800_000_000),
@@ -352,11 +360,11 @@ fn finish_does_not_wait_for_execute_ack_and_dominates() {
         vec![execute(7, 4242, 1_800_000_001), finish(7, 4242, 0, wire::FINISH_NORMAL, end_ms)],
     );
     let done = JobRecord { finish_acked: true, ..ended };
-    h.check(end_ms + SECOND_MS, Input::JobFinishAck(job(7)), vec![persist(&done)]);
+    h.check(end_ms + SECOND_MS, Input::JobFinishAck(ack(7)), vec![persist(&done)]);
     h.check(end_ms + 10 * SECOND_MS, Input::Tick, vec![]);
     h.check(
         end_ms + 10 * SECOND_MS,
-        Input::JobExecuteAck(job(7)),
+        Input::JobExecuteAck(ack(7)),
         vec![persist(&JobRecord { execute_acked: true, ..done })],
     );
     h.check(end_ms + DAY_MS - 1, Input::Tick, vec![]);
@@ -402,9 +410,9 @@ fn duplicate_new_job_is_answered_from_the_record() {
     h.check(T0, new_job(7), vec![]);
     h.step(T0, spawned(7, 4242, T0));
     h.check(T0, new_job(7), vec![started(7, 4242)]);
-    h.step(T0, Input::NewJobReplyAck(job(7)));
+    h.step(T0, Input::NewJobReplyAck(ack(7)));
     h.step(T0, exited(7, 0, T0 + SECOND_MS));
-    h.step(T0, Input::JobFinishAck(job(7)));
+    h.step(T0, Input::JobFinishAck(ack(7)));
     h.check(T0 + 2 * SECOND_MS, new_job(7), vec![started(7, 4242)]);
     h.check(T0 + SECOND_MS + DAY_MS, Input::Tick, vec![Effect::Remove(job(7))]);
     let effects = h.step(T0 + 2 * DAY_MS, new_job(7));
@@ -427,14 +435,19 @@ fn spawn_failure_before_pid_refuses_and_a_new_dispatch_relaunches() {
     );
     h.check(T0, new_job(7), vec![refused(7, wire::REFUSE_SETUP, "no such directory")]);
     h.check(T0, signal(7, 1, SignalAction::Stop), vec![signal_reply(7, 1, SignalOutcome::NoSuchJob)]);
-    h.step(T0, Input::NewJobReplyAck(job(7)));
-    let redispatch = wire::JobSpecs { dispatch_time: 1_800_000_100, ..specs(7) };
+    h.step(T0, Input::NewJobReplyAck(ack(7)));
+    let redispatch = wire::JobSpecs { dispatch_time: 1_800_000_100, dispatch_seq: 2, ..specs(7) };
     let effects = h.step(T0 + 100 * SECOND_MS, new_job_from(redispatch));
     let fresh = h.record(7);
     assert_eq!(
         effects,
-        vec![persist(&fresh), Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }]
+        vec![
+            Effect::Remove(job(7)),
+            persist(&fresh),
+            Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }
+        ]
     );
+    assert_eq!(fresh.dispatch_seq, 2);
     assert!(fresh.refusal.is_none() && !fresh.pid_acked);
 }
 
@@ -443,7 +456,8 @@ fn spawn_failure_before_pid_refuses_and_a_new_dispatch_relaunches() {
 // again on the registration, takes that late copy for a refusal of the new
 // dispatch (NEW_JOB_REPLY carries no dispatch time) and dispatches the job
 // elsewhere. If this host launched the new dispatch, the job ran twice.
-// Goal: before the refusal's ACK a new dispatch gets the refusal again and
+// Goal: before the refusal's ACK a new dispatch gets the old refusal again
+// (it names dispatch 1, so mbatchd acknowledges it without acting) and
 // launches nothing; after the ACK it is launched.
 #[test]
 fn new_dispatch_before_the_refusal_is_acked_is_refused_again() {
@@ -456,16 +470,84 @@ fn new_dispatch_before_the_refusal_is_acked_is_refused_again() {
     let message = "user alice: no such user";
     h.check(T0 + SECOND_MS, Input::Disconnected, vec![]);
     h.check(T0 + 2 * SECOND_MS, Input::Connected, vec![refused(7, wire::REFUSE_NO_USER, message)]);
-    let redispatch = wire::JobSpecs { dispatch_time: 1_800_000_100, ..specs(7) };
+    let redispatch = wire::JobSpecs { dispatch_time: 1_800_000_100, dispatch_seq: 2, ..specs(7) };
     h.check(T0 + 2 * SECOND_MS, new_job_from(redispatch), vec![refused(7, wire::REFUSE_NO_USER, message)]);
-    h.step(T0 + 3 * SECOND_MS, Input::NewJobReplyAck(job(7)));
-    let later = wire::JobSpecs { dispatch_time: 1_800_000_200, ..specs(7) };
+    h.step(T0 + 3 * SECOND_MS, Input::NewJobReplyAck(ack(7)));
+    let later = wire::JobSpecs { dispatch_time: 1_800_000_200, dispatch_seq: 2, ..specs(7) };
     let effects = h.step(T0 + 200 * SECOND_MS, new_job_from(later));
     let fresh = h.record(7);
     assert_eq!(
         effects,
-        vec![persist(&fresh), Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }]
+        vec![
+            Effect::Remove(job(7)),
+            persist(&fresh),
+            Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }
+        ]
     );
+}
+
+// Goal (requeue): a NEW_JOB with a higher dispatch number meeting a finished
+// run whose FINISH is not acknowledged launches nothing and resends the old
+// FINISH (dispatch 1); an ACK naming the new dispatch does not settle the old
+// run; the old FINISH's ACK makes it a tombstone, and the next copy of the new
+// dispatch starts a fresh run: the old record and directory removed first,
+// the signal numbers seen carried over, and every message of the new run
+// naming dispatch 2. Stale copies of dispatch 1 are then ignored.
+#[test]
+fn new_dispatch_after_a_finished_run_waits_for_its_finish_ack_then_runs_afresh() {
+    let mut h = Harness::connected();
+    h.running(7, 4242, true);
+    h.step(T0 + 2 * SECOND_MS, signal(7, 3, SignalAction::Stop));
+    h.step(T0 + 3 * SECOND_MS, exited(7, 1 << 8, T0 + 3 * SECOND_MS));
+    let requeued = || new_job_from(wire::JobSpecs { dispatch_seq: 2, ..specs(7) });
+    let old_finish = finish(7, 4242, 1 << 8, wire::FINISH_NORMAL, T0 + 3 * SECOND_MS);
+    h.check(T0 + 4 * SECOND_MS, requeued(), vec![old_finish.clone()]);
+    h.check(T0 + 4 * SECOND_MS, Input::JobFinishAck(Ack { job: job(7), dispatch_seq: 2 }), vec![]);
+    assert!(!h.record(7).finish_acked);
+    h.step(T0 + 4 * SECOND_MS, Input::JobFinishAck(ack(7)));
+    let effects = h.step(T0 + 5 * SECOND_MS, requeued());
+    let fresh = h.record(7);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Remove(job(7)),
+            persist(&fresh),
+            Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }
+        ]
+    );
+    assert_eq!((fresh.dispatch_seq, fresh.pid, fresh.exit_status_valid), (2, -1, false));
+    assert_eq!((fresh.signal_seq_last, fresh.suspend_seq_last), (Some(3), Some(3)));
+    // A stale copy of dispatch 1 and a late copy of its STOP change nothing.
+    h.check(T0 + 5 * SECOND_MS, new_job(7), vec![]);
+    h.step(T0 + 6 * SECOND_MS, spawned(7, 5151, T0 + 6 * SECOND_MS));
+    h.check(
+        T0 + 6 * SECOND_MS,
+        signal(7, 3, SignalAction::Stop),
+        vec![signal_reply(7, 3, SignalOutcome::Delivered)],
+    );
+    // The new run's reply names dispatch 2 and only an ACK of dispatch 2 counts.
+    let reply = h.record(7).new_job_reply().expect("a reply");
+    assert_eq!(reply.dispatch_seq, 2);
+    h.check(T0 + 6 * SECOND_MS, Input::NewJobReplyAck(ack(7)), vec![]);
+    assert!(!h.record(7).pid_acked);
+    let effects = h.step(T0 + 6 * SECOND_MS, Input::NewJobReplyAck(Ack { job: job(7), dispatch_seq: 2 }));
+    assert!(h.record(7).pid_acked);
+    let Some(Effect::Send(ToMbd::JobExecute(execute))) = effects.last() else {
+        panic!("EXECUTE: {effects:?}")
+    };
+    assert_eq!((execute.dispatch_seq, execute.pid), (2, 5151));
+}
+
+// Goal: a NEW_JOB with a higher dispatch number while the old run's process
+// still runs (mbatchd would never send one; a confused peer might) launches
+// nothing: the old run is not a tombstone.
+#[test]
+fn new_dispatch_never_launches_beside_a_running_job() {
+    let mut h = Harness::connected();
+    h.running(7, 4242, true);
+    let effects = h.step(T0 + 2 * SECOND_MS, new_job_from(wire::JobSpecs { dispatch_seq: 2, ..specs(7) }));
+    assert!(effects.iter().all(|e| matches!(e, Effect::Send(_))), "{effects:?}");
+    assert_eq!((h.record(7).dispatch_seq, h.record(7).pid), (1, 4242));
 }
 
 // Goal: a start failure after the pid is known finishes the job as EXIT 127
@@ -484,6 +566,7 @@ fn spawn_failure_after_pid_finishes_the_job() {
     };
     let expected_finish = Effect::Send(ToMbd::JobFinish(wire::JobFinish {
         job: job(7).to_wire(),
+        dispatch_seq: 1,
         pid: 4242,
         wait_status: 127 << 8,
         finish_reason: wire::FINISH_START_FAILED,
@@ -633,8 +716,8 @@ fn run_limit_starts_the_kill_sequence() {
     let mut h = Harness::connected();
     h.step(T0, new_job_from(wire::JobSpecs { run_limit_s: 60, ..specs(7) }));
     h.step(T0, spawned(7, 4242, T0));
-    h.step(T0, Input::NewJobReplyAck(job(7)));
-    h.step(T0, Input::JobExecuteAck(job(7)));
+    h.step(T0, Input::NewJobReplyAck(ack(7)));
+    h.step(T0, Input::JobExecuteAck(ack(7)));
     h.check(T0 + 60 * SECOND_MS - 1, Input::Tick, vec![]);
     let sequence =
         KillSequence { reason: wire::FINISH_RUN_LIMIT, started_ms: T0 + 60 * SECOND_MS, n_signals_sent: 1 };
@@ -678,7 +761,7 @@ fn restart_resends_exactly_the_eligible_messages() {
     h.step(T0 + 2 * SECOND_MS, exited(4, 0, T0 + 2 * SECOND_MS)); // FINISH due
     h.running(5, 55, true);
     h.step(T0 + 2 * SECOND_MS, exited(5, 0, T0 + 2 * SECOND_MS));
-    h.step(T0 + 2 * SECOND_MS, Input::JobFinishAck(job(5))); // tombstone
+    h.step(T0 + 2 * SECOND_MS, Input::JobFinishAck(ack(5))); // tombstone
     h.launched(6);
     h.step(T0, Input::SpawnFailed { job: job(6), message: "no cwd".into() }); // refusal due
     h.restart();
@@ -889,10 +972,10 @@ fn every_persisted_record_round_trips_through_xdr() {
     let mut effects = h.step(T0, new_job(7));
     effects.extend(h.step(T0, signal(7, 1, SignalAction::Terminate)));
     effects.extend(h.step(T0, spawned(7, 4242, T0)));
-    effects.extend(h.step(T0, Input::NewJobReplyAck(job(7))));
+    effects.extend(h.step(T0, Input::NewJobReplyAck(ack(7))));
     effects.extend(h.step(T0 + 10 * SECOND_MS, Input::Tick));
     effects.extend(h.step(T0 + 11 * SECOND_MS, exited(7, SIGTERM, T0 + 11 * SECOND_MS)));
-    effects.extend(h.step(T0 + 11 * SECOND_MS, Input::JobFinishAck(job(7))));
+    effects.extend(h.step(T0 + 11 * SECOND_MS, Input::JobFinishAck(ack(7))));
     effects.extend(h.step(
         T0,
         Input::NewJob {

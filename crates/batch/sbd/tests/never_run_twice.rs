@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire::{self as wire, NewJobOutcome, SignalAction};
-use lava_sbd::{Config, Effect, Input, JobRecord, Sbd, ToMbd, UserInfo, invariants};
+use lava_sbd::{Ack, Config, Effect, Input, JobRecord, Sbd, ToMbd, UserInfo, invariants};
 use proptest::prelude::*;
 
 const N_JOBS: u32 = 3;
@@ -73,6 +73,7 @@ fn new_job(id: u32) -> Input {
         job: job(id).to_wire(),
         submit_time: 1_799_999_000,
         dispatch_time: 1_800_000_000,
+        dispatch_seq: 1,
         user_id: 1000,
         group_id: 100,
         user_name: "alice".into(),
@@ -250,16 +251,16 @@ impl World {
                     assert_eq!(first, pid, "job {job}: mbatchd saw two pids");
                 }
                 mbd.reply_acked.insert(job);
-                self.to_sbd.push(Input::NewJobReplyAck(job));
+                self.to_sbd.push(Input::NewJobReplyAck(Ack { job, dispatch_seq: 1 }));
             }
             ToMbd::JobExecute(_) => {
                 assert!(mbd.reply_acked.contains(&job), "job {job}: EXECUTE before the reply ACK");
-                self.to_sbd.push(Input::JobExecuteAck(job));
+                self.to_sbd.push(Input::JobExecuteAck(Ack { job, dispatch_seq: 1 }));
             }
             ToMbd::JobFinish(_) => {
                 assert!(mbd.reply_acked.contains(&job), "job {job}: FINISH before the reply ACK");
                 mbd.finished.insert(job);
-                self.to_sbd.push(Input::JobFinishAck(job));
+                self.to_sbd.push(Input::JobFinishAck(Ack { job, dispatch_seq: 1 }));
             }
             ToMbd::JobSignalReply(_) => {}
         }

@@ -260,6 +260,12 @@ pub struct JobSpecs {
     pub submit_time: i64,
     /// Dispatch time, seconds since the epoch.
     pub dispatch_time: i64,
+    /// The dispatch number: how many times mbatchd has dispatched the job,
+    /// this dispatch included (1 for the first). sbatchd echoes it in every
+    /// pipeline message of the run it starts, mbatchd in every ACK, so a
+    /// message of an earlier run of the same job is never taken for one of
+    /// this run (docs/batch.md, "Dispatch numbers").
+    pub dispatch_seq: u32,
     /// Submitting user's uid, as vouched for at submission.
     pub user_id: u32,
     /// Submitting user's primary gid, as vouched for at submission.
@@ -313,6 +319,8 @@ pub struct JobSpecs {
 pub struct NewJobReply {
     /// The job.
     pub job: WireJobRef,
+    /// The dispatch answered ([`JobSpecs::dispatch_seq`]).
+    pub dispatch_seq: u32,
     /// What happened.
     pub outcome: NewJobOutcome,
 }
@@ -350,6 +358,8 @@ pub const REFUSE_HOST: u32 = 3;
 pub struct JobAck {
     /// The job.
     pub job: WireJobRef,
+    /// The dispatch of the message acknowledged ([`JobSpecs::dispatch_seq`]).
+    pub dispatch_seq: u32,
 }
 
 /// BATCH_JOB_EXECUTE: exec() happened; metadata only, never a state change.
@@ -357,6 +367,8 @@ pub struct JobAck {
 pub struct JobExecute {
     /// The job.
     pub job: WireJobRef,
+    /// The dispatch this run belongs to ([`JobSpecs::dispatch_seq`]).
+    pub dispatch_seq: u32,
     /// Pid of the job's process.
     pub pid: i32,
     /// Process group of the job.
@@ -389,6 +401,8 @@ pub struct ResourceUsage {
 pub struct JobFinish {
     /// The job.
     pub job: WireJobRef,
+    /// The dispatch this run belongs to ([`JobSpecs::dispatch_seq`]).
+    pub dispatch_seq: u32,
     /// Pid of the job's process.
     pub pid: i32,
     /// Raw wait status (as `waitpid` returns it).

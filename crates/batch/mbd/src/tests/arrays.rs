@@ -47,7 +47,7 @@ fn dispatched(effects: &[Effect]) -> Vec<wire::WireJobRef> {
 
 fn accept(on: &str, job: wire::WireJobRef) -> Input {
     let outcome = wire::NewJobOutcome::Started { pid: 100, pgid: 100, job_status: JobStatus::Run.bits() };
-    Input::NewJobReply { host: host(on), reply: wire::NewJobReply { job, outcome } }
+    Input::NewJobReply { host: host(on), reply: wire::NewJobReply { job, dispatch_seq: 1, outcome } }
 }
 
 fn finish(on: &str, job: wire::WireJobRef, wait_status: i32) -> Input {

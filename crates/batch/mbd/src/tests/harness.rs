@@ -145,17 +145,24 @@ pub fn registered(name: &str, n_cpus: u32) -> Input {
 
 pub fn started(on: &str, id: u32, pid: i32) -> Input {
     let outcome = wire::NewJobOutcome::Started { pid, pgid: pid, job_status: JobStatus::Run.bits() };
-    Input::NewJobReply { host: host(on), reply: wire::NewJobReply { job: wref(id), outcome } }
+    Input::NewJobReply {
+        host: host(on),
+        reply: wire::NewJobReply { job: wref(id), dispatch_seq: 1, outcome },
+    }
 }
 
 pub fn refused(on: &str, id: u32, message: &str) -> Input {
     let outcome = wire::NewJobOutcome::Refused { code: wire::REFUSE_NO_USER, message: message.into() };
-    Input::NewJobReply { host: host(on), reply: wire::NewJobReply { job: wref(id), outcome } }
+    Input::NewJobReply {
+        host: host(on),
+        reply: wire::NewJobReply { job: wref(id), dispatch_seq: 1, outcome },
+    }
 }
 
 pub fn execute_msg(id: u32, pid: i32, cwd: &str, exec_time: i64) -> wire::JobExecute {
     wire::JobExecute {
         job: wref(id),
+        dispatch_seq: 1,
         pid,
         pgid: pid,
         exec_uid: 1000,
@@ -173,6 +180,7 @@ pub fn executed(on: &str, id: u32, pid: i32) -> Input {
 pub fn finish_msg(id: u32, pid: i32, wait_status: i32) -> wire::JobFinish {
     wire::JobFinish {
         job: wref(id),
+        dispatch_seq: 1,
         pid,
         wait_status,
         finish_reason: wire::FINISH_NORMAL,
@@ -211,15 +219,15 @@ pub fn register_ack() -> ToSbd {
 }
 
 pub fn reply_ack(id: u32) -> ToSbd {
-    ToSbd::NewJobReplyAck(wire::JobAck { job: wref(id) })
+    ToSbd::NewJobReplyAck(wire::JobAck { job: wref(id), dispatch_seq: 1 })
 }
 
 pub fn execute_ack(id: u32) -> ToSbd {
-    ToSbd::JobExecuteAck(wire::JobAck { job: wref(id) })
+    ToSbd::JobExecuteAck(wire::JobAck { job: wref(id), dispatch_seq: 1 })
 }
 
 pub fn finish_ack(id: u32) -> ToSbd {
-    ToSbd::JobFinishAck(wire::JobAck { job: wref(id) })
+    ToSbd::JobFinishAck(wire::JobAck { job: wref(id), dispatch_seq: 1 })
 }
 
 pub fn job_signal(id: u32, seq: u32, action: wire::SignalAction) -> ToSbd {

@@ -110,6 +110,7 @@ fn full_pipeline_logs_each_stage_before_its_ack() {
         job: wref(1),
         submit_time: 1_700_000_000,
         dispatch_time: 1_700_000_000,
+        dispatch_seq: 1,
         user_id: 1000,
         group_id: 100,
         user_name: "alice".into(),
@@ -471,4 +472,73 @@ fn limit_kills_show_lsfs_termination_reason() {
             (exit, String::new())
         ]
     );
+}
+
+/// `msg` as sent for dispatch `seq` instead of the first.
+fn of_dispatch(seq: u32, mut input: Input) -> Input {
+    match &mut input {
+        Input::NewJobReply { reply, .. } => reply.dispatch_seq = seq,
+        Input::JobExecute { msg, .. } => msg.dispatch_seq = seq,
+        Input::JobFinish { msg, .. } => msg.dispatch_seq = seq,
+        other => panic!("not a pipeline message: {other:?}"),
+    }
+    input
+}
+
+/// An ACK `ack` naming dispatch `seq`.
+fn ack_of(seq: u32, mut ack: ToSbd) -> ToSbd {
+    match &mut ack {
+        ToSbd::NewJobReplyAck(a) | ToSbd::JobExecuteAck(a) | ToSbd::JobFinishAck(a) => a.dispatch_seq = seq,
+        other => panic!("not an ACK: {other:?}"),
+    }
+    ack
+}
+
+// Goal: the dispatch number counts JOB_STARTs (replay included) and NEW_JOB
+// carries it; once a job is dispatched again to the same host, every message
+// of the earlier dispatch (Started, EXECUTE, FINISH, a refusal) gets only an
+// ACK naming that dispatch and no event, a message naming a dispatch never
+// made gets nothing, and the current dispatch's messages are logged as usual.
+#[test]
+fn messages_of_an_earlier_dispatch_are_acked_and_never_logged() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 1));
+    h.step(submit(1, 1, "alice", request()));
+    assert_eq!(h.mbd.job(jref(1)).expect("job").dispatch_seq(), 1);
+    h.step(refused("hostA", 1, "no user alice"));
+    h.step(Input::HostDisconnected { host: host("hostA") });
+    h.at(10);
+    let effects = h.step(registered("hostA", 1));
+    assert_eq!(effects[0], append(ev_start(1, "hostA", 1, T0 + 10)));
+    let ToSbd::NewJob(specs) = new_job(&h, 1) else { panic!("NEW_JOB") };
+    assert_eq!(specs.dispatch_seq, 2);
+    assert!(effects.contains(&send("hostA", new_job(&h, 1))));
+
+    for old in [
+        started("hostA", 1, 101),
+        executed("hostA", 1, 101),
+        finished("hostA", 1, 101, 0),
+        refused("hostA", 1, "no user alice"),
+    ] {
+        let ack = match &old {
+            Input::NewJobReply { .. } => reply_ack(1),
+            Input::JobExecute { .. } => execute_ack(1),
+            _ => finish_ack(1),
+        };
+        h.check(old, vec![send("hostA", ack)]);
+    }
+    h.check(of_dispatch(3, started("hostA", 1, 101)), vec![]);
+    h.check(of_dispatch(3, finished("hostA", 1, 101, 0)), vec![]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+
+    let effects = h.step(of_dispatch(2, started("hostA", 1, 202)));
+    assert!(matches!(effects[0], crate::Effect::Append(Event::JobStartAccept(_))), "{effects:?}");
+    assert!(effects.contains(&send("hostA", ack_of(2, reply_ack(1)))));
+    let effects = h.step(of_dispatch(2, finished("hostA", 1, 202, 0)));
+    assert!(matches!(effects[0], crate::Effect::Append(Event::JobStatus(_))), "{effects:?}");
+    assert!(effects.contains(&send("hostA", ack_of(2, finish_ack(1)))));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Done.bits());
+    // After the finish, both dispatches' copies get their own ACK only.
+    h.check(of_dispatch(2, finished("hostA", 1, 202, 0)), vec![send("hostA", ack_of(2, finish_ack(1)))]);
+    h.check(finished("hostA", 1, 101, 0), vec![send("hostA", finish_ack(1))]);
 }
