@@ -14,7 +14,8 @@ use std::process::{Command, Output, Stdio};
 
 use util::{EXIT_TIMEOUT, STARTUP_TIMEOUT};
 
-const DAEMONS: [&str; 5] = ["lim", "mbatchd", "sbatchd", "mxfsd", "coordinator"];
+/// What goes to sbin: the daemons and the shepherd sbatchd starts from its own folder.
+const SBIN_PROGRAMS: [&str; 6] = ["lim", "mbatchd", "sbatchd", "mxfsd", "coordinator", "lava-shepherd"];
 const COMMANDS: [&str; 15] = [
     "bsub", "bjobs", "bkill", "bstop", "bresume", "bpeek", "bhosts", "bqueues", "badmin", "lsid", "lsload",
     "lshosts", "coordctl", "mxfsctl", "lsadmin",
@@ -145,8 +146,8 @@ fn install_is_complete_and_idempotent() {
     let first = install.run();
     assert!(!first.contains("nothing changed"), "the first run must install things:\n{first}");
 
-    for daemon in DAEMONS {
-        assert_eq!(mode(&install.prefix.join("sbin").join(daemon)), 0o755, "sbin/{daemon}");
+    for program in SBIN_PROGRAMS {
+        assert_eq!(mode(&install.prefix.join("sbin").join(program)), 0o755, "sbin/{program}");
     }
     for command in COMMANDS {
         assert_eq!(mode(&install.prefix.join("bin").join(command)), 0o755, "bin/{command}");
@@ -313,7 +314,7 @@ fn debian_package_builds() {
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
     let contents = dpkg(&["--contents"]);
-    let mut expected: Vec<String> = DAEMONS.iter().map(|d| format!("./usr/sbin/{d}")).collect();
+    let mut expected: Vec<String> = SBIN_PROGRAMS.iter().map(|d| format!("./usr/sbin/{d}")).collect();
     expected.extend(COMMANDS.iter().map(|c| format!("./usr/bin/{c}")));
     expected.extend(UNITS.iter().map(|u| format!("./usr/lib/systemd/system/{u}")));
     expected.extend(["./etc/lavacore/lsf.conf".to_owned(), "./etc/lavacore/lavacore.env".to_owned()]);

@@ -201,6 +201,8 @@ impl BenchCluster {
         let ready = self.dir().join("run/sbatchd.ready");
         let args: Vec<&OsStr> =
             vec!["--host".as_ref(), HOST.as_ref(), "--ready-file".as_ref(), ready.as_ref()];
+        // sbatchd starts each job's shepherd from its own folder: say so now if it is missing.
+        sibling_binary("lava-shepherd")?;
         let mut daemon = self.spawn("sbatchd", &sibling_binary("sbatchd")?, &args)?;
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         while !ready.exists() {

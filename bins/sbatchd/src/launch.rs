@@ -47,7 +47,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,7 @@ use lava_sbd::RunSpec;
 
 use crate::handoff::{LAUNCH_PLAN_VERSION, LaunchPlan};
 use crate::layout::{self, EXIT_FILE, JOB_SCRIPT_FILE, LAUNCH_FILE, Layout, PID_FILE, SHEPHERD_FILE};
-use crate::shepherd::{LOCK_FD_FLAG, NOTIFY_FD_FLAG, SHEPHERD_FLAG};
+use crate::shepherd::{LOCK_FD_FLAG, NOTIFY_FD_FLAG, SHEPHERD_PROGRAM};
 use crate::sys;
 
 /// The shell that runs every job script.
@@ -276,11 +276,19 @@ pub struct StartedShepherd {
     pub notify: OwnedFd,
 }
 
+/// The shepherd program that the sbatchd executing `sbatchd_exe` starts: `lava-shepherd` in
+/// the same folder (scripts/install puts both in the daemons' folder, cargo in its target
+/// folder).
+pub fn shepherd_program(sbatchd_exe: &Path) -> PathBuf {
+    sbatchd_exe.with_file_name(SHEPHERD_PROGRAM)
+}
+
 /// Prepares the state folder and starts the shepherd of a job (see the crate doc's
-/// shepherd protocol). Files of an earlier attempt are removed first: a Launch only comes
-/// when no shepherd of the job is alive, which the job's lock confirms.
+/// shepherd protocol) from the folder of `sbatchd_exe` ([`shepherd_program`]). Files of an
+/// earlier attempt are removed first: a Launch only comes when no shepherd of the job is
+/// alive, which the job's lock confirms.
 pub fn start(
-    exe: &Path,
+    sbatchd_exe: &Path,
     layout: &Layout,
     job: JobRef,
     spec: &RunSpec,
@@ -316,8 +324,8 @@ pub fn start(
     let copy_error = |err: io::Error| format!("cannot pass a descriptor to the shepherd: {err}");
     let notify_copy = sys::inheritable_copy(notify_write.as_fd()).map_err(copy_error)?;
     let lock_copy = sys::inheritable_copy(lock.as_fd()).map_err(copy_error)?;
-    let child = Command::new(exe)
-        .arg(SHEPHERD_FLAG)
+    let program = shepherd_program(sbatchd_exe);
+    let child = Command::new(&program)
         .arg(&state_dir)
         .arg(NOTIFY_FD_FLAG)
         .arg(notify_copy.as_raw_fd().to_string())
@@ -328,7 +336,7 @@ pub fn start(
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|err| format!("cannot start the shepherd {}: {err}", exe.display()))?;
+        .map_err(|err| format!("cannot start the shepherd {}: {err}", program.display()))?;
     // Our copies close here: the shepherd now holds the lock and the pipe's only writer.
     drop((notify_copy, lock_copy, notify_write, lock));
     Ok(StartedShepherd { child, notify: OwnedFd::from(notify_read) })

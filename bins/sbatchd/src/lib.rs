@@ -30,8 +30,8 @@
 //! the handoff files' in [`handoff`].
 //!
 //! # The shepherd
-//! `sbatchd --shepherd <state/jobfile> ...` (a hidden mode of the same binary, which makes
-//! itself a new session): see [`shepherd`] for its protocol with sbatchd, and [`launch`] for
+//! `lava-shepherd <state/jobfile> ...` (a small program of its own, next to sbatchd, which
+//! makes itself a new session): see [`shepherd`] for its protocol with sbatchd, and [`launch`] for
 //! the job's process, environment and standard files (output without `-o` goes to
 //! `<home>/.lsbatch/<jobfile>.out` and `.err`).
 //!
@@ -141,24 +141,11 @@ pub struct Args {
     /// File written (with sbatchd's pid) once the credential socket listens.
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
-    /// Internal: run as the shepherd of the job whose state folder this is.
-    #[arg(long, value_name = "STATE_DIR", hide = true)]
-    pub shepherd: Option<PathBuf>,
-    /// Internal: the shepherd's notification pipe.
-    #[arg(long, value_name = "FD", hide = true, requires = "shepherd")]
-    pub notify_fd: Option<i32>,
-    /// Internal: the shepherd's job lock.
-    #[arg(long, value_name = "FD", hide = true, requires = "shepherd")]
-    pub lock_fd: Option<i32>,
 }
 
 /// The whole program: `main` of the `sbatchd` binary.
 pub fn main() -> ExitCode {
     let args = Args::parse();
-    if let Some(state_dir) = &args.shepherd {
-        // Before anything can start a thread: the shepherd forks.
-        return shepherd::run(state_dir, args.notify_fd, args.lock_fd);
-    }
     let options = daemon::Options { envdir: args.envdir, host: args.host, ready_file: args.ready_file };
     match daemon::run(options) {
         Ok(()) => ExitCode::SUCCESS,

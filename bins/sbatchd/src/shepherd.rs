@@ -1,11 +1,18 @@
-//! The shepherd: `sbatchd --shepherd <state/jobfile>`, one per job, single-threaded, plain
-//! std. It starts the job, records its pid durably before the job may execute, waits for
-//! it, and records how it ended durably before exiting. It outlives sbatchd (its own
-//! session), so a job survives an sbatchd restart and its end is still captured.
+//! The shepherd: `lava-shepherd <state/jobfile> --notify-fd N --lock-fd M`, one per job,
+//! single-threaded, plain std. It starts the job, records its pid durably before the job
+//! may execute, waits for it, and records how it ended durably before exiting. It outlives
+//! sbatchd (its own session), so a job survives an sbatchd restart and its end is still
+//! captured.
+//!
+//! It is a program of its own (`bins/sbatchd/lava-shepherd.rs`, installed next to sbatchd,
+//! which starts it from there: [`crate::launch::shepherd_program`]) rather than a mode of
+//! sbatchd, because one starts per job: a small binary that parses its three arguments by
+//! hand and links none of the daemon's runtime (tokio, tracing, clap) costs far less to
+//! execute and load than the daemon's (docs/benchmarks.md, `e2e`).
 //!
 //! Protocol with sbatchd (see also [`crate::handoff`] for the file formats):
 //! 1. sbatchd takes the job's lock (an flock on the job's state folder), writes `launch`,
-//!    and starts `sbatchd --shepherd DIR --notify-fd N --lock-fd M` (posix_spawn, standard
+//!    and starts `lava-shepherd DIR --notify-fd N --lock-fd M` (posix_spawn, standard
 //!    streams on /dev/null, empty environment) with the lock and the write end of a pipe
 //!    inherited at those numbers. The shepherd holds the lock until it exits: the lock
 //!    being free means no shepherd lives, and none can appear.
@@ -23,11 +30,11 @@
 //!    durably and exits. sbatchd watches the shepherd with a pidfd and reads `exit` when
 //!    it ends.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::RawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use lava_batch_wire as wire;
@@ -37,12 +44,67 @@ use crate::layout::{self, EXIT_FILE, LAUNCH_FILE, PID_FILE, SHEPHERD_FILE};
 use crate::procfs::{boot_id, process_start_ticks};
 use crate::sys::{self, ExecPlan};
 
-/// The hidden command-line flag that makes the binary a shepherd.
-pub const SHEPHERD_FLAG: &str = "--shepherd";
-/// The hidden flag naming the notification pipe's descriptor.
+/// The shepherd program's file name; it is installed in sbatchd's folder.
+pub const SHEPHERD_PROGRAM: &str = "lava-shepherd";
+/// The flag naming the notification pipe's descriptor.
 pub const NOTIFY_FD_FLAG: &str = "--notify-fd";
-/// The hidden flag naming the job lock's descriptor.
+/// The flag naming the job lock's descriptor.
 pub const LOCK_FD_FLAG: &str = "--lock-fd";
+
+/// The shepherd's command line.
+#[derive(Debug, PartialEq, Eq)]
+struct ShepherdArgs {
+    state_dir: PathBuf,
+    notify_fd: Option<RawFd>,
+    lock_fd: RawFd,
+}
+
+/// Parses `STATE_DIR [--notify-fd N] --lock-fd M` (arguments after the program name), by
+/// hand: a command-line parser would cost every job's start more than the whole parse.
+fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<ShepherdArgs, String> {
+    let mut state_dir = None;
+    let mut notify_fd = None;
+    let mut lock_fd = None;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let slot = match arg.to_str() {
+            Some(NOTIFY_FD_FLAG) => &mut notify_fd,
+            Some(LOCK_FD_FLAG) => &mut lock_fd,
+            Some(flag) if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
+            _ if state_dir.is_none() => {
+                state_dir = Some(PathBuf::from(arg));
+                continue;
+            }
+            _ => return Err(format!("unexpected argument {}", arg.to_string_lossy())),
+        };
+        let flag = arg.to_string_lossy().into_owned();
+        let value = args.next().ok_or_else(|| format!("{flag} needs a descriptor number"))?;
+        let fd = value
+            .to_str()
+            .and_then(|text| text.parse::<RawFd>().ok())
+            .filter(|fd| *fd >= 0)
+            .ok_or_else(|| format!("{flag} {}: not a descriptor number", value.to_string_lossy()))?;
+        if slot.replace(fd).is_some() {
+            return Err(format!("{flag} given twice"));
+        }
+    }
+    Ok(ShepherdArgs {
+        state_dir: state_dir.ok_or("no job state folder given")?,
+        notify_fd,
+        lock_fd: lock_fd.ok_or_else(|| format!("started without the job's lock ({LOCK_FD_FLAG})"))?,
+    })
+}
+
+/// `main` of the `lava-shepherd` program.
+pub fn main() -> ExitCode {
+    match parse_args(std::env::args_os().skip(1)) {
+        Ok(args) => run(&args.state_dir, args.notify_fd, args.lock_fd),
+        Err(message) => {
+            eprintln!("{SHEPHERD_PROGRAM}: {message}; only sbatchd starts shepherds");
+            ExitCode::from(2)
+        }
+    }
+}
 
 /// Milliseconds since the epoch.
 fn now_ms() -> u64 {
@@ -52,9 +114,11 @@ fn now_ms() -> u64 {
 /// Runs the shepherd for the job whose state folder is `state_dir`, with the inherited
 /// notification pipe and job lock; never returns early without having written `exit`,
 /// except when it was not started by sbatchd.
-pub fn run(state_dir: &Path, notify_fd: Option<RawFd>, lock_fd: Option<RawFd>) -> ExitCode {
-    let Some(Ok(lock)) = lock_fd.map(sys::inherited_fd) else {
-        eprintln!("sbatchd {SHEPHERD_FLAG}: started without the job's lock; only sbatchd starts shepherds");
+pub fn run(state_dir: &Path, notify_fd: Option<RawFd>, lock_fd: RawFd) -> ExitCode {
+    let Ok(lock) = sys::inherited_fd(lock_fd) else {
+        eprintln!(
+            "{SHEPHERD_PROGRAM}: descriptor {lock_fd} is not the job's lock; only sbatchd starts shepherds"
+        );
         return ExitCode::from(2);
     };
     let notify = notify_fd.and_then(|fd| sys::inherited_fd(fd).ok()).map(File::from);
@@ -201,4 +265,35 @@ fn exec_plan(plan: &LaunchPlan) -> Result<ExecPlan, (&'static str, String)> {
         stderr_truncate: plan.stderr_truncate,
         create_dirs: all("folder", &plan.create_dirs)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<ShepherdArgs, String> {
+        parse_args(args.iter().map(OsString::from))
+    }
+
+    // Goal: the command line sbatchd gives is read in any order, and anything else is
+    // refused with what is wrong (the shepherd then exits 2 without touching the job).
+    #[test]
+    fn command_line() {
+        let full = ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: Some(4), lock_fd: 5 };
+        assert_eq!(parse(&["/s/1.7", "--notify-fd", "4", "--lock-fd", "5"]), Ok(full));
+        let reordered = parse(&["--lock-fd", "5", "/s/1.7"]).expect("parses");
+        assert_eq!(reordered, ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: None, lock_fd: 5 });
+        for (bad, problem) in [
+            (&[][..], "no job state folder given"),
+            (&["/s/1.7"][..], "started without the job's lock (--lock-fd)"),
+            (&["/s/1.7", "--lock-fd"][..], "--lock-fd needs a descriptor number"),
+            (&["/s/1.7", "--lock-fd", "x"][..], "--lock-fd x: not a descriptor number"),
+            (&["/s/1.7", "--lock-fd", "-1"][..], "--lock-fd -1: not a descriptor number"),
+            (&["/s/1.7", "--lock-fd", "5", "--lock-fd", "6"][..], "--lock-fd given twice"),
+            (&["/s/1.7", "/s/1.8", "--lock-fd", "5"][..], "unexpected argument /s/1.8"),
+            (&["--shepherd", "/s/1.7", "--lock-fd", "5"][..], "unknown option --shepherd"),
+        ] {
+            assert_eq!(parse(bad), Err(problem.to_owned()), "{bad:?}");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! The few system calls std does not wrap, and the only unsafe code of sbatchd.
 //!
 //! - [`spawn_gated`]: fork a job process that becomes its own session and
-//!   process group, drops to the job's user (setgroups → setgid → setuid),
+//!   process group, takes back the default SIGPIPE disposition, drops to the job's user (setgroups → setgid → setuid),
 //!   sets its umask, working directory and standard files, and then WAITS on a
 //!   gate pipe before it calls execve. The shepherd opens the gate only after
 //!   the pid is durable, so a job whose pid was never recorded never ran.
@@ -254,6 +254,10 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
             if libc::setsid() < 0 {
                 fail(SpawnStage::Session);
             }
+            // Rust programs ignore SIGPIPE, and an ignored signal stays ignored across
+            // execve: the job gets the default disposition back, as any process expects
+            // (this cannot fail for a valid signal number).
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             if change_identity
                 && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
                     || libc::setgid(plan.gid as libc::gid_t) != 0
@@ -629,6 +633,23 @@ mod tests {
         let canonical = dir.path().canonicalize().expect("canonical");
         assert!(out.starts_with(&format!("hello {}\n", canonical.display())), "{out}");
         assert_eq!(std::fs::read_to_string(dir.path().join("err")).expect("err"), "oops\n");
+    }
+
+    // Goal: the job does not inherit the ignored SIGPIPE of the Rust process that forks
+    // it (`yes | head -1` must end `yes` by the signal). Method: the child reads its own
+    // ignored-signal mask; this test process ignores SIGPIPE, as the shepherd does.
+    #[test]
+    fn job_gets_the_default_sigpipe() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let child = spawn_gated(&plan(dir.path(), "exec grep ^SigIgn: /proc/self/status")).expect("fork");
+        let pid = child.pid;
+        child.open_gate().expect("exec");
+        assert!(libc::WIFEXITED(wait4(pid).expect("wait4").wait_status));
+        let out = std::fs::read_to_string(dir.path().join("out")).expect("out");
+        let mask = out.trim().strip_prefix("SigIgn:").map(str::trim).expect("SigIgn line");
+        let ignored = u64::from_str_radix(mask, 16).expect("hex mask");
+        assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE ignored in the job: {out}");
     }
 
     // Goal: standard error follows standard output into one file (one offset, nothing
