@@ -1116,3 +1116,21 @@ fn bpeek_shows_a_running_jobs_output() {
     fs::write(dir.join("gate2"), "").expect("open the second gate");
     batch.wait_status(long, "DONE");
 }
+
+// Goal: an sbatchd installed without its job shepherd refuses to start and says
+// where it looked, instead of refusing every job it is sent.
+// Method: copy the sbatchd binary alone into an empty folder and start it there.
+#[test]
+fn sbatchd_without_its_shepherd_refuses_to_start() {
+    let mut cluster = Cluster::new();
+    let lonely = cluster.dir().join("lonely");
+    fs::create_dir_all(&lonely).expect("create the folder");
+    let sbatchd = lonely.join("sbatchd");
+    fs::copy(util::mbatchd_bin().with_file_name("sbatchd"), &sbatchd).expect("copy sbatchd");
+    let host = cluster.hosts()[0].clone();
+    let mut daemon = cluster.spawn("sbatchd", &sbatchd, &["--host".as_ref(), host.as_ref()]);
+    let status = daemon.wait_exit(Duration::from_secs(20));
+    assert!(!status.success(), "sbatchd started without its shepherd");
+    let expected = format!("the job shepherd {} is missing", lonely.join("lava-shepherd").display());
+    assert!(daemon.log().contains(&expected), "{}", daemon.log());
+}

@@ -173,6 +173,15 @@ pub fn run(options: Options) -> Result<(), Error> {
     })?;
     let exe =
         std::env::current_exe().map_err(|source| Error::Io { path: "/proc/self/exe".into(), source })?;
+    // Every job is started through the shepherd installed beside sbatchd: without it
+    // each dispatch would be refused, so refuse to start instead, saying where it looked.
+    let shepherd = crate::launch::shepherd_program(&exe);
+    if !shepherd.is_file() {
+        return Err(Error::Other(format!(
+            "the job shepherd {} is missing: install it beside sbatchd",
+            shepherd.display()
+        )));
+    }
     let link_config = LinkConfig {
         master_name: master.name.clone(),
         master_addr: master.addr,
