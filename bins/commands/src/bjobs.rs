@@ -471,27 +471,11 @@ mod tests {
             status: status.bits(),
             queue: "normal".to_owned(),
             from_host: "vm".to_owned(),
-            exec_hosts: vec![],
             job_name: "j".to_owned(),
             command: "j".to_owned(),
             project: project.to_owned(),
-            cwd: String::new(),
-            exec_cwd: String::new(),
-            output_file: String::new(),
-            error_file: String::new(),
             n_slots: 1,
-            submit_time: 0,
-            start_time: 0,
-            end_time: 0,
-            pid: 0,
-            exit_code: 0,
-            reason: String::new(),
-            rusage: wire::ResourceUsage::default(),
-            finish_reason: wire::FINISH_NORMAL,
-            res_req: String::new(),
-            dependency: String::new(),
-            run_limit_s: 0,
-            mem_limit_kb: 0,
+            ..JobInfo::default()
         }
     }
 
