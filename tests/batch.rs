@@ -168,12 +168,7 @@ fn submitted_id(out: &Output) -> u32 {
 
 /// The id in bsub's `Job <N> is submitted ...` line, whatever its exit status.
 fn printed_id(out: &Output) -> u32 {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .strip_prefix("Job <")
-        .and_then(|rest| rest.split('>').next())
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("bsub printed no job id: {stdout}"))
+    util::submitted_job_id(&String::from_utf8_lossy(&out.stdout))
 }
 
 // Goal: the simplest life of a job — submitted, run, DONE — with its output
@@ -806,11 +801,7 @@ fn interrupting_bsub_k_kills_the_job() {
         .expect("start bsub -K");
     let mut line = String::new();
     std::io::BufReader::new(waiting.stdout.take().expect("piped")).read_line(&mut line).expect("read");
-    let job: u32 = line
-        .strip_prefix("Job <")
-        .and_then(|rest| rest.split('>').next())
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("bsub -K printed no job id: {line}"));
+    let job = util::submitted_job_id(&line);
     batch.wait_status(job, "RUN");
     let kill = std::process::Command::new("kill").args(["-INT", &waiting.id().to_string()]).status();
     assert!(kill.expect("run kill").success());
