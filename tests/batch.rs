@@ -1125,3 +1125,28 @@ fn sbatchd_without_its_shepherd_refuses_to_start() {
     let expected = format!("the job shepherd {} is missing", lonely.join("lava-shepherd").display());
     assert!(daemon.log().contains(&expected), "{}", daemon.log());
 }
+
+// Goal: bkill's LSF selectors: `-J name` without a job id ends the most recent
+// job of that name, `-J name 0` every one, `-q queue 0` every job of the queue;
+// a selector that matches nothing says so and fails; job ids beside a selector
+// ignore it.
+#[test]
+fn bkill_selects_jobs_by_name_and_queue() {
+    let batch = Batch::start();
+    let held = |name: &str| batch.submit(&["-H", "-J", name, "sleep", "300"]);
+    let (first, second, other) = (held("sel"), held("sel"), held("other"));
+    let out = batch.run("bkill", &["-J", "sel"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{second}> is being terminated\n"), String::new()));
+    batch.wait_status(second, "EXIT");
+    assert_eq!((batch.status(first), batch.status(other)), ("PSUSP".to_owned(), "PSUSP".to_owned()));
+    let out = batch.run("bkill", &["-J", "sel", "0"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{first}> is being terminated\n"), String::new()));
+    let out = batch.run("bkill", &["-J", "sel", "0"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "No unfinished job found\n".to_owned()));
+    let out = batch.run("bkill", &["-J", "nosuch", &other.to_string()]);
+    assert_eq!(said(&out).0, Some(0), "a job id ignores -J");
+    batch.wait_status(other, "EXIT");
+    let last = held("q");
+    let out = batch.run("bkill", &["-q", "normal", "0"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{last}> is being terminated\n"), String::new()));
+}

@@ -216,7 +216,10 @@ fn state_flags(options: &BjobsOptions) -> Vec<u32> {
 
 /// Every page of the answer to `query` (mbatchd cuts long answers; see
 /// `JobQueryReply::next_after`), in job-id order.
-fn all_pages(client: &mut Client, mut query: JobQuery) -> Result<Vec<JobInfo>, client::ClientError> {
+pub(crate) fn all_pages(
+    client: &mut Client,
+    mut query: JobQuery,
+) -> Result<Vec<JobInfo>, client::ClientError> {
     let mut jobs = Vec::new();
     loop {
         let reply: wire::JobQueryReply =
