@@ -1150,3 +1150,46 @@ fn bkill_selects_jobs_by_name_and_queue() {
     let out = batch.run("bkill", &["-q", "normal", "0"]);
     assert_eq!(said(&out), (Some(0), format!("Job <{last}> is being terminated\n"), String::new()));
 }
+
+// Goal: a FAIRSHARE queue dispatches by the users' shares, not by arrival:
+// with one slot, nobody (3 shares) goes before root (1 share) although root's
+// jobs came first, and after each of its jobs ends the next is chosen again by
+// shares over started slots.
+#[test]
+fn fairshare_dispatches_by_shares_not_arrival() {
+    let cluster = Cluster::new();
+    cluster.write_file(
+        "etc/lsbatch/lavacore/configdir/lsb.hosts",
+        "Begin Host\nHOST_NAME  MXJ  JL/U  r1m\ndefault    1    ()    ()\nEnd Host\n",
+    );
+    let queues = cluster.envdir().join("lsbatch/lavacore/configdir/lsb.queues");
+    let config = fs::read_to_string(&queues).expect("read lsb.queues").replacen(
+        "# FAIRSHARE  = USER_SHARES[[alice, 3] [default, 1]]",
+        "FAIRSHARE  = USER_SHARES[[nobody, 3] [root, 1]]",
+        1,
+    );
+    assert!(config.contains("FAIRSHARE  = USER_SHARES[[nobody, 3]"), "etc's lsb.queues changed");
+    fs::write(&queues, config).expect("write lsb.queues");
+    let batch = Batch::start_in(cluster);
+    batch.allow_nobody();
+    assert!(batch.run("badmin", &["hclose", "localhost"]).status.success());
+    let (a, b) = (batch.submit(&["sleep", "300"]), batch.submit(&["sleep", "300"]));
+    // nobody's jobs need a place to write their output.
+    let shared = batch.dir().join("shared");
+    fs::create_dir_all(&shared).expect("create a shared folder");
+    chmod(&shared, 0o777);
+    let out = shared.join("%J.out");
+    let out = out.to_str().expect("utf-8");
+    let as_nobody = || submitted_id(&batch.run_as_nobody("bsub", &["-o", out, "sleep", "300"]));
+    let (c, d) = (as_nobody(), as_nobody());
+    assert!(batch.run("badmin", &["hopen", "localhost"]).status.success());
+    for (job, waiting) in [(c, [a, b, d]), (d, [a, b, b]), (a, [b, b, b])] {
+        batch.wait_status(job, "RUN");
+        for other in waiting {
+            assert_eq!(batch.status(other), "PEND", "job {other} started before {job}");
+        }
+        assert!(batch.run("bkill", &[&job.to_string()]).status.success());
+        batch.wait_status(job, "EXIT");
+    }
+    batch.wait_status(b, "RUN");
+}
