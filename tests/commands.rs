@@ -333,6 +333,7 @@ fn bjobs_prints_lsf_columns() {
         jobs: vec![job_info(1, 0x04, &["hostA", "hostB"]), job_info(2, 0x01, &[])],
         not_found: vec![],
         next_after: 0,
+        next_after_index: 0,
     };
     let fixture = Fixture::new(vec![answer(Operation::JobQueryReply, &reply)]);
     let output = fixture.run("bjobs", &["-u", "all", "-q", "normal"], None);
@@ -361,6 +362,7 @@ fn bjobs_prints_lsf_columns() {
             host: String::new(),
             job_name: String::new(),
             after_job: 0,
+            after_index: 0,
         }
     );
 }
@@ -369,9 +371,18 @@ fn bjobs_prints_lsf_columns() {
 // last (next_after 0), and prints the jobs of every page once, in order.
 #[test]
 fn bjobs_reads_every_page() {
-    let first =
-        wire::JobQueryReply { jobs: vec![job_info(1, 0x04, &["hostA"])], not_found: vec![], next_after: 1 };
-    let last = wire::JobQueryReply { jobs: vec![job_info(2, 0x01, &[])], not_found: vec![], next_after: 0 };
+    let first = wire::JobQueryReply {
+        jobs: vec![job_info(1, 0x04, &["hostA"])],
+        not_found: vec![],
+        next_after: 1,
+        next_after_index: 0,
+    };
+    let last = wire::JobQueryReply {
+        jobs: vec![job_info(2, 0x01, &[])],
+        not_found: vec![],
+        next_after: 0,
+        next_after_index: 0,
+    };
     let fixture =
         Fixture::new(vec![answer(Operation::JobQueryReply, &first), answer(Operation::JobQueryReply, &last)]);
     let output = fixture.run("bjobs", &["-u", "all", "-noheader"], None);
@@ -397,12 +408,13 @@ fn bjobs_empty_and_unknown() {
         jobs: vec![],
         not_found: vec![wire::WireJobRef { job_id: 7, array_index: 0 }],
         next_after: 0,
+        next_after_index: 0,
     };
     let fixture = Fixture::new(vec![
         answer(Operation::JobQueryReply, &unknown),
         answer(
             Operation::JobQueryReply,
-            &wire::JobQueryReply { jobs: vec![], not_found: vec![], next_after: 0 },
+            &wire::JobQueryReply { jobs: vec![], not_found: vec![], next_after: 0, next_after_index: 0 },
         ),
     ]);
     let output = fixture.run("bjobs", &["7"], None);

@@ -97,7 +97,7 @@ fn query_only(cluster: &BenchCluster, options: &Options) -> anyhow::Result<()> {
             if reply.next_after == 0 {
                 break;
             }
-            query.after_job = reply.next_after;
+            (query.after_job, query.after_index) = (reply.next_after, reply.next_after_index);
         }
         times_ms.push(started.elapsed().as_secs_f64() * 1e3);
         ensure!(n_jobs == options.jobs, "the query showed {n_jobs} jobs of {}", options.jobs);

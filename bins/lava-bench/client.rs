@@ -159,6 +159,7 @@ pub fn query_jobs(jobs: Vec<wire::WireJobRef>) -> wire::JobQuery {
         host: String::new(),
         job_name: String::new(),
         after_job: 0,
+        after_index: 0,
     }
 }
 

@@ -141,7 +141,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 if reply.next_after == 0 {
                     break "yes".to_owned();
                 }
-                query.after_job = reply.next_after;
+                (query.after_job, query.after_index) = (reply.next_after, reply.next_after_index);
             }
             Err(error) => break format!("no({})", error.to_string().replace(' ', "_")),
         }

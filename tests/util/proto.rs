@@ -158,6 +158,7 @@ pub fn query_all() -> wire::JobQuery {
         host: String::new(),
         job_name: String::new(),
         after_job: 0,
+        after_index: 0,
     }
 }
 

@@ -225,10 +225,12 @@ pub(crate) fn all_pages(
         let reply: wire::JobQueryReply =
             client.call(Operation::JobQuery, Operation::JobQueryReply, &query)?;
         jobs.extend(reply.jobs);
-        if reply.next_after == 0 || reply.next_after <= query.after_job {
+        // A page that does not move the resume point on would be asked for forever.
+        let next = (reply.next_after, reply.next_after_index);
+        if next.0 == 0 || next == (query.after_job, query.after_index) {
             return Ok(jobs);
         }
-        query.after_job = reply.next_after;
+        (query.after_job, query.after_index) = next;
     }
 }
 
@@ -250,6 +252,7 @@ pub fn query(options: &BjobsOptions) -> JobQuery {
         host: options.host.clone().unwrap_or_default(),
         job_name: options.job_name.clone().unwrap_or_default(),
         after_job: 0,
+        after_index: 0,
     }
 }
 
@@ -438,6 +441,7 @@ mod tests {
                 host: String::new(),
                 job_name: "sim*".to_owned(),
                 after_job: 0,
+                after_index: 0,
             }
         );
         assert_eq!(query(&options(&[])).state_filter, state_filter::UNFINISHED);

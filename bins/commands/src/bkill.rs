@@ -212,6 +212,7 @@ fn selected_jobs(
         host: select.host.clone(),
         job_name: select.job_name.clone(),
         after_job: 0,
+        after_index: 0,
     };
     let mut jobs: Vec<wire::WireJobRef> =
         crate::bjobs::all_pages(client, query)?.into_iter().map(|info| info.job).collect();

@@ -157,6 +157,7 @@ fn query(client: &mut Client, job: Option<WireJobRef>) -> Result<wire::JobQueryR
         host: String::new(),
         job_name: String::new(),
         after_job: 0,
+        after_index: 0,
     };
     client.call(Operation::JobQuery, Operation::JobQueryReply, &request).map_err(|error| error.to_string())
 }

@@ -127,6 +127,7 @@ pub fn wait_for(term: &mut Term, client: &mut Client, job_id: u32) -> Done {
         host: String::new(),
         job_name: String::new(),
         after_job: 0,
+        after_index: 0,
     };
     let mut announced = false;
     let mut pause_ms = POLL_MS_FIRST;

@@ -381,6 +381,7 @@ mod tests {
             host: String::new(),
             job_name: String::new(),
             after_job: 0,
+            after_index: 0,
         };
         crate::codec::encode(&wire::ClientRequest {
             credential,

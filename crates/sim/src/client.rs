@@ -263,6 +263,7 @@ impl World {
             host: String::new(),
             job_name: String::new(),
             after_job: 0,
+            after_index: 0,
         };
         let credential = self.credential(client);
         ClientRequest::Query(wire::ClientRequest { credential, request_id, body })

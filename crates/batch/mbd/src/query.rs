@@ -8,17 +8,15 @@
 //! durable state: a job shown UNKWN is still RUN or suspended to the filter). Any user may
 //! see any job, as in LSF. A job-name filter ending in `*` matches by prefix;
 //! an array's name matches all its elements, `name[3]` one. A bare array id
-//! names every element; a page never ends inside an array (see below).
+//! names every element.
 //!
-//! An answer is cut into pages: jobs are added in id order (from after
-//! `after_job`) while their encoding stays within [`QUERY_REPLY_BYTES_MAX`], and
-//! `next_after` names the last one when more remain. A page holds at least one
-//! job, so a command asking again always progresses. Paging resumes after a
-//! job id, so a page never ends inside an array: the elements that would
-//! straddle the limit go to the next page, and an array larger than a page
-//! makes one page of its own, beyond the limit (`JobQuery` has no index to
-//! resume from). Each page is read from the state of its own moment, as every
-//! LSF query is.
+//! An answer is cut into pages: jobs are added in (id, index) order (from after
+//! `after_job`/`after_index`) while their encoding stays within
+//! [`QUERY_REPLY_BYTES_MAX`], and `next_after`/`next_after_index` name the last
+//! one when more remain (index 0 for a job that is not an array element). A page
+//! holds at least one job, so a command asking again always progresses; a page may
+//! end inside an array, the next one resuming at its following element. Each page
+//! is read from the state of its own moment, as every LSF query is.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -46,6 +44,7 @@ impl Mbd {
             return self.reply(step, client, reply);
         }
         let mut not_found = Vec::new();
+        let after = crate::state::refs_after(query.after_job, query.after_index);
         // The candidates in id order, visited lazily: a page decodes only the
         // finished jobs it walks past, not every one in memory.
         let candidates: Box<dyn Iterator<Item = Cow<'_, Job>> + '_> = if query.jobs.is_empty() {
@@ -53,8 +52,8 @@ impl Mbd {
                 |job: &Job| user_matches(job, &query.user, caller) && state_matches(job, query.state_filter);
             // Only the filters that can show a finished job read the finished (frozen) ones.
             let jobs: Box<dyn Iterator<Item = Cow<'_, Job>>> = match query.state_filter {
-                state_filter::DONE | state_filter::ALL => Box::new(self.store.jobs_after(query.after_job)),
-                _ => Box::new(self.store.live_jobs_after(query.after_job).map(Cow::Borrowed)),
+                state_filter::DONE | state_filter::ALL => Box::new(self.store.jobs_after(after)),
+                _ => Box::new(self.store.live_jobs_after(after).map(Cow::Borrowed)),
             };
             Box::new(jobs.filter(move |job| wanted(job)))
         } else {
@@ -68,15 +67,15 @@ impl Mbd {
                 if found.is_empty() && !not_found.contains(wanted) {
                     not_found.push(*wanted);
                 }
-                for job in found.into_iter().filter(|job| job.job.id() > query.after_job) {
+                for job in found.into_iter().filter(|job| std::ops::RangeBounds::contains(&after, &job.job)) {
                     selected.insert(job.job, job);
                 }
             }
             Box::new(selected.into_values())
         };
-        let mut jobs = Vec::new();
+        let mut jobs: Vec<wire::JobInfo> = Vec::new();
         let (mut page_bytes, mut scratch) = (0, Vec::new());
-        let mut next_after = 0;
+        let (mut next_after, mut next_after_index) = (0, 0);
         for job in candidates.filter(|job| self.place_matches(job, query)) {
             let mut info = job.info(self.config.queue(&job.queue).is_some());
             if job.status == lava_batch_ll::JobStatus::Pend
@@ -91,19 +90,15 @@ impl Mbd {
             }
             scratch.clear();
             page_bytes += lava_xdr::serialize_into(&info, &mut scratch).expect("a job's description encodes");
-            // Pages resume after a whole job id, so a page never ends inside an
-            // array: its elements of this id go to the next page, unless they
-            // are the whole page (which then grows until the array ends).
-            let first_of_id =
-                jobs.iter().position(|shown: &wire::JobInfo| shown.job.job_id == info.job.job_id);
-            if page_bytes > QUERY_REPLY_BYTES_MAX && first_of_id != Some(0) && !jobs.is_empty() {
-                jobs.truncate(first_of_id.unwrap_or(jobs.len()));
-                next_after = jobs.last().map_or(0, |last| last.job.job_id);
+            if page_bytes > QUERY_REPLY_BYTES_MAX
+                && let Some(last) = jobs.last()
+            {
+                (next_after, next_after_index) = (last.job.job_id, last.job.array_index);
                 break;
             }
             jobs.push(info);
         }
-        let reply = wire::JobQueryReply { jobs, not_found, next_after };
+        let reply = wire::JobQueryReply { jobs, not_found, next_after, next_after_index };
         self.reply(step, client, ClientReply::JobQuery(reply));
     }
 

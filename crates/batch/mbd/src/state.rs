@@ -242,8 +242,13 @@ impl FrozenJob {
 }
 
 /// The job references with an id above `after`, every array index of them.
-fn ids_above(after: u32) -> (Bound<JobRef>, Bound<JobRef>) {
-    match after.checked_add(1).and_then(|id| JobRef::new(id, 0)) {
+/// The jobs after a JOB_QUERY's resume point (`after_job`, `after_index`): after the
+/// whole id when the index is 0, else after that element of the array.
+pub(crate) fn refs_after(after_job: u32, after_index: u32) -> (Bound<JobRef>, Bound<JobRef>) {
+    if let Some(element) = JobRef::new(after_job, after_index).filter(|_| after_index != 0) {
+        return (Bound::Excluded(element), Bound::Unbounded);
+    }
+    match after_job.checked_add(1).and_then(|id| JobRef::new(id, 0)) {
         Some(first) => (Bound::Included(first), Bound::Unbounded),
         None => (Bound::Excluded(JobRef::MAX), Bound::Unbounded),
     }
@@ -373,14 +378,19 @@ impl Store {
     }
 
     /// The unfinished jobs with an id above `after`, by id.
-    pub(crate) fn live_jobs_after(&self, after: u32) -> impl Iterator<Item = &Job> {
-        self.live.range(ids_above(after)).map(|(_, job)| job.as_ref())
+    pub(crate) fn live_jobs_after(
+        &self,
+        after: (Bound<JobRef>, Bound<JobRef>),
+    ) -> impl Iterator<Item = &Job> {
+        self.live.range(after).map(|(_, job)| job.as_ref())
     }
 
     /// Every job with an id above `after`, by id; finished ones are decoded as they
     /// are reached.
-    pub(crate) fn jobs_after(&self, after: u32) -> impl Iterator<Item = Cow<'_, Job>> {
-        let above = ids_above(after);
+    pub(crate) fn jobs_after(
+        &self,
+        above: (Bound<JobRef>, Bound<JobRef>),
+    ) -> impl Iterator<Item = Cow<'_, Job>> {
         let mut live = self.live.range(above).peekable();
         let mut finished = self.finished.range(above).peekable();
         std::iter::from_fn(move || match (live.peek(), finished.peek()) {

@@ -631,6 +631,10 @@ pub struct JobQuery {
     /// Paging: only jobs with a larger id; 0 from the first. A command sets it to
     /// the `next_after` of the previous answer until that is 0.
     pub after_job: u32,
+    /// Paging within a job array: with a non-zero `after_job`, only the elements of
+    /// that array above this index (and the jobs after it); 0 resumes after the
+    /// whole id. Set from `next_after_index`.
+    pub after_index: u32,
 }
 
 /// JOB_QUERY_REPLY: one page of the answer.
@@ -643,6 +647,9 @@ pub struct JobQueryReply {
     /// 0 when this page ends the answer; else the id of its last job, to be asked
     /// for as `after_job` (mbatchd cuts an answer into pages that fit a frame).
     pub next_after: u32,
+    /// With `next_after`: the array index of the page's last job, to be asked for as
+    /// `after_index` (0 when the page ended with a whole job or array).
+    pub next_after_index: u32,
 }
 
 /// One job as `bjobs` shows it (`Default`: an empty record, for tests and fixtures).

@@ -79,6 +79,7 @@ fn shown(h: &mut Harness, job: wire::WireJobRef) -> Vec<(String, JobStatus, Stri
         host: String::new(),
         job_name: String::new(),
         after_job: 0,
+        after_index: 0,
     };
     let effects = h.step(Input::Query { client: ClientId(9), caller: caller("alice"), query });
     let [Effect::Reply { reply: ClientReply::JobQuery(reply), .. }] = effects.as_slice() else {
@@ -290,10 +291,10 @@ fn cleaned_jobs_end_dependencies() {
     assert_ne!(reasons[1], REASON_DEPEND_WAIT);
 }
 
-/// The jobs of every page of `bjobs -a` as alice, following `next_after`, and
-/// the number of pages.
+/// The jobs of every page of `bjobs -a` as alice, following `next_after` and
+/// `next_after_index`, and the number of pages.
 fn all_pages(h: &mut Harness, job_name: &str) -> (Vec<String>, usize) {
-    let (mut shown, mut after, mut n_pages) = (Vec::new(), 0, 0);
+    let (mut shown, mut after, mut n_pages) = (Vec::new(), (0, 0), 0);
     loop {
         let query = wire::JobQuery {
             jobs: vec![],
@@ -302,7 +303,8 @@ fn all_pages(h: &mut Harness, job_name: &str) -> (Vec<String>, usize) {
             queue: String::new(),
             host: String::new(),
             job_name: job_name.into(),
-            after_job: after,
+            after_job: after.0,
+            after_index: after.1,
         };
         let effects = h.step(Input::Query { client: ClientId(9), caller: caller("alice"), query });
         let [Effect::Reply { reply: ClientReply::JobQuery(reply), .. }] = effects.as_slice() else {
@@ -318,28 +320,29 @@ fn all_pages(h: &mut Harness, job_name: &str) -> (Vec<String>, usize) {
         if reply.next_after == 0 {
             return (shown, n_pages);
         }
-        after = reply.next_after;
+        after = (reply.next_after, reply.next_after_index);
     }
 }
 
-// Goal: pages of `bjobs` never cut an array: every element is listed once,
-// even when the array straddles the page limit.
-// Method: jobs with 60 KB commands, so that 17 fill a page: a single job,
-// then a 20-element array that cannot share its page, then another job.
+// Goal: pages of `bjobs` list every element of an array once, in order, also
+// when the array is larger than a page: a page may end inside an array and the
+// next resumes at its following element.
+// Method: jobs with 60 KB commands, so that 17 fill a page: a single job, then
+// a 40-element array, then another job — three pages, cut inside the array.
 #[test]
-fn pages_never_cut_an_array() {
+fn pages_resume_inside_an_array() {
     let mut h = Harness::new();
     let big = wire::SubmitRequest { command: "x".repeat(60 * 1024), ..request() };
     h.step(submit(1, 1, "alice", big.clone()));
-    h.step(submit(1, 2, "alice", wire::SubmitRequest { job_name: "wide[1-20]".into(), ..big.clone() }));
+    h.step(submit(1, 2, "alice", wire::SubmitRequest { job_name: "wide[1-40]".into(), ..big.clone() }));
     h.step(submit(1, 3, "alice", big));
     let (shown, n_pages) = all_pages(&mut h, "");
     let mut expected = vec!["1".to_owned()];
-    expected.extend((1..=20).map(|i| format!("2[{i}]")));
+    expected.extend((1..=40).map(|i| format!("2[{i}]")));
     expected.push("3".to_owned());
     assert_eq!(shown, expected);
-    assert_eq!(n_pages, 3, "the array has a page of its own");
+    assert_eq!(n_pages, 3, "42 jobs of 60 KB take three pages of 1 MiB");
     let (named, _) = all_pages(&mut h, "wide");
-    assert_eq!(named.len(), 20, "an array's name selects every element");
+    assert_eq!(named.len(), 40, "an array's name selects every element");
     assert_eq!(all_pages(&mut h, "wide[3]").0, vec!["2[3]".to_owned()]);
 }

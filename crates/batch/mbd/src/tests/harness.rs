@@ -119,6 +119,7 @@ pub fn query(client: u64, who: &str, filter: u32) -> Input {
         host: String::new(),
         job_name: String::new(),
         after_job: 0,
+        after_index: 0,
     };
     Input::Query { client: ClientId(client), caller: caller(who), query }
 }
@@ -396,6 +397,7 @@ impl Harness {
             host: String::new(),
             job_name: String::new(),
             after_job: 0,
+            after_index: 0,
         };
         match self.step(Input::Query { client: ClientId(999), caller: caller("alice"), query }).as_slice() {
             [Effect::Reply { reply: ClientReply::JobQuery(reply), .. }] => reply.jobs.clone(),

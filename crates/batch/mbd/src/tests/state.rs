@@ -36,6 +36,7 @@ fn long_answers_come_in_pages() {
             host: String::new(),
             job_name: String::new(),
             after_job,
+            after_index: 0,
         };
         match h.step(Input::Query { client: ClientId(1), caller: caller("bob"), query }).as_slice() {
             [crate::Effect::Reply { reply: ClientReply::JobQuery(reply), .. }] => reply.clone(),
@@ -87,6 +88,7 @@ fn queries_filter_by_user_state_queue_host_and_name() {
             host: String::new(),
             job_name: String::new(),
             after_job: 0,
+            after_index: 0,
         };
         edit(&mut query);
         ids_of(&h.step(Input::Query { client: ClientId(1), caller: caller(who), query }))
