@@ -168,12 +168,7 @@ fn submitted_id(out: &Output) -> u32 {
 
 /// The id in bsub's `Job <N> is submitted ...` line, whatever its exit status.
 fn printed_id(out: &Output) -> u32 {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .strip_prefix("Job <")
-        .and_then(|rest| rest.split('>').next())
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("bsub printed no job id: {stdout}"))
+    util::submitted_job_id(&String::from_utf8_lossy(&out.stdout))
 }
 
 // Goal: the simplest life of a job — submitted, run, DONE — with its output
@@ -837,11 +832,7 @@ fn interrupting_bsub_k_kills_the_job() {
         .expect("start bsub -K");
     let mut line = String::new();
     std::io::BufReader::new(waiting.stdout.take().expect("piped")).read_line(&mut line).expect("read");
-    let job: u32 = line
-        .strip_prefix("Job <")
-        .and_then(|rest| rest.split('>').next())
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("bsub -K printed no job id: {line}"));
+    let job = util::submitted_job_id(&line);
     batch.wait_status(job, "RUN");
     let kill = std::process::Command::new("kill").args(["-INT", &waiting.id().to_string()]).status();
     assert!(kill.expect("run kill").success());
@@ -1164,4 +1155,72 @@ fn sbatchd_without_its_shepherd_refuses_to_start() {
     assert!(!status.success(), "sbatchd started without its shepherd");
     let expected = format!("the job shepherd {} is missing", lonely.join("lava-shepherd").display());
     assert!(daemon.log().contains(&expected), "{}", daemon.log());
+}
+
+// Goal: bkill's LSF selectors: `-J name` without a job id ends the most recent
+// job of that name, `-J name 0` every one, `-q queue 0` every job of the queue;
+// a selector that matches nothing says so and fails; job ids beside a selector
+// ignore it.
+#[test]
+fn bkill_selects_jobs_by_name_and_queue() {
+    let batch = Batch::start();
+    let held = |name: &str| batch.submit(&["-H", "-J", name, "sleep", "300"]);
+    let (first, second, other) = (held("sel"), held("sel"), held("other"));
+    let out = batch.run("bkill", &["-J", "sel"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{second}> is being terminated\n"), String::new()));
+    batch.wait_status(second, "EXIT");
+    assert_eq!((batch.status(first), batch.status(other)), ("PSUSP".to_owned(), "PSUSP".to_owned()));
+    let out = batch.run("bkill", &["-J", "sel", "0"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{first}> is being terminated\n"), String::new()));
+    let out = batch.run("bkill", &["-J", "sel", "0"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "No unfinished job found\n".to_owned()));
+    let out = batch.run("bkill", &["-J", "nosuch", &other.to_string()]);
+    assert_eq!(said(&out).0, Some(0), "a job id ignores -J");
+    batch.wait_status(other, "EXIT");
+    let last = held("q");
+    let out = batch.run("bkill", &["-q", "normal", "0"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{last}> is being terminated\n"), String::new()));
+}
+
+// Goal: a FAIRSHARE queue dispatches by the users' shares, not by arrival:
+// with one slot, nobody (3 shares) goes before root (1 share) although root's
+// jobs came first, and after each of its jobs ends the next is chosen again by
+// shares over started slots.
+#[test]
+fn fairshare_dispatches_by_shares_not_arrival() {
+    let cluster = Cluster::new();
+    cluster.write_file(
+        "etc/lsbatch/lavacore/configdir/lsb.hosts",
+        "Begin Host\nHOST_NAME  MXJ  JL/U  r1m\ndefault    1    ()    ()\nEnd Host\n",
+    );
+    let queues = cluster.envdir().join("lsbatch/lavacore/configdir/lsb.queues");
+    let config = fs::read_to_string(&queues).expect("read lsb.queues").replacen(
+        "# FAIRSHARE  = USER_SHARES[[alice, 3] [default, 1]]",
+        "FAIRSHARE  = USER_SHARES[[nobody, 3] [root, 1]]",
+        1,
+    );
+    assert!(config.contains("FAIRSHARE  = USER_SHARES[[nobody, 3]"), "etc's lsb.queues changed");
+    fs::write(&queues, config).expect("write lsb.queues");
+    let batch = Batch::start_in(cluster);
+    batch.allow_nobody();
+    assert!(batch.run("badmin", &["hclose", "localhost"]).status.success());
+    let (a, b) = (batch.submit(&["sleep", "300"]), batch.submit(&["sleep", "300"]));
+    // nobody's jobs need a place to write their output.
+    let shared = batch.dir().join("shared");
+    fs::create_dir_all(&shared).expect("create a shared folder");
+    chmod(&shared, 0o777);
+    let out = shared.join("%J.out");
+    let out = out.to_str().expect("utf-8");
+    let as_nobody = || submitted_id(&batch.run_as_nobody("bsub", &["-o", out, "sleep", "300"]));
+    let (c, d) = (as_nobody(), as_nobody());
+    assert!(batch.run("badmin", &["hopen", "localhost"]).status.success());
+    for (job, waiting) in [(c, [a, b, d]), (d, [a, b, b]), (a, [b, b, b])] {
+        batch.wait_status(job, "RUN");
+        for other in waiting {
+            assert_eq!(batch.status(other), "PEND", "job {other} started before {job}");
+        }
+        assert!(batch.run("bkill", &[&job.to_string()]).status.success());
+        batch.wait_status(job, "EXIT");
+    }
+    batch.wait_status(b, "RUN");
 }

@@ -319,23 +319,9 @@ fn job_info(id: u32, status: u32, hosts: &[&str]) -> wire::JobInfo {
         job_name: "sleep 30".to_owned(),
         command: "sleep 30".to_owned(),
         project: "default".to_owned(),
-        cwd: String::new(),
-        exec_cwd: String::new(),
-        output_file: String::new(),
-        error_file: String::new(),
         n_slots: hosts.len().max(1) as u32,
         submit_time: 1_732_574_641,
-        start_time: 0,
-        end_time: 0,
-        pid: 0,
-        exit_code: 0,
-        reason: String::new(),
-        rusage: wire::ResourceUsage::default(),
-        finish_reason: wire::FINISH_NORMAL,
-        res_req: String::new(),
-        dependency: String::new(),
-        run_limit_s: 0,
-        mem_limit_kb: 0,
+        ..wire::JobInfo::default()
     }
 }
 

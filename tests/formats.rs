@@ -90,11 +90,7 @@ fn text(out: &Output) -> String {
 
 fn submitted_id(out: &Output) -> u32 {
     assert!(out.status.success(), "bsub failed: {}", text(out));
-    let said = stdout(out);
-    said.strip_prefix("Job <")
-        .and_then(|rest| rest.split('>').next())
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("bsub printed no job id: {said}"))
+    util::submitted_job_id(&stdout(out))
 }
 
 // Goal: the loop of a workflow tool works unchanged: a script on standard

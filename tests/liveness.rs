@@ -108,11 +108,7 @@ fn wait_job(cluster: &Cluster, job: u32, want: &[&str]) -> String {
 fn submit(cluster: &Cluster, args: &[&str]) -> u32 {
     let out = run(cluster, "bsub", args);
     assert!(out.status.success(), "bsub failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
-    stdout(&out)
-        .strip_prefix("Job <")
-        .and_then(|rest| rest.split('>').next())
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("bsub printed no job id: {}", stdout(&out)))
+    util::submitted_job_id(&stdout(&out))
 }
 
 /// A copy of the cluster's configuration for a second sbatchd on this

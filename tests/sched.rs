@@ -82,12 +82,7 @@ impl Sched {
 /// The job id of `bsub`'s `Job <N> is submitted ...`.
 fn submitted_id(out: &Output) -> u32 {
     assert!(out.status.success(), "bsub failed: {}", text(out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .strip_prefix("Job <")
-        .and_then(|rest| rest.split('>').next())
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("bsub printed no job id: {stdout}"))
+    util::submitted_job_id(&String::from_utf8_lossy(&out.stdout))
 }
 
 // Goal: `-R select` chooses the host that has what it asks and refuses the

@@ -137,30 +137,15 @@ pub fn login_environment() -> Vec<wire::EnvVar> {
 /// thousands of jobs leave no spool files in the user's home).
 pub fn true_job() -> wire::SubmitRequest {
     wire::SubmitRequest {
-        queue: String::new(),
-        job_name: String::new(),
         command: "/bin/true".to_owned(),
         cwd: "/tmp".to_owned(),
         home_dir: "/tmp".to_owned(),
-        input_file: String::new(),
         output_file: "/dev/null".to_owned(),
-        error_file: String::new(),
-        file_flags: 0,
         n_slots: 1,
-        hosts: vec![],
-        project: String::new(),
-        run_limit_s: 0,
-        mem_limit_kb: 0,
-        hold: false,
-        res_req: String::new(),
-        dependency: String::new(),
-        exclusive: false,
-        login_shell: String::new(),
-        pre_exec: String::new(),
-        begin_time: 0,
         from_host: crate::cluster::HOST.to_owned(),
         umask: 0o022,
         env: login_environment(),
+        ..wire::SubmitRequest::default()
     }
 }
 

@@ -48,6 +48,15 @@ pub const CLUSTER_NAME: &str = "lavacore";
 /// The address every test daemon listens on.
 pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+/// The job id of bsub's `Job <N> is submitted ...` at the start of `said`;
+/// panics showing what was said when there is none.
+pub fn submitted_job_id(said: &str) -> u32 {
+    said.strip_prefix("Job <")
+        .and_then(|rest| rest.split('>').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("bsub printed no job id: {said}"))
+}
+
 /// Calls `probe` every [`POLL_INTERVAL`] until it returns `Some`, for at most
 /// `timeout`; panics naming `what` if it never does.
 pub fn wait_until<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {

@@ -137,30 +137,14 @@ pub fn request_id(n: u64) -> wire::RequestId {
 /// A submission of `command` to the default queue, as `bsub command` sends it from localhost.
 pub fn submit_request(command: &str) -> wire::SubmitRequest {
     wire::SubmitRequest {
-        queue: String::new(),
-        job_name: String::new(),
         command: command.to_owned(),
         cwd: "/tmp".into(),
         home_dir: "/tmp".into(),
-        input_file: String::new(),
-        output_file: String::new(),
-        error_file: String::new(),
-        file_flags: 0,
         n_slots: 1,
-        hosts: vec![],
-        project: String::new(),
-        run_limit_s: 0,
-        mem_limit_kb: 0,
-        hold: false,
-        res_req: String::new(),
-        dependency: String::new(),
-        exclusive: false,
-        login_shell: String::new(),
-        pre_exec: String::new(),
-        begin_time: 0,
         from_host: "localhost".into(),
         umask: 0o022,
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/usr/bin:/bin".into() }],
+        ..wire::SubmitRequest::default()
     }
 }
 

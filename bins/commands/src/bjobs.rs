@@ -216,7 +216,10 @@ fn state_flags(options: &BjobsOptions) -> Vec<u32> {
 
 /// Every page of the answer to `query` (mbatchd cuts long answers; see
 /// `JobQueryReply::next_after`), in job-id order.
-fn all_pages(client: &mut Client, mut query: JobQuery) -> Result<Vec<JobInfo>, client::ClientError> {
+pub(crate) fn all_pages(
+    client: &mut Client,
+    mut query: JobQuery,
+) -> Result<Vec<JobInfo>, client::ClientError> {
     let mut jobs = Vec::new();
     loop {
         let reply: wire::JobQueryReply =
@@ -471,27 +474,11 @@ mod tests {
             status: status.bits(),
             queue: "normal".to_owned(),
             from_host: "vm".to_owned(),
-            exec_hosts: vec![],
             job_name: "j".to_owned(),
             command: "j".to_owned(),
             project: project.to_owned(),
-            cwd: String::new(),
-            exec_cwd: String::new(),
-            output_file: String::new(),
-            error_file: String::new(),
             n_slots: 1,
-            submit_time: 0,
-            start_time: 0,
-            end_time: 0,
-            pid: 0,
-            exit_code: 0,
-            reason: String::new(),
-            rusage: wire::ResourceUsage::default(),
-            finish_reason: wire::FINISH_NORMAL,
-            res_req: String::new(),
-            dependency: String::new(),
-            run_limit_s: 0,
-            mem_limit_kb: 0,
+            ..JobInfo::default()
         }
     }
 

@@ -13,7 +13,11 @@
 //!   actions); `-r` (LSF's forced removal) is the kill; `-l` lists the names.
 //! - `bstop` suspends, `bresume` resumes.
 //! - `0` is every unfinished job of the caller, or of `-u user` / `-u all`.
-//!   LSF's `-q`, `-m` and `-J` selectors are not supported.
+//! - `-J name`, `-q queue`, `-m host` (and `-u` alone) select jobs as LSF's do:
+//!   with `0` every unfinished job that matches them all, without a job id the
+//!   most recently submitted one (an array: all its elements); with job ids
+//!   they are ignored. The command asks JOB_QUERY which jobs match, then
+//!   signals those by id.
 //!
 //! One line per job, as Lava's cmd.sig.c and lsb.err.c word them: on standard
 //! output `Job <N> is being terminated` (stopped, resumed, signaled); on
@@ -79,7 +83,6 @@ const SPECS: &[OptSpec] = &[
     OptSpec::flag("r"),
     OptSpec::value("s"),
     OptSpec::value("u"),
-    // LSF selectors LavaCore does not implement: named so the error says so.
     OptSpec::value("q"),
     OptSpec::value("m"),
     OptSpec::value("J"),
@@ -92,6 +95,20 @@ pub struct SignalOrder {
     pub request: SignalRequest,
     /// The verb of the success line.
     pub verb: &'static str,
+    /// `-J`/`-q`/`-m` (or `-u` without job ids): the jobs are looked up first;
+    /// `None` when job ids name them.
+    pub select: Option<Selector>,
+}
+
+/// LSF's job selectors of `bkill`/`bstop`/`bresume`; empty fields match any job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selector {
+    /// `-J`.
+    pub job_name: String,
+    /// `-q`.
+    pub queue: String,
+    /// `-m`.
+    pub host: String,
 }
 
 /// What the command line asks for.
@@ -124,6 +141,7 @@ pub fn parse_args(mode: Mode, args: &[String]) -> Result<Invocation, BkillError>
     let mut user = String::new();
     let mut signal_given = false;
     let mut force = false;
+    let mut selector = Selector::default();
     let mut operands = Vec::new();
     for item in items {
         match item {
@@ -145,23 +163,63 @@ pub fn parse_args(mode: Mode, args: &[String]) -> Result<Invocation, BkillError>
                     .filter(|v| !v.is_empty())
                     .ok_or_else(|| usage("option -u needs a user".to_owned()))?;
             }
-            Item::Opt(name, _) => {
-                return Err(usage(format!(
-                    "option -{name} is not supported by LavaCore (name the jobs, or 0)"
-                )));
+            Item::Opt(name @ ("J" | "q" | "m"), value) => {
+                let value = value
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| usage(format!("option -{name} needs a value")))?;
+                match name {
+                    "J" => selector.job_name = value,
+                    "q" => selector.queue = value,
+                    _ => selector.host = value,
+                }
             }
+            Item::Opt(name, _) => return Err(usage(format!("illegal option -- {name}"))),
         }
     }
+    let selecting = selector != Selector::default() || !user.is_empty();
     if force && signal_given {
         return Err(usage("-r and -s cannot be combined".to_owned()));
     }
-    if operands.is_empty() {
+    if operands.is_empty() && !selecting {
         return Err(usage("Job ID or 0 must be specified".to_owned()));
     }
-    let (jobs, all_jobs) = jobid::parse_all(&operands).map_err(BkillError::Value)?;
-    // As in LSF, `0` among other ids means every job.
+    let (jobs, all_jobs) = if operands.is_empty() {
+        (Vec::new(), false)
+    } else {
+        jobid::parse_all(&operands).map_err(BkillError::Value)?
+    };
+    // As in LSF, `0` among other ids means every job; named jobs ignore the selectors.
     let jobs = if all_jobs { Vec::new() } else { jobs };
-    Ok(Invocation::Signal(SignalOrder { request: SignalRequest { jobs, all_jobs, user, action }, verb }))
+    // Selectors pick the jobs when no id names them: with `0` only if there is a
+    // selector besides `-u` (`-u user 0` is mbatchd's own `0`), without `0` always.
+    let select = (jobs.is_empty() && (!all_jobs || selector != Selector::default())).then_some(selector);
+    let request = SignalRequest { jobs, all_jobs, user, action };
+    Ok(Invocation::Signal(SignalOrder { request, verb, select }))
+}
+
+/// The jobs `select` picks for `request` (see the module doc): every unfinished job
+/// that matches with `0`, else the most recently submitted one; empty when none.
+fn selected_jobs(
+    client: &mut Client,
+    request: &SignalRequest,
+    select: &Selector,
+) -> Result<Vec<wire::WireJobRef>, client::ClientError> {
+    let query = wire::JobQuery {
+        jobs: Vec::new(),
+        user: request.user.clone(),
+        state_filter: wire::state_filter::UNFINISHED,
+        queue: select.queue.clone(),
+        host: select.host.clone(),
+        job_name: select.job_name.clone(),
+        after_job: 0,
+    };
+    let mut jobs: Vec<wire::WireJobRef> =
+        crate::bjobs::all_pages(client, query)?.into_iter().map(|info| info.job).collect();
+    if !request.all_jobs {
+        let last = jobs.iter().map(|job| job.job_id).max();
+        jobs.retain(|job| Some(job.job_id) == last);
+    }
+    Ok(jobs)
 }
 
 /// The line for one job's outcome, and whether it succeeded (success lines go
@@ -219,7 +277,7 @@ fn run(term: &mut Term, mode: Mode) -> bool {
             return false;
         }
     };
-    let order = match parse_args(mode, &args) {
+    let mut order = match parse_args(mode, &args) {
         Ok(Invocation::Help) => {
             term.err(&mode.usage());
             return true;
@@ -243,16 +301,23 @@ fn run(term: &mut Term, mode: Mode) -> bool {
             return false;
         }
     };
-    let reply: wire::SignalReply = match client::load_config()
-        .and_then(|config| Client::from_env(&config))
-        .and_then(|mut client| client.call(Operation::SignalJobs, Operation::SignalJobsReply, &order.request))
-    {
-        Ok(reply) => reply,
-        Err(error) => {
-            term.err(&format!("{error}\n"));
-            return false;
-        }
-    };
+    let reply: wire::SignalReply =
+        match client::load_config().and_then(|config| Client::from_env(&config)).and_then(|mut client| {
+            if let Some(select) = &order.select {
+                order.request.jobs = selected_jobs(&mut client, &order.request, select)?;
+                order.request.all_jobs = false;
+                if order.request.jobs.is_empty() {
+                    return Ok(wire::SignalReply { results: Vec::new() });
+                }
+            }
+            client.call(Operation::SignalJobs, Operation::SignalJobsReply, &order.request)
+        }) {
+            Ok(reply) => reply,
+            Err(error) => {
+                term.err(&format!("{error}\n"));
+                return false;
+            }
+        };
     if reply.results.is_empty() {
         term.err("No unfinished job found\n");
         return false;
@@ -357,17 +422,35 @@ mod tests {
         );
     }
 
+    // Goal: -J/-q/-m (and -u alone) select jobs with 0 or without ids, and are
+    // ignored beside job ids, as in LSF.
+    #[test]
+    fn selectors() {
+        let picked = |args: &[&str]| {
+            let order = order(Mode::Kill, args);
+            (order.select, order.request.all_jobs, order.request.jobs)
+        };
+        let by_name = Selector { job_name: "sim".into(), ..Selector::default() };
+        assert_eq!(picked(&["-J", "sim", "0"]), (Some(by_name.clone()), true, vec![]));
+        assert_eq!(picked(&["-J", "sim"]), (Some(by_name), false, vec![]));
+        let where_ = Selector { queue: "normal".into(), host: "h1".into(), ..Selector::default() };
+        assert_eq!(picked(&["-q", "normal", "-m", "h1"]), (Some(where_), false, vec![]));
+        assert_eq!(picked(&["-u", "bob"]), (Some(Selector::default()), false, vec![]));
+        assert_eq!(picked(&["-u", "bob", "0"]), (None, true, vec![]));
+        assert_eq!(picked(&["-J", "sim", "12"]), (None, false, vec![job(12)]));
+    }
+
     // Goal: the errors LSF gives, as usage or value errors.
     #[test]
     fn bad_arguments() {
         let usage =
             |mode, args: &[&str]| matches!(parse_args(mode, &strings(args)), Err(BkillError::Usage(_)));
         assert!(usage(Mode::Kill, &[]));
-        assert!(usage(Mode::Kill, &["-u", "bob"]));
         assert!(usage(Mode::Kill, &["-r", "-s", "9", "1"]));
         assert!(usage(Mode::Stop, &["-s", "9", "1"]));
         assert!(usage(Mode::Resume, &["-l"]));
-        assert!(usage(Mode::Kill, &["-q", "normal", "0"]));
+        assert!(usage(Mode::Kill, &["-q"]));
+        assert!(usage(Mode::Kill, &["-Z", "1"]));
         assert_eq!(
             parse_args(Mode::Kill, &strings(&["-s", "BOGUS", "1"])),
             Err(BkillError::Value("BOGUS: Illegal signal value".to_owned()))

@@ -380,16 +380,8 @@ mod tests {
             n_slots: 1,
             submit_time: 1_700_000_000,
             start_time: 1_700_000_001,
-            end_time: 0,
             pid: 9,
-            exit_code: 0,
-            reason: String::new(),
-            rusage: wire::ResourceUsage::default(),
-            finish_reason: wire::FINISH_NORMAL,
-            res_req: String::new(),
-            dependency: String::new(),
-            run_limit_s: 0,
-            mem_limit_kb: 0,
+            ..wire::JobInfo::default()
         }
     }
 

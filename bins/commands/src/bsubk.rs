@@ -212,23 +212,11 @@ mod tests {
             job_name: "j".into(),
             command: "c".into(),
             project: "default".into(),
-            cwd: String::new(),
-            exec_cwd: String::new(),
-            output_file: String::new(),
-            error_file: String::new(),
             n_slots: 1,
             submit_time: 1,
             start_time,
-            end_time: 0,
-            pid: 0,
             exit_code,
-            reason: String::new(),
-            rusage: wire::ResourceUsage::default(),
-            finish_reason: wire::FINISH_NORMAL,
-            res_req: String::new(),
-            dependency: String::new(),
-            run_limit_s: 0,
-            mem_limit_kb: 0,
+            ..wire::JobInfo::default()
         }
     }
 

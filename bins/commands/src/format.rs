@@ -1145,25 +1145,17 @@ mod tests {
             project: "default".to_owned(),
             cwd: "work".to_owned(),
             exec_cwd: if status.is_pending() { String::new() } else { "/home/cloudsd/work".to_owned() },
-            output_file: String::new(),
-            error_file: String::new(),
             n_slots: 1,
             submit_time: SUBMIT,
             start_time: if status.is_pending() { 0 } else { SUBMIT + 1 },
             end_time: if status.is_finished() { SUBMIT + 31 } else { 0 },
             pid: if status.is_pending() { 0 } else { 4242 },
-            exit_code: 0,
             reason: if status.is_pending() {
                 "New job is waiting for scheduling".to_owned()
             } else {
                 String::new()
             },
-            rusage: ResourceUsage::default(),
-            finish_reason: wire::FINISH_NORMAL,
-            res_req: String::new(),
-            dependency: String::new(),
-            run_limit_s: 0,
-            mem_limit_kb: 0,
+            ..JobInfo::default()
         }
     }
 

@@ -101,30 +101,13 @@ mod tests {
     #[test]
     fn the_largest_command_fits_a_frame_and_decodes() {
         let request = wire::SubmitRequest {
-            queue: String::new(),
-            job_name: String::new(),
             command: "x".repeat(COMMAND_BYTES_MAX),
             cwd: "/tmp".into(),
             home_dir: "/home/alice".into(),
-            input_file: String::new(),
-            output_file: String::new(),
-            error_file: String::new(),
-            file_flags: 0,
             n_slots: 1,
-            hosts: vec![],
-            project: String::new(),
-            run_limit_s: 0,
-            mem_limit_kb: 0,
-            hold: false,
-            res_req: String::new(),
-            dependency: String::new(),
-            exclusive: false,
-            login_shell: String::new(),
-            pre_exec: String::new(),
-            begin_time: 0,
             from_host: "localhost".into(),
             umask: 0o022,
-            env: vec![],
+            ..wire::SubmitRequest::default()
         };
         let bytes = encode(&request);
         assert!(bytes.len() < FRAME_BYTES_MAX as usize);

@@ -215,25 +215,16 @@ impl World {
             command: format!("simulated job {}", request_id.low),
             cwd: "work".to_owned(),
             home_dir: format!("/home/{user}"),
-            input_file: String::new(),
             output_file: "%J.out".to_owned(),
-            error_file: String::new(),
-            file_flags: 0,
             n_slots: self.rng.range(1, 2) as u32,
             hosts,
-            project: String::new(),
             run_limit_s: if self.rng.chance(0.15) { self.rng.range(1, 8) } else { 0 },
-            mem_limit_kb: 0,
             hold: self.rng.chance(0.1),
-            res_req: String::new(),
             dependency,
-            exclusive: false,
-            login_shell: String::new(),
-            pre_exec: String::new(),
-            begin_time: 0,
             from_host: "client1".to_owned(),
             umask: 0o022,
             env: vec![wire::EnvVar { name: "PATH".to_owned(), value: "/bin:/usr/bin".to_owned() }],
+            ..wire::SubmitRequest::default()
         };
         let credential = self.credential(client);
         ClientRequest::Submit(Box::new(wire::ClientRequest { credential, request_id, body }))

@@ -228,7 +228,7 @@ impl Operation {
 
 /// A job as the protocol names it: the job id and, for array elements, the
 /// index (0 for a job that is not an array element).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct WireJobRef {
     /// Job id, as `bsub` printed it.
     pub job_id: u32,
@@ -531,8 +531,9 @@ pub struct RequestId {
     pub low: u64,
 }
 
-/// SUBMIT_JOB: what `bsub` asks for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// SUBMIT_JOB: what `bsub` asks for. (`Default` is an empty request, which
+/// validation refuses for its empty command: a base for fixtures.)
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmitRequest {
     /// `-q`; empty for the default queue.
     pub queue: String,
@@ -644,8 +645,8 @@ pub struct JobQueryReply {
     pub next_after: u32,
 }
 
-/// One job as `bjobs` shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One job as `bjobs` shows it (`Default`: an empty record, for tests and fixtures).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobInfo {
     /// The job.
     pub job: WireJobRef,

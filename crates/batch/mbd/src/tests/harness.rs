@@ -76,30 +76,14 @@ pub fn jref(id: u32) -> JobRef {
 
 pub fn request() -> wire::SubmitRequest {
     wire::SubmitRequest {
-        queue: String::new(),
-        job_name: String::new(),
         command: "sleep 10".into(),
         cwd: "work".into(),
         home_dir: "/home/alice".into(),
-        input_file: String::new(),
-        output_file: String::new(),
-        error_file: String::new(),
-        file_flags: 0,
         n_slots: 1,
-        hosts: vec![],
-        project: String::new(),
-        run_limit_s: 0,
-        mem_limit_kb: 0,
-        hold: false,
-        res_req: String::new(),
-        dependency: String::new(),
-        exclusive: false,
-        login_shell: String::new(),
-        pre_exec: String::new(),
-        begin_time: 0,
         from_host: "client".into(),
         umask: 0o022,
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
+        ..wire::SubmitRequest::default()
     }
 }
 
