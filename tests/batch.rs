@@ -600,6 +600,37 @@ fn closed_hosts_and_queues_survive_mbdrestart() {
     batch.wait_status(waiting, "DONE");
 }
 
+// Goal: brequeue -e runs a job that ended EXIT again under the same id, with
+// LSF's message, until it ends DONE; another user may not requeue it, and a
+// job that is not finished or not known is refused.
+#[test]
+fn brequeue_runs_an_exit_job_again() {
+    let batch = Batch::start();
+    batch.allow_nobody();
+    let marker = batch.dir().join("first-run-done");
+    let script = format!("test -e {0} || {{ touch {0}; exit 3; }}", marker.to_str().expect("utf-8"));
+    let job = batch.submit(&[&script]);
+    batch.wait_status(job, "EXIT");
+    let id = job.to_string();
+    let out = batch.run("brequeue", &["-d", &id]);
+    assert_eq!(
+        said(&out),
+        (Some(255), String::new(), format!("Job <{id}>: Job is EXIT; requeue it with -e or -a\n"))
+    );
+    let out = batch.run_as_nobody("brequeue", &["-e", &id]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{id}>: User permission denied\n")));
+    let out = batch.run("brequeue", &["-e", "999999"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "Job <999999>: No matching job found\n".into()));
+    let out = batch.run("brequeue", &[&id]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+    let out = batch.run("brequeue", &["-e", &id]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{id}> is being requeued\n"), String::new()));
+    batch.wait_status(job, "DONE");
+    assert!(marker.exists());
+    let history: String = text(&batch.run("bhist", &["-l", &id])).split_whitespace().collect();
+    assert!(history.contains("Jobrequeuedbyuseroradministrator<root>;"), "{history}");
+}
+
 // Goal: bmod, bswitch, btop and bbot change pending jobs with LSF's messages;
 // only the owner or an administrator may, and a started job is refused.
 #[test]

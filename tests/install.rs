@@ -16,9 +16,9 @@ use util::{EXIT_TIMEOUT, STARTUP_TIMEOUT};
 
 /// What goes to sbin: the daemons and the shepherd sbatchd starts from its own folder.
 const SBIN_PROGRAMS: [&str; 6] = ["lim", "mbatchd", "sbatchd", "mxfsd", "coordinator", "lava-shepherd"];
-const COMMANDS: [&str; 15] = [
-    "bsub", "bjobs", "bkill", "bstop", "bresume", "bpeek", "bhosts", "bqueues", "badmin", "lsid", "lsload",
-    "lshosts", "coordctl", "mxfsctl", "lsadmin",
+const COMMANDS: [&str; 16] = [
+    "bsub", "bjobs", "bkill", "bstop", "bresume", "brequeue", "bpeek", "bhosts", "bqueues", "badmin", "lsid",
+    "lsload", "lshosts", "coordctl", "mxfsctl", "lsadmin",
 ];
 const UNITS: [&str; 5] = [
     "lavacore-lim.service",

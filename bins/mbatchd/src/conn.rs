@@ -207,7 +207,12 @@ async fn command_connection(
             }
             return;
         }
-        let (reply, close) = match command(&frame, shared) {
+        let call = match command(&frame, shared) {
+            Ok(call) => with_logged_submissions(call, shared).await.map_err(Ok),
+            Err(refusal) => Err(Err(refusal)),
+        };
+        let (reply, close) = match call {
+            Err(Ok(reply)) => (reply, false),
             Ok(call) => {
                 tracing::debug!(%peer, user = %call.caller().user, operation = frame.header.operation, "request");
                 let (reply_to, reply) = oneshot::channel();
@@ -220,7 +225,7 @@ async fn command_connection(
                     Err(_) => return,
                 }
             }
-            Err(refusal) => {
+            Err(Err(refusal)) => {
                 tracing::warn!(%peer, operation = frame.header.operation, "request refused: {}", refusal.message);
                 shared.counters.reject(refusal.reason);
                 (ClientReply::error(refusal.code, refusal.message), refusal.close)
@@ -334,6 +339,27 @@ async fn history_query(
         }
     };
     write_reply(framed, sequence, &reply).await.is_ok()
+}
+
+/// A `brequeue` JOB_CONTROL with the JOB_NEW records of the jobs it names,
+/// read from the event log on a blocking thread (`history::submissions`): the
+/// logic needs the environment a finished job no longer holds. Any other call
+/// is returned as it is.
+async fn with_logged_submissions(call: ClientCall, shared: &Shared) -> Result<ClientCall, ClientReply> {
+    let ClientCall::JobControl { caller, request } = call else { return Ok(call) };
+    if !matches!(request.action, wire::JobControlAction::Requeue { .. }) {
+        return Ok(ClientCall::JobControl { caller, request });
+    }
+    let ids: BTreeSet<u32> = request.jobs.iter().map(|job| job.job_id).collect();
+    let log = Arc::clone(&shared.log);
+    let read = tokio::task::spawn_blocking(move || crate::history::submissions(&log, &ids)).await;
+    match read {
+        Ok(Ok(submissions)) => Ok(ClientCall::Requeue { caller, request, submissions }),
+        Ok(Err(problem)) => Err(ClientReply::error(wire::ERR_TRY_AGAIN, problem)),
+        Err(error) => {
+            Err(ClientReply::error(wire::ERR_TRY_AGAIN, format!("the reading thread failed: {error}")))
+        }
+    }
 }
 
 /// Checks one command frame: version, operation, then `validate`.

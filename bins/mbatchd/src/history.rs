@@ -1,4 +1,5 @@
-//! `bhist`'s HISTORY_QUERY, answered from the event log itself.
+//! `bhist`'s HISTORY_QUERY, answered from the event log itself; and the
+//! submissions `brequeue` needs ([`submissions`]), read the same way.
 //!
 //! mbatchd owns `lsb.events` (its folder is private, see `journal`), so
 //! `bhist` cannot read it as LSF's does; instead a command connection's task
@@ -12,7 +13,9 @@
 
 use lava_batch_wire as wire;
 use lava_eventlog::{EventLog, Position};
-use lava_mbd::{Caller, Event, HistoryBuilder};
+use std::collections::BTreeSet;
+
+use lava_mbd::{Caller, Event, HistoryBuilder, LoggedSubmission};
 
 use crate::codec::EVENT_LIMITS;
 
@@ -22,17 +25,39 @@ pub(crate) fn answer(
     query: wire::HistoryQuery,
     caller: &Caller,
 ) -> Result<wire::HistoryReply, String> {
+    let mut builder = HistoryBuilder::new(query, caller);
+    for_each_event(log, |event| builder.add(&event))?;
+    Ok(builder.finish())
+}
+
+/// The environments the JOB_NEW records of jobs `ids` logged, for `brequeue`: a
+/// finished job no longer holds its own. A job whose JOB_NEW a snapshot let the
+/// log prune is not found (the logic then refuses to requeue it).
+pub(crate) fn submissions(log: &EventLog, ids: &BTreeSet<u32>) -> Result<Vec<LoggedSubmission>, String> {
+    let mut found = Vec::new();
+    for_each_event(log, |event| {
+        if let Event::JobNew(record) = event
+            && ids.contains(&record.job.id())
+        {
+            let env = record.spec.request().env.clone();
+            found.push(LoggedSubmission { job: record.job, request_id: record.request_id, env });
+        }
+    })?;
+    Ok(found)
+}
+
+/// Feeds every event still in the log, oldest first, to `each`.
+fn for_each_event(log: &EventLog, mut each: impl FnMut(Event)) -> Result<(), String> {
     let records = match log.replay_from(Position::FIRST) {
         Err(lava_eventlog::Error::Pruned { first_available, .. }) => log.replay_from(first_available),
         other => other,
     }
     .map_err(|error| format!("cannot read the event log: {error}"))?;
-    let mut builder = HistoryBuilder::new(query, caller);
     for record in records {
         let (position, payload) = record.map_err(|error| format!("cannot read the event log: {error}"))?;
         let event: Event = lava_xdr::from_bytes(&payload, &EVENT_LIMITS)
             .map_err(|error| format!("event log record {} does not decode: {error}", position.0))?;
-        builder.add(&event);
+        each(event);
     }
-    Ok(builder.finish())
+    Ok(())
 }

@@ -34,6 +34,9 @@ pub(crate) enum ClientCall {
     Signal { request_id: wire::RequestId, caller: Caller, request: wire::SignalRequest },
     /// JOB_CONTROL (`bmod`, `bswitch`, `btop`, `bbot`).
     JobControl { caller: Caller, request: wire::JobControlRequest },
+    /// JOB_CONTROL of `brequeue`, once the connection's task read the named jobs'
+    /// JOB_NEW records from the event log (`history::submissions`).
+    Requeue { caller: Caller, request: wire::JobControlRequest, submissions: Vec<lava_mbd::LoggedSubmission> },
     /// ADMIN_CONTROL (`badmin hclose|…|mbdrestart`; the loop serves `mbdrestart` itself).
     AdminControl { caller: Caller, request: wire::AdminControlRequest },
 }
@@ -50,6 +53,9 @@ impl ClientCall {
                 Input::Signal { client, request_id, caller, request }
             }
             ClientCall::JobControl { caller, request } => Input::JobControl { client, caller, request },
+            ClientCall::Requeue { caller, request, submissions } => {
+                Input::Requeue { client, caller, request, submissions }
+            }
             ClientCall::AdminControl { caller, request } => Input::AdminControl { client, caller, request },
         }
     }
@@ -61,6 +67,7 @@ impl ClientCall {
             | ClientCall::Query { caller, .. }
             | ClientCall::Signal { caller, .. }
             | ClientCall::JobControl { caller, .. }
+            | ClientCall::Requeue { caller, .. }
             | ClientCall::AdminControl { caller, .. } => caller,
         }
     }

@@ -132,12 +132,13 @@ impl World {
             | Event::JobExecute(_)
             | Event::JobSigact(_)
             | Event::JobClean(_) => {}
-            // The simulation sends no control command (bmod, bswitch, btop, badmin).
+            // The simulation sends no control command (bmod, bswitch, btop, brequeue, badmin).
             Event::HostCtrl(_)
             | Event::QueueCtrl(_)
             | Event::JobModify(_)
             | Event::JobSwitch(_)
-            | Event::JobMove(_) => {}
+            | Event::JobMove(_)
+            | Event::JobRequeue(_) => {}
         }
     }
 

@@ -1,5 +1,5 @@
 //! Structural checks of the control requests: JOB_CONTROL (`bmod`, `bswitch`,
-//! `btop`, `bbot`), ADMIN_CONTROL (`badmin hclose|hopen|qclose|qopen|qact|
+//! `btop`, `bbot`, `brequeue`), ADMIN_CONTROL (`badmin hclose|hopen|qclose|qopen|qact|
 //! qinact|mbdrestart`) and HISTORY_QUERY (`bhist`). Meaning (does the queue
 //! exist, may the caller) is mbatchd's logic; here only what no request may
 //! carry: job id 0, names that are not names, an empty or meaningless request.
@@ -29,6 +29,12 @@ pub fn check_job_control(request: &wire::JobControlRequest) -> Result<(), LlErro
         wire::JobControlAction::Move { position, .. } => {
             if *position == 0 {
                 return Err(LlError::new("control.move.position", "must be 1 or more"));
+            }
+            Ok(())
+        }
+        wire::JobControlAction::Requeue { done, exit } => {
+            if !done && !exit {
+                return Err(LlError::new("control.requeue", "selects neither DONE nor EXIT jobs"));
             }
             Ok(())
         }

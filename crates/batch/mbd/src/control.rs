@@ -17,6 +17,12 @@
 //!   accepted (its NEW_JOB is never sent again, so the snapshot sbatchd holds
 //!   stays true), to another open queue whose HOSTS allow it. A job that
 //!   changes queue goes back to arrival order in the new queue.
+//! - `brequeue` puts a DONE or EXIT job back to PEND under its id (JOB_REQUEUE;
+//!   `-d` DONE jobs, `-e` EXIT jobs, both without either). A finished job no
+//!   longer holds its environment, so the shell reads the job's JOB_NEW from
+//!   the event log first and passes it in ([`Input::Requeue`](crate::Input::Requeue));
+//!   the record carries the environment, so replay needs no file. A job
+//!   cleaned from memory is unknown; running jobs (LSF's `-r`) are refused.
 //! - `btop`/`bbot` move a pending job within its queue. The dispatch order of
 //!   a queue's pending jobs is (order key, job id) (`Job::dispatch_key`; the
 //!   pending index and `sched` walk it): without a move the key is
@@ -45,10 +51,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::effect::ClientReply;
 use crate::event::{
-    Event, HostCtrlRecord, JobChanges, JobModifyRecord, JobMoveRecord, JobSwitchRecord, QueueCtrlAction,
-    QueueCtrlRecord,
+    Event, HostCtrlRecord, JobChanges, JobModifyRecord, JobMoveRecord, JobRequeueRecord, JobSwitchRecord,
+    QueueCtrlAction, QueueCtrlRecord,
 };
-use crate::input::{Caller, ClientId};
+use crate::input::{Caller, ClientId, LoggedSubmission};
 use crate::job::Job;
 use crate::machine::{Mbd, Step};
 
@@ -177,6 +183,7 @@ impl Mbd {
         client: ClientId,
         caller: &Caller,
         request: &wire::JobControlRequest,
+        submissions: &[LoggedSubmission],
     ) {
         let admin = self.config.is_admin(caller.uid, &caller.user);
         // A job id that names an array stands for its elements, as with `bkill`.
@@ -192,7 +199,7 @@ impl Mbd {
             .collect();
         let results = named
             .into_iter()
-            .map(|job| self.control_job(step, caller, admin, job, &request.action))
+            .map(|job| self.control_job(step, caller, admin, job, &request.action, submissions))
             .collect();
         self.reply(step, client, ClientReply::JobControl(wire::JobControlReply { results }));
     }
@@ -204,6 +211,7 @@ impl Mbd {
         admin: bool,
         wjob: wire::WireJobRef,
         action: &wire::JobControlAction,
+        submissions: &[LoggedSubmission],
     ) -> wire::JobControlResult {
         let Some(job) = JobRef::new(wjob.job_id, wjob.array_index)
             .and_then(|id| self.store.job(id))
@@ -214,7 +222,7 @@ impl Mbd {
         if !admin && job.user_id != caller.uid {
             return refused(wjob, "User permission denied");
         }
-        if job.status.is_finished() {
+        if job.status.is_finished() && !matches!(action, wire::JobControlAction::Requeue { .. }) {
             return refused(wjob, "Job has already finished");
         }
         match action {
@@ -222,6 +230,9 @@ impl Mbd {
             wire::JobControlAction::Switch { queue } => self.switch(step, caller, &job, queue),
             wire::JobControlAction::Move { to_top, position, owner_list } => {
                 self.move_job(step, caller, admin && !owner_list, &job, *to_top, *position)
+            }
+            wire::JobControlAction::Requeue { done, exit } => {
+                self.requeue(step, caller, &job, (*done, *exit), submissions)
             }
         }
     }
@@ -386,6 +397,50 @@ impl Mbd {
         }
         let from = if to_top { "top" } else { "bottom" };
         line(wjob, true, format!("Job <{}> has been moved to position {shown} from {from}.", job_name(wjob)))
+    }
+
+    /// `brequeue`: a DONE job when `done`, an EXIT job when `exit`, goes back to
+    /// PEND with the environment its JOB_NEW logged (`submissions`, which the
+    /// shell read; one of another submission is never used).
+    fn requeue(
+        &mut self,
+        step: &mut Step,
+        caller: &Caller,
+        job: &Job,
+        (done, exit): (bool, bool),
+        submissions: &[LoggedSubmission],
+    ) -> wire::JobControlResult {
+        let wjob = job.job.to_wire();
+        if job.status.is_pending() {
+            return refused(wjob, "Job has not started yet");
+        }
+        if !job.status.is_finished() {
+            return refused(wjob, "Job has not finished; requeueing a running job (-r) is not supported");
+        }
+        let selected = if job.status == lava_batch_ll::JobStatus::Done { done } else { exit };
+        if !selected {
+            let (status, flag) =
+                if job.status == lava_batch_ll::JobStatus::Done { ("DONE", "-d") } else { ("EXIT", "-e") };
+            return refused(wjob, &format!("Job is {status}; requeue it with {flag} or -a"));
+        }
+        let Some(submission) = submissions
+            .iter()
+            .find(|s| s.job.id() == job.job.id() && s.job.index() == 0 && s.request_id == job.request_id)
+        else {
+            return refused(
+                wjob,
+                "The job's submission is no longer in the event log; it cannot be requeued",
+            );
+        };
+        let record = JobRequeueRecord {
+            job: job.job,
+            env: submission.env.clone(),
+            requester: caller.user.clone(),
+            time_ms: step.now_ms,
+        };
+        self.record(step, Event::JobRequeue(Box::new(record)));
+        step.dispatch = true;
+        line(wjob, true, format!("Job <{}> is being requeued", job_name(wjob)))
     }
 
     /// `badmin hclose|hopen|qclose|qopen|qact|qinact`: one answer line per host or queue.

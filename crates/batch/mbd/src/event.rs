@@ -45,6 +45,8 @@ pub enum Event {
     JobSwitch(JobSwitchRecord),
     /// `btop` / `bbot`: a pending job's place in its queue changed.
     JobMove(JobMoveRecord),
+    /// `brequeue`: a finished job goes back to PEND with its submission's environment.
+    JobRequeue(Box<JobRequeueRecord>),
 }
 
 impl Event {
@@ -64,6 +66,7 @@ impl Event {
             Event::JobModify(r) => Some(r.job),
             Event::JobSwitch(r) => Some(r.job),
             Event::JobMove(r) => Some(r.job),
+            Event::JobRequeue(r) => Some(r.job),
         }
     }
 
@@ -84,6 +87,7 @@ impl Event {
             Event::JobModify(_) => "JOB_MODIFY2",
             Event::JobSwitch(_) => "JOB_SWITCH",
             Event::JobMove(_) => "JOB_MOVE",
+            Event::JobRequeue(_) => "JOB_REQUEUE",
         }
     }
 }
@@ -353,6 +357,22 @@ pub struct JobMoveRecord {
     pub to_top: bool,
     /// The position asked for, counted from the top or the bottom.
     pub position: u32,
+    /// Who asked.
+    pub requester: UserName,
+    /// When.
+    pub time_ms: u64,
+}
+
+/// JOB_REQUEUE: a DONE or EXIT job is back in PEND (`brequeue`), to be
+/// dispatched again under the same id. A finished job no longer holds its
+/// environment, so the record carries it (mbatchd's shell read it from the
+/// job's JOB_NEW): replay restores the job without reading anything else.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRequeueRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The submission's environment, as JOB_NEW logged it.
+    pub env: Vec<wire::EnvVar>,
     /// Who asked.
     pub requester: UserName,
     /// When.

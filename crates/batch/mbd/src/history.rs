@@ -239,6 +239,11 @@ fn narrate(told: &mut Told, event: &Event) -> Option<(u64, Option<JobStatus>, St
                 r.requester
             ),
         ),
+        Event::JobRequeue(r) => (
+            r.time_ms,
+            Some(JobStatus::Pend),
+            format!("Job requeued by user or administrator <{}>;", r.requester),
+        ),
         Event::JobSigact(_)
         | Event::JobClean(_)
         | Event::JobNew(_)

@@ -42,6 +42,18 @@ pub struct LimFacts {
     pub maxswp_mb: u32,
 }
 
+/// A job's submission environment as the shell read it from the job's JOB_NEW
+/// in the event log, for `brequeue` (a finished job no longer holds it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggedSubmission {
+    /// The JOB_NEW's job (index 0, also for an array).
+    pub job: lava_batch_ll::JobRef,
+    /// Its request id: the logic requeues a job only with its own submission.
+    pub request_id: wire::RequestId,
+    /// The environment JOB_NEW logged.
+    pub env: Vec<wire::EnvVar>,
+}
+
 /// One input of [`crate::Mbd::step`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
@@ -155,6 +167,18 @@ pub enum Input {
         caller: Caller,
         /// The request.
         request: wire::JobControlRequest,
+    },
+    /// `brequeue` (a JOB_CONTROL with [`wire::JobControlAction::Requeue`]), with
+    /// the submissions of the jobs it names that the shell found in the log.
+    Requeue {
+        /// Where the reply goes.
+        client: ClientId,
+        /// The vouched caller.
+        caller: Caller,
+        /// The request.
+        request: wire::JobControlRequest,
+        /// The JOB_NEW environments found for the named job ids.
+        submissions: Vec<LoggedSubmission>,
     },
     /// `badmin hclose`, `hopen`, `qclose`, `qopen`, `qact`, `qinact` (see `control`;
     /// `mbdrestart` is the shell's).

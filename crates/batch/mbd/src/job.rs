@@ -15,8 +15,8 @@ use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
-    Event, ExecInfo, FinishRecord, JobModifyRecord, JobNewRecord, JobSignalRecord, JobStartRecord,
-    JobStatusRecord,
+    Event, ExecInfo, FinishRecord, JobModifyRecord, JobNewRecord, JobRequeueRecord, JobSignalRecord,
+    JobStartRecord, JobStatusRecord,
 };
 
 /// LSF's reason for a pending job nothing else holds back.
@@ -366,6 +366,7 @@ impl Job {
                 self.order_key = Some(r.order_key);
                 Ok(())
             }
+            Event::JobRequeue(r) => self.apply_requeue(r),
             Event::MbdStart(_)
             | Event::JobNew(_)
             | Event::JobClean(_)
@@ -384,6 +385,25 @@ impl Job {
             self.queue = queue.clone();
             self.order_key = None;
         }
+        Ok(())
+    }
+
+    /// JOB_REQUEUE: a finished job is pending again, as if never dispatched
+    /// (its dispatch number stays, so the next JOB_START gives a higher one),
+    /// with its environment back.
+    fn apply_requeue(&mut self, r: &JobRequeueRecord) -> Result<(), String> {
+        if !self.status.is_finished() {
+            return Err(format!("requeue of a {} job", self.status));
+        }
+        self.status = JobStatus::Pend;
+        self.reason.clear();
+        self.status_time_ms = r.time_ms;
+        self.exec_hosts.clear();
+        self.start_time_ms = None;
+        self.accepted = None;
+        self.exec = None;
+        self.finish = None;
+        self.env = Arc::new(r.env.clone());
         Ok(())
     }
 

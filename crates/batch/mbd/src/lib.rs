@@ -166,7 +166,7 @@ pub use depend::{REASON_DEPEND_NEVER, REASON_DEPEND_WAIT};
 pub use effect::{ClientReply, Effect, ToSbd};
 pub use event::Event;
 pub use history::{HISTORY_ENTRIES_PER_JOB_MAX, HISTORY_JOBS_PER_PAGE, HistoryBuilder};
-pub use input::{Caller, ClientId, Input, LimFacts};
+pub use input::{Caller, ClientId, Input, LimFacts, LoggedSubmission};
 pub use job::{
     Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_USER_STOP,
     REASON_USER_STOP_PENDING, SIGNAL_NUMBER_MAX, SignalKind, TERM_MEMLIMIT, TERM_RUNLIMIT, exit_code,

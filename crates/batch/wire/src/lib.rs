@@ -1065,6 +1065,13 @@ pub enum JobControlAction {
         /// (a user always does).
         owner_list: bool,
     },
+    /// `brequeue`: a finished job goes back to PEND to run again (same id).
+    Requeue {
+        /// `-d`: DONE jobs are requeued.
+        done: bool,
+        /// `-e`: EXIT jobs are requeued.
+        exit: bool,
+    },
 }
 
 /// `bmod`'s changes; `None` leaves a field as it is. The `-Xn` forms (remove

@@ -346,3 +346,54 @@ fn pages_resume_inside_an_array() {
     assert_eq!(named.len(), 40, "an array's name selects every element");
     assert_eq!(all_pages(&mut h, "wide[3]").0, vec!["2[3]".to_owned()]);
 }
+
+// Goal: brequeue names an array's elements by the array id and one element by
+// `ID[i]`; a requeued element gets its shared submission whole and the logged
+// environment back, and runs again with dispatch number 2.
+#[test]
+fn brequeue_takes_elements_like_bkill() {
+    let mut h = Harness::new();
+    h.step(registered("hostC", 4));
+    h.step(submit(1, 1, "alice", named("arr[1-2]")));
+    for index in [1, 2] {
+        h.step(accept("hostC", element(1, index)));
+        h.step(finish("hostC", element(1, index), 1 << 8));
+    }
+    let requeue = |client: u64, job: wire::WireJobRef| Input::Requeue {
+        client: ClientId(client),
+        caller: caller("alice"),
+        request: wire::JobControlRequest {
+            jobs: vec![job],
+            action: wire::JobControlAction::Requeue { done: false, exit: true },
+        },
+        submissions: vec![crate::LoggedSubmission { job: jref(1), request_id: rid(1), env: request().env }],
+    };
+    let effects = h.step(requeue(10, element(1, 2)));
+    assert_eq!(dispatched(&effects), vec![element(1, 2)]);
+    let status =
+        |h: &Harness, index: u32| h.mbd.job(JobRef::new(1, index).expect("job")).expect("kept").status();
+    assert_eq!((status(&h, 1), status(&h, 2)), (JobStatus::Exit, JobStatus::Run));
+    let second = h.mbd.job(JobRef::new(1, 2).expect("job")).expect("kept").into_owned();
+    assert_eq!(
+        (second.dispatch_seq(), second.env(), second.spec().request().command.as_str()),
+        (2, &request().env[..], "sleep 10")
+    );
+    let effects = h.step(requeue(11, wref(1)));
+    let lines = effects.iter().find_map(|e| match e {
+        Effect::Reply { reply: ClientReply::JobControl(reply), .. } => Some(reply.results.clone()),
+        _ => None,
+    });
+    let lines: Vec<(bool, String)> =
+        lines.expect("an answer").into_iter().map(|r| (r.done, r.message)).collect();
+    assert_eq!(
+        lines,
+        vec![
+            (true, "Job <1[1]> is being requeued".to_owned()),
+            (
+                false,
+                "Job <1[2]>: Job has not finished; requeueing a running job (-r) is not supported".to_owned()
+            ),
+        ]
+    );
+    assert_eq!(dispatched(&effects), vec![element(1, 1)]);
+}

@@ -434,3 +434,118 @@ fn history_tells_a_finished_job() {
     let later = build(wire::HistoryQuery { after_job: 1, ..query(&[], "all", wire::state_filter::ALL) }, "x");
     assert_eq!(later.jobs.iter().map(|j| j.job.job_id).collect::<Vec<_>>(), [2]);
 }
+
+fn requeue(client: u64, who: &str, jobs: &[u32], done: bool, exit: bool) -> Input {
+    let request = wire::JobControlRequest {
+        jobs: jobs.iter().map(|id| wref(*id)).collect(),
+        action: requeue_action(done, exit),
+    };
+    Input::Requeue { client: ClientId(client), caller: caller(who), request, submissions: vec![logged(1, 1)] }
+}
+
+fn requeue_action(done: bool, exit: bool) -> wire::JobControlAction {
+    wire::JobControlAction::Requeue { done, exit }
+}
+
+/// What the shell finds in the log for job `id` submitted with request `request_id`.
+fn logged(id: u32, request_id: u64) -> crate::LoggedSubmission {
+    crate::LoggedSubmission { job: jref(id), request_id: rid(request_id), env: request().env }
+}
+
+/// The NEW_JOB messages a step sent, as (job, dispatch number, environment size).
+fn new_jobs(effects: &[Effect]) -> Vec<(u32, u32, usize)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::SendSbd { msg: crate::ToSbd::NewJob(specs), .. } => {
+                Some((specs.job.job_id, specs.dispatch_seq, specs.env.len()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+// Goal: brequeue -e puts an EXIT job back to PEND with its logged environment
+// (JOB_REQUEUE), dispatches it again under the same id with dispatch number 2,
+// and the second run can end DONE; replay and snapshots agree at every step.
+#[test]
+fn brequeue_runs_an_exit_job_again_under_its_id() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.step(registered("hostA", 1));
+    h.step(started("hostA", 1, 42));
+    h.step(finished("hostA", 1, 42, 3 << 8));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Exit.bits());
+    assert_eq!(h.mbd.job(jref(1)).expect("kept").env().len(), 0);
+    let effects = h.step(requeue(10, "alice", &[1], false, true));
+    assert!(effects.contains(&job_answer(10, &[(1, true, "Job <1> is being requeued")])));
+    assert_eq!(appended(&effects), vec!["JOB_REQUEUE", "JOB_START"]);
+    assert_eq!(new_jobs(&effects), vec![(1, 2, 1)]);
+    let info = &h.infos(&[1])[0];
+    assert_eq!((info.status, info.exit_code, info.end_time), (JobStatus::Run.bits(), 0, 0));
+    h.restart();
+    let outcome = wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() };
+    h.step(Input::NewJobReply {
+        host: host("hostA"),
+        reply: wire::NewJobReply { job: wref(1), dispatch_seq: 2, outcome },
+    });
+    let msg = wire::JobFinish { dispatch_seq: 2, ..finish_msg(1, 43, 0) };
+    h.step(Input::JobFinish { host: host("hostA"), msg });
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Done.bits());
+}
+
+// Goal: brequeue refuses what it may not requeue, each with its line and no
+// event: a pending job, a running one (no -r), another user's job, an unknown
+// job, a job of the status not selected, and a job whose submission the shell
+// did not find in the log; an administrator may requeue anyone's job.
+#[test]
+fn brequeue_refusals() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.check(
+        requeue(10, "alice", &[1], true, true),
+        vec![job_answer(10, &[(1, false, "Job <1>: Job has not started yet")])],
+    );
+    h.step(registered("hostA", 1));
+    h.check(
+        requeue(11, "alice", &[1], true, true),
+        vec![job_answer(
+            11,
+            &[(1, false, "Job <1>: Job has not finished; requeueing a running job (-r) is not supported")],
+        )],
+    );
+    h.step(started("hostA", 1, 42));
+    h.step(finished("hostA", 1, 42, 0));
+    h.check(
+        requeue(12, "bob", &[1, 7], true, true),
+        vec![job_answer(
+            12,
+            &[(1, false, "Job <1>: User permission denied"), (7, false, "Job <7>: No matching job found")],
+        )],
+    );
+    h.check(
+        requeue(13, "alice", &[1], false, true),
+        vec![job_answer(13, &[(1, false, "Job <1>: Job is DONE; requeue it with -d or -a")])],
+    );
+    let request = wire::JobControlRequest { jobs: vec![wref(1)], action: requeue_action(true, false) };
+    let other = Input::Requeue {
+        client: ClientId(14),
+        caller: caller("alice"),
+        request: request.clone(),
+        submissions: vec![logged(1, 2)],
+    };
+    let lost = "Job <1>: The job's submission is no longer in the event log; it cannot be requeued";
+    h.check(other, vec![job_answer(14, &[(1, false, lost)])]);
+    h.check(
+        control(15, "alice", &[1], requeue_action(true, false)),
+        vec![job_answer(15, &[(1, false, lost)])],
+    );
+    let effects = h.step(Input::Requeue {
+        client: ClientId(16),
+        caller: caller("admin"),
+        request,
+        submissions: vec![logged(1, 1)],
+    });
+    assert!(effects.contains(&job_answer(16, &[(1, true, "Job <1> is being requeued")])));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+}
