@@ -155,6 +155,8 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
             mem_limit_kb: limit(queue.mem_limit_kb),
             exclusive: queue.exclusive,
             fairshare: queue.fairshare.clone(),
+            description: queue.description.clone(),
+            nice: queue.nice,
             ..QueueConfig::new(name, queue.priority)
         });
     }

@@ -79,6 +79,10 @@ pub struct QueueConfig {
     /// `FAIRSHARE = USER_SHARES[[user, shares] ...]`: the shares by user
     /// (`default` for every user not listed); `None` for first come, first served.
     pub fairshare: Option<Vec<(String, u32)>>,
+    /// `DESCRIPTION`, for `bqueues -l`; empty for none.
+    pub description: String,
+    /// `NICE`, for `bqueues -l` (-20 to 19).
+    pub nice: i32,
 }
 
 impl QueueConfig {
@@ -97,6 +101,8 @@ impl QueueConfig {
             mem_limit_kb: None,
             exclusive: false,
             fairshare: None,
+            description: String::new(),
+            nice: 0,
         }
     }
 

@@ -219,7 +219,7 @@ fn bqueues_counts_slots_by_state() {
     assert_eq!(named.not_found, vec!["nosuch".to_owned()]);
 }
 
-// Goal: bqueues and bhosts show the limits the configuration sets (USERS,
+// Goal: bqueues and bhosts show what the configuration sets (DESCRIPTION, NICE, USERS,
 // QJOB/UJOB/HJOB_LIMIT, RUNLIMIT and MEMLIMIT maxima, a host's JL/U), and no
 // limit where it sets none.
 #[test]
@@ -227,6 +227,8 @@ fn bqueues_and_bhosts_show_the_configured_limits() {
     let mut config = config();
     let normal = config.queues.iter_mut().find(|q| q.name.as_str() == "normal").expect("normal");
     normal.users = Some(vec![user("alice"), user("bob")]);
+    normal.description = "Work of the day.".into();
+    normal.nice = 5;
     normal.qjob_limit = Some(10);
     normal.ujob_limit = Some(3);
     normal.hjob_limit = Some(2);
@@ -246,6 +248,8 @@ fn bqueues_and_bhosts_show_the_configured_limits() {
             (vec!["alice".to_owned(), "bob".to_owned()], 10, 3, 2, 3600, 1 << 20),
         ]
     );
+    let normal = &queues.queues[1];
+    assert_eq!((normal.description.as_str(), normal.nice), ("Work of the day.", 5));
     let hosts = bhosts(&h, &[]).hosts;
     assert_eq!(hosts[0].user_slot_limit, 4);
     assert!(hosts[1..].iter().all(|host| host.user_slot_limit == wire::HOST_SLOTS_UNLIMITED));
