@@ -57,24 +57,7 @@ pub fn main() -> ExitCode {
 }
 
 fn run(term: &mut Term, args: Vec<String>) -> bool {
-    match parse_args(&args) {
-        Ok(Some(request)) => crate::control::send(term, &request),
-        Ok(None) if args.iter().any(|a| a == "-V") => {
-            term.err(term::VERSION_LINE);
-            true
-        }
-        Ok(None) => {
-            term.err(USAGE);
-            true
-        }
-        Err((message, with_usage)) => {
-            term.err(&format!("brequeue: {message}\n"));
-            if with_usage {
-                term.err(USAGE);
-            }
-            false
-        }
-    }
+    crate::control::run(term, "brequeue", USAGE, &args, parse_args(&args))
 }
 
 #[cfg(test)]

@@ -46,24 +46,7 @@ pub fn main() -> ExitCode {
 }
 
 fn run(term: &mut Term, args: Vec<String>) -> bool {
-    match parse_args(&args) {
-        Ok(Some(request)) => crate::control::send(term, &request),
-        Ok(None) if args.iter().any(|a| a == "-V") => {
-            term.err(term::VERSION_LINE);
-            true
-        }
-        Ok(None) => {
-            term.err(USAGE);
-            true
-        }
-        Err((message, with_usage)) => {
-            term.err(&format!("bswitch: {message}\n"));
-            if with_usage {
-                term.err(USAGE);
-            }
-            false
-        }
-    }
+    crate::control::run(term, "bswitch", USAGE, &args, parse_args(&args))
 }
 
 #[cfg(test)]

@@ -58,23 +58,8 @@ pub fn parse_args(to_top: bool, args: &[String]) -> Result<Option<JobControlRequ
 /// Runs `btop` (`to_top`) or `bbot` with this process's arguments.
 pub fn run_main(to_top: bool) -> ExitCode {
     let name = if to_top { "btop" } else { "bbot" };
-    term::main_with(name, |term: &mut Term, args: Vec<String>| match parse_args(to_top, &args) {
-        Ok(Some(request)) => crate::control::send(term, &request),
-        Ok(None) if args.iter().any(|a| a == "-V") => {
-            term.err(term::VERSION_LINE);
-            true
-        }
-        Ok(None) => {
-            term.err(&usage(to_top));
-            true
-        }
-        Err((message, with_usage)) => {
-            term.err(&format!("{name}: {message}\n"));
-            if with_usage {
-                term.err(&usage(to_top));
-            }
-            false
-        }
+    term::main_with(name, |term: &mut Term, args: Vec<String>| {
+        crate::control::run(term, name, &usage(to_top), &args, parse_args(to_top, &args))
     })
 }
 
