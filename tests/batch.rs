@@ -910,6 +910,29 @@ fn the_job_environment_and_files_are_lsfs() {
     assert_eq!(errors, "to-stderr\n");
 }
 
+// Goal: a plain simple command, which sbatchd executes without a shell, behaves as it
+// would through sh: its own pid in LSB_JOBPID, PWD the working directory, the job's
+// PATH searched, and a missing command answered as sh answers it (exit 127).
+#[test]
+fn a_simple_command_runs_as_through_the_shell() {
+    let batch = Batch::start();
+    let dir = batch.dir();
+    let out = dir.join("env.out");
+    let job = batch.submit(&["-cwd", path_str(dir), "-o", path_str(&out), "env"]);
+    batch.wait_status(job, "DONE");
+    let written = fs::read_to_string(&out).expect("the output file");
+    let value = |name: &str| written.lines().find_map(|line| line.strip_prefix(&format!("{name}=")));
+    assert!(value("LSB_JOBPID").is_some_and(|pid| pid.parse::<u32>().is_ok_and(|pid| pid > 1)), "{written}");
+    assert_eq!(value("PWD"), Some(path_str(dir)), "{written}");
+    assert_eq!(written.lines().filter(|line| line.starts_with("LSB_JOBPID=")).count(), 1, "{written}");
+    let missing_out = dir.join("missing.out");
+    let missing = batch.submit(&["-o", path_str(&missing_out), "no-such-command-lavacore", "-x"]);
+    batch.wait_status(missing, "EXIT");
+    assert_eq!(batch.stat_and_exit_code(missing), "EXIT 127");
+    let written = fs::read_to_string(&missing_out).expect("the output file");
+    assert!(written.contains("sh: no-such-command-lavacore: not found\n"), "{written}");
+}
+
 // Goal: bsub -b confirms the begin time on standard error, as LSF's ctime.
 #[test]
 fn bsub_b_confirms_the_begin_time() {

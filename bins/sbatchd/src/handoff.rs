@@ -27,7 +27,8 @@ use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 /// Version of the launch plan's layout.
-pub const LAUNCH_PLAN_VERSION: u32 = 1;
+/// (2: [`LaunchPlan::search_path`].)
+pub const LAUNCH_PLAN_VERSION: u32 = 2;
 /// Version word that opens the `pid` and `exit` lines.
 const LINE_VERSION: &str = "v1";
 /// Largest launch plan read: a 512 KiB command is in the script, not in the plan, but the
@@ -58,10 +59,16 @@ pub struct LaunchPlan {
     pub uid: u32,
     /// Primary gid to run as.
     pub gid: u32,
-    /// Absolute path of the program.
+    /// The program: an absolute path, or with [`LaunchPlan::search_path`] the command's
+    /// first word as the user wrote it.
     pub program: String,
     /// Argument vector, `argv[0]` first.
     pub argv: Vec<String>,
+    /// Run `program` as `/bin/sh` would run a simple command: looked up in the job's `PATH`
+    /// unless it holds a `/`, a file without a `#!` line run by `/bin/sh`, and a command
+    /// that cannot be executed answered as the shell answers it (`NAME: not found` on the
+    /// job's standard error, exit 127; 126 when not executable).
+    pub search_path: bool,
     /// The whole environment, `NAME=value`.
     pub env: Vec<String>,
     /// Working directory.

@@ -3,9 +3,19 @@
 //! # The job's process
 //! `/bin/sh <jobs>/<jobfile>/job.sh`, where `job.sh` is `#!/bin/sh`, a line exporting
 //! `LSB_JOBPID`, the pre-execution command if any, and the command (a script body of up to
-//! 512 KiB, which no argument vector could hold), prefixed with `exec` when it is one plain
-//! simple command ([`job_script`]). It runs as the execution user with the user's
-//! supplementary groups, in the decoded working directory, with the submission's umask.
+//! 512 KiB, which no argument vector could hold). It runs as the execution user with the
+//! user's supplementary groups, in the decoded working directory, with the submission's
+//! umask.
+//!
+//! A command that is one plain simple command ([`is_simple_command`]: words only, no
+//! quoting, variables, globs, redirections or lists, no builtin) with no `-L` shell and no
+//! pre-execution command is executed directly instead, as the shell would execute it: the
+//! shepherd's child looks it up in the job's `PATH`, runs a file without `#!` with
+//! `/bin/sh`, and answers a command it cannot execute as `sh` does (`sh: NAME: not found`,
+//! exit 127; 126 when it is not executable). The job sees the same program, arguments,
+//! environment (`LSB_JOBPID` and `PWD` included), pid, process group and exit status as
+//! through `sh` — one program start fewer per job (docs/benchmarks.md, `e2e`). `job.sh` is
+//! still written, for `LSB_JOBFILENAME` and for an administrator.
 //!
 //! With `bsub -L SHELL` the job file is run by that shell as a login shell instead:
 //! `argv[0]` is `-` and the shell's base name (the convention every Bourne-family shell
@@ -30,7 +40,8 @@
 //! `LSB_JOBFILENAME` (the script), `LSB_JOBDIR` (its folder), `LSB_PROJECT_NAME` when a
 //! project is set; and the execution user's `HOME`, `USER`, `LOGNAME` and `SHELL` (from the
 //! password database of this host; `HOME` falls back to the submission home, `SHELL` to
-//! `/bin/sh`; `SHELL` is the `-L` shell when one is given). `PATH` is the submitted one, else `/usr/local/bin:/usr/bin:/bin`. When the
+//! `/bin/sh`; `SHELL` is the `-L` shell when one is given), `PWD` (the working directory,
+//! as `sh` exports it) and `LSB_JOBPID` (the job process's pid, set by that process itself). `PATH` is the submitted one, else `/usr/local/bin:/usr/bin:/bin`. When the
 //! dispatch lists fewer hosts than slots, the remaining slots are on the first host.
 //!
 //! # Its standard files
@@ -126,6 +137,8 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
     let mut env: std::collections::BTreeMap<String, String> =
         spec.env.iter().map(|var| (var.name.clone(), var.value.clone())).collect();
     env.entry("PATH".to_owned()).or_insert_with(|| PATH_DEFAULT.to_owned());
+    // The job's process sets its own (the submitter's, if any, names another process).
+    env.remove(sys::JOB_PID_VARIABLE);
     let slots = slot_hosts(spec);
     let shell = match (spec.login_shell.as_str(), spec.user_shell.as_str()) {
         ("", "") => JOB_SHELL,
@@ -147,6 +160,8 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
     set("LSB_MCPU_HOSTS", mcpu_hosts(&slots));
     set("LSB_SUB_HOST", spec.from_host.clone());
     set("LS_SUBCWD", spec.exec_cwd.clone());
+    // As `sh` exports it for the working directory it starts in.
+    set("PWD", spec.exec_cwd.clone());
     set("LSB_JOBFILENAME", script.display().to_string());
     set("LSB_JOBDIR", job_dir.display().to_string());
     if !spec.project.is_empty() {
@@ -156,9 +171,9 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
 }
 
 /// The job script's text. A command that is one simple command (see [`is_simple_command`])
-/// is run with `exec`, so the shell becomes the command instead of forking it and waiting:
-/// one process fewer per job, and the same program, arguments, environment, pid (so
-/// `LSB_JOBPID` still names the job's process), process group and exit status.
+/// is written with `exec`, so that the script, run by hand, does what the job did: the shell
+/// becomes the command, with the same pid (so `LSB_JOBPID` names the job's process),
+/// process group and exit status.
 pub fn job_script(job: JobRef, jobfile: &str, command: &str, pre_exec: &str) -> String {
     let newline = if command.ends_with('\n') { "" } else { "\n" };
     let exec = if is_simple_command(command) { "exec " } else { "" };
@@ -183,15 +198,37 @@ pub fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
-/// The program and argument vector that run the job file at `script`: `/bin/sh`, or the
-/// `-L` shell as a login shell (`argv[0]` is `-NAME`).
-pub fn job_program(spec: &RunSpec, script: &Path) -> (String, Vec<String>) {
+/// How the job's process starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobProgram {
+    /// The program (see [`LaunchPlan::program`]).
+    pub program: String,
+    /// Its argument vector, `argv[0]` first.
+    pub argv: Vec<String>,
+    /// Whether `program` is the user's simple command, run as the shell would run it.
+    pub search_path: bool,
+}
+
+/// How the job starts: a plain simple command directly (see the module doc), else the job
+/// file at `script` run by `/bin/sh`, or by the `-L` shell as a login shell (`argv[0]` is
+/// `-NAME`).
+pub fn job_program(spec: &RunSpec, script: &Path) -> JobProgram {
     let script = script.display().to_string();
-    if spec.login_shell.is_empty() {
-        return (JOB_SHELL.to_owned(), vec!["sh".to_owned(), script]);
+    let shell = |program: &str, argv0: String| JobProgram {
+        program: program.to_owned(),
+        argv: vec![argv0, script.clone()],
+        search_path: false,
+    };
+    if !spec.login_shell.is_empty() {
+        let name = spec.login_shell.rsplit('/').next().unwrap_or_default();
+        return shell(&spec.login_shell, format!("-{name}"));
     }
-    let name = spec.login_shell.rsplit('/').next().unwrap_or_default();
-    (spec.login_shell.clone(), vec![format!("-{name}"), script])
+    if spec.pre_exec.is_empty() && is_simple_command(&spec.command) {
+        let argv: Vec<String> =
+            spec.command.split([' ', '\t', '\n']).filter(|w| !w.is_empty()).map(str::to_owned).collect();
+        return JobProgram { program: argv[0].clone(), argv, search_path: true };
+    }
+    shell(JOB_SHELL, "sh".to_owned())
 }
 
 /// The shell's reserved words and builtins (POSIX's, and dash's own), for which `exec NAME`
@@ -223,7 +260,7 @@ pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) 
     let job_dir = layout.job_dir(jobfile);
     let script = job_dir.join(JOB_SCRIPT_FILE);
     let (stdout, stderr, create_dirs) = standard_files(spec, jobfile);
-    let (program, argv) = job_program(spec, &script);
+    let JobProgram { program, argv, search_path } = job_program(spec, &script);
     LaunchPlan {
         version: LAUNCH_PLAN_VERSION,
         job_id: job.id(),
@@ -233,6 +270,7 @@ pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) 
         gid: spec.exec_gid,
         program,
         argv,
+        search_path,
         env: job_environment(job, spec, &script, &job_dir),
         cwd: spec.exec_cwd.clone(),
         umask: spec.umask,
@@ -413,6 +451,7 @@ mod tests {
             pre_exec: String::new(),
             env: vec![
                 wire::EnvVar { name: "LSB_JOBID".into(), value: "forged".into() },
+                wire::EnvVar { name: "LSB_JOBPID".into(), value: "1".into() },
                 wire::EnvVar { name: "FOO".into(), value: "bar".into() },
             ],
         };
@@ -496,16 +535,26 @@ mod tests {
         );
         assert_eq!(shell_quote("a'b"), "'a'\\''b'");
 
+        let program = |program: &str, argv: &[&str], search_path: bool| JobProgram {
+            program: program.to_owned(),
+            argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+            search_path,
+        };
+        let script = Path::new("/j/job.sh");
         let mut login = spec("", "", 1, &["n1"]);
-        assert_eq!(
-            job_program(&login, Path::new("/j/job.sh")),
-            ("/bin/sh".to_owned(), vec!["sh".to_owned(), "/j/job.sh".to_owned()])
-        );
+        assert_eq!(job_program(&login, script), program("/bin/sh", &["sh", "/j/job.sh"], false));
         login.login_shell = "/bin/bash".to_owned();
-        assert_eq!(
-            job_program(&login, Path::new("/j/job.sh")),
-            ("/bin/bash".to_owned(), vec!["-bash".to_owned(), "/j/job.sh".to_owned()])
-        );
+        assert_eq!(job_program(&login, script), program("/bin/bash", &["-bash", "/j/job.sh"], false));
+        // A plain simple command runs directly, unless a login shell or a pre-execution
+        // command must run first.
+        let mut simple = spec("", "", 1, &["n1"]);
+        simple.command = "sleep\t10 \n".to_owned();
+        assert_eq!(job_program(&simple, script), program("sleep", &["sleep", "10"], true));
+        simple.pre_exec = "true".to_owned();
+        assert_eq!(job_program(&simple, script), program("/bin/sh", &["sh", "/j/job.sh"], false));
+        simple.pre_exec.clear();
+        simple.login_shell = "/bin/bash".to_owned();
+        assert_eq!(job_program(&simple, script), program("/bin/bash", &["-bash", "/j/job.sh"], false));
     }
 
     // Goal: the job variables are set, override submitted ones, and list one host per slot.
@@ -531,6 +580,9 @@ mod tests {
         assert_eq!(get("LS_SUBCWD"), "/home/alice/work");
         assert_eq!(get("LSB_JOBFILENAME"), "/j/job.sh");
         assert_eq!(get("LSB_PROJECT_NAME"), "proj");
+        assert_eq!(get("PWD"), "/home/alice/work");
+        // The job's process sets LSB_JOBPID itself; a submitted one never reaches it.
+        assert!(!env.iter().any(|e| e.starts_with("LSB_JOBPID=")), "{env:?}");
         let mut sorted = env.clone();
         sorted.sort();
         assert_eq!(env, sorted);

@@ -236,6 +236,22 @@ impl Shepherd<'_> {
     }
 }
 
+/// Where `sh` looks for `command`: the command itself when it holds a `/`, else each folder
+/// of the `PATH` in `env` joined with it (an empty folder is the working directory).
+fn command_paths(command: &str, env: &[String]) -> Vec<String> {
+    if command.contains('/') {
+        return vec![command.to_owned()];
+    }
+    let path =
+        env.iter().find_map(|entry| entry.strip_prefix("PATH=")).unwrap_or(crate::launch::PATH_DEFAULT);
+    path.split(':')
+        .map(|dir| match dir {
+            "" => command.to_owned(),
+            dir => format!("{}/{command}", dir.trim_end_matches('/')),
+        })
+        .collect()
+}
+
 /// Turns the plan into C strings and adds the supplementary groups when the identity changes.
 fn exec_plan(plan: &LaunchPlan) -> Result<ExecPlan, (&'static str, String)> {
     let c = |what: &str, text: &str| {
@@ -249,8 +265,17 @@ fn exec_plan(plan: &LaunchPlan) -> Result<ExecPlan, (&'static str, String)> {
     } else {
         Vec::new()
     };
+    let search = if plan.search_path {
+        command_paths(&plan.program, &plan.env)
+            .iter()
+            .map(|path| c("program", path))
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
     Ok(ExecPlan {
         program: c("program", &plan.program)?,
+        search,
         argv: all("argument", &plan.argv)?,
         envp: all("environment", &plan.env)?,
         uid: plan.uid,
@@ -273,6 +298,17 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<ShepherdArgs, String> {
         parse_args(args.iter().map(OsString::from))
+    }
+
+    // Goal: a simple command is looked up as sh looks it up: a path as written, else the
+    // job's PATH folders in order, an empty folder meaning the working directory.
+    #[test]
+    fn command_paths_follow_the_jobs_path() {
+        let env = |path: &str| vec!["HOME=/h".to_owned(), format!("PATH={path}")];
+        assert_eq!(command_paths("./run", &env("/bin")), ["./run"]);
+        assert_eq!(command_paths("/bin/true", &env("/bin")), ["/bin/true"]);
+        assert_eq!(command_paths("true", &env("/usr/bin/::/bin")), ["/usr/bin/true", "true", "/bin/true"]);
+        assert_eq!(command_paths("true", &[]).len(), crate::launch::PATH_DEFAULT.split(':').count());
     }
 
     // Goal: the command line sbatchd gives is read in any order, and anything else is

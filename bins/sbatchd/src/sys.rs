@@ -4,7 +4,9 @@
 //!   process group, takes back the default SIGPIPE disposition, drops to the job's user (setgroups → setgid → setuid),
 //!   sets its umask, working directory and standard files, and then WAITS on a
 //!   gate pipe before it calls execve. The shepherd opens the gate only after
-//!   the pid is durable, so a job whose pid was never recorded never ran.
+//!   the pid is durable, so a job whose pid was never recorded never ran. The
+//!   child puts `LSB_JOBPID` (its own pid) in the environment it executes with,
+//!   and runs a user's simple command as `sh` would ([`ExecPlan::search`]).
 //! - [`wait4`] for the exit status together with the resource usage.
 //! - [`kill_group`], [`lookup_user`], [`lookup_uid`], [`group_list`], [`process_exists`],
 //!   [`effective_uid`].
@@ -24,11 +26,26 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+/// The variable naming the job's process, which the job's process sets itself.
+pub const JOB_PID_VARIABLE: &str = "LSB_JOBPID";
+/// The shell that runs a file the kernel cannot execute (no `#!` line), as `sh` does.
+const FALLBACK_SHELL: &CStr = c"/bin/sh";
+/// Room for `LSB_JOBPID=` and the decimal digits of any pid, and the NUL.
+const JOB_PID_ENTRY_BYTES: usize = JOB_PID_VARIABLE.len() + 1 + 10 + 1;
+
 /// What the job's process is, prepared before the fork.
 #[derive(Debug)]
 pub struct ExecPlan {
-    /// Program to execute (absolute path).
+    /// Program to execute (absolute path); not used when [`ExecPlan::search`] is not empty.
     pub program: CString,
+    /// A user's simple command run as `sh` runs it: the paths to try in order (the command
+    /// itself when it holds a `/`, else each folder of the job's `PATH` joined with it). A
+    /// file the kernel refuses as not executable in format (ENOEXEC) is run by `/bin/sh`;
+    /// when no path can be executed the child writes `sh: NAME: not found` (or
+    /// `Permission denied`) to its standard error and exits 127 (126), as `sh` would, and
+    /// nothing is reported as a start failure: the command ran and failed. Empty: execute
+    /// `program`, and report a failure as [`SpawnStage::Exec`].
+    pub search: Vec<CString>,
     /// Argument vector, `argv[0]` first.
     pub argv: Vec<CString>,
     /// Complete environment, `NAME=value` entries.
@@ -214,7 +231,28 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
     let (gate_read, gate_write) = pipe_cloexec()?;
     let (report_read, report_write) = pipe_cloexec()?;
     let argv = null_terminated(&plan.argv);
-    let envp = null_terminated(&plan.envp);
+    // The job's own pid, written by the child into this entry: it is known only there.
+    let mut job_pid_entry = [0u8; JOB_PID_ENTRY_BYTES];
+    job_pid_entry[..JOB_PID_VARIABLE.len()].copy_from_slice(JOB_PID_VARIABLE.as_bytes());
+    job_pid_entry[JOB_PID_VARIABLE.len()] = b'=';
+    let job_pid_digits = job_pid_entry.as_mut_ptr().wrapping_add(JOB_PID_VARIABLE.len() + 1);
+    let job_pid_prefix = format!("{JOB_PID_VARIABLE}=");
+    let envp: Vec<*const libc::c_char> = plan
+        .envp
+        .iter()
+        .filter(|entry| !entry.as_bytes().starts_with(job_pid_prefix.as_bytes()))
+        .map(|entry| entry.as_ptr())
+        .chain([job_pid_entry.as_ptr().cast(), std::ptr::null()])
+        .collect();
+    let search: Vec<*const libc::c_char> = plan.search.iter().map(|path| path.as_ptr()).collect();
+    // `sh PATH ARGS...` for a file without `#!`: the path goes in slot 1 in the child.
+    let mut script_argv: Vec<*const libc::c_char> = [c"sh".as_ptr(), std::ptr::null()]
+        .into_iter()
+        .chain(plan.argv.iter().skip(1).map(|arg| arg.as_ptr()))
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let script_path_slot = script_argv.as_mut_ptr().wrapping_add(1);
+    let command_name = plan.argv.first().map_or(c"", |name| name.as_c_str());
     let groups: Vec<libc::gid_t> = plan.groups.iter().map(|g| *g as libc::gid_t).collect();
     // SAFETY: geteuid has no preconditions.
     let change_identity = unsafe { libc::geteuid() } != plan.uid;
@@ -309,13 +347,59 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
                 }
                 fail(SpawnStage::Gate);
             }
-            libc::execve(plan.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
-            fail(SpawnStage::Exec);
+            write_decimal(job_pid_digits, libc::getpid());
+            if search.is_empty() {
+                libc::execve(plan.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                fail(SpawnStage::Exec);
+            }
+            let mut denied = false;
+            for path in &search {
+                libc::execve(*path, argv.as_ptr(), envp.as_ptr());
+                match *libc::__errno_location() {
+                    libc::ENOEXEC => {
+                        *script_path_slot = *path;
+                        libc::execve(FALLBACK_SHELL.as_ptr(), script_argv.as_ptr(), envp.as_ptr());
+                        denied = true;
+                    }
+                    libc::EACCES | libc::EPERM | libc::EISDIR => denied = true,
+                    _ => {}
+                }
+            }
+            let why: &[u8] = if denied { b": Permission denied\n" } else { b": not found\n" };
+            for part in [&b"sh: "[..], command_name.to_bytes(), why] {
+                libc::write(2, part.as_ptr().cast(), part.len());
+            }
+            libc::_exit(if denied { 126 } else { 127 });
         }
     }
     drop(gate_read);
     drop(report_write);
     Ok(GatedChild { pid, gate: gate_write, report: report_read })
+}
+
+/// Writes `value` in decimal and a NUL at `at`, which has room for 11 bytes.
+/// Async-signal-safe: no allocation, no formatting machinery.
+///
+/// # Safety
+/// `at` must be valid for writes of 11 bytes.
+unsafe fn write_decimal(at: *mut u8, value: libc::pid_t) {
+    let mut digits = [0u8; 10];
+    let mut n = value.unsigned_abs();
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        // SAFETY: i < len <= 10, within the 11 bytes the caller guarantees.
+        unsafe { *at.add(i) = digits[len - 1 - i] };
+    }
+    // SAFETY: len <= 10, so the NUL is the 11th byte at most.
+    unsafe { *at.add(len) = 0 };
 }
 
 /// Exit status and resource usage of a reaped process.
@@ -594,6 +678,7 @@ mod tests {
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         ExecPlan {
             program: cstr("/bin/sh"),
+            search: vec![],
             argv: vec![cstr("sh"), cstr("-c"), cstr(script)],
             envp: vec![cstr("PATH=/usr/bin:/bin"), cstr("GREETING=hello")],
             uid,
@@ -696,6 +781,75 @@ mod tests {
         assert_eq!(read_report(&report).map_err(|(stage, _)| stage), Err(SpawnStage::Gate));
         wait4(pid).expect("wait4");
         assert!(!marker.exists());
+    }
+
+    /// Runs `plan` through its gate and returns the exit code, standard output and error.
+    fn run_plan(plan: &ExecPlan, dir: &std::path::Path) -> (i32, String, String) {
+        for name in ["out", "err"] {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
+        let child = spawn_gated(plan).expect("fork");
+        let pid = child.pid;
+        child.open_gate().expect("no start failure");
+        let reaped = wait4(pid).expect("wait4");
+        assert!(libc::WIFEXITED(reaped.wait_status));
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        (libc::WEXITSTATUS(reaped.wait_status), read("out"), read("err"))
+    }
+
+    // Goal: every job sees its own pid in LSB_JOBPID, whatever the environment said.
+    #[test]
+    fn the_job_sets_its_own_pid() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut jobpid =
+            plan(dir.path(), r#"[ "$LSB_JOBPID" = "$$" ] && echo same; env | grep -c ^LSB_JOBPID="#);
+        jobpid.envp.push(cstr("LSB_JOBPID=1"));
+        assert_eq!(run_plan(&jobpid, dir.path()), (0, "same\n1\n".to_owned(), String::new()));
+    }
+
+    // Goal: a simple command runs as sh runs it: found in PATH order, a file without `#!`
+    // run by sh, a missing or unexecutable command answered as sh answers it (message on
+    // standard error, exit 127 or 126), never as a start failure.
+    #[test]
+    fn simple_commands_run_as_sh_runs_them() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).expect("bin folder");
+        let script = bin.join("hello");
+        std::fs::write(&script, "echo hello \"$@\" $LSB_JOBPID\n").expect("write");
+        let text = |path: &std::path::Path| cstr(path.to_str().expect("utf-8"));
+        let command = |search: Vec<CString>, argv: &[&str]| ExecPlan {
+            search,
+            argv: argv.iter().map(|a| cstr(a)).collect(),
+            ..plan(dir.path(), "")
+        };
+        let mode = |path: &std::path::Path, mode: u32| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        };
+        // Not executable: a later folder of PATH is tried, then 126.
+        mode(&script, 0o644);
+        let denied = command(vec![text(&script), cstr("/nonexistent/hello")], &["hello", "x"]);
+        assert_eq!(
+            run_plan(&denied, dir.path()),
+            (126, String::new(), "sh: hello: Permission denied\n".into())
+        );
+        // Executable without `#!`: sh runs it with the arguments.
+        mode(&script, 0o755);
+        let (code, out, err) = run_plan(&command(vec![text(&script)], &["hello", "a", "b"]), dir.path());
+        assert_eq!((code, err.as_str()), (0, ""));
+        assert!(
+            out.starts_with("hello a b ")
+                && out.trim_end().rsplit(' ').next().is_some_and(|pid| pid.parse::<u32>().is_ok()),
+            "{out}"
+        );
+        // A real program, after a folder that does not hold it.
+        let truth = command(vec![cstr("/nonexistent/true"), cstr("/bin/true")], &["true"]);
+        assert_eq!(run_plan(&truth, dir.path()), (0, String::new(), String::new()));
+        let missing = command(vec![cstr("/nonexistent/nosuch")], &["nosuch"]);
+        assert_eq!(run_plan(&missing, dir.path()), (127, String::new(), "sh: nosuch: not found\n".into()));
     }
 
     // Goal: the password database lookups find root and refuse unknown users.
