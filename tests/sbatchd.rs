@@ -277,6 +277,31 @@ impl Mbd {
         lava_xdr::from_bytes(&payload, &LIMITS).expect("decode")
     }
 
+    /// The next message of `operation`, answering every NEW_JOB_REPLY met on the way with
+    /// its ACK, as mbatchd does. After a restart sbatchd resends the reply when the ACK was
+    /// only noted, not yet written (docs/batch.md, "What sbatchd makes durable"); each
+    /// resent reply must name `pid`.
+    async fn expect_acking_replies<T: DeserializeOwned>(&mut self, operation: Operation, pid: i32) -> T {
+        loop {
+            while let Some(idx) = self.pending.iter().position(|(op, _)| *op == Operation::NewJobReply) {
+                let (_, payload) = self.pending.remove(idx).expect("found");
+                let reply: wire::NewJobReply = lava_xdr::from_bytes(&payload, &LIMITS).expect("decode");
+                assert_eq!(started_pid(&reply), pid, "a resent reply names the same process");
+                let ack = wire::JobAck { job: reply.job, dispatch_seq: reply.dispatch_seq };
+                self.send(Operation::NewJobReplyAck, &ack).await;
+            }
+            if let Some(idx) = self.pending.iter().position(|(op, _)| *op == operation) {
+                let (_, payload) = self.pending.remove(idx).expect("found");
+                return lava_xdr::from_bytes(&payload, &LIMITS).expect("decode");
+            }
+            let message = self
+                .recv()
+                .await
+                .unwrap_or_else(|| panic!("connection closed waiting for {}", operation.name()));
+            self.pending.push_back(message);
+        }
+    }
+
     /// Waits until sbatchd drops the connection.
     async fn expect_closed(&mut self) {
         while self.recv().await.is_some() {}
@@ -398,12 +423,12 @@ async fn job_runs_as_its_user_through_every_stage() {
     let jobfile = format!("{}.101", spec.submit_time);
     let script = cluster.host_dir().join("jobs").join(&jobfile).join("job.sh");
     assert_eq!(fs::metadata(&script).expect("job.sh").uid(), 65534);
-    let record_path = cluster.host_dir().join("state").join(&jobfile).join("record");
+    let record_dir = cluster.host_dir().join("state").join(&jobfile);
     wait_until("FINISH_ACK recorded", || {
-        fs::read(&record_path)
+        lava_sbatchd::store::read_newest(&record_dir)
             .ok()
-            .and_then(|bytes| lava_sbatchd::store::decode_record(&bytes).ok())
-            .is_some_and(|record| record.finish_acked && record.execute_acked && record.pid_acked)
+            .flatten()
+            .is_some_and(|(_, record)| record.finish_acked && record.execute_acked && record.pid_acked)
     })
     .await;
 }
@@ -432,7 +457,7 @@ async fn job_outlives_a_killed_sbatchd_and_is_reported_once() {
     assert!(!gone(pid), "the job survives sbatchd's death");
     cluster.start_sbatchd().await;
     let mut mbd = cluster.accept().await;
-    let finish: wire::JobFinish = mbd.expect(Operation::JobFinish).await;
+    let finish: wire::JobFinish = mbd.expect_acking_replies(Operation::JobFinish, pid).await;
     assert_eq!(finish.pid, pid);
     assert_eq!(finish.wait_status, 0);
     mbd.send(Operation::JobFinishAck, &ack(&spec)).await;
@@ -508,12 +533,12 @@ async fn duplicate_new_job_is_answered_from_the_record() {
     let finish: wire::JobFinish = mbd.expect(Operation::JobFinish).await;
     assert_eq!((finish.pid, finish.wait_status), (pid, 0));
     mbd.send(Operation::JobFinishAck, &ack(&spec)).await;
-    let record_path = cluster.state_dir(&spec).join("record");
+    let record_dir = cluster.state_dir(&spec);
     wait_until("FINISH_ACK recorded", || {
-        fs::read(&record_path)
+        lava_sbatchd::store::read_newest(&record_dir)
             .ok()
-            .and_then(|bytes| lava_sbatchd::store::decode_record(&bytes).ok())
-            .is_some_and(|record| record.finish_acked)
+            .flatten()
+            .is_some_and(|(_, record)| record.finish_acked)
     })
     .await;
 
@@ -575,12 +600,11 @@ async fn second_dispatch_runs_the_job_again_after_the_first_finish_is_acked() {
     assert_eq!((finish.pid, finish.wait_status), (new_pid, 0));
     mbd.send(Operation::JobFinishAck, &ack(&second)).await;
     assert_eq!(lines(&counter), 2, "the job ran once per dispatch");
-    let record_path = cluster.state_dir(&second).join("record");
+    let record_dir = cluster.state_dir(&second);
     wait_until("the second FINISH_ACK recorded", || {
-        fs::read(&record_path)
-            .ok()
-            .and_then(|bytes| lava_sbatchd::store::decode_record(&bytes).ok())
-            .is_some_and(|record| record.finish_acked && record.dispatch_seq == 2 && record.pid == new_pid)
+        lava_sbatchd::store::read_newest(&record_dir).ok().flatten().is_some_and(|(_, record)| {
+            record.finish_acked && record.dispatch_seq == 2 && record.pid == new_pid
+        })
     })
     .await;
 }
@@ -768,7 +792,8 @@ async fn status_query_counts_what_happens() {
     ] {
         assert_eq!(running[name], value, "{name}:\n{text}");
     }
-    assert!(running["store.persists"] >= 2 && running["store.fsyncs"] >= 4, "{text}");
+    // The NEW_JOB record is durable (file and folder fsynced); the pid is only noted.
+    assert!(running["store.persists"] >= 1 && running["store.fsyncs"] >= 2, "{text}");
     assert!(running["store.persists"] > before["store.persists"], "{text}");
 
     // mbatchd goes away before acknowledging; on the next connection the reply is resent.

@@ -30,6 +30,9 @@ use lava_batch_ll::JobRef;
 
 /// The job record inside a job's state folder.
 pub const RECORD_FILE: &str = "record";
+/// The job's noted record, when newer than `record` (written without fsync; see
+/// `crate::store`).
+pub const NOTED_FILE: &str = "record.noted";
 /// The execution plan sbatchd writes for the shepherd.
 pub const LAUNCH_FILE: &str = "launch";
 /// The shepherd's pid, written first thing by the shepherd (not durable).

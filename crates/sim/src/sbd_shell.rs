@@ -5,7 +5,9 @@
 //!   fsyncs it, which takes virtual time; nothing after it (no Launch, Kill,
 //!   Send, and no further step) happens before it is durable. A crash between
 //!   the write and the fsync loses the write or not (the page cache may have
-//!   written it back), both as on a real disk.
+//!   written it back), both as on a real disk. A Note is kept at once and
+//!   written back whenever the page cache likes: a crash keeps or loses each
+//!   noted record (newer than its durable one) independently.
 //! - Launch starts a shepherd (see [`crate::process`]), then the shell feeds
 //!   Spawned, or SpawnFailed when no shepherd could start.
 //! - Restart: [`Sbd::restore`] from the durable records only, then adoption:
@@ -37,6 +39,8 @@ pub struct SbdNode {
     pub durable: BTreeMap<JobRef, JobRecord>,
     /// A record written and not yet fsynced.
     pub writing: Option<(JobRef, Vec<u8>)>,
+    /// Noted records, newer than the durable ones, not yet written back.
+    pub noted: BTreeMap<JobRef, JobRecord>,
     /// Effects not yet carried out, in order.
     pub effects: VecDeque<Effect>,
     /// Inputs waiting for the previous step's effects to be carried out.
@@ -52,6 +56,13 @@ pub struct SbdNode {
 }
 
 impl SbdNode {
+    /// The records the shell holds: the durable ones, overlaid by the noted ones.
+    fn held_records(&self) -> BTreeMap<JobRef, JobRecord> {
+        let mut held = self.durable.clone();
+        held.extend(self.noted.iter().map(|(job, record)| (*job, record.clone())));
+        held
+    }
+
     /// A host whose sbatchd has not started yet, with an empty state directory.
     pub fn new() -> SbdNode {
         SbdNode {
@@ -60,6 +71,7 @@ impl SbdNode {
             disk: BTreeMap::new(),
             durable: BTreeMap::new(),
             writing: None,
+            noted: BTreeMap::new(),
             effects: VecDeque::new(),
             inbox: VecDeque::new(),
             busy: false,
@@ -158,6 +170,14 @@ impl World {
             node.durable.insert(job, codec::from_record(&bytes));
             node.disk.insert(job, bytes);
         }
+        for (job, record) in std::mem::take(&mut self.sbds[host].noted) {
+            if self.rng.chance(0.5) {
+                let node = &mut self.sbds[host];
+                node.disk.insert(job, codec::to_record(&record));
+                node.durable.insert(job, record);
+            }
+        }
+        let node = &mut self.sbds[host];
         node.sbd = None;
         node.effects.clear();
         node.inbox.clear();
@@ -210,7 +230,7 @@ impl World {
         sbd.step(now_ms, input, &mut effects);
         let checked = sbd
             .check_invariants()
-            .and_then(|()| invariants::check_effects(&mut node.durable.clone(), &effects));
+            .and_then(|()| invariants::check_effects(&mut node.held_records(), &effects));
         if let Some(text) = trace_input {
             let name = &self.hosts[host];
             self.trace.line(now_ms, || format!("sbd {name}: step {}", crate::mbd_shell::shorten(&text)));
@@ -237,14 +257,20 @@ impl World {
                 let bytes = codec::to_record(&record);
                 self.trace.mix_bytes(&bytes);
                 let node = &mut self.sbds[host];
+                node.noted.remove(&job);
                 node.writing = Some((job, bytes));
                 node.busy = true;
                 let incarnation = node.incarnation;
                 let delay = self.rng.range(0, self.params.record_fsync_max_ms);
                 self.at(delay, Ev::SbdFsyncDone { host, incarnation });
             }
+            Effect::Note(job, record) => {
+                self.trace.mix_bytes(&codec::to_record(&record));
+                self.sbds[host].noted.insert(job, record);
+            }
             Effect::Remove(job) => {
                 let node = &mut self.sbds[host];
+                node.noted.remove(&job);
                 node.disk.remove(&job);
                 node.durable.remove(&job);
                 if let Some(proc) = self.procs.remove(&(host, job))

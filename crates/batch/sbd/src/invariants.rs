@@ -73,22 +73,33 @@ pub fn check_record(record: &JobRecord) -> Result<(), Violation> {
     Ok(())
 }
 
-/// Checks that `effects`, carried out in order over the records already durable
-/// in `durable`, never act or report before the Persist of the fact they rest
-/// on; `durable` is updated by the Persist and Remove effects, as the shell's
-/// disk would be.
+/// Checks that `effects`, carried out in order over the records the shell
+/// already holds in `durable` (persisted, or noted: a noted fact is durable
+/// elsewhere or harmless to lose, see the crate doc), never act or report before
+/// the Persist or Note of the fact they rest on; `durable` is updated by the
+/// Persist, Note and Remove effects, as the shell's records would be.
 ///
-/// Rules: a Launch needs a durable record without pid; a Kill one with that
-/// pgid; NEW_JOB_REPLY, EXECUTE and FINISH must equal the message rebuilt from
-/// the durable record, EXECUTE and FINISH only once `pid_acked` is durable; a
-/// `Delivered` signal reply needs the sequence number durable, `AlreadyFinished`
-/// the exit; a Remove only removes a tombstone.
+/// Rules: a Launch needs a record without pid; a Kill one with that pgid;
+/// NEW_JOB_REPLY, EXECUTE and FINISH must equal the message rebuilt from the
+/// record, EXECUTE and FINISH only once `pid_acked` is recorded; a `Delivered`
+/// signal reply needs the sequence number recorded, `AlreadyFinished` the exit;
+/// a Remove only removes a tombstone; a Note never creates a record and changes
+/// nothing but what [`noted_change`] allows.
 pub fn check_effects(durable: &mut BTreeMap<JobRef, JobRecord>, effects: &[Effect]) -> Result<(), Violation> {
     for effect in effects {
         match effect {
             Effect::Persist(job, record) => {
                 ensure(*job, record.job == *job, "persisted under another job's name")?;
                 check_record(record)?;
+                durable.insert(*job, record.clone());
+            }
+            Effect::Note(job, record) => {
+                ensure(*job, record.job == *job, "noted under another job's name")?;
+                check_record(record)?;
+                let before = durable.get(job);
+                ensure(*job, before.is_some(), "a Note of a job with no persisted record")?;
+                let allowed = before.is_some_and(|before| noted_change(before, record));
+                ensure(*job, allowed, "a Note changes more than ACK flags, the pid or the exit")?;
                 durable.insert(*job, record.clone());
             }
             Effect::Remove(job) => {
@@ -108,6 +119,36 @@ pub fn check_effects(durable: &mut BTreeMap<JobRef, JobRecord>, effects: &[Effec
         }
     }
     Ok(())
+}
+
+/// Whether `after` differs from `before` only by facts a crash cannot lose: ACK
+/// flags set, the pid of a job that had none (the shepherd's durable `pid` file
+/// holds it), the exit of a job that had none (its durable `exit` file holds it,
+/// and the held signals it makes moot).
+pub fn noted_change(before: &JobRecord, after: &JobRecord) -> bool {
+    let mut rebuilt = after.clone();
+    let flags_kept = |b: bool, a: bool| !b || a;
+    if !(flags_kept(before.pid_acked, after.pid_acked)
+        && flags_kept(before.execute_acked, after.execute_acked)
+        && flags_kept(before.finish_acked, after.finish_acked)
+        && flags_kept(before.exit_status_valid, after.exit_status_valid))
+    {
+        return false;
+    }
+    (rebuilt.pid_acked, rebuilt.execute_acked, rebuilt.finish_acked) =
+        (before.pid_acked, before.execute_acked, before.finish_acked);
+    if !before.is_spawned() {
+        (rebuilt.pid, rebuilt.pgid, rebuilt.exec_time_ms) = (before.pid, before.pgid, before.exec_time_ms);
+    }
+    if !before.exit_status_valid {
+        rebuilt.exit_status_valid = false;
+        (rebuilt.wait_status, rebuilt.finish_reason) = (before.wait_status, before.finish_reason);
+        (rebuilt.end_time_ms, rebuilt.rusage) = (before.end_time_ms, before.rusage);
+        if after.exit_status_valid {
+            rebuilt.pending_signals.clone_from(&before.pending_signals);
+        }
+    }
+    rebuilt == *before
 }
 
 fn check_send(durable: &BTreeMap<JobRef, JobRecord>, message: &ToMbd) -> Result<(), Violation> {

@@ -48,6 +48,12 @@
 //!      Consecutive Persists may share one fsync (group commit), but every
 //!      Persist must be durable before any later effect of any kind is carried
 //!      out: no Launch, Kill or Send ever runs ahead of the fact it rests on.
+//!    - [`Effect::Note`]: keep this record as the job's latest, and write it
+//!      when convenient, without making it durable first and without waiting
+//!      for it: later effects may run at once. A Note only ever adds facts a
+//!      crash cannot lose (see "Noted facts" below). A later Persist of the
+//!      job supersedes it; at restart the newest readable copy of a record
+//!      wins, and a Note that a crash lost or damaged is simply absent.
 //!    - [`Effect::Remove`]: delete the record file and the job directory.
 //!    - [`Effect::Launch`]: start the job's shepherd with the [`RunSpec`]
 //!      (setsid, setgroups/setgid/setuid to the exec user, umask, cwd, files,
@@ -69,6 +75,18 @@
 //!
 //! # Decisions where the specs are silent
 //!
+//! - **Noted facts** ([`Effect::Note`]): a record change is made durable
+//!   before anything that rests on it, except where the fact is already
+//!   durable elsewhere or losing it only repeats a message mbatchd answers
+//!   idempotently. Those changes are noted, not persisted: the ACK flags
+//!   (`pid_acked`, `execute_acked`, `finish_acked`: a lost flag makes sbatchd
+//!   resend a message mbatchd already logged, which it acknowledges again,
+//!   spec sections 3 and 4), the pid of Spawned (the shepherd's `pid` file is
+//!   durable before the job may execute, and adoption reads it back), and the
+//!   exit of Exited (the shepherd's `exit` file is durable before it exits,
+//!   and adoption reads it back). A job's NEW_JOB record, refusals, held
+//!   signals, signal numbers and kill sequences are always persisted. So a job
+//!   that runs undisturbed costs one durable record write, not six.
 //! - **The wire snapshot is dropped** once the [`RunSpec`] is derived (spec
 //!   section 1.5 allows it): the record persists only the runtime spec, so
 //!   `spec.cwd` is never persisted; `exec_home` is `spec.sub_home_dir`, the base
@@ -311,6 +329,9 @@ impl Ack {
 pub enum Effect {
     /// Make this record durable (temp file, fsync, rename, directory fsync).
     Persist(JobRef, JobRecord),
+    /// Keep this record as the job's latest and write it when convenient; it
+    /// need not be durable before later effects (see "Noted facts").
+    Note(JobRef, JobRecord),
     /// Delete the job's record.
     Remove(JobRef),
     /// Start the job's shepherd.

@@ -52,6 +52,11 @@ impl Out<'_> {
         self.effects.push(Effect::Persist(record.job, record.clone()));
     }
 
+    /// A change a crash cannot lose (see the crate doc's "Noted facts").
+    fn note(&mut self, record: &JobRecord) {
+        self.effects.push(Effect::Note(record.job, record.clone()));
+    }
+
     fn kill(&mut self, record: &JobRecord, signal: i32) {
         self.effects.push(Effect::Kill { job: record.job, pgid: record.pgid, signal });
     }
@@ -299,7 +304,7 @@ impl Sbd {
             return;
         }
         job.record.pid_acked = true;
-        out.persist(&job.record);
+        out.note(&job.record);
         out.send_execute(job);
         out.send_finish(job);
     }
@@ -311,7 +316,7 @@ impl Sbd {
             return;
         }
         record.execute_acked = true;
-        out.persist(record);
+        out.note(record);
     }
 
     /// The job an ACK is about, if the ACK is for the dispatch its record
@@ -326,7 +331,7 @@ impl Sbd {
             return;
         }
         job.record.finish_acked = true;
-        out.persist(&job.record);
+        out.note(&job.record);
     }
 
     fn signal(&mut self, signal: wire::JobSignal, out: &mut Out<'_>) {
@@ -403,10 +408,10 @@ impl Sbd {
         record.pid = pid;
         record.pgid = pgid;
         record.exec_time_ms = exec_time_ms;
-        // The pid is durable first, still with the held signals: a Kill
-        // needs the process group on disk, and the held signals stay held on
-        // disk until they are delivered.
-        out.persist(&job.record);
+        // The pid is durable in the shepherd's pid file already (it is
+        // written before the job may execute, and adoption reads it back):
+        // noted, with the held signals still held; delivering them persists.
+        out.note(&job.record);
         out.send_reply(job);
         deliver_held(&mut job.record, out);
     }
@@ -472,7 +477,9 @@ impl Sbd {
         record.rusage = rusage;
         // Signals a crash kept from their delivery are moot now.
         let held = std::mem::take(&mut record.pending_signals);
-        out.persist(record);
+        // The exit is durable in the shepherd's exit file already (adoption
+        // reads it back after a crash): noted.
+        out.note(record);
         out.send_finish(job);
         answer_held(job_ref, held, SignalOutcome::AlreadyFinished, out);
     }

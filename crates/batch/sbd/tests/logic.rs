@@ -95,6 +95,10 @@ fn persist(record: &JobRecord) -> Effect {
     Effect::Persist(record.job, record.clone())
 }
 
+fn note(record: &JobRecord) -> Effect {
+    Effect::Note(record.job, record.clone())
+}
+
 fn kill(id: u32, pgid: i32, signal: i32) -> Effect {
     Effect::Kill { job: job(id), pgid, signal }
 }
@@ -238,7 +242,7 @@ fn unknown_user_is_refused_until_acked_then_pruned() {
     assert_eq!(record.run_spec.exec_uid, 1000, "the snapshot's uid stands in");
     h.check(T0 + SECOND_MS, Input::Tick, vec![refused(7, wire::REFUSE_NO_USER, message)]);
     let acked = JobRecord { pid_acked: true, ..record };
-    h.check(T0 + SECOND_MS, Input::NewJobReplyAck(ack(7)), vec![persist(&acked)]);
+    h.check(T0 + SECOND_MS, Input::NewJobReplyAck(ack(7)), vec![note(&acked)]);
     h.check(T0 + 2 * SECOND_MS, Input::Tick, vec![]);
     h.check(T0 + DAY_MS, Input::Tick, vec![Effect::Remove(job(7))]);
 }
@@ -263,13 +267,14 @@ fn user_mapping_to_root_is_refused() {
     ));
 }
 
-// Goal: Spawned records the pid durably, then sends NEW_JOB_REPLY with RUN.
+// Goal: Spawned notes the pid (the shepherd's pid file holds it durably), then
+// sends NEW_JOB_REPLY with RUN.
 #[test]
-fn spawned_persists_the_pid_then_replies() {
+fn spawned_notes_the_pid_then_replies() {
     let mut h = Harness::connected();
     let created = h.launched(7);
     let with_pid = JobRecord { pid: 4242, pgid: 4242, exec_time_ms: T0 + 5, ..created };
-    h.check(T0 + 5, spawned(7, 4242, T0 + 5), vec![persist(&with_pid), started(7, 4242)]);
+    h.check(T0 + 5, spawned(7, 4242, T0 + 5), vec![note(&with_pid), started(7, 4242)]);
 }
 
 // Goal: the stage-1 barrier. Method: before NEW_JOB_REPLY_ACK only the reply
@@ -286,7 +291,7 @@ fn execute_waits_for_the_reply_ack() {
     h.check(
         T0 + 6 * SECOND_MS,
         Input::NewJobReplyAck(ack(7)),
-        vec![persist(&acked), execute(7, 4242, 1_800_000_000)],
+        vec![note(&acked), execute(7, 4242, 1_800_000_000)],
     );
     h.check(T0 + 6 * SECOND_MS, Input::NewJobReplyAck(ack(7)), vec![]);
 }
@@ -303,7 +308,7 @@ fn duplicate_and_early_acks_are_harmless() {
     let running = h.running(8, 88, false);
     h.check(T0 + 2 * SECOND_MS, Input::JobFinishAck(ack(8)), vec![]);
     let acked = JobRecord { execute_acked: true, ..running };
-    h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(ack(8)), vec![persist(&acked)]);
+    h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(ack(8)), vec![note(&acked)]);
     h.check(T0 + 2 * SECOND_MS, Input::JobExecuteAck(ack(8)), vec![]);
     for unknown in
         [Input::NewJobReplyAck(ack(99)), Input::JobExecuteAck(ack(99)), Input::JobFinishAck(ack(99))]
@@ -327,13 +332,13 @@ fn finish_waits_for_the_reply_ack() {
         rusage: rusage(),
         ..h.record(7)
     };
-    h.check(end_ms, exited(7, 256, end_ms), vec![persist(&ended)]);
+    h.check(end_ms, exited(7, 256, end_ms), vec![note(&ended)]);
     let acked = JobRecord { pid_acked: true, ..ended };
     h.check(
         end_ms,
         Input::NewJobReplyAck(ack(7)),
         vec![
-            persist(&acked),
+            note(&acked),
             execute(7, 4242, 1_800_000_000),
             finish(7, 4242, 256, wire::FINISH_NORMAL, end_ms),
         ],
@@ -352,7 +357,7 @@ fn finish_does_not_wait_for_execute_ack_and_dominates() {
     h.check(
         end_ms,
         exited(7, 0, end_ms),
-        vec![persist(&ended), finish(7, 4242, 0, wire::FINISH_NORMAL, end_ms)],
+        vec![note(&ended), finish(7, 4242, 0, wire::FINISH_NORMAL, end_ms)],
     );
     h.check(
         end_ms + SECOND_MS,
@@ -360,12 +365,12 @@ fn finish_does_not_wait_for_execute_ack_and_dominates() {
         vec![execute(7, 4242, 1_800_000_001), finish(7, 4242, 0, wire::FINISH_NORMAL, end_ms)],
     );
     let done = JobRecord { finish_acked: true, ..ended };
-    h.check(end_ms + SECOND_MS, Input::JobFinishAck(ack(7)), vec![persist(&done)]);
+    h.check(end_ms + SECOND_MS, Input::JobFinishAck(ack(7)), vec![note(&done)]);
     h.check(end_ms + 10 * SECOND_MS, Input::Tick, vec![]);
     h.check(
         end_ms + 10 * SECOND_MS,
         Input::JobExecuteAck(ack(7)),
-        vec![persist(&JobRecord { execute_acked: true, ..done })],
+        vec![note(&JobRecord { execute_acked: true, ..done })],
     );
     h.check(end_ms + DAY_MS - 1, Input::Tick, vec![]);
     h.check(end_ms + DAY_MS, Input::Tick, vec![Effect::Remove(job(7))]);
@@ -393,7 +398,7 @@ fn disconnected_sends_nothing_and_connection_resends_everything() {
     h.check(T0, Input::Disconnected, vec![]);
     h.launched(7);
     let effects = h.step(T0 + SECOND_MS, spawned(7, 77, T0));
-    assert_eq!(effects, vec![persist(&h.record(7))]);
+    assert_eq!(effects, vec![note(&h.record(7))]);
     h.check(T0 + 10 * SECOND_MS, Input::Tick, vec![]);
     h.check(T0 + 10 * SECOND_MS, Input::Connected, vec![started(7, 77), execute(8, 88, 1_800_000_001)]);
     h.check(T0 + 10 * SECOND_MS + 10, Input::Tick, vec![]);
@@ -690,7 +695,7 @@ fn signals_before_the_pid_wait_for_spawned() {
         t,
         spawned(7, 4242, t),
         vec![
-            persist(&with_pid),
+            note(&with_pid),
             started(7, 4242),
             kill(7, 4242, SIGSTOP),
             kill(7, 4242, SIGINT),
@@ -791,7 +796,7 @@ fn restart_adopts_or_relaunches_a_job_without_pid() {
     h.step(T0, Input::Connected);
     assert_eq!(h.sbd.awaiting_adoption().collect::<Vec<_>>(), vec![job(1), job(2)]);
     let adopted = JobRecord { pid: 11, pgid: 11, exec_time_ms: T0, ..h.record(1) };
-    h.check(T0 + SECOND_MS, spawned(1, 11, T0), vec![persist(&adopted), started(1, 11)]);
+    h.check(T0 + SECOND_MS, spawned(1, 11, T0), vec![note(&adopted), started(1, 11)]);
     let run_spec = h.record(2).run_spec.clone();
     h.check(
         T0 + SECOND_MS,
@@ -932,6 +937,19 @@ fn effect_checker_catches_sends_before_persists() {
     assert!(invariants::check_effects(&mut disk, &[started(7, 5), persist(&with_pid)]).is_err());
     let mut disk = BTreeMap::from([(job(7), created.clone())]);
     assert!(invariants::check_effects(&mut disk, &[persist(&with_pid), started(7, 5)]).is_ok());
+    // A Note may add the pid, ACK flags or the exit; nothing else, and never a new record.
+    let mut disk = BTreeMap::from([(job(7), created.clone())]);
+    assert!(invariants::check_effects(&mut disk, &[note(&with_pid), started(7, 5)]).is_ok());
+    let refused = JobRecord {
+        refusal: Some(lava_sbd::Refusal { code: 1, message: "x".into(), refused_ms: T0 }),
+        ..created.clone()
+    };
+    let mut disk = BTreeMap::from([(job(7), created.clone())]);
+    assert!(invariants::check_effects(&mut disk, &[note(&refused)]).is_err());
+    let signalled = JobRecord { signal_seq_last: Some(3), ..with_pid.clone() };
+    let mut disk = BTreeMap::from([(job(7), with_pid.clone())]);
+    assert!(invariants::check_effects(&mut disk, &[note(&signalled)]).is_err());
+    assert!(invariants::check_effects(&mut BTreeMap::new(), &[note(&created)]).is_err());
     let launch = Effect::Launch { job: job(7), run_spec: created.run_spec.clone() };
     assert!(invariants::check_effects(&mut BTreeMap::new(), &[launch]).is_err());
 }
@@ -985,7 +1003,7 @@ fn every_persisted_record_round_trips_through_xdr() {
     ));
     let records: Vec<JobRecord> = effects
         .into_iter()
-        .filter_map(|e| if let Effect::Persist(_, r) = e { Some(r) } else { None })
+        .filter_map(|e| if let Effect::Persist(_, r) | Effect::Note(_, r) = e { Some(r) } else { None })
         .collect();
     // Spawned persists twice: the pid with the held Terminate, then after it.
     assert_eq!(records.len(), 9);

@@ -1,7 +1,8 @@
 //! Property test of the whole pipeline under faults. Goal: whatever the
 //! interleaving of duplicated, dropped and reordered messages, process
 //! events, ticks, disconnections and crash-restarts (at any point of an effect
-//! list, with the disk keeping only the Persists carried out), no job ever
+//! list, with the disk keeping only the Persists carried out, and the Notes
+//! carried out or none of them), no job ever
 //! has two processes; the shell carries out at most one Launch per job plus
 //! one per NotLaunched it fed after a restart; mbatchd never sees EXECUTE or
 //! FINISH before it acked the reply, nor two pids for one job; effect order
@@ -123,6 +124,8 @@ struct World {
     sbd: Sbd,
     now_ms: u64,
     disk: BTreeMap<JobRef, JobRecord>,
+    /// Noted records newer than the disk's, not yet written: a crash keeps or loses them.
+    noted: BTreeMap<JobRef, JobRecord>,
     pending: Vec<Effect>,
     link_up: bool,
     to_sbd: Vec<Input>,
@@ -142,6 +145,7 @@ impl World {
             sbd: Sbd::new(Config::default()),
             now_ms: T0,
             disk: BTreeMap::new(),
+            noted: BTreeMap::new(),
             pending: Vec::new(),
             link_up: false,
             to_sbd: Vec::new(),
@@ -161,7 +165,9 @@ impl World {
         self.carry_out_pending(usize::MAX);
         let mut effects = Vec::new();
         self.sbd.step(self.now_ms, input, &mut effects);
-        invariants::check_effects(&mut self.disk.clone(), &effects).expect("effects in durable order");
+        let mut held = self.disk.clone();
+        held.extend(self.noted.iter().map(|(job, record)| (*job, record.clone())));
+        invariants::check_effects(&mut held, &effects).expect("effects in durable order");
         self.sbd.check_invariants().expect("invariants hold");
         self.pending = effects;
     }
@@ -172,9 +178,14 @@ impl World {
         for effect in pending.into_iter().take(n) {
             match effect {
                 Effect::Persist(job, record) => {
+                    self.noted.remove(&job);
                     self.disk.insert(job, record);
                 }
+                Effect::Note(job, record) => {
+                    self.noted.insert(job, record);
+                }
                 Effect::Remove(job) => {
+                    self.noted.remove(&job);
                     self.disk.remove(&job);
                     self.shepherds.remove(&job);
                 }
@@ -203,6 +214,11 @@ impl World {
 
     fn crash(&mut self, n_carried_out: usize, shepherds_survive: bool) {
         self.carry_out_pending(n_carried_out);
+        // The page cache wrote the noted records back before the crash, or not.
+        let noted = std::mem::take(&mut self.noted);
+        if n_carried_out.is_multiple_of(2) {
+            self.disk.extend(noted);
+        }
         self.link_up = false;
         self.sbd = Sbd::restore(Config::default(), self.disk.values().cloned()).expect("records restore");
         for job in std::mem::take(&mut self.launching) {
