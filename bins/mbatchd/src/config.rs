@@ -150,6 +150,7 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
             users: queue_users(conf, queue)?,
             qjob_limit: queue.qjob_limit,
             ujob_limit: queue.ujob_limit,
+            pjob_limit_milli: queue.pjob_limit.map(pjob_limit_milli),
             hjob_limit: queue.hjob_limit,
             run_limit_s: limit(queue.run_limit_s),
             mem_limit_kb: limit(queue.mem_limit_kb),
@@ -174,6 +175,14 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.max_job_array_size = conf.params.max_job_array_size;
     config.validate()?;
     Ok(config)
+}
+
+/// `PJOB_LIMIT` in thousandths of a slot per CPU, as the logic counts it; lava-conf bounds
+/// it by `PJOB_LIMIT_MAX`, so it fits.
+fn pjob_limit_milli(slots_per_cpu: f64) -> u32 {
+    debug_assert!((0.0..=lava_conf::PJOB_LIMIT_MAX).contains(&slots_per_cpu), "checked by lava-conf");
+    // In range by the bound above: at most 10^9 thousandths.
+    (slots_per_cpu * 1000.0).round() as u32
 }
 
 /// The `lsb.hosts` row of a host: its own, else its group's, else `default`.
@@ -346,7 +355,7 @@ mod tests {
             conf_dir,
             "Begin Host\nHOST_NAME MXJ JL/U\nm 2 1\ndefault ! ()\nEnd Host\n",
             "Begin Queue\nQUEUE_NAME = normal\nUSERS = alice staff\nQJOB_LIMIT = 10\nUJOB_LIMIT = 2\n\
-             HJOB_LIMIT = 3\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
+             HJOB_LIMIT = 3\nPJOB_LIMIT = 0.25\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
              FAIRSHARE = USER_SHARES[[alice, 2] [default, 1]]\nEnd Queue\n",
         );
         let mbd = mbd_config(&conf).expect("maps");
@@ -354,6 +363,7 @@ mod tests {
         let names: Vec<&str> = queue.users.as_ref().expect("a list").iter().map(UserName::as_str).collect();
         assert_eq!(names, ["alice", "carol", "dave"]);
         assert_eq!((queue.qjob_limit, queue.ujob_limit, queue.hjob_limit), (Some(10), Some(2), Some(3)));
+        assert_eq!(queue.pjob_limit_milli, Some(250));
         assert_eq!(queue.run_limit_s, Some(QueueLimit { default: Some(600), max: 3600 }));
         assert_eq!(queue.mem_limit_kb, Some(QueueLimit { default: None, max: 100 }));
         assert!(queue.exclusive);
