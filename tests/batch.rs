@@ -703,6 +703,44 @@ fn bmod_bswitch_btop_bbot_change_pending_jobs() {
     }
 }
 
+// Goal: lsb.params MAX_JOB_NUM drives the switch of the event log (a snapshot, then
+// pruning): no switch while fewer jobs finished, one once MAX_JOB_NUM did, with the
+// value `badmin reconfig` put in force; mbatchd restarted (kill -9) from the switched
+// log shows the same jobs in the same states.
+// Method: etc/'s MAX_JOB_NUM 1000 (and the default --snapshot-events, far above the
+// events of this test): one job done, no snapshot file; reconfig to MAX_JOB_NUM 2, a
+// second job done, wait (bounded) for the snapshot file; `bjobs -a -u all` before and
+// after the restart.
+#[test]
+fn max_job_num_switches_the_event_log() {
+    let mut batch = Batch::start();
+    let log_dir = batch.cluster.event_log_dir();
+    let has_snapshot = || {
+        fs::read_dir(&log_dir)
+            .expect("the event log folder")
+            .filter_map(Result::ok)
+            .any(|entry| entry.file_name().to_string_lossy().contains("snap"))
+    };
+    let first = batch.submit(&["-o", "/dev/null", "true"]);
+    batch.wait_all_finished(&[first]);
+    assert!(!has_snapshot(), "no switch before MAX_JOB_NUM jobs finished");
+    batch.reconfigure("lsb.params", |params| {
+        let kept: Vec<&str> =
+            params.lines().filter(|line| !line.trim_start().starts_with("MAX_JOB_NUM")).collect();
+        kept.join("\n").replace("Begin Parameters", "Begin Parameters\nMAX_JOB_NUM = 2")
+    });
+    let second = batch.submit(&["-o", "/dev/null", "exit 3"]);
+    batch.wait_all_finished(&[first, second]);
+    wait_until("a snapshot file", JOB_TIMEOUT, || has_snapshot().then_some(()));
+    let before = batch.all_jobs();
+    assert!(before.contains(" DONE ") && before.contains(" EXIT "), "{before}");
+
+    batch.mbatchd.take().expect("mbatchd runs").kill();
+    batch.restart_mbatchd();
+    assert_eq!(batch.all_jobs(), before, "the state replayed from the snapshot and the events after it");
+    assert_eq!(batch.stat_and_exit_code(second), "EXIT 3");
+}
+
 // Goal: bhist tells a finished job's life from the event log, in the summary
 // and -l layouts, also once mbatchd cleaned the job from memory; an unknown
 // job is reported and fails.

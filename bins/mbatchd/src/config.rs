@@ -15,12 +15,13 @@
 //!   `DEFAULT_QUEUE` (or the queues marked `DEFAULT = y`).
 //! - administrators: `ClusterAdmins` of `lsf.cluster`, by login name (root always is one).
 //! - queue policies: `USERS` (user groups of `lsb.users` expanded), `QJOB_LIMIT`,
-//!   `UJOB_LIMIT`, `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`;
+//!   `UJOB_LIMIT`, `PJOB_LIMIT` (in thousandths), `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`;
 //!   host policies: `JL/U` of the same `lsb.hosts` row as `MXJ`; `-R`'s static
 //!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
 //!   resources of `lsf.shared`.
 //! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME`,
-//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`.
+//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`; its `MAX_JOB_NUM`
+//!   goes to the shell ([`ShellConfig::max_job_num`]): it concerns the event log.
 //!
 //! # Where mbatchd listens
 //! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
@@ -58,6 +59,9 @@ pub struct ShellConfig {
     pub key_file: PathBuf,
     /// The folder of `lsb.events`: `$LSB_SHAREDIR/<cluster>/logdir`.
     pub event_log_dir: PathBuf,
+    /// `MAX_JOB_NUM` of lsb.params: job finishes the event log holds before it is
+    /// switched (a snapshot; `journal`'s module doc).
+    pub max_job_num: u32,
     /// `LSF_LOG_MASK`.
     pub log_mask: LogMask,
     /// `LSF_LOGDIR`, where a detached mbatchd writes its log.
@@ -79,6 +83,7 @@ impl ShellConfig {
             port: port.unwrap_or(conf.lsf.mbd_port),
             key_file: conf.lsf.cluster_key_file.clone(),
             event_log_dir: conf.work_dir().join("logdir"),
+            max_job_num: conf.params.max_job_num,
             log_mask: conf.lsf.log_mask,
             daemon_log_dir: conf.lsf.logdir.clone(),
             lim: crate::lim_client::LimTarget::from_cluster(conf),
