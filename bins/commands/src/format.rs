@@ -1115,13 +1115,13 @@ pub fn custom_json(
     style: &Style,
     tz: &TimeZone,
 ) -> String {
+    // One record is its (key, value) pairs, in order.
     let job_records = jobs.iter().map(|job| {
-        let fields: Vec<(&str, String)> = format
+        format
             .columns
             .iter()
             .map(|column| (column.field.header, cell_value(column, job, style, tz)))
-            .collect();
-        fields
+            .collect()
     });
     let error_records = errors.iter().map(|message| vec![("ERROR", message.clone())]);
     let records: Vec<Vec<(&str, String)>> = job_records.chain(error_records).collect();
