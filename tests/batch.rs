@@ -207,7 +207,7 @@ fn a_job_runs_to_done_and_writes_its_output() {
     );
 }
 
-// Goal: badmin reconfig puts a new queue in force at once; a broken lsb.queues
+// Goal: badmin reconfig puts a new queue (with its PJOB_LIMIT) in force at once; a broken lsb.queues
 // is refused with its file and line and the running configuration stays; only
 // an administrator may ask.
 #[test]
@@ -215,7 +215,7 @@ fn badmin_reconfig_takes_a_new_queue_and_refuses_a_broken_file() {
     let batch = Batch::start();
     let queues = batch.cluster.envdir().join("lsbatch/lavacore/configdir/lsb.queues");
     let original = fs::read_to_string(&queues).expect("lsb.queues");
-    let night = "\nBegin Queue\nQUEUE_NAME = night\nPRIORITY = 10\nEnd Queue\n";
+    let night = "\nBegin Queue\nQUEUE_NAME = night\nPRIORITY = 10\nPJOB_LIMIT = 0.5\nEnd Queue\n";
     fs::write(&queues, format!("{original}{night}")).expect("write lsb.queues");
     let out = batch.run("badmin", &["reconfig"]);
     assert_eq!(
@@ -228,11 +228,11 @@ fn badmin_reconfig_takes_a_new_queue_and_refuses_a_broken_file() {
         text(&out)
     );
     let out = batch.run("bqueues", &["night"]);
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\nnight "),
-        "{}",
-        text(&out)
-    );
+    let row = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "));
+    assert_eq!(row.as_deref(), Some("night 10 Open:Active - - 0.5 - 0 0 0 0"), "{}", text(&out));
     let job = submitted_id(&batch.run("bsub", &["-q", "night", "true"]));
     batch.wait_status(job, "DONE");
     // A broken file: refused with file and line, and `night` stays.
@@ -250,6 +250,51 @@ fn badmin_reconfig_takes_a_new_queue_and_refuses_a_broken_file() {
     let out = batch.run_as_nobody("badmin", &["reconfig"]);
     assert_eq!(out.status.code(), Some(255));
     assert!(text(&out).contains("User permission denied."), "{}", text(&out));
+}
+
+// Goal: `badmin ckconfig` checks every file of the cluster without asking a daemon:
+// LSF's `No errors found.` (and the -v summary) for etc/'s configuration; a negative
+// or non-numeric MAX_JOB_NUM (lsb.params) or PJOB_LIMIT (lsb.queues) is named with
+// file, line and key, then `There are fatal errors.`, exit 255.
+// Method: no daemon runs; each bad value replaces one line of the file in turn.
+#[test]
+fn badmin_ckconfig_names_bad_limits_by_file_and_line() {
+    let cluster = Cluster::new();
+    let configdir = cluster.envdir().join("lsbatch/lavacore/configdir");
+    let ckconfig = |args: &[&str]| {
+        let out = cluster.command(bin("badmin")).arg("ckconfig").args(args).output().expect("run badmin");
+        let [stdout, stderr] =
+            [&out.stdout, &out.stderr].map(|bytes| String::from_utf8_lossy(bytes).into_owned());
+        (out.status.code(), stdout, stderr)
+    };
+    let header = "\nChecking configuration files ...\n\n";
+    assert_eq!(ckconfig(&[]), (Some(0), format!("{header}No errors found.\n"), String::new()));
+    let (code, verbose, _) = ckconfig(&["-v"]);
+    assert_eq!(code, Some(0));
+    assert!(verbose.contains(": 3 queues, 1 hosts, MAX_JOB_NUM 1000\nNo errors found.\n"), "{verbose}");
+
+    for (file, key, value) in [
+        ("lsb.params", "MAX_JOB_NUM", "-1"),
+        ("lsb.params", "MAX_JOB_NUM", "lots"),
+        ("lsb.queues", "PJOB_LIMIT", "-0.5"),
+        ("lsb.queues", "PJOB_LIMIT", "half"),
+    ] {
+        let path = configdir.join(file);
+        let original = fs::read_to_string(&path).expect("read the file");
+        // Put the key right after the first `Begin` line (the first section).
+        let begin = original.lines().position(|line| line.starts_with("Begin ")).expect("a section");
+        let mut lines: Vec<String> =
+            original.lines().filter(|line| !line.trim_start().starts_with(key)).map(str::to_owned).collect();
+        lines.insert(begin + 1, format!("{key} = {value}"));
+        fs::write(&path, lines.join("\n") + "\n").expect("write the file");
+        let (code, stdout, stderr) = ckconfig(&[]);
+        let at = format!("{}:{}: `{key}`: bad number `{value}`", path.display(), begin + 2);
+        assert_eq!((code, stdout.as_str()), (Some(255), ""), "{stderr}");
+        assert!(stderr.starts_with(&format!("{header}{at}, expected ")), "{stderr}");
+        assert!(stderr.ends_with("\n\nThere are fatal errors.\n"), "{stderr}");
+        fs::write(&path, original).expect("restore the file");
+    }
+    assert_eq!(ckconfig(&[]).0, Some(0));
 }
 
 // Goal: an unknown queue is refused with LSF's message, a non-zero exit, and
@@ -701,6 +746,44 @@ fn bmod_bswitch_btop_bbot_change_pending_jobs() {
     for job in jobs {
         batch.run("bkill", &[&job.to_string()]);
     }
+}
+
+// Goal: lsb.params MAX_JOB_NUM drives the switch of the event log (a snapshot, then
+// pruning): no switch while fewer jobs finished, one once MAX_JOB_NUM did, with the
+// value `badmin reconfig` put in force; mbatchd restarted (kill -9) from the switched
+// log shows the same jobs in the same states.
+// Method: etc/'s MAX_JOB_NUM 1000 (and the default --snapshot-events, far above the
+// events of this test): one job done, no snapshot file; reconfig to MAX_JOB_NUM 2, a
+// second job done, wait (bounded) for the snapshot file; `bjobs -a -u all` before and
+// after the restart.
+#[test]
+fn max_job_num_switches_the_event_log() {
+    let mut batch = Batch::start();
+    let log_dir = batch.cluster.event_log_dir();
+    let has_snapshot = || {
+        fs::read_dir(&log_dir)
+            .expect("the event log folder")
+            .filter_map(Result::ok)
+            .any(|entry| entry.file_name().to_string_lossy().contains("snap"))
+    };
+    let first = batch.submit(&["-o", "/dev/null", "true"]);
+    batch.wait_all_finished(&[first]);
+    assert!(!has_snapshot(), "no switch before MAX_JOB_NUM jobs finished");
+    batch.reconfigure("lsb.params", |params| {
+        let kept: Vec<&str> =
+            params.lines().filter(|line| !line.trim_start().starts_with("MAX_JOB_NUM")).collect();
+        kept.join("\n").replace("Begin Parameters", "Begin Parameters\nMAX_JOB_NUM = 2")
+    });
+    let second = batch.submit(&["-o", "/dev/null", "exit 3"]);
+    batch.wait_all_finished(&[first, second]);
+    wait_until("a snapshot file", JOB_TIMEOUT, || has_snapshot().then_some(()));
+    let before = batch.all_jobs();
+    assert!(before.contains(" DONE ") && before.contains(" EXIT "), "{before}");
+
+    batch.mbatchd.take().expect("mbatchd runs").kill();
+    batch.restart_mbatchd();
+    assert_eq!(batch.all_jobs(), before, "the state replayed from the snapshot and the events after it");
+    assert_eq!(batch.stat_and_exit_code(second), "EXIT 3");
 }
 
 // Goal: bhist tells a finished job's life from the event log, in the summary

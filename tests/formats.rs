@@ -175,7 +175,8 @@ fn wide_header() -> &'static str {
 }
 
 // Goal: bad requests are refused with LSF's words and exit status 255, and
-// an unknown job among known ones is named while the known ones are listed.
+// an unknown job among known ones is named while the known ones are listed
+// (in `-json`, as an error record).
 #[test]
 fn bad_requests_are_refused() {
     let batch = Batch::start();
@@ -186,6 +187,21 @@ fn bad_requests_are_refused() {
     assert_eq!(
         (out.status.code(), stdout(&out), String::from_utf8_lossy(&out.stderr).into_owned()),
         (Some(255), format!("{job} DONE\n"), "Job <999999> is not found\n".to_owned())
+    );
+    // With -json the unknown job is LSF's error record, after the known one, and the
+    // exit status is the same.
+    let out = batch.run("bjobs", &["-o", "jobid stat", "-json", &job.to_string(), "999999"]);
+    assert_eq!(
+        (out.status.code(), stdout(&out), String::from_utf8_lossy(&out.stderr).into_owned()),
+        (
+            Some(255),
+            format!(
+                "{{\n  \"COMMAND\":\"bjobs\",\n  \"JOBS\":2,\n  \"RECORDS\":[\n    {{\n      \
+                 \"JOBID\":\"{job}\",\n      \"STAT\":\"DONE\"\n    }},\n    {{\n      \
+                 \"ERROR\":\"Job <999999> is not found\"\n    }}\n  ]\n}}\n"
+            ),
+            String::new()
+        )
     );
     let out = batch.run("bjobs", &["-o", "jobid bogus"]);
     assert_eq!(out.status.code(), Some(255));

@@ -18,6 +18,13 @@
 //!   nothing; `Queue <q> is closed` (opened, activated, inactivated).
 //! - `mbdrestart`: mbatchd checks its configuration, stops cleanly and starts
 //!   again from its event log (`MBD restart initiated`).
+//! - `ckconfig [-v]` (LSF's; no daemon asked): loads every file of the cluster
+//!   (lsf.conf, lsf.shared, lsf.cluster.NAME and the lsb.* files) from `LSF_ENVDIR`
+//!   with lava-conf, as mbatchd does, and prints `No errors found.` (exit 0) or the
+//!   first error as `path:line: what` (a bad `PJOB_LIMIT`, `MAX_JOB_NUM`, ...)
+//!   then `There are fatal errors.` (exit 255), as `lsadmin ckconfig` does. What
+//!   only mbatchd checks (the files against each other, e.g. a queue's `HOSTS`
+//!   naming a client host) `badmin reconfig` reports.
 //!
 //! These orders are for cluster administrators (others get `User permission
 //! denied`) and survive a restart (HOST_CTRL, QUEUE_CTRL in the event log).
@@ -30,9 +37,10 @@ use jiff::tz::TimeZone;
 use lava_batch_wire::{self as wire, Operation};
 
 use crate::client;
+use crate::lsadmin::ckconfig_report;
 use crate::term::{self, Term};
 
-const USAGE: &str = "Usage: badmin [-h] [-V] showstatus | reconfig | mbdrestart\n\
+const USAGE: &str = "Usage: badmin [-h] [-V] showstatus | reconfig | mbdrestart | ckconfig [-v]\n\
                      \x20                              | hclose [host ...] | hopen [host ...]\n\
                      \x20                              | qclose [queue ...] | qopen [queue ...]\n\
                      \x20                              | qact [queue ...] | qinact [queue ...]\n";
@@ -125,6 +133,17 @@ pub fn format_showstatus(status: &wire::StatusReply, tz: &TimeZone) -> String {
     out
 }
 
+/// The `-v` line of `badmin ckconfig`.
+fn batch_summary(config: &lava_conf::ClusterConfig) -> String {
+    format!(
+        "Cluster {}: {} queues, {} hosts, MAX_JOB_NUM {}",
+        config.cluster_name,
+        config.queues.queues.len(),
+        config.cluster.hosts.len(),
+        config.params.max_job_num
+    )
+}
+
 /// Runs `badmin` with this process's arguments.
 pub fn main() -> ExitCode {
     term::main_with("badmin", run)
@@ -141,6 +160,16 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             return true;
         }
         Some("showstatus") if args.len() == 1 => {}
+        Some("ckconfig") if args.len() == 1 || args[1..] == ["-v"] => {
+            let loaded = lava_conf::ClusterConfig::load(&lava_conf::envdir_from_env());
+            let (text, ok) = ckconfig_report(loaded.as_ref().map(batch_summary), args.len() > 1);
+            if ok {
+                term.out(&text);
+            } else {
+                term.err(&text);
+            }
+            return ok;
+        }
         Some("reconfig") if args.len() == 1 => {
             let ops = (Operation::Reconfig, Operation::ReconfigReply);
             let Some(reply) = client::read_from_mbatchd::<_, wire::ReconfigReply>(

@@ -23,7 +23,10 @@
 //! that asks for no layout of its own, as in LSF.
 //!
 //! # Messages and exit status
-//! - A named job that is not shown: `Job <N> is not found` (standard error).
+//! - A named job that is not shown: `Job <N> is not found` (standard error);
+//!   with `-o ... -json`, LSF's error record `{"ERROR":"Job <N> is not found"}`
+//!   in `RECORDS` instead (after the jobs, counted in `JOBS`), and nothing on
+//!   standard error.
 //! - Nothing to show without names: `No unfinished job found`, `No job found`
 //!   (`-a`, or several state options), `No DONE/EXIT job found`, `No pending
 //!   job found`, `No running job found`, `No suspended job found`, each
@@ -274,10 +277,22 @@ pub fn keep(options: &BjobsOptions, job: &JobInfo) -> bool {
     })
 }
 
-/// The listing of `jobs` as `options` ask.
+/// Whether the listing is LSF's JSON object (`-o ... -json`, `-l` not given).
+pub fn is_json(options: &BjobsOptions) -> bool {
+    options.json && options.format.is_some() && !options.long
+}
+
+/// LSF's message for a named job that is not shown.
+pub fn not_found_message(job: WireJobRef) -> String {
+    format!("Job <{}> is not found", jobid::display(job))
+}
+
+/// The listing of `jobs` as `options` ask; `not_found` (named jobs not shown) becomes
+/// error records of the JSON listing, and is left to the caller otherwise.
 /// `now_s` is the time of the listing (RUN_TIME, PEND_TIME).
 pub fn render(
     jobs: &[JobInfo],
+    not_found: &[WireJobRef],
     options: &BjobsOptions,
     short_hostlist: bool,
     now_s: i64,
@@ -294,8 +309,9 @@ pub fn render(
         return format::long(jobs, &style, tz);
     }
     if let Some(custom) = &options.format {
-        if options.json {
-            return format::custom_json(jobs, custom, &style, tz);
+        if is_json(options) {
+            let errors: Vec<String> = not_found.iter().map(|job| not_found_message(*job)).collect();
+            return format::custom_json(jobs, &errors, custom, &style, tz);
         }
         return format::custom(jobs, custom, &style, tz);
     }
@@ -396,10 +412,12 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
     let jobs: Vec<JobInfo> = jobs.into_iter().filter(|job| keep(&options, job)).collect();
     let short_hostlist = client::lsf_param(&config, "LSB_SHORT_HOSTLIST").is_some_and(|v| v.trim() == "1");
     let now_s = jiff::Timestamp::now().as_second();
-    term.out(&render(&jobs, &options, short_hostlist, now_s, &TimeZone::system()));
     let missing = missing(&options.jobs, &jobs);
-    for job in &missing {
-        term.err(&format!("Job <{}> is not found\n", jobid::display(*job)));
+    term.out(&render(&jobs, &missing, &options, short_hostlist, now_s, &TimeZone::system()));
+    if !is_json(&options) {
+        for job in &missing {
+            term.err(&format!("{}\n", not_found_message(*job)));
+        }
     }
     if jobs.is_empty() && options.jobs.is_empty() {
         term.err(&nothing_found(&options));
@@ -534,7 +552,7 @@ mod tests {
         };
         let jobs = vec![info(1, JobStatus::Pend, "default")];
         let utc = TimeZone::UTC;
-        let listing = |parsed: &BjobsOptions| render(&jobs, parsed, false, 0, &utc);
+        let listing = |parsed: &BjobsOptions| render(&jobs, &[], parsed, false, 0, &utc);
         let set = with(&[], Some("\"jobid stat\"")).expect("a valid format");
         assert_eq!(listing(&set), "JOBID STAT\n1     PEND\n");
         let json = with(&["-json"], Some("stat")).expect("a valid format");
@@ -545,16 +563,37 @@ mod tests {
         assert!(with(&[], Some("bogus")).is_err());
     }
 
+    // Goal: a named job that is not found is an error record of the -json listing only;
+    // the other layouts leave its message to standard error (the caller).
+    #[test]
+    fn not_found_jobs_in_json() {
+        let jobs = vec![info(1, JobStatus::Pend, "default")];
+        let utc = TimeZone::UTC;
+        let missing = [WireJobRef { job_id: 9, array_index: 0 }];
+        let json = options(&["-o", "jobid stat", "-json", "1", "9"]);
+        assert!(is_json(&json));
+        let listing = render(&jobs, &missing, &json, false, 0, &utc);
+        assert!(listing.contains("  \"JOBS\":2,\n"), "{listing}");
+        assert!(listing.contains("      \"ERROR\":\"Job <9> is not found\"\n"), "{listing}");
+        let columns = options(&["-o", "jobid stat", "1", "9"]);
+        assert!(!is_json(&columns));
+        assert_eq!(render(&jobs, &missing, &columns, false, 0, &utc), "JOBID STAT\n1     PEND\n");
+        assert!(!is_json(&options(&["-json", "-l"])));
+    }
+
     // Goal: the layout follows the options (-p alone, -w, -l, -o, -noheader).
     #[test]
     fn layout_choice() {
         let jobs = vec![info(1, JobStatus::Pend, "default")];
         let utc = TimeZone::UTC;
-        assert!(render(&jobs, &options(&["-p"]), false, 0, &utc).starts_with(format::HEADER_PENDING));
-        assert!(render(&jobs, &options(&["-p", "-a"]), false, 0, &utc).starts_with(format::HEADER));
-        assert!(render(&jobs, &options(&["-w"]), false, 0, &utc).contains("   -    "));
-        assert!(render(&jobs, &options(&["-l"]), false, 0, &utc).starts_with("\nJob <1>,"));
-        assert_eq!(render(&jobs, &options(&["-noheader", "-o", "jobid stat"]), false, 0, &utc), "1 PEND\n");
-        assert!(render(&jobs, &options(&["-noheader"]), false, 0, &utc).starts_with("1       u"));
+        assert!(render(&jobs, &[], &options(&["-p"]), false, 0, &utc).starts_with(format::HEADER_PENDING));
+        assert!(render(&jobs, &[], &options(&["-p", "-a"]), false, 0, &utc).starts_with(format::HEADER));
+        assert!(render(&jobs, &[], &options(&["-w"]), false, 0, &utc).contains("   -    "));
+        assert!(render(&jobs, &[], &options(&["-l"]), false, 0, &utc).starts_with("\nJob <1>,"));
+        assert_eq!(
+            render(&jobs, &[], &options(&["-noheader", "-o", "jobid stat"]), false, 0, &utc),
+            "1 PEND\n"
+        );
+        assert!(render(&jobs, &[], &options(&["-noheader"]), false, 0, &utc).starts_with("1       u"));
     }
 }

@@ -9,8 +9,9 @@
 //!
 //! Queues are listed highest priority first. STATUS is `Open` or `Closed`
 //! (does the queue accept jobs: `badmin qclose`/`qopen`), then `:Active` or
-//! `:Inact` (are its jobs dispatched: `badmin qinact`/`qact`). MAX, JL/U, JL/P and JL/H are the queue's slot limits, `-` for
-//! none. Counts are slots, as LSF counts them: PEND holds PEND and PSUSP (the
+//! `:Inact` (are its jobs dispatched: `badmin qinact`/`qact`). MAX, JL/U, JL/P and JL/H are
+//! the queue's slot limits, `-` for none; JL/P (`PJOB_LIMIT`, slots per CPU) may be a fraction
+//! and is printed with one decimal, as LSF prints it. Counts are slots, as LSF counts them: PEND holds PEND and PSUSP (the
 //! jobs `bjobs -p` lists), SUSP the suspended started jobs (SSUSP, USUSP),
 //! NJOBS all of them. A name longer than 15 characters is cut to `*` and its
 //! end (LSF's TRUNC_STR) unless `-w` is given.
@@ -49,6 +50,11 @@ fn limit(slots: u32) -> String {
     if slots == wire::QUEUE_UNLIMITED { "-".to_owned() } else { slots.to_string() }
 }
 
+/// `PJOB_LIMIT` (thousandths of a slot per CPU) as LSF prints JL/P, one decimal: `-` for none.
+fn cpu_limit(milli: u32) -> String {
+    if milli == wire::QUEUE_UNLIMITED { "-".to_owned() } else { format!("{:.1}", f64::from(milli) / 1000.0) }
+}
+
 /// The table for `queues`; `wide` is `-w`.
 pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
     let mut out =
@@ -61,7 +67,7 @@ pub fn format_bqueues(queues: &[wire::QueueInfo], wide: bool) -> String {
             status(queue),
             limit(queue.max_slots),
             limit(queue.user_slot_limit),
-            limit(queue.processor_slot_limit),
+            cpu_limit(queue.processor_slot_limit_milli),
             limit(queue.host_slot_limit),
             queue.n_jobs,
             queue.n_pend,
@@ -101,7 +107,7 @@ pub fn format_bqueues_long(queues: &[wire::QueueInfo]) -> String {
             status(queue).to_owned(),
             limit(queue.max_slots),
             limit(queue.user_slot_limit),
-            limit(queue.processor_slot_limit),
+            cpu_limit(queue.processor_slot_limit_milli),
             limit(queue.host_slot_limit),
             queue.n_jobs.to_string(),
             queue.n_pend.to_string(),
@@ -196,7 +202,7 @@ mod tests {
             users: vec![],
             max_slots: wire::QUEUE_UNLIMITED,
             user_slot_limit: wire::QUEUE_UNLIMITED,
-            processor_slot_limit: wire::QUEUE_UNLIMITED,
+            processor_slot_limit_milli: wire::QUEUE_UNLIMITED,
             host_slot_limit: wire::QUEUE_UNLIMITED,
             run_limit_s: 0,
             mem_limit_kb: 0,
@@ -215,6 +221,7 @@ mod tests {
             closed: true,
             max_slots: 10,
             user_slot_limit: 2,
+            processor_slot_limit_milli: 1500,
             host_slot_limit: 1,
             ..queue("closed", 20, [1, 0, 0, 0])
         };
@@ -230,7 +237,7 @@ mod tests {
             "QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP\n\
              normal           30   Open:Active      -    -    -    -     0     0     0     0\n\
              *ong_queue_name   5   Open:Active      -    -    -    -  1249    12  1234     3\n\
-             closed           20   Closed:Active   10    2    -    1     1     1     0     0\n\
+             closed           20   Closed:Active   10    2  1.5    1     1     1     0     0\n\
              inact             1   Open:Inact       -    -    -    -     0     0     0     0\n\
              off               1   Closed:Inact     -    -    -    -     0     0     0     0\n"
         );
@@ -252,6 +259,7 @@ mod tests {
         night.run_limit_s = 600;
         night.mem_limit_kb = 100 * 1024;
         night.user_slot_limit = 1;
+        night.processor_slot_limit_milli = 2000;
         assert_eq!(
             format_bqueues_long(&[night, normal]),
             "\n\
@@ -260,7 +268,7 @@ mod tests {
              \n\
              PARAMETERS/STATISTICS\n\
              PRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV\n\
-             \x20 40   20 Open:Active       -    1    -    -     0     0     0     0     0    0\n\
+             \x20 40   20 Open:Active       -    1  2.0    -     0     0     0     0     0    0\n\
              \n\
              \x20RUNLIMIT\n\
              \x2010.0 min\n\

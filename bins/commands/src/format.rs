@@ -34,7 +34,9 @@
 //!   a unit (`KB` `MB` `GB` `TB`) applies to memory fields.
 //! - **`-o ... -json`**: LSF's JSON object `{"COMMAND":"bjobs","JOBS":N,
 //!   "RECORDS":[{...}]}`, keyed by the fields' upper-case headers, every value
-//!   a string, `""` where the columns print `-`.
+//!   a string, `""` where the columns print `-`; a named job that is not found
+//!   is an error record `{"ERROR":"Job <N> is not found"}` after the jobs, and
+//!   `JOBS` counts every record.
 //!
 //! Times: SUBMIT_TIME and the times of `-o` are `%b %e %H:%M` (`Nov  5
 //! 22:44`, the day padded with a blank as LSF prints it) in local time; an
@@ -1103,18 +1105,34 @@ pub fn json_string(text: &str) -> String {
 }
 
 /// The `-o ... -json` layout, LSF's: an object naming the command, the number
-/// of jobs and one record per job, keyed by the fields' headers, every value a
-/// string (`""` for none; widths do not apply).
-pub fn custom_json(jobs: &[JobInfo], format: &CustomFormat, style: &Style, tz: &TimeZone) -> String {
-    let mut out = format!("{{\n  \"COMMAND\":\"bjobs\",\n  \"JOBS\":{},\n  \"RECORDS\":[\n", jobs.len());
-    for (job_idx, job) in jobs.iter().enumerate() {
+/// of records and one record per job, keyed by the fields' headers, every value a
+/// string (`""` for none; widths do not apply), then one `ERROR` record per
+/// message of `errors` (a named job that is not found).
+pub fn custom_json(
+    jobs: &[JobInfo],
+    errors: &[String],
+    format: &CustomFormat,
+    style: &Style,
+    tz: &TimeZone,
+) -> String {
+    // One record is its (key, value) pairs, in order.
+    let job_records = jobs.iter().map(|job| {
+        format
+            .columns
+            .iter()
+            .map(|column| (column.field.header, cell_value(column, job, style, tz)))
+            .collect()
+    });
+    let error_records = errors.iter().map(|message| vec![("ERROR", message.clone())]);
+    let records: Vec<Vec<(&str, String)>> = job_records.chain(error_records).collect();
+    let mut out = format!("{{\n  \"COMMAND\":\"bjobs\",\n  \"JOBS\":{},\n  \"RECORDS\":[\n", records.len());
+    for (record_idx, record) in records.iter().enumerate() {
         out.push_str("    {\n");
-        for (column_idx, column) in format.columns.iter().enumerate() {
-            let value = cell_value(column, job, style, tz);
-            let end = if column_idx + 1 < format.columns.len() { "," } else { "" };
-            out.push_str(&format!("      \"{}\":{}{end}\n", column.field.header, json_string(&value)));
+        for (field_idx, (key, value)) in record.iter().enumerate() {
+            let end = if field_idx + 1 < record.len() { "," } else { "" };
+            out.push_str(&format!("      \"{key}\":{}{end}\n", json_string(value)));
         }
-        out.push_str(if job_idx + 1 < jobs.len() { "    },\n" } else { "    }\n" });
+        out.push_str(if record_idx + 1 < records.len() { "    },\n" } else { "    }\n" });
     }
     out.push_str("  ]\n}\n");
     out
@@ -1411,7 +1429,7 @@ mod tests {
         exited.command = "echo \"a\\b\"".to_owned();
         let spec = parse_custom("jobid stat:2 exit_code cmd").expect("valid");
         check(
-            custom_json(&[job(11, JobStatus::Run), exited], &spec, &Style::default(), &utc()),
+            custom_json(&[job(11, JobStatus::Run), exited], &[], &spec, &Style::default(), &utc()),
             "{\n\
              \x20 \"COMMAND\":\"bjobs\",\n\
              \x20 \"JOBS\":2,\n\
@@ -1432,8 +1450,39 @@ mod tests {
              }\n",
         );
         check(
-            custom_json(&[], &spec, &Style::default(), &utc()),
+            custom_json(&[], &[], &spec, &Style::default(), &utc()),
             "{\n  \"COMMAND\":\"bjobs\",\n  \"JOBS\":0,\n  \"RECORDS\":[\n  ]\n}\n",
+        );
+    }
+
+    // Goal: a named job that is not found is LSF's error record in -json: after the
+    // jobs, with the message under ERROR alone, counted in JOBS (also when no job is found).
+    #[test]
+    fn custom_json_error_records() {
+        let spec = parse_custom("jobid stat").expect("valid");
+        let errors = ["Job <99> is not found".to_owned(), "Job <7[3]> is not found".to_owned()];
+        check(
+            custom_json(&[job(11, JobStatus::Run)], &errors, &spec, &Style::default(), &utc()),
+            "{\n\
+             \x20 \"COMMAND\":\"bjobs\",\n\
+             \x20 \"JOBS\":3,\n\
+             \x20 \"RECORDS\":[\n\
+             \x20   {\n\
+             \x20     \"JOBID\":\"11\",\n\
+             \x20     \"STAT\":\"RUN\"\n\
+             \x20   },\n\
+             \x20   {\n\
+             \x20     \"ERROR\":\"Job <99> is not found\"\n\
+             \x20   },\n\
+             \x20   {\n\
+             \x20     \"ERROR\":\"Job <7[3]> is not found\"\n\
+             \x20   }\n\
+             \x20 ]\n\
+             }\n",
+        );
+        check(
+            custom_json(&[], &errors[..1], &spec, &Style::default(), &utc()),
+            "{\n  \"COMMAND\":\"bjobs\",\n  \"JOBS\":1,\n  \"RECORDS\":[\n    {\n      \"ERROR\":\"Job <99> is not found\"\n    }\n  ]\n}\n",
         );
     }
 

@@ -35,7 +35,8 @@
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
 //! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
 //! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY),
-//!   `reconfig`, and the administrator's orders (`hclose`, `qclose`, `mbdrestart`, …).
+//!   `reconfig`, `ckconfig` (the configuration files checked locally), and the
+//!   administrator's orders (`hclose`, `qclose`, `mbdrestart`, …).
 //! - [`bmod`], [`bswitch`], [`btop`] (with [`bbot`]): change pending jobs
 //!   (JOB_CONTROL, printed by [`control`]); [`brequeue`] runs finished jobs
 //!   again (JOB_CONTROL too). [`bhist`]: jobs' histories from the log.

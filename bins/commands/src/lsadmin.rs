@@ -138,19 +138,16 @@ fn sbdstatus() -> Result<lava_batch_wire::SbdStatusReply, String> {
     }
 }
 
-/// What `lsadmin ckconfig` prints for the result of loading the configuration, and whether
-/// it is fine.
-pub fn ckconfig_report(loaded: &Result<BaseConfig, lava_conf::ConfError>, verbose: bool) -> (String, bool) {
+/// What `lsadmin ckconfig` (and `badmin ckconfig`) print for the result of loading the
+/// configuration, and whether it is fine: with `-v` (`verbose`), the summary of what
+/// loaded (`Ok`) precedes `No errors found.`; an error is printed as lava-conf words it
+/// (`path:line: what`), then `There are fatal errors.`.
+pub fn ckconfig_report(loaded: Result<String, &lava_conf::ConfError>, verbose: bool) -> (String, bool) {
     let mut out = String::from("\nChecking configuration files ...\n\n");
     match loaded {
-        Ok(config) => {
+        Ok(summary) => {
             if verbose {
-                out.push_str(&format!(
-                    "Cluster {}: {} hosts, master {}\n",
-                    config.cluster_name,
-                    config.cluster.hosts.len(),
-                    config.master_host().map_or("-", |host| host.name.as_str()),
-                ));
+                out.push_str(&format!("{summary}\n"));
             }
             out.push_str("No errors found.\n");
             (out, true)
@@ -160,6 +157,16 @@ pub fn ckconfig_report(loaded: &Result<BaseConfig, lava_conf::ConfError>, verbos
             (out, false)
         }
     }
+}
+
+/// The `-v` line of `lsadmin ckconfig`.
+fn base_summary(config: &BaseConfig) -> String {
+    format!(
+        "Cluster {}: {} hosts, master {}",
+        config.cluster_name,
+        config.cluster.hosts.len(),
+        config.master_host().map_or("-", |host| host.name.as_str()),
+    )
 }
 
 /// Runs `lsadmin` with this process's arguments.
@@ -180,7 +187,8 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
         }
         Some("ckconfig") if rest.is_empty() || rest == ["-v"] => {
             let envdir = lava_conf::envdir_from_env();
-            let (text, ok) = ckconfig_report(&BaseConfig::load(&envdir), !rest.is_empty());
+            let loaded = BaseConfig::load(&envdir);
+            let (text, ok) = ckconfig_report(loaded.as_ref().map(base_summary), !rest.is_empty());
             if ok {
                 term.out(&text);
             } else {

@@ -36,7 +36,8 @@ pub struct Args {
     /// it, so that logrotate can move it away.
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
-    /// Write a snapshot of the state to the event log's folder after this many events.
+    /// Write a snapshot of the state to the event log's folder after this many events,
+    /// besides after lsb.params' MAX_JOB_NUM job finishes (whichever comes first).
     #[arg(long, value_name = "N", default_value_t = SNAPSHOT_EVENTS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub snapshot_events: u64,

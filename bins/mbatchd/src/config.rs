@@ -15,12 +15,13 @@
 //!   `DEFAULT_QUEUE` (or the queues marked `DEFAULT = y`).
 //! - administrators: `ClusterAdmins` of `lsf.cluster`, by login name (root always is one).
 //! - queue policies: `USERS` (user groups of `lsb.users` expanded), `QJOB_LIMIT`,
-//!   `UJOB_LIMIT`, `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`;
+//!   `UJOB_LIMIT`, `PJOB_LIMIT` (in thousandths), `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`;
 //!   host policies: `JL/U` of the same `lsb.hosts` row as `MXJ`; `-R`'s static
 //!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
 //!   resources of `lsf.shared`.
 //! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME`,
-//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`.
+//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`; its `MAX_JOB_NUM`
+//!   goes to the shell ([`ShellConfig::max_job_num`]): it concerns the event log.
 //!
 //! # Where mbatchd listens
 //! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
@@ -58,6 +59,9 @@ pub struct ShellConfig {
     pub key_file: PathBuf,
     /// The folder of `lsb.events`: `$LSB_SHAREDIR/<cluster>/logdir`.
     pub event_log_dir: PathBuf,
+    /// `MAX_JOB_NUM` of lsb.params: job finishes the event log holds before it is
+    /// switched (a snapshot; `journal`'s module doc).
+    pub max_job_num: u32,
     /// `LSF_LOG_MASK`.
     pub log_mask: LogMask,
     /// `LSF_LOGDIR`, where a detached mbatchd writes its log.
@@ -79,6 +83,7 @@ impl ShellConfig {
             port: port.unwrap_or(conf.lsf.mbd_port),
             key_file: conf.lsf.cluster_key_file.clone(),
             event_log_dir: conf.work_dir().join("logdir"),
+            max_job_num: conf.params.max_job_num,
             log_mask: conf.lsf.log_mask,
             daemon_log_dir: conf.lsf.logdir.clone(),
             lim: crate::lim_client::LimTarget::from_cluster(conf),
@@ -150,6 +155,7 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
             users: queue_users(conf, queue)?,
             qjob_limit: queue.qjob_limit,
             ujob_limit: queue.ujob_limit,
+            pjob_limit_milli: queue.pjob_limit.map(pjob_limit_milli),
             hjob_limit: queue.hjob_limit,
             run_limit_s: limit(queue.run_limit_s),
             mem_limit_kb: limit(queue.mem_limit_kb),
@@ -174,6 +180,14 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.max_job_array_size = conf.params.max_job_array_size;
     config.validate()?;
     Ok(config)
+}
+
+/// `PJOB_LIMIT` in thousandths of a slot per CPU, as the logic counts it; lava-conf bounds
+/// it by `PJOB_LIMIT_MAX`, so it fits.
+fn pjob_limit_milli(slots_per_cpu: f64) -> u32 {
+    debug_assert!((0.0..=lava_conf::PJOB_LIMIT_MAX).contains(&slots_per_cpu), "checked by lava-conf");
+    // In range by the bound above: at most 10^9 thousandths.
+    (slots_per_cpu * 1000.0).round() as u32
 }
 
 /// The `lsb.hosts` row of a host: its own, else its group's, else `default`.
@@ -346,7 +360,7 @@ mod tests {
             conf_dir,
             "Begin Host\nHOST_NAME MXJ JL/U\nm 2 1\ndefault ! ()\nEnd Host\n",
             "Begin Queue\nQUEUE_NAME = normal\nUSERS = alice staff\nQJOB_LIMIT = 10\nUJOB_LIMIT = 2\n\
-             HJOB_LIMIT = 3\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
+             HJOB_LIMIT = 3\nPJOB_LIMIT = 0.25\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
              FAIRSHARE = USER_SHARES[[alice, 2] [default, 1]]\nEnd Queue\n",
         );
         let mbd = mbd_config(&conf).expect("maps");
@@ -354,6 +368,7 @@ mod tests {
         let names: Vec<&str> = queue.users.as_ref().expect("a list").iter().map(UserName::as_str).collect();
         assert_eq!(names, ["alice", "carol", "dave"]);
         assert_eq!((queue.qjob_limit, queue.ujob_limit, queue.hjob_limit), (Some(10), Some(2), Some(3)));
+        assert_eq!(queue.pjob_limit_milli, Some(250));
         assert_eq!(queue.run_limit_s, Some(QueueLimit { default: Some(600), max: 3600 }));
         assert_eq!(queue.mem_limit_kb, Some(QueueLimit { default: None, max: 100 }));
         assert!(queue.exclusive);

@@ -39,7 +39,6 @@ use std::time::Duration;
 use clap::Parser;
 use lava_conf::ClusterConfig;
 use lava_eventlog::EventLog;
-use lava_mbd::Mbd;
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
@@ -47,7 +46,7 @@ use tokio::sync::watch;
 use crate::config::ShellConfig;
 use crate::conn::Shared;
 use crate::counters::Counters;
-use crate::journal::{self, Journal};
+use crate::journal::{self, Journal, Recovered, SwitchRule};
 use crate::logging::{self, LogFile};
 use crate::shell::{Shell, Signals};
 use crate::{Args, ShellError};
@@ -102,12 +101,12 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         n.status(&format!("replaying the event log in {}", config.event_log_dir.display()))
     });
     let log = journal::open(&config.event_log_dir)?;
-    let mbd = journal::recover(&log, config.mbd.clone())?;
+    let recovered = journal::recover(&log, config.mbd.clone())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
-    let result = runtime.block_on(serve(&args, &config, auth, log, mbd, log_file, notifier));
+    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, log_file, notifier));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     match result? {
         Some(port) => Err(restart(&args, port)),
@@ -148,7 +147,7 @@ async fn serve(
     config: &ShellConfig,
     auth: Arc<Authenticator>,
     log: Arc<EventLog>,
-    mbd: Mbd,
+    recovered: Recovered,
     log_file: Option<LogFile>,
     notifier: lava_sd::Notifier,
 ) -> Result<Option<u16>, ShellError> {
@@ -162,7 +161,9 @@ async fn serve(
     let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
     let counters = Arc::new(Counters::default());
     let history_log = Arc::clone(&log);
-    let mut shell = Shell::new(mbd, Journal::new(log, args.snapshot_events), listener, |events| Shared {
+    let rule = SwitchRule { max_job_num: config.max_job_num, snapshot_events: args.snapshot_events };
+    let journal = Journal::new(log, rule, recovered.backlog);
+    let mut shell = Shell::new(recovered.mbd, journal, listener, |events| Shared {
         auth,
         counters,
         hosts,

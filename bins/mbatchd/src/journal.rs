@@ -15,11 +15,19 @@
 //! meanwhile — many steps, one fsync. The shell holds each step's messages
 //! until [`Journal::durable_through`] reaches the last append before them.
 //!
-//! # Snapshots
-//! Every `--snapshot-events` events, [`Journal::maybe_snapshot`] encodes
-//! [`Mbd::snapshot`] (which covers every event appended so far) and a blocking
-//! thread writes it with `write_snapshot` (which first waits until those events
-//! are durable) and then prunes the segments it covers.
+//! # Snapshots: switching the log
+//! LSF's mbatchd switches `lsb.events` (starts a new file, the old one kept
+//! aside) once it holds the events of `MAX_JOB_NUM` (lsb.params) finished jobs.
+//! Ours does the same with its one mechanism, a snapshot: when the log holds,
+//! beyond its newest snapshot, `MAX_JOB_NUM` job finishes (JOB_STATUS to DONE
+//! or EXIT) or `--snapshot-events` events of any kind (a bound for a log that
+//! grows without finishes), [`Journal::maybe_snapshot`] encodes [`Mbd::snapshot`]
+//! (which covers every event appended so far) and a blocking thread writes it
+//! with `write_snapshot` (which first waits until those events are durable) and
+//! then prunes the segments it covers. [`SwitchRule`] is that decision and
+//! [`Backlog`] what it counts; replay counts the backlog of the log it reads,
+//! so a restart does not forget the finishes logged before it, and
+//! `badmin reconfig` sets a new `MAX_JOB_NUM` ([`Journal::set_max_job_num`]).
 
 use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
@@ -79,11 +87,57 @@ fn log_open_report(dir: &Path, report: &OpenReport) {
     }
 }
 
+/// When the log is switched (see the module doc): a snapshot is due once the log
+/// holds, beyond its newest snapshot, `max_job_num` job finishes or
+/// `snapshot_events` events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchRule {
+    /// `MAX_JOB_NUM` of lsb.params (at least 1).
+    pub max_job_num: u32,
+    /// `--snapshot-events` (at least 1).
+    pub snapshot_events: u64,
+}
+
+impl SwitchRule {
+    /// Whether a log holding `backlog` beyond its newest snapshot is due a switch.
+    pub fn is_due(&self, backlog: &Backlog) -> bool {
+        backlog.n_finished >= u64::from(self.max_job_num) || backlog.n_events >= self.snapshot_events
+    }
+}
+
+/// What the log holds beyond its newest snapshot, as [`SwitchRule`] counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Events of any kind.
+    pub n_events: u64,
+    /// Job finishes: JOB_STATUS records to DONE or EXIT.
+    pub n_finished: u64,
+}
+
+impl Backlog {
+    /// Counts one more event of the log.
+    pub fn add(&mut self, event: &Event) {
+        self.n_events += 1;
+        if matches!(event, Event::JobStatus(record) if record.finish.is_some()) {
+            self.n_finished += 1;
+        }
+    }
+}
+
+/// The state rebuilt by [`recover`], and what the log holds beyond its snapshot.
+#[derive(Debug)]
+pub struct Recovered {
+    /// The state.
+    pub mbd: Mbd,
+    /// The events replayed after the snapshot.
+    pub backlog: Backlog,
+}
+
 /// Shell contract step 1: the newest snapshot (if any) and every event after
 /// it, applied in log order. The first record that does not read, decode or
 /// apply stops recovery with an error naming its position (a damaged record
 /// is named by file and byte offset by the log itself); nothing is skipped.
-pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Mbd, ShellError> {
+pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Recovered, ShellError> {
     let dir = log.dir().to_owned();
     let replay = log.replay()?;
     let snapshot_position = replay.snapshot.as_ref().map(|snapshot| snapshot.position.0);
@@ -102,7 +156,7 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Mbd, ShellError> {
         }
         None => Mbd::new(config)?,
     };
-    let mut n_events = 0u64;
+    let mut backlog = Backlog::default();
     for record in replay.records {
         let (position, payload) = record?;
         let problem = |problem: String| ShellError::Replay {
@@ -113,17 +167,18 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Mbd, ShellError> {
         };
         let event: Event = lava_xdr::from_bytes(&payload, &EVENT_LIMITS)
             .map_err(|error| problem(format!("does not decode as an event: {error}")))?;
+        backlog.add(&event);
         // Replay has no further use for the event: its submission moves into the job.
         mbd.apply_owned(event).map_err(|error| problem(error.to_string()))?;
-        n_events += 1;
     }
     tracing::info!(
         snapshot = snapshot_position,
-        events = n_events,
+        events = backlog.n_events,
+        finished = backlog.n_finished,
         last_job_id = mbd.last_job_id(),
         "state rebuilt from the event log"
     );
-    Ok(mbd)
+    Ok(Recovered { mbd, backlog })
 }
 
 /// What a helper thread of the journal finished.
@@ -153,8 +208,9 @@ pub struct Journal {
     durable_through: u64,
     /// The running `wait_durable`, returning the position it made durable.
     sync: Option<JoinHandle<Result<u64, lava_eventlog::Error>>>,
-    snapshot_events: u64,
-    events_since_snapshot: u64,
+    rule: SwitchRule,
+    /// What the log holds beyond the newest snapshot started.
+    backlog: Backlog,
     /// The running snapshot write and prune.
     snapshot: Option<JoinHandle<Result<(u64, PruneReport), lava_eventlog::Error>>>,
     /// The encoding buffer, reused by every append.
@@ -177,18 +233,20 @@ pub struct SyncLatency {
 }
 
 impl Journal {
-    /// The journal of an open, replayed log: everything in it counts as
-    /// durable. A snapshot is written every `snapshot_events` events.
-    pub fn new(log: Arc<EventLog>, snapshot_events: u64) -> Journal {
-        assert!(snapshot_events > 0, "the command line refuses a snapshot interval of 0");
+    /// The journal of an open, replayed log holding `backlog` beyond its
+    /// snapshot: everything in it counts as durable. A snapshot is written when
+    /// `rule` says it is due.
+    pub fn new(log: Arc<EventLog>, rule: SwitchRule, backlog: Backlog) -> Journal {
+        assert!(rule.snapshot_events > 0, "the command line refuses a snapshot interval of 0");
+        assert!(rule.max_job_num > 0, "lava-conf refuses a MAX_JOB_NUM of 0");
         let end = log.stats().next_position.0 - 1;
         Journal {
             log,
             appended_through: end,
             durable_through: end,
             sync: None,
-            snapshot_events,
-            events_since_snapshot: 0,
+            rule,
+            backlog,
             snapshot: None,
             record: Vec::new(),
             sync_started: None,
@@ -204,8 +262,14 @@ impl Journal {
         let position = self.log.append(&self.record)?;
         assert_eq!(position.0, self.appended_through + 1, "positions are handed out in order, one writer");
         self.appended_through = position.0;
-        self.events_since_snapshot += 1;
+        self.backlog.add(event);
         Ok(())
+    }
+
+    /// `badmin reconfig`: the `MAX_JOB_NUM` of lsb.params from now on (at least 1).
+    pub fn set_max_job_num(&mut self, max_job_num: u32) {
+        assert!(max_job_num > 0, "lava-conf refuses a MAX_JOB_NUM of 0");
+        self.rule.max_job_num = max_job_num;
     }
 
     /// The position of the last event appended (0 when the log is empty).
@@ -241,20 +305,17 @@ impl Journal {
             Some(tokio::task::spawn_blocking(move || log.wait_durable(Position(target)).map(|()| target)));
     }
 
-    /// Starts a snapshot if `snapshot_events` events were appended since the
-    /// last one and none is being written.
+    /// Starts a snapshot if the log is due a switch ([`SwitchRule`]) and none
+    /// is being written.
     pub fn maybe_snapshot(&mut self, mbd: &Mbd) {
-        if self.snapshot.is_some()
-            || self.events_since_snapshot < self.snapshot_events
-            || self.appended_through == 0
-        {
+        if self.snapshot.is_some() || !self.rule.is_due(&self.backlog) || self.appended_through == 0 {
             return;
         }
-        self.events_since_snapshot = 0;
+        self.backlog = Backlog::default();
         let bytes = encode(&mbd.snapshot());
         let position = self.appended_through;
         let log = Arc::clone(&self.log);
-        tracing::debug!(position, bytes = bytes.len(), "writing a snapshot");
+        tracing::info!(position, bytes = bytes.len(), "switching the event log: writing a snapshot");
         self.snapshot = Some(tokio::task::spawn_blocking(move || {
             log.write_snapshot(Position(position), &bytes)?;
             let prune = log.prune()?;
@@ -347,6 +408,11 @@ mod tests {
         config
     }
 
+    /// A rule that switches every `snapshot_events` events and never on finishes.
+    fn every(snapshot_events: u64) -> SwitchRule {
+        SwitchRule { max_job_num: u32::MAX, snapshot_events }
+    }
+
     /// Steps MBD_START into the journal, as the shell does.
     fn start(mbd: &mut Mbd, journal: &mut Journal, now_ms: u64) {
         let mut effects = Vec::new();
@@ -368,8 +434,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log_dir = dir.path().join("logdir");
         let log = open(&log_dir).expect("opens");
-        let mut mbd = recover(&log, config()).expect("an empty log recovers");
-        let mut journal = Journal::new(log, 2);
+        let Recovered { mut mbd, backlog } = recover(&log, config()).expect("an empty log recovers");
+        assert_eq!(backlog, Backlog::default());
+        let mut journal = Journal::new(log, every(2), backlog);
         start(&mut mbd, &mut journal, 1_000);
         start(&mut mbd, &mut journal, 2_000);
         assert_eq!(journal.appended_through(), 2);
@@ -395,7 +462,46 @@ mod tests {
         let log = open(&log_dir).expect("reopens");
         assert_eq!(log.stats().snapshot_position, Some(Position(2)));
         let recovered = recover(&log, config()).expect("recovers");
-        assert_eq!(recovered.snapshot(), mbd.snapshot());
-        assert_eq!(Journal::new(log, 2).appended_through(), 3);
+        assert_eq!(recovered.mbd.snapshot(), mbd.snapshot());
+        assert_eq!(recovered.backlog, Backlog { n_events: 1, n_finished: 0 });
+        assert_eq!(Journal::new(log, every(2), recovered.backlog).appended_through(), 3);
+    }
+
+    /// JOB_STATUS of job 1 to `status`, with a finish when it is DONE or EXIT.
+    fn status_event(status: lava_batch_ll::JobStatus) -> Event {
+        let finish = status.is_finished().then(|| lava_mbd::event::FinishRecord {
+            wait_status: 0,
+            finish_reason: lava_batch_wire::FINISH_NORMAL,
+            end_time_ms: 2_000,
+            rusage: lava_batch_wire::ResourceUsage::default(),
+            pid: 42,
+        });
+        Event::JobStatus(lava_mbd::event::JobStatusRecord {
+            job: lava_batch_ll::JobRef::new(1, 0).expect("job 1"),
+            status,
+            reason: String::new(),
+            time_ms: 2_000,
+            finish,
+        })
+    }
+
+    // Goal: the backlog counts every event and, as finishes, exactly the JOB_STATUS
+    // records to DONE or EXIT; the log is due a switch at MAX_JOB_NUM finishes or at
+    // --snapshot-events events, whichever comes first, and not before.
+    // Method: count a few events, then ask the rule at and below each bound.
+    #[test]
+    fn max_job_num_finishes_or_snapshot_events_switch_the_log() {
+        use lava_batch_ll::JobStatus;
+        let mut backlog = Backlog::default();
+        for status in [JobStatus::Run, JobStatus::Done, JobStatus::Ssusp, JobStatus::Exit] {
+            backlog.add(&status_event(status));
+        }
+        assert_eq!(backlog, Backlog { n_events: 4, n_finished: 2 });
+        let rule = |max_job_num, snapshot_events| SwitchRule { max_job_num, snapshot_events };
+        assert!(rule(2, 100).is_due(&backlog), "MAX_JOB_NUM finishes");
+        assert!(!rule(3, 100).is_due(&backlog), "one finish short");
+        assert!(rule(1000, 4).is_due(&backlog), "--snapshot-events events");
+        assert!(!rule(1000, 5).is_due(&backlog), "one event short");
+        assert!(!rule(1, 1).is_due(&Backlog::default()), "an empty backlog never");
     }
 }

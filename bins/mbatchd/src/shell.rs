@@ -423,7 +423,7 @@ impl Shell {
 
     /// `badmin reconfig` by `caller`: an administrator's request loads the
     /// configuration again and, if it is valid and names the same hosts, steps it
-    /// into the logic; otherwise the running configuration stays and the answer
+    /// into the logic and gives the journal lsb.params' `MAX_JOB_NUM`; otherwise the running configuration stays and the answer
     /// says why (the file, line and problem for a broken file).
     fn reconfig(&mut self, caller: &lava_mbd::Caller) -> Result<lava_batch_wire::ReconfigReply, ShellError> {
         let refuse = |message: String| lava_batch_wire::ReconfigReply { applied: false, message };
@@ -436,11 +436,18 @@ impl Shell {
         };
         let loaded = lava_conf::ClusterConfig::load(&envdir)
             .map_err(|error| error.to_string())
-            .and_then(|conf| crate::config::mbd_config(&conf).map_err(|error| error.to_string()))
-            .and_then(|config| self.mbd.reconfigurable(&config).map(|()| config));
+            .and_then(|conf| {
+                let config = crate::config::mbd_config(&conf).map_err(|error| error.to_string())?;
+                Ok((config, conf.params.max_job_num))
+            })
+            .and_then(|(config, max_job_num)| {
+                self.mbd.reconfigurable(&config).map(|()| (config, max_job_num))
+            });
         match loaded {
-            Ok(config) => {
+            Ok((config, max_job_num)) => {
                 tracing::info!(user = %caller.user, "badmin reconfig: the new configuration is in force");
+                // The journal's switch rule before the step, so that the step's own check sees it.
+                self.journal.set_max_job_num(max_job_num);
                 self.step(Input::Reconfigure { config: Box::new(config) }, None)?;
                 Ok(lava_batch_wire::ReconfigReply { applied: true, message: String::new() })
             }

@@ -8,7 +8,7 @@
 //! | `SBD_SLEEP_TIME` | [`LsbParams::sbd_sleep_time_s`]: sbatchd's job-check interval, at least 1 | 30 |
 //! | `JOB_TERMINATE_INTERVAL` | [`LsbParams::job_terminate_interval_s`]: between SIGINT, SIGTERM and SIGKILL of `bkill` | 10 |
 //! | `CLEAN_PERIOD` | [`LsbParams::clean_period_s`]: how long a finished job stays in memory | 3600 |
-//! | `MAX_JOB_NUM` | [`LsbParams::max_job_num`]: finished jobs kept before the event log is switched | 1000 |
+//! | `MAX_JOB_NUM` | [`LsbParams::max_job_num`]: job finishes the event log holds before mbatchd switches it (writes a snapshot and prunes what it covers), at least 1 | 1000 |
 //! | `MAX_JOBID` | [`LsbParams::max_jobid`]: job ids wrap after it; 999999 to 2147483646 | 999999 |
 //! | `JOB_ACCEPT_INTERVAL` | [`LsbParams::job_accept_interval`]: dispatch turns (of `MBD_SLEEP_TIME`) a host waits after taking a job; 0 = no wait | 1 |
 //! | `DEFAULT_PROJECT` | [`LsbParams::default_project`] | `default` |
@@ -231,6 +231,14 @@ mod tests {
             one("MAX_JOB_ARRAY_SIZE = 1000000").expect_err("array"),
             "lsb.params:2: `MAX_JOB_ARRAY_SIZE`: bad number `1000000`, expected a whole number from 1 to 999999"
         );
+        for bad in ["0", "-5", "many"] {
+            assert_eq!(
+                one(&format!("MAX_JOB_NUM = {bad}")).expect_err("MAX_JOB_NUM"),
+                format!(
+                    "lsb.params:2: `MAX_JOB_NUM`: bad number `{bad}`, expected a whole number from 1 to 4294967295"
+                )
+            );
+        }
         assert_eq!(
             one("CLEAN_PERIOD = 1h").expect_err("unit"),
             "lsb.params:2: `CLEAN_PERIOD`: bad number `1h`, expected a whole number from 0 to 4294967295"

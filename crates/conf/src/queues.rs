@@ -10,7 +10,7 @@
 //! | `USERS` | [`Queue::users`]: `all`, or users and user groups | `all` |
 //! | `QJOB_LIMIT` | [`Queue::qjob_limit`]: job slots of the whole queue | unlimited |
 //! | `UJOB_LIMIT` | [`Queue::ujob_limit`]: job slots per user | unlimited |
-//! | `PJOB_LIMIT` | [`Queue::pjob_limit`]: job slots per processor (a fraction is allowed) | unlimited |
+//! | `PJOB_LIMIT` | [`Queue::pjob_limit`]: job slots per processor of each host, 0 to [`PJOB_LIMIT_MAX`] (a fraction is allowed) | unlimited |
 //! | `HJOB_LIMIT` | [`Queue::hjob_limit`]: job slots per host | unlimited |
 //! | `RUNLIMIT` | [`Queue::run_limit_s`]: `[default] max`, each `[hours:]minutes` | none |
 //! | `CPULIMIT` | [`Queue::cpu_limit_s`]: as `RUNLIMIT` (normalisation `/host` is refused) | none |
@@ -108,6 +108,10 @@ pub const UNIMPLEMENTED_QUEUE_KEYS: [&str; 37] = [
     "SWP",
     "MEM",
 ];
+
+/// The largest `PJOB_LIMIT` accepted: job slots per processor (LSF sets no bound; one keeps
+/// the slots of a host, `PJOB_LIMIT` × CPUs, a whole number of job slots).
+pub const PJOB_LIMIT_MAX: f64 = 1_000_000.0;
 
 /// Who or where: everyone/every host, or a list of names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,7 +248,7 @@ impl LsbQueues {
                 qjob_limit: count("QJOB_LIMIT")?,
                 ujob_limit: count("UJOB_LIMIT")?,
                 pjob_limit: match field("PJOB_LIMIT") {
-                    Some(field) if !field.is_default() => Some(field.float(0.0)?),
+                    Some(field) if !field.is_default() => Some(pjob_limit(&field)?),
                     _ => None,
                 },
                 hjob_limit: count("HJOB_LIMIT")?,
@@ -288,6 +292,15 @@ impl LsbQueues {
     pub fn queue(&self, name: &str) -> Option<&Queue> {
         self.queues.iter().find(|queue| queue.name == name)
     }
+}
+
+/// `PJOB_LIMIT`: a number from 0 to [`PJOB_LIMIT_MAX`].
+fn pjob_limit(field: &Field<'_>) -> Result<f64, ConfError> {
+    field
+        .float(0.0)
+        .ok()
+        .filter(|value| *value <= PJOB_LIMIT_MAX)
+        .ok_or_else(|| field.bad_number(format!("a number from 0 to {PJOB_LIMIT_MAX}")))
 }
 
 fn yes_no(field: Option<Field<'_>>) -> Result<bool, ConfError> {
@@ -557,6 +570,18 @@ mod tests {
         assert_eq!(
             queue("MEMLIMIT = 5XB").expect_err("unit"),
             "lsb.queues:3: `MEMLIMIT`: bad number `5XB`, expected a whole number, optionally followed by `KB`, `MB`, `GB` or `TB`"
+        );
+        assert_eq!(
+            queue("PJOB_LIMIT = -1").expect_err("negative"),
+            "lsb.queues:3: `PJOB_LIMIT`: bad number `-1`, expected a number from 0 to 1000000"
+        );
+        assert_eq!(
+            queue("PJOB_LIMIT = many").expect_err("not a number"),
+            "lsb.queues:3: `PJOB_LIMIT`: bad number `many`, expected a number from 0 to 1000000"
+        );
+        assert_eq!(
+            queue("PJOB_LIMIT = 2000000").expect_err("too large"),
+            "lsb.queues:3: `PJOB_LIMIT`: bad number `2000000`, expected a number from 0 to 1000000"
         );
         assert_eq!(
             queue("EXCLUSIVE = maybe").expect_err("bool"),

@@ -68,6 +68,9 @@ pub struct QueueConfig {
     pub qjob_limit: Option<u32>,
     /// `UJOB_LIMIT`: slots one user's started jobs of the queue may hold.
     pub ujob_limit: Option<u32>,
+    /// `PJOB_LIMIT`, in thousandths of a job slot per CPU: the queue's started jobs may hold
+    /// PJOB_LIMIT × (the host's CPUs) slots on one host, rounded up (LSF's rule).
+    pub pjob_limit_milli: Option<u32>,
     /// `HJOB_LIMIT`: slots the queue's started jobs may hold on one host.
     pub hjob_limit: Option<u32>,
     /// `RUNLIMIT`, seconds: the default and the maximum of `-W`.
@@ -96,6 +99,7 @@ impl QueueConfig {
             users: None,
             qjob_limit: None,
             ujob_limit: None,
+            pjob_limit_milli: None,
             hjob_limit: None,
             run_limit_s: None,
             mem_limit_kb: None,
@@ -104,6 +108,14 @@ impl QueueConfig {
             description: String::new(),
             nice: 0,
         }
+    }
+
+    /// The slots `PJOB_LIMIT` leaves the queue on a host with `n_cpus` CPUs (0 counts as
+    /// one, as in LSF): the limit times the CPUs, rounded up; `None` without the limit.
+    pub fn cpu_slot_limit(&self, n_cpus: u32) -> Option<u32> {
+        let milli = u64::from(self.pjob_limit_milli?);
+        let slots = (milli * u64::from(n_cpus.max(1))).div_ceil(1000);
+        Some(u32::try_from(slots).unwrap_or(u32::MAX))
     }
 
     /// Whether `user` may submit to the queue.

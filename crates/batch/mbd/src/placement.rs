@@ -20,7 +20,7 @@
 //! - [`Pass::job_blocked`]: job-level conditions (begin time, queue and
 //!   per-user queue slot limits); a job failing one gets that reason alone;
 //! - [`Pass::host_room`]: per host, how many of the job's slots the host can
-//!   take now (free slots, exclusive jobs, `HJOB_LIMIT`, `JL/U`, `rusage`),
+//!   take now (free slots, exclusive jobs, `PJOB_LIMIT`, `HJOB_LIMIT`, `JL/U`, `rusage`),
 //!   after the requirement's static filter (`-m`, queue `HOSTS`, connection,
 //!   lim's availability, `select`) kept it as a candidate.
 //!
@@ -128,6 +128,7 @@ pub(crate) enum HostReason {
     LessSlots,
     ExclusiveRunning,
     NotExclusive,
+    QueueCpuLimit,
     QueueHostLimit,
     HostUserLimit,
     Reservation(u8),
@@ -149,6 +150,7 @@ impl HostReason {
             HostReason::LessSlots => "Not enough job slot(s)",
             HostReason::ExclusiveRunning => "Running an exclusive job",
             HostReason::NotExclusive => "Job's requirement for exclusive execution not satisfied",
+            HostReason::QueueCpuLimit => "Queue's per-CPU job slot limit reached",
             HostReason::QueueHostLimit => "Queue's per-host job slot limit reached",
             HostReason::HostUserLimit => "Host's per-user job slot limit reached",
             HostReason::Reservation(idx) if usize::from(idx) == resreq::LOAD_SWP => {
@@ -284,6 +286,8 @@ struct PassHost {
     /// Why no job can go there at all this pass (not connected, lim says unavailable).
     unusable: Option<HostReason>,
     free: u32,
+    /// The CPUs the host registered with (`PJOB_LIMIT` counts per CPU); 0 when not connected.
+    n_cpus: u32,
     n_jobs: u32,
     exclusive: bool,
     reserved: Rusage,
@@ -433,6 +437,7 @@ impl<'a> Pass<'a> {
             pass.hosts.push(PassHost {
                 unusable,
                 free,
+                n_cpus: link.map_or(0, |link| link.n_cpus),
                 n_jobs: 0,
                 exclusive: false,
                 reserved: Rusage::default(),
@@ -671,9 +676,15 @@ impl<'a> Pass<'a> {
             return Err(HostReason::Refused);
         }
         let mut room = host.free;
-        if let Some(limit) = self.mbd.config.queues[queue_idx].hjob_limit {
-            let used = self.queue_host_used.get(&(queue_idx, h)).copied().unwrap_or(0);
-            room = room.min(limit.checked_sub(used).filter(|n| *n > 0).ok_or(HostReason::QueueHostLimit)?);
+        let queue = &self.mbd.config.queues[queue_idx];
+        let queue_used = self.queue_host_used.get(&(queue_idx, h)).copied().unwrap_or(0);
+        if let Some(limit) = queue.cpu_slot_limit(host.n_cpus) {
+            room =
+                room.min(limit.checked_sub(queue_used).filter(|n| *n > 0).ok_or(HostReason::QueueCpuLimit)?);
+        }
+        if let Some(limit) = queue.hjob_limit {
+            room =
+                room.min(limit.checked_sub(queue_used).filter(|n| *n > 0).ok_or(HostReason::QueueHostLimit)?);
         }
         if let Some(limit) = config.user_job_limit {
             let used = self.user_host_used.get(&(user, h)).copied().unwrap_or(0);

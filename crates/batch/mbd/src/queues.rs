@@ -83,7 +83,7 @@ impl Mbd {
                 users: queue.users.iter().flatten().map(ToString::to_string).collect(),
                 max_slots: queue.qjob_limit.unwrap_or(wire::QUEUE_UNLIMITED),
                 user_slot_limit: queue.ujob_limit.unwrap_or(wire::QUEUE_UNLIMITED),
-                processor_slot_limit: wire::QUEUE_UNLIMITED,
+                processor_slot_limit_milli: queue.pjob_limit_milli.unwrap_or(wire::QUEUE_UNLIMITED),
                 host_slot_limit: queue.hjob_limit.unwrap_or(wire::QUEUE_UNLIMITED),
                 run_limit_s: queue.run_limit_s.as_ref().map_or(0, |limit| limit.max),
                 mem_limit_kb: queue.mem_limit_kb.as_ref().map_or(0, |limit| limit.max),

@@ -860,8 +860,9 @@ pub struct QueueInfo {
     pub max_slots: u32,
     /// `UJOB_LIMIT` (JL/U); [`QUEUE_UNLIMITED`] for none.
     pub user_slot_limit: u32,
-    /// `PJOB_LIMIT` (JL/P); [`QUEUE_UNLIMITED`] for none.
-    pub processor_slot_limit: u32,
+    /// `PJOB_LIMIT` (JL/P), in thousandths of a job slot per CPU (it may be a
+    /// fraction); [`QUEUE_UNLIMITED`] for none.
+    pub processor_slot_limit_milli: u32,
     /// `HJOB_LIMIT` (JL/H); [`QUEUE_UNLIMITED`] for none.
     pub host_slot_limit: u32,
     /// `RUNLIMIT`, seconds; 0 for none.

@@ -192,7 +192,7 @@ fn bqueues_counts_slots_by_state() {
             users: vec![],
             max_slots: wire::QUEUE_UNLIMITED,
             user_slot_limit: wire::QUEUE_UNLIMITED,
-            processor_slot_limit: wire::QUEUE_UNLIMITED,
+            processor_slot_limit_milli: wire::QUEUE_UNLIMITED,
             host_slot_limit: wire::QUEUE_UNLIMITED,
             run_limit_s: 0,
             mem_limit_kb: 0,
@@ -220,7 +220,7 @@ fn bqueues_counts_slots_by_state() {
 }
 
 // Goal: bqueues and bhosts show what the configuration sets (DESCRIPTION, NICE, USERS,
-// QJOB/UJOB/HJOB_LIMIT, RUNLIMIT and MEMLIMIT maxima, a host's JL/U), and no
+// QJOB/UJOB/PJOB/HJOB_LIMIT, RUNLIMIT and MEMLIMIT maxima, a host's JL/U), and no
 // limit where it sets none.
 #[test]
 fn bqueues_and_bhosts_show_the_configured_limits() {
@@ -232,20 +232,22 @@ fn bqueues_and_bhosts_show_the_configured_limits() {
     normal.qjob_limit = Some(10);
     normal.ujob_limit = Some(3);
     normal.hjob_limit = Some(2);
+    normal.pjob_limit_milli = Some(1500);
     normal.run_limit_s = Some(crate::config::QueueLimit { default: Some(600), max: 3600 });
     normal.mem_limit_kb = Some(crate::config::QueueLimit { default: None, max: 1 << 20 });
     config.hosts[0].user_job_limit = Some(4);
     let h = Harness::with_config(config);
     let queues = h.mbd.queue_query(&wire::QueueQuery { queues: vec!["normal".into(), "high".into()] });
     let limits = |q: &wire::QueueInfo| {
-        (q.users.clone(), q.max_slots, q.user_slot_limit, q.host_slot_limit, q.run_limit_s, q.mem_limit_kb)
+        let slots = (q.max_slots, q.user_slot_limit, q.processor_slot_limit_milli, q.host_slot_limit);
+        (q.users.clone(), slots, q.run_limit_s, q.mem_limit_kb)
     };
     let unlimited = wire::QUEUE_UNLIMITED;
     assert_eq!(
         queues.queues.iter().map(limits).collect::<Vec<_>>(),
         [
-            (vec![], unlimited, unlimited, unlimited, 0, 0),
-            (vec!["alice".to_owned(), "bob".to_owned()], 10, 3, 2, 3600, 1 << 20),
+            (vec![], (unlimited, unlimited, unlimited, unlimited), 0, 0),
+            (vec!["alice".to_owned(), "bob".to_owned()], (10, 3, 1500, 2), 3600, 1 << 20),
         ]
     );
     let normal = &queues.queues[1];

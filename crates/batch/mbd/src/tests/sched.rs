@@ -190,6 +190,37 @@ fn per_host_limits() {
     assert_eq!(placed(&mut h, 6), on(&["hostC"]));
 }
 
+// Goal: PJOB_LIMIT caps a queue's slots per host at the limit times the host's CPUs,
+// rounded up (0.3 × 8 CPUs = 3 slots), below MXJ; the waiting job gives LSF's per-CPU
+// reason per host, another queue is not bound by it, and a finish lets the next one start.
+#[test]
+fn per_cpu_limit_of_a_queue() {
+    let mut config = config();
+    config.queues[0].pjob_limit_milli = Some(300);
+    let mut h = cluster(config);
+    for n in 1..=8 {
+        h.step(submit(n, n, "alice", request()));
+    }
+    let hosts: Vec<Vec<String>> = (1..=8).map(|id| placed(&mut h, id).0).collect();
+    let expected: Vec<Vec<&str>> =
+        [["hostA"].as_slice(), &["hostA"], &["hostA"], &["hostB"], &["hostC"], &["hostC"], &["hostC"], &[]]
+            .iter()
+            .map(|hosts| hosts.to_vec())
+            .collect();
+    assert_eq!(hosts, expected);
+    assert_eq!(
+        placed(&mut h, 8).1,
+        "Queue's per-CPU job slot limit reached: 2 hosts;\n Job slot limit reached: 1 host"
+    );
+    let mut high = request();
+    high.queue = "high".into();
+    h.step(submit(9, 9, "alice", high));
+    assert_eq!(placed(&mut h, 9), on(&["hostA"]));
+    h.step(started("hostC", 5, 105));
+    h.step(finished("hostC", 5, 105, 0));
+    assert_eq!(placed(&mut h, 8), on(&["hostC"]));
+}
+
 // Goal: an exclusive job needs a host with no job and then runs alone there;
 // a queue without EXCLUSIVE = y refuses -x.
 #[test]
