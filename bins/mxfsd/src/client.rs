@@ -33,6 +33,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use lava_dlm_ll::LockMode;
+use rustix::event::{PollFd, PollFlags};
 
 /// Largest body in either direction.
 pub const CLIENT_BODY_BYTES_MAX: usize = 64 * 1024;
@@ -425,10 +426,33 @@ impl Client {
         ClientError::Io { path: self.path.clone(), source }
     }
 
-    /// Reads until the inbox holds `n` bytes.
-    fn fill(&mut self, n: usize) -> Result<(), ClientError> {
+    /// Waits until the socket has something to read (data, end of file or an error), at most
+    /// `timeout` (`None`: as long as it takes); a timeout is an [`io::ErrorKind::TimedOut`] error.
+    ///
+    /// Waiting in poll(2) for POLLIN rather than in a blocking read(2) is what keeps a call at
+    /// one wake-up: a reader blocked in read(2) on a Unix socket is also woken each time the
+    /// daemon takes in a request this socket sent (the kernel signals the freed send space on
+    /// the same wait queue), only to find nothing to read and sleep again; poll(2) waiting for
+    /// POLLIN alone is not woken by that.
+    fn wait_readable(&self, timeout: Option<Duration>) -> Result<(), ClientError> {
+        // A timeout too large for a timespec is as good as none.
+        let timeout = timeout.and_then(|t| rustix::event::Timespec::try_from(t).ok());
+        loop {
+            let mut fds = [PollFd::new(&self.stream, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, timeout.as_ref()) {
+                Ok(0) => return Err(self.io(io::Error::from(io::ErrorKind::TimedOut))),
+                Ok(_) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(errno) => return Err(self.io(errno.into())),
+            }
+        }
+    }
+
+    /// Reads until the inbox holds `n` bytes, waiting at most `timeout` for each read.
+    fn fill(&mut self, n: usize, timeout: Option<Duration>) -> Result<(), ClientError> {
         let mut chunk = [0u8; 4096];
         while self.inbox.len() < n {
+            self.wait_readable(timeout)?;
             match self.stream.read(&mut chunk) {
                 Ok(0) => {
                     let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "mxfsd closed the connection");
@@ -442,13 +466,14 @@ impl Client {
         Ok(())
     }
 
-    fn read_reply(&mut self) -> Result<Reply, ClientError> {
-        self.fill(4)?;
+    /// The next answer or notification, waiting at most `timeout` for each part of it.
+    fn read_reply(&mut self, timeout: Option<Duration>) -> Result<Reply, ClientError> {
+        self.fill(4, timeout)?;
         let length = u32::from_be_bytes(self.inbox[..4].try_into().expect("4 bytes")) as usize;
         if length > CLIENT_BODY_BYTES_MAX {
             return Err(ClientError::Protocol(format!("answer of {length} bytes")));
         }
-        self.fill(4 + length)?;
+        self.fill(4 + length, timeout)?;
         let reply = Reply::decode(&self.inbox[4..4 + length]);
         self.inbox.drain(..4 + length);
         reply.ok_or_else(|| ClientError::Protocol("malformed answer".to_owned()))
@@ -459,7 +484,7 @@ impl Client {
     pub fn call(&mut self, request: &Request) -> Result<Reply, ClientError> {
         self.stream.write_all(&frame(&request.encode())).map_err(|e| self.io(e))?;
         loop {
-            match self.read_reply()? {
+            match self.read_reply(None)? {
                 reply if reply.is_notification() => self.notifications.push_back(reply),
                 Reply::Error { code, message } => return Err(ClientError::Refused { code, message }),
                 reply => return Ok(reply),
@@ -540,10 +565,7 @@ impl Client {
         if let Some(reply) = self.notifications.pop_front() {
             return Ok(Some(reply));
         }
-        self.stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1)))).map_err(|e| self.io(e))?;
-        let result = self.read_reply();
-        self.stream.set_read_timeout(None).map_err(|e| self.io(e))?;
-        match result {
+        match self.read_reply(Some(timeout)) {
             Ok(reply) if reply.is_notification() => Ok(Some(reply)),
             Ok(other) => Err(ClientError::Protocol(format!("{other:?}"))),
             Err(ClientError::Io { source, .. })
