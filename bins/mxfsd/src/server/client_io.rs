@@ -222,22 +222,25 @@ mod tests {
     use crate::client::{LockMode, frame};
 
     // Goal: an answer larger than the socket can hold is delivered whole and in order: the
-    // writer waits for room (the only path that watches the socket for writing) instead of
-    // failing or dropping bytes. Method: 4 MiB (far above a Unix socket's buffer) to a peer
-    // that reads only from another thread, at its own pace.
+    // writer waits for room (the only path that watches the socket for writing, beside the
+    // reader's registration of the same socket) instead of failing or dropping bytes.
+    // Method: 4 MiB (far above a Unix socket's buffer) to a peer that reads only from another
+    // thread, at its own pace, through the halves `split` makes.
     #[tokio::test(flavor = "current_thread")]
     async fn write_all_waits_for_room_and_keeps_the_order() {
-        let (ours, theirs) = UnixStream::pair().expect("socket pair");
-        ours.set_nonblocking(true).expect("non-blocking");
+        let (ours, theirs) = tokio::net::UnixStream::pair().expect("socket pair");
+        let theirs = theirs.into_std().expect("a std socket");
+        theirs.set_nonblocking(false).expect("blocking");
+        let (reader, writer) = split(ours).expect("split");
         let bytes: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
-        let reader = std::thread::spawn(move || {
+        let peer = std::thread::spawn(move || {
             let mut got = Vec::new();
             (&theirs).read_to_end(&mut got).expect("read until the end");
             got
         });
-        write_all(&ours, &bytes).await.expect("written");
-        drop(ours);
-        assert!(reader.join().expect("reader thread") == bytes);
+        write_all(&writer, &bytes).await.expect("written");
+        drop((reader, writer));
+        assert!(peer.join().expect("peer thread") == bytes);
     }
 
     // Goal: requests that arrive together are all handed over, in order, and one split across
