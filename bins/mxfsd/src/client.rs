@@ -482,13 +482,26 @@ impl Client {
     /// Sends `request` and returns its answer; notifications met meanwhile are kept for
     /// [`Client::next_notification`]. An ERROR answer is [`ClientError::Refused`].
     pub fn call(&mut self, request: &Request) -> Result<Reply, ClientError> {
-        self.stream.write_all(&frame(&request.encode())).map_err(|e| self.io(e))?;
+        if let Err(error) = self.stream.write_all(&frame(&request.encode())) {
+            return Err(self.refusal_left_behind().unwrap_or_else(|| self.io(error)));
+        }
         loop {
             match self.read_reply(None)? {
                 reply if reply.is_notification() => self.notifications.push_back(reply),
                 Reply::Error { code, message } => return Err(ClientError::Refused { code, message }),
                 reply => return Ok(reply),
             }
+        }
+    }
+
+    /// After a failed write: the refusal the daemon sent before it closed the connection, if
+    /// one is waiting to be read. The daemon answers a client beyond `LAVA_MXFSD_MAX_CLIENTS`
+    /// with "too many clients" and closes at once, possibly before the first request is sent,
+    /// which then fails with a broken pipe while the reason is in the receive queue.
+    fn refusal_left_behind(&mut self) -> Option<ClientError> {
+        match self.read_reply(Some(Duration::ZERO)) {
+            Ok(Reply::Error { code, message }) => Some(ClientError::Refused { code, message }),
+            _ => None,
         }
     }
 
@@ -616,5 +629,27 @@ mod tests {
         }
         assert_eq!(Request::decode(&[kind::LOCK, 9, 0, 0, 0, 0, 0]), None);
         assert_eq!(Request::decode(&[]), None);
+    }
+
+    // Goal: a client the daemon turned away before its first request went out gets the
+    // daemon's reason, not a broken pipe. Method: a listener standing in for mxfsd accepts,
+    // sends a "too many clients" refusal and closes before the client writes; the client's
+    // STATUS call must fail with that refusal.
+    #[test]
+    fn refusal_sent_before_the_request_is_reported() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("mxfsd.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        let mut client = Client::connect(&path).expect("connect");
+        let (mut daemon_side, _) = listener.accept().expect("accept");
+        let refusal = Reply::Error { code: ErrorCode::Unavailable, message: "too many clients".to_owned() };
+        daemon_side.write_all(&frame(&refusal.encode())).expect("refusal sent");
+        drop(daemon_side);
+        match client.status() {
+            Err(ClientError::Refused { code: ErrorCode::Unavailable, message }) => {
+                assert_eq!(message, "too many clients")
+            }
+            other => panic!("expected the refusal, got {other:?}"),
+        }
     }
 }
