@@ -13,11 +13,16 @@
 //!   resource for `--secs` seconds; every grant is a handoff. The spread of grants per client
 //!   shows the FIFO queue at work (no client starved).
 //!
+//! Each line also gives the CPU time spent per pair (or handoff) during the measurement:
+//! `daemon_cpu_us` by both mxfsd together, `client_cpu_us` by this process (the client
+//! threads), user + system, from `/proc/PID/stat` (in ticks of 10 ms: over 3 s of two busy
+//! cores, about 1 % of resolution). On a shared machine that is steadier than the rate.
+//!
 //! ```text
-//! dlm_uncontended master=local clients=1 pairs=... secs=... pairs_per_s=... median_us=... p99_us=...
-//! dlm_uncontended master=remote clients=1 pairs=... secs=... pairs_per_s=... median_us=... p99_us=...
+//! dlm_uncontended master=local clients=1 pairs=... secs=... pairs_per_s=... median_us=... p99_us=... unlock_median_us=... daemon_cpu_us=... client_cpu_us=...
+//! dlm_uncontended master=remote clients=1 pairs=... (and the same keys)
 //! dlm_uncontended master=local clients=8 pairs=... (and remote)
-//! dlm_handoff clients=8 master=local handoffs=... secs=... handoffs_per_s=... min_per_client=... max_per_client=...
+//! dlm_handoff clients=8 master=local handoffs=... secs=... handoffs_per_s=... min_per_client=... max_per_client=... daemon_cpu_us=... client_cpu_us=...
 //! ```
 //!
 //! Goals (issue 5): ≥ 50,000 pairs/s with a local master, ≥ 15,000/s through a remote master,
@@ -34,7 +39,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use lava_mxfsd::client::{Client, LockMode};
 
-use crate::cluster::{BenchCluster, CLUSTER_NAME, sibling_binary};
+use crate::cluster::{BenchCluster, CLUSTER_NAME, process_cpu_secs, sibling_binary};
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 const HOSTS: [&str; 2] = ["h1", "h2"];
@@ -177,18 +182,45 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     wait_status(&h2.socket, "h2 joining h1", |text| text.contains("MASTER CONNECTION: joined"))?;
     wait_status(&h1.socket, "h1 serving", |text| text.contains("STATE: serving\n"))?;
     let secs = Duration::from_secs_f64(options.secs);
+    let cpu = CpuMeter { daemons: [h1.child.id(), h2.child.id()] };
     if options.what != "handoff" {
         // One client: the round trip of a lone caller. Then `--clients` at once: throughput.
         for clients in [1, options.clients] {
-            uncontended(&h1.socket, "local", clients, secs)?;
-            uncontended(&h2.socket, "remote", clients, secs)?;
+            uncontended(&h1.socket, "local", clients, secs, &cpu)?;
+            uncontended(&h2.socket, "remote", clients, secs, &cpu)?;
         }
     }
     if options.what != "uncontended" {
-        handoff(&h1.socket, "local", options.clients, secs)?;
+        handoff(&h1.socket, "local", options.clients, secs, &cpu)?;
     }
     drop((h2, h1));
     Ok(())
+}
+
+/// CPU seconds used so far by the daemons and by this process (the clients).
+struct CpuMeter {
+    daemons: [u32; 2],
+}
+
+impl CpuMeter {
+    fn read(&self) -> anyhow::Result<(f64, f64)> {
+        let mut daemons = 0.0;
+        for pid in self.daemons {
+            daemons += process_cpu_secs(pid)?.0;
+        }
+        Ok((daemons, process_cpu_secs(std::process::id())?.0))
+    }
+
+    /// `daemon_cpu_us=... client_cpu_us=...`: the CPU used since `before`, per one of `count`.
+    fn per(&self, before: (f64, f64), count: u64) -> anyhow::Result<String> {
+        let after = self.read()?;
+        let per = |secs: f64| secs * 1e6 / count.max(1) as f64;
+        Ok(format!(
+            "daemon_cpu_us={:.1} client_cpu_us={:.1}",
+            per(after.0 - before.0),
+            per(after.1 - before.1)
+        ))
+    }
 }
 
 fn percentile(sorted: &[Duration], per_cent: usize) -> f64 {
@@ -199,7 +231,13 @@ fn percentile(sorted: &[Duration], per_cent: usize) -> f64 {
     sorted[idx].as_secs_f64() * 1e6
 }
 
-fn uncontended(socket: &Path, master: &str, clients: usize, secs: Duration) -> anyhow::Result<()> {
+fn uncontended(
+    socket: &Path,
+    master: &str,
+    clients: usize,
+    secs: Duration,
+    cpu: &CpuMeter,
+) -> anyhow::Result<()> {
     // One thread per client, each on a resource of its own: nobody waits for anybody.
     let per_client = |idx: usize| -> anyhow::Result<(u64, Vec<Duration>, Vec<Duration>)> {
         let mut client = Client::connect(socket)?;
@@ -224,6 +262,7 @@ fn uncontended(socket: &Path, master: &str, clients: usize, secs: Duration) -> a
         }
         Ok((pairs, round_trips, unlocks))
     };
+    let cpu_before = cpu.read()?;
     let started = Instant::now();
     let results: Vec<anyhow::Result<_>> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..clients).map(|idx| scope.spawn(move || per_client(idx))).collect();
@@ -244,16 +283,23 @@ fn uncontended(socket: &Path, master: &str, clients: usize, secs: Duration) -> a
     unlocks.sort_unstable();
     println!(
         "dlm_uncontended master={master} clients={clients} pairs={pairs} secs={elapsed:.2} pairs_per_s={:.0} \
-         median_us={:.1} p99_us={:.1} unlock_median_us={:.1}",
+         median_us={:.1} p99_us={:.1} unlock_median_us={:.1} {}",
         pairs as f64 / elapsed,
         percentile(&round_trips, 50),
         percentile(&round_trips, 99),
-        percentile(&unlocks, 50)
+        percentile(&unlocks, 50),
+        cpu.per(cpu_before, pairs)?
     );
     Ok(())
 }
 
-fn handoff(socket: &Path, master: &str, clients: usize, secs: Duration) -> anyhow::Result<()> {
+fn handoff(
+    socket: &Path,
+    master: &str,
+    clients: usize,
+    secs: Duration,
+    cpu: &CpuMeter,
+) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(std::sync::Barrier::new(clients + 1));
     let mut threads = Vec::new();
@@ -272,6 +318,7 @@ fn handoff(socket: &Path, master: &str, clients: usize, secs: Duration) -> anyho
         }));
     }
     start.wait();
+    let cpu_before = cpu.read()?;
     let started = Instant::now();
     std::thread::sleep(secs);
     stop.store(true, Ordering::Relaxed);
@@ -283,10 +330,11 @@ fn handoff(socket: &Path, master: &str, clients: usize, secs: Duration) -> anyho
     let handoffs: u64 = per_client.iter().sum();
     println!(
         "dlm_handoff clients={clients} master={master} handoffs={handoffs} secs={elapsed:.2} handoffs_per_s={:.0} \
-         min_per_client={} max_per_client={}",
+         min_per_client={} max_per_client={} {}",
         handoffs as f64 / elapsed,
         per_client.iter().min().unwrap_or(&0),
-        per_client.iter().max().unwrap_or(&0)
+        per_client.iter().max().unwrap_or(&0),
+        cpu.per(cpu_before, handoffs)?
     );
     Ok(())
 }

@@ -33,6 +33,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use lava_dlm_ll::LockMode;
+use rustix::event::{PollFd, PollFlags};
 
 /// Largest body in either direction.
 pub const CLIENT_BODY_BYTES_MAX: usize = 64 * 1024;
@@ -425,10 +426,33 @@ impl Client {
         ClientError::Io { path: self.path.clone(), source }
     }
 
-    /// Reads until the inbox holds `n` bytes.
-    fn fill(&mut self, n: usize) -> Result<(), ClientError> {
+    /// Waits until the socket has something to read (data, end of file or an error), at most
+    /// `timeout` (`None`: as long as it takes); a timeout is an [`io::ErrorKind::TimedOut`] error.
+    ///
+    /// Waiting in poll(2) for POLLIN rather than in a blocking read(2) is what keeps a call at
+    /// one wake-up: a reader blocked in read(2) on a Unix socket is also woken each time the
+    /// daemon takes in a request this socket sent (the kernel signals the freed send space on
+    /// the same wait queue), only to find nothing to read and sleep again; poll(2) waiting for
+    /// POLLIN alone is not woken by that.
+    fn wait_readable(&self, timeout: Option<Duration>) -> Result<(), ClientError> {
+        // A timeout too large for a timespec is as good as none.
+        let timeout = timeout.and_then(|t| rustix::event::Timespec::try_from(t).ok());
+        loop {
+            let mut fds = [PollFd::new(&self.stream, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, timeout.as_ref()) {
+                Ok(0) => return Err(self.io(io::Error::from(io::ErrorKind::TimedOut))),
+                Ok(_) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(errno) => return Err(self.io(errno.into())),
+            }
+        }
+    }
+
+    /// Reads until the inbox holds `n` bytes, waiting at most `timeout` for each read.
+    fn fill(&mut self, n: usize, timeout: Option<Duration>) -> Result<(), ClientError> {
         let mut chunk = [0u8; 4096];
         while self.inbox.len() < n {
+            self.wait_readable(timeout)?;
             match self.stream.read(&mut chunk) {
                 Ok(0) => {
                     let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "mxfsd closed the connection");
@@ -442,13 +466,14 @@ impl Client {
         Ok(())
     }
 
-    fn read_reply(&mut self) -> Result<Reply, ClientError> {
-        self.fill(4)?;
+    /// The next answer or notification, waiting at most `timeout` for each part of it.
+    fn read_reply(&mut self, timeout: Option<Duration>) -> Result<Reply, ClientError> {
+        self.fill(4, timeout)?;
         let length = u32::from_be_bytes(self.inbox[..4].try_into().expect("4 bytes")) as usize;
         if length > CLIENT_BODY_BYTES_MAX {
             return Err(ClientError::Protocol(format!("answer of {length} bytes")));
         }
-        self.fill(4 + length)?;
+        self.fill(4 + length, timeout)?;
         let reply = Reply::decode(&self.inbox[4..4 + length]);
         self.inbox.drain(..4 + length);
         reply.ok_or_else(|| ClientError::Protocol("malformed answer".to_owned()))
@@ -457,13 +482,26 @@ impl Client {
     /// Sends `request` and returns its answer; notifications met meanwhile are kept for
     /// [`Client::next_notification`]. An ERROR answer is [`ClientError::Refused`].
     pub fn call(&mut self, request: &Request) -> Result<Reply, ClientError> {
-        self.stream.write_all(&frame(&request.encode())).map_err(|e| self.io(e))?;
+        if let Err(error) = self.stream.write_all(&frame(&request.encode())) {
+            return Err(self.refusal_left_behind().unwrap_or_else(|| self.io(error)));
+        }
         loop {
-            match self.read_reply()? {
+            match self.read_reply(None)? {
                 reply if reply.is_notification() => self.notifications.push_back(reply),
                 Reply::Error { code, message } => return Err(ClientError::Refused { code, message }),
                 reply => return Ok(reply),
             }
+        }
+    }
+
+    /// After a failed write: the refusal the daemon sent before it closed the connection, if
+    /// one is waiting to be read. The daemon answers a client beyond `LAVA_MXFSD_MAX_CLIENTS`
+    /// with "too many clients" and closes at once, possibly before the first request is sent,
+    /// which then fails with a broken pipe while the reason is in the receive queue.
+    fn refusal_left_behind(&mut self) -> Option<ClientError> {
+        match self.read_reply(Some(Duration::ZERO)) {
+            Ok(Reply::Error { code, message }) => Some(ClientError::Refused { code, message }),
+            _ => None,
         }
     }
 
@@ -540,10 +578,7 @@ impl Client {
         if let Some(reply) = self.notifications.pop_front() {
             return Ok(Some(reply));
         }
-        self.stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1)))).map_err(|e| self.io(e))?;
-        let result = self.read_reply();
-        self.stream.set_read_timeout(None).map_err(|e| self.io(e))?;
-        match result {
+        match self.read_reply(Some(timeout)) {
             Ok(reply) if reply.is_notification() => Ok(Some(reply)),
             Ok(other) => Err(ClientError::Protocol(format!("{other:?}"))),
             Err(ClientError::Io { source, .. })
@@ -594,5 +629,27 @@ mod tests {
         }
         assert_eq!(Request::decode(&[kind::LOCK, 9, 0, 0, 0, 0, 0]), None);
         assert_eq!(Request::decode(&[]), None);
+    }
+
+    // Goal: a client the daemon turned away before its first request went out gets the
+    // daemon's reason, not a broken pipe. Method: a listener standing in for mxfsd accepts,
+    // sends a "too many clients" refusal and closes before the client writes; the client's
+    // STATUS call must fail with that refusal.
+    #[test]
+    fn refusal_sent_before_the_request_is_reported() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("mxfsd.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        let mut client = Client::connect(&path).expect("connect");
+        let (mut daemon_side, _) = listener.accept().expect("accept");
+        let refusal = Reply::Error { code: ErrorCode::Unavailable, message: "too many clients".to_owned() };
+        daemon_side.write_all(&frame(&refusal.encode())).expect("refusal sent");
+        drop(daemon_side);
+        match client.status() {
+            Err(ClientError::Refused { code: ErrorCode::Unavailable, message }) => {
+                assert_eq!(message, "too many clients")
+            }
+            other => panic!("expected the refusal, got {other:?}"),
+        }
     }
 }

@@ -57,6 +57,7 @@ mod counters;
 pub mod ctl;
 mod epoch_file;
 mod server;
+mod sys;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;

@@ -40,12 +40,14 @@ use lava_dlm_logic::{Config, Effect, Input, Master, NodeState, Phase, is_down_co
 use lava_dlm_wire as wire;
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::sync::mpsc;
 
-use crate::client::{self, CLIENT_BODY_BYTES_MAX, ErrorCode, Reply, Request};
+use crate::client::{self, ErrorCode, Reply, Request};
 use crate::counters::{Counters, REQUEST_KINDS, Refusal};
 use crate::{Settings, epoch_file};
+
+mod client_io;
 
 /// Frames queued for one connection before it is considered stuck and closed.
 const SEND_QUEUE_FRAMES_MAX: usize = 4096;
@@ -525,74 +527,11 @@ async fn accept_clients(listener: UnixListener, events: mpsc::Sender<Event>, acc
                 }
                 next_client += 1;
                 access.counters.client_connection();
-                tokio::spawn(run_client(stream, next_client, events.clone(), slot));
+                tokio::spawn(client_io::run_client(stream, next_client, events.clone(), slot));
             }
             Err(error) => tracing::warn!(%error, "client accept failed"),
         }
     }
-}
-
-async fn run_client(stream: UnixStream, client: u64, events: mpsc::Sender<Event>, slot: ClientSlot) {
-    let access = Arc::clone(&slot.0);
-    let (uid, may_lock) = match lava_net::peer_cred(&stream) {
-        Ok(cred) => (cred.uid, access.may_lock(&cred)),
-        Err(error) => {
-            tracing::warn!(%error, "no peer credentials; client refused");
-            return;
-        }
-    };
-    let (reader, mut writer) = stream.into_split();
-    // Buffered: a request (length and body) usually comes in one read.
-    let mut reader = tokio::io::BufReader::new(reader);
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(SEND_QUEUE_FRAMES_MAX);
-    if events.send(Event::ClientUp { client, tx, uid, may_lock }).await.is_err() {
-        return;
-    }
-    let writer_task = tokio::spawn(async move {
-        while let Some(body) = rx.recv().await {
-            if writer.write_all(&client::frame(&body)).await.is_err() {
-                break;
-            }
-        }
-    });
-    loop {
-        // A client may stay idle between requests (holding its locks) as long as it likes;
-        // once it starts one, the rest must follow within the client timeout.
-        let mut length = [0u8; 4];
-        if reader.read_exact(&mut length[..1]).await.is_err() {
-            break;
-        }
-        let rest = async {
-            reader.read_exact(&mut length[1..]).await?;
-            let length = u32::from_be_bytes(length) as usize;
-            if length > CLIENT_BODY_BYTES_MAX {
-                return Err(std::io::Error::other(format!("request of {length} bytes")));
-            }
-            let mut body = vec![0u8; length];
-            reader.read_exact(&mut body).await?;
-            Ok(body)
-        };
-        let body = match tokio::time::timeout(access.client_timeout, rest).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(error)) => {
-                tracing::debug!(client, %error, "client connection ended");
-                break;
-            }
-            Err(_) => {
-                access.counters.slow_request();
-                tracing::info!(client, "client did not finish its request in time; connection closed");
-                break;
-            }
-        };
-        let request = Request::decode(&body);
-        let malformed = request.is_none();
-        if events.send(Event::ClientRequest { client, request }).await.is_err() || malformed {
-            break;
-        }
-    }
-    writer_task.abort();
-    let _gone = events.send(Event::ClientDown { client }).await;
-    drop(slot);
 }
 
 fn deny_code(reason: DenyReason) -> ErrorCode {
