@@ -51,8 +51,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::effect::ClientReply;
 use crate::event::{
-    Event, HostCtrlRecord, JobChanges, JobModifyRecord, JobMoveRecord, JobRequeueRecord, JobSwitchRecord,
-    QueueCtrlAction, QueueCtrlRecord,
+    Event, HostCtrlRecord, JobChanges, JobModifyRecord, JobMoveRecord, JobRequeueRecord, JobSignalRecord,
+    JobSwitchRecord, QueueCtrlAction, QueueCtrlRecord, Requeued,
 };
 use crate::input::{Caller, ClientId, LoggedSubmission};
 use crate::job::Job;
@@ -162,6 +162,15 @@ pub(crate) fn modified_spec(job: &Job, changes: &JobChanges) -> Result<SubmitSpe
     SubmitSpec::try_from(request).map_err(|error| error.to_string())
 }
 
+/// What `brequeue` asks for (see [`wire::JobControlAction::Requeue`]).
+#[derive(Clone, Copy, Debug)]
+struct RequeueFlags {
+    done: bool,
+    exit: bool,
+    running: bool,
+    hold: bool,
+}
+
 /// One job's answer line.
 fn line(job: wire::WireJobRef, done: bool, message: String) -> wire::JobControlResult {
     wire::JobControlResult { job, done, message }
@@ -231,8 +240,9 @@ impl Mbd {
             wire::JobControlAction::Move { to_top, position, owner_list } => {
                 self.move_job(step, caller, admin && !owner_list, &job, *to_top, *position)
             }
-            wire::JobControlAction::Requeue { done, exit } => {
-                self.requeue(step, caller, &job, (*done, *exit), submissions)
+            wire::JobControlAction::Requeue { done, exit, running, hold } => {
+                let flags = RequeueFlags { done: *done, exit: *exit, running: *running, hold: *hold };
+                self.requeue(step, caller, &job, flags, submissions)
             }
         }
     }
@@ -400,24 +410,30 @@ impl Mbd {
     }
 
     /// `brequeue`: a DONE job when `done`, an EXIT job when `exit`, goes back to
-    /// PEND with the environment its JOB_NEW logged (`submissions`, which the
-    /// shell read; one of another submission is never used).
+    /// PEND (PSUSP when `hold`) with the environment the shell read back for it
+    /// (`submissions`; one of another submission is never used); a started job
+    /// when `running` is killed through the signal pipeline, and its run's
+    /// FINISH requeues it (`pipeline`).
     fn requeue(
         &mut self,
         step: &mut Step,
         caller: &Caller,
         job: &Job,
-        (done, exit): (bool, bool),
+        flags: RequeueFlags,
         submissions: &[LoggedSubmission],
     ) -> wire::JobControlResult {
         let wjob = job.job.to_wire();
+        let requeued = || line(wjob, true, format!("Job <{}> is being requeued", job_name(wjob)));
         if job.status.is_pending() {
             return refused(wjob, "Job has not started yet");
         }
-        if !job.status.is_finished() {
-            return refused(wjob, "Job has not finished; requeueing a running job (-r) is not supported");
+        if job.status.is_started() {
+            return match self.requeue_started(step, caller, job, flags) {
+                Ok(()) => requeued(),
+                Err(why) => refused(wjob, why),
+            };
         }
-        let selected = if job.status == lava_batch_ll::JobStatus::Done { done } else { exit };
+        let selected = if job.status == lava_batch_ll::JobStatus::Done { flags.done } else { flags.exit };
         if !selected {
             let (status, flag) =
                 if job.status == lava_batch_ll::JobStatus::Done { ("DONE", "-d") } else { ("EXIT", "-e") };
@@ -427,20 +443,54 @@ impl Mbd {
             .iter()
             .find(|s| s.job.id() == job.job.id() && s.job.index() == 0 && s.request_id == job.request_id)
         else {
-            return refused(
-                wjob,
-                "The job's submission is no longer in the event log; it cannot be requeued",
-            );
+            return refused(wjob, "The job's submission is no longer on disk; it cannot be requeued");
         };
         let record = JobRequeueRecord {
             job: job.job,
-            env: submission.env.clone(),
-            requester: caller.user.clone(),
+            hold: flags.hold,
+            requeued: Requeued::Finished { env: submission.env.clone(), requester: caller.user.clone() },
             time_ms: step.now_ms,
         };
         self.record(step, Event::JobRequeue(Box::new(record)));
         step.dispatch = true;
-        line(wjob, true, format!("Job <{}> is being requeued", job_name(wjob)))
+        requeued()
+    }
+
+    /// `brequeue -r` of a started job: the kill intent that requeues it when
+    /// its run ends (JOB_SIGNAL with `requeue_hold`), sent as `bkill`'s is.
+    /// Asked again while that kill is on its way, it logs nothing more.
+    fn requeue_started(
+        &mut self,
+        step: &mut Step,
+        caller: &Caller,
+        job: &Job,
+        flags: RequeueFlags,
+    ) -> Result<(), &'static str> {
+        if !flags.running {
+            return Err("Job has not finished; requeue a running job with -r or -a");
+        }
+        if job.accepted.is_none() {
+            return Err("Job is being dispatched; requeue it once it has started");
+        }
+        if job.requeue_hold == Some(flags.hold) {
+            return Ok(());
+        }
+        let intent = JobSignalRecord {
+            job: job.job,
+            signal_seq: job.signal_seq.wrapping_add(1),
+            action: wire::SignalAction::Terminate,
+            requester_uid: caller.uid,
+            requester: caller.user.clone(),
+            request_id: None,
+            requeue_hold: Some(flags.hold),
+            time_ms: step.now_ms,
+        };
+        self.record(step, Event::JobSignal(intent));
+        let id = job.job;
+        if self.store.live_job(id).run_host().is_some_and(|host| self.is_connected(host)) {
+            self.send_signals(step, id, |sent| sent.is_none());
+        }
+        Ok(())
     }
 
     /// `badmin hclose|hopen|qclose|qopen|qact|qinact`: one answer line per host or queue.

@@ -34,7 +34,10 @@ use lava_batch_ll::{HostName, JobRef, JobStatus, NAME_BYTES_MAX, PATH_BYTES_MAX}
 use lava_batch_wire as wire;
 
 use crate::effect::ToSbd;
-use crate::event::{Event, ExecInfo, FinishRecord, JobExecuteRecord, JobStartAcceptRecord, JobStatusRecord};
+use crate::event::{
+    Event, ExecInfo, FinishRecord, JobExecuteRecord, JobRequeueRecord, JobStartAcceptRecord, JobStatusRecord,
+    Requeued,
+};
 use crate::job::{s_to_ms, truncate};
 use crate::machine::{Mbd, Step};
 
@@ -198,14 +201,24 @@ impl Mbd {
             rusage: msg.rusage,
             pid: msg.pid,
         };
-        let record = JobStatusRecord {
-            job: job.job,
-            status,
-            reason: String::new(),
-            time_ms: step.now_ms,
-            finish: Some(finish),
+        // A run that a `brequeue` kill was asked for goes back to the queue,
+        // however it ended (it may have ended before the kill reached it).
+        let event = match job.requeue_hold {
+            Some(hold) => Event::JobRequeue(Box::new(JobRequeueRecord {
+                job: job.job,
+                hold,
+                requeued: Requeued::Killed(finish),
+                time_ms: step.now_ms,
+            })),
+            None => Event::JobStatus(JobStatusRecord {
+                job: job.job,
+                status,
+                reason: String::new(),
+                time_ms: step.now_ms,
+                finish: Some(finish),
+            }),
         };
-        self.record(step, Event::JobStatus(record));
+        self.record(step, event);
         self.send(step, host, ack);
         step.dispatch = true;
     }

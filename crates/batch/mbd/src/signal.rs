@@ -131,6 +131,7 @@ impl Mbd {
             requester_uid: caller.uid,
             requester: caller.user.clone(),
             request_id: Some(request_id),
+            requeue_hold: None,
             time_ms: step.now_ms,
         };
         if job.status.is_pending() && kind == SignalKind::Other {
