@@ -16,10 +16,12 @@
 //! until [`Journal::durable_through`] reaches the last append before them.
 //!
 //! # Snapshots
-//! Every `--snapshot-events` events, [`Journal::maybe_snapshot`] encodes
+//! Every `--snapshot-events` events, [`Journal::maybe_snapshot`] takes
 //! [`Mbd::snapshot`] (which covers every event appended so far) and a blocking
-//! thread writes it with `write_snapshot` (which first waits until those events
-//! are durable) and then prunes the segments it covers.
+//! thread adds the finished jobs' environments read back from the disk
+//! (`history::with_finished_envs`, for `brequeue`), encodes it, writes it with
+//! `write_snapshot` (which first waits until those events are durable) and then
+//! prunes the segments it covers.
 
 use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
@@ -140,7 +142,7 @@ pub enum JournalEvent {
     },
     /// Writing a snapshot or pruning failed; the log itself may still be fine
     /// (if it is not, the next append or fsync says so and stops the daemon).
-    SnapshotFailed(lava_eventlog::Error),
+    SnapshotFailed(String),
 }
 
 /// The appending side of `lsb.events`; see the module doc.
@@ -156,7 +158,7 @@ pub struct Journal {
     snapshot_events: u64,
     events_since_snapshot: u64,
     /// The running snapshot write and prune.
-    snapshot: Option<JoinHandle<Result<(u64, PruneReport), lava_eventlog::Error>>>,
+    snapshot: Option<JoinHandle<Result<(u64, PruneReport), String>>>,
     /// The encoding buffer, reused by every append.
     record: Vec<u8>,
     /// When the running sync started, and the latency of those that ended.
@@ -251,13 +253,16 @@ impl Journal {
             return;
         }
         self.events_since_snapshot = 0;
-        let bytes = encode(&mbd.snapshot());
+        let snapshot = mbd.snapshot();
         let position = self.appended_through;
         let log = Arc::clone(&self.log);
-        tracing::debug!(position, bytes = bytes.len(), "writing a snapshot");
         self.snapshot = Some(tokio::task::spawn_blocking(move || {
-            log.write_snapshot(Position(position), &bytes)?;
-            let prune = log.prune()?;
+            // The finished jobs' environments go to disk with the snapshot
+            // before the log prunes their JOB_NEW (`history::with_finished_envs`).
+            let bytes = encode(&crate::history::with_finished_envs(&log, snapshot)?);
+            tracing::debug!(position, bytes = bytes.len(), "writing a snapshot");
+            log.write_snapshot(Position(position), &bytes).map_err(|error| error.to_string())?;
+            let prune = log.prune().map_err(|error| error.to_string())?;
             Ok((position, prune))
         }));
     }

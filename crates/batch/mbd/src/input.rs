@@ -42,9 +42,11 @@ pub struct LimFacts {
     pub maxswp_mb: u32,
 }
 
-/// A job's submission environment as the shell read it from the job's JOB_NEW
-/// in the event log, for `brequeue` (a finished job no longer holds it).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A job's submission environment as the shell read it back from the disk (the
+/// job's JOB_NEW in the event log, or a snapshot), for `brequeue`: a finished
+/// job no longer holds it. Snapshots keep those of finished jobs
+/// ([`crate::MbdSnapshot::finished_envs`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LoggedSubmission {
     /// The JOB_NEW's job (index 0, also for an array).
     pub job: lava_batch_ll::JobRef,

@@ -214,6 +214,11 @@ impl Job {
         self.job
     }
 
+    /// The request id of its submission.
+    pub fn request_id(&self) -> wire::RequestId {
+        self.request_id
+    }
+
     /// Its status.
     pub fn status(&self) -> JobStatus {
         self.status
