@@ -341,9 +341,10 @@ async fn history_query(
     write_reply(framed, sequence, &reply).await.is_ok()
 }
 
-/// A `brequeue` JOB_CONTROL with the JOB_NEW records of the jobs it names,
-/// read from the event log on a blocking thread (`history::submissions`): the
-/// logic needs the environment a finished job no longer holds. Any other call
+/// A `brequeue` JOB_CONTROL with the environments of the jobs it names, read
+/// back from the disk on a blocking thread (`history::submissions`: the newest
+/// snapshot and the JOB_NEW records): the logic needs the environment a
+/// finished job no longer holds. Any other call
 /// is returned as it is.
 async fn with_logged_submissions(call: ClientCall, shared: &Shared) -> Result<ClientCall, ClientReply> {
     let ClientCall::JobControl { caller, request } = call else { return Ok(call) };

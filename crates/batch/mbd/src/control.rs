@@ -17,12 +17,15 @@
 //!   accepted (its NEW_JOB is never sent again, so the snapshot sbatchd holds
 //!   stays true), to another open queue whose HOSTS allow it. A job that
 //!   changes queue goes back to arrival order in the new queue.
-//! - `brequeue` puts a DONE or EXIT job back to PEND under its id (JOB_REQUEUE;
-//!   `-d` DONE jobs, `-e` EXIT jobs, both without either). A finished job no
-//!   longer holds its environment, so the shell reads the job's JOB_NEW from
-//!   the event log first and passes it in ([`Input::Requeue`](crate::Input::Requeue));
-//!   the record carries the environment, so replay needs no file. A job
-//!   cleaned from memory is unknown; running jobs (LSF's `-r`) are refused.
+//! - `brequeue` puts a job back to PEND (PSUSP with `-H`) under its id. A
+//!   DONE (`-d`) or EXIT (`-e`) job at once (JOB_REQUEUE): a finished job no
+//!   longer holds its environment, so the shell reads it back from disk (the
+//!   job's JOB_NEW, or the newest snapshot's copy) and passes it in
+//!   ([`Input::Requeue`](crate::Input::Requeue)); the record carries it, so
+//!   replay needs no file. A started job (`-r`) is killed through the signal
+//!   pipeline of `signal` with one JOB_SIGNAL whose `requeue_hold` is the
+//!   durable "requeue when it ends"; its run's FINISH then logs JOB_REQUEUE
+//!   instead of DONE/EXIT (`pipeline`). A job cleaned from memory is unknown.
 //! - `btop`/`bbot` move a pending job within its queue. The dispatch order of
 //!   a queue's pending jobs is (order key, job id) (`Job::dispatch_key`; the
 //!   pending index and `sched` walk it): without a move the key is

@@ -13,6 +13,10 @@
 //! - J started on `host`: the stage's event if it adds anything (start accept
 //!   once; EXECUTE metadata when it differs; FINISH once), then the ACK, which
 //!   the shell sends only once the event is durable.
+//! - J started on `host` with a `brequeue` kill asked for (`Job::requeue_hold`):
+//!   its FINISH logs JOB_REQUEUE (back to PEND, or PSUSP) instead of the
+//!   DONE/EXIT JOB_STATUS, then the ACK; the requeue counts a dispatch number,
+//!   so later copies of that FINISH name an earlier run (ACK only).
 //! - J pending, or started on another host: the message contradicts the log
 //!   (a stale or confused sbatchd). Started/EXECUTE/FINISH get no ACK and no
 //!   event — an ACK would confirm a run mbatchd does not know of — so the

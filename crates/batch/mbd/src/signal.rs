@@ -15,6 +15,9 @@
 //! longer pending (older, superseded, duplicate) are ignored; unanswered
 //! intents are resent on Tick and when the host registers.
 //!
+//! `brequeue` of a started job (`control`) uses the same pipeline: a kill
+//! intent whose JOB_SIGNAL carries `requeue_hold`.
+//!
 //! Only the owner, root or a cluster administrator may signal a job. A retried
 //! request (same request id) acts on no job twice: the jobs whose JOB_SIGNAL
 //! carries the id answer `Accepted` again, and `bkill 0` retried selects the
