@@ -1,27 +1,27 @@
 //! `brequeue`: run jobs again under their ids, as LSF's does.
 //!
 //! ```text
-//! brequeue [-h] [-V] [-a | -d | -e | -r] [-H] [-J job_name] [-u user_name | -u all]
+//! brequeue [-h] [-V] [-a | -d | -e | -r | -p] [-H] [-J job_name] [-u user_name | -u all]
 //!          [0 | jobId | "jobId[index]" ...]
 //! ```
 //!
 //! Without a status option, as with `-r`, a running or suspended job (RUN,
 //! USUSP, SSUSP) is killed through the signal pipeline and, when its run ends,
 //! goes back to PEND under the same id instead of ending EXIT; `-d` requeues
-//! DONE jobs, `-e` EXIT jobs, `-a` all three kinds. `-H` puts the requeued job
-//! in PSUSP (held) instead of PEND. The job keeps its submission, environment
-//! included (docs/batch.md, "Requeue"). Only the owner, root or a cluster
-//! administrator may requeue a job.
+//! DONE jobs, `-e` EXIT jobs, `-a` all three kinds, `-p` pending (PEND, PSUSP)
+//! jobs. `-H` puts the requeued job in PSUSP (held) instead of PEND. A requeued
+//! job goes after every job of its queue, as LSF orders it by its requeue time,
+//! and keeps its submission, environment included (docs/batch.md, "Requeue").
+//! Only the owner, root or a cluster administrator may requeue a job.
 //!
 //! Jobs are selected as `bkill` selects them ([`crate::bkill::selected_jobs`]):
 //! job ids name jobs (an array id stands for its elements, `ID[i]` for one) and
-//! then `-J`/`-u` are ignored; without ids, `-J name` and `-u user|all` pick the
-//! most recently submitted matching job that the status options select, and
-//! job id `0` every such job. Each job answers `Job <N> is being requeued` on
-//! standard output, or `Job <N>: why` on standard error; nothing selected is
-//! `No matching job found`. The exit status is 0 only when every job was
-//! requeued, else 255. LSF's `-p` (pending jobs to the end of the queue) is not
-//! supported.
+//! then `-J`/`-u` are ignored; without ids, the most recently submitted job
+//! (of the caller, or of `-u user|all`, named `-J name`) that the status
+//! options select, as LSF's default is, and with job id `0` every such job.
+//! Each job answers `Job <N> is being requeued` on standard output, or `Job
+//! <N>: why` on standard error; nothing selected is `No matching job found`.
+//! The exit status is 0 only when every job was requeued, else 255.
 
 use std::process::ExitCode;
 
@@ -35,7 +35,7 @@ use crate::term::{self, Term};
 
 /// The usage text (standard error).
 pub const USAGE: &str =
-    "Usage: brequeue [-h] [-V] [-a | -d | -e | -r] [-H] [-J job_name] [-u user_name | -u all]
+    "Usage: brequeue [-h] [-V] [-a | -d | -e | -r | -p] [-H] [-J job_name] [-u user_name | -u all]
                 [0 | jobId | \"jobId[index]\" ...]
 ";
 
@@ -77,7 +77,7 @@ pub struct Selection {
 /// else the order; an error is the message to print (with the usage when `true`).
 pub fn parse_args(args: &[String]) -> Result<Option<RequeueOrder>, (String, bool)> {
     let items = args::scan(args, SPECS, Order::Permute).map_err(|error| (error.0, true))?;
-    let (mut done, mut exit, mut running, mut hold) = (false, false, false, false);
+    let (mut done, mut exit, mut running, mut pending, mut hold) = (false, false, false, false, false);
     let (mut selector, mut user) = (Selector::default(), String::new());
     let mut operands = Vec::new();
     for item in items {
@@ -88,9 +88,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<RequeueOrder>, (String, bool
             Item::Opt("r", _) => running = true,
             Item::Opt("a", _) => (done, exit, running) = (true, true, true),
             Item::Opt("H", _) => hold = true,
-            Item::Opt("p", _) => {
-                return Err(("-p (requeueing pending jobs) is not supported".to_owned(), true));
-            }
+            Item::Opt("p", _) => pending = true,
             Item::Opt(name @ ("J" | "u"), value) => {
                 let value = value
                     .filter(|v| !v.is_empty())
@@ -104,13 +102,9 @@ pub fn parse_args(args: &[String]) -> Result<Option<RequeueOrder>, (String, bool
             Item::Opt(_, _) => return Ok(None),
         }
     }
-    if !done && !exit {
+    if !done && !exit && !pending {
         // LSF's default: running and suspended jobs.
         running = true;
-    }
-    let selecting = selector != Selector::default() || !user.is_empty();
-    if operands.is_empty() && !selecting {
-        return Err(("Job ID or 0 must be specified".to_owned(), true));
     }
     let (jobs, all_jobs) = if operands.is_empty() {
         (Vec::new(), false)
@@ -119,17 +113,18 @@ pub fn parse_args(args: &[String]) -> Result<Option<RequeueOrder>, (String, bool
     };
     let select = (all_jobs || jobs.is_empty()).then_some(Selection { selector, user, all_jobs });
     let jobs = if select.is_some() { Vec::new() } else { jobs };
-    let action = JobControlAction::Requeue { done, exit, running, hold };
+    let action = JobControlAction::Requeue { done, exit, running, pending, hold };
     Ok(Some(RequeueOrder { request: JobControlRequest { jobs, action }, select }))
 }
 
-/// Whether `-d`/`-e`/`-r` of `action` select a job shown with status bits `status`.
+/// Whether `-d`/`-e`/`-r`/`-p` of `action` select a job shown with status bits `status`.
 pub fn selects(action: &JobControlAction, status: u32) -> bool {
-    let JobControlAction::Requeue { done, exit, running, .. } = *action else { return false };
+    let JobControlAction::Requeue { done, exit, running, pending, .. } = *action else { return false };
     match JobStatus::from_bits(status) {
         Some(JobStatus::Done) => done,
         Some(JobStatus::Exit) => exit,
         Some(JobStatus::Run | JobStatus::Ususp | JobStatus::Ssusp) => running,
+        Some(JobStatus::Pend | JobStatus::Psusp) => pending,
         _ => false,
     }
 }
@@ -194,7 +189,7 @@ mod tests {
     }
 
     fn requeue(done: bool, exit: bool, running: bool, hold: bool) -> JobControlAction {
-        JobControlAction::Requeue { done, exit, running, hold }
+        JobControlAction::Requeue { done, exit, running, pending: false, hold }
     }
 
     // Goal: LSF's status options: running jobs by default and with -r, -d DONE,
@@ -216,6 +211,9 @@ mod tests {
         assert_eq!(action(&["3", "-a"]), requeue(true, true, true, false));
         assert_eq!(action(&["-H", "3"]), requeue(false, false, true, true));
         assert_eq!(action(&["-e", "-H", "3"]), requeue(false, true, false, true));
+        let pending =
+            JobControlAction::Requeue { done: false, exit: false, running: false, pending: true, hold: true };
+        assert_eq!(action(&["-p", "-H", "3"]), pending);
         assert_eq!(parse(&["-h"]), Ok(None));
         assert_eq!(parse(&["-V"]), Ok(None));
     }
@@ -234,6 +232,9 @@ mod tests {
         assert_eq!(order(&["-u", "all", "0"]).select, select("", "all", true));
         assert_eq!(order(&["-J", "sim", "-u", "all", "0", "7"]).select, select("sim", "all", true));
         assert_eq!(order(&["0"]).select, select("", "", true));
+        // LSF's default without ids: the caller's most recent job.
+        assert_eq!(order(&[]).select, select("", "", false));
+        assert_eq!(order(&["-e"]).select, select("", "", false));
         let named = order(&["-u", "all", "7"]);
         assert_eq!(
             (named.request.jobs, named.select),
@@ -241,15 +242,12 @@ mod tests {
         );
     }
 
-    // Goal: bad command lines are refused before anything is sent: no job,
-    // an empty -J/-u, -p, an unknown option, a bad job id.
+    // Goal: bad command lines are refused before anything is sent: an empty
+    // -J/-u, an unknown option, a bad job id.
     #[test]
     fn bad_command_lines() {
-        assert_eq!(parse(&[]), Err(("Job ID or 0 must be specified".into(), true)));
-        assert_eq!(parse(&["-e"]), Err(("Job ID or 0 must be specified".into(), true)));
         assert!(matches!(parse(&["-J"]), Err((_, true))));
         assert_eq!(parse(&["-u", "", "3"]), Err(("option -u needs a value".into(), true)));
-        assert_eq!(parse(&["-p", "3"]), Err(("-p (requeueing pending jobs) is not supported".into(), true)));
         assert!(matches!(parse(&["-x", "3"]), Err((_, true))));
         assert_eq!(parse(&["-e", "x"]), Err(("x: Illegal job ID.".into(), false)));
     }
@@ -264,6 +262,15 @@ mod tests {
         assert!(selects(&running, bits(JobStatus::Ssusp)));
         assert!(!selects(&running, bits(JobStatus::Done)));
         assert!(!selects(&running, bits(JobStatus::Pend)));
+        let pending = JobControlAction::Requeue {
+            done: false,
+            exit: false,
+            running: false,
+            pending: true,
+            hold: false,
+        };
+        assert!(selects(&pending, bits(JobStatus::Pend)) && selects(&pending, bits(JobStatus::Psusp)));
+        assert!(!selects(&pending, bits(JobStatus::Run)));
         let finished = requeue(true, true, false, false);
         assert!(selects(&finished, bits(JobStatus::Exit)) && selects(&finished, bits(JobStatus::Done)));
         assert!(!selects(&finished, bits(JobStatus::Run)));

@@ -227,7 +227,13 @@ mod tests {
         assert!(submissions(&log, &BTreeSet::from([2])).expect("reads").is_empty());
 
         let mut restored = Mbd::from_snapshot(config(), second).expect("loads");
-        let action = wire::JobControlAction::Requeue { done: false, exit: true, running: false, hold: false };
+        let action = wire::JobControlAction::Requeue {
+            done: false,
+            exit: true,
+            running: false,
+            pending: false,
+            hold: false,
+        };
         let request = wire::JobControlRequest { jobs: vec![job], action };
         let input = Input::Requeue { client: ClientId(2), caller: caller(), request, submissions: found };
         let effects = step(&mut restored, &log, 5_000, input);

@@ -32,9 +32,9 @@ pub fn check_job_control(request: &wire::JobControlRequest) -> Result<(), LlErro
             }
             Ok(())
         }
-        wire::JobControlAction::Requeue { done, exit, running, .. } => {
-            if !done && !exit && !running {
-                return Err(LlError::new("control.requeue", "selects neither DONE, EXIT nor running jobs"));
+        wire::JobControlAction::Requeue { done, exit, running, pending, .. } => {
+            if !done && !exit && !running && !pending {
+                return Err(LlError::new("control.requeue", "selects no job status"));
             }
             Ok(())
         }

@@ -171,6 +171,7 @@ struct RequeueFlags {
     done: bool,
     exit: bool,
     running: bool,
+    pending: bool,
     hold: bool,
 }
 
@@ -243,8 +244,14 @@ impl Mbd {
             wire::JobControlAction::Move { to_top, position, owner_list } => {
                 self.move_job(step, caller, admin && !owner_list, &job, *to_top, *position)
             }
-            wire::JobControlAction::Requeue { done, exit, running, hold } => {
-                let flags = RequeueFlags { done: *done, exit: *exit, running: *running, hold: *hold };
+            wire::JobControlAction::Requeue { done, exit, running, pending, hold } => {
+                let flags = RequeueFlags {
+                    done: *done,
+                    exit: *exit,
+                    running: *running,
+                    pending: *pending,
+                    hold: *hold,
+                };
                 self.requeue(step, caller, &job, flags, submissions)
             }
         }
@@ -427,8 +434,21 @@ impl Mbd {
     ) -> wire::JobControlResult {
         let wjob = job.job.to_wire();
         let requeued = || line(wjob, true, format!("Job <{}> is being requeued", job_name(wjob)));
+        let record = |requeued| JobRequeueRecord {
+            job: job.job,
+            hold: flags.hold,
+            order_key: self.requeue_key(&job.queue),
+            requeued,
+            time_ms: step.now_ms,
+        };
         if job.status.is_pending() {
-            return refused(wjob, "Job has not started yet");
+            if !flags.pending {
+                return refused(wjob, "Job has not started yet");
+            }
+            let record = record(Requeued::Pending { requester: caller.user.clone() });
+            self.record(step, Event::JobRequeue(Box::new(record)));
+            step.dispatch = true;
+            return requeued();
         }
         if job.status.is_started() {
             return match self.requeue_started(step, caller, job, flags) {
@@ -448,15 +468,26 @@ impl Mbd {
         else {
             return refused(wjob, "The job's submission is no longer on disk; it cannot be requeued");
         };
-        let record = JobRequeueRecord {
-            job: job.job,
-            hold: flags.hold,
-            requeued: Requeued::Finished { env: submission.env.clone(), requester: caller.user.clone() },
-            time_ms: step.now_ms,
-        };
+        let record =
+            record(Requeued::Finished { env: submission.env.clone(), requester: caller.user.clone() });
         self.record(step, Event::JobRequeue(Box::new(record)));
         step.dispatch = true;
         requeued()
+    }
+
+    /// The order key of a job requeued into `queue` now: after every other job
+    /// of the queue (pending or held) and every job submitted so far, before
+    /// the next job submitted (LSF dispatches a requeued job by its requeue
+    /// time); half-way into the gap, so that later requeues fit after it.
+    pub(crate) fn requeue_key(&self, queue: &QueueName) -> i64 {
+        let next_arrival = arrival_key(self.store.last_job_id.saturating_add(1));
+        let last = self
+            .store
+            .live_jobs()
+            .filter(|(_, other)| other.queue == *queue && other.status.is_pending())
+            .map(|(_, other)| other.dispatch_key())
+            .fold(arrival_key(self.store.last_job_id), i64::max);
+        if last < next_arrival { last + (next_arrival - last + 1) / 2 } else { last + ARRIVAL_KEY_SPACING }
     }
 
     /// `brequeue -r` of a started job: the kill intent that requeues it when

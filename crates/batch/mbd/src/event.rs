@@ -369,16 +369,19 @@ pub struct JobMoveRecord {
     pub time_ms: u64,
 }
 
-/// JOB_REQUEUE: a job is back in PEND (PSUSP with `brequeue -H`), to be
-/// dispatched again under the same id: a DONE or EXIT job that `brequeue`
-/// named, or a started job whose `brequeue` kill (JOB_SIGNAL with
-/// `requeue_hold`) ended its run.
+/// JOB_REQUEUE: a job is back in PEND (PSUSP with `brequeue -H`) at the end of
+/// its queue, to be dispatched again under the same id: a DONE or EXIT job that
+/// `brequeue` named, a started job whose `brequeue` kill (JOB_SIGNAL with
+/// `requeue_hold`) ended its run, or a pending job (`brequeue -p`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRequeueRecord {
     /// The job.
     pub job: JobRef,
     /// `-H`: held (PSUSP) instead of PEND.
     pub hold: bool,
+    /// The job's new dispatch order key (see `control`): after every job of its
+    /// queue at the requeue, as LSF dispatches a requeued job by its requeue time.
+    pub order_key: i64,
     /// What was requeued.
     pub requeued: Requeued,
     /// When.
@@ -401,4 +404,9 @@ pub enum Requeued {
     /// A started job whose requeue kill ended its run (sbatchd's FINISH): how
     /// that run ended. The job kept its environment.
     Killed(FinishRecord),
+    /// A pending (PEND or PSUSP) job that `brequeue -p` sent to the end of its queue.
+    Pending {
+        /// Who asked.
+        requester: UserName,
+    },
 }

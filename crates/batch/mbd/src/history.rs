@@ -246,7 +246,7 @@ fn narrate(told: &mut Told, event: &Event) -> Option<(u64, Option<JobStatus>, St
         Event::JobRequeue(r) => {
             let status = if r.hold { JobStatus::Psusp } else { JobStatus::Pend };
             let text = match &r.requeued {
-                Requeued::Finished { requester, .. } => {
+                Requeued::Finished { requester, .. } | Requeued::Pending { requester } => {
                     format!("Job requeued by user or administrator <{requester}>;")
                 }
                 Requeued::Killed(finish) => {

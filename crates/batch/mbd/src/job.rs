@@ -412,6 +412,11 @@ impl Job {
                 }
                 self.env = Arc::new(env.clone());
             }
+            Requeued::Pending { .. } => {
+                if !self.status.is_pending() {
+                    return Err(format!("requeue -p of a {} job", self.status));
+                }
+            }
             Requeued::Killed(_) => {
                 if !self.status.is_started() || self.requeue_hold != Some(r.hold) {
                     return Err(format!("requeue of a {} job not killed to be requeued so", self.status));
@@ -431,6 +436,7 @@ impl Job {
         self.finish = None;
         self.pending_signals.clear();
         self.requeue_hold = None;
+        self.order_key = Some(r.order_key);
         Ok(())
     }
 

@@ -211,6 +211,7 @@ impl Mbd {
             Some(hold) => Event::JobRequeue(Box::new(JobRequeueRecord {
                 job: job.job,
                 hold,
+                order_key: self.requeue_key(&job.queue),
                 requeued: Requeued::Killed(finish),
                 time_ms: step.now_ms,
             })),

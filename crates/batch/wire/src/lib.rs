@@ -1074,6 +1074,8 @@ pub enum JobControlAction {
         exit: bool,
         /// `-r` (LSF's default): RUN, USUSP and SSUSP jobs are killed and requeued.
         running: bool,
+        /// `-p`: PEND and PSUSP jobs go to the end of their queue.
+        pending: bool,
         /// `-H`: the requeued job is held (PSUSP) instead of PEND.
         hold: bool,
     },

@@ -364,7 +364,13 @@ fn brequeue_takes_elements_like_bkill() {
         caller: caller("alice"),
         request: wire::JobControlRequest {
             jobs: vec![job],
-            action: wire::JobControlAction::Requeue { done: false, exit: true, running: false, hold: false },
+            action: wire::JobControlAction::Requeue {
+                done: false,
+                exit: true,
+                running: false,
+                pending: false,
+                hold: false,
+            },
         },
         submissions: vec![crate::LoggedSubmission { job: jref(1), request_id: rid(1), env: request().env }],
     };

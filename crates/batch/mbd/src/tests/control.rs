@@ -444,12 +444,13 @@ fn requeue(client: u64, who: &str, jobs: &[u32], done: bool, exit: bool) -> Inpu
 }
 
 fn requeue_action(done: bool, exit: bool) -> wire::JobControlAction {
-    wire::JobControlAction::Requeue { done, exit, running: false, hold: false }
+    wire::JobControlAction::Requeue { done, exit, running: false, pending: false, hold: false }
 }
 
 /// `brequeue -r` (with `-H` when `hold`) of `jobs` by `who`.
 fn requeue_running(client: u64, who: &str, jobs: &[u32], hold: bool) -> Input {
-    let action = wire::JobControlAction::Requeue { done: false, exit: false, running: true, hold };
+    let action =
+        wire::JobControlAction::Requeue { done: false, exit: false, running: true, pending: false, hold };
     let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
     Input::Requeue { client: ClientId(client), caller: caller(who), request, submissions: Vec::new() }
 }
@@ -660,7 +661,13 @@ fn brequeue_h_holds_the_requeued_job() {
         },
     });
     h.step(finished_run(1, 43, 1 << 8, 3));
-    let held = wire::JobControlAction::Requeue { done: false, exit: true, running: false, hold: true };
+    let held = wire::JobControlAction::Requeue {
+        done: false,
+        exit: true,
+        running: false,
+        pending: false,
+        hold: true,
+    };
     let request = wire::JobControlRequest { jobs: vec![wref(1)], action: held };
     let effects = h.step(Input::Requeue {
         client: ClientId(13),
@@ -741,4 +748,51 @@ fn history_of(h: &Harness, id: u32) -> Vec<(u64, u32, String)> {
     }
     let reply = builder.finish();
     reply.jobs[0].entries.iter().map(|e| (e.time_ms - T0, e.status, e.text.clone())).collect()
+}
+
+/// `brequeue -p` (with `-H` when `hold`) of `jobs` by `who`.
+fn requeue_pending(client: u64, who: &str, jobs: &[u32], hold: bool) -> Input {
+    let action =
+        wire::JobControlAction::Requeue { done: false, exit: false, running: false, pending: true, hold };
+    let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
+    Input::Requeue { client: ClientId(client), caller: caller(who), request, submissions: Vec::new() }
+}
+
+// Goal: a requeued job goes after every job of its queue and before the jobs
+// submitted after the requeue (LSF dispatches it by its requeue time): a
+// running job requeued with -r, a pending one with -p (-p -H holds it); -p
+// leaves running jobs alone. Method: one slot, so NEW_JOB tells the order.
+#[test]
+fn a_requeued_job_goes_to_the_end_of_its_queue() {
+    let mut h = running_job();
+    for id in 2..=4_u64 {
+        h.step(submit(id, id, "alice", request()));
+    }
+    h.check(
+        requeue_pending(10, "alice", &[1], false),
+        vec![job_answer(
+            10,
+            &[(1, false, "Job <1>: Job has not finished; requeue a running job with -r or -a")],
+        )],
+    );
+    assert_eq!(appended(&h.step(requeue_pending(11, "alice", &[2], false))), vec!["JOB_REQUEUE"]);
+    assert_eq!(appended(&h.step(requeue_pending(12, "alice", &[4], true))), vec!["JOB_REQUEUE"]);
+    assert_eq!(h.infos(&[4])[0].status, JobStatus::Psusp.bits());
+    h.step(requeue_running(13, "alice", &[1], false));
+    let effects = h.step(finished("hostA", 1, 42, 2));
+    assert_eq!(appended(&effects), vec!["JOB_REQUEUE", "JOB_START"]);
+    assert_eq!(new_jobs(&effects), vec![(3, 1, 1)]);
+    h.step(submit(5, 5, "alice", request()));
+    h.step(started("hostA", 3, 43));
+    assert_eq!(new_jobs(&h.step(finished("hostA", 3, 43, 0))), vec![(2, 1, 1)]);
+    h.step(started("hostA", 2, 44));
+    assert_eq!(new_jobs(&h.step(finished("hostA", 2, 44, 0))), vec![(1, 3, 1)]);
+    let outcome = wire::NewJobOutcome::Started { pid: 45, pgid: 45, job_status: JobStatus::Run.bits() };
+    h.step(Input::NewJobReply {
+        host: host("hostA"),
+        reply: wire::NewJobReply { job: wref(1), dispatch_seq: 3, outcome },
+    });
+    assert_eq!(new_jobs(&h.step(finished_run(1, 45, 0, 3))), vec![(5, 1, 1)]);
+    let texts: Vec<String> = history_of(&h, 2).into_iter().map(|(_, _, text)| text).collect();
+    assert!(texts.contains(&"Job requeued by user or administrator <alice>;".to_owned()), "{texts:?}");
 }
