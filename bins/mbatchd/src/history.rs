@@ -1,8 +1,8 @@
 //! `bhist`'s HISTORY_QUERY, answered from the event log itself; and the
 //! submission environments `brequeue` needs ([`submissions`]), read back from
 //! the disk: the newest snapshot (an unfinished job's own, the copies of the
-//! finished jobs' that [`with_finished_envs`] put there) and the JOB_NEW
-//! records still in the log.
+//! finished jobs' that [`finished_envs`] had written after the state) and the
+//! JOB_NEW records still in the log.
 //!
 //! mbatchd owns `lsb.events` (its folder is private, see `journal`), so
 //! `bhist` cannot read it as LSF's does; instead a command connection's task
@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use lava_batch_ll::JobRef;
 use lava_mbd::{Caller, Event, HistoryBuilder, LoggedSubmission, MbdSnapshot};
 
-use crate::codec::{EVENT_LIMITS, SNAPSHOT_LIMITS};
+use crate::codec::EVENT_LIMITS;
 
 /// The page of histories `query` asks `caller` for, or why the log could not be read.
 pub(crate) fn answer(
@@ -54,11 +54,12 @@ pub(crate) fn submissions(log: &EventLog, ids: &BTreeSet<u32>) -> Result<Vec<Log
     Ok(found)
 }
 
-/// `snapshot` with the environments of its finished jobs read back from the
-/// disk ([`submissions`]), each once: written into every snapshot, they stay on
-/// disk after the log prunes the jobs' JOB_NEW, for as long as the jobs are
-/// kept (`CLEAN_PERIOD`), and cost no memory between snapshots.
-pub(crate) fn with_finished_envs(log: &EventLog, mut snapshot: MbdSnapshot) -> Result<MbdSnapshot, String> {
+/// The environments of `snapshot`'s finished jobs read back from the disk
+/// ([`submissions`]), each once, for the snapshot file
+/// (`codec::encode_snapshot`): written into every snapshot, they stay on disk
+/// after the log prunes the jobs' JOB_NEW, for as long as the jobs are kept
+/// (`CLEAN_PERIOD`), and cost no memory between snapshots.
+pub(crate) fn finished_envs(log: &EventLog, snapshot: &MbdSnapshot) -> Result<Vec<LoggedSubmission>, String> {
     let finished: BTreeSet<(u32, wire::RequestId)> = snapshot
         .jobs
         .iter()
@@ -70,22 +71,24 @@ pub(crate) fn with_finished_envs(log: &EventLog, mut snapshot: MbdSnapshot) -> R
     envs.retain(|s| finished.contains(&(s.job.id(), s.request_id)));
     envs.sort_by_key(|s| (s.job, s.request_id));
     envs.dedup_by_key(|s| (s.job, s.request_id));
-    snapshot.finished_envs = envs;
-    Ok(snapshot)
+    Ok(envs)
 }
 
-/// The newest snapshot on disk, decoded; `None` before the first.
-fn newest_snapshot(log: &EventLog) -> Result<Option<MbdSnapshot>, String> {
+/// The newest snapshot file on disk, decoded; `None` before the first.
+fn newest_snapshot(log: &EventLog) -> Result<Option<(MbdSnapshot, Vec<LoggedSubmission>)>, String> {
     let replay = log.replay().map_err(|error| format!("cannot read the newest snapshot: {error}"))?;
     let Some(snapshot) = replay.snapshot else { return Ok(None) };
-    lava_xdr::from_bytes(&snapshot.bytes, &SNAPSHOT_LIMITS)
+    crate::codec::decode_snapshot(&snapshot.bytes)
         .map(Some)
         .map_err(|error| format!("the snapshot at {} does not decode: {error}", snapshot.position.0))
 }
 
-/// The environments `snapshot` holds of jobs `ids`: an unfinished job's own
-/// (an array's once), and the copies of the finished jobs'.
-fn snapshot_envs(snapshot: MbdSnapshot, ids: &BTreeSet<u32>) -> impl Iterator<Item = LoggedSubmission> + '_ {
+/// The environments a snapshot file holds of jobs `ids`: an unfinished job's
+/// own (an array's once), and the copies of the finished jobs'.
+fn snapshot_envs(
+    (snapshot, finished): (MbdSnapshot, Vec<LoggedSubmission>),
+    ids: &BTreeSet<u32>,
+) -> impl Iterator<Item = LoggedSubmission> + '_ {
     let own = snapshot
         .jobs
         .into_iter()
@@ -95,7 +98,7 @@ fn snapshot_envs(snapshot: MbdSnapshot, ids: &BTreeSet<u32>) -> impl Iterator<It
             request_id: job.request_id(),
             env: job.env().to_vec(),
         });
-    own.chain(snapshot.finished_envs.into_iter().filter(|s| ids.contains(&s.job.id())))
+    own.chain(finished.into_iter().filter(|s| ids.contains(&s.job.id())))
 }
 
 /// Feeds every event still in the log, oldest first, to `each`.
@@ -149,13 +152,18 @@ mod tests {
         effects
     }
 
-    /// Writes a snapshot of `mbd` as the journal does, then prunes.
-    fn snapshot(mbd: &Mbd, log: &EventLog) -> MbdSnapshot {
-        let snapshot = with_finished_envs(log, mbd.snapshot()).expect("environments read back");
+    /// Writes a snapshot of `mbd` as the journal does, then prunes; the
+    /// environments written, and the state as recovery reads it back.
+    fn snapshot(mbd: &Mbd, log: &EventLog) -> (Vec<LoggedSubmission>, MbdSnapshot) {
+        let state = mbd.snapshot();
+        let envs = finished_envs(log, &state).expect("environments read back");
         let position = log.stats().next_position.0 - 1;
-        log.write_snapshot(Position(position), &crate::codec::encode(&snapshot)).expect("snapshot written");
+        let bytes = crate::codec::encode_snapshot(&state, &envs);
+        log.write_snapshot(Position(position), &bytes).expect("snapshot written");
         log.prune().expect("pruned");
-        snapshot
+        let read_back = crate::codec::decode_snapshot_state(&bytes).expect("decodes");
+        assert_eq!(read_back, state);
+        (envs, read_back)
     }
 
     fn job_news(log: &EventLog) -> usize {
@@ -213,12 +221,12 @@ mod tests {
         step(&mut mbd, &log, 3_000, Input::JobFinish { host: host.clone(), msg });
         assert!(mbd.job(JobRef::new(1, 0).expect("id")).expect("kept").env().is_empty());
 
-        let first = snapshot(&mbd, &log);
-        assert_eq!(first.finished_envs.iter().map(|s| s.env.clone()).collect::<Vec<_>>(), vec![env.clone()]);
+        let (first, _) = snapshot(&mbd, &log);
+        assert_eq!(first.iter().map(|s| s.env.clone()).collect::<Vec<_>>(), vec![env.clone()]);
         assert_eq!(job_news(&log), 0, "the JOB_NEW was pruned");
         step(&mut mbd, &log, 4_000, Input::Start);
-        let second = snapshot(&mbd, &log);
-        assert_eq!(second.finished_envs, first.finished_envs);
+        let (again, second) = snapshot(&mbd, &log);
+        assert_eq!(again, first);
         let found = submissions(&log, &BTreeSet::from([1])).expect("reads");
         assert_eq!(
             found.iter().map(|s| (s.request_id, s.env.clone())).collect::<Vec<_>>(),

@@ -18,8 +18,9 @@
 //! # Snapshots
 //! Every `--snapshot-events` events, [`Journal::maybe_snapshot`] takes
 //! [`Mbd::snapshot`] (which covers every event appended so far) and a blocking
-//! thread adds the finished jobs' environments read back from the disk
-//! (`history::with_finished_envs`, for `brequeue`), encodes it, writes it with
+//! thread reads the finished jobs' environments back from the disk
+//! (`history::finished_envs`, for `brequeue`), encodes both
+//! (`codec::encode_snapshot`; recovery reads the state alone), writes them with
 //! `write_snapshot` (which first waits until those events are durable) and then
 //! prunes the segments it covers.
 
@@ -33,7 +34,9 @@ use lava_mbd::{Event, Mbd, MbdConfig, MbdSnapshot};
 use tokio::task::JoinHandle;
 
 use crate::ShellError;
-use crate::codec::{EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, SNAPSHOT_LIMITS, encode, encode_into};
+use crate::codec::{
+    EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, decode_snapshot_state, encode_into, encode_snapshot,
+};
 
 /// The log's name, as LSF names mbatchd's event file.
 pub const EVENT_LOG_NAME: &str = "lsb.events";
@@ -98,7 +101,7 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Mbd, ShellError> {
                 position,
                 problem,
             };
-            let state: MbdSnapshot = lava_xdr::from_bytes(&snapshot.bytes, &SNAPSHOT_LIMITS)
+            let state: MbdSnapshot = decode_snapshot_state(&snapshot.bytes)
                 .map_err(|error| problem(format!("does not decode: {error}")))?;
             Mbd::from_snapshot(config, state).map_err(|error| problem(error.to_string()))?
         }
@@ -258,8 +261,9 @@ impl Journal {
         let log = Arc::clone(&self.log);
         self.snapshot = Some(tokio::task::spawn_blocking(move || {
             // The finished jobs' environments go to disk with the snapshot
-            // before the log prunes their JOB_NEW (`history::with_finished_envs`).
-            let bytes = encode(&crate::history::with_finished_envs(&log, snapshot)?);
+            // before the log prunes their JOB_NEW (`history::finished_envs`).
+            let envs = crate::history::finished_envs(&log, &snapshot)?;
+            let bytes = encode_snapshot(&snapshot, &envs);
             tracing::debug!(position, bytes = bytes.len(), "writing a snapshot");
             log.write_snapshot(Position(position), &bytes).map_err(|error| error.to_string())?;
             let prune = log.prune().map_err(|error| error.to_string())?;

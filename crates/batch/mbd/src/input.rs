@@ -43,9 +43,9 @@ pub struct LimFacts {
 }
 
 /// A job's submission environment as the shell read it back from the disk (the
-/// job's JOB_NEW in the event log, or a snapshot), for `brequeue`: a finished
-/// job no longer holds it. Snapshots keep those of finished jobs
-/// ([`crate::MbdSnapshot::finished_envs`]).
+/// job's JOB_NEW in the event log, or a snapshot file, which keeps those of the
+/// finished jobs after the state), for `brequeue`: a finished job no longer
+/// holds it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LoggedSubmission {
     /// The JOB_NEW's job (index 0, also for an array).

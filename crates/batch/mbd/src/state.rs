@@ -33,7 +33,6 @@ use crate::MbdError;
 use crate::config::JOB_ARRAY_SIZE_MAX;
 use crate::control::{Control, ControlSnapshot};
 use crate::event::{Event, JobNewRecord};
-use crate::input::LoggedSubmission;
 use crate::job::Job;
 
 /// How long the request id of a cleaned job is still recognised, counted
@@ -52,12 +51,6 @@ pub struct MbdSnapshot {
     pub retired_requests: Vec<RetiredRequest>,
     /// Hosts and queues an administrator closed or inactivated (`control`).
     pub control: ControlSnapshot,
-    /// The submission environments of the finished jobs, which memory no longer
-    /// holds: empty as [`crate::Mbd::snapshot`] makes it; mbatchd's shell fills
-    /// it from the disk (the jobs' JOB_NEW, the previous snapshot) before
-    /// writing, so that `brequeue` finds them once the log is pruned.
-    /// [`crate::Mbd::from_snapshot`] does not load it.
-    pub finished_envs: Vec<LoggedSubmission>,
 }
 
 /// The submission of a job that JOB_CLEAN dropped from memory. A command may
@@ -332,7 +325,6 @@ impl Store {
             jobs: jobs.into_iter().map(|(_, job)| job).collect(),
             retired_requests: self.retired.values().cloned().collect(),
             control: self.control.snapshot(),
-            finished_envs: Vec::new(),
         }
     }
 
