@@ -632,9 +632,10 @@ fn brequeue_runs_an_exit_job_again() {
 }
 
 // Goal: brequeue -r kills a running job and runs it again under the same id
-// (LSF's default, so without options too), until it ends DONE; bhist tells
-// the requeue kill, the killed run and the requeue; -J selects the job by name
-// as bkill does, and another user's job is refused.
+// until it ends DONE; bhist tells the requeue kill, the killed run and the
+// requeue; -J selects the job by name as bkill does, and another user's job is
+// refused. Then -d -H without a job id holds the (most recent) DONE job, which
+// bresume releases to run again.
 #[test]
 fn brequeue_r_runs_a_running_job_again() {
     let batch = Batch::start();
@@ -656,6 +657,12 @@ fn brequeue_r_runs_a_running_job_again() {
     assert!(history.contains("Signal<REQUEUE_PEND>requestedbyuseroradministrator<root>;"), "{history}");
     assert!(history.contains("Jobhasbeenrequeued;"), "{history}");
     assert!(history.contains("Donesuccessfully."), "{history}");
+    // Without a job id, the caller's most recent job the options select; -H holds it.
+    let out = batch.run("brequeue", &["-d", "-H"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{id}> is being requeued\n"), String::new()));
+    batch.wait_status(job, "PSUSP");
+    assert!(batch.run("bresume", &[&id]).status.success());
+    batch.wait_status(job, "DONE");
 }
 
 // Goal: bmod, bswitch, btop and bbot change pending jobs with LSF's messages;

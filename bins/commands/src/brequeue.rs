@@ -242,6 +242,15 @@ mod tests {
         );
     }
 
+    // Goal: the usage text LSF's brequeue prints, two lines on standard error.
+    #[test]
+    fn usage_is_lsfs() {
+        assert_eq!(
+            USAGE,
+            "Usage: brequeue [-h] [-V] [-a | -d | -e | -r | -p] [-H] [-J job_name] [-u user_name | -u all]\n                [0 | jobId | \"jobId[index]\" ...]\n"
+        );
+    }
+
     // Goal: bad command lines are refused before anything is sent: an empty
     // -J/-u, an unknown option, a bad job id.
     #[test]

@@ -344,12 +344,16 @@ async fn history_query(
 /// A `brequeue` JOB_CONTROL with the environments of the jobs it names, read
 /// back from the disk on a blocking thread (`history::submissions`: the newest
 /// snapshot and the JOB_NEW records): the logic needs the environment a
-/// finished job no longer holds. Any other call
-/// is returned as it is.
+/// finished job no longer holds. A `brequeue` of running or pending jobs
+/// only (no `-d`/`-e`) needs none and reads nothing. Any other call is
+/// returned as it is.
 async fn with_logged_submissions(call: ClientCall, shared: &Shared) -> Result<ClientCall, ClientReply> {
     let ClientCall::JobControl { caller, request } = call else { return Ok(call) };
-    if !matches!(request.action, wire::JobControlAction::Requeue { .. }) {
+    let wire::JobControlAction::Requeue { done, exit, .. } = request.action else {
         return Ok(ClientCall::JobControl { caller, request });
+    };
+    if !done && !exit {
+        return Ok(ClientCall::Requeue { caller, request, submissions: Vec::new() });
     }
     let ids: BTreeSet<u32> = request.jobs.iter().map(|job| job.job_id).collect();
     let log = Arc::clone(&shared.log);
