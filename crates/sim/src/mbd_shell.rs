@@ -379,6 +379,13 @@ impl World {
             ClientRequest::Query(wire::ClientRequest { credential, body, .. }) => {
                 Input::Query { client: attempt, caller: caller(&credential), query: body }
             }
+            // `brequeue -r` needs no environment read back (only finished jobs do).
+            ClientRequest::Requeue(wire::ClientRequest { credential, body, .. }) => Input::Requeue {
+                client: attempt,
+                caller: caller(&credential),
+                request: body,
+                submissions: Vec::new(),
+            },
         };
         self.mbd_step(input);
     }
