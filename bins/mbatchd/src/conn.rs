@@ -348,18 +348,18 @@ async fn history_query(
 /// only (no `-d`/`-e`) needs none and reads nothing. Any other call is
 /// returned as it is.
 async fn with_logged_submissions(call: ClientCall, shared: &Shared) -> Result<ClientCall, ClientReply> {
-    let ClientCall::JobControl { caller, request } = call else { return Ok(call) };
+    let ClientCall::JobControl { request_id, caller, request } = call else { return Ok(call) };
     let wire::JobControlAction::Requeue { done, exit, .. } = request.action else {
-        return Ok(ClientCall::JobControl { caller, request });
+        return Ok(ClientCall::JobControl { request_id, caller, request });
     };
     if !done && !exit {
-        return Ok(ClientCall::Requeue { caller, request, submissions: Vec::new() });
+        return Ok(ClientCall::Requeue { request_id, caller, request, submissions: Vec::new() });
     }
     let ids: BTreeSet<u32> = request.jobs.iter().map(|job| job.job_id).collect();
     let log = Arc::clone(&shared.log);
     let read = tokio::task::spawn_blocking(move || crate::history::submissions(&log, &ids)).await;
     match read {
-        Ok(Ok(submissions)) => Ok(ClientCall::Requeue { caller, request, submissions }),
+        Ok(Ok(submissions)) => Ok(ClientCall::Requeue { request_id, caller, request, submissions }),
         Ok(Err(problem)) => Err(ClientReply::error(wire::ERR_TRY_AGAIN, problem)),
         Err(error) => {
             Err(ClientReply::error(wire::ERR_TRY_AGAIN, format!("the reading thread failed: {error}")))

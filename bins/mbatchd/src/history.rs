@@ -243,7 +243,9 @@ mod tests {
             hold: false,
         };
         let request = wire::JobControlRequest { jobs: vec![job], action };
-        let input = Input::Requeue { client: ClientId(2), caller: caller(), request, submissions: found };
+        let request_id = wire::RequestId { high: 2, low: 2 };
+        let input =
+            Input::Requeue { client: ClientId(2), request_id, caller: caller(), request, submissions: found };
         let effects = step(&mut restored, &log, 5_000, input);
         let answered = effects.iter().any(|effect| {
             matches!(effect, Effect::Reply { reply: ClientReply::JobControl(reply), .. }

@@ -380,8 +380,9 @@ impl World {
                 Input::Query { client: attempt, caller: caller(&credential), query: body }
             }
             // `brequeue -r` needs no environment read back (only finished jobs do).
-            ClientRequest::Requeue(wire::ClientRequest { credential, body, .. }) => Input::Requeue {
+            ClientRequest::Requeue(wire::ClientRequest { credential, request_id, body }) => Input::Requeue {
                 client: attempt,
+                request_id,
                 caller: caller(&credential),
                 request: body,
                 submissions: Vec::new(),

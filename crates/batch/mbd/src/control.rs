@@ -196,7 +196,7 @@ impl Mbd {
         client: ClientId,
         caller: &Caller,
         request: &wire::JobControlRequest,
-        submissions: &[LoggedSubmission],
+        requeue: Option<(wire::RequestId, &[LoggedSubmission])>,
     ) {
         let admin = self.config.is_admin(caller.uid, &caller.user);
         // A job id that names an array stands for its elements, as with `bkill`.
@@ -212,7 +212,7 @@ impl Mbd {
             .collect();
         let results = named
             .into_iter()
-            .map(|job| self.control_job(step, caller, admin, job, &request.action, submissions))
+            .map(|job| self.control_job(step, caller, admin, job, &request.action, requeue))
             .collect();
         self.reply(step, client, ClientReply::JobControl(wire::JobControlReply { results }));
     }
@@ -224,7 +224,7 @@ impl Mbd {
         admin: bool,
         wjob: wire::WireJobRef,
         action: &wire::JobControlAction,
-        submissions: &[LoggedSubmission],
+        requeue: Option<(wire::RequestId, &[LoggedSubmission])>,
     ) -> wire::JobControlResult {
         let Some(job) = JobRef::new(wjob.job_id, wjob.array_index)
             .and_then(|id| self.store.job(id))
@@ -252,7 +252,7 @@ impl Mbd {
                     pending: *pending,
                     hold: *hold,
                 };
-                self.requeue(step, caller, &job, flags, submissions)
+                self.requeue(step, caller, &job, flags, requeue)
             }
         }
     }
@@ -430,8 +430,9 @@ impl Mbd {
         caller: &Caller,
         job: &Job,
         flags: RequeueFlags,
-        submissions: &[LoggedSubmission],
+        requeue: Option<(wire::RequestId, &[LoggedSubmission])>,
     ) -> wire::JobControlResult {
+        let (request_id, submissions) = requeue.map_or((None, &[][..]), |(id, found)| (Some(id), found));
         let wjob = job.job.to_wire();
         let requeued = || line(wjob, true, format!("Job <{}> is being requeued", job_name(wjob)));
         let record = |requeued| JobRequeueRecord {
@@ -451,7 +452,7 @@ impl Mbd {
             return requeued();
         }
         if job.status.is_started() {
-            return match self.requeue_started(step, caller, job, flags) {
+            return match self.requeue_started(step, caller, job, flags, request_id) {
                 Ok(()) => requeued(),
                 Err(why) => refused(wjob, why),
             };
@@ -492,14 +493,20 @@ impl Mbd {
 
     /// `brequeue -r` of a started job: the kill intent that requeues it when
     /// its run ends (JOB_SIGNAL with `requeue_hold`), sent as `bkill`'s is.
-    /// Asked again while that kill is on its way, it logs nothing more.
+    /// Asked again while that kill is on its way, it logs nothing more; a
+    /// retry of the same request (its id, kept on the job as `bkill`'s are)
+    /// kills no later run.
     fn requeue_started(
         &mut self,
         step: &mut Step,
         caller: &Caller,
         job: &Job,
         flags: RequeueFlags,
+        request_id: Option<wire::RequestId>,
     ) -> Result<(), &'static str> {
+        if request_id.is_some_and(|id| job.signal_request_ids.contains_key(&id)) {
+            return Ok(());
+        }
         if !flags.running {
             return Err("Job has not finished; requeue a running job with -r or -a");
         }
@@ -515,7 +522,7 @@ impl Mbd {
             action: wire::SignalAction::Terminate,
             requester_uid: caller.uid,
             requester: caller.user.clone(),
-            request_id: None,
+            request_id,
             requeue_hold: Some(flags.hold),
             time_ms: step.now_ms,
         };

@@ -175,6 +175,9 @@ pub enum Input {
     Requeue {
         /// Where the reply goes.
         client: ClientId,
+        /// The command's request id (the same on every retry): a retried
+        /// `brequeue -r` kills no run twice (`control`).
+        request_id: wire::RequestId,
         /// The vouched caller.
         caller: Caller,
         /// The request.

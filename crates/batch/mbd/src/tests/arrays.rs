@@ -361,6 +361,7 @@ fn brequeue_takes_elements_like_bkill() {
     }
     let requeue = |client: u64, job: wire::WireJobRef| Input::Requeue {
         client: ClientId(client),
+        request_id: rid(client),
         caller: caller("alice"),
         request: wire::JobControlRequest {
             jobs: vec![job],

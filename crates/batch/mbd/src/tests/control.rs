@@ -440,7 +440,13 @@ fn requeue(client: u64, who: &str, jobs: &[u32], done: bool, exit: bool) -> Inpu
         jobs: jobs.iter().map(|id| wref(*id)).collect(),
         action: requeue_action(done, exit),
     };
-    Input::Requeue { client: ClientId(client), caller: caller(who), request, submissions: vec![logged(1, 1)] }
+    Input::Requeue {
+        client: ClientId(client),
+        request_id: rid(client),
+        caller: caller(who),
+        request,
+        submissions: vec![logged(1, 1)],
+    }
 }
 
 fn requeue_action(done: bool, exit: bool) -> wire::JobControlAction {
@@ -452,15 +458,21 @@ fn requeue_running(client: u64, who: &str, jobs: &[u32], hold: bool) -> Input {
     let action =
         wire::JobControlAction::Requeue { done: false, exit: false, running: true, pending: false, hold };
     let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
-    Input::Requeue { client: ClientId(client), caller: caller(who), request, submissions: Vec::new() }
+    Input::Requeue {
+        client: ClientId(client),
+        request_id: rid(client),
+        caller: caller(who),
+        request,
+        submissions: Vec::new(),
+    }
 }
 
-/// JOB_SIGNAL of a `brequeue` kill.
-fn ev_requeue_kill(id: u32, seq: u32, who: &str, hold: bool, t: u64) -> Event {
-    let Event::JobSignal(mut record) = ev_signal(id, seq, wire::SignalAction::Terminate, who, 0, t) else {
+/// JOB_SIGNAL of a `brequeue` kill asked by request `request_id`.
+fn ev_requeue_kill(id: u32, seq: u32, who: &str, (request_id, hold): (u64, bool), t: u64) -> Event {
+    let Event::JobSignal(mut record) = ev_signal(id, seq, wire::SignalAction::Terminate, who, request_id, t)
+    else {
         unreachable!("ev_signal makes a JOB_SIGNAL")
     };
-    record.request_id = None;
     record.requeue_hold = Some(hold);
     Event::JobSignal(record)
 }
@@ -565,6 +577,7 @@ fn brequeue_refusals() {
     let request = wire::JobControlRequest { jobs: vec![wref(1)], action: requeue_action(true, false) };
     let other = Input::Requeue {
         client: ClientId(14),
+        request_id: rid(14),
         caller: caller("alice"),
         request: request.clone(),
         submissions: vec![logged(1, 2)],
@@ -577,6 +590,7 @@ fn brequeue_refusals() {
     );
     let effects = h.step(Input::Requeue {
         client: ClientId(16),
+        request_id: rid(16),
         caller: caller("admin"),
         request,
         submissions: vec![logged(1, 1)],
@@ -598,7 +612,7 @@ fn brequeue_r_requeues_a_running_job_across_a_crash() {
     h.at(1000).check(
         requeue_running(10, "alice", &[1], false),
         vec![
-            append(ev_requeue_kill(1, 1, "alice", false, T0 + 1000)),
+            append(ev_requeue_kill(1, 1, "alice", (10, false), T0 + 1000)),
             send("hostA", job_signal(1, 1, wire::SignalAction::Terminate)),
             job_answer(10, &[(1, true, "Job <1> is being requeued")]),
         ],
@@ -621,6 +635,11 @@ fn brequeue_r_requeues_a_running_job_across_a_crash() {
     assert_eq!((info.status, info.exit_code, info.end_time), (JobStatus::Run.bits(), 0, 0));
     // A late copy of the killed run's FINISH: ACK only.
     h.check(finished("hostA", 1, 42, 2), vec![send("hostA", finish_ack(1))]);
+    // A retry of the first request (its answer lost) kills no later run.
+    h.check(
+        requeue_running(10, "alice", &[1], false),
+        vec![job_answer(10, &[(1, true, "Job <1> is being requeued")])],
+    );
     let outcome = wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() };
     h.step(Input::NewJobReply {
         host: host("hostA"),
@@ -671,6 +690,7 @@ fn brequeue_h_holds_the_requeued_job() {
     let request = wire::JobControlRequest { jobs: vec![wref(1)], action: held };
     let effects = h.step(Input::Requeue {
         client: ClientId(13),
+        request_id: rid(13),
         caller: caller("alice"),
         request,
         submissions: vec![logged(1, 1)],
@@ -755,7 +775,13 @@ fn requeue_pending(client: u64, who: &str, jobs: &[u32], hold: bool) -> Input {
     let action =
         wire::JobControlAction::Requeue { done: false, exit: false, running: false, pending: true, hold };
     let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
-    Input::Requeue { client: ClientId(client), caller: caller(who), request, submissions: Vec::new() }
+    Input::Requeue {
+        client: ClientId(client),
+        request_id: rid(client),
+        caller: caller(who),
+        request,
+        submissions: Vec::new(),
+    }
 }
 
 // Goal: a requeued job goes after every job of its queue and before the jobs
