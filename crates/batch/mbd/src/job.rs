@@ -157,7 +157,11 @@ pub struct Job {
     /// order (see [`Job::dispatch_key`] and `control`).
     pub(crate) order_key: Option<i64>,
     /// Set by a `brequeue` kill of this started job (JOB_SIGNAL `requeue_hold`):
-    /// its run's FINISH requeues it, held when `Some(true)`.
+    /// its run's FINISH requeues it, held when `Some(true)`. Not in the job's
+    /// own encoding: only a started job has it, and a finished job's frozen
+    /// encoding would grow by it (a snapshot lists it beside the jobs,
+    /// `MbdSnapshot::requeue_kills`).
+    #[serde(skip)]
     pub(crate) requeue_hold: Option<bool>,
 }
 

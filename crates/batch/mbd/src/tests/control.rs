@@ -622,6 +622,11 @@ fn brequeue_r_requeues_a_running_job_across_a_crash() {
         vec![job_answer(11, &[(1, true, "Job <1> is being requeued")])],
     );
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+    // A snapshot lists the intent beside the jobs and restores it through XDR.
+    let snapshot = xdr_round_trip(&h.mbd.snapshot());
+    assert_eq!(snapshot.requeue_kills, vec![crate::RequeueKill { job: jref(1), hold: false }]);
+    let restored = crate::Mbd::from_snapshot(config(), snapshot).expect("the snapshot loads");
+    assert!(restored.same_durable_state(&h.mbd));
     // mbatchd crashes; replay alone must remember the intent.
     h.restart();
     let effects = h.at(2000).step(registered("hostA", 1));
