@@ -676,6 +676,40 @@ fn brequeue_runs_an_exit_job_again() {
     assert!(history.contains("Jobrequeuedbyuseroradministrator<root>;"), "{history}");
 }
 
+// Goal: brequeue -r kills a running job and runs it again under the same id
+// until it ends DONE; bhist tells the requeue kill, the killed run and the
+// requeue; -J selects the job by name as bkill does, and another user's job is
+// refused. Then -d -H without a job id holds the (most recent) DONE job, which
+// bresume releases to run again.
+#[test]
+fn brequeue_r_runs_a_running_job_again() {
+    let batch = Batch::start();
+    batch.allow_nobody();
+    let marker = batch.dir().join("first-run-started");
+    let script = format!("test -e {0} || {{ touch {0}; sleep 600; }}", marker.to_str().expect("utf-8"));
+    let job = batch.submit(&["-J", "again", &script]);
+    batch.wait_status(job, "RUN");
+    wait_until("the first run to start its sleep", JOB_TIMEOUT, || marker.exists().then_some(()));
+    let id = job.to_string();
+    let out = batch.run_as_nobody("brequeue", &["-r", &id]);
+    assert_eq!(said(&out), (Some(255), String::new(), format!("Job <{id}>: User permission denied\n")));
+    let out = batch.run("brequeue", &["-J", "nosuchname"]);
+    assert_eq!(said(&out), (Some(255), String::new(), "No matching job found\n".into()));
+    let out = batch.run("brequeue", &["-r", "-J", "again"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{id}> is being requeued\n"), String::new()));
+    batch.wait_status(job, "DONE");
+    let history: String = text(&batch.run("bhist", &["-l", &id])).split_whitespace().collect();
+    assert!(history.contains("Signal<REQUEUE_PEND>requestedbyuseroradministrator<root>;"), "{history}");
+    assert!(history.contains("Jobhasbeenrequeued;"), "{history}");
+    assert!(history.contains("Donesuccessfully."), "{history}");
+    // Without a job id, the caller's most recent job the options select; -H holds it.
+    let out = batch.run("brequeue", &["-d", "-H"]);
+    assert_eq!(said(&out), (Some(0), format!("Job <{id}> is being requeued\n"), String::new()));
+    batch.wait_status(job, "PSUSP");
+    assert!(batch.run("bresume", &[&id]).status.success());
+    batch.wait_status(job, "DONE");
+}
+
 // Goal: bmod, bswitch, btop and bbot change pending jobs with LSF's messages;
 // only the owner or an administrator may, and a started job is refused.
 #[test]

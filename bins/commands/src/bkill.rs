@@ -197,26 +197,33 @@ pub fn parse_args(mode: Mode, args: &[String]) -> Result<Invocation, BkillError>
     Ok(Invocation::Signal(SignalOrder { request, verb, select }))
 }
 
-/// The jobs `select` picks for `request` (see the module doc): every unfinished job
-/// that matches with `0`, else the most recently submitted one; empty when none.
-fn selected_jobs(
+/// The jobs `select` picks (see the module doc) among those of `user` (`-u`: empty
+/// for the caller, `all`) that JOB_QUERY's `state_filter` and then `keep` accept:
+/// every one with `all_jobs` (job id `0`), else the most recently submitted one
+/// (an array: its elements); empty when none. `brequeue` selects the same way.
+pub fn selected_jobs(
     client: &mut Client,
-    request: &SignalRequest,
+    (user, all_jobs): (&str, bool),
+    state_filter: u32,
     select: &Selector,
+    keep: impl Fn(&wire::JobInfo) -> bool,
 ) -> Result<Vec<wire::WireJobRef>, client::ClientError> {
     let query = wire::JobQuery {
         jobs: Vec::new(),
-        user: request.user.clone(),
-        state_filter: wire::state_filter::UNFINISHED,
+        user: user.to_owned(),
+        state_filter,
         queue: select.queue.clone(),
         host: select.host.clone(),
         job_name: select.job_name.clone(),
         after_job: 0,
         after_index: 0,
     };
-    let mut jobs: Vec<wire::WireJobRef> =
-        crate::bjobs::all_pages(client, query)?.into_iter().map(|info| info.job).collect();
-    if !request.all_jobs {
+    let mut jobs: Vec<wire::WireJobRef> = crate::bjobs::all_pages(client, query)?
+        .into_iter()
+        .filter(|info| keep(info))
+        .map(|info| info.job)
+        .collect();
+    if !all_jobs {
         let last = jobs.iter().map(|job| job.job_id).max();
         jobs.retain(|job| Some(job.job_id) == last);
     }
@@ -305,7 +312,9 @@ fn run(term: &mut Term, mode: Mode) -> bool {
     let reply: wire::SignalReply =
         match client::load_config().and_then(|config| Client::from_env(&config)).and_then(|mut client| {
             if let Some(select) = &order.select {
-                order.request.jobs = selected_jobs(&mut client, &order.request, select)?;
+                let who = (order.request.user.as_str(), order.request.all_jobs);
+                order.request.jobs =
+                    selected_jobs(&mut client, who, wire::state_filter::UNFINISHED, select, |_| true)?;
                 order.request.all_jobs = false;
                 if order.request.jobs.is_empty() {
                     return Ok(wire::SignalReply { results: Vec::new() });

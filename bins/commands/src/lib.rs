@@ -38,8 +38,8 @@
 //!   `reconfig`, `ckconfig` (the configuration files checked locally), and the
 //!   administrator's orders (`hclose`, `qclose`, `mbdrestart`, …).
 //! - [`bmod`], [`bswitch`], [`btop`] (with [`bbot`]): change pending jobs
-//!   (JOB_CONTROL, printed by [`control`]); [`brequeue`] runs finished jobs
-//!   again (JOB_CONTROL too). [`bhist`]: jobs' histories from the log.
+//!   (JOB_CONTROL, printed by [`control`]); [`brequeue`] runs jobs again
+//!   under their ids, killing running ones first (JOB_CONTROL too). [`bhist`]: jobs' histories from the log.
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
 //! - [`bsubk`]: `bsub -K`, waiting for the job; [`begin`]: `bsub -b` times;
 //!   [`envspec`]: `bsub -env`.

@@ -51,6 +51,32 @@ pub const SNAPSHOT_LIMITS: Limits = Limits {
     ..Limits::DEFAULT
 };
 
+/// A snapshot file of `lsb.events`: the state ([`lava_mbd::MbdSnapshot`]), then
+/// the submission environments of its finished jobs, which the state does not
+/// hold (`history::finished_envs`; `brequeue` reads them back). Recovery
+/// decodes the state alone ([`decode_snapshot_state`]), so the environments
+/// never reach memory on restart; a file without them (written before they
+/// were kept) reads as having none.
+pub fn encode_snapshot(state: &lava_mbd::MbdSnapshot, envs: &[lava_mbd::LoggedSubmission]) -> Vec<u8> {
+    let mut bytes = encode(state);
+    bytes.extend(encode(envs));
+    bytes
+}
+
+/// The state of a snapshot file (see [`encode_snapshot`]), without the environments.
+pub fn decode_snapshot_state(bytes: &[u8]) -> Result<lava_mbd::MbdSnapshot, lava_xdr::Error> {
+    lava_xdr::from_bytes_prefix(bytes, &SNAPSHOT_LIMITS).map(|(state, _)| state)
+}
+
+/// The state and the finished jobs' environments of a snapshot file (see [`encode_snapshot`]).
+pub fn decode_snapshot(
+    bytes: &[u8],
+) -> Result<(lava_mbd::MbdSnapshot, Vec<lava_mbd::LoggedSubmission>), lava_xdr::Error> {
+    let (state, rest) = lava_xdr::from_bytes_prefix(bytes, &SNAPSHOT_LIMITS)?;
+    let envs = if rest.is_empty() { Vec::new() } else { lava_xdr::from_bytes(rest, &SNAPSHOT_LIMITS)? };
+    Ok((state, envs))
+}
+
 /// Encodes one of our own values. Our wire and event types use only what the
 /// XDR codec supports, so failure is a programmer error.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {

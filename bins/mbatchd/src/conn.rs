@@ -341,20 +341,25 @@ async fn history_query(
     write_reply(framed, sequence, &reply).await.is_ok()
 }
 
-/// A `brequeue` JOB_CONTROL with the JOB_NEW records of the jobs it names,
-/// read from the event log on a blocking thread (`history::submissions`): the
-/// logic needs the environment a finished job no longer holds. Any other call
-/// is returned as it is.
+/// A `brequeue` JOB_CONTROL with the environments of the jobs it names, read
+/// back from the disk on a blocking thread (`history::submissions`: the newest
+/// snapshot and the JOB_NEW records): the logic needs the environment a
+/// finished job no longer holds. A `brequeue` of running or pending jobs
+/// only (no `-d`/`-e`) needs none and reads nothing. Any other call is
+/// returned as it is.
 async fn with_logged_submissions(call: ClientCall, shared: &Shared) -> Result<ClientCall, ClientReply> {
-    let ClientCall::JobControl { caller, request } = call else { return Ok(call) };
-    if !matches!(request.action, wire::JobControlAction::Requeue { .. }) {
-        return Ok(ClientCall::JobControl { caller, request });
+    let ClientCall::JobControl { request_id, caller, request } = call else { return Ok(call) };
+    let wire::JobControlAction::Requeue { done, exit, .. } = request.action else {
+        return Ok(ClientCall::JobControl { request_id, caller, request });
+    };
+    if !done && !exit {
+        return Ok(ClientCall::Requeue { request_id, caller, request, submissions: Vec::new() });
     }
     let ids: BTreeSet<u32> = request.jobs.iter().map(|job| job.job_id).collect();
     let log = Arc::clone(&shared.log);
     let read = tokio::task::spawn_blocking(move || crate::history::submissions(&log, &ids)).await;
     match read {
-        Ok(Ok(submissions)) => Ok(ClientCall::Requeue { caller, request, submissions }),
+        Ok(Ok(submissions)) => Ok(ClientCall::Requeue { request_id, caller, request, submissions }),
         Ok(Err(problem)) => Err(ClientReply::error(wire::ERR_TRY_AGAIN, problem)),
         Err(error) => {
             Err(ClientReply::error(wire::ERR_TRY_AGAIN, format!("the reading thread failed: {error}")))

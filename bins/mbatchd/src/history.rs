@@ -1,5 +1,8 @@
 //! `bhist`'s HISTORY_QUERY, answered from the event log itself; and the
-//! submissions `brequeue` needs ([`submissions`]), read the same way.
+//! submission environments `brequeue` needs ([`submissions`]), read back from
+//! the disk: the newest snapshot (an unfinished job's own, the copies of the
+//! finished jobs' that [`finished_envs`] had written after the state) and the
+//! JOB_NEW records still in the log.
 //!
 //! mbatchd owns `lsb.events` (its folder is private, see `journal`), so
 //! `bhist` cannot read it as LSF's does; instead a command connection's task
@@ -15,7 +18,8 @@ use lava_batch_wire as wire;
 use lava_eventlog::{EventLog, Position};
 use std::collections::BTreeSet;
 
-use lava_mbd::{Caller, Event, HistoryBuilder, LoggedSubmission};
+use lava_batch_ll::JobRef;
+use lava_mbd::{Caller, Event, HistoryBuilder, LoggedSubmission, MbdSnapshot};
 
 use crate::codec::EVENT_LIMITS;
 
@@ -30,11 +34,15 @@ pub(crate) fn answer(
     Ok(builder.finish())
 }
 
-/// The environments the JOB_NEW records of jobs `ids` logged, for `brequeue`: a
-/// finished job no longer holds its own. A job whose JOB_NEW a snapshot let the
-/// log prune is not found (the logic then refuses to requeue it).
+/// The submission environments of jobs `ids` still on disk, for `brequeue`: a
+/// finished job no longer holds its own. Each is found in the newest snapshot or
+/// in the job's JOB_NEW (both, possibly: the copies are equal); a job found in
+/// neither is not returned (the logic then refuses to requeue it).
 pub(crate) fn submissions(log: &EventLog, ids: &BTreeSet<u32>) -> Result<Vec<LoggedSubmission>, String> {
     let mut found = Vec::new();
+    if let Some(snapshot) = newest_snapshot(log)? {
+        found.extend(snapshot_envs(snapshot, ids));
+    }
     for_each_event(log, |event| {
         if let Event::JobNew(record) = event
             && ids.contains(&record.job.id())
@@ -44,6 +52,53 @@ pub(crate) fn submissions(log: &EventLog, ids: &BTreeSet<u32>) -> Result<Vec<Log
         }
     })?;
     Ok(found)
+}
+
+/// The environments of `snapshot`'s finished jobs read back from the disk
+/// ([`submissions`]), each once, for the snapshot file
+/// (`codec::encode_snapshot`): written into every snapshot, they stay on disk
+/// after the log prunes the jobs' JOB_NEW, for as long as the jobs are kept
+/// (`CLEAN_PERIOD`), and cost no memory between snapshots.
+pub(crate) fn finished_envs(log: &EventLog, snapshot: &MbdSnapshot) -> Result<Vec<LoggedSubmission>, String> {
+    let finished: BTreeSet<(u32, wire::RequestId)> = snapshot
+        .jobs
+        .iter()
+        .filter(|job| job.status().is_finished())
+        .map(|job| (job.job_ref().id(), job.request_id()))
+        .collect();
+    let ids: BTreeSet<u32> = finished.iter().map(|(id, _)| *id).collect();
+    let mut envs = submissions(log, &ids)?;
+    envs.retain(|s| finished.contains(&(s.job.id(), s.request_id)));
+    envs.sort_by_key(|s| (s.job, s.request_id));
+    envs.dedup_by_key(|s| (s.job, s.request_id));
+    Ok(envs)
+}
+
+/// The newest snapshot file on disk, decoded; `None` before the first.
+fn newest_snapshot(log: &EventLog) -> Result<Option<(MbdSnapshot, Vec<LoggedSubmission>)>, String> {
+    let replay = log.replay().map_err(|error| format!("cannot read the newest snapshot: {error}"))?;
+    let Some(snapshot) = replay.snapshot else { return Ok(None) };
+    crate::codec::decode_snapshot(&snapshot.bytes)
+        .map(Some)
+        .map_err(|error| format!("the snapshot at {} does not decode: {error}", snapshot.position.0))
+}
+
+/// The environments a snapshot file holds of jobs `ids`: an unfinished job's
+/// own (an array's once), and the copies of the finished jobs'.
+fn snapshot_envs(
+    (snapshot, finished): (MbdSnapshot, Vec<LoggedSubmission>),
+    ids: &BTreeSet<u32>,
+) -> impl Iterator<Item = LoggedSubmission> + '_ {
+    let own = snapshot
+        .jobs
+        .into_iter()
+        .filter(|job| !job.status().is_finished() && ids.contains(&job.job_ref().id()))
+        .map(|job| LoggedSubmission {
+            job: JobRef::new(job.job_ref().id(), 0).expect("a job's id is not 0"),
+            request_id: job.request_id(),
+            env: job.env().to_vec(),
+        });
+    own.chain(finished.into_iter().filter(|s| ids.contains(&s.job.id())))
 }
 
 /// Feeds every event still in the log, oldest first, to `each`.
@@ -60,4 +115,142 @@ fn for_each_event(log: &EventLog, mut each: impl FnMut(Event)) -> Result<(), Str
         each(event);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use lava_batch_ll::{HostName, QueueName, SubmitSpec, UserName};
+    use lava_eventlog::{Options, Position};
+    use lava_mbd::{ClientId, ClientReply, Effect, HostConfig, Input, Mbd, MbdConfig, QueueConfig};
+
+    fn config() -> MbdConfig {
+        let host = HostName::parse("test", "h1").expect("host");
+        let mut config = MbdConfig::new("t", host.clone());
+        let queue = QueueName::parse("test", "normal").expect("queue");
+        config.queues.push(QueueConfig { default: true, ..QueueConfig::new(queue, 30) });
+        config.hosts.push(HostConfig::new(host, None));
+        config
+    }
+
+    fn caller() -> Caller {
+        let user = UserName::parse("test", "alice").expect("user");
+        Caller { uid: 1000, gid: 100, user, host: HostName::parse("test", "h1").expect("host") }
+    }
+
+    /// Steps `input` into `mbd` and appends its events to `log`; the effects.
+    fn step(mbd: &mut Mbd, log: &EventLog, now_ms: u64, input: Input) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        mbd.step(now_ms, input, &mut effects);
+        for effect in &effects {
+            if let Effect::Append(event) = effect {
+                log.append(&crate::codec::encode(event)).expect("appends");
+            }
+        }
+        log.sync().expect("syncs");
+        effects
+    }
+
+    /// Writes a snapshot of `mbd` as the journal does, then prunes; the
+    /// environments written, and the state as recovery reads it back.
+    fn snapshot(mbd: &Mbd, log: &EventLog) -> (Vec<LoggedSubmission>, MbdSnapshot) {
+        let state = mbd.snapshot();
+        let envs = finished_envs(log, &state).expect("environments read back");
+        let position = log.stats().next_position.0 - 1;
+        let bytes = crate::codec::encode_snapshot(&state, &envs);
+        log.write_snapshot(Position(position), &bytes).expect("snapshot written");
+        log.prune().expect("pruned");
+        let read_back = crate::codec::decode_snapshot_state(&bytes).expect("decodes");
+        assert_eq!(read_back, state);
+        (envs, read_back)
+    }
+
+    fn job_news(log: &EventLog) -> usize {
+        let mut n = 0;
+        for_each_event(log, |event| n += usize::from(matches!(event, Event::JobNew(_)))).expect("reads");
+        n
+    }
+
+    // Goal: a finished job's environment, which memory drops, stays on disk
+    // once snapshots let the log prune its JOB_NEW: each snapshot carries it
+    // (read back from JOB_NEW, then from the previous snapshot), `submissions`
+    // finds it there, and the logic restored from that snapshot requeues the
+    // job with it. Method: a log of tiny segments, so that pruning removes the
+    // segment holding JOB_NEW; two snapshots.
+    #[test]
+    fn a_finished_jobs_environment_outlives_its_pruned_job_new() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options =
+            Options { segment_bytes_max: lava_eventlog::SEGMENT_BYTES_MIN, ..Options::new("lsb.events") };
+        let (log, _) = EventLog::open(dir.path(), options).expect("opens");
+        let mut mbd = Mbd::new(config()).expect("valid config");
+        let env = vec![wire::EnvVar { name: "PATH".into(), value: "/opt/bin:/bin".into() }];
+        let request = wire::SubmitRequest {
+            command: "sleep 10".into(),
+            cwd: "work".into(),
+            home_dir: "/home/alice".into(),
+            n_slots: 1,
+            from_host: "h1".into(),
+            env: env.clone(),
+            ..wire::SubmitRequest::default()
+        };
+        let spec = Box::new(SubmitSpec::try_from(request).expect("valid submission"));
+        let request_id = wire::RequestId { high: 1, low: 1 };
+        step(
+            &mut mbd,
+            &log,
+            1_000,
+            Input::Submit { client: ClientId(1), request_id, caller: caller(), spec },
+        );
+        let host = HostName::parse("test", "h1").expect("host");
+        step(&mut mbd, &log, 1_000, Input::HostRegistered { host: host.clone(), n_cpus: 1 });
+        let job = wire::WireJobRef { job_id: 1, array_index: 0 };
+        let outcome = wire::NewJobOutcome::Started { pid: 42, pgid: 42, job_status: 0x04 };
+        let reply = wire::NewJobReply { job, dispatch_seq: 1, outcome };
+        step(&mut mbd, &log, 2_000, Input::NewJobReply { host: host.clone(), reply });
+        let msg = wire::JobFinish {
+            job,
+            dispatch_seq: 1,
+            pid: 42,
+            wait_status: 1 << 8,
+            finish_reason: wire::FINISH_NORMAL,
+            end_time: 3,
+            rusage: wire::ResourceUsage::default(),
+        };
+        step(&mut mbd, &log, 3_000, Input::JobFinish { host: host.clone(), msg });
+        assert!(mbd.job(JobRef::new(1, 0).expect("id")).expect("kept").env().is_empty());
+
+        let (first, _) = snapshot(&mbd, &log);
+        assert_eq!(first.iter().map(|s| s.env.clone()).collect::<Vec<_>>(), vec![env.clone()]);
+        assert_eq!(job_news(&log), 0, "the JOB_NEW was pruned");
+        step(&mut mbd, &log, 4_000, Input::Start);
+        let (again, second) = snapshot(&mbd, &log);
+        assert_eq!(again, first);
+        let found = submissions(&log, &BTreeSet::from([1])).expect("reads");
+        assert_eq!(
+            found.iter().map(|s| (s.request_id, s.env.clone())).collect::<Vec<_>>(),
+            vec![(request_id, env)]
+        );
+        assert!(submissions(&log, &BTreeSet::from([2])).expect("reads").is_empty());
+
+        let mut restored = Mbd::from_snapshot(config(), second).expect("loads");
+        let action = wire::JobControlAction::Requeue {
+            done: false,
+            exit: true,
+            running: false,
+            pending: false,
+            hold: false,
+        };
+        let request = wire::JobControlRequest { jobs: vec![job], action };
+        let request_id = wire::RequestId { high: 2, low: 2 };
+        let input =
+            Input::Requeue { client: ClientId(2), request_id, caller: caller(), request, submissions: found };
+        let effects = step(&mut restored, &log, 5_000, input);
+        let answered = effects.iter().any(|effect| {
+            matches!(effect, Effect::Reply { reply: ClientReply::JobControl(reply), .. }
+                if reply.results.iter().all(|r| r.done && r.message == "Job <1> is being requeued"))
+        });
+        assert!(answered, "{effects:?}");
+    }
 }

@@ -21,13 +21,16 @@
 //! Ours does the same with its one mechanism, a snapshot: when the log holds,
 //! beyond its newest snapshot, `MAX_JOB_NUM` job finishes (JOB_STATUS to DONE
 //! or EXIT) or `--snapshot-events` events of any kind (a bound for a log that
-//! grows without finishes), [`Journal::maybe_snapshot`] encodes [`Mbd::snapshot`]
-//! (which covers every event appended so far) and a blocking thread writes it
-//! with `write_snapshot` (which first waits until those events are durable) and
-//! then prunes the segments it covers. [`SwitchRule`] is that decision and
-//! [`Backlog`] what it counts; replay counts the backlog of the log it reads,
-//! so a restart does not forget the finishes logged before it, and
-//! `badmin reconfig` sets a new `MAX_JOB_NUM` ([`Journal::set_max_job_num`]).
+//! grows without finishes), [`Journal::maybe_snapshot`] takes [`Mbd::snapshot`]
+//! (which covers every event appended so far) and a blocking thread reads the
+//! finished jobs' environments back from the disk (`history::finished_envs`,
+//! for `brequeue`), encodes both (`codec::encode_snapshot`; recovery reads the
+//! state alone), writes them with `write_snapshot` (which first waits until
+//! those events are durable) and then prunes the segments it covers.
+//! [`SwitchRule`] is that decision and [`Backlog`] what it counts; replay
+//! counts the backlog of the log it reads, so a restart does not forget the
+//! finishes logged before it, and `badmin reconfig` sets a new `MAX_JOB_NUM`
+//! ([`Journal::set_max_job_num`]).
 
 use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
@@ -39,7 +42,9 @@ use lava_mbd::{Event, Mbd, MbdConfig, MbdSnapshot};
 use tokio::task::JoinHandle;
 
 use crate::ShellError;
-use crate::codec::{EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, SNAPSHOT_LIMITS, encode, encode_into};
+use crate::codec::{
+    EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, decode_snapshot_state, encode_into, encode_snapshot,
+};
 
 /// The log's name, as LSF names mbatchd's event file.
 pub const EVENT_LOG_NAME: &str = "lsb.events";
@@ -150,7 +155,7 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Recovered, ShellErro
                 position,
                 problem,
             };
-            let state: MbdSnapshot = lava_xdr::from_bytes(&snapshot.bytes, &SNAPSHOT_LIMITS)
+            let state: MbdSnapshot = decode_snapshot_state(&snapshot.bytes)
                 .map_err(|error| problem(format!("does not decode: {error}")))?;
             Mbd::from_snapshot(config, state).map_err(|error| problem(error.to_string()))?
         }
@@ -195,7 +200,7 @@ pub enum JournalEvent {
     },
     /// Writing a snapshot or pruning failed; the log itself may still be fine
     /// (if it is not, the next append or fsync says so and stops the daemon).
-    SnapshotFailed(lava_eventlog::Error),
+    SnapshotFailed(String),
 }
 
 /// The appending side of `lsb.events`; see the module doc.
@@ -212,7 +217,7 @@ pub struct Journal {
     /// What the log holds beyond the newest snapshot started.
     backlog: Backlog,
     /// The running snapshot write and prune.
-    snapshot: Option<JoinHandle<Result<(u64, PruneReport), lava_eventlog::Error>>>,
+    snapshot: Option<JoinHandle<Result<(u64, PruneReport), String>>>,
     /// The encoding buffer, reused by every append.
     record: Vec<u8>,
     /// When the running sync started, and the latency of those that ended.
@@ -312,13 +317,18 @@ impl Journal {
             return;
         }
         self.backlog = Backlog::default();
-        let bytes = encode(&mbd.snapshot());
+        let snapshot = mbd.snapshot();
         let position = self.appended_through;
         let log = Arc::clone(&self.log);
-        tracing::info!(position, bytes = bytes.len(), "switching the event log: writing a snapshot");
+        tracing::info!(position, "switching the event log: writing a snapshot");
         self.snapshot = Some(tokio::task::spawn_blocking(move || {
-            log.write_snapshot(Position(position), &bytes)?;
-            let prune = log.prune()?;
+            // The finished jobs' environments go to disk with the snapshot
+            // before the log prunes their JOB_NEW (`history::finished_envs`).
+            let envs = crate::history::finished_envs(&log, &snapshot)?;
+            let bytes = encode_snapshot(&snapshot, &envs);
+            tracing::debug!(position, bytes = bytes.len(), "writing a snapshot");
+            log.write_snapshot(Position(position), &bytes).map_err(|error| error.to_string())?;
+            let prune = log.prune().map_err(|error| error.to_string())?;
             Ok((position, prune))
         }));
     }

@@ -47,8 +47,9 @@
 //!   comes from the master lim, polled by [`lim_client`].
 //!   `HISTORY_QUERY` (`bhist`) is answered by the connection's task from the
 //!   event log itself, read on a blocking thread (`history`); a `brequeue`
-//!   JOB_CONTROL first has the named jobs' JOB_NEW records read the same way
-//!   and goes to the logic with them (`Input::Requeue`); `ADMIN_CONTROL`
+//!   JOB_CONTROL first has the named jobs' environments read back the same
+//!   way (the newest snapshot and JOB_NEW records) and goes to the logic with
+//!   them (`Input::Requeue`); `ADMIN_CONTROL`
 //!   `mbdrestart` is served by the loop, which then stops cleanly and the
 //!   daemon `exec`s itself ([`daemon`]).
 //!   `PEEK_JOB` (`bpeek`) is relayed to the execution host's sbatchd as

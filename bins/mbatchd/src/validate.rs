@@ -32,11 +32,17 @@ pub(crate) enum ClientCall {
     Query { caller: Caller, query: wire::JobQuery },
     /// SIGNAL_JOBS.
     Signal { request_id: wire::RequestId, caller: Caller, request: wire::SignalRequest },
-    /// JOB_CONTROL (`bmod`, `bswitch`, `btop`, `bbot`).
-    JobControl { caller: Caller, request: wire::JobControlRequest },
+    /// JOB_CONTROL (`bmod`, `bswitch`, `btop`, `bbot`; `brequeue` until its
+    /// environments are read).
+    JobControl { request_id: wire::RequestId, caller: Caller, request: wire::JobControlRequest },
     /// JOB_CONTROL of `brequeue`, once the connection's task read the named jobs'
-    /// JOB_NEW records from the event log (`history::submissions`).
-    Requeue { caller: Caller, request: wire::JobControlRequest, submissions: Vec<lava_mbd::LoggedSubmission> },
+    /// environments back from the disk (`history::submissions`).
+    Requeue {
+        request_id: wire::RequestId,
+        caller: Caller,
+        request: wire::JobControlRequest,
+        submissions: Vec<lava_mbd::LoggedSubmission>,
+    },
     /// ADMIN_CONTROL (`badmin hclose|…|mbdrestart`; the loop serves `mbdrestart` itself).
     AdminControl { caller: Caller, request: wire::AdminControlRequest },
 }
@@ -52,9 +58,9 @@ impl ClientCall {
             ClientCall::Signal { request_id, caller, request } => {
                 Input::Signal { client, request_id, caller, request }
             }
-            ClientCall::JobControl { caller, request } => Input::JobControl { client, caller, request },
-            ClientCall::Requeue { caller, request, submissions } => {
-                Input::Requeue { client, caller, request, submissions }
+            ClientCall::JobControl { caller, request, .. } => Input::JobControl { client, caller, request },
+            ClientCall::Requeue { request_id, caller, request, submissions } => {
+                Input::Requeue { client, request_id, caller, request, submissions }
             }
             ClientCall::AdminControl { caller, request } => Input::AdminControl { client, caller, request },
         }
@@ -125,7 +131,7 @@ pub(crate) fn client_request(
             let request = decode_request::<wire::JobControlRequest>(op, body)?;
             let caller = caller(auth, &request.credential, now_ms)?;
             lava_batch_ll::check_job_control(&request.body).map_err(Refusal::invalid)?;
-            Ok(ClientCall::JobControl { caller, request: request.body })
+            Ok(ClientCall::JobControl { request_id: request.request_id, caller, request: request.body })
         }
         Operation::AdminControl => {
             let request = decode_request::<wire::AdminControlRequest>(op, body)?;

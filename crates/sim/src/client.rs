@@ -1,5 +1,5 @@
-//! The commands: each simulated user runs `bsub`, `bstop`, `bresume` and
-//! `bkill` one at a time, as a shell script would, and retries a request
+//! The commands: each simulated user runs `bsub`, `bstop`, `bresume`,
+//! `bkill` and `brequeue -r` (kill and requeue a started job) one at a time, as a shell script would, and retries a request
 //! whose answer does not come (lost request, lost reply, mbatchd down) with
 //! the same request id on a new connection, until it is answered. The last
 //! command of every user is `bresume 0` (every job of the user), so that no
@@ -23,7 +23,7 @@ use crate::world::{Ev, Route, World, queue_names};
 pub enum Op {
     /// `bsub`.
     Submit,
-    /// `bstop`, `bresume` or `bkill` of one of the user's jobs.
+    /// `bstop`, `bresume`, `bkill` or `brequeue -r` of one of the user's jobs.
     Signal,
     /// `bjobs -a`.
     Query,
@@ -142,6 +142,7 @@ impl World {
             ClientRequest::Submit(r) => r.request_id,
             ClientRequest::Signal(r) => r.request_id,
             ClientRequest::Query(r) => r.request_id,
+            ClientRequest::Requeue(r) => r.request_id,
         };
         self.trace.line(self.now_ms, || format!("client {client}: {request:?}"));
         self.clients[client].current =
@@ -245,12 +246,28 @@ impl World {
         let action = match self.rng.below(10) {
             0..=3 => SignalAction::Stop,
             4..=6 => SignalAction::Continue,
-            _ => SignalAction::Terminate,
+            7..=8 => SignalAction::Terminate,
+            _ => return Some(self.requeue_request(client, jobs)),
         };
         let request_id = self.clients[client].next_request_id();
         let body = wire::SignalRequest { jobs, all_jobs: false, user: String::new(), action };
         let credential = self.credential(client);
         Some(ClientRequest::Signal(wire::ClientRequest { credential, request_id, body }))
+    }
+
+    /// `brequeue -r`: the jobs' runs are killed and the jobs requeued.
+    fn requeue_request(&mut self, client: usize, jobs: Vec<wire::WireJobRef>) -> ClientRequest {
+        let request_id = self.clients[client].next_request_id();
+        let action = wire::JobControlAction::Requeue {
+            done: false,
+            exit: false,
+            running: true,
+            pending: false,
+            hold: false,
+        };
+        let body = wire::JobControlRequest { jobs, action };
+        let credential = self.credential(client);
+        ClientRequest::Requeue(wire::ClientRequest { credential, request_id, body })
     }
 
     fn query_request(&mut self, client: usize) -> ClientRequest {
@@ -314,6 +331,9 @@ impl World {
             (ClientRequest::Query(_), ClientReply::JobQuery(answer)) => {
                 self.check_query_answer(client, &answer);
             }
+            (ClientRequest::Requeue(_), ClientReply::JobControl(answer)) => {
+                self.check_requeue_answer(&answer);
+            }
             (ClientRequest::Submit(submit), ClientReply::Error(error))
                 if !submit.body.dependency.is_empty() && error.message.ends_with("No matching job found") =>
             {
@@ -345,6 +365,23 @@ impl World {
                     "bjobs shows job {} with status {:#x}, its durable end is {durable:?}",
                     info.job.job_id, info.status
                 ));
+            }
+        }
+    }
+
+    /// The owner's `brequeue -r` is done, or refused for a job it cannot act
+    /// on: not (or no longer) started, or cleaned.
+    fn check_requeue_answer(&self, answer: &wire::JobControlReply) {
+        const REFUSALS: [&str; 5] = [
+            "Job has not started yet",
+            "Job is being dispatched; requeue it once it has started",
+            "Job is DONE; requeue it with -d or -a",
+            "Job is EXIT; requeue it with -e or -a",
+            "No matching job found",
+        ];
+        for result in &answer.results {
+            if !result.done && !REFUSALS.iter().any(|why| result.message.ends_with(why)) {
+                self.violation(format!("the owner's brequeue -r was answered {:?}", result.message));
             }
         }
     }

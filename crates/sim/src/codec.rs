@@ -134,6 +134,8 @@ pub enum ClientRequest {
     Signal(wire::ClientRequest<wire::SignalRequest>),
     /// `bjobs`.
     Query(wire::ClientRequest<wire::JobQuery>),
+    /// `brequeue -r` (JOB_CONTROL).
+    Requeue(wire::ClientRequest<wire::JobControlRequest>),
 }
 
 /// The frame of a command's request.
@@ -142,6 +144,7 @@ pub fn encode_client_request(request: &ClientRequest) -> Vec<u8> {
         ClientRequest::Submit(body) => frame(wire::Operation::SubmitJob, body),
         ClientRequest::Signal(body) => frame(wire::Operation::SignalJobs, body),
         ClientRequest::Query(body) => frame(wire::Operation::JobQuery, body),
+        ClientRequest::Requeue(body) => frame(wire::Operation::JobControl, body),
     }
 }
 
@@ -153,6 +156,7 @@ pub fn decode_client_request(bytes: &[u8]) -> Result<ClientRequest, String> {
         Op::SubmitJob => ClientRequest::Submit(body(op, &b)?),
         Op::SignalJobs => ClientRequest::Signal(body(op, &b)?),
         Op::JobQuery => ClientRequest::Query(body(op, &b)?),
+        Op::JobControl => ClientRequest::Requeue(body(op, &b)?),
         other => return Err(format!("{} is not a simulated command request", other.name())),
     })
 }
@@ -178,6 +182,7 @@ pub fn decode_client_reply(bytes: &[u8]) -> Result<ClientReply, String> {
         Op::SubmitJobReply => ClientReply::Submit(body(op, &b)?),
         Op::JobQueryReply => ClientReply::JobQuery(body(op, &b)?),
         Op::SignalJobsReply => ClientReply::Signal(body(op, &b)?),
+        Op::JobControlReply => ClientReply::JobControl(body(op, &b)?),
         Op::RequestFailed => ClientReply::Error(body(op, &b)?),
         other => return Err(format!("{} is not an answer to a command", other.name())),
     })

@@ -32,9 +32,11 @@
 //!   as a run that never converges instead of hiding behind a natural exit.
 //! - **Commands** (`client`): users submit jobs (random queue, 1–2 slots,
 //!   some held, some with a run limit), list them and stop, resume and kill
-//!   them; a request whose answer does not come is retried with the same
-//!   request id on a new connection, while the old attempt may still arrive
-//!   late; every user ends with `bresume 0`.
+//!   them, or requeue them with `brequeue -r` (the run killed, the job run
+//!   again: the oracle then checks the killed run's finish against its real
+//!   process and lets the job run once more); a request whose answer does not
+//!   come is retried with the same request id on a new connection, while the
+//!   old attempt may still arrive late; every user ends with `bresume 0`.
 //! - **Bytes**: every message is a real batch frame (header + XDR body)
 //!   decoded on arrival through `lava-batch-wire` and `lava-batch-ll`, every
 //!   event and record real XDR (`codec`): encoding bugs show.

@@ -379,6 +379,14 @@ impl World {
             ClientRequest::Query(wire::ClientRequest { credential, body, .. }) => {
                 Input::Query { client: attempt, caller: caller(&credential), query: body }
             }
+            // `brequeue -r` needs no environment read back (only finished jobs do).
+            ClientRequest::Requeue(wire::ClientRequest { credential, request_id, body }) => Input::Requeue {
+                client: attempt,
+                request_id,
+                caller: caller(&credential),
+                request: body,
+                submissions: Vec::new(),
+            },
         };
         self.mbd_step(input);
     }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use lava_batch_ll::{JobRef, JobStatus};
 use lava_batch_wire as wire;
-use lava_mbd::event::FinishRecord;
+use lava_mbd::event::{FinishRecord, JobRequeueRecord, Requeued};
 use lava_mbd::{Event, Job, Mbd, MbdConfig, SignalKind, ToSbd};
 use lava_sbd::ToMbd;
 
@@ -132,14 +132,37 @@ impl World {
             | Event::JobExecute(_)
             | Event::JobSigact(_)
             | Event::JobClean(_) => {}
-            // The simulation sends no control command (bmod, bswitch, btop, brequeue, badmin).
+            Event::JobRequeue(record) => self.oracle_requeued(record),
+            // The simulation sends no other control command (bmod, bswitch, btop, badmin).
             Event::HostCtrl(_)
             | Event::QueueCtrl(_)
             | Event::JobModify(_)
             | Event::JobSwitch(_)
-            | Event::JobMove(_)
-            | Event::JobRequeue(_) => {}
+            | Event::JobMove(_) => {}
         }
+    }
+
+    /// A durable JOB_REQUEUE of a run a `brequeue -r` kill ended: the run is
+    /// over as its process really ended, and the job may run again (a fresh
+    /// process, which the requeue kill no longer concerns).
+    fn oracle_requeued(&mut self, record: &JobRequeueRecord) {
+        let id = record.job;
+        let Requeued::Killed(finish) = &record.requeued else {
+            self.violation(format!(
+                "job {id}: requeued as {:?}, which the simulation never asks",
+                record.requeued
+            ));
+        };
+        if let Some(fact) = self.oracle.execs.remove(&id)
+            && (fact.wait_status != Some(finish.wait_status) || fact.pid != finish.pid)
+        {
+            self.violation(format!(
+                "job {id}: requeued with finish {finish:?}, but pid {} ended with wait status {:?}",
+                fact.pid, fact.wait_status
+            ));
+        }
+        self.oracle.kill_intents.remove(&id);
+        self.stats.n_requeues += 1;
     }
 
     /// After an EXECUTE step: EXECUTE never changes a job's state.

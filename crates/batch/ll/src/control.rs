@@ -32,9 +32,9 @@ pub fn check_job_control(request: &wire::JobControlRequest) -> Result<(), LlErro
             }
             Ok(())
         }
-        wire::JobControlAction::Requeue { done, exit } => {
-            if !done && !exit {
-                return Err(LlError::new("control.requeue", "selects neither DONE nor EXIT jobs"));
+        wire::JobControlAction::Requeue { done, exit, running, pending, .. } => {
+            if !done && !exit && !running && !pending {
+                return Err(LlError::new("control.requeue", "selects no job status"));
             }
             Ok(())
         }

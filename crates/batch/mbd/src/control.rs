@@ -17,12 +17,15 @@
 //!   accepted (its NEW_JOB is never sent again, so the snapshot sbatchd holds
 //!   stays true), to another open queue whose HOSTS allow it. A job that
 //!   changes queue goes back to arrival order in the new queue.
-//! - `brequeue` puts a DONE or EXIT job back to PEND under its id (JOB_REQUEUE;
-//!   `-d` DONE jobs, `-e` EXIT jobs, both without either). A finished job no
-//!   longer holds its environment, so the shell reads the job's JOB_NEW from
-//!   the event log first and passes it in ([`Input::Requeue`](crate::Input::Requeue));
-//!   the record carries the environment, so replay needs no file. A job
-//!   cleaned from memory is unknown; running jobs (LSF's `-r`) are refused.
+//! - `brequeue` puts a job back to PEND (PSUSP with `-H`) under its id. A
+//!   DONE (`-d`) or EXIT (`-e`) job at once (JOB_REQUEUE): a finished job no
+//!   longer holds its environment, so the shell reads it back from disk (the
+//!   job's JOB_NEW, or the newest snapshot's copy) and passes it in
+//!   ([`Input::Requeue`](crate::Input::Requeue)); the record carries it, so
+//!   replay needs no file. A started job (`-r`) is killed through the signal
+//!   pipeline of `signal` with one JOB_SIGNAL whose `requeue_hold` is the
+//!   durable "requeue when it ends"; its run's FINISH then logs JOB_REQUEUE
+//!   instead of DONE/EXIT (`pipeline`). A job cleaned from memory is unknown.
 //! - `btop`/`bbot` move a pending job within its queue. The dispatch order of
 //!   a queue's pending jobs is (order key, job id) (`Job::dispatch_key`; the
 //!   pending index and `sched` walk it): without a move the key is
@@ -51,8 +54,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::effect::ClientReply;
 use crate::event::{
-    Event, HostCtrlRecord, JobChanges, JobModifyRecord, JobMoveRecord, JobRequeueRecord, JobSwitchRecord,
-    QueueCtrlAction, QueueCtrlRecord,
+    Event, HostCtrlRecord, JobChanges, JobModifyRecord, JobMoveRecord, JobRequeueRecord, JobSignalRecord,
+    JobSwitchRecord, QueueCtrlAction, QueueCtrlRecord, Requeued,
 };
 use crate::input::{Caller, ClientId, LoggedSubmission};
 use crate::job::Job;
@@ -162,6 +165,16 @@ pub(crate) fn modified_spec(job: &Job, changes: &JobChanges) -> Result<SubmitSpe
     SubmitSpec::try_from(request).map_err(|error| error.to_string())
 }
 
+/// What `brequeue` asks for (see [`wire::JobControlAction::Requeue`]).
+#[derive(Clone, Copy, Debug)]
+struct RequeueFlags {
+    done: bool,
+    exit: bool,
+    running: bool,
+    pending: bool,
+    hold: bool,
+}
+
 /// One job's answer line.
 fn line(job: wire::WireJobRef, done: bool, message: String) -> wire::JobControlResult {
     wire::JobControlResult { job, done, message }
@@ -183,7 +196,7 @@ impl Mbd {
         client: ClientId,
         caller: &Caller,
         request: &wire::JobControlRequest,
-        submissions: &[LoggedSubmission],
+        requeue: Option<(wire::RequestId, &[LoggedSubmission])>,
     ) {
         let admin = self.config.is_admin(caller.uid, &caller.user);
         // A job id that names an array stands for its elements, as with `bkill`.
@@ -199,7 +212,7 @@ impl Mbd {
             .collect();
         let results = named
             .into_iter()
-            .map(|job| self.control_job(step, caller, admin, job, &request.action, submissions))
+            .map(|job| self.control_job(step, caller, admin, job, &request.action, requeue))
             .collect();
         self.reply(step, client, ClientReply::JobControl(wire::JobControlReply { results }));
     }
@@ -211,7 +224,7 @@ impl Mbd {
         admin: bool,
         wjob: wire::WireJobRef,
         action: &wire::JobControlAction,
-        submissions: &[LoggedSubmission],
+        requeue: Option<(wire::RequestId, &[LoggedSubmission])>,
     ) -> wire::JobControlResult {
         let Some(job) = JobRef::new(wjob.job_id, wjob.array_index)
             .and_then(|id| self.store.job(id))
@@ -231,8 +244,15 @@ impl Mbd {
             wire::JobControlAction::Move { to_top, position, owner_list } => {
                 self.move_job(step, caller, admin && !owner_list, &job, *to_top, *position)
             }
-            wire::JobControlAction::Requeue { done, exit } => {
-                self.requeue(step, caller, &job, (*done, *exit), submissions)
+            wire::JobControlAction::Requeue { done, exit, running, pending, hold } => {
+                let flags = RequeueFlags {
+                    done: *done,
+                    exit: *exit,
+                    running: *running,
+                    pending: *pending,
+                    hold: *hold,
+                };
+                self.requeue(step, caller, &job, flags, requeue)
             }
         }
     }
@@ -400,24 +420,44 @@ impl Mbd {
     }
 
     /// `brequeue`: a DONE job when `done`, an EXIT job when `exit`, goes back to
-    /// PEND with the environment its JOB_NEW logged (`submissions`, which the
-    /// shell read; one of another submission is never used).
+    /// PEND (PSUSP when `hold`) with the environment the shell read back for it
+    /// (`submissions`; one of another submission is never used); a started job
+    /// when `running` is killed through the signal pipeline, and its run's
+    /// FINISH requeues it (`pipeline`).
     fn requeue(
         &mut self,
         step: &mut Step,
         caller: &Caller,
         job: &Job,
-        (done, exit): (bool, bool),
-        submissions: &[LoggedSubmission],
+        flags: RequeueFlags,
+        requeue: Option<(wire::RequestId, &[LoggedSubmission])>,
     ) -> wire::JobControlResult {
+        let (request_id, submissions) = requeue.map_or((None, &[][..]), |(id, found)| (Some(id), found));
         let wjob = job.job.to_wire();
+        let requeued = || line(wjob, true, format!("Job <{}> is being requeued", job_name(wjob)));
+        let record = |requeued| JobRequeueRecord {
+            job: job.job,
+            hold: flags.hold,
+            order_key: self.requeue_key(&job.queue),
+            requeued,
+            time_ms: step.now_ms,
+        };
         if job.status.is_pending() {
-            return refused(wjob, "Job has not started yet");
+            if !flags.pending {
+                return refused(wjob, "Job has not started yet");
+            }
+            let record = record(Requeued::Pending { requester: caller.user.clone() });
+            self.record(step, Event::JobRequeue(Box::new(record)));
+            step.dispatch = true;
+            return requeued();
         }
-        if !job.status.is_finished() {
-            return refused(wjob, "Job has not finished; requeueing a running job (-r) is not supported");
+        if job.status.is_started() {
+            return match self.requeue_started(step, caller, job, flags, request_id) {
+                Ok(()) => requeued(),
+                Err(why) => refused(wjob, why),
+            };
         }
-        let selected = if job.status == lava_batch_ll::JobStatus::Done { done } else { exit };
+        let selected = if job.status == lava_batch_ll::JobStatus::Done { flags.done } else { flags.exit };
         if !selected {
             let (status, flag) =
                 if job.status == lava_batch_ll::JobStatus::Done { ("DONE", "-d") } else { ("EXIT", "-e") };
@@ -427,20 +467,71 @@ impl Mbd {
             .iter()
             .find(|s| s.job.id() == job.job.id() && s.job.index() == 0 && s.request_id == job.request_id)
         else {
-            return refused(
-                wjob,
-                "The job's submission is no longer in the event log; it cannot be requeued",
-            );
+            return refused(wjob, "The job's submission is no longer on disk; it cannot be requeued");
         };
-        let record = JobRequeueRecord {
-            job: job.job,
-            env: submission.env.clone(),
-            requester: caller.user.clone(),
-            time_ms: step.now_ms,
-        };
+        let record =
+            record(Requeued::Finished { env: submission.env.clone(), requester: caller.user.clone() });
         self.record(step, Event::JobRequeue(Box::new(record)));
         step.dispatch = true;
-        line(wjob, true, format!("Job <{}> is being requeued", job_name(wjob)))
+        requeued()
+    }
+
+    /// The order key of a job requeued into `queue` now: after every other job
+    /// of the queue (pending or held) and every job submitted so far, before
+    /// the next job submitted (LSF dispatches a requeued job by its requeue
+    /// time); half-way into the gap, so that later requeues fit after it.
+    pub(crate) fn requeue_key(&self, queue: &QueueName) -> i64 {
+        let next_arrival = arrival_key(self.store.last_job_id.saturating_add(1));
+        let last = self
+            .store
+            .live_jobs()
+            .filter(|(_, other)| other.queue == *queue && other.status.is_pending())
+            .map(|(_, other)| other.dispatch_key())
+            .fold(arrival_key(self.store.last_job_id), i64::max);
+        if last < next_arrival { last + (next_arrival - last + 1) / 2 } else { last + ARRIVAL_KEY_SPACING }
+    }
+
+    /// `brequeue -r` of a started job: the kill intent that requeues it when
+    /// its run ends (JOB_SIGNAL with `requeue_hold`), sent as `bkill`'s is.
+    /// Asked again while that kill is on its way, it logs nothing more; a
+    /// retry of the same request (its id, kept on the job as `bkill`'s are)
+    /// kills no later run.
+    fn requeue_started(
+        &mut self,
+        step: &mut Step,
+        caller: &Caller,
+        job: &Job,
+        flags: RequeueFlags,
+        request_id: Option<wire::RequestId>,
+    ) -> Result<(), &'static str> {
+        if request_id.is_some_and(|id| job.signal_request_ids.contains_key(&id)) {
+            return Ok(());
+        }
+        if !flags.running {
+            return Err("Job has not finished; requeue a running job with -r or -a");
+        }
+        if job.accepted.is_none() {
+            return Err("Job is being dispatched; requeue it once it has started");
+        }
+        if job.requeue_hold == Some(flags.hold) {
+            return Ok(());
+        }
+        let intent = JobSignalRecord {
+            job: job.job,
+            signal_seq: job.signal_seq.wrapping_add(1),
+            action: wire::SignalAction::Terminate,
+            requester_uid: caller.uid,
+            requester: caller.user.clone(),
+            request_id,
+            requeue_hold: Some(flags.hold),
+            time_ms: step.now_ms,
+        };
+        self.record(step, Event::JobSignal(intent));
+        let id = job.job;
+        if self.store.live_job(id).run_host().is_some_and(|host| self.is_connected(host)) {
+            self.send_signals(step, id, |sent| sent.is_none());
+        }
+        Ok(())
     }
 
     /// `badmin hclose|hopen|qclose|qopen|qact|qinact`: one answer line per host or queue.

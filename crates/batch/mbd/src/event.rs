@@ -5,8 +5,8 @@
 //! the log is, by construction, a complete account of it. Names follow LSF's
 //! event types (JOB_NEW, JOB_START, JOB_START_ACCEPT, JOB_EXECUTE, JOB_SIGNAL,
 //! JOB_SIGACT, JOB_STATUS, JOB_CLEAN, MBD_START; and, for the control commands
-//! of `control`, HOST_CTRL, QUEUE_CTRL, JOB_MODIFY2, JOB_SWITCH, JOB_MOVE, as
-//! ../shared/research/lavalite.md section 3.2 names them). All times are milliseconds
+//! of `control`, HOST_CTRL, QUEUE_CTRL, JOB_MODIFY2, JOB_SWITCH, JOB_MOVE,
+//! JOB_REQUEUE, as ../shared/research/lavalite.md section 3.2 names them). All times are milliseconds
 //! since the epoch as the shell supplied them; the shell encodes the records
 //! with XDR into `lava-eventlog`, so no field is a map or an untagged value.
 
@@ -45,7 +45,8 @@ pub enum Event {
     JobSwitch(JobSwitchRecord),
     /// `btop` / `bbot`: a pending job's place in its queue changed.
     JobMove(JobMoveRecord),
-    /// `brequeue`: a finished job goes back to PEND with its submission's environment.
+    /// `brequeue`: a finished job, or a started one its requeue kill ended,
+    /// goes back to PEND (or PSUSP).
     JobRequeue(Box<JobRequeueRecord>),
 }
 
@@ -206,6 +207,11 @@ pub struct JobSignalRecord {
     pub requester: UserName,
     /// The request's id, so a retried request signals no job twice.
     pub request_id: Option<wire::RequestId>,
+    /// `brequeue` of a started job (LSF's SIG_KILL_REQUEUE): the kill's run,
+    /// once its FINISH arrives, ends in JOB_REQUEUE instead of DONE or EXIT;
+    /// `Some(true)` with `-H` (the job is then held). `None` for any other
+    /// signal; a later kill without it cancels the requeue.
+    pub requeue_hold: Option<bool>,
     /// When it was asked.
     pub time_ms: u64,
 }
@@ -363,18 +369,44 @@ pub struct JobMoveRecord {
     pub time_ms: u64,
 }
 
-/// JOB_REQUEUE: a DONE or EXIT job is back in PEND (`brequeue`), to be
-/// dispatched again under the same id. A finished job no longer holds its
-/// environment, so the record carries it (mbatchd's shell read it from the
-/// job's JOB_NEW): replay restores the job without reading anything else.
+/// JOB_REQUEUE: a job is back in PEND (PSUSP with `brequeue -H`) at the end of
+/// its queue, to be dispatched again under the same id: a DONE or EXIT job that
+/// `brequeue` named, a started job whose `brequeue` kill (JOB_SIGNAL with
+/// `requeue_hold`) ended its run, or a pending job (`brequeue -p`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRequeueRecord {
     /// The job.
     pub job: JobRef,
-    /// The submission's environment, as JOB_NEW logged it.
-    pub env: Vec<wire::EnvVar>,
-    /// Who asked.
-    pub requester: UserName,
+    /// `-H`: held (PSUSP) instead of PEND.
+    pub hold: bool,
+    /// The job's new dispatch order key (see `control`): after every job of its
+    /// queue at the requeue, as LSF dispatches a requeued job by its requeue time.
+    pub order_key: i64,
+    /// What was requeued.
+    pub requeued: Requeued,
     /// When.
     pub time_ms: u64,
+}
+
+/// What a JOB_REQUEUE put back in the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Requeued {
+    /// A finished job. It no longer holds its environment, so the record
+    /// carries it (mbatchd's shell read it back from disk: the job's JOB_NEW,
+    /// or the snapshot's copy once JOB_NEW was pruned); replay restores the
+    /// job without reading anything else.
+    Finished {
+        /// The submission's environment.
+        env: Vec<wire::EnvVar>,
+        /// Who asked.
+        requester: UserName,
+    },
+    /// A started job whose requeue kill ended its run (sbatchd's FINISH): how
+    /// that run ended. The job kept its environment.
+    Killed(FinishRecord),
+    /// A pending (PEND or PSUSP) job that `brequeue -p` sent to the end of its queue.
+    Pending {
+        /// Who asked.
+        requester: UserName,
+    },
 }

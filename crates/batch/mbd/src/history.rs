@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use lava_batch_ll::{JobStatus, UserName};
 use lava_batch_wire::{self as wire, state_filter};
 
-use crate::event::{Event, FinishRecord, JobChanges};
+use crate::event::{Event, FinishRecord, JobChanges, Requeued};
 use crate::input::Caller;
 use crate::job::exit_code;
 
@@ -194,11 +194,15 @@ fn narrate(told: &mut Told, event: &Event) -> Option<(u64, Option<JobStatus>, St
         ),
         Event::JobSignal(r) => {
             told.last_requester = Some(r.requester.clone());
-            let what = match r.action {
-                wire::SignalAction::Stop => "STOP".to_owned(),
-                wire::SignalAction::Continue => "CONT".to_owned(),
-                wire::SignalAction::Terminate => "KILL".to_owned(),
-                wire::SignalAction::Signal(n) => n.to_string(),
+            let what = match (r.requeue_hold, r.action) {
+                (Some(false), _) => "REQUEUE_PEND".to_owned(),
+                (Some(true), _) => "REQUEUE_PSUSP".to_owned(),
+                (None, action) => match action {
+                    wire::SignalAction::Stop => "STOP".to_owned(),
+                    wire::SignalAction::Continue => "CONT".to_owned(),
+                    wire::SignalAction::Terminate => "KILL".to_owned(),
+                    wire::SignalAction::Signal(n) => n.to_string(),
+                },
             };
             (
                 r.time_ms,
@@ -239,11 +243,21 @@ fn narrate(told: &mut Told, event: &Event) -> Option<(u64, Option<JobStatus>, St
                 r.requester
             ),
         ),
-        Event::JobRequeue(r) => (
-            r.time_ms,
-            Some(JobStatus::Pend),
-            format!("Job requeued by user or administrator <{}>;", r.requester),
-        ),
+        Event::JobRequeue(r) => {
+            let status = if r.hold { JobStatus::Psusp } else { JobStatus::Pend };
+            let text = match &r.requeued {
+                Requeued::Finished { requester, .. } | Requeued::Pending { requester } => {
+                    format!("Job requeued by user or administrator <{requester}>;")
+                }
+                Requeued::Killed(finish) => {
+                    format!(
+                        "{} Job has been requeued;",
+                        finished_text(Some(finish), finish.wait_status == 0, "")
+                    )
+                }
+            };
+            (r.time_ms, Some(status), text)
+        }
         Event::JobSigact(_)
         | Event::JobClean(_)
         | Event::JobNew(_)

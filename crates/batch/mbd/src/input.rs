@@ -42,9 +42,11 @@ pub struct LimFacts {
     pub maxswp_mb: u32,
 }
 
-/// A job's submission environment as the shell read it from the job's JOB_NEW
-/// in the event log, for `brequeue` (a finished job no longer holds it).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A job's submission environment as the shell read it back from the disk (the
+/// job's JOB_NEW in the event log, or a snapshot file, which keeps those of the
+/// finished jobs after the state), for `brequeue`: a finished job no longer
+/// holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LoggedSubmission {
     /// The JOB_NEW's job (index 0, also for an array).
     pub job: lava_batch_ll::JobRef,
@@ -173,6 +175,9 @@ pub enum Input {
     Requeue {
         /// Where the reply goes.
         client: ClientId,
+        /// The command's request id (the same on every retry): a retried
+        /// `brequeue -r` kills no run twice (`control`).
+        request_id: wire::RequestId,
         /// The vouched caller.
         caller: Caller,
         /// The request.

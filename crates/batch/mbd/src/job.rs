@@ -16,13 +16,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{
     Event, ExecInfo, FinishRecord, JobModifyRecord, JobNewRecord, JobRequeueRecord, JobSignalRecord,
-    JobStartRecord, JobStatusRecord,
+    JobStartRecord, JobStatusRecord, Requeued,
 };
 
 /// LSF's reason for a pending job nothing else holds back.
 pub const REASON_NEW_JOB: &str = "New job is waiting for scheduling";
 /// LSF's reason for a PSUSP job (`bsub -H`, `bstop` while pending).
 pub const REASON_USER_STOP_PENDING: &str = "The job was suspended by the user while pending";
+/// LSF's reason for a job `brequeue` put back in PEND.
+pub const REASON_REQUEUED: &str = "Job has been requeued";
 /// LSF's reason for a USUSP job.
 pub const REASON_USER_STOP: &str = "The job was suspended by user";
 /// The reason of a job whose queue is no longer configured.
@@ -136,8 +138,9 @@ pub struct Job {
     pub(crate) exec_hosts: Vec<HostName>,
     pub(crate) start_time_ms: Option<u64>,
     /// The dispatch number: JOB_START events applied so far (0 before the
-    /// first). NEW_JOB carries it, and a pipeline message naming a lower one
-    /// comes from an earlier run (`pipeline`).
+    /// first), plus one for each run a `brequeue` kill ended (that run is over
+    /// while the job waits to run again). NEW_JOB carries it, and a pipeline
+    /// message naming a lower one comes from an earlier run (`pipeline`).
     pub(crate) dispatch_seq: u32,
     pub(crate) accepted: Option<ProcessIds>,
     pub(crate) exec: Option<ExecInfo>,
@@ -153,6 +156,13 @@ pub struct Job {
     /// The dispatch order key `btop`/`bbot` set (JOB_MOVE); `None` for arrival
     /// order (see [`Job::dispatch_key`] and `control`).
     pub(crate) order_key: Option<i64>,
+    /// Set by a `brequeue` kill of this started job (JOB_SIGNAL `requeue_hold`):
+    /// its run's FINISH requeues it, held when `Some(true)`. Not in the job's
+    /// own encoding: only a started job has it, and a finished job's frozen
+    /// encoding would grow by it (a snapshot lists it beside the jobs,
+    /// `MbdSnapshot::requeue_kills`).
+    #[serde(skip)]
+    pub(crate) requeue_hold: Option<bool>,
 }
 
 impl Job {
@@ -187,6 +197,7 @@ impl Job {
             signal_request_ids: BTreeMap::new(),
             finish: None,
             order_key: None,
+            requeue_hold: None,
         }
     }
 
@@ -205,6 +216,11 @@ impl Job {
     /// The job.
     pub fn job_ref(&self) -> JobRef {
         self.job
+    }
+
+    /// The request id of its submission.
+    pub fn request_id(&self) -> wire::RequestId {
+        self.request_id
     }
 
     /// Its status.
@@ -232,7 +248,7 @@ impl Job {
         self.spec.n_slots()
     }
 
-    /// How many times it has been dispatched (its current dispatch number).
+    /// Its current dispatch number (see the field: dispatches and requeue-ended runs).
     pub fn dispatch_seq(&self) -> u32 {
         self.dispatch_seq
     }
@@ -388,22 +404,43 @@ impl Job {
         Ok(())
     }
 
-    /// JOB_REQUEUE: a finished job is pending again, as if never dispatched
-    /// (its dispatch number stays, so the next JOB_START gives a higher one),
-    /// with its environment back.
+    /// JOB_REQUEUE: a finished job, or a started one whose requeue kill ended
+    /// its run, is pending (or held) again, as if never dispatched (its
+    /// dispatch number stays, so the next JOB_START gives a higher one); a
+    /// finished job gets its environment back from the record.
     fn apply_requeue(&mut self, r: &JobRequeueRecord) -> Result<(), String> {
-        if !self.status.is_finished() {
-            return Err(format!("requeue of a {} job", self.status));
+        match &r.requeued {
+            Requeued::Finished { env, .. } => {
+                if !self.status.is_finished() {
+                    return Err(format!("requeue of a {} job", self.status));
+                }
+                self.env = Arc::new(env.clone());
+            }
+            Requeued::Pending { .. } => {
+                if !self.status.is_pending() {
+                    return Err(format!("requeue -p of a {} job", self.status));
+                }
+            }
+            Requeued::Killed(_) => {
+                if !self.status.is_started() || self.requeue_hold != Some(r.hold) {
+                    return Err(format!("requeue of a {} job not killed to be requeued so", self.status));
+                }
+                // The run is over: its late messages (a FINISH resent until
+                // acknowledged) name a lower dispatch number from now on.
+                self.dispatch_seq = self.dispatch_seq.wrapping_add(1);
+            }
         }
-        self.status = JobStatus::Pend;
-        self.reason.clear();
+        self.status = if r.hold { JobStatus::Psusp } else { JobStatus::Pend };
+        self.reason = if r.hold { String::new() } else { REASON_REQUEUED.to_owned() };
         self.status_time_ms = r.time_ms;
         self.exec_hosts.clear();
         self.start_time_ms = None;
         self.accepted = None;
         self.exec = None;
         self.finish = None;
-        self.env = Arc::new(r.env.clone());
+        self.pending_signals.clear();
+        self.requeue_hold = None;
+        self.order_key = Some(r.order_key);
         Ok(())
     }
 
@@ -435,7 +472,14 @@ impl Job {
         let Some(kind) = SignalKind::of(r.action) else {
             return Err(format!("{:?} is not a signal", r.action));
         };
+        if r.requeue_hold.is_some() && (kind != SignalKind::Terminate || !self.status.is_started()) {
+            return Err(format!("requeue kill {:?} of a {} job", r.action, self.status));
+        }
         self.signal_seq = r.signal_seq;
+        if kind == SignalKind::Terminate {
+            // The newest kill decides whether the run's end requeues the job.
+            self.requeue_hold = r.requeue_hold;
+        }
         if let Some(request_id) = r.request_id {
             self.signal_request_ids.entry(request_id).or_insert(last_job_id);
         }
@@ -491,6 +535,7 @@ impl Job {
         self.status_time_ms = r.time_ms;
         if to.is_finished() {
             self.finish = r.finish.clone();
+            self.requeue_hold = None;
             // A finished job is never dispatched again, and nothing shows its
             // environment: most of its memory goes (see `Job`).
             self.env = Arc::new(Vec::new());
@@ -507,6 +552,7 @@ impl Job {
             self.exec_hosts.clear();
             self.start_time_ms = None;
             self.exec = None;
+            self.requeue_hold = None;
             let follow_up = self.pending_follow_up();
             self.pending_signals = follow_up.into_iter().collect();
         }
@@ -565,6 +611,9 @@ impl Job {
         }
         if self.status.is_finished() != self.finish.is_some() {
             return fail("finish record does not match the status");
+        }
+        if self.requeue_hold.is_some() && !self.status.is_started() {
+            return fail("marked for requeue while not started");
         }
         if self.status.is_finished() && !self.pending_signals.is_empty() {
             return fail("finished with unanswered signals");

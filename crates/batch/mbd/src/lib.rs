@@ -175,7 +175,7 @@ pub use machine::{INVARIANT_CHECK_JOBS_MAX, Mbd};
 pub use pipeline::REFUSAL_REASON_BYTES_MAX;
 pub use query::QUERY_REPLY_BYTES_MAX;
 pub use queues::ClusterCounts;
-pub use state::{MbdSnapshot, REQUEST_ID_RETENTION_MS, RetiredRequest};
+pub use state::{MbdSnapshot, REQUEST_ID_RETENTION_MS, RequeueKill, RetiredRequest};
 
 use lava_batch_ll::JobRef;
 

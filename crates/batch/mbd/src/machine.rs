@@ -181,10 +181,10 @@ impl Mbd {
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
             Input::JobControl { client, caller, request } => {
-                self.job_control(&mut step, client, &caller, &request, &[])
+                self.job_control(&mut step, client, &caller, &request, None)
             }
-            Input::Requeue { client, caller, request, submissions } => {
-                self.job_control(&mut step, client, &caller, &request, &submissions)
+            Input::Requeue { client, request_id, caller, request, submissions } => {
+                self.job_control(&mut step, client, &caller, &request, Some((request_id, &submissions)))
             }
             Input::AdminControl { client, caller, request } => {
                 self.admin_control(&mut step, client, &caller, &request)

@@ -13,6 +13,10 @@
 //! - J started on `host`: the stage's event if it adds anything (start accept
 //!   once; EXECUTE metadata when it differs; FINISH once), then the ACK, which
 //!   the shell sends only once the event is durable.
+//! - J started on `host` with a `brequeue` kill asked for (`Job::requeue_hold`):
+//!   its FINISH logs JOB_REQUEUE (back to PEND, or PSUSP) instead of the
+//!   DONE/EXIT JOB_STATUS, then the ACK; the requeue counts a dispatch number,
+//!   so later copies of that FINISH name an earlier run (ACK only).
 //! - J pending, or started on another host: the message contradicts the log
 //!   (a stale or confused sbatchd). Started/EXECUTE/FINISH get no ACK and no
 //!   event — an ACK would confirm a run mbatchd does not know of — so the
@@ -34,7 +38,10 @@ use lava_batch_ll::{HostName, JobRef, JobStatus, NAME_BYTES_MAX, PATH_BYTES_MAX}
 use lava_batch_wire as wire;
 
 use crate::effect::ToSbd;
-use crate::event::{Event, ExecInfo, FinishRecord, JobExecuteRecord, JobStartAcceptRecord, JobStatusRecord};
+use crate::event::{
+    Event, ExecInfo, FinishRecord, JobExecuteRecord, JobRequeueRecord, JobStartAcceptRecord, JobStatusRecord,
+    Requeued,
+};
 use crate::job::{s_to_ms, truncate};
 use crate::machine::{Mbd, Step};
 
@@ -198,14 +205,25 @@ impl Mbd {
             rusage: msg.rusage,
             pid: msg.pid,
         };
-        let record = JobStatusRecord {
-            job: job.job,
-            status,
-            reason: String::new(),
-            time_ms: step.now_ms,
-            finish: Some(finish),
+        // A run that a `brequeue` kill was asked for goes back to the queue,
+        // however it ended (it may have ended before the kill reached it).
+        let event = match job.requeue_hold {
+            Some(hold) => Event::JobRequeue(Box::new(JobRequeueRecord {
+                job: job.job,
+                hold,
+                order_key: self.requeue_key(&job.queue),
+                requeued: Requeued::Killed(finish),
+                time_ms: step.now_ms,
+            })),
+            None => Event::JobStatus(JobStatusRecord {
+                job: job.job,
+                status,
+                reason: String::new(),
+                time_ms: step.now_ms,
+                finish: Some(finish),
+            }),
         };
-        self.record(step, Event::JobStatus(record));
+        self.record(step, event);
         self.send(step, host, ack);
         step.dispatch = true;
     }

@@ -15,6 +15,9 @@
 //! longer pending (older, superseded, duplicate) are ignored; unanswered
 //! intents are resent on Tick and when the host registers.
 //!
+//! `brequeue` of a started job (`control`) uses the same pipeline: a kill
+//! intent whose JOB_SIGNAL carries `requeue_hold`.
+//!
 //! Only the owner, root or a cluster administrator may signal a job. A retried
 //! request (same request id) acts on no job twice: the jobs whose JOB_SIGNAL
 //! carries the id answer `Accepted` again, and `bkill 0` retried selects the
@@ -131,6 +134,7 @@ impl Mbd {
             requester_uid: caller.uid,
             requester: caller.user.clone(),
             request_id: Some(request_id),
+            requeue_hold: None,
             time_ms: step.now_ms,
         };
         if job.status.is_pending() && kind == SignalKind::Other {

@@ -51,6 +51,18 @@ pub struct MbdSnapshot {
     pub retired_requests: Vec<RetiredRequest>,
     /// Hosts and queues an administrator closed or inactivated (`control`).
     pub control: ControlSnapshot,
+    /// The started jobs a `brequeue` kill will requeue when their run ends, in
+    /// job order (kept here rather than in each job's encoding, see `Job`).
+    pub requeue_kills: Vec<RequeueKill>,
+}
+
+/// A started job whose run a `brequeue` kill will requeue (JOB_SIGNAL `requeue_hold`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequeueKill {
+    /// The job.
+    pub job: JobRef,
+    /// `-H`: it is requeued held.
+    pub hold: bool,
 }
 
 /// The submission of a job that JOB_CLEAN dropped from memory. A command may
@@ -303,6 +315,17 @@ impl Store {
             }
             store.put(id, job);
         }
+        for kill in snapshot.requeue_kills {
+            match store.live.get_mut(&kill.job) {
+                Some(job) if job.requeue_hold.is_none() => job.requeue_hold = Some(kill.hold),
+                _ => {
+                    return Err(MbdError::Snapshot(format!(
+                        "requeue kill of job {}, not a live job once",
+                        kill.job
+                    )));
+                }
+            }
+        }
         for retired in snapshot.retired_requests {
             let request_id = retired.request_id;
             store.retired_by_time.insert((retired.cleaned_ms, request_id));
@@ -316,8 +339,12 @@ impl Store {
     }
 
     pub(crate) fn snapshot(&self) -> MbdSnapshot {
-        let mut jobs: Vec<(JobRef, Job)> =
-            self.live.iter().map(|(id, job)| (*id, job.as_ref().clone())).collect();
+        // A requeue kill is listed beside the jobs (`requeue_kills`), not in them.
+        let mut jobs: Vec<(JobRef, Job)> = self
+            .live
+            .iter()
+            .map(|(id, job)| (*id, Job { requeue_hold: None, ..job.as_ref().clone() }))
+            .collect();
         jobs.extend(self.finished.iter().map(|(id, frozen)| (*id, frozen.thaw())));
         jobs.sort_unstable_by_key(|(id, _)| *id);
         MbdSnapshot {
@@ -325,6 +352,11 @@ impl Store {
             jobs: jobs.into_iter().map(|(_, job)| job).collect(),
             retired_requests: self.retired.values().cloned().collect(),
             control: self.control.snapshot(),
+            requeue_kills: self
+                .live
+                .iter()
+                .filter_map(|(id, job)| job.requeue_hold.map(|hold| RequeueKill { job: *id, hold }))
+                .collect(),
         }
     }
 

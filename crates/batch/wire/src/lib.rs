@@ -1066,12 +1066,19 @@ pub enum JobControlAction {
         /// (a user always does).
         owner_list: bool,
     },
-    /// `brequeue`: a finished job goes back to PEND to run again (same id).
+    /// `brequeue`: a job goes back to PEND to run again (same id); a started
+    /// one is killed first and requeued when its run ends.
     Requeue {
         /// `-d`: DONE jobs are requeued.
         done: bool,
         /// `-e`: EXIT jobs are requeued.
         exit: bool,
+        /// `-r` (LSF's default): RUN, USUSP and SSUSP jobs are killed and requeued.
+        running: bool,
+        /// `-p`: PEND and PSUSP jobs go to the end of their queue.
+        pending: bool,
+        /// `-H`: the requeued job is held (PSUSP) instead of PEND.
+        hold: bool,
     },
 }
 

@@ -361,10 +361,17 @@ fn brequeue_takes_elements_like_bkill() {
     }
     let requeue = |client: u64, job: wire::WireJobRef| Input::Requeue {
         client: ClientId(client),
+        request_id: rid(client),
         caller: caller("alice"),
         request: wire::JobControlRequest {
             jobs: vec![job],
-            action: wire::JobControlAction::Requeue { done: false, exit: true },
+            action: wire::JobControlAction::Requeue {
+                done: false,
+                exit: true,
+                running: false,
+                pending: false,
+                hold: false,
+            },
         },
         submissions: vec![crate::LoggedSubmission { job: jref(1), request_id: rid(1), env: request().env }],
     };
@@ -389,10 +396,7 @@ fn brequeue_takes_elements_like_bkill() {
         lines,
         vec![
             (true, "Job <1[1]> is being requeued".to_owned()),
-            (
-                false,
-                "Job <1[2]>: Job has not finished; requeueing a running job (-r) is not supported".to_owned()
-            ),
+            (false, "Job <1[2]>: Job has not finished; requeue a running job with -r or -a".to_owned()),
         ]
     );
     assert_eq!(dispatched(&effects), vec![element(1, 1)]);

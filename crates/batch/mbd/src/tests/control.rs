@@ -440,11 +440,58 @@ fn requeue(client: u64, who: &str, jobs: &[u32], done: bool, exit: bool) -> Inpu
         jobs: jobs.iter().map(|id| wref(*id)).collect(),
         action: requeue_action(done, exit),
     };
-    Input::Requeue { client: ClientId(client), caller: caller(who), request, submissions: vec![logged(1, 1)] }
+    Input::Requeue {
+        client: ClientId(client),
+        request_id: rid(client),
+        caller: caller(who),
+        request,
+        submissions: vec![logged(1, 1)],
+    }
 }
 
 fn requeue_action(done: bool, exit: bool) -> wire::JobControlAction {
-    wire::JobControlAction::Requeue { done, exit }
+    wire::JobControlAction::Requeue { done, exit, running: false, pending: false, hold: false }
+}
+
+/// `brequeue -r` (with `-H` when `hold`) of `jobs` by `who`.
+fn requeue_running(client: u64, who: &str, jobs: &[u32], hold: bool) -> Input {
+    let action =
+        wire::JobControlAction::Requeue { done: false, exit: false, running: true, pending: false, hold };
+    let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
+    Input::Requeue {
+        client: ClientId(client),
+        request_id: rid(client),
+        caller: caller(who),
+        request,
+        submissions: Vec::new(),
+    }
+}
+
+/// JOB_SIGNAL of a `brequeue` kill asked by request `request_id`.
+fn ev_requeue_kill(id: u32, seq: u32, who: &str, (request_id, hold): (u64, bool), t: u64) -> Event {
+    let Event::JobSignal(mut record) = ev_signal(id, seq, wire::SignalAction::Terminate, who, request_id, t)
+    else {
+        unreachable!("ev_signal makes a JOB_SIGNAL")
+    };
+    record.requeue_hold = Some(hold);
+    Event::JobSignal(record)
+}
+
+/// A FINISH of dispatch `dispatch_seq`.
+fn finished_run(id: u32, pid: i32, wait_status: i32, dispatch_seq: u32) -> Input {
+    Input::JobFinish {
+        host: host("hostA"),
+        msg: wire::JobFinish { dispatch_seq, ..finish_msg(id, pid, wait_status) },
+    }
+}
+
+/// A started job 1 of alice's on hostA (pid 42, dispatch 1).
+fn running_job() -> Harness {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.step(registered("hostA", 1));
+    h.step(started("hostA", 1, 42));
+    h
 }
 
 /// What the shell finds in the log for job `id` submitted with request `request_id`.
@@ -511,7 +558,7 @@ fn brequeue_refusals() {
         requeue(11, "alice", &[1], true, true),
         vec![job_answer(
             11,
-            &[(1, false, "Job <1>: Job has not finished; requeueing a running job (-r) is not supported")],
+            &[(1, false, "Job <1>: Job has not finished; requeue a running job with -r or -a")],
         )],
     );
     h.step(started("hostA", 1, 42));
@@ -530,11 +577,12 @@ fn brequeue_refusals() {
     let request = wire::JobControlRequest { jobs: vec![wref(1)], action: requeue_action(true, false) };
     let other = Input::Requeue {
         client: ClientId(14),
+        request_id: rid(14),
         caller: caller("alice"),
         request: request.clone(),
         submissions: vec![logged(1, 2)],
     };
-    let lost = "Job <1>: The job's submission is no longer in the event log; it cannot be requeued";
+    let lost = "Job <1>: The job's submission is no longer on disk; it cannot be requeued";
     h.check(other, vec![job_answer(14, &[(1, false, lost)])]);
     h.check(
         control(15, "alice", &[1], requeue_action(true, false)),
@@ -542,10 +590,240 @@ fn brequeue_refusals() {
     );
     let effects = h.step(Input::Requeue {
         client: ClientId(16),
+        request_id: rid(16),
         caller: caller("admin"),
         request,
         submissions: vec![logged(1, 1)],
     });
     assert!(effects.contains(&job_answer(16, &[(1, true, "Job <1> is being requeued")])));
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+}
+
+// Goal: brequeue -r kills a running job through the signal pipeline (one
+// JOB_SIGNAL carrying the requeue intent, then BATCH_JOB_SIGNAL) and, when its
+// FINISH arrives, puts it back to PEND under its id (JOB_REQUEUE) instead of
+// EXIT, durably: an mbatchd crash between the kill and the FINISH still
+// requeues. The job keeps its environment, runs again (a higher dispatch
+// number), a late copy of the old FINISH gets only its ACK, and the second run
+// ends DONE. Asked again while the kill is on its way, brequeue logs nothing.
+#[test]
+fn brequeue_r_requeues_a_running_job_across_a_crash() {
+    let mut h = running_job();
+    h.at(1000).check(
+        requeue_running(10, "alice", &[1], false),
+        vec![
+            append(ev_requeue_kill(1, 1, "alice", (10, false), T0 + 1000)),
+            send("hostA", job_signal(1, 1, wire::SignalAction::Terminate)),
+            job_answer(10, &[(1, true, "Job <1> is being requeued")]),
+        ],
+    );
+    h.check(
+        requeue_running(11, "alice", &[1], false),
+        vec![job_answer(11, &[(1, true, "Job <1> is being requeued")])],
+    );
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+    // A snapshot lists the intent beside the jobs and restores it through XDR.
+    let snapshot = xdr_round_trip(&h.mbd.snapshot());
+    assert_eq!(snapshot.requeue_kills, vec![crate::RequeueKill { job: jref(1), hold: false }]);
+    let restored = crate::Mbd::from_snapshot(config(), snapshot).expect("the snapshot loads");
+    assert!(restored.same_durable_state(&h.mbd));
+    // mbatchd crashes; replay alone must remember the intent.
+    h.restart();
+    let effects = h.at(2000).step(registered("hostA", 1));
+    assert!(effects.contains(&send("hostA", job_signal(1, 1, wire::SignalAction::Terminate))), "{effects:?}");
+    h.step(signal_reply("hostA", 1, 1, wire::SignalOutcome::Delivered));
+    let effects = h.at(3000).step(finished("hostA", 1, 42, 2));
+    assert_eq!(appended(&effects), vec!["JOB_REQUEUE", "JOB_START"]);
+    assert!(effects.contains(&send("hostA", finish_ack(1))), "{effects:?}");
+    assert_eq!(new_jobs(&effects), vec![(1, 3, 1)]);
+    let info = &h.infos(&[1])[0];
+    assert_eq!((info.status, info.exit_code, info.end_time), (JobStatus::Run.bits(), 0, 0));
+    // A late copy of the killed run's FINISH: ACK only.
+    h.check(finished("hostA", 1, 42, 2), vec![send("hostA", finish_ack(1))]);
+    // A retry of the first request (its answer lost) kills no later run.
+    h.check(
+        requeue_running(10, "alice", &[1], false),
+        vec![job_answer(10, &[(1, true, "Job <1> is being requeued")])],
+    );
+    let outcome = wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() };
+    h.step(Input::NewJobReply {
+        host: host("hostA"),
+        reply: wire::NewJobReply { job: wref(1), dispatch_seq: 3, outcome },
+    });
+    h.step(finished_run(1, 43, 0, 3));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Done.bits());
+    // bhist: the requeue kill, the killed run, pending again, the second run.
+    let texts: Vec<String> = history_of(&h, 1).into_iter().map(|(_, _, text)| text).collect();
+    assert!(
+        texts.contains(&"Signal <REQUEUE_PEND> requested by user or administrator <alice>;".to_owned()),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.starts_with("Exited by signal 2.") && t.ends_with("Job has been requeued;")),
+        "{texts:?}"
+    );
+}
+
+// Goal: -H requeues into PSUSP: a running job after its kill's FINISH, a
+// finished job at once; neither is dispatched until bresume releases it. The
+// pending job shows LSF's reason for a requeued job once released.
+#[test]
+fn brequeue_h_holds_the_requeued_job() {
+    let mut h = running_job();
+    h.step(requeue_running(10, "alice", &[1], true));
+    let effects = h.step(finished("hostA", 1, 42, 2));
+    assert_eq!(appended(&effects), vec!["JOB_REQUEUE"]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Psusp.bits());
+    let effects = h.step(signal(12, 2, "alice", &[1], wire::SignalAction::Continue));
+    assert_eq!(appended(&effects), vec!["JOB_SIGNAL", "JOB_STATUS", "JOB_START"]);
+    h.step(Input::NewJobReply {
+        host: host("hostA"),
+        reply: wire::NewJobReply {
+            job: wref(1),
+            dispatch_seq: 3,
+            outcome: wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() },
+        },
+    });
+    h.step(finished_run(1, 43, 1 << 8, 3));
+    let held = wire::JobControlAction::Requeue {
+        done: false,
+        exit: true,
+        running: false,
+        pending: false,
+        hold: true,
+    };
+    let request = wire::JobControlRequest { jobs: vec![wref(1)], action: held };
+    let effects = h.step(Input::Requeue {
+        client: ClientId(13),
+        request_id: rid(13),
+        caller: caller("alice"),
+        request,
+        submissions: vec![logged(1, 1)],
+    });
+    assert_eq!(appended(&effects), vec!["JOB_REQUEUE"]);
+    let info = &h.infos(&[1])[0];
+    assert_eq!(info.status, JobStatus::Psusp.bits());
+    assert_eq!(h.mbd.job(jref(1)).expect("kept").env().len(), 1);
+}
+
+// Goal: brequeue -r refuses, with no event: another user's running job, a
+// job being dispatched (its start not yet accepted), a pending job, and a job
+// that already finished when the request came (not selected by -r).
+#[test]
+fn brequeue_r_refusals() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.check(
+        requeue_running(10, "alice", &[1], false),
+        vec![job_answer(10, &[(1, false, "Job <1>: Job has not started yet")])],
+    );
+    h.step(registered("hostA", 1));
+    h.check(
+        requeue_running(11, "alice", &[1], false),
+        vec![job_answer(
+            11,
+            &[(1, false, "Job <1>: Job is being dispatched; requeue it once it has started")],
+        )],
+    );
+    h.step(started("hostA", 1, 42));
+    h.check(
+        requeue_running(12, "bob", &[1], false),
+        vec![job_answer(12, &[(1, false, "Job <1>: User permission denied")])],
+    );
+    h.step(finished("hostA", 1, 42, 0));
+    h.check(
+        requeue_running(13, "alice", &[1], false),
+        vec![job_answer(13, &[(1, false, "Job <1>: Job is DONE; requeue it with -d or -a")])],
+    );
+}
+
+// Goal: a run that ends on its own after the requeue intent was logged, before
+// the kill reached it (FINISH with status 0), is requeued all the same, and the
+// late answer to the kill is ignored; a later plain bkill cancels a requeue.
+#[test]
+fn brequeue_r_of_a_run_that_ends_first_and_a_kill_that_cancels() {
+    let mut h = running_job();
+    h.step(requeue_running(10, "alice", &[1], false));
+    let effects = h.step(finished("hostA", 1, 42, 0));
+    assert_eq!(appended(&effects), vec!["JOB_REQUEUE", "JOB_START"]);
+    h.check(signal_reply("hostA", 1, 1, wire::SignalOutcome::Delivered), vec![]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
+    h.step(Input::NewJobReply {
+        host: host("hostA"),
+        reply: wire::NewJobReply {
+            job: wref(1),
+            dispatch_seq: 3,
+            outcome: wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() },
+        },
+    });
+    h.step(requeue_running(11, "alice", &[1], false));
+    h.step(signal(12, 5, "alice", &[1], wire::SignalAction::Terminate));
+    let effects = h.step(finished_run(1, 43, 15, 3));
+    assert_eq!(appended(&effects), vec!["JOB_STATUS"]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Exit.bits());
+}
+
+/// Job `id`'s bhist lines from the harness's log: (time after T0, status bits, text).
+fn history_of(h: &Harness, id: u32) -> Vec<(u64, u32, String)> {
+    let query =
+        wire::HistoryQuery { jobs: vec![wref(id)], user: "all".to_owned(), state_filter: 0, after_job: 0 };
+    let mut builder = HistoryBuilder::new(query, &caller("alice"));
+    for event in &h.log {
+        builder.add(event);
+    }
+    let reply = builder.finish();
+    reply.jobs[0].entries.iter().map(|e| (e.time_ms - T0, e.status, e.text.clone())).collect()
+}
+
+/// `brequeue -p` (with `-H` when `hold`) of `jobs` by `who`.
+fn requeue_pending(client: u64, who: &str, jobs: &[u32], hold: bool) -> Input {
+    let action =
+        wire::JobControlAction::Requeue { done: false, exit: false, running: false, pending: true, hold };
+    let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
+    Input::Requeue {
+        client: ClientId(client),
+        request_id: rid(client),
+        caller: caller(who),
+        request,
+        submissions: Vec::new(),
+    }
+}
+
+// Goal: a requeued job goes after every job of its queue and before the jobs
+// submitted after the requeue (LSF dispatches it by its requeue time): a
+// running job requeued with -r, a pending one with -p (-p -H holds it); -p
+// leaves running jobs alone. Method: one slot, so NEW_JOB tells the order.
+#[test]
+fn a_requeued_job_goes_to_the_end_of_its_queue() {
+    let mut h = running_job();
+    for id in 2..=4_u64 {
+        h.step(submit(id, id, "alice", request()));
+    }
+    h.check(
+        requeue_pending(10, "alice", &[1], false),
+        vec![job_answer(
+            10,
+            &[(1, false, "Job <1>: Job has not finished; requeue a running job with -r or -a")],
+        )],
+    );
+    assert_eq!(appended(&h.step(requeue_pending(11, "alice", &[2], false))), vec!["JOB_REQUEUE"]);
+    assert_eq!(appended(&h.step(requeue_pending(12, "alice", &[4], true))), vec!["JOB_REQUEUE"]);
+    assert_eq!(h.infos(&[4])[0].status, JobStatus::Psusp.bits());
+    h.step(requeue_running(13, "alice", &[1], false));
+    let effects = h.step(finished("hostA", 1, 42, 2));
+    assert_eq!(appended(&effects), vec!["JOB_REQUEUE", "JOB_START"]);
+    assert_eq!(new_jobs(&effects), vec![(3, 1, 1)]);
+    h.step(submit(5, 5, "alice", request()));
+    h.step(started("hostA", 3, 43));
+    assert_eq!(new_jobs(&h.step(finished("hostA", 3, 43, 0))), vec![(2, 1, 1)]);
+    h.step(started("hostA", 2, 44));
+    assert_eq!(new_jobs(&h.step(finished("hostA", 2, 44, 0))), vec![(1, 3, 1)]);
+    let outcome = wire::NewJobOutcome::Started { pid: 45, pgid: 45, job_status: JobStatus::Run.bits() };
+    h.step(Input::NewJobReply {
+        host: host("hostA"),
+        reply: wire::NewJobReply { job: wref(1), dispatch_seq: 3, outcome },
+    });
+    assert_eq!(new_jobs(&h.step(finished_run(1, 45, 0, 3))), vec![(5, 1, 1)]);
+    let texts: Vec<String> = history_of(&h, 2).into_iter().map(|(_, _, text)| text).collect();
+    assert!(texts.contains(&"Job requeued by user or administrator <alice>;".to_owned()), "{texts:?}");
 }

@@ -332,6 +332,7 @@ pub fn ev_signal(id: u32, seq: u32, action: wire::SignalAction, who: &str, reque
         requester_uid: who.uid,
         requester: who.user,
         request_id: Some(rid(request_id)),
+        requeue_hold: None,
         time_ms: t,
     })
 }
