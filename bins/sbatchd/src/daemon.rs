@@ -50,7 +50,7 @@ use lava_sbd::{Effect, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
 use tokio::sync::mpsc;
 
 use crate::handoff::{ExitFile, PidFile};
-use crate::layout::{self, EXIT_FILE, Layout, PID_FILE, SHEPHERD_FILE};
+use crate::layout::{self, EXIT_FILE, Layout, PID_FILE};
 use crate::link::{self, FromMbd, LinkConfig, LinkEvent, OutFrame};
 use crate::procfs::{self, boot_id, process_start_ticks};
 use crate::status::{JobPhases, LoopCounters, SocketCounters, StatusRequest};
@@ -124,7 +124,8 @@ enum GoneWait {
     /// A pidfd opened on our own child right after it started (and its state folder, to
     /// watch the lock should the pidfd fail).
     Pidfd(OwnedFd, PathBuf),
-    /// An adopted shepherd: its pid from the `pid` (or `shepherd`) file, confirmed by its lock.
+    /// An adopted shepherd: its pid from the `pid` file (else its lock polled), confirmed by
+    /// its lock.
     Adopted(PathBuf),
 }
 
@@ -1042,12 +1043,11 @@ async fn wait_notify(fd: OwnedFd) {
     }
 }
 
-/// An adopted shepherd: a pidfd on the pid it recorded, trusted only once its lock shows it
-/// still lives (so the pid cannot have been reused); otherwise its lock is polled.
+/// An adopted shepherd: a pidfd on the pid it recorded in the `pid` file, trusted only once
+/// its lock shows it still lives (so the pid cannot have been reused); otherwise (no `pid`
+/// file yet) its lock is polled.
 async fn wait_adopted(dir: &Path) {
-    let pid = read_pid_file(dir).ok().flatten().map(|pid| pid.shepherd).or_else(|| {
-        std::fs::read_to_string(dir.join(SHEPHERD_FILE)).ok().and_then(|text| text.trim().parse().ok())
-    });
+    let pid = read_pid_file(dir).ok().flatten().map(|pid| pid.shepherd);
     if let Some(pidfd) = pid.and_then(|pid| sys::pidfd_open(pid).ok()) {
         match launch::shepherd_alive(dir) {
             Ok(Some(true)) => {

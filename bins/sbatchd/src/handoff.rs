@@ -1,13 +1,10 @@
-//! The files sbatchd and a shepherd exchange through the job's state folder, and their
-//! formats: the [`LaunchPlan`] sbatchd writes, the [`PidFile`] and [`ExitFile`] the shepherd
-//! writes.
+//! What sbatchd and a shepherd exchange, and its formats: the [`LaunchPlan`] sbatchd hands
+//! over, the [`PidFile`] and [`ExitFile`] the shepherd writes in the job's state folder.
 //!
-//! - `launch`: XDR of [`LaunchPlan`]. Written by sbatchd before it starts the shepherd; not
-//!   fsynced, because it matters only until the durable `pid` file exists (after a crash
-//!   without a `pid` file the job never ran, and the logic launches it again with a new plan).
-//! - `shepherd`: the shepherd's pid in decimal and a newline, written plainly (not durable)
-//!   first thing, for an administrator and for an sbatchd adopting a shepherd that has not
-//!   written `pid` yet.
+//! - The launch plan: XDR of [`LaunchPlan`], in an in-memory file (memfd) the shepherd
+//!   inherits (`--plan-fd`), never on disk: it matters only until the durable `pid` file
+//!   exists (after a crash without a `pid` file the job never ran, and the logic launches
+//!   it again with a new plan).
 //! - `pid`: one line `v1 pid=P pgid=G exec_time_ms=T start_ticks=S boot_id=B shepherd=H`,
 //!   written durably before the job may execute. `start_ticks` (field 22 of `/proc/P/stat`)
 //!   and the kernel's boot id identify the process beyond its pid, so that a lost job is

@@ -66,8 +66,8 @@ use lava_batch_ll::JobRef;
 use lava_sbd::RunSpec;
 
 use crate::handoff::{LAUNCH_PLAN_VERSION, LaunchPlan};
-use crate::layout::{self, EXIT_FILE, JOB_SCRIPT_FILE, LAUNCH_FILE, Layout, PID_FILE, SHEPHERD_FILE};
-use crate::shepherd::{LOCK_FD_FLAG, NOTIFY_FD_FLAG, SHEPHERD_PROGRAM};
+use crate::layout::{self, EXIT_FILE, JOB_SCRIPT_FILE, Layout, PID_FILE};
+use crate::shepherd::{LOCK_FD_FLAG, NOTIFY_FD_FLAG, PLAN_FD_FLAG, SHEPHERD_PROGRAM};
 use crate::sys;
 
 /// The shell that runs every job script.
@@ -343,7 +343,7 @@ pub fn start(
     // The state folder itself is the shepherd's lock (one file fewer per job).
     let lock = File::open(&state_dir).map_err(at("cannot open", &state_dir))?;
     lock_exclusive(&lock).map_err(at("cannot lock", &state_dir))?;
-    for stale in [PID_FILE, EXIT_FILE, SHEPHERD_FILE, LAUNCH_FILE] {
+    for stale in [PID_FILE, EXIT_FILE] {
         let path = state_dir.join(stale);
         layout::remove_optional(&path).map_err(at("cannot remove", &path))?;
     }
@@ -356,12 +356,16 @@ pub fn start(
     .map_err(at("cannot write the job script in", &job_dir))?;
     let plan = launch_plan(job, spec, jobfile, layout);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
-    layout::write_renamed(&state_dir, LAUNCH_FILE, &plan_bytes, false)
-        .map_err(at("cannot write", &state_dir.join(LAUNCH_FILE)))?;
+    // In memory, not in a file: the plan matters only until the shepherd has read it (a
+    // crash before the durable pid file means the job never ran and is launched afresh),
+    // and one file fewer per job is one inode allocation fewer (docs/benchmarks.md, e2e).
+    let plan_file = sys::memory_file(c"lava-launch-plan", &plan_bytes)
+        .map_err(|err| format!("cannot hold the launch plan in memory: {err}"))?;
     let (notify_read, notify_write) = io::pipe().map_err(|err| format!("cannot create a pipe: {err}"))?;
     let copy_error = |err: io::Error| format!("cannot pass a descriptor to the shepherd: {err}");
     let notify_copy = sys::inheritable_copy(notify_write.as_fd()).map_err(copy_error)?;
     let lock_copy = sys::inheritable_copy(lock.as_fd()).map_err(copy_error)?;
+    let plan_copy = sys::inheritable_copy(plan_file.as_fd()).map_err(copy_error)?;
     let program = shepherd_program(sbatchd_exe);
     let child = Command::new(&program)
         .arg(&state_dir)
@@ -369,6 +373,8 @@ pub fn start(
         .arg(notify_copy.as_raw_fd().to_string())
         .arg(LOCK_FD_FLAG)
         .arg(lock_copy.as_raw_fd().to_string())
+        .arg(PLAN_FD_FLAG)
+        .arg(plan_copy.as_raw_fd().to_string())
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -376,7 +382,7 @@ pub fn start(
         .spawn()
         .map_err(|err| format!("cannot start the shepherd {}: {err}", program.display()))?;
     // Our copies close here: the shepherd now holds the lock and the pipe's only writer.
-    drop((notify_copy, lock_copy, notify_write, lock));
+    drop((notify_copy, lock_copy, plan_copy, plan_file, notify_write, lock));
     Ok(StartedShepherd { child, notify: OwnedFd::from(notify_read) })
 }
 

@@ -33,10 +33,6 @@ pub const RECORD_FILE: &str = "record";
 /// The job's noted record, when newer than `record` (written without fsync; see
 /// `crate::store`).
 pub const NOTED_FILE: &str = "record.noted";
-/// The execution plan sbatchd writes for the shepherd.
-pub const LAUNCH_FILE: &str = "launch";
-/// The shepherd's pid, written first thing by the shepherd (not durable).
-pub const SHEPHERD_FILE: &str = "shepherd";
 /// The job's pid, written durably by the shepherd before the job may execute.
 pub const PID_FILE: &str = "pid";
 /// The job's end, written durably by the shepherd before it exits.

@@ -11,13 +11,14 @@
 //! execute and load than the daemon's (docs/benchmarks.md, `e2e`).
 //!
 //! Protocol with sbatchd (see also [`crate::handoff`] for the file formats):
-//! 1. sbatchd takes the job's lock (an flock on the job's state folder), writes `launch`,
-//!    and starts `lava-shepherd DIR --notify-fd N --lock-fd M` (posix_spawn, standard
-//!    streams on /dev/null, empty environment) with the lock and the write end of a pipe
-//!    inherited at those numbers. The shepherd holds the lock until it exits: the lock
-//!    being free means no shepherd lives, and none can appear.
+//! 1. sbatchd takes the job's lock (an flock on the job's state folder), puts the launch
+//!    plan in an in-memory file, and starts
+//!    `lava-shepherd DIR --notify-fd N --lock-fd M --plan-fd P` (posix_spawn, standard
+//!    streams on /dev/null, empty environment) with the write end of a pipe, the lock and
+//!    the plan inherited at those numbers. The shepherd holds the lock until it exits: the
+//!    lock being free means no shepherd lives, and none can appear.
 //! 2. The shepherd makes itself a new session (setsid), so that it survives sbatchd and no
-//!    terminal signal reaches it, writes its pid to `shepherd`, reads `launch`, looks up the user's groups and forks the job's process,
+//!    terminal signal reaches it, reads the plan, looks up the user's groups and forks the job's process,
 //!    which prepares itself (session, identity, umask, cwd, files) and stops at its gate.
 //! 3. It writes `pid` (with its own pid) durably, writes one byte on the pipe (sbatchd
 //!    reads `pid` at once: no polling), and only then opens the gate. A job whose pid was
@@ -39,8 +40,10 @@ use std::process::ExitCode;
 
 use lava_batch_wire as wire;
 
-use crate::handoff::{ExitFile, LAUNCH_PLAN_LIMITS, LAUNCH_PLAN_VERSION, LaunchPlan, PidFile};
-use crate::layout::{self, EXIT_FILE, LAUNCH_FILE, PID_FILE, SHEPHERD_FILE};
+use crate::handoff::{
+    ExitFile, LAUNCH_PLAN_BYTES_MAX, LAUNCH_PLAN_LIMITS, LAUNCH_PLAN_VERSION, LaunchPlan, PidFile,
+};
+use crate::layout::{self, EXIT_FILE, PID_FILE};
 use crate::procfs::{boot_id, process_start_ticks};
 use crate::sys::{self, ExecPlan};
 
@@ -50,6 +53,8 @@ pub const SHEPHERD_PROGRAM: &str = "lava-shepherd";
 pub const NOTIFY_FD_FLAG: &str = "--notify-fd";
 /// The flag naming the job lock's descriptor.
 pub const LOCK_FD_FLAG: &str = "--lock-fd";
+/// The flag naming the launch plan's descriptor (an in-memory file).
+pub const PLAN_FD_FLAG: &str = "--plan-fd";
 
 /// The shepherd's command line.
 #[derive(Debug, PartialEq, Eq)]
@@ -57,19 +62,23 @@ struct ShepherdArgs {
     state_dir: PathBuf,
     notify_fd: Option<RawFd>,
     lock_fd: RawFd,
+    plan_fd: RawFd,
 }
 
-/// Parses `STATE_DIR [--notify-fd N] --lock-fd M` (arguments after the program name), by
-/// hand: a command-line parser would cost every job's start more than the whole parse.
+/// Parses `STATE_DIR [--notify-fd N] --lock-fd M --plan-fd P` (arguments after the program
+/// name), by hand: a command-line parser would cost every job's start more than the whole
+/// parse.
 fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<ShepherdArgs, String> {
     let mut state_dir = None;
     let mut notify_fd = None;
     let mut lock_fd = None;
+    let mut plan_fd = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let slot = match arg.to_str() {
             Some(NOTIFY_FD_FLAG) => &mut notify_fd,
             Some(LOCK_FD_FLAG) => &mut lock_fd,
+            Some(PLAN_FD_FLAG) => &mut plan_fd,
             Some(flag) if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
             _ if state_dir.is_none() => {
                 state_dir = Some(PathBuf::from(arg));
@@ -92,13 +101,14 @@ fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<ShepherdArgs, 
         state_dir: state_dir.ok_or("no job state folder given")?,
         notify_fd,
         lock_fd: lock_fd.ok_or_else(|| format!("started without the job's lock ({LOCK_FD_FLAG})"))?,
+        plan_fd: plan_fd.ok_or_else(|| format!("started without a launch plan ({PLAN_FD_FLAG})"))?,
     })
 }
 
 /// `main` of the `lava-shepherd` program.
 pub fn main() -> ExitCode {
     match parse_args(std::env::args_os().skip(1)) {
-        Ok(args) => run(&args.state_dir, args.notify_fd, args.lock_fd),
+        Ok(args) => run(&args),
         Err(message) => {
             eprintln!("{SHEPHERD_PROGRAM}: {message}; only sbatchd starts shepherds");
             ExitCode::from(2)
@@ -112,9 +122,11 @@ fn now_ms() -> u64 {
 }
 
 /// Runs the shepherd for the job whose state folder is `state_dir`, with the inherited
-/// notification pipe and job lock; never returns early without having written `exit`,
-/// except when it was not started by sbatchd.
-pub fn run(state_dir: &Path, notify_fd: Option<RawFd>, lock_fd: RawFd) -> ExitCode {
+/// notification pipe, job lock and launch plan; never returns early without having
+/// written `exit`, except when it was not started by sbatchd.
+fn run(args: &ShepherdArgs) -> ExitCode {
+    let ShepherdArgs { state_dir, notify_fd, lock_fd, plan_fd } = args;
+    let (notify_fd, lock_fd) = (*notify_fd, *lock_fd);
     let Ok(lock) = sys::inherited_fd(lock_fd) else {
         eprintln!(
             "{SHEPHERD_PROGRAM}: descriptor {lock_fd} is not the job's lock; only sbatchd starts shepherds"
@@ -122,9 +134,10 @@ pub fn run(state_dir: &Path, notify_fd: Option<RawFd>, lock_fd: RawFd) -> ExitCo
         return ExitCode::from(2);
     };
     let notify = notify_fd.and_then(|fd| sys::inherited_fd(fd).ok()).map(File::from);
+    let plan = sys::inherited_fd(*plan_fd).map(File::from);
     // Already a session leader only if started by hand; nothing to do then.
     let _ = sys::new_session();
-    let mut shepherd = Shepherd { state_dir, notify };
+    let mut shepherd = Shepherd { state_dir, notify, plan: Some(plan) };
     let code = shepherd.run();
     drop(lock);
     code
@@ -133,13 +146,12 @@ pub fn run(state_dir: &Path, notify_fd: Option<RawFd>, lock_fd: RawFd) -> ExitCo
 struct Shepherd<'a> {
     state_dir: &'a Path,
     notify: Option<File>,
+    /// The inherited launch plan, until it is read.
+    plan: Option<std::io::Result<File>>,
 }
 
 impl Shepherd<'_> {
     fn run(&mut self) -> ExitCode {
-        // Informative only (the lock says whether the shepherd lives): a failure is no
-        // reason not to run the job.
-        let _ = std::fs::write(self.state_dir.join(SHEPHERD_FILE), format!("{}\n", std::process::id()));
         let plan = match self.read_plan() {
             Ok(plan) => plan,
             Err(message) => return self.fail_before_pid("plan", 0, message),
@@ -204,13 +216,23 @@ impl Shepherd<'_> {
         ExitCode::SUCCESS
     }
 
-    fn read_plan(&self) -> Result<LaunchPlan, String> {
-        let path = self.state_dir.join(LAUNCH_FILE);
-        let bytes = std::fs::read(&path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
-        let plan: LaunchPlan = lava_xdr::from_bytes(&bytes, &LAUNCH_PLAN_LIMITS)
-            .map_err(|err| format!("{}: {err}", path.display()))?;
+    fn read_plan(&mut self) -> Result<LaunchPlan, String> {
+        use std::io::Read;
+        let mut file = match self.plan.take() {
+            Some(Ok(file)) => file,
+            Some(Err(err)) => return Err(format!("no launch plan descriptor: {err}")),
+            None => return Err("the launch plan was already read".to_owned()),
+        };
+        let mut bytes = Vec::new();
+        let limit = u64::try_from(LAUNCH_PLAN_BYTES_MAX).unwrap_or(u64::MAX) + 1;
+        Read::by_ref(&mut file)
+            .take(limit)
+            .read_to_end(&mut bytes)
+            .map_err(|err| format!("cannot read the launch plan: {err}"))?;
+        let plan: LaunchPlan =
+            lava_xdr::from_bytes(&bytes, &LAUNCH_PLAN_LIMITS).map_err(|err| format!("launch plan: {err}"))?;
         if plan.version != LAUNCH_PLAN_VERSION {
-            return Err(format!("{}: launch plan version {}", path.display(), plan.version));
+            return Err(format!("launch plan version {}", plan.version));
         }
         Ok(plan)
     }
@@ -315,13 +337,15 @@ mod tests {
     // refused with what is wrong (the shepherd then exits 2 without touching the job).
     #[test]
     fn command_line() {
-        let full = ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: Some(4), lock_fd: 5 };
-        assert_eq!(parse(&["/s/1.7", "--notify-fd", "4", "--lock-fd", "5"]), Ok(full));
-        let reordered = parse(&["--lock-fd", "5", "/s/1.7"]).expect("parses");
-        assert_eq!(reordered, ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: None, lock_fd: 5 });
+        let full = ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: Some(4), lock_fd: 5, plan_fd: 6 };
+        assert_eq!(parse(&["/s/1.7", "--notify-fd", "4", "--lock-fd", "5", "--plan-fd", "6"]), Ok(full));
+        let reordered = parse(&["--plan-fd", "7", "--lock-fd", "5", "/s/1.7"]).expect("parses");
+        let expected = ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: None, lock_fd: 5, plan_fd: 7 };
+        assert_eq!(reordered, expected);
         for (bad, problem) in [
             (&[][..], "no job state folder given"),
             (&["/s/1.7"][..], "started without the job's lock (--lock-fd)"),
+            (&["/s/1.7", "--lock-fd", "5"][..], "started without a launch plan (--plan-fd)"),
             (&["/s/1.7", "--lock-fd"][..], "--lock-fd needs a descriptor number"),
             (&["/s/1.7", "--lock-fd", "x"][..], "--lock-fd x: not a descriptor number"),
             (&["/s/1.7", "--lock-fd", "-1"][..], "--lock-fd -1: not a descriptor number"),

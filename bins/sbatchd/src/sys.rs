@@ -13,7 +13,8 @@
 //! - [`pidfd_open`]: a file descriptor that becomes readable when a process ends, also for
 //!   a process that is not our child (a shepherd adopted after an sbatchd restart).
 //! - [`inheritable_copy`] and [`inherited_fd`]: hand a descriptor to the shepherd and take
-//!   it over there; [`new_session`]: the shepherd's own session.
+//!   it over there; [`memory_file`]: the launch plan in memory; [`new_session`]: the
+//!   shepherd's own session.
 //!
 //! Everything the child does between fork and execve is async-signal-safe:
 //! every string and array is prepared before the fork, and the child only makes
@@ -538,6 +539,23 @@ pub fn inheritable_copy(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> 
     }
     // SAFETY: the kernel just created this descriptor and nobody else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+}
+
+/// An anonymous in-memory file (memfd, close-on-exec) holding `bytes`, positioned at its
+/// start: how sbatchd hands a shepherd its launch plan without creating a file on disk.
+pub fn memory_file(name: &CStr, bytes: &[u8]) -> io::Result<std::fs::File> {
+    use std::io::{Seek, Write};
+    // SAFETY: memfd_create takes a NUL-terminated name and flags; it returns a new
+    // descriptor or -1.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just created this descriptor and nobody else owns it.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(bytes)?;
+    file.rewind()?;
+    Ok(file)
 }
 
 /// Makes this process the leader of a new session and process group (the shepherd, so
