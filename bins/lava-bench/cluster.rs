@@ -145,6 +145,22 @@ impl BenchCluster {
         fs::write(&path, text).with_context(|| format!("write {}", path.display()))
     }
 
+    /// Sets `KEY = value` in `lsb.params`' Parameters section: replaces the line of `key`,
+    /// or adds one before `End Parameters`.
+    pub fn set_lsb_param(&self, key: &str, value: &str) -> anyhow::Result<()> {
+        let path = self.envdir().join(format!("lsbatch/{CLUSTER_NAME}/configdir/lsb.params"));
+        let text = fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+        let names_key = |line: &str| line.split_whitespace().next().is_some_and(|word| word == key);
+        let mut lines: Vec<String> =
+            text.lines().filter(|line| !names_key(line)).map(str::to_owned).collect();
+        let end = lines
+            .iter()
+            .rposition(|line| line.trim() == "End Parameters")
+            .context("lsb.params has no End Parameters")?;
+        lines.insert(end, format!("{key} = {value}"));
+        fs::write(&path, lines.join("\n") + "\n").with_context(|| format!("write {}", path.display()))
+    }
+
     /// Sets `KEY=value` in `lsf.conf`: replaces the line of `key`, or appends one.
     fn set_lsf_conf(&self, key: &str, value: &str) -> anyhow::Result<()> {
         let path = self.envdir().join("lsf.conf");
