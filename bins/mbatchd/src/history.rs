@@ -121,18 +121,11 @@ fn for_each_event(log: &EventLog, mut each: impl FnMut(Event)) -> Result<(), Str
 mod tests {
     use super::*;
 
-    use lava_batch_ll::{HostName, QueueName, SubmitSpec, UserName};
+    use lava_batch_ll::{HostName, SubmitSpec, UserName};
     use lava_eventlog::{Options, Position};
-    use lava_mbd::{ClientId, ClientReply, Effect, HostConfig, Input, Mbd, MbdConfig, QueueConfig};
+    use lava_mbd::{ClientId, ClientReply, Effect, Input, Mbd};
 
-    fn config() -> MbdConfig {
-        let host = HostName::parse("test", "h1").expect("host");
-        let mut config = MbdConfig::new("t", host.clone());
-        let queue = QueueName::parse("test", "normal").expect("queue");
-        config.queues.push(QueueConfig { default: true, ..QueueConfig::new(queue, 30) });
-        config.hosts.push(HostConfig::new(host, None));
-        config
-    }
+    use crate::journal::tests_support::config;
 
     fn caller() -> Caller {
         let user = UserName::parse("test", "alice").expect("user");

@@ -406,17 +406,9 @@ async fn join<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, ShellError> {
 mod tests {
     use super::*;
 
-    use lava_batch_ll::{HostName, QueueName};
-    use lava_mbd::{Effect, HostConfig, Input, QueueConfig};
+    use lava_mbd::{Effect, Input};
 
-    fn config() -> MbdConfig {
-        let host = HostName::parse("test", "h1").expect("host");
-        let mut config = MbdConfig::new("t", host.clone());
-        let queue = QueueName::parse("test", "normal").expect("queue");
-        config.queues.push(QueueConfig { default: true, ..QueueConfig::new(queue, 30) });
-        config.hosts.push(HostConfig::new(host, None));
-        config
-    }
+    use super::tests_support::config;
 
     /// A rule that switches every `snapshot_events` events and never on finishes.
     fn every(snapshot_events: u64) -> SwitchRule {
@@ -513,5 +505,22 @@ mod tests {
         assert!(rule(1000, 4).is_due(&backlog), "--snapshot-events events");
         assert!(!rule(1000, 5).is_due(&backlog), "one event short");
         assert!(!rule(1, 1).is_due(&Backlog::default()), "an empty backlog never");
+    }
+}
+
+/// What the tests of the journal and of the history share.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use lava_batch_ll::{HostName, QueueName};
+    use lava_mbd::{HostConfig, MbdConfig, QueueConfig};
+
+    /// One host `h1` and the default queue `normal`.
+    pub(crate) fn config() -> MbdConfig {
+        let host = HostName::parse("test", "h1").expect("host");
+        let mut config = MbdConfig::new("t", host.clone());
+        let queue = QueueName::parse("test", "normal").expect("queue");
+        config.queues.push(QueueConfig { default: true, ..QueueConfig::new(queue, 30) });
+        config.hosts.push(HostConfig::new(host, None));
+        config
     }
 }
