@@ -53,11 +53,12 @@ pub const SNAPSHOT_LIMITS: Limits = Limits {
 
 /// A snapshot file of `lsb.events`: the state ([`lava_mbd::MbdSnapshot`]), then
 /// the submission environments of its finished jobs, which the state does not
-/// hold (`history::finished_envs`; `brequeue` reads them back). Recovery
+/// hold, each distinct one once (`history::FinishedEnvs`; `brequeue` reads them
+/// back). Recovery
 /// decodes the state alone ([`decode_snapshot_state`]), so the environments
 /// never reach memory on restart; a file without them (written before they
 /// were kept) reads as having none.
-pub fn encode_snapshot(state: &lava_mbd::MbdSnapshot, envs: &[lava_mbd::LoggedSubmission]) -> Vec<u8> {
+pub fn encode_snapshot(state: &lava_mbd::MbdSnapshot, envs: &crate::history::FinishedEnvs) -> Vec<u8> {
     let mut bytes = encode(state);
     bytes.extend(encode(envs));
     bytes
@@ -71,9 +72,10 @@ pub fn decode_snapshot_state(bytes: &[u8]) -> Result<lava_mbd::MbdSnapshot, lava
 /// The state and the finished jobs' environments of a snapshot file (see [`encode_snapshot`]).
 pub fn decode_snapshot(
     bytes: &[u8],
-) -> Result<(lava_mbd::MbdSnapshot, Vec<lava_mbd::LoggedSubmission>), lava_xdr::Error> {
+) -> Result<(lava_mbd::MbdSnapshot, crate::history::FinishedEnvs), lava_xdr::Error> {
     let (state, rest) = lava_xdr::from_bytes_prefix(bytes, &SNAPSHOT_LIMITS)?;
-    let envs = if rest.is_empty() { Vec::new() } else { lava_xdr::from_bytes(rest, &SNAPSHOT_LIMITS)? };
+    let envs =
+        if rest.is_empty() { Default::default() } else { lava_xdr::from_bytes(rest, &SNAPSHOT_LIMITS)? };
     Ok((state, envs))
 }
 

@@ -16,7 +16,7 @@
 
 use lava_batch_wire as wire;
 use lava_eventlog::{EventLog, Position};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use lava_batch_ll::JobRef;
 use lava_mbd::{Caller, Event, HistoryBuilder, LoggedSubmission, MbdSnapshot};
@@ -40,26 +40,73 @@ pub(crate) fn answer(
 /// neither is not returned (the logic then refuses to requeue it).
 pub(crate) fn submissions(log: &EventLog, ids: &BTreeSet<u32>) -> Result<Vec<LoggedSubmission>, String> {
     let mut found = Vec::new();
+    each_submission(log, ids, |submission| found.push(submission))?;
+    Ok(found)
+}
+
+/// Feeds [`submissions`]' findings to `each`, one at a time.
+fn each_submission(
+    log: &EventLog,
+    ids: &BTreeSet<u32>,
+    mut each: impl FnMut(LoggedSubmission),
+) -> Result<(), String> {
     if let Some(snapshot) = newest_snapshot(log)? {
-        found.extend(snapshot_envs(snapshot, ids));
+        snapshot_envs(snapshot, ids).for_each(&mut each);
     }
     for_each_event(log, |event| {
         if let Event::JobNew(record) = event
             && ids.contains(&record.job.id())
         {
             let env = record.spec.request().env.clone();
-            found.push(LoggedSubmission { job: record.job, request_id: record.request_id, env });
+            each(LoggedSubmission { job: record.job, request_id: record.request_id, env });
         }
-    })?;
-    Ok(found)
+    })
+}
+
+/// The submission environments of a snapshot's finished jobs, as its file holds
+/// them (`codec::encode_snapshot`): each distinct environment once, and for each
+/// job (its JOB_NEW's job and request id) the index of its own. The jobs of one
+/// user mostly share one environment, so the table stays small however many
+/// finished jobs `CLEAN_PERIOD` keeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FinishedEnvs {
+    /// The distinct environments.
+    envs: Vec<Vec<wire::EnvVar>>,
+    /// One entry per job, in job order.
+    jobs: Vec<FinishedEnv>,
+}
+
+/// A job of [`FinishedEnvs`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct FinishedEnv {
+    job: JobRef,
+    request_id: wire::RequestId,
+    /// Index into [`FinishedEnvs::envs`].
+    env: u32,
+}
+
+impl FinishedEnvs {
+    /// The submissions of the jobs of `ids`.
+    fn submissions<'a>(&'a self, ids: &'a BTreeSet<u32>) -> impl Iterator<Item = LoggedSubmission> + 'a {
+        self.jobs.iter().filter(|entry| ids.contains(&entry.job.id())).filter_map(|entry| {
+            let env = self.envs.get(usize::try_from(entry.env).ok()?)?.clone();
+            Some(LoggedSubmission { job: entry.job, request_id: entry.request_id, env })
+        })
+    }
+
+    /// How many jobs the table covers.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
 }
 
 /// The environments of `snapshot`'s finished jobs read back from the disk
-/// ([`submissions`]), each once, for the snapshot file
-/// (`codec::encode_snapshot`): written into every snapshot, they stay on disk
-/// after the log prunes the jobs' JOB_NEW, for as long as the jobs are kept
-/// (`CLEAN_PERIOD`), and cost no memory between snapshots.
-pub(crate) fn finished_envs(log: &EventLog, snapshot: &MbdSnapshot) -> Result<Vec<LoggedSubmission>, String> {
+/// ([`submissions`]), for the snapshot file (`codec::encode_snapshot`):
+/// written into every snapshot, they stay on disk after the log prunes the
+/// jobs' JOB_NEW, for as long as the jobs are kept (`CLEAN_PERIOD`), and cost
+/// no memory between snapshots. Each distinct environment is held once while
+/// they are read.
+pub(crate) fn finished_envs(log: &EventLog, snapshot: &MbdSnapshot) -> Result<FinishedEnvs, String> {
     let finished: BTreeSet<(u32, wire::RequestId)> = snapshot
         .jobs
         .iter()
@@ -67,15 +114,29 @@ pub(crate) fn finished_envs(log: &EventLog, snapshot: &MbdSnapshot) -> Result<Ve
         .map(|job| (job.job_ref().id(), job.request_id()))
         .collect();
     let ids: BTreeSet<u32> = finished.iter().map(|(id, _)| *id).collect();
-    let mut envs = submissions(log, &ids)?;
-    envs.retain(|s| finished.contains(&(s.job.id(), s.request_id)));
-    envs.sort_by_key(|s| (s.job, s.request_id));
-    envs.dedup_by_key(|s| (s.job, s.request_id));
-    Ok(envs)
+    let mut table = FinishedEnvs::default();
+    let mut index_of: HashMap<Vec<u8>, u32> = HashMap::new();
+    let mut entries: BTreeMap<(JobRef, wire::RequestId), u32> = BTreeMap::new();
+    each_submission(log, &ids, |submission| {
+        let key = (submission.job, submission.request_id);
+        if !finished.contains(&(key.0.id(), key.1)) || entries.contains_key(&key) {
+            return;
+        }
+        let bytes = crate::codec::encode(&submission.env);
+        let next = u32::try_from(table.envs.len()).unwrap_or(u32::MAX);
+        let env = *index_of.entry(bytes).or_insert_with(|| {
+            table.envs.push(submission.env);
+            next
+        });
+        entries.insert(key, env);
+    })?;
+    table.jobs =
+        entries.into_iter().map(|((job, request_id), env)| FinishedEnv { job, request_id, env }).collect();
+    Ok(table)
 }
 
 /// The newest snapshot file on disk, decoded; `None` before the first.
-fn newest_snapshot(log: &EventLog) -> Result<Option<(MbdSnapshot, Vec<LoggedSubmission>)>, String> {
+fn newest_snapshot(log: &EventLog) -> Result<Option<(MbdSnapshot, FinishedEnvs)>, String> {
     let replay = log.replay().map_err(|error| format!("cannot read the newest snapshot: {error}"))?;
     let Some(snapshot) = replay.snapshot else { return Ok(None) };
     crate::codec::decode_snapshot(&snapshot.bytes)
@@ -86,7 +147,7 @@ fn newest_snapshot(log: &EventLog) -> Result<Option<(MbdSnapshot, Vec<LoggedSubm
 /// The environments a snapshot file holds of jobs `ids`: an unfinished job's
 /// own (an array's once), and the copies of the finished jobs'.
 fn snapshot_envs(
-    (snapshot, finished): (MbdSnapshot, Vec<LoggedSubmission>),
+    (snapshot, finished): (MbdSnapshot, FinishedEnvs),
     ids: &BTreeSet<u32>,
 ) -> impl Iterator<Item = LoggedSubmission> + '_ {
     let own = snapshot
@@ -98,7 +159,7 @@ fn snapshot_envs(
             request_id: job.request_id(),
             env: job.env().to_vec(),
         });
-    own.chain(finished.into_iter().filter(|s| ids.contains(&s.job.id())))
+    own.chain(finished.submissions(ids).collect::<Vec<_>>())
 }
 
 /// Feeds every event still in the log, oldest first, to `each`.
@@ -147,7 +208,7 @@ mod tests {
 
     /// Writes a snapshot of `mbd` as the journal does, then prunes; the
     /// environments written, and the state as recovery reads it back.
-    fn snapshot(mbd: &Mbd, log: &EventLog) -> (Vec<LoggedSubmission>, MbdSnapshot) {
+    fn snapshot(mbd: &Mbd, log: &EventLog) -> (FinishedEnvs, MbdSnapshot) {
         let state = mbd.snapshot();
         let envs = finished_envs(log, &state).expect("environments read back");
         let position = log.stats().next_position.0 - 1;
@@ -188,34 +249,46 @@ mod tests {
             env: env.clone(),
             ..wire::SubmitRequest::default()
         };
-        let spec = Box::new(SubmitSpec::try_from(request).expect("valid submission"));
-        let request_id = wire::RequestId { high: 1, low: 1 };
-        step(
-            &mut mbd,
-            &log,
-            1_000,
-            Input::Submit { client: ClientId(1), request_id, caller: caller(), spec },
-        );
         let host = HostName::parse("test", "h1").expect("host");
         step(&mut mbd, &log, 1_000, Input::HostRegistered { host: host.clone(), n_cpus: 1 });
+        // Jobs 1 and 2, with the same environment, each run and end EXIT.
+        for id in [1, 2] {
+            let spec = Box::new(SubmitSpec::try_from(request.clone()).expect("valid submission"));
+            let request_id = wire::RequestId { high: 1, low: u64::from(id) };
+            let now = u64::from(id) * 10_000;
+            step(
+                &mut mbd,
+                &log,
+                now,
+                Input::Submit { client: ClientId(1), request_id, caller: caller(), spec },
+            );
+            let job = wire::WireJobRef { job_id: id, array_index: 0 };
+            let outcome = wire::NewJobOutcome::Started { pid: 42, pgid: 42, job_status: 0x04 };
+            let reply = wire::NewJobReply { job, dispatch_seq: 1, outcome };
+            step(&mut mbd, &log, now + 1_000, Input::NewJobReply { host: host.clone(), reply });
+            let msg = wire::JobFinish {
+                job,
+                dispatch_seq: 1,
+                pid: 42,
+                wait_status: 1 << 8,
+                finish_reason: wire::FINISH_NORMAL,
+                end_time: 3,
+                rusage: wire::ResourceUsage::default(),
+            };
+            step(&mut mbd, &log, now + 2_000, Input::JobFinish { host: host.clone(), msg });
+            assert!(mbd.job(JobRef::new(id, 0).expect("id")).expect("kept").env().is_empty());
+        }
+        let request_id = wire::RequestId { high: 1, low: 1 };
         let job = wire::WireJobRef { job_id: 1, array_index: 0 };
-        let outcome = wire::NewJobOutcome::Started { pid: 42, pgid: 42, job_status: 0x04 };
-        let reply = wire::NewJobReply { job, dispatch_seq: 1, outcome };
-        step(&mut mbd, &log, 2_000, Input::NewJobReply { host: host.clone(), reply });
-        let msg = wire::JobFinish {
-            job,
-            dispatch_seq: 1,
-            pid: 42,
-            wait_status: 1 << 8,
-            finish_reason: wire::FINISH_NORMAL,
-            end_time: 3,
-            rusage: wire::ResourceUsage::default(),
-        };
-        step(&mut mbd, &log, 3_000, Input::JobFinish { host: host.clone(), msg });
-        assert!(mbd.job(JobRef::new(1, 0).expect("id")).expect("kept").env().is_empty());
 
         let (first, _) = snapshot(&mbd, &log);
-        assert_eq!(first.iter().map(|s| s.env.clone()).collect::<Vec<_>>(), vec![env.clone()]);
+        // Both jobs are in the table, their one environment once.
+        assert_eq!((first.len(), first.envs.clone()), (2, vec![env.clone()]));
+        let both = BTreeSet::from([1, 2]);
+        assert_eq!(
+            first.submissions(&both).map(|s| s.env).collect::<Vec<_>>(),
+            vec![env.clone(), env.clone()]
+        );
         assert_eq!(job_news(&log), 0, "the JOB_NEW was pruned");
         step(&mut mbd, &log, 4_000, Input::Start);
         let (again, second) = snapshot(&mbd, &log);
@@ -225,7 +298,7 @@ mod tests {
             found.iter().map(|s| (s.request_id, s.env.clone())).collect::<Vec<_>>(),
             vec![(request_id, env)]
         );
-        assert!(submissions(&log, &BTreeSet::from([2])).expect("reads").is_empty());
+        assert!(submissions(&log, &BTreeSet::from([3])).expect("reads").is_empty());
 
         let mut restored = Mbd::from_snapshot(config(), second).expect("loads");
         let action = wire::JobControlAction::Requeue {
