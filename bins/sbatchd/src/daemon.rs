@@ -980,7 +980,7 @@ fn lookup_user(user: &UserName) -> Result<UserInfo, String> {
 fn read_pid_file(dir: &Path) -> Result<Option<PidFile>, Error> {
     let path = dir.join(PID_FILE);
     let Some(bytes) =
-        layout::read_optional(&path).map_err(|source| Error::Io { path: path.clone(), source })?
+        layout::read_shepherd_file(&path).map_err(|source| Error::Io { path: path.clone(), source })?
     else {
         return Ok(None);
     };
@@ -990,7 +990,7 @@ fn read_pid_file(dir: &Path) -> Result<Option<PidFile>, Error> {
 fn read_exit_file(dir: &Path) -> Result<Option<ExitFile>, Error> {
     let path = dir.join(EXIT_FILE);
     let Some(bytes) =
-        layout::read_optional(&path).map_err(|source| Error::Io { path: path.clone(), source })?
+        layout::read_shepherd_file(&path).map_err(|source| Error::Io { path: path.clone(), source })?
     else {
         return Ok(None);
     };
@@ -1008,7 +1008,9 @@ async fn watch(events: mpsc::Sender<WatchEvent>, job: JobRef, launch: u64, ready
             }
         }
         ReadyWait::Poll(dir) => {
-            while !dir.join(PID_FILE).exists() && launch::shepherd_alive(&dir).ok() == Some(Some(true)) {
+            let no_pid =
+                |dir: &Path| layout::read_shepherd_file(&dir.join(PID_FILE)).ok().flatten().is_none();
+            while no_pid(&dir) && launch::shepherd_alive(&dir).ok() == Some(Some(true)) {
                 tokio::time::sleep(Duration::from_millis(ADOPT_POLL_MS)).await;
             }
             if events.send(WatchEvent::Ready { job, launch }).await.is_err() {

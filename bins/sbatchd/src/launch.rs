@@ -66,7 +66,7 @@ use lava_batch_ll::JobRef;
 use lava_sbd::RunSpec;
 
 use crate::handoff::{LAUNCH_PLAN_VERSION, LaunchPlan};
-use crate::layout::{self, EXIT_FILE, JOB_SCRIPT_FILE, Layout, PID_FILE};
+use crate::layout::{self, JOB_SCRIPT_FILE, Layout};
 use crate::shepherd::{LOCK_FD_FLAG, NOTIFY_FD_FLAG, PLAN_FD_FLAG, SHEPHERD_PROGRAM};
 use crate::sys;
 
@@ -343,9 +343,13 @@ pub fn start(
     // The state folder itself is the shepherd's lock (one file fewer per job).
     let lock = File::open(&state_dir).map_err(at("cannot open", &state_dir))?;
     lock_exclusive(&lock).map_err(at("cannot lock", &state_dir))?;
-    for stale in [PID_FILE, EXIT_FILE] {
+    // A relaunch's stale files go; the empty ones the folder was created with stay, to be
+    // filled in place (layout::write_shepherd_file).
+    for stale in layout::SHEPHERD_FILES {
         let path = state_dir.join(stale);
-        layout::remove_optional(&path).map_err(at("cannot remove", &path))?;
+        if layout::read_shepherd_file(&path).map_err(at("cannot read", &path))?.is_some() {
+            layout::remove_optional(&path).map_err(at("cannot remove", &path))?;
+        }
     }
     write_job_script(
         &job_dir,

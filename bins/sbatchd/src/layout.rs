@@ -8,8 +8,7 @@
 //!     <jobfile>/                         root, 0700, one per job; its shepherd holds an
 //!                                        flock on this folder for its whole life
 //!       record                           the lava-sbd JobRecord (see crate::store)
-//!       launch                           the execution plan (crate::handoff::LaunchPlan)
-//!       shepherd                         the shepherd's pid (informative, not durable)
+//!       record.noted                     a newer record, written without fsync (crate::store)
 //!       pid                              pid, pgid, exec time of the job, shepherd's pid (durable)
 //!       exit                             how the job ended, or why it never started (durable)
 //!   jobs/                                root, 0711
@@ -19,7 +18,12 @@
 //!
 //! `<jobfile>` is `<submit-epoch-s>.<jobid>`, with `.<index>` for an array element
 //! (LavaLite's name, research/lavalite.md section 3.4). [`write_durable`] is the one way a
-//! file becomes durable: temporary file, fsync, rename, fsync of the folder.
+//! new file becomes durable: temporary file, fsync, rename, fsync of the folder. The
+//! shepherd's `pid` and `exit` are the exception ([`write_shepherd_file`]): sbatchd creates
+//! them empty with the job's folder, whose fsync makes them durable with the first record,
+//! and the shepherd fills each in place with one fdatasync; an empty (or zero-filled, as a
+//! crash before that fdatasync may leave it) file counts as absent
+//! ([`read_shepherd_file`]).
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
@@ -166,6 +170,39 @@ pub fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// The shepherd files sbatchd creates empty with a job's folder (see the module doc).
+pub const SHEPHERD_FILES: [&str; 2] = [PID_FILE, EXIT_FILE];
+
+/// Creates the empty shepherd files in a new job folder (made durable by the folder's
+/// fsync that follows).
+pub fn create_shepherd_files(dir: &Path) -> io::Result<()> {
+    for name in SHEPHERD_FILES {
+        OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(dir.join(name))?;
+    }
+    Ok(())
+}
+
+/// The shepherd's durable write of `name` (`pid` or `exit`) in `dir`: in place into the
+/// empty file sbatchd created, with one fdatasync; when there is none (a relaunch, whose
+/// stale files were removed), a new file through [`write_durable`].
+pub fn write_shepherd_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    match OpenOptions::new().write(true).open(dir.join(name)) {
+        Ok(mut file) => {
+            file.set_len(0)?;
+            file.write_all(bytes)?;
+            file.sync_data()
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => write_durable(dir, name, bytes),
+        Err(err) => Err(err),
+    }
+}
+
+/// Reads a shepherd file: `Ok(None)` when it does not exist or holds nothing yet (empty, or
+/// only zero bytes: what a crash before the shepherd's fdatasync can leave).
+pub fn read_shepherd_file(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    Ok(read_optional(path)?.filter(|bytes| bytes.iter().any(|byte| *byte != 0)))
+}
+
 /// Removes a file; a missing one is fine.
 pub fn remove_optional(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
@@ -217,5 +254,29 @@ mod tests {
         assert_eq!(read_optional(&dir.join("pid")).expect("read"), Some(b"hello".to_vec()));
         assert!(!dir.join("pid.tmp").exists());
         assert_eq!(read_optional(&dir.join("exit")).expect("read"), None);
+    }
+
+    // Goal: the shepherd files are filled in place when sbatchd created them, written anew
+    // when it did not, and read as absent while empty or zero-filled.
+    #[test]
+    fn shepherd_files_in_place_or_anew() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let dir = top.path();
+        create_shepherd_files(dir).expect("create");
+        for name in SHEPHERD_FILES {
+            assert_eq!(read_shepherd_file(&dir.join(name)).expect("read"), None, "{name}");
+        }
+        let inode =
+            |name: &str| std::os::unix::fs::MetadataExt::ino(&fs::metadata(dir.join(name)).expect("stat"));
+        let before = inode(PID_FILE);
+        write_shepherd_file(dir, PID_FILE, b"v1 pid=5").expect("write");
+        assert_eq!(inode(PID_FILE), before, "written in place");
+        assert_eq!(read_shepherd_file(&dir.join(PID_FILE)).expect("read"), Some(b"v1 pid=5".to_vec()));
+        fs::write(dir.join(EXIT_FILE), [0u8; 40]).expect("zeros");
+        assert_eq!(read_shepherd_file(&dir.join(EXIT_FILE)).expect("read"), None);
+        fs::remove_file(dir.join(EXIT_FILE)).expect("rm");
+        write_shepherd_file(dir, EXIT_FILE, b"v1 exited").expect("write anew");
+        assert_eq!(read_shepherd_file(&dir.join(EXIT_FILE)).expect("read"), Some(b"v1 exited".to_vec()));
+        assert!(!dir.join("exit.tmp").exists());
     }
 }

@@ -175,7 +175,8 @@ impl Shepherd<'_> {
             boot_id: boot_id().unwrap_or_default(),
             shepherd: i32::try_from(std::process::id()).unwrap_or(0),
         };
-        if let Err(err) = layout::write_durable(self.state_dir, PID_FILE, pid_file.to_line().as_bytes()) {
+        if let Err(err) = layout::write_shepherd_file(self.state_dir, PID_FILE, pid_file.to_line().as_bytes())
+        {
             // Closing the gate unopened makes the child exit without executing anything.
             drop(child);
             let _ = sys::wait4(pid);
@@ -246,7 +247,7 @@ impl Shepherd<'_> {
 
     fn write_exit(&self, exit: &ExitFile) {
         // If even this fails, sbatchd finds no exit file and reports the job lost.
-        let _ = layout::write_durable(self.state_dir, EXIT_FILE, exit.to_line().as_bytes());
+        let _ = layout::write_shepherd_file(self.state_dir, EXIT_FILE, exit.to_line().as_bytes());
     }
 
     /// One byte on the pipe, then close it; sbatchd may be gone (EPIPE is ignored: Rust

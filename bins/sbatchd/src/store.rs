@@ -299,6 +299,9 @@ impl Store {
                 let created = !dir.exists();
                 if created {
                     layout::create_private_dir(&dir).map_err(io_error)?;
+                    // Durable with the record by the folder's fsync below; the shepherd
+                    // fills them in place (one flush each instead of two).
+                    layout::create_shepherd_files(&dir).map_err(io_error)?;
                 }
                 layout::write_durable(&dir, RECORD_FILE, bytes).map_err(io_error)?;
                 self.fsyncs.fetch_add(2, Ordering::Relaxed);
@@ -502,7 +505,9 @@ mod tests {
         let op = remove().then(persist(&new)).then(persist(&new));
         assert!(matches!(op, StoreOp::Replace { .. }), "{op:?}");
         store.commit(&[op]).expect("replace");
-        assert!(!layout.state_dir(&jobfile).join("pid").exists(), "the old run's pid file is gone");
+        // The new folder has its own, empty, shepherd files: the old run's pid is gone.
+        let pid = layout::read_shepherd_file(&layout.state_dir(&jobfile).join("pid")).expect("read");
+        assert_eq!(pid, None, "the old run's pid file is gone");
         assert!(!layout.job_dir(&jobfile).exists(), "the old run's job folder is gone");
         assert_eq!(store.load().expect("load"), vec![(jobfile.clone(), 1, new)]);
     }
