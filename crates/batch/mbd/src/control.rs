@@ -440,8 +440,14 @@ impl Mbd {
             hold: flags.hold,
             order_key: self.requeue_key(&job.queue),
             requeued,
+            request_id,
             time_ms: step.now_ms,
         };
+        // A retry of a request already carried out (its answer was lost): the
+        // same answer, nothing done twice, whatever the job became since.
+        if request_id.is_some_and(|id| job.signal_request_ids.contains_key(&id)) {
+            return requeued();
+        }
         if job.status.is_pending() {
             if !flags.pending {
                 return refused(wjob, "Job has not started yet");
@@ -504,9 +510,6 @@ impl Mbd {
         flags: RequeueFlags,
         request_id: Option<wire::RequestId>,
     ) -> Result<(), &'static str> {
-        if request_id.is_some_and(|id| job.signal_request_ids.contains_key(&id)) {
-            return Ok(());
-        }
         if !flags.running {
             return Err("Job has not finished; requeue a running job with -r or -a");
         }

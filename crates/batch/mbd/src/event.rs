@@ -384,6 +384,11 @@ pub struct JobRequeueRecord {
     pub order_key: i64,
     /// What was requeued.
     pub requeued: Requeued,
+    /// The `brequeue` request that asked (none for the end of a run a
+    /// `brequeue -r` kill asked to requeue: that request is the kill's): kept on
+    /// the job, so that the command's retry of a request whose answer was lost
+    /// requeues nothing twice.
+    pub request_id: Option<wire::RequestId>,
     /// When.
     pub time_ms: u64,
 }

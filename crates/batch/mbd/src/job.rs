@@ -441,6 +441,11 @@ impl Job {
         self.pending_signals.clear();
         self.requeue_hold = None;
         self.order_key = Some(r.order_key);
+        if let Some(request_id) = r.request_id {
+            // Kept with the signal requests (`Job::signal_request_ids`); the
+            // job id only matters to a `bkill 0`, which a requeue is not.
+            self.signal_request_ids.entry(request_id).or_insert(self.job.id());
+        }
         Ok(())
     }
 

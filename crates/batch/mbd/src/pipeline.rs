@@ -213,6 +213,7 @@ impl Mbd {
                 hold,
                 order_key: self.requeue_key(&job.queue),
                 requeued: Requeued::Killed(finish),
+                request_id: None,
                 time_ms: step.now_ms,
             })),
             None => Event::JobStatus(JobStatusRecord {

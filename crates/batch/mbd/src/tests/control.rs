@@ -514,7 +514,9 @@ fn new_jobs(effects: &[Effect]) -> Vec<(u32, u32, usize)> {
 
 // Goal: brequeue -e puts an EXIT job back to PEND with its logged environment
 // (JOB_REQUEUE), dispatches it again under the same id with dispatch number 2,
-// and the second run can end DONE; replay and snapshots agree at every step.
+// and the second run can end DONE; replay and snapshots agree at every step. A
+// retry of the same request (its answer lost), even after the second run ended,
+// gets the same answer and requeues nothing, across a restart too.
 #[test]
 fn brequeue_runs_an_exit_job_again_under_its_id() {
     let mut h = Harness::new();
@@ -539,6 +541,13 @@ fn brequeue_runs_an_exit_job_again_under_its_id() {
     let msg = wire::JobFinish { dispatch_seq: 2, ..finish_msg(1, 43, 0) };
     h.step(Input::JobFinish { host: host("hostA"), msg });
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Done.bits());
+    let retry = h.step(requeue(10, "alice", &[1], true, true));
+    assert!(retry.contains(&job_answer(10, &[(1, true, "Job <1> is being requeued")])));
+    assert!(appended(&retry).is_empty(), "the retry logged {:?}", appended(&retry));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Done.bits());
+    // A new request does requeue it.
+    let again = h.step(requeue(11, "alice", &[1], true, false));
+    assert_eq!(appended(&again).first(), Some(&"JOB_REQUEUE"));
 }
 
 // Goal: brequeue refuses what it may not requeue, each with its line and no
