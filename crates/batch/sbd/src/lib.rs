@@ -101,12 +101,18 @@
 //!   as in LavaLite) is persisted and its reply resent until acked. A NEW_JOB
 //!   for a refused job with a higher dispatch number is a new dispatch, handled
 //!   as below. A failure after the pid is
-//!   known finishes the job (EXIT 127, FINISH_START_FAILED). Only past
-//!   [`Config::records_max`] is a job refused (REFUSE_HOST) without a record.
+//!   known finishes the job (EXIT 127, FINISH_START_FAILED). At
+//!   [`Config::records_max`] the oldest tombstones make room (see below); only a
+//!   host full of live records refuses a job (REFUSE_HOST) without a record.
 //! - **Tombstones**: a record whose FINISH (or refusal) is acked stays as a
 //!   tombstone for [`Config::tombstone_retention_ms`] (24 h, as LavaLite) from
 //!   its end (or refusal) time, answering a late duplicate NEW_JOB from the
-//!   record instead of running the job again; a Tick then emits Remove.
+//!   record instead of running the job again; a Tick then emits Remove. At
+//!   [`Config::records_max`] a NEW_JOB first removes the oldest tombstones
+//!   ([`TOMBSTONE_EVICTION_PERCENT`] of the limit at once): a busy host (100,000
+//!   jobs a day fill the default limit) keeps taking work, and only its oldest
+//!   tombstones, long past any duplicate NEW_JOB (mbatchd resends NEW_JOB only
+//!   until it holds the reply), lose that protection.
 //! - **Dispatch numbers** (docs/batch.md, "Dispatch numbers"): NEW_JOB
 //!   carries the job's dispatch number, the record keeps it, every message
 //!   rebuilt from the record echoes it and only an [`Ack`] naming it counts.
@@ -174,6 +180,8 @@ pub const RESEND_INTERVAL_MS_DEFAULT: u64 = 1_000;
 pub const TOMBSTONE_RETENTION_MS_DEFAULT: u64 = 24 * 3600 * 1000;
 /// Default number of job records (tombstones included) sbatchd holds at most.
 pub const RECORDS_MAX_DEFAULT: usize = 100_000;
+/// At the records limit, the share of it (per cent) removed from the oldest tombstones.
+pub const TOMBSTONE_EVICTION_PERCENT: usize = 1;
 /// Signals held per job until its process exists.
 pub const PENDING_SIGNALS_MAX: usize = 8;
 /// Highest signal number accepted in `SignalAction::Signal` (Linux `SIGRTMAX`).

@@ -10,7 +10,7 @@ use crate::invariants::{Violation, check_record};
 use crate::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
 use crate::{
     Ack, Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
-    RunSpec, SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, ToMbd, UserInfo, errno,
+    RunSpec, SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, TOMBSTONE_EVICTION_PERCENT, ToMbd, UserInfo, errno,
 };
 
 /// When each message of a job was last sent, ms since the epoch. Optimisation
@@ -220,6 +220,9 @@ impl Sbd {
     /// NEW_JOB: create, persist, launch; or answer a duplicate from its record.
     fn new_job(&mut self, spec: Box<JobSpec>, user: Result<UserInfo, String>, out: &mut Out<'_>) {
         let job_ref = spec.job();
+        if self.jobs.len() >= self.config.records_max && !self.jobs.contains_key(&job_ref) {
+            self.evict_tombstones(out);
+        }
         let n_records = self.jobs.len();
         let mut carried_signals = None;
         match self.jobs.get_mut(&job_ref) {
@@ -294,6 +297,25 @@ impl Sbd {
             out.effects.push(Effect::Launch { job: job_ref, run_spec: job.record.run_spec.clone() });
         }
         self.jobs.insert(job_ref, job);
+    }
+
+    /// At the records limit: removes the oldest tombstones, [`TOMBSTONE_EVICTION_PERCENT`]
+    /// of the limit at once (at least one), so that a busy host keeps taking jobs rather than
+    /// waiting for tombstones to expire (none may be left: the host is then full of live
+    /// jobs).
+    fn evict_tombstones(&mut self, out: &mut Out<'_>) {
+        let mut tombstones: Vec<(u64, JobRef)> = self
+            .jobs
+            .values()
+            .filter_map(|job| job.record.tombstone_since_ms().map(|since| (since, job.record.job)))
+            .collect();
+        tombstones.sort_unstable();
+        let n = (self.config.records_max * TOMBSTONE_EVICTION_PERCENT / 100).max(1);
+        tombstones.truncate(n);
+        for (_, job_ref) in &tombstones {
+            self.jobs.remove(job_ref);
+            out.effects.push(Effect::Remove(*job_ref));
+        }
     }
 
     /// NEW_JOB_REPLY_ACK: the stage-1 barrier; EXECUTE (and FINISH) may follow.

@@ -899,16 +899,37 @@ fn held_signals_left_by_a_crash_are_delivered_on_tick() {
     );
 }
 
-// Goal: past records_max a new job is refused (REFUSE_HOST) without a record.
+// Goal: past records_max a new job is refused (REFUSE_HOST) without a record
+// while every record is live; once tombstones exist, the oldest one makes room
+// instead (Remove, then the new job's record and launch).
 #[test]
-fn full_host_refuses_without_a_record() {
-    let config = Config { records_max: 1, ..Config::default() };
+fn full_host_refuses_without_a_record_or_evicts_its_oldest_tombstone() {
+    let config = Config { records_max: 2, ..Config::default() };
     let mut h = Harness { sbd: Sbd::new(config), disk: BTreeMap::new() };
     h.step(T0, Input::Connected);
     h.launched(1);
-    let message = "sbatchd holds 1 job records, its limit";
-    h.check(T0, new_job(2), vec![refused(2, wire::REFUSE_HOST, message)]);
-    assert!(h.sbd.job(job(2)).is_none());
+    h.launched(2);
+    let message = "sbatchd holds 2 job records, its limit";
+    h.check(T0, new_job(3), vec![refused(3, wire::REFUSE_HOST, message)]);
+    assert!(h.sbd.job(job(3)).is_none());
+    // Jobs 2 then 1 run and end, their FINISH acked: two tombstones, 2 the older.
+    for (id, end_ms) in [(2, T0 + SECOND_MS), (1, T0 + 2 * SECOND_MS)] {
+        h.step(end_ms, spawned(id, 100 + i32::try_from(id).expect("small"), end_ms));
+        h.step(end_ms, Input::NewJobReplyAck(ack(id)));
+        h.step(end_ms, exited(id, 0, end_ms));
+        h.step(end_ms, Input::JobFinishAck(ack(id)));
+    }
+    let effects = h.step(T0 + 3 * SECOND_MS, new_job(3));
+    let created = h.record(3);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Remove(job(2)),
+            persist(&created),
+            Effect::Launch { job: job(3), run_spec: created.run_spec.clone() }
+        ]
+    );
+    assert!(h.sbd.job(job(2)).is_none() && h.sbd.job(job(1)).is_some());
 }
 
 // Goal: restore refuses a damaged record and two records of one job, naming
