@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ use lava_lim_wire as wire;
 use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
 use serde::de::DeserializeOwned;
 use util::lim_output::{host_line, lshosts_facts, this_machine_facts};
-use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, wait_until};
+use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, fixed_port, wait_until};
 
 const REPORT_MS: u64 = 300;
 const BEACON_MS: u64 = 300;
@@ -31,17 +31,6 @@ const DEADLINE_INTERVALS: u64 = 3 + 1;
 /// process being reaped, the daemon's timer firing late on a busy 2-core machine, and the
 /// poll (a TCP query every 10 ms). It is not a performance bound.
 const SCHEDULING_SLACK: Duration = Duration::from_millis(2_000);
-
-/// A port free for both UDP and TCP right now (the lims need fixed, configured ports).
-fn free_port() -> u16 {
-    loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").expect("bind tcp");
-        let port = tcp.local_addr().expect("addr").port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
 
 fn start_lim(cluster: &mut Cluster, host: &str) -> Daemon {
     let ready = cluster.dir().join(format!("run/lim.{host}.ready"));
@@ -183,11 +172,11 @@ fn report(host_no: u32, seq_no: u32) -> Vec<u8> {
 fn three_lims_on_loopback() {
     let hosts = ["h0", "h1", "h2"];
     let mut cluster = Cluster::with_hosts(&hosts);
-    let ports: Vec<u16> = hosts.iter().map(|_| free_port()).collect();
+    let ports: Vec<u16> = hosts.iter().map(|_| fixed_port()).collect();
     let rows: String = hosts
         .iter()
         .zip(&ports)
-        .map(|(h, p)| format!("{h} ! ! 1 (cs linux) 127.0.0.1 {p} {} {}\n", free_port(), free_port()))
+        .map(|(h, p)| format!("{h} ! ! 1 (cs linux) 127.0.0.1 {p} {} {}\n", fixed_port(), fixed_port()))
         .collect();
     cluster.write_file(
         "etc/lsf.cluster.lavacore",
@@ -387,11 +376,11 @@ fn showstatus(cluster: &Cluster, host: &str) -> (String, BTreeMap<String, u64>) 
 fn lsadmin_showstatus_and_ckconfig() {
     let hosts = ["h0", "h1"];
     let mut cluster = Cluster::with_hosts(&hosts);
-    let ports: Vec<u16> = hosts.iter().map(|_| free_port()).collect();
+    let ports: Vec<u16> = hosts.iter().map(|_| fixed_port()).collect();
     let rows: Vec<String> = hosts
         .iter()
         .zip(&ports)
-        .map(|(h, p)| format!("{h} ! ! 1 (cs linux) 127.0.0.1 {p} {} {}\n", free_port(), free_port()))
+        .map(|(h, p)| format!("{h} ! ! 1 (cs linux) 127.0.0.1 {p} {} {}\n", fixed_port(), fixed_port()))
         .collect();
     let cluster_file = |rows: &[String]| {
         format!(

@@ -9,28 +9,16 @@ mod util;
 
 use std::ffi::OsStr;
 use std::fs;
-use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
+use util::{Cluster, Daemon, STARTUP_TIMEOUT, fixed_port, wait_until};
 
 const REPORT_MS: u64 = 300;
 const BEACON_MS: u64 = 300;
 /// Longest a state change may take to show (debug build, busy 2-core machine).
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A port free for both UDP and TCP right now (the lims need fixed, configured ports).
-fn free_port() -> u16 {
-    loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").expect("bind tcp");
-        let port = tcp.local_addr().expect("addr").port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
 
 fn start_lim(cluster: &mut Cluster, host: &str) -> Daemon {
     let ready = cluster.dir().join(format!("run/lim.{host}.ready"));
@@ -148,7 +136,9 @@ fn a_host_whose_lim_stops_is_unavail_and_its_jobs_unkwn() {
     let mut cluster = Cluster::with_hosts(&hosts);
     let rows: String = hosts
         .iter()
-        .map(|h| format!("{h} ! ! 1 (cs linux) 127.0.0.1 {} {} {}\n", free_port(), free_port(), free_port()))
+        .map(|h| {
+            format!("{h} ! ! 1 (cs linux) 127.0.0.1 {} {} {}\n", fixed_port(), fixed_port(), fixed_port())
+        })
         .collect();
     cluster.write_file(
         "etc/lsf.cluster.lavacore",
