@@ -14,7 +14,8 @@
 //! lets the file system put their fsyncs in one journal commit.
 //!
 //! Noted records (lava-sbd's `Effect::Note`: facts a crash cannot lose) are written by
-//! [`Store::write_noted`] to `record.noted`, with no fsync at all, and never over `record`:
+//! [`Store::write_noted`] to `record.noted`, in place, with no fsync at all, and never over
+//! `record`:
 //! a crash of the machine may lose or damage that file, never the durable record. At
 //! start, [`Store::load`] takes `record.noted` instead of `record` when it is readable, of
 //! the same job and dispatch, and of a higher revision; an unreadable one is logged and
@@ -227,10 +228,8 @@ impl Store {
         for jobfile in names {
             let dir = self.layout.state_dir(&jobfile);
             let path = dir.join(RECORD_FILE);
-            for file in [RECORD_FILE, NOTED_FILE] {
-                layout::remove_optional(&dir.join(format!("{file}{TEMPORARY_SUFFIX}")))
-                    .map_err(io_error(&dir))?;
-            }
+            layout::remove_optional(&dir.join(format!("{RECORD_FILE}{TEMPORARY_SUFFIX}")))
+                .map_err(io_error(&dir))?;
             let Some((revision, record)) = read_newest(&dir)? else {
                 tracing::info!(folder = %dir.display(), "removing a job folder without a record");
                 layout::remove_dir_optional(&dir).map_err(io_error(&dir))?;
@@ -319,12 +318,14 @@ impl Store {
         }
     }
 
-    /// Writes noted records (`jobfile`, encoded record) to their `record.noted` files,
-    /// without fsync (see the module doc). A job whose folder is gone is skipped.
+    /// Writes noted records (`jobfile`, encoded record) to their `record.noted` files, in
+    /// place and without fsync (see the module doc). A job whose folder is gone is skipped.
     pub fn write_noted(&self, noted: &[(String, Vec<u8>)]) -> Result<(), Error> {
         for (jobfile, bytes) in noted {
             let dir = self.layout.state_dir(jobfile);
-            match layout::write_renamed(&dir, NOTED_FILE, bytes, false) {
+            // In place, no temporary file: a write cut short fails the checksum and is
+            // ignored at load like any damaged noted record.
+            match fs::write(dir.join(NOTED_FILE), bytes) {
                 Ok(()) => {}
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
                 Err(source) => return Err(Error::Io { path: dir.join(NOTED_FILE), source }),
