@@ -189,26 +189,13 @@ mod tests {
         wire::QueueInfo {
             name: name.into(),
             priority,
-            default: false,
-            hosts: vec![],
             n_jobs: counts.iter().sum(),
             n_pend: counts[0],
             n_run: counts[1],
             n_susp: counts[2] + counts[3],
-            closed: false,
-            inactive: false,
-            nice: 0,
-            description: String::new(),
-            users: vec![],
-            max_slots: wire::QUEUE_UNLIMITED,
-            user_slot_limit: wire::QUEUE_UNLIMITED,
-            processor_slot_limit_milli: wire::QUEUE_UNLIMITED,
-            host_slot_limit: wire::QUEUE_UNLIMITED,
-            run_limit_s: 0,
-            mem_limit_kb: 0,
             n_ssusp: counts[2],
             n_ususp: counts[3],
-            n_reserved: 0,
+            ..wire::QueueInfo::default()
         }
     }
 

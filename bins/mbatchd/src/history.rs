@@ -93,11 +93,6 @@ impl FinishedEnvs {
             Some(LoggedSubmission { job: entry.job, request_id: entry.request_id, env })
         })
     }
-
-    /// How many jobs the table covers.
-    pub fn len(&self) -> usize {
-        self.jobs.len()
-    }
 }
 
 /// The environments of `snapshot`'s finished jobs read back from the disk
@@ -283,7 +278,7 @@ mod tests {
 
         let (first, _) = snapshot(&mbd, &log);
         // Both jobs are in the table, their one environment once.
-        assert_eq!((first.len(), first.envs.clone()), (2, vec![env.clone()]));
+        assert_eq!((first.jobs.len(), first.envs.clone()), (2, vec![env.clone()]));
         let both = BTreeSet::from([1, 2]);
         assert_eq!(
             first.submissions(&both).map(|s| s.env).collect::<Vec<_>>(),

@@ -125,20 +125,19 @@ fn now_ms() -> u64 {
 /// notification pipe, job lock and launch plan; never returns early without having
 /// written `exit`, except when it was not started by sbatchd.
 fn run(args: &ShepherdArgs) -> ExitCode {
-    let ShepherdArgs { state_dir, notify_fd, lock_fd, plan_fd } = args;
-    let (notify_fd, lock_fd) = (*notify_fd, *lock_fd);
-    let Ok(lock) = sys::inherited_fd(lock_fd) else {
+    let Ok(lock) = sys::inherited_fd(args.lock_fd) else {
         eprintln!(
-            "{SHEPHERD_PROGRAM}: descriptor {lock_fd} is not the job's lock; only sbatchd starts shepherds"
+            "{SHEPHERD_PROGRAM}: descriptor {} is not the job's lock; only sbatchd starts shepherds",
+            args.lock_fd
         );
         return ExitCode::from(2);
     };
-    let notify = notify_fd.and_then(|fd| sys::inherited_fd(fd).ok()).map(File::from);
-    let plan = sys::inherited_fd(*plan_fd).map(File::from);
+    let notify = args.notify_fd.and_then(|fd| sys::inherited_fd(fd).ok()).map(File::from);
+    let plan = sys::inherited_fd(args.plan_fd).map(File::from);
     // Already a session leader only if started by hand; nothing to do then.
     let _ = sys::new_session();
-    let mut shepherd = Shepherd { state_dir, notify, plan: Some(plan) };
-    let code = shepherd.run();
+    let mut shepherd = Shepherd { state_dir: &args.state_dir, notify };
+    let code = shepherd.run(plan);
     drop(lock);
     code
 }
@@ -146,13 +145,12 @@ fn run(args: &ShepherdArgs) -> ExitCode {
 struct Shepherd<'a> {
     state_dir: &'a Path,
     notify: Option<File>,
-    /// The inherited launch plan, until it is read.
-    plan: Option<std::io::Result<File>>,
 }
 
 impl Shepherd<'_> {
-    fn run(&mut self) -> ExitCode {
-        let plan = match self.read_plan() {
+    /// Runs the job from the launch plan in `plan` (the inherited in-memory file).
+    fn run(&mut self, plan: std::io::Result<File>) -> ExitCode {
+        let plan = match read_plan(plan) {
             Ok(plan) => plan,
             Err(message) => return self.fail_before_pid("plan", 0, message),
         };
@@ -217,27 +215,6 @@ impl Shepherd<'_> {
         ExitCode::SUCCESS
     }
 
-    fn read_plan(&mut self) -> Result<LaunchPlan, String> {
-        use std::io::Read;
-        let mut file = match self.plan.take() {
-            Some(Ok(file)) => file,
-            Some(Err(err)) => return Err(format!("no launch plan descriptor: {err}")),
-            None => return Err("the launch plan was already read".to_owned()),
-        };
-        let mut bytes = Vec::new();
-        let limit = u64::try_from(LAUNCH_PLAN_BYTES_MAX).unwrap_or(u64::MAX) + 1;
-        Read::by_ref(&mut file)
-            .take(limit)
-            .read_to_end(&mut bytes)
-            .map_err(|err| format!("cannot read the launch plan: {err}"))?;
-        let plan: LaunchPlan =
-            lava_xdr::from_bytes(&bytes, &LAUNCH_PLAN_LIMITS).map_err(|err| format!("launch plan: {err}"))?;
-        if plan.version != LAUNCH_PLAN_VERSION {
-            return Err(format!("launch plan version {}", plan.version));
-        }
-        Ok(plan)
-    }
-
     /// Records a failure that happened before any pid existed, tells sbatchd, and exits.
     fn fail_before_pid(&mut self, stage: &str, errno: i32, message: String) -> ExitCode {
         self.write_exit(&ExitFile::Failed { stage: stage.to_owned(), errno, end_time_ms: now_ms(), message });
@@ -257,6 +234,22 @@ impl Shepherd<'_> {
             let _ = notify.write_all(b"p");
         }
     }
+}
+
+/// Reads and checks the launch plan from its inherited file (at most
+/// [`LAUNCH_PLAN_BYTES_MAX`] bytes are read; the decoder refuses more).
+fn read_plan(file: std::io::Result<File>) -> Result<LaunchPlan, String> {
+    use std::io::Read;
+    let file = file.map_err(|err| format!("no launch plan descriptor: {err}"))?;
+    let mut bytes = Vec::new();
+    let limit = u64::try_from(LAUNCH_PLAN_BYTES_MAX).unwrap_or(u64::MAX) + 1;
+    file.take(limit).read_to_end(&mut bytes).map_err(|err| format!("cannot read the launch plan: {err}"))?;
+    let plan: LaunchPlan =
+        lava_xdr::from_bytes(&bytes, &LAUNCH_PLAN_LIMITS).map_err(|err| format!("launch plan: {err}"))?;
+    if plan.version != LAUNCH_PLAN_VERSION {
+        return Err(format!("launch plan version {}", plan.version));
+    }
+    Ok(plan)
 }
 
 /// Where `sh` looks for `command`: the command itself when it holds a `/`, else each folder
@@ -332,6 +325,42 @@ mod tests {
         assert_eq!(command_paths("/bin/true", &env("/bin")), ["/bin/true"]);
         assert_eq!(command_paths("true", &env("/usr/bin/::/bin")), ["/usr/bin/true", "true", "/bin/true"]);
         assert_eq!(command_paths("true", &[]).len(), crate::launch::PATH_DEFAULT.split(':').count());
+    }
+
+    // Goal: a launch plan is read from its in-memory file; a missing descriptor, bytes
+    // that are no plan, another version and an oversized file are refused, saying what.
+    #[test]
+    fn launch_plans_are_read_and_checked() {
+        let plan = LaunchPlan {
+            version: LAUNCH_PLAN_VERSION,
+            job_id: 7,
+            array_index: 0,
+            user: "root".into(),
+            uid: 0,
+            gid: 0,
+            program: "true".into(),
+            argv: vec!["true".into()],
+            search_path: true,
+            env: vec!["PATH=/bin".into()],
+            cwd: "/".into(),
+            umask: 0o022,
+            stdin: "/dev/null".into(),
+            stdout: "/dev/null".into(),
+            stdout_truncate: false,
+            stderr: "/dev/null".into(),
+            stderr_truncate: false,
+            create_dirs: vec![],
+        };
+        let file = |bytes: &[u8]| Ok(sys::memory_file(c"test-plan", bytes).expect("memfd"));
+        let bytes = lava_xdr::to_bytes(&plan).expect("encodes");
+        assert_eq!(read_plan(file(&bytes)), Ok(plan.clone()));
+        let missing = read_plan(Err(std::io::Error::from_raw_os_error(libc::EBADF)));
+        assert!(missing.expect_err("no descriptor").starts_with("no launch plan descriptor"));
+        assert!(read_plan(file(b"junk")).expect_err("junk").starts_with("launch plan: "));
+        let old = lava_xdr::to_bytes(&LaunchPlan { version: 1, ..plan }).expect("encodes");
+        assert_eq!(read_plan(file(&old)), Err("launch plan version 1".to_owned()));
+        let huge = vec![0u8; LAUNCH_PLAN_BYTES_MAX + 2];
+        assert!(read_plan(file(&huge)).is_err());
     }
 
     // Goal: the command line sbatchd gives is read in any order, and anything else is

@@ -95,6 +95,16 @@ fn persist(record: &JobRecord) -> Effect {
     Effect::Persist(record.job, record.clone())
 }
 
+/// The effects of a NEW_JOB whose record replaces job `removed`'s (a fresh run over a
+/// tombstone, or an evicted tombstone): Remove, then the new record, then its Launch.
+fn removed_then_launched(removed: u32, fresh: &JobRecord) -> Vec<Effect> {
+    vec![
+        Effect::Remove(job(removed)),
+        persist(fresh),
+        Effect::Launch { job: fresh.job, run_spec: fresh.run_spec.clone() },
+    ]
+}
+
 fn note(record: &JobRecord) -> Effect {
     Effect::Note(record.job, record.clone())
 }
@@ -444,14 +454,7 @@ fn spawn_failure_before_pid_refuses_and_a_new_dispatch_relaunches() {
     let redispatch = wire::JobSpecs { dispatch_time: 1_800_000_100, dispatch_seq: 2, ..specs(7) };
     let effects = h.step(T0 + 100 * SECOND_MS, new_job_from(redispatch));
     let fresh = h.record(7);
-    assert_eq!(
-        effects,
-        vec![
-            Effect::Remove(job(7)),
-            persist(&fresh),
-            Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }
-        ]
-    );
+    assert_eq!(effects, removed_then_launched(7, &fresh));
     assert_eq!(fresh.dispatch_seq, 2);
     assert!(fresh.refusal.is_none() && !fresh.pid_acked);
 }
@@ -481,14 +484,7 @@ fn new_dispatch_before_the_refusal_is_acked_is_refused_again() {
     let later = wire::JobSpecs { dispatch_time: 1_800_000_200, dispatch_seq: 2, ..specs(7) };
     let effects = h.step(T0 + 200 * SECOND_MS, new_job_from(later));
     let fresh = h.record(7);
-    assert_eq!(
-        effects,
-        vec![
-            Effect::Remove(job(7)),
-            persist(&fresh),
-            Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }
-        ]
-    );
+    assert_eq!(effects, removed_then_launched(7, &fresh));
 }
 
 // Goal (requeue): a NEW_JOB with a higher dispatch number meeting a finished
@@ -512,14 +508,7 @@ fn new_dispatch_after_a_finished_run_waits_for_its_finish_ack_then_runs_afresh()
     h.step(T0 + 4 * SECOND_MS, Input::JobFinishAck(ack(7)));
     let effects = h.step(T0 + 5 * SECOND_MS, requeued());
     let fresh = h.record(7);
-    assert_eq!(
-        effects,
-        vec![
-            Effect::Remove(job(7)),
-            persist(&fresh),
-            Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }
-        ]
-    );
+    assert_eq!(effects, removed_then_launched(7, &fresh));
     assert_eq!((fresh.dispatch_seq, fresh.pid, fresh.exit_status_valid), (2, -1, false));
     assert_eq!((fresh.signal_seq_last, fresh.suspend_seq_last), (Some(3), Some(3)));
     // A stale copy of dispatch 1 and a late copy of its STOP change nothing.
@@ -921,14 +910,7 @@ fn full_host_refuses_without_a_record_or_evicts_its_oldest_tombstone() {
     }
     let effects = h.step(T0 + 3 * SECOND_MS, new_job(3));
     let created = h.record(3);
-    assert_eq!(
-        effects,
-        vec![
-            Effect::Remove(job(2)),
-            persist(&created),
-            Effect::Launch { job: job(3), run_spec: created.run_spec.clone() }
-        ]
-    );
+    assert_eq!(effects, removed_then_launched(2, &created));
     assert!(h.sbd.job(job(2)).is_none() && h.sbd.job(job(1)).is_some());
 }
 

@@ -880,6 +880,36 @@ pub struct QueueInfo {
 /// A [`QueueInfo`] limit that is not set.
 pub const QUEUE_UNLIMITED: u32 = u32::MAX;
 
+impl Default for QueueInfo {
+    /// An unnamed, open and active queue with no job, no limit and no restriction.
+    fn default() -> QueueInfo {
+        QueueInfo {
+            name: String::new(),
+            priority: 0,
+            default: false,
+            hosts: Vec::new(),
+            n_jobs: 0,
+            n_pend: 0,
+            n_run: 0,
+            n_susp: 0,
+            closed: false,
+            inactive: false,
+            nice: 0,
+            description: String::new(),
+            users: Vec::new(),
+            max_slots: QUEUE_UNLIMITED,
+            user_slot_limit: QUEUE_UNLIMITED,
+            processor_slot_limit_milli: QUEUE_UNLIMITED,
+            host_slot_limit: QUEUE_UNLIMITED,
+            run_limit_s: 0,
+            mem_limit_kb: 0,
+            n_ssusp: 0,
+            n_ususp: 0,
+            n_reserved: 0,
+        }
+    }
+}
+
 /// STATUS_QUERY: what `badmin showstatus` asks for (no fields).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusQuery {}

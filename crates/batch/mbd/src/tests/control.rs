@@ -435,18 +435,27 @@ fn history_tells_a_finished_job() {
     assert_eq!(later.jobs.iter().map(|j| j.job.job_id).collect::<Vec<_>>(), [2]);
 }
 
-fn requeue(client: u64, who: &str, jobs: &[u32], done: bool, exit: bool) -> Input {
-    let request = wire::JobControlRequest {
-        jobs: jobs.iter().map(|id| wref(*id)).collect(),
-        action: requeue_action(done, exit),
-    };
+/// A `brequeue` of `jobs` by `who` (request id `client`), with what the shell found on disk.
+fn requeue_input(
+    client: u64,
+    who: &str,
+    jobs: &[u32],
+    action: wire::JobControlAction,
+    submissions: Vec<crate::LoggedSubmission>,
+) -> Input {
+    let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
     Input::Requeue {
         client: ClientId(client),
         request_id: rid(client),
         caller: caller(who),
         request,
-        submissions: vec![logged(1, 1)],
+        submissions,
     }
+}
+
+/// `brequeue -d` and/or `-e` of `jobs` by `who`; the shell found job 1's submission.
+fn requeue(client: u64, who: &str, jobs: &[u32], done: bool, exit: bool) -> Input {
+    requeue_input(client, who, jobs, requeue_action(done, exit), vec![logged(1, 1)])
 }
 
 fn requeue_action(done: bool, exit: bool) -> wire::JobControlAction {
@@ -457,14 +466,7 @@ fn requeue_action(done: bool, exit: bool) -> wire::JobControlAction {
 fn requeue_running(client: u64, who: &str, jobs: &[u32], hold: bool) -> Input {
     let action =
         wire::JobControlAction::Requeue { done: false, exit: false, running: true, pending: false, hold };
-    let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
-    Input::Requeue {
-        client: ClientId(client),
-        request_id: rid(client),
-        caller: caller(who),
-        request,
-        submissions: Vec::new(),
-    }
+    requeue_input(client, who, jobs, action, Vec::new())
 }
 
 /// JOB_SIGNAL of a `brequeue` kill asked by request `request_id`.
@@ -788,14 +790,7 @@ fn history_of(h: &Harness, id: u32) -> Vec<(u64, u32, String)> {
 fn requeue_pending(client: u64, who: &str, jobs: &[u32], hold: bool) -> Input {
     let action =
         wire::JobControlAction::Requeue { done: false, exit: false, running: false, pending: true, hold };
-    let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
-    Input::Requeue {
-        client: ClientId(client),
-        request_id: rid(client),
-        caller: caller(who),
-        request,
-        submissions: Vec::new(),
-    }
+    requeue_input(client, who, jobs, action, Vec::new())
 }
 
 // Goal: a requeued job goes after every job of its queue and before the jobs

@@ -185,20 +185,8 @@ fn bqueues_counts_slots_by_state() {
             n_pend: counts[0],
             n_run: counts[1],
             n_susp: counts[2],
-            closed: false,
-            inactive: false,
-            nice: 0,
-            description: String::new(),
-            users: vec![],
-            max_slots: wire::QUEUE_UNLIMITED,
-            user_slot_limit: wire::QUEUE_UNLIMITED,
-            processor_slot_limit_milli: wire::QUEUE_UNLIMITED,
-            host_slot_limit: wire::QUEUE_UNLIMITED,
-            run_limit_s: 0,
-            mem_limit_kb: 0,
-            n_ssusp: 0,
             n_ususp: counts[2],
-            n_reserved: 0,
+            ..wire::QueueInfo::default()
         };
     let all = h.mbd.queue_query(&wire::QueueQuery { queues: vec![] });
     assert_eq!(
