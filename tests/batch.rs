@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use lava_batch_wire as wire;
 use util::proto::{Client, request_id, submit_request};
-use util::{Cluster, Daemon, STARTUP_TIMEOUT, chmod, wait_until};
+use util::{Cluster, Daemon, EXIT_TIMEOUT, STARTUP_TIMEOUT, chmod, wait_until};
 
 /// Longest a job in these tests may take to reach a state (debug build, busy machine).
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
@@ -134,6 +134,21 @@ impl Batch {
 
     fn dir(&self) -> &Path {
         self.cluster.dir()
+    }
+
+    /// The pid of `job`'s shepherd, from the `pid` file it wrote in its state folder
+    /// (`<submit time>.<job id>`).
+    fn shepherd_of(&self, job: u32) -> u32 {
+        let state = self.cluster.work_dir().join("sbd/localhost/state");
+        let suffix = format!(".{job}");
+        wait_until(&format!("job {job}'s pid file"), JOB_TIMEOUT, || {
+            let folder = fs::read_dir(&state)
+                .ok()?
+                .flatten()
+                .find(|entry| entry.file_name().to_str().is_some_and(|name| name.ends_with(&suffix)))?;
+            let line = fs::read_to_string(folder.path().join("pid")).ok()?;
+            line.split_whitespace().find_map(|field| field.strip_prefix("shepherd=")?.parse().ok())
+        })
     }
 
     /// Lets `nobody` reach the configuration and the credential socket.
@@ -431,21 +446,94 @@ fn mbatchd_kill_9_in_a_500_job_workload_loses_and_repeats_nothing() {
 
 // Goal: kill -9 of sbatchd while jobs run loses nothing: the jobs keep running
 // (their shepherds survive), and after sbatchd's restart their exit statuses
-// still reach mbatchd — DONE for exit 0, EXIT for exit 3.
+// still reach mbatchd — DONE for exit 0, EXIT for exit 3. The shepherd zygote
+// notices that sbatchd is gone and exits on its own, without taking the
+// shepherds it forked along. Method: SIGKILL to sbatchd alone (as the OOM
+// killer or an operator's `kill -9 PID` sends it), not to its process group,
+// so that only the zygote's own watch on its socket can end it.
 #[test]
 fn sbatchd_kill_9_while_jobs_run_still_reports_their_exits() {
     let mut batch = Batch::start();
-    let good = batch.submit(&["sleep 2; exit 0"]);
-    let bad = batch.submit(&["sleep 2; exit 3"]);
+    let good = batch.submit(&["sleep 3; exit 0"]);
+    let bad = batch.submit(&["sleep 3; exit 3"]);
     batch.wait_status(good, "RUN");
     batch.wait_status(bad, "RUN");
-    batch.sbatchd.take().expect("sbatchd runs").kill();
-    std::thread::sleep(Duration::from_secs(3)); // the jobs end while no sbatchd runs
+    let mut sbatchd = batch.sbatchd.take().expect("sbatchd runs");
+    let zygote = wait_until("sbatchd's shepherd zygote", STARTUP_TIMEOUT, || zygote_of(sbatchd.pid()));
+    let shepherds = [batch.shepherd_of(good), batch.shepherd_of(bad)];
+    assert!(shepherds.iter().all(|pid| parent_of(*pid) == Some(zygote)), "forked by the zygote");
+    kill_9(sbatchd.pid());
+    wait_until("the zygote to exit after sbatchd's death", EXIT_TIMEOUT, || {
+        (!is_alive(zygote)).then_some(())
+    });
+    for shepherd in shepherds {
+        assert!(is_alive(shepherd), "shepherd {shepherd} died with the zygote");
+    }
+    sbatchd.kill(); // reaps it (its process group is empty by now)
+    std::thread::sleep(Duration::from_secs(4)); // the jobs end while no sbatchd runs
     batch.start_sbatchd();
     batch.wait_status(good, "DONE");
     batch.wait_status(bad, "EXIT");
     let long = batch.run("bjobs", &["-l", &bad.to_string()]);
     assert!(text(&long).contains("Exited with exit code 3"), "{}", text(&long));
+}
+
+// Goal: kill -9 of the shepherd zygote while jobs run costs nothing: the jobs'
+// shepherds (the zygote's children) go on and report the real exit statuses,
+// and the next job is started by a new zygote.
+#[test]
+fn zygote_kill_9_while_jobs_run_loses_nothing() {
+    let batch = Batch::start();
+    let good = batch.submit(&["sleep 2; exit 0"]);
+    let bad = batch.submit(&["sleep 2; exit 3"]);
+    batch.wait_status(good, "RUN");
+    batch.wait_status(bad, "RUN");
+    let sbatchd = batch.sbatchd.as_ref().expect("sbatchd runs").pid();
+    let zygote = wait_until("sbatchd's shepherd zygote", STARTUP_TIMEOUT, || zygote_of(sbatchd));
+    kill_9(zygote);
+    batch.wait_status(good, "DONE");
+    batch.wait_status(bad, "EXIT");
+    let long = batch.run("bjobs", &["-l", &bad.to_string()]);
+    assert!(text(&long).contains("Exited with exit code 3"), "{}", text(&long));
+    let next = batch.submit(&["exit 5"]);
+    batch.wait_status(next, "EXIT");
+    let long = batch.run("bjobs", &["-l", &next.to_string()]);
+    assert!(text(&long).contains("Exited with exit code 5"), "{}", text(&long));
+    let replacement = wait_until("a new zygote", STARTUP_TIMEOUT, || zygote_of(sbatchd));
+    assert_ne!(replacement, zygote);
+}
+
+/// `kill -9 PID` of one process (not its group).
+fn kill_9(pid: u32) {
+    let status = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().expect("kill");
+    assert!(status.success(), "kill -9 {pid}");
+}
+
+/// The state letter and parent pid of `pid`, from /proc/PID/stat.
+fn proc_state(pid: u32) -> Option<(char, u32)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.next()?.parse().ok()?))
+}
+
+/// Whether `pid` runs (exists and is no zombie).
+fn is_alive(pid: u32) -> bool {
+    proc_state(pid).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X'))
+}
+
+/// The parent of a live `pid`.
+fn parent_of(pid: u32) -> Option<u32> {
+    proc_state(pid).filter(|(state, _)| !matches!(state, 'Z' | 'X')).map(|(_, parent)| parent)
+}
+
+/// The live shepherd zygote of the sbatchd `sbatchd`: its child running `lava-shepherd`.
+fn zygote_of(sbatchd: u32) -> Option<u32> {
+    fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let comm = fs::read_to_string(entry.path().join("comm")).ok()?;
+        (parent_of(pid) == Some(sbatchd) && comm.trim() == "lava-shepherd").then_some(pid)
+    })
 }
 
 /// A one-host cluster whose host takes 8 jobs (MXJ), whatever its CPUs.

@@ -38,7 +38,6 @@
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,7 +54,7 @@ use crate::link::{self, FromMbd, LinkConfig, LinkEvent, OutFrame};
 use crate::procfs::{self, boot_id, process_start_ticks};
 use crate::status::{JobPhases, LoopCounters, SocketCounters, StatusRequest};
 use crate::store::{self, Store, StoreOp};
-use crate::{Error, LOST_WAIT_STATUS, credential, launch, sys};
+use crate::{Error, LOST_WAIT_STATUS, credential, launch, sys, zygote};
 
 /// Interval of the logic's Tick (LavaLite's `SBD_OPERATION_TIMER`).
 pub const TICK_INTERVAL_MS: u64 = 1_000;
@@ -99,8 +98,6 @@ enum Event {
 /// from an earlier one.
 #[derive(Debug)]
 enum WatchEvent {
-    /// The launcher started the shepherd (our child, to be reaped).
-    Launched { job: JobRef, launch: u64, child: Child },
     /// The launcher could not start it.
     LaunchFailed { job: JobRef, launch: u64, message: String },
     /// The `pid` file is durable, or the shepherd gave up (or died) before one existed.
@@ -121,8 +118,8 @@ enum ReadyWait {
 
 /// How a watcher learns that the shepherd has ended.
 enum GoneWait {
-    /// A pidfd opened on our own child right after it started (and its state folder, to
-    /// watch the lock should the pidfd fail).
+    /// The pidfd the zygote opened on the shepherd it forked (and the job's state folder,
+    /// to watch the lock should the pidfd fail).
     Pidfd(OwnedFd, PathBuf),
     /// An adopted shepherd: its pid from the `pid` file (else its lock polled), confirmed by
     /// its lock.
@@ -137,8 +134,6 @@ struct Tracked {
     revision: u64,
     /// The current shepherd's launch number, while one is watched.
     launch: Option<u64>,
-    /// The current shepherd's pid, when this sbatchd started it.
-    shepherd: Option<u32>,
 }
 
 /// A Launch effect handed to the launcher thread.
@@ -172,7 +167,7 @@ pub fn run(options: Options) -> Result<(), Error> {
     let mut tracked = BTreeMap::new();
     let mut records = Vec::with_capacity(loaded.len());
     for (jobfile, revision, record) in loaded {
-        tracked.insert(record.job, Tracked { jobfile, revision, launch: None, shepherd: None });
+        tracked.insert(record.job, Tracked { jobfile, revision, launch: None });
         records.push(record);
     }
     let n_records = records.len();
@@ -251,7 +246,6 @@ pub fn run(options: Options) -> Result<(), Error> {
             layout,
             tracked,
             noted: BTreeMap::new(),
-            children: BTreeMap::new(),
             next_launch: 0,
             inputs: Vec::new(),
             out_tx,
@@ -360,8 +354,6 @@ struct Daemon {
     tracked: BTreeMap<JobRef, Tracked>,
     /// Noted records not written yet (the latest per job).
     noted: BTreeMap<JobRef, JobRecord>,
-    /// Shepherds this sbatchd started and has not reaped yet, by pid.
-    children: BTreeMap<u32, Child>,
     next_launch: u64,
     /// Inputs produced while carrying out effects.
     inputs: Vec<Input>,
@@ -467,7 +459,6 @@ impl Daemon {
     fn handle(&mut self, event: Event, effects: &mut Vec<Effect>) -> Result<(), Error> {
         match event {
             Event::Tick => {
-                self.reap_children();
                 self.sample_memory(effects);
                 self.step(Input::Tick, effects);
             }
@@ -494,15 +485,6 @@ impl Daemon {
                 };
                 self.step(input, effects);
             }
-            Event::Watch(WatchEvent::Launched { job, launch, child }) => {
-                let pid = child.id();
-                self.children.insert(pid, child);
-                if self.is_current(job, launch)
-                    && let Some(tracked) = self.tracked.get_mut(&job)
-                {
-                    tracked.shepherd = Some(pid);
-                }
-            }
             Event::Watch(WatchEvent::LaunchFailed { job, launch, message }) => {
                 if self.is_current(job, launch) {
                     if let Some(tracked) = self.tracked.get_mut(&job) {
@@ -519,12 +501,8 @@ impl Daemon {
             }
             Event::Watch(WatchEvent::Gone { job, launch }) => {
                 if self.is_current(job, launch) {
-                    let shepherd = self.tracked.get_mut(&job).and_then(|tracked| {
+                    if let Some(tracked) = self.tracked.get_mut(&job) {
                         tracked.launch = None;
-                        tracked.shepherd.take()
-                    });
-                    if let Some(pid) = shepherd {
-                        self.reap(pid);
                     }
                     self.on_gone(job, effects)?;
                 }
@@ -802,7 +780,6 @@ impl Daemon {
                         jobfile: jobfile.clone(),
                         revision: 0,
                         launch: None,
-                        shepherd: None,
                     });
                     tracked.jobfile = jobfile.clone();
                     tracked.revision += 1;
@@ -914,25 +891,16 @@ impl Daemon {
     fn watch(&self, job: JobRef, launch: u64, ready: ReadyWait, gone: GoneWait) {
         tokio::spawn(watch(self.watch_tx.clone(), job, launch, ready, gone));
     }
-
-    /// Collects one shepherd of this sbatchd if it has ended.
-    fn reap(&mut self, pid: u32) {
-        if let Some(child) = self.children.get_mut(&pid)
-            && !matches!(child.try_wait(), Ok(None))
-        {
-            self.children.remove(&pid);
-        }
-    }
-
-    /// Collects every shepherd of this sbatchd that has ended, so that no zombie remains.
-    fn reap_children(&mut self) {
-        self.children.retain(|_, child| matches!(child.try_wait(), Ok(None)));
-    }
 }
 
-/// The launcher thread: carries out Launch effects one after the other (one thread, so a
-/// descriptor meant for one shepherd is never inherited by another), reports each start
-/// to the loop, and then has the new shepherd watched.
+/// How often the launcher thread, when idle, looks whether the shepherd zygote has died
+/// (to reap and log it; a new one starts at the next launch).
+const ZYGOTE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The launcher thread: carries out Launch effects one after the other through the
+/// shepherd zygote it owns ([`crate::zygote`]: one request and answer at a time), reports a
+/// failed start to the loop, and has each new shepherd watched. sbatchd reaps no shepherd:
+/// they are the zygote's children, and the zygote reaps them.
 fn launcher(
     exe: &Path,
     layout: &Layout,
@@ -940,8 +908,18 @@ fn launcher(
     events: &mpsc::Sender<WatchEvent>,
     runtime: &tokio::runtime::Handle,
 ) {
-    for LaunchRequest { job, launch, run_spec, jobfile } in requests {
-        let started = match launch::start(exe, layout, job, &run_spec, &jobfile) {
+    let mut zygote = zygote::Client::new(launch::shepherd_program(exe), layout.state_root());
+    loop {
+        let LaunchRequest { job, launch, run_spec, jobfile } =
+            match requests.recv_timeout(ZYGOTE_CHECK_INTERVAL) {
+                Ok(request) => request,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    zygote.check();
+                    continue;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            };
+        let started = match launch::start(&mut zygote, layout, job, &run_spec, &jobfile) {
             Ok(started) => started,
             Err(message) => {
                 if events.blocking_send(WatchEvent::LaunchFailed { job, launch, message }).is_err() {
@@ -951,18 +929,14 @@ fn launcher(
             }
         };
         let dir = layout.state_dir(&jobfile);
-        let pid = i32::try_from(started.child.id()).unwrap_or(i32::MAX);
-        let gone = match sys::pidfd_open(pid) {
-            Ok(pidfd) => GoneWait::Pidfd(pidfd, dir),
-            Err(err) => {
-                tracing::warn!(%job, "pidfd_open: {err}; watching the shepherd's lock instead");
+        let gone = match started.shepherd {
+            Some((_, Some(pidfd))) => GoneWait::Pidfd(pidfd, dir),
+            Some((pid, None)) => {
+                tracing::warn!(%job, pid, "no pidfd for the shepherd; watching its lock instead");
                 GoneWait::Adopted(dir)
             }
+            None => GoneWait::Adopted(dir),
         };
-        // Launched goes first, so the loop knows the child before any of its events.
-        if events.blocking_send(WatchEvent::Launched { job, launch, child: started.child }).is_err() {
-            return;
-        }
         runtime.spawn(watch(events.clone(), job, launch, ReadyWait::Pipe(started.notify), gone));
     }
 }

@@ -56,10 +56,9 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lava_batch_ll::JobRef;
@@ -67,8 +66,8 @@ use lava_sbd::RunSpec;
 
 use crate::handoff::{LAUNCH_PLAN_VERSION, LaunchPlan};
 use crate::layout::{self, JOB_SCRIPT_FILE, Layout};
-use crate::shepherd::{LOCK_FD_FLAG, NOTIFY_FD_FLAG, PLAN_FD_FLAG, SHEPHERD_PROGRAM};
-use crate::sys;
+use crate::shepherd::SHEPHERD_PROGRAM;
+use crate::{sys, zygote};
 
 /// The shell that runs every job script.
 pub const JOB_SHELL: &str = "/bin/sh";
@@ -307,8 +306,11 @@ pub fn write_job_script(job_dir: &Path, script: &str, uid: u32, gid: u32) -> io:
 /// A shepherd just started.
 #[derive(Debug)]
 pub struct StartedShepherd {
-    /// The shepherd process (our child, to be reaped).
-    pub child: Child,
+    /// The shepherd's pid and a pidfd for it (the pidfd absent only if the zygote could not
+    /// open one); `None` when the zygote failed after receiving the launch, so that whether
+    /// a shepherd runs is learnt from the notification pipe and the job's lock, as after a
+    /// restart ([`crate::zygote`]).
+    pub shepherd: Option<(u32, Option<OwnedFd>)>,
     /// Read end of the notification pipe: one byte (or end-of-file) once the `pid` file is
     /// durable or the launch failed before a pid existed.
     pub notify: OwnedFd,
@@ -321,12 +323,12 @@ pub fn shepherd_program(sbatchd_exe: &Path) -> PathBuf {
     sbatchd_exe.with_file_name(SHEPHERD_PROGRAM)
 }
 
-/// Prepares the state folder and starts the shepherd of a job (see the crate doc's
-/// shepherd protocol) from the folder of `sbatchd_exe` ([`shepherd_program`]). Files of an
-/// earlier attempt are removed first: a Launch only comes when no shepherd of the job is
-/// alive, which the job's lock confirms.
+/// Prepares the state folder and has the zygote fork the shepherd of a job (see the
+/// crate doc's shepherd protocol and [`crate::zygote`]). Files of an earlier attempt are
+/// removed first: a Launch only comes when no shepherd of the job is alive, which the
+/// job's lock confirms.
 pub fn start(
-    sbatchd_exe: &Path,
+    zygote: &mut zygote::Client,
     layout: &Layout,
     job: JobRef,
     spec: &RunSpec,
@@ -366,28 +368,19 @@ pub fn start(
     let plan_file = sys::memory_file(c"lava-launch-plan", &plan_bytes)
         .map_err(|err| format!("cannot hold the launch plan in memory: {err}"))?;
     let (notify_read, notify_write) = io::pipe().map_err(|err| format!("cannot create a pipe: {err}"))?;
-    let copy_error = |err: io::Error| format!("cannot pass a descriptor to the shepherd: {err}");
-    let notify_copy = sys::inheritable_copy(notify_write.as_fd()).map_err(copy_error)?;
-    let lock_copy = sys::inheritable_copy(lock.as_fd()).map_err(copy_error)?;
-    let plan_copy = sys::inheritable_copy(plan_file.as_fd()).map_err(copy_error)?;
-    let program = shepherd_program(sbatchd_exe);
-    let child = Command::new(&program)
-        .arg(&state_dir)
-        .arg(NOTIFY_FD_FLAG)
-        .arg(notify_copy.as_raw_fd().to_string())
-        .arg(LOCK_FD_FLAG)
-        .arg(lock_copy.as_raw_fd().to_string())
-        .arg(PLAN_FD_FLAG)
-        .arg(plan_copy.as_raw_fd().to_string())
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|err| format!("cannot start the shepherd {}: {err}", program.display()))?;
-    // Our copies close here: the shepherd now holds the lock and the pipe's only writer.
-    drop((notify_copy, lock_copy, plan_copy, plan_file, notify_write, lock));
-    Ok(StartedShepherd { child, notify: OwnedFd::from(notify_read) })
+    let started = zygote.launch(&state_dir, notify_write.as_fd(), lock.as_fd(), plan_file.as_fd());
+    // Our copies close here: the shepherd (or the zygote, until it has answered) holds the
+    // lock and the pipe's only writer.
+    drop((plan_file, notify_write, lock));
+    let shepherd = match started {
+        Ok(zygote::Started { pid, pidfd }) => Some((pid, pidfd)),
+        Err(zygote::LaunchError::NotStarted(message)) => return Err(message),
+        Err(zygote::LaunchError::Unknown(why)) => {
+            tracing::warn!(%job, "{why}; whether the shepherd started is learnt from the job's folder");
+            None
+        }
+    };
+    Ok(StartedShepherd { shepherd, notify: OwnedFd::from(notify_read) })
 }
 
 /// Takes the job's lock, waiting a little for a previous shepherd that is exiting.
@@ -428,6 +421,7 @@ mod tests {
     use lava_batch_ll::JobSpec;
     use lava_batch_wire as wire;
     use lava_sbd::UserInfo;
+    use std::process::Command;
 
     use super::*;
 

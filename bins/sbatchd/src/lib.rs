@@ -74,6 +74,7 @@ pub mod shepherd;
 pub mod status;
 pub mod store;
 pub mod sys;
+pub mod zygote;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

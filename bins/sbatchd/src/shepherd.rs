@@ -34,7 +34,7 @@
 use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -105,13 +105,25 @@ fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<ShepherdArgs, 
     })
 }
 
-/// `main` of the `lava-shepherd` program.
+/// Exit status of a shepherd whose job ran (whatever the job's own status).
+pub const EXIT_OK: u8 = 0;
+/// Exit status of a shepherd that could not start its job (it wrote `exit` saying why).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status of a shepherd not started by sbatchd (bad command line or descriptors).
+pub const EXIT_USAGE: u8 = 2;
+
+/// `main` of the `lava-shepherd` program: a shepherd, or with [`crate::zygote::ZYGOTE_FLAG`]
+/// first, the zygote that forks shepherds.
 pub fn main() -> ExitCode {
-    match parse_args(std::env::args_os().skip(1)) {
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args.peek().is_some_and(|first| first == crate::zygote::ZYGOTE_FLAG) {
+        return crate::zygote::main(args.skip(1));
+    }
+    match parse_args(args) {
         Ok(args) => run(&args),
         Err(message) => {
             eprintln!("{SHEPHERD_PROGRAM}: {message}; only sbatchd starts shepherds");
-            ExitCode::from(2)
+            ExitCode::from(EXIT_USAGE)
         }
     }
 }
@@ -130,13 +142,20 @@ fn run(args: &ShepherdArgs) -> ExitCode {
             "{SHEPHERD_PROGRAM}: descriptor {} is not the job's lock; only sbatchd starts shepherds",
             args.lock_fd
         );
-        return ExitCode::from(2);
+        return ExitCode::from(EXIT_USAGE);
     };
     let notify = args.notify_fd.and_then(|fd| sys::inherited_fd(fd).ok()).map(File::from);
     let plan = sys::inherited_fd(args.plan_fd).map(File::from);
+    ExitCode::from(run_with(&args.state_dir, lock, notify, plan))
+}
+
+/// The shepherd proper, from its descriptors (inherited by an executed `lava-shepherd`, or
+/// received by the zygote for a forked one): makes itself a new session, runs the job, and
+/// returns the exit status ([`EXIT_OK`] or [`EXIT_FAILED`]). The lock is held until then.
+pub fn run_with(state_dir: &Path, lock: OwnedFd, notify: Option<File>, plan: std::io::Result<File>) -> u8 {
     // Already a session leader only if started by hand; nothing to do then.
     let _ = sys::new_session();
-    let mut shepherd = Shepherd { state_dir: &args.state_dir, notify };
+    let mut shepherd = Shepherd { state_dir, notify };
     let code = shepherd.run(plan);
     drop(lock);
     code
@@ -149,7 +168,7 @@ struct Shepherd<'a> {
 
 impl Shepherd<'_> {
     /// Runs the job from the launch plan in `plan` (the inherited in-memory file).
-    fn run(&mut self, plan: std::io::Result<File>) -> ExitCode {
+    fn run(&mut self, plan: std::io::Result<File>) -> u8 {
         let plan = match read_plan(plan) {
             Ok(plan) => plan,
             Err(message) => return self.fail_before_pid("plan", 0, message),
@@ -191,7 +210,7 @@ impl Shepherd<'_> {
                 end_time_ms: now_ms(),
                 message,
             });
-            return ExitCode::FAILURE;
+            return EXIT_FAILED;
         }
         let exit = match sys::wait4(pid) {
             Ok(reaped) => ExitFile::Exited {
@@ -212,14 +231,14 @@ impl Shepherd<'_> {
             },
         };
         self.write_exit(&exit);
-        ExitCode::SUCCESS
+        EXIT_OK
     }
 
     /// Records a failure that happened before any pid existed, tells sbatchd, and exits.
-    fn fail_before_pid(&mut self, stage: &str, errno: i32, message: String) -> ExitCode {
+    fn fail_before_pid(&mut self, stage: &str, errno: i32, message: String) -> u8 {
         self.write_exit(&ExitFile::Failed { stage: stage.to_owned(), errno, end_time_ms: now_ms(), message });
         self.notify_sbatchd();
-        ExitCode::FAILURE
+        EXIT_FAILED
     }
 
     fn write_exit(&self, exit: &ExitFile) {
