@@ -1138,6 +1138,31 @@ fn a_simple_command_runs_as_through_the_shell() {
     assert!(written.contains("sh: no-such-command-lavacore: not found\n"), "{written}");
 }
 
+// Goal: a job started through the shepherd zygote (which blocks SIGCHLD for its own
+// loop) gets the signal state any process expects: nothing blocked, no ordinary signal
+// ignored (SIGPIPE and SIGCHLD included), and only standard input, output and error
+// open (no descriptor of the zygote, of sbatchd or of another job). Method: the job
+// reads its own /proc status and fd folder. (glibc's two internal real-time signals,
+// 32 and 33, may show as ignored: glibc's posix_spawn ignores them in the child it
+// starts, and an ignored signal stays ignored across exec; so it was when sbatchd
+// executed every shepherd, and they are not signals a job is sent.)
+#[test]
+fn a_job_starts_with_no_blocked_signals_and_no_stray_descriptors() {
+    let batch = Batch::start();
+    let out = batch.dir().join("status.out");
+    let job = batch.submit(&["-o", path_str(&out), "cat /proc/self/status; ls /proc/self/fd"]);
+    batch.wait_status(job, "DONE");
+    let written = fs::read_to_string(&out).expect("the output file");
+    let mask = |name: &str| written.lines().find_map(|line| line.strip_prefix(&format!("{name}:\t")));
+    assert_eq!(mask("SigBlk"), Some("0000000000000000"), "{written}");
+    let ignored = mask("SigIgn").and_then(|hex| u64::from_str_radix(hex, 16).ok()).expect("SigIgn");
+    let glibc_internal = (1u64 << (32 - 1)) | (1u64 << (33 - 1));
+    assert_eq!(ignored & !glibc_internal, 0, "{written}");
+    // `ls` lists its own descriptors: 0, 1, 2 and the one it reads the folder with.
+    let fds: Vec<&str> = written.lines().filter(|line| line.parse::<u32>().is_ok()).collect();
+    assert_eq!(fds, ["0", "1", "2", "3"], "{written}");
+}
+
 // Goal: bsub -b confirms the begin time on standard error, as LSF's ctime.
 #[test]
 fn bsub_b_confirms_the_begin_time() {

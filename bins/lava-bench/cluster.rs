@@ -333,9 +333,32 @@ impl Daemon {
     }
 
     /// CPU seconds (user + system) it used so far, and those of its children it reaped
-    /// (sbatchd's shepherds, with their jobs).
+    /// (for sbatchd: its shepherd zygotes that ended, with everything they had reaped).
     pub fn cpu_secs(&self) -> anyhow::Result<(f64, f64)> {
         process_cpu_secs(self.pid())
+    }
+
+    /// CPU seconds of its live children, each with the children it reaped: for sbatchd,
+    /// its shepherd zygote and the shepherds (with their jobs) the zygote reaped. A child
+    /// that ends between two readings moves from here to the second figure of
+    /// [`Daemon::cpu_secs`] once reaped, so the sum of the two only grows.
+    pub fn live_children_cpu_secs(&self) -> anyhow::Result<f64> {
+        let mut total = 0.0;
+        for entry in fs::read_dir("/proc").context("read /proc")?.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+                continue;
+            };
+            // A process that ends meanwhile is skipped: it is counted once its parent reaps it.
+            let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else { continue };
+            let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            if parent.and_then(|parent| parent.parse::<u32>().ok()) != Some(self.pid()) {
+                continue;
+            }
+            if let Ok((own, reaped)) = process_cpu_secs(pid) {
+                total += own + reaped;
+            }
+        }
+        Ok(total)
     }
 
     /// Kills its process group with SIGKILL and reaps it.

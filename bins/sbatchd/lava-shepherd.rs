@@ -1,6 +1,8 @@
-//! lava-shepherd: the per-job shepherd sbatchd starts (see `lava_sbatchd::shepherd`). A
-//! program of its own, not a mode of sbatchd, so that each job's start loads only the
-//! shepherd's code: it links no async runtime, logging stack or argument parser.
+//! lava-shepherd: the per-job shepherd (see `lava_sbatchd::shepherd`), and with `--zygote`
+//! the long-lived process sbatchd keeps to fork each job's shepherd from (see
+//! `lava_sbatchd::zygote`). A program of its own, not a mode of sbatchd, so that the
+//! zygote (and a shepherd started by hand) is a small single-threaded process: it links no
+//! async runtime, logging stack or argument parser.
 
 fn main() -> std::process::ExitCode {
     lava_sbatchd::shepherd::main()

@@ -121,8 +121,8 @@ enum GoneWait {
     /// The pidfd the zygote opened on the shepherd it forked (and the job's state folder,
     /// to watch the lock should the pidfd fail).
     Pidfd(OwnedFd, PathBuf),
-    /// An adopted shepherd: its pid from the `pid` file (else its lock polled), confirmed by
-    /// its lock.
+    /// An adopted shepherd (or one whose start the zygote did not confirm, or without a
+    /// pidfd): its pid from the `pid` file (else its lock polled), confirmed by its lock.
     Adopted(PathBuf),
 }
 

@@ -1,5 +1,15 @@
 //! Carrying out a Launch effect: the job script, the execution plan, and the shepherd.
 //!
+//! # The shepherd's start
+//! [`start`] prepares the job's state folder (created, locked, stale files removed), writes
+//! the job script, puts the launch plan in a memfd and makes the notification pipe, then
+//! asks the shepherd zygote ([`crate::zygote`]) to fork the shepherd with those
+//! descriptors: one message and one answer, no program executed. The answer gives the
+//! shepherd's pid and a pidfd, which sbatchd watches; a zygote that refuses or cannot be
+//! reached makes the launch a start failure (SpawnFailed) as before; a zygote that fails
+//! after taking the request leaves sbatchd to learn from the notification pipe and the
+//! job's lock whether a shepherd runs, exactly as after a restart.
+//!
 //! # The job's process
 //! `/bin/sh <jobs>/<jobfile>/job.sh`, where `job.sh` is `#!/bin/sh`, a line exporting
 //! `LSB_JOBPID`, the pre-execution command if any, and the command (a script body of up to

@@ -20,7 +20,8 @@
 //! on the first server host of lsf.cluster, at its `LAVA_ADDR` (else its resolved name) and
 //! `LSB_MBD_PORT`. The ready file (the daemon's pid) is written once the credential socket
 //! listens, before mbatchd is reachable. SIGTERM or SIGINT stops sbatchd; jobs keep running
-//! under their shepherds and a later sbatchd adopts them. SIGHUP reloads nothing (it is
+//! under their shepherds and a later sbatchd adopts them (the shepherd zygote, sbatchd's
+//! only child process, sees sbatchd's end of their socket close and exits by itself). SIGHUP reloads nothing (it is
 //! logged; see [`daemon`] for what sbatchd tells systemd). A systemd unit must therefore say
 //! `KillMode=process` (as LavaLite's does), or stopping the service kills every job.
 //!
@@ -30,10 +31,12 @@
 //! the handoff files' in [`handoff`].
 //!
 //! # The shepherd
-//! `lava-shepherd <state/jobfile> ...` (a small program of its own, next to sbatchd, which
-//! makes itself a new session): see [`shepherd`] for its protocol with sbatchd, and [`launch`] for
+//! One per job, in a new session of its own, forked by sbatchd's shepherd zygote (one
+//! long-lived `lava-shepherd --zygote` per sbatchd, the small program installed next to
+//! sbatchd; see [`zygote`]): see [`shepherd`] for its protocol with sbatchd, and [`launch`] for
 //! the job's process, environment and standard files (output without `-o` goes to
-//! `<home>/.lsbatch/<jobfile>.out` and `.err`).
+//! `<home>/.lsbatch/<jobfile>.out` and `.err`). The zygote exits when sbatchd does; the
+//! shepherds do not.
 //!
 //! # Restart and adoption
 //! At start every record is loaded (a damaged one stops the daemon, naming the file), then
@@ -56,7 +59,7 @@
 //! # Map
 //! [`daemon`] (start-up, event loop, effect executor), [`link`] (mbatchd channel),
 //! [`credential`] (local socket and its status query), [`status`] (the status counters), [`store`] (records, group commit), [`launch`] (job script,
-//! plan, shepherd start), [`shepherd`], [`handoff`] (file formats), [`layout`] (paths,
+//! plan, shepherd start), [`shepherd`], [`zygote`] (the process shepherds are forked from), [`handoff`] (file formats), [`layout`] (paths,
 //! durable writes), [`procfs`] (process identity and memory), [`peek`] (`bpeek`'s
 //! SBD_PEEK, answered outside the logic), [`sys`] (the only unsafe code).
 

@@ -1,22 +1,26 @@
-//! The shepherd: `lava-shepherd <state/jobfile> --notify-fd N --lock-fd M`, one per job,
-//! single-threaded, plain std. It starts the job, records its pid durably before the job
-//! may execute, waits for it, and records how it ended durably before exiting. It outlives
-//! sbatchd (its own session), so a job survives an sbatchd restart and its end is still
-//! captured.
+//! The shepherd: one per job, single-threaded, plain std. It starts the job, records its
+//! pid durably before the job may execute, waits for it, and records how it ended durably
+//! before exiting. It outlives sbatchd (its own session), so a job survives an sbatchd
+//! restart and its end is still captured.
 //!
-//! It is a program of its own (`bins/sbatchd/lava-shepherd.rs`, installed next to sbatchd,
-//! which starts it from there: [`crate::launch::shepherd_program`]) rather than a mode of
-//! sbatchd, because one starts per job: a small binary that parses its three arguments by
-//! hand and links none of the daemon's runtime (tokio, tracing, clap) costs far less to
-//! execute and load than the daemon's (docs/benchmarks.md, `e2e`).
+//! sbatchd has each shepherd forked by its shepherd zygote ([`crate::zygote`]: a
+//! long-lived `lava-shepherd --zygote`), which runs [`run_with`] in the child with the
+//! job's three descriptors; no program is executed per shepherd. The same code runs as a
+//! program, `lava-shepherd <state/jobfile> --notify-fd N --lock-fd M --plan-fd P` with the
+//! descriptors inherited at those numbers ([`main`]), which is how sbatchd started every
+//! shepherd before the zygote and how one can be run by hand. Both are in
+//! `bins/sbatchd/lava-shepherd.rs`, installed next to sbatchd
+//! ([`crate::launch::shepherd_program`]), a small binary that links none of the daemon's
+//! runtime (tokio, tracing, clap), so the zygote is small and single-threaded.
 //!
 //! Protocol with sbatchd (see also [`crate::handoff`] for the file formats):
 //! 1. sbatchd takes the job's lock (an flock on the job's state folder), puts the launch
-//!    plan in an in-memory file, and starts
-//!    `lava-shepherd DIR --notify-fd N --lock-fd M --plan-fd P` (posix_spawn, standard
-//!    streams on /dev/null, empty environment) with the write end of a pipe, the lock and
-//!    the plan inherited at those numbers. The shepherd holds the lock until it exits: the
-//!    lock being free means no shepherd lives, and none can appear.
+//!    plan in an in-memory file, and sends the zygote the job's state folder with the
+//!    write end of a pipe, the lock and the plan (`SCM_RIGHTS`). The zygote forks; the
+//!    child keeps only those three descriptors (its standard streams are /dev/null, its
+//!    environment empty, as the zygote's) and becomes the shepherd; the zygote answers
+//!    with its pid and a pidfd. The shepherd holds the lock until it exits: the lock being
+//!    free means no shepherd lives, and none can appear.
 //! 2. The shepherd makes itself a new session (setsid), so that it survives sbatchd and no
 //!    terminal signal reaches it, reads the plan, looks up the user's groups and forks the job's process,
 //!    which prepares itself (session, identity, umask, cwd, files) and stops at its gate.
@@ -28,8 +32,8 @@
 //!    job's preparation failed (reported at the gate), `exit` says `failed` with the stage
 //!    and errno: the job finishes as a start failure (exit 127).
 //! 5. It waits for the job (wait4: status and resource usage), writes `exit` (`exited`)
-//!    durably and exits. sbatchd watches the shepherd with a pidfd and reads `exit` when
-//!    it ends.
+//!    durably and exits (the zygote reaps it). sbatchd watches the shepherd with the
+//!    pidfd the zygote gave it and reads `exit` when it ends.
 
 use std::ffi::{CString, OsString};
 use std::fs::File;

@@ -12,9 +12,14 @@
 //!   [`effective_uid`].
 //! - [`pidfd_open`]: a file descriptor that becomes readable when a process ends, also for
 //!   a process that is not our child (a shepherd adopted after an sbatchd restart).
-//! - [`inheritable_copy`] and [`inherited_fd`]: hand a descriptor to the shepherd and take
-//!   it over there; [`memory_file`]: the launch plan in memory; [`new_session`]: the
-//!   shepherd's own session.
+//! - [`inheritable_copy`] and [`inherited_fd`]: hand a descriptor to an executed program
+//!   (the zygote's socket) and take it over there; [`memory_file`]: the launch plan in
+//!   memory; [`new_session`]: the shepherd's own session.
+//! - The shepherd zygote's ([`crate::zygote`]): [`seqpacket_pair`], [`send_with_fds`] and
+//!   [`recv_with_fds`] (messages with descriptors, `SCM_RIGHTS`), [`poll`], [`file_type`],
+//!   [`fork`] (single-threaded callers only), [`reap_ended_children`],
+//!   [`block_child_signal`], [`child_signal_fd`], [`drain_signal_fd`],
+//!   [`restore_signal_mask`], [`close_descriptors_except`].
 //!
 //! Everything the child does between fork and execve is async-signal-safe:
 //! every string and array is prepared before the fork, and the child only makes
@@ -527,10 +532,10 @@ pub async fn wait_readable(fd: OwnedFd) -> io::Result<()> {
 }
 
 /// A duplicate of `fd` *without* close-on-exec, for a child to inherit. std starts the
-/// shepherd with `posix_spawn` (no fork: fast, and nothing runs between fork and exec),
-/// which cannot move a descriptor to a chosen number, so the shepherd is told the numbers.
-/// The caller drops the duplicate right after the spawn; sbatchd starts processes from one
-/// thread only, so no other child can inherit it meanwhile.
+/// shepherd zygote with `posix_spawn` (no fork: fast, and nothing runs between fork and
+/// exec), which cannot move a descriptor to a chosen number, so the zygote is told the
+/// number. The caller drops the duplicate right after the spawn; sbatchd starts processes
+/// from one thread only (the launcher), so no other child can inherit it meanwhile.
 pub fn inheritable_copy(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD on an open descriptor returns a new descriptor (or -1).
     let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 3) };

@@ -225,7 +225,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         eprintln!(
             "lava-shepherd --zygote: descriptor {socket_fd} is not open; only sbatchd starts the zygote"
         );
-        return ExitCode::from(2);
+        return ExitCode::from(crate::shepherd::EXIT_USAGE);
     };
     // fork is only safe here because nothing in this process ever starts a thread.
     match sys::thread_count() {
@@ -256,7 +256,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: lava-shepherd {ZYGOTE_FLAG} {SOCKET_FD_FLAG} N STATE_ROOT (only sbatchd starts the zygote)"
     );
-    ExitCode::from(2)
+    ExitCode::from(crate::shepherd::EXIT_USAGE)
 }
 
 /// What starting one shepherd gave: its pid and a pidfd for it, or why nothing started.
