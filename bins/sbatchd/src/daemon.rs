@@ -440,7 +440,7 @@ impl Daemon {
             }
             self.carry_out(effects).await?;
             if ticked {
-                self.write_noted()?;
+                self.write_noted();
                 if let Err(error) = notifier.tick(std::time::Instant::now()) {
                     tracing::warn!("systemd watchdog: {error}");
                 }
@@ -819,15 +819,15 @@ impl Daemon {
     }
 
     /// Writes the noted records, without fsync (see the module doc), each under its next
-    /// revision.
-    fn write_noted(&mut self) -> Result<(), Error> {
+    /// revision; a failed write is logged by the store and never stops the daemon.
+    fn write_noted(&mut self) {
         let mut writes = Vec::with_capacity(self.noted.len());
         for (job, record) in std::mem::take(&mut self.noted) {
             let Some(tracked) = self.tracked.get_mut(&job) else { continue };
             tracked.revision += 1;
             writes.push((tracked.jobfile.clone(), store::encode_record(&record, tracked.revision)));
         }
-        self.store.write_noted(&writes)
+        self.store.write_noted(&writes);
     }
 
     /// At a clean stop: the noted records become durable, so that a restart resends nothing

@@ -320,18 +320,29 @@ impl Store {
 
     /// Writes noted records (`jobfile`, encoded record) to their `record.noted` files, in
     /// place and without fsync (see the module doc). A job whose folder is gone is skipped.
-    pub fn write_noted(&self, noted: &[(String, Vec<u8>)]) -> Result<(), Error> {
+    /// A write that fails is logged, naming the file, and the others go on: a noted record
+    /// is one a crash may lose anyway, so failing to write one breaks no promise (its facts
+    /// come back as the module doc says), and the daemon keeps serving. Returns how many
+    /// writes failed.
+    pub fn write_noted(&self, noted: &[(String, Vec<u8>)]) -> usize {
+        let mut failed = 0;
         for (jobfile, bytes) in noted {
-            let dir = self.layout.state_dir(jobfile);
+            let path = self.layout.state_dir(jobfile).join(NOTED_FILE);
             // In place, no temporary file: a write cut short fails the checksum and is
             // ignored at load like any damaged noted record.
-            match fs::write(dir.join(NOTED_FILE), bytes) {
+            match fs::write(&path, bytes) {
                 Ok(()) => {}
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => return Err(Error::Io { path: dir.join(NOTED_FILE), source }),
+                Err(err) => {
+                    failed += 1;
+                    tracing::error!(
+                        file = %path.display(),
+                        "cannot write a noted record: {err}; a restart would resend what it noted"
+                    );
+                }
             }
         }
-        Ok(())
+        failed
     }
 
     /// Deletes `state/<jobfile>` and `jobs/<jobfile>`.
@@ -451,8 +462,24 @@ mod tests {
         // write_noted writes the file; a job whose folder is gone is skipped.
         fs::remove_file(layout.state_dir(&jobfile).join(NOTED_FILE)).expect("rm");
         let gone = (String::from("1700000000.99"), encode_record(&acked, 1));
-        store.write_noted(&[(jobfile.clone(), encode_record(&acked, 4)), gone]).expect("write noted");
-        assert_eq!(store.load().expect("load"), vec![(jobfile, 4, acked)]);
+        assert_eq!(store.write_noted(&[(jobfile.clone(), encode_record(&acked, 4)), gone]), 0);
+        assert_eq!(store.load().expect("load"), vec![(jobfile.clone(), 4, acked.clone())]);
+        // A write that fails (here: a folder where the file should be) is counted and
+        // logged, the other writes go on, and load still takes the durable record.
+        let other = record(2);
+        let other_jobfile = layout::jobfile_name(other.run_spec.submit_time_s, other.job);
+        store
+            .commit(&[StoreOp::Persist { jobfile: other_jobfile.clone(), bytes: encode_record(&other, 1) }])
+            .expect("commit");
+        fs::remove_file(layout.state_dir(&jobfile).join(NOTED_FILE)).expect("rm");
+        fs::create_dir(layout.state_dir(&jobfile).join(NOTED_FILE)).expect("mkdir in the way");
+        let other_acked = JobRecord { pid_acked: true, pid: 6, pgid: 6, exec_time_ms: 1, ..other.clone() };
+        let writes = [
+            (jobfile.clone(), encode_record(&acked, 5)),
+            (other_jobfile.clone(), encode_record(&other_acked, 2)),
+        ];
+        assert_eq!(store.write_noted(&writes), 1);
+        assert_eq!(store.load().expect("load"), vec![(jobfile, 2, durable), (other_jobfile, 2, other_acked)]);
     }
 
     // Goal: load finds committed records, cleans up a folder without a record, and stops
