@@ -10,7 +10,6 @@ mod util;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -64,33 +63,6 @@ fn command(cluster: &Cluster, name: &str, args: &[&str]) -> (bool, String, Strin
 /// Longest mbatchd may take to show a change of lim's view in bhosts (it polls the master
 /// lim; debug build, busy 2-core machine).
 const BHOSTS_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A copy of the cluster's configuration for one more sbatchd on this machine: its own
-/// credential socket, everything else shared.
-fn host_envdir(cluster: &Cluster, host: &str) -> PathBuf {
-    let envdir = cluster.dir().join(format!("etc-{host}"));
-    fs::create_dir_all(&envdir).expect("create the envdir");
-    for entry in fs::read_dir(cluster.envdir()).expect("read etc") {
-        let entry = entry.expect("an entry");
-        if entry.file_type().expect("a type").is_file() {
-            fs::copy(entry.path(), envdir.join(entry.file_name())).expect("copy a file");
-        }
-    }
-    let socket = cluster.dir().join(format!("run/lava.{host}.sock"));
-    let conf = fs::read_to_string(envdir.join("lsf.conf")).expect("read lsf.conf");
-    let conf: String = conf
-        .lines()
-        .map(|line| {
-            if line.starts_with("LAVA_CMD_SOCKET=") {
-                format!("LAVA_CMD_SOCKET={}\n", socket.display())
-            } else {
-                format!("{line}\n")
-            }
-        })
-        .collect();
-    fs::write(envdir.join("lsf.conf"), conf).expect("write lsf.conf");
-    envdir
-}
 
 fn start_sbatchd(cluster: &mut Cluster, host: &str, envdir: &Path) -> Daemon {
     let ready = cluster.dir().join(format!("run/sbatchd.{host}.ready"));
@@ -193,7 +165,7 @@ fn three_lims_on_loopback() {
     let h1 = start_lim(&mut cluster, "h1");
     let mut h2 = start_lim(&mut cluster, "h2");
     let _mbatchd = cluster.start_mbatchd();
-    let envdirs = [cluster.envdir(), host_envdir(&cluster, "h1"), host_envdir(&cluster, "h2")];
+    let envdirs = [cluster.envdir(), cluster.host_envdir("h1"), cluster.host_envdir("h2")];
     let _sbatchds: Vec<Daemon> =
         hosts.iter().zip(&envdirs).map(|(host, envdir)| start_sbatchd(&mut cluster, host, envdir)).collect();
 

@@ -13,7 +13,6 @@
 mod util;
 
 use std::ffi::OsStr;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -82,33 +81,6 @@ fn start_mbatchd(cluster: &mut Cluster, ns: &str) -> Daemon {
     let port = daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
     cluster.rewrite_lsf_conf("LSB_MBD_PORT", &port.to_string());
     daemon
-}
-
-/// A copy of the cluster's configuration for one host: its own credential socket (each
-/// sbatchd serves one), everything else shared.
-fn host_envdir(cluster: &Cluster, host: &str) -> PathBuf {
-    let envdir = cluster.dir().join(format!("etc-{host}"));
-    fs::create_dir_all(&envdir).expect("create the envdir");
-    for entry in fs::read_dir(cluster.envdir()).expect("read etc") {
-        let entry = entry.expect("an entry");
-        if entry.file_type().expect("a type").is_file() {
-            fs::copy(entry.path(), envdir.join(entry.file_name())).expect("copy a file");
-        }
-    }
-    let socket = cluster.dir().join(format!("run/lava.{host}.sock"));
-    let conf = fs::read_to_string(envdir.join("lsf.conf")).expect("read lsf.conf");
-    let conf: String = conf
-        .lines()
-        .map(|line| {
-            if line.starts_with("LAVA_CMD_SOCKET=") {
-                format!("LAVA_CMD_SOCKET={}\n", socket.display())
-            } else {
-                format!("{line}\n")
-            }
-        })
-        .collect();
-    fs::write(envdir.join("lsf.conf"), conf).expect("write lsf.conf");
-    envdir
 }
 
 fn start_sbatchd(cluster: &mut Cluster, ns: &str, host: &str, envdir: &Path) -> Daemon {
@@ -229,7 +201,7 @@ fn three_lims_in_network_namespaces() {
     let h1 = start_lim(&mut cluster, &ns[1], "h1");
     let mut h2 = start_lim(&mut cluster, &ns[2], "h2");
     let _mbatchd = start_mbatchd(&mut cluster, &ns[0]);
-    let envdirs: Vec<PathBuf> = HOSTS.iter().map(|host| host_envdir(&cluster, host)).collect();
+    let envdirs: Vec<PathBuf> = HOSTS.iter().map(|host| cluster.host_envdir(host)).collect();
     let _sbatchds: Vec<Daemon> = (0..HOSTS.len())
         .map(|idx| start_sbatchd(&mut cluster, &ns[idx], HOSTS[idx], &envdirs[idx]))
         .collect();

@@ -99,33 +99,6 @@ fn submit(cluster: &Cluster, args: &[&str]) -> u32 {
     util::submitted_job_id(&stdout(&out))
 }
 
-/// A copy of the cluster's configuration for a second sbatchd on this
-/// machine: its own credential socket, everything else shared.
-fn second_envdir(cluster: &Cluster, host: &str) -> PathBuf {
-    let envdir = cluster.dir().join(format!("etc-{host}"));
-    fs::create_dir_all(&envdir).expect("create the envdir");
-    for entry in fs::read_dir(cluster.envdir()).expect("read etc") {
-        let entry = entry.expect("an entry");
-        if entry.file_type().expect("a type").is_file() {
-            fs::copy(entry.path(), envdir.join(entry.file_name())).expect("copy a file");
-        }
-    }
-    let socket = cluster.dir().join(format!("run/lava.{host}.sock"));
-    let conf = fs::read_to_string(envdir.join("lsf.conf")).expect("read lsf.conf");
-    let conf: String = conf
-        .lines()
-        .map(|line| {
-            if line.starts_with("LAVA_CMD_SOCKET=") {
-                format!("LAVA_CMD_SOCKET={}\n", socket.display())
-            } else {
-                format!("{line}\n")
-            }
-        })
-        .collect();
-    fs::write(envdir.join("lsf.conf"), conf).expect("write lsf.conf");
-    envdir
-}
-
 // Goal: lim's view reaches scheduling: a host whose lim stops is `unavail`
 // in bhosts, gets no new job, and its running job shows UNKWN (nothing is
 // logged for it); when its lim is back, the host is `ok`, the job RUN and
@@ -154,7 +127,7 @@ fn a_host_whose_lim_stops_is_unavail_and_its_jobs_unkwn() {
     let _mbatchd = cluster.start_mbatchd();
     let envdir0 = cluster.envdir();
     let _sbd0 = start_sbatchd(&mut cluster, "h0", &envdir0);
-    let envdir1 = second_envdir(&cluster, "h1");
+    let envdir1 = cluster.host_envdir("h1");
     let _sbd1 = start_sbatchd(&mut cluster, "h1", &envdir1);
 
     wait_host(&cluster, "h0", "ok");

@@ -246,6 +246,34 @@ impl Cluster {
         fs::write(&path, lines.join("\n") + "\n").expect("write lsf.conf");
     }
 
+    /// A copy of the configuration for one more sbatchd on this machine, as if on host
+    /// `host`: its own credential socket (each sbatchd serves one), everything else shared.
+    /// Returns the new `LSF_ENVDIR`.
+    pub fn host_envdir(&self, host: &str) -> PathBuf {
+        let envdir = self.dir().join(format!("etc-{host}"));
+        fs::create_dir_all(&envdir).expect("create the envdir");
+        for entry in fs::read_dir(self.envdir()).expect("read etc") {
+            let entry = entry.expect("an entry");
+            if entry.file_type().expect("a type").is_file() {
+                fs::copy(entry.path(), envdir.join(entry.file_name())).expect("copy a file");
+            }
+        }
+        let socket = self.dir().join(format!("run/lava.{host}.sock"));
+        let conf = fs::read_to_string(envdir.join("lsf.conf")).expect("read lsf.conf");
+        let conf: String = conf
+            .lines()
+            .map(|line| {
+                if line.starts_with("LAVA_CMD_SOCKET=") {
+                    format!("LAVA_CMD_SOCKET={}\n", socket.display())
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        fs::write(envdir.join("lsf.conf"), conf).expect("write lsf.conf");
+        envdir
+    }
+
     /// The value of `KEY=` in `lsf.conf`, if set.
     pub fn lsf_conf_value(&self, key: &str) -> Option<String> {
         let text = fs::read_to_string(self.envdir().join("lsf.conf")).expect("read lsf.conf");
