@@ -387,8 +387,9 @@ fn lines(path: &Path) -> usize {
 // Goal: the whole pipeline of one job run as another user. A NEW_JOB for `nobody` whose
 // command prints and exits 3 is answered with its pid; EXECUTE (only after the reply's
 // ACK) carries the absolute working directory and the user; FINISH carries exit status 3;
-// the output file holds what the job printed and nobody's uid; the job script belongs to
-// nobody; the record ends acknowledged.
+// the output file holds what the job printed and nobody's uid; the job's folder and script
+// belonged to nobody while it ran, and the folder is released (renamed away as a spare)
+// once the job has ended; the record ends acknowledged.
 // Method: fake mbatchd, one connection, each stage acknowledged in turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_runs_as_its_user_through_every_stage() {
@@ -399,7 +400,8 @@ async fn job_runs_as_its_user_through_every_stage() {
     cluster.start_sbatchd().await;
     let mut mbd = cluster.accept().await;
 
-    let mut spec = job_spec(101, "nobody", 65534, &out_dir, "echo hello; id -u; exit 3");
+    let command = r#"echo hello; id -u; stat -c %u "$LSB_JOBDIR" "$LSB_JOBFILENAME"; exit 3"#;
+    let mut spec = job_spec(101, "nobody", 65534, &out_dir, command);
     spec.output_file = out_dir.join("job.out").display().to_string();
     mbd.send(Operation::NewJob, &spec).await;
     let reply: wire::NewJobReply = mbd.expect(Operation::NewJobReply).await;
@@ -419,10 +421,12 @@ async fn job_runs_as_its_user_through_every_stage() {
     assert_eq!(finish.finish_reason, wire::FINISH_NORMAL);
     mbd.send(Operation::JobFinishAck, &ack(&spec)).await;
 
-    assert_eq!(fs::read_to_string(out_dir.join("job.out")).expect("output"), "hello\n65534\n");
+    assert_eq!(fs::read_to_string(out_dir.join("job.out")).expect("output"), "hello\n65534\n65534\n65534\n");
     let jobfile = format!("{}.101", spec.submit_time);
-    let script = cluster.host_dir().join("jobs").join(&jobfile).join("job.sh");
-    assert_eq!(fs::metadata(&script).expect("job.sh").uid(), 65534);
+    let job_dir = cluster.host_dir().join("jobs").join(&jobfile);
+    wait_until("the ended job's folder released", || !job_dir.exists()).await;
+    let spare = cluster.host_dir().join("jobs").join(format!("{}0", lava_sbatchd::jobdirs::SPARE_PREFIX));
+    assert_eq!(fs::metadata(&spare).expect("the spare").uid(), 0, "a spare is root's again");
     let record_dir = cluster.host_dir().join("state").join(&jobfile);
     wait_until("FINISH_ACK recorded", || {
         lava_sbatchd::store::read_newest(&record_dir)
@@ -845,4 +849,79 @@ async fn status_query_counts_what_happens() {
     assert!(after["sent.BATCH_NEW_JOB_REPLY"] >= 2, "{text}");
     assert!(after["socket.status_queries"] > running["socket.status_queries"], "{text}");
     assert!(cluster.sbatchd_running());
+}
+
+// Goal: the shepherd's notification pipe says `p` once the pid is durable, then `e` once
+// the job has ended and `exit` is written (sbatchd reports the end from that while the
+// shepherd flushes), then end-of-file when the shepherd ends; `exit` holds the job's status
+// by the time `e` is read.
+// Method: the real lava-shepherd run by hand (its program form) with a plan for
+// `sh -c 'exit 5'` as this test's own user, and the pipe read here.
+#[test]
+fn the_shepherd_says_ready_then_ended_on_its_pipe() {
+    use std::io::Read;
+    use std::os::fd::{AsFd, AsRawFd};
+
+    use lava_sbatchd::handoff::{ExitFile, LAUNCH_PLAN_VERSION, LaunchPlan};
+    use lava_sbatchd::layout;
+    use lava_sbatchd::shepherd::{ENDED_BYTE, LOCK_FD_FLAG, NOTIFY_FD_FLAG, PLAN_FD_FLAG, READY_BYTE};
+    use lava_sbatchd::sys;
+
+    let top = tempfile::tempdir().expect("tempdir");
+    let dir = top.path().join("1.7");
+    fs::create_dir(&dir).expect("mkdir");
+    layout::create_shepherd_files(&dir).expect("empty pid and exit");
+    let uid = sys::effective_uid();
+    let user = sys::lookup_uid(uid).expect("lookup").expect("this test's user");
+    let plan = LaunchPlan {
+        version: LAUNCH_PLAN_VERSION,
+        job_id: 7,
+        array_index: 0,
+        user: user.name.clone(),
+        uid,
+        gid: user.gid,
+        program: "/bin/sh".into(),
+        argv: vec!["sh".into(), "-c".into(), "exit 5".into()],
+        search_path: false,
+        env: vec!["PATH=/usr/bin:/bin".into()],
+        cwd: top.path().display().to_string(),
+        umask: 0o022,
+        stdin: "/dev/null".into(),
+        stdout: "/dev/null".into(),
+        stdout_truncate: false,
+        stderr: "/dev/null".into(),
+        stderr_truncate: false,
+        create_dirs: vec![],
+    };
+    let plan_file =
+        sys::memory_file(c"plan", &lava_xdr::to_bytes(&plan).expect("encode")).expect("the plan in memory");
+    let lock = fs::File::open(&dir).expect("the lock: the folder");
+    let (mut notify_read, notify_write) = std::io::pipe().expect("pipe");
+    let notify = sys::inheritable_copy(notify_write.as_fd()).expect("dup");
+    let lock_copy = sys::inheritable_copy(lock.as_fd()).expect("dup");
+    let plan_copy = sys::inheritable_copy(plan_file.as_fd()).expect("dup");
+    let mut shepherd = Command::new(env!("CARGO_BIN_EXE_lava-shepherd"))
+        .arg(&dir)
+        .args([NOTIFY_FD_FLAG, &notify.as_raw_fd().to_string()])
+        .args([LOCK_FD_FLAG, &lock_copy.as_raw_fd().to_string()])
+        .args([PLAN_FD_FLAG, &plan_copy.as_raw_fd().to_string()])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start lava-shepherd");
+    drop((notify, lock_copy, plan_copy, notify_write, plan_file, lock));
+
+    let mut byte = [0u8; 1];
+    notify_read.read_exact(&mut byte).expect("the first byte");
+    assert_eq!(byte[0], READY_BYTE);
+    assert!(layout::read_shepherd_file(&dir.join(layout::PID_FILE)).expect("read").is_some(), "pid first");
+    notify_read.read_exact(&mut byte).expect("the second byte");
+    assert_eq!(byte[0], ENDED_BYTE);
+    let exit =
+        layout::read_shepherd_file(&dir.join(layout::EXIT_FILE)).expect("read").expect("exit is written");
+    let exit = ExitFile::parse(&dir.join(layout::EXIT_FILE), &exit).expect("parse");
+    assert!(matches!(exit, ExitFile::Exited { wait_status, .. } if wait_status == 5 << 8), "{exit:?}");
+    let mut rest = Vec::new();
+    notify_read.read_to_end(&mut rest).expect("end-of-file when the shepherd ends");
+    assert!(rest.is_empty(), "nothing after `e`: {rest:?}");
+    assert!(shepherd.wait().expect("wait").success());
 }

@@ -49,9 +49,11 @@ use lava_sbd::{Effect, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
 use tokio::sync::mpsc;
 
 use crate::handoff::{ExitFile, PidFile};
+use crate::jobdirs::JobDirs;
 use crate::layout::{self, EXIT_FILE, Layout, PID_FILE};
 use crate::link::{self, FromMbd, LinkConfig, LinkEvent, OutFrame};
 use crate::procfs::{self, boot_id, process_start_ticks};
+use crate::shepherd::ENDED_BYTE;
 use crate::status::{JobPhases, LoopCounters, SocketCounters, StatusRequest};
 use crate::store::{self, Store, StoreOp};
 use crate::{Error, LOST_WAIT_STATUS, credential, launch, sys, zygote};
@@ -66,7 +68,7 @@ const LINK_EVENTS_MAX: usize = 4096;
 const WATCH_EVENTS_MAX: usize = 4096;
 /// Queue of frames for mbatchd.
 const OUT_FRAMES_MAX: usize = 4096;
-/// Queue of launches for the launcher thread.
+/// Queue of launches (and job folder releases) for the launcher thread.
 const LAUNCH_QUEUE_MAX: usize = 4096;
 /// Status queries waiting for the loop.
 const STATUS_QUERIES_MAX: usize = 64;
@@ -102,6 +104,8 @@ enum WatchEvent {
     LaunchFailed { job: JobRef, launch: u64, message: String },
     /// The `pid` file is durable, or the shepherd gave up (or died) before one existed.
     Ready { job: JobRef, launch: u64 },
+    /// The job has ended and its shepherd has written `exit` (it is still flushing it).
+    Ended { job: JobRef, launch: u64 },
     /// The shepherd has ended.
     Gone { job: JobRef, launch: u64 },
 }
@@ -136,12 +140,13 @@ struct Tracked {
     launch: Option<u64>,
 }
 
-/// A Launch effect handed to the launcher thread.
-struct LaunchRequest {
-    job: JobRef,
-    launch: u64,
-    run_spec: Box<RunSpec>,
-    jobfile: String,
+/// What the launcher thread is asked to do, in order.
+enum LauncherRequest {
+    /// Carry out a Launch effect.
+    Launch { job: JobRef, launch: u64, run_spec: Box<RunSpec>, jobfile: String },
+    /// The job has ended: its folder `jobs/<jobfile>/` becomes a spare
+    /// ([`crate::jobdirs`]).
+    Release { jobfile: String },
 }
 
 /// Starts sbatchd and runs it until SIGTERM or SIGINT.
@@ -233,12 +238,16 @@ pub fn run(options: Options) -> Result<(), Error> {
             Err(source) => return Err(Error::Io { path: socket_path.clone(), source }),
         };
         let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(LAUNCH_QUEUE_MAX);
+        let jobs_root = layout.jobs_root();
+        let job_dirs = JobDirs::open(&jobs_root).map_err(|source| Error::Io { path: jobs_root, source })?;
         let launcher_layout = layout.clone();
         let launcher_events = watch_tx.clone();
         let runtime_handle = tokio::runtime::Handle::current();
         std::thread::Builder::new()
             .name("sbatchd-launch".to_owned())
-            .spawn(move || launcher(&exe, &launcher_layout, launch_rx, &launcher_events, &runtime_handle))
+            .spawn(move || {
+                launcher(&exe, &launcher_layout, job_dirs, launch_rx, &launcher_events, &runtime_handle)
+            })
             .map_err(|source| Error::Io { path: "launcher thread".into(), source })?;
         let mut daemon = Daemon {
             sbd,
@@ -359,7 +368,7 @@ struct Daemon {
     inputs: Vec<Input>,
     out_tx: mpsc::Sender<OutFrame>,
     watch_tx: mpsc::Sender<WatchEvent>,
-    launcher: std::sync::mpsc::SyncSender<LaunchRequest>,
+    launcher: std::sync::mpsc::SyncSender<LauncherRequest>,
     /// What the loop counts, for the status query.
     counters: LoopCounters,
     /// What the credential socket counts.
@@ -452,8 +461,21 @@ impl Daemon {
         Ok(())
     }
 
+    /// One step of the logic. When the input is the job's end (its process has ended, or
+    /// it never started), the job's folder under `jobs/` is released: as LSF removes a job's
+    /// file when the job finishes, nothing needs it any more (a relaunch writes it again).
     fn step(&mut self, input: Input, effects: &mut Vec<Effect>) {
+        let ended = match &input {
+            Input::Exited { job, .. } | Input::SpawnFailed { job, .. } => Some(*job),
+            _ => None,
+        };
         self.sbd.step(now_ms(), input, effects);
+        if let Some(tracked) = ended.and_then(|job| self.tracked.get(&job)) {
+            let jobfile = tracked.jobfile.clone();
+            // Fails only when the launcher has stopped, i.e. while sbatchd stops; the
+            // folder then waits for the job's removal.
+            let _ = self.launcher.send(LauncherRequest::Release { jobfile });
+        }
     }
 
     fn handle(&mut self, event: Event, effects: &mut Vec<Effect>) -> Result<(), Error> {
@@ -497,6 +519,11 @@ impl Daemon {
             Event::Watch(WatchEvent::Ready { job, launch }) => {
                 if self.is_current(job, launch) {
                     self.on_ready(job, effects)?;
+                }
+            }
+            Event::Watch(WatchEvent::Ended { job, launch }) => {
+                if self.is_current(job, launch) {
+                    self.on_ended(job, effects)?;
                 }
             }
             Event::Watch(WatchEvent::Gone { job, launch }) => {
@@ -597,6 +624,21 @@ impl Daemon {
             tracing::debug!(%job, "the shepherd still holds its lock; watching it again");
             let launch = self.new_launch(job);
             self.watch(job, launch, ReadyWait::Known, GoneWait::Adopted(dir));
+            return Ok(());
+        }
+        self.finish_from_files(job, effects)
+    }
+
+    /// The shepherd says the job has ended and `exit` is written: report the end now, while
+    /// the shepherd makes the file durable (crate::shepherd, step 5). The shepherd still
+    /// holds its lock; its end (Gone) follows and finds the job no longer running.
+    fn on_ended(&mut self, job: JobRef, effects: &mut Vec<Effect>) -> Result<(), Error> {
+        let Some(dir) = self.state_dir(job) else { return Ok(()) };
+        if !self.sbd.job(job).is_some_and(|record| record.is_running()) {
+            return Ok(());
+        }
+        if read_exit_file(&dir)?.is_none() {
+            tracing::warn!(%job, "the shepherd said the job ended but wrote no exit file; waiting for it to end");
             return Ok(());
         }
         self.finish_from_files(job, effects)
@@ -847,7 +889,7 @@ impl Daemon {
     fn launch(&mut self, job: JobRef, run_spec: Box<RunSpec>) {
         let jobfile = layout::jobfile_name(run_spec.submit_time_s, job);
         let launch = self.new_launch(job);
-        if self.launcher.send(LaunchRequest { job, launch, run_spec, jobfile }).is_err() {
+        if self.launcher.send(LauncherRequest::Launch { job, launch, run_spec, jobfile }).is_err() {
             let message = "the launcher thread has stopped".to_owned();
             tracing::error!(%job, "cannot launch the job: {message}");
             self.inputs.push(Input::SpawnFailed { job, message });
@@ -900,26 +942,36 @@ const ZYGOTE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// The launcher thread: carries out Launch effects one after the other through the
 /// shepherd zygote it owns ([`crate::zygote`]: one request and answer at a time), reports a
 /// failed start to the loop, and has each new shepherd watched. sbatchd reaps no shepherd:
-/// they are the zygote's children, and the zygote reaps them.
+/// they are the zygote's children, and the zygote reaps them. It also owns the job folders
+/// ([`crate::jobdirs`]), so a folder released by one job and taken by the next never races.
 fn launcher(
     exe: &Path,
     layout: &Layout,
-    requests: std::sync::mpsc::Receiver<LaunchRequest>,
+    mut job_dirs: JobDirs,
+    requests: std::sync::mpsc::Receiver<LauncherRequest>,
     events: &mpsc::Sender<WatchEvent>,
     runtime: &tokio::runtime::Handle,
 ) {
     let mut zygote = zygote::Client::new(launch::shepherd_program(exe), layout.state_root());
     loop {
-        let LaunchRequest { job, launch, run_spec, jobfile } =
-            match requests.recv_timeout(ZYGOTE_CHECK_INTERVAL) {
-                Ok(request) => request,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    zygote.check();
-                    continue;
+        let (job, launch, run_spec, jobfile) = match requests.recv_timeout(ZYGOTE_CHECK_INTERVAL) {
+            Ok(LauncherRequest::Launch { job, launch, run_spec, jobfile }) => {
+                (job, launch, run_spec, jobfile)
+            }
+            Ok(LauncherRequest::Release { jobfile }) => {
+                if let Err(err) = job_dirs.release(&jobfile) {
+                    let folder = layout.job_dir(&jobfile);
+                    tracing::warn!(folder = %folder.display(), "cannot release an ended job's folder: {err}");
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
-            };
-        let started = match launch::start(&mut zygote, layout, job, &run_spec, &jobfile) {
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                zygote.check();
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        let started = match launch::start(&mut zygote, &mut job_dirs, layout, job, &run_spec, &jobfile) {
             Ok(started) => started,
             Err(message) => {
                 if events.blocking_send(WatchEvent::LaunchFailed { job, launch, message }).is_err() {
@@ -973,10 +1025,14 @@ fn read_exit_file(dir: &Path) -> Result<Option<ExitFile>, Error> {
 
 /// Follows one shepherd: first until its `pid` question is settled, then until it ends.
 async fn watch(events: mpsc::Sender<WatchEvent>, job: JobRef, launch: u64, ready: ReadyWait, gone: GoneWait) {
+    let mut pipe = None;
     match ready {
         ReadyWait::Known => {}
         ReadyWait::Pipe(fd) => {
-            wait_notify(fd).await;
+            pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok();
+            if next_byte(pipe.as_ref()).await.is_none() {
+                pipe = None;
+            }
             if events.send(WatchEvent::Ready { job, launch }).await.is_err() {
                 return;
             }
@@ -992,6 +1048,14 @@ async fn watch(events: mpsc::Sender<WatchEvent>, job: JobRef, launch: u64, ready
             }
         }
     }
+    // The shepherd's word that `exit` is written comes before the shepherd ends (see
+    // crate::shepherd, step 5); end-of-file means it ended (or died) without one.
+    if next_byte(pipe.as_ref()).await == Some(ENDED_BYTE)
+        && events.send(WatchEvent::Ended { job, launch }).await.is_err()
+    {
+        return;
+    }
+    drop(pipe);
     match gone {
         GoneWait::Pidfd(fd, dir) => {
             if let Err(err) = sys::wait_readable(fd).await {
@@ -1004,17 +1068,17 @@ async fn watch(events: mpsc::Sender<WatchEvent>, job: JobRef, launch: u64, ready
     let _ = events.send(WatchEvent::Gone { job, launch }).await;
 }
 
-/// One byte or end-of-file on the notification pipe.
-async fn wait_notify(fd: OwnedFd) {
-    let Ok(pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else { return };
+/// The next byte on the notification pipe; `None` at end-of-file, on an error, or without
+/// a pipe.
+async fn next_byte(pipe: Option<&tokio::net::unix::pipe::Receiver>) -> Option<u8> {
+    let pipe = pipe?;
     let mut byte = [0u8; 1];
     loop {
-        if pipe.readable().await.is_err() {
-            return;
-        }
+        pipe.readable().await.ok()?;
         match pipe.try_read(&mut byte) {
+            Ok(1) => return Some(byte[0]),
             Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
-            _ => return,
+            _ => return None,
         }
     }
 }

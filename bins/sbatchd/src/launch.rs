@@ -64,10 +64,9 @@
 //! so no root-owned file ever appears in a user's home. `-o`/`-e` append, `-oo`/`-eo`
 //! truncate.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -75,6 +74,7 @@ use lava_batch_ll::JobRef;
 use lava_sbd::RunSpec;
 
 use crate::handoff::{LAUNCH_PLAN_VERSION, LaunchPlan};
+use crate::jobdirs::JobDirs;
 use crate::layout::{self, JOB_SCRIPT_FILE, Layout};
 use crate::shepherd::SHEPHERD_PROGRAM;
 use crate::{sys, zygote};
@@ -292,27 +292,6 @@ pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) 
     }
 }
 
-/// Writes `jobs/<jobfile>/job.sh`, owned by the user with its folder. The folder is
-/// created afresh and owned by root until the script is in it, so the user never has a
-/// chance to put a link where root writes.
-pub fn write_job_script(job_dir: &Path, script: &str, uid: u32, gid: u32) -> io::Result<()> {
-    layout::remove_dir_optional(job_dir)?;
-    layout::create_private_dir(job_dir)?;
-    let path = job_dir.join(JOB_SCRIPT_FILE);
-    let mut file = OpenOptions::new().write(true).create_new(true).mode(0o700).open(&path)?;
-    file.write_all(script.as_bytes())?;
-    let as_root = sys::effective_uid() == 0;
-    if as_root {
-        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
-    }
-    file.set_permissions(fs::Permissions::from_mode(0o700))?;
-    drop(file);
-    if as_root {
-        std::os::unix::fs::chown(job_dir, Some(uid), Some(gid))?;
-    }
-    Ok(())
-}
-
 /// A shepherd just started.
 #[derive(Debug)]
 pub struct StartedShepherd {
@@ -339,6 +318,7 @@ pub fn shepherd_program(sbatchd_exe: &Path) -> PathBuf {
 /// job's lock confirms.
 pub fn start(
     zygote: &mut zygote::Client,
+    job_dirs: &mut JobDirs,
     layout: &Layout,
     job: JobRef,
     spec: &RunSpec,
@@ -363,13 +343,12 @@ pub fn start(
             layout::remove_optional(&path).map_err(at("cannot remove", &path))?;
         }
     }
-    write_job_script(
-        &job_dir,
-        &job_script(job, jobfile, &spec.command, &spec.pre_exec),
-        spec.exec_uid,
-        spec.exec_gid,
-    )
-    .map_err(at("cannot write the job script in", &job_dir))?;
+    // The folder is root's and empty until the script is in it, so the user never has a
+    // chance to put a link where root writes (crate::jobdirs).
+    let script = job_script(job, jobfile, &spec.command, &spec.pre_exec);
+    job_dirs
+        .prepare(jobfile, &script, spec.exec_uid, spec.exec_gid)
+        .map_err(at("cannot write the job script in", &job_dir))?;
     let plan = launch_plan(job, spec, jobfile, layout);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
     // In memory, not in a file: the plan matters only until the shepherd has read it (a

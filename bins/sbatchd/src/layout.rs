@@ -12,8 +12,10 @@
 //!       pid                              pid, pgid, exec time of the job, shepherd's pid (durable)
 //!       exit                             how the job ended, or why it never started (durable)
 //!   jobs/                                root, 0711
-//!     <jobfile>/                         the job's user, 0700
+//!     <jobfile>/                         the job's user, 0700, while the job runs
 //!       job.sh                           the job's user, 0700: `#!/bin/sh` and the command
+//!     .spare.<n>/                        root, 0700, empty: an ended job's folder, kept for
+//!                                        the next job (crate::jobdirs)
 //! ```
 //!
 //! `<jobfile>` is `<submit-epoch-s>.<jobid>`, with `.<index>` for an array element
@@ -186,13 +188,29 @@ pub fn create_shepherd_files(dir: &Path) -> io::Result<()> {
 /// empty file sbatchd created, with one fdatasync; when there is none (a relaunch, whose
 /// stale files were removed), a new file through [`write_durable`].
 pub fn write_shepherd_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    write_shepherd_file_announced(dir, name, bytes, || {})
+}
+
+/// [`write_shepherd_file`], calling `written` once the bytes are in the file (where any
+/// reader on this machine sees them) and before the flush that makes them durable.
+pub fn write_shepherd_file_announced(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    written: impl FnOnce(),
+) -> io::Result<()> {
     match OpenOptions::new().write(true).open(dir.join(name)) {
         Ok(mut file) => {
             file.set_len(0)?;
             file.write_all(bytes)?;
+            written();
             file.sync_data()
         }
-        Err(err) if err.kind() == io::ErrorKind::NotFound => write_durable(dir, name, bytes),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            write_durable(dir, name, bytes)?;
+            written();
+            Ok(())
+        }
         Err(err) => Err(err),
     }
 }

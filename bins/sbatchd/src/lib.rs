@@ -68,6 +68,7 @@
 pub mod credential;
 pub mod daemon;
 pub mod handoff;
+pub mod jobdirs;
 pub mod launch;
 pub mod layout;
 pub mod link;

@@ -24,16 +24,23 @@
 //! 2. The shepherd makes itself a new session (setsid), so that it survives sbatchd and no
 //!    terminal signal reaches it, reads the plan, looks up the user's groups and forks the job's process,
 //!    which prepares itself (session, identity, umask, cwd, files) and stops at its gate.
-//! 3. It writes `pid` (with its own pid) durably, writes one byte on the pipe (sbatchd
-//!    reads `pid` at once: no polling), and only then opens the gate. A job whose pid was
-//!    never recorded never ran.
-//! 4. If anything fails before `pid` exists, it writes `exit` (`failed`) durably, then the
-//!    byte, and exits: sbatchd reports a launch failure (the job goes back to PEND). If the
+//! 3. It writes `pid` (with its own pid) durably, writes `p` on the pipe (sbatchd reads
+//!    `pid` at once: no polling), and only then opens the gate. A job whose pid was never
+//!    recorded never ran.
+//! 4. If anything fails before `pid` exists, it writes `exit` (`failed`) durably, then `p`,
+//!    and exits: sbatchd reports a launch failure (the job goes back to PEND). If the
 //!    job's preparation failed (reported at the gate), `exit` says `failed` with the stage
 //!    and errno: the job finishes as a start failure (exit 127).
-//! 5. It waits for the job (wait4: status and resource usage), writes `exit` (`exited`)
-//!    durably and exits (the zygote reaps it). sbatchd watches the shepherd with the
-//!    pidfd the zygote gave it and reads `exit` when it ends.
+//! 5. It waits for the job (wait4: status and resource usage), writes `exit` (`exited`),
+//!    writes `e` on the pipe, makes `exit` durable (fdatasync) and exits (the zygote reaps
+//!    it). On `e` sbatchd reads `exit` and reports the job's end while the shepherd
+//!    flushes: the flush is off the path from a job's end to the next job's start. This
+//!    loses nothing a flush before the byte would keep: the file only has to outlive a
+//!    crash of the machine, which also ends the shepherd before its flush; what mbatchd
+//!    has logged by then stands, and otherwise sbatchd reports the job lost after the
+//!    reboot either way. sbatchd also watches the shepherd with the pidfd the zygote gave
+//!    it, and reads `exit` when the shepherd ends without an `e` (a shepherd it adopted
+//!    after a restart, or one that died).
 
 use std::ffi::{CString, OsString};
 use std::fs::File;
@@ -50,6 +57,13 @@ use crate::handoff::{
 use crate::layout::{self, EXIT_FILE, PID_FILE};
 use crate::procfs::{boot_id, process_start_ticks};
 use crate::sys::{self, ExecPlan};
+
+/// The byte the shepherd writes on the notification pipe once the `pid` question is settled
+/// (`pid` durable, or the start failed and `exit` says why).
+pub const READY_BYTE: u8 = b'p';
+/// The byte the shepherd writes once the job has ended and `exit` is written (before its
+/// flush).
+pub const ENDED_BYTE: u8 = b'e';
 
 /// The shepherd program's file name; it is installed in sbatchd's folder.
 pub const SHEPHERD_PROGRAM: &str = "lava-shepherd";
@@ -204,11 +218,11 @@ impl Shepherd<'_> {
             let message = format!("cannot record the job's pid: {err}");
             return self.fail_before_pid("pidfile", err.raw_os_error().unwrap_or(0), message);
         }
-        self.notify_sbatchd();
+        self.notify_sbatchd(READY_BYTE);
         if let Err((stage, errno)) = child.open_gate() {
             let _ = sys::wait4(pid);
             let message = format!("{}: {}", stage.describe(), std::io::Error::from_raw_os_error(errno));
-            self.write_exit(&ExitFile::Failed {
+            self.write_exit_announced(&ExitFile::Failed {
                 stage: stage.name().to_owned(),
                 errno,
                 end_time_ms: now_ms(),
@@ -234,14 +248,14 @@ impl Shepherd<'_> {
                 rusage: wire::ResourceUsage::default(),
             },
         };
-        self.write_exit(&exit);
+        self.write_exit_announced(&exit);
         EXIT_OK
     }
 
     /// Records a failure that happened before any pid existed, tells sbatchd, and exits.
     fn fail_before_pid(&mut self, stage: &str, errno: i32, message: String) -> u8 {
         self.write_exit(&ExitFile::Failed { stage: stage.to_owned(), errno, end_time_ms: now_ms(), message });
-        self.notify_sbatchd();
+        self.notify_sbatchd(READY_BYTE);
         EXIT_FAILED
     }
 
@@ -250,11 +264,29 @@ impl Shepherd<'_> {
         let _ = layout::write_shepherd_file(self.state_dir, EXIT_FILE, exit.to_line().as_bytes());
     }
 
-    /// One byte on the pipe, then close it; sbatchd may be gone (EPIPE is ignored: Rust
-    /// programs ignore SIGPIPE).
-    fn notify_sbatchd(&mut self) {
-        if let Some(mut notify) = self.notify.take() {
-            let _ = notify.write_all(b"p");
+    /// After the job's pid is known: writes `exit`, says so on the pipe ([`ENDED_BYTE`]),
+    /// then makes it durable (see step 5 of the module doc).
+    fn write_exit_announced(&mut self, exit: &ExitFile) {
+        let notify = &mut self.notify;
+        let written = || {
+            if let Some(notify) = notify.as_mut() {
+                let _ = notify.write_all(&[ENDED_BYTE]);
+            }
+        };
+        // If even this fails, sbatchd finds no exit file and reports the job lost.
+        let _ = layout::write_shepherd_file_announced(
+            self.state_dir,
+            EXIT_FILE,
+            exit.to_line().as_bytes(),
+            written,
+        );
+    }
+
+    /// One byte on the pipe; the pipe stays open until the shepherd ends (end-of-file for
+    /// sbatchd). sbatchd may be gone (EPIPE is ignored: Rust programs ignore SIGPIPE).
+    fn notify_sbatchd(&mut self, byte: u8) {
+        if let Some(notify) = self.notify.as_mut() {
+            let _ = notify.write_all(&[byte]);
         }
     }
 }
