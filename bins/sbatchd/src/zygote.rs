@@ -50,9 +50,9 @@
 //! died, hung, or said nonsense), the zygote is killed and reaped, and whether a shepherd
 //! was started cannot be known from here: the launch is then [`LaunchError::Unknown`],
 //! and sbatchd learns the truth the way it does after its own restart — from the job's
-//! notification pipe (end-of-file once every copy of the write end is closed, i.e. once
-//! the zygote is dead and any shepherd has written `pid`, `exit` or died) and the job's
-//! lock. A job is therefore never started twice, nor left untracked, whatever the
+//! notification pipe (a byte once a shepherd has settled the pid question; end-of-file
+//! once every copy of the write end is closed: the zygote dead and no shepherd started,
+//! or the shepherd ended) and the job's lock. A job is therefore never started twice, nor left untracked, whatever the
 //! zygote does; and no wait on it is unbounded.
 
 use std::ffi::OsString;
