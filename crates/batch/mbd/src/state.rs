@@ -54,6 +54,11 @@ pub struct MbdSnapshot {
     /// The started jobs a `brequeue` kill will requeue when their run ends, in
     /// job order (kept here rather than in each job's encoding, see `Job`).
     pub requeue_kills: Vec<RequeueKill>,
+    /// The unfinished jobs, in job order, whose submission environment is the same as
+    /// that of the unfinished job before them in `jobs`: written empty, and shared with
+    /// that one again on load. Jobs submitted from one shell carry the same environment,
+    /// often kilobytes, so a snapshot of many pending jobs holds it once per run of them.
+    pub env_as_previous: Vec<JobRef>,
 }
 
 /// A started job whose run a `brequeue` kill will requeue (JOB_SIGNAL `requeue_hold`).
@@ -294,7 +299,9 @@ impl Store {
             control: Control::from_snapshot(snapshot.control),
             ..Store::default()
         };
-        let mut previous: Option<(JobRef, Arc<SubmitSpec>, Arc<Vec<wire::EnvVar>>)> = None;
+        let mut previous: Option<(JobRef, Arc<SubmitSpec>)> = None;
+        let mut previous_env: Option<Arc<Vec<wire::EnvVar>>> = None;
+        let mut env_as_previous = snapshot.env_as_previous.into_iter().peekable();
         for mut job in snapshot.jobs {
             let id = job.job;
             if store.contains(id) {
@@ -302,18 +309,33 @@ impl Store {
             }
             // The elements of an array share their submission in memory; the snapshot
             // wrote a copy per element, so the copies that are equal are shared again.
-            if let Some((_, spec, env)) = previous.as_ref().filter(|(before, ..)| before.id() == id.id()) {
-                if *spec == job.spec {
-                    job.spec = Arc::clone(spec);
-                }
-                if *env == job.env && !env.is_empty() {
-                    job.env = Arc::clone(env);
+            if let Some((_, spec)) = previous.as_ref().filter(|(before, _)| before.id() == id.id())
+                && *spec == job.spec
+            {
+                job.spec = Arc::clone(spec);
+            }
+            previous = Some((id, Arc::clone(&job.spec)));
+            // Environments written once for a run of jobs are shared again.
+            if env_as_previous.next_if_eq(&id).is_some() {
+                match previous_env.as_ref() {
+                    Some(env) if job.env.is_empty() && !job.status.is_finished() => job.env = Arc::clone(env),
+                    _ => {
+                        return Err(MbdError::Snapshot(format!(
+                            "job {id} is to share the environment of an unfinished job before it, \
+                             and there is none or it has its own"
+                        )));
+                    }
                 }
             }
-            if !job.env.is_empty() || previous.as_ref().is_none_or(|(before, ..)| before.id() != id.id()) {
-                previous = Some((id, Arc::clone(&job.spec), Arc::clone(&job.env)));
+            if !job.env.is_empty() {
+                previous_env = Some(Arc::clone(&job.env));
             }
             store.put(id, job);
+        }
+        if let Some(id) = env_as_previous.next() {
+            return Err(MbdError::Snapshot(format!(
+                "job {id} is to share an environment but is not in order"
+            )));
         }
         for kill in snapshot.requeue_kills {
             match store.live.get_mut(&kill.job) {
@@ -347,8 +369,23 @@ impl Store {
             .collect();
         jobs.extend(self.finished.iter().map(|(id, frozen)| (*id, frozen.thaw())));
         jobs.sort_unstable_by_key(|(id, _)| *id);
+        let mut env_as_previous = Vec::new();
+        let mut previous: Option<Arc<Vec<wire::EnvVar>>> = None;
+        for (id, job) in &mut jobs {
+            if job.env.is_empty() {
+                continue;
+            }
+            let env = std::mem::take(&mut job.env);
+            if previous.as_ref().is_some_and(|before| Arc::ptr_eq(before, &env) || before == &env) {
+                env_as_previous.push(*id);
+            } else {
+                job.env = Arc::clone(&env);
+                previous = Some(env);
+            }
+        }
         MbdSnapshot {
             last_job_id: self.last_job_id,
+            env_as_previous,
             jobs: jobs.into_iter().map(|(_, job)| job).collect(),
             retired_requests: self.retired.values().cloned().collect(),
             control: self.control.snapshot(),

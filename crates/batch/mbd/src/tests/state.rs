@@ -1,5 +1,7 @@
 //! Queries, cleaning, job ids, snapshots and replay of bad logs.
 
+use std::sync::Arc;
+
 use lava_batch_ll::JobStatus;
 use lava_batch_wire::{self as wire, state_filter};
 
@@ -253,6 +255,44 @@ fn inconsistent_snapshots_are_refused() {
     let mut snapshot = h.mbd.snapshot();
     snapshot.jobs.push(snapshot.jobs[0].clone());
     assert!(matches!(Mbd::from_snapshot(config(), snapshot), Err(MbdError::Snapshot(_))));
+}
+
+// Goal: a snapshot writes a run of unfinished jobs' equal environments once (the jobs
+// after the first are listed in `env_as_previous`, written empty), loads them back shared
+// in memory and equal to the state that wrote them; a list that does not fit the jobs is
+// refused.
+#[test]
+fn snapshots_write_a_shared_environment_once() {
+    let mut h = Harness::new();
+    let other = wire::EnvVar { name: "HOME".into(), value: "/home/bob".into() };
+    for id in 1..=3 {
+        h.step(submit(id, id, "alice", request()));
+    }
+    let mut own = request();
+    own.env.push(other);
+    h.step(submit(4, 4, "alice", own));
+    h.step(submit(5, 5, "alice", request()));
+    let snapshot = h.mbd.snapshot();
+    assert_eq!(snapshot.env_as_previous, vec![jref(2), jref(3)]);
+    let written: Vec<bool> = snapshot.jobs.iter().map(|job| job.env.is_empty()).collect();
+    assert_eq!(written, [false, true, true, false, false]);
+    let loaded = Mbd::from_snapshot(config(), snapshot.clone()).expect("loads");
+    assert_eq!(loaded.snapshot(), snapshot, "what loads writes the same snapshot");
+    let env = |id| loaded.job(jref(id)).expect("job").env.clone();
+    assert!(Arc::ptr_eq(&env(1), &env(3)), "one environment in memory for the run");
+    assert_eq!(*env(3), request().env);
+    assert_eq!(env(4).len(), 2);
+
+    for (bad, why) in [
+        (vec![jref(1)], "the first job"),
+        (vec![jref(4)], "a job with its own"),
+        (vec![jref(9)], "no such job"),
+        (vec![jref(3), jref(2)], "out of order"),
+    ] {
+        let mut broken = snapshot.clone();
+        broken.env_as_previous = bad;
+        assert!(matches!(Mbd::from_snapshot(config(), broken), Err(MbdError::Snapshot(_))), "{why}");
+    }
 }
 
 // Goal: an inconsistent configuration is refused up front.
