@@ -535,11 +535,7 @@ fn brequeue_runs_an_exit_job_again_under_its_id() {
     let info = &h.infos(&[1])[0];
     assert_eq!((info.status, info.exit_code, info.end_time), (JobStatus::Run.bits(), 0, 0));
     h.restart();
-    let outcome = wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() };
-    h.step(Input::NewJobReply {
-        host: host("hostA"),
-        reply: wire::NewJobReply { job: wref(1), dispatch_seq: 2, outcome },
-    });
+    h.step(started_run("hostA", 1, 43, 2));
     let msg = wire::JobFinish { dispatch_seq: 2, ..finish_msg(1, 43, 0) };
     h.step(Input::JobFinish { host: host("hostA"), msg });
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Done.bits());
@@ -656,11 +652,7 @@ fn brequeue_r_requeues_a_running_job_across_a_crash() {
         requeue_running(10, "alice", &[1], false),
         vec![job_answer(10, &[(1, true, "Job <1> is being requeued")])],
     );
-    let outcome = wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() };
-    h.step(Input::NewJobReply {
-        host: host("hostA"),
-        reply: wire::NewJobReply { job: wref(1), dispatch_seq: 3, outcome },
-    });
+    h.step(started_run("hostA", 1, 43, 3));
     h.step(finished_run(1, 43, 0, 3));
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Done.bits());
     // bhist: the requeue kill, the killed run, pending again, the second run.
@@ -687,14 +679,7 @@ fn brequeue_h_holds_the_requeued_job() {
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Psusp.bits());
     let effects = h.step(signal(12, 2, "alice", &[1], wire::SignalAction::Continue));
     assert_eq!(appended(&effects), vec!["JOB_SIGNAL", "JOB_STATUS", "JOB_START"]);
-    h.step(Input::NewJobReply {
-        host: host("hostA"),
-        reply: wire::NewJobReply {
-            job: wref(1),
-            dispatch_seq: 3,
-            outcome: wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() },
-        },
-    });
+    h.step(started_run("hostA", 1, 43, 3));
     h.step(finished_run(1, 43, 1 << 8, 3));
     let held = wire::JobControlAction::Requeue {
         done: false,
@@ -759,14 +744,7 @@ fn brequeue_r_of_a_run_that_ends_first_and_a_kill_that_cancels() {
     assert_eq!(appended(&effects), vec!["JOB_REQUEUE", "JOB_START"]);
     h.check(signal_reply("hostA", 1, 1, wire::SignalOutcome::Delivered), vec![]);
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
-    h.step(Input::NewJobReply {
-        host: host("hostA"),
-        reply: wire::NewJobReply {
-            job: wref(1),
-            dispatch_seq: 3,
-            outcome: wire::NewJobOutcome::Started { pid: 43, pgid: 43, job_status: JobStatus::Run.bits() },
-        },
-    });
+    h.step(started_run("hostA", 1, 43, 3));
     h.step(requeue_running(11, "alice", &[1], false));
     h.step(signal(12, 5, "alice", &[1], wire::SignalAction::Terminate));
     let effects = h.step(finished_run(1, 43, 15, 3));
@@ -822,11 +800,7 @@ fn a_requeued_job_goes_to_the_end_of_its_queue() {
     assert_eq!(new_jobs(&h.step(finished("hostA", 3, 43, 0))), vec![(2, 1, 1)]);
     h.step(started("hostA", 2, 44));
     assert_eq!(new_jobs(&h.step(finished("hostA", 2, 44, 0))), vec![(1, 3, 1)]);
-    let outcome = wire::NewJobOutcome::Started { pid: 45, pgid: 45, job_status: JobStatus::Run.bits() };
-    h.step(Input::NewJobReply {
-        host: host("hostA"),
-        reply: wire::NewJobReply { job: wref(1), dispatch_seq: 3, outcome },
-    });
+    h.step(started_run("hostA", 1, 45, 3));
     assert_eq!(new_jobs(&h.step(finished_run(1, 45, 0, 3))), vec![(5, 1, 1)]);
     let texts: Vec<String> = history_of(&h, 2).into_iter().map(|(_, _, text)| text).collect();
     assert!(texts.contains(&"Job requeued by user or administrator <alice>;".to_owned()), "{texts:?}");

@@ -129,11 +129,13 @@ pub fn registered(name: &str, n_cpus: u32) -> Input {
 }
 
 pub fn started(on: &str, id: u32, pid: i32) -> Input {
+    started_run(on, id, pid, 1)
+}
+
+/// NEW_JOB_REPLY (started) of dispatch `dispatch_seq` of job `id`.
+pub fn started_run(on: &str, id: u32, pid: i32, dispatch_seq: u32) -> Input {
     let outcome = wire::NewJobOutcome::Started { pid, pgid: pid, job_status: JobStatus::Run.bits() };
-    Input::NewJobReply {
-        host: host(on),
-        reply: wire::NewJobReply { job: wref(id), dispatch_seq: 1, outcome },
-    }
+    Input::NewJobReply { host: host(on), reply: wire::NewJobReply { job: wref(id), dispatch_seq, outcome } }
 }
 
 pub fn refused(on: &str, id: u32, message: &str) -> Input {
