@@ -19,10 +19,11 @@
 //! [`Shell::step`] calls [`Mbd::step`] with the wall clock and carries out the
 //! effects in order: each `Append` goes to the journal's buffer at once; each
 //! `SendSbd` and `Reply` is queued in the [`Outbox`] with, as its barrier, the
-//! position of the last event appended before it. After the step, a
-//! `wait_durable` is started for the newest position unless one is running
-//! (group commit: one fsync covers every step appended meanwhile), and the
-//! messages whose barrier is durable are delivered, in order. A message is
+//! position of the last event appended before it; the messages whose barrier
+//! is durable are delivered, in order. After each turn of the loop (one event,
+//! or a connection event with those already waiting behind it, stepped one by
+//! one), a `wait_durable` is started for the newest position unless one is
+//! running (group commit: one fsync covers every step appended meanwhile). A message is
 //! never sent before the events it depends on are on disk; a failed append or
 //! fsync ends the loop at once with an error, so nothing after it is sent.
 //! While many messages wait for a slow disk, the loop stops taking new input
@@ -69,6 +70,9 @@ pub(crate) const CONNECTIONS_MAX: usize = 1024;
 pub(crate) const CONN_EVENTS_QUEUED_MAX: usize = 1024;
 /// Messages waiting for durability above which the loop takes no new input.
 pub(crate) const HELD_MESSAGES_MAX: usize = 65_536;
+/// Connection events stepped in one turn of the loop at most (one group commit covers
+/// them; the bound keeps a flood from starving the loop's other inputs).
+const CONN_EVENTS_TURN_MAX: usize = 64;
 /// Pause after a failed accept (e.g. out of file descriptors).
 const ACCEPT_ERROR_PAUSE_MS: u64 = 100;
 /// Time given to the connection tasks at a clean stop to write what was
@@ -206,7 +210,9 @@ impl Shell {
 
     /// Contract step 1's end: replay is done, mbatchd opens for business.
     pub(crate) fn start(&mut self) -> Result<(), ShellError> {
-        self.step(Input::Start, None).map(|_| ())
+        self.step(Input::Start, None)?;
+        self.journal.start_sync();
+        Ok(())
     }
 
     /// Runs the loop until a stop signal or `badmin mbdrestart` (then stops cleanly)
@@ -248,8 +254,15 @@ impl Shell {
                         tracing::warn!("systemd watchdog: {error}");
                     }
                 }
+                Event::Conn(event) => {
+                    self.handle_conn(event)?;
+                    self.handle_waiting_conn_events()?;
+                }
                 event => self.handle(event)?,
             }
+            // One fsync for everything appended in this turn (group commit), unless one
+            // is running: its end starts the next.
+            self.journal.start_sync();
             if self.restart_requested {
                 tracing::info!("badmin mbdrestart: stopping, then starting again");
                 notify(&notifier, |n| n.stopping("badmin mbdrestart: restarting"));
@@ -319,7 +332,6 @@ impl Shell {
             Event::Journal(Ok(JournalEvent::Durable(position))) => {
                 tracing::trace!(position, "durable");
                 self.release();
-                self.journal.start_sync();
             }
             Event::Journal(Ok(JournalEvent::SnapshotWritten { position, prune })) => {
                 tracing::info!(
@@ -338,6 +350,22 @@ impl Shell {
             }
             Event::Conn(event) => self.handle_conn(event)?,
             Event::Stop(_) | Event::Hangup => unreachable!("run() handles signals itself"),
+        }
+        Ok(())
+    }
+
+    /// Steps the connection events already waiting (at most [`CONN_EVENTS_TURN_MAX`], and
+    /// none while the outbox is full), so that they share the turn's fsync: an sbatchd's
+    /// EXECUTE and FINISH sent together cost one group commit, not two.
+    fn handle_waiting_conn_events(&mut self) -> Result<(), ShellError> {
+        for _ in 1..CONN_EVENTS_TURN_MAX {
+            if self.outbox.held.len() >= HELD_MESSAGES_MAX {
+                break;
+            }
+            match self.conn_events.try_recv() {
+                Ok(event) => self.handle_conn(event)?,
+                Err(_) => break,
+            }
         }
         Ok(())
     }
@@ -554,7 +582,6 @@ impl Shell {
         }
         self.effects = effects;
         result?;
-        self.journal.start_sync();
         self.journal.maybe_snapshot(&self.mbd);
         self.release();
         Ok(answered)

@@ -40,6 +40,8 @@ const CONNECT_TIMEOUT_MS: u64 = 5_000;
 const REGISTER_TIMEOUT_MS: u64 = 10_000;
 /// Time allowed for one frame to be written.
 const WRITE_TIMEOUT_MS: u64 = 10_000;
+/// Frames sent in one write at most.
+const FRAMES_PER_WRITE_MAX: usize = 64;
 /// An idle channel is normal (no jobs): a day without a frame only costs a reconnection.
 const IDLE_READ_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
 /// First reconnect delay.
@@ -296,16 +298,34 @@ async fn read_loop<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Writes what the daemon hands over until a write fails; `None` when the daemon is stopping.
+/// The frames handed over together (at most [`FRAMES_PER_WRITE_MAX`]) go in one write, so
+/// that mbatchd reads them together and logs them in one group commit (an EXECUTE and the
+/// FINISH of a job that has already ended, typically).
 async fn write_loop<S: AsyncRead + AsyncWrite + Unpin>(
     mut writer: Half<S>,
     out: &mut mpsc::Receiver<OutFrame>,
     sequence: &mut u32,
 ) -> Option<String> {
+    let mut batch = Vec::with_capacity(FRAMES_PER_WRITE_MAX);
     loop {
-        let frame = out.recv().await?;
-        *sequence = sequence.wrapping_add(1);
-        if let Err(err) = writer.write_frame(header(frame.operation, *sequence), &frame.body).await {
-            return Some(format!("sending {}: {err}", frame.operation.name()));
+        batch.push(out.recv().await?);
+        while batch.len() < FRAMES_PER_WRITE_MAX {
+            match out.try_recv() {
+                Ok(frame) => batch.push(frame),
+                Err(_) => break,
+            }
         }
+        let frames: Vec<(FrameHeader, &[u8])> = batch
+            .iter()
+            .map(|frame| {
+                *sequence = sequence.wrapping_add(1);
+                (header(frame.operation, *sequence), frame.body.as_slice())
+            })
+            .collect();
+        if let Err(err) = writer.write_frames(&frames).await {
+            let names: Vec<&str> = batch.iter().map(|frame| frame.operation.name()).collect();
+            return Some(format!("sending {}: {err}", names.join(", ")));
+        }
+        batch.clear();
     }
 }

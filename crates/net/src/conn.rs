@@ -182,8 +182,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FramedConn<S> {
 
     /// Sends one frame; `header.length` is set from `body`.
     pub async fn write_frame(&mut self, header: FrameHeader, body: &[u8]) -> Result<(), ConnError> {
+        self.write_frames(&[(header, body)]).await
+    }
+
+    /// Sends frames in one write (the peer may then read them together); each header's
+    /// `length` is set from its body. Nothing is sent when one of them does not encode.
+    pub async fn write_frames(&mut self, frames: &[(FrameHeader, &[u8])]) -> Result<(), ConnError> {
         self.write_buf.clear();
-        encode_frame(header, body, &self.limits, &mut self.write_buf)?;
+        for (header, body) in frames {
+            encode_frame(*header, body, &self.limits, &mut self.write_buf)?;
+        }
         let timeout_ms = self.timeouts.write_timeout_ms;
         let (stream, bytes) = (&mut self.stream, &self.write_buf);
         let write = async move {
@@ -245,12 +253,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AuthConn<S> {
 
     /// Seals `payload` with a fresh nonce and the clock, and sends it after `header`.
     pub async fn write_frame(&mut self, header: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        self.write_frames(&[(header, payload)]).await
+    }
+
+    /// Seals and sends frames in one write ([`FramedConn::write_frames`]).
+    pub async fn write_frames(&mut self, frames: &[(FrameHeader, &[u8])]) -> Result<(), ConnError> {
         let conn = self.conn.as_mut().ok_or(ConnError::Closed)?;
-        let sealed = Nonce::random()
-            .map_err(ConnError::Random)
-            .and_then(|nonce| Ok(self.auth.seal(header, payload, (self.clock)(), nonce)?));
+        let sealed: Result<Vec<bytes::Bytes>, ConnError> = frames
+            .iter()
+            .map(|(header, payload)| {
+                let nonce = Nonce::random().map_err(ConnError::Random)?;
+                Ok(self.auth.seal(*header, payload, (self.clock)(), nonce)?)
+            })
+            .collect();
         let result = match sealed {
-            Ok(body) => conn.write_frame(header, &body).await,
+            Ok(bodies) => {
+                let frames: Vec<(FrameHeader, &[u8])> =
+                    frames.iter().zip(&bodies).map(|((header, _), body)| (*header, body.as_ref())).collect();
+                conn.write_frames(&frames).await
+            }
             Err(err) => Err(err),
         };
         if result.is_err() {

@@ -209,6 +209,27 @@ async fn malformed_trailer_is_refused() {
     .await;
 }
 
+// Goal: frames sent together in one write (write_frames) each arrive sealed, in order, and
+// are served one by one; a batch with one frame over the limit sends nothing at all.
+#[tokio::test]
+async fn frames_written_together_arrive_in_order() {
+    let server = start_server().await;
+    let mut client = good_client(server.addr).await;
+    let payloads = ["first", "second", "third"];
+    let frames: Vec<(FrameHeader, &[u8])> =
+        payloads.iter().enumerate().map(|(i, p)| (request(10 + i as u32), p.as_bytes())).collect();
+    within(client.write_frames(&frames)).await.expect("write");
+    for (i, payload) in payloads.iter().enumerate() {
+        let reply = within(client.read_frame()).await.expect("read").expect("a reply");
+        assert_eq!((reply.header.sequence, reply.body), (10 + i as u32, Bytes::from(*payload)));
+    }
+    let too_big = vec![0u8; BODY_BYTES_MAX as usize + 1];
+    let mut raw = FramedConn::connect(server.addr, limits(), timeouts()).await.expect("connect");
+    let batch: [(FrameHeader, &[u8]); 2] = [(request(20), b"fine"), (request(21), &too_big)];
+    assert!(matches!(within(raw.write_frames(&batch)).await, Err(ConnError::Frame(_))));
+    assert_served(&mut client, 30).await;
+}
+
 // Goal: a frame over the server's limit is refused from its header.
 // Method: the attacker's own limit is larger, so it sends 5000 bytes to a 4096 limit.
 #[tokio::test]
