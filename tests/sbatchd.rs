@@ -851,24 +851,23 @@ async fn status_query_counts_what_happens() {
     assert!(cluster.sbatchd_running());
 }
 
-// Goal: the shepherd's notification pipe says `p` once the pid is durable, then `e` once
-// the job has ended and `exit` is written (sbatchd reports the end from that while the
-// shepherd flushes), then end-of-file when the shepherd ends; `exit` holds the job's status
-// by the time `e` is read.
-// Method: the real lava-shepherd run by hand (its program form) with a plan for
-// `sh -c 'exit 5'` as this test's own user, and the pipe read here.
-#[test]
-fn the_shepherd_says_ready_then_ended_on_its_pipe() {
-    use std::io::Read;
+/// A job folder (`1.7`, with its empty `pid` and `exit`) under `top` and the real
+/// lava-shepherd run by hand (its program form) on it, with a plan for `sh -c SCRIPT` as
+/// this test's own user in `top`, and with `go` as its go pipe when given. Returns the
+/// folder, the shepherd, and the read end of its notification pipe.
+fn start_shepherd(
+    top: &Path,
+    script: &str,
+    go: Option<std::io::PipeReader>,
+) -> (std::path::PathBuf, std::process::Child, std::io::PipeReader) {
     use std::os::fd::{AsFd, AsRawFd};
 
-    use lava_sbatchd::handoff::{ExitFile, LAUNCH_PLAN_VERSION, LaunchPlan};
+    use lava_sbatchd::handoff::{LAUNCH_PLAN_VERSION, LaunchPlan};
     use lava_sbatchd::layout;
-    use lava_sbatchd::shepherd::{ENDED_BYTE, LOCK_FD_FLAG, NOTIFY_FD_FLAG, PLAN_FD_FLAG, READY_BYTE};
+    use lava_sbatchd::shepherd::{GO_FD_FLAG, LOCK_FD_FLAG, NOTIFY_FD_FLAG, PLAN_FD_FLAG};
     use lava_sbatchd::sys;
 
-    let top = tempfile::tempdir().expect("tempdir");
-    let dir = top.path().join("1.7");
+    let dir = top.join("1.7");
     fs::create_dir(&dir).expect("mkdir");
     layout::create_shepherd_files(&dir).expect("empty pid and exit");
     let uid = sys::effective_uid();
@@ -881,10 +880,10 @@ fn the_shepherd_says_ready_then_ended_on_its_pipe() {
         uid,
         gid: user.gid,
         program: "/bin/sh".into(),
-        argv: vec!["sh".into(), "-c".into(), "exit 5".into()],
+        argv: vec!["sh".into(), "-c".into(), script.into()],
         search_path: false,
         env: vec!["PATH=/usr/bin:/bin".into()],
-        cwd: top.path().display().to_string(),
+        cwd: top.display().to_string(),
         umask: 0o022,
         stdin: "/dev/null".into(),
         stdout: "/dev/null".into(),
@@ -896,20 +895,121 @@ fn the_shepherd_says_ready_then_ended_on_its_pipe() {
     let plan_file =
         sys::memory_file(c"plan", &lava_xdr::to_bytes(&plan).expect("encode")).expect("the plan in memory");
     let lock = fs::File::open(&dir).expect("the lock: the folder");
-    let (mut notify_read, notify_write) = std::io::pipe().expect("pipe");
+    let (notify_read, notify_write) = std::io::pipe().expect("pipe");
     let notify = sys::inheritable_copy(notify_write.as_fd()).expect("dup");
     let lock_copy = sys::inheritable_copy(lock.as_fd()).expect("dup");
     let plan_copy = sys::inheritable_copy(plan_file.as_fd()).expect("dup");
-    let mut shepherd = Command::new(env!("CARGO_BIN_EXE_lava-shepherd"))
+    let go_copy = go.as_ref().map(|go| sys::inheritable_copy(go.as_fd()).expect("dup"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lava-shepherd"));
+    command
         .arg(&dir)
         .args([NOTIFY_FD_FLAG, &notify.as_raw_fd().to_string()])
         .args([LOCK_FD_FLAG, &lock_copy.as_raw_fd().to_string()])
         .args([PLAN_FD_FLAG, &plan_copy.as_raw_fd().to_string()])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start lava-shepherd");
-    drop((notify, lock_copy, plan_copy, notify_write, plan_file, lock));
+        .stdin(Stdio::null());
+    if let Some(go_copy) = &go_copy {
+        command.args([GO_FD_FLAG, &go_copy.as_raw_fd().to_string()]);
+    }
+    let shepherd = command.spawn().expect("start lava-shepherd");
+    drop((notify, lock_copy, plan_copy, go_copy, go, notify_write, plan_file, lock));
+    (dir, shepherd, notify_read)
+}
 
+// Goal: a restarted sbatchd starts, exactly once each, the new jobs a crash caught between
+// their record and their start: a record in a job folder whose shepherd never got its go
+// (`pid` and `exit` empty, docs/batch.md "A new job's launch overlaps its record"), and a
+// record in a spare-named folder whose rename to the job's name was lost ("Spare state
+// folders"), which it renames back; a spare-named folder that is not as made is removed,
+// one as made is kept.
+// Method: the folders written by hand, as a crash leaves them, with records made by
+// lava-sbd's own constructor, then sbatchd started on them; each job appends to a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_starts_new_jobs_a_crash_caught_before_their_start() {
+    use lava_batch_ll::JobSpec;
+    use lava_sbatchd::layout::{self, FIRST_RECORD_FILE};
+    use lava_sbatchd::spares::SPARE_FILES;
+    use lava_sbatchd::store::encode_record;
+    use lava_sbd::{Effect, Input, Sbd, UserInfo};
+
+    let mut cluster = Cluster::new().await;
+    cluster.start_sbatchd().await;
+    let _first = cluster.accept().await;
+    cluster.kill_sbatchd();
+    let counter = cluster.path("counter");
+    let state = cluster.host_dir().join("state");
+    let root = UserInfo { uid: 0, gid: 0, home: "/root".into(), shell: "/bin/sh".into() };
+    let mut specs = Vec::new();
+    for (id, folder) in [(401, None), (402, Some(".spare.1007"))] {
+        let command = format!("echo {id} >> {}", counter.display());
+        let spec = job_spec(id, "root", 0, cluster.dir.path(), &command);
+        let job = Box::new(JobSpec::try_from(spec.clone()).expect("a valid spec"));
+        let mut effects = Vec::new();
+        let input = Input::NewJob { spec: job, user: Ok(root.clone()) };
+        Sbd::new(lava_sbd::Config::default()).step(now_ms(), input, &mut effects);
+        let Some(Effect::Persist(_, record)) = effects.into_iter().next() else {
+            panic!("a new record first")
+        };
+        let jobfile = layout::jobfile_name(record.run_spec.submit_time_s, record.job);
+        let dir = state.join(folder.unwrap_or(&jobfile));
+        fs::create_dir(&dir).expect("mkdir");
+        for file in SPARE_FILES {
+            fs::write(dir.join(file), b"").expect("empty file");
+        }
+        fs::write(dir.join(FIRST_RECORD_FILE), encode_record(&record, 1)).expect("record");
+        specs.push((spec, jobfile));
+    }
+    let used = state.join(".spare.1008");
+    fs::create_dir(&used).expect("mkdir");
+    fs::write(used.join("pid"), b"junk").expect("write");
+    let kept = state.join(".spare.1009");
+    fs::create_dir(&kept).expect("mkdir");
+    for file in SPARE_FILES {
+        fs::write(kept.join(file), b"").expect("empty file");
+    }
+
+    cluster.start_sbatchd().await;
+    let mut mbd = cluster.accept().await;
+    for (spec, jobfile) in &specs {
+        assert!(state.join(jobfile).is_dir(), "{jobfile} is in place");
+        let reply: wire::NewJobReply = mbd.expect(Operation::NewJobReply).await;
+        let pid = started_pid(&reply);
+        assert!(specs.iter().any(|(spec, _)| spec.job == reply.job), "a reply for {:?}", reply.job);
+        assert!(pid > 0 && spec.dispatch_seq == reply.dispatch_seq);
+    }
+    for (spec, _) in &specs {
+        mbd.send(Operation::NewJobReplyAck, &ack(spec)).await;
+    }
+    for _ in &specs {
+        let finish: wire::JobFinish = mbd.expect(Operation::JobFinish).await;
+        assert_eq!(finish.wait_status, 0);
+        let spec = &specs.iter().find(|(spec, _)| spec.job == finish.job).expect("one of ours").0;
+        mbd.send(Operation::JobFinishAck, &ack(spec)).await;
+    }
+    let mut ran: Vec<String> =
+        fs::read_to_string(&counter).expect("counter").lines().map(str::to_owned).collect();
+    ran.sort();
+    assert_eq!(ran, vec!["401", "402"], "each job ran exactly once");
+    assert!(!state.join(".spare.1007").exists(), "renamed back");
+    assert!(!used.exists(), "a spare not as made is removed");
+    assert!(kept.is_dir(), "a spare as made is kept");
+}
+
+// Goal: the shepherd's notification pipe says `p` once the pid is durable, then `e` once
+// the job has ended and `exit` is written (sbatchd reports the end from that while the
+// shepherd flushes), then end-of-file when the shepherd ends; `exit` holds the job's status
+// by the time `e` is read.
+// Method: the real lava-shepherd run by hand (its program form) with a plan for
+// `sh -c 'exit 5'` as this test's own user, and the pipe read here.
+#[test]
+fn the_shepherd_says_ready_then_ended_on_its_pipe() {
+    use std::io::Read;
+
+    use lava_sbatchd::handoff::ExitFile;
+    use lava_sbatchd::layout;
+    use lava_sbatchd::shepherd::{ENDED_BYTE, READY_BYTE};
+
+    let top = tempfile::tempdir().expect("tempdir");
+    let (dir, mut shepherd, mut notify_read) = start_shepherd(top.path(), "exit 5", None);
     let mut byte = [0u8; 1];
     notify_read.read_exact(&mut byte).expect("the first byte");
     assert_eq!(byte[0], READY_BYTE);
@@ -924,4 +1024,43 @@ fn the_shepherd_says_ready_then_ended_on_its_pipe() {
     notify_read.read_to_end(&mut rest).expect("end-of-file when the shepherd ends");
     assert!(rest.is_empty(), "nothing after `e`: {rest:?}");
     assert!(shepherd.wait().expect("wait").success());
+}
+
+// Goal: a shepherd given a go pipe (a new job whose record is being made durable) lets its
+// job run only after `g` on it; when the pipe ends without `g` (sbatchd died, or could not
+// make the record durable) the job never runs and the shepherd leaves `pid` and `exit`
+// empty, says nothing on its pipe and exits with EXIT_NO_GO, which a restarted sbatchd
+// reads as a job never started.
+// Method: the real lava-shepherd run by hand twice, with a job that creates a file.
+#[test]
+fn a_shepherd_runs_its_job_only_after_go() {
+    use std::io::{Read, Write};
+
+    use lava_sbatchd::layout;
+    use lava_sbatchd::shepherd::{ENDED_BYTE, EXIT_NO_GO, GO_BYTE, READY_BYTE};
+
+    let top = tempfile::tempdir().expect("tempdir");
+    let (go_read, go_write) = std::io::pipe().expect("pipe");
+    let (dir, mut shepherd, mut notify_read) = start_shepherd(top.path(), "touch ran", Some(go_read));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(layout::read_shepherd_file(&dir.join(layout::PID_FILE)).expect("read"), None, "waits for go");
+    drop(go_write);
+    let mut said = Vec::new();
+    notify_read.read_to_end(&mut said).expect("end-of-file");
+    assert!(said.is_empty(), "nothing said: {said:?}");
+    assert_eq!(shepherd.wait().expect("wait").code(), Some(i32::from(EXIT_NO_GO)));
+    assert!(!top.path().join("ran").exists(), "the job never ran");
+    for file in [layout::PID_FILE, layout::EXIT_FILE] {
+        assert_eq!(layout::read_shepherd_file(&dir.join(file)).expect("read"), None, "{file} stays empty");
+    }
+
+    let second = tempfile::tempdir().expect("tempdir");
+    let (go_read, mut go_write) = std::io::pipe().expect("pipe");
+    let (_, mut shepherd, mut notify_read) = start_shepherd(second.path(), "touch ran", Some(go_read));
+    go_write.write_all(&[GO_BYTE]).expect("go");
+    let mut said = Vec::new();
+    notify_read.read_to_end(&mut said).expect("end-of-file");
+    assert_eq!(said, vec![READY_BYTE, ENDED_BYTE]);
+    assert!(shepherd.wait().expect("wait").success());
+    assert!(second.path().join("ran").exists(), "the job ran");
 }

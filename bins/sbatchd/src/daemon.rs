@@ -36,6 +36,8 @@
 //! fsyncs in the loop delay neither credentials nor incoming frames.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,9 +55,9 @@ use crate::jobdirs::JobDirs;
 use crate::layout::{self, EXIT_FILE, Layout, PID_FILE};
 use crate::link::{self, FromMbd, LinkConfig, LinkEvent, OutFrame};
 use crate::procfs::{self, boot_id, process_start_ticks};
-use crate::shepherd::ENDED_BYTE;
+use crate::shepherd::{ENDED_BYTE, GO_BYTE};
 use crate::status::{JobPhases, LoopCounters, SocketCounters, StatusRequest};
-use crate::store::{self, Store, StoreOp};
+use crate::store::{self, NewFolder, Store, StoreOp};
 use crate::{Error, LOST_WAIT_STATUS, credential, launch, sys, zygote};
 
 /// Interval of the logic's Tick (LavaLite's `SBD_OPERATION_TIMER`).
@@ -142,8 +144,9 @@ struct Tracked {
 
 /// What the launcher thread is asked to do, in order.
 enum LauncherRequest {
-    /// Carry out a Launch effect.
-    Launch { job: JobRef, launch: u64, run_spec: Box<RunSpec>, jobfile: String },
+    /// Carry out a Launch effect; with the read end of the job's go pipe when its record is
+    /// being made durable meanwhile.
+    Launch { job: JobRef, launch: u64, run_spec: Box<RunSpec>, jobfile: String, go: Option<OwnedFd> },
     /// The job has ended: its folder `jobs/<jobfile>/` becomes a spare
     /// ([`crate::jobdirs`]).
     Release { jobfile: String },
@@ -249,6 +252,11 @@ pub fn run(options: Options) -> Result<(), Error> {
                 launcher(&exe, &launcher_layout, job_dirs, launch_rx, &launcher_events, &runtime_handle)
             })
             .map_err(|source| Error::Io { path: "launcher thread".into(), source })?;
+        let spares = store.spares();
+        std::thread::Builder::new()
+            .name("sbatchd-spares".to_owned())
+            .spawn(move || spares.keep_filled())
+            .map_err(|source| Error::Io { path: "spares thread".into(), source })?;
         let mut daemon = Daemon {
             sbd,
             store,
@@ -775,7 +783,8 @@ impl Daemon {
     /// Carries out effects as the module doc says, then the inputs acting produced.
     async fn carry_out(&mut self, mut effects: Vec<Effect>) -> Result<(), Error> {
         loop {
-            let ops = self.store_ops(&effects);
+            let mut ops = self.store_ops(&effects);
+            let go_pipes = self.launch_early(&mut effects, &mut ops)?;
             if !ops.is_empty() {
                 let started = std::time::Instant::now();
                 self.store.commit(&ops)?;
@@ -783,14 +792,16 @@ impl Daemon {
                 let persists = ops.iter().filter(|op| !matches!(op, StoreOp::Remove { .. })).count() as u64;
                 self.counters.on_commit(persists, ops.len() as u64 - persists, micros);
             }
+            for mut go in go_pipes {
+                // The record is durable: the job may run. A shepherd that is gone (its
+                // start failed) leaves no reader; its failure arrives on its own.
+                let _ = go.write_all(&[GO_BYTE]);
+            }
             for effect in effects.drain(..) {
                 match effect {
                     Effect::Persist(..) | Effect::Note(..) => {}
                     Effect::Remove(job) => self.counters.forget(job.to_wire()),
-                    Effect::Launch { job, run_spec } => {
-                        self.counters.launches += 1;
-                        self.launch(job, run_spec)
-                    }
+                    Effect::Launch { job, run_spec } => self.launch(job, run_spec, None),
                     Effect::Kill { job, pgid, signal } => match sys::kill_group(pgid, signal) {
                         Ok(()) => tracing::debug!(%job, pgid, signal, "signalled"),
                         Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}
@@ -883,13 +894,58 @@ impl Daemon {
         self.store.commit(&ops)
     }
 
+    /// Starts, before the batch's commit, the launch of each new job whose first record the
+    /// batch writes (docs/batch.md, "A new job's launch overlaps its record"): its folder is
+    /// made now ([`Store::create_folder`]), its Persist becomes a [`StoreOp::Create`], and
+    /// the launch is handed to the launcher with the read end of a go pipe. The shepherd
+    /// forks the job's process but lets it execute only after `g` on that pipe, which the
+    /// caller writes once the commit has returned; should the commit fail, the pipes close
+    /// unwritten and the shepherds leave no trace ([`crate::shepherd`], step 3). The
+    /// launches taken are removed from `effects`; any other (a job whose folder exists: a
+    /// relaunch, a new dispatch replacing a finished run) is carried out after the commit.
+    /// Returns the go pipes' write ends.
+    fn launch_early(&mut self, effects: &mut Vec<Effect>, ops: &mut [StoreOp]) -> Result<Vec<File>, Error> {
+        let mut go_pipes = Vec::new();
+        let mut kept = Vec::with_capacity(effects.len());
+        for effect in effects.drain(..) {
+            let Effect::Launch { job, run_spec } = effect else {
+                kept.push(effect);
+                continue;
+            };
+            let jobfile = layout::jobfile_name(run_spec.submit_time_s, job);
+            let persist =
+                ops.iter_mut().find(|op| matches!(op, StoreOp::Persist { jobfile: f, .. } if *f == jobfile));
+            let folder = match persist {
+                Some(_) => self.store.create_folder(&jobfile)?,
+                None => NewFolder::Existing,
+            };
+            let (Some(op), NewFolder::Spare | NewFolder::Made) = (persist, folder) else {
+                kept.push(Effect::Launch { job, run_spec });
+                continue;
+            };
+            if let StoreOp::Persist { jobfile, bytes } =
+                std::mem::replace(op, StoreOp::Remove { jobfile: String::new() })
+            {
+                *op = StoreOp::Create { jobfile, bytes, folder };
+            }
+            let (go_read, go_write) =
+                std::io::pipe().map_err(|source| Error::Io { path: "go pipe".into(), source })?;
+            self.launch(job, run_spec, Some(OwnedFd::from(go_read)));
+            go_pipes.push(File::from(OwnedFd::from(go_write)));
+        }
+        *effects = kept;
+        Ok(go_pipes)
+    }
+
     /// Hands the launch to the launcher thread: the main loop never waits for a process to
-    /// start. The Launch's record is durable already; nothing later in the batch depends on
+    /// start. The Launch's record is durable already, or is being made durable and `go`
+    /// keeps the job from executing until it is; nothing later in the batch depends on
     /// the shepherd existing (only Spawned, which the shepherd itself triggers, does).
-    fn launch(&mut self, job: JobRef, run_spec: Box<RunSpec>) {
+    fn launch(&mut self, job: JobRef, run_spec: Box<RunSpec>, go: Option<OwnedFd>) {
+        self.counters.launches += 1;
         let jobfile = layout::jobfile_name(run_spec.submit_time_s, job);
         let launch = self.new_launch(job);
-        if self.launcher.send(LauncherRequest::Launch { job, launch, run_spec, jobfile }).is_err() {
+        if self.launcher.send(LauncherRequest::Launch { job, launch, run_spec, jobfile, go }).is_err() {
             let message = "the launcher thread has stopped".to_owned();
             tracing::error!(%job, "cannot launch the job: {message}");
             self.inputs.push(Input::SpawnFailed { job, message });
@@ -954,9 +1010,9 @@ fn launcher(
 ) {
     let mut zygote = zygote::Client::new(launch::shepherd_program(exe), layout.state_root());
     loop {
-        let (job, launch, run_spec, jobfile) = match requests.recv_timeout(ZYGOTE_CHECK_INTERVAL) {
-            Ok(LauncherRequest::Launch { job, launch, run_spec, jobfile }) => {
-                (job, launch, run_spec, jobfile)
+        let (job, launch, run_spec, jobfile, go) = match requests.recv_timeout(ZYGOTE_CHECK_INTERVAL) {
+            Ok(LauncherRequest::Launch { job, launch, run_spec, jobfile, go }) => {
+                (job, launch, run_spec, jobfile, go)
             }
             Ok(LauncherRequest::Release { jobfile }) => {
                 if let Err(err) = job_dirs.release(&jobfile) {
@@ -971,7 +1027,7 @@ fn launcher(
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
         };
-        let started = match launch::start(&mut zygote, &mut job_dirs, layout, job, &run_spec, &jobfile) {
+        let started = match launch::start(&mut zygote, &mut job_dirs, layout, job, &run_spec, &jobfile, go) {
             Ok(started) => started,
             Err(message) => {
                 if events.blocking_send(WatchEvent::LaunchFailed { job, launch, message }).is_err() {

@@ -315,7 +315,8 @@ pub fn shepherd_program(sbatchd_exe: &Path) -> PathBuf {
 /// Prepares the state folder and has the zygote fork the shepherd of a job (see the
 /// crate doc's shepherd protocol and [`crate::zygote`]). Files of an earlier attempt are
 /// removed first: a Launch only comes when no shepherd of the job is alive, which the
-/// job's lock confirms.
+/// job's lock confirms. `go` is the read end of the job's go pipe when its record is not
+/// durable yet ([`crate::shepherd`], step 3).
 pub fn start(
     zygote: &mut zygote::Client,
     job_dirs: &mut JobDirs,
@@ -323,6 +324,7 @@ pub fn start(
     job: JobRef,
     spec: &RunSpec,
     jobfile: &str,
+    go: Option<OwnedFd>,
 ) -> Result<StartedShepherd, String> {
     let state_dir = layout.state_dir(jobfile);
     let job_dir = layout.job_dir(jobfile);
@@ -331,9 +333,18 @@ pub fn start(
         let what = what.to_owned();
         move |err: io::Error| format!("{what} {path}: {err}")
     };
-    layout::create_private_dir(&state_dir).map_err(at("cannot create", &state_dir))?;
-    // The state folder itself is the shepherd's lock (one file fewer per job).
-    let lock = File::open(&state_dir).map_err(at("cannot open", &state_dir))?;
+    // The state folder itself is the shepherd's lock (one file fewer per job). It exists
+    // (its record is in it, or is being written into it): opening it takes no lock of
+    // `state/`, which a `mkdir` would take even for a folder that exists, and so wait for
+    // any flush of `state/` that a commit is making meanwhile.
+    let lock = match File::open(&state_dir) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            layout::create_private_dir(&state_dir).map_err(at("cannot create", &state_dir))?;
+            File::open(&state_dir)
+        }
+        opened => opened,
+    }
+    .map_err(at("cannot open", &state_dir))?;
     lock_exclusive(&lock).map_err(at("cannot lock", &state_dir))?;
     // A relaunch's stale files go; the empty ones the folder was created with stay, to be
     // filled in place (layout::write_shepherd_file).
@@ -357,10 +368,11 @@ pub fn start(
     let plan_file = sys::memory_file(c"lava-launch-plan", &plan_bytes)
         .map_err(|err| format!("cannot hold the launch plan in memory: {err}"))?;
     let (notify_read, notify_write) = io::pipe().map_err(|err| format!("cannot create a pipe: {err}"))?;
-    let started = zygote.launch(&state_dir, notify_write.as_fd(), lock.as_fd(), plan_file.as_fd());
+    let go_fd = go.as_ref().map(AsFd::as_fd);
+    let started = zygote.launch(&state_dir, notify_write.as_fd(), lock.as_fd(), plan_file.as_fd(), go_fd);
     // Our copies close here: the shepherd (or the zygote, until it has answered) holds the
-    // lock and the pipe's only writer.
-    drop((plan_file, notify_write, lock));
+    // lock, the notification pipe's only writer and the go pipe's only reader.
+    drop((plan_file, notify_write, lock, go));
     let shepherd = match started {
         Ok(zygote::Started { pid, pidfd }) => Some((pid, pidfd)),
         Err(zygote::LaunchError::NotStarted(message)) => return Err(message),

@@ -8,9 +8,13 @@
 //!     <jobfile>/                         root, 0700, one per job; its shepherd holds an
 //!                                        flock on this folder for its whole life
 //!       record                           the lava-sbd JobRecord (see crate::store)
+//!       record.first                     its first record, in a folder that was a spare
 //!       record.noted                     a newer record, written without fsync (crate::store)
 //!       pid                              pid, pgid, exec time of the job, shepherd's pid (durable)
 //!       exit                             how the job ended, or why it never started (durable)
+//!     .spare.<n>/                        root, 0700: a spare job folder, made durable ahead
+//!                                        of need with empty record.first, pid, exit
+//!                                        (crate::spares)
 //!   jobs/                                root, 0711
 //!     <jobfile>/                         the job's user, 0700, while the job runs
 //!       job.sh                           the job's user, 0700: `#!/bin/sh` and the command
@@ -39,6 +43,9 @@ pub const RECORD_FILE: &str = "record";
 /// The job's noted record, when newer than `record` (written without fsync; see
 /// `crate::store`).
 pub const NOTED_FILE: &str = "record.noted";
+/// The job's first record, written in place into a spare folder's empty file
+/// (`crate::spares`); `record`, once written, is newer.
+pub const FIRST_RECORD_FILE: &str = "record.first";
 /// The job's pid, written durably by the shepherd before the job may execute.
 pub const PID_FILE: &str = "pid";
 /// The job's end, written durably by the shepherd before it exits.
@@ -132,9 +139,14 @@ pub fn jobfile_name(submit_time_s: i64, job: JobRef) -> String {
 
 /// Creates a private (0700) folder; an existing one is fine.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    create_new_private_dir(dir).map(|_| ())
+}
+
+/// Creates a private (0700) folder and says whether it did: false when it existed.
+pub fn create_new_private_dir(dir: &Path) -> io::Result<bool> {
     match DirBuilder::new().mode(PRIVATE_MODE).create(dir) {
-        Ok(()) => Ok(()),
-        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         Err(err) => Err(err),
     }
 }

@@ -75,6 +75,7 @@ pub mod link;
 pub mod peek;
 pub mod procfs;
 pub mod shepherd;
+pub mod spares;
 pub mod status;
 pub mod store;
 pub mod sys;

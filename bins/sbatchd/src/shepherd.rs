@@ -5,8 +5,8 @@
 //!
 //! sbatchd has each shepherd forked by its shepherd zygote ([`crate::zygote`]: a
 //! long-lived `lava-shepherd --zygote`), which runs [`run_with`] in the child with the
-//! job's three descriptors; no program is executed per shepherd. The same code runs as a
-//! program, `lava-shepherd <state/jobfile> --notify-fd N --lock-fd M --plan-fd P` with the
+//! job's descriptors; no program is executed per shepherd. The same code runs as a
+//! program, `lava-shepherd <state/jobfile> --notify-fd N --lock-fd M --plan-fd P [--go-fd G]` with the
 //! descriptors inherited at those numbers ([`main`]), which is how sbatchd started every
 //! shepherd before the zygote and how one can be run by hand. Both are in
 //! `bins/sbatchd/lava-shepherd.rs`, installed next to sbatchd
@@ -16,17 +16,24 @@
 //! Protocol with sbatchd (see also [`crate::handoff`] for the file formats):
 //! 1. sbatchd takes the job's lock (an flock on the job's state folder), puts the launch
 //!    plan in an in-memory file, and sends the zygote the job's state folder with the
-//!    write end of a pipe, the lock and the plan (`SCM_RIGHTS`). The zygote forks; the
-//!    child keeps only those three descriptors (its standard streams are /dev/null, its
+//!    write end of a pipe, the lock and the plan (`SCM_RIGHTS`), and for a new job the read
+//!    end of its go pipe. The zygote forks; the
+//!    child keeps only those descriptors (its standard streams are /dev/null, its
 //!    environment empty, as the zygote's) and becomes the shepherd; the zygote answers
 //!    with its pid and a pidfd. The shepherd holds the lock until it exits: the lock being
 //!    free means no shepherd lives, and none can appear.
 //! 2. The shepherd makes itself a new session (setsid), so that it survives sbatchd and no
 //!    terminal signal reaches it, reads the plan, looks up the user's groups and forks the job's process,
 //!    which prepares itself (session, identity, umask, cwd, files) and stops at its gate.
-//! 3. It writes `pid` (with its own pid) durably, writes `p` on the pipe (sbatchd reads
-//!    `pid` at once: no polling), and only then opens the gate. A job whose pid was never
-//!    recorded never ran.
+//! 3. When sbatchd gave it a go pipe (a new job, launched while its record is being made
+//!    durable: docs/batch.md, "A new job's launch overlaps its record"), it waits for `g`
+//!    on that pipe, which sbatchd writes once the record is durable. End-of-file instead
+//!    (sbatchd died, or could not make the record durable) means the launch must leave no
+//!    trace: it closes the job's gate unopened, reaps the child and exits ([`EXIT_NO_GO`])
+//!    with `pid` and `exit` still empty, which a restarted sbatchd reads as a job never
+//!    started. Then it writes `pid` (with its own pid) durably, writes `p` on the pipe
+//!    (sbatchd reads `pid` at once: no polling), and only then opens the gate. A job whose
+//!    pid was never recorded never ran, and no job runs before its record is durable.
 //! 4. If anything fails before `pid` exists, it writes `exit` (`failed`) durably, then `p`,
 //!    and exits: sbatchd reports a launch failure (the job goes back to PEND). If the
 //!    job's preparation failed (reported at the gate), `exit` says `failed` with the stage
@@ -73,6 +80,10 @@ pub const NOTIFY_FD_FLAG: &str = "--notify-fd";
 pub const LOCK_FD_FLAG: &str = "--lock-fd";
 /// The flag naming the launch plan's descriptor (an in-memory file).
 pub const PLAN_FD_FLAG: &str = "--plan-fd";
+/// The flag naming the go pipe's descriptor (its read end), when sbatchd gives one.
+pub const GO_FD_FLAG: &str = "--go-fd";
+/// The byte sbatchd writes on the go pipe once the job's record is durable.
+pub const GO_BYTE: u8 = b'g';
 
 /// The shepherd's command line.
 #[derive(Debug, PartialEq, Eq)]
@@ -81,9 +92,10 @@ struct ShepherdArgs {
     notify_fd: Option<RawFd>,
     lock_fd: RawFd,
     plan_fd: RawFd,
+    go_fd: Option<RawFd>,
 }
 
-/// Parses `STATE_DIR [--notify-fd N] --lock-fd M --plan-fd P` (arguments after the program
+/// Parses `STATE_DIR [--notify-fd N] --lock-fd M --plan-fd P [--go-fd G]` (arguments after the program
 /// name), by hand: a command-line parser would cost every job's start more than the whole
 /// parse.
 fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<ShepherdArgs, String> {
@@ -91,12 +103,14 @@ fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<ShepherdArgs, 
     let mut notify_fd = None;
     let mut lock_fd = None;
     let mut plan_fd = None;
+    let mut go_fd = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let slot = match arg.to_str() {
             Some(NOTIFY_FD_FLAG) => &mut notify_fd,
             Some(LOCK_FD_FLAG) => &mut lock_fd,
             Some(PLAN_FD_FLAG) => &mut plan_fd,
+            Some(GO_FD_FLAG) => &mut go_fd,
             Some(flag) if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
             _ if state_dir.is_none() => {
                 state_dir = Some(PathBuf::from(arg));
@@ -120,6 +134,7 @@ fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<ShepherdArgs, 
         notify_fd,
         lock_fd: lock_fd.ok_or_else(|| format!("started without the job's lock ({LOCK_FD_FLAG})"))?,
         plan_fd: plan_fd.ok_or_else(|| format!("started without a launch plan ({PLAN_FD_FLAG})"))?,
+        go_fd,
     })
 }
 
@@ -129,6 +144,9 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
 /// Exit status of a shepherd not started by sbatchd (bad command line or descriptors).
 pub const EXIT_USAGE: u8 = 2;
+/// Exit status of a shepherd whose go pipe ended without [`GO_BYTE`]: it wrote nothing and
+/// its job never ran.
+pub const EXIT_NO_GO: u8 = 3;
 
 /// `main` of the `lava-shepherd` program: a shepherd, or with [`crate::zygote::ZYGOTE_FLAG`]
 /// first, the zygote that forks shepherds.
@@ -164,16 +182,30 @@ fn run(args: &ShepherdArgs) -> ExitCode {
     };
     let notify = args.notify_fd.and_then(|fd| sys::inherited_fd(fd).ok()).map(File::from);
     let plan = sys::inherited_fd(args.plan_fd).map(File::from);
-    ExitCode::from(run_with(&args.state_dir, lock, notify, plan))
+    let Ok(go) = args.go_fd.map(sys::inherited_fd).transpose() else {
+        eprintln!(
+            "{SHEPHERD_PROGRAM}: {GO_FD_FLAG} does not name an open descriptor; only sbatchd starts shepherds"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    };
+    ExitCode::from(run_with(&args.state_dir, lock, notify, plan, go.map(File::from)))
 }
 
 /// The shepherd proper, from its descriptors (inherited by an executed `lava-shepherd`, or
 /// received by the zygote for a forked one): makes itself a new session, runs the job, and
-/// returns the exit status ([`EXIT_OK`] or [`EXIT_FAILED`]). The lock is held until then.
-pub fn run_with(state_dir: &Path, lock: OwnedFd, notify: Option<File>, plan: std::io::Result<File>) -> u8 {
+/// returns the exit status ([`EXIT_OK`], [`EXIT_FAILED`], or [`EXIT_NO_GO`]). The lock is
+/// held until then. With a go pipe, the job's process waits for [`GO_BYTE`] on it (step 3
+/// of the module doc).
+pub fn run_with(
+    state_dir: &Path,
+    lock: OwnedFd,
+    notify: Option<File>,
+    plan: std::io::Result<File>,
+    go: Option<File>,
+) -> u8 {
     // Already a session leader only if started by hand; nothing to do then.
     let _ = sys::new_session();
-    let mut shepherd = Shepherd { state_dir, notify };
+    let mut shepherd = Shepherd { state_dir, notify, go };
     let code = shepherd.run(plan);
     drop(lock);
     code
@@ -182,6 +214,7 @@ pub fn run_with(state_dir: &Path, lock: OwnedFd, notify: Option<File>, plan: std
 struct Shepherd<'a> {
     state_dir: &'a Path,
     notify: Option<File>,
+    go: Option<File>,
 }
 
 impl Shepherd<'_> {
@@ -202,6 +235,15 @@ impl Shepherd<'_> {
             }
         };
         let pid = child.pid;
+        if !self.wait_for_go() {
+            // The record never became durable, or its sbatchd is gone: nothing of this
+            // launch may remain. Closing the job's gate unopened makes the child exit
+            // without executing anything; `pid` and `exit` stay empty, which a restarted
+            // sbatchd reads as a job never started (it launches it afresh).
+            drop(child);
+            let _ = sys::wait4(pid);
+            return EXIT_NO_GO;
+        }
         let pid_file = PidFile {
             pid,
             pgid: pid,
@@ -250,6 +292,20 @@ impl Shepherd<'_> {
         };
         self.write_exit_announced(&exit);
         EXIT_OK
+    }
+
+    /// Waits for sbatchd's [`GO_BYTE`] on the go pipe, if there is one: true once it came,
+    /// false at end-of-file, any other byte or an error (see [`run_with`]).
+    fn wait_for_go(&mut self) -> bool {
+        let Some(mut go) = self.go.take() else { return true };
+        let mut byte = [0u8; 1];
+        loop {
+            match std::io::Read::read(&mut go, &mut byte) {
+                Ok(1) => return byte[0] == GO_BYTE,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                _ => return false,
+            }
+        }
     }
 
     /// Records a failure that happened before any pid existed, tells sbatchd, and exits.
@@ -422,10 +478,18 @@ mod tests {
     // refused with what is wrong (the shepherd then exits 2 without touching the job).
     #[test]
     fn command_line() {
-        let full = ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: Some(4), lock_fd: 5, plan_fd: 6 };
-        assert_eq!(parse(&["/s/1.7", "--notify-fd", "4", "--lock-fd", "5", "--plan-fd", "6"]), Ok(full));
+        let full = ShepherdArgs {
+            state_dir: "/s/1.7".into(),
+            notify_fd: Some(4),
+            lock_fd: 5,
+            plan_fd: 6,
+            go_fd: Some(8),
+        };
+        let args = ["/s/1.7", "--notify-fd", "4", "--lock-fd", "5", "--plan-fd", "6", "--go-fd", "8"];
+        assert_eq!(parse(&args), Ok(full));
         let reordered = parse(&["--plan-fd", "7", "--lock-fd", "5", "/s/1.7"]).expect("parses");
-        let expected = ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: None, lock_fd: 5, plan_fd: 7 };
+        let expected =
+            ShepherdArgs { state_dir: "/s/1.7".into(), notify_fd: None, lock_fd: 5, plan_fd: 7, go_fd: None };
         assert_eq!(reordered, expected);
         for (bad, problem) in [
             (&[][..], "no job state folder given"),
@@ -435,6 +499,7 @@ mod tests {
             (&["/s/1.7", "--lock-fd", "x"][..], "--lock-fd x: not a descriptor number"),
             (&["/s/1.7", "--lock-fd", "-1"][..], "--lock-fd -1: not a descriptor number"),
             (&["/s/1.7", "--lock-fd", "5", "--lock-fd", "6"][..], "--lock-fd given twice"),
+            (&["/s/1.7", "--lock-fd", "5", "--go-fd", "g"][..], "--go-fd g: not a descriptor number"),
             (&["/s/1.7", "/s/1.8", "--lock-fd", "5"][..], "unexpected argument /s/1.8"),
             (&["--shepherd", "/s/1.7", "--lock-fd", "5"][..], "unknown option --shepherd"),
         ] {

@@ -13,6 +13,14 @@
 //! `state/` fsynced. The records of one batch are written by a few threads at once, which
 //! lets the file system put their fsyncs in one journal commit.
 //!
+//! A new job's folder is a spare when one is ready ([`crate::spares`]): renamed to the
+//! job's name, its first record written in place into `record.first` with one fdatasync,
+//! and nothing else flushed. Without a spare it is made at the commit (`mkdir`, its empty
+//! shepherd files, the record, then the folder and `state/` fsynced). Either way it may be
+//! made ahead of its commit ([`Store::create_folder`], so that the job's launch can start
+//! meanwhile); its first record is then a [`StoreOp::Create`]. Until the commit the folder
+//! holds no record, which [`Store::load`] treats as never made.
+//!
 //! Noted records (lava-sbd's `Effect::Note`: facts a crash cannot lose) are written by
 //! [`Store::write_noted`] to `record.noted`, in place, with no fsync at all, and never over
 //! `record`:
@@ -30,7 +38,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use lava_sbd::{JobRecord, invariants};
 
 use crate::Error;
-use crate::layout::{self, Layout, NOTED_FILE, RECORD_FILE, TEMPORARY_SUFFIX};
+use crate::layout::{self, FIRST_RECORD_FILE, Layout, NOTED_FILE, RECORD_FILE, TEMPORARY_SUFFIX};
+use crate::spares::{self, Found, SPARE_PREFIX, Spares};
 
 /// First bytes of every record file.
 pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
@@ -105,10 +114,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<(u64, JobRecord), String> {
 /// `record.noted` ([`newest`]; a noted record left aside is logged); `None` without a
 /// `record`. An unreadable `record` is an error naming the file.
 pub fn read_newest(dir: &Path) -> Result<Option<(u64, JobRecord)>, Error> {
-    let path = dir.join(RECORD_FILE);
-    let io_error = |source| Error::Io { path: path.clone(), source };
-    let Some(bytes) = layout::read_optional(&path).map_err(io_error)? else { return Ok(None) };
-    let durable = decode_record(&bytes).map_err(|problem| Error::Record { path: path.clone(), problem })?;
+    let Some(durable) = read_durable(dir)? else { return Ok(None) };
     let noted_path = dir.join(NOTED_FILE);
     let noted = match layout::read_optional(&noted_path) {
         Ok(bytes) => bytes.map(|bytes| decode_record(&bytes)),
@@ -123,6 +129,36 @@ pub fn read_newest(dir: &Path) -> Result<Option<(u64, JobRecord)>, Error> {
         );
     }
     Ok(Some(newest))
+}
+
+/// The durable record of the job folder `dir`: `record`, else the first record written in
+/// place into a spare's `record.first` ([`crate::spares`]). An empty `record.first`, or one
+/// that does not decode (its write was cut short by a crash before anything relied on it),
+/// counts as absent; an unreadable `record` is an error naming the file.
+fn read_durable(dir: &Path) -> Result<Option<(u64, JobRecord)>, Error> {
+    let path = dir.join(RECORD_FILE);
+    let io_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    if let Some(bytes) = layout::read_optional(&path).map_err(io_error(&path))? {
+        return decode_record(&bytes).map(Some).map_err(|problem| Error::Record { path, problem });
+    }
+    let first = dir.join(FIRST_RECORD_FILE);
+    match layout::read_optional(&first).map_err(io_error(&first))? {
+        None => Ok(None),
+        Some(bytes) if bytes.is_empty() => Ok(None),
+        Some(bytes) => match decode_record(&bytes) {
+            Ok(found) => Ok(Some(found)),
+            Err(problem) => {
+                tracing::warn!(
+                    file = %first.display(),
+                    "ignoring a first record cut short by a crash ({problem}): nothing was done on it"
+                );
+                Ok(None)
+            }
+        },
+    }
 }
 
 /// The newer of a job's durable record and its noted one (see the module doc): the
@@ -152,6 +188,18 @@ pub enum StoreOp {
         /// The encoded record.
         bytes: Vec<u8>,
     },
+    /// Write the first record of a job whose folder [`Store::create_folder`] has just made
+    /// (the shell turns a Persist into this after merging a batch's operations), as a
+    /// Persist that makes the folder would: into a spare's `record.first`, or through
+    /// `record` with the folder and `state/` fsynced.
+    Create {
+        /// The job's folder name.
+        jobfile: String,
+        /// The encoded record.
+        bytes: Vec<u8>,
+        /// How the folder was made.
+        folder: NewFolder,
+    },
     /// Delete `state/<jobfile>` and `jobs/<jobfile>`.
     Remove {
         /// The job's folder name.
@@ -172,35 +220,89 @@ pub enum StoreOp {
 
 impl StoreOp {
     /// This operation followed by `next`, of the same job, as one operation:
-    /// the last one wins, except that a Persist after a Remove replaces.
+    /// the last one wins, except that a Persist after a Remove replaces, and one after a
+    /// Create is still the Create (of the newer record).
     pub fn then(self, next: StoreOp) -> StoreOp {
         match (self, next) {
             (StoreOp::Remove { .. } | StoreOp::Replace { .. }, StoreOp::Persist { jobfile, bytes }) => {
                 StoreOp::Replace { jobfile, bytes }
+            }
+            (StoreOp::Create { jobfile, folder, .. }, StoreOp::Persist { bytes, .. }) => {
+                StoreOp::Create { jobfile, bytes, folder }
             }
             (_, next) => next,
         }
     }
 }
 
+/// How a job's folder came to be, for the write of its first record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewFolder {
+    /// It existed already.
+    Existing,
+    /// A spare renamed to the job's name: durable, with an empty `record.first`.
+    Spare,
+    /// Made now (`mkdir` and empty shepherd files), durable with the first record.
+    Made,
+}
+
 /// The records of one host.
 #[derive(Debug, Clone)]
 pub struct Store {
     layout: Layout,
-    /// fsyncs made by [`Store::commit`] (files and folders), for the status query.
+    /// fsyncs made by [`Store::commit`] and by the spares' thread (files and folders), for
+    /// the status query.
     fsyncs: Arc<AtomicU64>,
+    /// Spare job folders ([`crate::spares`]).
+    spares: Arc<Spares>,
 }
 
 impl Store {
     /// The records under `layout`.
     pub fn new(layout: Layout) -> Store {
-        Store { layout, fsyncs: Arc::new(AtomicU64::new(0)) }
+        let fsyncs = Arc::new(AtomicU64::new(0));
+        let spares = Arc::new(Spares::new(layout.state_root(), Arc::clone(&fsyncs)));
+        Store { layout, fsyncs, spares }
     }
 
-    /// fsyncs made so far by [`Store::commit`]: two per record written (the file, its folder)
-    /// and one for `state/` when a job folder was created or removed.
+    /// The pool of spare job folders, for the thread that keeps it filled.
+    pub fn spares(&self) -> Arc<Spares> {
+        Arc::clone(&self.spares)
+    }
+
+    /// fsyncs made so far by [`Store::commit`]: two per record written through `record`
+    /// (the file, its folder), one per first record written into a spare, one for `state/`
+    /// when a job folder was made or removed; and by the spares' thread, one per spare and
+    /// one per batch of them.
     pub fn n_fsyncs(&self) -> u64 {
         self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Makes the folder of a job, ahead of the commit that writes its first record
+    /// ([`StoreOp::Create`]): a spare renamed to the job's name when one is ready, else a new
+    /// folder with its empty shepherd files; [`NewFolder::Existing`], with nothing done, when
+    /// the folder exists. Nothing of it is durable, as the job's, before that commit.
+    pub fn create_folder(&self, jobfile: &str) -> Result<NewFolder, Error> {
+        let dir = self.layout.state_dir(jobfile);
+        let io_error = |source| Error::Io { path: dir.clone(), source };
+        // Only this thread makes or renames job folders, so nothing can appear in between.
+        if fs::symlink_metadata(&dir).is_ok() {
+            return Ok(NewFolder::Existing);
+        }
+        if let Some(spare) = self.spares.take() {
+            let from = self.layout.state_root().join(&spare);
+            match fs::rename(&from, &dir) {
+                Ok(()) => return Ok(NewFolder::Spare),
+                Err(err) => tracing::warn!(folder = %from.display(), "cannot use a spare job folder: {err}"),
+            }
+        }
+        let created =
+            layout::create_new_private_dir(&dir)
+                .and_then(|created| {
+                    if created { layout::create_shepherd_files(&dir).map(|()| true) } else { Ok(false) }
+                })
+                .map_err(io_error)?;
+        Ok(if created { NewFolder::Made } else { NewFolder::Existing })
     }
 
     /// Reads every record, in folder-name order, with its revision: the newer of `record`
@@ -224,6 +326,7 @@ impl Store {
             }
         }
         names.sort();
+        let names = self.settle_spares(names)?;
         let mut records = Vec::new();
         for jobfile in names {
             let dir = self.layout.state_dir(&jobfile);
@@ -245,6 +348,54 @@ impl Store {
             records.push((jobfile, revision, record));
         }
         Ok(records)
+    }
+
+    /// At start, each spare-named folder among `names` (the folders of `state/`) is a job's
+    /// folder whose rename a crash undid (it holds a record: it is renamed back), a spare as
+    /// made (offered again), or a leftover (removed); see [`crate::spares`]. Returns the
+    /// job folders' names, sorted. A record whose job's folder also exists is an error
+    /// naming the file: only a folder that did not exist is ever made from a spare.
+    fn settle_spares(&self, names: Vec<String>) -> Result<Vec<String>, Error> {
+        let root = self.layout.state_root();
+        let mut jobs = Vec::with_capacity(names.len());
+        let mut found = Vec::new();
+        let mut changed = false;
+        for name in names {
+            if !name.starts_with(SPARE_PREFIX) {
+                jobs.push(name);
+                continue;
+            }
+            let dir = root.join(&name);
+            let io_error = |source| Error::Io { path: dir.clone(), source };
+            if let Some((_, record)) = read_newest(&dir)? {
+                let jobfile = layout::jobfile_name(record.run_spec.submit_time_s, record.job);
+                let target = self.layout.state_dir(&jobfile);
+                if fs::symlink_metadata(&target).is_ok() {
+                    let problem =
+                        format!("the record is job {} whose folder {jobfile} exists too", record.job);
+                    return Err(Error::Record { path: dir.join(FIRST_RECORD_FILE), problem });
+                }
+                tracing::info!(folder = %dir.display(), job = %record.job, "renaming a job's folder back from its spare name");
+                fs::rename(&dir, &target).map_err(io_error)?;
+                jobs.push(jobfile);
+                changed = true;
+                continue;
+            }
+            match spares::classify(&dir, &name).map_err(io_error)? {
+                Found::Spare(number) => found.push((number, name)),
+                Found::Leftover => {
+                    tracing::info!(folder = %dir.display(), "removing a spare job folder that is not as made");
+                    layout::remove_dir_optional(&dir).map_err(io_error)?;
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            layout::fsync_dir(&root).map_err(|source| Error::Io { path: root.clone(), source })?;
+        }
+        self.spares.adopt(found);
+        jobs.sort();
+        Ok(jobs)
     }
 
     /// Makes every operation durable (see the module doc). On error the daemon must stop:
@@ -293,19 +444,10 @@ impl Store {
     fn apply(&self, op: &StoreOp) -> Result<bool, Error> {
         match op {
             StoreOp::Persist { jobfile, bytes } => {
-                let dir = self.layout.state_dir(jobfile);
-                let io_error = |source| Error::Io { path: dir.join(RECORD_FILE), source };
-                let created = !dir.exists();
-                if created {
-                    layout::create_private_dir(&dir).map_err(io_error)?;
-                    // Durable with the record by the folder's fsync below; the shepherd
-                    // fills them in place (one flush each instead of two).
-                    layout::create_shepherd_files(&dir).map_err(io_error)?;
-                }
-                layout::write_durable(&dir, RECORD_FILE, bytes).map_err(io_error)?;
-                self.fsyncs.fetch_add(2, Ordering::Relaxed);
-                Ok(created)
+                let folder = self.create_folder(jobfile)?;
+                self.write_first_record(jobfile, bytes, folder)
             }
+            StoreOp::Create { jobfile, bytes, folder } => self.write_first_record(jobfile, bytes, *folder),
             StoreOp::Remove { jobfile } => {
                 self.remove_folders(jobfile)?;
                 Ok(true)
@@ -316,6 +458,29 @@ impl Store {
                 Ok(true)
             }
         }
+    }
+
+    /// Writes a record durably into the folder made as `folder` says (see the module doc);
+    /// says whether `state/` must be fsynced for it (a folder made now). A made folder's
+    /// empty shepherd files are durable with the record by the folder's fsync; the shepherd
+    /// fills them in place (one flush each instead of two).
+    fn write_first_record(&self, jobfile: &str, bytes: &[u8], folder: NewFolder) -> Result<bool, Error> {
+        let dir = self.layout.state_dir(jobfile);
+        if folder == NewFolder::Spare {
+            let path = dir.join(FIRST_RECORD_FILE);
+            let write = || -> std::io::Result<()> {
+                let mut file = fs::OpenOptions::new().write(true).open(&path)?;
+                std::io::Write::write_all(&mut file, bytes)?;
+                file.sync_data()
+            };
+            write().map_err(|source| Error::Io { path: path.clone(), source })?;
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+            return Ok(false);
+        }
+        layout::write_durable(&dir, RECORD_FILE, bytes)
+            .map_err(|source| Error::Io { path: dir.join(RECORD_FILE), source })?;
+        self.fsyncs.fetch_add(2, Ordering::Relaxed);
+        Ok(folder == NewFolder::Made)
     }
 
     /// Writes noted records (`jobfile`, encoded record) to their `record.noted` files, in
@@ -507,6 +672,105 @@ mod tests {
         fs::write(store.record_path(&jobfile(&one)), b"garbage").expect("write");
         let err = store.load().expect_err("damaged record");
         assert!(err.to_string().contains(&store.record_path(&jobfile(&one)).display().to_string()), "{err}");
+    }
+
+    /// Makes `n` spares in `store`'s pool and offers them, as its thread would.
+    fn ready_spares(store: &Store, n: usize) -> Vec<String> {
+        let spares = store.spares();
+        let made = spares.make(n).expect("make spares");
+        spares.adopt(
+            made.iter().map(|name| (spares::spare_number(name).expect("numbered"), name.clone())).collect(),
+        );
+        made
+    }
+
+    // Goal: a new job's folder is a spare when one is ready: renamed to the job's name, its
+    // first record written into `record.first` with one flush and nothing else, read back
+    // by load; a later record goes to `record`, which wins. Without a spare the folder is
+    // made as before; an existing folder is left as it is.
+    #[test]
+    fn a_new_job_takes_a_spare_folder() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(top.path(), "node1");
+        layout.create().expect("layout");
+        let store = Store::new(layout.clone());
+        ready_spares(&store, 1);
+        let first = record(1);
+        let jobfile = layout::jobfile_name(first.run_spec.submit_time_s, first.job);
+        assert_eq!(store.create_folder(&jobfile).expect("folder"), NewFolder::Spare);
+        assert_eq!(store.create_folder(&jobfile).expect("folder"), NewFolder::Existing);
+        let before = store.n_fsyncs();
+        let create = StoreOp::Create {
+            jobfile: jobfile.clone(),
+            bytes: encode_record(&first, 1),
+            folder: NewFolder::Spare,
+        };
+        store.commit(&[create]).expect("commit");
+        assert_eq!(store.n_fsyncs(), before + 1, "the record's own flush, nothing else");
+        let dir = layout.state_dir(&jobfile);
+        assert!(!dir.join(RECORD_FILE).exists());
+        assert_eq!(store.load().expect("load"), vec![(jobfile.clone(), 1, first.clone())]);
+        let started = JobRecord { pid: 5, pgid: 5, exec_time_ms: 1, ..first.clone() };
+        store
+            .commit(&[StoreOp::Persist { jobfile: jobfile.clone(), bytes: encode_record(&started, 2) }])
+            .expect("commit");
+        assert_eq!(store.load().expect("load"), vec![(jobfile.clone(), 2, started)]);
+        // No spare left: the folder is made at the commit, with `state/` flushed.
+        let other = record(2);
+        let other_jobfile = layout::jobfile_name(other.run_spec.submit_time_s, other.job);
+        let before = store.n_fsyncs();
+        store
+            .commit(&[StoreOp::Persist { jobfile: other_jobfile.clone(), bytes: encode_record(&other, 1) }])
+            .expect("commit");
+        assert_eq!(store.n_fsyncs(), before + 3, "record, folder, state/");
+        assert!(layout.state_dir(&other_jobfile).join(RECORD_FILE).exists());
+        assert_eq!(store.load().expect("load").len(), 2);
+    }
+
+    // Goal: at start, a spare-named folder holding a record (its rename undone by a crash)
+    // is renamed back to its job's name; spares as made are offered again and numbered
+    // after; other spare-named leftovers are removed; a job folder whose only record is a
+    // `record.first` cut short is removed like any folder without a record; a record in a
+    // spare-named folder whose job's folder also exists stops the load, naming the file.
+    #[test]
+    fn load_settles_spare_folders_after_a_crash() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(top.path(), "node1");
+        layout.create().expect("layout");
+        let store = Store::new(layout.clone());
+        let spares = ready_spares(&store, 5);
+        let job = record(1);
+        let jobfile = layout::jobfile_name(job.run_spec.submit_time_s, job.job);
+        assert_eq!(store.create_folder(&jobfile).expect("folder"), NewFolder::Spare);
+        let create = StoreOp::Create {
+            jobfile: jobfile.clone(),
+            bytes: encode_record(&job, 1),
+            folder: NewFolder::Spare,
+        };
+        store.commit(&[create]).expect("commit");
+        let taken = spares.last().expect("the pool hands out its last").clone();
+        fs::rename(layout.state_dir(&jobfile), layout.state_root().join(&taken)).expect("undo the rename");
+        fs::write(layout.state_root().join(&spares[0]).join(layout::PID_FILE), b"junk").expect("write");
+        let torn = record(3);
+        let torn_jobfile = layout::jobfile_name(torn.run_spec.submit_time_s, torn.job);
+        assert_eq!(store.create_folder(&torn_jobfile).expect("folder"), NewFolder::Spare);
+        fs::write(layout.state_dir(&torn_jobfile).join(FIRST_RECORD_FILE), &encode_record(&torn, 1)[..30])
+            .expect("a write cut short");
+
+        let restarted = Store::new(layout.clone());
+        assert_eq!(restarted.load().expect("load"), vec![(jobfile.clone(), 1, job.clone())]);
+        assert!(!layout.state_root().join(&taken).exists(), "renamed back");
+        assert!(!layout.state_root().join(&spares[0]).exists(), "a used spare is removed");
+        assert!(!layout.state_dir(&torn_jobfile).exists(), "a record cut short is no record");
+        assert_eq!(restarted.spares().n_ready(), 2, "the two untouched spares");
+        assert_eq!(restarted.spares().make(1).expect("make"), vec![".spare.3"]);
+
+        // The job's folder exists, and a spare-named folder claims the same job.
+        let claim = layout.state_root().join(".spare.9");
+        fs::create_dir(&claim).expect("mkdir");
+        fs::write(claim.join(FIRST_RECORD_FILE), encode_record(&job, 1)).expect("write");
+        let err = Store::new(layout.clone()).load().expect_err("two folders for one job");
+        assert!(err.to_string().contains(".spare.9"), "{err}");
     }
 
     // Goal: a Persist after a Remove of the same job merges into a Replace, which deletes

@@ -18,10 +18,12 @@
 //!
 //! One launch is one request and one answer, one at a time:
 //! - request: [`REQUEST_MAGIC`], then the job's state folder (bytes of the path), with
-//!   exactly [`REQUEST_FDS`] descriptors attached (`SCM_RIGHTS`), in this order: the
+//!   [`REQUEST_FDS`] descriptors attached (`SCM_RIGHTS`), in this order: the
 //!   notification pipe's write end, the job's lock (the state folder, flocked), the launch
-//!   plan (memfd). These are the descriptors a shepherd inherited at `--notify-fd`,
-//!   `--lock-fd` and `--plan-fd` when sbatchd executed it.
+//!   plan (memfd); and for a job whose record is still being made durable, a fourth: the
+//!   read end of its go pipe ([`crate::shepherd`], step 3). These are the descriptors a
+//!   shepherd inherits at `--notify-fd`, `--lock-fd`, `--plan-fd` and `--go-fd` when it is
+//!   executed as a program.
 //! - answer: [`ANSWER_MAGIC`], a status byte, the shepherd's pid (4 bytes, big-endian),
 //!   and for a refusal a message. A started shepherd's answer carries one descriptor, a
 //!   pidfd for it (`pidfd_open` on the zygote's own child before the zygote can have
@@ -74,8 +76,10 @@ pub const SOCKET_FD_FLAG: &str = "--socket-fd";
 pub const REQUEST_MAGIC: [u8; 4] = *b"LZQ1";
 /// The first bytes of an answer.
 pub const ANSWER_MAGIC: [u8; 4] = *b"LZA1";
-/// Descriptors attached to a request: notification pipe, job lock, launch plan.
+/// Descriptors attached to every request: notification pipe, job lock, launch plan.
 pub const REQUEST_FDS: usize = 3;
+/// Descriptors attached to a request at most: those, then the job's go pipe.
+pub const REQUEST_FDS_MAX: usize = REQUEST_FDS + 1;
 /// Longest request: the magic and a path of `PATH_MAX` bytes.
 pub const REQUEST_BYTES_MAX: usize = REQUEST_MAGIC.len() + libc::PATH_MAX as usize;
 /// Longest answer: magic, status, pid and a message.
@@ -103,6 +107,8 @@ pub struct Request {
     pub lock: OwnedFd,
     /// The launch plan (an in-memory file).
     pub plan: OwnedFd,
+    /// Read end of the go pipe, for a job whose record is still being made durable.
+    pub go: Option<OwnedFd>,
 }
 
 /// The bytes of a request for the job whose state folder is `state_dir`.
@@ -123,14 +129,17 @@ pub fn decode_request(received: sys::Received, buf: &[u8], state_root: &Path) ->
         return Err(format!("request longer than {REQUEST_BYTES_MAX} bytes"));
     }
     if fds_truncated {
-        return Err(format!("more than {REQUEST_FDS} descriptors attached"));
+        return Err(format!("more than {REQUEST_FDS_MAX} descriptors attached"));
     }
     let bytes = &buf[..len.min(buf.len())];
     let Some(path) = bytes.strip_prefix(&REQUEST_MAGIC) else {
         return Err("not a launch request (bad magic)".to_owned());
     };
-    if fds.len() != REQUEST_FDS {
-        return Err(format!("{} descriptors attached, {REQUEST_FDS} expected", fds.len()));
+    if fds.len() < REQUEST_FDS {
+        return Err(format!(
+            "{} descriptors attached, {REQUEST_FDS} or {REQUEST_FDS_MAX} expected",
+            fds.len()
+        ));
     }
     if path.contains(&0) {
         return Err("state folder path holds a NUL byte".to_owned());
@@ -147,18 +156,22 @@ pub fn decode_request(received: sys::Received, buf: &[u8], state_root: &Path) ->
     let (Some(notify), Some(lock), Some(plan)) = (fds.next(), fds.next(), fds.next()) else {
         unreachable!("three descriptors, counted above");
     };
-    for (fd, kind, what) in [
+    let go = fds.next();
+    let required = [
         (&notify, libc::S_IFIFO, "the notification pipe"),
         (&lock, libc::S_IFDIR, "the job's lock (its folder)"),
         (&plan, libc::S_IFREG, "the launch plan"),
-    ] {
+    ];
+    for (fd, kind, what) in
+        required.into_iter().chain(go.as_ref().map(|go| (go, libc::S_IFIFO, "the go pipe")))
+    {
         match sys::file_type(fd.as_fd()) {
             Ok(found) if found == kind => {}
             Ok(_) => return Err(format!("descriptor for {what} is of the wrong kind")),
             Err(err) => return Err(format!("descriptor for {what}: {err}")),
         }
     }
-    Ok(Request { state_dir, notify, lock, plan })
+    Ok(Request { state_dir, notify, lock, plan, go })
 }
 
 /// The zygote's answer to one request.
@@ -296,7 +309,7 @@ pub fn serve(
             // Hang-up or error without a message: sbatchd is gone.
             return;
         }
-        let received = match sys::recv_with_fds(socket.as_fd(), &mut buf, REQUEST_FDS) {
+        let received = match sys::recv_with_fds(socket.as_fd(), &mut buf, REQUEST_FDS_MAX) {
             Ok(received) => received,
             Err(err) => {
                 eprintln!("lava-shepherd --zygote: receiving a request: {err}");
@@ -339,8 +352,9 @@ fn fork_shepherd(request: Request, mask: &sys::SignalMask) -> StartResult {
 /// The forked shepherd: keeps only its job's descriptors, takes back the signal mask the
 /// zygote started with, runs the shepherd, and exits with its status.
 fn shepherd_child(request: Request, mask: &sys::SignalMask) -> ! {
-    let Request { state_dir, notify, lock, plan } = request;
-    let keep = [notify.as_raw_fd(), lock.as_raw_fd(), plan.as_raw_fd()];
+    let Request { state_dir, notify, lock, plan, go } = request;
+    let mut keep = vec![notify.as_raw_fd(), lock.as_raw_fd(), plan.as_raw_fd()];
+    keep.extend(go.as_ref().map(AsRawFd::as_raw_fd));
     // The zygote's socket and signalfd are among the descriptors closed here; their owners
     // live in frames of the zygote's loop that this process never returns to.
     let code = if sys::close_descriptors_except(&keep).is_err() || sys::restore_signal_mask(mask).is_err() {
@@ -349,7 +363,8 @@ fn shepherd_child(request: Request, mask: &sys::SignalMask) -> ! {
         i32::from(crate::shepherd::EXIT_FAILED)
     } else {
         let run = std::panic::AssertUnwindSafe(|| {
-            crate::shepherd::run_with(&state_dir, lock, Some(File::from(notify)), Ok(File::from(plan)))
+            let go = go.map(File::from);
+            crate::shepherd::run_with(&state_dir, lock, Some(File::from(notify)), Ok(File::from(plan)), go)
         });
         std::panic::catch_unwind(run).map_or(PANIC_EXIT_CODE, i32::from)
     };
@@ -450,16 +465,19 @@ impl Client {
     }
 
     /// Starts the shepherd of the job whose state folder is `state_dir`, handing it the
-    /// notification pipe's write end, the job's lock and the launch plan (see the module
-    /// doc). Starts a zygote first if none runs; retries once with a new zygote when the
-    /// request could not be delivered.
+    /// notification pipe's write end, the job's lock, the launch plan and, when given, the
+    /// go pipe's read end (see the module doc). Starts a zygote first if none runs; retries
+    /// once with a new zygote when the request could not be delivered.
     pub fn launch(
         &mut self,
         state_dir: &Path,
         notify: BorrowedFd<'_>,
         lock: BorrowedFd<'_>,
         plan: BorrowedFd<'_>,
+        go: Option<BorrowedFd<'_>>,
     ) -> Result<Started, LaunchError> {
+        let mut attached = vec![notify, lock, plan];
+        attached.extend(go);
         let request = encode_request(state_dir).map_err(LaunchError::NotStarted)?;
         self.check();
         let mut attempts = 0;
@@ -472,7 +490,7 @@ impl Client {
                 })?;
             }
             let Some(zygote) = &self.current else { unreachable!("started above") };
-            match sys::send_with_fds(zygote.socket.as_fd(), &request, &[notify, lock, plan]) {
+            match sys::send_with_fds(zygote.socket.as_fd(), &request, &attached) {
                 Ok(()) => break,
                 Err(err) => {
                     // Not delivered: nothing can have started. A zygote that died since the
@@ -594,7 +612,8 @@ mod tests {
     }
 
     // Goal: the zygote's loop hands a well-formed request's folder and the very
-    // descriptors sbatchd attached to its `start`, answers malformed requests (wrong
+    // descriptors sbatchd attached to its `start` (with and without a go pipe), answers
+    // malformed requests (wrong
     // magic, no or too many or the wrong kinds of descriptors, an oversized message, a
     // folder outside its state root or not directly in it) with a refusal and keeps
     // serving, and returns at end-of-file. Method: the real loop in a thread (without a
@@ -617,6 +636,11 @@ mod tests {
                 let mut text = String::new();
                 plan.rewind().expect("rewind");
                 plan.read_to_string(&mut text).expect("read the passed plan");
+                if let Some(go) = request.go {
+                    let mut byte = [0u8; 1];
+                    File::from(go).read_exact(&mut byte).expect("read the passed go pipe");
+                    text.push(char::from(byte[0]));
+                }
                 seen.push((request.state_dir, text));
                 Ok((4242, None))
             };
@@ -635,10 +659,12 @@ mod tests {
         refused(b"LZQ9/x", &fds, "bad magic");
         refused(&good, &[], "0 descriptors attached");
         refused(&good, &fds[..2], "2 descriptors attached");
-        let extra = job.read.as_fd();
-        refused(&good, &[fds[0], fds[1], fds[2], extra], "more than 3 descriptors");
+        let (go_read, mut go_write) = std::io::pipe().expect("go pipe");
+        let go = go_read.as_fd();
+        refused(&good, &[fds[0], fds[1], fds[2], go, go], "more than 4 descriptors");
         refused(&good, &[fds[1], fds[0], fds[2]], "the notification pipe is of the wrong kind");
         refused(&good, &[fds[0], fds[1], fds[0]], "the launch plan is of the wrong kind");
+        refused(&good, &[fds[0], fds[1], fds[2], fds[2]], "the go pipe is of the wrong kind");
         let oversized: Vec<u8> = REQUEST_MAGIC.iter().copied().chain([b'x'; REQUEST_BYTES_MAX]).collect();
         refused(&oversized, &fds, "longer than");
         refused(&encode_request(Path::new("/etc/passwd")).expect("encodes"), &fds, "is not a folder of");
@@ -646,17 +672,21 @@ mod tests {
         refused(&encode_request(&root.join("..")).expect("encodes"), &fds, "is not a job folder of");
         refused(&encode_request(&root).expect("encodes"), &fds, "is not a job folder of");
         refused(b"LZQ1/x\0y", &fds, "NUL");
-        // Still serving: the good request goes through, twice.
+        // Still serving: the good request goes through, twice, then once with a go pipe.
         for _ in 0..2 {
             send(&ours, &good, &fds);
             assert_eq!(receive_answer(&ours).0, Answer::Started { pid: 4242 });
         }
+        go_write.write_all(b"g").expect("go");
+        send(&ours, &good, &[fds[0], fds[1], fds[2], go]);
+        assert_eq!(receive_answer(&ours).0, Answer::Started { pid: 4242 });
         drop(ours);
         let seen = server.join().expect("the loop returns at end-of-file");
-        assert_eq!(seen, vec![(state_dir.clone(), "the plan".to_owned()); 2]);
+        let plan = |text: &str| (state_dir.clone(), text.to_owned());
+        assert_eq!(seen, vec![plan("the plan"), plan("the plan"), plan("the plang")]);
         let mut read = job.read;
-        let mut notified = [0u8; 2];
-        read.read_exact(&mut notified).expect("both notifications arrived through the passed pipe");
+        let mut notified = [0u8; 3];
+        read.read_exact(&mut notified).expect("every notification arrived through the passed pipe");
     }
 
     // Goal: sbatchd's side refuses answers that are not the protocol's, never treats them
@@ -670,12 +700,12 @@ mod tests {
         client.current = Some(Zygote { child, socket: ours });
         send(&theirs, b"LZA1\x09\0\0\0\x01", &[]);
         let fds = (job.write.as_fd(), job.folder.as_fd(), job.plan.as_fd());
-        let outcome = client.launch(&job.dir.path().join("1.7"), fds.0, fds.1, fds.2);
+        let outcome = client.launch(&job.dir.path().join("1.7"), fds.0, fds.1, fds.2, None);
         let Err(LaunchError::Unknown(why)) = outcome else { panic!("{outcome:?}") };
         assert!(why.contains("status 9"), "{why}");
         assert_eq!(client.pid(), None, "the misbehaving zygote is dropped (killed and reaped)");
         // A new zygote cannot start from a missing program: nothing started, and said so.
-        let outcome = client.launch(&job.dir.path().join("1.7"), fds.0, fds.1, fds.2);
+        let outcome = client.launch(&job.dir.path().join("1.7"), fds.0, fds.1, fds.2, None);
         let Err(LaunchError::NotStarted(why)) = outcome else { panic!("{outcome:?}") };
         assert!(why.contains("cannot start the shepherd zygote /nonexistent"), "{why}");
     }
