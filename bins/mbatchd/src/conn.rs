@@ -20,7 +20,7 @@ use lava_batch_ll::HostName;
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
 use lava_mbd::{Caller, ClientReply, ToSbd};
 use lava_net::{AuthConn, Authenticator, ConnError, FramedConn, Timeouts, system_now_ms};
-use lava_xdr::frame::Frame;
+use lava_xdr::frame::{Frame, FrameHeader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -63,6 +63,8 @@ pub(crate) const CLIENT_READ_TIMEOUT_MS: u64 = 60_000;
 /// Messages queued for one sbatchd before further ones are dropped (and
 /// counted): delivery is best effort, the logic resends what matters.
 pub(crate) const SBD_OUTBOX_MESSAGES_MAX: usize = 4096;
+/// Messages to one sbatchd sent in one write at most.
+const SBD_MESSAGES_PER_WRITE_MAX: usize = 64;
 /// Read timeout of an sbatchd channel once registered: none. sbatchd may be
 /// silent for as long as it runs nothing; a dead peer shows when TCP gives up
 /// on a write, and a restarted one replaces its channel by registering again.
@@ -475,10 +477,28 @@ async fn sbd_channel(
                     tracing::debug!(%peer, %host, "channel closed by mbatchd");
                     break;
                 };
-                sequence = sequence.wrapping_add(1);
-                let body = encode_to_sbd(&message);
-                if let Err(error) = channel.write_frame(header(message.operation(), sequence, 0), &body).await {
-                    tracing::warn!(%peer, %host, "cannot send {}: {error}; closing", message.operation().name());
+                // The messages released together (a FINISH_ACK and the NEW_JOB of the job
+                // dispatched in its place, typically) go in one write, so that sbatchd
+                // reads and steps them together.
+                let mut messages = vec![message];
+                while messages.len() < SBD_MESSAGES_PER_WRITE_MAX {
+                    match inbox.try_recv() {
+                        Ok(message) => messages.push(message),
+                        Err(_) => break,
+                    }
+                }
+                let bodies: Vec<(FrameHeader, Vec<u8>)> = messages
+                    .iter()
+                    .map(|message| {
+                        sequence = sequence.wrapping_add(1);
+                        (header(message.operation(), sequence, 0), encode_to_sbd(message))
+                    })
+                    .collect();
+                let frames: Vec<(FrameHeader, &[u8])> =
+                    bodies.iter().map(|(header, body)| (*header, body.as_slice())).collect();
+                if let Err(error) = channel.write_frames(&frames).await {
+                    let names: Vec<&str> = messages.iter().map(|message| message.operation().name()).collect();
+                    tracing::warn!(%peer, %host, "cannot send {}: {error}; closing", names.join(", "));
                     break;
                 }
             }

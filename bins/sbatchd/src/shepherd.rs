@@ -31,9 +31,14 @@
 //!    (sbatchd died, or could not make the record durable) means the launch must leave no
 //!    trace: it closes the job's gate unopened, reaps the child and exits ([`EXIT_NO_GO`])
 //!    with `pid` and `exit` still empty, which a restarted sbatchd reads as a job never
-//!    started. Then it writes `pid` (with its own pid) durably, writes `p` on the pipe
-//!    (sbatchd reads `pid` at once: no polling), and only then opens the gate. A job whose
-//!    pid was never recorded never ran, and no job runs before its record is durable.
+//!    started. Then it writes `pid` (with its own pid), writes `p` on the pipe (sbatchd
+//!    reads `pid` at once, no polling, and reports it to mbatchd while the shepherd
+//!    flushes), makes `pid` durable (fdatasync), and only then opens the gate. A job whose
+//!    pid was never made durable never ran, and no job runs before its record is durable.
+//!    (A crash of the machine before that flush loses `pid` though mbatchd may have
+//!    logged it: the job never ran, so the restarted sbatchd starts it afresh, and its
+//!    EXECUTE gives mbatchd the new pid. Should the flush fail, the job ends as a start
+//!    failure, its `exit` announced with `e`.)
 //! 4. If anything fails before `pid` exists, it writes `exit` (`failed`) durably, then `p`,
 //!    and exits: sbatchd reports a launch failure (the job goes back to PEND). If the
 //!    job's preparation failed (reported at the gate), `exit` says `failed` with the stage
@@ -252,15 +257,36 @@ impl Shepherd<'_> {
             boot_id: boot_id().unwrap_or_default(),
             shepherd: i32::try_from(std::process::id()).unwrap_or(0),
         };
-        if let Err(err) = layout::write_shepherd_file(self.state_dir, PID_FILE, pid_file.to_line().as_bytes())
-        {
+        // `p` goes as soon as `pid` is written, before its flush: sbatchd reports the pid
+        // to mbatchd while the shepherd flushes (step 3 of the module doc).
+        let mut announced = false;
+        let notify = &mut self.notify;
+        let written = layout::write_shepherd_file_announced(
+            self.state_dir,
+            PID_FILE,
+            pid_file.to_line().as_bytes(),
+            || {
+                announced = true;
+                if let Some(notify) = notify.as_mut() {
+                    let _ = notify.write_all(&[READY_BYTE]);
+                }
+            },
+        );
+        if let Err(err) = written {
             // Closing the gate unopened makes the child exit without executing anything.
             drop(child);
             let _ = sys::wait4(pid);
+            let errno = err.raw_os_error().unwrap_or(0);
             let message = format!("cannot record the job's pid: {err}");
-            return self.fail_before_pid("pidfile", err.raw_os_error().unwrap_or(0), message);
+            if !announced {
+                return self.fail_before_pid("pidfile", errno, message);
+            }
+            // sbatchd has the pid already: the job ends as one that could not start.
+            let failed =
+                ExitFile::Failed { stage: "pidfile".to_owned(), errno, end_time_ms: now_ms(), message };
+            self.write_exit_announced(&failed);
+            return EXIT_FAILED;
         }
-        self.notify_sbatchd(READY_BYTE);
         if let Err((stage, errno)) = child.open_gate() {
             let _ = sys::wait4(pid);
             let message = format!("{}: {}", stage.describe(), std::io::Error::from_raw_os_error(errno));

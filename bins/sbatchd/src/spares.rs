@@ -179,7 +179,7 @@ pub fn spare_number(name: &str) -> Option<u64> {
 }
 
 /// Classifies a spare-named folder that holds no record (the caller has looked for one):
-/// a spare exactly as made — its three files, all empty, and nothing else — or a leftover.
+/// a spare exactly as made — its files, all empty, and nothing else — or a leftover.
 pub fn classify(dir: &Path, name: &str) -> io::Result<Found> {
     let Some(number) = spare_number(name) else { return Ok(Found::Leftover) };
     let mut n_files = 0;

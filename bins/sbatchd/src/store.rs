@@ -285,7 +285,8 @@ impl Store {
     pub fn create_folder(&self, jobfile: &str) -> Result<NewFolder, Error> {
         let dir = self.layout.state_dir(jobfile);
         let io_error = |source| Error::Io { path: dir.clone(), source };
-        // Only this thread makes or renames job folders, so nothing can appear in between.
+        // Job folders are made or renamed only by the daemon's commits and this call, one
+        // operation per job at a time, so nothing can appear in between.
         if fs::symlink_metadata(&dir).is_ok() {
             return Ok(NewFolder::Existing);
         }
