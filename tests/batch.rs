@@ -431,15 +431,21 @@ fn mbatchd_kill_9_in_a_500_job_workload_loses_and_repeats_nothing() {
         }
         jobs.push(batch.submit(&[&script]));
     }
-    let states = batch.wait_all_finished(&jobs);
-    for job in &jobs {
+    assert_each_done_and_run_once(&batch, &jobs, &ledger);
+}
+
+/// Waits for `jobs` to finish and checks that each ended DONE and appended its id to
+/// `ledger` exactly once, and that no other id is there.
+fn assert_each_done_and_run_once(batch: &Batch, jobs: &[u32], ledger: &Path) {
+    let states = batch.wait_all_finished(jobs);
+    for job in jobs {
         assert_eq!(states.get(job).map(String::as_str), Some("DONE"), "job {job}");
     }
     let mut runs: BTreeMap<u32, u32> = BTreeMap::new();
-    for line in fs::read_to_string(&ledger).expect("ledger").lines() {
+    for line in fs::read_to_string(ledger).expect("ledger").lines() {
         *runs.entry(line.trim().parse().expect("a job id")).or_default() += 1;
     }
-    for job in &jobs {
+    for job in jobs {
         assert_eq!(runs.get(job), Some(&1), "job {job} ran {:?} times", runs.get(job));
     }
     assert_eq!(runs.len(), jobs.len(), "a job id that was never submitted ran");
@@ -468,17 +474,7 @@ fn sbatchd_kill_9_in_a_300_job_workload_runs_each_job_once() {
         sbatchd.kill(); // reaps it
         batch.start_sbatchd();
     }
-    let states = batch.wait_all_finished(&jobs);
-    for job in &jobs {
-        assert_eq!(states.get(job).map(String::as_str), Some("DONE"), "job {job}");
-    }
-    let mut runs: BTreeMap<u32, u32> = BTreeMap::new();
-    for line in fs::read_to_string(&ledger).expect("ledger").lines() {
-        *runs.entry(line.trim().parse().expect("a job id")).or_default() += 1;
-    }
-    for job in &jobs {
-        assert_eq!(runs.get(job), Some(&1), "job {job} ran {:?} times", runs.get(job));
-    }
+    assert_each_done_and_run_once(&batch, &jobs, &ledger);
 }
 
 // Goal: kill -9 of sbatchd while jobs run loses nothing: the jobs keep running

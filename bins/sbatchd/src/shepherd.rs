@@ -71,7 +71,8 @@ use crate::procfs::{boot_id, process_start_ticks};
 use crate::sys::{self, ExecPlan};
 
 /// The byte the shepherd writes on the notification pipe once the `pid` question is settled
-/// (`pid` durable, or the start failed and `exit` says why).
+/// (`pid` written, its flush following before the job may run; or the start failed and
+/// `exit` says why).
 pub const READY_BYTE: u8 = b'p';
 /// The byte the shepherd writes once the job has ended and `exit` is written (before its
 /// flush).
@@ -260,18 +261,12 @@ impl Shepherd<'_> {
         // `p` goes as soon as `pid` is written, before its flush: sbatchd reports the pid
         // to mbatchd while the shepherd flushes (step 3 of the module doc).
         let mut announced = false;
-        let notify = &mut self.notify;
-        let written = layout::write_shepherd_file_announced(
-            self.state_dir,
-            PID_FILE,
-            pid_file.to_line().as_bytes(),
-            || {
+        let state_dir = self.state_dir;
+        let written =
+            layout::write_shepherd_file_announced(state_dir, PID_FILE, pid_file.to_line().as_bytes(), || {
                 announced = true;
-                if let Some(notify) = notify.as_mut() {
-                    let _ = notify.write_all(&[READY_BYTE]);
-                }
-            },
-        );
+                self.notify_sbatchd(READY_BYTE);
+            });
         if let Err(err) = written {
             // Closing the gate unopened makes the child exit without executing anything.
             drop(child);
