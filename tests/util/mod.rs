@@ -372,8 +372,29 @@ impl Default for Cluster {
     }
 }
 
+impl Cluster {
+    /// Kills the process group of every job a shepherd of this cluster started (from the
+    /// `pid` files in each host's state folders): jobs outlive their sbatchd by design, so
+    /// a test that ends with jobs running would otherwise leave them behind.
+    fn kill_jobs(&self) {
+        let Some(dir) = self.dir.as_ref() else { return };
+        let Ok(hosts) = fs::read_dir(dir.path().join("work").join(CLUSTER_NAME).join("sbd")) else { return };
+        for host in hosts.flatten() {
+            let Ok(jobs) = fs::read_dir(host.path().join("state")) else { continue };
+            for job in jobs.flatten() {
+                let line = fs::read_to_string(job.path().join("pid")).unwrap_or_default();
+                let pgid = line.split(' ').find_map(|field| field.strip_prefix("pgid=")?.parse::<i32>().ok());
+                if let Some(pgid) = pgid.filter(|pgid| *pgid > 1) {
+                    signal(&format!("-{pgid}"), "KILL");
+                }
+            }
+        }
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
+        self.kill_jobs();
         let keep = std::env::var_os("LAVACORE_KEEP_TEST_DIR").is_some_and(|value| value != "0");
         if (keep || std::thread::panicking())
             && let Some(dir) = self.dir.take()
