@@ -2,7 +2,7 @@
 //! and the executor of the logic's effects.
 //!
 //! # The event loop
-//! One closed [`Event`] type: a link event (registered, lost, a message), a shepherd event
+//! One closed `Event` type: a link event (registered, lost, a message), a shepherd event
 //! (its `pid` file is ready, it is gone), a tick. The loop waits for one event, takes
 //! whatever else is already queued (up to [`EVENT_BATCH_MAX`]), steps the logic once per
 //! event, and then carries out the effects of the whole batch.

@@ -26,9 +26,10 @@
 //! `KillMode=process` (as LavaLite's does), or stopping the service kills every job.
 //!
 //! # On disk
-//! See [`layout`]: `<work_dir>/sbd/<host>/state/<jobfile>/{record,launch,lock,shepherd,pid,exit}`
-//! and `<work_dir>/sbd/<host>/jobs/<jobfile>/job.sh`; the record format is in [`store`],
-//! the handoff files' in [`handoff`].
+//! See [`layout`]: `<work_dir>/sbd/<host>/state/<jobfile>/{record,record.first,record.noted,pid,exit}`
+//! (new jobs' folders made ahead of need as `state/.spare.<n>/`, [`spares`]) and
+//! `<work_dir>/sbd/<host>/jobs/<jobfile>/job.sh` ([`jobdirs`]); the record format is in
+//! [`store`], the handoff files' in [`handoff`].
 //!
 //! # The shepherd
 //! One per job, in a new session of its own, forked by sbatchd's shepherd zygote (one
@@ -58,7 +59,7 @@
 //!
 //! # Map
 //! [`daemon`] (start-up, event loop, effect executor), [`link`] (mbatchd channel),
-//! [`credential`] (local socket and its status query), [`status`] (the status counters), [`store`] (records, group commit), [`launch`] (job script,
+//! [`credential`] (local socket and its status query), [`status`] (the status counters), [`store`] (records, group commit), [`spares`] (job folders made ahead of need), [`jobdirs`] (the job folders under `jobs/`), [`launch`] (job script,
 //! plan, shepherd start), [`shepherd`], [`zygote`] (the process shepherds are forked from), [`handoff`] (file formats), [`layout`] (paths,
 //! durable writes), [`procfs`] (process identity and memory), [`peek`] (`bpeek`'s
 //! SBD_PEEK, answered outside the logic), [`sys`] (the only unsafe code).

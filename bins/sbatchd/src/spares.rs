@@ -36,9 +36,9 @@ pub const SPARE_PREFIX: &str = ".spare.";
 /// The files of a spare, all empty.
 pub const SPARE_FILES: [&str; 3] = [FIRST_RECORD_FILE, PID_FILE, EXIT_FILE];
 /// Below this many spares the thread makes more.
-const SPARES_LOW: usize = 16;
+pub const SPARES_LOW: usize = 16;
 /// The thread fills the pool up to this many.
-const SPARES_HIGH: usize = 48;
+pub const SPARES_HIGH: usize = 48;
 /// Folders fsynced at once by the thread.
 const FSYNC_THREADS: usize = 4;
 /// Pause before the thread tries again after a failure.

@@ -277,7 +277,7 @@ pub type StartResult = Result<(i32, Option<OwnedFd>), String>;
 
 /// The zygote's loop: answers each request on `socket` until end-of-file, reaping ended
 /// children whenever `child_signals` (a SIGCHLD signalfd) says so. `start` starts one
-/// shepherd ([`fork_shepherd`] in the zygote; tests pass their own). Returns when sbatchd
+/// shepherd (`fork_shepherd` in the zygote; tests pass their own). Returns when sbatchd
 /// is gone (end-of-file, hang-up, or an answer that cannot be sent).
 pub fn serve(
     socket: &OwnedFd,
