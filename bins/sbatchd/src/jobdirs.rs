@@ -24,11 +24,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::layout::{self, JOB_SCRIPT_FILE};
+use crate::layout::{self, JOB_SCRIPT_FILE, SPARE_PREFIX};
 use crate::sys;
 
-/// Name prefix of a spare folder in `jobs/` (hidden; `jobs/` is not listable anyway).
-pub const SPARE_PREFIX: &str = ".spare.";
 /// Spare folders kept at most.
 pub const SPARES_MAX: usize = 64;
 /// Mode of a job's folder (its user's) and of a spare (root's).
@@ -137,7 +135,7 @@ impl JobDirs {
     }
 
     fn spare_path(&self, number: u64) -> PathBuf {
-        self.root.join(format!("{SPARE_PREFIX}{number}"))
+        self.root.join(layout::spare_name(number))
     }
 
     /// Gives `dir` back to root and empties it (module doc).

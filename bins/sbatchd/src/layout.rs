@@ -129,6 +129,20 @@ impl Layout {
     }
 }
 
+/// Name prefix of a spare folder, in `state/` (crate::spares) and in `jobs/`
+/// (crate::jobdirs); no job's folder name starts with a dot.
+pub const SPARE_PREFIX: &str = ".spare.";
+
+/// The name of spare folder `number`.
+pub fn spare_name(number: u64) -> String {
+    format!("{SPARE_PREFIX}{number}")
+}
+
+/// The number of the spare folder named `name`, if it is one.
+pub fn spare_number(name: &str) -> Option<u64> {
+    name.strip_prefix(SPARE_PREFIX)?.parse().ok()
+}
+
 /// `<submit-epoch-s>.<jobid>` or `<submit-epoch-s>.<jobid>.<index>`.
 pub fn jobfile_name(submit_time_s: i64, job: JobRef) -> String {
     match job.index() {

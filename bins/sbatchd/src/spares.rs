@@ -31,8 +31,6 @@ use std::time::Duration;
 
 use crate::layout::{self, EXIT_FILE, FIRST_RECORD_FILE, PID_FILE};
 
-/// Name prefix of a spare state folder (no job's folder name starts with a dot).
-pub const SPARE_PREFIX: &str = ".spare.";
 /// The files of a spare, all empty.
 pub const SPARE_FILES: [&str; 3] = [FIRST_RECORD_FILE, PID_FILE, EXIT_FILE];
 /// Below this many spares the thread makes more.
@@ -122,7 +120,7 @@ impl Spares {
     pub fn make(&self, n: usize) -> io::Result<Vec<String>> {
         let mut names = Vec::with_capacity(n);
         for _ in 0..n {
-            let name = format!("{SPARE_PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
+            let name = layout::spare_name(self.next.fetch_add(1, Ordering::Relaxed));
             let dir = self.state_root.join(&name);
             if !layout::create_new_private_dir(&dir)? {
                 // Left by something else: not ours to use.
@@ -173,15 +171,10 @@ pub enum Found {
     Leftover,
 }
 
-/// The number of the spare named `name`, if it is one.
-pub fn spare_number(name: &str) -> Option<u64> {
-    name.strip_prefix(SPARE_PREFIX)?.parse().ok()
-}
-
 /// Classifies a spare-named folder that holds no record (the caller has looked for one):
 /// a spare exactly as made — its files, all empty, and nothing else — or a leftover.
 pub fn classify(dir: &Path, name: &str) -> io::Result<Found> {
-    let Some(number) = spare_number(name) else { return Ok(Found::Leftover) };
+    let Some(number) = layout::spare_number(name) else { return Ok(Found::Leftover) };
     let mut n_files = 0;
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
@@ -214,7 +207,7 @@ mod tests {
         for name in &made {
             assert_eq!(
                 classify(&root.join(name), name).expect("classify"),
-                Found::Spare(spare_number(name).expect("numbered"))
+                Found::Spare(layout::spare_number(name).expect("numbered"))
             );
         }
         spares.adopt(vec![(7, ".spare.7".to_owned())]);

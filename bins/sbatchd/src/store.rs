@@ -38,8 +38,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use lava_sbd::{JobRecord, invariants};
 
 use crate::Error;
-use crate::layout::{self, FIRST_RECORD_FILE, Layout, NOTED_FILE, RECORD_FILE, TEMPORARY_SUFFIX};
-use crate::spares::{self, Found, SPARE_PREFIX, Spares};
+use crate::layout::{
+    self, FIRST_RECORD_FILE, Layout, NOTED_FILE, RECORD_FILE, SPARE_PREFIX, TEMPORARY_SUFFIX,
+};
+use crate::spares::{self, Found, Spares};
 
 /// First bytes of every record file.
 pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
@@ -297,13 +299,11 @@ impl Store {
                 Err(err) => tracing::warn!(folder = %from.display(), "cannot use a spare job folder: {err}"),
             }
         }
-        let created =
-            layout::create_new_private_dir(&dir)
-                .and_then(|created| {
-                    if created { layout::create_shepherd_files(&dir).map(|()| true) } else { Ok(false) }
-                })
-                .map_err(io_error)?;
-        Ok(if created { NewFolder::Made } else { NewFolder::Existing })
+        if !layout::create_new_private_dir(&dir).map_err(io_error)? {
+            return Ok(NewFolder::Existing);
+        }
+        layout::create_shepherd_files(&dir).map_err(io_error)?;
+        Ok(NewFolder::Made)
     }
 
     /// Reads every record, in folder-name order, with its revision: the newer of `record`
@@ -574,6 +574,16 @@ mod tests {
         }
     }
 
+    /// A store in a new host folder under a temporary folder (kept while the first value
+    /// lives).
+    fn new_store() -> (tempfile::TempDir, Layout, Store) {
+        let top = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(top.path(), "node1");
+        layout.create().expect("layout");
+        let store = Store::new(layout.clone());
+        (top, layout, store)
+    }
+
     // Goal: a record with the longest command round-trips with its revision; a damaged
     // byte, another magic or version are errors that say what is wrong; a version 3 file
     // (no revision) is still read, as revision 0.
@@ -600,10 +610,7 @@ mod tests {
     // newer; a damaged one is left aside (with the reason), never an error.
     #[test]
     fn a_noted_record_wins_only_when_newer_and_sound() {
-        let top = tempfile::tempdir().expect("tempdir");
-        let layout = Layout::new(top.path(), "node1");
-        layout.create().expect("layout");
-        let store = Store::new(layout.clone());
+        let (_top, layout, store) = new_store();
         let durable = record(1);
         let jobfile = layout::jobfile_name(durable.run_spec.submit_time_s, durable.job);
         store
@@ -652,10 +659,7 @@ mod tests {
     // (naming the file) at a damaged record; Remove deletes both folders of a job.
     #[test]
     fn load_commit_and_remove() {
-        let top = tempfile::tempdir().expect("tempdir");
-        let layout = Layout::new(top.path(), "node1");
-        layout.create().expect("layout");
-        let store = Store::new(layout.clone());
+        let (_top, layout, store) = new_store();
         let (one, two) = (record(1), record(2));
         let jobfile = |r: &JobRecord| layout::jobfile_name(r.run_spec.submit_time_s, r.job);
         let ops = [&one, &two]
@@ -680,7 +684,7 @@ mod tests {
         let spares = store.spares();
         let made = spares.make(n).expect("make spares");
         spares.adopt(
-            made.iter().map(|name| (spares::spare_number(name).expect("numbered"), name.clone())).collect(),
+            made.iter().map(|name| (layout::spare_number(name).expect("numbered"), name.clone())).collect(),
         );
         made
     }
@@ -691,10 +695,7 @@ mod tests {
     // made as before; an existing folder is left as it is.
     #[test]
     fn a_new_job_takes_a_spare_folder() {
-        let top = tempfile::tempdir().expect("tempdir");
-        let layout = Layout::new(top.path(), "node1");
-        layout.create().expect("layout");
-        let store = Store::new(layout.clone());
+        let (_top, layout, store) = new_store();
         ready_spares(&store, 1);
         let first = record(1);
         let jobfile = layout::jobfile_name(first.run_spec.submit_time_s, first.job);
@@ -728,6 +729,20 @@ mod tests {
         assert_eq!(store.load().expect("load").len(), 2);
     }
 
+    // Goal: a spare that cannot be renamed (here: gone from under the pool) is logged and
+    // the job's folder is made as without spares; the spare is not offered again.
+    #[test]
+    fn a_spare_that_cannot_be_used_falls_back_to_a_new_folder() {
+        let (_top, layout, store) = new_store();
+        let spares = ready_spares(&store, 1);
+        fs::remove_dir_all(layout.state_root().join(&spares[0])).expect("rm the spare");
+        let job = record(1);
+        let jobfile = layout::jobfile_name(job.run_spec.submit_time_s, job.job);
+        assert_eq!(store.create_folder(&jobfile).expect("folder"), NewFolder::Made);
+        assert!(layout.state_dir(&jobfile).join(layout::PID_FILE).exists(), "with its shepherd files");
+        assert_eq!(store.spares().n_ready(), 0);
+    }
+
     // Goal: at start, a spare-named folder holding a record (its rename undone by a crash)
     // is renamed back to its job's name; spares as made are offered again and numbered
     // after; other spare-named leftovers are removed; a job folder whose only record is a
@@ -735,10 +750,7 @@ mod tests {
     // spare-named folder whose job's folder also exists stops the load, naming the file.
     #[test]
     fn load_settles_spare_folders_after_a_crash() {
-        let top = tempfile::tempdir().expect("tempdir");
-        let layout = Layout::new(top.path(), "node1");
-        layout.create().expect("layout");
-        let store = Store::new(layout.clone());
+        let (_top, layout, store) = new_store();
         let spares = ready_spares(&store, 5);
         let job = record(1);
         let jobfile = layout::jobfile_name(job.run_spec.submit_time_s, job.job);
@@ -779,10 +791,7 @@ mod tests {
     // writes the new record; any other sequence keeps the last operation.
     #[test]
     fn replace_deletes_the_old_runs_files_then_writes_the_record() {
-        let top = tempfile::tempdir().expect("tempdir");
-        let layout = Layout::new(top.path(), "node1");
-        layout.create().expect("layout");
-        let store = Store::new(layout.clone());
+        let (_top, layout, store) = new_store();
         let old = record(1);
         let jobfile = layout::jobfile_name(old.run_spec.submit_time_s, old.job);
         store
