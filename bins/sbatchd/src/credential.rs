@@ -94,7 +94,7 @@ pub async fn serve(listener: UnixListener, context: Context) {
 }
 
 async fn serve_one(stream: UnixStream, context: &Context) -> Result<(), String> {
-    let (auth, host, counters) = (&*context.auth, context.host.as_str(), &*context.counters);
+    let counters = &*context.counters;
     let peer = peer_cred(&stream).map_err(|err| format!("SO_PEERCRED: {err}"))?;
     let limits = FrameLimits { body_bytes_max: REQUEST_BYTES_MAX };
     let timeouts = Timeouts {
@@ -136,7 +136,13 @@ async fn serve_one(stream: UnixStream, context: &Context) -> Result<(), String> 
                 format!("operation {} is not CREDENTIAL_REQUEST or SBD_STATUS_QUERY", request.operation),
             )
         } else {
-            match issue(auth, host, peer.uid, peer.gid) {
+            // The account lookup may ask a directory service: off the thread that runs the
+            // job loop (crate::daemon, "One thread for the loop and the sockets").
+            let (auth, host) = (Arc::clone(&context.auth), context.host.clone());
+            let issued = tokio::task::spawn_blocking(move || issue(&auth, &host, peer.uid, peer.gid))
+                .await
+                .unwrap_or_else(|_| Err("the credential lookup failed".to_owned()));
+            match issued {
                 Ok(token) => {
                     bump(&counters.credentials_issued);
                     let body = lava_xdr::to_bytes(&wire::CredentialReply { token }).expect("encodes");
