@@ -14,6 +14,10 @@
 //! ends ([`JournalEvent::Durable`]) the next one covers everything appended
 //! meanwhile — many steps, one fsync. The shell holds each step's messages
 //! until [`Journal::durable_through`] reaches the last append before them.
+//! A turn that appended only a few events ([`INLINE_SYNC_EVENTS_MAX`]) while no
+//! sync runs makes them durable on the loop's own thread ([`Journal::sync_small`]):
+//! there is little to overlap with, and the hand-off to a helper thread and back
+//! costs two wake-ups on the chain of every job.
 //!
 //! # Snapshots: switching the log
 //! LSF's mbatchd switches `lsb.events` (starts a new file, the old one kept
@@ -45,6 +49,10 @@ use crate::ShellError;
 use crate::codec::{
     EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, decode_snapshot_state, encode_into, encode_snapshot,
 };
+
+/// Group commits of at most this many events are made on the loop's thread
+/// ([`Journal::sync_small`]).
+pub const INLINE_SYNC_EVENTS_MAX: u64 = 4;
 
 /// The log's name, as LSF names mbatchd's event file.
 pub const EVENT_LOG_NAME: &str = "lsb.events";
@@ -310,6 +318,31 @@ impl Journal {
             Some(tokio::task::spawn_blocking(move || log.wait_durable(Position(target)).map(|()| target)));
     }
 
+    /// Makes the appended events durable on the calling thread, when they are at most
+    /// [`INLINE_SYNC_EVENTS_MAX`] and no sync is running; says whether it did. The loop
+    /// then waits for the fsync itself instead of handing it to a helper thread and being
+    /// woken when it ends: for a small group commit the two hand-offs cost more than the
+    /// loop could do meanwhile (docs/benchmarks.md, "Small group commits on the loop").
+    pub fn sync_small(&mut self) -> Result<bool, ShellError> {
+        let pending = self.appended_through.saturating_sub(self.durable_through);
+        if self.sync.is_some() || pending == 0 || pending > INLINE_SYNC_EVENTS_MAX {
+            return Ok(false);
+        }
+        let started = std::time::Instant::now();
+        let target = self.appended_through;
+        self.log.wait_durable(Position(target))?;
+        self.synced(target, started);
+        Ok(true)
+    }
+
+    fn synced(&mut self, target: u64, started: std::time::Instant) {
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.sync_latency.count += 1;
+        self.sync_latency.total_us = self.sync_latency.total_us.saturating_add(us);
+        self.sync_latency.max_us = self.sync_latency.max_us.max(us);
+        self.durable_through = self.durable_through.max(target);
+    }
+
     /// Starts a snapshot if the log is due a switch ([`SwitchRule`]) and none
     /// is being written.
     pub fn maybe_snapshot(&mut self, mbd: &Mbd) {
@@ -340,12 +373,8 @@ impl Journal {
             synced = join(&mut self.sync) => {
                 let target = synced??;
                 if let Some(started) = self.sync_started.take() {
-                    let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                    self.sync_latency.count += 1;
-                    self.sync_latency.total_us = self.sync_latency.total_us.saturating_add(us);
-                    self.sync_latency.max_us = self.sync_latency.max_us.max(us);
+                    self.synced(target, started);
                 }
-                self.durable_through = self.durable_through.max(target);
                 Ok(JournalEvent::Durable(target))
             }
             written = join(&mut self.snapshot) => match written? {

@@ -261,8 +261,12 @@ impl Shell {
                 event => self.handle(event)?,
             }
             // One fsync for everything appended in this turn (group commit), unless one
-            // is running: its end starts the next.
-            self.journal.start_sync();
+            // is running: its end starts the next. A small one is made here and now.
+            if self.journal.sync_small()? {
+                self.release();
+            } else {
+                self.journal.start_sync();
+            }
             if self.restart_requested {
                 tracing::info!("badmin mbdrestart: stopping, then starting again");
                 notify(&notifier, |n| n.stopping("badmin mbdrestart: restarting"));
