@@ -43,7 +43,9 @@
 //!    and exits: sbatchd reports a launch failure (the job goes back to PEND). If the
 //!    job's preparation failed (reported at the gate), `exit` says `failed` with the stage
 //!    and errno: the job finishes as a start failure (exit 127).
-//! 5. It waits for the job (wait4: status and resource usage), writes `exit` (`exited`),
+//! 5. It waits for the job (wait4: status and resource usage; how the job's exec went is
+//!    read after that, from the child's close-on-exec report pipe, so the shepherd sleeps
+//!    once per job, not once until the exec and again until the end), writes `exit` (`exited`),
 //!    writes `e` on the pipe, makes `exit` durable (fdatasync) and exits (the zygote reaps
 //!    it). On `e` sbatchd reads `exit` and reports the job's end while the shepherd
 //!    flushes: the flush is off the path from a job's end to the next job's start. This
@@ -282,8 +284,14 @@ impl Shepherd<'_> {
             self.write_exit_announced(&failed);
             return EXIT_FAILED;
         }
-        if let Err((stage, errno)) = child.open_gate() {
-            let _ = sys::wait4(pid);
+        // The child's exec is not waited for: its outcome is read once the child is reaped,
+        // so the shepherd sleeps once, until the job ends. (A gate that cannot be opened
+        // closes when `child` goes, and the child exits without executing anything.)
+        let (reaped, outcome) = match child.release() {
+            Ok(released) => (sys::wait4(pid), released.outcome()),
+            Err(failure) => (sys::wait4(pid), Err(failure)),
+        };
+        if let Err((stage, errno)) = outcome {
             let message = format!("{}: {}", stage.describe(), std::io::Error::from_raw_os_error(errno));
             self.write_exit_announced(&ExitFile::Failed {
                 stage: stage.name().to_owned(),
@@ -293,7 +301,7 @@ impl Shepherd<'_> {
             });
             return EXIT_FAILED;
         }
-        let exit = match sys::wait4(pid) {
+        let exit = match reaped {
             Ok(reaped) => ExitFile::Exited {
                 wait_status: reaped.wait_status,
                 end_time_ms: now_ms(),

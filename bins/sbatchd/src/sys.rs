@@ -177,6 +177,13 @@ impl GatedChild {
     /// Lets the child go on to execve; returns `Ok(())` once exec succeeded,
     /// or the stage and errno at which it failed (the child has then exited).
     pub fn open_gate(self) -> Result<(), (SpawnStage, i32)> {
+        self.release()?.outcome()
+    }
+
+    /// Lets the child go on to execve without waiting to hear how it went: a parent that
+    /// reaps the child next reads [`Released::outcome`] after reaping it, and so sleeps
+    /// once (until the child ends) instead of twice (until its exec, then until it ends).
+    pub fn release(self) -> Result<Released, (SpawnStage, i32)> {
         let byte = [1u8];
         // SAFETY: writing one byte from a valid buffer to a pipe fd we own.
         let written = unsafe { libc::write(self.gate.as_raw_fd(), byte.as_ptr().cast(), 1) };
@@ -184,6 +191,21 @@ impl GatedChild {
             return Err((SpawnStage::Gate, io::Error::last_os_error().raw_os_error().unwrap_or(0)));
         }
         drop(self.gate);
+        Ok(Released { report: self.report })
+    }
+}
+
+/// A job process let through its gate ([`GatedChild::release`]).
+#[derive(Debug)]
+pub struct Released {
+    report: OwnedFd,
+}
+
+impl Released {
+    /// `Ok(())` if execve succeeded, else the stage and errno at which the child failed
+    /// (it has then exited). Blocks until one or the other is known: read after the child
+    /// is reaped, it answers at once.
+    pub fn outcome(self) -> Result<(), (SpawnStage, i32)> {
         read_report(&self.report)
     }
 }
