@@ -285,13 +285,10 @@ impl Shepherd<'_> {
             return EXIT_FAILED;
         }
         // The child's exec is not waited for: its outcome is read once the child is reaped,
-        // so the shepherd sleeps once, until the job ends. (A gate that cannot be opened
-        // closes when `child` goes, and the child exits without executing anything.)
-        let (reaped, outcome) = match child.release() {
-            Ok(released) => (sys::wait4(pid), released.outcome()),
-            Err(failure) => (sys::wait4(pid), Err(failure)),
-        };
-        if let Err((stage, errno)) = outcome {
+        // so the shepherd sleeps once, until the job ends.
+        let released = child.release();
+        let reaped = sys::wait4(pid);
+        if let Err((stage, errno)) = released.outcome() {
             let message = format!("{}: {}", stage.describe(), std::io::Error::from_raw_os_error(errno));
             self.write_exit_announced(&ExitFile::Failed {
                 stage: stage.name().to_owned(),

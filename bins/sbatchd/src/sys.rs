@@ -177,21 +177,21 @@ impl GatedChild {
     /// Lets the child go on to execve; returns `Ok(())` once exec succeeded,
     /// or the stage and errno at which it failed (the child has then exited).
     pub fn open_gate(self) -> Result<(), (SpawnStage, i32)> {
-        self.release()?.outcome()
+        self.release().outcome()
     }
 
     /// Lets the child go on to execve without waiting to hear how it went: a parent that
     /// reaps the child next reads [`Released::outcome`] after reaping it, and so sleeps
     /// once (until the child ends) instead of twice (until its exec, then until it ends).
-    pub fn release(self) -> Result<Released, (SpawnStage, i32)> {
+    pub fn release(self) -> Released {
         let byte = [1u8];
         // SAFETY: writing one byte from a valid buffer to a pipe fd we own.
         let written = unsafe { libc::write(self.gate.as_raw_fd(), byte.as_ptr().cast(), 1) };
-        if written != 1 {
-            return Err((SpawnStage::Gate, io::Error::last_os_error().raw_os_error().unwrap_or(0)));
-        }
+        // A child whose preparation failed has exited, closing its gate (EPIPE): its
+        // report says why, and only without one is the gate itself the failure.
+        let gate_error = (written != 1).then(|| io::Error::last_os_error().raw_os_error().unwrap_or(0));
         drop(self.gate);
-        Ok(Released { report: self.report })
+        Released { report: self.report, gate_error }
     }
 }
 
@@ -199,6 +199,8 @@ impl GatedChild {
 #[derive(Debug)]
 pub struct Released {
     report: OwnedFd,
+    /// The errno of a gate that could not be opened.
+    gate_error: Option<i32>,
 }
 
 impl Released {
@@ -206,7 +208,10 @@ impl Released {
     /// (it has then exited). Blocks until one or the other is known: read after the child
     /// is reaped, it answers at once.
     pub fn outcome(self) -> Result<(), (SpawnStage, i32)> {
-        read_report(&self.report)
+        match (read_report(&self.report), self.gate_error) {
+            (Ok(()), Some(errno)) => Err((SpawnStage::Gate, errno)),
+            (reported, _) => reported,
+        }
     }
 }
 
@@ -1140,6 +1145,24 @@ mod tests {
         assert_eq!(child.open_gate(), Err((SpawnStage::WorkingDirectory, libc::ENOENT)));
         let reaped = wait4(pid).expect("wait4");
         assert_eq!(libc::WEXITSTATUS(reaped.wait_status), 127);
+    }
+
+    // Goal: a child whose preparation failed before its gate was opened is reported with
+    // the stage that failed, not as a gate that could not be opened (the gate's write end
+    // meets a closed pipe then). Method: reap the failed child first, then release it, as
+    // a shepherd that flushed its `pid` file meanwhile does.
+    #[test]
+    fn a_failure_before_the_gate_keeps_its_stage() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blocker = dir.path().join("a-file");
+        std::fs::write(&blocker, "").expect("write");
+        let mut bad = plan(dir.path(), "true");
+        bad.stdout = cstr(blocker.join("out").to_str().expect("utf-8"));
+        let child = spawn_gated(&bad).expect("fork");
+        let reaped = wait4(child.pid).expect("wait4");
+        assert_eq!(libc::WEXITSTATUS(reaped.wait_status), 127);
+        assert_eq!(child.release().outcome(), Err((SpawnStage::Stdout, libc::ENOTDIR)));
     }
 
     // Goal: a child whose gate closes without opening never executes.
