@@ -498,6 +498,44 @@ mod tests {
         assert_eq!(Journal::new(log, every(2), recovered.backlog).appended_through(), 3);
     }
 
+    // Goal: a turn's few events are made durable on the calling thread and counted like
+    // any group commit; more events, or a sync already running, leave it to start_sync.
+    // Method: 4 events (made durable inline), nothing pending, 5 events (left), then one
+    // event while a background sync runs (left).
+    #[tokio::test(flavor = "current_thread")]
+    async fn small_group_commits_are_made_on_the_calling_thread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = open(&dir.path().join("logdir")).expect("opens");
+        let Recovered { backlog, .. } = recover(&log, config()).expect("an empty log recovers");
+        let mut journal = Journal::new(log, every(u64::MAX), backlog);
+        let event = status_event(lava_batch_ll::JobStatus::Run);
+        let append = |journal: &mut Journal, n: u64| {
+            for _ in 0..n {
+                journal.append(&event).expect("appends");
+            }
+        };
+        append(&mut journal, INLINE_SYNC_EVENTS_MAX);
+        assert!(journal.sync_small().expect("no failure"));
+        assert_eq!(journal.durable_through(), INLINE_SYNC_EVENTS_MAX);
+        assert_eq!(journal.sync_latency().count, 1);
+        assert!(!journal.sync_small().expect("no failure"), "nothing is pending");
+
+        append(&mut journal, INLINE_SYNC_EVENTS_MAX + 1);
+        assert!(!journal.sync_small().expect("no failure"), "too many for the loop's thread");
+        assert_eq!(journal.durable_through(), INLINE_SYNC_EVENTS_MAX);
+        journal.start_sync();
+        append(&mut journal, 1);
+        assert!(!journal.sync_small().expect("no failure"), "a sync is running");
+        let JournalEvent::Durable(position) = journal.next().await.expect("no failure") else {
+            panic!("only a sync runs")
+        };
+        assert_eq!(position, 2 * INLINE_SYNC_EVENTS_MAX + 1);
+        assert!(journal.sync_small().expect("no failure"), "the last event, once the sync ended");
+        assert_eq!(journal.durable_through(), journal.appended_through());
+        assert_eq!(journal.sync_latency().count, 3);
+        journal.close().await.expect("closes");
+    }
+
     /// JOB_STATUS of job 1 to `status`, with a finish when it is DONE or EXIT.
     fn status_event(status: lava_batch_ll::JobStatus) -> Event {
         let finish = status.is_finished().then(|| lava_mbd::event::FinishRecord {

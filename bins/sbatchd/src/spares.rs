@@ -229,6 +229,35 @@ mod tests {
         assert_eq!(classify(&badly_named, ".spare.x").expect("classify"), Found::Leftover);
     }
 
+    // Goal: a failure to make spares offers none and stops nothing: the thread tries again
+    // after its pause and fills the pool once the folder is usable. Method: a state folder
+    // that does not exist yet, made a moment after the thread has started.
+    #[test]
+    fn the_thread_tries_again_after_a_failure() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let root = top.path().join("state");
+        let spares = Arc::new(Spares::new(root.clone(), Arc::new(AtomicU64::new(0))));
+        assert_eq!(spares.make(1).map_err(|err| err.kind()), Err(io::ErrorKind::NotFound));
+        let filler = Arc::clone(&spares);
+        std::thread::spawn(move || filler.keep_filled());
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(spares.n_ready(), 0);
+        assert_eq!(spares.take(), None, "nothing is offered after a failure");
+        fs::create_dir(&root).expect("mkdir");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while spares.n_ready() < SPARES_HIGH {
+            assert!(std::time::Instant::now() < deadline, "the pool was not filled after the failure");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let names: Vec<String> = fs::read_dir(&root)
+            .expect("list")
+            .map(|entry| entry.expect("entry").file_name().into_string().expect("utf-8"))
+            .collect();
+        assert!(
+            names.iter().all(|name| classify(&root.join(name), name).expect("classify") != Found::Leftover)
+        );
+    }
+
     // Goal: keep_filled refills the pool when a take leaves it low, without being asked
     // otherwise. Method: the real loop in a thread on a temporary folder.
     #[test]
