@@ -458,6 +458,7 @@ async fn sbd_channel(
     // bpeek requests relayed to this sbatchd, by peek id, waiting for SBD_PEEK_REPLY.
     let mut peeks: std::collections::BTreeMap<u64, oneshot::Sender<wire::PeekReply>> = Default::default();
     let mut next_peek: u64 = 1;
+    let mut messages = Vec::with_capacity(SBD_MESSAGES_PER_WRITE_MAX);
     loop {
         tokio::select! {
             Some(peek::Relay { request, reply }) = relays.recv() => {
@@ -472,20 +473,13 @@ async fn sbd_channel(
                     break;
                 }
             }
-            message = inbox.recv() => {
-                let Some(message) = message else {
+            // The messages released together (a FINISH_ACK and the NEW_JOB of the job
+            // dispatched in its place, typically) go in one write, so that sbatchd reads
+            // and steps them together.
+            received = inbox.recv_many(&mut messages, SBD_MESSAGES_PER_WRITE_MAX) => {
+                if received == 0 {
                     tracing::debug!(%peer, %host, "channel closed by mbatchd");
                     break;
-                };
-                // The messages released together (a FINISH_ACK and the NEW_JOB of the job
-                // dispatched in its place, typically) go in one write, so that sbatchd
-                // reads and steps them together.
-                let mut messages = vec![message];
-                while messages.len() < SBD_MESSAGES_PER_WRITE_MAX {
-                    match inbox.try_recv() {
-                        Ok(message) => messages.push(message),
-                        Err(_) => break,
-                    }
                 }
                 let bodies: Vec<(FrameHeader, Vec<u8>)> = messages
                     .iter()
@@ -501,6 +495,7 @@ async fn sbd_channel(
                     tracing::warn!(%peer, %host, "cannot send {}: {error}; closing", names.join(", "));
                     break;
                 }
+                messages.clear();
             }
             frame = channel.read_frame() => match frame {
                 Ok(Some(frame)) => {

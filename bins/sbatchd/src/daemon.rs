@@ -932,10 +932,12 @@ impl Daemon {
                 kept.push(Effect::Launch { job, run_spec });
                 continue;
             };
-            if let StoreOp::Persist { jobfile, bytes } =
-                std::mem::replace(op, StoreOp::Remove { jobfile: String::new() })
-            {
-                *op = StoreOp::Create { jobfile, bytes, folder };
+            if let StoreOp::Persist { jobfile, bytes } = op {
+                *op = StoreOp::Create {
+                    jobfile: std::mem::take(jobfile),
+                    bytes: std::mem::take(bytes),
+                    folder,
+                };
             }
             let (go_read, go_write) =
                 std::io::pipe().map_err(|source| Error::Io { path: "go pipe".into(), source })?;

@@ -308,12 +308,8 @@ async fn write_loop<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Option<String> {
     let mut batch = Vec::with_capacity(FRAMES_PER_WRITE_MAX);
     loop {
-        batch.push(out.recv().await?);
-        while batch.len() < FRAMES_PER_WRITE_MAX {
-            match out.try_recv() {
-                Ok(frame) => batch.push(frame),
-                Err(_) => break,
-            }
+        if out.recv_many(&mut batch, FRAMES_PER_WRITE_MAX).await == 0 {
+            return None;
         }
         let frames: Vec<(FrameHeader, &[u8])> = batch
             .iter()

@@ -613,10 +613,9 @@ mod tests {
 
     // Goal: the zygote's loop hands a well-formed request's folder and the very
     // descriptors sbatchd attached to its `start` (with and without a go pipe), answers
-    // malformed requests (wrong
-    // magic, no or too many or the wrong kinds of descriptors, an oversized message, a
-    // folder outside its state root or not directly in it) with a refusal and keeps
-    // serving, and returns at end-of-file. Method: the real loop in a thread (without a
+    // malformed requests (wrong magic, no or too many or the wrong kinds of descriptors,
+    // an oversized message, a folder outside its state root or not directly in it) with a
+    // refusal and keeps serving, and returns at end-of-file. Method: the real loop in a thread (without a
     // signalfd and with a `start` that records instead of forking) on a real socket pair.
     #[test]
     fn zygote_loop_refuses_malformed_requests_and_keeps_serving() {
