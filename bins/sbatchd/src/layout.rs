@@ -227,7 +227,11 @@ pub fn write_shepherd_file_announced(
 ) -> io::Result<()> {
     match OpenOptions::new().write(true).open(dir.join(name)) {
         Ok(mut file) => {
-            file.set_len(0)?;
+            // Usually empty, as its folder was made: a truncation of an empty file still
+            // costs ext4 a truncate on the job's path.
+            if file.metadata()?.len() > 0 {
+                file.set_len(0)?;
+            }
             file.write_all(bytes)?;
             written();
             file.sync_data()
@@ -300,8 +304,9 @@ mod tests {
         assert_eq!(read_optional(&dir.join("exit")).expect("read"), None);
     }
 
-    // Goal: the shepherd files are filled in place when sbatchd created them, written anew
-    // when it did not, and read as absent while empty or zero-filled.
+    // Goal: the shepherd files are filled in place when sbatchd created them (a shorter
+    // content leaves no tail of a longer one), written anew when it did not, and read as
+    // absent while empty or zero-filled.
     #[test]
     fn shepherd_files_in_place_or_anew() {
         let top = tempfile::tempdir().expect("tempdir");
@@ -316,6 +321,12 @@ mod tests {
         write_shepherd_file(dir, PID_FILE, b"v1 pid=5").expect("write");
         assert_eq!(inode(PID_FILE), before, "written in place");
         assert_eq!(read_shepherd_file(&dir.join(PID_FILE)).expect("read"), Some(b"v1 pid=5".to_vec()));
+        write_shepherd_file(dir, PID_FILE, b"v1").expect("rewrite shorter");
+        assert_eq!(
+            read_shepherd_file(&dir.join(PID_FILE)).expect("read"),
+            Some(b"v1".to_vec()),
+            "no tail left"
+        );
         fs::write(dir.join(EXIT_FILE), [0u8; 40]).expect("zeros");
         assert_eq!(read_shepherd_file(&dir.join(EXIT_FILE)).expect("read"), None);
         fs::remove_file(dir.join(EXIT_FILE)).expect("rm");
