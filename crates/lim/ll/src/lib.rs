@@ -8,6 +8,9 @@
 //!   ours, `hostNo` is a configured host index, `nidx` ≤ `LIM_NIDX` (section 5) and every
 //!   valid load index is finite and non-negative.
 //! - The reverse mapping ([`Beacon::to_wire`], [`LoadReport::to_wire`]).
+//! - `status0` is taken as sent: every bit pattern is a status word (spec section 6: zero is
+//!   OK, anything else unavailable or degraded); the `LIM_*` bit values are re-exported from
+//!   lava-lim-wire for the logic.
 //!
 //! # What it never does
 //! State (sequence numbers, liveness: lava-lim-logic), sockets, clocks.
@@ -15,7 +18,10 @@
 #![deny(missing_docs)]
 
 use lava_lim_wire as wire;
-pub use lava_lim_wire::LIM_NIDX;
+pub use lava_lim_wire::{
+    LIM_BUSY, LIM_BUSY_INDEX_MASK, LIM_LOCKED_MASK, LIM_LOCKEDM, LIM_LOCKEDU, LIM_LOCKEDW, LIM_NIDX, LIM_OK,
+    LIM_RESDOWN, LIM_SBDDOWN, LIM_UNAVAIL,
+};
 
 /// What a datagram is checked against: our cluster and how many hosts it has.
 #[derive(Clone, Copy, Debug)]
@@ -169,7 +175,7 @@ pub struct LoadReport {
     pub host_idx: u32,
     /// Host sequence number.
     pub seqno: u32,
-    /// Host status flags (0: OK).
+    /// Host status flags (0: OK; the `LIM_*` bits).
     pub status0: u32,
     /// The load.
     pub load: LoadVector,

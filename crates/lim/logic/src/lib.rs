@@ -9,9 +9,23 @@
 //!   host's last report; a host not heard from for 3 report intervals is
 //!   unavailable ([`Effect::HostUnavailable`]); the next accepted report makes it available
 //!   again. Its own load comes from [`Input::Sampled`].
-//! - **Slave**: learns the master from a valid beacon, reports every `report_interval_ms`
-//!   (the first report right after the beacon that (re)validated the master), stops after 3
-//!   missed beacon intervals ([`Effect::MasterLost`]) and resumes on the next valid beacon.
+//! - **Slave**: knows the master from the configuration (the first host; spec section 3 has
+//!   slaves "learn" it from the beacon, which with a static master means: a beacon is
+//!   accepted only from that host's configured address, naming it, and reports always go to
+//!   that address). A valid beacon (re)validates the master and gives its TCP port; the slave
+//!   then reports every `report_interval_ms` (the first report right after that beacon),
+//!   stops after 3 missed beacon intervals ([`Effect::MasterLost`]) and resumes on the next
+//!   valid beacon.
+//! - **Status word** (`status0`, spec section 6, LavaLite's bit values re-exported from
+//!   lava-lim-wire): every lim keeps its own host's word ([`Lim::status0`]): [`LIM_LOCKEDU`]
+//!   while locked ([`Input::Lock`], `lsadmin limlock [-t]`, until [`Input::Unlock`] or the
+//!   lock's time is up), [`LIM_BUSY`] plus bit `i` ([`LIM_BUSY_INDEX_MASK`]) for each load
+//!   index `i` beyond its threshold ([`Config::thresholds`], judged on every
+//!   [`Input::Sampled`]), else [`LIM_OK`]. A slave sends it in every report (a lock or unlock
+//!   sends one at once); the master keeps each host's last reported word ([`HostState::status0`];
+//!   [`HostState::status_word`] is [`LIM_UNAVAIL`] while the host is unavailable). Each change
+//!   of the own word is an [`Effect::StatusChanged`]; each change of a host's reported word an
+//!   [`Effect::HostStatus`] on the master.
 //! - **Host facts** (CPUs, memory, swap: what `lshosts` prints; the spec's fixed load report
 //!   has no room for them): the master asks a host's lim for them when the host becomes
 //!   available ([`Effect::FetchHostInfo`]), keeps the answer ([`HostState::info`]), and after
@@ -35,7 +49,9 @@
 //! # The shell's contract
 //! Feed every received datagram (decoded by lava-lim-wire, validated by lava-lim-ll with
 //! [`Lim::context`]) as [`Input::Datagram`] with its source address, every refused one as
-//! [`Input::Rejected`], a fresh load sample as [`Input::Sampled`], the outcome of every
+//! [`Input::Rejected`], a fresh load sample as [`Input::Sampled`], `lsadmin limlock` and
+//! `limunlock` as [`Input::Lock`] and [`Input::Unlock`] (an [`Effect::LockRefused`] among the
+//! effects is the refusal to report), the outcome of every
 //! [`Effect::FetchHostInfo`] (and, on the master at start, its own host's facts) as
 //! [`Input::HostInfo`], and [`Input::Tick`] no later than [`Lim::next_deadline_ms`]. Carry out the returned effects in order ([`Effect::Send`]:
 //! encode and send one datagram; [`Effect::SendToAll`]: encode it once and send it to every
@@ -51,7 +67,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
-pub use lava_lim_ll::{Beacon, Context, LoadReport, LoadVector, Message};
+pub use lava_lim_ll::{
+    Beacon, Context, LIM_BUSY, LIM_BUSY_INDEX_MASK, LIM_LOCKED_MASK, LIM_LOCKEDU, LIM_NIDX, LIM_OK,
+    LIM_UNAVAIL, LoadReport, LoadVector, Message,
+};
 
 /// Missed intervals after which a host (master side) or the master (slave side) is lost.
 pub const MISSED_INTERVALS_MAX: u64 = 3;
@@ -66,6 +85,38 @@ pub const HOST_INFO_RETRY_MS: u64 = 60_000;
 /// Default report interval T (LavaLite 0.1.2 ticks every 5 s).
 pub const REPORT_INTERVAL_MS_DEFAULT: u64 = 5_000;
 
+/// Load indices (spec section 5's order) where a *lower* value means a busier host: `it`,
+/// `tmp`, `swp`, `mem` (LSF's decreasing indices). Such an index is beyond its threshold
+/// below it; the others (`r15s r1m r15m ut pg io ls`) above it.
+pub const DECREASING: [bool; LIM_NIDX] =
+    [false, false, false, false, false, false, false, true, true, true, true];
+
+/// This host's load thresholds (lsf.cluster's `Host` section columns `r15s` … `mem`), in the
+/// units the indices have (`ut` a fraction of 1, `it` minutes, `tmp swp mem` MB).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Thresholds(pub [Option<f32>; LIM_NIDX]);
+
+impl Thresholds {
+    /// No threshold: the host is never busy.
+    pub const NONE: Thresholds = Thresholds([None; LIM_NIDX]);
+
+    /// The [`LIM_BUSY_INDEX_MASK`] bits of the valid indices of `load` beyond their threshold:
+    /// above it, or below it for a [`DECREASING`] index. Equal is not beyond.
+    pub fn busy_bits(&self, load: &LoadVector) -> u32 {
+        let n_valid = usize::from(load.n_valid).min(LIM_NIDX);
+        let mut bits = 0;
+        for (idx, threshold) in self.0.iter().enumerate().take(n_valid) {
+            let Some(threshold) = *threshold else { continue };
+            let value = load.values[idx];
+            let beyond = if DECREASING[idx] { value < threshold } else { value > threshold };
+            if beyond {
+                bits |= 1 << idx;
+            }
+        }
+        bits
+    }
+}
+
 /// One configured host.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostConfig {
@@ -77,7 +128,7 @@ pub struct HostConfig {
 }
 
 /// Everything a lim needs to know before it starts.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Cluster name (at most 31 bytes).
     pub cluster: String,
@@ -93,6 +144,8 @@ pub struct Config {
     pub tcp_port: u16,
     /// First sequence number this lim sends.
     pub initial_seqno: u32,
+    /// Our own host's load thresholds (busy beyond them).
+    pub thresholds: Thresholds,
 }
 
 /// Why a datagram was dropped; each has a counter.
@@ -185,6 +238,34 @@ pub enum Input {
         /// The facts.
         info: Option<HostInfo>,
     },
+    /// `lsadmin limlock [-t]`: lock this lim's host for `duration_ms` (`None`: until
+    /// unlocked). Refused ([`Effect::LockRefused`]) when it is locked already.
+    Lock {
+        /// How long; `None`: until [`Input::Unlock`].
+        duration_ms: Option<u64>,
+    },
+    /// `lsadmin limunlock`. Refused ([`Effect::LockRefused`]) when it is not locked.
+    Unlock,
+}
+
+/// Why [`Input::Lock`] or [`Input::Unlock`] changed nothing (LSF's `ls_lockhost` and
+/// `ls_unlockhost` errors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockRefusal {
+    /// A lock while locked.
+    AlreadyLocked,
+    /// An unlock while not locked.
+    NotLocked,
+}
+
+impl LockRefusal {
+    /// LSF's words for it.
+    pub fn text(self) -> &'static str {
+        match self {
+            LockRefusal::AlreadyLocked => "Host is already locked",
+            LockRefusal::NotLocked => "Host is not locked",
+        }
+    }
 }
 
 /// An outgoing message.
@@ -234,6 +315,21 @@ pub enum Effect {
     },
     /// Slave: 3 beacon intervals passed without a beacon; reporting stops.
     MasterLost,
+    /// This lim's own status word changed (lock, unlock, a lock's time up, a threshold
+    /// crossed); the new word.
+    StatusChanged {
+        /// The new word.
+        status0: u32,
+    },
+    /// Master: a host reported a status word other than its last one.
+    HostStatus {
+        /// Host index.
+        host: u32,
+        /// The word it reported.
+        status0: u32,
+    },
+    /// [`Input::Lock`] or [`Input::Unlock`] was refused; nothing changed.
+    LockRefused(LockRefusal),
 }
 
 /// Availability of a host as the master sees it.
@@ -273,7 +369,8 @@ enum Fetch {
 pub struct HostState {
     /// Availability.
     pub status: HostStatus,
-    /// Last reported `status0`.
+    /// Last reported `status0` (kept while the host is unavailable; see
+    /// [`HostState::status_word`]).
     pub status0: u32,
     /// Last reported load.
     pub load: LoadVector,
@@ -283,6 +380,17 @@ pub struct HostState {
     pub info: Option<HostInfo>,
     last_seqno: Option<u32>,
     fetch: Fetch,
+}
+
+impl HostState {
+    /// The host's status word as the master answers it: [`LIM_UNAVAIL`] while unavailable
+    /// (the last report's bits are stale), else the last reported `status0`.
+    pub fn status_word(&self) -> u32 {
+        match self.status {
+            HostStatus::Ok => self.status0,
+            HostStatus::Unavailable => LIM_UNAVAIL,
+        }
+    }
 }
 
 /// One lim; see the crate documentation.
@@ -296,6 +404,10 @@ pub struct Lim {
     /// deadline that may have passed costs a scan of every host).
     next_scan_ms: u64,
     own_load: LoadVector,
+    /// Our own host's status word, as last computed.
+    own_status0: u32,
+    /// Locked until then (`u64::MAX`: until unlocked); `None`: not locked.
+    locked_until: Option<u64>,
     next_seqno: u32,
     next_send_ms: Option<u64>,
     // Slave side.
@@ -337,6 +449,8 @@ impl Lim {
             config,
             hosts,
             own_load: LoadVector::EMPTY,
+            own_status0: LIM_OK,
+            locked_until: None,
             next_send_ms: None,
             master_valid: false,
             last_beacon_ms: 0,
@@ -382,6 +496,16 @@ impl Lim {
         self.master_tcp_port
     }
 
+    /// Our own host's status word (what our reports carry; see the crate documentation).
+    pub fn status0(&self) -> u32 {
+        self.own_status0
+    }
+
+    /// Until when our host is locked (`Some(u64::MAX)`: until unlocked; `None`: not locked).
+    pub fn locked_until(&self) -> Option<u64> {
+        self.locked_until
+    }
+
     /// Master: every host's state, in lsf.cluster order (index = host index).
     pub fn hosts(&self) -> &[HostState] {
         &self.hosts
@@ -408,6 +532,9 @@ impl Lim {
             None if self.is_master() => 0,
             None => u64::MAX,
         };
+        if let Some(until) = self.locked_until.filter(|until| *until != u64::MAX) {
+            deadline = deadline.min(until);
+        }
         if self.is_master() {
             deadline = deadline.min(self.next_scan_ms);
         } else if self.master_valid {
@@ -441,6 +568,23 @@ impl Lim {
                     own.status = HostStatus::Ok;
                     own.last_report_ms = Some(now_ms);
                 }
+                self.refresh_status(&mut effects);
+            }
+            Input::Lock { duration_ms } => {
+                if self.locked_until.is_some() {
+                    effects.push(Effect::LockRefused(LockRefusal::AlreadyLocked));
+                } else {
+                    self.locked_until =
+                        Some(duration_ms.map_or(u64::MAX, |ms| now_ms.saturating_add(ms).min(u64::MAX - 1)));
+                    self.status_changed_by_hand(now_ms, &mut effects);
+                }
+            }
+            Input::Unlock => {
+                if self.locked_until.take().is_some() {
+                    self.status_changed_by_hand(now_ms, &mut effects);
+                } else {
+                    effects.push(Effect::LockRefused(LockRefusal::NotLocked));
+                }
             }
             Input::HostInfo { host, info } => {
                 if let Some(state) = self.hosts.get_mut(host as usize).filter(|_| self.config.me == 0) {
@@ -457,6 +601,34 @@ impl Lim {
         }
         self.send_due(now_ms, &mut effects);
         effects
+    }
+
+    /// Recomputes our own status word; an [`Effect::StatusChanged`] if it changed.
+    fn refresh_status(&mut self, effects: &mut Vec<Effect>) {
+        let mut word = LIM_OK;
+        if self.locked_until.is_some() {
+            word |= LIM_LOCKEDU;
+        }
+        let busy = self.config.thresholds.busy_bits(&self.own_load);
+        if busy != 0 {
+            word |= LIM_BUSY | busy;
+        }
+        if word != self.own_status0 {
+            self.own_status0 = word;
+            if self.is_master() {
+                self.hosts[0].status0 = word;
+            }
+            effects.push(Effect::StatusChanged { status0: word });
+        }
+    }
+
+    /// A lock was taken or released: the new word, and a slave that is reporting tells the
+    /// master at once rather than at its next report.
+    fn status_changed_by_hand(&mut self, now_ms: u64, effects: &mut Vec<Effect>) {
+        self.refresh_status(effects);
+        if !self.is_master() && self.master_valid {
+            self.next_send_ms = Some(now_ms);
+        }
     }
 
     fn drop(&mut self, reason: DropReason, effects: &mut Vec<Effect>) {
@@ -491,6 +663,7 @@ impl Lim {
                 let host = &mut self.hosts[source_idx];
                 host.last_seqno = Some(report.seqno);
                 host.last_report_ms = Some(now_ms);
+                let status_changed = host.status0 != report.status0;
                 host.status0 = report.status0;
                 host.load = report.load;
                 let became_available = host.status == HostStatus::Unavailable;
@@ -506,6 +679,9 @@ impl Lim {
                     host.status = HostStatus::Ok;
                     effects.push(Effect::HostAvailable(report.host_idx));
                     self.next_scan_ms = self.next_scan_ms.min(now_ms + self.host_timeout_ms() + 1);
+                }
+                if status_changed {
+                    effects.push(Effect::HostStatus { host: report.host_idx, status0: report.status0 });
                 }
                 if ask {
                     effects.push(Effect::FetchHostInfo(report.host_idx));
@@ -539,7 +715,12 @@ impl Lim {
 
     /// Master: hosts silent for 3 report intervals become unavailable. Slave: the master
     /// is lost after 3 beacon intervals without a beacon, and reporting stops.
+    /// Both: a lock whose time is up is released.
     fn expire(&mut self, now_ms: u64, effects: &mut Vec<Effect>) {
+        if self.locked_until.is_some_and(|until| until != u64::MAX && now_ms >= until) {
+            self.locked_until = None;
+            self.status_changed_by_hand(now_ms, effects);
+        }
         if self.is_master() {
             if now_ms >= self.next_scan_ms {
                 self.scan_hosts(now_ms, effects);
@@ -574,7 +755,12 @@ impl Lim {
         {
             self.next_send_ms = Some(now_ms + self.config.report_interval_ms);
             let seqno = self.take_seqno();
-            let report = LoadReport { host_idx: self.config.me, seqno, status0: 0, load: self.own_load };
+            let report = LoadReport {
+                host_idx: self.config.me,
+                seqno,
+                status0: self.own_status0,
+                load: self.own_load,
+            };
             effects.push(Effect::Send { to, sequence: seqno, message: Outgoing::LoadReport(report) });
         }
     }

@@ -20,6 +20,7 @@ fn config(me: u32, initial_seqno: u32) -> Config {
         report_interval_ms: REPORT_MS,
         tcp_port: 7100,
         initial_seqno,
+        thresholds: Thresholds::NONE,
     }
 }
 
@@ -263,4 +264,166 @@ fn host_info_is_fetched_and_retried() {
     assert_eq!(master.hosts()[1].info, Some(facts));
     let later = retry + 5 + 3 * REPORT_MS;
     assert_eq!(events(master.step(later, from(1, report(1, seqno + 2)))), vec![], "known: not asked again");
+}
+
+/// The load reports among `effects`, as (seqno, status0).
+fn reports_sent(effects: &[Effect]) -> Vec<(u32, u32)> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::Send { message: Outgoing::LoadReport(r), .. } => Some((r.seqno, r.status0)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A slave (h1) that heard a beacon at 0 and sent its first report.
+fn reporting_slave(config: Config) -> Lim {
+    let mut slave = Lim::new(config);
+    assert_eq!(reports_sent(&slave.step(0, from(0, beacon(1)))), vec![(0, LIM_OK)]);
+    slave
+}
+
+// Goal: `lsadmin limlock` sets LIM_LOCKEDU in the slave's word and sends a report at once; the
+// master keeps the word and says it changed; a second lock and an unlock of an unlocked host
+// are refused and change nothing; the unlock clears the bit, again with a report at once.
+#[test]
+fn lock_and_unlock_travel_in_reports() {
+    let mut master = Lim::new(config(0, 0));
+    let mut slave = reporting_slave(config(1, 0));
+    master.step(0, from(1, report(1, 0)));
+    let effects = slave.step(100, Input::Lock { duration_ms: None });
+    assert_eq!(events(effects.clone()), vec![Effect::StatusChanged { status0: LIM_LOCKEDU }]);
+    assert_eq!(reports_sent(&effects), vec![(1, LIM_LOCKEDU)], "at once, not at the next interval");
+    assert_eq!((slave.status0(), slave.locked_until()), (LIM_LOCKEDU, Some(u64::MAX)));
+    let Some(Effect::Send { message: Outgoing::LoadReport(locked), .. }) = effects.last().cloned() else {
+        panic!("a report: {effects:?}")
+    };
+    assert_eq!(
+        events(master.step(110, from(1, Message::LoadReport(locked)))),
+        vec![Effect::HostStatus { host: 1, status0: LIM_LOCKEDU }]
+    );
+    assert_eq!((master.hosts()[1].status0, master.hosts()[1].status_word()), (LIM_LOCKEDU, LIM_LOCKEDU));
+    // Every later report carries the lock; the master says nothing while it stays.
+    let effects = slave.step(100 + REPORT_MS, Input::Tick);
+    assert_eq!(reports_sent(&effects), vec![(2, LIM_LOCKEDU)]);
+    let Some(Effect::Send { message: Outgoing::LoadReport(again), .. }) = effects.last().cloned() else {
+        panic!("a report: {effects:?}")
+    };
+    assert_eq!(events(master.step(100 + REPORT_MS, from(1, Message::LoadReport(again)))), vec![]);
+    // Refusals change nothing and send nothing.
+    let effects = slave.step(700, Input::Lock { duration_ms: Some(5_000) });
+    assert_eq!(effects, vec![Effect::LockRefused(LockRefusal::AlreadyLocked)]);
+    assert_eq!(slave.locked_until(), Some(u64::MAX), "a refused lock does not shorten the lock");
+    let effects = slave.step(800, Input::Unlock);
+    assert_eq!(events(effects.clone()), vec![Effect::StatusChanged { status0: LIM_OK }]);
+    assert_eq!(reports_sent(&effects), vec![(3, LIM_OK)]);
+    let Some(Effect::Send { message: Outgoing::LoadReport(unlocked), .. }) = effects.last().cloned() else {
+        panic!("a report: {effects:?}")
+    };
+    assert_eq!(
+        events(master.step(810, from(1, Message::LoadReport(unlocked)))),
+        vec![Effect::HostStatus { host: 1, status0: LIM_OK }]
+    );
+    assert_eq!(master.hosts()[1].status_word(), LIM_OK);
+    assert_eq!(slave.step(900, Input::Unlock), vec![Effect::LockRefused(LockRefusal::NotLocked)]);
+    assert_eq!(LockRefusal::NotLocked.text(), "Host is not locked");
+    assert_eq!(LockRefusal::AlreadyLocked.text(), "Host is already locked");
+}
+
+// Goal: `limlock -t` ends by itself: the deadline includes the lock's end, the host is locked
+// up to the millisecond before it and unlocked at it, with a report at once; the master's own
+// lock is its host 0's word directly.
+#[test]
+fn lock_with_timeout_expires() {
+    let mut slave = reporting_slave(config(1, 0));
+    slave.step(10, Input::Lock { duration_ms: Some(2_000) });
+    assert_eq!(slave.locked_until(), Some(2_010));
+    // Keep the master valid across the lock's time.
+    for at in [1_000, 1_900] {
+        slave.step(at, from(0, beacon(at as u32)));
+    }
+    assert!(slave.next_deadline_ms() <= 2_010);
+    assert!(events(slave.step(2_009, Input::Tick)).is_empty());
+    assert_eq!(slave.status0(), LIM_LOCKEDU);
+    let effects = slave.step(2_010, Input::Tick);
+    assert_eq!(events(effects.clone()), vec![Effect::StatusChanged { status0: LIM_OK }]);
+    assert_eq!(reports_sent(&effects).last().map(|(_, word)| *word), Some(LIM_OK));
+    assert_eq!(slave.locked_until(), None);
+
+    let mut master = Lim::new(config(0, 0));
+    master.step(0, Input::Sampled(LoadVector::full([1.0; 11])));
+    assert_eq!(master.hosts()[0].status_word(), LIM_OK);
+    let effects = master.step(5, Input::Lock { duration_ms: Some(100) });
+    assert_eq!(effects, vec![Effect::StatusChanged { status0: LIM_LOCKEDU }], "a master sends no report");
+    assert_eq!(master.hosts()[0].status_word(), LIM_LOCKEDU);
+    assert_eq!(master.next_deadline_ms(), 105);
+    assert_eq!(events(master.step(105, Input::Tick)), vec![Effect::StatusChanged { status0: LIM_OK }]);
+    assert_eq!(master.hosts()[0].status0, LIM_OK);
+}
+
+// Goal: a sample beyond a threshold sets LIM_BUSY and the index's bit (above it for r1m, below
+// it for mem, equal is not beyond, an index not sampled is never busy); going back clears
+// them; a crossing waits for the next scheduled report; a lock and busy bits combine.
+#[test]
+fn threshold_crossing_makes_the_host_busy() {
+    let mut thresholds = Thresholds::NONE;
+    thresholds.0[1] = Some(2.0); // r1m
+    thresholds.0[10] = Some(100.0); // mem
+    let mut slave = reporting_slave(Config { thresholds, ..config(1, 0) });
+    let load = |r1m: f32, mem: f32| {
+        let mut values = [0.0; 11];
+        (values[1], values[10]) = (r1m, mem);
+        LoadVector::full(values)
+    };
+    assert_eq!(slave.step(10, Input::Sampled(load(2.0, 100.0))), vec![], "equal is not beyond");
+    let effects = slave.step(20, Input::Sampled(load(2.5, 500.0)));
+    assert_eq!(effects, vec![Effect::StatusChanged { status0: LIM_BUSY | 1 << 1 }], "no report yet");
+    assert_eq!(
+        slave.step(30, Input::Sampled(load(2.5, 50.0))),
+        vec![Effect::StatusChanged { status0: LIM_BUSY | 1 << 1 | 1 << 10 }]
+    );
+    assert_eq!(reports_sent(&slave.step(REPORT_MS, Input::Tick)), vec![(1, LIM_BUSY | 1 << 1 | 1 << 10)]);
+    slave.step(REPORT_MS + 1, Input::Lock { duration_ms: None });
+    assert_eq!(slave.status0(), LIM_LOCKEDU | LIM_BUSY | 1 << 1 | 1 << 10);
+    slave.step(REPORT_MS + 2, Input::Unlock);
+    let effects = slave.step(REPORT_MS + 3, Input::Sampled(load(0.5, 4000.0)));
+    assert_eq!(effects, vec![Effect::StatusChanged { status0: LIM_OK }]);
+    // Only the valid indices count: mem missing from a short sample is not "below 100".
+    let short = LoadVector { values: [0.0; 11], n_valid: 3 };
+    assert_eq!(slave.step(REPORT_MS + 4, Input::Sampled(short)), vec![]);
+    assert_eq!(thresholds.busy_bits(&LoadVector::EMPTY), 0);
+}
+
+// Goal: the master's word for a host is LIM_UNAVAIL before its first report and after 3
+// missed intervals (the last reported bits are kept, not shown); the next report shows its
+// word again.
+#[test]
+fn an_unavailable_host_has_the_unavail_word() {
+    let mut master = Lim::new(config(0, 0));
+    master.step(0, Input::Tick);
+    assert_eq!(master.hosts()[2].status_word(), LIM_UNAVAIL);
+    let locked = Message::LoadReport(LoadReport {
+        host_idx: 2,
+        seqno: 1,
+        status0: LIM_LOCKEDU,
+        load: LoadVector::full([1.0; 11]),
+    });
+    assert_eq!(
+        events(master.step(10, from(2, locked))),
+        vec![
+            Effect::HostAvailable(2),
+            Effect::HostStatus { host: 2, status0: LIM_LOCKEDU },
+            Effect::FetchHostInfo(2)
+        ]
+    );
+    assert_eq!(master.hosts()[2].status_word(), LIM_LOCKEDU);
+    assert_eq!(events(master.step(11 + 3 * REPORT_MS, Input::Tick)), vec![Effect::HostUnavailable(2)]);
+    assert_eq!(master.hosts()[2].status_word(), LIM_UNAVAIL);
+    assert_eq!(master.hosts()[2].status0, LIM_LOCKEDU, "kept, not shown");
+    assert_eq!(
+        events(master.step(2_000, from(2, report(2, 2)))),
+        vec![Effect::HostAvailable(2), Effect::HostStatus { host: 2, status0: LIM_OK }]
+    );
+    assert_eq!(master.hosts()[2].status_word(), LIM_OK);
 }

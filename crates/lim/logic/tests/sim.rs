@@ -44,7 +44,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use lava_lim_logic::{
     Beacon, Config, DropReason, Effect, HOST_INFO_RETRY_MS, HostConfig, HostInfo, HostStatus, Input, Lim,
-    LoadReport, LoadVector, MISSED_INTERVALS_MAX, Message, Outgoing,
+    LoadReport, LoadVector, MISSED_INTERVALS_MAX, Message, Outgoing, Thresholds,
 };
 use lava_lim_wire as wire;
 
@@ -295,6 +295,8 @@ impl Sim {
             report_interval_ms: self.report_ms,
             tcp_port: TCP_PORT,
             initial_seqno: self.clock(),
+            // The status word is covered by the scenario tests; here it stays LIM_OK.
+            thresholds: Thresholds::NONE,
         }
     }
 
@@ -788,6 +790,7 @@ fn expect_master(
             own.last_ms = Some(now);
             own.load = Some(*load);
         }
+        Input::Lock { .. } | Input::Unlock => unreachable!("the simulation never locks"),
         Input::HostInfo { host, info } => {
             let host = &mut model.hosts[*host as usize];
             host.asking = false;
@@ -873,6 +876,7 @@ fn expect_slave(
         Input::Rejected(reason) => drop(*reason, &mut effects),
         Input::Sampled(load) => model.own_load = *load,
         Input::HostInfo { .. } => {}
+        Input::Lock { .. } | Input::Unlock => unreachable!("the simulation never locks"),
         Input::Datagram { from, message } => match ((0..n).find(|&idx| addr(idx) == *from), message) {
             (None, _) => drop(DropReason::UnknownSource, &mut effects),
             (Some(_), Message::LoadReport(_)) => drop(DropReason::NotMaster, &mut effects),
@@ -966,6 +970,8 @@ fn describe_input(input: &Input) -> String {
         Input::Sampled(load) => format!("sample {}", load.values[0]),
         Input::Rejected(reason) => format!("rejected {}", reason.name()),
         Input::HostInfo { host, info } => format!("info of h{host}: {info:?}"),
+        Input::Lock { duration_ms } => format!("lock for {duration_ms:?} ms"),
+        Input::Unlock => "unlock".to_owned(),
         Input::Datagram { from, message: Message::Beacon(beacon) } => {
             format!("beacon seq {} from {from}", beacon.seqno)
         }

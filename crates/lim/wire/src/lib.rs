@@ -9,12 +9,17 @@
 //! - The opcodes of section 2.1 with the enum's values: [`LIM_MASTER_BEACON`] = 0,
 //!   [`LIM_LOAD_REPORT`] = 1, and [`LIM_VERSION`] = 0x00010000.
 //! - The payloads [`MasterBeacon`] (section 3.1) and [`LoadReport`] (section 4.1).
+//! - The bits of the report's `status0` (section 6), with LavaLite's `lsf.h` values:
+//!   [`LIM_UNAVAIL`], [`LIM_LOCKEDU`], [`LIM_LOCKEDW`], [`LIM_BUSY`], [`LIM_RESDOWN`],
+//!   [`LIM_LOCKEDM`], [`LIM_SBDDOWN`] in the high half, and (ours) which load index is
+//!   beyond its threshold in the low [`LIM_NIDX`] bits ([`LIM_BUSY_INDEX_MASK`]).
 //! - The TCP query channel announced by the beacon's `tcp_port` (section 3.1, "future TCP
 //!   control channel"): opcodes [`LIM_TCP_CLUSTER_INFO`], [`LIM_TCP_HOST_LOAD`],
 //!   [`LIM_TCP_STATUS`], [`LIM_TCP_HOSTS_INFO`] (answered by the master) and
 //!   [`LIM_TCP_HOST_INFO`] (answered by every lim about its own host: the static facts —
 //!   CPUs, memory, swap — that the spec's fixed load report has no room for), and their XDR
-//!   replies, carried in ordinary [`lava_xdr::frame`] frames with the same version.
+//!   replies, carried in ordinary [`lava_xdr::frame`] frames with the same version; and
+//!   [`LIM_TCP_LOCK`] (`lsadmin limlock`/`limunlock`, every lim about its own host).
 //!
 //! # Byte layout (decided here; the spec gives C structs)
 //! | payload | field | XDR type | bytes |
@@ -76,10 +81,40 @@ pub const LIM_TCP_ADMIN_STATUS: u32 = 105;
 /// restart this lim in place to read it ([`ReconfigReply`]). Accepted only from a
 /// privileged source port (root) on a host of the cluster.
 pub const LIM_TCP_RECONFIG: u32 = 106;
+/// TCP request (ours, for `lsadmin limlock` and `limunlock`): lock or unlock this lim's own
+/// host ([`LockRequest`], [`LockReply`]). Accepted only from a privileged source port (root)
+/// on this host itself (its own address or loopback).
+pub const LIM_TCP_LOCK: u32 = 107;
 /// Reply status of a TCP query that succeeded.
 pub const TCP_STATUS_OK: u32 = 0;
 /// Reply status of a query sent to a lim that is not the master, or an unknown query.
 pub const TCP_STATUS_REFUSED: u32 = 1;
+
+/// `status0` (section 6) with no bit set: the host is OK ("`LIM_UNAVAIL == 0` → Host OK").
+pub const LIM_OK: u32 = 0;
+/// `status0` bit: the host's lim is unavailable (never reported, or 3 report intervals
+/// missed). The master sets it in its answers; a reporting slave does not send it.
+pub const LIM_UNAVAIL: u32 = 0x0001_0000;
+/// `status0` bit: the host's lim is locked by `lsadmin limlock` (`lsload`: `lockU`).
+pub const LIM_LOCKEDU: u32 = 0x0002_0000;
+/// `status0` bit: the host's lim is locked by its run window (`lockW`; LavaCore has no run
+/// windows and never sets it, but shows it when a host reports it).
+pub const LIM_LOCKEDW: u32 = 0x0004_0000;
+/// `status0` bit: a load index is beyond its `lsf.cluster` threshold (`lsload`: `busy`); the
+/// low [`LIM_NIDX`] bits say which ([`LIM_BUSY_INDEX_MASK`]).
+pub const LIM_BUSY: u32 = 0x0008_0000;
+/// `status0` bit: the host's RES is down (`-ok`; LavaCore has no RES and never sets it).
+pub const LIM_RESDOWN: u32 = 0x0010_0000;
+/// `status0` bit: the host is locked by the master (`lockM`; never set by LavaCore).
+pub const LIM_LOCKEDM: u32 = 0x0020_0000;
+/// `status0` bit: the host's sbatchd is down (never set by LavaCore's lim).
+pub const LIM_SBDDOWN: u32 = 0x0040_0000;
+/// Any of the lock bits.
+pub const LIM_LOCKED_MASK: u32 = LIM_LOCKEDU | LIM_LOCKEDW | LIM_LOCKEDM;
+/// `status0` bits (ours) saying which load index is beyond its threshold: bit `i` for index
+/// `i` of section 5. LavaLite keeps these in `status[1]`, which the spec's report does not
+/// carry; its flags use only the high half of `status0`, so the low bits are free.
+pub const LIM_BUSY_INDEX_MASK: u32 = (1 << LIM_NIDX) - 1;
 
 /// `struct master_beacon` (section 3.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,7 +140,7 @@ pub struct LoadReport {
     pub host_no: u32,
     /// Monotonic host sequence.
     pub seq_no: u32,
-    /// Host status flags; 0 is OK (section 6).
+    /// Host status flags; 0 is OK (section 6, [`LIM_OK`] and the `LIM_*` bits).
     pub status0: u32,
     /// Number of valid entries of `li`.
     pub nidx: u32,
@@ -281,7 +316,8 @@ pub struct HostLoad {
     pub server: bool,
     /// 0: ok; 1: unavailable (never reported, or 3 report intervals missed).
     pub status: u32,
-    /// The last `status0` the host reported.
+    /// The host's status word: [`LIM_UNAVAIL`] when `status` is unavailable, else the last
+    /// `status0` it reported (lock and busy bits).
     pub status0: u32,
     /// Number of valid `li` entries (0 when the host never reported).
     pub nidx: u32,
@@ -360,6 +396,26 @@ pub struct ReconfigReply {
     pub message: String,
 }
 
+/// Request of [`LIM_TCP_LOCK`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockRequest {
+    /// Lock (`lsadmin limlock`) or unlock (`lsadmin limunlock`).
+    pub lock: bool,
+    /// A lock's duration in seconds (`limlock -t`); 0: until unlocked. Ignored by an unlock.
+    pub duration_s: u32,
+}
+
+/// Reply to [`LIM_TCP_LOCK`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockReply {
+    /// Whether the host is now locked (or unlocked) as asked.
+    pub done: bool,
+    /// Why not, in LSF's words (`Host is already locked`, `Host is not locked`, permission).
+    pub message: String,
+    /// The host's status word after the request.
+    pub status0: u32,
+}
+
 /// Reply to [`LIM_TCP_ADMIN_STATUS`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdminStatusReply {
@@ -409,6 +465,28 @@ mod tests {
         assert_eq!(bytes.len(), 80);
         assert_eq!(&bytes[36..40], &1.5f32.to_be_bytes());
         assert_eq!(decode_datagram(&bytes), Ok(Datagram { sequence: 4, message: report() }));
+    }
+
+    // Goal: the status0 bits have LavaLite's lsf.h values, the index bits fit below them, and a
+    // lock request is two XDR words.
+    #[test]
+    fn status_bits_and_lock_request() {
+        let flags = [
+            (LIM_UNAVAIL, 0x0001_0000),
+            (LIM_LOCKEDU, 0x0002_0000),
+            (LIM_LOCKEDW, 0x0004_0000),
+            (LIM_BUSY, 0x0008_0000),
+            (LIM_RESDOWN, 0x0010_0000),
+            (LIM_LOCKEDM, 0x0020_0000),
+            (LIM_SBDDOWN, 0x0040_0000),
+        ];
+        for (bit, value) in flags {
+            assert_eq!(bit, value);
+            assert_eq!(bit & LIM_BUSY_INDEX_MASK, 0);
+        }
+        assert_eq!(LIM_BUSY_INDEX_MASK, 0x7ff);
+        let request = LockRequest { lock: true, duration_s: 30 };
+        assert_eq!(lava_xdr::to_bytes(&request).expect("encodes"), [0, 0, 0, 1, 0, 0, 0, 30]);
     }
 
     // Goal: every malformed shape gets its own typed error.
