@@ -28,6 +28,13 @@
 //!   answers `LIM_TCP_ADMIN_STATUS` (ours, `lsadmin showstatus`): its role, the master, the
 //!   hosts by status (master) and every counter: the logic's accepted and dropped datagrams
 //!   and this shell's [`ShellCounters`].
+//! - `LIM_TCP_LOCK` (ours, `lsadmin limlock [-t]` and `limunlock`): accepted only from a
+//!   privileged source port (root) on this host itself (its own address or loopback); the
+//!   request goes to the main loop as `Input::Lock`/`Input::Unlock`, whose refusal (`Host is
+//!   already locked`, `Host is not locked`) or the new status word is the answer. The lock
+//!   lives in memory: a restarted lim is unlocked.
+//! - Load thresholds: this host's columns `r15s` … `mem` of lsf.cluster's `Host` section
+//!   ([`lava_lim_logic::Thresholds`]); the logic judges each sample against them.
 //!
 //! Our own lsf.conf keys: `LAVA_LIM_BEACON_INTERVAL_MS` (default 4000) and
 //! `LAVA_LIM_REPORT_INTERVAL_MS` (default 5000).
@@ -50,12 +57,14 @@ use anyhow::{Context as _, bail};
 use bytes::BytesMut;
 use clap::Parser;
 use lava_conf::{BaseConfig, LogMask};
-use lava_lim_logic::{Config, DropReason, Effect, HostConfig, HostInfo, HostStatus, Input, Lim, Outgoing};
+use lava_lim_logic::{
+    Config, DropReason, Effect, HostConfig, HostInfo, HostStatus, Input, Lim, Outgoing, Thresholds,
+};
 use lava_lim_wire as wire;
 use lava_xdr::frame::{FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// Interval between two load samples.
 pub const SAMPLE_INTERVAL_MS: u64 = 1_000;
@@ -218,6 +227,10 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
         })
         .collect();
     let initial_seqno = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u32);
+    let mut thresholds = Thresholds::NONE;
+    for (idx, index) in lava_conf::LOAD_INDICES.iter().enumerate() {
+        thresholds.0[idx] = hosts[me].thresholds.get(*index).map(|value| *value as f32);
+    }
     let config = Config {
         cluster: base.cluster_name.clone(),
         hosts: host_configs,
@@ -232,6 +245,7 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
         )?,
         tcp_port,
         initial_seqno,
+        thresholds,
     };
     if lava_lim_ll::encode_fixed::<{ wire::CLUSTER_FIELD_BYTES }>(&config.cluster).is_none()
         || config
@@ -310,6 +324,7 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
     let shared = Arc::new(Mutex::new(lim));
     let counters = Arc::new(ShellCounters::default());
     let origin = Instant::now();
+    let (control, mut control_rx) = mpsc::unbounded_channel::<Control>();
     if let Some(listener) = listener {
         let host_ips = tcp_addrs.iter().flatten().map(SocketAddr::ip).collect();
         let context = Arc::new(QueryContext {
@@ -320,6 +335,8 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
             own_info,
             origin,
             counters: Arc::clone(&counters),
+            own_ip: my_addr.ip(),
+            control,
         });
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
@@ -381,6 +398,20 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
                 let mut lim = shared.lock().unwrap_or_else(PoisonError::into_inner);
                 let effects = lim.step(now_ms, Input::HostInfo { host, info });
                 carry_out(&io, &lim, effects);
+            }
+            Some(Control { input, answer }) = control_rx.recv() => {
+                let now_ms = origin.elapsed().as_millis() as u64;
+                let mut lim = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let effects = lim.step(now_ms, input);
+                let refused = effects.iter().find_map(|effect| match effect {
+                    Effect::LockRefused(refusal) => Some(refusal.text().to_owned()),
+                    _ => None,
+                });
+                carry_out(&io, &lim, effects);
+                let _asker_gone = answer.send(match refused {
+                    Some(text) => Err(text),
+                    None => Ok(lim.status0()),
+                });
             }
             () = tokio::time::sleep(sleep) => {}
             _ = hangup.recv() => {
@@ -564,8 +595,29 @@ fn carry_out(io: &Io, lim: &Lim, effects: Vec<Effect>) {
             }
             Effect::MasterFound { master, tcp_port } => tracing::info!(%master, tcp_port, "master found"),
             Effect::MasterLost => tracing::warn!("master lost: 3 beacons missed, reporting stops"),
+            Effect::StatusChanged { status0 } => tracing::info!(
+                status0 = format_args!("{status0:#010x}"),
+                locked = status0 & wire::LIM_LOCKEDU != 0,
+                busy = status0 & wire::LIM_BUSY != 0,
+                "this host's status changed"
+            ),
+            Effect::HostStatus { host, status0 } => tracing::info!(
+                host = %lim.config().hosts[host as usize].name,
+                status0 = format_args!("{status0:#010x}"),
+                locked = status0 & wire::LIM_LOCKED_MASK != 0,
+                busy = status0 & wire::LIM_BUSY != 0,
+                "host status changed"
+            ),
+            Effect::LockRefused(refusal) => tracing::info!("lock request refused: {}", refusal.text()),
         }
     }
+}
+
+/// A lock or unlock for the main loop, and where its answer goes: the refusal's text, or the
+/// host's status word after it.
+struct Control {
+    input: Input,
+    answer: oneshot::Sender<Result<u32, String>>,
 }
 
 /// What the query answers need besides the machine.
@@ -584,6 +636,10 @@ struct QueryContext {
     origin: Instant,
     /// The shell's counters.
     counters: Arc<ShellCounters>,
+    /// This lim's own address (a lock request must come from this host).
+    own_ip: std::net::IpAddr,
+    /// Lock and unlock requests to the main loop.
+    control: mpsc::UnboundedSender<Control>,
 }
 
 async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context: Arc<QueryContext>) {
@@ -626,6 +682,20 @@ async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context:
             tracing::warn!(?peer, "lsadmin reconfig refused: {}", answer.message);
             return;
         }
+        if frame.header.operation == wire::LIM_TCP_LOCK {
+            let answer = lock_request(stream.peer_addr().ok(), &frame.body, &context).await;
+            if !answer.done {
+                tracing::info!("lsadmin limlock/limunlock refused: {}", answer.message);
+            }
+            let body = lava_xdr::to_bytes(&answer).unwrap_or_default();
+            let header = FrameHeader { status: wire::TCP_STATUS_OK, length: 0, ..frame.header };
+            let mut out = BytesMut::new();
+            let big = FrameLimits { body_bytes_max: u32::MAX };
+            if encode_frame(header, &body, &big, &mut out).is_err() || stream.write_all(&out).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let (status, body) = {
             let lim = shared.lock().unwrap_or_else(PoisonError::into_inner);
             let now_ms = context.origin.elapsed().as_millis() as u64;
@@ -642,6 +712,43 @@ async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context:
         if encode_frame(header, &body, &big, &mut out).is_err() || stream.write_all(&out).await.is_err() {
             return;
         }
+    }
+}
+
+/// `lsadmin limlock` / `limunlock` (`LIM_TCP_LOCK`): only root (a privileged source port) on
+/// this host itself may lock it, as LSF's `limlock` locks only the local host; the main loop
+/// steps the request and answers with the refusal or the new status word.
+async fn lock_request(peer: Option<SocketAddr>, body: &[u8], context: &QueryContext) -> wire::LockReply {
+    let refuse = |message: String| wire::LockReply { done: false, message, status0: 0 };
+    let Some(peer) = peer else { return refuse("no peer address".to_owned()) };
+    if peer.port() >= 1024 {
+        return refuse("Permission denied: only root may lock or unlock a host's LIM".to_owned());
+    }
+    if peer.ip() != context.own_ip && !peer.ip().is_loopback() {
+        return refuse(format!(
+            "Permission denied: {} is not this host; limlock locks the local host",
+            peer.ip()
+        ));
+    }
+    let limits = lava_xdr::Limits { input_bytes_max: body.len().max(1), ..lava_xdr::Limits::default() };
+    let request: wire::LockRequest = match lava_xdr::from_bytes(body, &limits) {
+        Ok(request) => request,
+        Err(error) => return refuse(format!("bad request: {error}")),
+    };
+    let input = if request.lock {
+        let duration_ms = (request.duration_s > 0).then(|| u64::from(request.duration_s) * 1_000);
+        Input::Lock { duration_ms }
+    } else {
+        Input::Unlock
+    };
+    let (answer, answered) = oneshot::channel();
+    if context.control.send(Control { input, answer }).is_err() {
+        return refuse("lim is stopping".to_owned());
+    }
+    match answered.await {
+        Ok(Ok(status0)) => wire::LockReply { done: true, message: String::new(), status0 },
+        Ok(Err(message)) => refuse(message),
+        Err(_) => refuse("lim is stopping".to_owned()),
     }
 }
 
@@ -747,7 +854,7 @@ fn reply(lim: &Lim, context: &QueryContext, header: FrameHeader, now_ms: u64) ->
                     } else {
                         wire::HOST_STATUS_UNAVAIL
                     },
-                    status0: state.status0,
+                    status0: state.status_word(),
                     nidx: u32::from(state.load.n_valid),
                     li: state.load.values,
                     age_ms: state.last_report_ms.map_or(u64::MAX, |at| now_ms.saturating_sub(at)),
