@@ -782,6 +782,11 @@ pub const HOST_UNREACH: u32 = 2;
 pub const HOST_CLOSED_FULL: u32 = 3;
 /// [`HostInfo::status`]: an exclusive job runs on the host (LSF's `closed_Excl`).
 pub const HOST_CLOSED_EXCL: u32 = 5;
+/// [`HostInfo::status`]: the host's lim is locked (`lsadmin limlock`; LSF's `closed_Lock`).
+pub const HOST_CLOSED_LOCK: u32 = 6;
+/// [`HostInfo::status`]: a load index of the host is beyond its lsf.cluster threshold (lim
+/// reports it `busy`; LSF's `closed_Busy`).
+pub const HOST_CLOSED_BUSY: u32 = 7;
 /// [`HostInfo::max_slots`]: no limit (`MXJ` `-`, or no `lsb.hosts` row).
 pub const HOST_SLOTS_UNLIMITED: u32 = u32::MAX;
 
@@ -791,7 +796,8 @@ pub struct HostInfo {
     /// The host's name.
     pub name: String,
     /// One of [`HOST_OK`], [`HOST_UNAVAIL`], [`HOST_UNREACH`], [`HOST_CLOSED_FULL`],
-    /// [`HOST_CLOSED_ADM`], [`HOST_CLOSED_EXCL`]; the command prints LSF's word for it
+    /// [`HOST_CLOSED_ADM`], [`HOST_CLOSED_EXCL`], [`HOST_CLOSED_LOCK`],
+    /// [`HOST_CLOSED_BUSY`]; the command prints LSF's word for it
     /// (`closed` for every closed state, the reason with `-w` and `-l`).
     pub status: u32,
     /// Job slots (`MXJ`, else the CPUs sbatchd registered with); 0 when not yet
