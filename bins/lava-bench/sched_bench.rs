@@ -177,7 +177,14 @@ fn build(options: &Options) -> anyhow::Result<Mbd> {
         li[6] = (noise(idx, 6) * 30.0).floor(); // ls
         li[9] = noise(idx, 9) * 2_000.0; // swp, MB
         li[10] = 500.0 + noise(idx, 10) * 7_500.0; // mem, MB
-        let facts = LimFacts { load: Some(li), ncpus: 8, maxmem_mb: 8_000, maxswp_mb: 2_000 };
+        let facts = LimFacts {
+            load: Some(li),
+            ncpus: 8,
+            maxmem_mb: 8_000,
+            maxswp_mb: 2_000,
+            locked: false,
+            busy: false,
+        };
         mbd.step(T0_MS, Input::HostLoad { host: host(idx), facts: Box::new(facts) }, &mut effects);
     }
     let users: Vec<UserName> = (0..N_USERS)

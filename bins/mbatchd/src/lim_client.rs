@@ -2,8 +2,17 @@
 //! lim's TCP query port (`LIM_TCP_HOST_LOAD` and `LIM_TCP_HOSTS_INFO`,
 //! lava-lim-wire) and hands the event loop each change of a host's
 //! availability, stepped as [`lava_mbd::Input::HostAvailability`], and each
-//! change of its load indices and static facts (CPUs, memory, swap), stepped
-//! as [`lava_mbd::Input::HostLoad`] for `-R` (both transient: never logged).
+//! change of its load indices, static facts (CPUs, memory, swap) and status
+//! word (LIM §6 `status0`: locked by `lsadmin limlock`, busy beyond a load
+//! threshold), stepped as [`lava_mbd::Input::HostLoad`] for `-R` and for
+//! eligibility (both transient: never logged).
+//!
+//! # The status word
+//! A host is unavailable when lim's reply says so (`status`) or its word has
+//! `LIM_UNAVAIL`; otherwise any lock bit (`LIM_LOCKEDU`, `LIM_LOCKEDW`,
+//! `LIM_LOCKEDM`) makes it [`LimFacts::locked`] and `LIM_BUSY` makes it
+//! [`LimFacts::busy`]: placement sends it no new job and `bhosts` shows
+//! `closed_Lock` or `closed_Busy`.
 //!
 //! # Where and how often
 //! The master lim is the first server host of `lsf.cluster`, at its
@@ -165,7 +174,8 @@ pub(crate) fn facts_in(
     let mut out = BTreeMap::new();
     for load in &loads.hosts {
         let Some(host) = by_name.get(load.name.as_str()) else { continue };
-        let reported = load.nidx as usize >= wire::LIM_NIDX && load.status == wire::HOST_STATUS_OK;
+        let available = load.status == wire::HOST_STATUS_OK && load.status0 & wire::LIM_UNAVAIL == 0;
+        let reported = load.nidx as usize >= wire::LIM_NIDX && available;
         let known = statics.and_then(|reply| reply.hosts.iter().find(|h| h.name == load.name));
         out.insert(
             (*host).clone(),
@@ -174,19 +184,22 @@ pub(crate) fn facts_in(
                 ncpus: known.map_or(0, |h| h.ncpus),
                 maxmem_mb: known.map_or(0, |h| h.maxmem_mb),
                 maxswp_mb: known.map_or(0, |h| h.maxswp_mb),
+                locked: available && load.status0 & wire::LIM_LOCKED_MASK != 0,
+                busy: available && load.status0 & wire::LIM_BUSY != 0,
             },
         );
     }
     out
 }
 
-/// The execution hosts a HOST_LOAD reply marks unavailable.
+/// The execution hosts a HOST_LOAD reply marks unavailable (`status`, or `LIM_UNAVAIL` in
+/// the status word).
 pub(crate) fn unavailable_in(reply: &wire::HostLoadReply, hosts: &BTreeSet<HostName>) -> BTreeSet<HostName> {
     let by_name: BTreeMap<&str, &HostName> = hosts.iter().map(|h| (h.as_str(), h)).collect();
     reply
         .hosts
         .iter()
-        .filter(|host| host.status != wire::HOST_STATUS_OK)
+        .filter(|host| host.status != wire::HOST_STATUS_OK || host.status0 & wire::LIM_UNAVAIL != 0)
         .filter_map(|host| by_name.get(host.name.as_str()).map(|h| (*h).clone()))
         .collect()
 }
@@ -323,8 +336,15 @@ mod tests {
             }],
         };
         let facts = facts_in(&reply, Some(&statics), &hosts);
-        let h0 = LimFacts { load: Some(reporting.li), ncpus: 4, maxmem_mb: 8000, maxswp_mb: 1000 };
-        let h1 = LimFacts { load: None, ncpus: 0, maxmem_mb: 0, maxswp_mb: 0 };
+        let h0 = LimFacts {
+            load: Some(reporting.li),
+            ncpus: 4,
+            maxmem_mb: 8000,
+            maxswp_mb: 1000,
+            locked: false,
+            busy: false,
+        };
+        let h1 = LimFacts { load: None, ncpus: 0, maxmem_mb: 0, maxswp_mb: 0, locked: false, busy: false };
         assert_eq!(facts, BTreeMap::from([(host("h0"), h0.clone()), (host("h1"), h1.clone())]));
         let mut view = View::default();
         assert_eq!(
@@ -332,5 +352,34 @@ mod tests {
             vec![LimUpdate::Load(host("h0"), Box::new(h0)), LimUpdate::Load(host("h1"), Box::new(h1))]
         );
         assert_eq!(view.update_facts(facts), vec![]);
+    }
+
+    // Goal: the status word reaches the logic: a lock bit makes the host locked, LIM_BUSY
+    // busy, each change once; LIM_UNAVAIL in the word is unavailable (and neither locked nor
+    // busy, its bits being stale).
+    #[test]
+    fn status_word_makes_hosts_locked_busy_or_unavailable() {
+        let hosts: BTreeSet<HostName> = [host("h0"), host("h1"), host("h2")].into();
+        let mut locked = load("h0", wire::HOST_STATUS_OK);
+        locked.status0 = wire::LIM_LOCKEDU;
+        let mut busy = load("h1", wire::HOST_STATUS_OK);
+        busy.status0 = wire::LIM_BUSY | 1 << 1;
+        let mut gone = load("h2", wire::HOST_STATUS_OK);
+        gone.status0 = wire::LIM_UNAVAIL | wire::LIM_LOCKEDU;
+        let reply = wire::HostLoadReply { hosts: vec![locked, busy, gone] };
+        let facts = facts_in(&reply, None, &hosts);
+        let flags: Vec<(bool, bool)> = facts.values().map(|f| (f.locked, f.busy)).collect();
+        assert_eq!(flags, vec![(true, false), (false, true), (false, false)]);
+        assert_eq!(unavailable_in(&reply, &hosts), [host("h2")].into());
+        let mut view = View::default();
+        assert_eq!(view.update_facts(facts.clone()).len(), 3);
+        assert_eq!(view.update_facts(facts), vec![]);
+        let mut unlocked = reply.clone();
+        unlocked.hosts[0].status0 = wire::LIM_OK;
+        let changes = view.update_facts(facts_in(&unlocked, None, &hosts));
+        assert!(
+            matches!(changes.as_slice(), [LimUpdate::Load(h, f)] if *h == host("h0") && !f.locked),
+            "{changes:?}"
+        );
     }
 }

@@ -18,7 +18,12 @@
 //! `bhosts` ([`Mbd::host_query`]) is a read of the state in memory: per host
 //! the slots of started jobs by state, the slot limit, and the status —
 //! `unavail` (lim), `unreach` (lim sees the host, its sbatchd is not
-//! connected), `closed` (every slot in use), else `ok`.
+//! connected), `closed_Adm` (`badmin hclose`), `closed_Lock` and
+//! `closed_Busy` (lim's status word: `lsadmin limlock`, a load index beyond
+//! its lsf.cluster threshold; such a host gets no new job, its running jobs
+//! go on), `closed_Full` (every slot in use), else `ok`. A lock or busy
+//! flag lim reported stays until lim says otherwise (a master lim that
+//! cannot be asked changes nothing).
 
 use std::collections::BTreeMap;
 
@@ -113,6 +118,10 @@ impl Mbd {
                     wire::HOST_UNREACH
                 } else if self.store.control.closed_hosts.contains(&host.name) {
                     wire::HOST_CLOSED_ADM
+                } else if self.links.lim.get(&host.name).is_some_and(|lim| lim.locked) {
+                    wire::HOST_CLOSED_LOCK
+                } else if self.links.lim.get(&host.name).is_some_and(|lim| lim.busy) {
+                    wire::HOST_CLOSED_BUSY
                 } else if max_slots != wire::HOST_SLOTS_UNLIMITED && used >= max_slots {
                     wire::HOST_CLOSED_FULL
                 } else {

@@ -40,6 +40,13 @@ pub struct LimFacts {
     pub maxmem_mb: u32,
     /// Swap space, MB (meaningful when `ncpus` > 0).
     pub maxswp_mb: u32,
+    /// lim's status word has the host locked (`lsadmin limlock`): no dispatch
+    /// there (pending reason "Host is locked"), `bhosts` shows `closed_Lock`.
+    pub locked: bool,
+    /// lim's status word has the host busy (a load index beyond its
+    /// lsf.cluster threshold): no dispatch there ("Load threshold reached"),
+    /// `bhosts` shows `closed_Busy`.
+    pub busy: bool,
 }
 
 /// A job's submission environment as the shell read it back from the disk (the

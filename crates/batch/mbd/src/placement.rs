@@ -22,7 +22,8 @@
 //! - [`Pass::host_room`]: per host, how many of the job's slots the host can
 //!   take now (free slots, exclusive jobs, `PJOB_LIMIT`, `HJOB_LIMIT`, `JL/U`, `rusage`),
 //!   after the requirement's static filter (`-m`, queue `HOSTS`, connection,
-//!   lim's availability, `select`) kept it as a candidate.
+//!   lim's availability and status word — locked or busy takes no job —, `select`)
+//!   kept it as a candidate.
 //!
 //! Load values are lim's at the start of the pass minus the reservations of
 //! started jobs (`rusage`, per host); `select` and `order` see those, and the
@@ -134,6 +135,10 @@ pub(crate) enum HostReason {
     Reservation(u8),
     Refused,
     JustStarted,
+    /// lim's status word: locked (`lsadmin limlock`).
+    Locked,
+    /// lim's status word: busy (a load index beyond its lsf.cluster threshold).
+    LoadThreshold,
 }
 
 impl HostReason {
@@ -162,6 +167,8 @@ impl HostReason {
             HostReason::Reservation(_) => "Job's requirements for reserving resource (mem) not satisfied",
             HostReason::Refused => "Slave batch server failed to accept job",
             HostReason::JustStarted => "Just started a job recently",
+            HostReason::Locked => "Host is locked",
+            HostReason::LoadThreshold => "Load threshold reached",
         }
     }
 }
@@ -283,7 +290,8 @@ impl HostFacts for HostView<'_> {
 
 /// One host during a pass.
 struct PassHost {
-    /// Why no job can go there at all this pass (not connected, lim says unavailable).
+    /// Why no job can go there at all this pass (not connected, lim says unavailable,
+    /// locked or busy).
     unusable: Option<HostReason>,
     free: u32,
     /// The CPUs the host registered with (`PJOB_LIMIT` counts per CPU); 0 when not connected.
@@ -409,12 +417,17 @@ impl<'a> Pass<'a> {
         };
         for host in &config.hosts {
             let link = mbd.links.hosts.get(&host.name).filter(|link| link.connected);
+            let lim = mbd.links.lim.get(&host.name);
             let unusable = if mbd.store.control.closed_hosts.contains(&host.name) {
                 Some(HostReason::Closed)
             } else if !mbd.host_available(&host.name) {
                 Some(HostReason::LoadUnavailable)
             } else if link.is_none() {
                 Some(HostReason::SbdUnreachable)
+            } else if lim.is_some_and(|lim| lim.locked) {
+                Some(HostReason::Locked)
+            } else if lim.is_some_and(|lim| lim.busy) {
+                Some(HostReason::LoadThreshold)
             } else {
                 None
             };

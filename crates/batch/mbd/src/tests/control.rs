@@ -254,7 +254,14 @@ fn bmod_changes_pending_jobs_only() {
     // The job's -R select[mem>100] needs lim's memory figure of the host.
     let mut load = [0.0; 11];
     load[lava_batch_ll::resreq::LOAD_MEM] = 4000.0;
-    let facts = crate::LimFacts { load: Some(load), ncpus: 1, maxmem_mb: 4000, maxswp_mb: 0 };
+    let facts = crate::LimFacts {
+        load: Some(load),
+        ncpus: 1,
+        maxmem_mb: 4000,
+        maxswp_mb: 0,
+        locked: false,
+        busy: false,
+    };
     h.step(Input::HostLoad { host: host("hostA"), facts: Box::new(facts) });
     h.step(registered("hostA", 1));
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());

@@ -5,10 +5,16 @@ use lava_batch_ll::JobStatus;
 use lava_batch_wire as wire;
 
 use super::harness::*;
-use crate::{Input, ToSbd};
+use crate::{Input, LimFacts, ToSbd};
 
 fn availability(name: &str, available: bool) -> Input {
     Input::HostAvailability { host: host(name), available }
+}
+
+/// lim's facts of `name` with its status word's lock and busy flags.
+fn lim_status(name: &str, locked: bool, busy: bool) -> Input {
+    let facts = LimFacts { load: Some([0.0; 11]), ncpus: 1, maxmem_mb: 1000, maxswp_mb: 0, locked, busy };
+    Input::HostLoad { host: host(name), facts: Box::new(facts) }
 }
 
 fn new_job(h: &Harness, id: u32) -> ToSbd {
@@ -63,6 +69,47 @@ fn unavailable_host_gets_no_new_jobs_until_available() {
     assert_eq!(effects, vec![append(ev_start(1, "hostB", 1, T0 + RESEND_MS)), send("hostB", new_job(&h, 1))]);
     // Already available: nothing to do.
     h.check(availability("hostB", true), vec![]);
+}
+
+// Goal: lim's status word closes a host for dispatch: locked (`lsadmin limlock`) is
+// `closed_Lock` with the reason "Host is locked", busy (a threshold crossed) is
+// `closed_Busy` with "Load threshold reached"; a running job goes on; once lim reports
+// the host neither, the next turn dispatches the pending job. Nothing of it is logged.
+#[test]
+fn a_locked_or_busy_host_takes_no_new_job() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 4));
+    h.step(submit(1, 1, "alice", on_hosts(&["hostA"])));
+    h.step(started("hostA", 1, 101));
+    let logged = h.log.len();
+    h.check(lim_status("hostA", true, false), vec![]);
+    assert_eq!(bhosts(&h, &["hostA"]).hosts, vec![info("hostA", wire::HOST_CLOSED_LOCK, 4, 1, [1, 0, 0])]);
+    h.check(
+        submit(2, 2, "alice", on_hosts(&["hostA"])),
+        vec![
+            append(ev_new(2, 2, "alice", "normal", on_hosts(&["hostA"]), T0)),
+            submitted(2, 2, "normal", true),
+        ],
+    );
+    let reason = h.infos(&[2])[0].reason.clone();
+    assert!(reason.contains("Host is locked: 1 host"), "{reason}");
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits(), "the running job goes on");
+    // Locked and busy: the lock is named.
+    h.step(lim_status("hostA", true, true));
+    assert_eq!(bhosts(&h, &["hostA"]).hosts[0].status, wire::HOST_CLOSED_LOCK);
+    h.step(lim_status("hostA", false, true));
+    assert_eq!(bhosts(&h, &["hostA"]).hosts[0].status, wire::HOST_CLOSED_BUSY);
+    // The next turn (MBD_SLEEP_TIME later) gives the busy host's reason.
+    let sleep_ms = h.mbd.config.mbd_sleep_time_ms;
+    h.at(sleep_ms).step(Input::Tick);
+    let reason = h.infos(&[2])[0].reason.clone();
+    assert!(reason.contains("Load threshold reached: 1 host"), "{reason}");
+    assert_eq!(h.infos(&[2])[0].status, JobStatus::Pend.bits());
+    assert_eq!(h.log.len(), logged + 1, "only the submission is logged: {:?}", &h.log[logged..]);
+    h.step(lim_status("hostA", false, false));
+    assert_eq!(bhosts(&h, &["hostA"]).hosts[0].status, wire::HOST_OK);
+    let effects = h.at(2 * sleep_ms).step(Input::Tick);
+    assert_eq!(effects.first(), Some(&append(ev_start(2, "hostA", 1, T0 + 2 * sleep_ms))), "{effects:?}");
 }
 
 // Goal: a started job on an unavailable host shows UNKWN (0x10000) in bjobs,

@@ -18,7 +18,14 @@ fn load(name: &str, indices: &[(&str, f32)]) -> Input {
     for (index, value) in indices {
         li[LOAD_INDEX_NAMES.iter().position(|n| n == index).expect("a load index")] = *value;
     }
-    let facts = LimFacts { load: Some(li), ncpus: 8, maxmem_mb: 16_000, maxswp_mb: 2_000 };
+    let facts = LimFacts {
+        load: Some(li),
+        ncpus: 8,
+        maxmem_mb: 16_000,
+        maxswp_mb: 2_000,
+        locked: false,
+        busy: false,
+    };
     Input::HostLoad { host: host(name), facts: Box::new(facts) }
 }
 
