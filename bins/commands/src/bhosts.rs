@@ -10,7 +10,9 @@
 //! STATUS is `ok`, `unavail` (the master lim marks the host unavailable),
 //! `unreach` (its sbatchd is not connected) or `closed`; `-w` and `-l` name why
 //! a host is closed: `closed_Full` (every slot in use), `closed_Adm` (an
-//! administrator closed it), `closed_Excl` (an exclusive job runs there); the
+//! administrator closed it), `closed_Excl` (an exclusive job runs there),
+//! `closed_Lock` (its lim is locked, `lsadmin limlock`), `closed_Busy` (lim
+//! reports a load index beyond its lsf.cluster threshold); the
 //! STATUS column of `-w` is 14 wide. `-` means unlimited or not yet known (MAX
 //! of a host whose slots are its CPUs before its sbatchd registered).
 //!
@@ -38,7 +40,8 @@ use crate::term::{self, Term};
 const USAGE: &str = "Usage: bhosts [-h] [-V] [-w | -l] [host_name ...]\n";
 
 /// The STATUS word of a host: `closed` for every closed state unless `detailed`
-/// (`-w`, `-l`), which names why (LSF's `closed_Full`, `closed_Adm`, `closed_Excl`).
+/// (`-w`, `-l`), which names why (LSF's `closed_Full`, `closed_Adm`, `closed_Excl`,
+/// `closed_Lock`, `closed_Busy`).
 pub fn status_word(status: u32, detailed: bool) -> &'static str {
     match status {
         wire::HOST_OK => "ok",
@@ -47,7 +50,13 @@ pub fn status_word(status: u32, detailed: bool) -> &'static str {
         wire::HOST_CLOSED_FULL if detailed => "closed_Full",
         wire::HOST_CLOSED_ADM if detailed => "closed_Adm",
         wire::HOST_CLOSED_EXCL if detailed => "closed_Excl",
-        wire::HOST_CLOSED_FULL | wire::HOST_CLOSED_ADM | wire::HOST_CLOSED_EXCL => "closed",
+        wire::HOST_CLOSED_LOCK if detailed => "closed_Lock",
+        wire::HOST_CLOSED_BUSY if detailed => "closed_Busy",
+        wire::HOST_CLOSED_FULL
+        | wire::HOST_CLOSED_ADM
+        | wire::HOST_CLOSED_EXCL
+        | wire::HOST_CLOSED_LOCK
+        | wire::HOST_CLOSED_BUSY => "closed",
         _ => "unknown",
     }
 }
@@ -240,14 +249,20 @@ mod tests {
             host("h2", wire::HOST_CLOSED_FULL, 1, 1),
             host("h4", wire::HOST_CLOSED_ADM, 4, 0),
             host("h5", wire::HOST_CLOSED_EXCL, 4, 1),
+            host("h6", wire::HOST_CLOSED_LOCK, 4, 1),
+            host("h7", wire::HOST_CLOSED_BUSY, 4, 0),
         ];
         assert_eq!(
             format_bhosts(&hosts, true),
             "HOST_NAME          STATUS          JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV\n\
              h2                 closed_Full        -      1      1      1      0      0      0\n\
              h4                 closed_Adm         -      4      0      0      0      0      0\n\
-             h5                 closed_Excl        -      4      1      1      0      0      0\n"
+             h5                 closed_Excl        -      4      1      1      0      0      0\n\
+             h6                 closed_Lock        -      4      1      1      0      0      0\n\
+             h7                 closed_Busy        -      4      0      0      0      0      0\n"
         );
+        assert_eq!(status_word(wire::HOST_CLOSED_LOCK, false), "closed");
+        assert_eq!(status_word(wire::HOST_CLOSED_BUSY, false), "closed");
     }
 
     // Goal: with lim's load, -l adds LSF's CURRENT LOAD table: lim's last

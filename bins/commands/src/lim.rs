@@ -119,12 +119,44 @@ pub fn format_load_value(idx: usize, value: f32) -> String {
     }
 }
 
+/// The `status` column of `lsload` for `host`, from lim's status word (LIM §6 `status0`) as
+/// Lava's `lstools/load.c` words it, the first that applies: `unavail` (the master has no
+/// report from it within 3 intervals, or `LIM_UNAVAIL`), `lockU` (`lsadmin limlock`),
+/// `lockW` (run window), `lockM` (locked by the master), `busy` (a load index beyond its
+/// lsf.cluster threshold), `-ok` (`LIM_RESDOWN`), `ok`.
+pub fn lsload_status(host: &wire::HostLoad) -> &'static str {
+    let word = host.status0;
+    if host.status != wire::HOST_STATUS_OK || word & wire::LIM_UNAVAIL != 0 {
+        "unavail"
+    } else if word & wire::LIM_LOCKEDU != 0 {
+        "lockU"
+    } else if word & wire::LIM_LOCKEDW != 0 {
+        "lockW"
+    } else if word & wire::LIM_LOCKEDM != 0 {
+        "lockM"
+    } else if word & wire::LIM_BUSY != 0 {
+        "busy"
+    } else if word & wire::LIM_RESDOWN != 0 {
+        "-ok"
+    } else {
+        "ok"
+    }
+}
+
+/// Whether lim marks load index `idx` of `host` beyond its threshold (`LIM_BUSY` with the
+/// index's bit): `lsload` prints its value after a `*`.
+pub fn index_busy(host: &wire::HostLoad, idx: usize) -> bool {
+    host.status0 & wire::LIM_BUSY != 0 && idx < wire::LIM_NIDX && host.status0 & (1 << idx) != 0
+}
+
 /// Formats `lsload` output (LavaLite 0.1.2's layout, ../shared/research/lavalite.md 2.5):
 /// `HOST_NAME` left-aligned in 16 columns (cut to 16), `status` in 10, then one
 /// right-aligned column of width 6 per index: r15s r1m r15m ut pg ls it tmp swp mem, with
 /// `io` after `pg` only with `-l` (classic Lava). `-w` widens the host column to 24 (names
-/// never cut) and the status column to 12. An unavailable host shows `unavail` and `-` in
-/// every column, as does an index the host did not report. `only` restricts the rows to
+/// never cut) and the status column to 12. The status is [`lsload_status`]'s; a value beyond
+/// its threshold is marked `*` ([`index_busy`]), as LSF marks it. An unavailable host shows
+/// `unavail` and `-` in every column, as does an index the host did not report. `only`
+/// restricts the rows to
 /// these hosts (matched without case), in the cluster's order.
 pub fn format_lsload(hosts: &[wire::HostLoad], long: bool, wide: bool, only: &[String]) -> String {
     let (name_width, status_width) = if wide {
@@ -157,13 +189,16 @@ pub fn format_lsload(hosts: &[wire::HostLoad], long: bool, wide: bool, only: &[S
     for host in
         hosts.iter().filter(|h| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(&h.name)))
     {
-        let ok = host.status == wire::HOST_STATUS_OK;
+        let status = lsload_status(host);
+        let ok = status != "unavail";
         let name: String =
             if wide { host.name.clone() } else { host.name.chars().take(LSLOAD_NAME_WIDTH).collect() };
-        out.push_str(&format!("{name:<name_width$} {:<status_width$}", if ok { "ok" } else { "unavail" }));
+        out.push_str(&format!("{name:<name_width$} {status:<status_width$}"));
         for (idx, _) in &columns {
             let cell = if !ok || *idx as u32 >= host.nidx {
                 "-".to_owned()
+            } else if index_busy(host, *idx) {
+                format!("*{}", format_load_value(*idx, host.li[*idx]))
             } else {
                 format_load_value(*idx, host.li[*idx])
             };
@@ -371,6 +406,37 @@ small                   -        -    1.0      1    512M   2047M    Yes
 down                    -        -    1.0      -       -       -    Yes
 ";
         assert_eq!(format_lshosts(&hosts), expected);
+    }
+
+    // Goal: the status column follows lim's word (unavail before a lock, a lock before busy),
+    // and only the indices lim marks busy get a `*`.
+    #[test]
+    fn status_words_and_busy_marks() {
+        let li = [2.0, 3.04, 4.25, 0.123, 0.0, 812.4, 2.0, 17.0, 80_896.0, 0.0, 23_740.0];
+        let with =
+            |name: &str, status: u32, status0: u32| wire::HostLoad { status0, ..host(name, status, 11, li) };
+        let ok = wire::HOST_STATUS_OK;
+        let hosts = [
+            with("locked", ok, wire::LIM_LOCKEDU),
+            with("lockedbusy", ok, wire::LIM_LOCKEDU | wire::LIM_BUSY | 1 << 1),
+            with("busy", ok, wire::LIM_BUSY | 1 << 1 | 1 << 10),
+            with("window", ok, wire::LIM_LOCKEDW),
+            with("gone", wire::HOST_STATUS_UNAVAIL, wire::LIM_UNAVAIL),
+            with("saysgone", ok, wire::LIM_UNAVAIL | wire::LIM_LOCKEDU),
+            with("nores", ok, wire::LIM_RESDOWN),
+        ];
+        let expected = "\
+HOST_NAME        status       r15s    r1m   r15m     ut     pg     ls     it    tmp    swp    mem
+locked           lockU         2.0    3.0    4.2    12%    0.0      2     17    79G     0M    23G
+lockedbusy       lockU         2.0   *3.0    4.2    12%    0.0      2     17    79G     0M    23G
+busy             busy          2.0   *3.0    4.2    12%    0.0      2     17    79G     0M   *23G
+window           lockW         2.0    3.0    4.2    12%    0.0      2     17    79G     0M    23G
+gone             unavail         -      -      -      -      -      -      -      -      -      -
+saysgone         unavail         -      -      -      -      -      -      -      -      -      -
+nores            -ok           2.0    3.0    4.2    12%    0.0      2     17    79G     0M    23G
+";
+        assert_eq!(format_lsload(&hosts, false, false, &[]), expected);
+        assert!(!index_busy(&with("x", ok, 1 << 1), 1), "an index bit without LIM_BUSY is no mark");
     }
 
     // Goal: unknown hosts get Lava's error line; the command fails only when no named host is known.

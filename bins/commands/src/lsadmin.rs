@@ -5,7 +5,8 @@
 //!   `No errors found.` (exit 0) or the first error as `path:line: what` followed by
 //!   `There are fatal errors.` (exit 255).
 //! - `lsadmin showstatus [host]` (ours, in the spirit of `badmin showstatus`): asks the lim
-//!   of `host` (default: this machine's host name, as lim takes it, else its short form) on
+//!   of `host` (default: this host — `LAVA_HOST` when set, several logical hosts on one
+//!   machine, else the machine's host name, as lim takes it, else its short form) on
 //!   its TCP query port (lava-lim-wire's `LIM_TCP_ADMIN_STATUS`, which every lim answers)
 //!   and prints its role, the master, the hosts by status (master only), then `Counters:`
 //!   with one `name value` line each.
@@ -18,6 +19,15 @@
 //!   loads, restarts in place (exec of itself) to read it; one `Restart LIM on <host>
 //!   ...... done` line per host. The request leaves from a privileged port (root only)
 //!   and a lim accepts it only so, from a host of the cluster.
+//!
+//! - `limlock [-t seconds]` and `limunlock` (LSF's): lock this host's lim (the default host
+//!   of `showstatus`) until unlocked or for `seconds`, or unlock it (`LIM_TCP_LOCK`). While
+//!   locked the host's status word has `LIM_LOCKEDU`: `lsload` shows `lockU`, mbatchd sends
+//!   it no new job and `bhosts` shows it `closed` (`closed_Lock`). Like `reconfig` the
+//!   request leaves from a privileged port (root only), and lim takes it only from its own
+//!   host. LSF's words: `Host is locked`, `Host is locked for N seconds`, `Host is unlocked`;
+//!   a refusal is `ls_lockhost: Host is already locked` / `ls_unlockhost: Host is not
+//!   locked` (exit 255).
 //!
 //! LSF's other subcommands (`limstartup`, `limshutdown`, `limrestart`, ...) are
 //! recognised and refused with `not supported by LavaCore yet` (exit 255); anything else is
@@ -35,18 +45,16 @@ use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
 use crate::lim::{QUERY_TIMEOUT_MS, REPLY_BODY_BYTES_MAX};
 use crate::term::{self, Term};
 
-const USAGE: &str =
-    "Usage: lsadmin [-h] [-V] ckconfig [-v] | reconfig | showstatus [host_name] | sbdstatus\n";
+const USAGE: &str = "Usage: lsadmin [-h] [-V] ckconfig [-v] | reconfig | showstatus [host_name] | sbdstatus\n\
+     \x20      | limlock [-t time_seconds] | limunlock\n";
 /// Largest status reply accepted from sbatchd.
 const SBD_REPLY_BYTES_MAX: u32 = 1 << 20;
 
 /// LSF subcommands LavaCore does not serve yet.
-const NOT_YET: [&str; 10] = [
+const NOT_YET: [&str; 8] = [
     "limstartup",
     "limshutdown",
     "limrestart",
-    "limlock",
-    "limunlock",
     "resstartup",
     "resshutdown",
     "resrestart",
@@ -207,6 +215,14 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             }
         },
         Some("reconfig") if rest.is_empty() => reconfig(term),
+        Some("limlock") => match lock_duration(rest) {
+            Some(duration_s) => lock(term, wire::LockRequest { lock: true, duration_s }),
+            None => {
+                term.err("Usage: lsadmin limlock [-t time_seconds]\n");
+                false
+            }
+        },
+        Some("limunlock") if rest.is_empty() => lock(term, wire::LockRequest { lock: false, duration_s: 0 }),
         Some("sbdstatus") if rest.is_empty() => match sbdstatus() {
             Ok(status) => {
                 term.out(&format_sbdstatus(&status, &jiff::tz::TimeZone::system()));
@@ -228,11 +244,57 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
     }
 }
 
-/// The TCP query address of `host`'s lim (default: this machine's host name).
+/// `limlock`'s arguments: none (until unlocked: 0) or `-t SECONDS` (at least 1).
+fn lock_duration(args: &[String]) -> Option<u32> {
+    match args {
+        [] => Some(0),
+        [flag, seconds] if flag == "-t" => seconds.parse::<u32>().ok().filter(|s| *s > 0),
+        _ => None,
+    }
+}
+
+/// `lsadmin limlock` / `limunlock`: asks this host's lim from a privileged port and prints
+/// LSF's words for the outcome.
+fn lock(term: &mut Term, request: wire::LockRequest) -> bool {
+    let call = if request.lock { "ls_lockhost" } else { "ls_unlockhost" };
+    let body = match lava_xdr::to_bytes(&request) {
+        Ok(body) => body,
+        Err(error) => {
+            term.err(&format!("{call}: {error}\n"));
+            return false;
+        }
+    };
+    let outcome = lim_addr(None).and_then(|addr| {
+        let stream = privileged_connect(addr, "lock or unlock a host's LIM")?;
+        exchange::<wire::LockReply>(stream, addr, wire::LIM_TCP_LOCK, &body)
+    });
+    match outcome {
+        Ok(reply) if reply.done => {
+            term.out(&match (request.lock, request.duration_s) {
+                (false, _) => "Host is unlocked\n".to_owned(),
+                (true, 0) => "Host is locked\n".to_owned(),
+                (true, seconds) => format!("Host is locked for {seconds} seconds\n"),
+            });
+            true
+        }
+        Ok(reply) => {
+            term.err(&format!("{call}: {}\n", reply.message));
+            false
+        }
+        Err(error) => {
+            term.err(&format!("{call}: {error}\n"));
+            false
+        }
+    }
+}
+
+/// The TCP query address of `host`'s lim (default: this host, `LAVA_HOST` when set, else
+/// this machine's host name).
 fn lim_addr(host: Option<&str>) -> Result<SocketAddr, String> {
     let config = crate::client::load_config().map_err(|error| error.to_string())?;
-    let name = match host {
-        Some(name) => name.to_owned(),
+    let logical = std::env::var("LAVA_HOST").ok().filter(|name| !name.is_empty());
+    let name = match host.map(str::to_owned).or(logical) {
+        Some(name) => name,
         None => std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map_err(|error| format!("cannot read this host's name: {error}"))?
             .trim()
@@ -261,21 +323,24 @@ fn showstatus(host: Option<&str>) -> Result<wire::AdminStatusReply, String> {
     let timeout = Duration::from_millis(QUERY_TIMEOUT_MS);
     let stream = TcpStream::connect_timeout(&addr, timeout)
         .map_err(|error| format!("LIM is down; try later ({addr}: {error})"))?;
-    exchange(stream, addr, wire::LIM_TCP_ADMIN_STATUS)
+    exchange(stream, addr, wire::LIM_TCP_ADMIN_STATUS, &[])
 }
 
-/// Sends one request on `stream` (connected to `addr`) and decodes its reply.
+/// Sends one request (`body` after the header) on `stream` (connected to `addr`) and
+/// decodes its reply.
 fn exchange<R: serde::de::DeserializeOwned>(
     mut stream: TcpStream,
     addr: SocketAddr,
     operation: u32,
+    body: &[u8],
 ) -> Result<R, String> {
     let unreachable = |error: std::io::Error| format!("LIM is down; try later ({addr}: {error})");
     let timeout = Duration::from_millis(QUERY_TIMEOUT_MS);
     stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
     let mut request = Vec::new();
-    FrameHeader { sequence: 1, operation, version: wire::LIM_VERSION, length: 0, status: 0 }
-        .write(&mut request);
+    let length = u32::try_from(body.len()).map_err(|_| "request too large".to_owned())?;
+    FrameHeader { sequence: 1, operation, version: wire::LIM_VERSION, length, status: 0 }.write(&mut request);
+    request.extend_from_slice(body);
     stream.write_all(&request).map_err(unreachable)?;
     let mut head = [0u8; HEADER_BYTES];
     stream.read_exact(&mut head).map_err(unreachable)?;
@@ -315,8 +380,8 @@ fn reconfig(term: &mut Term) -> bool {
             .or_else(|| (host.name.as_str(), port).to_socket_addrs().ok().and_then(|mut addrs| addrs.next()));
         let outcome = match addr {
             None => Err(format!("cannot resolve host `{}`", host.name)),
-            Some(addr) => privileged_connect(addr).and_then(|stream| {
-                let reply: wire::ReconfigReply = exchange(stream, addr, wire::LIM_TCP_RECONFIG)?;
+            Some(addr) => privileged_connect(addr, "reconfigure the lims").and_then(|stream| {
+                let reply: wire::ReconfigReply = exchange(stream, addr, wire::LIM_TCP_RECONFIG, &[])?;
                 if reply.applied { Ok(()) } else { Err(reply.message) }
             }),
         };
@@ -331,8 +396,9 @@ fn reconfig(term: &mut Term) -> bool {
     ok
 }
 
-/// A TCP connection to `addr` from a privileged local port (512..1023, the first free).
-fn privileged_connect(addr: SocketAddr) -> Result<TcpStream, String> {
+/// A TCP connection to `addr` from a privileged local port (512..1023, the first free);
+/// refused unless root, named as `only root may {purpose}`.
+fn privileged_connect(addr: SocketAddr, purpose: &str) -> Result<TcpStream, String> {
     use rustix::net::{AddressFamily, SocketType, sockopt};
     let family = if addr.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
     let local_ip: std::net::IpAddr = if addr.is_ipv4() {
@@ -351,7 +417,7 @@ fn privileged_connect(addr: SocketAddr) -> Result<TcpStream, String> {
             Ok(()) => {}
             Err(rustix::io::Errno::ADDRINUSE) => continue,
             Err(rustix::io::Errno::ACCESS) => {
-                return Err("only root may reconfigure the lims (a privileged port is needed)".to_owned());
+                return Err(format!("only root may {purpose} (a privileged port is needed)"));
             }
             Err(error) => return Err(format!("bind to port {port}: {error}")),
         }
@@ -393,6 +459,17 @@ mod tests {
              Master name:            h0\n   Master heard:           no (not reporting)\n\nCounters:\n   \
              datagrams.dropped.short                  3\n"
         );
+    }
+
+    // Goal: `limlock` takes nothing (until unlocked) or `-t` with a positive number of seconds.
+    #[test]
+    fn limlock_arguments() {
+        let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        assert_eq!(lock_duration(&args(&[])), Some(0));
+        assert_eq!(lock_duration(&args(&["-t", "30"])), Some(30));
+        for bad in [&["-t"][..], &["-t", "0"], &["-t", "x"], &["30"], &["-t", "1", "2"]] {
+            assert_eq!(lock_duration(&args(bad)), None, "{bad:?}");
+        }
     }
 
     // Goal: host, master, link state with its time, start and pid, then one line per counter.
