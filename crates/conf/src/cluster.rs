@@ -7,7 +7,9 @@
 //!   master, the next one takes over if it fails (LSF's rule), see [`LsfCluster::master_candidates`].
 //!   LSF columns: `HOSTNAME` (required), `model`, `type` (`!` or `-`: detect), `server` (`1` or
 //!   `0`, default `1`), `RESOURCES` (a list, e.g. `(cs fs)`), and one threshold column per
-//!   built-in load index (`r15s r1m r15m ut pg io ls it tmp swp mem`). LSF's `RUNWINDOW`,
+//!   built-in load index (`r15s r1m r15m ut pg io ls it tmp swp mem`; `-` or `()`: none), in
+//!   the index's own unit (`ut` a fraction of 1, so `0.9` is 90%; `it` minutes; `tmp swp
+//!   mem` MB): lim reports its host `busy` beyond one. LSF's `RUNWINDOW`,
 //!   `REXPRI` and `ND` columns are accepted and handed back unread in
 //!   [`ClusterHost::unimplemented`].
 //! - `Parameters` and `ResourceMap` (LSF sections LavaCore does not implement) are accepted and
@@ -197,7 +199,12 @@ impl LsfCluster {
                 let column = index.to_ascii_uppercase();
                 match columns.field(row, &column) {
                     Some(field) if !field.is_default() => {
-                        thresholds.insert(index.to_string(), field.float(0.0)?);
+                        let value = field.float(0.0)?;
+                        // lim's ut is a fraction of 1: a threshold above it could never be reached.
+                        if index == "ut" && value > 1.0 {
+                            return Err(field.bad_number("a fraction from 0 to 1 (0.9 is 90%)"));
+                        }
+                        thresholds.insert(index.to_string(), value);
                     }
                     _ => {}
                 }
@@ -338,6 +345,10 @@ mod tests {
         assert_eq!(
             host("HOSTNAME r1m", "h high").expect_err("threshold"),
             "lsf.cluster.lava:3: `r1m`: bad number `high`, expected a number of at least 0"
+        );
+        assert_eq!(
+            host("HOSTNAME ut", "h 90").expect_err("ut threshold"),
+            "lsf.cluster.lava:3: `ut`: bad number `90`, expected a fraction from 0 to 1 (0.9 is 90%)"
         );
         assert_eq!(
             host("HOSTNAME colour", "h red").expect_err("column"),
