@@ -1338,10 +1338,10 @@ fn history_query_reply() {
         00000007 736c6565702031 00                  # jobs[0].command = "sleep 1"
         00000004 70726f6a                           # jobs[0].project = "proj"
         00000002                                    # jobs[0].entries: 2 elements
-        0000018bcfe56be8                            # jobs[0].entries[0].time_ms = 0x18bcfe56be8
+        0000018bcfe56be8                            # jobs[0].entries[0].time_ms = 1700000001000
         00000001                                    # jobs[0].entries[0].status = 1
         00000009 5375626d6974746564 000000          # jobs[0].entries[0].text = "Submitted"
-        0000018bcfe74a40                            # jobs[0].entries[1].time_ms = 0x18bcfe74a40
+        0000018bcfe74a40                            # jobs[0].entries[1].time_ms = 1700000123456
         00000000                                    # jobs[0].entries[1].status = 0
         00000004 4e6f7465                           # jobs[0].entries[1].text = "Note"
         00000001                                    # not_found: 1 element
