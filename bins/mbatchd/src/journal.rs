@@ -42,7 +42,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use lava_eventlog::{EventLog, OpenReport, Options, Position, PruneReport};
-use lava_mbd::{Event, Mbd, MbdConfig, MbdSnapshot};
+use lava_mbd::{Event, IgnoredEvent, Mbd, MbdConfig, MbdSnapshot, Replayed};
 use tokio::task::JoinHandle;
 
 use crate::ShellError;
@@ -144,12 +144,27 @@ pub struct Recovered {
     pub mbd: Mbd,
     /// The events replayed after the snapshot.
     pub backlog: Backlog,
+    /// The events replay ignored.
+    pub ignored: IgnoredEvents,
+}
+
+/// The logged events replay ignored ([`Replayed::Ignored`]: an event after
+/// DONE/EXIT, a duplicated stage), counted, with the first one and its position.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IgnoredEvents {
+    /// How many.
+    pub count: u64,
+    /// The first one, with its record's position.
+    pub first: Option<(u64, IgnoredEvent)>,
 }
 
 /// Shell contract step 1: the newest snapshot (if any) and every event after
-/// it, applied in log order. The first record that does not read, decode or
-/// apply stops recovery with an error naming its position (a damaged record
-/// is named by file and byte offset by the log itself); nothing is skipped.
+/// it, replayed in log order ([`Mbd::replay`]). The first record that does not
+/// read, decode or replay stops recovery with an error naming its position (a
+/// damaged record is named by file and byte offset by the log itself). An
+/// event the logic ignores (after its job's DONE/EXIT, or a duplicated stage:
+/// the protocol's replay rules) changed nothing and is no reason to stop: they
+/// are counted, and one warning names how many and the first one.
 pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Recovered, ShellError> {
     let dir = log.dir().to_owned();
     let replay = log.replay()?;
@@ -170,6 +185,7 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Recovered, ShellErro
         None => Mbd::new(config)?,
     };
     let mut backlog = Backlog::default();
+    let mut ignored = IgnoredEvents::default();
     for record in replay.records {
         let (position, payload) = record?;
         let problem = |problem: String| ShellError::Replay {
@@ -182,7 +198,21 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Recovered, ShellErro
             .map_err(|error| problem(format!("does not decode as an event: {error}")))?;
         backlog.add(&event);
         // Replay has no further use for the event: its submission moves into the job.
-        mbd.apply_owned(event).map_err(|error| problem(error.to_string()))?;
+        if let Replayed::Ignored(what) = mbd.replay(event).map_err(|error| problem(error.to_string()))? {
+            ignored.count += 1;
+            ignored.first.get_or_insert((position.0, what));
+        }
+    }
+    if let Some((position, first)) = &ignored.first {
+        tracing::warn!(
+            ignored = ignored.count,
+            first_position = position,
+            first_job = %first.job,
+            first_event = first.event,
+            "replay ignored {} logged event(s) that their job's state already settles (after DONE/EXIT, \
+             or a duplicated stage); the first, at position {position}: {first}",
+            ignored.count
+        );
     }
     tracing::info!(
         snapshot = snapshot_position,
@@ -191,7 +221,7 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Recovered, ShellErro
         last_job_id = mbd.last_job_id(),
         "state rebuilt from the event log"
     );
-    Ok(Recovered { mbd, backlog })
+    Ok(Recovered { mbd, backlog, ignored })
 }
 
 /// What a helper thread of the journal finished.
@@ -465,7 +495,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log_dir = dir.path().join("logdir");
         let log = open(&log_dir).expect("opens");
-        let Recovered { mut mbd, backlog } = recover(&log, config()).expect("an empty log recovers");
+        let Recovered { mut mbd, backlog, .. } = recover(&log, config()).expect("an empty log recovers");
         assert_eq!(backlog, Backlog::default());
         let mut journal = Journal::new(log, every(2), backlog);
         start(&mut mbd, &mut journal, 1_000);
@@ -534,6 +564,85 @@ mod tests {
         assert_eq!(journal.durable_through(), journal.appended_through());
         assert_eq!(journal.sync_latency().count, 3);
         journal.close().await.expect("closes");
+    }
+
+    // Goal: recovery goes through a log holding events the protocol's replay rules
+    // ignore (a duplicated start accept, a second FINISH after DONE) instead of
+    // refusing to start: the state is the live one, the events are counted (in the
+    // backlog too, as the log holds them), and the first is kept with its position.
+    // Method: a job run to DONE by the logic, its events appended with a copy of the
+    // JOB_START_ACCEPT and of the JOB_STATUS DONE after each original; recover.
+    #[test]
+    fn recovery_counts_the_events_replay_ignores_and_goes_on() {
+        use lava_batch_ll::{HostName, SubmitSpec, UserName};
+        use lava_batch_wire as wire;
+        use lava_mbd::{Caller, ClientId, IgnoredWhy};
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = open(&dir.path().join("logdir")).expect("opens");
+        let mut mbd = Mbd::new(config()).expect("valid config");
+        let host = HostName::parse("test", "h1").expect("host");
+        let user = UserName::parse("test", "alice").expect("user");
+        let caller = Caller { uid: 1000, gid: 100, user, host: host.clone() };
+        let request = wire::SubmitRequest {
+            command: "true".into(),
+            cwd: "/tmp".into(),
+            home_dir: "/tmp".into(),
+            n_slots: 1,
+            from_host: "h1".into(),
+            ..wire::SubmitRequest::default()
+        };
+        let spec = Box::new(SubmitSpec::try_from(request).expect("valid submission"));
+        let job = wire::WireJobRef { job_id: 1, array_index: 0 };
+        let outcome = wire::NewJobOutcome::Started { pid: 42, pgid: 42, job_status: 0x04 };
+        let finish = wire::JobFinish {
+            job,
+            dispatch_seq: 1,
+            pid: 42,
+            wait_status: 0,
+            finish_reason: wire::FINISH_NORMAL,
+            end_time: 3,
+            rusage: wire::ResourceUsage::default(),
+        };
+        let inputs = [
+            Input::HostRegistered { host: host.clone(), n_cpus: 1 },
+            Input::Submit {
+                client: ClientId(1),
+                request_id: wire::RequestId { high: 1, low: 1 },
+                caller,
+                spec,
+            },
+            Input::NewJobReply {
+                host: host.clone(),
+                reply: wire::NewJobReply { job, dispatch_seq: 1, outcome },
+            },
+            Input::JobFinish { host, msg: finish },
+        ];
+        let mut first_copy = None;
+        for (n, input) in (1..).zip(inputs) {
+            let mut effects = Vec::new();
+            mbd.step(n * 1_000, input, &mut effects);
+            for effect in effects {
+                let Effect::Append(event) = effect else { continue };
+                let bytes = crate::codec::encode(&event);
+                log.append(&bytes).expect("appends");
+                if matches!(event, Event::JobStartAccept(_) | Event::JobStatus(_)) {
+                    let position = log.append(&bytes).expect("appends");
+                    first_copy.get_or_insert(position.0);
+                }
+            }
+        }
+        log.sync().expect("syncs");
+
+        let recovered = recover(&log, config()).expect("recovers");
+        assert!(recovered.mbd.same_durable_state(&mbd));
+        let job = recovered.mbd.job(lava_batch_ll::JobRef::new(1, 0).expect("job 1")).expect("job 1");
+        assert_eq!(job.status(), lava_batch_ll::JobStatus::Done);
+        assert_eq!(recovered.backlog, Backlog { n_events: 6, n_finished: 2 });
+        assert_eq!(recovered.ignored.count, 2);
+        let (position, first) = recovered.ignored.first.expect("the first is kept");
+        assert_eq!(Some(position), first_copy);
+        assert_eq!((first.event, first.why), ("JOB_START_ACCEPT", IgnoredWhy::DuplicateStage));
     }
 
     /// JOB_STATUS of job 1 to `status`, with a finish when it is DONE or EXIT.

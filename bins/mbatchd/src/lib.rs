@@ -8,7 +8,7 @@
 //!
 //! | contract step | where |
 //! |---|---|
-//! | 1. Start: snapshot, then every later event to `Mbd::apply`; an error stops the daemon naming the position; then `Input::Start` | [`journal::recover`], [`run`] |
+//! | 1. Start: snapshot, then every later event to `Mbd::replay`; an error stops the daemon naming the position, the events it ignores (after DONE/EXIT, duplicated stages) are counted and logged once; then `Input::Start` | [`journal::recover`], [`run`] |
 //! | 2. One step at a time, with the wall clock; `Tick` once a second | `shell` (the one event loop) |
 //! | 3. Effects in order; appends first, messages held until every earlier append is durable (group commit) | `shell::Shell::step`, [`journal::Journal`], `shell::Outbox` |
 //! | 4. Best-effort delivery: no live connection, no message | `shell::Shell::deliver` |

@@ -3,7 +3,9 @@
 //! [`Job::apply`] is the only code that changes a job. It checks every
 //! event against the job first (an event that does not fit is an error naming
 //! why, and the job is left untouched), so that replay of a damaged or
-//! foreign log stops instead of building a state no live run could reach.
+//! foreign log stops instead of building a state no live run could reach
+//! (replay lets through, unapplied, only the late copies and duplicated
+//! stages the protocol tells it to ignore: `replay`).
 //! The module also knows how a job is shown (`bjobs`) and what a signal
 //! action means for it.
 

@@ -19,7 +19,10 @@
 //! # The rule that makes replay exact
 //! Durable state changes only in [`Mbd::apply`]. [`Mbd::step`] decides, builds
 //! events, applies each with that same function, and emits it as
-//! [`Effect::Append`]; replay is feeding the log's events to [`Mbd::apply`].
+//! [`Effect::Append`]; replay is feeding the log's events to [`Mbd::replay`],
+//! which is [`Mbd::apply`] except that it ignores what the protocol's replay
+//! rules say to ignore (an event after DONE/EXIT, a duplicated stage: `replay`),
+//! all of which `apply` refuses and so no live step ever logs.
 //! So the state after replay equals the state before the crash, minus only
 //! what was never durable — and nothing that depended on a lost event was
 //! sent (the contract below). State that is not durable — connected hosts,
@@ -31,9 +34,12 @@
 //! # The shell contract, in order
 //! 1. **Start.** Build the state: [`Mbd::from_snapshot`] with the newest
 //!    snapshot if there is one, else [`Mbd::new`]; then feed every event logged
-//!    after it to [`Mbd::apply`] in log order. An `Err` stops the daemon with
-//!    the record's position (never skip a record). Then step [`Input::Start`],
-//!    which also completes any step a crash tore (see below).
+//!    after it to [`Mbd::replay`] in log order. An `Err` stops the daemon with
+//!    the record's position (never skip a record the logic did not ignore);
+//!    [`Replayed::Ignored`] (an event after DONE/EXIT, a duplicated stage)
+//!    changed nothing and is no reason to stop: count them and log them once,
+//!    with the first one's position. Then step [`Input::Start`], which also
+//!    completes any step a crash tore (see below).
 //! 2. **One step at a time.** For each input, in arrival order, call
 //!    [`Mbd::step`] with the wall clock in ms since the epoch. Call
 //!    [`Input::Tick`] about once a second; the logic decides what is due.
@@ -123,7 +129,8 @@
 //! # Map
 //! - [`config`]: [`MbdConfig`], queues, hosts, admins, limits.
 //! - [`input`], [`effect`]: the boundary types.
-//! - [`event`]: the records of `lsb.events`.
+//! - [`event`]: the records of `lsb.events`; `replay`: [`Mbd::replay`] and the
+//!   events it ignores.
 //! - `job`, `state`: one job's record and transitions; the store and its indexes.
 //! - `array`, `depend`: job arrays (`-J "name[1-10]%2"`) and dependencies (`-w`):
 //!   their checks at submission and what holds a pending job back at dispatch.
@@ -151,6 +158,7 @@ mod pipeline;
 mod placement;
 mod query;
 mod queues;
+mod replay;
 mod sched;
 mod signal;
 mod state;
@@ -175,6 +183,7 @@ pub use machine::{INVARIANT_CHECK_JOBS_MAX, Mbd};
 pub use pipeline::REFUSAL_REASON_BYTES_MAX;
 pub use query::QUERY_REPLY_BYTES_MAX;
 pub use queues::ClusterCounts;
+pub use replay::{IgnoredEvent, IgnoredWhy, Replayed};
 pub use state::{MbdSnapshot, REQUEST_ID_RETENTION_MS, RequeueKill, RetiredRequest};
 
 use lava_batch_ll::JobRef;

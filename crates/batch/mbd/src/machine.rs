@@ -90,14 +90,18 @@ impl Mbd {
         Ok(Mbd { config, store: Store::default(), links: Links::default() })
     }
 
-    /// An mbatchd restored from a snapshot; replay the events logged after it with [`Mbd::apply`].
+    /// An mbatchd restored from a snapshot; replay the events logged after it with [`Mbd::replay`].
     pub fn from_snapshot(config: MbdConfig, snapshot: MbdSnapshot) -> Result<Mbd, MbdError> {
         config.validate()?;
         Ok(Mbd { config, store: Store::from_snapshot(snapshot)?, links: Links::default() })
     }
 
-    /// Replays one logged event. An event that does not fit the state (a
-    /// damaged or foreign log) is an error and changes nothing.
+    /// Applies one event: the only mutation of durable state, used by every
+    /// step for the events it decides and by [`Mbd::replay`]. An event that does
+    /// not fit the state is an error and changes nothing; this strictness is
+    /// what makes a decided event that does not apply a bug (`record` panics)
+    /// rather than a log entry. Replay uses [`Mbd::replay`], which in addition
+    /// ignores the events the protocol's replay rules say to ignore.
     pub fn apply(&mut self, event: &Event) -> Result<(), MbdError> {
         self.store.apply(event)?;
         if let Some(job) = event.job() {
@@ -106,8 +110,9 @@ impl Mbd {
         Ok(())
     }
 
-    /// [`Mbd::apply`] for replay, which has no further use for the event: the same
-    /// checks and the same resulting state, without copying JOB_NEW's submission.
+    /// [`Mbd::apply`] of an event the caller has no further use for (replay): the
+    /// same checks and the same resulting state, without copying JOB_NEW's
+    /// submission.
     pub fn apply_owned(&mut self, event: Event) -> Result<(), MbdError> {
         let job = event.job();
         self.store.apply_owned(event)?;

@@ -9,6 +9,7 @@ mod harness;
 mod hosts;
 mod pipeline;
 mod prop;
+mod replay;
 mod sched;
 mod signal;
 mod state;

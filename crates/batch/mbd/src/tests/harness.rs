@@ -470,12 +470,15 @@ pub fn verify_step(
     assert_eq!(full.snapshot(), mbd.snapshot(), "replay of the log differs from the live state");
 }
 
-/// A fresh [`Mbd`] from the whole log, as mbatchd replays it ([`Mbd::apply_owned`]).
+/// A fresh [`Mbd`] from the whole log, as mbatchd replays it ([`Mbd::replay`]); every
+/// event a live step logged applies (replay ignores nothing of a log live steps wrote).
 pub fn replay_owned(config: &MbdConfig, events: &[Event]) -> Mbd {
     let mut mbd = Mbd::new(config.clone()).expect("valid config");
     for event in events {
-        if let Err(error) = mbd.apply_owned(event.clone()) {
-            panic!("replay of {event:?} failed: {error}");
+        match mbd.replay(event.clone()) {
+            Ok(crate::Replayed::Applied) => {}
+            Ok(crate::Replayed::Ignored(ignored)) => panic!("replay ignored a logged event: {ignored}"),
+            Err(error) => panic!("replay of {event:?} failed: {error}"),
         }
     }
     mbd
