@@ -7,8 +7,19 @@
 //! name ([`ArraySpec`]) and dependency expressions ([`DependExpr`]). It rejects what is structurally wrong with an error that names the field.
 //!
 //! It never mutates job state, never logs, never performs I/O and never makes a
-//! lifecycle decision: everything here is a pure function of its input. The
-//! logic crates (`lava-mbd`, `lava-sbd`) consume only these types.
+//! lifecycle decision: everything here is a pure function of its input.
+//!
+//! The logic crates (`lava-mbd`, `lava-sbd`) take from it what it validates:
+//! submissions ([`SubmitSpec`], [`JobSpec`]), job references, names, statuses
+//! and the parsed `-R`, array and `-w` languages. They also use
+//! `lava-batch-wire`'s structures directly: the mbatchd-sbatchd messages they
+//! receive other than NEW_JOB and the ACKs (NEW_JOB_REPLY, EXECUTE, FINISH and
+//! JOB_SIGNAL_REPLY reach `lava-mbd`, JOB_SIGNAL reaches `lava-sbd`, each
+//! checking with [`job_ref`] the job reference it looks up), the commands'
+//! queries and signal, control and admin requests (mbatchd's shell checks
+//! their fields with this crate's primitives first), every message and reply
+//! they build, and plain wire values kept in their events and records (request
+//! ids, signal actions and outcomes, resource usage, environment variables).
 
 #![deny(missing_docs)]
 
