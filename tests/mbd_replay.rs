@@ -122,7 +122,7 @@ fn write_log(dir: &Path, events: &[Event]) {
 fn mbatchd_starts_from_a_log_with_duplicate_and_late_events() {
     let mut cluster = Cluster::with_hosts(&["localhost", "hostb"]);
     let t = lava_net::system_now_ms() - 60_000;
-    let events = vec![
+    let events = [
         // Job 1: runs on localhost and ends DONE.
         new(1, t),
         start(1, "localhost", t + 1),
@@ -183,7 +183,7 @@ fn mbatchd_starts_from_a_log_with_duplicate_and_late_events() {
     let mut client = Client::connect(mbatchd.addr(), cluster.authenticator());
     let jobs = client.query(query_all()).expect("query");
     let pids: Vec<(u32, i32)> = jobs.jobs.iter().map(|info| (info.job.job_id, info.pid)).collect();
-    assert_eq!(pids, vec![(1, 4201), (2, 4202), (3, 4203)], "the first accept stands");
+    assert_eq!(pids, [(1, 4201), (2, 4202), (3, 4203)], "the first accept stands");
     // The next submission gets the next id: replay counted every JOB_NEW.
     let held = wire::SubmitRequest { hold: true, ..submit_request("sleep 4") };
     assert_eq!(client.submit(request_id(4), held).expect("accepted").job_id, 4);
