@@ -209,6 +209,7 @@ impl Journal {
         assert_eq!(position.0, self.appended_through + 1, "positions are handed out in order, one writer");
         self.appended_through = position.0;
         self.events_since_snapshot += 1;
+        lava_crash::point!("coordinator.wal_appended");
         Ok(())
     }
 
@@ -283,6 +284,7 @@ impl Journal {
             stats.events += target.saturating_sub(from);
         }
         self.durable_through = self.durable_through.max(target);
+        lava_crash::point!("coordinator.wal_durable");
     }
 
     /// What the group commits cost so far.

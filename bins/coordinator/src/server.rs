@@ -740,6 +740,7 @@ impl FrameWriter {
             .await
             .map_err(|_| ConnError::WriteTimeout { timeout_ms })??;
         self.buf.clear();
+        lava_crash::point!("coordinator.answer_written");
         Ok(())
     }
 }

@@ -401,7 +401,9 @@ async fn write_reply(
         tracing::warn!("{}", error.message);
         (body, status, op) = (encode(&error), error.code, Operation::RequestFailed);
     }
-    framed.write_frame(header(op, sequence, status), &body).await
+    framed.write_frame(header(op, sequence, status), &body).await?;
+    lava_crash::point!("mbatchd.reply_written");
+    Ok(())
 }
 
 /// An sbatchd channel: authenticate SBD_REGISTER, then carry messages both
@@ -495,6 +497,7 @@ async fn sbd_channel(
                     tracing::warn!(%peer, %host, "cannot send {}: {error}; closing", names.join(", "));
                     break;
                 }
+                lava_crash::point!("mbatchd.sbd_message_written");
                 messages.clear();
             }
             frame = channel.read_frame() => match frame {

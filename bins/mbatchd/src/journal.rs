@@ -306,6 +306,7 @@ impl Journal {
         assert_eq!(position.0, self.appended_through + 1, "positions are handed out in order, one writer");
         self.appended_through = position.0;
         self.backlog.add(event);
+        lava_crash::point!("mbatchd.event_appended");
         Ok(())
     }
 
@@ -371,6 +372,7 @@ impl Journal {
         self.sync_latency.total_us = self.sync_latency.total_us.saturating_add(us);
         self.sync_latency.max_us = self.sync_latency.max_us.max(us);
         self.durable_through = self.durable_through.max(target);
+        lava_crash::point!("mbatchd.events_durable");
     }
 
     /// Starts a snapshot if the log is due a switch ([`SwitchRule`]) and none

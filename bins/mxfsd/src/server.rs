@@ -909,6 +909,7 @@ impl State {
                 }
             }
             Event::RecoveryDone { node } => {
+                lava_crash::point!("mxfsd.recovery_done");
                 if self.is_master() {
                     self.master_inbox.push_back((None, Input::RecoveryDone { node }));
                 }
@@ -1170,6 +1171,8 @@ impl State {
                 Effect::PersistEpoch(epoch) => {
                     epoch_file::store(&self.settings.epoch_path, epoch)
                         .context("persist the epoch (refusing to send with an epoch not on disk)")?;
+                    lava_crash::synced(&self.settings.epoch_path);
+                    lava_crash::point!("mxfsd.epoch_durable");
                     tracing::info!(%epoch, "epoch persisted");
                 }
                 Effect::Send { to, epoch, message } => {
@@ -1236,10 +1239,13 @@ impl State {
     fn run_recovery(&mut self, node: NodeId, slot: u32) {
         let Some(command) = self.settings.recovery_cmd.clone() else {
             tracing::info!(%node, slot, "journal recovery recorded (no LAVA_MXFSD_RECOVERY_CMD configured)");
+            lava_crash::point!("mxfsd.recovery_started");
+            lava_crash::point!("mxfsd.recovery_done");
             self.master_inbox.push_back((None, Input::RecoveryDone { node }));
             return;
         };
         tracing::info!(%node, slot, %command, "journal recovery started");
+        lava_crash::point!("mxfsd.recovery_started");
         let events = self.events.clone();
         tokio::task::spawn_blocking(move || {
             loop {
@@ -1294,6 +1300,7 @@ impl State {
                 local.token = Some(token);
                 let client = local.client;
                 self.reply(client, Reply::Granted { handle: lock.0, mode, token });
+                lava_crash::point!("mxfsd.grant_sent");
             }
             Message::Deny { lock, reason, .. } => {
                 if self.reclaiming.remove(&lock.0) {

@@ -789,35 +789,14 @@ impl Daemon {
         launch
     }
 
-    /// Carries out effects as the module doc says, then the inputs acting produced.
+    /// Carries out effects in the groups of [`lava_sbd::commit_groups`] (lava-sbd's shell
+    /// contract, step 3: each group's record changes in one commit, then its other effects
+    /// in order; a signal is sent before the record that says so), then the inputs acting
+    /// produced.
     async fn carry_out(&mut self, mut effects: Vec<Effect>) -> Result<(), Error> {
         loop {
-            let mut ops = self.store_ops(&effects);
-            let go_pipes = self.launch_early(&mut effects, &mut ops)?;
-            if !ops.is_empty() {
-                let started = std::time::Instant::now();
-                self.store.commit(&ops)?;
-                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                let persists = ops.iter().filter(|op| !matches!(op, StoreOp::Remove { .. })).count() as u64;
-                self.counters.on_commit(persists, ops.len() as u64 - persists, micros);
-            }
-            for mut go in go_pipes {
-                // The record is durable: the job may run. A shepherd that is gone (its
-                // start failed) leaves no reader; its failure arrives on its own.
-                let _ = go.write_all(&[GO_BYTE]);
-            }
-            for effect in effects.drain(..) {
-                match effect {
-                    Effect::Persist(..) | Effect::Note(..) => {}
-                    Effect::Remove(job) => self.counters.forget(job.to_wire()),
-                    Effect::Launch { job, run_spec } => self.launch(job, run_spec, None),
-                    Effect::Kill { job, pgid, signal } => match sys::kill_group(pgid, signal) {
-                        Ok(()) => tracing::debug!(%job, pgid, signal, "signalled"),
-                        Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}
-                        Err(err) => tracing::warn!(%job, pgid, signal, "cannot signal the job: {err}"),
-                    },
-                    Effect::Send(message) => self.send(message).await,
-                }
+            for group in lava_sbd::commit_groups(std::mem::take(&mut effects)) {
+                self.carry_out_group(group).await?;
             }
             if self.inputs.is_empty() {
                 return Ok(());
@@ -826,6 +805,45 @@ impl Daemon {
                 self.step(input, &mut effects);
             }
         }
+    }
+
+    /// One group of [`lava_sbd::commit_groups`]: its record changes made durable together
+    /// (the launches among them started beside the commit, held by their go pipes), then
+    /// its other effects in their order.
+    async fn carry_out_group(&mut self, mut effects: Vec<Effect>) -> Result<(), Error> {
+        let mut ops = self.store_ops(&effects);
+        let go_pipes = self.launch_early(&mut effects, &mut ops)?;
+        if !ops.is_empty() {
+            let started = std::time::Instant::now();
+            self.store.commit(&ops)?;
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let persists = ops.iter().filter(|op| !matches!(op, StoreOp::Remove { .. })).count() as u64;
+            self.counters.on_commit(persists, ops.len() as u64 - persists, micros);
+            lava_crash::point!("sbatchd.records_committed");
+        }
+        for mut go in go_pipes {
+            // The record is durable: the job may run. A shepherd that is gone (its
+            // start failed) leaves no reader; its failure arrives on its own.
+            let _ = go.write_all(&[GO_BYTE]);
+            lava_crash::point!("sbatchd.job_released");
+        }
+        for effect in effects {
+            match effect {
+                Effect::Persist(..) | Effect::Note(..) => {}
+                Effect::Remove(job) => self.counters.forget(job.to_wire()),
+                Effect::Launch { job, run_spec } => self.launch(job, run_spec, None),
+                Effect::Kill { job, pgid, signal } => {
+                    match sys::kill_group(pgid, signal) {
+                        Ok(()) => tracing::debug!(%job, pgid, signal, "signalled"),
+                        Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}
+                        Err(err) => tracing::warn!(%job, pgid, signal, "cannot signal the job: {err}"),
+                    }
+                    lava_crash::point!("sbatchd.signal_sent");
+                }
+                Effect::Send(message) => self.send(message).await,
+            }
+        }
+        Ok(())
     }
 
     /// The batch's record changes, one per job ([`StoreOp::then`]: the last one wins, a
@@ -889,7 +907,10 @@ impl Daemon {
             tracked.revision += 1;
             writes.push((tracked.jobfile.clone(), store::encode_record(&record, tracked.revision)));
         }
-        self.store.write_noted(&writes);
+        if !writes.is_empty() {
+            self.store.write_noted(&writes);
+            lava_crash::point!("sbatchd.noted_written");
+        }
     }
 
     /// At a clean stop: the noted records become durable, so that a restart resends nothing

@@ -234,10 +234,13 @@ pub fn write_shepherd_file_announced(
             }
             file.write_all(bytes)?;
             written();
-            file.sync_data()
+            file.sync_data()?;
+            lava_crash::synced(&dir.join(name));
+            Ok(())
         }
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
             write_durable(dir, name, bytes)?;
+            lava_crash::synced(&dir.join(name));
             written();
             Ok(())
         }

@@ -322,6 +322,7 @@ async fn write_loop<S: AsyncRead + AsyncWrite + Unpin>(
             let names: Vec<&str> = batch.iter().map(|frame| frame.operation.name()).collect();
             return Some(format!("sending {}: {err}", names.join(", ")));
         }
+        lava_crash::point!("sbatchd.message_written");
         batch.clear();
     }
 }

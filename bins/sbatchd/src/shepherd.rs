@@ -284,6 +284,7 @@ impl Shepherd<'_> {
             self.write_exit_announced(&failed);
             return EXIT_FAILED;
         }
+        lava_crash::point!("shepherd.pid_flushed");
         // The child's exec is not waited for: its outcome is read once the child is reaped,
         // so the shepherd sleeps once, until the job ends.
         let released = child.release();
@@ -362,6 +363,7 @@ impl Shepherd<'_> {
             exit.to_line().as_bytes(),
             written,
         );
+        lava_crash::point!("shepherd.exit_flushed");
     }
 
     /// One byte on the pipe; the pipe stays open until the shepherd ends (end-of-file for

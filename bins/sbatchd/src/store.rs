@@ -475,11 +475,13 @@ impl Store {
                 file.sync_data()
             };
             write().map_err(|source| Error::Io { path: path.clone(), source })?;
+            lava_crash::synced(&path);
             self.fsyncs.fetch_add(1, Ordering::Relaxed);
             return Ok(false);
         }
         layout::write_durable(&dir, RECORD_FILE, bytes)
             .map_err(|source| Error::Io { path: dir.join(RECORD_FILE), source })?;
+        lava_crash::synced(&dir.join(RECORD_FILE));
         self.fsyncs.fetch_add(2, Ordering::Relaxed);
         Ok(folder == NewFolder::Made)
     }
@@ -497,7 +499,7 @@ impl Store {
             // In place, no temporary file: a write cut short fails the checksum and is
             // ignored at load like any damaged noted record.
             match fs::write(&path, bytes) {
-                Ok(()) => {}
+                Ok(()) => lava_crash::unsynced(&path),
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
                 Err(err) => {
                     failed += 1;
@@ -515,6 +517,7 @@ impl Store {
     fn remove_folders(&self, jobfile: &str) -> Result<(), Error> {
         for dir in [self.layout.state_dir(jobfile), self.layout.job_dir(jobfile)] {
             layout::remove_dir_optional(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+            lava_crash::removed(&dir);
         }
         Ok(())
     }

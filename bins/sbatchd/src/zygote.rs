@@ -454,6 +454,7 @@ impl Client {
             .arg(theirs.as_raw_fd().to_string())
             .arg(&self.state_root)
             .env_clear()
+            .envs(lava_crash::inherited_env())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

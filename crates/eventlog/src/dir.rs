@@ -141,6 +141,7 @@ pub(crate) fn create_durably(dir: &Path, final_name: &str, parts: &[&[u8]]) -> R
     file.sync_all().map_err(Error::io("fsync", &temp_path))?;
     fs::rename(&temp_path, &final_path).map_err(Error::io("rename into place", &final_path))?;
     sync_dir(dir)?;
+    lava_crash::synced_len(&final_path, parts.iter().map(|part| part.len() as u64).sum());
     Ok(file)
 }
 

@@ -267,6 +267,7 @@ impl Io {
             let path = &self.segments.last().expect("a log always has a segment").path;
             let file = self.active.as_ref().expect("only a writer writes");
             file.sync_data().map_err(Error::io("fsync", path))?;
+            lava_crash::synced_len(path, self.last_end);
             self.dirty = false;
             n_fsyncs += 1;
         }
@@ -287,6 +288,7 @@ impl Io {
         }
         // sync_all: the file size changed, and a sealed segment must be complete on disk.
         file.sync_all().map_err(Error::io("fsync", path))?;
+        lava_crash::synced_len(path, self.last_end);
         self.dirty = false;
         Ok(1)
     }
@@ -504,6 +506,7 @@ fn recover(dir: &Path, options: &Options, listing: &Listing, writable: bool) -> 
             torn.truncated = true;
         }
         file.sync_all().map_err(Error::io("fsync", &last.path))?;
+        lava_crash::synced_len(&last.path, file.metadata().map_err(Error::io("stat", &last.path))?.len());
     }
     let next = Position(last.first_position.0 + scan.n_records);
 

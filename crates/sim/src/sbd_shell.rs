@@ -1,13 +1,15 @@
 //! sbatchd's shell, exactly as lava-sbd's shell contract prescribes, over a
 //! simulated state directory.
 //!
-//! - Effects strictly in order. A Persist writes the record (XDR) and then
-//!   fsyncs it, which takes virtual time; nothing after it (no Launch, Kill,
-//!   Send, and no further step) happens before it is durable. A crash between
-//!   the write and the fsync loses the write or not (the page cache may have
-//!   written it back), both as on a real disk. A Note is kept at once and
-//!   written back whenever the page cache likes: a crash keeps or loses each
-//!   noted record (newer than its durable one) independently.
+//! - Effects in the groups of [`lava_sbd::commit_groups`], as sbatchd carries
+//!   them out: a group's record changes first (each Persist's record written as
+//!   XDR, then one fsync for them all, which takes virtual time), then its other
+//!   effects in order; nothing after the fsync (no Launch, Kill, Send, and no
+//!   further step) happens before it is done. A crash between the writes and
+//!   the fsync loses each write or not (the page cache may have written it
+//!   back), both as on a real disk. A Note is kept at once and written back
+//!   whenever the page cache likes: a crash keeps or loses each noted record
+//!   (newer than its durable one) independently.
 //! - Launch starts a shepherd (see [`crate::process`]), then the shell feeds
 //!   Spawned, or SpawnFailed when no shepherd could start.
 //! - Restart: [`Sbd::restore`] from the durable records only, then adoption:
@@ -37,12 +39,14 @@ pub struct SbdNode {
     pub disk: BTreeMap<JobRef, Vec<u8>>,
     /// The same records decoded, to check effect lists against.
     pub durable: BTreeMap<JobRef, JobRecord>,
-    /// A record written and not yet fsynced.
-    pub writing: Option<(JobRef, Vec<u8>)>,
+    /// Records written by the group commit under way and not yet fsynced.
+    pub writing: Vec<(JobRef, Vec<u8>)>,
     /// Noted records, newer than the durable ones, not yet written back.
     pub noted: BTreeMap<JobRef, JobRecord>,
-    /// Effects not yet carried out, in order.
-    pub effects: VecDeque<Effect>,
+    /// Groups of effects ([`lava_sbd::commit_groups`]) not yet begun, in order.
+    pub groups: VecDeque<Vec<Effect>>,
+    /// The effects of the group under way after its record changes, in order.
+    pub after: VecDeque<Effect>,
     /// Inputs waiting for the previous step's effects to be carried out.
     pub inbox: VecDeque<Input>,
     /// Waiting for an fsync.
@@ -70,9 +74,10 @@ impl SbdNode {
             incarnation: 0,
             disk: BTreeMap::new(),
             durable: BTreeMap::new(),
-            writing: None,
+            writing: Vec::new(),
             noted: BTreeMap::new(),
-            effects: VecDeque::new(),
+            groups: VecDeque::new(),
+            after: VecDeque::new(),
             inbox: VecDeque::new(),
             busy: false,
             conn: None,
@@ -163,12 +168,12 @@ impl World {
         self.stats.n_sbd_crashes += 1;
         let survives = self.rng.chance(0.5);
         let node = &mut self.sbds[host];
-        let lost = node.effects.len();
-        if let Some((job, bytes)) = node.writing.take()
-            && survives
-        {
-            node.durable.insert(job, codec::from_record(&bytes));
-            node.disk.insert(job, bytes);
+        let lost = node.after.len() + node.groups.iter().map(Vec::len).sum::<usize>();
+        for (job, bytes) in std::mem::take(&mut node.writing) {
+            if survives {
+                node.durable.insert(job, codec::from_record(&bytes));
+                node.disk.insert(job, bytes);
+            }
         }
         for (job, record) in std::mem::take(&mut self.sbds[host].noted) {
             if self.rng.chance(0.5) {
@@ -179,7 +184,8 @@ impl World {
         }
         let node = &mut self.sbds[host];
         node.sbd = None;
-        node.effects.clear();
+        node.groups.clear();
+        node.after.clear();
         node.inbox.clear();
         node.busy = false;
         node.registered = false;
@@ -210,8 +216,10 @@ impl World {
             if !node.is_up() || node.busy {
                 return;
             }
-            if let Some(effect) = node.effects.pop_front() {
+            if let Some(effect) = node.after.pop_front() {
                 self.sbd_carry_out(host, effect);
+            } else if let Some(group) = node.groups.pop_front() {
+                self.sbd_commit_group(host, group);
             } else if let Some(input) = node.inbox.pop_front() {
                 self.sbd_step(host, input);
             } else {
@@ -243,41 +251,64 @@ impl World {
         if let Err(violation) = checked {
             self.violation(format!("sbd {}: {violation}", self.hosts[host]));
         }
-        self.sbds[host].effects.extend(effects);
+        self.sbds[host].groups.extend(lava_sbd::commit_groups(effects));
+    }
+
+    /// Begins a group: its record changes in order, the Persists' records written and
+    /// one fsync started for them all; its other effects wait in `after`.
+    fn sbd_commit_group(&mut self, host: usize, group: Vec<Effect>) {
+        if !self.healing && self.rng.chance(self.params.crash_between_effects_p) {
+            self.sbds[host].groups.push_front(group);
+            self.sbd_crash(host);
+            return;
+        }
+        for effect in group {
+            match effect {
+                Effect::Persist(job, record) => {
+                    let bytes = codec::to_record(&record);
+                    self.trace.mix_bytes(&bytes);
+                    let node = &mut self.sbds[host];
+                    node.noted.remove(&job);
+                    node.writing.retain(|(written, _)| *written != job);
+                    node.writing.push((job, bytes));
+                }
+                Effect::Note(job, record) => {
+                    self.trace.mix_bytes(&codec::to_record(&record));
+                    self.sbds[host].noted.insert(job, record);
+                }
+                Effect::Remove(job) => {
+                    let node = &mut self.sbds[host];
+                    node.noted.remove(&job);
+                    node.writing.retain(|(written, _)| *written != job);
+                    node.disk.remove(&job);
+                    node.durable.remove(&job);
+                    if let Some(proc) = self.procs.remove(&(host, job))
+                        && !proc.has_exited()
+                    {
+                        self.violation(format!("job {job}: record removed while its process runs"));
+                    }
+                }
+                other => self.sbds[host].after.push_back(other),
+            }
+        }
+        let node = &mut self.sbds[host];
+        if !node.writing.is_empty() {
+            node.busy = true;
+            let incarnation = node.incarnation;
+            let delay = self.rng.range(0, self.params.record_fsync_max_ms);
+            self.at(delay, Ev::SbdFsyncDone { host, incarnation });
+        }
     }
 
     fn sbd_carry_out(&mut self, host: usize, effect: Effect) {
         if !self.healing && self.rng.chance(self.params.crash_between_effects_p) {
-            self.sbds[host].effects.push_front(effect);
+            self.sbds[host].after.push_front(effect);
             self.sbd_crash(host);
             return;
         }
         match effect {
-            Effect::Persist(job, record) => {
-                let bytes = codec::to_record(&record);
-                self.trace.mix_bytes(&bytes);
-                let node = &mut self.sbds[host];
-                node.noted.remove(&job);
-                node.writing = Some((job, bytes));
-                node.busy = true;
-                let incarnation = node.incarnation;
-                let delay = self.rng.range(0, self.params.record_fsync_max_ms);
-                self.at(delay, Ev::SbdFsyncDone { host, incarnation });
-            }
-            Effect::Note(job, record) => {
-                self.trace.mix_bytes(&codec::to_record(&record));
-                self.sbds[host].noted.insert(job, record);
-            }
-            Effect::Remove(job) => {
-                let node = &mut self.sbds[host];
-                node.noted.remove(&job);
-                node.disk.remove(&job);
-                node.durable.remove(&job);
-                if let Some(proc) = self.procs.remove(&(host, job))
-                    && !proc.has_exited()
-                {
-                    self.violation(format!("job {job}: record removed while its process runs"));
-                }
+            Effect::Persist(..) | Effect::Note(..) | Effect::Remove(..) => {
+                unreachable!("record changes are made by sbd_commit_group")
             }
             Effect::Launch { job, run_spec } => self.launch(host, job, &run_spec),
             Effect::Kill { job, pgid, signal } => self.kill(host, job, pgid, signal),
@@ -297,15 +328,17 @@ impl World {
         }
     }
 
-    /// The fsync of the record being written finished.
+    /// The fsync of the group commit under way finished.
     pub fn sbd_fsync_done(&mut self, host: usize, incarnation: u64) {
         let node = &mut self.sbds[host];
         if !node.is_up() || node.incarnation != incarnation {
             return;
         }
-        let (job, bytes) = node.writing.take().expect("an fsync finishes only a write in progress");
-        node.durable.insert(job, codec::from_record(&bytes));
-        node.disk.insert(job, bytes);
+        assert!(!node.writing.is_empty(), "an fsync finishes only a write in progress");
+        for (job, bytes) in std::mem::take(&mut node.writing) {
+            node.durable.insert(job, codec::from_record(&bytes));
+            node.disk.insert(job, bytes);
+        }
         node.busy = false;
         self.sbd_pump(host);
     }

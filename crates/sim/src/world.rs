@@ -506,7 +506,8 @@ impl World {
         let jobs_done = self.oracle.created.iter().all(|job| self.oracle.terminal.contains_key(job));
         let sbds_settled = self.sbds.iter().all(|node| {
             node.is_up()
-                && node.effects.is_empty()
+                && node.groups.is_empty()
+                && node.after.is_empty()
                 && node.inbox.is_empty()
                 && node.sbd.as_ref().is_some_and(|sbd| sbd.jobs().all(|r| r.is_tombstone()))
         });

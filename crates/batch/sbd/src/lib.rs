@@ -23,7 +23,7 @@
 //!
 //! # The shell contract
 //!
-//! The shell (bins/sbatchd) follows this procedure literally.
+//! The shell (bins/sbatchd) follows this procedure; the order of effects is the contract.
 //!
 //! 1. **Start.** Read every record file of the state directory and call
 //!    [`Sbd::restore`]. A record that does not decode or fails
@@ -42,12 +42,25 @@
 //! 3. **Run.** Turn each event into an input (frame → `lava-batch-wire` →
 //!    `lava-batch-ll` → [`Input`]), call [`Sbd::step`] with `now_ms` = wall-clock
 //!    milliseconds since the Unix epoch (persisted times must stay comparable
-//!    across restarts), then carry out the effects **strictly in order**:
+//!    across restarts), then carry out the effects in their order, cut into the
+//!    groups of [`commit_groups`] (the same function in sbatchd and in the
+//!    simulation's shell, so the two cannot drift apart). A group is carried out
+//!    whole before the next begins: first its record changes (Persist, Note,
+//!    Remove) together, with one group commit for its Persists, then its other
+//!    effects in their order. A group ends just after each Kill, so the one
+//!    freedom this takes with the order is that a record change may run ahead of
+//!    the Launches and Sends listed before it (it is made durable early, never
+//!    late), but never ahead of a Kill: a signal is sent before the record saying
+//!    it was handled is written ("Act, then record" below).
 //!    - [`Effect::Persist`]: serialise the record, write it to a temporary file,
 //!      fsync it, rename it over the job's record file, fsync the directory.
-//!      Consecutive Persists may share one fsync (group commit), but every
-//!      Persist must be durable before any later effect of any kind is carried
-//!      out: no Launch, Kill or Send ever runs ahead of the fact it rests on.
+//!      The Persists of a group share one fsync (group commit), and every one is
+//!      durable before any later effect of any kind takes effect: no Launch,
+//!      Kill or Send ever runs ahead of the fact it rests on. (A new job's Launch
+//!      may begin beside the commit, its shepherd forked and the job prepared,
+//!      as long as the job cannot execute before the commit has returned:
+//!      sbatchd holds it on a go pipe; docs/batch.md, "A new job's launch
+//!      overlaps its record".)
 //!    - [`Effect::Note`]: keep this record as the job's latest, and write it
 //!      when convenient, without making it durable first and without waiting
 //!      for it: later effects may run at once. A Note only ever adds facts a
@@ -360,6 +373,33 @@ pub enum Effect {
     },
     /// Send a message to mbatchd.
     Send(ToMbd),
+}
+
+impl Effect {
+    /// Whether this is a record change (Persist, Note, Remove), made in a group's commit.
+    pub fn is_record_change(&self) -> bool {
+        matches!(self, Effect::Persist(..) | Effect::Note(..) | Effect::Remove(..))
+    }
+}
+
+/// Cuts `effects` into the groups a shell carries out one after another (the shell
+/// contract, step 3): each group ends just after a Kill, or at the end of the list. A
+/// shell makes a group's record changes first (its Persists in one group commit), then
+/// carries out the group's other effects in their order.
+pub fn commit_groups(effects: Vec<Effect>) -> Vec<Vec<Effect>> {
+    let mut groups = Vec::new();
+    let mut group = Vec::with_capacity(effects.len());
+    for effect in effects {
+        let ends = matches!(effect, Effect::Kill { .. });
+        group.push(effect);
+        if ends {
+            groups.push(std::mem::take(&mut group));
+        }
+    }
+    if !group.is_empty() {
+        groups.push(group);
+    }
+    groups
 }
 
 /// A message sbatchd sends to mbatchd.

@@ -619,6 +619,36 @@ fn stop_continue_and_numbered_signals_are_delivered_once() {
     h.check(T0, signal(7, 1, SignalAction::Stop), vec![signal_reply(7, 1, SignalOutcome::Delivered)]);
 }
 
+// Goal: a shell that carries out the groups of `commit_groups` sends a signal before
+// it commits the record saying it was handled (act, then record), even when other jobs'
+// records share the batch; the Persists before a Kill still share one commit.
+#[test]
+fn commit_groups_never_record_a_signal_before_sending_it() {
+    let mut h = Harness::connected();
+    let running = h.running(7, 4242, true);
+    let mut effects = Vec::new();
+    h.sbd.step(T0, new_job(8), &mut effects);
+    h.sbd.step(T0, signal(7, 1, SignalAction::Stop), &mut effects);
+    let groups = lava_sbd::commit_groups(effects.clone());
+    assert_eq!(groups.concat(), effects, "groups keep every effect, in order");
+    let kill_group = groups
+        .iter()
+        .position(|group| group.iter().any(|effect| matches!(effect, Effect::Kill { .. })))
+        .expect("the stop is sent");
+    assert!(matches!(groups[kill_group].last(), Some(Effect::Kill { .. })), "a Kill ends its group");
+    let stopped = JobRecord { signal_seq_last: Some(1), suspend_seq_last: Some(1), ..running };
+    assert!(
+        groups[kill_group + 1..].iter().flatten().any(|effect| *effect == persist(&stopped)),
+        "the record of the handled signal is committed after the Kill: {groups:?}"
+    );
+    assert!(
+        groups[kill_group]
+            .iter()
+            .any(|effect| matches!(effect, Effect::Persist(persisted, _) if *persisted == job(8))),
+        "the new job's record is committed before the Kill, with the group before it"
+    );
+}
+
 // Goal: Terminate runs LSF's sequence: SIGINT now, SIGTERM after the
 // terminate interval, SIGKILL after twice the interval, each step persisted
 // right after its signal;
