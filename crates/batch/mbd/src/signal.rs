@@ -114,7 +114,13 @@ impl Mbd {
         let id = match self.target(job) {
             Target::Invalid | Target::Unknown => return Outcome::NotFound,
             Target::Finished(job) => {
-                let owner = self.store.job(job).is_some_and(|j| j.user_id == caller.uid);
+                let Some(finished) = self.store.job(job) else { return Outcome::NotFound };
+                // A retry of the request whose kill finished the job: its answer was lost
+                // (a crash after the log, before the reply), and it is given again.
+                if finished.signal_request_ids.contains_key(&request_id) {
+                    return Outcome::Accepted;
+                }
+                let owner = finished.user_id == caller.uid;
                 return if admin || owner { Outcome::AlreadyFinished } else { Outcome::PermissionDenied };
             }
             Target::Live(id) => id,

@@ -265,6 +265,32 @@ fn bkill_0_and_retried_signal_requests() {
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Psusp.bits());
 }
 
+// Regression (found by the crash-point test, tests/crash_points.rs): `bkill` of a running
+// job, mbatchd crashed after logging the kill and before answering; the job finished
+// meanwhile, and the command's retry (same request id) was answered "Job has already
+// finished", an error for a request that had worked. Goal: the retry is recognised on the
+// finished job too and answered Accepted again; another request still gets the error.
+#[test]
+fn retried_kill_of_a_job_it_finished_is_accepted_again() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.step(signal(2, 2, "alice", &[1], SignalAction::Terminate));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Exit.bits(), "a pending job is killed at once");
+    h.check(
+        signal(2, 2, "alice", &[1], SignalAction::Terminate),
+        vec![signaled(2, &[(1, Outcome::Accepted)])],
+    );
+    h.restart();
+    h.check(
+        signal(2, 2, "alice", &[1], SignalAction::Terminate),
+        vec![signaled(2, &[(1, Outcome::Accepted)])],
+    );
+    h.check(
+        signal(3, 3, "alice", &[1], SignalAction::Terminate),
+        vec![signaled(3, &[(1, Outcome::AlreadyFinished)])],
+    );
+}
+
 /// MBD_START as the test configuration logs it at `t`.
 fn mbd_start(t: u64) -> crate::Effect {
     append(Event::MbdStart(crate::event::MbdStartRecord {
