@@ -23,7 +23,7 @@ pub mod lim_output;
 pub mod netns;
 pub mod proto;
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
@@ -120,6 +120,8 @@ pub struct Cluster {
     hosts: Vec<String>,
     mbd_port: Option<u16>,
     n_daemons: u32,
+    /// Extra environment of the daemons spawned under a name: (name, variable, value).
+    daemon_env: Vec<(String, String, OsString)>,
 }
 
 impl Cluster {
@@ -139,6 +141,7 @@ impl Cluster {
             hosts: hosts.iter().map(|host| (*host).to_owned()).collect(),
             mbd_port: None,
             n_daemons: 0,
+            daemon_env: Vec::new(),
         };
         copy_dir(&repo_root().join("etc"), &cluster.envdir());
         for folder in ["work", "log", "run"] {
@@ -281,6 +284,12 @@ impl Cluster {
         text.lines().find_map(|line| line.strip_prefix(&prefix).map(str::to_owned))
     }
 
+    /// Sets `key=value` in the environment of every daemon spawned as `daemon` from now on
+    /// (the `name` of [`Cluster::spawn`]).
+    pub fn set_daemon_env(&mut self, daemon: &str, key: &str, value: impl Into<OsString>) {
+        self.daemon_env.push((daemon.to_owned(), key.to_owned(), value.into()));
+    }
+
     /// mbatchd's port, once it was started.
     pub fn mbd_port(&self) -> Option<u16> {
         self.mbd_port
@@ -354,8 +363,11 @@ impl Cluster {
         self.n_daemons += 1;
         let log_path = self.dir().join("log").join(format!("{name}.{}.log", self.n_daemons));
         let log = fs::File::create(&log_path).expect("create the daemon's log");
-        let child = self
-            .command(program)
+        let mut command = self.command(program);
+        for (_, key, value) in self.daemon_env.iter().filter(|(daemon, _, _)| daemon == name) {
+            command.env(key, value);
+        }
+        let child = command
             .args(args)
             .stdout(Stdio::null())
             .stderr(log)
