@@ -125,8 +125,20 @@ impl Signals {
 /// A message decided by the logic, waiting for its barrier to be durable.
 #[derive(Debug)]
 enum Outgoing {
-    Client { client: u64, reply: ClientReply },
-    Sbd { host: HostName, conn: ConnId, msg: ToSbd },
+    Client {
+        client: u64,
+        reply: ClientReply,
+    },
+    /// A read's answer, computed from the state of every event appended so far.
+    Read {
+        reply: oneshot::Sender<ReadReply>,
+        answer: ReadReply,
+    },
+    Sbd {
+        host: HostName,
+        conn: ConnId,
+        msg: ToSbd,
+    },
 }
 
 /// The messages held back until the events before them are durable, in order.
@@ -420,8 +432,11 @@ impl Shell {
                 let _gone = reply.send(ReadReply::Reconfig(answer));
             }
             ConnEvent::Read { query, reply } => {
-                // The connection may have gone; then nobody needs the answer.
-                let _gone = reply.send(self.answer_read(&query));
+                // Held like a step's reply: it reports the state of events that may not
+                // be durable yet (lava-mbd's shell contract, step 3).
+                let answer = self.answer_read(&query);
+                self.hold(Outgoing::Read { reply, answer });
+                self.release();
             }
             ConnEvent::SbdClosed { conn, host } => {
                 if self.sbd.get(&host).is_some_and(|link| link.conn == conn) {
@@ -614,6 +629,10 @@ impl Shell {
                 {
                     tracing::debug!(client, "the client went away before its answer");
                 }
+            }
+            Outgoing::Read { reply, answer } => {
+                // The connection may have gone; then nobody needs the answer.
+                let _gone = reply.send(answer);
             }
             Outgoing::Sbd { host, conn, msg } => match self.sbd.get(&host) {
                 Some(link) if link.conn == conn => match link.outbox.try_send(msg) {
