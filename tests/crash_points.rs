@@ -4,7 +4,7 @@
 //! itself), the harness restarts it at once, and the phase must still reach its goal. Each
 //! point runs twice: as a plain `kill -9`, and as a power loss (the crashed process's writes
 //! that no fsync covered are dropped before the restart; see lava-crash's crate doc). After
-//! the workload, the invariants of docs/batch.md ("Crash points"):
+//! the workload, the invariants of docs/crash-points.md:
 //! - batch (mbatchd, sbatchd, shepherd): every acknowledged `bsub` exists; every job ran
 //!   exactly once (a shepherd killed before it released its job: never, and the job is
 //!   EXIT) and ended DONE or EXIT with its true exit code; a `bstop`ped job's process is
