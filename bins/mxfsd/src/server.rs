@@ -816,6 +816,16 @@ impl State {
         self.synced_epoch = None;
         // Its own locks were valid up to now (it was their master): they are reclaimed.
         self.lease_until_ms = self.now_ms() + self.settings.node_timeout_ms;
+        // Its requests went to its own master, which is gone: they are asked again after the
+        // join, as after losing any master (found by tests/crash_points.rs: a locker of a
+        // node that stepped down waited for ever).
+        self.backlog.clear();
+        self.reclaiming.clear();
+        for lock in self.locks.values_mut() {
+            if let Some(pending) = &mut lock.pending {
+                pending.resend = true;
+            }
+        }
     }
 
     /// Asks again every request that is not (or no longer) at a master.
