@@ -802,3 +802,102 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), ShellError> {
     File::open(&temp).and_then(|file| file.sync_all()).map_err(io_error("sync", &temp))?;
     fs::rename(&temp, path).map_err(io_error("rename into place", path))
 }
+
+#[cfg(test)]
+mod tests {
+    use lava_coord_ll::{Caller, Limits, Payload, Request, UserName};
+    use lava_coord_logic::{Coord, CoordConfig};
+    use lava_coord_wire::{self as wire, Reply};
+    use lava_eventlog::{EventLog, Options};
+    use tokio::sync::mpsc;
+
+    use super::{Answer, Call, CallKind, Loop};
+    use crate::journal::{self, EVENT_LOG_NAME, Journal, JournalEvent};
+
+    fn caller() -> Caller {
+        Caller { uid: 1000, user: UserName::parse("alice").expect("valid") }
+    }
+
+    fn submit(bytes: usize) -> CallKind {
+        let payload = Payload::new(vec![7; bytes], &Limits::default()).expect("under the ll limit");
+        CallKind::Request { caller: caller(), request: Request::Submit { payload } }
+    }
+
+    fn new_loop() -> Loop {
+        Loop { outbox: Default::default(), effects: Vec::new(), next_client: 1, counters: Default::default() }
+    }
+
+    fn answers(from: &mut mpsc::UnboundedReceiver<Answer>) -> Vec<(u32, Reply)> {
+        std::iter::from_fn(|| from.try_recv().ok()).map(|(sequence, reply, _)| (sequence, reply)).collect()
+    }
+
+    // Goal: an answer leaves only once the WAL is durable through the last event appended
+    // before it (the logic's shell contract, step 3), also when it appended nothing itself:
+    // a query that reads a change not yet durable, the shell's STATS, and a refusal all wait
+    // behind the submission before them, and come out in request order.
+    // Method: the loop's own `take`/`settle`/`release` on a real WAL in a temporary folder;
+    // the group commit is awaited by hand.
+    #[tokio::test(flavor = "current_thread")]
+    async fn reads_and_refusals_wait_behind_the_append_before_them() {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let mut journal = Journal::new(journal::open(&dir.path().join("coord")).expect("WAL"), 1_000_000);
+        let mut coord = Coord::new(CoordConfig::default());
+        let mut shell = new_loop();
+        let (to, mut written) = mpsc::unbounded_channel();
+        let calls = [
+            submit(3),
+            CallKind::Request { caller: caller(), request: Request::QueryCounts },
+            CallKind::Stats,
+            CallKind::Refused {
+                reply: Reply::error(wire::ERR_BAD_REQUEST, "bad field".to_owned()),
+                close: false,
+            },
+        ];
+        for (sequence, what) in (1..).zip(calls) {
+            shell
+                .take(&mut coord, &mut journal, Call { to: to.clone(), sequence, what }, 0)
+                .expect("stepped");
+        }
+        shell.settle(&coord, &mut journal);
+        assert_eq!((journal.appended_through(), journal.durable_through()), (1, 0));
+        assert_eq!(answers(&mut written), [], "nothing leaves before TaskCreated is durable");
+        assert_eq!(shell.outbox.iter().map(|held| held.barrier).collect::<Vec<_>>(), [1, 1, 1, 1]);
+
+        let Ok(JournalEvent::Durable(1)) = journal.next().await else { panic!("the group commit ends") };
+        shell.release(&journal);
+        let out = answers(&mut written);
+        assert_eq!(out.iter().map(|(sequence, _)| *sequence).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(out[0].1, Reply::Submitted(wire::SubmitTaskReply { task_id: 1 }));
+        assert_eq!(
+            out[1].1,
+            Reply::Counts(wire::CountsReply { waiting: 1, leased: 0, completed: 0, failed: 0 }),
+            "the query read the live state, which already held the task"
+        );
+        assert!(matches!(out[2].1, Reply::Stats(_)));
+        assert!(matches!(&out[3].1, Reply::Error(error) if error.code == wire::ERR_BAD_REQUEST));
+        assert!(shell.outbox.is_empty());
+    }
+
+    // Goal: when an append fails, the step's answer is never queued (the caller stops the
+    // daemon; shell contract step 4), and an answer held before it stays held.
+    // Method: a WAL whose records may hold 64 bytes, a submission whose TaskCreated is larger.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failed_append_leaves_its_answer_unsent() {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let mut options = Options::new(EVENT_LOG_NAME);
+        options.record_bytes_max = 64;
+        let (log, _report) = EventLog::open(dir.path(), options).expect("WAL");
+        let mut journal = Journal::new(std::sync::Arc::new(log), 1_000_000);
+        let mut coord = Coord::new(CoordConfig::default());
+        let mut shell = new_loop();
+        let (to, mut written) = mpsc::unbounded_channel();
+        shell
+            .take(&mut coord, &mut journal, Call { to: to.clone(), sequence: 1, what: submit(1) }, 0)
+            .expect("fits");
+        let failed = shell.take(&mut coord, &mut journal, Call { to, sequence: 2, what: submit(200) }, 0);
+        assert!(failed.is_err(), "a record over the WAL's limit fails the append");
+        assert_eq!(shell.outbox.len(), 1, "only the first submission's answer is held");
+        assert_eq!(journal.appended_through(), 1);
+        assert_eq!(answers(&mut written), []);
+    }
+}
