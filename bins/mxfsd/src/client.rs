@@ -9,7 +9,7 @@
 //!
 //! | kind | direction | body after the kind byte |
 //! |---|---|---|
-//! | 1 LOCK | request | mode u8, flags u8 (bit 0 NOQUEUE), timeout_ms u32 (0: wait forever), resource (rest, UTF-8) |
+//! | 1 LOCK | request | mode u8, flags u8 (bit 0 NOQUEUE, bit 1 NOREVOKE), timeout_ms u32 (0: wait forever), resource (rest, UTF-8) |
 //! | 2 CONVERT | request | handle u64, mode u8, flags u8, timeout_ms u32 |
 //! | 3 UNLOCK | request | handle u64 |
 //! | 4 STATUS | request | — |
@@ -21,10 +21,16 @@
 //! | 0x8F ERROR | answer | code u8 ([`ErrorCode`]), UTF-8 message |
 //! | 0x90 BAST | notification | handle u64, blocked mode u8 |
 //! | 0x91 CACHE_INVAL | notification | handle u64, start u64, length u64 |
-//! | 0x92 LOST | notification | handle u64 (the lock is gone: the master connection was lost) |
+//! | 0x92 LOST | notification | handle u64 (the lock is gone: its node was declared dead or lost its master past its lease, or the lock was revoked) |
 //!
 //! A handle is the daemon's lock id. The caller's uid comes from the kernel (SO_PEERCRED);
 //! when the connection closes, every lock it holds or waits for is released.
+//!
+//! A BAST asks the holder to downgrade (CONVERT) or release (UNLOCK) within the cluster's BAST
+//! timeout (`LAVA_MXFSD_BAST_TIMEOUT_MS`); a holder that does neither while the waiter still
+//! waits has its lock revoked: LOST, the lock is released. A LOCK with NOREVOKE is held until
+//! released: its BASTs are hints and it is never revoked (`mxfsctl lock`, whose command cannot
+//! downgrade).
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -70,6 +76,8 @@ pub mod kind {
 
 /// Flag bit: deny instead of waiting.
 pub const FLAG_NOQUEUE: u8 = 1;
+/// Flag bit of LOCK: held until released, never revoked for an unanswered BAST.
+pub const FLAG_NOREVOKE: u8 = 2;
 
 /// Why a request failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +127,8 @@ pub enum Request {
         mode: LockMode,
         /// Deny rather than wait.
         noqueue: bool,
+        /// Held until released: never revoked for an unanswered BAST.
+        norevoke: bool,
         /// 0: wait forever.
         timeout_ms: u32,
     },
@@ -231,8 +241,9 @@ impl Request {
         let flag = |noqueue: bool| if noqueue { FLAG_NOQUEUE } else { 0 };
         let mut out = Vec::new();
         match self {
-            Request::Lock { resource, mode, noqueue, timeout_ms } => {
-                out.extend_from_slice(&[kind::LOCK, mode.to_wire(), flag(*noqueue)]);
+            Request::Lock { resource, mode, noqueue, norevoke, timeout_ms } => {
+                let flags = flag(*noqueue) | if *norevoke { FLAG_NOREVOKE } else { 0 };
+                out.extend_from_slice(&[kind::LOCK, mode.to_wire(), flags]);
                 out.extend_from_slice(&timeout_ms.to_be_bytes());
                 out.extend_from_slice(resource.as_bytes());
             }
@@ -268,6 +279,7 @@ impl Request {
             kind::LOCK => Request::Lock {
                 mode: mode_at(rest, 0)?,
                 noqueue: *rest.get(1)? & FLAG_NOQUEUE != 0,
+                norevoke: *rest.get(1)? & FLAG_NOREVOKE != 0,
                 timeout_ms: u32_at(rest, 2)?,
                 resource: text(rest.get(6..)?)?,
             },
@@ -513,7 +525,9 @@ impl Client {
     }
 
     /// Locks `resource` in `mode`: waits (at most `timeout`, if given), or with `noqueue`
-    /// fails at once with [`ErrorCode::WouldBlock`] when it cannot be granted now.
+    /// fails at once with [`ErrorCode::WouldBlock`] when it cannot be granted now. The holder
+    /// must answer a BAST ([`Client::next_notification`]) by converting or unlocking within the
+    /// cluster's BAST timeout, or the lock is revoked (a LOST notification).
     pub fn lock(
         &mut self,
         resource: &str,
@@ -521,9 +535,32 @@ impl Client {
         noqueue: bool,
         timeout: Option<Duration>,
     ) -> Result<Grant, ClientError> {
+        self.lock_with(resource, mode, noqueue, false, timeout)
+    }
+
+    /// [`Client::lock`], for a lock held until released: BASTs are only hints to it and it is
+    /// never revoked for not answering them (as `mxfsctl lock` holds its locks).
+    pub fn lock_until_released(
+        &mut self,
+        resource: &str,
+        mode: LockMode,
+        noqueue: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Grant, ClientError> {
+        self.lock_with(resource, mode, noqueue, true, timeout)
+    }
+
+    fn lock_with(
+        &mut self,
+        resource: &str,
+        mode: LockMode,
+        noqueue: bool,
+        norevoke: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Grant, ClientError> {
         let timeout_ms = timeout.map_or(0, |t| u32::try_from(t.as_millis()).unwrap_or(u32::MAX).max(1));
-        let reply = self.call(&Request::Lock { resource: resource.to_owned(), mode, noqueue, timeout_ms })?;
-        Self::granted(reply)
+        let request = Request::Lock { resource: resource.to_owned(), mode, noqueue, norevoke, timeout_ms };
+        Self::granted(self.call(&request)?)
     }
 
     /// Converts the lock `handle` to `mode` (up or down).
@@ -603,7 +640,15 @@ mod tests {
                 resource: "counter".to_owned(),
                 mode: LockMode::Ex,
                 noqueue: true,
+                norevoke: false,
                 timeout_ms: 5,
+            },
+            Request::Lock {
+                resource: "counter".to_owned(),
+                mode: LockMode::Pr,
+                noqueue: false,
+                norevoke: true,
+                timeout_ms: 0,
             },
             Request::Convert { handle: 7, mode: LockMode::Pr, noqueue: false, timeout_ms: 0 },
             Request::Unlock { handle: 7 },

@@ -116,6 +116,8 @@ pub(crate) struct Counters {
     peer_connections: AtomicU64,
     client_connections: AtomicU64,
     basts: AtomicU64,
+    bast_timeouts: AtomicU64,
+    locks_revoked: AtomicU64,
 }
 
 fn type_slot(msg_type: u16) -> usize {
@@ -187,10 +189,20 @@ impl Counters {
         bump(&self.basts);
     }
 
+    /// A lock the master revoked for an unanswered BAST (on any node, its own included).
+    pub(crate) fn bast_timeout(&self) {
+        bump(&self.bast_timeouts);
+    }
+
+    /// A lock of this node's clients revoked by the master (the client was told LOST).
+    pub(crate) fn lock_revoked(&self) {
+        bump(&self.locks_revoked);
+    }
+
     /// Every counter by name, zeros included (so that a watcher sees the whole set):
     /// `received.TYPE`, `sent.TYPE` (`UNKNOWN` for a type outside the spec, listed only when
     /// non-zero), `refused.REASON`, `client_requests.KIND`, `client_refusals.REASON`,
-    /// `connections.peers`, `connections.clients`, `basts_sent`.
+    /// `connections.peers`, `connections.clients`, `basts_sent`, `bast_timeouts`, `locks_revoked`.
     pub(crate) fn snapshot(&self) -> Vec<(String, u64)> {
         let mut all = Vec::new();
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -215,6 +227,8 @@ impl Counters {
         all.push(("connections.peers".to_owned(), load(&self.peer_connections)));
         all.push(("connections.clients".to_owned(), load(&self.client_connections)));
         all.push(("basts_sent".to_owned(), load(&self.basts)));
+        all.push(("bast_timeouts".to_owned(), load(&self.bast_timeouts)));
+        all.push(("locks_revoked".to_owned(), load(&self.locks_revoked)));
         all
     }
 }

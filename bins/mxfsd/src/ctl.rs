@@ -3,8 +3,10 @@
 //! - `mxfsctl lock RESOURCE MODE [--noqueue] [--timeout S] -- COMMAND…` takes the lock, runs
 //!   COMMAND while holding it (like flock(1)), releases it and exits with COMMAND's exit code
 //!   (128 + the signal number when it was killed). If the lock cannot be had it prints why
-//!   and exits 1 without running COMMAND.
-//! - `mxfsctl status`: the master, this node, epochs, leases (the node table on the master).
+//!   and exits 1 without running COMMAND. The lock is held until released (NOREVOKE): a
+//!   running command cannot downgrade, so BASTs do not revoke it; waiters wait for the command.
+//! - `mxfsctl status`: the master, this node, epochs, leases (the node table on the master),
+//!   the peers' liveness as this node sees it, the counters.
 //! - `mxfsctl locks [RESOURCE]`: holders and waiters with their modes.
 //!
 //! The socket is `--socket PATH`, else lsf.conf's (see [`crate::socket_path`]).
@@ -56,7 +58,7 @@ pub enum CtlCommand {
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },
-    /// Show the master, the nodes, epochs and leases.
+    /// Show the master, the nodes, epochs and leases, the peers' liveness.
     Status,
     /// Show holders and waiters.
     Locks {
@@ -105,10 +107,13 @@ fn run(args: CtlArgs) -> Result<ExitCode, String> {
                 }
                 None => None,
             };
-            let grant = client.lock(&resource, mode, noqueue, timeout).map_err(|error| match error {
-                ClientError::Refused { message, .. } => format!("{resource}: {message}"),
-                other => format!("{resource}: {other}"),
-            })?;
+            let grant =
+                client.lock_until_released(&resource, mode, noqueue, timeout).map_err(
+                    |error| match error {
+                        ClientError::Refused { message, .. } => format!("{resource}: {message}"),
+                        other => format!("{resource}: {other}"),
+                    },
+                )?;
             let mut child = Command::new(&command[0])
                 .args(&command[1..])
                 .spawn()

@@ -19,8 +19,13 @@
 //!   the other nodes over TCP. A master with lower ids keeps probing them and steps down when
 //!   one of them is master again.
 //! - A node joins its master with NODE_JOIN, stamps every later message with the epoch the
-//!   answer carries, renews its lease every `LAVA_MXFSD_RENEW_MS`, and forwards its local
-//!   clients' requests. When the master goes (connection closed, or silent for half the node
+//!   answer carries, and forwards its local clients' requests. Every `LAVA_MXFSD_RENEW_MS` every
+//!   node sends LEASE_RENEW (its NODE_ALIVE too) to every other node — to its master on the
+//!   connection it joined on (that renewal is its lease), to the others on a connection of
+//!   their own between the two nodes, opened by whichever needs it first and used both ways —
+//!   answered LEASE_ACK, and keeps each peer's liveness ([`lava_dlm_logic::Liveness`]: a peer
+//!   silent for the node timeout is logged as dead and shown so by `mxfsctl status`; only the
+//!   master acts on a death). When the master goes (connection closed, or silent for half the node
 //!   timeout) the node keeps its clients' locks and reclaims them from the next master, as
 //!   long as its lease may still run; a LEASE_EXPIRE naming it, or its lease running out
 //!   without a master, loses every lock (clients get LOST) and it joins as a new incarnation.
@@ -34,7 +39,10 @@
 //!   connection closes, its locks are released (flock(1) semantics).
 //!
 //! Our own lsf.conf keys: `LAVA_MXFSD_SOCKET`, `LAVA_MXFSD_NODE_TIMEOUT_MS` (default 15000),
-//! `LAVA_MXFSD_RENEW_MS` (default 2000), `LAVA_MXFSD_RECOVERY_CMD` (run by `sh -c` with the dead
+//! `LAVA_MXFSD_RENEW_MS` (default 2000), `LAVA_MXFSD_BAST_TIMEOUT_MS` (default 10000: a
+//! holder that neither downgrades nor releases that long after its BAST, while the waiter still
+//! waits, has its lock revoked — its client gets LOST; locks taken by `mxfsctl lock` are held
+//! until released and never revoked), `LAVA_MXFSD_RECOVERY_CMD` (run by `sh -c` with the dead
 //! node id and journal slot as `$1` `$2`; until it exits 0 — retried every 5 s — the dead
 //! node's locks stay fenced; default: the recovery is recorded in the log and done at once),
 //! `LAVA_MXFSD_GROUP` (a group name or gid: when set, the socket is open to everyone (mode
@@ -66,7 +74,9 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use lava_conf::{BaseConfig, LogMask};
-use lava_dlm_logic::{LEASE_RENEW_MS_DEFAULT, NODE_TIMEOUT_MS_DEFAULT, NodeConfig, NodeId};
+use lava_dlm_logic::{
+    BAST_TIMEOUT_MS_DEFAULT, LEASE_RENEW_MS_DEFAULT, NODE_TIMEOUT_MS_DEFAULT, NodeConfig, NodeId,
+};
 
 /// File name of the default client socket, in `LAVA_CMD_SOCKET`'s folder.
 pub const SOCKET_FILE_NAME: &str = "mxfsd.sock";
@@ -106,6 +116,8 @@ pub(crate) struct Settings {
     pub key_file: PathBuf,
     pub node_timeout_ms: u64,
     pub lease_renew_ms: u64,
+    /// `LAVA_MXFSD_BAST_TIMEOUT_MS`: how long a holder has to answer a BAST.
+    pub bast_timeout_ms: u64,
     pub recovery_cmd: Option<String>,
     pub ready_file: Option<PathBuf>,
     /// `LAVA_MXFSD_GROUP` as a gid: members may lock (besides root and mxfsd's own user).
@@ -215,6 +227,7 @@ fn settings(args: &Args) -> anyhow::Result<(Settings, LogMask)> {
         key_file: base.lsf.cluster_key_file.clone(),
         node_timeout_ms: millis("LAVA_MXFSD_NODE_TIMEOUT_MS", NODE_TIMEOUT_MS_DEFAULT)?,
         lease_renew_ms: millis("LAVA_MXFSD_RENEW_MS", LEASE_RENEW_MS_DEFAULT)?,
+        bast_timeout_ms: millis("LAVA_MXFSD_BAST_TIMEOUT_MS", BAST_TIMEOUT_MS_DEFAULT)?,
         recovery_cmd: base
             .lsf
             .get("LAVA_MXFSD_RECOVERY_CMD")

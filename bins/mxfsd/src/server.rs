@@ -27,6 +27,20 @@
 //! the majority may have made another master meanwhile), or that is joined by a node carrying a
 //! newer epoch, starts over: its own locks are lost and a new master life rebuilds the table
 //! from whoever reclaims into it (a master that stepped in meanwhile steps down when it sees it).
+//!
+//! # Renewals to every peer
+//! Every node sends LEASE_RENEW to every other configured node every `LAVA_MXFSD_RENEW_MS`
+//! (lava-dlm-logic's [`Liveness`] says when and to whom, and keeps each peer's liveness from
+//! the renewals heard). The renewal goes on a connection the two nodes already have: this node's
+//! master connection (the renewal is then its lease, acknowledged by the master's logic); a
+//! joined node's connection, from a master; otherwise a **peer link**, a connection between the
+//! two that carries only LEASE_RENEW and LEASE_ACK: this node's own (opened at the renewal that
+//! finds none), or one the peer opened (an accepted connection whose first message is a
+//! LEASE_RENEW), used both ways. Every renewal is answered with LEASE_ACK on its connection
+//! (from a node that is not the renewer's master: the node timeout, lock count 0). A master
+//! hears its joined nodes' renewals as its logic's input and as liveness; the acknowledgements
+//! of its own renewals are not its logic's business. A peer's death in this node's view is
+//! logged and shown by `mxfsctl status`; only the master's logic declares deaths.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
@@ -36,7 +50,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use lava_dlm_ll::{DenyReason, Envelope, Epoch, LockId, LockMode, Message, NodeId, ResourceName};
-use lava_dlm_logic::{Config, Effect, Input, Master, NodeState, Phase, is_down_conversion};
+use lava_dlm_logic::{
+    Config, Effect, Input, Liveness, LivenessEffect, Master, NodeState, PeerState, Phase, is_down_conversion,
+};
 use lava_dlm_wire as wire;
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -75,9 +91,19 @@ enum Event {
     RecoveryDone { node: NodeId },
 }
 
+/// An accepted daemon connection.
 struct Peer {
     tx: mpsc::Sender<Vec<u8>>,
     node: Option<NodeId>,
+    /// A peer link (renewals only; see the module doc), bound to `node`.
+    link: bool,
+}
+
+/// This node's own peer link to another node (odd connection ids, like the uplink's).
+struct PeerLink {
+    conn: u64,
+    /// `None` while connecting.
+    tx: Option<mpsc::Sender<Vec<u8>>>,
 }
 
 /// This node's connection to the master it joined, or to a candidate.
@@ -186,7 +212,10 @@ struct State {
     seq: u32,
     master_inbox: VecDeque<(Option<u64>, Input)>,
     local_inbox: VecDeque<Message>,
-    next_renew_ms: u64,
+    /// Renewals to every peer and their liveness, in this node's view.
+    liveness: Liveness,
+    /// This node's own peer links, by peer.
+    links: BTreeMap<NodeId, PeerLink>,
     /// The epoch of this incarnation's last join (0: none; a new incarnation).
     prev_epoch: Epoch,
     /// The largest epoch any master showed us (a new master goes above it).
@@ -277,7 +306,14 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         seq: 0,
         master_inbox: VecDeque::new(),
         local_inbox: VecDeque::new(),
-        next_renew_ms: 0,
+        liveness: Liveness::new(
+            settings.me,
+            settings.nodes.iter().map(|node| node.id),
+            settings.node_timeout_ms,
+            settings.lease_renew_ms,
+            origin.elapsed().as_millis() as u64 + 1,
+        ),
+        links: BTreeMap::new(),
         prev_epoch: Epoch(0),
         max_epoch_seen: Epoch(0),
         lease_until_ms: 0,
@@ -540,6 +576,7 @@ fn deny_code(reason: DenyReason) -> ErrorCode {
         DenyReason::NotHeld => ErrorCode::NotHeld,
         DenyReason::Deadlock => ErrorCode::Deadlock,
         DenyReason::Invalid => ErrorCode::Invalid,
+        DenyReason::Revoked => ErrorCode::Lost,
     }
 }
 
@@ -573,9 +610,9 @@ impl State {
         if let Some(since) = self.quorum_lost_at_ms {
             deadline = deadline.min(since + self.settings.node_timeout_ms);
         }
+        deadline = deadline.min(self.liveness.next_deadline_ms());
         if let Some(uplink) = &self.uplink {
             if uplink.joined.is_some() {
-                deadline = deadline.min(self.next_renew_ms);
                 deadline = deadline.min(uplink.last_heard_ms + self.silence_ms());
             } else {
                 deadline = deadline.min(uplink.join_sent_ms + self.join_wait_ms());
@@ -611,8 +648,9 @@ impl State {
         !self.is_master() || self.settings.me > self.lowest()
     }
 
-    /// Lease expiry and rebuild (master), renewals and master silence (node), the lease of a
-    /// node without a master, the search for the master, client timeouts.
+    /// Lease expiry and rebuild (master), renewals to every peer and their liveness, master
+    /// silence (node), the lease of a node without a master, the search for the master, client
+    /// timeouts.
     fn timers(&mut self, now_ms: u64) -> anyhow::Result<()> {
         if let Some(master) = &self.master
             && master.next_deadline_ms() <= now_ms
@@ -653,13 +691,8 @@ impl State {
                 self.next_attempt_ms = now_ms;
             }
         }
-        if let Some(Uplink { joined: Some(_), .. }) = self.uplink
-            && now_ms >= self.next_renew_ms
-        {
-            self.next_renew_ms = now_ms + self.settings.lease_renew_ms;
-            let lock_count = self.locks.values().filter(|lock| lock.token.is_some()).count() as u32;
-            let renew = Message::LeaseRenew { duration_ms: self.settings.node_timeout_ms, lock_count };
-            self.send_to_master(renew);
+        for effect in self.liveness.tick(now_ms) {
+            self.liveness_effect(effect);
         }
         if !self.is_master()
             && self.prev_epoch != Epoch(0)
@@ -753,7 +786,7 @@ impl State {
             port: self.settings.listen_addr.port(),
             nodes: self.settings.nodes.clone(),
             node_timeout_ms: self.settings.node_timeout_ms,
-            lease_renew_ms: self.settings.lease_renew_ms,
+            bast_timeout_ms: self.settings.bast_timeout_ms,
         };
         let mut master = Master::new(config, durable);
         let effects = master.step(self.now_ms(), Input::Start { survivor });
@@ -780,7 +813,7 @@ impl State {
                 let slot = self.settings.nodes.iter().find(|n| n.id == *node).map_or(0, |n| n.slot);
                 sync.push(Message::JournalRecover { node: *node, slot });
             }
-            sync.push(Message::NodeAlive);
+            sync.push(self.renewal());
         }
         self.prev_epoch = epoch;
         self.synced_epoch = Some(epoch);
@@ -798,7 +831,7 @@ impl State {
     fn restart_master(&mut self) {
         self.master = None;
         self.master_inbox.clear();
-        self.peers.clear();
+        self.peers.retain(|_, peer| peer.link);
         self.node_conns.clear();
         self.fence_out("a newer master ran while this one was cut off");
         self.synced_epoch = None;
@@ -810,8 +843,9 @@ impl State {
         let Some(master) = self.master.take() else { return };
         tracing::warn!(epoch = %master.epoch(), "a lower node is the lock master; stepping down");
         self.master_inbox.clear();
-        // Closing every daemon connection sends the other nodes looking for the master again.
-        self.peers.clear();
+        // Closing every daemon connection sends the other nodes looking for the master again
+        // (peer links stay: they carry renewals only).
+        self.peers.retain(|_, peer| peer.link);
         self.node_conns.clear();
         self.synced_epoch = None;
         // Its own locks were valid up to now (it was their master): they are reclaimed.
@@ -857,13 +891,24 @@ impl State {
                     tracing::info!(node = %uplink.node, "connected to a candidate master; joining");
                     uplink.tx = Some(tx);
                     self.send_join();
+                } else if let Some(node) = self.link_node(conn) {
+                    tracing::debug!(%node, conn, "peer link open");
+                    self.links.get_mut(&node).expect("found above").tx = Some(tx);
+                    // The peer hears from this node at once.
+                    self.renew(node);
                 } else if conn % 2 == 0 {
-                    self.peers.insert(conn, Peer { tx, node: None });
+                    self.peers.insert(conn, Peer { tx, node: None, link: false });
                 }
             }
             Event::PeerMessage { conn, envelope } => {
+                let accepted_link = self.peers.get(&conn).is_some_and(|peer| {
+                    peer.link
+                        || (peer.node.is_none() && matches!(envelope.message, Message::LeaseRenew { .. }))
+                });
                 if self.uplink.as_ref().is_some_and(|uplink| uplink.conn == conn) {
                     self.on_uplink_message(envelope);
+                } else if self.link_node(conn).is_some() || accepted_link {
+                    self.on_peer_link_message(conn, envelope);
                 } else if self.is_master() {
                     self.on_peer_message(conn, envelope);
                 } else if self.peers.remove(&conn).is_some() {
@@ -871,6 +916,10 @@ impl State {
                 }
             }
             Event::PeerDown { conn, reason } => {
+                if let Some(node) = self.link_node(conn) {
+                    tracing::debug!(%node, conn, %reason, "peer link closed; opened again at the next renewal");
+                    self.links.remove(&node);
+                }
                 if let Some(peer) = self.peers.remove(&conn) {
                     tracing::info!(conn, node = ?peer.node.map(NodeId::get), %reason, "daemon connection closed");
                     if let Some(node) = peer.node
@@ -890,6 +939,10 @@ impl State {
                 }
             }
             Event::UplinkFailed { conn, reason } => {
+                if let Some(node) = self.link_node(conn) {
+                    tracing::debug!(%node, %reason, "no peer link; tried again at the next renewal");
+                    self.links.remove(&node);
+                }
                 if let Some(uplink) = self.uplink.as_ref().filter(|uplink| uplink.conn == conn) {
                     // That node is down: the next one is tried at once.
                     tracing::debug!(node = %uplink.node, %reason, "candidate master unreachable");
@@ -923,6 +976,142 @@ impl State {
                 if self.is_master() {
                     self.master_inbox.push_back((None, Input::RecoveryDone { node }));
                 }
+            }
+        }
+    }
+
+    /// The peer whose link (this node's own) is connection `conn`.
+    fn link_node(&self, conn: u64) -> Option<NodeId> {
+        self.links.iter().find(|(_, link)| link.conn == conn).map(|(node, _)| *node)
+    }
+
+    /// This node's LEASE_RENEW (also its NODE_ALIVE): its node timeout, its granted locks.
+    fn renewal(&self) -> Message {
+        let lock_count = self.locks.values().filter(|lock| lock.token.is_some()).count() as u32;
+        Message::LeaseRenew { duration_ms: self.settings.node_timeout_ms, lock_count, node: self.settings.me }
+    }
+
+    /// The LEASE_ACK of a renewal from `renewer` by a node that is not its master: the node
+    /// timeout, and no locks of it here.
+    fn peer_ack(&self, renewer: NodeId) -> Message {
+        Message::LeaseAck { duration_ms: self.settings.node_timeout_ms, lock_count: 0, node: renewer }
+    }
+
+    /// The epoch this node stamps on what it sends outside its master connection.
+    fn own_epoch(&self) -> Epoch {
+        match (&self.master, &self.uplink) {
+            (Some(master), _) => master.epoch(),
+            (None, Some(Uplink { joined: Some(epoch), .. })) => *epoch,
+            _ => self.prev_epoch,
+        }
+    }
+
+    /// A LEASE_RENEW from `node` arrived.
+    fn heard_renewal(&mut self, node: NodeId) {
+        let now_ms = self.now_ms();
+        for effect in self.liveness.renewal(now_ms, node) {
+            self.liveness_effect(effect);
+        }
+    }
+
+    fn liveness_effect(&mut self, effect: LivenessEffect) {
+        match effect {
+            LivenessEffect::Renew { to } => self.renew(to),
+            LivenessEffect::PeerAlive { node } => {
+                tracing::info!(%node, host = self.node_name(node), "peer renewals arrive: alive");
+            }
+            LivenessEffect::PeerDead { node, last_renewal_ms } => {
+                let silent_ms = last_renewal_ms.map(|at| self.now_ms().saturating_sub(at));
+                tracing::warn!(%node, host = self.node_name(node), ?silent_ms, "no renewal from this peer for the node timeout: taken for dead here (only the master declares a death)");
+            }
+        }
+    }
+
+    /// LEASE_RENEW to `to` (see the module doc): on the master connection if `to` is this
+    /// node's master, else on a connection to `to` (a master's joined node, a peer link), else
+    /// a peer link is opened (the renewal goes when it is up).
+    fn renew(&mut self, to: NodeId) {
+        let renewal = self.renewal();
+        if let Some(Uplink { joined: Some(epoch), tx: Some(_), node, .. }) = &self.uplink
+            && *node == to
+        {
+            let epoch = *epoch;
+            return self.send_uplink(epoch, renewal);
+        }
+        let joined_conn = self.master.as_ref().and(self.node_conns.get(&to).copied());
+        let accepted_link =
+            self.peers.iter().find(|(_, peer)| peer.link && peer.node == Some(to)).map(|(conn, _)| *conn);
+        if let Some(conn) = joined_conn.or(accepted_link) {
+            let tx = self.peers[&conn].tx.clone();
+            if !self.send_frame(&tx, to, self.own_epoch(), &renewal) {
+                tracing::warn!(node = %to, "send queue full; connection closed");
+                self.peers.remove(&conn);
+                self.node_conns.retain(|_, c| *c != conn);
+            }
+            return;
+        }
+        match self.links.get(&to) {
+            Some(PeerLink { tx: Some(tx), .. }) => {
+                let tx = tx.clone();
+                if !self.send_frame(&tx, to, self.own_epoch(), &renewal) {
+                    tracing::warn!(node = %to, "send queue full; peer link closed");
+                    self.links.remove(&to);
+                }
+            }
+            Some(PeerLink { tx: None, .. }) => {}
+            None => {
+                let Some(addr) = self.settings.addrs.get(&to).copied().flatten() else { return };
+                let conn = self.next_uplink_conn;
+                self.next_uplink_conn += 2;
+                self.links.insert(to, PeerLink { conn, tx: None });
+                tokio::spawn(try_uplink(
+                    Some(addr),
+                    conn,
+                    Arc::clone(&self.auth),
+                    Arc::clone(&self.counters),
+                    self.events.clone(),
+                ));
+            }
+        }
+    }
+
+    /// A message on a peer link (this node's own, or one a peer opened): a LEASE_RENEW is
+    /// recorded and answered with LEASE_ACK on the link, a LEASE_ACK is taken; anything else,
+    /// or a sender other than the link's peer, closes the link.
+    fn on_peer_link_message(&mut self, conn: u64, envelope: Envelope) {
+        let sender = envelope.sender;
+        let own = self.link_node(conn);
+        let bound = own.or_else(|| self.peers.get(&conn).and_then(|peer| peer.node));
+        let fits = matches!(envelope.message, Message::LeaseRenew { .. } | Message::LeaseAck { .. });
+        if bound.is_some_and(|node| node != sender) || !fits {
+            self.counters.refused(Refusal::Stranger);
+            tracing::info!(conn, %sender, message = envelope.message.to_wire().name(), "not a renewal of the link's peer; peer link closed");
+            match own {
+                Some(node) => {
+                    self.links.remove(&node);
+                }
+                None => {
+                    self.peers.remove(&conn);
+                }
+            }
+            return;
+        }
+        if own.is_none()
+            && let Some(peer) = self.peers.get_mut(&conn)
+        {
+            peer.node = Some(sender);
+            peer.link = true;
+        }
+        if let Message::LeaseRenew { .. } = envelope.message {
+            self.heard_renewal(sender);
+            let ack = self.peer_ack(sender);
+            let tx = match own {
+                Some(node) => self.links.get(&node).and_then(|link| link.tx.clone()),
+                None => self.peers.get(&conn).map(|peer| peer.tx.clone()),
+            };
+            if let Some(tx) = tx {
+                let epoch = self.own_epoch();
+                self.send_frame(&tx, sender, epoch, &ack);
             }
         }
     }
@@ -969,6 +1158,13 @@ impl State {
             self.peers.remove(&conn);
             return;
         }
+        match envelope.message {
+            // The node acknowledges this node's own renewal: nothing for the logic.
+            Message::LeaseAck { .. } if peer.node.is_some() => return,
+            // A joined node's lease renewal is also its liveness.
+            Message::LeaseRenew { .. } if peer.node.is_some() => self.heard_renewal(envelope.sender),
+            _ => {}
+        }
         self.master_inbox.push_back((Some(conn), Input::Message(envelope)));
     }
 
@@ -1008,6 +1204,13 @@ impl State {
             Message::LeaseExpire { node } if node == me => {
                 self.fence_out("the master declared this node dead");
                 self.lose_master("the master declared this node dead");
+            }
+            Message::LeaseRenew { .. } if uplink.joined.is_some() => {
+                // The master's renewal to this node (not this node's lease): its liveness.
+                let (master, epoch) = (uplink.node, uplink.joined.expect("checked"));
+                self.heard_renewal(master);
+                let ack = self.peer_ack(master);
+                self.send_uplink(epoch, ack);
             }
             message if uplink.joined.is_some() => self.local_inbox.push_back(message),
             _ => {}
@@ -1054,10 +1257,9 @@ impl State {
                 out.push(Message::JournalRecover { node: *node, slot });
             }
             tracing::info!(n_locks = lock_count, "reclaiming locks from the new master");
-            out.push(Message::LeaseRenew { duration_ms: self.settings.node_timeout_ms, lock_count });
+            out.push(self.renewal());
             self.sync_pending = true;
         }
-        self.next_renew_ms = now_ms + self.settings.lease_renew_ms;
         let released = std::mem::take(&mut self.released);
         out.extend(std::mem::take(&mut self.backlog));
         for message in out {
@@ -1241,6 +1443,10 @@ impl State {
                 Effect::NodeRecovered { node } => tracing::info!(%node, "journal recovery done"),
                 Effect::NodeLeft { node } => tracing::info!(%node, "node left"),
                 Effect::RebuildDone => tracing::info!("lock table rebuilt; serving"),
+                Effect::Revoked { node, lock, resource } => {
+                    self.counters.bast_timeout();
+                    tracing::warn!(%node, lock = lock.0, %resource, bast_timeout_ms = self.settings.bast_timeout_ms, "BAST not answered in time; lock revoked");
+                }
             }
         }
         Ok(())
@@ -1311,6 +1517,24 @@ impl State {
                 let client = local.client;
                 self.reply(client, Reply::Granted { handle: lock.0, mode, token });
                 lava_crash::point!("mxfsd.grant_sent");
+            }
+            Message::Deny { lock, reason: DenyReason::Revoked, .. } => {
+                // The master took the lock back (its BAST was not answered in time): the client
+                // is told, and the lock is released.
+                self.reclaiming.remove(&lock.0);
+                let Some(local) = self.locks.remove(&lock.0) else { return };
+                self.counters.lock_revoked();
+                tracing::warn!(lock = lock.0, resource = %local.resource, "lock revoked by the master: BAST not answered in time");
+                let reply = if local.pending.is_some() {
+                    Reply::Error {
+                        code: ErrorCode::Lost,
+                        message: "lock revoked: its BAST was not answered in time".to_owned(),
+                    }
+                } else {
+                    Reply::Lost { handle: lock.0 }
+                };
+                self.reply(local.client, reply);
+                self.release(lock.0, local.resource);
             }
             Message::Deny { lock, reason, .. } => {
                 if self.reclaiming.remove(&lock.0) {
@@ -1400,7 +1624,7 @@ impl State {
         let now_ms = self.now_ms();
         let deadline = |timeout_ms: u32| (timeout_ms > 0).then(|| now_ms + u64::from(timeout_ms));
         match request {
-            Request::Lock { resource, mode, noqueue, timeout_ms } => {
+            Request::Lock { resource, mode, noqueue, norevoke, timeout_ms } => {
                 let resource = match ResourceName::parse(&resource) {
                     Ok(resource) => resource,
                     Err(error) => {
@@ -1408,7 +1632,8 @@ impl State {
                     }
                 };
                 self.next_lock += 1;
-                let id = self.next_lock;
+                // A lock held until released says so in the top bit of its id.
+                let id = self.next_lock | if norevoke { LockId::NOREVOKE } else { 0 };
                 let pending = Some(Pending {
                     deadline_ms: deadline(timeout_ms),
                     mode,
@@ -1581,6 +1806,26 @@ impl State {
                 );
             }
         }
+        let now_ms = self.now_ms();
+        let _ = writeln!(
+            out,
+            "PEERS: LEASE_RENEW every {} ms to each; one silent for {} ms is taken for dead here",
+            self.liveness.lease_renew_ms(),
+            self.liveness.node_timeout_ms()
+        );
+        let _ = writeln!(out, "{:<6}{:<20}{:<10}{:>14}", "PEER", "HOST", "LIVENESS", "LAST_RENEWAL");
+        for peer in self.liveness.peers() {
+            let state = match peer.state {
+                PeerState::Waiting => "waiting",
+                PeerState::Alive => "alive",
+                PeerState::Dead => "dead",
+            };
+            let last = peer
+                .last_renewal_ms
+                .map_or_else(|| "never".to_owned(), |at| format!("{}ms_ago", now_ms.saturating_sub(at)));
+            let _ =
+                writeln!(out, "{:<6}{:<20}{:<10}{:>14}", peer.id.get(), self.node_name(peer.id), state, last);
+        }
         let _ = writeln!(out, "Counters:");
         for (name, value) in self.counters.snapshot().into_iter().chain(self.gauges()) {
             let _ = writeln!(out, "{name} {value}");
@@ -1600,15 +1845,21 @@ impl State {
         };
         put("epoch", epoch);
         put("is_master", u64::from(self.is_master()));
+        let peers = self.liveness.peers();
+        let count = |state: PeerState| peers.iter().filter(|peer| peer.state == state).count() as u64;
+        put("peers.alive", count(PeerState::Alive));
+        put("peers.dead", count(PeerState::Dead));
         if let Some(logic) = &self.master {
             let resources = logic.resources();
             let mut by_mode = [0u64; LockMode::ALL.len()];
             let (mut granted, mut waiting, mut converting, mut fenced) = (0u64, 0u64, 0u64, 0u64);
+            let mut revoked = 0u64;
             for resource in &resources {
                 for holder in &resource.granted {
                     granted += 1;
                     converting += u64::from(holder.converting_to.is_some());
                     fenced += u64::from(holder.fenced);
+                    revoked += u64::from(holder.revoked);
                     if let Some(idx) = LockMode::ALL.iter().position(|mode| *mode == holder.mode) {
                         by_mode[idx] += 1;
                     }
@@ -1620,6 +1871,7 @@ impl State {
             put("table.waiting", waiting);
             put("table.converting", converting);
             put("table.fenced", fenced);
+            put("table.revoked", revoked);
             for (mode, count) in LockMode::ALL.iter().zip(by_mode) {
                 put(&format!("table.granted.{}", mode.name()), count);
             }
@@ -1656,6 +1908,7 @@ impl State {
                 for holder in &resource.granted {
                     let state = match (holder.fenced, holder.converting_to) {
                         (true, _) => "fenced".to_owned(),
+                        (false, _) if holder.revoked => "revoked".to_owned(),
                         (false, Some(to)) => format!("converting->{to}"),
                         (false, None) => "granted".to_owned(),
                     };

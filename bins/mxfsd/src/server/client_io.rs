@@ -252,8 +252,13 @@ mod tests {
         let (ours, theirs) = UnixStream::pair().expect("socket pair");
         ours.set_nonblocking(true).expect("non-blocking");
         let reader = crate::sys::watch(ours, Interest::READABLE).expect("registered");
-        let lock =
-            Request::Lock { resource: "r".to_owned(), mode: LockMode::Ex, noqueue: false, timeout_ms: 0 };
+        let lock = Request::Lock {
+            resource: "r".to_owned(),
+            mode: LockMode::Ex,
+            noqueue: false,
+            norevoke: false,
+            timeout_ms: 0,
+        };
         let mut first = frame(&lock.encode());
         first.extend(frame(&Request::Unlock { handle: 7 }.encode()));
         let status = frame(&Request::Status.encode());

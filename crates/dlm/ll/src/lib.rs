@@ -4,10 +4,12 @@
 //! - Domain newtypes: [`NodeId`] (non-zero; 0 is the header's "broadcast" target),
 //!   [`Epoch`], [`LockId`], [`ResourceName`] (1..=255 bytes of printable UTF-8 without
 //!   whitespace), [`LockMode`] (the six classic modes NL, CR, CW, PR, PW, EX), [`DenyReason`].
-//! - [`Message`]: every message type with its fields validated; LOCK_REQ and LOCK_CONVERT
-//!   both become [`Message::Lock`] (LOCK_CONVERT is "LOCK_REQ with the CONVERT flag": a
-//!   LOCK_CONVERT without the flag, or a LOCK_REQ with it, is taken as a conversion either way
-//!   and sent back as LOCK_CONVERT).
+//! - [`Message`]: every message type mxfsd exchanges, with its fields validated. LOCK_REQ and
+//!   LOCK_CONVERT both become [`Message::Lock`]; a conversion is "LOCK_REQ with the CONVERT
+//!   flag", so a LOCK_REQ with the flag, and a LOCK_CONVERT with or without it (older senders),
+//!   are taken as a conversion, and a conversion is sent as LOCK_REQ with the flag. NODE_ALIVE
+//!   is carried on LEASE_RENEW (a renewal says its sender is alive): a NODE_ALIVE frame alone
+//!   is refused ([`LlError::NotAlone`]). A LEASE_RENEW names its sender as the lease's node.
 //! - [`Envelope`]: the header's seq, sender, target and epoch with the message
 //!   ([`Envelope::from_wire`], [`Envelope::to_wire`]).
 //!
@@ -62,6 +64,24 @@ pub enum LlError {
         /// The byte.
         got: u8,
     },
+    /// A field that must name the sender names another node.
+    #[error("field `{field}`: node {got} is not the sender {sender}")]
+    NotSender {
+        /// The field.
+        field: &'static str,
+        /// The node it names.
+        got: u32,
+        /// The header's sender.
+        sender: u32,
+    },
+    /// A message type that is only ever carried on another one.
+    #[error("{msg_type} is carried on {carrier}, never sent alone")]
+    NotAlone {
+        /// The message type.
+        msg_type: &'static str,
+        /// The message that carries it.
+        carrier: &'static str,
+    },
     /// A LOCK_GRANT with a non-OK status, or a LOCK_DENY with status OK.
     #[error("field `status`: {got} does not fit a {msg_type}")]
     StatusMismatch {
@@ -109,9 +129,20 @@ impl fmt::Display for Epoch {
     }
 }
 
-/// A lock of one node, numbered by that node.
+/// A lock of one node, numbered by that node. Its top bit ([`LockId::NOREVOKE`]) marks a lock
+/// held until released, never revoked for an unanswered BAST.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LockId(pub u64);
+
+impl LockId {
+    /// The bit of a lock held until released (lava-dlm-wire's `LOCK_ID_NOREVOKE`).
+    pub const NOREVOKE: u64 = wire::LOCK_ID_NOREVOKE;
+
+    /// Whether the master may revoke this lock when its holder does not answer a BAST in time.
+    pub fn revocable(self) -> bool {
+        self.0 & LockId::NOREVOKE == 0
+    }
+}
 
 /// A resource name: 1..=255 bytes of UTF-8 with no whitespace or control characters.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -210,6 +241,9 @@ pub enum DenyReason {
     Deadlock,
     /// Not valid in the master's state (e.g. a new request reusing a held lock id).
     Invalid,
+    /// Of a granted lock: the master took it back, its holder having neither downgraded nor
+    /// released it within the BAST timeout.
+    Revoked,
 }
 
 impl DenyReason {
@@ -220,6 +254,7 @@ impl DenyReason {
             DenyReason::NotHeld => wire::STATUS_NOT_HELD,
             DenyReason::Deadlock => wire::STATUS_DEADLOCK,
             DenyReason::Invalid => wire::STATUS_INVALID,
+            DenyReason::Revoked => wire::STATUS_REVOKED,
         }
     }
 
@@ -230,6 +265,7 @@ impl DenyReason {
             wire::STATUS_NOT_HELD => Ok(DenyReason::NotHeld),
             wire::STATUS_DEADLOCK => Ok(DenyReason::Deadlock),
             wire::STATUS_INVALID => Ok(DenyReason::Invalid),
+            wire::STATUS_REVOKED => Ok(DenyReason::Revoked),
             got => Err(LlError::BadStatus { got }),
         }
     }
@@ -241,6 +277,7 @@ impl DenyReason {
             DenyReason::NotHeld => "the lock to convert is not held",
             DenyReason::Deadlock => "the conversion would deadlock",
             DenyReason::Invalid => "the request is invalid",
+            DenyReason::Revoked => "the lock was revoked: its BAST was not answered in time",
         }
     }
 }
@@ -248,7 +285,7 @@ impl DenyReason {
 /// A validated message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
-    /// LOCK_REQ, or LOCK_CONVERT when `convert`.
+    /// LOCK_REQ (a conversion when `convert`; LOCK_CONVERT is taken as one too).
     Lock {
         /// The requester's lock id.
         lock: LockId,
@@ -299,20 +336,24 @@ pub enum Message {
         /// The mode the blocked waiter asks for.
         mode: LockMode,
     },
-    /// LEASE_RENEW.
+    /// LEASE_RENEW, which is also the sender's NODE_ALIVE.
     LeaseRenew {
-        /// Lease duration the sender asks for.
+        /// How long the sender asks to be taken for alive from this renewal (its node timeout).
         duration_ms: u64,
-        /// Locks it holds.
+        /// The locks its clients hold granted.
         lock_count: u32,
+        /// The node whose lease it is: the sender ([`Envelope::from_wire`] checks it).
+        node: NodeId,
     },
     /// LEASE_ACK.
     LeaseAck {
-        /// Lease duration granted.
+        /// The lease granted: how long the acknowledging node takes the renewer for alive from
+        /// the renewal (its node timeout).
         duration_ms: u64,
-        /// Locks the node holds at the master.
+        /// The renewer's locks in the acknowledging node's table (0 at a node that is not its
+        /// master).
         lock_count: u32,
-        /// The node whose lease it is.
+        /// The renewer, whose lease it is.
         node: NodeId,
     },
     /// LEASE_EXPIRE: `node` was declared dead.
@@ -334,8 +375,6 @@ pub enum Message {
         /// The node's DLM port.
         port: u16,
     },
-    /// NODE_ALIVE.
-    NodeAlive,
     /// JOURNAL_RECOVER.
     JournalRecover {
         /// The dead node.
@@ -423,9 +462,11 @@ impl Message {
                 resource: resource(&bast.resource)?,
                 mode: LockMode::from_wire("mode", bast.mode)?,
             },
-            wire::Message::LeaseRenew(lease) => {
-                Message::LeaseRenew { duration_ms: lease.duration_ms, lock_count: lease.lock_count }
-            }
+            wire::Message::LeaseRenew(lease) => Message::LeaseRenew {
+                duration_ms: lease.duration_ms,
+                lock_count: lease.lock_count,
+                node: NodeId::parse("node", lease.node)?,
+            },
             wire::Message::LeaseAck(lease) => Message::LeaseAck {
                 duration_ms: lease.duration_ms,
                 lock_count: lease.lock_count,
@@ -442,7 +483,9 @@ impl Message {
                 name: check_name("name", &node.name, NODE_NAME_BYTES_MAX)?,
                 port: node.port,
             },
-            wire::Message::NodeAlive => Message::NodeAlive,
+            wire::Message::NodeAlive => {
+                return Err(LlError::NotAlone { msg_type: "NODE_ALIVE", carrier: "LEASE_RENEW" });
+            }
             wire::Message::JournalRecover(journal) => {
                 Message::JournalRecover { node: NodeId::parse("node", journal.node)?, slot: journal.slot }
             }
@@ -469,7 +512,7 @@ impl Message {
                     flags,
                     resource: resource.0.as_bytes().to_vec(),
                 };
-                if *convert { wire::Message::LockConvert(req) } else { wire::Message::LockReq(req) }
+                wire::Message::LockReq(req)
             }
             Message::Grant { lock, resource, mode, token } => wire::Message::LockGrant(wire::LockResp {
                 lock_id: lock.0,
@@ -494,11 +537,13 @@ impl Message {
                 mode: mode.to_wire(),
                 resource: resource.0.as_bytes().to_vec(),
             }),
-            Message::LeaseRenew { duration_ms, lock_count } => wire::Message::LeaseRenew(wire::LeaseMsg {
-                duration_ms: *duration_ms,
-                lock_count: *lock_count,
-                node: 0,
-            }),
+            Message::LeaseRenew { duration_ms, lock_count, node } => {
+                wire::Message::LeaseRenew(wire::LeaseMsg {
+                    duration_ms: *duration_ms,
+                    lock_count: *lock_count,
+                    node: node.0,
+                })
+            }
             Message::LeaseAck { duration_ms, lock_count, node } => wire::Message::LeaseAck(wire::LeaseMsg {
                 duration_ms: *duration_ms,
                 lock_count: *lock_count,
@@ -513,7 +558,6 @@ impl Message {
             Message::NodeLeave { name, port } => {
                 wire::Message::NodeLeave(wire::NodeMsg { port: *port, name: name.as_bytes().to_vec() })
             }
-            Message::NodeAlive => wire::Message::NodeAlive,
             Message::JournalRecover { node, slot } => {
                 wire::Message::JournalRecover(wire::JournalMsg { node: node.0, slot: *slot })
             }
@@ -530,14 +574,21 @@ impl Message {
 }
 
 impl Envelope {
-    /// Validates a decoded header and message.
+    /// Validates a decoded header and message (a LEASE_RENEW's node must be its sender).
     pub fn from_wire(header: &wire::Header, message: &wire::Message) -> Result<Envelope, LlError> {
+        let sender = NodeId::parse("sender", header.sender)?;
+        let message = Message::from_wire(message)?;
+        if let Message::LeaseRenew { node, .. } = message
+            && node != sender
+        {
+            return Err(LlError::NotSender { field: "node", got: node.0, sender: sender.0 });
+        }
         Ok(Envelope {
             seq: header.seq,
-            sender: NodeId::parse("sender", header.sender)?,
+            sender,
             target: NodeId::new(header.target),
             epoch: Epoch(header.epoch),
-            message: Message::from_wire(message)?,
+            message,
         })
     }
 
@@ -616,16 +667,15 @@ mod tests {
         assert_eq!(message.to_wire(), valid);
     }
 
-    // Goal: LOCK_CONVERT is LOCK_REQ with the CONVERT flag, whichever way it arrives.
+    // Goal: a conversion is LOCK_REQ with the CONVERT flag, and is sent so (type 1, not
+    // LOCK_CONVERT); a LOCK_CONVERT from an older sender, flagged or not, is a conversion too.
     #[test]
     fn convert_is_a_flagged_lock_request() {
         let flagged = wire_req(1, wire::FLAG_CONVERT, b"r");
         let converted = Message::from_wire(&flagged).expect("valid");
         assert!(matches!(converted, Message::Lock { convert: true, .. }));
-        assert!(matches!(
-            converted.to_wire(),
-            wire::Message::LockConvert(wire::LockReq { flags: wire::FLAG_CONVERT, .. })
-        ));
+        assert_eq!(converted.to_wire(), flagged);
+        assert_eq!(converted.to_wire().msg_type(), wire::msg_type::LOCK_REQ);
         let bare = wire::Message::LockConvert(wire::LockReq {
             lock_id: 1,
             mode: 1,
@@ -633,6 +683,47 @@ mod tests {
             resource: b"r".to_vec(),
         });
         assert!(matches!(Message::from_wire(&bare), Ok(Message::Lock { convert: true, .. })));
+    }
+
+    // Goal: the lease messages say what their docs say: a LEASE_RENEW names its sender as the
+    // lease's node (0 or another node is refused) and goes with that node on the wire; NODE_ALIVE
+    // is carried on LEASE_RENEW and refused alone.
+    #[test]
+    fn renewal_names_its_sender_and_node_alive_is_not_sent_alone() {
+        let header = |sender| wire::Header { msg_type: 7, length: 0, seq: 1, sender, target: 1, epoch: 4 };
+        let renew =
+            |node| wire::Message::LeaseRenew(wire::LeaseMsg { duration_ms: 15_000, lock_count: 2, node });
+        let two = NodeId::new(2).expect("not zero");
+        let envelope = Envelope::from_wire(&header(2), &renew(2)).expect("valid");
+        let message = Message::LeaseRenew { duration_ms: 15_000, lock_count: 2, node: two };
+        assert_eq!(envelope.message, message);
+        assert_eq!(message.to_wire(), renew(2));
+        assert_eq!(
+            Envelope::from_wire(&header(2), &renew(3)),
+            Err(LlError::NotSender { field: "node", got: 3, sender: 2 })
+        );
+        assert_eq!(Message::from_wire(&renew(0)), Err(LlError::ZeroNode { field: "node" }));
+        assert_eq!(
+            Message::from_wire(&wire::Message::NodeAlive),
+            Err(LlError::NotAlone { msg_type: "NODE_ALIVE", carrier: "LEASE_RENEW" })
+        );
+    }
+
+    // Goal: a revocation is a LOCK_DENY with status REVOKED, both ways; a lock id with the top
+    // bit set is not revocable.
+    #[test]
+    fn revocation_and_norevoke_lock_ids() {
+        let revoked = Message::Deny {
+            lock: LockId(7),
+            resource: ResourceName::parse("r").expect("valid"),
+            mode: LockMode::Ex,
+            reason: DenyReason::Revoked,
+        };
+        let wire = revoked.to_wire();
+        assert!(matches!(wire, wire::Message::LockDeny(wire::LockResp { status: wire::STATUS_REVOKED, .. })));
+        assert_eq!(Message::from_wire(&wire), Ok(revoked));
+        assert!(LockId(7).revocable());
+        assert!(!LockId(LockId::NOREVOKE | 7).revocable());
     }
 
     // Goal: mode names parse case-insensitively and map to the wire values 0..=5.

@@ -44,6 +44,20 @@
 //! 5. **BAST**: every holder whose mode blocks a queued request (the new one, or the head of a
 //!    queue after a change) is sent one LOCK_BAST naming the blocked mode; a holder is told once
 //!    per mode it holds (a conversion re-arms it). Fenced holders of a dead node get none.
+//! 6. **BAST timeout** (`bast_timeout_ms`): the spec's holder "should downgrade or release
+//!    within bast_timeout_ms". A revocable holder (its [`LockId::revocable`]) that has neither
+//!    converted nor released that long after its BAST, and still blocks a queued request, has
+//!    its lock **revoked**: [`Effect::Revoked`], then LOCK_DENY with [`DenyReason::Revoked`]
+//!    to its node, which tells its client the lock is lost and releases it (LOCK_RELEASE).
+//!    Until that release arrives the lock stays in the table, revoked, and keeps blocking (the
+//!    master cannot know before that the client was told; a node that never answers is a node
+//!    whose lease runs out: the death sequence takes its locks); the revocation is sent again
+//!    every `bast_timeout_ms`. A holder that stopped blocking anyone by then is re-armed (the
+//!    next conflict sends a new BAST). A lock held until released (the top bit of its id:
+//!    `mxfsctl lock`, which cannot downgrade a running command) gets BASTs as hints and is never
+//!    revoked. Nothing is revoked while grants are held ([`Master::frozen`]): a holder that
+//!    downgrades then is queued, not granted; its deadline is looked at again once grants
+//!    resume.
 //!
 //! # Mastering, takeover and the rebuild of the lock table
 //! The spec's single master: the lowest live node id masters every resource (finding it is the
@@ -52,7 +66,7 @@
 //! - A **survivor** of the previous master joins with the epoch it had there (NODE_JOIN with a
 //!   non-zero header epoch), then *reclaims* each lock it holds with a LOCK_GRANT naming lock,
 //!   resource, mode and old token, passes on every journal recovery it knows to be pending
-//!   (JOURNAL_RECOVER), and ends its synchronisation with LEASE_RENEW (or NODE_ALIVE). Each
+//!   (JOURNAL_RECOVER), and ends its synchronisation with LEASE_RENEW. Each
 //!   reclaim is answered by a LOCK_GRANT with a token of this master; one that conflicts with
 //!   what is reclaimed already is denied `NotHeld` (the node reports the lock lost). The epoch
 //!   is pushed above any survivor's epoch or token, so tokens keep growing over masters.
@@ -77,17 +91,28 @@
 //! # Leases, death, fencing and recovery
 //! - A node joins with NODE_JOIN; the master answers NODE_JOIN carrying, in the header, the
 //!   epoch the node must stamp on everything it sends from then on (the master's current
-//!   epoch). Its lease runs until `now + node_timeout_ms` and is extended by LEASE_RENEW
-//!   (answered LEASE_ACK) and NODE_ALIVE. A NODE_JOIN from a node thought alive with another
-//!   epoch is a restarted node: its old incarnation is declared dead first.
-//! - At the start of **every** step, each node whose lease expired at or before `now_ms` is
-//!   declared dead, in node order: the epoch is bumped ([`Effect::PersistEpoch`]), LEASE_EXPIRE
-//!   is broadcast, the node's queued requests are purged, its granted locks are **fenced**
-//!   (kept in the table, still blocking others), JOURNAL_RECOVER is broadcast (the master claims
-//!   the journal slot) and [`Effect::RunRecovery`] asks the shell to run the recovery.
-//! - When recovery finishes ([`Input::RecoveryDone`], or a JOURNAL_DONE from a live node),
-//!   JOURNAL_DONE is broadcast, the fenced locks are removed and the queues served. Only then
-//!   can anyone be granted what the dead node held, and only then may it join again.
+//!   epoch). Its lease runs until `now + node_timeout_ms` and is extended by LEASE_RENEW,
+//!   which is also its NODE_ALIVE (the spec's "piggybacked on lease renewal"), answered
+//!   LEASE_ACK with the lease granted (`node_timeout_ms`) and the node's lock count here. A
+//!   NODE_JOIN from a node thought alive with another epoch is a restarted node: its old
+//!   incarnation is declared dead first.
+//! - Every node, the master included, also tracks its peers' liveness from their renewals,
+//!   which every node sends to every peer ([`Liveness`]: the spec's death sequence, steps 1 to
+//!   3, in each node's own view). The master's leases are the authority: only the master acts on
+//!   a death (steps 4 to 9 below), so that one node's view in a partition never fences anyone.
+//! - The node death sequence at the master. Steps 1 and 2 (the renewals stop; the monitor
+//!   sees it): nothing renews the lease and [`Master::next_deadline_ms`] asks for a tick when
+//!   it ends. Then, at the start of **every** step, for each node whose lease expired at or
+//!   before `now_ms`, in node order: 3, the node is declared dead (the epoch is bumped,
+//!   [`Effect::PersistEpoch`], then [`Effect::NodeDead`]); 4, LEASE_EXPIRE is broadcast; 5,
+//!   amended: its queued requests are purged but its granted locks are **fenced**, not
+//!   released (kept in the table, still blocking others; the spec's purge would hand them out
+//!   before the journal is replayed); 6, JOURNAL_RECOVER is broadcast (the master claims the
+//!   journal slot). Step 7 is the shell's: [`Effect::RunRecovery`] runs the recovery.
+//! - Step 8: when the recovery finishes ([`Input::RecoveryDone`], or a JOURNAL_DONE from a
+//!   live node), JOURNAL_DONE is broadcast; step 9: the fenced locks are removed and the queues
+//!   served. Only then can anyone be granted what the dead node held, and only then may it
+//!   join again.
 //! - NODE_LEAVE is the orderly way out: the node's locks are released without fencing.
 //! - **Epochs are fencing tokens.** The epoch only grows; a message whose header epoch is older
 //!   than the sender's current incarnation, or from a node that is dead or has not joined, is
@@ -99,7 +124,7 @@
 //! 1. **Start.** Read the durable epoch `e` (0 if none; at a takeover the largest epoch seen
 //!    from any master, if larger), build [`Master::new`] with it and step [`Input::Start`]: the
 //!    master takes epoch `e + 1` and emits [`Effect::PersistEpoch`]. A survivor master then
-//!    feeds its own reclaims, pending recoveries and a NODE_ALIVE as messages from itself.
+//!    feeds its own reclaims, pending recoveries and a LEASE_RENEW as messages from itself.
 //! 2. **One step at a time**, in arrival order, with a clock that does not go backwards (ms);
 //!    [`Input::Tick`] at [`Master::next_deadline_ms`] at the latest.
 //! 3. **Effects in order.** [`Effect::PersistEpoch`]: write the epoch durably (temporary file,
@@ -115,21 +140,27 @@
 //!
 //! # Map
 //! [`Config`], [`Input`], [`Effect`], [`DropReason`]: the boundary. `master`: [`Master`],
-//! [`Phase`].
+//! [`Phase`]. `liveness`: [`Liveness`], every node's renewals to its peers and its view of
+//! theirs.
 
 #![deny(missing_docs)]
 
+mod liveness;
 mod master;
 #[cfg(test)]
 mod tests;
 
 pub use lava_dlm_ll::{DenyReason, Envelope, Epoch, LockId, LockMode, Message, NodeId, ResourceName};
+pub use liveness::{Liveness, LivenessEffect, PeerState, PeerView};
 pub use master::{HolderView, Master, NodeState, NodeView, Phase, ResourceView};
 
 /// How long a node's lease lasts after a renewal, by default (the original's node timeout).
 pub const NODE_TIMEOUT_MS_DEFAULT: u64 = 15_000;
-/// The renewal interval the master tells nodes in LEASE_ACK, by default.
+/// How often every node sends LEASE_RENEW to every peer, by default (the original's).
 pub const LEASE_RENEW_MS_DEFAULT: u64 = 2_000;
+/// How long a holder has to downgrade or release after its BAST, by default (the original's
+/// BAST response timeout).
+pub const BAST_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 
 /// Whether a lock in mode `held` and one in mode `requested` may be held together.
 pub fn compatible(held: LockMode, requested: LockMode) -> bool {
@@ -167,10 +198,12 @@ pub struct Config {
     pub port: u16,
     /// Every configured node, the master included.
     pub nodes: Vec<NodeConfig>,
-    /// A node whose lease is not renewed within this is declared dead.
+    /// A node whose lease is not renewed within this is declared dead; also the lease granted
+    /// in LEASE_ACK.
     pub node_timeout_ms: u64,
-    /// The renewal interval announced in LEASE_ACK.
-    pub lease_renew_ms: u64,
+    /// A revocable holder that neither converts nor releases within this after its BAST, while
+    /// it still blocks a queued request, has its lock revoked (rule 6 of the crate doc).
+    pub bast_timeout_ms: u64,
 }
 
 /// One input of a step.
@@ -178,7 +211,7 @@ pub struct Config {
 pub enum Input {
     /// The first step: take a new epoch and rebuild the lock table. `survivor`: this host's
     /// node survived the previous master and reclaims its own locks (messages from itself:
-    /// LOCK_GRANTs, then NODE_ALIVE); otherwise its own previous incarnation's journal is
+    /// LOCK_GRANTs, then LEASE_RENEW); otherwise its own previous incarnation's journal is
     /// recovered first.
     Start {
         /// This host's node held locks under a previous master.
@@ -308,5 +341,16 @@ pub enum Effect {
     NodeLeft {
         /// The node.
         node: NodeId,
+    },
+    /// `node`'s lock `lock` on `resource` was revoked: its BAST went unanswered for
+    /// `bast_timeout_ms` while it blocked a queued request (the LOCK_DENY `Revoked` to the node
+    /// follows). The lock stays, revoked, until the node releases it.
+    Revoked {
+        /// The holder's node.
+        node: NodeId,
+        /// Its lock.
+        lock: LockId,
+        /// The resource.
+        resource: ResourceName,
     },
 }

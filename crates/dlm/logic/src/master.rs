@@ -23,6 +23,17 @@ struct Holder {
     fenced: bool,
     /// A BAST was sent for the mode held now.
     bast_sent: bool,
+    /// A revocable holder told by a BAST: when it must have converted or released (rule 6);
+    /// of a revoked one, when the revocation goes again.
+    bast_deadline_ms: Option<u64>,
+    /// Revoked (rule 6): kept, blocking, until its node releases it.
+    revoked: bool,
+}
+
+impl Holder {
+    fn new(owner: Owner, mode: LockMode, token: u64) -> Holder {
+        Holder { owner, mode, token, fenced: false, bast_sent: false, bast_deadline_ms: None, revoked: false }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -78,7 +89,7 @@ struct Node {
     /// The epoch of its current (or last) incarnation.
     epoch: Epoch,
     /// Its lock-table synchronisation is complete (a survivor joining a rebuilding master is
-    /// not synced until its first LEASE_RENEW or NODE_ALIVE after its reclaims).
+    /// not synced until its first LEASE_RENEW after its reclaims).
     synced: bool,
     /// This master declared it dead since its last fresh join: an incarnation coming back
     /// with an epoch is a fenced one, not a survivor of the previous master.
@@ -127,6 +138,8 @@ pub struct HolderView {
     pub converting_to: Option<LockMode>,
     /// Held by a dead node, awaiting recovery.
     pub fenced: bool,
+    /// Revoked for an unanswered BAST, awaiting its node's release.
+    pub revoked: bool,
 }
 
 /// One resource in [`Master::resources`].
@@ -225,13 +238,24 @@ impl Master {
         alive * 2 > self.nodes.len()
     }
 
-    /// The earliest lease expiry or end of the rebuild window, when a [`Input::Tick`] is due
-    /// (`u64::MAX`: none).
+    /// The earliest lease expiry, end of the rebuild window or BAST deadline (while grants are
+    /// not held), when a [`Input::Tick`] is due (`u64::MAX`: none).
     pub fn next_deadline_ms(&self) -> u64 {
         let rebuild = match self.phase {
             // Once the window is over the rebuild ends with the last synchronisation, not a tick.
             Phase::Rebuilding { until_ms } if until_ms > self.now_ms => until_ms,
             _ => u64::MAX,
+        };
+        let bast = if self.frozen() {
+            u64::MAX
+        } else {
+            self.resources
+                .values()
+                .flat_map(|resource| &resource.granted)
+                .filter(|holder| !holder.fenced)
+                .filter_map(|holder| holder.bast_deadline_ms)
+                .min()
+                .unwrap_or(u64::MAX)
         };
         self.nodes
             .values()
@@ -242,6 +266,7 @@ impl Master {
             .min()
             .unwrap_or(u64::MAX)
             .min(rebuild)
+            .min(bast)
     }
 
     /// Every configured node.
@@ -277,6 +302,7 @@ impl Master {
                             .find(|request| request.owner == holder.owner)
                             .map(|request| request.mode),
                         fenced: holder.fenced,
+                        revoked: holder.revoked,
                     })
                     .collect(),
                 waiting: resource
@@ -288,6 +314,7 @@ impl Master {
                         mode: request.mode,
                         converting_to: None,
                         fenced: false,
+                        revoked: false,
                     })
                     .collect(),
             })
@@ -320,6 +347,7 @@ impl Master {
             return out;
         }
         self.expire_leases(&mut out);
+        self.expire_basts(&mut out);
         match input {
             Input::Start { .. } => unreachable!("handled above"),
             Input::Tick => {}
@@ -418,7 +446,57 @@ impl Master {
         }
     }
 
-    /// The node death sequence of the spec, steps 3 to 6 (7 and 8 are the shell's recovery).
+    /// Rule 6 of the crate doc, at the start of every step while grants are not held: a holder
+    /// past its BAST deadline that still blocks a queued request is revoked; a revoked one is
+    /// sent its revocation again; one that blocks nobody any more is re-armed.
+    fn expire_basts(&mut self, out: &mut Vec<Effect>) {
+        if self.frozen() {
+            return;
+        }
+        let (now, timeout, epoch) = (self.now_ms, self.config.bast_timeout_ms, self.epoch);
+        for (name, resource) in &mut self.resources {
+            let queued: Vec<(Owner, LockMode)> = resource
+                .converting
+                .iter()
+                .chain(&resource.waiting)
+                .map(|request| (request.owner, request.mode))
+                .collect();
+            for holder in &mut resource.granted {
+                if holder.fenced || holder.bast_deadline_ms.is_none_or(|at| at > now) {
+                    continue;
+                }
+                let blocking = queued
+                    .iter()
+                    .any(|(owner, mode)| *owner != holder.owner && !compatible(holder.mode, *mode));
+                if !holder.revoked && !blocking {
+                    holder.bast_deadline_ms = None;
+                    holder.bast_sent = false;
+                    continue;
+                }
+                if !holder.revoked {
+                    holder.revoked = true;
+                    out.push(Effect::Revoked {
+                        node: holder.owner.node,
+                        lock: holder.owner.lock,
+                        resource: name.clone(),
+                    });
+                }
+                holder.bast_deadline_ms = Some(now.saturating_add(timeout));
+                let revocation = Message::Deny {
+                    lock: holder.owner.lock,
+                    resource: name.clone(),
+                    mode: holder.mode,
+                    reason: DenyReason::Revoked,
+                };
+                out.push(Effect::Send { to: holder.owner.node, epoch, message: revocation });
+            }
+        }
+    }
+
+    /// The node death sequence of the spec (crate doc): step 3 (declared dead, the epoch bumped),
+    /// 4 (LEASE_EXPIRE to every live node), 5 as amended (queued requests purged, granted locks
+    /// fenced, not released) and 6 (JOURNAL_RECOVER to every live node); step 7 is the shell's
+    /// recovery ([`Effect::RunRecovery`]), 8 and 9 are `recovery_done`'s.
     fn declare_dead(&mut self, dead: NodeId, out: &mut Vec<Effect>) {
         assert_ne!(dead, self.config.me, "the master never declares itself dead");
         let node = self.nodes.get_mut(&dead).expect("a configured node");
@@ -444,6 +522,7 @@ impl Master {
             for holder in &mut resource.granted {
                 if holder.owner.node == dead {
                     holder.fenced = true;
+                    holder.bast_deadline_ms = None;
                 }
             }
             self.serve(&name, out);
@@ -452,8 +531,9 @@ impl Master {
         out.push(Effect::RunRecovery { node: dead, slot });
     }
 
-    /// One recovery of `dead` finished; when it was the last one, its locks are released (a
-    /// dead node) or grants may resume (a claimed previous incarnation).
+    /// One recovery of `dead` finished (step 8: JOURNAL_DONE to every live node); when it was
+    /// the last one, its locks are released (step 9, a dead node) or grants may resume (a
+    /// claimed previous incarnation).
     fn recovery_done(&mut self, dead: NodeId, out: &mut Vec<Effect>) {
         let Some(count) = self.recoveries.get_mut(&dead) else { return };
         *count -= 1;
@@ -528,15 +608,11 @@ impl Master {
                 self.nodes.get_mut(&sender).expect("checked above").synced = true;
                 self.renew(sender);
                 let ack = Message::LeaseAck {
-                    duration_ms: self.config.lease_renew_ms,
+                    duration_ms: self.config.node_timeout_ms,
                     lock_count: self.n_locks(sender),
                     node: sender,
                 };
                 self.send(out, sender, ack);
-            }
-            Message::NodeAlive => {
-                self.nodes.get_mut(&sender).expect("checked above").synced = true;
-                self.renew(sender);
             }
             Message::NodeLeave { .. } => {
                 self.nodes.get_mut(&sender).expect("checked above").state = NodeState::Absent;
@@ -675,6 +751,10 @@ impl Master {
         if let Some(idx) = resource.holder_idx(owner) {
             // A repeated request for a lock already granted in that mode: answer it again.
             let holder = &resource.granted[idx];
+            if holder.revoked {
+                let held = holder.mode;
+                return self.deny(out, owner, name, held, DenyReason::Revoked);
+            }
             if holder.mode == mode {
                 let grant = Self::grant_message(owner, &name, mode, holder.token);
                 return self.send(out, owner.node, grant);
@@ -695,7 +775,7 @@ impl Master {
         if grantable {
             let token = self.next_token(out);
             let resource = self.resources.get_mut(&name).expect("entered above");
-            resource.granted.push(Holder { owner, mode, token, fenced: false, bast_sent: false });
+            resource.granted.push(Holder::new(owner, mode, token));
             let grant = Self::grant_message(owner, &name, mode, token);
             return self.send(out, owner.node, grant);
         }
@@ -731,6 +811,10 @@ impl Master {
             return self.deny(out, owner, name, mode, DenyReason::Invalid);
         }
         let held = resource.granted[idx].mode;
+        if resource.granted[idx].revoked {
+            // It crossed the revocation: the node releases the lock.
+            return self.deny(out, owner, name, held, DenyReason::Revoked);
+        }
         if held == mode {
             let grant = Self::grant_message(owner, &name, mode, resource.granted[idx].token);
             return self.send(out, owner.node, grant);
@@ -763,6 +847,7 @@ impl Master {
         holder.mode = mode;
         holder.token = token;
         holder.bast_sent = false;
+        holder.bast_deadline_ms = None;
         let grant = Self::grant_message(holder.owner, name, mode, token);
         let to = holder.owner.node;
         self.send(out, to, grant);
@@ -785,6 +870,7 @@ impl Master {
         let resource = self.resources.get(&name);
         if let Some(holder) = resource.and_then(|r| r.holder_idx(owner).map(|idx| &r.granted[idx]))
             && holder.mode == mode
+            && !holder.revoked
         {
             // Reclaimed already: answer again.
             let grant = Self::grant_message(owner, &name, mode, holder.token);
@@ -806,7 +892,7 @@ impl Master {
         }
         let token = self.next_token(out);
         let resource = self.resources.entry(name.clone()).or_default();
-        resource.granted.push(Holder { owner, mode, token, fenced: false, bast_sent: false });
+        resource.granted.push(Holder::new(owner, mode, token));
         let grant = Self::grant_message(owner, &name, mode, token);
         self.send(out, owner.node, grant);
     }
@@ -851,7 +937,7 @@ impl Master {
             let token = self.next_token(out);
             let resource = self.resources.get_mut(name).expect("present");
             resource.waiting.pop_front();
-            resource.granted.push(Holder { owner, mode, token, fenced: false, bast_sent: false });
+            resource.granted.push(Holder::new(owner, mode, token));
             let grant = Self::grant_message(owner, name, mode, token);
             self.send(out, owner.node, grant);
         }
@@ -873,14 +959,19 @@ impl Master {
         }
     }
 
-    /// Rule 5: a BAST to each live holder (not `waiter`) whose mode blocks `mode`, once per mode held.
+    /// Rule 5: a BAST to each live holder (not `waiter`) whose mode blocks `mode`, once per mode
+    /// held; a revocable one must answer it within `bast_timeout_ms` (rule 6).
     fn bast_blockers(&mut self, name: &ResourceName, waiter: Owner, mode: LockMode, out: &mut Vec<Effect>) {
         let epoch = self.epoch;
+        let deadline = self.now_ms.saturating_add(self.config.bast_timeout_ms);
         let resource = self.resources.get_mut(name).expect("the caller found it");
         for holder in &mut resource.granted {
             if holder.owner != waiter && !holder.fenced && !holder.bast_sent && !compatible(holder.mode, mode)
             {
                 holder.bast_sent = true;
+                if holder.owner.lock.revocable() {
+                    holder.bast_deadline_ms = Some(deadline);
+                }
                 out.push(Effect::Send {
                     to: holder.owner.node,
                     epoch,

@@ -5,13 +5,15 @@
 //! in epoch 1 (tokens `1 << 32 | n`).
 
 use crate::{
-    Config, DenyReason, DropReason, Effect, Envelope, Epoch, Input, LockId, LockMode, Master, Message,
-    NodeConfig, NodeId, ResourceName, compatible,
+    Config, DenyReason, DropReason, Effect, Envelope, Epoch, Input, Liveness, LivenessEffect, LockId,
+    LockMode, Master, Message, NodeConfig, NodeId, PeerState, PeerView, ResourceName, compatible,
 };
 use LockMode::*;
 
 const T0: u64 = 1_700_000_000_000;
 const TIMEOUT_MS: u64 = 10_000;
+/// Longer than the node timeout, so that only the BAST timeout tests meet it.
+const BAST_TIMEOUT_MS: u64 = 30_000;
 
 fn n(id: u32) -> NodeId {
     NodeId::new(id).expect("non-zero")
@@ -27,7 +29,7 @@ fn token(epoch: u64, n_grant: u64) -> u64 {
 
 fn config() -> Config {
     let nodes = (1..=3).map(|id| NodeConfig { id: n(id), name: format!("h{id}"), slot: id - 1 }).collect();
-    Config { me: n(1), port: 6883, nodes, node_timeout_ms: TIMEOUT_MS, lease_renew_ms: 2_000 }
+    Config { me: n(1), port: 6883, nodes, node_timeout_ms: TIMEOUT_MS, bast_timeout_ms: BAST_TIMEOUT_MS }
 }
 
 fn from(sender: u32, epoch: u64, message: Message) -> Input {
@@ -71,6 +73,11 @@ fn bast(to: u32, lock: u64, resource: &str, mode: LockMode) -> Effect {
     send(to, 1, Message::Bast { lock: LockId(lock), resource: r(resource), mode })
 }
 
+/// LEASE_RENEW from `node` (the node its lease is: the sender).
+fn renew_msg(node: u32) -> Message {
+    Message::LeaseRenew { duration_ms: TIMEOUT_MS, lock_count: 0, node: n(node) }
+}
+
 fn join_msg(name: &str) -> Message {
     Message::NodeJoin { name: name.to_owned(), port: 6883 }
 }
@@ -79,7 +86,12 @@ fn join_msg(name: &str) -> Message {
 /// (every node joined, so the rebuild ends at once) and recovers the journals of every node's
 /// previous incarnation before anything is granted.
 fn cluster() -> Master {
-    let mut master = Master::new(config(), Epoch(0));
+    cluster_with(config())
+}
+
+/// [`cluster`] with another configuration of the same three nodes.
+fn cluster_with(config: Config) -> Master {
+    let mut master = Master::new(config, Epoch(0));
     check_at(
         &mut master,
         T0,
@@ -354,8 +366,8 @@ fn lease_expiry_fences_then_recovery_releases() {
             bast(2, 2, "q", Pr),
         ],
     );
-    let renew = from(3, 1, Message::LeaseRenew { duration_ms: 0, lock_count: 0 });
-    let ack = send(3, 1, Message::LeaseAck { duration_ms: 2_000, lock_count: 0, node: n(3) });
+    let renew = from(3, 1, renew_msg(3));
+    let ack = send(3, 1, Message::LeaseAck { duration_ms: TIMEOUT_MS, lock_count: 0, node: n(3) });
     check_at(&mut master, T0 + 6_000, vec![renew], vec![ack]);
     check_at(&mut master, T0 + 9_999, vec![Input::Tick], vec![]);
     assert_eq!(master.next_deadline_ms(), T0 + TIMEOUT_MS);
@@ -397,7 +409,7 @@ fn lease_expiry_fences_then_recovery_releases() {
     check_at(
         &mut master,
         T0 + TIMEOUT_MS,
-        vec![rejoin, from(2, 0, join_msg("h2")), late, from(2, 3, Message::NodeAlive)],
+        vec![rejoin, from(2, 0, join_msg("h2")), late, from(2, 3, renew_msg(2))],
         vec![
             send(2, 2, Message::LeaseExpire { node: n(2) }),
             Effect::Drop { from: n(2), reason: DropReason::Fenced },
@@ -419,7 +431,7 @@ fn journal_done_from_a_peer_ends_the_recovery() {
         vec![lock(2, 1, "r", Ex), lock(3, 1, "r", Ex)],
         vec![grant(2, 1, "r", Ex, token(1, 1)), bast(2, 1, "r", Ex)],
     );
-    let renew = from(3, 1, Message::LeaseRenew { duration_ms: 0, lock_count: 0 });
+    let renew = from(3, 1, renew_msg(3));
     master.step(T0 + 5_000, renew);
     let effects = master.step(T0 + TIMEOUT_MS, Input::Tick);
     assert!(effects.contains(&Effect::RunRecovery { node: n(2), slot: 1 }));
@@ -502,14 +514,14 @@ fn misdirected_messages_are_dropped_with_a_reason() {
         sender: n(2),
         target: Some(n(3)),
         epoch: Epoch(1),
-        message: Message::NodeAlive,
+        message: renew_msg(2),
     });
     check(
         &mut master,
         vec![
             from(2, 1, Message::LeaseExpire { node: n(3) }),
             wrong_target,
-            from(4, 1, Message::NodeAlive),
+            from(4, 1, renew_msg(4)),
             release(2, 7, "r"),
         ],
         vec![
@@ -545,7 +557,7 @@ fn random_workloads_keep_the_invariants() {
                 0 | 1 => lock_msg(lock_id, resource, mode, next(4) == 0, false),
                 2 => lock_msg(lock_id, resource, mode, next(2) == 0, true),
                 3 => Message::Release { lock: LockId(lock_id), resource: r(resource) },
-                4 => Message::LeaseRenew { duration_ms: 0, lock_count: 0 },
+                4 => renew_msg(node),
                 _ => join_msg("x"),
             };
             let effects = master.step(now, from(node, epoch, message));
@@ -620,16 +632,17 @@ fn takeover_rebuilds_the_table_from_the_survivors() {
         T0 + 1,
         vec![
             to_2(2, 6, reclaim(1, "q", Pr, token(5, 1))),
-            to_2(2, 6, Message::NodeAlive),
+            to_2(2, 6, renew_msg(2)),
             to_2(3, 5, join_msg("h3")),
             to_2(3, 6, reclaim(7, "r", Ex, token(5, 3))),
             to_2(3, 6, reclaim(8, "r", Pr, token(5, 4))),
             to_2(3, 6, lock_msg(9, "q", Ex, false, false)),
             to_2(3, 6, lock_msg(10, "s", Cr, false, false)),
-            to_2(3, 6, Message::LeaseRenew { duration_ms: 0, lock_count: 1 }),
+            to_2(3, 6, Message::LeaseRenew { duration_ms: 0, lock_count: 1, node: n(3) }),
         ],
         vec![
             send(2, 6, reclaim(1, "q", Pr, token(6, 1))),
+            send(2, 6, Message::LeaseAck { duration_ms: TIMEOUT_MS, lock_count: 1, node: n(2) }),
             Effect::NodeJoined { node: n(3), epoch: Epoch(6) },
             send(3, 6, join_msg("h2")),
             send(3, 6, reclaim(7, "r", Ex, token(6, 2))),
@@ -639,7 +652,7 @@ fn takeover_rebuilds_the_table_from_the_survivors() {
                 Message::Deny { lock: LockId(8), resource: r("r"), mode: Pr, reason: DenyReason::NotHeld },
             ),
             send(2, 6, Message::Bast { lock: LockId(1), resource: r("q"), mode: Ex }),
-            send(3, 6, Message::LeaseAck { duration_ms: 2_000, lock_count: 1, node: n(3) }),
+            send(3, 6, Message::LeaseAck { duration_ms: TIMEOUT_MS, lock_count: 1, node: n(3) }),
         ],
     );
     assert!(master.frozen());
@@ -689,8 +702,11 @@ fn takeover_stays_above_the_survivors_epochs_and_recovers_fresh_joiners() {
     let mut master = Master::new(config, Epoch(5));
     check(
         &mut master,
-        vec![Input::Start { survivor: true }, to_2(2, 6, Message::NodeAlive)],
-        vec![Effect::PersistEpoch(Epoch(6))],
+        vec![Input::Start { survivor: true }, to_2(2, 6, renew_msg(2))],
+        vec![
+            Effect::PersistEpoch(Epoch(6)),
+            send(2, 6, Message::LeaseAck { duration_ms: TIMEOUT_MS, lock_count: 0, node: n(2) }),
+        ],
     );
     check(
         &mut master,
@@ -709,8 +725,11 @@ fn takeover_stays_above_the_survivors_epochs_and_recovers_fresh_joiners() {
     let mut master = Master::new(master.config().clone(), Epoch(5));
     check(
         &mut master,
-        vec![Input::Start { survivor: true }, to_2(2, 6, Message::NodeAlive)],
-        vec![Effect::PersistEpoch(Epoch(6))],
+        vec![Input::Start { survivor: true }, to_2(2, 6, renew_msg(2))],
+        vec![
+            Effect::PersistEpoch(Epoch(6)),
+            send(2, 6, Message::LeaseAck { duration_ms: TIMEOUT_MS, lock_count: 0, node: n(2) }),
+        ],
     );
     check_at(
         &mut master,
@@ -780,4 +799,213 @@ fn no_grants_without_a_quorum() {
             grant(1, 1, "r", Ex, token(3, 1)),
         ],
     );
+}
+
+// Goal: every node renews its lease with every peer every `lease_renew_ms` (LEASE_RENEW to all
+// peers, as the spec has it, to dead ones too), and keeps each peer's liveness from the
+// renewals it hears: the spec's death sequence, steps 1 to 3, in this node's view. A peer never
+// heard, or silent for the node timeout, is taken for dead; its next renewal makes it alive.
+#[test]
+fn renewals_go_to_every_peer_and_each_peer_is_watched() {
+    let renew_all = || [1, 3, 4].map(|to| LivenessEffect::Renew { to: n(to) }).to_vec();
+    let mut live = Liveness::new(n(2), (1..=4).map(n), 1_000, 300, T0);
+    assert_eq!(live.next_deadline_ms(), T0, "the first renewals go at once");
+    assert_eq!(live.tick(T0), renew_all());
+    assert_eq!(live.renewal(T0 + 100, n(1)), vec![LivenessEffect::PeerAlive { node: n(1) }]);
+    assert_eq!(live.renewal(T0 + 150, n(1)), vec![]);
+    assert_eq!(live.renewal(T0 + 200, n(3)), vec![LivenessEffect::PeerAlive { node: n(3) }]);
+    assert_eq!(live.renewal(T0 + 200, n(2)), vec![], "its own renewal is no peer's");
+    assert_eq!(live.renewal(T0 + 200, n(9)), vec![], "not a configured node");
+    assert_eq!(live.tick(T0 + 299), vec![]);
+    assert_eq!(live.next_deadline_ms(), T0 + 300);
+    assert_eq!(live.tick(T0 + 300), renew_all());
+    assert_eq!(
+        live.peers(),
+        vec![
+            PeerView { id: n(1), state: PeerState::Alive, last_renewal_ms: Some(T0 + 150) },
+            PeerView { id: n(3), state: PeerState::Alive, last_renewal_ms: Some(T0 + 200) },
+            PeerView { id: n(4), state: PeerState::Waiting, last_renewal_ms: None },
+        ]
+    );
+    assert_eq!(live.tick(T0 + 600), renew_all());
+    assert_eq!(live.tick(T0 + 900), renew_all());
+    assert_eq!(live.next_deadline_ms(), T0 + 1_000);
+    assert_eq!(live.tick(T0 + 1_000), vec![LivenessEffect::PeerDead { node: n(4), last_renewal_ms: None }]);
+    assert_eq!(live.renewal(T0 + 1_100, n(1)), vec![]);
+    let mut dead_then_renew = vec![LivenessEffect::PeerDead { node: n(3), last_renewal_ms: Some(T0 + 200) }];
+    dead_then_renew.extend(renew_all());
+    assert_eq!(live.tick(T0 + 1_300), dead_then_renew);
+    assert_eq!(live.tick(T0 + 1_400), vec![], "a dead peer is reported once");
+    assert_eq!(live.renewal(T0 + 1_500, n(4)), vec![LivenessEffect::PeerAlive { node: n(4) }]);
+    let states: Vec<PeerState> = live.peers().iter().map(|peer| peer.state).collect();
+    assert_eq!(states, [PeerState::Alive, PeerState::Dead, PeerState::Alive]);
+    assert_eq!(live.next_deadline_ms(), T0 + 1_600);
+}
+
+/// A cluster whose BAST timeout (3 s) is shorter than the node timeout (10 s).
+fn short_bast_cluster() -> Master {
+    cluster_with(Config { bast_timeout_ms: 3_000, ..config() })
+}
+
+fn revocation(to: u32, lock: u64, resource: &str, mode: LockMode) -> Effect {
+    deny(to, lock, resource, mode, DenyReason::Revoked)
+}
+
+// Goal: `bast_timeout_ms` is enforced: a holder that neither converts nor releases within it
+// after its BAST, while the waiter still waits, has its lock revoked (Effect::Revoked, then
+// LOCK_DENY Revoked to its node); the lock stays in the table, revoked and blocking, until the
+// node releases it; the revocation goes again every BAST timeout; a conversion that crossed it
+// is denied Revoked; the release serves the waiter.
+#[test]
+fn an_unanswered_bast_revokes_the_lock_once_its_timeout_passes() {
+    let mut master = short_bast_cluster();
+    check(
+        &mut master,
+        vec![lock(2, 1, "r", Ex), lock(3, 1, "r", Pr)],
+        vec![grant(2, 1, "r", Ex, token(1, 1)), bast(2, 1, "r", Pr)],
+    );
+    assert_eq!(master.next_deadline_ms(), T0 + 3_000, "the BAST deadline comes before the leases'");
+    check_at(&mut master, T0 + 2_999, vec![Input::Tick], vec![]);
+    check_at(
+        &mut master,
+        T0 + 3_000,
+        vec![Input::Tick],
+        vec![Effect::Revoked { node: n(2), lock: LockId(1), resource: r("r") }, revocation(2, 1, "r", Ex)],
+    );
+    let view = &master.resources()[0];
+    assert!(view.granted[0].revoked && !view.granted[0].fenced, "kept, revoked: {view:?}");
+    assert_eq!(view.waiting.len(), 1, "the waiter still waits until the node releases");
+    check_at(&mut master, T0 + 3_001, vec![convert(2, 1, "r", Pr)], vec![revocation(2, 1, "r", Ex)]);
+    assert_eq!(master.next_deadline_ms(), T0 + 6_000);
+    check_at(&mut master, T0 + 6_000, vec![Input::Tick], vec![revocation(2, 1, "r", Ex)]);
+    check_at(&mut master, T0 + 6_001, vec![release(2, 1, "r")], vec![grant(3, 1, "r", Pr, token(1, 2))]);
+    assert_eq!(master.next_deadline_ms(), T0 + TIMEOUT_MS, "no BAST deadline is left");
+}
+
+// Goal: what is not revoked: a holder that downgrades within the timeout; a lock held until
+// released (the top bit of its id: `mxfsctl lock`), which gets the BAST as a hint; a holder
+// whose waiter left before the timeout, which is re-armed instead (the next conflict sends a
+// new BAST and starts a new timeout).
+#[test]
+fn answered_basts_held_locks_and_gone_waiters_are_not_revoked() {
+    let mut master = short_bast_cluster();
+    let held = LockId::NOREVOKE | 2;
+    check(
+        &mut master,
+        vec![
+            lock(2, 1, "a", Ex),
+            lock(2, held, "b", Ex),
+            lock(3, 5, "c", Ex),
+            lock(3, 1, "a", Pr),
+            lock(3, 2, "b", Pr),
+            lock(2, 6, "c", Pr),
+        ],
+        vec![
+            grant(2, 1, "a", Ex, token(1, 1)),
+            grant(2, held, "b", Ex, token(1, 2)),
+            grant(3, 5, "c", Ex, token(1, 3)),
+            bast(2, 1, "a", Pr),
+            bast(2, held, "b", Pr),
+            bast(3, 5, "c", Pr),
+        ],
+    );
+    check_at(
+        &mut master,
+        T0 + 1_000,
+        vec![convert(2, 1, "a", Pr), release(2, 6, "c")],
+        vec![grant(2, 1, "a", Pr, token(1, 4)), grant(3, 1, "a", Pr, token(1, 5))],
+    );
+    check_at(&mut master, T0 + 3_000, vec![Input::Tick], vec![]);
+    assert!(master.resources().iter().all(|view| view.granted.iter().all(|holder| !holder.revoked)));
+    check_at(&mut master, T0 + 3_001, vec![lock(2, 7, "c", Pr)], vec![bast(3, 5, "c", Pr)]);
+    assert_eq!(master.next_deadline_ms(), T0 + 6_001);
+    check_at(
+        &mut master,
+        T0 + 6_001,
+        vec![Input::Tick],
+        vec![Effect::Revoked { node: n(3), lock: LockId(5), resource: r("c") }, revocation(3, 5, "c", Ex)],
+    );
+}
+
+// Goal: nothing is revoked while grants are held (here: no quorum): a holder that downgrades
+// then would be queued, not granted. The deadline is looked at again once grants resume, and
+// the master's own clients' locks are revoked like anyone's (the LOCK_DENY goes to its own
+// node).
+#[test]
+fn no_revocation_while_grants_are_held() {
+    let mut master = short_bast_cluster();
+    let leave = |node: u32| from(node, 1, Message::NodeLeave { name: format!("h{node}"), port: 1 });
+    check(
+        &mut master,
+        vec![lock(1, 1, "r", Ex), lock(1, 2, "r", Pr), leave(2), leave(3)],
+        vec![
+            grant(1, 1, "r", Ex, token(1, 1)),
+            bast(1, 1, "r", Pr),
+            Effect::NodeLeft { node: n(2) },
+            Effect::NodeLeft { node: n(3) },
+        ],
+    );
+    assert!(master.frozen());
+    assert_eq!(master.next_deadline_ms(), u64::MAX, "no tick is due while grants are held");
+    check_at(&mut master, T0 + 3_000, vec![Input::Tick], vec![]);
+    check_at(
+        &mut master,
+        T0 + 5_000,
+        vec![from(2, 0, join_msg("h2"))],
+        vec![Effect::NodeJoined { node: n(2), epoch: Epoch(1) }, send(2, 1, join_msg("h1"))],
+    );
+    assert_eq!(master.next_deadline_ms(), T0 + 3_000, "the overdue deadline asks for a tick at once");
+    check_at(
+        &mut master,
+        T0 + 5_000,
+        vec![Input::Tick],
+        vec![Effect::Revoked { node: n(1), lock: LockId(1), resource: r("r") }, revocation(1, 1, "r", Ex)],
+    );
+}
+
+// Goal: the majority rule in a two-node cluster (docs/mxfsd.md): a majority of 2 is 2, so when
+// either node is gone the other grants nothing; requests wait (NOQUEUE ones are refused) and
+// are served once the other node is back. The survivor's lone master never has a quorum.
+#[test]
+fn two_node_cluster_grants_nothing_while_either_node_is_gone() {
+    let nodes: Vec<NodeConfig> =
+        (1..=2).map(|id| NodeConfig { id: n(id), name: format!("h{id}"), slot: id - 1 }).collect();
+    let config = Config { nodes, ..config() };
+    let mut master = Master::new(config.clone(), Epoch(0));
+    master.step(T0, Input::Start { survivor: false });
+    master.step(T0, from(2, 0, join_msg("h2")));
+    for node in [1, 2] {
+        master.step(T0, Input::RecoveryDone { node: n(node) });
+    }
+    assert!(master.has_quorum() && !master.frozen());
+    check(&mut master, vec![lock(2, 1, "r", Ex)], vec![grant(2, 1, "r", Ex, token(1, 1))]);
+    let died = master.step(T0 + TIMEOUT_MS, Input::Tick);
+    assert!(died.contains(&Effect::NodeDead { node: n(2) }), "{died:?}");
+    master.step(T0 + TIMEOUT_MS, Input::RecoveryDone { node: n(2) });
+    assert!(!master.has_quorum() && master.frozen(), "one node of two is no majority");
+    assert!(master.resources().is_empty(), "the dead node's lock went with its recovery");
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![from(1, 2, lock_msg(1, "r", Ex, false, false)), from(1, 2, lock_msg(2, "s", Ex, true, false))],
+        vec![send(
+            1,
+            2,
+            Message::Deny { lock: LockId(2), resource: r("s"), mode: Ex, reason: DenyReason::WouldBlock },
+        )],
+    );
+    check_at(
+        &mut master,
+        T0 + TIMEOUT_MS,
+        vec![from(2, 0, join_msg("h2"))],
+        vec![
+            Effect::NodeJoined { node: n(2), epoch: Epoch(2) },
+            send(2, 2, join_msg("h1")),
+            grant(1, 1, "r", Ex, token(2, 1)),
+        ],
+    );
+    let mut lone = Master::new(Config { me: n(2), ..config }, Epoch(2));
+    lone.step(T0, Input::Start { survivor: false });
+    lone.step(T0 + TIMEOUT_MS, Input::Tick);
+    assert!(!lone.has_quorum() && lone.frozen(), "node 2 alone is no majority either");
 }

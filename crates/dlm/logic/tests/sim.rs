@@ -5,8 +5,10 @@
 //! after a random delay, a connection closed on a dropped message that closes connections,
 //! sends to a node without a connection lost). Nodes 2.. are models of mxfsd's node side
 //! (bins/mxfsd/src/server.rs): connect, NODE_JOIN with the epoch of their last join (0 for a
-//! new incarnation), stamp the epoch of the master's answer, renew the lease every `RENEW_MS`,
-//! backlog requests until joined. A lost connection keeps the locks: the node reconnects, and
+//! new incarnation), stamp the epoch of the master's answer, renew the lease every `RENEW_MS`
+//! (LEASE_RENEW naming the node; mxfsd also renews with every other peer, which the master's
+//! logic never sees: lava-dlm-logic's `Liveness` has its own tests), backlog requests until
+//! joined. A lost connection keeps the locks: the node reconnects, and
 //! towards a new master (another epoch) reclaims its locks (LOCK_GRANT), passes on the journal
 //! recoveries it knows pending, renews, then sends again the releases not known to have
 //! arrived (kept until a later renewal is acknowledged) and its waiting requests. Its own
@@ -14,7 +16,10 @@
 //! out without a master, or a LEASE_EXPIRE naming it, fails every local lock (a new
 //! incarnation follows). Their clients lock/convert/unlock random resources in random modes,
 //! with NOQUEUE and timeouts sometimes, cancel pending requests, and answer BASTs after a
-//! random delay by releasing or down-converting.
+//! random delay by releasing or down-converting — or, now and then, not at all: then the master
+//! revokes the lock once `BAST_TIMEOUT_MS` passed (LOCK_DENY Revoked), and the node fails the
+//! lock (a pending conversion's request fails "revoked") and releases it. Some locks are held
+//! until released (the top bit of the lock id, as `mxfsctl lock` takes them): never revoked.
 //!
 //! The network is what the shell has: one TCP connection per node and life, FIFO in each
 //! direction, with random delay (and spikes). Faults:
@@ -44,7 +49,8 @@
 //! table and nothing incompatible with them is granted until its recovery is done
 //! (RecoveryDone / JOURNAL_DONE), **by any later master either** — a recovery pending when a
 //! master dies must be done by the next one before it grants anything incompatible with the
-//! dead node's last locks; an answer is a grant of the mode asked for. Every request
+//! dead node's last locks; an answer is a grant of the mode asked for; a lock held until
+//! released is never revoked. Every request
 //! gets at most one outcome (granted, denied, failed: timeout, master lost, node crashed,
 //! cancelled, unreachable). At the end — faults stopped, partitions healed, every node and the
 //! master up, clients releasing and quiet time — every request has exactly one outcome, every
@@ -65,6 +71,9 @@ use lava_dlm_logic::{
 const SEEDS_DEFAULT: u64 = 3_000;
 const RENEW_MS: u64 = 200;
 const NODE_TIMEOUT_MS: u64 = 1_000;
+/// Longer than most BAST answers (at most 400 ms, more when a request of the holder's own is in
+/// progress or a partition holds them up), so that mostly the ignored BASTs meet it.
+const BAST_TIMEOUT_MS: u64 = 700;
 /// Faults (partitions, crashes, master deaths, loss, duplication) happen before this.
 const FAULTS_END_MS: u64 = 8_000;
 /// Clients issue new requests before this; afterwards they only release.
@@ -280,6 +289,8 @@ struct Stats {
     /// Locks kept over a master death: reclaimed from the next master, and refused by it.
     reclaimed: u64,
     reclaims_refused: u64,
+    /// Locks revoked for an unanswered BAST.
+    revoked: u64,
 }
 
 struct Sim {
@@ -333,7 +344,7 @@ impl Sim {
             port: 6883,
             nodes: nodes_cfg,
             node_timeout_ms: NODE_TIMEOUT_MS,
-            lease_renew_ms: RENEW_MS,
+            bast_timeout_ms: BAST_TIMEOUT_MS,
         };
         let n_resources = rng.range(1, 5) as usize;
         let loss_per_mille = rng.below(15);
@@ -441,10 +452,7 @@ impl Sim {
         let copies = match &envelope {
             Some(envelope) if self.faults_on() && self.rng.chance(self.dup_per_mille) => {
                 let idempotent = (!to_master && !matches!(envelope.message, Message::LeaseAck { .. }))
-                    || matches!(
-                        envelope.message,
-                        Message::LeaseRenew { .. } | Message::NodeAlive | Message::Release { .. }
-                    );
+                    || matches!(envelope.message, Message::LeaseRenew { .. } | Message::Release { .. });
                 if idempotent { 2 } else { 1 }
             }
             _ => 1,
@@ -659,6 +667,14 @@ impl Sim {
                     self.fenced.remove(node);
                 }
                 Effect::RebuildDone => {}
+                Effect::Revoked { node, lock, resource } => {
+                    if !lock.revocable() {
+                        return Err(format!(
+                            "{node}'s lock {:#x} on {resource} is held until released",
+                            lock.0
+                        ));
+                    }
+                }
             }
         }
         let master = self.master.as_ref().expect("a master is up");
@@ -898,6 +914,21 @@ impl Sim {
                 local.held = Some((mode, token));
                 self.outcome(pending.req, "granted")?;
             }
+            Message::Deny { lock, reason: DenyReason::Revoked, .. } => {
+                // The master took the lock back (its BAST went unanswered): the client is told
+                // it is lost, and the node releases it.
+                n.reclaiming.remove(&lock.0);
+                let Some(local) = n.locks.remove(&lock.0) else { return Ok(()) };
+                if !LockId(lock.0).revocable() {
+                    return Err(format!("{id}: lock {:#x}, held until released, was revoked", lock.0));
+                }
+                self.stats.revoked += 1;
+                self.log(|| format!("{id}: lock {} revoked", lock.0));
+                if let Some(p) = local.pending {
+                    self.outcome(p.req, "failed: revoked")?;
+                }
+                self.node_release(node, lock.0, local.res);
+            }
             Message::Deny { lock, reason, .. } => {
                 if n.reclaiming.remove(&lock.0) {
                     // The new master refused the reclaim: the lock is lost.
@@ -930,6 +961,11 @@ impl Sim {
             Message::Bast { lock, mode, .. } => {
                 if let Some(Local { held: Some((_, token)), .. }) = n.locks.get(&lock.0) {
                     let (token, life) = (*token, n.life);
+                    if self.rng.chance(100) {
+                        // A client that does not answer: revoked once the BAST timeout passes
+                        // (unless its lock is held until released).
+                        return Ok(());
+                    }
                     let when = self.now + self.rng.range(0, 400);
                     self.at(when, Ev::BastReply { node, life, lock: lock.0, token, mode });
                 }
@@ -978,7 +1014,7 @@ impl Sim {
             for node in &n.recoveries {
                 out.push(Message::JournalRecover { node: *node, slot: node.get() - 1 });
             }
-            out.push(Message::LeaseRenew { duration_ms: NODE_TIMEOUT_MS, lock_count });
+            out.push(Message::LeaseRenew { duration_ms: NODE_TIMEOUT_MS, lock_count, node: id });
             n.sync_pending = true;
         }
         let released = std::mem::take(&mut n.released);
@@ -1040,8 +1076,16 @@ impl Sim {
         let noqueue = self.rng.chance(200);
         let n = &mut self.nodes[node];
         n.next_lock += 1;
-        let lock = n.next_lock;
-        let what = format!("{} lock {lock} r{res} {mode}{}", n.id, if noqueue { " noqueue" } else { "" });
+        // One lock in five is held until released (as `mxfsctl lock` takes them).
+        let held = if self.rng.chance(200) { LockId::NOREVOKE } else { 0 };
+        let n = &mut self.nodes[node];
+        let lock = n.next_lock | held;
+        let what = format!(
+            "{} lock {lock:#x} r{res} {mode}{}{}",
+            n.id,
+            if noqueue { " noqueue" } else { "" },
+            if held != 0 { " norevoke" } else { "" }
+        );
         let req = self.new_request(node, lock, what);
         self.log_req(req);
         if self.nodes[node].conn.is_none() {
@@ -1295,11 +1339,8 @@ impl Sim {
             Ev::Renew { node, life } if self.nodes[node].life == life => {
                 if let Some(epoch) = self.nodes[node].joined {
                     let lock_count = self.nodes[node].locks.len() as u32;
-                    let message = if self.rng.chance(100) {
-                        Message::NodeAlive
-                    } else {
-                        Message::LeaseRenew { duration_ms: NODE_TIMEOUT_MS, lock_count }
-                    };
+                    let id = self.nodes[node].id;
+                    let message = Message::LeaseRenew { duration_ms: NODE_TIMEOUT_MS, lock_count, node: id };
                     self.node_send_raw(node, epoch, message);
                 }
                 self.at(self.now + RENEW_MS, Ev::Renew { node, life });
@@ -1398,7 +1439,7 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
                 println!("seed {seed}: ok, {n_reqs} requests, trace hash {hash:#x}");
                 println!(
                     "steps {} grants {} denies {} deaths {} master restarts {} stale overlaps {} recoveries taken over {} \
-                     reclaimed {} reclaims refused {}",
+                     reclaimed {} reclaims refused {} revoked {}",
                     stats.steps,
                     stats.grants,
                     stats.denies,
@@ -1407,7 +1448,8 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
                     stats.stale_overlaps,
                     stats.recoveries_taken_over,
                     stats.reclaimed,
-                    stats.reclaims_refused
+                    stats.reclaims_refused,
+                    stats.revoked
                 );
                 return;
             }
@@ -1431,6 +1473,7 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
                 total.recoveries_taken_over += stats.recoveries_taken_over;
                 total.reclaimed += stats.reclaimed;
                 total.reclaims_refused += stats.reclaims_refused;
+                total.revoked += stats.revoked;
             }
             Err(problem) => panic!(
                 "seed {seed} failed: {problem}\nreproduce with: LAVA_DLM_SIM_SEED={seed} cargo test -p lava-dlm-logic --test sim"
@@ -1441,7 +1484,7 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
     println!(
         "{n_seeds} seeds in {secs:.2} s ({:.0} seeds/s): {n_reqs} requests, {} master steps, {} grants, {} denies, \
          {} deaths, {} master restarts, {} stale overlaps of fenced holders, {} recoveries pending at a master death, \
-         {} locks reclaimed from a new master, {} reclaims refused",
+         {} locks reclaimed from a new master, {} reclaims refused, {} locks revoked for an unanswered BAST",
         n_seeds as f64 / secs,
         total.steps,
         total.grants,
@@ -1451,7 +1494,8 @@ fn dlm_survives_faults_crashes_and_master_restarts() {
         total.stale_overlaps,
         total.recoveries_taken_over,
         total.reclaimed,
-        total.reclaims_refused
+        total.reclaims_refused,
+        total.revoked
     );
 }
 

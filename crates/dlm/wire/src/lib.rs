@@ -45,11 +45,33 @@
 //! | 15 | CACHE_INVAL | range start u64, range length u64, resource | 18 + n |
 //!
 //! `lock_id` names one lock of the requesting node (the node picks it; the pair
-//! (sender, lock_id) is the lock's owner at the master). `token` of a grant is the fencing
-//! token (the master's epoch in the high 32 bits, a per-epoch grant counter in the low 32).
-//! For LEASE_RENEW/ACK `node` is the node the lease belongs to; for LEASE_EXPIRE, the node
-//! declared dead. Mode, flags and status values are [`MODE_NL`]…, [`FLAG_NOQUEUE`]…,
-//! [`STATUS_OK`]…; their meaning is checked by lava-dlm-ll, not here.
+//! (sender, lock_id) is the lock's owner at the master). Its top bit, [`LOCK_ID_NOREVOKE`],
+//! marks a lock held until its holder releases it: BASTs are hints to it and the master never
+//! revokes it for not answering one (every other lock is revoked, LOCK_DENY with
+//! [`STATUS_REVOKED`], when its holder neither downgrades nor releases within the BAST
+//! timeout). The bit is part of the id so that every message naming the lock carries it.
+//! `token` of a grant is the fencing token (the master's epoch in the high 32 bits, a
+//! per-epoch grant counter in the low 32).
+//!
+//! The lease fields, by message:
+//! - LEASE_RENEW: `duration_ms` is how long the sender asks to be taken for alive from this
+//!   renewal (its node timeout), `lock_count` the locks its clients hold granted, `node` the
+//!   sender itself (whose lease it is). A renewal is also the sender's NODE_ALIVE.
+//! - LEASE_ACK: `duration_ms` is the lease granted, how long the acknowledging node takes the
+//!   renewer for alive from this renewal (its node timeout); `lock_count` the locks the renewer
+//!   holds in the acknowledging node's lock table (the master's count; 0 from any other node);
+//!   `node` the renewer.
+//! - LEASE_EXPIRE: `node` is the node declared dead; `duration_ms` and `lock_count` are 0.
+//!
+//! A conversion is sent as LOCK_REQ (type 1) with [`FLAG_CONVERT`], as the spec has it; type 5
+//! (LOCK_CONVERT, the same payload) is still decoded, and lava-dlm-ll takes it as a
+//! conversion. NODE_ALIVE (type 12) keeps its number and its empty payload so that such a
+//! frame decodes and is counted under its name, but no mxfsd sends it: the spec has it
+//! piggybacked on lease renewal, and here LEASE_RENEW is the NODE_ALIVE (lava-dlm-ll refuses
+//! a NODE_ALIVE frame alone).
+//!
+//! Mode, flags and status values are [`MODE_NL`]…, [`FLAG_NOQUEUE`]…, [`STATUS_OK`]…; their
+//! meaning is checked by lava-dlm-ll, not here.
 //!
 //! # What it never does
 //! Validation beyond well-formedness (mode ranges, flag meaning, names: lava-dlm-ll), state,
@@ -136,6 +158,12 @@ pub const STATUS_NOT_HELD: u8 = 2;
 pub const STATUS_DEADLOCK: u8 = 3;
 /// Deny: the request is malformed for the master's state (e.g. a duplicate lock id).
 pub const STATUS_INVALID: u8 = 4;
+/// Deny of a granted lock: the master takes it back, its holder having neither downgraded nor
+/// released it within the BAST timeout (an extension: the spec has no revocation).
+pub const STATUS_REVOKED: u8 = 5;
+/// The top bit of a `lock_id`: the lock is held until released and never revoked (see the
+/// crate doc).
+pub const LOCK_ID_NOREVOKE: u64 = 1 << 63;
 
 /// The decoded `mxfs_dlm_msg_hdr` (magic and version are constants, checked on decode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,14 +243,17 @@ pub struct Bast {
     pub resource: Vec<u8>,
 }
 
-/// LEASE_RENEW / LEASE_ACK / LEASE_EXPIRE payload.
+/// LEASE_RENEW / LEASE_ACK / LEASE_EXPIRE payload (the crate doc says what each field is in
+/// each of the three).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseMsg {
-    /// Lease duration.
+    /// RENEW: how long the sender asks to be taken for alive; ACK: the lease granted (how long
+    /// the acknowledging node takes the renewer for alive); EXPIRE: 0.
     pub duration_ms: u64,
-    /// Locks the node holds.
+    /// RENEW: the sender's granted locks; ACK: the renewer's locks in the acknowledging node's
+    /// table (0 at a node that is not its master); EXPIRE: 0.
     pub lock_count: u32,
-    /// The node the lease belongs to (the dead node in LEASE_EXPIRE).
+    /// RENEW: the sender; ACK: the renewer; EXPIRE: the node declared dead.
     pub node: u32,
 }
 
@@ -266,7 +297,7 @@ pub enum Message {
     LockDeny(LockResp),
     /// LOCK_RELEASE.
     LockRelease(LockRelease),
-    /// LOCK_CONVERT.
+    /// LOCK_CONVERT: decoded; mxfsd sends a conversion as LOCK_REQ with [`FLAG_CONVERT`].
     LockConvert(LockReq),
     /// LOCK_BAST.
     LockBast(Bast),
@@ -280,7 +311,7 @@ pub enum Message {
     NodeJoin(NodeMsg),
     /// NODE_LEAVE.
     NodeLeave(NodeMsg),
-    /// NODE_ALIVE.
+    /// NODE_ALIVE: decoded; mxfsd never sends it (LEASE_RENEW carries it).
     NodeAlive,
     /// JOURNAL_RECOVER.
     JournalRecover(JournalMsg),

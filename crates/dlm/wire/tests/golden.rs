@@ -275,6 +275,37 @@ fn stream_framing_follows_the_header_length() {
     assert_eq!(frame_len(&bad[..HEADER_BYTES]), Err(DecodeError::WrongMagic { got: 0x5858_4653 }));
 }
 
+// Goal: the bytes of what mxfsd sends in the cases that have no type of their own: a conversion
+// is a LOCK_REQ (type 1) with the CONVERT flag, not a LOCK_CONVERT (type 5); a revocation is a
+// LOCK_DENY with status REVOKED (5); a lock held until released has the top bit of its lock id
+// set. Method: goldens of the three, decoded back.
+#[test]
+fn conversion_revocation_and_norevoke_lock_ids() {
+    let conversion = Message::LockReq(LockReq {
+        lock_id: LOCK_ID,
+        mode: MODE_EX,
+        flags: FLAG_NOQUEUE | FLAG_CONVERT,
+        resource: inode(),
+    });
+    let revocation = Message::LockDeny(LockResp {
+        lock_id: LOCK_ID,
+        token: 0,
+        mode: MODE_EX,
+        status: STATUS_REVOKED,
+        resource: inode(),
+    });
+    let held = Message::LockReq(LockReq {
+        lock_id: LOCK_ID_NOREVOKE | LOCK_ID,
+        mode: MODE_EX,
+        flags: 0,
+        resource: inode(),
+    });
+    assert_eq!((STATUS_REVOKED, LOCK_ID_NOREVOKE), (5, 0x8000_0000_0000_0000));
+    check("LOCK_REQ", conversion, CONVERSION_AS_LOCK_REQ);
+    check("LOCK_DENY", revocation, REVOCATION);
+    check("LOCK_REQ", held, NOREVOKE_LOCK_REQ);
+}
+
 // The goldens, one per message type: header (with this file's envelope) then payload, without the
 // trailer. Payload integers are big-endian; pads are zero; a resource is a u16 count then its bytes.
 
@@ -345,9 +376,9 @@ const LOCK_RELEASE: &str = r##"
     696e6f64653a3432                            # payload.resource = "inode:42"
 "##;
 
-/// A conversion travels as its own type 5 with the LOCK_REQ payload (flags include CONVERT). The
-/// spec says LOCK_CONVERT "uses LOCK_REQ with MXFS_LKF_CONVERT flag", which reads as type 1: this
-/// golden pins what the code sends today, not a settled reading of the spec.
+/// Type 5 keeps its number and the LOCK_REQ payload so that it decodes (lava-dlm-ll takes it as
+/// a conversion), but mxfsd no longer sends it: a conversion goes as LOCK_REQ with the CONVERT
+/// flag, as the spec has it (`CONVERSION_AS_LOCK_REQ` below pins those bytes).
 const LOCK_CONVERT: &str = r##"
     4d584653                                    # header.magic = "MXFS"
     0001                                        # header.version = 1 (u16)
@@ -451,8 +482,9 @@ const NODE_LEAVE: &str = r##"
     6e6f64652d6262                              # payload.name = "node-bb"
 "##;
 
-/// NODE_ALIVE has a type of its own and no payload, sent as a message of its own; the spec has it
-/// "piggybacked on lease renewal", which no payload layout here expresses yet.
+/// Type 12 keeps its number and its empty payload so that such a frame decodes and is counted
+/// under its name, but no mxfsd sends it: NODE_ALIVE is carried on LEASE_RENEW (a renewal says
+/// its sender is alive), and lava-dlm-ll refuses a NODE_ALIVE frame alone.
 const NODE_ALIVE: &str = r##"
     4d584653                                    # header.magic = "MXFS"
     0001                                        # header.version = 1 (u16)
@@ -502,6 +534,58 @@ const CACHE_INVAL: &str = r##"
     0000000700000009                            # header.epoch = 0x700000009
     0000000000001000                            # payload.start = 4096
     0000000100000000                            # payload.length = 0x100000000
+    0008                                        # payload.resource length = 8 (u16)
+    696e6f64653a3432                            # payload.resource = "inode:42"
+"##;
+
+const CONVERSION_AS_LOCK_REQ: &str = r##"
+    4d584653                                    # header.magic = "MXFS"
+    0001                                        # header.version = 1 (u16)
+    0001                                        # header.type = 1 (LOCK_REQ, u16): not 5
+    00000076                                    # header.length = 118 (header 32 + payload 26 + trailer 60)
+    000003e9                                    # header.seq = 1001
+    00000003                                    # header.sender = 3
+    00000001                                    # header.target = 1
+    0000000700000009                            # header.epoch = 0x700000009
+    1122334455667788                            # payload.lock_id = 0x1122334455667788
+    05                                          # payload.mode (EX) = 5
+    000000                                      # payload.pad (3 zero bytes)
+    00000003                                    # payload.flags (NOQUEUE | CONVERT) = 3
+    0008                                        # payload.resource length = 8 (u16)
+    696e6f64653a3432                            # payload.resource = "inode:42"
+"##;
+
+const REVOCATION: &str = r##"
+    4d584653                                    # header.magic = "MXFS"
+    0001                                        # header.version = 1 (u16)
+    0003                                        # header.type = 3 (LOCK_DENY, u16)
+    0000007a                                    # header.length = 122 (header 32 + payload 30 + trailer 60)
+    000003e9                                    # header.seq = 1001
+    00000003                                    # header.sender = 3
+    00000001                                    # header.target = 1
+    0000000700000009                            # header.epoch = 0x700000009
+    1122334455667788                            # payload.lock_id (the revoked lock) = 0x1122334455667788
+    0000000000000000                            # payload.token = 0
+    05                                          # payload.mode (EX, the mode held) = 5
+    05                                          # payload.status (REVOKED) = 5
+    0000                                        # payload.pad (2 zero bytes)
+    0008                                        # payload.resource length = 8 (u16)
+    696e6f64653a3432                            # payload.resource = "inode:42"
+"##;
+
+const NOREVOKE_LOCK_REQ: &str = r##"
+    4d584653                                    # header.magic = "MXFS"
+    0001                                        # header.version = 1 (u16)
+    0001                                        # header.type = 1 (LOCK_REQ, u16)
+    00000076                                    # header.length = 118 (header 32 + payload 26 + trailer 60)
+    000003e9                                    # header.seq = 1001
+    00000003                                    # header.sender = 3
+    00000001                                    # header.target = 1
+    0000000700000009                            # header.epoch = 0x700000009
+    9122334455667788                            # payload.lock_id = NOREVOKE (top bit) | 0x1122334455667788
+    05                                          # payload.mode (EX) = 5
+    000000                                      # payload.pad (3 zero bytes)
+    00000000                                    # payload.flags = 0
     0008                                        # payload.resource length = 8 (u16)
     696e6f64653a3432                            # payload.resource = "inode:42"
 "##;
