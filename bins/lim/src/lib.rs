@@ -61,6 +61,7 @@ use lava_lim_logic::{
     Config, DropReason, Effect, HostConfig, HostInfo, HostStatus, Input, Lim, Outgoing, Thresholds,
 };
 use lava_lim_wire as wire;
+use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_xdr::frame::{FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -70,6 +71,10 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 pub const SAMPLE_INTERVAL_MS: u64 = 1_000;
 /// Longest a TCP query connection may stay idle.
 pub const QUERY_IDLE_TIMEOUT_MS: u64 = 10_000;
+/// Query connections at once (lava-net's gate: the oldest that has not yet sent a whole
+/// query makes room first), and from one address.
+pub const QUERY_CONNECTIONS: GateConfig =
+    GateConfig { total_max: 256, per_source_max: 16, auth_deadline: Duration::from_secs(5) };
 /// Largest TCP query frame body accepted (requests have empty bodies).
 pub const QUERY_BODY_BYTES_MAX: u32 = 4096;
 /// Longest a host-info question may take (connect, ask, answer).
@@ -100,6 +105,8 @@ pub struct ShellCounters {
     pub queries: [AtomicU64; QUERY_KINDS.len()],
     /// TCP queries refused (unknown operation, wrong version, a master query to a slave).
     pub queries_refused: AtomicU64,
+    /// Query connections refused at the gate (too many from one address, or in all).
+    pub connections_refused: AtomicU64,
     /// Host-fact questions asked of other lims.
     pub host_info_asked: AtomicU64,
     /// Host-fact questions that failed (unreachable, timeout, bad or foreign answer).
@@ -140,6 +147,7 @@ pub fn admin_counters(lim: &Lim, shell: &ShellCounters) -> Vec<(String, u64)> {
         out.push((format!("queries.{name}"), get(counter)));
     }
     out.push(("queries.refused".to_owned(), get(&shell.queries_refused)));
+    out.push(("connections.refused".to_owned(), get(&shell.connections_refused)));
     out.push(("host_info.asked".to_owned(), get(&shell.host_info_asked)));
     out.push(("host_info.failed".to_owned(), get(&shell.host_info_failed)));
     out
@@ -340,12 +348,32 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
         });
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
+            let gate = Gate::new(QUERY_CONNECTIONS);
+            let mut backoff = AcceptBackoff::default();
             loop {
                 match listener.accept().await {
-                    Ok((stream, _)) => {
-                        tokio::spawn(answer_queries(stream, Arc::clone(&shared), Arc::clone(&context)));
+                    Ok((stream, peer)) => {
+                        if let Some(line) = backoff.succeeded() {
+                            tracing::info!("{line}");
+                        }
+                        match gate.admit(Source::Ip(peer.ip())) {
+                            Ok(pass) => {
+                                let (shared, context) = (Arc::clone(&shared), Arc::clone(&context));
+                                tokio::spawn(answer_queries(stream, pass, shared, context));
+                            }
+                            Err(refusal) => {
+                                bump(&context.counters.connections_refused);
+                                tracing::debug!(%peer, "query connection refused: {refusal}");
+                            }
+                        }
                     }
-                    Err(error) => tracing::warn!(%error, "accept failed"),
+                    Err(error) => {
+                        let (pause, line) = backoff.failed(&error);
+                        if let Some(line) = line {
+                            tracing::warn!("{line}");
+                        }
+                        tokio::time::sleep(pause).await;
+                    }
                 }
             }
         });
@@ -642,18 +670,31 @@ struct QueryContext {
     control: mpsc::UnboundedSender<Control>,
 }
 
-async fn answer_queries(mut stream: TcpStream, shared: Arc<Mutex<Lim>>, context: Arc<QueryContext>) {
+/// Answers the queries of one connection. Each whole query must arrive within its deadline
+/// (the gate's few seconds for the first, [`QUERY_IDLE_TIMEOUT_MS`] for each later one),
+/// however its bytes trickle in; a connection the gate evicts before its first query closes.
+async fn answer_queries(
+    mut stream: TcpStream,
+    mut pass: Pass,
+    shared: Arc<Mutex<Lim>>,
+    context: Arc<QueryContext>,
+) {
     let limits = FrameLimits { body_bytes_max: QUERY_BODY_BYTES_MAX };
     let mut buffer = BytesMut::with_capacity(256);
+    let mut deadline = tokio::time::Instant::now() + pass.auth_deadline();
     loop {
         let frame = match decode_frame(&mut buffer, &limits) {
-            Ok(Some(frame)) => frame,
+            Ok(Some(frame)) => {
+                // A whole query: the connection speaks the protocol and keeps its place.
+                pass.authenticated();
+                deadline = tokio::time::Instant::now() + Duration::from_millis(QUERY_IDLE_TIMEOUT_MS);
+                frame
+            }
             Ok(None) => {
-                let read = tokio::time::timeout(
-                    Duration::from_millis(QUERY_IDLE_TIMEOUT_MS),
-                    stream.read_buf(&mut buffer),
-                )
-                .await;
+                let read = tokio::select! {
+                    read = tokio::time::timeout_at(deadline, stream.read_buf(&mut buffer)) => read,
+                    () = pass.evicted() => return,
+                };
                 match read {
                     Ok(Ok(n)) if n > 0 => continue,
                     _ => return,

@@ -32,6 +32,7 @@ pub mod auth;
 pub mod backoff;
 pub mod conn;
 pub mod credential;
+pub mod gate;
 pub mod key;
 pub mod peer;
 pub mod server;

@@ -1,0 +1,354 @@
+//! The gate of a listening socket: which connections are let in, and what happens when
+//! `accept()` fails. One component for every daemon's listener, so that each defence is
+//! written once (docs/operations.md, "Connection limits").
+//!
+//! - **Caps.** At most [`GateConfig::per_source_max`] connections from one source (an IP
+//!   address on TCP, a uid on a Unix socket) and [`GateConfig::total_max`] in all. Over a
+//!   cap, the oldest connection that has not authenticated yet is evicted to make room (of
+//!   that source when the source is at its cap, of any source when the gate is full; its
+//!   [`Pass::evicted`] resolves), so that idle sockets never lock out clients and daemons
+//!   that authenticate, not even those sharing the idler's address. Only when every
+//!   connection in the way has authenticated is a newcomer refused.
+//! - **A deadline to authenticate**: [`GateConfig::auth_deadline`] is the time a connection
+//!   has to call [`Pass::authenticated`]; the daemon bounds its first read by it
+//!   ([`Pass::auth_deadline`]).
+//! - **Accept failures** (out of descriptors, most often) back off instead of spinning:
+//!   [`AcceptBackoff`] doubles a pause from 10 ms to 1 s and says what to log once per burst
+//!   of failures, not once per attempt.
+//!
+//! It owns no socket and spawns nothing: the daemon asks [`Gate::admit`] for each accepted
+//! connection and keeps the [`Pass`] for as long as the connection lives (dropping it frees
+//! the place).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// Where a connection comes from, for the per-source cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A TCP peer's address.
+    Ip(IpAddr),
+    /// A Unix-socket peer's uid.
+    Uid(u32),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Ip(ip) => write!(f, "{ip}"),
+            Source::Uid(uid) => write!(f, "uid {uid}"),
+        }
+    }
+}
+
+/// The limits of one gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GateConfig {
+    /// Connections at once, in all.
+    pub total_max: usize,
+    /// Connections at once from one source.
+    pub per_source_max: usize,
+    /// Time a connection has to authenticate.
+    pub auth_deadline: Duration,
+}
+
+impl GateConfig {
+    /// 1,024 connections, 64 per source, 5 s to authenticate.
+    pub const DEFAULT: GateConfig =
+        GateConfig { total_max: 1024, per_source_max: 64, auth_deadline: Duration::from_secs(5) };
+}
+
+/// Why a connection was not let in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Its source holds [`GateConfig::per_source_max`] connections already.
+    #[error("{from} holds {max} connections already (the most one source may)")]
+    PerSource {
+        /// The source.
+        from: Source,
+        /// Its cap.
+        max: usize,
+    },
+    /// Every place is taken by an authenticated connection.
+    #[error("{max} connections are open, all authenticated (the most this daemon serves)")]
+    Full {
+        /// The total cap.
+        max: usize,
+    },
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_id: u64,
+    total: usize,
+    by_source: HashMap<Source, usize>,
+    /// Unauthenticated connections, oldest first, with their source and the sender that
+    /// evicts each.
+    waiting: BTreeMap<u64, (Source, watch::Sender<bool>)>,
+    evictions: u64,
+    refusals: u64,
+}
+
+/// One listener's admission state; cheap to clone (shared).
+#[derive(Clone, Debug)]
+pub struct Gate {
+    config: GateConfig,
+    state: Arc<Mutex<State>>,
+}
+
+/// A connection's place behind the gate; dropping it frees the place.
+#[derive(Debug)]
+pub struct Pass {
+    gate: Gate,
+    id: u64,
+    source: Source,
+    evicted: watch::Receiver<bool>,
+}
+
+/// What a gate has done so far, for status counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GateStats {
+    /// Connections open now.
+    pub open: usize,
+    /// Of those, not yet authenticated.
+    pub unauthenticated: usize,
+    /// Unauthenticated connections evicted to make room.
+    pub evictions: u64,
+    /// Connections refused.
+    pub refusals: u64,
+}
+
+impl Gate {
+    /// A gate with these limits (each cap at least 1).
+    pub fn new(config: GateConfig) -> Gate {
+        let config = GateConfig {
+            total_max: config.total_max.max(1),
+            per_source_max: config.per_source_max.max(1),
+            ..config
+        };
+        Gate { config, state: Arc::new(Mutex::new(State::default())) }
+    }
+
+    /// Its limits.
+    pub fn config(&self) -> GateConfig {
+        self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lets a connection from `source` in, evicting the oldest unauthenticated connection
+    /// if the gate is full, or says why not.
+    pub fn admit(&self, source: Source) -> Result<Pass, Refusal> {
+        let mut state = self.lock();
+        // An evicted connection frees its place when it drops its pass; the newcomer is
+        // counted at once, so the counts may exceed a cap for that moment.
+        let from_source = state.by_source.get(&source).copied().unwrap_or(0);
+        if from_source >= self.config.per_source_max {
+            let oldest = state.waiting.iter().find(|(_, (from, _))| *from == source).map(|(id, _)| *id);
+            let Some(oldest) = oldest else {
+                state.refusals += 1;
+                return Err(Refusal::PerSource { from: source, max: self.config.per_source_max });
+            };
+            state.evict(oldest);
+        } else if state.total >= self.config.total_max {
+            let Some(oldest) = state.waiting.keys().next().copied() else {
+                state.refusals += 1;
+                return Err(Refusal::Full { max: self.config.total_max });
+            };
+            state.evict(oldest);
+        }
+        state.next_id += 1;
+        let id = state.next_id;
+        state.total += 1;
+        *state.by_source.entry(source).or_default() += 1;
+        let (evict, evicted) = watch::channel(false);
+        state.waiting.insert(id, (source, evict));
+        Ok(Pass { gate: self.clone(), id, source, evicted })
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> GateStats {
+        let state = self.lock();
+        GateStats {
+            open: state.total,
+            unauthenticated: state.waiting.len(),
+            evictions: state.evictions,
+            refusals: state.refusals,
+        }
+    }
+}
+
+impl State {
+    fn evict(&mut self, id: u64) {
+        if let Some((_, evict)) = self.waiting.remove(&id) {
+            let _closed = evict.send(true);
+            self.evictions += 1;
+        }
+    }
+}
+
+impl Pass {
+    /// The connection authenticated: it is never evicted to make room.
+    pub fn authenticated(&self) {
+        self.gate.lock().waiting.remove(&self.id);
+    }
+
+    /// Whether it still waits to authenticate.
+    pub fn is_authenticated(&self) -> bool {
+        !self.gate.lock().waiting.contains_key(&self.id)
+    }
+
+    /// The time it has to authenticate.
+    pub fn auth_deadline(&self) -> Duration {
+        self.gate.config.auth_deadline
+    }
+
+    /// Its source.
+    pub fn source(&self) -> Source {
+        self.source
+    }
+
+    /// Resolves when the gate evicts this connection to make room for a newer one; the
+    /// daemon then closes it. Never resolves for an authenticated connection.
+    pub async fn evicted(&mut self) {
+        if self.evicted.wait_for(|evicted| *evicted).await.is_err() {
+            // The sender is gone: the connection authenticated, or the pass is being dropped.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let mut state = self.gate.lock();
+        state.waiting.remove(&self.id);
+        state.total -= 1;
+        if let Some(count) = state.by_source.get_mut(&self.source) {
+            *count -= 1;
+            if *count == 0 {
+                state.by_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// The pause after each failed `accept()`: 10 ms doubling to 1 s, back to nothing at the
+/// first success. It says what to log once per burst of failures.
+#[derive(Debug, Default)]
+pub struct AcceptBackoff {
+    failures: u64,
+    pause: Duration,
+}
+
+/// The first pause after a failed accept.
+const ACCEPT_PAUSE_FIRST: Duration = Duration::from_millis(10);
+/// The longest pause between accepts while they fail.
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+impl AcceptBackoff {
+    /// An accept failed with `error`: how long to pause, and a line to log if this failure
+    /// starts a burst (later ones of the burst log nothing).
+    pub fn failed(&mut self, error: &std::io::Error) -> (Duration, Option<String>) {
+        self.failures += 1;
+        self.pause =
+            if self.pause.is_zero() { ACCEPT_PAUSE_FIRST } else { (self.pause * 2).min(ACCEPT_PAUSE_MAX) };
+        let line = (self.failures == 1).then(|| {
+            format!("accept failed: {error}; pausing between attempts (up to {ACCEPT_PAUSE_MAX:?}) until it works again")
+        });
+        (self.pause, line)
+    }
+
+    /// An accept worked: a line to log if it ends a burst of failures.
+    pub fn succeeded(&mut self) -> Option<String> {
+        let failures = std::mem::take(&mut self.failures);
+        self.pause = Duration::ZERO;
+        (failures > 0).then(|| format!("accept works again after {failures} failed attempts"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(total_max: usize, per_source_max: usize) -> Gate {
+        Gate::new(GateConfig { total_max, per_source_max, auth_deadline: Duration::from_secs(1) })
+    }
+
+    fn ip(last: u8) -> Source {
+        Source::Ip(IpAddr::from([127, 0, 0, last]))
+    }
+
+    #[tokio::test]
+    async fn a_source_at_its_cap_makes_room_with_its_own_oldest_idle_connection() {
+        let gate = gate(10, 2);
+        let a = gate.admit(ip(1)).expect("first");
+        a.authenticated();
+        let mut idle = gate.admit(ip(1)).expect("second");
+        let _other = gate.admit(ip(2)).expect("another source");
+        let newcomer = gate.admit(ip(1)).expect("the source's idle connection makes room");
+        tokio::time::timeout(Duration::from_secs(1), idle.evicted()).await.expect("evicted");
+        drop(idle);
+        newcomer.authenticated();
+        assert_eq!(
+            gate.admit(ip(1)).expect_err("at its cap, all authenticated"),
+            Refusal::PerSource { from: ip(1), max: 2 }
+        );
+        let _still = gate.admit(ip(2)).expect("other sources still come in");
+        drop(a);
+        let _again = gate.admit(ip(1)).expect("a place of its own freed");
+        assert_eq!((gate.stats().evictions, gate.stats().refusals), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_full_gate_evicts_the_oldest_unauthenticated_connection() {
+        let gate = gate(3, 3);
+        let mut oldest = gate.admit(ip(1)).expect("1");
+        let daemon = gate.admit(ip(2)).expect("2");
+        daemon.authenticated();
+        let _idle = gate.admit(ip(1)).expect("3");
+        let _newcomer = gate.admit(ip(3)).expect("the oldest unauthenticated makes room");
+        tokio::time::timeout(Duration::from_secs(1), oldest.evicted()).await.expect("evicted");
+        assert_eq!(gate.stats().evictions, 1);
+        drop(oldest);
+        assert_eq!(gate.stats().open, 3);
+    }
+
+    #[tokio::test]
+    async fn authenticated_connections_are_never_evicted() {
+        let gate = gate(2, 2);
+        let mut a = gate.admit(ip(1)).expect("a");
+        a.authenticated();
+        let b = gate.admit(ip(2)).expect("b");
+        b.authenticated();
+        assert_eq!(gate.admit(ip(3)).expect_err("full, all authenticated"), Refusal::Full { max: 2 });
+        assert!(tokio::time::timeout(Duration::from_millis(50), a.evicted()).await.is_err());
+        assert!(a.is_authenticated());
+    }
+
+    #[test]
+    fn accept_failures_back_off_and_log_once_per_burst() {
+        let mut backoff = AcceptBackoff::default();
+        let error = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let (first, line) = backoff.failed(&error);
+        assert_eq!(first, Duration::from_millis(10));
+        assert!(line.expect("the burst's first failure is logged").contains("accept failed"));
+        let pauses: Vec<Duration> = (0..10)
+            .map(|_| backoff.failed(&error))
+            .map(|(pause, line)| {
+                assert!(line.is_none(), "a burst logs once");
+                pause
+            })
+            .collect();
+        assert_eq!(pauses[0], Duration::from_millis(20));
+        assert_eq!(*pauses.last().expect("ten"), Duration::from_secs(1));
+        assert!(backoff.succeeded().expect("the end of a burst is logged").contains("11 failed"));
+        assert_eq!(backoff.succeeded(), None);
+        assert_eq!(backoff.failed(&error).0, Duration::from_millis(10), "a new burst starts small");
+    }
+}
