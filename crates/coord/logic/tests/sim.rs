@@ -1,21 +1,43 @@
-//! Deterministic simulation of the coordinator logic with crashes.
+//! Deterministic simulation of the coordinator logic with crashes, through a
+//! shell that carries out the logic's effects the way the daemon's does.
 //!
 //! One seeded run: a submitter and a handful of workers talk to one
-//! [`Coord`] whose WAL is a vector with a durable prefix (group commit: the
-//! rest is appended but not yet fsynced). Answers are held until the WAL is
-//! durable through their step's last append, as the shell does. Workers pull,
-//! heartbeat in time or late, finish before or after their lease expired,
-//! present stale or made-up leases, crash for good or come back; the
-//! coordinator crashes between steps and inside a step at every point of the
-//! core loop:
-//! - before append (the request is lost, nothing is written),
-//! - after append before apply (the step's events are durable, the answer is lost),
-//! - after apply before respond (the events are applied in memory, only some
-//!   of the pending WAL tail reaches the disk, the answer is lost);
+//! [`Coord`] whose WAL is a vector. The shell here is a model of
+//! `bins/coordinator`'s event loop (its `server` and `journal` modules), with
+//! the same batching and the same order, which is the contract the logic's
+//! crate doc states ("The shell contract, in order"):
+//! - each request is stepped as it arrives and each event of the step is
+//!   appended at once (not yet durable); its answer is held behind the
+//!   position of the last event appended before it — also an answer that
+//!   appended nothing, such as a query's;
+//! - after a batch of steps the shell starts a group commit for everything
+//!   appended so far, unless one is running; when one ends, the answers it
+//!   covers are released in order and the next one starts at once for what
+//!   was appended meanwhile (so an answer is never released by a group commit
+//!   that started before its step);
+//! - `Tick` every 100 ms of simulated time, and once at every start;
+//! - a snapshot is taken between steps and written by a helper once the
+//!   events it covers are durable (its own wait makes them so).
 //!
-//! and restarts from the durable WAL alone — from the newest snapshot written
-//! (sometimes) plus the tail, every record through the XDR codec the shell
-//! uses — then steps `Tick` with the current time before serving.
+//! Workers pull, heartbeat in time or late, finish before or after their
+//! lease expired, present stale or made-up leases, crash for good or come
+//! back. The coordinator crashes between steps and at each of the daemon's
+//! crash points (`lava_crash::point!` in `bins/coordinator`), plus one the
+//! daemon has no name for:
+//! - a request read but not yet stepped (it is lost);
+//! - `coordinator.wal_appended`: after any append of a step, the step's later
+//!   events never appended and its answer never held;
+//! - `coordinator.wal_durable`: a group commit ended, the answers it covers
+//!   not yet released;
+//! - `coordinator.answer_written`: after any released answer, the ones behind
+//!   it lost;
+//!
+//! and then the disk keeps the durable prefix of the WAL and any prefix of the
+//! rest (written but not fsynced, or lost with the power), and a snapshot
+//! being written may or may not have made it. The coordinator restarts from
+//! the WAL alone — from the newest snapshot written (sometimes) plus the
+//! tail, every record through the XDR codec the shell uses — then steps
+//! `Tick` with the current time before serving.
 //!
 //! Checked after every step: the logic's own invariants; an independent
 //! oracle model accepts every appended event at the step's time (in
@@ -24,16 +46,18 @@
 //! valid past its expiry); every request appends at most its one event after
 //! the time-driven `LeaseExpired`s, and a refusal appends nothing but the
 //! `TaskCancelled` of a refused completion; the live state hash equals the
-//! hash of a coordinator fed only the WAL (incrementally every step, from
-//! scratch every few steps and at every restart); nothing acknowledged is
-//! ever lost. At the end, with the coordinator up and one worker behaving,
-//! every task in the WAL is completed or failed.
+//! hash of a coordinator fed only the appended WAL (incrementally every step,
+//! from scratch every few steps and at every restart). After every crash:
+//! every fact any released answer stated is in the WAL that survived — task
+//! ids, grants, expiries promised, outcomes, and what queries reported. At
+//! the end, with the coordinator up and one worker behaving, every task in the
+//! WAL is completed or failed.
 //!
 //! `LAVA_COORD_SIM_SEED=N cargo test -p lava-coord-logic --test sim` runs seed
 //! `N` alone and traces it; `LAVA_COORD_SIM_SEEDS=K` runs seeds `1..=K`
 //! (default 2,000).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use lava_coord_ll::{LeaseId, LeaseRef, Limits, Outcome, Payload, Request, TaskId, WorkerName};
@@ -86,6 +110,12 @@ enum OState {
 struct Oracle {
     tasks: Vec<OState>,
     last_lease: u64,
+    /// Every lease granted: its task.
+    granted: BTreeMap<u64, u64>,
+    /// Every lease's latest expiry recorded (granted or extended).
+    expiry: BTreeMap<u64, u64>,
+    /// Refused completions and failures (TaskCancelled) per task.
+    refused: BTreeMap<u64, u32>,
 }
 
 impl Oracle {
@@ -129,12 +159,15 @@ impl Oracle {
                     }
                 }
                 self.last_lease = lease.get();
+                self.granted.insert(lease.get(), task.get());
+                self.expiry.insert(lease.get(), *expires_at_ms);
                 OState::Leased { lease: lease.get(), expires: *expires_at_ms }
             }
             (
                 Event::LeaseExtended { lease, expires_at_ms, .. },
                 Some(OState::Leased { lease: l, expires }),
             ) if lease.get() == l && before(expires) && *expires_at_ms >= expires => {
+                self.expiry.insert(l, *expires_at_ms);
                 OState::Leased { lease: l, expires: *expires_at_ms }
             }
             (
@@ -155,6 +188,7 @@ impl Oracle {
                 {
                     return Err("a completion under the valid, unexpired lease was refused".into());
                 }
+                *self.refused.entry(event.task().get()).or_default() += 1;
                 return Ok(());
             }
             (
@@ -207,6 +241,121 @@ impl Oracle {
     }
 }
 
+/// What the coordinator's released answers stated: each must be in the WAL after any crash.
+#[derive(Debug, Default)]
+struct Told {
+    /// Tasks said to exist (a submission's id, a query's task, a lease's task).
+    tasks: BTreeSet<u64>,
+    /// The most tasks a count query reported, and the most of them finished.
+    n_tasks: u64,
+    n_finished: u64,
+    /// Leases said to be granted: their task.
+    grants: BTreeMap<u64, u64>,
+    /// The latest expiry a grant, an extension or a query promised, per lease.
+    expiries: BTreeMap<u64, u64>,
+    /// Outcomes answered or reported: task → (lease, outcome).
+    outcomes: BTreeMap<u64, (u64, Outcome)>,
+    /// The most refusals a query reported, per task.
+    refused: BTreeMap<u64, u32>,
+}
+
+impl Told {
+    fn grant(&mut self, task: u64, lease: u64, expires: u64) {
+        self.tasks.insert(task);
+        self.grants.insert(lease, task);
+        let promised = self.expiries.entry(lease).or_default();
+        *promised = (*promised).max(expires);
+    }
+
+    fn outcome(&mut self, task: u64, lease: u64, outcome: Outcome) -> Result<(), String> {
+        self.tasks.insert(task);
+        match self.outcomes.insert(task, (lease, outcome)) {
+            Some(before) if before != (lease, outcome) => {
+                Err(format!("task {task} told finished twice: {before:?}, then {:?}", (lease, outcome)))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records what `reply` (to `request`) states.
+    fn record(&mut self, request: &Request, reply: &Reply) -> Result<(), String> {
+        match (request, reply) {
+            (Request::Submit { .. }, Reply::Submitted(r)) => {
+                self.tasks.insert(r.task_id);
+            }
+            (Request::Lease { .. }, Reply::Lease(wire::LeaseReply { lease: Some(grant) })) => {
+                self.grant(grant.task_id, grant.lease_id, grant.expires_at_ms);
+            }
+            (Request::Heartbeat(_), Reply::Extended(r)) => self.grant(r.task_id, r.lease_id, r.expires_at_ms),
+            (Request::Finish { lease, outcome }, Reply::Outcome(_)) => {
+                self.outcome(lease.task.get(), lease.lease.get(), *outcome)?;
+            }
+            (Request::QueryTask(_), Reply::Task(r)) => {
+                let info = &r.task;
+                self.tasks.insert(info.task_id);
+                let refused = self.refused.entry(info.task_id).or_default();
+                *refused = (*refused).max(info.n_refused);
+                match info.state {
+                    wire::task_state::LEASED => self.grant(info.task_id, info.lease_id, info.expires_at_ms),
+                    wire::task_state::COMPLETED => {
+                        self.outcome(info.task_id, info.lease_id, Outcome::Completed)?;
+                    }
+                    wire::task_state::FAILED => self.outcome(info.task_id, info.lease_id, Outcome::Failed)?,
+                    _ => {}
+                }
+            }
+            (Request::QueryCounts, Reply::Counts(r)) => {
+                self.n_tasks = self.n_tasks.max(r.waiting + r.leased + r.completed + r.failed);
+                self.n_finished = self.n_finished.max(r.completed + r.failed);
+            }
+            (Request::QueryLeases, Reply::Leases(r)) => {
+                for info in &r.leases {
+                    self.grant(info.task_id, info.lease_id, info.expires_at_ms);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Everything told is in `wal`'s meaning.
+    fn check(&self, wal: &Oracle) -> Result<(), String> {
+        let n_tasks = wal.tasks.len() as u64;
+        if let Some(task) = self.tasks.iter().find(|task| **task > n_tasks) {
+            return Err(format!("task {task} was answered, the WAL has {n_tasks} tasks"));
+        }
+        if self.n_tasks > n_tasks {
+            return Err(format!("a count query reported {} tasks, the WAL has {n_tasks}", self.n_tasks));
+        }
+        let n_finished = wal.tasks.iter().filter(|s| matches!(s, OState::Done { .. })).count() as u64;
+        if self.n_finished > n_finished {
+            return Err(format!("a count query reported {} finished, the WAL {n_finished}", self.n_finished));
+        }
+        for (lease, task) in &self.grants {
+            if wal.granted.get(lease) != Some(task) {
+                return Err(format!("lease {lease} of task {task} was answered, the WAL lacks its grant"));
+            }
+        }
+        for (lease, promised) in &self.expiries {
+            if wal.expiry.get(lease).is_none_or(|recorded| recorded < promised) {
+                return Err(format!("lease {lease} was promised until {promised}, the WAL has less"));
+            }
+        }
+        for (task, (lease, outcome)) in &self.outcomes {
+            let expected = OState::Done { lease: *lease, outcome: *outcome };
+            if wal.state(task_id(*task)) != Some(&expected) {
+                return Err(format!("acknowledged outcome of task {task} (lease {lease}) is lost"));
+            }
+        }
+        for (task, refused) in &self.refused {
+            if wal.refused.get(task).copied().unwrap_or(0) < *refused {
+                return Err(format!("{refused} refusals of task {task} were reported, the WAL has fewer"));
+            }
+        }
+        Ok(())
+    }
+}
+
 fn task_id(id: u64) -> TaskId {
     TaskId::new("task", id).expect("non-zero")
 }
@@ -251,12 +400,24 @@ struct Actor {
     resend: Option<Request>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CrashPoint {
-    None,
-    BeforeAppend,
-    AfterAppendBeforeApply,
-    AfterApplyBeforeRespond,
+/// An answer in the shell's outbox.
+#[derive(Debug)]
+struct HeldAnswer {
+    /// The WAL position it rests on: the last append before it.
+    barrier: usize,
+    actor: usize,
+    /// The actor's life when it asked: an answer to an earlier life is dropped.
+    life: u64,
+    request: Request,
+    reply: Reply,
+}
+
+/// What a step came to.
+enum Stepped {
+    /// The step's appends are made; its answer (a request's) is to be held.
+    Done(Option<Reply>),
+    /// The coordinator crashed in the middle (`coordinator.wal_appended`).
+    Crashed,
 }
 
 struct Sim {
@@ -268,29 +429,36 @@ struct Sim {
     last_tick: u64,
     coord: Option<Coord>,
     down_until: u64,
-    /// Every event appended since the WAL was created; `durable` of them are on disk.
+    /// Every event appended (handed to the log) since the WAL was created.
     wal: Vec<Event>,
+    /// The first `durable` of them are on disk whatever happens (the log's own durable end).
     durable: usize,
+    /// What the shell knows to be durable: answers are released up to here
+    /// (`Journal::durable_through`; never more than `durable`).
+    durable_through: usize,
+    /// The running group commit: the WAL length it makes durable.
+    sync: Option<usize>,
     /// A coordinator fed only the appended events, in order.
     shadow: Coord,
     oracle: Oracle,
     /// The newest snapshot written: (events covered, state).
     snapshot: Option<(usize, CoordSnapshot)>,
-    /// A snapshot taken, written once the events it covers are durable.
-    snapshot_pending: Option<(usize, CoordSnapshot)>,
-    /// Answers waiting for durability: (WAL length they need, actor, life, reply).
-    held: Vec<(usize, usize, u64, Reply)>,
+    /// A snapshot taken and being written (once the events it covers are durable).
+    snapshot_running: Option<(usize, CoordSnapshot)>,
+    /// The outbox: answers waiting for durability, in the order they were decided.
+    held: VecDeque<HeldAnswer>,
     /// actors[0] is the submitter; the others are workers.
     actors: Vec<Actor>,
     submissions_target: u64,
     submissions_sent: u64,
-    acked_tasks: BTreeSet<u64>,
-    acked_outcomes: BTreeMap<u64, (u64, Outcome)>,
-    /// Crash probabilities, per mille: between steps, and at each point of a step.
+    told: Told,
+    /// Crash probabilities, per mille: between steps, and at each crash point.
     crash_between: u64,
-    crash_in_step: u64,
-    snapshot_rate: u64,
+    crash_at_point: u64,
+    /// Per round, per mille: a running group commit ends; a snapshot is taken; one being written ends.
     fsync_rate: u64,
+    snapshot_rate: u64,
+    snapshot_write_rate: u64,
     n_steps: u64,
     n_restarts: u64,
     chaos: bool,
@@ -336,8 +504,9 @@ impl Sim {
             });
         }
         let crash_between = rng.below(8);
-        let crash_in_step = rng.below(12);
+        let crash_at_point = rng.below(5);
         let snapshot_rate = rng.below(30);
+        let snapshot_write_rate = 100 + rng.below(900);
         let fsync_rate = 200 + rng.below(800);
         let submissions_target = 5 + rng.below(40);
         Sim {
@@ -352,19 +521,21 @@ impl Sim {
             down_until: 0,
             wal: Vec::new(),
             durable: 0,
+            durable_through: 0,
+            sync: None,
             oracle: Oracle::default(),
             snapshot: None,
-            snapshot_pending: None,
-            held: Vec::new(),
+            snapshot_running: None,
+            held: VecDeque::new(),
             actors,
             submissions_target,
             submissions_sent: 0,
-            acked_tasks: BTreeSet::new(),
-            acked_outcomes: BTreeMap::new(),
+            told: Told::default(),
             crash_between,
-            crash_in_step,
-            snapshot_rate,
+            crash_at_point,
             fsync_rate,
+            snapshot_rate,
+            snapshot_write_rate,
             n_steps: 0,
             n_restarts: 0,
             chaos: true,
@@ -377,8 +548,19 @@ impl Sim {
         }
     }
 
-    /// Steps the live coordinator and checks everything; returns the answer.
-    fn step(&mut self, input: Input) -> Result<Option<Reply>, String> {
+    fn up(&self) -> bool {
+        self.coord.is_some()
+    }
+
+    /// Whether the coordinator crashes at the crash point it has reached.
+    fn crashes_here(&mut self) -> bool {
+        self.chaos && self.rng.chance(self.crash_at_point)
+    }
+
+    /// Steps the live coordinator, checks everything, and carries out the
+    /// appends (the daemon's `Loop::step`): each event to the WAL in order,
+    /// the coordinator possibly crashing after any of them.
+    fn step(&mut self, input: Input) -> Result<Stepped, String> {
         let coord = self.coord.as_mut().expect("stepped only while up");
         let request = match &input {
             Input::Request { request, .. } => Some(request.clone()),
@@ -389,6 +571,7 @@ impl Sim {
         self.n_steps += 1;
         let mut reply = None;
         let mut request_events = 0;
+        let appended_before = self.wal.len();
         for effect in effects {
             match effect {
                 Effect::Append(event) => {
@@ -438,7 +621,26 @@ impl Sim {
         if self.n_steps.is_multiple_of(64) {
             self.check_full_replay()?;
         }
-        Ok(reply)
+        // coordinator.wal_appended, after each append: the step's later events
+        // never reach the log, and its answer is never held.
+        for n_appended in appended_before + 1..=self.wal.len() {
+            if self.crashes_here() {
+                self.wal.truncate(n_appended);
+                self.crash("coordinator.wal_appended")?;
+                return Ok(Stepped::Crashed);
+            }
+        }
+        Ok(Stepped::Done(reply))
+    }
+
+    /// The loop's `Tick` arm: step, then settle. False if the coordinator crashed.
+    fn tick(&mut self) -> Result<bool, String> {
+        self.last_tick = self.now;
+        if let Stepped::Crashed = self.step(Input::Tick)? {
+            return Ok(false);
+        }
+        self.settle()?;
+        Ok(self.up())
     }
 
     fn check_full_replay(&self) -> Result<(), String> {
@@ -457,37 +659,86 @@ impl Sim {
         Ok(())
     }
 
-    fn fsync(&mut self) {
-        self.durable = self.wal.len();
-        if let Some((covered, _)) = &self.snapshot_pending
-            && *covered <= self.durable
-        {
-            self.snapshot = self.snapshot_pending.take();
+    /// After a batch of steps (the daemon's `Loop::settle`): start a group
+    /// commit for everything appended unless one runs, maybe take a snapshot,
+    /// and release what is already durable (answers that appended nothing).
+    fn settle(&mut self) -> Result<(), String> {
+        if self.sync.is_none() && self.wal.len() > self.durable_through {
+            self.sync = Some(self.wal.len());
         }
-        let durable = self.durable;
-        let (ready, waiting): (Vec<_>, Vec<_>) = self.held.drain(..).partition(|(need, ..)| *need <= durable);
-        self.held = waiting;
-        for (_, actor, life, reply) in ready {
-            self.deliver(actor, life, reply);
+        if self.snapshot_running.is_none() && !self.wal.is_empty() && self.rng.chance(self.snapshot_rate) {
+            let coord = self.coord.as_ref().expect("settled only while up");
+            self.snapshot_running = Some((self.wal.len(), coord.snapshot()));
+        }
+        self.release()
+    }
+
+    /// The running group commit ended (the loop's `Durable` arm): release
+    /// what it covers, then start the next one at once.
+    fn group_commit_ended(&mut self) -> Result<(), String> {
+        let target = self.sync.take().expect("a group commit runs");
+        self.durable = self.durable.max(target);
+        self.durable_through = target;
+        self.log(|| format!("durable through {target}"));
+        if self.crashes_here() {
+            return self.crash("coordinator.wal_durable");
+        }
+        self.release()?;
+        if self.up() { self.settle() } else { Ok(()) }
+    }
+
+    /// The snapshot being written is on disk; writing it made the events it covers durable.
+    fn snapshot_written(&mut self) {
+        let (covered, snapshot) = self.snapshot_running.take().expect("a snapshot is being written");
+        self.durable = self.durable.max(covered);
+        self.snapshot = Some((covered, snapshot));
+    }
+
+    /// Delivers, in order, every held answer whose WAL position is known to be durable.
+    fn release(&mut self) -> Result<(), String> {
+        while self.held.front().is_some_and(|held| held.barrier <= self.durable_through) {
+            let held = self.held.pop_front().expect("checked just above");
+            self.told.record(&held.request, &held.reply)?;
+            self.deliver(held.actor, held.life, held.reply);
+            if self.crashes_here() {
+                return self.crash("coordinator.answer_written");
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes everything durable and releases every answer (a clean stop's `sync_all`).
+    fn sync_all(&mut self) -> Result<(), String> {
+        loop {
+            self.settle()?;
+            if self.sync.is_none() {
+                return Ok(());
+            }
+            self.group_commit_ended()?;
         }
     }
 
     fn crash(&mut self, why: &str) -> Result<(), String> {
-        // Group commit writes in order: some prefix of the pending tail may have reached the disk.
+        // A snapshot being written may have reached the disk; its events did first.
+        let snapshot_kept = self.snapshot_running.is_some() && self.rng.chance(500);
+        if let Some((covered, snapshot)) = self.snapshot_running.take()
+            && snapshot_kept
+        {
+            self.durable = self.durable.max(covered);
+            self.snapshot = Some((covered, snapshot));
+        }
+        // The log writes in order: some prefix of the tail that is not durable may have reached the disk.
         let pending = self.wal.len() - self.durable;
         let reached = if pending == 0 { 0 } else { self.rng.below(pending as u64 + 1) as usize };
         self.durable += reached;
         self.wal.truncate(self.durable);
-        if let Some((covered, _)) = &self.snapshot_pending
-            && *covered <= self.durable
-        {
-            self.snapshot = self.snapshot_pending.take();
-        }
-        self.snapshot_pending = None;
+        // Reopening the log makes what it kept durable.
+        self.durable_through = self.durable;
+        self.sync = None;
         self.held.clear();
         self.coord = None;
         self.down_until = self.now + self.rng.below(2 * LEASE_MS);
-        self.log(|| format!("COORDINATOR CRASH ({why}), {reached} of {pending} pending events durable"));
+        self.log(|| format!("COORDINATOR CRASH ({why}), {reached} of {pending} pending events kept"));
         for i in 0..self.actors.len() {
             let retry = self.rng.chance(700);
             let actor = &mut self.actors[i];
@@ -497,17 +748,18 @@ impl Sim {
                 actor.resend = Some(request);
             }
         }
-        // What is left must be the WAL, replayable by the oracle and by the logic.
+        // What is left must be the WAL, replayable by the oracle and by the logic,
+        // and hold everything any answer stated.
         self.oracle = Oracle::from_wal(&self.wal);
         self.shadow = Coord::new(self.config.clone());
         for event in &self.wal {
             self.shadow.apply(event).map_err(|e| format!("durable WAL does not replay: {e}"))?;
         }
-        Ok(())
+        self.told.check(&self.oracle).map_err(|problem| format!("after a crash ({why}): {problem}"))
     }
 
     /// Restart: snapshot (if one was written) and the tail, through the codec,
-    /// then `Tick` with the current time.
+    /// then `Tick` with the current time, then serve.
     fn restart(&mut self) -> Result<(), String> {
         self.n_restarts += 1;
         let limits = lava_xdr::Limits { array_elements_max: u32::MAX, ..lava_xdr::Limits::DEFAULT };
@@ -535,63 +787,24 @@ impl Sim {
         }
         self.log(|| format!("COORDINATOR RESTART from snapshot at {from}, {} events", self.wal.len()));
         self.coord = Some(coord);
-        self.last_tick = self.now;
-        self.step(Input::Tick)?;
-        self.check_acknowledged()
+        if self.tick()? { self.told.check(&self.oracle) } else { Ok(()) }
     }
 
-    /// Nothing acknowledged is lost: every task and outcome answered is in the state.
-    fn check_acknowledged(&self) -> Result<(), String> {
-        for task in &self.acked_tasks {
-            if self.oracle.state(task_id(*task)).is_none() {
-                return Err(format!("acknowledged task {task} is lost"));
-            }
-        }
-        for (task, (lease, outcome)) in &self.acked_outcomes {
-            let expected = OState::Done { lease: *lease, outcome: *outcome };
-            if self.oracle.state(task_id(*task)) != Some(&expected) {
-                return Err(format!("acknowledged outcome of task {task} (lease {lease}) is lost"));
-            }
-        }
-        Ok(())
-    }
-
-    /// `actor` sends `request`; the coordinator may crash at any point of the step.
+    /// `actor` sends `request`; the coordinator steps it at once and holds its
+    /// answer behind the last append before it.
     fn send(&mut self, actor: usize, request: Request) -> Result<(), String> {
         self.log(|| format!("{} sends {request:?}", self.actors[actor].name));
         self.actors[actor].outstanding = Some(request.clone());
-        let point = if self.chaos && self.rng.chance(self.crash_in_step) {
-            match self.rng.below(3) {
-                0 => CrashPoint::BeforeAppend,
-                1 => CrashPoint::AfterAppendBeforeApply,
-                _ => CrashPoint::AfterApplyBeforeRespond,
-            }
-        } else {
-            CrashPoint::None
-        };
-        if point == CrashPoint::BeforeAppend {
-            return self.crash("before append");
+        if self.crashes_here() {
+            return self.crash("a request read, not yet stepped");
         }
-        let reply = self
-            .step(Input::Request { client: ClientId(actor as u64), caller: sim_user(), request })?
-            .ok_or("a request without an answer")?;
-        match point {
-            CrashPoint::AfterAppendBeforeApply => {
-                // The events are durable; the answer never leaves.
-                self.durable = self.wal.len();
-                self.crash("after append, before the answer")
-            }
-            CrashPoint::AfterApplyBeforeRespond => self.crash("after apply, before respond"),
-            _ => {
-                let life = self.actors[actor].life;
-                self.held.push((self.wal.len(), actor, life, reply));
-                if self.wal.len() == self.durable {
-                    // Nothing to wait for (a query, an empty pull).
-                    self.fsync();
-                }
-                Ok(())
-            }
-        }
+        let input =
+            Input::Request { client: ClientId(actor as u64), caller: sim_user(), request: request.clone() };
+        let Stepped::Done(reply) = self.step(input)? else { return Ok(()) };
+        let reply = reply.ok_or("a request without an answer")?;
+        let life = self.actors[actor].life;
+        self.held.push_back(HeldAnswer { barrier: self.wal.len(), actor, life, request, reply });
+        Ok(())
     }
 
     fn deliver(&mut self, actor: usize, life: u64, reply: Reply) {
@@ -605,9 +818,7 @@ impl Sim {
             eprintln!("[{:>7}]   {} <- {reply:?}", now - T0, a.name);
         }
         match (&request, reply) {
-            (Request::Submit { .. }, Reply::Submitted(r)) => {
-                self.acked_tasks.insert(r.task_id);
-            }
+            (Request::Submit { .. }, Reply::Submitted(_)) => {}
             (Request::Lease { .. }, Reply::Lease(r)) => match r.lease {
                 Some(grant) => {
                     let work = match a.mode {
@@ -630,15 +841,8 @@ impl Sim {
                     held.known_expiry = r.expires_at_ms;
                 }
             }
-            (Request::Finish { lease, outcome }, Reply::Outcome(_)) => {
+            (Request::Finish { lease, .. }, Reply::Outcome(_)) => {
                 let task = lease.task.get();
-                let previous = self.acked_outcomes.insert(task, (lease.lease.get(), *outcome));
-                assert!(
-                    previous.is_none_or(|p| p == (lease.lease.get(), *outcome)),
-                    "seed {}: task {task} acknowledged as finished twice: {previous:?} then {:?}",
-                    self.seed,
-                    (lease.lease.get(), *outcome)
-                );
                 if a.holding.as_ref().is_some_and(|h| h.task == task) {
                     a.holding = None;
                 }
@@ -769,42 +973,43 @@ impl Sim {
         }
     }
 
-    /// One round: time passes, the coordinator ticks, fsyncs, maybe crashes,
-    /// takes a snapshot; actors act in a random order.
+    /// One round: time passes; the loop's arms (the tick, the end of a group
+    /// commit, the end of a snapshot write) may fire; the coordinator may
+    /// crash between steps; actors act in a random order, each request stepped
+    /// as it arrives; then the batch is settled.
     fn round(&mut self) -> Result<(), String> {
         self.now += self.rng.below(60);
-        if self.coord.is_none() {
+        if !self.up() {
             if self.now >= self.down_until {
                 self.restart()?;
             }
             return Ok(());
         }
-        if self.now >= self.last_tick + TICK_MS {
-            self.last_tick = self.now;
-            self.step(Input::Tick)?;
+        if self.now >= self.last_tick + TICK_MS && !self.tick()? {
+            return Ok(());
         }
-        if self.rng.chance(self.fsync_rate) {
-            self.fsync();
+        if self.sync.is_some() && self.rng.chance(self.fsync_rate) {
+            self.group_commit_ended()?;
+            if !self.up() {
+                return Ok(());
+            }
+        }
+        if self.snapshot_running.is_some() && self.rng.chance(self.snapshot_write_rate) {
+            self.snapshot_written();
         }
         if self.chaos && self.rng.chance(self.crash_between) {
             return self.crash("between steps");
-        }
-        if self.rng.chance(self.snapshot_rate)
-            && self.snapshot_pending.is_none()
-            && let Some(coord) = &self.coord
-        {
-            self.snapshot_pending = Some((self.wal.len(), coord.snapshot()));
         }
         self.worker_chaos();
         let n = self.actors.len();
         let start = self.rng.below(n as u64) as usize;
         for k in 0..n {
             self.act((start + k) % n)?;
-            if self.coord.is_none() {
-                break;
+            if !self.up() {
+                return Ok(());
             }
         }
-        Ok(())
+        self.settle()
     }
 
     fn run(&mut self) -> Result<(), String> {
@@ -838,9 +1043,9 @@ impl Sim {
                 return Err(format!("tasks never finished with a behaving worker: {unfinished:?}"));
             }
         }
-        self.fsync();
+        self.sync_all()?;
         self.check_full_replay()?;
-        self.check_acknowledged()
+        self.told.check(&self.oracle)
     }
 }
 
@@ -895,4 +1100,38 @@ fn coordinator_survives_crashes_at_every_step() {
     }
     eprintln!("{n_seeds} seeds: {steps} steps, {restarts} coordinator restarts, {events} WAL events");
     assert!(restarts > n_seeds / 2, "the simulation should crash the coordinator often");
+}
+
+// Goal: the simulation's shell batches as the daemon's loop does: an answer is
+// held behind the last append before it (also a query's, which appends
+// nothing), is released only by a group commit that covers that position, in
+// order, and the next group commit starts as soon as one ends.
+// Method: the shell driven by hand, without crashes.
+#[test]
+fn the_simulated_shell_holds_answers_behind_the_group_commit_that_covers_them() {
+    let mut sim = Sim::new(1, false);
+    sim.chaos = false;
+    sim.snapshot_rate = 0;
+    let payload = Payload::new(vec![1], &Limits::default()).expect("small");
+    sim.send(0, Request::Submit { payload }).expect("stepped");
+    sim.settle().expect("settled");
+    assert_eq!((sim.wal.len(), sim.sync, sim.durable_through), (1, Some(1), 0));
+    // During that group commit: a grant (appended at 2) and a query behind it.
+    let worker = sim.actors[1].name.clone();
+    sim.send(1, Request::Lease { worker }).expect("stepped");
+    sim.send(2, Request::QueryTask(task_id(1))).expect("stepped");
+    sim.settle().expect("settled");
+    assert_eq!(sim.held.iter().map(|held| held.barrier).collect::<Vec<_>>(), [1, 2, 2]);
+    assert_eq!(sim.sync, Some(1), "one group commit at a time");
+    assert!(sim.actors.iter().take(3).all(|a| a.outstanding.is_some()), "nothing answered yet");
+
+    sim.group_commit_ended().expect("released");
+    assert!(sim.actors[0].outstanding.is_none(), "the submission is answered");
+    assert!(sim.actors[1].outstanding.is_some() && sim.actors[2].outstanding.is_some());
+    assert_eq!(sim.sync, Some(2), "the next group commit started at once");
+
+    sim.group_commit_ended().expect("released");
+    assert!(sim.actors[1].holding.is_some() && sim.actors[2].outstanding.is_none());
+    assert_eq!(sim.told.grants, BTreeMap::from([(1, 1)]));
+    assert!(sim.held.is_empty() && sim.sync.is_none());
 }
