@@ -1,12 +1,11 @@
 //! Integration tests of the real `coordinator` binary and `coordctl` on
 //! loopback, with the real `sbatchd` of the host issuing the credentials that
-//! authenticate every connection (../shared/DESIGN.md section 5): the full
+//! authenticate every connection (docs/coordinator.md, "Authentication"): the full
 //! cycle submit → lease → heartbeat → complete through `coordctl`; who may
 //! connect and who may act under a lease, also as the unprivileged `nobody`
 //! while the cluster key stays root's; `kill -9` during a 10,000-task run of
 //! worker processes and restart (no task lost, none completed twice); a torn
-//! WAL tail repaired at start (../shared/specs/coordinator-core-loop.md
-//! section 8).
+//! WAL tail repaired at start (docs/coordinator.md, "The core loop").
 //!
 //! Each test has its own cluster folder and daemons (tests/util); every wait
 //! is a bounded poll or a bounded read.

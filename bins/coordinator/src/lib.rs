@@ -2,7 +2,7 @@
 //! `lava-coord-logic`, plus `coordctl` and a small worker-client library.
 //!
 //! The coordinator is a single-process, WAL-backed, lease-based task scheduler
-//! for pull workers (../shared/specs/coordinator-core-loop.md). Everything it
+//! for pull workers (docs/coordinator.md). Everything it
 //! decides is decided by [`lava_coord_logic::Coord`]; this crate carries
 //! requests in and effects out, following the shell contract written in
 //! `lava-coord-logic`'s crate documentation:
@@ -11,8 +11,8 @@
 //! |---|---|
 //! | 1. Start: snapshot + tail to `Coord::apply`, then `Tick` with the current time (expire leases that ran out while down), then serve | [`journal::recover`], [`server::run`] |
 //! | 2. One step at a time, wall clock, `Tick` every 100 ms | `server` (the one event loop) |
-//! | 3. Appends first, answers held until every earlier append is durable (group commit: `wait_durable` on a blocking thread covering every step appended meanwhile) | `server`, [`journal::Journal`] |
-//! | 4. A failed append or fsync stops the daemon, answering nothing held behind it | `server` |
+//! | 3. Each step's appends at once; every answer (a query's, STATS and a refusal included) held behind the last append before it until that is durable, released in order (group commit: `wait_durable` on a blocking thread covering every step appended meanwhile) | `server`, [`journal::Journal`] |
+//! | 4. A failed append or fsync stops the daemon at once, releasing no held answer | `server` |
 //! | 5. A snapshot every `--snapshot-events` events, then pruning | [`journal::Journal::maybe_snapshot`] |
 //!
 //! # Command line

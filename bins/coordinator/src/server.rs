@@ -1,6 +1,7 @@
 //! The daemon: configuration, the WAL and its replay, the listener, one task
 //! per connection, and the one closed event loop that steps the logic and
-//! carries out its effects (../shared/STYLE.md point 5).
+//! carries out its effects in the order `lava-coord-logic`'s crate doc makes
+//! the contract ("The shell contract, in order").
 //!
 //! # Start-up order
 //! 1. Load `lsf.conf` and `lsf.cluster` (`--envdir`, else `LSF_ENVDIR`) and the
@@ -34,11 +35,22 @@
 //! 1024) one after the other. Each step's appends go to the journal's buffer
 //! at once; its answer waits in the outbox behind the position of the last
 //! append before it, and is released when `durable_through` reaches that
-//! position. A `wait_durable` is started after each batch of steps unless one
+//! position. So does every other answer: a query's (it reads the live state,
+//! which may hold changes not yet durable), STATS, and a refusal made by a
+//! connection task; the outbox releases in the order the calls were taken. A `wait_durable` is started after each batch of steps unless one
 //! is running, and again as soon as one ends (after stepping the requests that
 //! queued meanwhile), so one fsync covers every step appended while the
 //! previous one ran (group commit). While many answers wait for a slow disk,
 //! the loop takes no new requests ([`HELD_ANSWERS_MAX`]).
+//!
+//! A failed append (the step returns the error) or fsync (the journal's next
+//! event is the error) ends the loop at once: nothing more is stepped and no
+//! held answer is released (only a clean stop makes everything durable and
+//! releases them). The crash points `coordinator.wal_appended` (after each
+//! append), `coordinator.wal_durable` (a group commit ended, its answers not
+//! yet released) and `coordinator.answer_written` (answers written to a
+//! connection) sit at these boundaries; the simulation in `lava-coord-logic`
+//! crashes its model of this loop at the same places.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;

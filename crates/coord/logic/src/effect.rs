@@ -1,6 +1,6 @@
 //! What the logic asks the shell to do, in order: append WAL events, then
-//! respond. The crate doc states the contract: respond only after the appends
-//! are durable.
+//! respond. The crate doc states the contract: respond only once every append
+//! made so far (this step's and earlier ones') is durable.
 
 use lava_coord_wire::Reply;
 

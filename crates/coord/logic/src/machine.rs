@@ -3,8 +3,12 @@
 //! request to the manager that decides it, and orders the effects.
 //!
 //! Every decision goes through `record`, which applies the event with the
-//! same [`Coord::apply`] replay uses and queues it for the WAL, so the live
-//! state can never hold a change the WAL lacks.
+//! same [`Coord::apply`] replay uses and queues it as an [`Effect::Append`],
+//! in the order applied. Nothing else changes the durable state, so once the
+//! shell has appended a step's events the live state is exactly the replay of
+//! the WAL appended so far; it is ahead of the *durable* WAL only by appends
+//! whose answers the shell still holds (the crate doc, "The core loop", says
+//! why that is the spec's order as far as anyone can see).
 
 use lava_coord_ll::{Caller, LeaseRef, Outcome, Request};
 use lava_coord_wire::{self as wire, Reply};
@@ -125,7 +129,8 @@ impl Coord {
         }
     }
 
-    /// Applies a decided event and queues it for the WAL.
+    /// Applies a decided event and queues it for the WAL (the shell appends it
+    /// before the next step and answers only once it is durable).
     fn record(&mut self, step: &mut Step, event: Event) {
         if let Err(error) = self.store.apply(&event) {
             panic!("a decided event must apply to the state it was decided on: {error}");

@@ -1,5 +1,5 @@
 //! lava-coord-wire: the bytes of the coordinator protocol
-//! (../shared/specs/coordinator-core-loop.md, ../shared/DESIGN.md section 4).
+//! (docs/coordinator.md).
 //!
 //! # What it owns
 //! - [`COORD_VERSION`], the version word of every coordinator frame header.
