@@ -15,6 +15,14 @@
 //! The same socket answers SBD_STATUS_QUERY (ours, `lsadmin sbdstatus`) with
 //! SBD_STATUS_REPLY (`wire::SbdStatusReply`), built by the event loop (see
 //! [`crate::status`]); anyone who can connect may ask, as anyone may run `bjobs`.
+//!
+//! One user cannot take the socket from the others (lava-net's gate; docs/operations.md,
+//! "Connection limits"): at most [`CONNECTIONS`]'s connections per uid and in all, the
+//! oldest that has not sent a whole request yet closed first to make room, a few seconds to
+//! send that first request; and credentials are issued at most [`CREDENTIALS_PER_SECOND`]
+//! a second per uid (a burst of [`CREDENTIALS_BURST`]): a faster caller waits its turn, so
+//! it slows only itself, and no user can mint the credentials to flood mbatchd's replay
+//! window.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -23,10 +31,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
-use lava_net::{Authenticator, Credential, FramedConn, Nonce, Timeouts, peer_cred};
+use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, RateQuota, Source};
+use lava_net::{Authenticator, Credential, FramedConn, Nonce, PeerCred, Timeouts, peer_cred};
 use lava_xdr::frame::{FrameHeader, FrameLimits};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::status::{SocketCounters, StatusRequest, bump};
 use crate::sys;
@@ -49,8 +58,13 @@ pub struct Context {
 const REQUEST_BYTES_MAX: u32 = 1024;
 /// Time a client has to send a whole request once it started one, or between requests.
 const CLIENT_TIMEOUT_MS: u64 = 10_000;
-/// Connections served at once; more wait in the listen backlog.
-const CONNECTIONS_MAX: usize = 256;
+/// Connections at once, in all and per uid, and the time to send a first whole request.
+pub const CONNECTIONS: GateConfig =
+    GateConfig { total_max: 256, per_source_max: 32, auth_deadline: Duration::from_secs(5) };
+/// Credentials issued per second to one uid, sustained.
+pub const CREDENTIALS_PER_SECOND: u32 = 200;
+/// Credentials one uid may have at once beyond that rate.
+pub const CREDENTIALS_BURST: u32 = 1000;
 
 /// Binds the socket: creates its folder, removes a stale socket file, and makes it
 /// connectable by everyone. `Ok(None)` when a live daemon already serves that path (several
@@ -72,30 +86,56 @@ pub fn bind(path: &Path) -> io::Result<Option<UnixListener>> {
 
 /// Serves the socket until the task is dropped.
 pub async fn serve(listener: UnixListener, context: Context) {
-    let permits = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let gate = Gate::new(CONNECTIONS);
+    let quota = Arc::new(RateQuota::new(CREDENTIALS_PER_SECOND, CREDENTIALS_BURST));
+    let mut backoff = AcceptBackoff::default();
     loop {
-        let permit = Arc::clone(&permits).acquire_owned().await.expect("the semaphore is never closed");
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(err) => {
-                tracing::warn!("credential socket: accept failed: {err}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                let (pause, line) = backoff.failed(&err);
+                if let Some(line) = line {
+                    tracing::warn!("credential socket: {line}");
+                }
+                tokio::time::sleep(pause).await;
                 continue;
             }
         };
-        let context = context.clone();
+        if let Some(line) = backoff.succeeded() {
+            tracing::info!("credential socket: {line}");
+        }
+        let peer = match peer_cred(&stream) {
+            Ok(peer) => peer,
+            Err(err) => {
+                tracing::debug!("credential socket: SO_PEERCRED: {err}");
+                continue;
+            }
+        };
+        let pass = match gate.admit(Source::Uid(peer.uid)) {
+            Ok(pass) => pass,
+            Err(refusal) => {
+                bump(&context.counters.connections_refused);
+                tracing::debug!("credential socket: connection refused: {refusal}");
+                continue;
+            }
+        };
+        let (context, quota) = (context.clone(), Arc::clone(&quota));
         tokio::spawn(async move {
-            if let Err(problem) = serve_one(stream, &context).await {
+            if let Err(problem) = serve_one(stream, peer, pass, &quota, &context).await {
                 tracing::debug!("credential socket: {problem}");
             }
-            drop(permit);
         });
     }
 }
 
-async fn serve_one(stream: UnixStream, context: &Context) -> Result<(), String> {
+async fn serve_one(
+    stream: UnixStream,
+    peer: PeerCred,
+    mut pass: Pass,
+    quota: &RateQuota,
+    context: &Context,
+) -> Result<(), String> {
     let counters = &*context.counters;
-    let peer = peer_cred(&stream).map_err(|err| format!("SO_PEERCRED: {err}"))?;
     let limits = FrameLimits { body_bytes_max: REQUEST_BYTES_MAX };
     let timeouts = Timeouts {
         connect_timeout_ms: CLIENT_TIMEOUT_MS,
@@ -103,7 +143,14 @@ async fn serve_one(stream: UnixStream, context: &Context) -> Result<(), String> 
         write_timeout_ms: CLIENT_TIMEOUT_MS,
     };
     let mut conn = FramedConn::new(stream, limits, timeouts);
-    while let Some(frame) = conn.read_frame().await.map_err(|err| err.to_string())? {
+    let first = tokio::select! {
+        first = tokio::time::timeout(pass.auth_deadline(), conn.read_frame()) => first,
+        () = pass.evicted() => return Err(format!("uid {}: an idle connection closed to make room", peer.uid)),
+    };
+    let mut next =
+        first.map_err(|_| format!("uid {}: no request within {:?}", peer.uid, pass.auth_deadline()))?;
+    while let Some(frame) = next.map_err(|err| err.to_string())? {
+        pass.authenticated();
         let request = frame.header;
         let reply = |operation: Operation| FrameHeader {
             sequence: request.sequence,
@@ -136,6 +183,12 @@ async fn serve_one(stream: UnixStream, context: &Context) -> Result<(), String> 
                 format!("operation {} is not CREDENTIAL_REQUEST or SBD_STATUS_QUERY", request.operation),
             )
         } else {
+            // Beyond its rate, the caller waits its turn (it slows only itself).
+            let wait = quota.delay(Source::Uid(peer.uid), std::time::Instant::now());
+            if !wait.is_zero() {
+                bump(&counters.credentials_delayed);
+                tokio::time::sleep(wait).await;
+            }
             // The account lookup may ask a directory service: off the thread that runs the
             // job loop (crate::daemon, "One thread for the loop and the sockets").
             let (auth, host) = (Arc::clone(&context.auth), context.host.clone());
@@ -161,6 +214,7 @@ async fn serve_one(stream: UnixStream, context: &Context) -> Result<(), String> 
             }
             return Err(format!("refused a request from uid {}", peer.uid));
         }
+        next = conn.read_frame().await;
     }
     Ok(())
 }

@@ -27,6 +27,10 @@ pub struct SocketCounters {
     pub requests_refused: AtomicU64,
     /// Status queries answered.
     pub status_queries: AtomicU64,
+    /// Connections refused at the gate (a uid at its cap with no idle connection, or full).
+    pub connections_refused: AtomicU64,
+    /// Credential requests that waited for their uid's rate.
+    pub credentials_delayed: AtomicU64,
 }
 
 /// Adds one to a shared counter.
@@ -187,6 +191,8 @@ pub fn counters(
         ("credentials.refused".into(), get(&socket.credentials_refused)),
         ("socket.requests_refused".into(), get(&socket.requests_refused)),
         ("socket.status_queries".into(), get(&socket.status_queries)),
+        ("socket.connections_refused".into(), get(&socket.connections_refused)),
+        ("socket.credentials_delayed".into(), get(&socket.credentials_delayed)),
     ]);
     out.into_iter().map(|(name, value)| wire::StatusCounter { name, value }).collect()
 }

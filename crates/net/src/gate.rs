@@ -12,6 +12,7 @@
 //! - **A deadline to authenticate**: [`GateConfig::auth_deadline`] is the time a connection
 //!   has to call [`Pass::authenticated`]; the daemon bounds its first read by it
 //!   ([`Pass::auth_deadline`]).
+//! - **A rate per source** ([`RateQuota`]): requests beyond a source's rate wait their turn.
 //! - **Accept failures** (out of descriptors, most often) back off instead of spinning:
 //!   [`AcceptBackoff`] doubles a pause from 10 ms to 1 s and says what to log once per burst
 //!   of failures, not once per attempt.
@@ -238,6 +239,47 @@ impl Drop for Pass {
     }
 }
 
+/// A rate per source (a token bucket each): [`RateQuota::delay`] says how long a request
+/// must wait for its turn, so that a source asking faster than its rate slows only itself
+/// (sbatchd's credential socket: credentials issued per uid).
+#[derive(Debug)]
+pub struct RateQuota {
+    per_second: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<Source, (f64, std::time::Instant)>>,
+}
+
+/// Sources a quota remembers at most; idle full buckets are forgotten beyond it.
+const QUOTA_SOURCES_MAX: usize = 4096;
+
+impl RateQuota {
+    /// `per_second` sustained, up to `burst` at once (each at least 1).
+    pub fn new(per_second: u32, burst: u32) -> RateQuota {
+        RateQuota {
+            per_second: f64::from(per_second.max(1)),
+            burst: f64::from(burst.max(1)),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one request's turn for `source` at `now`: how long it must wait first (zero
+    /// within the burst). The turn is reserved, so requests waiting together queue up.
+    pub fn delay(&self, source: Source, now: std::time::Instant) -> Duration {
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        if buckets.len() >= QUOTA_SOURCES_MAX && !buckets.contains_key(&source) {
+            let (per_second, burst) = (self.per_second, self.burst);
+            buckets.retain(|_, (tokens, at)| {
+                *tokens + now.saturating_duration_since(*at).as_secs_f64() * per_second < burst
+            });
+        }
+        let (tokens, at) = buckets.entry(source).or_insert((self.burst, now));
+        let refill = now.saturating_duration_since(*at).as_secs_f64() * self.per_second;
+        *tokens = (*tokens + refill).min(self.burst) - 1.0;
+        *at = now;
+        if *tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-*tokens / self.per_second) }
+    }
+}
+
 /// The pause after each failed `accept()`: 10 ms doubling to 1 s, back to nothing at the
 /// first success. It says what to log once per burst of failures.
 #[derive(Debug, Default)]
@@ -329,6 +371,20 @@ mod tests {
         assert_eq!(gate.admit(ip(3)).expect_err("full, all authenticated"), Refusal::Full { max: 2 });
         assert!(tokio::time::timeout(Duration::from_millis(50), a.evicted()).await.is_err());
         assert!(a.is_authenticated());
+    }
+
+    #[test]
+    fn a_quota_delays_only_the_source_beyond_its_rate() {
+        let quota = RateQuota::new(10, 5);
+        let now = std::time::Instant::now();
+        for _ in 0..5 {
+            assert_eq!(quota.delay(ip(1), now), Duration::ZERO, "within the burst");
+        }
+        assert_eq!(quota.delay(ip(1), now), Duration::from_millis(100), "one beyond: a tenth of a second");
+        assert_eq!(quota.delay(ip(1), now), Duration::from_millis(200), "turns queue up");
+        assert_eq!(quota.delay(ip(2), now), Duration::ZERO, "another source is not slowed");
+        let later = now + Duration::from_secs(1);
+        assert_eq!(quota.delay(ip(1), later), Duration::ZERO, "the bucket refills");
     }
 
     #[test]
