@@ -6,7 +6,9 @@
 //! a new epoch; a master killed with SIGKILL is taken over by the next node with every
 //! outstanding lock still granted, and takes back over when restarted; a node stopped past its
 //! lease loses its locks and `mxfsctl lock` stops its command; garbage on the master's TCP port
-//! closes that connection only.
+//! closes that connection only. Every node renews with every peer and sees a killed one die; a
+//! holder that ignores its BAST past the BAST timeout has its lock revoked, one taken by
+//! `mxfsctl lock` does not.
 
 mod util;
 
@@ -102,7 +104,9 @@ fn start_cluster() -> (Cluster, Vec<Node>) {
 
 /// Starts the three daemons in id order, each on a free port that goes into lsf.cluster
 /// before the next starts; waits until both other nodes joined the master (h1).
-/// `configure` runs on the cluster folder before any daemon starts.
+/// `configure` runs on the cluster folder before any daemon starts. The BAST timeout is a
+/// minute unless `configure` says otherwise: most tests hold locks that others wait for while
+/// ignoring their BASTs, which must not be revoked on a slow machine.
 fn start_cluster_with(
     node_timeout_ms: u64,
     renew_ms: u64,
@@ -111,6 +115,7 @@ fn start_cluster_with(
     let mut cluster = Cluster::with_hosts(&HOSTS);
     cluster.rewrite_lsf_conf("LAVA_MXFSD_RENEW_MS", &renew_ms.to_string());
     cluster.rewrite_lsf_conf("LAVA_MXFSD_NODE_TIMEOUT_MS", &node_timeout_ms.to_string());
+    cluster.rewrite_lsf_conf("LAVA_MXFSD_BAST_TIMEOUT_MS", "60000");
     configure(&cluster);
     write_cluster_file(&cluster, &[]);
     let mut nodes: Vec<Node> = Vec::new();
@@ -980,5 +985,128 @@ fn garbage_on_the_tcp_port_closes_that_connection_and_the_daemon_keeps_serving()
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     drop(idle);
+    drop(nodes);
+}
+
+/// `host`'s liveness in the PEERS table of a status text (`waiting`, `alive`, `dead`).
+fn peer_state(text: &str, host: &str) -> Option<String> {
+    let (_, table) = text.split_once("\nPEERS: ")?;
+    let (table, _) = table.split_once("Counters:\n")?;
+    table.lines().find_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+        [_id, name, state, _last] if name == host => Some(state.to_owned()),
+        _ => None,
+    })
+}
+
+// Goal: LEASE_RENEW goes to every peer, NODE_ALIVE travels on it, and every node keeps its
+// peers' liveness as the spec's death sequence describes (steps 1 to 3), the master alone acting
+// on a death. Method: on each of the three nodes the PEERS table of `mxfsctl status` shows both
+// others alive — h2 and h3 too, neither of which is the other's master — and the counters show
+// renewals and acknowledgements both ways and no NODE_ALIVE frame. h3 is killed with SIGKILL:
+// h2, which is not the master, takes it for dead in its own table once the node timeout has
+// passed, while the master's node table shows what the master did (h3 no longer `ok`).
+#[test]
+fn every_node_renews_with_every_peer_and_sees_a_dead_one() {
+    let (cluster, mut nodes) = start_cluster();
+    for (idx, node) in nodes.iter().enumerate() {
+        for host in HOSTS.iter().filter(|host| **host != HOSTS[idx]) {
+            wait_until(&format!("{} to hear {host} renew", HOSTS[idx]), STARTUP_TIMEOUT, || {
+                (peer_state(&status(&node.socket)?, host)? == "alive").then_some(())
+            });
+        }
+    }
+    for node in &nodes {
+        let text = status(&node.socket).expect("the status");
+        let now = counters(&text);
+        for name in ["received.LEASE_RENEW", "sent.LEASE_RENEW", "received.LEASE_ACK", "sent.LEASE_ACK"] {
+            assert!(counter(&now, name) > 0, "{name}: {text}");
+        }
+        assert_eq!(counter(&now, "received.NODE_ALIVE") + counter(&now, "sent.NODE_ALIVE"), 0, "{text}");
+        assert_eq!(counter(&now, "peers.alive"), 2, "{text}");
+        assert_eq!(counter(&now, "peers.dead"), 0, "{text}");
+    }
+    let killed_at = Instant::now();
+    nodes[2].daemon.kill();
+    wait_until("h2 to take h3 for dead", STARTUP_TIMEOUT, || {
+        (peer_state(&status(&nodes[1].socket)?, "h3")? == "dead").then_some(())
+    });
+    let waited = killed_at.elapsed();
+    assert!(
+        waited >= Duration::from_millis(NODE_TIMEOUT_MS - 2 * RENEW_MS),
+        "h3 taken for dead {waited:?} after the kill, before the node timeout"
+    );
+    let text = status(&nodes[1].socket).expect("h2's status");
+    assert_eq!(counter(&counters(&text), "peers.dead"), 1, "{text}");
+    assert_eq!(peer_state(&text, "h1").as_deref(), Some("alive"), "{text}");
+    assert!(!text.contains("\nNODE "), "h2 is not the master and keeps no node table: {text}");
+    wait_until("the master to act on h3's death", STARTUP_TIMEOUT, || {
+        (node_row(&status(&nodes[0].socket)?, "h3").0 != "ok").then_some(())
+    });
+    drop(cluster);
+}
+
+// Goal: `bast_timeout_ms` is enforced as docs/mxfsd.md says: a holder that neither downgrades
+// nor releases within the BAST timeout after its BAST, while the waiter still waits, has its lock
+// revoked — its client is told LOST, the lock is released, the waiter is granted — and a lock
+// taken by `mxfsctl lock` (held until released) is never revoked: its command runs to its end.
+// Method: BAST timeout 1 s. A library client on h2 holds EX on r and ignores its BAST; a client
+// on h3 waits for r. h2's client's next notification is LOST for its handle, no sooner than the
+// BAST timeout after the BAST; h3 is granted; the master counts one `bast_timeouts`, h2 one
+// `locks_revoked`; h2's client can no longer unlock the handle. Then `mxfsctl lock n EX -- sleep
+// 2` on h2 while h3 waits for n: mxfsctl exits 0 (its command was not killed), h3 gets n after
+// it, and the master's `bast_timeouts` is still 1.
+#[test]
+fn a_holder_that_ignores_its_bast_is_revoked_after_the_bast_timeout() {
+    const BAST_TIMEOUT_MS: u64 = 1_000;
+    let (cluster, nodes) = start_cluster_with(NODE_TIMEOUT_MS, RENEW_MS, |cluster| {
+        cluster.rewrite_lsf_conf("LAVA_MXFSD_BAST_TIMEOUT_MS", &BAST_TIMEOUT_MS.to_string());
+    });
+    let master = nodes[0].socket.clone();
+    let mut holder = connect(&nodes[1].socket);
+    let held = holder.lock("r", LockMode::Ex, false, Some(IO_TIMEOUT)).expect("h2 locks r");
+    let waiter_socket = nodes[2].socket.clone();
+    let waiter = std::thread::spawn(move || {
+        let mut client = connect(&waiter_socket);
+        let result = client.lock("r", LockMode::Ex, false, Some(IO_TIMEOUT));
+        (result.map_err(|error| error.to_string()), Instant::now(), client)
+    });
+    let bast = holder.next_notification(IO_TIMEOUT).expect("a notification");
+    let bast_at = Instant::now();
+    assert_eq!(bast, Some(Reply::Bast { handle: held.handle, mode: LockMode::Ex }));
+    // The BAST is ignored: no conversion, no unlock.
+    let lost = holder.next_notification(IO_TIMEOUT).expect("a notification");
+    let lost_at = Instant::now();
+    assert_eq!(lost, Some(Reply::Lost { handle: held.handle }));
+    assert!(
+        lost_at - bast_at >= Duration::from_millis(BAST_TIMEOUT_MS - 2 * RENEW_MS),
+        "revoked {:?} after the BAST, before the BAST timeout",
+        lost_at - bast_at
+    );
+    let (result, granted_at, _waiting_client) = waiter.join().expect("the waiting thread");
+    let granted = result.expect("h3 is granted r once h2's lock is revoked");
+    assert!(granted_at >= bast_at, "h3 was granted r before h2's BAST");
+    assert!(token_epoch(&granted) >= token_epoch(&held));
+    match holder.unlock(held.handle) {
+        Err(ClientError::Refused { code: ErrorCode::NotHeld, .. }) => {}
+        other => panic!("unlock of a revoked lock: {other:?}"),
+    }
+    assert_eq!(counter(&status_counters(&master), "bast_timeouts"), 1);
+    assert_eq!(counter(&status_counters(&nodes[1].socket), "locks_revoked"), 1);
+
+    let mut command = cluster.command(mxfsctl_bin());
+    command.arg("--socket").arg(&nodes[1].socket).args(["lock", "n", "EX", "--", "sleep", "2"]);
+    let mut long = command.stderr(Stdio::piped()).spawn().expect("start mxfsctl");
+    wait_until("mxfsctl to hold n", IO_TIMEOUT, || {
+        lock_rows(&master, "n").contains(&row("2", "EX", "granted")).then_some(())
+    });
+    let mut waiter = connect(&nodes[2].socket);
+    let second =
+        waiter.lock("n", LockMode::Ex, false, Some(IO_TIMEOUT)).expect("h3 gets n after the command");
+    let status = long.wait().expect("mxfsctl exits");
+    let mut stderr = String::new();
+    let _read = long.stderr.take().expect("piped").read_to_string(&mut stderr);
+    assert!(status.success(), "mxfsctl's command was stopped: {status:?} {stderr}");
+    waiter.unlock(second.handle).expect("h3 unlocks n");
+    assert_eq!(counter(&status_counters(&master), "bast_timeouts"), 1, "the mxfsctl lock was revoked");
     drop(nodes);
 }

@@ -1041,7 +1041,7 @@ impl State {
         let joined_conn = self.master.as_ref().and(self.node_conns.get(&to).copied());
         let accepted_link =
             self.peers.iter().find(|(_, peer)| peer.link && peer.node == Some(to)).map(|(conn, _)| *conn);
-        if let Some(conn) = joined_conn.or(accepted_link) {
+        if let Some(conn) = joined_conn.filter(|conn| self.peers.contains_key(conn)).or(accepted_link) {
             let tx = self.peers[&conn].tx.clone();
             if !self.send_frame(&tx, to, self.own_epoch(), &renewal) {
                 tracing::warn!(node = %to, "send queue full; connection closed");
