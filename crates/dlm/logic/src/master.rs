@@ -67,6 +67,17 @@ impl Resource {
     }
 }
 
+/// Clears `holder`'s BAST deadline and its entry in the master's index of them.
+fn forget_bast_deadline(
+    index: &mut BTreeSet<(u64, ResourceName, Owner)>,
+    name: &ResourceName,
+    holder: &mut Holder,
+) {
+    if let Some(at) = holder.bast_deadline_ms.take() {
+        index.remove(&(at, name.clone(), holder.owner));
+    }
+}
+
 /// A node's membership state, as the master sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeState {
@@ -173,6 +184,10 @@ pub struct Master {
     unknown: BTreeSet<NodeId>,
     /// Whether the last step ended frozen (to serve every queue when it thaws).
     was_frozen: bool,
+    /// Every holder's BAST deadline, earliest first (kept with the holders' own, by
+    /// `forget_bast_deadline` and at every change), so that neither a step nor
+    /// [`Master::next_deadline_ms`] walks the table.
+    bast_deadlines: BTreeSet<(u64, ResourceName, Owner)>,
 }
 
 impl Master {
@@ -207,6 +222,7 @@ impl Master {
             recoveries: BTreeMap::new(),
             unknown: BTreeSet::new(),
             was_frozen: true,
+            bast_deadlines: BTreeSet::new(),
         }
     }
 
@@ -246,16 +262,9 @@ impl Master {
             Phase::Rebuilding { until_ms } if until_ms > self.now_ms => until_ms,
             _ => u64::MAX,
         };
-        let bast = if self.frozen() {
-            u64::MAX
-        } else {
-            self.resources
-                .values()
-                .flat_map(|resource| &resource.granted)
-                .filter(|holder| !holder.fenced)
-                .filter_map(|holder| holder.bast_deadline_ms)
-                .min()
-                .unwrap_or(u64::MAX)
+        let bast = match self.bast_deadlines.first() {
+            Some((at, ..)) if !self.frozen() => *at,
+            _ => u64::MAX,
         };
         self.nodes
             .values()
@@ -454,46 +463,43 @@ impl Master {
             return;
         }
         let (now, timeout, epoch) = (self.now_ms, self.config.bast_timeout_ms, self.epoch);
-        for (name, resource) in &mut self.resources {
-            let queued: Vec<(Owner, LockMode)> = resource
-                .converting
-                .iter()
-                .chain(&resource.waiting)
-                .map(|request| (request.owner, request.mode))
-                .collect();
-            for holder in &mut resource.granted {
-                if holder.fenced || holder.bast_deadline_ms.is_none_or(|at| at > now) {
-                    continue;
-                }
-                let blocking = queued
-                    .iter()
-                    .any(|(owner, mode)| *owner != holder.owner && !compatible(holder.mode, *mode));
-                if !holder.revoked && !blocking {
-                    holder.bast_deadline_ms = None;
-                    holder.bast_sent = false;
-                    continue;
-                }
-                if !holder.revoked {
-                    holder.revoked = true;
-                    out.push(Effect::Revoked {
-                        node: holder.owner.node,
-                        lock: holder.owner.lock,
-                        resource: name.clone(),
-                    });
-                }
-                holder.bast_deadline_ms = Some(now.saturating_add(timeout));
-                let revocation = Message::Deny {
-                    lock: holder.owner.lock,
-                    resource: name.clone(),
-                    mode: holder.mode,
-                    reason: DenyReason::Revoked,
-                };
-                out.push(Effect::Send { to: holder.owner.node, epoch, message: revocation });
+        while let Some((at, name, owner)) = self.bast_deadlines.first().cloned()
+            && at <= now
+        {
+            self.bast_deadlines.pop_first();
+            let Some(resource) = self.resources.get_mut(&name) else { continue };
+            let Some(idx) = resource.holder_idx(owner) else { continue };
+            let blocking = resource.converting.iter().chain(&resource.waiting).any(|request| {
+                request.owner != owner && !compatible(resource.granted[idx].mode, request.mode)
+            });
+            let holder = &mut resource.granted[idx];
+            if holder.fenced || holder.bast_deadline_ms != Some(at) {
+                continue;
             }
+            if !holder.revoked && !blocking {
+                holder.bast_deadline_ms = None;
+                holder.bast_sent = false;
+                continue;
+            }
+            if !holder.revoked {
+                holder.revoked = true;
+                out.push(Effect::Revoked { node: owner.node, lock: owner.lock, resource: name.clone() });
+            }
+            let again = now.saturating_add(timeout);
+            holder.bast_deadline_ms = Some(again);
+            let revocation = Message::Deny {
+                lock: owner.lock,
+                resource: name.clone(),
+                mode: holder.mode,
+                reason: DenyReason::Revoked,
+            };
+            out.push(Effect::Send { to: owner.node, epoch, message: revocation });
+            self.bast_deadlines.insert((again, name, owner));
         }
     }
 
-    /// The node death sequence of the spec (crate doc): step 3 (declared dead, the epoch bumped),
+    /// The node death sequence of the spec (crate doc): step 3 (declared dead, the epoch bumped
+    /// if it was alive),
     /// 4 (LEASE_EXPIRE to every live node), 5 as amended (queued requests purged, granted locks
     /// fenced, not released) and 6 (JOURNAL_RECOVER to every live node); step 7 is the shell's
     /// recovery ([`Effect::RunRecovery`]), 8 and 9 are `recovery_done`'s.
@@ -522,7 +528,7 @@ impl Master {
             for holder in &mut resource.granted {
                 if holder.owner.node == dead {
                     holder.fenced = true;
-                    holder.bast_deadline_ms = None;
+                    forget_bast_deadline(&mut self.bast_deadlines, &name, holder);
                 }
             }
             self.serve(&name, out);
@@ -560,6 +566,9 @@ impl Master {
         let names: Vec<ResourceName> = self.resources.keys().cloned().collect();
         for name in names {
             let resource = self.resources.get_mut(&name).expect("listed above");
+            for holder in resource.granted.iter_mut().filter(|holder| holder.owner.node == node) {
+                forget_bast_deadline(&mut self.bast_deadlines, &name, holder);
+            }
             resource.granted.retain(|holder| holder.owner.node != node);
             resource.converting.retain(|request| request.owner.node != node);
             resource.waiting.retain(|request| request.owner.node != node);
@@ -847,7 +856,7 @@ impl Master {
         holder.mode = mode;
         holder.token = token;
         holder.bast_sent = false;
-        holder.bast_deadline_ms = None;
+        forget_bast_deadline(&mut self.bast_deadlines, name, holder);
         let grant = Self::grant_message(holder.owner, name, mode, token);
         let to = holder.owner.node;
         self.send(out, to, grant);
@@ -902,6 +911,9 @@ impl Master {
             return Self::drop(out, owner.node, DropReason::UnknownLock);
         };
         let before = resource.granted.len() + resource.converting.len() + resource.waiting.len();
+        if let Some(idx) = resource.holder_idx(owner) {
+            forget_bast_deadline(&mut self.bast_deadlines, &name, &mut resource.granted[idx]);
+        }
         resource.granted.retain(|holder| holder.owner != owner);
         resource.converting.retain(|request| request.owner != owner);
         resource.waiting.retain(|request| request.owner != owner);
@@ -971,6 +983,7 @@ impl Master {
                 holder.bast_sent = true;
                 if holder.owner.lock.revocable() {
                     holder.bast_deadline_ms = Some(deadline);
+                    self.bast_deadlines.insert((deadline, name.clone(), holder.owner));
                 }
                 out.push(Effect::Send {
                     to: holder.owner.node,
@@ -983,6 +996,29 @@ impl Master {
 
     /// Checks every invariant of the lock table; panics naming the first one broken.
     pub fn check_invariants(&self) {
+        let deadlines: BTreeSet<(u64, ResourceName, Owner)> =
+            self.resources
+                .iter()
+                .flat_map(|(name, resource)| {
+                    resource.granted.iter().filter_map(|holder| {
+                        holder.bast_deadline_ms.map(|at| (at, name.clone(), holder.owner))
+                    })
+                })
+                .collect();
+        assert_eq!(deadlines, self.bast_deadlines, "the index of BAST deadlines is not the holders'");
+        for (name, holder) in
+            self.resources.iter().flat_map(|(name, r)| r.granted.iter().map(move |h| (name, h)))
+        {
+            assert!(
+                holder.owner.lock.revocable() || (!holder.revoked && holder.bast_deadline_ms.is_none()),
+                "{name}: {:?} is held until released, yet revoked or given a BAST deadline",
+                holder.owner
+            );
+            assert!(
+                !holder.fenced || holder.bast_deadline_ms.is_none(),
+                "{name}: a fenced holder has a BAST deadline"
+            );
+        }
         for (name, resource) in &self.resources {
             assert!(!resource.is_empty(), "{name}: an empty resource is forgotten");
             for (idx, a) in resource.granted.iter().enumerate() {
