@@ -43,6 +43,7 @@ pub struct Counters {
     events: [AtomicU64; EVENT_NAMES.len()],
     connections: AtomicU64,
     connections_open: AtomicU64,
+    connections_refused: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -77,6 +78,12 @@ impl Counters {
         bump(&self.connections_open);
     }
 
+    /// A connection refused at the gate (its address at its cap, or the daemon full, with
+    /// no idle connection to close in its place).
+    pub fn connection_refused(&self) {
+        bump(&self.connections_refused);
+    }
+
     /// A connection ended.
     pub fn connection_closed(&self) {
         self.connections_open.fetch_sub(1, Ordering::Relaxed);
@@ -84,7 +91,7 @@ impl Counters {
 
     /// Every counter by name, zeros included: `requests.OPERATION` (requests only; `UNKNOWN`
     /// when non-zero), `refusals.ERR`, `wal.events.RECORD`, `leases.granted`,
-    /// `leases.expired`, `connections.accepted`, `connections.open`.
+    /// `leases.expired`, `connections.accepted`, `connections.open`, `connections.refused`.
     pub fn snapshot(&self) -> Vec<(String, u64)> {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let mut all = Vec::new();
@@ -110,6 +117,7 @@ impl Counters {
         all.push(("leases.expired".to_owned(), load(&self.events[6])));
         all.push(("connections.accepted".to_owned(), load(&self.connections)));
         all.push(("connections.open".to_owned(), load(&self.connections_open)));
+        all.push(("connections.refused".to_owned(), load(&self.connections_refused)));
         all
     }
 }

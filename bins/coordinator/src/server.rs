@@ -68,10 +68,11 @@ use lava_conf::{BaseConfig, LogMask};
 use lava_coord_ll::{Caller, Limits, Request, UserName};
 use lava_coord_logic::{ClientId, Coord, CoordConfig, Effect, Input, TICK_INTERVAL_MS};
 use lava_coord_wire::{self as wire, COORD_VERSION, Reply};
+use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_net::{
     AuthConfig, Authenticator, ClusterKey, ConnError, Credential, KeyRing, Timeouts, system_now_ms,
 };
-use lava_xdr::frame::{Frame, FrameHeader, decode_frame, encode_frame};
+use lava_xdr::frame::{Frame, FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -495,18 +496,41 @@ impl Loop {
     }
 }
 
+/// Connections at once, in all and per address, and the time to send HELLO (lava-net's
+/// gate; docs/operations.md, "Connection limits").
+pub const CONNECTIONS: GateConfig =
+    GateConfig { total_max: 1024, per_source_max: 64, auth_deadline: Duration::from_secs(5) };
+/// Largest frame accepted before HELLO succeeded (a HELLO is a credential, a few hundred bytes).
+pub const HELLO_LIMITS: FrameLimits = FrameLimits { body_bytes_max: 4096 };
+
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let gate = Gate::new(CONNECTIONS);
+    let mut backoff = AcceptBackoff::default();
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                if let Some(line) = backoff.succeeded() {
+                    tracing::info!("{line}");
+                }
+                let pass = match gate.admit(Source::Ip(peer.ip())) {
+                    Ok(pass) => pass,
+                    Err(refusal) => {
+                        shared.counters.connection_refused();
+                        tracing::debug!(%peer, "connection refused: {refusal}");
+                        continue;
+                    }
+                };
                 if let Err(error) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, "TCP_NODELAY not set: {error}");
                 }
-                tokio::spawn(connection(stream, peer, Arc::clone(&shared)));
+                tokio::spawn(connection(stream, peer, pass, Arc::clone(&shared)));
             }
             Err(error) => {
-                tracing::warn!("accepting a connection failed: {error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                let (pause, line) = backoff.failed(&error);
+                if let Some(line) = line {
+                    tracing::warn!("{line}");
+                }
+                tokio::time::sleep(pause).await;
             }
         }
     }
@@ -519,19 +543,28 @@ pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 256;
 
 /// One connection: HELLO with a credential first, then requests, possibly
 /// pipelined, answered in order by a writer task.
-async fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+async fn connection(stream: TcpStream, peer: SocketAddr, mut pass: Pass, shared: Arc<Shared>) {
     shared.counters.connection_opened();
     let _open = OpenConnection(Arc::clone(&shared.counters));
     let (read_half, write_half) = stream.into_split();
-    let mut reader = FrameReader { stream: read_half, buf: BytesMut::with_capacity(READ_CHUNK_BYTES) };
-    let mut writer = FrameWriter { stream: write_half, buf: BytesMut::with_capacity(READ_CHUNK_BYTES) };
-    let Some(caller) = hello(&mut reader, &mut writer, peer, &shared).await else { return };
+    let mut reader = FrameReader { stream: read_half, buf: BytesMut::with_capacity(HELLO_BUFFER_BYTES) };
+    let mut writer = FrameWriter { stream: write_half, buf: BytesMut::with_capacity(HELLO_BUFFER_BYTES) };
+    let hello = tokio::select! {
+        caller = hello(&mut reader, &mut writer, peer, pass.auth_deadline(), &shared) => caller,
+        () = pass.evicted() => {
+            tracing::debug!(%peer, "closed before HELLO to make room for a newer connection");
+            None
+        }
+    };
+    let Some(caller) = hello else { return };
+    pass.authenticated();
     tracing::debug!(%peer, %caller, "connection authenticated");
     let (to, answers) = mpsc::unbounded_channel();
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT_PER_CONNECTION_MAX));
     tokio::spawn(write_answers(writer, answers, Arc::clone(&in_flight), peer));
     loop {
-        let frame = match reader.read_frame().await {
+        let idle = Duration::from_millis(CLIENT_IDLE_TIMEOUT_MS);
+        let frame = match reader.read_frame(&FRAME_LIMITS, idle).await {
             Ok(Some(frame)) => frame,
             Ok(None) => return,
             Err(ConnError::ReadTimeout { .. }) => {
@@ -582,9 +615,10 @@ async fn hello(
     reader: &mut FrameReader,
     writer: &mut FrameWriter,
     peer: SocketAddr,
+    within: Duration,
     shared: &Shared,
 ) -> Option<Caller> {
-    let frame = match reader.read_frame().await {
+    let frame = match reader.read_frame(&HELLO_LIMITS, within).await {
         Ok(Some(frame)) => frame,
         Ok(None) => return None,
         Err(error) => {
@@ -685,6 +719,8 @@ async fn write_answers(
 
 /// Bytes read at once from a connection.
 const READ_CHUNK_BYTES: usize = 16 << 10;
+/// A new connection's first buffers, before HELLO: a stranger costs little.
+const HELLO_BUFFER_BYTES: usize = 512;
 
 /// The reading half of a connection: whole frames, within the limits.
 struct FrameReader {
@@ -693,19 +729,24 @@ struct FrameReader {
 }
 
 impl FrameReader {
-    /// The next frame; `Ok(None)` when the peer closed between frames. The
-    /// idle timeout applies to each wait for bytes.
-    async fn read_frame(&mut self) -> Result<Option<Frame>, ConnError> {
+    /// The next frame within `limits`; `Ok(None)` when the peer closed between frames. The
+    /// whole frame must arrive `within` this time, however its bytes trickle in; the
+    /// buffer grows with the bytes received, never with the length a header announces.
+    async fn read_frame(
+        &mut self,
+        limits: &FrameLimits,
+        within: Duration,
+    ) -> Result<Option<Frame>, ConnError> {
+        let deadline = tokio::time::Instant::now() + within;
         loop {
-            if let Some(frame) = decode_frame(&mut self.buf, &FRAME_LIMITS)? {
+            if let Some(frame) = decode_frame(&mut self.buf, limits)? {
                 return Ok(Some(frame));
             }
             if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
                 self.buf.reserve(READ_CHUNK_BYTES);
             }
-            let timeout_ms = CLIENT_IDLE_TIMEOUT_MS;
-            let read =
-                tokio::time::timeout(Duration::from_millis(timeout_ms), self.stream.read_buf(&mut self.buf));
+            let timeout_ms = u64::try_from(within.as_millis()).unwrap_or(u64::MAX);
+            let read = tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.buf));
             if read.await.map_err(|_| ConnError::ReadTimeout { timeout_ms })?? == 0 {
                 return match self.buf.len() {
                     0 => Ok(None),

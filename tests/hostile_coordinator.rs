@@ -1,0 +1,152 @@
+//! The coordinator's port under hostile load (docs/operations.md, "Connection limits"): a
+//! stranger with plain TCP and no credential, bounded in count and time, on loopback. Each
+//! test shows that a worker with a credential is still served within a few seconds and
+//! that the coordinator's memory stays bounded.
+
+mod util;
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lava_coordinator::client::{Client, Endpoint};
+use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, wait_until};
+
+/// The time a connection has to send HELLO, and slack for a busy machine's timers.
+const AUTH_DEADLINE: Duration = Duration::from_secs(5);
+const SCHEDULING_SLACK: Duration = Duration::from_secs(3);
+
+struct Rig {
+    cluster: Cluster,
+    _sbatchd: Daemon,
+    coordinator: Daemon,
+}
+
+impl Rig {
+    fn start() -> Rig {
+        let mut cluster = Cluster::new();
+        let _sbatchd = cluster.start_sbatchd("localhost");
+        let port_file = cluster.dir().join("run/coordinator.port");
+        let ready_file = cluster.dir().join("run/coordinator.ready");
+        let args: Vec<&OsStr> = vec![
+            "--port".as_ref(),
+            "0".as_ref(),
+            "--port-file".as_ref(),
+            port_file.as_ref(),
+            "--ready-file".as_ref(),
+            ready_file.as_ref(),
+        ];
+        let mut coordinator =
+            cluster.spawn("coordinator", Path::new(env!("CARGO_BIN_EXE_coordinator")), &args);
+        coordinator.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
+        wait_until("the coordinator's ready file", STARTUP_TIMEOUT, || ready_file.exists().then_some(()));
+        Rig { cluster, _sbatchd, coordinator }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.coordinator.addr()
+    }
+
+    /// A worker's round trip with a credential (HELLO, then a count query); how long it took.
+    fn served(&self) -> Option<Duration> {
+        let started = Instant::now();
+        let endpoint = Endpoint::new(self.addr(), &self.cluster.dir().join("run/lava.sock"));
+        let mut client = Client::connect(&endpoint).ok()?;
+        client.counts().ok()?;
+        Some(started.elapsed())
+    }
+
+    /// The coordinator's resident memory, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.coordinator.pid())).expect("status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .expect("a VmRSS line")
+    }
+}
+
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).expect("a read timeout");
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
+// Attack (issue 18, item 4): more idle connections than the coordinator serves, none of
+// them ever saying HELLO. Goal: a worker with a credential is still served at once, and
+// every idle connection is closed by its deadline (it used to have 300 s).
+#[test]
+fn idle_strangers_never_lock_out_workers() {
+    let rig = Rig::start();
+    let opened = Instant::now();
+    let mut idle: Vec<TcpStream> =
+        (0..1100).filter_map(|_| TcpStream::connect_timeout(&rig.addr(), IO_TIMEOUT).ok()).collect();
+    assert!(idle.len() >= 1000, "the attacker opened {} connections", idle.len());
+    let took = rig.served().expect("a worker is served beside 1,100 idle connections");
+    assert!(took < Duration::from_secs(5), "the worker waited {took:?}");
+    let deadline = opened + AUTH_DEADLINE + SCHEDULING_SLACK;
+    for stream in &mut idle {
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+        assert!(closed_within(stream, left), "an idle connection was still open after its deadline");
+    }
+    assert!(rig.served().is_some(), "the coordinator still serves");
+}
+
+// Attack (issue 18, item 4): connections that announce a large frame before HELLO and send
+// a good part of it, to make the coordinator hold the bytes. Goal: such a frame is refused
+// at its header (a HELLO is a few hundred bytes), the memory stays bounded, and workers
+// are still served.
+#[test]
+fn large_frames_before_hello_cost_nothing() {
+    let rig = Rig::start();
+    let before = rig.rss_kib();
+    let mut header = Vec::new();
+    // Sequence, operation, version, a 4 MiB length, status.
+    let hello = lava_coord_wire::Operation::Hello.code();
+    for word in [1u32, hello, lava_coord_wire::COORD_VERSION, 4 << 20, 0] {
+        header.extend_from_slice(&word.to_be_bytes());
+    }
+    let chunk = vec![0u8; 1 << 20];
+    let mut streams = Vec::new();
+    for _ in 0..150 {
+        let Ok(mut stream) = TcpStream::connect_timeout(&rig.addr(), IO_TIMEOUT) else { continue };
+        stream.set_write_timeout(Some(Duration::from_millis(500))).expect("a write timeout");
+        // The coordinator may close the connection at the header: the write then fails.
+        let _sent = stream.write_all(&header).and_then(|()| stream.write_all(&chunk));
+        streams.push(stream);
+    }
+    let grown = rig.rss_kib().saturating_sub(before);
+    assert!(grown < 64 * 1024, "the coordinator grew by {grown} KiB for 150 frames it should refuse");
+    assert!(rig.served().is_some(), "a worker is still served");
+}
+
+// Attack: a HELLO sent a byte a second, to hold a connection (the idle timeout used to start
+// again at every read). Goal: cut off at the HELLO deadline.
+#[test]
+fn a_trickled_hello_is_cut_off_at_its_deadline() {
+    let rig = Rig::start();
+    let mut stream = TcpStream::connect_timeout(&rig.addr(), IO_TIMEOUT).expect("connect");
+    let started = Instant::now();
+    let mut cut = false;
+    for byte in [0u8; 19] {
+        if stream.write_all(&[byte]).is_err() {
+            cut = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        if started.elapsed() > AUTH_DEADLINE + SCHEDULING_SLACK {
+            break;
+        }
+    }
+    let closed = cut || closed_within(&mut stream, Duration::from_secs(1));
+    assert!(closed, "a HELLO trickled in for {:?} was never cut off", started.elapsed());
+    assert!(rig.served().is_some(), "the coordinator still serves");
+}
