@@ -278,6 +278,7 @@ pub fn run(options: Options) -> Result<(), Error> {
             host: host.clone(),
             master_name: link_config.master_name.clone(),
             started_at: now_ms() as i64 / 1000,
+            peeks: crate::peek::Peeks::new(shepherd),
         };
         daemon.adopt_all().await?;
         if let Some(ready) = &options.ready_file {
@@ -295,6 +296,15 @@ pub fn run(options: Options) -> Result<(), Error> {
     runtime.shutdown_timeout(Duration::from_millis(500));
     drop(daemon_lock);
     result
+}
+
+/// Queues SBD_PEEK_REPLY; a full or closed queue drops it (mbatchd's peek then times out).
+fn send_peek_reply(out_tx: &mpsc::Sender<OutFrame>, peek_id: u64, reply: wire::PeekReply) {
+    let body =
+        lava_xdr::to_bytes(&wire::SbdPeekReply { peek_id, reply }).expect("protocol messages always encode");
+    if out_tx.try_send(OutFrame { operation: wire::Operation::SbdPeekReply, body }).is_err() {
+        tracing::debug!(peek_id, "SBD_PEEK_REPLY dropped: the link's queue is full or closed");
+    }
 }
 
 /// Sends a notification to systemd; a failure is logged, never fatal (systemd notices a
@@ -392,6 +402,8 @@ struct Daemon {
     master_name: String,
     /// When this sbatchd started, seconds since the epoch.
     started_at: i64,
+    /// `bpeek`'s readers (run as the job's user, off the loop).
+    peeks: crate::peek::Peeks,
 }
 
 impl Daemon {
@@ -575,8 +587,9 @@ impl Daemon {
         }
     }
 
-    /// SBD_PEEK: read the job's output and answer at once (best effort: a full queue to
-    /// mbatchd drops the answer and the command times out).
+    /// SBD_PEEK: decide what to read here, then have a reader running as the job's user
+    /// read it, off the loop ([`crate::peek`]); the answer is queued when it comes (best
+    /// effort: a full queue to mbatchd drops it and the command times out).
     fn answer_peek(&mut self, peek: &wire::SbdPeek) {
         let request = &peek.request;
         let record = JobRef::new(request.job.job_id, request.job.array_index).and_then(|job| {
@@ -584,11 +597,20 @@ impl Daemon {
             let tracked = self.tracked.get(&job)?;
             Some((record, tracked.jobfile.as_str()))
         });
-        let reply = wire::SbdPeekReply { peek_id: peek.peek_id, reply: crate::peek::answer(record, request) };
-        let body = lava_xdr::to_bytes(&reply).expect("protocol messages always encode");
-        if self.out_tx.try_send(OutFrame { operation: wire::Operation::SbdPeekReply, body }).is_err() {
-            tracing::debug!(job = %request.job.job_id, "SBD_PEEK_REPLY dropped: the link's queue is full or closed");
-        }
+        let read = match crate::peek::decide(record, request) {
+            Ok(read) => read,
+            Err(reply) => return send_peek_reply(&self.out_tx, peek.peek_id, reply),
+        };
+        let Some(slot) = self.peeks.slot(read.uid) else {
+            let reply = read.failed("too many peeks in progress on this host; try again");
+            return send_peek_reply(&self.out_tx, peek.peek_id, reply);
+        };
+        let (peeks, out_tx, peek_id) = (self.peeks.clone(), self.out_tx.clone(), peek.peek_id);
+        tokio::spawn(async move {
+            let reply = peeks.read(&read).await;
+            drop(slot);
+            send_peek_reply(&out_tx, peek_id, reply);
+        });
     }
 
     fn is_current(&self, job: JobRef, launch: u64) -> bool {

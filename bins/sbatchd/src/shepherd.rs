@@ -157,11 +157,15 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_NO_GO: u8 = 3;
 
 /// `main` of the `lava-shepherd` program: a shepherd, or with [`crate::zygote::ZYGOTE_FLAG`]
-/// first, the zygote that forks shepherds.
+/// first, the zygote that forks shepherds, or with [`crate::peek::READER_FLAG`] first,
+/// `bpeek`'s reader of one job's output.
 pub fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1).peekable();
     if args.peek().is_some_and(|first| first == crate::zygote::ZYGOTE_FLAG) {
         return crate::zygote::main(args.skip(1));
+    }
+    if args.peek().is_some_and(|first| first == crate::peek::READER_FLAG) {
+        return crate::peek::reader_main(args.skip(1));
     }
     match parse_args(args) {
         Ok(args) => run(&args),

@@ -10,6 +10,7 @@
 //! - [`wait4`] for the exit status together with the resource usage.
 //! - [`kill_group`], [`lookup_user`], [`lookup_uid`], [`group_list`], [`process_exists`],
 //!   [`effective_uid`].
+//! - [`become_user`]: `bpeek`'s reader drops to the job's user for good ([`crate::peek`]).
 //! - [`pidfd_open`]: a file descriptor that becomes readable when a process ends, also for
 //!   a process that is not our child (a shepherd adopted after an sbatchd restart).
 //! - [`inheritable_copy`] and [`inherited_fd`]: hand a descriptor to an executed program
@@ -561,8 +562,11 @@ pub async fn wait_readable(fd: OwnedFd) -> io::Result<()> {
 /// A duplicate of `fd` *without* close-on-exec, for a child to inherit. std starts the
 /// shepherd zygote with `posix_spawn` (no fork: fast, and nothing runs between fork and
 /// exec), which cannot move a descriptor to a chosen number, so the zygote is told the
-/// number. The caller drops the duplicate right after the spawn; sbatchd starts processes
-/// from one thread only (the launcher), so no other child can inherit it meanwhile.
+/// number. The caller drops the duplicate right after the spawn; sbatchd starts shepherds
+/// from one thread only (the launcher). The one other child sbatchd starts, `bpeek`'s
+/// reader ([`crate::peek`], from the event loop's thread), may inherit it meanwhile: the
+/// reader closes every descriptor but its standard streams first thing, before anything
+/// else, and so holds it for no longer than its own start.
 pub fn inheritable_copy(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD on an open descriptor returns a new descriptor (or -1).
     let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 3) };
@@ -703,6 +707,42 @@ pub fn group_list(user: &str, gid: u32) -> io::Result<Vec<u32>> {
         }
         count = n;
     }
+}
+
+/// Makes this whole process the user `uid` for good: supplementary groups `groups`, then
+/// real, effective and saved gid `gid`, then real, effective and saved uid `uid`; then
+/// checks that every id took and, for a `uid` other than 0, that root cannot be taken
+/// back. For `bpeek`'s reader ([`crate::peek`]), a short-lived process that must see the
+/// file system exactly as the job's user does. Needs CAP_SETUID and CAP_SETGID (root).
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    let groups: Vec<libc::gid_t> = groups.iter().map(|g| *g as libc::gid_t).collect();
+    // SAFETY: setgroups reads `groups.len()` gids from a valid array.
+    if unsafe { libc::setgroups(groups.len(), groups.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: setresgid takes plain integers.
+    if unsafe { libc::setresgid(gid, gid, gid) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: setresuid takes plain integers.
+    if unsafe { libc::setresuid(uid, uid, uid) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (mut ruid, mut euid, mut suid) = (0, 0, 0);
+    let (mut rgid, mut egid, mut sgid) = (0, 0, 0);
+    // SAFETY: getresuid and getresgid write one id through each valid pointer.
+    let read = unsafe {
+        libc::getresuid(&mut ruid, &mut euid, &mut suid) == 0
+            && libc::getresgid(&mut rgid, &mut egid, &mut sgid) == 0
+    };
+    if !read || [ruid, euid, suid] != [uid; 3] || [rgid, egid, sgid] != [gid; 3] {
+        return Err(io::Error::other("the new identity did not take"));
+    }
+    // SAFETY: setuid takes a plain integer; it must fail here.
+    if uid != 0 && unsafe { libc::setuid(0) } == 0 {
+        return Err(io::Error::other("root could be taken back"));
+    }
+    Ok(())
 }
 
 /// A connected pair of `AF_UNIX` `SOCK_SEQPACKET` sockets, both close-on-exec: the channel
