@@ -13,7 +13,8 @@
 //! a reader of its own, `lava-shepherd --peek UID GID USER OFFSET PATH` (the program
 //! installed beside sbatchd, [`crate::launch::shepherd_program`]; [`reader_main`]), which:
 //! 1. closes every descriptor but its standard streams (it may have inherited one that
-//!    sbatchd's launcher had made inheritable for the zygote at that moment);
+//!    sbatchd's launcher had made inheritable for the zygote at that moment), and arms an
+//!    alarm that ends it after twice [`READ_TIMEOUT`] even if sbatchd is gone;
 //! 2. becomes the job's user for good (its supplementary groups, then gid, then uid:
 //!    [`crate::sys::become_user`]), unless it already is that user;
 //! 3. resolves the path as that user, without following a symbolic link at its last
@@ -87,7 +88,7 @@ pub struct PeekRead {
     pub shown: String,
     /// The job's standard output file.
     pub path: String,
-    /// The job's user: name, uid and primary gid.
+    /// The job's user name (for its supplementary groups).
     pub user: String,
     /// Its uid.
     pub uid: u32,
@@ -296,6 +297,8 @@ pub fn reader_main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     if let Err(err) = sys::close_descriptors_except(&[]) {
         return answer(&Err(format!("the reader cannot close its descriptors: {err}")));
     }
+    // sbatchd kills a reader at READ_TIMEOUT; one whose sbatchd died ends by itself.
+    sys::end_after(u32::try_from(READ_TIMEOUT.as_secs() * 2).unwrap_or(u32::MAX));
     let Some(args) = parse_reader_args(args) else {
         eprintln!(
             "usage: lava-shepherd {READER_FLAG} UID GID USER OFFSET PATH (only sbatchd starts readers)"

@@ -10,7 +10,8 @@
 //! - [`wait4`] for the exit status together with the resource usage.
 //! - [`kill_group`], [`lookup_user`], [`lookup_uid`], [`group_list`], [`process_exists`],
 //!   [`effective_uid`].
-//! - [`become_user`]: `bpeek`'s reader drops to the job's user for good ([`crate::peek`]).
+//! - [`become_user`] and [`end_after`]: `bpeek`'s reader drops to the job's user for good,
+//!   and ends itself after a while ([`crate::peek`]).
 //! - [`pidfd_open`]: a file descriptor that becomes readable when a process ends, also for
 //!   a process that is not our child (a shepherd adopted after an sbatchd restart).
 //! - [`inheritable_copy`] and [`inherited_fd`]: hand a descriptor to an executed program
@@ -743,6 +744,14 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
         return Err(io::Error::other("root could be taken back"));
     }
     Ok(())
+}
+
+/// Has the kernel end this process (SIGALRM, whose default action is to terminate) after
+/// `seconds`, whatever it is waiting for then: `bpeek`'s reader's own bound, which holds
+/// even when sbatchd is gone and cannot kill it.
+pub fn end_after(seconds: u32) {
+    // SAFETY: alarm takes a plain integer and only arms this process's timer.
+    unsafe { libc::alarm(seconds) };
 }
 
 /// A connected pair of `AF_UNIX` `SOCK_SEQPACKET` sockets, both close-on-exec: the channel
