@@ -19,6 +19,7 @@ use std::time::Duration;
 use lava_batch_ll::HostName;
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
 use lava_mbd::{Caller, ClientReply, ToSbd};
+use lava_net::gate::{GateConfig, Pass};
 use lava_net::{AuthConn, Authenticator, ConnError, FramedConn, Timeouts, system_now_ms};
 use lava_xdr::frame::{Frame, FrameHeader};
 use tokio::net::TcpStream;
@@ -113,30 +114,54 @@ pub(crate) struct Shared {
     pub(crate) log: Arc<lava_eventlog::EventLog>,
 }
 
+/// Connections at once, in all and per address, and the time a new one has to send its
+/// first whole frame (lava-net's gate; docs/operations.md, "Connection limits"). A
+/// connection authenticates with its first request that passes (an sbatchd's
+/// SBD_REGISTER, a command's credential); until then it is the first to close when a cap
+/// is reached.
+pub(crate) const CONNECTIONS: GateConfig =
+    GateConfig { total_max: 1024, per_source_max: 128, auth_deadline: Duration::from_secs(5) };
+
 /// Serves one accepted connection until it closes.
-pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    conn: ConnId,
+    mut pass: Pass,
+    shared: Arc<Shared>,
+) {
     let timeouts = Timeouts { read_timeout_ms: SBD_CHANNEL_READ_TIMEOUT_MS, ..Timeouts::default() };
     let mut framed = FramedConn::new(stream, FRAME_LIMITS, timeouts);
-    let Some(first) = read_frame(&mut framed, &shared, peer, true).await else { return };
+    let within = pass.auth_deadline();
+    let first = tokio::select! {
+        first = read_frame(&mut framed, &shared, peer, Some(within)) => first,
+        () = pass.evicted() => {
+            tracing::debug!(%peer, "closed before its first request to make room for a newer connection");
+            shared.counters.reject(Reject::Evicted);
+            None
+        }
+    };
+    let Some(first) = first else { return };
     if first.header.operation == Operation::SbdRegister.code() {
-        sbd_channel(framed, first, peer, conn, &shared).await;
+        sbd_channel(framed, first, peer, conn, &pass, &shared).await;
     } else {
-        command_connection(framed, first, peer, &shared).await;
+        command_connection(framed, first, peer, &mut pass, &shared).await;
     }
 }
 
-/// Reads the next frame of a connection not yet (or never) authenticated,
-/// within [`CLIENT_READ_TIMEOUT_MS`]; `None` when the connection is to be
-/// dropped (closed by the peer, bad frame, timeout, mbatchd stopping), after
-/// logging why.
+/// Reads the next frame of a command connection, or the first of any connection (`first`:
+/// within that time), else within [`CLIENT_READ_TIMEOUT_MS`]; the whole frame must arrive
+/// in that time. `None` when the connection is to be dropped (closed by the peer, bad
+/// frame, timeout, mbatchd stopping), after logging why.
 async fn read_frame(
     framed: &mut FramedConn<TcpStream>,
     shared: &Shared,
     peer: SocketAddr,
-    first: bool,
+    first: Option<Duration>,
 ) -> Option<Frame> {
     let mut stopping = shared.stopping.subscribe();
-    let read = tokio::time::timeout(Duration::from_millis(CLIENT_READ_TIMEOUT_MS), framed.read_frame());
+    let within = first.unwrap_or(Duration::from_millis(CLIENT_READ_TIMEOUT_MS));
+    let read = tokio::time::timeout(within, framed.read_frame());
     let read = tokio::select! {
         read = read => read,
         _ = stopping.wait_for(|stopping| *stopping) => return None,
@@ -155,8 +180,8 @@ async fn read_frame(
             shared.counters.reject(Reject::Frame);
             None
         }
-        Err(_) if first => {
-            tracing::warn!(%peer, "no complete frame within {CLIENT_READ_TIMEOUT_MS} ms; closing the connection");
+        Err(_) if first.is_some() => {
+            tracing::debug!(%peer, "no complete first frame within {within:?}; closing the connection");
             shared.counters.reject(Reject::Timeout);
             None
         }
@@ -173,13 +198,27 @@ async fn command_connection(
     mut framed: FramedConn<TcpStream>,
     first: Frame,
     peer: SocketAddr,
+    pass: &mut Pass,
     shared: &Shared,
 ) {
     let mut next = Some(first);
     loop {
         let frame = match next.take() {
             Some(frame) => frame,
-            None => match read_frame(&mut framed, shared, peer, false).await {
+            None if !pass.is_authenticated() => {
+                let read = tokio::select! {
+                    read = read_frame(&mut framed, shared, peer, None) => read,
+                    () = pass.evicted() => {
+                        shared.counters.reject(Reject::Evicted);
+                        None
+                    }
+                };
+                match read {
+                    Some(frame) => frame,
+                    None => return,
+                }
+            }
+            None => match read_frame(&mut framed, shared, peer, None).await {
                 Some(frame) => frame,
                 None => return,
             },
@@ -210,7 +249,10 @@ async fn command_connection(
             return;
         }
         let call = match command(&frame, shared) {
-            Ok(call) => with_logged_submissions(call, shared).await.map_err(Ok),
+            Ok(call) => {
+                pass.authenticated();
+                with_logged_submissions(call, shared).await.map_err(Ok)
+            }
             Err(refusal) => Err(Err(refusal)),
         };
         let (reply, close) = match call {
@@ -413,6 +455,7 @@ async fn sbd_channel(
     first: Frame,
     peer: SocketAddr,
     conn: ConnId,
+    pass: &Pass,
     shared: &Shared,
 ) {
     if let Err(error) = first.header.check_version(BATCH_VERSION) {
@@ -441,6 +484,7 @@ async fn sbd_channel(
         shared.counters.reject(Reject::UnknownHost);
         return;
     }
+    pass.authenticated();
     let mut channel = AuthConn::new(framed, Arc::clone(&shared.auth));
     let (outbox, mut inbox) = mpsc::channel(SBD_OUTBOX_MESSAGES_MAX);
     let (relay, mut relays) = mpsc::channel(peek::RELAYS_QUEUED_MAX);

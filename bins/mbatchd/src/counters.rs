@@ -31,11 +31,16 @@ pub enum Reject {
     Invalid,
     /// A connection that sent nothing in time.
     Timeout,
+    /// A connection closed before its first request to make room (lava-net's gate).
+    Evicted,
+    /// A connection refused at the gate: its address at its cap, or mbatchd full, with no
+    /// connection waiting for its first request to close instead.
+    Refused,
 }
 
 impl Reject {
     /// Every reason, in counter order.
-    pub const ALL: [Reject; 9] = [
+    pub const ALL: [Reject; 11] = [
         Reject::Frame,
         Reject::Version,
         Reject::Operation,
@@ -45,6 +50,8 @@ impl Reject {
         Reject::UnknownHost,
         Reject::Invalid,
         Reject::Timeout,
+        Reject::Evicted,
+        Reject::Refused,
     ];
 
     /// The counter's name.
@@ -59,6 +66,8 @@ impl Reject {
             Reject::UnknownHost => "unknown_host",
             Reject::Invalid => "invalid",
             Reject::Timeout => "timeout",
+            Reject::Evicted => "evicted",
+            Reject::Refused => "refused",
         }
     }
 

@@ -45,6 +45,7 @@ use std::time::Duration;
 
 use lava_batch_ll::HostName;
 use lava_mbd::{ClientId, ClientReply, Effect, Input, Mbd, ToSbd};
+use lava_net::gate::{AcceptBackoff, Gate, Source};
 use lava_net::system_now_ms;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -55,6 +56,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::ShellError;
 use crate::conn::{self, ConnEvent, ConnId, ReadReply, Shared};
+use crate::counters::Reject;
 use crate::daemon::notify;
 use crate::journal::{Journal, JournalEvent};
 use crate::lim_client::{LimUpdate, LimUpdates};
@@ -64,8 +66,6 @@ use lava_batch_wire as wire;
 
 /// How often the logic is given `Input::Tick`.
 pub(crate) const TICK_INTERVAL_MS: u64 = 1_000;
-/// Connections served at once; beyond it, new ones wait in the kernel's backlog.
-pub(crate) const CONNECTIONS_MAX: usize = 1024;
 /// Capacity of the channel from the connection tasks to the loop.
 pub(crate) const CONN_EVENTS_QUEUED_MAX: usize = 1024;
 /// Messages waiting for durability above which the loop takes no new input.
@@ -73,8 +73,6 @@ pub(crate) const HELD_MESSAGES_MAX: usize = 65_536;
 /// Connection events stepped in one turn of the loop at most (one group commit covers
 /// them; the bound keeps a flood from starving the loop's other inputs).
 const CONN_EVENTS_TURN_MAX: usize = 64;
-/// Pause after a failed accept (e.g. out of file descriptors).
-const ACCEPT_ERROR_PAUSE_MS: u64 = 100;
 /// Time given to the connection tasks at a clean stop to write what was
 /// released to them, before the rest are cut off.
 const SHUTDOWN_GRACE_MS: u64 = 2_000;
@@ -173,6 +171,9 @@ pub(crate) struct Shell {
     tasks: JoinSet<()>,
     next_conn: ConnId,
     accept_paused_until: Option<Instant>,
+    /// Who is let in (conn::CONNECTIONS), and the pause after failed accepts.
+    gate: Gate,
+    accept_backoff: AcceptBackoff,
     /// The effects buffer, reused by every step.
     effects: Vec<Effect>,
     /// Host availability changes from the master lim, stepped on each tick.
@@ -207,6 +208,8 @@ impl Shell {
             tasks: JoinSet::new(),
             next_conn: 1,
             accept_paused_until: None,
+            gate: Gate::new(conn::CONNECTIONS),
+            accept_backoff: AcceptBackoff::default(),
             effects: Vec::new(),
             lim: LimUpdates::default(),
             started_at_s: (system_now_ms() / 1000) as i64,
@@ -290,7 +293,7 @@ impl Shell {
     }
 
     async fn next_event(&mut self, tick: &mut Interval, signals: &mut Signals) -> Event {
-        let accepting = self.tasks.len() < CONNECTIONS_MAX && self.accept_paused_until.is_none();
+        let accepting = self.accept_paused_until.is_none();
         let taking_input = self.outbox.held.len() < HELD_MESSAGES_MAX;
         let paused_until = self.accept_paused_until;
         tokio::select! {
@@ -312,6 +315,17 @@ impl Shell {
         match event {
             Event::Accepted(Ok((stream, peer))) => {
                 self.shared.counters.connection();
+                if let Some(line) = self.accept_backoff.succeeded() {
+                    tracing::info!("{line}");
+                }
+                let pass = match self.gate.admit(Source::Ip(peer.ip())) {
+                    Ok(pass) => pass,
+                    Err(refusal) => {
+                        tracing::debug!(%peer, "connection refused: {refusal}");
+                        self.shared.counters.reject(Reject::Refused);
+                        return Ok(());
+                    }
+                };
                 // Requests and acknowledgements are small and latency-bound.
                 if let Err(error) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, "TCP_NODELAY not set: {error}");
@@ -319,12 +333,14 @@ impl Shell {
                 let conn = self.next_conn;
                 self.next_conn += 1;
                 tracing::debug!(%peer, conn, "connection accepted");
-                self.tasks.spawn(conn::serve(stream, peer, conn, Arc::clone(&self.shared)));
+                self.tasks.spawn(conn::serve(stream, peer, conn, pass, Arc::clone(&self.shared)));
             }
             Event::Accepted(Err(error)) => {
-                tracing::warn!("accepting a connection failed: {error}");
-                self.accept_paused_until =
-                    Some(Instant::now() + Duration::from_millis(ACCEPT_ERROR_PAUSE_MS));
+                let (pause, line) = self.accept_backoff.failed(&error);
+                if let Some(line) = line {
+                    tracing::warn!("{line}");
+                }
+                self.accept_paused_until = Some(Instant::now() + pause);
             }
             Event::AcceptResumed => self.accept_paused_until = None,
             Event::ConnectionEnded(Ok(())) => {}

@@ -1,0 +1,132 @@
+//! mbatchd's port under hostile load (docs/operations.md, "Connection limits"): a stranger
+//! with plain TCP and no credential, bounded in count and time, on loopback. Each test shows
+//! that commands and sbatchd's own channel are still served within a few seconds, and that
+//! mbatchd's memory and log stay bounded.
+
+mod util;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use util::{Cluster, Daemon, IO_TIMEOUT, submitted_job_id, wait_until};
+
+/// The time a connection has to send its first request, and slack for a busy machine.
+const AUTH_DEADLINE: Duration = Duration::from_secs(5);
+const SCHEDULING_SLACK: Duration = Duration::from_secs(3);
+
+fn bin(name: &str) -> std::path::PathBuf {
+    util::mbatchd_bin().with_file_name(name)
+}
+
+struct Rig {
+    cluster: Cluster,
+    mbatchd: Daemon,
+    _sbatchd: Daemon,
+}
+
+impl Rig {
+    fn start() -> Rig {
+        let mut cluster = Cluster::new();
+        let mbatchd = cluster.start_mbatchd();
+        let _sbatchd = cluster.start_sbatchd("localhost");
+        Rig { cluster, mbatchd, _sbatchd }
+    }
+
+    /// `bjobs -a` answered; how long it took.
+    fn bjobs(&self) -> Option<Duration> {
+        let started = Instant::now();
+        let out = self.cluster.command(bin("bjobs")).arg("-a").env("LAVA_RETRY_SECS", "10").output().ok()?;
+        out.status.success().then(|| started.elapsed())
+    }
+
+    /// A job submitted and run to DONE: sbatchd's channel works.
+    fn job_runs(&self) {
+        let out = self.cluster.command(bin("bsub")).args(["-o", "/dev/null", "true"]).output().expect("bsub");
+        assert!(out.status.success(), "bsub: {}", String::from_utf8_lossy(&out.stderr));
+        let job = submitted_job_id(&String::from_utf8_lossy(&out.stdout));
+        wait_until(&format!("job {job} to be DONE"), Duration::from_secs(30), || {
+            let out = self
+                .cluster
+                .command(bin("bjobs"))
+                .args(["-a", "-noheader", &job.to_string()])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout).contains(" DONE ").then_some(())
+        });
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.mbatchd.pid())).expect("status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .expect("a VmRSS line")
+    }
+}
+
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).expect("a read timeout");
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
+// Attack (issue 18, item 2): about 1,100 idle connections without a credential, more than
+// mbatchd serves (it served 1,024 and gave each 60 s). Goal: commands are answered and a
+// job runs meanwhile, every idle connection is closed by its deadline, and the log does
+// not grow with them.
+#[test]
+fn idle_strangers_never_lock_out_commands_or_sbatchd() {
+    let rig = Rig::start();
+    let log_before = rig.mbatchd.log().len();
+    let opened = Instant::now();
+    let mut idle: Vec<TcpStream> = (0..1100)
+        .filter_map(|_| TcpStream::connect_timeout(&rig.cluster.mbd_addr(), IO_TIMEOUT).ok())
+        .collect();
+    assert!(idle.len() >= 1000, "the attacker opened {} connections", idle.len());
+    let took = rig.bjobs().expect("bjobs is answered beside 1,100 idle connections");
+    assert!(took < Duration::from_secs(5), "bjobs took {took:?}");
+    rig.job_runs();
+    let deadline = opened + AUTH_DEADLINE + SCHEDULING_SLACK;
+    for stream in &mut idle {
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+        assert!(closed_within(stream, left), "an idle connection was still open after its deadline");
+    }
+    let grown = rig.mbatchd.log().len() - log_before;
+    assert!(grown < 16 * 1024, "mbatchd logged {grown} bytes for 1,100 idle connections");
+}
+
+// Attack (issue 18, item 2): connections that each announce a 2 MiB frame and send part of
+// it (the reader used to reserve the announced size at once). Goal: mbatchd's memory grows
+// with the bytes it was sent, not with what was announced, and commands are still served.
+#[test]
+fn announced_frame_sizes_reserve_no_memory() {
+    let rig = Rig::start();
+    let before = rig.rss_kib();
+    let mut header = Vec::new();
+    // Sequence, operation (SUBMIT_JOB), version, a 2 MiB length, status.
+    let submit = lava_batch_wire::Operation::SubmitJob.code();
+    for word in [1u32, submit, lava_batch_wire::BATCH_VERSION, 2 << 20, 0] {
+        header.extend_from_slice(&word.to_be_bytes());
+    }
+    let part = vec![0x55u8; 16 << 10];
+    let mut streams = Vec::new();
+    for _ in 0..400 {
+        let Ok(mut stream) = TcpStream::connect_timeout(&rig.cluster.mbd_addr(), IO_TIMEOUT) else {
+            continue;
+        };
+        stream.set_write_timeout(Some(Duration::from_millis(500))).expect("a write timeout");
+        let _sent = stream.write_all(&header).and_then(|()| stream.write_all(&part));
+        streams.push(stream);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let grown = rig.rss_kib().saturating_sub(before);
+    // 400 x 16 KiB were sent (6.4 MB); the announced 400 x 2 MiB would be 800 MB.
+    assert!(grown < 96 * 1024, "mbatchd grew by {grown} KiB for 400 partial frames");
+    assert!(rig.bjobs().is_some(), "commands are still answered");
+}
