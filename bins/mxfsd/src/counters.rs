@@ -36,11 +36,14 @@ pub(crate) enum Refusal {
     StaleEpoch,
     /// A message from a node the connection does not belong to.
     Stranger,
+    /// A daemon connection refused or closed by the gate: too many from one address or in
+    /// all, or no authenticated frame within the deadline.
+    Gate,
 }
 
 impl Refusal {
     /// Every reason, in counter order.
-    pub(crate) const ALL: [Refusal; 9] = [
+    pub(crate) const ALL: [Refusal; 10] = [
         Refusal::Magic,
         Refusal::Version,
         Refusal::Type,
@@ -50,6 +53,7 @@ impl Refusal {
         Refusal::Invalid,
         Refusal::StaleEpoch,
         Refusal::Stranger,
+        Refusal::Gate,
     ];
 
     /// The counter's name (after `refused.`).
@@ -64,6 +68,7 @@ impl Refusal {
             Refusal::Invalid => "invalid",
             Refusal::StaleEpoch => "stale_epoch",
             Refusal::Stranger => "stranger",
+            Refusal::Gate => "gate",
         }
     }
 

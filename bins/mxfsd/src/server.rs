@@ -54,6 +54,7 @@ use lava_dlm_logic::{
     Config, Effect, Input, Liveness, LivenessEffect, Master, NodeState, PeerState, Phase, is_down_conversion,
 };
 use lava_dlm_wire as wire;
+use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
@@ -406,6 +407,11 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Daemon connections at once, in all and per address, and the time a new one has to send
+/// its first authenticated frame (lava-net's gate; docs/operations.md, "Connection limits").
+const PEER_CONNECTIONS: GateConfig =
+    GateConfig { total_max: 256, per_source_max: 32, auth_deadline: Duration::from_secs(5) };
+
 /// Accepts daemon connections (even connection ids); a node that is not the master closes
 /// them when they ask to join.
 async fn accept_peers(
@@ -415,20 +421,40 @@ async fn accept_peers(
     events: mpsc::Sender<Event>,
 ) {
     let mut next_conn = 1u64;
+    let gate = Gate::new(PEER_CONNECTIONS);
+    let mut backoff = AcceptBackoff::default();
     loop {
         match listener.accept().await {
-            Ok((stream, _from)) => {
+            Ok((stream, from)) => {
+                if let Some(line) = backoff.succeeded() {
+                    tracing::info!("{line}");
+                }
+                let pass = match gate.admit(Source::Ip(from.ip())) {
+                    Ok(pass) => pass,
+                    Err(refusal) => {
+                        counters.refused(Refusal::Gate);
+                        tracing::debug!(%from, "daemon connection refused: {refusal}");
+                        continue;
+                    }
+                };
                 let _nodelay = stream.set_nodelay(true);
                 next_conn += 1;
                 tokio::spawn(run_peer(
                     stream,
                     next_conn * 2,
+                    Some(pass),
                     Arc::clone(&auth),
                     Arc::clone(&counters),
                     events.clone(),
                 ));
             }
-            Err(error) => tracing::warn!(%error, "accept failed"),
+            Err(error) => {
+                let (pause, line) = backoff.failed(&error);
+                if let Some(line) = line {
+                    tracing::warn!("daemon port: {line}");
+                }
+                tokio::time::sleep(pause).await;
+            }
         }
     }
 }
@@ -450,7 +476,7 @@ async fn try_uplink(
     match connect.await {
         Ok(Ok(stream)) => {
             let _nodelay = stream.set_nodelay(true);
-            run_peer(stream, conn, auth, counters, events).await;
+            run_peer(stream, conn, None, auth, counters, events).await;
         }
         Ok(Err(error)) => {
             let _gone = events.send(Event::UplinkFailed { conn, reason: format!("{addr}: {error}") }).await;
@@ -463,10 +489,13 @@ async fn try_uplink(
 
 /// Runs one daemon connection: a writer task sends what the main loop queues; this task
 /// frames by the header's length, authenticates, decodes and validates what arrives. The
-/// first failure ends the connection and is reported with its reason.
+/// first failure ends the connection and is reported with its reason. An accepted
+/// connection (`pass`) must send its first authenticated frame within the gate's deadline,
+/// and is closed first to make room until it has.
 async fn run_peer(
     stream: TcpStream,
     conn: u64,
+    pass: Option<Pass>,
     auth: Arc<Authenticator>,
     counters: Arc<Counters>,
     events: mpsc::Sender<Event>,
@@ -485,7 +514,7 @@ async fn run_peer(
         }
         let _closed = writer.shutdown().await;
     });
-    let reason = read_peer(&mut reader, conn, &auth, &counters, &events).await;
+    let reason = read_peer(&mut reader, conn, pass, &auth, &counters, &events).await;
     writer_task.abort();
     let _gone = events.send(Event::PeerDown { conn, reason }).await;
 }
@@ -493,12 +522,16 @@ async fn run_peer(
 async fn read_peer(
     reader: &mut tokio::net::tcp::OwnedReadHalf,
     conn: u64,
+    mut pass: Option<Pass>,
     auth: &Authenticator,
     counters: &Counters,
     events: &mpsc::Sender<Event>,
 ) -> String {
-    let mut buffer: Vec<u8> = Vec::with_capacity(wire::FRAME_BYTES_MAX * 4);
+    // Grows with the bytes received (a stranger costs little).
+    let mut buffer: Vec<u8> = Vec::with_capacity(1024);
     let mut chunk = vec![0u8; 16 * 1024];
+    let deadline = pass.as_ref().map(|pass| tokio::time::Instant::now() + pass.auth_deadline());
+    let mut authenticated = pass.is_none();
     loop {
         loop {
             let length = match wire::frame_len(&buffer) {
@@ -513,6 +546,13 @@ async fn read_peer(
             if let Err(error) = auth.open_bytes(&frame, system_now_ms()) {
                 counters.refused(Refusal::Auth);
                 return format!("authentication failed: {error}");
+            }
+            if !authenticated {
+                // Its place is kept from now on, for as long as the connection lives.
+                authenticated = true;
+                if let Some(pass) = &pass {
+                    pass.authenticated();
+                }
             }
             let (header, message) = match wire::decode(&frame) {
                 Ok(decoded) => decoded,
@@ -533,7 +573,23 @@ async fn read_peer(
                 return "shutting down".to_owned();
             }
         }
-        match reader.read(&mut chunk).await {
+        let read = match (deadline, pass.as_mut()) {
+            (Some(deadline), Some(pass)) if !authenticated => tokio::select! {
+                read = tokio::time::timeout_at(deadline, reader.read(&mut chunk)) => match read {
+                    Ok(read) => read,
+                    Err(_) => {
+                        counters.refused(Refusal::Gate);
+                        return "no authenticated frame in time".to_owned();
+                    }
+                },
+                () = pass.evicted() => {
+                    counters.refused(Refusal::Gate);
+                    return "closed before authenticating to make room".to_owned();
+                }
+            },
+            _ => reader.read(&mut chunk).await,
+        };
+        match read {
             Ok(0) => return "closed by the peer".to_owned(),
             Ok(n) => buffer.extend_from_slice(&chunk[..n]),
             Err(error) => return format!("read failed: {error}"),
@@ -543,9 +599,13 @@ async fn read_peer(
 
 async fn accept_clients(listener: UnixListener, events: mpsc::Sender<Event>, access: Arc<Access>) {
     let mut next_client = 0u64;
+    let mut backoff = AcceptBackoff::default();
     loop {
         match listener.accept().await {
             Ok((mut stream, _)) => {
+                if let Some(line) = backoff.succeeded() {
+                    tracing::info!("client socket: {line}");
+                }
                 let active = access.active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let slot = ClientSlot(Arc::clone(&access));
                 if active >= access.max_clients {
@@ -565,7 +625,13 @@ async fn accept_clients(listener: UnixListener, events: mpsc::Sender<Event>, acc
                 access.counters.client_connection();
                 tokio::spawn(client_io::run_client(stream, next_client, events.clone(), slot));
             }
-            Err(error) => tracing::warn!(%error, "client accept failed"),
+            Err(error) => {
+                let (pause, line) = backoff.failed(&error);
+                if let Some(line) = line {
+                    tracing::warn!("client socket: {line}");
+                }
+                tokio::time::sleep(pause).await;
+            }
         }
     }
 }
