@@ -44,8 +44,16 @@
 //! vouch for: should the clock step back, older messages are refused as stale.
 //! The cache is shared by every connection of an [`Authenticator`] (a frame captured on
 //! one connection cannot be replayed on another), behind a mutex held only for the lookup.
+//!
+//! # One user cannot exhaust it for the others
+//! Daemons' messages (frames and sealed bytes) and users' credentials are remembered in two
+//! caches of their own, so no number of credentials can make a daemon's frame wait or be
+//! refused. Within the credential cache, each user (uid at the issuing host, read from the
+//! authenticated token) may hold at most `replay_entries_per_user_max` pairs: a user beyond
+//! it is refused with [`AuthError::ReplayQuotaFull`] while every other user goes on
+//! ([`Authenticator::remember_credential`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -73,6 +81,9 @@ pub const AUTH_WINDOW_MS_DEFAULT: u64 = 30_000;
 /// `window_ms` old, so with the default window this admits about 8700 messages a second,
 /// sustained, from senders whose clocks agree.
 pub const REPLAY_ENTRIES_MAX_DEFAULT: usize = 1 << 18;
+/// Default share of the credential cache one user may hold: a sixteenth of it, more than
+/// sbatchd issues one user in a window (docs/operations.md, "Credentials per user").
+pub const REPLAY_ENTRIES_PER_USER_MAX_DEFAULT: usize = REPLAY_ENTRIES_MAX_DEFAULT / 16;
 
 /// What a MAC was made for; each has its own label so MACs never cross over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +187,18 @@ pub enum AuthError {
         /// Nonce in the trailer.
         nonce: Nonce,
     },
+    /// One user holds their whole share of the credential cache; refused (others go on).
+    #[error(
+        "user {uid}@{host} presented {entries_max} credentials within the window, the most one user may: refused"
+    )]
+    ReplayQuotaFull {
+        /// The user's uid.
+        uid: u32,
+        /// The host that issued the credentials.
+        host: String,
+        /// The share.
+        entries_max: usize,
+    },
     /// The replay cache is full; refused rather than forgetting an entry.
     #[error("replay cache full ({entries_max} messages within the window): refused rather than forgotten")]
     ReplayCacheFull {
@@ -251,13 +274,20 @@ impl KeyRing {
 pub struct AuthConfig {
     /// Largest accepted difference between the sealing and the opening clock, either way.
     pub window_ms: u64,
-    /// Most (timestamp, nonce) pairs remembered; beyond it, messages are refused.
+    /// Most (timestamp, nonce) pairs remembered in each cache (daemons', users');
+    /// beyond it, messages are refused.
     pub replay_entries_max: usize,
+    /// Most credential pairs one user may hold in the users' cache.
+    pub replay_entries_per_user_max: usize,
 }
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        AuthConfig { window_ms: AUTH_WINDOW_MS_DEFAULT, replay_entries_max: REPLAY_ENTRIES_MAX_DEFAULT }
+        AuthConfig {
+            window_ms: AUTH_WINDOW_MS_DEFAULT,
+            replay_entries_max: REPLAY_ENTRIES_MAX_DEFAULT,
+            replay_entries_per_user_max: REPLAY_ENTRIES_PER_USER_MAX_DEFAULT,
+        }
     }
 }
 
@@ -267,12 +297,21 @@ impl Default for AuthConfig {
 pub struct Authenticator {
     keys: KeyRing,
     config: AuthConfig,
+    /// Daemons' frames and sealed bytes.
     replay: Mutex<ReplayCache>,
+    /// Users' credentials, with a share per user.
+    replay_users: Mutex<ReplayCache>,
 }
+
+/// Who presented a credential: uid at the issuing host.
+type User = (u32, String);
 
 #[derive(Debug, Default)]
 struct ReplayCache {
-    seen: BTreeSet<(u64, Nonce)>,
+    /// Accepted pairs, and the user each credential pair counts against.
+    seen: BTreeMap<(u64, Nonce), Option<User>>,
+    /// Pairs held per user.
+    per_user: HashMap<User, usize>,
     /// Timestamps below this were expired and can no longer be checked for replay.
     forgotten_below_ms: u64,
 }
@@ -308,7 +347,12 @@ impl Trailer {
 impl Authenticator {
     /// An authenticator with an empty replay cache.
     pub fn new(keys: KeyRing, config: AuthConfig) -> Authenticator {
-        Authenticator { keys, config, replay: Mutex::new(ReplayCache::default()) }
+        Authenticator {
+            keys,
+            config,
+            replay: Mutex::new(ReplayCache::default()),
+            replay_users: Mutex::new(ReplayCache::default()),
+        }
     }
 
     /// The window and bound in force.
@@ -316,9 +360,10 @@ impl Authenticator {
         self.config
     }
 
-    /// Pairs currently held by the replay cache.
+    /// Pairs currently held by the replay caches (daemons' and users').
     pub fn replay_entries(&self) -> usize {
-        self.replay.lock().unwrap_or_else(PoisonError::into_inner).seen.len()
+        let daemons = self.replay.lock().unwrap_or_else(PoisonError::into_inner).seen.len();
+        daemons + self.replay_users.lock().unwrap_or_else(PoisonError::into_inner).seen.len()
     }
 
     /// Returns the body to send after `header`: `payload` followed by the trailer. The MAC
@@ -375,6 +420,32 @@ impl Authenticator {
         Ok((data, (trailer.timestamp_ms, trailer.nonce)))
     }
 
+    /// Steps 1 to 4 of a credential token (MAC and window), without step 5: the caller reads
+    /// the now authenticated claims and calls [`Authenticator::remember_credential`].
+    pub(crate) fn open_credential<'a>(
+        &self,
+        sealed: &'a [u8],
+        now_ms: u64,
+    ) -> Result<(&'a [u8], (u64, Nonce)), AuthError> {
+        let (data, trailer) = sealed.split_at(payload_bytes(sealed.len())?);
+        let trailer = self.check_trailer(Domain::Credential, &[data], trailer, now_ms)?;
+        Ok((data, (trailer.timestamp_ms, trailer.nonce)))
+    }
+
+    /// Step 5 of a credential token, in the users' cache: refuses a replay, and a user who
+    /// already holds their share of it ([`AuthError::ReplayQuotaFull`]).
+    pub(crate) fn remember_credential(
+        &self,
+        uid: u32,
+        host: &str,
+        (timestamp_ms, nonce): (u64, Nonce),
+        now_ms: u64,
+    ) -> Result<(), AuthError> {
+        let mut cache = self.replay_users.lock().unwrap_or_else(PoisonError::into_inner);
+        let user = (uid, host.to_owned());
+        cache.remember(&self.config, timestamp_ms, nonce, Some(user), now_ms)
+    }
+
     pub(crate) fn seal_parts(
         &self,
         domain: Domain,
@@ -390,9 +461,23 @@ impl Authenticator {
         trailer
     }
 
-    /// Runs the checks of the module doc on `parts ‖ trailer`; `trailer` is exactly
-    /// [`TRAILER_BYTES`] long.
+    /// Runs the checks of the module doc on `parts ‖ trailer` (a daemon's message: the
+    /// daemons' cache); `trailer` is exactly [`TRAILER_BYTES`] long.
     fn open_parts(
+        &self,
+        domain: Domain,
+        parts: &[&[u8]],
+        trailer: &[u8],
+        now_ms: u64,
+    ) -> Result<Trailer, AuthError> {
+        let parsed = self.check_trailer(domain, parts, trailer, now_ms)?;
+        let mut cache = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.remember(&self.config, parsed.timestamp_ms, parsed.nonce, None, now_ms)?;
+        Ok(parsed)
+    }
+
+    /// Steps 1 to 4 of the module doc.
+    fn check_trailer(
         &self,
         domain: Domain,
         parts: &[&[u8]],
@@ -407,36 +492,71 @@ impl Authenticator {
             .verify_slice(tag)
             .map_err(|_| AuthError::BadMac { key_id: parsed.key_id })?;
         let window_ms = self.config.window_ms;
-        let (timestamp_ms, nonce) = (parsed.timestamp_ms, parsed.nonce);
+        let timestamp_ms = parsed.timestamp_ms;
         if timestamp_ms > now_ms.saturating_add(window_ms) {
             return Err(AuthError::Future { timestamp_ms, now_ms, window_ms });
         }
-        let stale = AuthError::Stale { timestamp_ms, now_ms, window_ms };
         if timestamp_ms.saturating_add(window_ms) < now_ms {
-            return Err(stale);
+            return Err(AuthError::Stale { timestamp_ms, now_ms, window_ms });
         }
-        let mut replay = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
-        replay.expire(now_ms.saturating_sub(window_ms));
-        if timestamp_ms < replay.forgotten_below_ms {
-            return Err(stale);
-        }
-        if replay.seen.contains(&(timestamp_ms, nonce)) {
-            return Err(AuthError::Replay { timestamp_ms, nonce });
-        }
-        if replay.seen.len() >= self.config.replay_entries_max {
-            return Err(AuthError::ReplayCacheFull { entries_max: self.config.replay_entries_max });
-        }
-        replay.seen.insert((timestamp_ms, nonce));
         Ok(parsed)
     }
 }
 
 impl ReplayCache {
+    /// Step 5: refuses a pair seen before, one older than what the cache can vouch for, a
+    /// user at their share and a full cache; else remembers the pair.
+    fn remember(
+        &mut self,
+        config: &AuthConfig,
+        timestamp_ms: u64,
+        nonce: Nonce,
+        user: Option<User>,
+        now_ms: u64,
+    ) -> Result<(), AuthError> {
+        let window_ms = config.window_ms;
+        self.expire(now_ms.saturating_sub(window_ms));
+        if timestamp_ms < self.forgotten_below_ms {
+            return Err(AuthError::Stale { timestamp_ms, now_ms, window_ms });
+        }
+        if self.seen.contains_key(&(timestamp_ms, nonce)) {
+            return Err(AuthError::Replay { timestamp_ms, nonce });
+        }
+        if let Some(user) = &user
+            && self.per_user.get(user).copied().unwrap_or(0) >= config.replay_entries_per_user_max
+        {
+            let (uid, host) = user.clone();
+            return Err(AuthError::ReplayQuotaFull {
+                uid,
+                host,
+                entries_max: config.replay_entries_per_user_max,
+            });
+        }
+        if self.seen.len() >= config.replay_entries_max {
+            return Err(AuthError::ReplayCacheFull { entries_max: config.replay_entries_max });
+        }
+        if let Some(user) = &user {
+            *self.per_user.entry(user.clone()).or_default() += 1;
+        }
+        self.seen.insert((timestamp_ms, nonce), user);
+        Ok(())
+    }
+
     /// Forgets pairs older than `horizon_ms`: the window check refuses them from now on.
     fn expire(&mut self, horizon_ms: u64) {
         self.forgotten_below_ms = self.forgotten_below_ms.max(horizon_ms);
-        while self.seen.first().is_some_and(|&(timestamp_ms, _)| timestamp_ms < self.forgotten_below_ms) {
-            self.seen.pop_first();
+        while let Some(entry) = self.seen.first_entry() {
+            if entry.key().0 >= self.forgotten_below_ms {
+                break;
+            }
+            if let Some(user) = entry.remove()
+                && let Some(count) = self.per_user.get_mut(&user)
+            {
+                *count -= 1;
+                if *count == 0 {
+                    self.per_user.remove(&user);
+                }
+            }
         }
     }
 }
@@ -471,7 +591,10 @@ mod tests {
     }
 
     fn authenticator(ring: KeyRing) -> Authenticator {
-        Authenticator::new(ring, AuthConfig { window_ms: 30_000, replay_entries_max: 4 })
+        Authenticator::new(
+            ring,
+            AuthConfig { window_ms: 30_000, replay_entries_max: 4, replay_entries_per_user_max: 4 },
+        )
     }
 
     fn header() -> FrameHeader {

@@ -101,7 +101,7 @@ impl Credential {
         if token.len() > CREDENTIAL_BYTES_MAX {
             return Err(CredentialError::TooLarge { bytes: token.len() });
         }
-        let (mut claims, (issued_at_ms, nonce)) = auth.open_in(Domain::Credential, token, now_ms)?;
+        let (mut claims, (issued_at_ms, nonce)) = auth.open_credential(token, now_ms)?;
         let malformed = |what| CredentialError::Malformed { what };
         if claims.len() < 12 || &claims[..4] != CREDENTIAL_MAGIC {
             return Err(malformed("bad magic"));
@@ -114,6 +114,8 @@ impl Credential {
         if !claims.is_empty() {
             return Err(malformed("trailing bytes"));
         }
+        // Remembered against its user's share only now that the claims are read.
+        auth.remember_credential(uid, &hostname, (issued_at_ms, nonce), now_ms)?;
         Ok(Credential { uid, gid, username, hostname, issued_at_ms, nonce })
     }
 }
@@ -168,6 +170,46 @@ mod tests {
             Credential::verify(&mbatchd, &token, NOW_MS + 2000),
             Err(CredentialError::Auth(AuthError::Replay { .. }))
         ));
+    }
+
+    // Goal (issue 18, item 1): one user flooding credentials fills only their own share of
+    // the replay cache: they are refused, another user and a daemon's frames are not, and
+    // the share frees as their credentials leave the window.
+    #[test]
+    fn one_users_flood_refuses_only_that_user() {
+        let key = ClusterKey::from_bytes(&[1; 32]).expect("key");
+        let config =
+            AuthConfig { replay_entries_max: 8, replay_entries_per_user_max: 3, ..AuthConfig::default() };
+        let mbatchd = Authenticator::new(KeyRing::new(&key), config);
+        let issuer = authenticator(1);
+        let token =
+            |who: &Credential, n: u8| Credential { nonce: Nonce([n; 16]), ..who.clone() }.seal(&issuer);
+        for n in 0..3 {
+            let token = token(&alice(), n).expect("seal");
+            assert!(Credential::verify(&mbatchd, &token, NOW_MS).is_ok(), "within alice's share");
+        }
+        let flood = token(&alice(), 3).expect("seal");
+        assert!(matches!(
+            Credential::verify(&mbatchd, &flood, NOW_MS),
+            Err(CredentialError::Auth(AuthError::ReplayQuotaFull { uid: 1000, entries_max: 3, .. }))
+        ));
+        let bob = Credential { uid: 1001, username: "bob".to_owned(), ..alice() };
+        assert!(Credential::verify(&mbatchd, &token(&bob, 9).expect("seal"), NOW_MS).is_ok(), "bob goes on");
+        let other_host = Credential { hostname: "node02".to_owned(), ..alice() };
+        assert!(
+            Credential::verify(&mbatchd, &token(&other_host, 10).expect("seal"), NOW_MS).is_ok(),
+            "the same uid issued by another host is another user"
+        );
+        let sealed = issuer.seal_bytes(b"a daemon's message", NOW_MS, Nonce([11; 16]));
+        let mut message = b"a daemon's message".to_vec();
+        message.extend_from_slice(&sealed);
+        assert!(mbatchd.open_bytes(&message, NOW_MS).is_ok(), "daemons' frames have a cache of their own");
+        let later = NOW_MS + config.window_ms + 1;
+        let fresh = Credential { issued_at_ms: later, ..alice() };
+        assert!(
+            Credential::verify(&mbatchd, &token(&fresh, 12).expect("seal"), later).is_ok(),
+            "the share frees"
+        );
     }
 
     // Goal: a token whose uid was changed to root, one sealed with another key, and one
