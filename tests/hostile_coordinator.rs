@@ -6,17 +6,16 @@
 mod util;
 
 use std::ffi::OsStr;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lava_coordinator::client::{Client, Endpoint};
+use util::hostile::{
+    AUTH_DEADLINE, SCHEDULING_SLACK, assert_closed_by_deadline, closed_within, open_idle, rss_kib,
+};
 use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, wait_until};
-
-/// The time a connection has to send HELLO, and slack for a busy machine's timers.
-const AUTH_DEADLINE: Duration = Duration::from_secs(5);
-const SCHEDULING_SLACK: Duration = Duration::from_secs(3);
 
 struct Rig {
     cluster: Cluster,
@@ -60,23 +59,7 @@ impl Rig {
 
     /// The coordinator's resident memory, in KiB.
     fn rss_kib(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.coordinator.pid())).expect("status");
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-            .expect("a VmRSS line")
-    }
-}
-
-fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
-    stream.set_read_timeout(Some(within)).expect("a read timeout");
-    let mut byte = [0u8; 1];
-    match stream.read(&mut byte) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        rss_kib(self.coordinator.pid())
     }
 }
 
@@ -87,16 +70,11 @@ fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
 fn idle_strangers_never_lock_out_workers() {
     let rig = Rig::start();
     let opened = Instant::now();
-    let mut idle: Vec<TcpStream> =
-        (0..1100).filter_map(|_| TcpStream::connect_timeout(&rig.addr(), IO_TIMEOUT).ok()).collect();
+    let mut idle = open_idle(rig.addr(), 1100);
     assert!(idle.len() >= 1000, "the attacker opened {} connections", idle.len());
     let took = rig.served().expect("a worker is served beside 1,100 idle connections");
     assert!(took < Duration::from_secs(5), "the worker waited {took:?}");
-    let deadline = opened + AUTH_DEADLINE + SCHEDULING_SLACK;
-    for stream in &mut idle {
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
-        assert!(closed_within(stream, left), "an idle connection was still open after its deadline");
-    }
+    assert_closed_by_deadline(&mut idle, opened);
     assert!(rig.served().is_some(), "the coordinator still serves");
 }
 

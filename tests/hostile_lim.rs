@@ -12,12 +12,8 @@ use std::time::{Duration, Instant};
 
 use lava_lim_wire as wire;
 use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
+use util::hostile::{assert_closed_by_deadline, closed_within, open_idle};
 use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, fixed_port, wait_until};
-
-/// The time a connection has to send its first whole query (lim's `QUERY_CONNECTIONS`).
-const AUTH_DEADLINE: Duration = Duration::from_secs(5);
-/// Slack on a deadline for a busy 2-core machine's timers (not a performance bound).
-const SCHEDULING_SLACK: Duration = Duration::from_secs(3);
 
 /// A one-host cluster whose lim listens on a port of its own; returns the cluster, the
 /// running lim and its query address.
@@ -68,17 +64,6 @@ fn status_query(addr: SocketAddr) -> Option<Duration> {
     Some(started.elapsed())
 }
 
-/// Whether the peer closed `stream` (end of file or reset), waiting at most `within`.
-fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
-    stream.set_read_timeout(Some(within)).expect("a read timeout");
-    let mut byte = [0u8; 1];
-    match stream.read(&mut byte) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
-    }
-}
-
 // Attack (issue: "lim spins once out of file descriptors; it caps no connections"): 600
 // idle connections from the attacker's address, more than lim serves at once. Goal: a
 // query from the same address is still answered (the idle connections make room, oldest
@@ -89,18 +74,13 @@ fn idle_connections_never_lock_out_queries() {
     let (_cluster, lim, addr) = start();
     let log_before = lim.log().len();
     let opened = Instant::now();
-    let mut idle: Vec<TcpStream> =
-        (0..600).filter_map(|_| TcpStream::connect_timeout(&addr, IO_TIMEOUT).ok()).collect();
+    let mut idle = open_idle(addr, 600);
     assert!(idle.len() >= 500, "the attacker opened {} connections", idle.len());
     let took = status_query(addr).expect("a query is answered beside 600 idle connections");
     assert!(took < Duration::from_secs(5), "the query took {took:?}");
     // Every idle connection is closed by its deadline (5 s to send a whole query, plus slack
     // for a busy machine's timers; lim used to wait 10 s), or evicted sooner to make room.
-    let deadline = opened + AUTH_DEADLINE + SCHEDULING_SLACK;
-    for stream in &mut idle {
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
-        assert!(closed_within(stream, left), "an idle connection was still open after its deadline");
-    }
+    assert_closed_by_deadline(&mut idle, opened);
     assert!(status_query(addr).is_some(), "lim still answers");
     let grown = lim.log().len() - log_before;
     assert!(grown < 4096, "lim logged {grown} bytes for 600 idle connections");

@@ -5,15 +5,12 @@
 
 mod util;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use util::hostile::{assert_closed_by_deadline, open_idle, rss_kib};
 use util::{Cluster, Daemon, IO_TIMEOUT, submitted_job_id, wait_until};
-
-/// The time a connection has to send its first request, and slack for a busy machine.
-const AUTH_DEADLINE: Duration = Duration::from_secs(5);
-const SCHEDULING_SLACK: Duration = Duration::from_secs(3);
 
 fn bin(name: &str) -> std::path::PathBuf {
     util::mbatchd_bin().with_file_name(name)
@@ -57,22 +54,7 @@ impl Rig {
     }
 
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.mbatchd.pid())).expect("status");
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-            .expect("a VmRSS line")
-    }
-}
-
-fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
-    stream.set_read_timeout(Some(within)).expect("a read timeout");
-    let mut byte = [0u8; 1];
-    match stream.read(&mut byte) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        rss_kib(self.mbatchd.pid())
     }
 }
 
@@ -85,18 +67,12 @@ fn idle_strangers_never_lock_out_commands_or_sbatchd() {
     let rig = Rig::start();
     let log_before = rig.mbatchd.log().len();
     let opened = Instant::now();
-    let mut idle: Vec<TcpStream> = (0..1100)
-        .filter_map(|_| TcpStream::connect_timeout(&rig.cluster.mbd_addr(), IO_TIMEOUT).ok())
-        .collect();
+    let mut idle = open_idle(rig.cluster.mbd_addr(), 1100);
     assert!(idle.len() >= 1000, "the attacker opened {} connections", idle.len());
     let took = rig.bjobs().expect("bjobs is answered beside 1,100 idle connections");
     assert!(took < Duration::from_secs(5), "bjobs took {took:?}");
     rig.job_runs();
-    let deadline = opened + AUTH_DEADLINE + SCHEDULING_SLACK;
-    for stream in &mut idle {
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
-        assert!(closed_within(stream, left), "an idle connection was still open after its deadline");
-    }
+    assert_closed_by_deadline(&mut idle, opened);
     let grown = rig.mbatchd.log().len() - log_before;
     assert!(grown < 16 * 1024, "mbatchd logged {grown} bytes for 1,100 idle connections");
 }

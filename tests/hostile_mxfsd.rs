@@ -5,15 +5,12 @@
 mod util;
 
 use std::ffi::OsStr;
-use std::io::Read;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, wait_until};
-
-const AUTH_DEADLINE: Duration = Duration::from_secs(5);
-const SCHEDULING_SLACK: Duration = Duration::from_secs(3);
+use util::hostile::{assert_closed_by_deadline, open_idle};
+use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
 
 /// A one-node lock cluster; returns it, the daemon, its port and its client socket.
 fn start() -> (Cluster, Daemon, u16, PathBuf) {
@@ -56,16 +53,6 @@ fn locks(cluster: &Cluster, socket: &Path) -> bool {
         .is_ok_and(|out| out.status.success())
 }
 
-fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
-    stream.set_read_timeout(Some(within)).expect("a read timeout");
-    let mut byte = [0u8; 1];
-    match stream.read(&mut byte) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
-    }
-}
-
 // Attack (issue 18, item 3): idle connections to mxfsd's daemon port, more than it admits
 // (it capped none and read from each for ever). Goal: locks are still granted, every idle
 // connection is closed by its deadline, and the log does not grow with them.
@@ -76,15 +63,10 @@ fn idle_strangers_are_closed_and_locks_go_on() {
     let log_before = daemon.log().len();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let opened = Instant::now();
-    let mut idle: Vec<TcpStream> =
-        (0..400).filter_map(|_| TcpStream::connect_timeout(&addr, IO_TIMEOUT).ok()).collect();
+    let mut idle = open_idle(addr, 400);
     assert!(idle.len() >= 300, "the attacker opened {} connections", idle.len());
     assert!(locks(&cluster, &socket), "a lock is granted beside 400 idle connections");
-    let deadline = opened + AUTH_DEADLINE + SCHEDULING_SLACK;
-    for stream in &mut idle {
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
-        assert!(closed_within(stream, left), "an idle connection was still open after its deadline");
-    }
+    assert_closed_by_deadline(&mut idle, opened);
     assert!(locks(&cluster, &socket), "locks are still granted");
     let grown = daemon.log().len() - log_before;
     assert!(grown < 64 * 1024, "mxfsd logged {grown} bytes for 400 idle connections");
