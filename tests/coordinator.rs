@@ -85,7 +85,7 @@ fn start(cluster: &mut Cluster, port: u16, extra: &[&str]) -> Daemon {
 }
 
 fn endpoint(cluster: &Cluster, daemon: &Daemon) -> Endpoint {
-    Endpoint::new(daemon.addr(), &cmd_socket(cluster))
+    Endpoint::new(daemon.addr(), &cmd_socket(cluster), util::CLUSTER_NAME)
 }
 
 fn coordctl(cluster: &Cluster, args: &[&str], stdin: &[u8]) -> Output {
@@ -274,7 +274,7 @@ fn connections_without_a_valid_credential_are_refused() {
     assert_eq!(garbage.code, wire::ERR_AUTH);
     assert!(garbage.message.starts_with("authentication failed"), "{}", garbage.message);
 
-    let mut forged = fetch_credential(&cmd_socket(&cluster)).expect("a token");
+    let mut forged = fetch_credential(&cmd_socket(&cluster), util::CLUSTER_NAME).expect("a token");
     forged[4..8].copy_from_slice(&12_345u32.to_be_bytes()); // claim another uid
     let error = refusal(Client::connect_with_credential(&endpoint, forged));
     assert!(error.message.contains("authentication failed"), "{}", error.message);
@@ -288,13 +288,14 @@ fn connections_without_a_valid_credential_are_refused() {
         hostname: "localhost".into(),
         issued_at_ms: lava_net::system_now_ms(),
         nonce: Nonce::random().expect("randomness"),
+        audience: lava_net::Audience::new(lava_net::Audience::COORDINATOR, util::CLUSTER_NAME),
     }
     .seal(&other)
     .expect("sealed");
     let error = refusal(Client::connect_with_credential(&endpoint, foreign));
     assert!(error.message.contains("authentication failed"), "{}", error.message);
 
-    let token = fetch_credential(&cmd_socket(&cluster)).expect("a token");
+    let token = fetch_credential(&cmd_socket(&cluster), util::CLUSTER_NAME).expect("a token");
     let first = Client::connect_with_credential(&endpoint, token.clone()).expect("a fresh token is accepted");
     assert_eq!((first.identity().uid, first.identity().user.as_str()), (0, "root"));
     assert!(first.identity().admin);

@@ -51,7 +51,8 @@ impl Rig {
     /// A worker's round trip with a credential (HELLO, then a count query); how long it took.
     fn served(&self) -> Option<Duration> {
         let started = Instant::now();
-        let endpoint = Endpoint::new(self.addr(), &self.cluster.dir().join("run/lava.sock"));
+        let endpoint =
+            Endpoint::new(self.addr(), &self.cluster.dir().join("run/lava.sock"), util::CLUSTER_NAME);
         let mut client = Client::connect(&endpoint).ok()?;
         client.counts().ok()?;
         Some(started.elapsed())
@@ -127,4 +128,46 @@ fn a_trickled_hello_is_cut_off_at_its_deadline() {
     let closed = cut || closed_within(&mut stream, Duration::from_secs(1));
     assert!(closed, "a HELLO trickled in for {:?} was never cut off", started.elapsed());
     assert!(rig.served().is_some(), "the coordinator still serves");
+}
+
+// Attack (issue 18, item 10): a credential seen on its way to mbatchd, spent at the
+// coordinator within its 30 s. Goal: refused there, naming the daemon it was made for; a
+// credential made for the coordinator is taken.
+#[test]
+fn a_credential_for_mbatchd_is_refused_by_the_coordinator() {
+    let rig = Rig::start();
+    let socket = rig.cluster.dir().join("run/lava.sock");
+    let endpoint = Endpoint::new(rig.addr(), &socket, util::CLUSTER_NAME);
+    let for_mbatchd = mbatchd_credential(&socket);
+    let refused = Client::connect_with_credential(&endpoint, for_mbatchd).expect_err("refused");
+    let text = refused.to_string();
+    assert!(text.contains("is for mbatchd of cluster lavacore, not for the coordinator"), "{text}");
+    assert!(Client::connect(&endpoint).is_ok(), "a credential for the coordinator is taken");
+}
+
+/// A credential for this cluster's mbatchd, from the local sbatchd, as `bsub` asks for one.
+fn mbatchd_credential(socket: &Path) -> Vec<u8> {
+    use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
+    use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
+    use std::io::Read;
+    let body = lava_xdr::to_bytes(&wire::CredentialRequest {
+        audience_kind: wire::AUDIENCE_MBATCHD,
+        audience_cluster: util::CLUSTER_NAME.to_owned(),
+    })
+    .expect("encodes");
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("the credential socket");
+    let mut request = Vec::new();
+    let operation = Operation::CredentialRequest.code();
+    FrameHeader { sequence: 1, operation, version: BATCH_VERSION, length: body.len() as u32, status: 0 }
+        .write(&mut request);
+    request.extend_from_slice(&body);
+    stream.write_all(&request).expect("ask");
+    let mut head = [0u8; HEADER_BYTES];
+    stream.read_exact(&mut head).expect("an answer");
+    let header = FrameHeader::parse(&head).expect("a header");
+    let mut reply = vec![0u8; header.length as usize];
+    stream.read_exact(&mut reply).expect("its body");
+    let reply: wire::CredentialReply =
+        lava_xdr::from_bytes(&reply, &lava_xdr::Limits::DEFAULT).expect("a reply");
+    reply.token
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lava_batch_wire::{BATCH_VERSION, Operation};
+use lava_batch_wire::{AUDIENCE_MBATCHD, BATCH_VERSION, CredentialRequest, Operation};
 use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
 use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, wait_until};
 
@@ -41,16 +41,22 @@ fn credentials(socket: &Path, n: u32) -> Option<Duration> {
     let started = Instant::now();
     let mut stream = UnixStream::connect(socket).ok()?;
     stream.set_read_timeout(Some(IO_TIMEOUT)).ok()?;
+    let audience = lava_xdr::to_bytes(&CredentialRequest {
+        audience_kind: AUDIENCE_MBATCHD,
+        audience_cluster: util::CLUSTER_NAME.to_owned(),
+    })
+    .expect("encodes");
     for sequence in 0..n {
         let mut request = Vec::new();
         FrameHeader {
             sequence,
             operation: Operation::CredentialRequest.code(),
             version: BATCH_VERSION,
-            length: 0,
+            length: audience.len() as u32,
             status: 0,
         }
         .write(&mut request);
+        request.extend_from_slice(&audience);
         stream.write_all(&request).ok()?;
         let mut head = [0u8; HEADER_BYTES];
         stream.read_exact(&mut head).ok()?;
@@ -133,12 +139,15 @@ fn credentials_are_issued_at_a_bounded_rate_per_user() {
          s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
          s.connect({path:?})\n\
          t = time.time()\n\
-         s.sendall(struct.pack('>5I', 1, {op}, {version}, 0, 0))\n\
+         body = struct.pack('>II', 1, {n}) + {cluster:?}.encode() + bytes((4 - {n} % 4) % 4)\n\
+         s.sendall(struct.pack('>5I', 1, {op}, {version}, len(body), 0) + body)\n\
          head = b''\n\
          while len(head) < 20:\n    head += s.recv(20 - len(head))\n\
          print(struct.unpack('>5I', head)[1], time.time() - t)\n",
         path = socket.display().to_string(),
         op = Operation::CredentialRequest.code(),
+        n = util::CLUSTER_NAME.len(),
+        cluster = util::CLUSTER_NAME,
         version = BATCH_VERSION,
     );
     let other = Command::new("python3")

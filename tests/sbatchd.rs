@@ -90,7 +90,10 @@ impl Cluster {
             ),
         )
         .expect("lsf.cluster");
-        let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
+        // Verifies credentials as mbatchd of this cluster would.
+        let audience = lava_net::Audience::new(lava_net::Audience::MBATCHD, "testcl");
+        let auth =
+            Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()).with_audience(audience));
         Cluster { dir, envdir, auth, listener, sbatchd: None }
     }
 
@@ -690,7 +693,11 @@ async fn job_of_a_vanished_shepherd_is_reported_lost_and_killed() {
 /// Sends one frame on the credential socket and reads the answer.
 async fn credential_exchange(conn: &mut FramedConn<UnixStream>, operation: u32) -> Option<(u32, Bytes)> {
     let header = FrameHeader { sequence: 7, operation, version: BATCH_VERSION, length: 0, status: 0 };
-    conn.write_frame(header, &[]).await.ok()?;
+    let audience = wire::CredentialRequest {
+        audience_kind: wire::AUDIENCE_MBATCHD,
+        audience_cluster: "testcl".to_owned(),
+    };
+    conn.write_frame(header, &lava_xdr::to_bytes(&audience).expect("encodes")).await.ok()?;
     let frame = tokio::time::timeout(WAIT, conn.read_frame()).await.expect("answer in time").ok()??;
     assert_eq!(frame.header.sequence, 7, "the reply echoes the sequence number");
     Some((frame.header.operation, frame.body))

@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use bytes::BytesMut;
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
-use lava_net::{Authenticator, Credential, Nonce, system_now_ms};
+use lava_net::{Audience, Authenticator, Credential, Nonce, system_now_ms};
 use lava_xdr::frame::{FrameHeader, FrameLimits, decode_frame};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -202,6 +202,7 @@ impl Connection {
             hostname: crate::cluster::HOST.to_owned(),
             issued_at_ms: system_now_ms(),
             nonce: Nonce::random().map_err(|error| anyhow::anyhow!("no nonce: {error}"))?,
+            audience: Audience::new(Audience::MBATCHD, crate::cluster::CLUSTER_NAME),
         };
         Ok(credential.seal(&self.auth)?)
     }

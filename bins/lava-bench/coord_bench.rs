@@ -152,8 +152,11 @@ impl Coordinator {
             if let Ok(text) = fs::read_to_string(port_file)
                 && let Ok(port) = text.trim().parse::<u16>()
             {
-                let endpoint =
-                    Endpoint::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port), cmd_socket);
+                let endpoint = Endpoint::new(
+                    SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+                    cmd_socket,
+                    CLUSTER_NAME,
+                );
                 if let Ok(mut client) = Client::connect(&endpoint)
                     && client.counts().is_ok()
                 {

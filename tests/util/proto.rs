@@ -191,6 +191,7 @@ impl Client {
             hostname: "localhost".into(),
             issued_at_ms: system_now_ms(),
             nonce: Nonce::random().expect("a nonce"),
+            audience: lava_net::Audience::new(lava_net::Audience::MBATCHD, super::CLUSTER_NAME),
         }
         .seal(&self.auth)
         .expect("the credential seals")

@@ -243,6 +243,8 @@ pub struct Endpoints {
     pub mbd_addrs: Vec<SocketAddr>,
     /// The local sbatchd's credential socket.
     pub cmd_socket: PathBuf,
+    /// The cluster's name: credentials are asked for its mbatchd.
+    pub cluster: String,
 }
 
 impl Endpoints {
@@ -263,7 +265,12 @@ impl Endpoints {
         if mbd_addrs.is_empty() {
             return Err(ClientError::Resolve { host: master.name.clone(), detail: "no address".to_owned() });
         }
-        Ok(Endpoints { master: master.name.clone(), mbd_addrs, cmd_socket: config.lsf.cmd_socket.clone() })
+        Ok(Endpoints {
+            master: master.name.clone(),
+            mbd_addrs,
+            cmd_socket: config.lsf.cmd_socket.clone(),
+            cluster: config.cluster_name.clone(),
+        })
     }
 }
 
@@ -424,7 +431,12 @@ impl Client {
             .and_then(|()| stream.set_write_timeout(timeout))
             .map_err(|e| failure(&e))?;
         let sequence = self.next_sequence();
-        write_frame(&mut stream, Operation::CredentialRequest, sequence, &[]).map_err(|e| failure(&e))?;
+        let audience = wire::CredentialRequest {
+            audience_kind: wire::AUDIENCE_MBATCHD,
+            audience_cluster: self.endpoints.cluster.clone(),
+        };
+        let body = lava_xdr::to_bytes(&audience).expect("a credential request encodes");
+        write_frame(&mut stream, Operation::CredentialRequest, sequence, &body).map_err(|e| failure(&e))?;
         let (header, body) =
             read_frame(&mut stream, CREDENTIAL_BODY_BYTES_MAX).map_err(|error| match error {
                 FrameReadError::Io(error) => failure(&error),

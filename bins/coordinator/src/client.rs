@@ -104,6 +104,8 @@ pub struct Endpoint {
     pub addr: SocketAddr,
     /// The local sbatchd's credential socket (`LAVA_CMD_SOCKET`).
     pub cmd_socket: PathBuf,
+    /// The cluster's name: credentials are asked for its coordinator.
+    pub cluster: String,
 }
 
 impl Endpoint {
@@ -114,19 +116,20 @@ impl Endpoint {
         let envdir = envdir.map(Path::to_owned).unwrap_or_else(lava_conf::envdir_from_env);
         let conf = BaseConfig::load(&envdir).map_err(|error| ClientError::Config(error.to_string()))?;
         let ip = conf.master_host().and_then(|host| host.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
-        Ok(Endpoint::new(SocketAddr::new(ip, conf.lsf.coord_port), &conf.lsf.cmd_socket))
+        Ok(Endpoint::new(SocketAddr::new(ip, conf.lsf.coord_port), &conf.lsf.cmd_socket, &conf.cluster_name))
     }
 
-    /// At `addr`, with credentials from `cmd_socket`.
-    pub fn new(addr: SocketAddr, cmd_socket: &Path) -> Endpoint {
-        Endpoint { addr, cmd_socket: cmd_socket.to_owned() }
+    /// At `addr`, with credentials for the coordinator of `cluster` from `cmd_socket`.
+    pub fn new(addr: SocketAddr, cmd_socket: &Path, cluster: &str) -> Endpoint {
+        Endpoint { addr, cmd_socket: cmd_socket.to_owned(), cluster: cluster.to_owned() }
     }
 }
 
 /// Asks the local sbatchd at `socket` for a fresh credential token for the
-/// calling process's user (the batch commands' CREDENTIAL_REQUEST: an empty
-/// frame in the batch header, answered CREDENTIAL_REPLY or REQUEST_FAILED).
-pub fn fetch_credential(socket: &Path) -> Result<Vec<u8>, ClientError> {
+/// calling process's user, good only at the coordinator of `cluster` (the batch
+/// commands' CREDENTIAL_REQUEST in the batch header, answered CREDENTIAL_REPLY or
+/// REQUEST_FAILED).
+pub fn fetch_credential(socket: &Path, cluster: &str) -> Result<Vec<u8>, ClientError> {
     let fail = |reason: String| ClientError::Credential { socket: socket.to_owned(), reason };
     let io = |error: std::io::Error| fail(error.to_string());
     let mut stream = UnixStream::connect(socket).map_err(|error| match error.kind() {
@@ -137,15 +140,21 @@ pub fn fetch_credential(socket: &Path) -> Result<Vec<u8>, ClientError> {
     })?;
     let timeout = Some(Duration::from_millis(CREDENTIAL_TIMEOUT_MS));
     stream.set_read_timeout(timeout).and_then(|()| stream.set_write_timeout(timeout)).map_err(io)?;
+    let audience = batch::CredentialRequest {
+        audience_kind: batch::AUDIENCE_COORDINATOR,
+        audience_cluster: cluster.to_owned(),
+    };
+    let body = lava_xdr::to_bytes(&audience).map_err(|error| fail(error.to_string()))?;
     let request = FrameHeader {
         sequence: 1,
         operation: batch::Operation::CredentialRequest.code(),
         version: batch::BATCH_VERSION,
-        length: 0,
+        length: u32::try_from(body.len()).map_err(|error| fail(error.to_string()))?,
         status: 0,
     };
-    let mut frame = Vec::with_capacity(HEADER_BYTES);
+    let mut frame = Vec::with_capacity(HEADER_BYTES + body.len());
     request.write(&mut frame);
+    frame.extend_from_slice(&body);
     stream.write_all(&frame).map_err(io)?;
     let mut head = [0u8; HEADER_BYTES];
     stream.read_exact(&mut head).map_err(io)?;
@@ -186,7 +195,7 @@ impl Client {
     /// Connects to `endpoint` with a fresh credential from the local sbatchd.
     pub fn connect(endpoint: &Endpoint) -> Result<Client, ClientError> {
         let stream = Client::open(endpoint)?;
-        let credential = fetch_credential(&endpoint.cmd_socket)?;
+        let credential = fetch_credential(&endpoint.cmd_socket, &endpoint.cluster)?;
         Client::hello(endpoint, stream, credential)
     }
 

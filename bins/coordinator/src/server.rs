@@ -146,7 +146,10 @@ pub fn run(args: Args) -> Result<(), ShellError> {
     let key = ClusterKey::load(&config.key_file)?;
     init_logging(config.log_mask);
     tracing::info!(envdir = %envdir.display(), key_id = %key.id(), "coordinator starting");
-    let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
+    // Credentials are taken only if made for this cluster's coordinator.
+    let audience = lava_net::Audience::new(lava_net::Audience::COORDINATOR, &conf.cluster_name);
+    let auth =
+        Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()).with_audience(audience));
     let coord_config = CoordConfig {
         lease_duration_ms: args.lease_ms,
         payload_bytes_max: args.payload_bytes_max,

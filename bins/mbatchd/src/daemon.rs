@@ -96,7 +96,10 @@ pub fn run(args: Args) -> Result<(), ShellError> {
     if let Some(interval) = notifier.watchdog_interval() {
         tracing::info!(interval_ms = interval.as_millis(), "systemd watchdog armed");
     }
-    let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
+    // Credentials are taken only if made for this cluster's mbatchd.
+    let audience = lava_net::Audience::new(lava_net::Audience::MBATCHD, config.mbd.cluster_name.as_str());
+    let auth =
+        Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()).with_audience(audience));
     notify(&notifier, |n| {
         n.status(&format!("replaying the event log in {}", config.event_log_dir.display()))
     });

@@ -364,13 +364,14 @@ fn check_sbd_message(message: &SbdMessage) -> Result<(), LlError> {
 mod tests {
     use super::*;
 
-    use lava_net::{AuthConfig, ClusterKey, KeyRing, Nonce};
+    use lava_net::{Audience, AuthConfig, ClusterKey, KeyRing, Nonce};
 
     const NOW_MS: u64 = 1_700_000_000_000;
 
     fn authenticator(byte: u8) -> Authenticator {
         let key = ClusterKey::from_bytes(&[byte; 32]).expect("key");
         Authenticator::new(KeyRing::new(&key), AuthConfig::default())
+            .with_audience(Audience::new(Audience::MBATCHD, "lavacore"))
     }
 
     fn token(auth: &Authenticator, nonce: u8) -> Vec<u8> {
@@ -381,6 +382,7 @@ mod tests {
             hostname: "localhost".into(),
             issued_at_ms: NOW_MS,
             nonce: Nonce([nonce; 16]),
+            audience: Audience::new(Audience::MBATCHD, "lavacore"),
         };
         credential.seal(auth).expect("seals")
     }

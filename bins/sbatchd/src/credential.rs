@@ -2,7 +2,7 @@
 //!
 //! A Unix stream socket at `LAVA_CMD_SOCKET` (lsf.conf), mode 0666 so every user can
 //! connect. Frames use the batch header (version `BATCH_VERSION`), unsealed: the socket is
-//! local and the answer is itself sealed. For each CREDENTIAL_REQUEST frame (empty body)
+//! local and the answer is itself sealed. For each CREDENTIAL_REQUEST frame (`wire::CredentialRequest`: the daemon the token is for)
 //! sbatchd reads the caller's uid and gid from the kernel (SO_PEERCRED, never from the
 //! request), looks the uid up in the password database, and answers CREDENTIAL_REPLY
 //! (same sequence number) whose body is `wire::CredentialReply { token }`: a
@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
 use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, RateQuota, Source};
-use lava_net::{Authenticator, Credential, FramedConn, Nonce, PeerCred, Timeouts, peer_cred};
+use lava_net::{Audience, Authenticator, Credential, FramedConn, Nonce, PeerCred, Timeouts, peer_cred};
 use lava_xdr::frame::{FrameHeader, FrameLimits};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
@@ -182,7 +182,11 @@ async fn serve_one(
                 wire::ERR_BAD_REQUEST,
                 format!("operation {} is not CREDENTIAL_REQUEST or SBD_STATUS_QUERY", request.operation),
             )
+        } else if let Err(message) = audience_of(&frame.body) {
+            bump(&counters.requests_refused);
+            failed(wire::ERR_BAD_REQUEST, message)
         } else {
+            let audience = audience_of(&frame.body).expect("checked just above");
             // Beyond its rate, the caller waits its turn (it slows only itself).
             let wait = quota.delay(Source::Uid(peer.uid), std::time::Instant::now());
             if !wait.is_zero() {
@@ -192,9 +196,10 @@ async fn serve_one(
             // The account lookup may ask a directory service: off the thread that runs the
             // job loop (crate::daemon, "One thread for the loop and the sockets").
             let (auth, host) = (Arc::clone(&context.auth), context.host.clone());
-            let issued = tokio::task::spawn_blocking(move || issue(&auth, &host, peer.uid, peer.gid))
-                .await
-                .unwrap_or_else(|_| Err("the credential lookup failed".to_owned()));
+            let issued =
+                tokio::task::spawn_blocking(move || issue(&auth, &host, peer.uid, peer.gid, audience))
+                    .await
+                    .unwrap_or_else(|_| Err("the credential lookup failed".to_owned()));
             match issued {
                 Ok(token) => {
                     bump(&counters.credentials_issued);
@@ -219,8 +224,23 @@ async fn serve_one(
     Ok(())
 }
 
-/// Seals a credential for `uid` issued now by this host.
-fn issue(auth: &Authenticator, host: &str, uid: u32, gid: u32) -> Result<Vec<u8>, String> {
+/// The daemon a CREDENTIAL_REQUEST asks a credential for (its body, `wire::CredentialRequest`).
+fn audience_of(body: &[u8]) -> Result<Audience, String> {
+    let limits =
+        lava_xdr::Limits { input_bytes_max: REQUEST_BYTES_MAX as usize, ..lava_xdr::Limits::default() };
+    let request: wire::CredentialRequest = lava_xdr::from_bytes(body, &limits)
+        .map_err(|err| format!("CREDENTIAL_REQUEST must name the daemon the credential is for: {err}"))?;
+    Ok(Audience { kind: request.audience_kind, cluster: request.audience_cluster })
+}
+
+/// Seals a credential for `uid` issued now by this host, for `audience`.
+fn issue(
+    auth: &Authenticator,
+    host: &str,
+    uid: u32,
+    gid: u32,
+    audience: Audience,
+) -> Result<Vec<u8>, String> {
     let account = sys::lookup_uid(uid)
         .map_err(|err| format!("cannot look up uid {uid} on {host}: {err}"))?
         .ok_or_else(|| format!("uid {uid} has no account on {host}"))?;
@@ -232,6 +252,27 @@ fn issue(auth: &Authenticator, host: &str, uid: u32, gid: u32) -> Result<Vec<u8>
         hostname: host.to_owned(),
         issued_at_ms: lava_net::system_now_ms(),
         nonce,
+        audience,
     };
     credential.seal(auth).map_err(|err| err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: the audience numbers of the wire (what commands ask for) are lava-net's (what the
+    // daemons check), and a request naming one is read back as that audience.
+    #[test]
+    fn the_wire_names_the_audiences_lava_net_checks() {
+        assert_eq!(wire::AUDIENCE_MBATCHD, Audience::MBATCHD);
+        assert_eq!(wire::AUDIENCE_COORDINATOR, Audience::COORDINATOR);
+        let body = lava_xdr::to_bytes(&wire::CredentialRequest {
+            audience_kind: wire::AUDIENCE_COORDINATOR,
+            audience_cluster: "lava".to_owned(),
+        })
+        .expect("encodes");
+        assert_eq!(audience_of(&body), Ok(Audience::new(Audience::COORDINATOR, "lava")));
+        assert!(audience_of(&[]).expect_err("no audience").contains("must name the daemon"));
+    }
 }

@@ -301,6 +301,8 @@ pub struct Authenticator {
     replay: Mutex<ReplayCache>,
     /// Users' credentials, with a share per user.
     replay_users: Mutex<ReplayCache>,
+    /// The daemon this one is, for credentials (none: it takes no credentials).
+    audience: Option<crate::credential::Audience>,
 }
 
 /// Who presented a credential: uid at the issuing host.
@@ -352,7 +354,19 @@ impl Authenticator {
             config,
             replay: Mutex::new(ReplayCache::default()),
             replay_users: Mutex::new(ReplayCache::default()),
+            audience: None,
         }
+    }
+
+    /// This authenticator takes credentials made for `audience` (and no other).
+    pub fn with_audience(mut self, audience: crate::credential::Audience) -> Authenticator {
+        self.audience = Some(audience);
+        self
+    }
+
+    /// The audience of the credentials it takes, if any.
+    pub fn audience(&self) -> Option<&crate::credential::Audience> {
+        self.audience.as_ref()
     }
 
     /// The window and bound in force.

@@ -13,6 +13,12 @@
 //! | 4 | gid |
 //! | 2 + n | username length, then its UTF-8 bytes (n ≤ [`USERNAME_BYTES_MAX`]) |
 //! | 2 + n | hostname length, then its UTF-8 bytes (n ≤ [`HOSTNAME_BYTES_MAX`]) |
+//! | 4 | audience: the kind of daemon it is for ([`Audience::kind`]) |
+//! | 2 + n | audience: the cluster of that daemon (n ≤ [`HOSTNAME_BYTES_MAX`]) |
+//!
+//! A token is for one audience, the kind of daemon and the cluster the client named when it
+//! asked for it: [`Credential::verify`] refuses it anywhere else, so a token seen on its way
+//! to mbatchd cannot be spent at the coordinator, or at another cluster's daemons.
 //!
 //! Verification authenticates the whole token before parsing any of it, then applies the
 //! same window and replay rules as frames: a token is good once, within the window.
@@ -28,8 +34,44 @@ pub const USERNAME_BYTES_MAX: usize = 256;
 pub const HOSTNAME_BYTES_MAX: usize = 255;
 /// Longest token, trailer included.
 pub const CREDENTIAL_BYTES_MAX: usize =
-    4 + 4 + 4 + 2 + USERNAME_BYTES_MAX + 2 + HOSTNAME_BYTES_MAX + TRAILER_BYTES;
-const CREDENTIAL_MAGIC: &[u8; 4] = b"LVC1";
+    4 + 4 + 4 + 2 + USERNAME_BYTES_MAX + 2 + HOSTNAME_BYTES_MAX + 4 + 2 + HOSTNAME_BYTES_MAX + TRAILER_BYTES;
+const CREDENTIAL_MAGIC: &[u8; 4] = b"LVC2";
+
+/// The daemon a credential is for: its kind and its cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Audience {
+    /// [`Audience::MBATCHD`] or [`Audience::COORDINATOR`].
+    pub kind: u32,
+    /// The cluster's name (lsf.cluster's `NAME`).
+    pub cluster: String,
+}
+
+impl Audience {
+    /// mbatchd: the batch commands.
+    pub const MBATCHD: u32 = 1;
+    /// The coordinator: workers and `coordctl`.
+    pub const COORDINATOR: u32 = 2;
+
+    /// The audience of kind `kind` in `cluster`.
+    pub fn new(kind: u32, cluster: &str) -> Audience {
+        Audience { kind, cluster: cluster.to_owned() }
+    }
+
+    /// The kind's name, for messages.
+    pub fn kind_name(kind: u32) -> &'static str {
+        match kind {
+            Audience::MBATCHD => "mbatchd",
+            Audience::COORDINATOR => "the coordinator",
+            _ => "an unknown daemon",
+        }
+    }
+}
+
+impl std::fmt::Display for Audience {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of cluster {}", Audience::kind_name(self.kind), self.cluster)
+    }
+}
 
 /// Who a local daemon vouches for, and when.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +88,8 @@ pub struct Credential {
     pub issued_at_ms: u64,
     /// The token's random nonce.
     pub nonce: Nonce,
+    /// The daemon it is for.
+    pub audience: Audience,
 }
 
 /// Why a credential could not be issued or was refused.
@@ -70,6 +114,20 @@ pub enum CredentialError {
         /// Its length.
         bytes: usize,
     },
+    /// A genuine token for another daemon.
+    #[error("the credential is for {got}, not for {want}")]
+    WrongAudience {
+        /// The audience the token names.
+        got: Audience,
+        /// The verifier's.
+        want: Audience,
+    },
+    /// A token presented to a daemon that takes no credentials.
+    #[error("the credential is for {got}; this daemon takes no credentials")]
+    NoAudience {
+        /// The audience the token names.
+        got: Audience,
+    },
     /// An authenticated token that does not parse: a different token version.
     #[error("malformed credential: {what}")]
     Malformed {
@@ -83,6 +141,7 @@ impl Credential {
     pub fn seal(&self, auth: &Authenticator) -> Result<Vec<u8>, CredentialError> {
         let username = checked_name("username", &self.username, USERNAME_BYTES_MAX)?;
         let hostname = checked_name("hostname", &self.hostname, HOSTNAME_BYTES_MAX)?;
+        let cluster = checked_name("audience cluster", &self.audience.cluster, HOSTNAME_BYTES_MAX)?;
         let mut token = Vec::with_capacity(CREDENTIAL_BYTES_MAX);
         token.put_slice(CREDENTIAL_MAGIC);
         token.put_u32(self.uid);
@@ -91,12 +150,18 @@ impl Credential {
             token.put_u16(name.len() as u16);
             token.put_slice(name);
         }
+        token.put_u32(self.audience.kind);
+        token.put_u16(cluster.len() as u16);
+        token.put_slice(cluster);
         let trailer = auth.seal_parts(Domain::Credential, &[&token], self.issued_at_ms, self.nonce);
         token.extend_from_slice(&trailer);
         Ok(token)
     }
 
-    /// Authenticates a token (MAC, window, replay) and returns the credential it carries.
+    /// Authenticates a token (MAC, window, audience, replay) and returns the credential it
+    /// carries; a token for another audience than `auth`'s
+    /// ([`Authenticator::with_audience`]) is refused, and an authenticator without one
+    /// takes no credential at all.
     pub fn verify(auth: &Authenticator, token: &[u8], now_ms: u64) -> Result<Credential, CredentialError> {
         if token.len() > CREDENTIAL_BYTES_MAX {
             return Err(CredentialError::TooLarge { bytes: token.len() });
@@ -111,12 +176,20 @@ impl Credential {
         let gid = claims.get_u32();
         let username = take_name(&mut claims).ok_or(malformed("bad username"))?;
         let hostname = take_name(&mut claims).ok_or(malformed("bad hostname"))?;
+        let kind = claims.try_get_u32().map_err(|_| malformed("no audience"))?;
+        let cluster = take_name(&mut claims).ok_or(malformed("bad audience"))?;
         if !claims.is_empty() {
             return Err(malformed("trailing bytes"));
         }
+        let got = Audience { kind, cluster };
+        match auth.audience() {
+            Some(want) if *want == got => {}
+            Some(want) => return Err(CredentialError::WrongAudience { got, want: want.clone() }),
+            None => return Err(CredentialError::NoAudience { got }),
+        }
         // Remembered against its user's share only now that the claims are read.
         auth.remember_credential(uid, &hostname, (issued_at_ms, nonce), now_ms)?;
-        Ok(Credential { uid, gid, username, hostname, issued_at_ms, nonce })
+        Ok(Credential { uid, gid, username, hostname, issued_at_ms, nonce, audience: got })
     }
 }
 
@@ -145,7 +218,7 @@ mod tests {
 
     fn authenticator(byte: u8) -> Authenticator {
         let key = ClusterKey::from_bytes(&[byte; 32]).expect("key");
-        Authenticator::new(KeyRing::new(&key), AuthConfig::default())
+        Authenticator::new(KeyRing::new(&key), AuthConfig::default()).with_audience(for_mbatchd())
     }
 
     fn alice() -> Credential {
@@ -156,7 +229,12 @@ mod tests {
             hostname: "node01".to_owned(),
             issued_at_ms: NOW_MS,
             nonce: Nonce([3; 16]),
+            audience: for_mbatchd(),
         }
+    }
+
+    fn for_mbatchd() -> Audience {
+        Audience::new(Audience::MBATCHD, "lava")
     }
 
     // Goal: a token verifies to the same credential, exactly once.
@@ -180,7 +258,7 @@ mod tests {
         let key = ClusterKey::from_bytes(&[1; 32]).expect("key");
         let config =
             AuthConfig { replay_entries_max: 8, replay_entries_per_user_max: 3, ..AuthConfig::default() };
-        let mbatchd = Authenticator::new(KeyRing::new(&key), config);
+        let mbatchd = Authenticator::new(KeyRing::new(&key), config).with_audience(for_mbatchd());
         let issuer = authenticator(1);
         let token =
             |who: &Credential, n: u8| Credential { nonce: Nonce([n; 16]), ..who.clone() }.seal(&issuer);
@@ -250,13 +328,41 @@ mod tests {
             credential.seal(&authenticator(1)),
             Err(CredentialError::NameTooLong { field: "username", bytes: 257, max: USERNAME_BYTES_MAX })
         );
+        let audience = Audience::new(Audience::MBATCHD, &"c".repeat(HOSTNAME_BYTES_MAX));
         let longest = Credential {
             username: "u".repeat(USERNAME_BYTES_MAX),
             hostname: "h".repeat(HOSTNAME_BYTES_MAX),
+            audience: audience.clone(),
             ..alice()
         };
         let token = longest.seal(&authenticator(1)).expect("seal");
         assert_eq!(token.len(), CREDENTIAL_BYTES_MAX);
-        assert_eq!(Credential::verify(&authenticator(1), &token, NOW_MS), Ok(longest));
+        let verifier = authenticator(1).with_audience(audience);
+        assert_eq!(Credential::verify(&verifier, &token, NOW_MS), Ok(longest));
+    }
+
+    // Goal (issue 18, item 10): a genuine token for mbatchd is refused by the coordinator
+    // and by another cluster's mbatchd, and still accepted by its own.
+    #[test]
+    fn a_credential_is_good_only_for_its_audience() {
+        let token = alice().seal(&authenticator(1)).expect("seal");
+        let coordinator = Audience::new(Audience::COORDINATOR, "lava");
+        assert_eq!(
+            Credential::verify(&authenticator(1).with_audience(coordinator.clone()), &token, NOW_MS),
+            Err(CredentialError::WrongAudience { got: for_mbatchd(), want: coordinator })
+        );
+        let elsewhere = authenticator(1).with_audience(Audience::new(Audience::MBATCHD, "other"));
+        assert!(matches!(
+            Credential::verify(&elsewhere, &token, NOW_MS),
+            Err(CredentialError::WrongAudience { .. })
+        ));
+        let key = ClusterKey::from_bytes(&[1; 32]).expect("key");
+        let sealer = Authenticator::new(KeyRing::new(&key), AuthConfig::default());
+        assert!(matches!(
+            Credential::verify(&sealer, &token, NOW_MS),
+            Err(CredentialError::NoAudience { .. })
+        ));
+        let daemon = authenticator(1);
+        assert_eq!(Credential::verify(&daemon, &token, NOW_MS), Ok(alice()), "not spent by a refusal");
     }
 }

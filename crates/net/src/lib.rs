@@ -40,7 +40,7 @@ pub mod server;
 pub use auth::{AuthConfig, AuthError, Authenticator, KeyRing, Nonce, TRAILER_BYTES, system_now_ms};
 pub use backoff::{Backoff, BackoffConfig, reconnect};
 pub use conn::{AuthConn, ConnError, FramedConn, Timeouts};
-pub use credential::{Credential, CredentialError};
+pub use credential::{Audience, Credential, CredentialError};
 pub use key::{ClusterKey, KeyError, KeyId};
 pub use peer::{PeerCred, peer_cred};
 pub use server::{serve, serve_bounded};

@@ -511,6 +511,21 @@ pub struct ClientRequest<T> {
     pub body: T,
 }
 
+/// [`CredentialRequest::audience_kind`] of a credential for mbatchd (`lava_net::Audience::MBATCHD`).
+pub const AUDIENCE_MBATCHD: u32 = 1;
+/// [`CredentialRequest::audience_kind`] of a credential for the coordinator.
+pub const AUDIENCE_COORDINATOR: u32 = 2;
+
+/// Body of CREDENTIAL_REQUEST: the daemon the credential is for (`lava_net::Audience`);
+/// sbatchd seals it into the token, and any other daemon refuses the token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialRequest {
+    /// The kind of daemon (`lava_net::Audience::MBATCHD`, `COORDINATOR`).
+    pub audience_kind: u32,
+    /// Its cluster's name.
+    pub audience_cluster: String,
+}
+
 /// CREDENTIAL_REPLY: the local daemon read the caller's uid and gid from the
 /// kernel (SO_PEERCRED) and sealed them with the cluster key; the command
 /// passes the token on unchanged in its next [`ClientRequest`]. A token is

@@ -1078,7 +1078,15 @@ fn request_failed() {
 // value encodes to no bytes and no bytes decode to it.
 #[test]
 fn credential_request() {
-    check("CREDENTIAL_REQUEST", &(), "");
+    let golden = r##"
+        00000002                                    # audience_kind = the coordinator
+        00000004 6c617661                           # audience_cluster = "lava"
+    "##;
+    check(
+        "CREDENTIAL_REQUEST",
+        &CredentialRequest { audience_kind: 2, audience_cluster: "lava".to_owned() },
+        golden,
+    );
 }
 
 // Goal: CREDENTIAL_REPLY's token is an XDR opaque (length, bytes, zero padding). Method: golden
