@@ -32,10 +32,6 @@ use util::{Cluster, Daemon, STARTUP_TIMEOUT, chmod, wait_until};
 /// The unprivileged account used to test identities (present on every Debian system).
 const NOBODY_UID: u32 = 65534;
 
-fn coordinator_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_coordinator"))
-}
-
 fn coordctl_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_coordctl"))
 }
@@ -56,31 +52,6 @@ fn start_sbatchd(cluster: &mut Cluster) -> Daemon {
         assert!(daemon.is_running(), "sbatchd exited early:\n{}", daemon.log());
         (ready.exists() && cmd_socket(cluster).exists()).then_some(())
     });
-    daemon
-}
-
-/// Starts the coordinator with `extra` arguments on `port` (0 the first time),
-/// waits for its ready file, and writes its port to `lsf.conf`.
-fn start(cluster: &mut Cluster, port: u16, extra: &[&str]) -> Daemon {
-    let port_file = cluster.dir().join("run/coordinator.port");
-    let ready_file = cluster.dir().join("run/coordinator.ready");
-    let port = port.to_string();
-    let mut args: Vec<&OsStr> = vec![
-        "--port".as_ref(),
-        port.as_ref(),
-        "--port-file".as_ref(),
-        port_file.as_ref(),
-        "--ready-file".as_ref(),
-        ready_file.as_ref(),
-    ];
-    args.extend(extra.iter().map(OsStr::new));
-    for stale in [&port_file, &ready_file] {
-        let _absent = std::fs::remove_file(stale);
-    }
-    let mut daemon = cluster.spawn("coordinator", &coordinator_bin(), &args);
-    let port = daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
-    wait_until("the ready file", STARTUP_TIMEOUT, || ready_file.exists().then_some(()));
-    cluster.rewrite_lsf_conf("LAVA_COORD_PORT", &port.to_string());
     daemon
 }
 
@@ -138,7 +109,7 @@ fn wal_segment(cluster: &Cluster) -> PathBuf {
 fn submit_lease_heartbeat_complete_through_coordctl() {
     let mut cluster = Cluster::new();
     let _sbatchd = start_sbatchd(&mut cluster);
-    let _daemon = start(&mut cluster, 0, &[]);
+    let _daemon = cluster.start_coordinator(0, &[]);
     let id = ok_stdout(&coordctl(&cluster, &["submit", "-"], b"hello payload"));
     assert_eq!(id.trim(), "1");
     let leased = ok_stdout(&coordctl(&cluster, &["lease", "--worker", "w1"], b""));
@@ -261,7 +232,7 @@ fn refusal(result: Result<Client, lava_coordinator::client::ClientError>) -> wir
 fn connections_without_a_valid_credential_are_refused() {
     let mut cluster = Cluster::new();
     let _sbatchd = start_sbatchd(&mut cluster);
-    let daemon = start(&mut cluster, 0, &[]);
+    let daemon = cluster.start_coordinator(0, &[]);
     let endpoint = endpoint(&cluster, &daemon);
 
     let answers = raw_exchange(&daemon, &[(Request::Counts, 1), (Request::Counts, 2)]);
@@ -347,7 +318,7 @@ fn connections_without_a_valid_credential_are_refused() {
 fn an_unprivileged_user_works_without_the_key_and_only_on_their_own_leases() {
     let mut cluster = Cluster::new();
     let _sbatchd = start_sbatchd(&mut cluster);
-    let _daemon = start(&mut cluster, 0, &[]);
+    let _daemon = cluster.start_coordinator(0, &[]);
     let key_mode = std::fs::metadata(cluster.key_path()).expect("the key file").permissions().mode();
     assert_eq!(key_mode & 0o777, 0o600);
     // nobody must reach the configuration and the credential socket (not the key).
@@ -451,7 +422,7 @@ fn kill_9_during_10000_tasks_of_worker_processes_loses_and_repeats_nothing() {
     let mut cluster = Cluster::new();
     let _sbatchd = start_sbatchd(&mut cluster);
     let args = ["--lease-ms", "1000", "--snapshot-events", "100000000"];
-    let mut daemon = start(&mut cluster, 0, &args);
+    let mut daemon = cluster.start_coordinator(0, &args);
     let port = daemon.port();
     let mut client = Client::connect(&endpoint(&cluster, &daemon)).expect("connects");
     for chunk in 0..N_TASKS / 500 {
@@ -486,7 +457,7 @@ fn kill_9_during_10000_tasks_of_worker_processes_loses_and_repeats_nothing() {
     wait_until("3,000 recorded outcomes", Duration::from_secs(120), || (recorded() >= 3_000).then_some(()));
     daemon.kill();
     let at_kill = recorded();
-    let daemon = start(&mut cluster, port, &args);
+    let daemon = cluster.start_coordinator(port, &args);
     for (w, worker) in workers.iter_mut().enumerate() {
         let status = wait_until(&format!("worker {w} to finish"), Duration::from_secs(180), || {
             worker.try_wait().expect("try_wait")
@@ -555,7 +526,7 @@ fn tear_last_record(path: &Path) -> u64 {
 fn torn_wal_tail_is_repaired_at_start() {
     let mut cluster = Cluster::new();
     let _sbatchd = start_sbatchd(&mut cluster);
-    let mut daemon = start(&mut cluster, 0, &[]);
+    let mut daemon = cluster.start_coordinator(0, &[]);
     let port = daemon.port();
     let mut client = Client::connect(&endpoint(&cluster, &daemon)).expect("connects");
     for payload in ["a", "b", "c"] {
@@ -563,7 +534,7 @@ fn torn_wal_tail_is_repaired_at_start() {
     }
     daemon.kill();
     tear_last_record(&wal_segment(&cluster));
-    let daemon = start(&mut cluster, port, &[]);
+    let daemon = cluster.start_coordinator(port, &[]);
     let log = daemon.log();
     assert!(log.contains("torn tail"), "{log}");
     let mut client = Client::connect(&endpoint(&cluster, &daemon)).expect("connects");

@@ -21,13 +21,13 @@
 mod util;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lava_mxfsd::client::Client;
+use util::mxfsd::{HOSTS, spawn_node, write_cluster_file};
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
 
 /// How long a phase may take to reach its goal, crashes and restarts included.
@@ -108,19 +108,19 @@ impl Rig {
             Role::Mbatchd => self.cluster.start_mbatchd(),
             Role::Sbatchd => self.cluster.start_sbatchd("localhost"),
             Role::Coordinator { port } => {
-                let daemon = start_coordinator(&mut self.cluster, port);
+                let daemon = self.cluster.start_coordinator(port, &["--lease-ms", "1000"]);
                 let port = daemon.port();
                 self.daemons.push((Role::Coordinator { port }, daemon));
                 return;
             }
             Role::Mxfsd { idx } => {
                 let port = self.mxfsd_ports.get(idx).copied().unwrap_or(0);
-                let (daemon, port) = start_mxfsd(&mut self.cluster, idx, port);
+                let node = spawn_node(&mut self.cluster, idx, port);
                 if self.mxfsd_ports.len() == idx {
-                    self.mxfsd_ports.push(port);
-                    write_mxfsd_cluster_file(&self.cluster, &self.mxfsd_ports);
+                    self.mxfsd_ports.push(node.port);
+                    write_cluster_file(&self.cluster, &self.mxfsd_ports);
                 }
-                daemon
+                node.daemon
             }
         };
         self.daemons.push((role, daemon));
@@ -418,30 +418,6 @@ fn shepherd_crash_points() {
 
 // ----- the coordinator -----
 
-fn start_coordinator(cluster: &mut Cluster, port: u16) -> Daemon {
-    let port_file = cluster.dir().join("run/coordinator.port");
-    let ready_file = cluster.dir().join("run/coordinator.ready");
-    for stale in [&port_file, &ready_file] {
-        let _absent = fs::remove_file(stale);
-    }
-    let port = port.to_string();
-    let args: Vec<&OsStr> = vec![
-        "--port".as_ref(),
-        port.as_ref(),
-        "--port-file".as_ref(),
-        port_file.as_ref(),
-        "--ready-file".as_ref(),
-        ready_file.as_ref(),
-        "--lease-ms".as_ref(),
-        "1000".as_ref(),
-    ];
-    let mut daemon = cluster.spawn("coordinator", &bin("coordinator"), &args);
-    let port = daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
-    wait_until("the coordinator's ready file", STARTUP_TIMEOUT, || ready_file.exists().then_some(()));
-    cluster.rewrite_lsf_conf("LAVA_COORD_PORT", &port.to_string());
-    daemon
-}
-
 /// `TASK LEASE STATE` lines a `coordctl work` recorded (a torn last line is ignored).
 fn worker_record(path: &Path) -> Vec<(u64, u64, String)> {
     let mut text = fs::read_to_string(path).unwrap_or_default();
@@ -532,63 +508,18 @@ fn coordinator_crash_points() {
 
 // ----- mxfsd -----
 
-const MXFSD_HOSTS: [&str; 3] = ["h1", "h2", "h3"];
-
-/// lsf.cluster with the three mxfsd hosts on 127.0.0.1 and the ports bound so far (nodes
-/// connect only to lower ids, so they start in order; see tests/mxfsd.rs).
-fn write_mxfsd_cluster_file(cluster: &Cluster, ports: &[u16]) {
-    let mut rows = String::new();
-    for (idx, host) in MXFSD_HOSTS.iter().enumerate() {
-        let port = ports.get(idx).copied().unwrap_or(21_000 + idx as u16);
-        rows.push_str(&format!(
-            "{host}  !  !  1  (cs linux)  127.0.0.1  {}  {}  {port}\n",
-            21_100 + idx,
-            21_200 + idx
-        ));
-    }
-    cluster.write_file(
-        &format!("etc/lsf.cluster.{}", util::CLUSTER_NAME),
-        &format!(
-            "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
-             HOSTNAME  model  type  server  RESOURCES  LAVA_ADDR  LAVA_LIM_PORT  LAVA_SBD_PORT  LAVA_MXFSD_PORT\n\
-             {rows}End Host\n"
-        ),
-    );
-}
-
 fn mxfsd_socket(cluster: &Cluster, idx: usize) -> PathBuf {
-    cluster.dir().join(format!("run/{}.sock", MXFSD_HOSTS[idx]))
-}
-
-fn start_mxfsd(cluster: &mut Cluster, idx: usize, port: u16) -> (Daemon, u16) {
-    let host = MXFSD_HOSTS[idx];
-    let socket = mxfsd_socket(cluster, idx);
-    let ready = cluster.dir().join(format!("run/{host}.port"));
-    let _absent = fs::remove_file(&ready);
-    let port = port.to_string();
-    let args: Vec<&OsStr> = vec![
-        "--host".as_ref(),
-        host.as_ref(),
-        "--port".as_ref(),
-        port.as_ref(),
-        "--socket".as_ref(),
-        socket.as_ref(),
-        "--ready-file".as_ref(),
-        ready.as_ref(),
-    ];
-    let mut daemon = cluster.spawn("mxfsd", &bin("mxfsd"), &args);
-    let port = daemon.wait_for_port_file(&ready, STARTUP_TIMEOUT);
-    (daemon, port)
+    cluster.dir().join(format!("run/{}.sock", HOSTS[idx]))
 }
 
 /// `n` lockers per node, each holding EX on one resource for a moment and logging when it
 /// held it; a locker whose node crashed under it may fail (its interval is not counted).
 fn lockers(rig: &Rig, n: usize, log: &Path) -> Vec<Command> {
     let script = format!("s=$(date +%s%N); sleep 0.05; e=$(date +%s%N); echo \"$s $e\" >> {}", log.display());
-    (0..n * MXFSD_HOSTS.len())
+    (0..n * HOSTS.len())
         .map(|i| {
             let mut command = rig.command("mxfsctl");
-            command.arg("--socket").arg(mxfsd_socket(&rig.cluster, i % MXFSD_HOSTS.len()));
+            command.arg("--socket").arg(mxfsd_socket(&rig.cluster, i % HOSTS.len()));
             command.args(["lock", "R", "EX", "--", "sh", "-c", &script]);
             command
         })
@@ -596,16 +527,18 @@ fn lockers(rig: &Rig, n: usize, log: &Path) -> Vec<Command> {
 }
 
 fn mxfsd_workload(point: &'static str, power_loss: bool) {
-    let mut rig = Rig::new(&MXFSD_HOSTS, &["mxfsd"], point, power_loss);
+    let armed: Vec<String> = HOSTS.iter().map(|host| format!("mxfsd-{host}")).collect();
+    let armed: Vec<&str> = armed.iter().map(String::as_str).collect();
+    let mut rig = Rig::new(&HOSTS, &armed, point, power_loss);
     rig.cluster.rewrite_lsf_conf("LAVA_MXFSD_RENEW_MS", "200");
     rig.cluster.rewrite_lsf_conf("LAVA_MXFSD_NODE_TIMEOUT_MS", "1500");
-    write_mxfsd_cluster_file(&rig.cluster, &[]);
-    for idx in 0..MXFSD_HOSTS.len() {
+    write_cluster_file(&rig.cluster, &[]);
+    for idx in 0..HOSTS.len() {
         rig.start(Role::Mxfsd { idx });
     }
     let held = rig.dir().join("held.log");
     let joined = |rig: &Rig| {
-        (1..MXFSD_HOSTS.len()).all(|idx| {
+        (1..HOSTS.len()).all(|idx| {
             Client::connect(&mxfsd_socket(&rig.cluster, idx))
                 .ok()
                 .and_then(|mut client| client.status().ok())

@@ -5,7 +5,6 @@
 
 mod util;
 
-use std::ffi::OsStr;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -15,7 +14,7 @@ use lava_coordinator::client::{Client, Endpoint};
 use util::hostile::{
     AUTH_DEADLINE, SCHEDULING_SLACK, assert_closed_by_deadline, closed_within, open_idle, rss_kib,
 };
-use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, wait_until};
+use util::{Cluster, Daemon, IO_TIMEOUT};
 
 struct Rig {
     cluster: Cluster,
@@ -27,20 +26,7 @@ impl Rig {
     fn start() -> Rig {
         let mut cluster = Cluster::new();
         let _sbatchd = cluster.start_sbatchd("localhost");
-        let port_file = cluster.dir().join("run/coordinator.port");
-        let ready_file = cluster.dir().join("run/coordinator.ready");
-        let args: Vec<&OsStr> = vec![
-            "--port".as_ref(),
-            "0".as_ref(),
-            "--port-file".as_ref(),
-            port_file.as_ref(),
-            "--ready-file".as_ref(),
-            ready_file.as_ref(),
-        ];
-        let mut coordinator =
-            cluster.spawn("coordinator", Path::new(env!("CARGO_BIN_EXE_coordinator")), &args);
-        coordinator.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
-        wait_until("the coordinator's ready file", STARTUP_TIMEOUT, || ready_file.exists().then_some(()));
+        let coordinator = cluster.start_coordinator(0, &[]);
         Rig { cluster, _sbatchd, coordinator }
     }
 

@@ -15,7 +15,7 @@ mod util;
 use std::ffi::OsStr;
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -24,9 +24,9 @@ use lava_dlm_ll::LockMode;
 use lava_dlm_wire as wire;
 use lava_mxfsd::client::{Client, ClientError, ErrorCode, Grant, Reply};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
-use util::{Cluster, Daemon, IO_TIMEOUT, LOOPBACK, STARTUP_TIMEOUT, wait_until};
+use util::mxfsd::{HOSTS, Node, spawn_node, write_cluster_file};
+use util::{Cluster, IO_TIMEOUT, LOOPBACK, STARTUP_TIMEOUT, wait_until};
 
-const HOSTS: [&str; 3] = ["h1", "h2", "h3"];
 /// Concurrent `mxfsctl lock` processes per node.
 const PROCESSES_PER_NODE: usize = 12;
 /// Lease settings of most tests: generous, so that a busy machine never expires a lease.
@@ -39,62 +39,6 @@ fn mxfsd_bin() -> &'static Path {
 
 fn mxfsctl_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mxfsctl"))
-}
-
-/// Writes lsf.cluster with every host on 127.0.0.1 and the mxfsd ports known so far. A node
-/// only ever connects to lower node ids (looking for the master), so the daemons start in id
-/// order and the file is rewritten with each one's bound port before the next starts. Hosts
-/// sharing an address need distinct ports in every column; the other columns (and the ports
-/// not known yet) are placeholders below the ephemeral range that nothing listens on.
-fn write_cluster_file(cluster: &Cluster, ports: &[u16]) {
-    let mut rows = String::new();
-    for (idx, host) in HOSTS.iter().enumerate() {
-        let mxfsd_port = ports.get(idx).copied().unwrap_or(21_000 + idx as u16);
-        let (lim_port, sbd_port) = (21_100 + idx, 21_200 + idx);
-        rows.push_str(&format!(
-            "{host}  !  !  1  (cs linux)  127.0.0.1  {lim_port}  {sbd_port}  {mxfsd_port}\n"
-        ));
-    }
-    cluster.write_file(
-        &format!("etc/lsf.cluster.{}", util::CLUSTER_NAME),
-        &format!(
-            "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\n\
-             Begin Host\n\
-             HOSTNAME  model  type  server  RESOURCES  LAVA_ADDR  LAVA_LIM_PORT  LAVA_SBD_PORT  LAVA_MXFSD_PORT\n\
-             {rows}End Host\n"
-        ),
-    );
-}
-
-struct Node {
-    /// The running daemon (killed on drop).
-    daemon: Daemon,
-    socket: PathBuf,
-    /// The TCP port it bound.
-    port: u16,
-}
-
-/// Starts mxfsd for `HOSTS[idx]` binding `port` (0: any) and waits for its ready file.
-fn spawn_node(cluster: &mut Cluster, idx: usize, port: u16) -> Node {
-    let host = HOSTS[idx];
-    let socket = cluster.dir().join(format!("run/{host}.sock"));
-    let ready = cluster.dir().join(format!("run/{host}.port"));
-    // A restarted daemon must not be taken for ready by its predecessor's file.
-    let _absent = std::fs::remove_file(&ready);
-    let port = port.to_string();
-    let args: Vec<&OsStr> = vec![
-        "--host".as_ref(),
-        host.as_ref(),
-        "--port".as_ref(),
-        port.as_ref(),
-        "--socket".as_ref(),
-        socket.as_ref(),
-        "--ready-file".as_ref(),
-        ready.as_ref(),
-    ];
-    let mut daemon = cluster.spawn(&format!("mxfsd-{host}"), mxfsd_bin(), &args);
-    let port = daemon.wait_for_port_file(&ready, STARTUP_TIMEOUT);
-    Node { daemon, socket, port }
 }
 
 /// Starts the three daemons with the default lease settings.

@@ -21,6 +21,7 @@
 
 pub mod hostile;
 pub mod lim_output;
+pub mod mxfsd;
 pub mod netns;
 pub mod proto;
 
@@ -354,6 +355,31 @@ impl Cluster {
             assert!(daemon.is_running(), "sbatchd exited early:\n{}", daemon.log());
             ready.exists().then_some(())
         });
+        daemon
+    }
+
+    /// Starts the coordinator with `extra` arguments on `port` (0 the first time), waits
+    /// for its ready file, and writes its port to `lsf.conf` (`LAVA_COORD_PORT`).
+    pub fn start_coordinator(&mut self, port: u16, extra: &[&str]) -> Daemon {
+        let port_file = self.dir().join("run/coordinator.port");
+        let ready_file = self.dir().join("run/coordinator.ready");
+        let port = port.to_string();
+        let mut args: Vec<&OsStr> = vec![
+            "--port".as_ref(),
+            port.as_ref(),
+            "--port-file".as_ref(),
+            port_file.as_ref(),
+            "--ready-file".as_ref(),
+            ready_file.as_ref(),
+        ];
+        args.extend(extra.iter().map(OsStr::new));
+        for stale in [&port_file, &ready_file] {
+            let _absent = fs::remove_file(stale);
+        }
+        let mut daemon = self.spawn("coordinator", &mbatchd_bin().with_file_name("coordinator"), &args);
+        let port = daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
+        wait_until("the coordinator's ready file", STARTUP_TIMEOUT, || ready_file.exists().then_some(()));
+        self.rewrite_lsf_conf("LAVA_COORD_PORT", &port.to_string());
         daemon
     }
 
