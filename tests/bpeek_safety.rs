@@ -86,6 +86,21 @@ impl Batch {
         });
     }
 
+    /// `bpeek JOB` as root with LSF's default order (the file read on this host first):
+    /// exit code, standard output and error.
+    fn bpeek_as_root_here(&self, job: u32) -> (Option<i32>, String, String) {
+        let started = Instant::now();
+        let out = self
+            .cluster
+            .command(util::mbatchd_bin().with_file_name("bpeek"))
+            .arg(job.to_string())
+            .output()
+            .expect("bpeek");
+        assert!(started.elapsed() < PEEK_TIMEOUT, "bpeek took {:?}: {}", started.elapsed(), text(&out));
+        let said = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status.code(), said(&out.stdout), said(&out.stderr))
+    }
+
     /// `bpeek JOB` through mbatchd's relay (as nobody or as root): exit code, standard
     /// output and error. Fails the test if it takes longer than [`PEEK_TIMEOUT`].
     fn bpeek(&self, job: u32, as_nobody: bool) -> (Option<i32>, String, String) {
@@ -227,6 +242,9 @@ fn a_fifo_or_a_device_in_place_of_the_output_is_never_opened() {
     swap_as_nobody(&folder, &devices);
     assert_eq!(batch.bpeek(job, true), refused, "the FIFO");
     assert_eq!(batch.bpeek(job, false), refused, "the FIFO, peeked by root");
+    // Root on the job's own host, local first: another user's path is not opened as root
+    // either (it used to be, and the open waited on the FIFO).
+    assert_eq!(batch.bpeek_as_root_here(job), refused, "the FIFO, peeked by root here");
     std::thread::sleep(Duration::from_millis(300));
     assert!(!writer.is_finished(), "sbatchd opened the FIFO");
 

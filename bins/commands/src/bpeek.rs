@@ -32,7 +32,6 @@
 //! - Without a job id, the caller's most recent running job; `No unfinished job found`
 //!   when there is none.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::process::ExitCode;
@@ -280,8 +279,16 @@ fn choose_source(config: &lava_conf::BaseConfig, info: &wire::JobInfo) -> Result
     }
     let shown = jobid::display(info.job);
     let (uid, name) = caller();
-    if uid != Some(0) && name.as_deref() != Some(info.user_name.as_str()) {
+    let own = name.as_deref() == Some(info.user_name.as_str());
+    if uid != Some(0) && !own {
         return Err(format!("Job <{shown}> : User permission denied"));
+    }
+    if !own {
+        // Root peeking at another user's job: the path is that user's to choose (a folder
+        // of it may be a link anywhere), so it is never opened here as root; the execution
+        // host's sbatchd reads it as the job's user (docs/operations.md, "bpeek and users'
+        // paths").
+        return Ok(Source::Remote);
     }
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     let files =
@@ -326,13 +333,22 @@ fn show(
 }
 
 /// Prints `path` from byte `offset` on; returns the offset after what was printed.
-/// A file not yet created shows nothing.
+/// A file not yet created shows nothing; only a regular file is read (opened without
+/// waiting, so a FIFO or a device named like the output is refused, never read).
 fn show_from(term: &mut Term, path: &str, offset: u64) -> Result<u64, String> {
-    let mut file = match File::open(Path::new(path)) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(Path::new(path));
+    let mut file = match opened {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(offset),
         Err(error) => return Err(format!("cannot read {path}: {error}")),
     };
+    if !file.metadata().map_err(|error| format!("cannot read {path}: {error}"))?.is_file() {
+        return Err(format!("cannot read {path}: not a regular file"));
+    }
     let mut bytes = Vec::new();
     file.seek(SeekFrom::Start(offset))
         .and_then(|_| file.read_to_end(&mut bytes))
