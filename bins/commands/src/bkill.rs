@@ -218,13 +218,14 @@ pub fn selected_jobs(
         after_job: 0,
         after_index: 0,
     };
-    let mut jobs: Vec<wire::WireJobRef> = crate::bjobs::all_pages(client, query)?
-        .into_iter()
-        .filter(|info| keep(info))
-        .map(|info| info.job)
-        .collect();
+    let infos: Vec<wire::JobInfo> =
+        crate::bjobs::all_pages(client, query)?.into_iter().filter(|info| keep(info)).collect();
+    let mut jobs: Vec<wire::WireJobRef> = infos.iter().map(|info| info.job).collect();
     if !all_jobs {
-        let last = jobs.iter().map(|job| job.job_id).max();
+        // The most recently submitted: by submission time, then id (ids wrap at
+        // MAX_JOBID, so the highest id alone is not the newest job).
+        let last =
+            infos.iter().max_by_key(|info| (info.submit_time, info.job.job_id)).map(|info| info.job.job_id);
         jobs.retain(|job| Some(job.job_id) == last);
     }
     Ok(jobs)

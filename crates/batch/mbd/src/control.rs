@@ -29,7 +29,8 @@
 //! - `btop`/`bbot` move a pending job within its queue. The dispatch order of
 //!   a queue's pending jobs is (order key, job id) (`Job::dispatch_key`; the
 //!   pending index and `sched` walk it): without a move the key is
-//!   [`arrival_key`], the job id spaced by [`ARRIVAL_KEY_SPACING`]; a move logs
+//!   [`arrival_key`], the job's submission number (`Job::submit_seq`: ids wrap,
+//!   submission numbers do not) spaced by [`ARRIVAL_KEY_SPACING`]; a move logs
 //!   the new key in JOB_MOVE, so replay needs no computation. As in LSF an
 //!   administrator moves relative to every pending job of the queue (relative
 //!   to the owner's jobs with `-u`), a user relative to his own jobs only. The key is placed half-way between its new
@@ -65,9 +66,10 @@ use crate::machine::{Mbd, Step};
 /// neighbours before `btop`/`bbot` run out of distinct keys there.
 pub(crate) const ARRIVAL_KEY_SPACING: i64 = 1 << 20;
 
-/// The order key of a job that was never moved: its id, spaced.
-pub(crate) fn arrival_key(id: u32) -> i64 {
-    i64::from(id) * ARRIVAL_KEY_SPACING
+/// The order key of a job that was never moved: its submission number, spaced.
+/// (Without a wrap of the job ids, the submission number is the job id.)
+pub(crate) fn arrival_key(submit_seq: u64) -> i64 {
+    i64::try_from(submit_seq).unwrap_or(i64::MAX).saturating_mul(ARRIVAL_KEY_SPACING)
 }
 
 /// Closed hosts, closed and inactive queues: durable, changed only by
@@ -487,13 +489,13 @@ impl Mbd {
     /// the next job submitted (LSF dispatches a requeued job by its requeue
     /// time); half-way into the gap, so that later requeues fit after it.
     pub(crate) fn requeue_key(&self, queue: &QueueName) -> i64 {
-        let next_arrival = arrival_key(self.store.last_job_id.saturating_add(1));
+        let next_arrival = arrival_key(self.store.last_submission.saturating_add(1));
         let last = self
             .store
             .live_jobs()
             .filter(|(_, other)| other.queue == *queue && other.status.is_pending())
             .map(|(_, other)| other.dispatch_key())
-            .fold(arrival_key(self.store.last_job_id), i64::max);
+            .fold(arrival_key(self.store.last_submission), i64::max);
         if last < next_arrival { last + (next_arrival - last + 1) / 2 } else { last + ARRIVAL_KEY_SPACING }
     }
 

@@ -26,7 +26,9 @@
 //! ended: `ended()` and `started()` hold, `done()` and `exit()` become false for
 //! good (the dependent shows "invalid or never satisfied"), as LSF treats a
 //! condition on a job it no longer knows. Keep `CLEAN_PERIOD` above the time
-//! dependents wait for slots.
+//! dependents wait for slots. Job ids wrap (`state`): once the named job is
+//! cleaned, a later job may get its id; a job submitted after the dependent is
+//! never the one it named, so it counts as the cleaned job.
 
 use lava_batch_ll::{CondKind, Condition, DependExpr, JobRef, JobSelector, JobStatus, UserName};
 
@@ -78,37 +80,35 @@ impl Truth {
 }
 
 impl Store {
-    /// Resolves the dependency `text` of a job `new_id` of `user` about to be
-    /// submitted; `None` for no dependency.
+    /// Resolves the dependency `text` of a job of `user` about to be submitted
+    /// (every job in memory was submitted before it); `None` for no dependency.
     pub(crate) fn resolve_dependency(
         &self,
         user: &UserName,
         text: &str,
-        new_id: u32,
     ) -> Result<Option<DependExpr<JobRef>>, DependError> {
         if text.trim().is_empty() {
             return Ok(None);
         }
         let parsed = DependExpr::parse(text).map_err(DependError::Syntax)?;
-        parsed.try_map(&mut |selector| self.resolve(user, selector, new_id)).map(Some)
+        parsed.try_map(&mut |selector| self.resolve(user, selector)).map(Some)
     }
 
-    fn resolve(&self, user: &UserName, selector: &JobSelector, new_id: u32) -> Result<JobRef, DependError> {
+    fn resolve(&self, user: &UserName, selector: &JobSelector) -> Result<JobRef, DependError> {
         let no_job = || DependError::NoJob(selector.clone());
         let (id, index) = match selector {
             JobSelector::Id { id, index } => (*id, *index),
-            JobSelector::Name { name, index } => {
-                (self.latest_named(user, name, new_id).ok_or_else(no_job)?, *index)
-            }
+            JobSelector::Name { name, index } => (self.latest_named(user, name).ok_or_else(no_job)?, *index),
         };
         let job = JobRef::new(id, index).ok_or_else(no_job)?;
         let known = if index == 0 { self.contains_id(id) } else { self.contains(job) };
         if known { Ok(job) } else { Err(no_job()) }
     }
 
-    /// The id of `user`'s most recent job called `name` below `new_id` (an
-    /// array by its name without the index list).
-    fn latest_named(&self, user: &UserName, name: &str, new_id: u32) -> Option<u32> {
+    /// The id of `user`'s most recent job called `name` (an array by its name
+    /// without the index list): the highest submission number, not the highest
+    /// id, which wraps.
+    fn latest_named(&self, user: &UserName, name: &str) -> Option<u32> {
         let base = |job: &Job| {
             let job_name = &job.spec.request().job_name;
             match job_name.find('[') {
@@ -116,9 +116,7 @@ impl Store {
                 _ => job.job_name(),
             }
         };
-        self.jobs_newest_first()
-            .find(|job| job.job.id() < new_id && &job.user == user && base(job) == name)
-            .map(|job| job.job.id())
+        self.jobs_newest_first().find(|job| &job.user == user && base(job) == name).map(|job| job.job.id())
     }
 
     /// Whether any job with `id` (a single job or an array element) is in memory.
@@ -126,30 +124,35 @@ impl Store {
         !self.refs_of(id).is_empty()
     }
 
-    /// The value of `expr` now.
-    pub(crate) fn evaluate(&self, expr: &DependExpr<JobRef>) -> Truth {
+    /// The value of `expr` now, for a dependent job of submission number `dependent`.
+    pub(crate) fn evaluate(&self, expr: &DependExpr<JobRef>, dependent: u64) -> Truth {
         match expr {
-            DependExpr::Cond(cond) => self.condition(cond),
-            DependExpr::Not(inner) => self.evaluate(inner).not(),
-            DependExpr::And(a, b) => self.evaluate(a).and(self.evaluate(b)),
-            DependExpr::Or(a, b) => self.evaluate(a).or(self.evaluate(b)),
+            DependExpr::Cond(cond) => self.condition(cond, dependent),
+            DependExpr::Not(inner) => self.evaluate(inner, dependent).not(),
+            DependExpr::And(a, b) => self.evaluate(a, dependent).and(self.evaluate(b, dependent)),
+            DependExpr::Or(a, b) => self.evaluate(a, dependent).or(self.evaluate(b, dependent)),
         }
     }
 
     /// A condition on one job, or on every element of an array.
-    fn condition(&self, cond: &Condition<JobRef>) -> Truth {
+    fn condition(&self, cond: &Condition<JobRef>, dependent: u64) -> Truth {
         let mut refs = if cond.job.index() == 0 { self.refs_of(cond.job.id()) } else { Vec::new() };
         if refs.is_empty() {
             refs.push(cond.job);
         }
         refs.into_iter()
-            .map(|job| self.one_condition(cond.kind, job))
+            .map(|job| self.one_condition(cond.kind, job, dependent))
             .fold(Truth { holds: true, settled: true }, Truth::and)
     }
 
-    fn one_condition(&self, kind: CondKind, job: JobRef) -> Truth {
-        let status =
-            self.live(job).map(|j| j.status).or_else(|| self.finished(job).map(|frozen| frozen.status()));
+    fn one_condition(&self, kind: CondKind, job: JobRef, dependent: u64) -> Truth {
+        // A job submitted after the dependent took the id of the one it named,
+        // which was cleaned (ids wrap): that one is the job the condition is on.
+        let status = match (self.live(job), self.finished(job)) {
+            (Some(j), _) if j.submit_seq < dependent => Some(j.status),
+            (_, Some(frozen)) if frozen.submit_seq() < dependent => Some(frozen.status()),
+            _ => None,
+        };
         let Some(status) = status else {
             // Cleaned: it ended, how is no longer known (see the module doc).
             let holds = matches!(kind, CondKind::Ended | CondKind::Started);
@@ -178,7 +181,7 @@ impl Store {
 impl Mbd {
     /// Why pending `job` may not be dispatched now because of its dependency, if so.
     pub(crate) fn dependency_hold(&self, job: &Job) -> Option<&'static str> {
-        let truth = self.store.evaluate(job.dependency.as_ref()?);
+        let truth = self.store.evaluate(job.dependency.as_ref()?, job.submit_seq);
         match truth {
             Truth { holds: true, .. } => None,
             Truth { settled: true, .. } => Some(REASON_DEPEND_NEVER),

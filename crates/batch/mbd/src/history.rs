@@ -17,6 +17,11 @@
 //! the state filter (`wire::state_filter`; the default is unfinished jobs).
 //! Answers are paged by job id: at most [`HISTORY_JOBS_PER_PAGE`] jobs and
 //! [`HISTORY_ENTRIES_PER_JOB_MAX`] lines per job (the newest are dropped first).
+//! A page holds the lowest ids above `after_job`, whatever order the log has them
+//! in: after job ids wrapped at `MAX_JOBID`, the log holds high ids before low ones.
+//! An id given again after the wrap (its old job long cleaned) tells the newer
+//! job: its JOB_NEW starts the history afresh, and every later event of that id
+//! is the newer job's.
 
 use std::collections::BTreeMap;
 
@@ -76,11 +81,22 @@ impl HistoryBuilder {
         if let Event::JobNew(record) = event {
             let id = record.job.id();
             if !self.wanted(id, &record.user) {
+                // An id given again to a job this query does not select: the
+                // older job of that id has no later events, and is not told.
+                self.jobs.remove(&id);
                 return;
             }
-            if self.jobs.len() >= HISTORY_JOBS_PER_PAGE {
+            if !self.jobs.contains_key(&id) && self.jobs.len() >= HISTORY_JOBS_PER_PAGE {
+                // The page keeps the lowest ids: a higher one waits for a later page,
+                // a lower one takes the place of the highest kept.
                 self.more = true;
-                return;
+                match self.jobs.last_key_value() {
+                    Some((highest, _)) if *highest > id => {
+                        let highest = *highest;
+                        self.jobs.remove(&highest);
+                    }
+                    _ => return,
+                }
             }
             let request = record.spec.request();
             let mut text = format!(

@@ -130,6 +130,11 @@ pub struct Job {
     pub(crate) env: Arc<Vec<wire::EnvVar>>,
     /// `-w`, with each job it names resolved at submission (`depend`).
     pub(crate) dependency: Option<DependExpr<JobRef>>,
+    /// Its submission number: the JOB_NEWs applied before its own, plus one (an
+    /// array's elements share it). Job ids wrap at `MAX_JOBID` and reuse the ids of
+    /// jobs no longer in memory, so "submitted before" is this number, never the id:
+    /// arrival order, a retried `bkill 0`'s first selection, a dependency's target.
+    pub(crate) submit_seq: u64,
     pub(crate) submit_time_ms: u64,
     pub(crate) status: JobStatus,
     /// The reason of the last JOB_STATUS, empty for the status's usual one.
@@ -151,9 +156,9 @@ pub struct Job {
     /// Intents sent (or to be sent) to sbatchd and not yet answered, by sequence.
     pub(crate) pending_signals: Vec<PendingSignal>,
     /// Request ids of the signal requests that acted on this job.
-    /// ... each with the highest job id given when it was first logged here,
-    /// so a retried `bkill 0` selects no job submitted after its first attempt.
-    pub(crate) signal_request_ids: BTreeMap<wire::RequestId, u32>,
+    /// ... each with the last submission number given when it was first logged
+    /// here, so a retried `bkill 0` selects no job submitted after its first attempt.
+    pub(crate) signal_request_ids: BTreeMap<wire::RequestId, u64>,
     pub(crate) finish: Option<FinishRecord>,
     /// The dispatch order key `btop`/`bbot` set (JOB_MOVE); `None` for arrival
     /// order (see [`Job::dispatch_key`] and `control`).
@@ -171,7 +176,7 @@ impl Job {
     /// A job as JOB_NEW creates it (the record moves in: replay has no other use
     /// for it), with the dependency `depend` resolved; for an array, the first
     /// element, which [`Job::element`] copies.
-    pub(crate) fn new(record: JobNewRecord, dependency: Option<DependExpr<JobRef>>) -> Job {
+    pub(crate) fn new(record: JobNewRecord, dependency: Option<DependExpr<JobRef>>, submit_seq: u64) -> Job {
         let mut spec = record.spec;
         let env = Arc::new(spec.take_environment());
         Job {
@@ -185,6 +190,7 @@ impl Job {
             spec: Arc::new(spec),
             env,
             dependency,
+            submit_seq,
             submit_time_ms: record.submit_time_ms,
             status: if record.hold { JobStatus::Psusp } else { JobStatus::Pend },
             reason: String::new(),
@@ -210,9 +216,15 @@ impl Job {
 
     /// Where the job stands among the pending jobs of its queue: dispatch (and
     /// `btop`/`bbot`) order them by (this key, id). Without a JOB_MOVE it is the
-    /// arrival order, spaced so that moves can fit between neighbours.
+    /// arrival order (the submission number, not the id, which wraps), spaced so
+    /// that moves can fit between neighbours.
     pub(crate) fn dispatch_key(&self) -> i64 {
-        self.order_key.unwrap_or_else(|| crate::control::arrival_key(self.job.id()))
+        self.order_key.unwrap_or_else(|| crate::control::arrival_key(self.submit_seq))
+    }
+
+    /// Its submission number (see the field).
+    pub fn submit_seq(&self) -> u64 {
+        self.submit_seq
     }
 
     /// The job.
@@ -332,8 +344,8 @@ impl Job {
     }
 
     /// Applies one event about this job; on error the job is unchanged.
-    /// `last_job_id` is the highest job id given when the event was logged.
-    pub(crate) fn apply(&mut self, event: &Event, last_job_id: u32) -> Result<(), String> {
+    /// `last_submission` is the last submission number given when the event was logged.
+    pub(crate) fn apply(&mut self, event: &Event, last_submission: u64) -> Result<(), String> {
         match event {
             Event::JobStart(r) => self.apply_start(r),
             Event::JobStartAccept(r) => {
@@ -353,7 +365,7 @@ impl Job {
                 self.exec = Some(r.exec.clone());
                 Ok(())
             }
-            Event::JobSignal(r) => self.apply_signal(r, last_job_id),
+            Event::JobSignal(r) => self.apply_signal(r, last_submission),
             Event::JobSigact(r) => {
                 if !self.status.is_started() {
                     return Err(format!("signal answer for a {} job", self.status));
@@ -445,8 +457,8 @@ impl Job {
         self.order_key = Some(r.order_key);
         if let Some(request_id) = r.request_id {
             // Kept with the signal requests (`Job::signal_request_ids`); the
-            // job id only matters to a `bkill 0`, which a requeue is not.
-            self.signal_request_ids.entry(request_id).or_insert(self.job.id());
+            // submission number only matters to a `bkill 0`, which a requeue is not.
+            self.signal_request_ids.entry(request_id).or_insert(self.submit_seq);
         }
         Ok(())
     }
@@ -469,7 +481,7 @@ impl Job {
         Ok(())
     }
 
-    fn apply_signal(&mut self, r: &JobSignalRecord, last_job_id: u32) -> Result<(), String> {
+    fn apply_signal(&mut self, r: &JobSignalRecord, last_submission: u64) -> Result<(), String> {
         if self.status.is_finished() {
             return Err(format!("signal of a {} job", self.status));
         }
@@ -488,7 +500,7 @@ impl Job {
             self.requeue_hold = r.requeue_hold;
         }
         if let Some(request_id) = r.request_id {
-            self.signal_request_ids.entry(request_id).or_insert(last_job_id);
+            self.signal_request_ids.entry(request_id).or_insert(last_submission);
         }
         if !self.signal_acts(kind) {
             // A STOP of a job that is (or is about to be) stopped, a CONT of
@@ -596,6 +608,9 @@ impl Job {
         }
         if !self.spec.request().env.is_empty() {
             return fail("environment kept inside the submission");
+        }
+        if self.submit_seq == 0 {
+            return fail("no submission number");
         }
         if self.status.is_finished() && !self.env.is_empty() {
             return fail("finished with its environment");

@@ -143,9 +143,14 @@ impl Mbd {
         self.store.job(job)
     }
 
-    /// The highest job id ever given.
+    /// The last job id given (the highest until the ids wrap at `MAX_JOBID`).
     pub fn last_job_id(&self) -> u32 {
         self.store.last_job_id
+    }
+
+    /// The last submission number given: the JOB_NEWs applied so far (`Job::submit_seq`).
+    pub fn last_submission(&self) -> u64 {
+        self.store.last_submission
     }
 
     /// Decides `input` at time `now_ms` (ms since the epoch) and appends the

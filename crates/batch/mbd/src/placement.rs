@@ -329,8 +329,8 @@ pub(crate) struct TurnEnd {
     /// Whether the turn stopped with pending jobs it did not consider.
     stopped: bool,
     now_ms: u64,
-    /// The highest job id when the turn ran: later jobs were not there.
-    last_job_id: u32,
+    /// The last submission number when the turn ran: later jobs were not there.
+    last_submission: u64,
     queue_used: Vec<u32>,
     users: HashMap<String, u32>,
     queue_user_used: HashMap<(usize, u32), u32>,
@@ -514,7 +514,7 @@ impl<'a> Pass<'a> {
         TurnEnd {
             stopped,
             now_ms: self.now_ms,
-            last_job_id: self.mbd.store.last_job_id,
+            last_submission: self.mbd.store.last_submission,
             queue_used: self.queue_used.clone(),
             users: self.users.iter().map(|(name, idx)| ((*name).to_owned(), *idx)).collect(),
             queue_user_used: self.queue_user_used.clone(),
@@ -816,7 +816,7 @@ impl Mbd {
     /// not a candidate or, for every candidate, "Job slot limit reached" (no slot was free).
     pub(crate) fn turn_end_reason(&self, job: &Job) -> Option<PendReason> {
         let end = &self.links.turn_end;
-        if !end.stopped || job.job.id() > end.last_job_id {
+        if !end.stopped || job.submit_seq > end.last_submission {
             return None;
         }
         let queue_idx = self.config.queues.iter().position(|queue| queue.name == job.queue)?;

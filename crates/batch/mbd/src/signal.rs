@@ -69,8 +69,9 @@ impl Mbd {
     /// default, everyone for `all`), in job-id order; for a retry, the jobs
     /// the first attempt selected that are still unfinished.
     ///
-    /// A retry recomputes that selection: the jobs up to the highest job id
-    /// given when the first attempt logged its JOB_SIGNALs. Taking only the
+    /// A retry recomputes that selection: the jobs submitted up to the last
+    /// submission number given when the first attempt logged its JOB_SIGNALs (not
+    /// the job id: ids wrap, so a later job may have a lower id). Taking only the
     /// jobs whose JOB_SIGNAL carries the id would miss those whose records a
     /// crash tore off the first attempt's step, and they would never be
     /// signalled (found by lava-sim: a `bresume 0` left a held job PSUSP
@@ -81,17 +82,17 @@ impl Mbd {
         request: &wire::SignalRequest,
         request_id: wire::RequestId,
     ) -> Vec<wire::WireJobRef> {
-        let first_attempt_last_id = self
+        let first_attempt_last = self
             .store
             .index
             .signal_requests
             .range((request_id, JobRef::MIN)..=(request_id, JobRef::MAX))
-            .map(|(_, last_job_id)| *last_job_id)
+            .map(|(_, last_submission)| *last_submission)
             .min();
         self.store
             .live_jobs()
             .map(|(_, j)| j)
-            .filter(|j| first_attempt_last_id.is_none_or(|last| j.job.id() <= last))
+            .filter(|j| first_attempt_last.is_none_or(|last| j.submit_seq <= last))
             .filter(|j| match request.user.as_str() {
                 "" => j.user == caller.user,
                 "all" => true,

@@ -1,5 +1,5 @@
-//! The durable state (every job, the highest job id ever given, the request
-//! ids of cleaned jobs) and the indexes derived from it, changed only by
+//! The durable state (every job, the last job id and submission number given,
+//! the request ids of cleaned jobs) and the indexes derived from it, changed only by
 //! [`Store::apply`]. Jobs are keyed by [`JobRef`], id then array index: a
 //! single job is `ID[0]`, an array's elements `ID[1..]`, all made by one
 //! JOB_NEW (`array`) and sharing its submission.
@@ -13,9 +13,16 @@
 //! Freezing happens inside `apply`, so live steps and replay freeze the same
 //! jobs at the same events and their states stay equal.
 //!
+//! **Job ids wrap.** The next id is the one after the last given, back to 1 after
+//! `MAX_JOBID`, skipping every id a job in memory still has ([`Store::next_job_id`]).
+//! So an id names one job at a time, but ids say nothing about age: every "before"
+//! and "after" between jobs is their submission number (`Job::submit_seq`, the
+//! JOB_NEWs applied so far), which never wraps. Replay needs no `MAX_JOBID`: a
+//! JOB_NEW applies when its id is not in memory.
+//!
 //! The indexes (request id → its job or elements, slots used per host, pending
 //! jobs, started jobs, finished jobs by finish time, jobs awaiting their start
-//! accept or a signal answer, started elements per array)
+//! accept or a signal answer, started elements per array, jobs by submission number)
 //! are a pure function of the jobs: `apply` takes a job's contribution out
 //! before changing it and puts it back after, and
 //! [`Store::check`] recomputes them from scratch to prove it.
@@ -25,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use lava_batch_ll::{ArraySpec, DependExpr, HostName, JobRef, JobStatus, QueueName, SubmitSpec};
+use lava_batch_ll::{ArraySpec, DependExpr, HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
@@ -43,8 +50,10 @@ pub const REQUEST_ID_RETENTION_MS: u64 = 24 * 3600 * 1000;
 /// a snapshot and the events after it equals the state that wrote them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MbdSnapshot {
-    /// The highest job id ever given; ids are never reused, even after JOB_CLEAN.
+    /// The last job id given (ids wrap at `MAX_JOBID`, skipping those in memory).
     pub last_job_id: u32,
+    /// The last submission number given: the JOB_NEWs applied so far.
+    pub last_submission: u64,
     /// Every job in memory, in job-id order.
     pub jobs: Vec<Job>,
     /// The submissions of cleaned jobs still recognised, in request-id order.
@@ -113,22 +122,29 @@ pub(crate) struct Index {
     /// Jobs with unanswered signal intents.
     pub(crate) signaling: BTreeSet<JobRef>,
     /// The signal requests that acted on each job, by (request id, job id), with
-    /// the highest job id given when the request was first logged for that job
-    /// (`Job::signal_request_ids`): a retried `bkill 0` finds its first
+    /// the last submission number given when the request was first logged for that
+    /// job (`Job::signal_request_ids`): a retried `bkill 0` finds its first
     /// attempt here without reading every job, finished ones included.
-    pub(crate) signal_requests: BTreeMap<(wire::RequestId, JobRef), u32>,
+    pub(crate) signal_requests: BTreeMap<(wire::RequestId, JobRef), u64>,
     /// Started elements per array id (RUN, USUSP, SSUSP, UNKWN), for `%N`.
     pub(crate) array_started: BTreeMap<u32, u32>,
+    /// Every job by (submission number, job): newest first is this set backwards
+    /// (ids wrap, so the highest id is not the newest job).
+    pub(crate) by_seq: BTreeSet<(u64, JobRef)>,
+    /// PEND and PSUSP jobs per user (`MAX_PEND_JOBS`), array elements each counted.
+    pub(crate) pending_per_user: BTreeMap<UserName, u32>,
 }
 
 impl Index {
     fn add(&mut self, id: JobRef, job: &Job) {
         self.by_request.insert((job.request_id, id));
+        self.by_seq.insert((job.submit_seq, id));
         self.contribute(id, job, true);
     }
 
     fn remove(&mut self, id: JobRef, job: &Job) {
         self.by_request.remove(&(job.request_id, id));
+        self.by_seq.remove(&(job.submit_seq, id));
         self.contribute(id, job, false);
     }
 
@@ -182,6 +198,13 @@ impl Index {
                 None => {}
             }
         }
+        if job.status.is_pending() {
+            let n = self.pending_per_user.entry(job.user.clone()).or_insert(0);
+            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            if *n == 0 {
+                self.pending_per_user.remove(&job.user);
+            }
+        }
         toggle(&mut self.finished, (job.status_time_ms, id), job.status.is_finished(), add);
         toggle(&mut self.unaccepted, id, started && job.accepted.is_none(), add);
         toggle(&mut self.started, id, started, add);
@@ -203,6 +226,9 @@ pub(crate) struct FrozenJob {
     job: JobRef,
     /// DONE or EXIT, for dependencies, which must not decode every job they name.
     status: JobStatus,
+    /// Its submission number, likewise (a dependency names the job submitted
+    /// before its dependent, not a later one that took the id after a wrap).
+    submit_seq: u64,
     bytes: Box<[u8]>,
     /// An array element's submission, shared with the other elements; the
     /// bytes then hold a stub in its place (`SubmitSpec::stub`), so that a
@@ -234,7 +260,13 @@ impl FrozenJob {
             None => lava_xdr::serialize_into(job, scratch),
         };
         encoded.expect("a job always encodes (no unsupported types)");
-        FrozenJob { job: job.job, status: job.status, bytes: Box::from(scratch.as_slice()), spec }
+        FrozenJob {
+            job: job.job,
+            status: job.status,
+            submit_seq: job.submit_seq,
+            bytes: Box::from(scratch.as_slice()),
+            spec,
+        }
     }
 
     /// The job, decoded.
@@ -255,6 +287,11 @@ impl FrozenJob {
     /// The job's status, DONE or EXIT.
     pub(crate) fn status(&self) -> JobStatus {
         self.status
+    }
+
+    /// The job's submission number.
+    pub(crate) fn submit_seq(&self) -> u64 {
+        self.submit_seq
     }
 }
 
@@ -281,7 +318,10 @@ pub(crate) struct Store {
     finished: BTreeMap<JobRef, FrozenJob>,
     /// Reused by every freeze (not state).
     scratch: Vec<u8>,
+    /// The last job id given.
     pub(crate) last_job_id: u32,
+    /// The last submission number given (JOB_NEWs applied).
+    pub(crate) last_submission: u64,
     pub(crate) index: Index,
     /// Request ids of cleaned jobs, still recognised.
     pub(crate) retired: BTreeMap<wire::RequestId, RetiredRequest>,
@@ -296,6 +336,7 @@ impl Store {
     pub(crate) fn from_snapshot(snapshot: MbdSnapshot) -> Result<Store, MbdError> {
         let mut store = Store {
             last_job_id: snapshot.last_job_id,
+            last_submission: snapshot.last_submission,
             control: Control::from_snapshot(snapshot.control),
             ..Store::default()
         };
@@ -385,6 +426,7 @@ impl Store {
         }
         MbdSnapshot {
             last_job_id: self.last_job_id,
+            last_submission: self.last_submission,
             env_as_previous,
             jobs: jobs.into_iter().map(|(_, job)| job).collect(),
             retired_requests: self.retired.values().cloned().collect(),
@@ -412,6 +454,7 @@ impl Store {
     /// says, without decoding finished jobs (equal jobs freeze to equal bytes).
     pub(crate) fn same_state(&self, other: &Store) -> bool {
         self.last_job_id == other.last_job_id
+            && self.last_submission == other.last_submission
             && self.live == other.live
             && self.finished == other.finished
             && self.retired == other.retired
@@ -471,18 +514,54 @@ impl Store {
         })
     }
 
-    /// Every job, newest (highest reference) first; finished ones are decoded as
-    /// they are reached, so a search that stops early decodes few.
+    /// Every job, newest (highest submission number; an array's elements by
+    /// index, backwards) first; finished ones are decoded as they are reached, so a
+    /// search that stops early decodes few.
     pub(crate) fn jobs_newest_first(&self) -> impl Iterator<Item = Cow<'_, Job>> {
-        let mut live = self.live.iter().rev().peekable();
-        let mut finished = self.finished.iter().rev().peekable();
-        std::iter::from_fn(move || match (live.peek(), finished.peek()) {
-            (Some((live_id, _)), Some((finished_id, _))) if finished_id > live_id => {
-                finished.next().map(|(_, frozen)| Cow::Owned(frozen.thaw()))
+        self.index.by_seq.iter().rev().filter_map(|(_, id)| self.job(*id))
+    }
+
+    /// The id a new job gets when the last one given is `self.last_job_id` and
+    /// the highest allowed is `max_job_id`: the next one, back to 1 after
+    /// `max_job_id` (or when the last one is above a lowered `MAX_JOBID`), skipping
+    /// every id a job in memory has (unfinished, or finished and not yet cleaned);
+    /// `None` when all of them are taken. Costs the run of taken ids it skips.
+    pub(crate) fn next_job_id(&self, max_job_id: u32) -> Option<u32> {
+        let start = match self.last_job_id.checked_add(1) {
+            Some(next) if next <= max_job_id => next,
+            _ => 1,
+        };
+        self.first_free_id(start, max_job_id).or_else(|| self.first_free_id(1, start - 1))
+    }
+
+    /// The lowest id in `low..=high` no job in memory has.
+    fn first_free_id(&self, low: u32, high: u32) -> Option<u32> {
+        if low > high {
+            return None;
+        }
+        let range = JobRef::new(low, 0)?..=JobRef::new(high, u32::MAX)?;
+        let mut live = self.live.range(range.clone()).map(|(id, _)| id.id()).peekable();
+        let mut finished = self.finished.range(range).map(|(id, _)| id.id()).peekable();
+        let mut candidate = low;
+        loop {
+            // The next taken id of either map, in order.
+            let taken = match (live.peek(), finished.peek()) {
+                (Some(a), Some(b)) if b < a => finished.next(),
+                (Some(_), _) => live.next(),
+                (None, _) => finished.next(),
+            };
+            match taken {
+                Some(id) if id > candidate => return Some(candidate),
+                Some(id) if id == candidate => {
+                    candidate = candidate.checked_add(1)?;
+                    if candidate > high {
+                        return None;
+                    }
+                }
+                Some(_) => {} // another element of an id already passed
+                None => return Some(candidate),
             }
-            (Some(_), _) => live.next().map(|(_, job)| Cow::Borrowed(job.as_ref())),
-            (None, _) => finished.next().map(|(_, frozen)| Cow::Owned(frozen.thaw())),
-        })
+        }
     }
 
     /// Every job, unfinished ones first, finished ones decoded.
@@ -567,7 +646,7 @@ impl Store {
                 let id = event.job().ok_or_else(|| fail("no job".to_owned()))?;
                 if let Some(job) = self.live.get_mut(&id) {
                     self.index.remove(id, job);
-                    let result = job.apply(event, self.last_job_id).map_err(fail);
+                    let result = job.apply(event, self.last_submission).map_err(fail);
                     self.index.add(id, job);
                     if job.status.is_finished()
                         && let Some(job) = self.live.remove(&id)
@@ -580,7 +659,7 @@ impl Store {
                     return Err(fail("no such job".to_owned()));
                 };
                 self.index.remove(id, &job);
-                let result = job.apply(event, self.last_job_id).map_err(fail);
+                let result = job.apply(event, self.last_submission).map_err(fail);
                 self.index.add(id, &job);
                 self.put(id, job);
                 result
@@ -616,15 +695,17 @@ impl Store {
             }
             Ok(_) => {}
         }
-        if record.job.id() <= self.last_job_id {
-            return Err(format!("job id not above the last one, {}", self.last_job_id));
+        // Ids wrap (`Store::next_job_id`): any id no job in memory has is a valid
+        // next one, whatever MAX_JOBID was when it was given.
+        if self.contains_id(record.job.id()) {
+            return Err(format!("job id {} is still in use", record.job.id()));
         }
         if self.index.jobs_of_request(record.request_id).next().is_some()
             || self.retired.contains_key(&record.request_id)
         {
             return Err("request id already used".to_owned());
         }
-        self.resolve_dependency(&record.user, &record.spec.request().dependency, record.job.id())
+        self.resolve_dependency(&record.user, &record.spec.request().dependency)
             .map_err(|error| format!("dependency: {error}"))
     }
 
@@ -632,7 +713,8 @@ impl Store {
     fn insert_new(&mut self, record: JobNewRecord, dependency: Option<DependExpr<JobRef>>) {
         let id = record.job;
         let array = ArraySpec::parse(&record.spec.request().job_name).ok().flatten();
-        let job = Job::new(record, dependency);
+        self.last_submission += 1;
+        let job = Job::new(record, dependency, self.last_submission);
         self.last_job_id = id.id();
         let Some(array) = array else {
             self.index.add(id, &job);
@@ -677,8 +759,11 @@ impl Store {
             if job.job != id {
                 return Err(format!("job {} filed under {id}", job.job));
             }
-            if id.id() > self.last_job_id {
-                return Err(format!("job {id} above the last job id {}", self.last_job_id));
+            if job.submit_seq > self.last_submission {
+                return Err(format!(
+                    "job {id}: submission number {} above the last one given, {}",
+                    job.submit_seq, self.last_submission
+                ));
             }
             if job.status.is_finished() != self.finished.contains_key(&id) {
                 return Err(format!("job {id} ({}) kept in the wrong form", job.status));
@@ -691,11 +776,6 @@ impl Store {
                 return Err(format!("frozen job {id} filed under the wrong reference or status"));
             }
             job.check()?;
-            if let Some(later) =
-                job.dependency.iter().flat_map(|d| d.conditions()).find(|c| c.job.id() >= id.id())
-            {
-                return Err(format!("job {id} depends on job {}, not submitted before it", later.job));
-            }
             rebuilt.add(id, &job);
         }
         if self.live.keys().any(|id| self.finished.contains_key(id)) {
@@ -706,6 +786,22 @@ impl Store {
         }) {
             return Err(format!("jobs {} and {} share a submission request id", pair[0].1, pair[1].1));
         }
+        // One submission number per submission (an array's elements share theirs).
+        let mut seqs = BTreeMap::new();
+        for (seq, id) in &self.index.by_seq {
+            if *seqs.entry(*seq).or_insert(id.id()) != id.id() {
+                return Err(format!("job {id} shares submission number {seq} with another job"));
+            }
+        }
+        if let Some((seq, id)) = self.index.by_seq.last()
+            && *seq == self.last_submission
+            && id.id() != self.last_job_id
+        {
+            return Err(format!(
+                "the newest job {id} does not have the last job id given, {}",
+                self.last_job_id
+            ));
+        }
         if rebuilt != self.index {
             return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
         }
@@ -714,10 +810,9 @@ impl Store {
             if retired.request_id != *request_id || self.index.jobs_of_request(*request_id).next().is_some() {
                 return Err(format!("retired request {request_id:?} is filed wrongly or still has a job"));
             }
-            if self.contains(id) || id.index() != 0 || id.id() > self.last_job_id {
-                return Err(format!(
-                    "retired request {request_id:?} names job {id}, which is in memory or unknown"
-                ));
+            // After a wrap, a later job may have the cleaned job's id.
+            if id.index() != 0 {
+                return Err(format!("retired request {request_id:?} names array element {id}"));
             }
         }
         let by_time: BTreeSet<(u64, wire::RequestId)> =

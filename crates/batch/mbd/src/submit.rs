@@ -1,5 +1,6 @@
 //! `bsub`: resolve the queue, check what the request may ask, give the next
-//! job id, log JOB_NEW and answer; a retried request id gets its first answer.
+//! job id (ids wrap at `MAX_JOBID`, skipping those still in memory), log JOB_NEW
+//! and answer; a retried request id gets its first answer.
 
 use lava_batch_ll::{BAD_RESREQ_MESSAGE, HostName, JobRef, ResReq, SubmitSpec, UserName};
 use lava_batch_wire as wire;
@@ -94,15 +95,19 @@ impl Mbd {
             ));
         }
         self.check_array(&spec)?;
-        let id = self.store.last_job_id.checked_add(1).filter(|id| *id <= self.config.max_job_id);
-        let Some(job) = id.and_then(|id| JobRef::new(id, 0)) else {
+        // Ids wrap at MAX_JOBID and skip every id still in memory (`Store::next_job_id`).
+        let Some(job) = self.store.next_job_id(self.config.max_job_id).and_then(|id| JobRef::new(id, 0))
+        else {
             return Err(ClientReply::error(
                 wire::ERR_REJECTED,
-                format!("No job ID available: MAX_JOBID {} reached", self.config.max_job_id),
+                format!(
+                    "No job ID available: every job id up to MAX_JOBID {} belongs to a job still in the system",
+                    self.config.max_job_id
+                ),
             ));
         };
         let dependency = &spec.request().dependency;
-        if let Err(error) = self.store.resolve_dependency(&caller.user, dependency, job.id()) {
+        if let Err(error) = self.store.resolve_dependency(&caller.user, dependency) {
             let code = match error {
                 DependError::Syntax(_) => wire::ERR_BAD_REQUEST,
                 DependError::NoJob(_) => wire::ERR_REJECTED,

@@ -13,3 +13,4 @@ mod replay;
 mod sched;
 mod signal;
 mod state;
+mod wrap;

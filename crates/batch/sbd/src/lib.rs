@@ -138,6 +138,13 @@
 //!   FINISH or refusal, the new dispatch waits too: nothing is answered for
 //!   it, the old run's messages are resent, mbatchd acknowledges them without
 //!   acting (they name an older dispatch) and resends NEW_JOB.
+//! - **Job ids wrap** at mbatchd's `MAX_JOBID`, so a record may be that of an
+//!   older job that had the id: a NEW_JOB whose submission time differs from
+//!   the record's is another job. Over a tombstone, the old record is removed
+//!   (alone: its folder is named by the old submission time) and nothing else
+//!   happens; mbatchd's resent NEW_JOB then starts the new job on a clean slate
+//!   (a delay of one resend interval). An old run still waiting for an ACK has
+//!   its messages resent first.
 //! - **Signals**: `signal_seq` is taken to grow per job (mbatchd logs it). A
 //!   signal for a job without pid is held durably, in sequence order, and
 //!   delivered and answered right after Spawned (bounded by

@@ -230,6 +230,22 @@ impl Sbd {
             // runs (answered from the record) and a stale copy of an older one
             // (ignored) from a new dispatch of the same job (a refused job sent
             // back, a requeued one).
+            // Job ids wrap at mbatchd's MAX_JOBID: a record of an older job that had
+            // this id (another submission time) is never answered for the new one.
+            // Its tombstone goes now, alone (the shell writes a job's folder under its
+            // submission time, and one batch merges a Remove and a Persist of the same
+            // job into one folder's Replace); mbatchd's resent NEW_JOB then finds no
+            // record and starts the new job. While the old run still waits for an ACK,
+            // its messages are resent, as for a new dispatch below.
+            Some(job) if job.record.run_spec.submit_time_s != spec.specs().submit_time => {
+                if job.record.is_tombstone() {
+                    self.jobs.remove(&job_ref);
+                    out.effects.push(Effect::Remove(job_ref));
+                } else {
+                    out.send_due(job, None);
+                }
+                return;
+            }
             Some(job) => {
                 let seq = spec.specs().dispatch_seq;
                 if seq < job.record.dispatch_seq {

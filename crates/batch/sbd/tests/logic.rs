@@ -1046,3 +1046,31 @@ fn every_persisted_record_round_trips_through_xdr() {
         assert_eq!(decoded, record);
     }
 }
+
+// Goal: after mbatchd's job ids wrap, a NEW_JOB for a new job with the id of an
+// old one (another submission time) is never answered from the old job's tombstone
+// (which used to report the old run as the new job's start): the tombstone is
+// removed alone, and mbatchd's resent NEW_JOB starts the new job afresh; an old run
+// still waiting for its FINISH ACK is only resent.
+#[test]
+fn a_reused_job_id_is_never_answered_from_the_old_jobs_record() {
+    let mut h = Harness::connected();
+    h.running(7, 4242, true);
+    h.step(T0 + 2 * SECOND_MS, exited(7, 0, T0 + 2 * SECOND_MS));
+    let newer = || new_job_from(wire::JobSpecs { submit_time: 1_799_999_500, ..specs(7) });
+    let old_finish = finish(7, 4242, 0, wire::FINISH_NORMAL, T0 + 2 * SECOND_MS);
+    h.check(T0 + 3 * SECOND_MS, newer(), vec![old_finish]);
+    h.step(T0 + 3 * SECOND_MS, Input::JobFinishAck(ack(7)));
+    assert!(h.record(7).is_tombstone());
+    h.check(T0 + 4 * SECOND_MS, newer(), vec![Effect::Remove(job(7))]);
+    assert!(h.sbd.job(job(7)).is_none());
+    let effects = h.step(T0 + 9 * SECOND_MS, newer());
+    let fresh = h.record(7);
+    assert_eq!(
+        effects,
+        vec![persist(&fresh), Effect::Launch { job: job(7), run_spec: fresh.run_spec.clone() }]
+    );
+    assert_eq!((fresh.run_spec.submit_time_s, fresh.pid, fresh.signal_seq_last), (1_799_999_500, -1, None));
+    h.restart();
+    assert_eq!(h.record(7).run_spec.submit_time_s, 1_799_999_500);
+}

@@ -201,7 +201,8 @@ fn retried_submission_after_its_job_was_cleaned_made_a_second_job() {
     assert_eq!(h.mbd.snapshot().retired_requests.iter().map(|r| r.job.id()).collect::<Vec<_>>(), vec![2]);
 }
 
-// Goal: submission is refused once MAX_JOBID is reached, never wrapped.
+// Goal: no id above MAX_JOBID is ever given; when every id up to it belongs to a
+// job in memory, submission is refused (the wrap itself: tests/wrap.rs).
 #[test]
 fn max_job_id_is_never_exceeded() {
     let mut limited = config();
@@ -211,8 +212,15 @@ fn max_job_id_is_never_exceeded() {
     h.step(submit(2, 2, "alice", request()));
     h.check(
         submit(3, 3, "alice", request()),
-        vec![reply(3, ClientReply::error(wire::ERR_REJECTED, "No job ID available: MAX_JOBID 2 reached"))],
+        vec![reply(
+            3,
+            ClientReply::error(
+                wire::ERR_REJECTED,
+                "No job ID available: every job id up to MAX_JOBID 2 belongs to a job still in the system",
+            ),
+        )],
     );
+    assert_eq!(h.mbd.last_job_id(), 2);
 }
 
 // Goal: replay refuses events that do not fit the state, names them, and
@@ -229,7 +237,7 @@ fn replay_rejects_events_that_do_not_fit() {
         (ev_status(1, JobStatus::Ususp, "", T0), "status PEND → USUSP"),
         (ev_status(1, JobStatus::Exit, "", T0), "status EXIT with finish false"),
         (ev_signal(1, 5, wire::SignalAction::Stop, "alice", 1, T0), "signal sequence 5 after 0"),
-        (ev_new(1, 9, "alice", "normal", request(), T0), "job id not above the last one, 1"),
+        (ev_new(1, 9, "alice", "normal", request(), T0), "job id 1 is still in use"),
         (ev_new(2, 1, "alice", "normal", request(), T0), "request id already used"),
         (Event::JobClean(JobCleanRecord { job: jref(1), time_ms: T0 }), "clean of a PEND job"),
     ];
