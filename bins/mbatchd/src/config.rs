@@ -20,8 +20,13 @@
 //!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
 //!   resources of `lsf.shared`.
 //! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME`,
-//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE` of `lsb.params`; its `MAX_JOB_NUM`
-//!   goes to the shell ([`ShellConfig::max_job_num`]): it concerns the event log.
+//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE`, `MAX_PEND_JOBS` and
+//!   `LAVA_MAX_JOB_BYTES` of `lsb.params`; its `MAX_JOB_NUM` goes to the shell
+//!   ([`ShellConfig::max_job_num`]): it concerns the event log.
+//! - per-user limits: `MAX_JOBS` and `MAX_PEND_JOBS` of `lsb.users`' `User` rows; a
+//!   row naming a user group of the `UserGroup` section (nested groups expanded, a
+//!   group of `all` is every user) limits its members together, `default` every user
+//!   without a row of their own. `JL/P` is read by lava-conf and not enforced.
 //!
 //! # Where mbatchd listens
 //! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
@@ -38,7 +43,9 @@ use std::path::PathBuf;
 
 use lava_batch_ll::{HostName, QueueName, UserName};
 use lava_conf::{ClusterConfig, LogMask, Members, Mxj, ResourceKind};
-use lava_mbd::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig, QueueLimit};
+use lava_mbd::{
+    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, QueueConfig, QueueLimit, UserLimit, UserLimits,
+};
 
 use crate::ShellError;
 
@@ -178,6 +185,9 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.mbd_sleep_time_ms = u64::from(conf.params.mbd_sleep_time_s.max(1)) * 1000;
     config.job_accept_interval = conf.params.job_accept_interval;
     config.max_job_array_size = conf.params.max_job_array_size;
+    config.max_pend_jobs = conf.params.max_pend_jobs;
+    config.max_job_bytes = conf.params.max_job_bytes;
+    config.user_limits = user_limits(conf)?;
     config.validate()?;
     Ok(config)
 }
@@ -225,6 +235,53 @@ fn queue_users(conf: &ClusterConfig, queue: &lava_conf::Queue) -> Result<Option<
     users.sort();
     users.dedup();
     Ok(Some(users))
+}
+
+/// The `User` rows of `lsb.users`; see the module doc.
+fn user_limits(conf: &ClusterConfig) -> Result<UserLimits, ShellError> {
+    let users = &conf.users;
+    let path = users.path.as_ref().map_or_else(|| "lsb.users".to_owned(), |p| p.display().to_string());
+    let limit =
+        |row: &lava_conf::BatchUser| UserLimit { max_jobs: row.max_jobs, max_pend_jobs: row.max_pend_jobs };
+    let mut limits = UserLimits {
+        default: users.default.as_ref().map(limit).unwrap_or_default(),
+        ..UserLimits::default()
+    };
+    for row in &users.users {
+        if users.group(&row.name).is_some() {
+            let members = group_members(conf, &row.name)
+                .map_err(|problem| ShellError::Config(format!("{path}:{}: {problem}", row.line)))?;
+            limits.groups.push(GroupLimit { name: row.name.clone(), members, limit: limit(row) });
+        } else {
+            let user = UserName::parse("USER_NAME", &row.name)
+                .map_err(|error| ShellError::Config(format!("{path}:{}: {error}", row.line)))?;
+            limits.users.insert(user, limit(row));
+        }
+    }
+    Ok(limits)
+}
+
+/// The users of user group `group` of `lsb.users`, nested groups expanded; `None`
+/// when it (or a group in it) has `all`.
+fn group_members(conf: &ClusterConfig, group: &str) -> Result<Option<BTreeSet<UserName>>, String> {
+    let mut members = BTreeSet::new();
+    let mut pending: Vec<(&str, usize)> = vec![(group, 0)];
+    while let Some((name, depth)) = pending.pop() {
+        match conf.users.group(name) {
+            Some(_) if depth > HOST_GROUP_DEPTH_MAX => {
+                return Err(format!("user group {group}: groups nested deeper than {HOST_GROUP_DEPTH_MAX}"));
+            }
+            Some(found) if found.members.iter().any(|m| m == "all") => return Ok(None),
+            Some(found) => pending.extend(found.members.iter().map(|m| (m.as_str(), depth + 1))),
+            None => {
+                members.insert(
+                    UserName::parse("GROUP_MEMBER", name)
+                        .map_err(|error| format!("user group {group}: {error}"))?,
+                );
+            }
+        }
+    }
+    Ok(Some(members))
 }
 
 /// `MXJ` of a host; see the module doc.
@@ -377,6 +434,52 @@ mod tests {
         assert_eq!(mbd.hosts[1].user_job_limit, None);
         assert_eq!(mbd.mbd_sleep_time_ms, 60_000);
         assert_eq!(mbd.job_accept_interval, 1, "LSF's default when lsb.params does not set it");
+    }
+
+    // Goal: the limits of lsb.params and lsb.users reach the logic: MAX_PEND_JOBS and
+    // LAVA_MAX_JOB_BYTES; MAX_JOBS and MAX_PEND_JOBS per user, for `default`, and for a
+    // user group (nested groups expanded; a group of `all` is every user).
+    #[test]
+    fn maps_user_limits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf_dir = dir.path();
+        let configdir = conf_dir.join("lsbatch/t/configdir");
+        fs::create_dir_all(&configdir).expect("configdir");
+        fs::write(
+            configdir.join("lsb.users"),
+            "Begin UserGroup\nGROUP_NAME GROUP_MEMBER\nteam (carol)\nstaff (team dave)\neveryone (all)\n\
+             End UserGroup\nBegin User\nUSER_NAME MAX_JOBS JL/P MAX_PEND_JOBS\nalice 2 - 5\nstaff 4 - -\n\
+             everyone - - 1000\ndefault 8 - 20\nEnd User\n",
+        )
+        .expect("lsb.users");
+        let mut conf = cluster(
+            conf_dir,
+            "Begin Host\nHOST_NAME MXJ\ndefault !\nEnd Host\n",
+            "Begin Queue\nQUEUE_NAME = normal\nEnd Queue\n",
+        );
+        conf.params.max_pend_jobs = Some(50);
+        conf.params.max_job_bytes = 65536;
+        let mbd = mbd_config(&conf).expect("maps");
+        assert_eq!((mbd.max_pend_jobs, mbd.max_job_bytes), (Some(50), 65536));
+        let limits = &mbd.user_limits;
+        let user = |name: &str| UserName::parse("test", name).expect("user");
+        assert_eq!(limits.of(&user("alice")), UserLimit { max_jobs: Some(2), max_pend_jobs: Some(5) });
+        assert_eq!(limits.of(&user("bob")), UserLimit { max_jobs: Some(8), max_pend_jobs: Some(20) });
+        let groups: Vec<(&str, Option<Vec<&str>>, UserLimit)> = limits
+            .groups
+            .iter()
+            .map(|g| {
+                let members = g.members.as_ref().map(|m| m.iter().map(UserName::as_str).collect());
+                (g.name.as_str(), members, g.limit)
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                ("staff", Some(vec!["carol", "dave"]), UserLimit { max_jobs: Some(4), max_pend_jobs: None }),
+                ("everyone", None, UserLimit { max_jobs: None, max_pend_jobs: Some(1000) }),
+            ]
+        );
     }
 
     // Goal: a queue that names a client-only host is refused with the queue named.

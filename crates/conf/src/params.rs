@@ -13,6 +13,8 @@
 //! | `JOB_ACCEPT_INTERVAL` | [`LsbParams::job_accept_interval`]: dispatch turns (of `MBD_SLEEP_TIME`) a host waits after taking a job; 0 = no wait | 1 |
 //! | `DEFAULT_PROJECT` | [`LsbParams::default_project`] | `default` |
 //! | `MAX_JOB_ARRAY_SIZE` | [`LsbParams::max_job_array_size`]: 1 to `MAX_JOBID` | 1000 |
+//! | `MAX_PEND_JOBS` | [`LsbParams::max_pend_jobs`]: pending (PEND, PSUSP) jobs no user may exceed; a user's own `MAX_PEND_JOBS` of `lsb.users` may only lower it | unlimited |
+//! | `LAVA_MAX_JOB_BYTES` (LavaCore's) | [`LsbParams::max_job_bytes`]: the largest submission (command or script, environment, every other text), bytes | 1048576 |
 //!
 //! Unknown keys are errors naming file and line; LSF keys LavaCore does not implement
 //! ([`UNIMPLEMENTED_PARAMS_KEYS`]) are accepted and returned in [`LsbParams::unimplemented`].
@@ -27,7 +29,7 @@ use crate::lex::read_text;
 use crate::section::{Entry, SectionFile};
 
 /// The keys of `Parameters` that LavaCore reads.
-pub const PARAMS_KEYS: [&str; 10] = [
+pub const PARAMS_KEYS: [&str; 12] = [
     "DEFAULT_QUEUE",
     "MBD_SLEEP_TIME",
     "SBD_SLEEP_TIME",
@@ -38,10 +40,12 @@ pub const PARAMS_KEYS: [&str; 10] = [
     "JOB_ACCEPT_INTERVAL",
     "DEFAULT_PROJECT",
     "MAX_JOB_ARRAY_SIZE",
+    "MAX_PEND_JOBS",
+    "LAVA_MAX_JOB_BYTES",
 ];
 
 /// LSF `Parameters` keys that are accepted but have no effect in LavaCore.
-pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 15] = [
+pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 14] = [
     "DEFAULT_HOST_SPEC",
     "MAX_SBD_FAIL",
     "MAX_SCHED_STAY",
@@ -54,7 +58,6 @@ pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 15] = [
     "PG_SUSP_IT",
     "DISABLE_UACCT_MAP",
     "JOB_DEP_LAST_SUB",
-    "MAX_PEND_JOBS",
     "SHARED_RESOURCE_UPDATE_FACTOR",
     "MAX_JOBINFO_QUERY_PERIOD",
 ];
@@ -63,6 +66,10 @@ pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 15] = [
 pub const MAX_JOBID_DEFAULT: u32 = 999_999;
 /// LSF's largest allowed `MAX_JOBID`.
 pub const MAX_JOBID_MAX: u32 = 2_147_483_646;
+/// LavaCore's default `LAVA_MAX_JOB_BYTES`: 1 MiB.
+pub const MAX_JOB_BYTES_DEFAULT: u64 = 1 << 20;
+/// The smallest `LAVA_MAX_JOB_BYTES` accepted: room for a command and a small environment.
+pub const MAX_JOB_BYTES_MIN: u64 = 4096;
 
 /// The contents of `lsb.params`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +96,10 @@ pub struct LsbParams {
     pub default_project: String,
     /// `MAX_JOB_ARRAY_SIZE`.
     pub max_job_array_size: u32,
+    /// `MAX_PEND_JOBS`: `None` for unlimited (LSF's default).
+    pub max_pend_jobs: Option<u32>,
+    /// `LAVA_MAX_JOB_BYTES`.
+    pub max_job_bytes: u64,
     /// LSF keys given but not implemented, by upper-case key.
     pub unimplemented: BTreeMap<String, Entry>,
     /// The line of each key read, by upper-case key, for errors found later.
@@ -109,6 +120,8 @@ impl Default for LsbParams {
             job_accept_interval: 1,
             default_project: "default".to_string(),
             max_job_array_size: 1000,
+            max_pend_jobs: None,
+            max_job_bytes: MAX_JOB_BYTES_DEFAULT,
             unimplemented: BTreeMap::new(),
             lines: BTreeMap::new(),
         }
@@ -161,6 +174,14 @@ impl LsbParams {
         }
         params.max_job_array_size =
             number("MAX_JOB_ARRAY_SIZE", defaults.max_job_array_size, 1, params.max_jobid)?;
+        params.max_pend_jobs = match field("MAX_PEND_JOBS") {
+            Some(field) => field.optional_integer(0, u32::MAX)?,
+            None => None,
+        };
+        params.max_job_bytes = match field("LAVA_MAX_JOB_BYTES") {
+            Some(field) if !field.is_default() => field.integer(MAX_JOB_BYTES_MIN, u64::from(u32::MAX))?,
+            _ => defaults.max_job_bytes,
+        };
         params.unimplemented = unimplemented;
         params.lines = entries.iter().map(|(key, entry)| (key.clone(), entry.line)).collect();
         Ok(params)
@@ -190,6 +211,7 @@ mod tests {
             );
             assert_eq!(params.job_accept_interval, 1);
             assert_eq!(params.default_project, "default");
+            assert_eq!((params.max_pend_jobs, params.max_job_bytes), (None, 1 << 20));
         }
     }
 
@@ -201,7 +223,7 @@ mod tests {
             "Begin Parameters\nDEFAULT_QUEUE = normal short\nMBD_SLEEP_TIME = 2\nSBD_SLEEP_TIME = 3\n\
              JOB_TERMINATE_INTERVAL = 4\nCLEAN_PERIOD = 5\nMAX_JOB_NUM = 6\nMAX_JOBID = 2000000\n\
              JOB_ACCEPT_INTERVAL = 0\nDEFAULT_PROJECT = proj1\nMAX_JOB_ARRAY_SIZE = 5000\nMAX_SBD_FAIL = 3\n\
-             End Parameters\n",
+             MAX_PEND_JOBS = 100\nLAVA_MAX_JOB_BYTES = 65536\nEnd Parameters\n",
         )
         .expect("valid");
         assert_eq!(params.default_queue, ["normal", "short"]);
@@ -211,6 +233,7 @@ mod tests {
         assert_eq!(params.job_accept_interval, 0);
         assert_eq!(params.default_project, "proj1");
         assert!(params.unimplemented.contains_key("MAX_SBD_FAIL"));
+        assert_eq!((params.max_pend_jobs, params.max_job_bytes), (Some(100), 65536));
         assert_eq!(params.lines.get("DEFAULT_QUEUE"), Some(&2));
     }
 
@@ -243,6 +266,15 @@ mod tests {
             one("CLEAN_PERIOD = 1h").expect_err("unit"),
             "lsb.params:2: `CLEAN_PERIOD`: bad number `1h`, expected a whole number from 0 to 4294967295"
         );
+        assert_eq!(
+            one("MAX_PEND_JOBS = lots").expect_err("pend"),
+            "lsb.params:2: `MAX_PEND_JOBS`: bad number `lots`, expected a whole number from 0 to 4294967295"
+        );
+        assert_eq!(
+            one("LAVA_MAX_JOB_BYTES = 100").expect_err("bytes"),
+            "lsb.params:2: `LAVA_MAX_JOB_BYTES`: bad number `100`, expected a whole number from 4096 to 4294967295"
+        );
+        assert_eq!(one("MAX_PEND_JOBS = -").expect("unlimited").max_pend_jobs, None);
         assert_eq!(
             one("SLEEP = 1").expect_err("unknown"),
             "lsb.params:2: unknown key `SLEEP` in section `Parameters`"

@@ -5,7 +5,11 @@
 //! - `UserGroup`: columns `GROUP_NAME` and `GROUP_MEMBER` (a list such as `(alice bob)`, or
 //!   `all`); LSF's `USER_SHARES` and `GROUP_ADMIN` columns are accepted and handed back unread.
 //! - `User`: columns `USER_NAME` (a user, a user group, or `default` for every user not listed),
-//!   `MAX_JOBS` (job slots of the user across the cluster) and `JL/P` (job slots per processor).
+//!   `MAX_JOBS` (job slots the user's running and suspended jobs may hold across the
+//!   cluster), `JL/P` (job slots per processor; read, not enforced by mbatchd) and
+//!   `MAX_PEND_JOBS` (pending jobs the user may have). A user group's limits apply to
+//!   its members' jobs together; `-` is unlimited. LSF's `group@` form (the limits for
+//!   each member alone) is not a valid name here and is refused with file and line.
 //!
 //! User names are not looked up in the password database: this crate reads files, nothing else.
 
@@ -42,6 +46,8 @@ pub struct BatchUser {
     pub max_jobs: Option<u32>,
     /// `JL/P`.
     pub jl_p: Option<f64>,
+    /// `MAX_PEND_JOBS`.
+    pub max_pend_jobs: Option<u32>,
     /// The row's line.
     pub line: u32,
 }
@@ -107,8 +113,13 @@ impl LsbUsers {
             }
         }
         for section in sections_named(file, "User") {
-            let columns =
-                Columns::new(path, section, &["USER_NAME", "MAX_JOBS", "JL/P"], &["USER_NAME"], &[])?;
+            let columns = Columns::new(
+                path,
+                section,
+                &["USER_NAME", "MAX_JOBS", "JL/P", "MAX_PEND_JOBS"],
+                &["USER_NAME"],
+                &[],
+            )?;
             for row in columns.rows() {
                 let name_field = columns.required(row, "USER_NAME")?;
                 let is_default = name_field.text().eq_ignore_ascii_case("default");
@@ -126,7 +137,11 @@ impl LsbUsers {
                     Some(field) if !field.is_default() => Some(field.float(0.0)?),
                     _ => None,
                 };
-                let user = BatchUser { name, max_jobs, jl_p, line: row.line };
+                let max_pend_jobs = match columns.field(row, "MAX_PEND_JOBS") {
+                    Some(field) => field.optional_integer(0u32, u32::MAX)?,
+                    None => None,
+                };
+                let user = BatchUser { name, max_jobs, jl_p, max_pend_jobs, line: row.line };
                 if is_default {
                     users.default = Some(user);
                 } else {
@@ -181,6 +196,27 @@ mod tests {
     }
 
     #[test]
+    fn pending_job_limits_per_user_group_and_default() {
+        // Goal: LSF's MAX_PEND_JOBS column beside MAX_JOBS, per user, per group and
+        // `default`; `-` is unlimited; a file without the column has no pending limit.
+        // Method: LSF's documented example layout, then the old three columns.
+        let users = parse(
+            "Begin UserGroup\nGROUP_NAME GROUP_MEMBER\nstaff (alice bob)\nEnd UserGroup\n\
+             Begin User\nUSER_NAME MAX_JOBS JL/P MAX_PEND_JOBS\nalice 10 - 1000\nstaff 4 - 50\n\
+             carol - - -\ndefault 6 1 10\nEnd User\n",
+        )
+        .expect("valid");
+        let limits = |name: &str| users.user_or_default(name).map(|user| (user.max_jobs, user.max_pend_jobs));
+        assert_eq!(limits("alice"), Some((Some(10), Some(1000))));
+        assert_eq!(limits("staff"), Some((Some(4), Some(50))));
+        assert_eq!(limits("carol"), Some((None, None)));
+        assert_eq!(limits("dave"), Some((Some(6), Some(10))));
+        assert_eq!(users.users.iter().map(|user| user.line).collect::<Vec<_>>(), vec![7, 8, 9]);
+        let old = parse("Begin User\nUSER_NAME MAX_JOBS JL/P\ndefault 2 -\nEnd User\n").expect("valid");
+        assert_eq!(old.default.map(|user| (user.max_jobs, user.max_pend_jobs)), Some((Some(2), None)));
+    }
+
+    #[test]
     fn errors_name_file_line_and_column() {
         // Goal: a bad limit and an unknown column are refused with file, line and column.
         // Method: two small bad files.
@@ -191,6 +227,15 @@ mod tests {
         assert_eq!(
             parse("Begin User\nUSER_NAME PRIORITY\nEnd User\n").expect_err("column"),
             "lsb.users:2: unknown column `PRIORITY` in section `User`"
+        );
+        assert_eq!(
+            parse("Begin User\nUSER_NAME MAX_JOBS MAX_PEND_JOBS\nalice 1 -3\nEnd User\n").expect_err("pend"),
+            "lsb.users:3: `MAX_PEND_JOBS`: bad number `-3`, expected a whole number from 0 to 4294967295"
+        );
+        assert!(
+            parse("Begin User\nUSER_NAME MAX_PEND_JOBS\nstaff@ 5\nEnd User\n")
+                .expect_err("group@")
+                .starts_with("lsb.users:3: ")
         );
     }
 }

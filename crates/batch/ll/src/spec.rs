@@ -97,6 +97,37 @@ impl SubmitSpec {
         SubmitSpec { request, ..self.clone() }
     }
 
+    /// The size of the submission as `bsub` sent it, in bytes: every text it
+    /// carries (the command or script, the pre-execution command, names, paths,
+    /// hosts, the resource requirement and the dependency) and each environment
+    /// variable as `NAME=value` plus one byte for its end, as a process's
+    /// environment holds it. mbatchd bounds it (`LAVA_MAX_JOB_BYTES`): it is what a
+    /// pending job costs in memory and in the event log. Counts the environment
+    /// only before [`SubmitSpec::take_environment`].
+    pub fn submitted_bytes(&self) -> u64 {
+        let r = &self.request;
+        let texts = [
+            &r.queue,
+            &r.job_name,
+            &r.command,
+            &r.cwd,
+            &r.home_dir,
+            &r.input_file,
+            &r.output_file,
+            &r.error_file,
+            &r.project,
+            &r.res_req,
+            &r.dependency,
+            &r.login_shell,
+            &r.pre_exec,
+            &r.from_host,
+        ];
+        let texts: usize = texts.iter().map(|text| text.len()).sum::<usize>()
+            + r.hosts.iter().map(String::len).sum::<usize>();
+        let env: usize = r.env.iter().map(|var| var.name.len() + 1 + var.value.len() + 1).sum();
+        u64::try_from(texts + env).unwrap_or(u64::MAX)
+    }
+
     /// Takes the environment variables out. What is left is the same request without
     /// variables, which is still a valid submission. mbatchd keeps the two apart: the
     /// environment is the largest part of a submission, and it is dropped when the job
@@ -319,5 +350,29 @@ mod tests {
             mutate(&mut bad);
             assert_eq!(JobSpec::try_from(bad).expect_err(field).field, field);
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    // Goal: a submission's size counts the command, the other texts and each
+    // environment variable as `NAME=value` with its end, and not what was taken out.
+    #[test]
+    fn submitted_bytes_counts_texts_and_environment() {
+        let request = wire::SubmitRequest {
+            command: "echo hi".into(),
+            cwd: "/tmp".into(),
+            home_dir: "/home/a".into(),
+            hosts: vec!["h1".into()],
+            from_host: "h2".into(),
+            env: vec![wire::EnvVar { name: "A".into(), value: "xyz".into() }],
+            ..wire::SubmitRequest::default()
+        };
+        let mut spec = SubmitSpec::try_from(request).expect("valid");
+        assert_eq!(spec.submitted_bytes(), 7 + 4 + 7 + 2 + 2 + (1 + 1 + 3 + 1));
+        spec.take_environment();
+        assert_eq!(spec.submitted_bytes(), 7 + 4 + 7 + 2 + 2);
     }
 }

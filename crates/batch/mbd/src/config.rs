@@ -1,11 +1,12 @@
 //! The configuration mbatchd's logic decides with: queues, hosts, cluster
-//! administrators and the timing limits, as the shell read them from
-//! `lsb.queues`, `lsb.hosts`, `lsf.cluster.NAME` and `lsb.params`.
+//! administrators, the timing limits and the per-user limits, as the shell read
+//! them from `lsb.queues`, `lsb.hosts`, `lsf.cluster.NAME`, `lsb.params` and
+//! `lsb.users`.
 //!
 //! The logic never reads a file; it takes an [`MbdConfig`] value, checks it
 //! once in [`crate::Mbd::new`], and keeps it for its lifetime.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use lava_batch_ll::{HostName, QueueName, UserName};
 
@@ -24,6 +25,10 @@ pub const MAX_JOB_ARRAY_SIZE_DEFAULT: u32 = 1000;
 /// The largest `MAX_JOB_ARRAY_SIZE` LavaCore accepts (LSF allows up to 2147483646): every
 /// element is a job record in memory, and one JOB_NEW makes them all in one step.
 pub const JOB_ARRAY_SIZE_MAX: u32 = 1_000_000;
+
+/// LavaCore's `LAVA_MAX_JOB_BYTES` default: a submission (command or script,
+/// environment, every other text) of at most 1 MiB.
+pub const MAX_JOB_BYTES_DEFAULT: u64 = 1 << 20;
 
 /// Our `JOB_ACCEPT_INTERVAL` default in [`MbdConfig::new`] is 0 (LSF's is 1, which
 /// `lsb.params` gives when it does not set the key): a host may take several jobs per turn.
@@ -162,6 +167,61 @@ impl HostConfig {
     }
 }
 
+/// The limits of one row of `lsb.users`' `User` section; `None` is unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserLimit {
+    /// `MAX_JOBS`: job slots the running and suspended jobs (RUN, USUSP, SSUSP,
+    /// UNKWN) may hold across the cluster; over it, jobs stay pending.
+    pub max_jobs: Option<u32>,
+    /// `MAX_PEND_JOBS`: pending jobs (PEND and PSUSP, an array's elements each
+    /// counted); over it, submissions are refused.
+    pub max_pend_jobs: Option<u32>,
+}
+
+/// A row of `lsb.users` naming a user group: its limits hold for the members'
+/// jobs together (LSF's meaning of a group row without `@`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupLimit {
+    /// The group's name, for messages.
+    pub name: String,
+    /// Its members, groups expanded; `None` for every user (a group of `all`).
+    pub members: Option<BTreeSet<UserName>>,
+    /// The limits.
+    pub limit: UserLimit,
+}
+
+impl GroupLimit {
+    /// Whether `user` is a member.
+    pub fn contains(&self, user: &UserName) -> bool {
+        self.members.as_ref().is_none_or(|members| members.contains(user))
+    }
+}
+
+/// The per-user limits of `lsb.users` (`MAX_JOBS`, `MAX_PEND_JOBS`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserLimits {
+    /// Rows naming one user.
+    pub users: BTreeMap<UserName, UserLimit>,
+    /// The `default` row: every user without a row of their own.
+    pub default: UserLimit,
+    /// Rows naming a user group, in file order.
+    pub groups: Vec<GroupLimit>,
+}
+
+impl UserLimits {
+    /// The row that holds for `user` alone: their own, else `default`.
+    pub fn of(&self, user: &UserName) -> UserLimit {
+        self.users.get(user).copied().unwrap_or(self.default)
+    }
+
+    /// Whether no row limits `MAX_JOBS` (dispatch then counts nothing per user).
+    pub fn no_job_limits(&self) -> bool {
+        self.default.max_jobs.is_none()
+            && self.users.values().all(|limit| limit.max_jobs.is_none())
+            && self.groups.iter().all(|group| group.limit.max_jobs.is_none())
+    }
+}
+
 /// A cluster administrator (`ClusterAdmins`); root is always one.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ClusterAdmin {
@@ -190,7 +250,8 @@ pub struct MbdConfig {
     pub resend_interval_ms: u64,
     /// `JOB_TERMINATE_INTERVAL`, passed to sbatchd with every job, seconds.
     pub job_terminate_interval_s: u32,
-    /// `MAX_JOBID`: the highest job id; submission is refused beyond it (never wraps).
+    /// `MAX_JOBID`: the highest job id; the next one after it is 1 again, skipping
+    /// the ids still in memory (`state`).
     pub max_job_id: u32,
     /// `MBD_SLEEP_TIME`, ms: the longest time between two dispatch turns (load
     /// changes and begin times are seen at these turns at the latest).
@@ -202,6 +263,14 @@ pub struct MbdConfig {
     pub job_accept_interval: u32,
     /// `MAX_JOB_ARRAY_SIZE`: the highest index an array may have (so also its most elements).
     pub max_job_array_size: u32,
+    /// `MAX_PEND_JOBS` of `lsb.params`: the pending jobs no user may exceed (a
+    /// user's own `MAX_PEND_JOBS` may only lower it); `None` for unlimited.
+    pub max_pend_jobs: Option<u32>,
+    /// The per-user and per-group limits of `lsb.users`.
+    pub user_limits: UserLimits,
+    /// `LAVA_MAX_JOB_BYTES` of `lsb.params` (LavaCore's): the largest submission,
+    /// in bytes (`SubmitSpec::submitted_bytes`).
+    pub max_job_bytes: u64,
 }
 
 impl MbdConfig {
@@ -221,6 +290,9 @@ impl MbdConfig {
             resources: Vec::new(),
             job_accept_interval: 0,
             max_job_array_size: MAX_JOB_ARRAY_SIZE_DEFAULT,
+            max_pend_jobs: None,
+            user_limits: UserLimits::default(),
+            max_job_bytes: MAX_JOB_BYTES_DEFAULT,
         }
     }
 
@@ -253,6 +325,9 @@ impl MbdConfig {
         }
         if self.max_job_id == 0 {
             return bad("MAX_JOBID is 0".to_owned());
+        }
+        if self.max_job_bytes == 0 {
+            return bad("LAVA_MAX_JOB_BYTES is 0".to_owned());
         }
         if self.mbd_sleep_time_ms == 0 {
             return bad("MBD_SLEEP_TIME is 0".to_owned());

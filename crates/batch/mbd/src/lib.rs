@@ -134,6 +134,7 @@
 //! - `job`, `state`: one job's record and transitions; the store and its indexes.
 //! - `array`, `depend`: job arrays (`-J "name[1-10]%2"`) and dependencies (`-w`):
 //!   their checks at submission and what holds a pending job back at dispatch.
+//! - `limits`: `MAX_PEND_JOBS`, `MAX_JOBS` per user and group, `LAVA_MAX_JOB_BYTES`.
 //! - `machine`: [`Mbd`] and [`Mbd::step`]; `submit`, `sched` (dispatch turns, resends,
 //!   cleaning), `placement` (one turn's decisions: limits, `-R`, fairshare,
 //!   pending reasons), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`,
@@ -153,6 +154,7 @@ mod history;
 mod hosts;
 pub mod input;
 mod job;
+mod limits;
 mod machine;
 mod pipeline;
 mod placement;
@@ -168,7 +170,9 @@ mod submit;
 mod tests;
 
 pub use array::REASON_ARRAY_LIMIT;
-pub use config::{ClusterAdmin, HostConfig, MbdConfig, QueueConfig, QueueLimit};
+pub use config::{
+    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, QueueConfig, QueueLimit, UserLimit, UserLimits,
+};
 pub use control::ControlSnapshot;
 pub use depend::{REASON_DEPEND_NEVER, REASON_DEPEND_WAIT};
 pub use effect::{ClientReply, Effect, ToSbd};
@@ -178,6 +182,10 @@ pub use input::{Caller, ClientId, Input, LimFacts, LoggedSubmission};
 pub use job::{
     Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_USER_STOP,
     REASON_USER_STOP_PENDING, SIGNAL_NUMBER_MAX, SignalKind, TERM_MEMLIMIT, TERM_RUNLIMIT, exit_code,
+};
+pub use limits::{
+    PEND_THRESHOLD_REACHED, REASON_UGRP_JOB_LIMIT, REASON_UGRP_PJOB_LIMIT, REASON_USER_JOB_LIMIT,
+    REASON_USER_PJOB_LIMIT,
 };
 pub use machine::{INVARIANT_CHECK_JOBS_MAX, Mbd};
 pub use pipeline::REFUSAL_REASON_BYTES_MAX;

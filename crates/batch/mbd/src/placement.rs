@@ -18,7 +18,8 @@
 //! The decision for one job is two separate checks, so that other policies
 //! hook in at the right level:
 //! - [`Pass::job_blocked`]: job-level conditions (begin time, queue and
-//!   per-user queue slot limits); a job failing one gets that reason alone;
+//!   per-user queue slot limits, the user's and their groups' `MAX_JOBS` of
+//!   `lsb.users`); a job failing one gets that reason alone;
 //! - [`Pass::host_room`]: per host, how many of the job's slots the host can
 //!   take now (free slots, exclusive jobs, `PJOB_LIMIT`, `HJOB_LIMIT`, `JL/U`, `rusage`),
 //!   after the requirement's static filter (`-m`, queue `HOSTS`, connection,
@@ -39,6 +40,7 @@ use lava_batch_ll::{HostName, JobRef, ResReq, UserName};
 use crate::config::{HostConfig, QueueConfig};
 use crate::input::LimFacts;
 use crate::job::{Job, s_to_ms};
+use crate::limits::{self, JobLimitHit};
 use crate::machine::Mbd;
 
 /// A hash map with [`FastHasher`]: a pass makes several lookups per pending job.
@@ -100,6 +102,10 @@ pub(crate) enum JobReason {
     StartTime,
     QueueSlotLimit,
     QueueUserSlotLimit,
+    /// The user's `MAX_JOBS` (`lsb.users`).
+    UserJobLimit(JobLimitHit),
+    /// The `MAX_JOBS` of one of the user's groups (`lsb.users`).
+    GroupJobLimit(JobLimitHit),
     /// A dependency or the array's running-element limit (`array`, `depend`), with its text.
     Held(&'static str),
 }
@@ -111,6 +117,10 @@ impl JobReason {
             JobReason::StartTime => "The job has a specified start time",
             JobReason::QueueSlotLimit => "The queue has reached its job slot limit",
             JobReason::QueueUserSlotLimit => "User has reached the per-user job slot limit of the queue",
+            JobReason::UserJobLimit(JobLimitHit::Reached) => limits::REASON_USER_JOB_LIMIT,
+            JobReason::UserJobLimit(JobLimitHit::TooFewLeft) => limits::REASON_USER_PJOB_LIMIT,
+            JobReason::GroupJobLimit(JobLimitHit::Reached) => limits::REASON_UGRP_JOB_LIMIT,
+            JobReason::GroupJobLimit(JobLimitHit::TooFewLeft) => limits::REASON_UGRP_PJOB_LIMIT,
             JobReason::Held(text) => text,
         }
     }
@@ -334,10 +344,63 @@ pub(crate) struct TurnEnd {
     queue_used: Vec<u32>,
     users: HashMap<String, u32>,
     queue_user_used: HashMap<(usize, u32), u32>,
+    /// Slots of started jobs per user (by `users` index) and per group of `lsb.users`.
+    user_used: UserUsed,
     /// Per host: why it takes no job at all (not connected, unavailable), and its reservations.
     hosts: Vec<(Option<HostReason>, Rusage)>,
     /// Host reasons by (requirement text, queue, `-m` list), computed as asked.
     asked: ReasonCache,
+}
+
+/// The slots started jobs hold per user and per user group, for `MAX_JOBS`
+/// (`lsb.users`); empty when no row sets `MAX_JOBS`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct UserUsed {
+    /// Whether any row sets `MAX_JOBS` (else nothing is counted or checked).
+    active: bool,
+    /// By user index (`Pass::users`).
+    users: HashMap<u32, u32>,
+    /// By index into `MbdConfig::user_limits.groups`.
+    groups: Vec<u32>,
+}
+
+impl UserUsed {
+    /// Why a job of `n_slots` of `user` (index `user_idx`) would go beyond a
+    /// `MAX_JOBS`, if it would: the user's own, then each group's.
+    fn blocked(&self, mbd: &Mbd, user: &UserName, user_idx: Option<u32>, n_slots: u32) -> Option<JobReason> {
+        if !self.active {
+            return None;
+        }
+        let limits = &mbd.config.user_limits;
+        let used = user_idx.and_then(|idx| self.users.get(&idx)).copied().unwrap_or(0);
+        if let Some(hit) = limits::over_job_limit(used, n_slots, limits.of(user).max_jobs) {
+            return Some(JobReason::UserJobLimit(hit));
+        }
+        limits
+            .groups
+            .iter()
+            .zip(&self.groups)
+            .find_map(|(group, used)| {
+                group
+                    .contains(user)
+                    .then(|| limits::over_job_limit(*used, n_slots, group.limit.max_jobs))
+                    .flatten()
+            })
+            .map(JobReason::GroupJobLimit)
+    }
+
+    /// Counts `n_slots` more for `user` (index `user_idx`).
+    fn add(&mut self, mbd: &Mbd, user: &UserName, user_idx: u32, n_slots: u32) {
+        if !self.active {
+            return;
+        }
+        *self.users.entry(user_idx).or_insert(0) += n_slots;
+        for (group, used) in mbd.config.user_limits.groups.iter().zip(&mut self.groups) {
+            if group.limit.max_jobs.is_some() && group.contains(user) {
+                *used += n_slots;
+            }
+        }
+    }
 }
 
 /// [`TurnEnd`]'s answers, filled by queries (which read the state through `&Mbd`).
@@ -370,6 +433,8 @@ pub(crate) struct Pass<'a> {
     users: HashMap<&'a str, u32>,
     queue_used: Vec<u32>,
     queue_user_used: HashMap<(usize, u32), u32>,
+    /// `MAX_JOBS` of `lsb.users`: slots per user and per group.
+    user_used: UserUsed,
     queue_host_used: HashMap<(usize, usize), u32>,
     user_host_used: HashMap<(u32, usize), u32>,
     /// Whether any host has `JL/U` (then the user is part of a job's shape).
@@ -404,6 +469,11 @@ impl<'a> Pass<'a> {
             users: HashMap::default(),
             queue_used: vec![0; config.queues.len()],
             queue_user_used: HashMap::default(),
+            user_used: UserUsed {
+                active: !config.user_limits.no_job_limits(),
+                users: HashMap::default(),
+                groups: vec![0; config.user_limits.groups.len()],
+            },
             queue_host_used: HashMap::default(),
             user_host_used: HashMap::default(),
             user_limits: config.hosts.iter().any(|h| h.user_job_limit.is_some()),
@@ -471,6 +541,7 @@ impl<'a> Pass<'a> {
             let queue = mbd.config.queues.iter().position(|q| q.name == job.queue);
             let user = self.user_idx(&job.user);
             let rusage = self.rusage_of(job);
+            self.user_used.add(mbd, &job.user, user, job.n_slots());
             if let Some(queue) = queue {
                 self.queue_used[queue] += job.n_slots();
                 *self.queue_user_used.entry((queue, user)).or_insert(0) += job.n_slots();
@@ -518,6 +589,7 @@ impl<'a> Pass<'a> {
             queue_used: self.queue_used.clone(),
             users: self.users.iter().map(|(name, idx)| ((*name).to_owned(), *idx)).collect(),
             queue_user_used: self.queue_user_used.clone(),
+            user_used: self.user_used.clone(),
             hosts: self.hosts.iter().map(|host| (host.unusable, host.reserved)).collect(),
             asked: ReasonCache::default(),
         }
@@ -594,6 +666,10 @@ impl<'a> Pass<'a> {
             if used + n_slots > limit {
                 return Some(JobReason::QueueUserSlotLimit);
             }
+        }
+        if self.user_used.active {
+            let user = self.user_idx(&job.user);
+            return self.user_used.blocked(self.mbd, &job.user, Some(user), n_slots);
         }
         None
     }
@@ -798,6 +874,11 @@ impl<'a> Pass<'a> {
         if decision.id.index() != 0 {
             *self.array_started.entry(decision.id.id()).or_insert(0) += 1;
         }
+        if self.user_used.active {
+            let mbd = self.mbd;
+            let owner = &mbd.store.live_job(decision.id).user;
+            self.user_used.add(mbd, owner, user, shape.n_slots);
+        }
         self.queue_used[queue_idx] += shape.n_slots;
         *self.queue_user_used.entry((queue_idx, user)).or_insert(0) += shape.n_slots;
         self.decisions.push(decision);
@@ -845,6 +926,10 @@ impl Mbd {
             if used + n_slots > limit {
                 return Some(PendReason::Job(JobReason::QueueUserSlotLimit));
             }
+        }
+        let user_idx = end.users.get(job.user.as_str()).copied();
+        if let Some(reason) = end.user_used.blocked(self, &job.user, user_idx, n_slots) {
+            return Some(PendReason::Job(reason));
         }
         let key = (request.res_req.clone(), queue_idx, job.spec.hosts().to_vec());
         let mut asked = end.asked.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

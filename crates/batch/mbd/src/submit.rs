@@ -95,6 +95,7 @@ impl Mbd {
             ));
         }
         self.check_array(&spec)?;
+        self.check_submission_limits(&caller.user, &spec)?;
         // Ids wrap at MAX_JOBID and skip every id still in memory (`Store::next_job_id`).
         let Some(job) = self.store.next_job_id(self.config.max_job_id).and_then(|id| JobRef::new(id, 0))
         else {

@@ -12,5 +12,6 @@ mod prop;
 mod replay;
 mod sched;
 mod signal;
+mod limits;
 mod state;
 mod wrap;
