@@ -1,6 +1,8 @@
 //! The WAL `coord.wal`: opening it, rebuilding the state from it (shell
 //! contract step 1), appending with group commit (step 3), and snapshots
-//! (step 5). Adapted from mbatchd's journal, which has the same shape.
+//! (step 5). The machinery is `lava-shell`'s [`GroupCommit`], shared with mbatchd's
+//! `lsb.events`; [`Journal`] adds the event encoding, the snapshot interval and the
+//! crash points.
 //!
 //! # Files
 //! The WAL lives in `$LSB_SHAREDIR/<cluster>/coord` (created with mode 0700),
@@ -21,15 +23,22 @@
 //! [`Coord::snapshot`] (which covers every event appended so far) and a blocking
 //! thread writes it with `write_snapshot` (which first waits until those events
 //! are durable) and then prunes the segments it covers.
+//!
+//! # Crash points
+//! `coordinator.wal_appended` after each append returns; `coordinator.wal_durable`
+//! after each group commit made events durable ([`Journal::next`], and each of the
+//! commits [`Journal::sync_all`] and [`Journal::close`] wait for), before the answers
+//! held behind them are released.
 
+use std::convert::Infallible;
 use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 
 use lava_coord_logic::{Coord, CoordConfig, CoordSnapshot, Event};
-use lava_eventlog::{EventLog, OpenReport, Options, Position, PruneReport};
-use tokio::task::JoinHandle;
+use lava_eventlog::{EventLog, OpenReport, Options};
+use lava_shell::group_commit::{self, Finished, GroupCommit};
 
 use crate::ShellError;
 use crate::codec::{EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, SNAPSHOT_LIMITS, encode, encode_into};
@@ -39,17 +48,7 @@ pub const EVENT_LOG_NAME: &str = "coord.wal";
 
 /// What the group commits cost, for the status: rounds of `wait_durable` the loop waited
 /// for, their wall time, and the events they made durable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SyncStats {
-    /// Group commits finished.
-    pub count: u64,
-    /// Their total time, in µs.
-    pub total_us: u64,
-    /// The longest, in µs.
-    pub max_us: u64,
-    /// Events they made durable.
-    pub events: u64,
-}
+pub use lava_shell::group_commit::SyncStats;
 
 /// Opens (creating if needed) the event log in `dir` and logs what opening
 /// found: a torn tail that was cut off, rejected snapshots, leftover files.
@@ -142,42 +141,28 @@ pub fn recover(log: &EventLog, config: CoordConfig) -> Result<Coord, ShellError>
     Ok(coord)
 }
 
-/// What a helper thread of the journal finished.
-#[derive(Debug)]
-pub enum JournalEvent {
-    /// Every event up to and including this position is durable.
-    Durable(u64),
-    /// A snapshot covering events up to this position was written, then the log pruned.
-    SnapshotWritten {
-        /// The last position the snapshot covers.
-        position: u64,
-        /// What pruning removed.
-        prune: PruneReport,
-    },
-    /// Writing a snapshot or pruning failed; the log itself may still be fine
-    /// (if it is not, the next append or fsync says so and stops the daemon).
-    SnapshotFailed(lava_eventlog::Error),
-}
+/// What a helper thread of the journal finished: every event up to a position is
+/// durable, a snapshot was written (with what pruning removed), or writing one failed
+/// (the log itself may still be fine; if it is not, the next append or fsync says so and
+/// stops the daemon). Making a snapshot's bytes cannot fail here (`Infallible`).
+pub type JournalEvent = Finished<Infallible>;
 
 /// The appending side of the WAL; see the module doc.
 #[derive(Debug)]
 pub struct Journal {
-    log: Arc<EventLog>,
-    /// The position of the last event appended (0: none yet).
-    appended_through: u64,
-    /// Every event up to this position is durable.
-    durable_through: u64,
-    /// The running `wait_durable`, returning the position it made durable.
-    sync: Option<JoinHandle<Result<u64, lava_eventlog::Error>>>,
+    /// Appends, group commits and snapshots.
+    commit: GroupCommit<Infallible>,
     snapshot_events: u64,
     events_since_snapshot: u64,
-    /// The running snapshot write and prune.
-    snapshot: Option<JoinHandle<Result<(u64, PruneReport), lava_eventlog::Error>>>,
-    /// The encoding buffer, reused by every append.
-    record: Vec<u8>,
-    /// When the running `wait_durable` started, and the durable position before it.
-    sync_started: Option<(std::time::Instant, u64)>,
-    sync_stats: SyncStats,
+}
+
+impl From<group_commit::Error> for ShellError {
+    fn from(error: group_commit::Error) -> ShellError {
+        match error {
+            group_commit::Error::Log(error) => ShellError::Log(error),
+            helper @ group_commit::Error::Helper(_) => ShellError::Runtime(helper.to_string()),
+        }
+    }
 }
 
 impl Journal {
@@ -185,29 +170,13 @@ impl Journal {
     /// durable. A snapshot is written every `snapshot_events` events.
     pub fn new(log: Arc<EventLog>, snapshot_events: u64) -> Journal {
         assert!(snapshot_events > 0, "the command line refuses a snapshot interval of 0");
-        let end = log.stats().next_position.0 - 1;
-        Journal {
-            log,
-            appended_through: end,
-            durable_through: end,
-            sync: None,
-            snapshot_events,
-            events_since_snapshot: 0,
-            snapshot: None,
-            record: Vec::new(),
-            sync_started: None,
-            sync_stats: SyncStats::default(),
-        }
+        Journal { commit: GroupCommit::new(log), snapshot_events, events_since_snapshot: 0 }
     }
 
     /// Encodes and appends one event (not yet durable). An error means the
     /// log stopped: the caller must stop too (shell contract step 5).
     pub fn append(&mut self, event: &Event) -> Result<(), ShellError> {
-        self.record.clear();
-        encode_into(event, &mut self.record);
-        let position = self.log.append(&self.record)?;
-        assert_eq!(position.0, self.appended_through + 1, "positions are handed out in order, one writer");
-        self.appended_through = position.0;
+        self.commit.append(|record| encode_into(event, record))?;
         self.events_since_snapshot += 1;
         lava_crash::point!("coordinator.wal_appended");
         Ok(())
@@ -215,93 +184,61 @@ impl Journal {
 
     /// The position of the last event appended (0 when the log is empty).
     pub fn appended_through(&self) -> u64 {
-        self.appended_through
+        self.commit.appended_through()
     }
 
     /// Every event up to this position is durable.
     pub fn durable_through(&self) -> u64 {
-        self.durable_through
+        self.commit.durable_through()
     }
 
     /// Starts making the appended events durable, unless that is already
     /// running (its end starts the next round) or there is nothing to do.
     pub fn start_sync(&mut self) {
-        if self.sync.is_some() || self.appended_through <= self.durable_through {
-            return;
-        }
-        let log = Arc::clone(&self.log);
-        let target = self.appended_through;
-        self.sync_started = Some((std::time::Instant::now(), self.durable_through));
-        self.sync =
-            Some(tokio::task::spawn_blocking(move || log.wait_durable(Position(target)).map(|()| target)));
+        self.commit.start_sync();
     }
 
     /// Starts a snapshot if `snapshot_events` events were appended since the
     /// last one and none is being written.
     pub fn maybe_snapshot(&mut self, coord: &Coord) {
-        if self.snapshot.is_some()
+        let position = self.commit.appended_through();
+        if self.commit.snapshot_running()
             || self.events_since_snapshot < self.snapshot_events
-            || self.appended_through == 0
+            || position == 0
         {
             return;
         }
         self.events_since_snapshot = 0;
         let bytes = encode(&coord.snapshot());
-        let position = self.appended_through;
-        let log = Arc::clone(&self.log);
         tracing::debug!(position, bytes = bytes.len(), "writing a snapshot");
-        self.snapshot = Some(tokio::task::spawn_blocking(move || {
-            log.write_snapshot(Position(position), &bytes)?;
-            let prune = log.prune()?;
-            Ok((position, prune))
-        }));
+        self.commit.start_snapshot(position, move |_| Ok(bytes));
     }
 
     /// The next thing a helper thread finished; pending while none runs.
     /// A failed fsync is an error: the daemon must stop.
     pub async fn next(&mut self) -> Result<JournalEvent, ShellError> {
-        tokio::select! {
-            synced = join(&mut self.sync) => {
-                let target = synced??;
-                self.synced(target);
-                Ok(JournalEvent::Durable(target))
-            }
-            written = join(&mut self.snapshot) => match written? {
-                Ok((position, prune)) => Ok(JournalEvent::SnapshotWritten { position, prune }),
-                Err(error) => Ok(JournalEvent::SnapshotFailed(error)),
-            },
+        let finished = self.commit.next().await?;
+        if let Finished::Durable(_) = finished {
+            lava_crash::point!("coordinator.wal_durable");
         }
-    }
-
-    /// A `wait_durable` through `target` ended: durable, and counted.
-    fn synced(&mut self, target: u64) {
-        if let Some((started, from)) = self.sync_started.take() {
-            let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            let stats = &mut self.sync_stats;
-            stats.count += 1;
-            stats.total_us = stats.total_us.saturating_add(us);
-            stats.max_us = stats.max_us.max(us);
-            stats.events += target.saturating_sub(from);
-        }
-        self.durable_through = self.durable_through.max(target);
-        lava_crash::point!("coordinator.wal_durable");
+        Ok(finished)
     }
 
     /// What the group commits cost so far.
     pub fn sync_stats(&self) -> SyncStats {
-        self.sync_stats
+        self.commit.stats()
     }
 
     /// The event log's own figures: appends and fsyncs through this handle.
     pub fn log_stats(&self) -> lava_eventlog::Stats {
-        self.log.stats()
+        self.commit.log().stats()
     }
 
     /// The WAL on disk: (bytes of its segment files, how many there are, bytes of all its
     /// files: segments, snapshots, the lock). Preallocated space counts. A file that vanishes
     /// meanwhile (pruned) is skipped.
     pub fn disk_usage(&self) -> (u64, u64, u64) {
-        let Ok(entries) = std::fs::read_dir(self.log.dir()) else { return (0, 0, 0) };
+        let Ok(entries) = std::fs::read_dir(self.commit.log().dir()) else { return (0, 0, 0) };
         let (mut segment_bytes, mut segments, mut all_bytes) = (0u64, 0u64, 0u64);
         let prefix = format!("{EVENT_LOG_NAME}.");
         for entry in entries.flatten() {
@@ -325,47 +262,14 @@ impl Journal {
 
     /// Makes every appended event durable (for a clean stop).
     pub async fn sync_all(&mut self) -> Result<(), ShellError> {
-        if self.sync.is_some() {
-            let target = join(&mut self.sync).await??;
-            self.synced(target);
-        }
-        self.start_sync();
-        if self.sync.is_some() {
-            let target = join(&mut self.sync).await??;
-            self.synced(target);
-        }
+        self.commit.sync_all(|_| lava_crash::point!("coordinator.wal_durable")).await?;
         Ok(())
     }
 
     /// Waits for a running snapshot, makes everything durable, and closes the
     /// log (trimming preallocated space and releasing the writer lock).
-    pub async fn close(mut self) -> Result<(), ShellError> {
-        if self.snapshot.is_some() {
-            match join(&mut self.snapshot).await? {
-                Ok((position, _)) => tracing::info!(position, "snapshot written"),
-                Err(error) => tracing::warn!("snapshot not written: {error}"),
-            }
-        }
-        self.sync_all().await?;
-        let stats = self.log.stats();
-        tracing::info!(appends = stats.n_appends, fsyncs = stats.n_fsyncs, "closing the event log");
-        let log = self.log;
-        let closed = tokio::task::spawn_blocking(move || match Arc::try_unwrap(log) {
-            Ok(log) => log.close(),
-            // Unreachable after the joins above; syncing is then the best left to do.
-            Err(log) => log.sync(),
-        });
-        closed.await.map_err(|error| ShellError::Runtime(format!("event log helper thread: {error}")))??;
+    pub async fn close(self) -> Result<(), ShellError> {
+        self.commit.close(|_| lava_crash::point!("coordinator.wal_durable")).await?;
         Ok(())
     }
-}
-
-/// Awaits the task in `task`, if any (pending forever otherwise), and clears it.
-async fn join<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, ShellError> {
-    let Some(handle) = task.as_mut() else {
-        return std::future::pending().await;
-    };
-    let result = handle.await;
-    *task = None;
-    result.map_err(|error| ShellError::Runtime(format!("event log helper thread: {error}")))
 }

@@ -7,6 +7,8 @@
 //! writer lock; a second mbatchd on the same folder is refused by the lock.
 //!
 //! # Group commit
+//! The machinery is `lava-shell`'s [`GroupCommit`], shared with the coordinator's
+//! WAL; [`Journal`] adds the event encoding, the switch rule and the crash points.
 //! [`Journal::append`] hands an encoded event to the log's buffer and returns
 //! at once. [`Journal::start_sync`] starts one `wait_durable` on a blocking
 //! thread for the newest appended position, unless one is already running;
@@ -18,6 +20,11 @@
 //! sync runs makes them durable on the loop's own thread ([`Journal::sync_small`]):
 //! there is little to overlap with, and the hand-off to a helper thread and back
 //! costs two wake-ups on the chain of every job.
+//!
+//! # Crash points
+//! `mbatchd.event_appended` after each append returns; `mbatchd.events_durable`
+//! after a group commit of the loop ([`Journal::next`], [`Journal::sync_small`])
+//! made events durable, before the shell releases what was held behind them.
 //!
 //! # Snapshots: switching the log
 //! LSF's mbatchd switches `lsb.events` (starts a new file, the old one kept
@@ -41,9 +48,9 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use lava_eventlog::{EventLog, OpenReport, Options, Position, PruneReport};
+use lava_eventlog::{EventLog, OpenReport, Options};
 use lava_mbd::{Event, IgnoredEvent, Mbd, MbdConfig, MbdSnapshot, Replayed};
-use tokio::task::JoinHandle;
+use lava_shell::group_commit::{self, Finished, GroupCommit, SyncStats};
 
 use crate::ShellError;
 use crate::codec::{
@@ -224,55 +231,29 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Recovered, ShellErro
     Ok(Recovered { mbd, backlog, ignored })
 }
 
-/// What a helper thread of the journal finished.
-#[derive(Debug)]
-pub enum JournalEvent {
-    /// Every event up to and including this position is durable.
-    Durable(u64),
-    /// A snapshot covering events up to this position was written, then the log pruned.
-    SnapshotWritten {
-        /// The last position the snapshot covers.
-        position: u64,
-        /// What pruning removed.
-        prune: PruneReport,
-    },
-    /// Writing a snapshot or pruning failed; the log itself may still be fine
-    /// (if it is not, the next append or fsync says so and stops the daemon).
-    SnapshotFailed(String),
-}
+/// What a helper thread of the journal finished: every event up to a position is
+/// durable, a snapshot was written (with what pruning removed), or writing one failed
+/// (the log itself may still be fine; if it is not, the next append or fsync says so and
+/// stops the daemon). A failed snapshot reads as its error's text.
+pub type JournalEvent = Finished<String>;
 
 /// The appending side of `lsb.events`; see the module doc.
 #[derive(Debug)]
 pub struct Journal {
-    log: Arc<EventLog>,
-    /// The position of the last event appended (0: none yet).
-    appended_through: u64,
-    /// Every event up to this position is durable.
-    durable_through: u64,
-    /// The running `wait_durable`, returning the position it made durable.
-    sync: Option<JoinHandle<Result<u64, lava_eventlog::Error>>>,
+    /// Appends, group commits and snapshots; `String`: why `history::finished_envs` failed.
+    commit: GroupCommit<String>,
     rule: SwitchRule,
     /// What the log holds beyond the newest snapshot started.
     backlog: Backlog,
-    /// The running snapshot write and prune.
-    snapshot: Option<JoinHandle<Result<(u64, PruneReport), String>>>,
-    /// The encoding buffer, reused by every append.
-    record: Vec<u8>,
-    /// When the running sync started, and the latency of those that ended.
-    sync_started: Option<std::time::Instant>,
-    sync_latency: SyncLatency,
 }
 
-/// How long the group commits took (append of the group to durable), for
-/// `badmin showstatus`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SyncLatency {
-    /// Group commits that ended.
-    pub count: u64,
-    /// Their total, in microseconds.
-    pub total_us: u64,
-    /// The longest, in microseconds.
-    pub max_us: u64,
+impl From<group_commit::Error> for ShellError {
+    fn from(error: group_commit::Error) -> ShellError {
+        match error {
+            group_commit::Error::Log(error) => ShellError::Log(error),
+            helper @ group_commit::Error::Helper(_) => ShellError::Runtime(helper.to_string()),
+        }
+    }
 }
 
 impl Journal {
@@ -282,29 +263,13 @@ impl Journal {
     pub fn new(log: Arc<EventLog>, rule: SwitchRule, backlog: Backlog) -> Journal {
         assert!(rule.snapshot_events > 0, "the command line refuses a snapshot interval of 0");
         assert!(rule.max_job_num > 0, "lava-conf refuses a MAX_JOB_NUM of 0");
-        let end = log.stats().next_position.0 - 1;
-        Journal {
-            log,
-            appended_through: end,
-            durable_through: end,
-            sync: None,
-            rule,
-            backlog,
-            snapshot: None,
-            record: Vec::new(),
-            sync_started: None,
-            sync_latency: SyncLatency::default(),
-        }
+        Journal { commit: GroupCommit::new(log), rule, backlog }
     }
 
     /// Encodes and appends one event (not yet durable). An error means the
     /// log stopped: the caller must stop too (shell contract step 5).
     pub fn append(&mut self, event: &Event) -> Result<(), ShellError> {
-        self.record.clear();
-        encode_into(event, &mut self.record);
-        let position = self.log.append(&self.record)?;
-        assert_eq!(position.0, self.appended_through + 1, "positions are handed out in order, one writer");
-        self.appended_through = position.0;
+        self.commit.append(|record| encode_into(event, record))?;
         self.backlog.add(event);
         lava_crash::point!("mbatchd.event_appended");
         Ok(())
@@ -318,35 +283,28 @@ impl Journal {
 
     /// The position of the last event appended (0 when the log is empty).
     pub fn appended_through(&self) -> u64 {
-        self.appended_through
+        self.commit.appended_through()
     }
 
-    /// How long the group commits took so far.
-    pub fn sync_latency(&self) -> SyncLatency {
-        self.sync_latency
+    /// How long the group commits took so far, for `badmin showstatus`.
+    pub fn sync_latency(&self) -> SyncStats {
+        self.commit.stats()
     }
 
     /// The event log's own counters (appends, fsyncs, positions).
     pub fn log_stats(&self) -> lava_eventlog::Stats {
-        self.log.stats()
+        self.commit.log().stats()
     }
 
     /// Every event up to this position is durable.
     pub fn durable_through(&self) -> u64 {
-        self.durable_through
+        self.commit.durable_through()
     }
 
     /// Starts making the appended events durable, unless that is already
     /// running (its end starts the next round) or there is nothing to do.
     pub fn start_sync(&mut self) {
-        if self.sync.is_some() || self.appended_through <= self.durable_through {
-            return;
-        }
-        let log = Arc::clone(&self.log);
-        let target = self.appended_through;
-        self.sync_started = Some(std::time::Instant::now());
-        self.sync =
-            Some(tokio::task::spawn_blocking(move || log.wait_durable(Position(target)).map(|()| target)));
+        self.commit.start_sync();
     }
 
     /// Makes the appended events durable on the calling thread, when they are at most
@@ -355,112 +313,57 @@ impl Journal {
     /// woken when it ends: for a small group commit the two hand-offs cost more than the
     /// loop could do meanwhile (docs/benchmarks.md, "Small group commits on the loop").
     pub fn sync_small(&mut self) -> Result<bool, ShellError> {
-        let pending = self.appended_through.saturating_sub(self.durable_through);
-        if self.sync.is_some() || pending == 0 || pending > INLINE_SYNC_EVENTS_MAX {
-            return Ok(false);
+        let synced = self.commit.sync_small(INLINE_SYNC_EVENTS_MAX)?;
+        if synced {
+            lava_crash::point!("mbatchd.events_durable");
         }
-        let started = std::time::Instant::now();
-        let target = self.appended_through;
-        self.log.wait_durable(Position(target))?;
-        self.synced(target, started);
-        Ok(true)
-    }
-
-    fn synced(&mut self, target: u64, started: std::time::Instant) {
-        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.sync_latency.count += 1;
-        self.sync_latency.total_us = self.sync_latency.total_us.saturating_add(us);
-        self.sync_latency.max_us = self.sync_latency.max_us.max(us);
-        self.durable_through = self.durable_through.max(target);
-        lava_crash::point!("mbatchd.events_durable");
+        Ok(synced)
     }
 
     /// Starts a snapshot if the log is due a switch ([`SwitchRule`]) and none
     /// is being written.
     pub fn maybe_snapshot(&mut self, mbd: &Mbd) {
-        if self.snapshot.is_some() || !self.rule.is_due(&self.backlog) || self.appended_through == 0 {
+        let position = self.commit.appended_through();
+        if self.commit.snapshot_running() || !self.rule.is_due(&self.backlog) || position == 0 {
             return;
         }
         self.backlog = Backlog::default();
         let snapshot = mbd.snapshot();
-        let position = self.appended_through;
-        let log = Arc::clone(&self.log);
         tracing::info!(position, "switching the event log: writing a snapshot");
-        self.snapshot = Some(tokio::task::spawn_blocking(move || {
+        self.commit.start_snapshot(position, move |log| {
             // The finished jobs' environments go to disk with the snapshot
             // before the log prunes their JOB_NEW (`history::finished_envs`).
-            let envs = crate::history::finished_envs(&log, &snapshot)?;
+            let envs = crate::history::finished_envs(log, &snapshot)?;
             let bytes = encode_snapshot(&snapshot, &envs);
             tracing::debug!(position, bytes = bytes.len(), "writing a snapshot");
-            log.write_snapshot(Position(position), &bytes).map_err(|error| error.to_string())?;
-            let prune = log.prune().map_err(|error| error.to_string())?;
-            Ok((position, prune))
-        }));
+            Ok(bytes)
+        });
     }
 
     /// The next thing a helper thread finished; pending while none runs.
     /// A failed fsync is an error: the daemon must stop.
     pub async fn next(&mut self) -> Result<JournalEvent, ShellError> {
-        tokio::select! {
-            synced = join(&mut self.sync) => {
-                let target = synced??;
-                if let Some(started) = self.sync_started.take() {
-                    self.synced(target, started);
-                }
-                Ok(JournalEvent::Durable(target))
-            }
-            written = join(&mut self.snapshot) => match written? {
-                Ok((position, prune)) => Ok(JournalEvent::SnapshotWritten { position, prune }),
-                Err(error) => Ok(JournalEvent::SnapshotFailed(error)),
-            },
+        let finished = self.commit.next().await?;
+        if let Finished::Durable(_) = finished {
+            lava_crash::point!("mbatchd.events_durable");
         }
+        Ok(finished)
     }
 
-    /// Makes every appended event durable (for a clean stop).
+    /// Makes every appended event durable (for a clean stop). No crash point here:
+    /// `mbatchd.events_durable` marks the loop's group commits ([`Journal::next`],
+    /// [`Journal::sync_small`]), not a clean stop's.
     pub async fn sync_all(&mut self) -> Result<(), ShellError> {
-        if self.sync.is_some() {
-            let target = join(&mut self.sync).await??;
-            self.durable_through = self.durable_through.max(target);
-        }
-        self.start_sync();
-        if self.sync.is_some() {
-            let target = join(&mut self.sync).await??;
-            self.durable_through = self.durable_through.max(target);
-        }
+        self.commit.sync_all(|_| {}).await?;
         Ok(())
     }
 
     /// Waits for a running snapshot, makes everything durable, and closes the
     /// log (trimming preallocated space and releasing the writer lock).
-    pub async fn close(mut self) -> Result<(), ShellError> {
-        if self.snapshot.is_some() {
-            match join(&mut self.snapshot).await? {
-                Ok((position, _)) => tracing::info!(position, "snapshot written"),
-                Err(error) => tracing::warn!("snapshot not written: {error}"),
-            }
-        }
-        self.sync_all().await?;
-        let stats = self.log.stats();
-        tracing::info!(appends = stats.n_appends, fsyncs = stats.n_fsyncs, "closing the event log");
-        let log = self.log;
-        let closed = tokio::task::spawn_blocking(move || match Arc::try_unwrap(log) {
-            Ok(log) => log.close(),
-            // Unreachable after the joins above; syncing is then the best left to do.
-            Err(log) => log.sync(),
-        });
-        closed.await.map_err(|error| ShellError::Runtime(format!("event log helper thread: {error}")))??;
+    pub async fn close(self) -> Result<(), ShellError> {
+        self.commit.close(|_| {}).await?;
         Ok(())
     }
-}
-
-/// Awaits the task in `task`, if any (pending forever otherwise), and clears it.
-async fn join<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, ShellError> {
-    let Some(handle) = task.as_mut() else {
-        return std::future::pending().await;
-    };
-    let result = handle.await;
-    *task = None;
-    result.map_err(|error| ShellError::Runtime(format!("event log helper thread: {error}")))
 }
 
 #[cfg(test)]
@@ -523,7 +426,7 @@ mod tests {
         assert_eq!(mode & 0o777, 0o700);
 
         let log = open(&log_dir).expect("reopens");
-        assert_eq!(log.stats().snapshot_position, Some(Position(2)));
+        assert_eq!(log.stats().snapshot_position, Some(lava_eventlog::Position(2)));
         let recovered = recover(&log, config()).expect("recovers");
         assert_eq!(recovered.mbd.snapshot(), mbd.snapshot());
         assert_eq!(recovered.backlog, Backlog { n_events: 1, n_finished: 0 });
