@@ -9,10 +9,8 @@
 mod util;
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lava_lim_wire as wire;
@@ -31,21 +29,6 @@ const DEADLINE_INTERVALS: u64 = 3 + 1;
 /// poll (a TCP query every 10 ms). It is not a performance bound.
 const SCHEDULING_SLACK: Duration = Duration::from_millis(2_000);
 
-fn start_lim(cluster: &mut Cluster, host: &str) -> Daemon {
-    let ready = cluster.dir().join(format!("run/lim.{host}.ready"));
-    // A ready file of an earlier run of this host's lim must not be taken for this one's.
-    let _absent = std::fs::remove_file(&ready);
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_lim"));
-    let args: Vec<&OsStr> =
-        vec![OsStr::new("--host"), OsStr::new(host), OsStr::new("--ready-file"), ready.as_os_str()];
-    let mut daemon = cluster.spawn("lim", &bin, &args);
-    wait_until("lim ready file", STARTUP_TIMEOUT, || {
-        assert!(daemon.is_running(), "lim {host} exited:\n{}", daemon.log());
-        ready.exists().then_some(())
-    });
-    daemon
-}
-
 fn command(cluster: &Cluster, name: &str, args: &[&str]) -> (bool, String, String) {
     let bin = match name {
         "lsload" => env!("CARGO_BIN_EXE_lsload"),
@@ -63,25 +46,6 @@ fn command(cluster: &Cluster, name: &str, args: &[&str]) -> (bool, String, Strin
 /// Longest mbatchd may take to show a change of lim's view in bhosts (it polls the master
 /// lim; debug build, busy 2-core machine).
 const BHOSTS_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn start_sbatchd(cluster: &mut Cluster, host: &str, envdir: &Path) -> Daemon {
-    let ready = cluster.dir().join(format!("run/sbatchd.{host}.ready"));
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_sbatchd"));
-    let args: Vec<&OsStr> = vec![
-        "--envdir".as_ref(),
-        envdir.as_os_str(),
-        "--host".as_ref(),
-        host.as_ref(),
-        "--ready-file".as_ref(),
-        ready.as_os_str(),
-    ];
-    let mut daemon = cluster.spawn("sbatchd", &bin, &args);
-    wait_until("sbatchd ready file", STARTUP_TIMEOUT, || {
-        assert!(daemon.is_running(), "sbatchd {host} exited:\n{}", daemon.log());
-        ready.exists().then_some(())
-    });
-    daemon
-}
 
 /// Waits until `bhosts` shows every `(host, status)` of `want`.
 fn wait_bhosts(cluster: &Cluster, want: &[(&str, &str)]) {
@@ -161,13 +125,13 @@ fn three_lims_on_loopback() {
     cluster.rewrite_lsf_conf("LAVA_LIM_REPORT_INTERVAL_MS", &REPORT_MS.to_string());
     // The per-host LAVA_LIM_PORT is the master's UDP and TCP port.
     let master_addr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
-    let mut master = start_lim(&mut cluster, "h0");
-    let h1 = start_lim(&mut cluster, "h1");
-    let mut h2 = start_lim(&mut cluster, "h2");
+    let mut master = cluster.start_lim("h0");
+    let h1 = cluster.start_lim("h1");
+    let mut h2 = cluster.start_lim("h2");
     let _mbatchd = cluster.start_mbatchd();
     let envdirs = [cluster.envdir(), cluster.host_envdir("h1"), cluster.host_envdir("h2")];
     let _sbatchds: Vec<Daemon> =
-        hosts.iter().zip(&envdirs).map(|(host, envdir)| start_sbatchd(&mut cluster, host, envdir)).collect();
+        hosts.iter().zip(&envdirs).map(|(host, envdir)| cluster.start_sbatchd_in(host, envdir)).collect();
 
     let (ok, out, _) = command(&cluster, "lsid", &[]);
     assert!(
@@ -306,8 +270,8 @@ fn three_lims_on_loopback() {
     drop(fake);
 
     // The real master and h2 come back: every host is ok again.
-    let _master = start_lim(&mut cluster, "h0");
-    let _h2 = start_lim(&mut cluster, "h2");
+    let _master = cluster.start_lim("h0");
+    let _h2 = cluster.start_lim("h2");
     wait_until("all three hosts ok again", Duration::from_secs(20), || all_ok(&cluster));
     wait_bhosts(&cluster, &[("h0", "ok"), ("h1", "ok"), ("h2", "ok")]);
 }
@@ -368,8 +332,8 @@ fn lsadmin_showstatus_and_ckconfig() {
     let (ok, out, err) = lsadmin(&cluster, &["ckconfig"]);
     assert!(ok && out.contains("No errors found.") && err.is_empty(), "{out}{err}");
 
-    let mut master = start_lim(&mut cluster, "h0");
-    let mut slave = start_lim(&mut cluster, "h1");
+    let mut master = cluster.start_lim("h0");
+    let mut slave = cluster.start_lim("h1");
     // The master hears the slave and learns its facts; the slave hears beacons.
     let (text, at_master) = wait_until("the master has h1 ok and its facts", Duration::from_secs(20), || {
         let (text, counters) = showstatus(&cluster, "h0");

@@ -8,18 +8,15 @@
 
 mod util;
 
-use std::ffi::OsStr;
-use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
 use lava_lim_wire as wire;
 use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
 use util::lim_output::host_line;
-use util::{Cluster, Daemon, IO_TIMEOUT, STARTUP_TIMEOUT, fixed_port, wait_until};
+use util::{Cluster, Daemon, IO_TIMEOUT, fixed_port, wait_until};
 
 const REPORT_MS: u64 = 300;
 const BEACON_MS: u64 = 300;
@@ -27,39 +24,6 @@ const BEACON_MS: u64 = 300;
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
 /// A `mem` threshold (MB) above any machine's available memory: the host is always busy.
 const UNREACHABLE_MEM_MB: u64 = 1_000_000_000;
-
-fn start_lim(cluster: &mut Cluster, host: &str) -> Daemon {
-    let ready = cluster.dir().join(format!("run/lim.{host}.ready"));
-    let _absent = fs::remove_file(&ready);
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_lim"));
-    let args: Vec<&OsStr> =
-        vec!["--host".as_ref(), host.as_ref(), "--ready-file".as_ref(), ready.as_os_str()];
-    let mut daemon = cluster.spawn("lim", &bin, &args);
-    wait_until("lim ready file", STARTUP_TIMEOUT, || {
-        assert!(daemon.is_running(), "lim {host} exited:\n{}", daemon.log());
-        ready.exists().then_some(())
-    });
-    daemon
-}
-
-fn start_sbatchd(cluster: &mut Cluster, host: &str, envdir: &Path) -> Daemon {
-    let ready = cluster.dir().join(format!("run/sbatchd.{host}.ready"));
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_sbatchd"));
-    let args: Vec<&OsStr> = vec![
-        "--envdir".as_ref(),
-        envdir.as_os_str(),
-        "--host".as_ref(),
-        host.as_ref(),
-        "--ready-file".as_ref(),
-        ready.as_os_str(),
-    ];
-    let mut daemon = cluster.spawn("sbatchd", &bin, &args);
-    wait_until("sbatchd ready file", STARTUP_TIMEOUT, || {
-        assert!(daemon.is_running(), "sbatchd {host} exited:\n{}", daemon.log());
-        ready.exists().then_some(())
-    });
-    daemon
-}
 
 /// Runs `program` with `args`, as on logical host `host` when given (`LAVA_HOST`).
 fn run_on(cluster: &Cluster, host: Option<&str>, program: &str, args: &[&str]) -> Output {
@@ -176,11 +140,11 @@ fn limlock_closes_a_host_and_limunlock_opens_it() {
     );
     cluster.rewrite_lsf_conf("LAVA_LIM_BEACON_INTERVAL_MS", &BEACON_MS.to_string());
     cluster.rewrite_lsf_conf("LAVA_LIM_REPORT_INTERVAL_MS", &REPORT_MS.to_string());
-    let _lims: Vec<Daemon> = hosts.iter().map(|host| start_lim(&mut cluster, host)).collect();
+    let _lims: Vec<Daemon> = hosts.iter().map(|host| cluster.start_lim(host)).collect();
     let _mbatchd = cluster.start_mbatchd();
     let envdirs = [cluster.envdir(), cluster.host_envdir("h1"), cluster.host_envdir("h2")];
     let _sbatchds: Vec<Daemon> =
-        hosts.iter().zip(&envdirs).map(|(host, envdir)| start_sbatchd(&mut cluster, host, envdir)).collect();
+        hosts.iter().zip(&envdirs).map(|(host, envdir)| cluster.start_sbatchd_in(host, envdir)).collect();
 
     // h2 is beyond its mem threshold: busy, its mem value marked, closed for batch jobs.
     wait_status(&cluster, "lsload", &[], "h0", "ok");

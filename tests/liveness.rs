@@ -7,51 +7,15 @@
 
 mod util;
 
-use std::ffi::OsStr;
-use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use util::{Cluster, Daemon, STARTUP_TIMEOUT, fixed_port, wait_until};
+use util::{Cluster, fixed_port, wait_until};
 
 const REPORT_MS: u64 = 300;
 const BEACON_MS: u64 = 300;
 /// Longest a state change may take to show (debug build, busy 2-core machine).
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn start_lim(cluster: &mut Cluster, host: &str) -> Daemon {
-    let ready = cluster.dir().join(format!("run/lim.{host}.ready"));
-    let _absent = fs::remove_file(&ready);
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_lim"));
-    let args: Vec<&OsStr> =
-        vec!["--host".as_ref(), host.as_ref(), "--ready-file".as_ref(), ready.as_os_str()];
-    let mut daemon = cluster.spawn("lim", &bin, &args);
-    wait_until("lim ready file", STARTUP_TIMEOUT, || {
-        assert!(daemon.is_running(), "lim {host} exited:\n{}", daemon.log());
-        ready.exists().then_some(())
-    });
-    daemon
-}
-
-fn start_sbatchd(cluster: &mut Cluster, host: &str, envdir: &Path) -> Daemon {
-    let ready = cluster.dir().join(format!("run/sbatchd.{host}.ready"));
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_sbatchd"));
-    let args: Vec<&OsStr> = vec![
-        "--envdir".as_ref(),
-        envdir.as_os_str(),
-        "--host".as_ref(),
-        host.as_ref(),
-        "--ready-file".as_ref(),
-        ready.as_os_str(),
-    ];
-    let mut daemon = cluster.spawn("sbatchd", &bin, &args);
-    wait_until("sbatchd ready file", STARTUP_TIMEOUT, || {
-        assert!(daemon.is_running(), "sbatchd {host} exited:\n{}", daemon.log());
-        ready.exists().then_some(())
-    });
-    daemon
-}
 
 fn run(cluster: &Cluster, program: &str, args: &[&str]) -> Output {
     let bin = util::mbatchd_bin().with_file_name(program);
@@ -122,13 +86,13 @@ fn a_host_whose_lim_stops_is_unavail_and_its_jobs_unkwn() {
     );
     cluster.rewrite_lsf_conf("LAVA_LIM_BEACON_INTERVAL_MS", &BEACON_MS.to_string());
     cluster.rewrite_lsf_conf("LAVA_LIM_REPORT_INTERVAL_MS", &REPORT_MS.to_string());
-    let _lim0 = start_lim(&mut cluster, "h0");
-    let mut lim1 = start_lim(&mut cluster, "h1");
+    let _lim0 = cluster.start_lim("h0");
+    let mut lim1 = cluster.start_lim("h1");
     let _mbatchd = cluster.start_mbatchd();
     let envdir0 = cluster.envdir();
-    let _sbd0 = start_sbatchd(&mut cluster, "h0", &envdir0);
+    let _sbd0 = cluster.start_sbatchd_in("h0", &envdir0);
     let envdir1 = cluster.host_envdir("h1");
-    let _sbd1 = start_sbatchd(&mut cluster, "h1", &envdir1);
+    let _sbd1 = cluster.start_sbatchd_in("h1", &envdir1);
 
     wait_host(&cluster, "h0", "ok");
     wait_host(&cluster, "h1", "ok");
@@ -147,7 +111,7 @@ fn a_host_whose_lim_stops_is_unavail_and_its_jobs_unkwn() {
     assert_eq!(job_status(&cluster, pending), "PEND");
     assert_eq!(host_status(&cluster, "h1"), "unavail");
 
-    let _lim1 = start_lim(&mut cluster, "h1");
+    let _lim1 = cluster.start_lim("h1");
     wait_host(&cluster, "h1", "ok");
     wait_job(&cluster, running, &["RUN"]);
     wait_job(&cluster, pending, &["RUN", "DONE"]);

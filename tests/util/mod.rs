@@ -358,6 +358,42 @@ impl Cluster {
         daemon
     }
 
+    /// Starts lim for `host` and waits (bounded) for its ready file.
+    pub fn start_lim(&mut self, host: &str) -> Daemon {
+        let ready = self.dir().join(format!("run/lim.{host}.ready"));
+        // A ready file of an earlier run of this host's lim must not be taken for this one's.
+        let _absent = fs::remove_file(&ready);
+        let bin = mbatchd_bin().with_file_name("lim");
+        let args: Vec<&OsStr> =
+            vec!["--host".as_ref(), host.as_ref(), "--ready-file".as_ref(), ready.as_os_str()];
+        let mut daemon = self.spawn("lim", &bin, &args);
+        wait_until("lim ready file", STARTUP_TIMEOUT, || {
+            assert!(daemon.is_running(), "lim {host} exited:\n{}", daemon.log());
+            ready.exists().then_some(())
+        });
+        daemon
+    }
+
+    /// Starts sbatchd for `host` with the configuration in `envdir` (see
+    /// [`Cluster::host_envdir`]) and waits (bounded) for its ready file.
+    pub fn start_sbatchd_in(&mut self, host: &str, envdir: &Path) -> Daemon {
+        let ready = self.dir().join(format!("run/sbatchd.{host}.ready"));
+        let args: Vec<&OsStr> = vec![
+            "--envdir".as_ref(),
+            envdir.as_os_str(),
+            "--host".as_ref(),
+            host.as_ref(),
+            "--ready-file".as_ref(),
+            ready.as_os_str(),
+        ];
+        let mut daemon = self.spawn("sbatchd", &mbatchd_bin().with_file_name("sbatchd"), &args);
+        wait_until("sbatchd ready file", STARTUP_TIMEOUT, || {
+            assert!(daemon.is_running(), "sbatchd {host} exited:\n{}", daemon.log());
+            ready.exists().then_some(())
+        });
+        daemon
+    }
+
     /// Starts the coordinator with `extra` arguments on `port` (0 the first time), waits
     /// for its ready file, and writes its port to `lsf.conf` (`LAVA_COORD_PORT`).
     pub fn start_coordinator(&mut self, port: u16, extra: &[&str]) -> Daemon {
