@@ -49,9 +49,10 @@
 //! Daemons' messages (frames and sealed bytes) and users' credentials are remembered in two
 //! caches of their own, so no number of credentials can make a daemon's frame wait or be
 //! refused. Within the credential cache, each user (uid at the issuing host, read from the
-//! authenticated token) may hold at most `replay_entries_per_user_max` pairs: a user beyond
-//! it is refused with [`AuthError::ReplayQuotaFull`] while every other user goes on
-//! ([`Authenticator::remember_credential`]).
+//! authenticated token) may hold at most `replay_entries_per_user_max` pairs once the cache is
+//! half full: a user beyond it is then refused with [`AuthError::ReplayQuotaFull`] while every
+//! other user goes on ([`Authenticator::remember_credential`]); alone, a user may use the
+//! whole cache.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -536,8 +537,12 @@ impl ReplayCache {
         if self.seen.contains_key(&(timestamp_ms, nonce)) {
             return Err(AuthError::Replay { timestamp_ms, nonce });
         }
+        // A user beyond their share is refused only while the cache is at least half full:
+        // alone, a user may go as fast as the cache allows; under a flood, the flooder is
+        // held to their share and the other half stays free for everyone else.
         if let Some(user) = &user
             && self.per_user.get(user).copied().unwrap_or(0) >= config.replay_entries_per_user_max
+            && self.seen.len() >= config.replay_entries_max / 2
         {
             let (uid, host) = user.clone();
             return Err(AuthError::ReplayQuotaFull {

@@ -257,19 +257,20 @@ mod tests {
     fn one_users_flood_refuses_only_that_user() {
         let key = ClusterKey::from_bytes(&[1; 32]).expect("key");
         let config =
-            AuthConfig { replay_entries_max: 8, replay_entries_per_user_max: 3, ..AuthConfig::default() };
+            AuthConfig { replay_entries_max: 8, replay_entries_per_user_max: 2, ..AuthConfig::default() };
         let mbatchd = Authenticator::new(KeyRing::new(&key), config).with_audience(for_mbatchd());
         let issuer = authenticator(1);
         let token =
             |who: &Credential, n: u8| Credential { nonce: Nonce([n; 16]), ..who.clone() }.seal(&issuer);
-        for n in 0..3 {
+        // Alone, alice may go beyond her share while the cache is less than half full.
+        for n in 0..4 {
             let token = token(&alice(), n).expect("seal");
-            assert!(Credential::verify(&mbatchd, &token, NOW_MS).is_ok(), "within alice's share");
+            assert!(Credential::verify(&mbatchd, &token, NOW_MS).is_ok(), "alice alone, credential {n}");
         }
-        let flood = token(&alice(), 3).expect("seal");
+        let flood = token(&alice(), 4).expect("seal");
         assert!(matches!(
             Credential::verify(&mbatchd, &flood, NOW_MS),
-            Err(CredentialError::Auth(AuthError::ReplayQuotaFull { uid: 1000, entries_max: 3, .. }))
+            Err(CredentialError::Auth(AuthError::ReplayQuotaFull { uid: 1000, entries_max: 2, .. }))
         ));
         let bob = Credential { uid: 1001, username: "bob".to_owned(), ..alice() };
         assert!(Credential::verify(&mbatchd, &token(&bob, 9).expect("seal"), NOW_MS).is_ok(), "bob goes on");
