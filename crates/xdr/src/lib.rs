@@ -70,6 +70,8 @@ mod de;
 mod error;
 pub mod fixed_opaque;
 pub mod frame;
+#[cfg(feature = "golden")]
+pub mod golden;
 pub mod opaque;
 mod ser;
 
