@@ -182,34 +182,10 @@ async fn serve_one(
                 wire::ERR_BAD_REQUEST,
                 format!("operation {} is not CREDENTIAL_REQUEST or SBD_STATUS_QUERY", request.operation),
             )
-        } else if let Err(message) = audience_of(&frame.body) {
-            bump(&counters.requests_refused);
-            failed(wire::ERR_BAD_REQUEST, message)
         } else {
-            let audience = audience_of(&frame.body).expect("checked just above");
-            // Beyond its rate, the caller waits its turn (it slows only itself).
-            let wait = quota.delay(Source::Uid(peer.uid), std::time::Instant::now());
-            if !wait.is_zero() {
-                bump(&counters.credentials_delayed);
-                tokio::time::sleep(wait).await;
-            }
-            // The account lookup may ask a directory service: off the thread that runs the
-            // job loop (crate::daemon, "One thread for the loop and the sockets").
-            let (auth, host) = (Arc::clone(&context.auth), context.host.clone());
-            let issued =
-                tokio::task::spawn_blocking(move || issue(&auth, &host, peer.uid, peer.gid, audience))
-                    .await
-                    .unwrap_or_else(|_| Err("the credential lookup failed".to_owned()));
-            match issued {
-                Ok(token) => {
-                    bump(&counters.credentials_issued);
-                    let body = lava_xdr::to_bytes(&wire::CredentialReply { token }).expect("encodes");
-                    (reply(Operation::CredentialReply), body)
-                }
-                Err(message) => {
-                    bump(&counters.credentials_refused);
-                    failed(wire::ERR_AUTH, message)
-                }
+            match credential_for(&frame.body, peer, quota, context).await {
+                Ok(body) => (reply(Operation::CredentialReply), body),
+                Err((code, message)) => failed(code, message),
             }
         };
         conn.write_frame(header, &body).await.map_err(|err| err.to_string())?;
@@ -222,6 +198,43 @@ async fn serve_one(
         next = conn.read_frame().await;
     }
     Ok(())
+}
+
+/// Answers a CREDENTIAL_REQUEST of `peer` (body: the audience): the sealed CREDENTIAL_REPLY,
+/// after the caller's turn under its uid's rate, or the error code and message.
+async fn credential_for(
+    request: &[u8],
+    peer: PeerCred,
+    quota: &RateQuota,
+    context: &Context,
+) -> Result<Vec<u8>, (u32, String)> {
+    let counters = &*context.counters;
+    let audience = audience_of(request).map_err(|message| {
+        bump(&counters.requests_refused);
+        (wire::ERR_BAD_REQUEST, message)
+    })?;
+    // Beyond its rate, the caller waits its turn (it slows only itself).
+    let wait = quota.delay(Source::Uid(peer.uid), std::time::Instant::now());
+    if !wait.is_zero() {
+        bump(&counters.credentials_delayed);
+        tokio::time::sleep(wait).await;
+    }
+    // The account lookup may ask a directory service: off the thread that runs the job loop
+    // (crate::daemon, "One thread for the loop and the sockets").
+    let (auth, host) = (Arc::clone(&context.auth), context.host.clone());
+    let issued = tokio::task::spawn_blocking(move || issue(&auth, &host, peer.uid, peer.gid, audience))
+        .await
+        .unwrap_or_else(|_| Err("the credential lookup failed".to_owned()));
+    match issued {
+        Ok(token) => {
+            bump(&counters.credentials_issued);
+            Ok(lava_xdr::to_bytes(&wire::CredentialReply { token }).expect("encodes"))
+        }
+        Err(message) => {
+            bump(&counters.credentials_refused);
+            Err((wire::ERR_AUTH, message))
+        }
+    }
 }
 
 /// The daemon a CREDENTIAL_REQUEST asks a credential for (its body, `wire::CredentialRequest`).
