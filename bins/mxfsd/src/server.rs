@@ -919,13 +919,7 @@ impl State {
         // Its requests went to its own master, which is gone: they are asked again after the
         // join, as after losing any master (found by tests/crash_points.rs: a locker of a
         // node that stepped down waited for ever).
-        self.backlog.clear();
-        self.reclaiming.clear();
-        for lock in self.locks.values_mut() {
-            if let Some(pending) = &mut lock.pending {
-                pending.resend = true;
-            }
-        }
+        self.forget_master_state();
     }
 
     /// Asks again every request that is not (or no longer) at a master.
@@ -1342,6 +1336,12 @@ impl State {
     fn lose_master(&mut self, why: &str) {
         tracing::warn!(why, n_locks = self.locks.len(), "lost the lock master; looking for it");
         self.drop_uplink(0);
+        self.forget_master_state();
+    }
+
+    /// What was on its way to a master that is gone: nothing is sent from the backlog, no
+    /// reclaim is awaited, and every pending request is asked again after the next join.
+    fn forget_master_state(&mut self) {
         self.backlog.clear();
         self.reclaiming.clear();
         for lock in self.locks.values_mut() {
