@@ -165,6 +165,21 @@ pub enum Error {
         /// The log's directory.
         dir: PathBuf,
     },
+    /// The file system holding the log is full (ENOSPC, or EDQUOT for a quota) while
+    /// writing records out or starting the next segment, before any fsync: nothing
+    /// written is counted, the records stay buffered in order, and the log keeps
+    /// working. The next durable wait tries again; the caller decides when (a daemon
+    /// waits for space instead of spinning).
+    #[error("{operation} {path}: no space left on the file system holding the event log: {source}")]
+    NoSpace {
+        /// What was being done ("write", "create", ...).
+        operation: &'static str,
+        /// The file it was done to.
+        path: PathBuf,
+        /// The OS error (ENOSPC or EDQUOT).
+        #[source]
+        source: io::Error,
+    },
     /// An earlier write or fsync failed, so what the disk holds is unknown (a failed
     /// fsync cannot be retried safely); the log accepts no more writes. Reopening it
     /// repairs the tail.
@@ -184,6 +199,31 @@ impl Error {
         let path = path.into();
         move |source| Error::Io { operation, path, source }
     }
+}
+
+impl Error {
+    /// Whether this is [`Error::NoSpace`]: the log still works and a later durable wait
+    /// retries.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, Error::NoSpace { .. })
+    }
+
+    /// Turns an [`Error::Io`] whose OS error says the file system is full into
+    /// [`Error::NoSpace`]; any other error is returned as it is. Only for calls before
+    /// any fsync of the log's data (a failed fsync is never retried).
+    pub(crate) fn no_space_before_fsync(self) -> Error {
+        match self {
+            Error::Io { operation, path, source } if is_full(&source) => {
+                Error::NoSpace { operation, path, source }
+            }
+            other => other,
+        }
+    }
+}
+
+/// Whether an OS error says the file system (or the user's quota) is full.
+pub(crate) fn is_full(error: &io::Error) -> bool {
+    matches!(error.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
 }
 
 /// Short form used throughout the crate.

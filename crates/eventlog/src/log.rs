@@ -34,6 +34,14 @@
 //! pages, so retrying it could report success for data that never reached the disk;
 //! only reopening, which rereads and repairs the tail, is safe.
 //!
+//! A full file system is the exception ([`Error::NoSpace`]): when writing a batch out or
+//! creating the next segment fails with ENOSPC or EDQUOT, nothing has been fsynced and
+//! nothing written counts, so the batch goes back into the buffer ahead of later appends
+//! and the log keeps working: the caller of the durable wait gets the error and asks again
+//! when it sees fit (appends keep buffering, past `buffer_bytes_max` if they must).
+//! Preallocation that finds the disk full is skipped. Only ever a write is retried, never
+//! an fsync.
+//!
 //! ## Preallocation
 //!
 //! The leader keeps `preallocate_bytes` (1 MiB by default) of zeros written ahead of the
@@ -249,7 +257,15 @@ impl Io {
             }
             let path = &self.segments.last().expect("a log always has a segment").path;
             let file = self.active.as_ref().expect("only a writer writes");
-            file.write_all_at(batch, self.last_end).map_err(Error::io("write", path))?;
+            if let Err(error) = file.write_all_at(batch, self.last_end) {
+                // A full file system: part of the batch may be in the file past
+                // `last_end`, counted nowhere; the retry writes over it, and a crash
+                // before then leaves a torn tail that the next open cuts off.
+                if let Ok(metadata) = file.metadata() {
+                    self.allocated_end = self.allocated_end.max(metadata.len());
+                }
+                return Err(Error::io("write", path)(error).no_space_before_fsync());
+            }
             self.last_end += batch.len() as u64;
             self.allocated_end = self.allocated_end.max(self.last_end);
             self.dirty = true;
@@ -258,8 +274,18 @@ impl Io {
                 let target = (self.last_end + preallocate_bytes).min(config.options.segment_bytes_max);
                 if target > self.allocated_end {
                     let zeros = vec![0u8; (target - self.allocated_end) as usize];
-                    file.write_all_at(&zeros, self.allocated_end).map_err(Error::io("preallocate", path))?;
-                    self.allocated_end = target;
+                    match file.write_all_at(&zeros, self.allocated_end) {
+                        Ok(()) => self.allocated_end = target,
+                        // Preallocation only makes fsyncs cheaper: on a full file system
+                        // the log goes on without it (what it managed to write is zeros
+                        // past the records, cut off like any preallocated space).
+                        Err(error) if crate::error::is_full(&error) => {
+                            if let Ok(metadata) = file.metadata() {
+                                self.allocated_end = self.allocated_end.max(metadata.len());
+                            }
+                        }
+                        Err(error) => return Err(Error::io("preallocate", path)(error)),
+                    }
                 }
             }
         }
@@ -306,7 +332,11 @@ impl Io {
             record_bytes_max: config.options.record_bytes_max,
         };
         let file_name = dir::segment_file_name(&config.options.name, number);
-        let file = dir::create_durably(&config.dir, &file_name, &[&header.encode()])?;
+        // The next segment is a new file: a full file system leaves the log as it was
+        // (the sealed segment stays active until the retry), and a failed fsync of the
+        // new file loses nothing the log had counted.
+        let file = dir::create_durably(&config.dir, &file_name, &[&header.encode()])
+            .map_err(Error::no_space_before_fsync)?;
         self.segments.push(SegmentMeta { number, first_position: first, path: config.dir.join(file_name) });
         self.active = Some(file);
         self.last_end = SEGMENT_HEADER_BYTES as u64;
@@ -738,7 +768,12 @@ impl EventLog {
             } else {
                 let (returned, result) = self.run_round(state, false, |_| Ok(()));
                 state = returned;
-                result?;
+                match result {
+                    // A full file system: the buffer grows past its bound rather than
+                    // refuse a record; the next durable wait tries the disk again.
+                    Err(error) if error.is_no_space() => break,
+                    result => result?,
+                }
             }
         }
         encode_record(&mut state.pending, payload, crc);
@@ -841,11 +876,18 @@ impl EventLog {
             let mut io = lock(&self.io);
             io.write_batch(&self.config, &batch, batch_first, sync).map(|n_fsyncs| (n_fsyncs, after(&mut io)))
         };
-        batch.clear();
 
         let mut state = lock(&self.state);
-        state.spare = batch;
         state.io_busy = false;
+        if matches!(&outcome, Err(error) if error.is_no_space()) {
+            // Nothing of the batch counts as written: it goes back in front of what
+            // was appended meanwhile, in order, and the next round writes it again.
+            batch.extend_from_slice(&state.pending);
+            state.pending = batch;
+        } else {
+            batch.clear();
+            state.spare = batch;
+        }
         let result = match outcome {
             Ok((n_fsyncs, result)) => {
                 assert!(batch_end >= state.written_end, "rounds never move backwards");
@@ -856,6 +898,7 @@ impl EventLog {
                 state.n_fsyncs += n_fsyncs;
                 result
             }
+            Err(error) if error.is_no_space() => Err(error),
             Err(error) => {
                 let cause = Arc::new(error);
                 state.failure = Some(Arc::clone(&cause));
