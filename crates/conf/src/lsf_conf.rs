@@ -43,6 +43,7 @@
 //! | `LAVA_COORD_PORT` | [`LsfConf::coord_port`]: the coordinator's TCP port | 6884 |
 //! | `LAVA_LIM_TCP_PORT` | [`LsfConf::lim_tcp_port`]: LIM's TCP port (queries from `lshosts`, `lsload`) | `LSF_LIM_PORT` (LSF uses one number for both) |
 //! | `LAVA_CMD_SOCKET` | [`LsfConf::cmd_socket`]: the local Unix socket the user commands talk to; the local daemon learns the caller's uid from the kernel on it | `/run/lavacore/lava.sock` |
+//! | `LAVA_STATE_RESERVE_MB` | [`LsfConf::state_reserve_mb`]: space mbatchd and sbatchd each keep in reserve on their state file system, released for their own records when it fills up (0: none, the full disk is still detected) | 16 |
 //!
 //! The state folder is not a key of ours: daemons keep their state under
 //! [`LsfConf::work_dir`] (`$LSB_SHAREDIR/<cluster>`), as Lava does.
@@ -79,6 +80,8 @@ pub const COORD_PORT_DEFAULT: u16 = 6884;
 pub const LSB_SHAREDIR_DEFAULT: &str = "/var/lib/lavacore";
 /// Our default command socket.
 pub const CMD_SOCKET_DEFAULT: &str = "/run/lavacore/lava.sock";
+/// Default of `LAVA_STATE_RESERVE_MB`: space, in MiB, each stateful daemon keeps in reserve.
+pub const STATE_RESERVE_MB_DEFAULT: u64 = 16;
 /// Our default cluster key file name, inside `LSF_CONFDIR`.
 pub const CLUSTER_KEY_FILE_NAME: &str = "lava.cluster.key";
 
@@ -242,6 +245,8 @@ pub struct LsfConf {
     pub lim_tcp_port: u16,
     /// `LAVA_CMD_SOCKET` (ours).
     pub cmd_socket: PathBuf,
+    /// `LAVA_STATE_RESERVE_MB` (ours).
+    pub state_reserve_mb: u64,
     file: KeyValueFile,
 }
 
@@ -295,6 +300,12 @@ impl LsfConf {
             coord_port: reader.port("LAVA_COORD_PORT", COORD_PORT_DEFAULT)?,
             lim_tcp_port: reader.port("LAVA_LIM_TCP_PORT", lim_port)?,
             cmd_socket: reader.path("LAVA_CMD_SOCKET").unwrap_or_else(|| PathBuf::from(CMD_SOCKET_DEFAULT)),
+            state_reserve_mb: reader.integer(
+                "LAVA_STATE_RESERVE_MB",
+                STATE_RESERVE_MB_DEFAULT,
+                0,
+                1 << 20,
+            )?,
             confdir,
             lsb_confdir,
             file,
@@ -386,6 +397,13 @@ impl Reader<'_> {
     fn with_field<T>(&self, key: &str, line: u32, text: &str, f: impl FnOnce(Field<'_>) -> T) -> T {
         let value = Value::bare(text);
         f(Field { path: self.file.path(), line, key, value: &value })
+    }
+
+    fn integer(&self, key: &str, default: u64, min: u64, max: u64) -> Result<u64, ConfError> {
+        match self.text(key) {
+            None => Ok(default),
+            Some((text, line)) => self.with_field(key, line, text, |field| field.integer(min, max)),
+        }
     }
 
     fn port(&self, key: &str, default: u16) -> Result<u16, ConfError> {

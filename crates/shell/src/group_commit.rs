@@ -25,6 +25,15 @@
 //! `prune`; [`Finished::SnapshotWritten`] or [`Finished::SnapshotFailed`] reports its end.
 //! When a snapshot is due, and what it holds, is the daemon's business.
 //!
+//! # A full disk
+//! When the file system holding the log is full, a group commit cannot write its records
+//! (lava-eventlog's `Error::NoSpace`): they stay buffered, in order, and nothing held
+//! behind them is released. [`GroupCommit::next`] reports [`Finished::NoSpace`] once per
+//! failed attempt and tries again by itself every [`NO_SPACE_RETRY`] (no round starts
+//! meanwhile, so nothing spins); the first commit that succeeds reports
+//! [`Finished::Durable`] as usual. The daemon meanwhile refuses new work (docs/operations.md,
+//! "A full disk").
+//!
 //! # Errors and crash points
 //! An [`Error`] from an append or an fsync means the log stopped: the daemon must stop too,
 //! sending nothing that rests on it. A failed snapshot is not an error (the log itself may
@@ -37,7 +46,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lava_eventlog::{EventLog, Position, PruneReport};
 use tokio::task::JoinHandle;
@@ -80,11 +89,18 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for SnapshotError<E> {
     }
 }
 
+/// How long a group commit that found the disk full waits before trying again.
+pub const NO_SPACE_RETRY: Duration = Duration::from_secs(1);
+
 /// What a helper thread finished, as [`GroupCommit::next`] reports it.
 #[derive(Debug)]
 pub enum Finished<E> {
     /// Every record up to and including this position is durable.
     Durable(u64),
+    /// The file system holding the log is full: nothing appended since
+    /// [`GroupCommit::durable_through`] is durable yet; the records stay buffered and
+    /// [`GroupCommit::next`] tries again after [`NO_SPACE_RETRY`].
+    NoSpace(lava_eventlog::Error),
     /// A snapshot covering records up to this position was written, then the log pruned.
     SnapshotWritten {
         /// The last position the snapshot covers.
@@ -130,6 +146,11 @@ pub struct GroupCommit<E> {
     sync_started: Option<(Instant, u64)>,
     /// The running snapshot.
     snapshot: Option<SnapshotTask<E>>,
+    /// The disk was full at the last attempt: no round starts before this instant.
+    retry_at: Option<tokio::time::Instant>,
+    /// A full disk found on the caller's thread ([`sync_small`](Self::sync_small)), for
+    /// [`next`](Self::next) to report.
+    no_space: Option<lava_eventlog::Error>,
     /// The encoding buffer, reused by every append.
     record: Vec<u8>,
     stats: SyncStats,
@@ -146,6 +167,8 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
             sync: None,
             sync_started: None,
             snapshot: None,
+            retry_at: None,
+            no_space: None,
             record: Vec::new(),
             stats: SyncStats::default(),
         }
@@ -182,6 +205,11 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         &self.log
     }
 
+    /// Whether the last group commit found the disk full (and none has succeeded since).
+    pub fn is_stalled(&self) -> bool {
+        self.retry_at.is_some()
+    }
+
     /// Whether a snapshot is being prepared, written or pruned.
     pub fn snapshot_running(&self) -> bool {
         self.snapshot.is_some()
@@ -191,7 +219,7 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
     /// already running (its end, reported by [`next`](Self::next), is when to start the
     /// next round) or there is nothing to do.
     pub fn start_sync(&mut self) {
-        if self.sync.is_some() || self.appended_through <= self.durable_through {
+        if self.sync.is_some() || self.retry_at.is_some() || self.appended_through <= self.durable_through {
             return;
         }
         let log = Arc::clone(&self.log);
@@ -209,14 +237,27 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
     /// [`stats`](Self::stats) like any group commit.
     pub fn sync_small(&mut self, events_max: u64) -> Result<bool, Error> {
         let pending = self.appended_through.saturating_sub(self.durable_through);
-        if self.sync.is_some() || pending == 0 || pending > events_max {
+        if self.sync.is_some() || self.retry_at.is_some() || pending == 0 || pending > events_max {
             return Ok(false);
         }
         let started = (Instant::now(), self.durable_through);
         let target = self.appended_through;
-        self.log.wait_durable(Position(target))?;
+        match self.log.wait_durable(Position(target)) {
+            Ok(()) => {}
+            Err(error) if error.is_no_space() => {
+                self.stall();
+                self.no_space = Some(error);
+                return Ok(false);
+            }
+            Err(error) => return Err(error.into()),
+        }
         self.synced(target, Some(started));
         Ok(true)
+    }
+
+    /// The disk was full: no round starts before [`NO_SPACE_RETRY`] has passed.
+    fn stall(&mut self) {
+        self.retry_at = Some(tokio::time::Instant::now() + NO_SPACE_RETRY);
     }
 
     /// A `wait_durable` through `target` ended: durable, and counted.
@@ -259,18 +300,37 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
     /// The next thing a helper thread finished; pending while none runs (so it can sit in
     /// a `select!` beside the loop's other sources, and is cancel safe: a dropped call
     /// loses nothing). A failed fsync is an error: the daemon must stop.
+    /// A full disk is [`Finished::NoSpace`], after which `next` itself starts the next
+    /// attempt once [`NO_SPACE_RETRY`] has passed.
     pub async fn next(&mut self) -> Result<Finished<E>, Error> {
-        tokio::select! {
-            synced = join(&mut self.sync) => {
-                let target = synced??;
-                let started = self.sync_started.take();
-                self.synced(target, started);
-                Ok(Finished::Durable(target))
+        if let Some(error) = self.no_space.take() {
+            return Ok(Finished::NoSpace(error));
+        }
+        loop {
+            tokio::select! {
+                synced = join(&mut self.sync) => {
+                    let started = self.sync_started.take();
+                    return match synced? {
+                        Ok(target) => {
+                            self.synced(target, started);
+                            Ok(Finished::Durable(target))
+                        }
+                        Err(error) if error.is_no_space() => {
+                            self.stall();
+                            Ok(Finished::NoSpace(error))
+                        }
+                        Err(error) => Err(error.into()),
+                    };
+                }
+                written = join(&mut self.snapshot) => return Ok(match written? {
+                    Ok((position, prune)) => Finished::SnapshotWritten { position, prune },
+                    Err(error) => Finished::SnapshotFailed(error),
+                }),
+                () = retry(self.retry_at) => {
+                    self.retry_at = None;
+                    self.start_sync();
+                }
             }
-            written = join(&mut self.snapshot) => Ok(match written? {
-                Ok((position, prune)) => Finished::SnapshotWritten { position, prune },
-                Err(error) => Finished::SnapshotFailed(error),
-            }),
         }
     }
 
@@ -281,6 +341,8 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         if let Some(target) = self.wait_sync().await? {
             on_durable(target);
         }
+        // A stop tries once more even when the disk was full a moment ago.
+        self.retry_at = None;
         self.start_sync();
         if let Some(target) = self.wait_sync().await? {
             on_durable(target);
@@ -321,6 +383,14 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         });
         closed.await.map_err(Error::Helper)??;
         Ok(())
+    }
+}
+
+/// Sleeps until `at`; pending forever when there is no retry to wait for.
+async fn retry(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -476,6 +546,7 @@ mod tests {
                 Finished::Durable(position) => durable = position == 20,
                 Finished::SnapshotWritten { position, prune } => written = Some((position, prune)),
                 Finished::SnapshotFailed(error) => panic!("snapshot failed: {error}"),
+                Finished::NoSpace(error) => panic!("the test's disk is not full: {error}"),
             }
         }
         assert!(!commit.snapshot_running());
