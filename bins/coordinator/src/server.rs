@@ -297,6 +297,12 @@ async fn serve(
                     tracing::warn!("snapshot not written: {error}");
                     Ok(())
                 }
+                // The WAL's disk is full: answers wait (nothing is acknowledged before it
+                // is durable) and the journal tries again every second.
+                Ok(JournalEvent::NoSpace(error)) => {
+                    tracing::error!("{error}; answers wait until the WAL can be written (retried every second)");
+                    Ok(())
+                }
                 Err(error) => Err(error),
             },
             call = inbox.recv(), if taking => match call {

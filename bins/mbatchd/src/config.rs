@@ -75,6 +75,8 @@ pub struct ShellConfig {
     pub daemon_log_dir: Option<PathBuf>,
     /// The master lim to poll for host availability (`None`: not configured).
     pub lim: Option<crate::lim_client::LimTarget>,
+    /// `LAVA_STATE_RESERVE_MB`, in bytes: the space reserve beside the event log.
+    pub state_reserve_bytes: u64,
 }
 
 impl ShellConfig {
@@ -94,6 +96,7 @@ impl ShellConfig {
             log_mask: conf.lsf.log_mask,
             daemon_log_dir: conf.lsf.logdir.clone(),
             lim: crate::lim_client::LimTarget::from_cluster(conf),
+            state_reserve_bytes: conf.lsf.state_reserve_mb << 20,
         })
     }
 }

@@ -166,7 +166,14 @@ async fn serve(
     let history_log = Arc::clone(&log);
     let rule = SwitchRule { max_job_num: config.max_job_num, snapshot_events: args.snapshot_events };
     let journal = Journal::new(log, rule, recovered.backlog);
-    let mut shell = Shell::new(recovered.mbd, journal, listener, |events| Shared {
+    let space = lava_shell::space::Space::open(&config.event_log_dir, config.state_reserve_bytes).map_err(
+        |source| ShellError::Io {
+            what: "watch the free space of",
+            path: config.event_log_dir.clone(),
+            source,
+        },
+    )?;
+    let mut shell = Shell::new(recovered.mbd, journal, space, listener, |events| Shared {
         auth,
         counters,
         hosts,

@@ -301,6 +301,11 @@ impl Journal {
         self.commit.durable_through()
     }
 
+    /// The log's folder.
+    pub fn log_dir(&self) -> &Path {
+        self.commit.log().dir()
+    }
+
     /// Starts making the appended events durable, unless that is already
     /// running (its end starts the next round) or there is nothing to do.
     pub fn start_sync(&mut self) {
@@ -415,6 +420,7 @@ mod tests {
                 }
                 JournalEvent::SnapshotWritten { position, .. } => snapshot_position = Some(position),
                 JournalEvent::SnapshotFailed(error) => panic!("snapshot failed: {error}"),
+                JournalEvent::NoSpace(error) => panic!("the test's disk is not full: {error}"),
             }
         }
         assert_eq!(snapshot_position, Some(2));

@@ -29,6 +29,17 @@
 //! While many messages wait for a slow disk, the loop stops taking new input
 //! from connections ([`HELD_MESSAGES_MAX`]): the bound turns into backpressure.
 //!
+//! # A full disk
+//! The event log's file system is watched ([`Space`], every tick) and mbatchd keeps a
+//! space reserve beside the log (`LAVA_STATE_RESERVE_MB`). When the file system fills up
+//! (below the low mark, or a group commit failing for space) the reserve is released for
+//! the log's own records and the logic is told (`Input::DiskFull`): new submissions are
+//! refused with a message saying why; queries, job control, sbatchd's reports and
+//! dispatch go on. Should a group commit still find no room, its events stay buffered,
+//! everything held behind them waits (nothing is acknowledged before it is durable) and
+//! the journal tries again every second; mbatchd never exits for a full disk. When there
+//! is room again the reserve is written back and submissions are taken.
+//!
 //! # Channels (contract step 6)
 //! At most one sbatchd channel per host: a second registration of a host
 //! first steps `HostDisconnected` for the old channel and closes it (its
@@ -47,6 +58,7 @@ use lava_batch_ll::HostName;
 use lava_mbd::{ClientId, ClientReply, Effect, Input, Mbd, ToSbd};
 use lava_net::gate::{AcceptBackoff, Gate, Source};
 use lava_net::system_now_ms;
+use lava_shell::space::Space;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc::error::TrySendError;
@@ -160,6 +172,8 @@ struct SbdLink {
 pub(crate) struct Shell {
     mbd: Mbd,
     journal: Journal,
+    /// The event log's file system and its space reserve (see "A full disk" above).
+    space: Space,
     outbox: Outbox,
     /// Where each outstanding command request's answer goes, by client id.
     clients: BTreeMap<u64, oneshot::Sender<ClientReply>>,
@@ -184,6 +198,8 @@ pub(crate) struct Shell {
     envdir: Option<std::path::PathBuf>,
     /// `badmin mbdrestart` was accepted: the loop stops cleanly and the daemon starts again.
     restart_requested: bool,
+    /// The last group commit found the disk full and none has succeeded since.
+    stalled: bool,
 }
 
 impl Shell {
@@ -191,6 +207,7 @@ impl Shell {
     pub(crate) fn new(
         mbd: Mbd,
         journal: Journal,
+        space: Space,
         listener: TcpListener,
         make_shared: impl FnOnce(mpsc::Sender<ConnEvent>) -> Shared,
     ) -> Shell {
@@ -198,6 +215,7 @@ impl Shell {
         Shell {
             mbd,
             journal,
+            space,
             outbox: Outbox::default(),
             clients: BTreeMap::new(),
             next_client: 1,
@@ -215,6 +233,7 @@ impl Shell {
             started_at_s: (system_now_ms() / 1000) as i64,
             envdir: None,
             restart_requested: false,
+            stalled: false,
         }
     }
 
@@ -225,6 +244,9 @@ impl Shell {
 
     /// Contract step 1's end: replay is done, mbatchd opens for business.
     pub(crate) fn start(&mut self) -> Result<(), ShellError> {
+        if self.space.is_full() {
+            self.disk_full_changed(lava_shell::space::Change::Full { available: 0, released: 0 })?;
+        }
         self.step(Input::Start, None)?;
         self.journal.start_sync();
         Ok(())
@@ -359,11 +381,31 @@ impl Shell {
                         }
                     }
                 }
+                match self.space.check() {
+                    Ok(Some(change)) => self.disk_full_changed(change)?,
+                    Ok(None) => {}
+                    Err(error) => tracing::debug!("statvfs of the event log's folder: {error}"),
+                }
                 self.step(Input::Tick, None)?;
             }
             Event::Journal(Ok(JournalEvent::Durable(position))) => {
                 tracing::trace!(position, "durable");
+                if self.stalled {
+                    self.stalled = false;
+                    tracing::warn!(position, "the event log is written again: held answers go out");
+                }
                 self.release();
+            }
+            Event::Journal(Ok(JournalEvent::NoSpace(error))) => {
+                if !self.stalled {
+                    self.stalled = true;
+                    tracing::error!(
+                        "{error}; answers wait until the event log can be written (retried every second)"
+                    );
+                }
+                if let Some(change) = self.space.no_space() {
+                    self.disk_full_changed(change)?;
+                }
             }
             Event::Journal(Ok(JournalEvent::SnapshotWritten { position, prune })) => {
                 tracing::info!(
@@ -383,6 +425,33 @@ impl Shell {
             Event::Conn(event) => self.handle_conn(event)?,
             Event::Stop(_) | Event::Hangup => unreachable!("run() handles signals itself"),
         }
+        Ok(())
+    }
+
+    /// The event log's file system became full or has room again: logged, and the logic
+    /// told (it refuses new submissions while full).
+    fn disk_full_changed(&mut self, change: lava_shell::space::Change) -> Result<(), ShellError> {
+        let dir = self.journal.log_dir().display().to_string();
+        let full = match change {
+            lava_shell::space::Change::Full { available, released } => {
+                tracing::error!(
+                    dir,
+                    available,
+                    released,
+                    "the event log's file system is full: new jobs are refused, everything else goes on"
+                );
+                true
+            }
+            lava_shell::space::Change::Room { available } => {
+                tracing::warn!(
+                    dir,
+                    available,
+                    "the event log's file system has room again: new jobs are taken"
+                );
+                false
+            }
+        };
+        self.step(Input::DiskFull { full }, None)?;
         Ok(())
     }
 
@@ -567,6 +636,9 @@ impl Shell {
             ("queue.requests_in_progress", self.clients.len() as u64),
             ("queue.loop_events", self.conn_events.len() as u64),
             ("sbd.connected", self.sbd.len() as u64),
+            ("disk.full", u64::from(self.space.is_full())),
+            ("disk.available_bytes", self.space.available().unwrap_or(0)),
+            ("log.stalled_for_space", u64::from(self.stalled)),
         ];
         counters.extend(gauges.into_iter().map(|(name, value)| (name.to_owned(), value)));
         let config = self.mbd.config();

@@ -149,6 +149,15 @@ pub enum Input {
         /// Whether lim reports it available.
         available: bool,
     },
+    /// Whether the file system holding the event log is full (transient, never
+    /// logged; docs/operations.md, "A full disk"): while it is, a new submission
+    /// is refused with a message saying so (a retry of one already accepted still
+    /// gets its first answer); everything else goes on. Not full until the shell
+    /// says otherwise.
+    DiskFull {
+        /// Whether it is full.
+        full: bool,
+    },
     /// The master lim's load and static facts of `host` (transient, never
     /// logged; see `hosts`): what `-R` selects, orders and reserves against.
     /// A host without them has no load: a select on a load index fails there.

@@ -61,6 +61,8 @@ pub(crate) struct Links {
     pub(crate) last_pass_ms: Option<u64>,
     /// The earliest begin time (`-b`) still ahead at the last turn.
     pub(crate) next_begin_ms: Option<u64>,
+    /// The event log's file system is full (`Input::DiskFull`).
+    pub(crate) disk_full: bool,
 }
 
 /// The effects of one step while it is being decided: the log appends come
@@ -188,6 +190,7 @@ impl Mbd {
             Input::JobSignalReply { host, msg } => self.signal_reply(&mut step, &host, &msg),
             Input::HostAvailability { host, available } => self.host_availability(&mut step, host, available),
             Input::HostLoad { host, facts } => self.host_load(host, *facts),
+            Input::DiskFull { full } => self.links.disk_full = full,
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
             Input::JobControl { client, caller, request } => {

@@ -13,6 +13,10 @@ use crate::input::{Caller, ClientId};
 use crate::job::Job;
 use crate::machine::{Mbd, Step};
 
+/// The refusal of a new submission while the event log's file system is full.
+pub const DISK_FULL_MESSAGE: &str =
+    "The file system of mbatchd's event log is full: new jobs are refused until space is freed";
+
 impl Mbd {
     pub(crate) fn submit(
         &mut self,
@@ -33,6 +37,11 @@ impl Mbd {
             } else {
                 ClientReply::error(wire::ERR_REJECTED, "Request id already used by another user")
             };
+            self.reply(step, client, reply);
+            return;
+        }
+        if self.links.disk_full {
+            let reply = ClientReply::error(wire::ERR_REJECTED, DISK_FULL_MESSAGE);
             self.reply(step, client, reply);
             return;
         }

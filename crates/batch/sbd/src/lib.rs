@@ -190,7 +190,7 @@ use lava_batch_wire as wire;
 pub use invariants::Violation;
 pub use record::{JobRecord, KillSequence, PID_NONE, PendingSignal, Refusal};
 pub use run_spec::RunSpec;
-pub use sbd::Sbd;
+pub use sbd::{DISK_FULL_REFUSAL, Sbd};
 
 /// Default interval between resends of an unacknowledged message (LavaLite's
 /// `SBD_RESEND_ACK_TIMEOUT`).
@@ -275,6 +275,14 @@ pub enum Input {
         spec: Box<JobSpec>,
         /// The user's passwd entry on this host.
         user: Result<UserInfo, String>,
+    },
+    /// Whether the host's state file system is full (the shell watches it; never
+    /// persisted): while it is, a NEW_JOB that would start a new run is refused with
+    /// REFUSE_HOST and no record ([`DISK_FULL_REFUSAL`]); every job already on the host
+    /// goes on. Not full until the shell says otherwise.
+    DiskFull {
+        /// Whether it is full.
+        full: bool,
     },
     /// BATCH_NEW_JOB_REPLY_ACK.
     NewJobReplyAck(Ack),

@@ -38,6 +38,20 @@ pub struct Sbd {
     /// Restored records without pid that the shell has not yet resolved with
     /// Spawned or NotLaunched; the only jobs NotLaunched may relaunch.
     awaiting_adoption: BTreeSet<JobRef>,
+    /// The state file system is full (`Input::DiskFull`): new runs are refused.
+    disk_full: bool,
+}
+
+/// Why a new run is refused while the host's state file system is full.
+pub const DISK_FULL_REFUSAL: &str = "the execution host's state file system is full";
+
+/// Refuses a new run of the job with REFUSE_HOST, keeping no record: mbatchd returns
+/// the job to PEND and keeps it off this host until the host registers again.
+fn refuse_host(spec: &JobSpec, message: String, out: &mut Out<'_>) {
+    let outcome = wire::NewJobOutcome::Refused { code: wire::REFUSE_HOST, message };
+    let dispatch_seq = spec.specs().dispatch_seq;
+    let reply = wire::NewJobReply { job: spec.job().to_wire(), dispatch_seq, outcome };
+    out.send(ToMbd::NewJobReply(reply));
 }
 
 /// The effect sink of one step, with what every send needs to know.
@@ -122,7 +136,13 @@ impl Out<'_> {
 impl Sbd {
     /// A fresh sbatchd holding no job, not connected.
     pub fn new(config: Config) -> Sbd {
-        Sbd { config, jobs: BTreeMap::new(), connected: false, awaiting_adoption: BTreeSet::new() }
+        Sbd {
+            config,
+            jobs: BTreeMap::new(),
+            connected: false,
+            awaiting_adoption: BTreeSet::new(),
+            disk_full: false,
+        }
     }
 
     /// sbatchd after a restart, from the durable records; not connected, every
@@ -213,6 +233,7 @@ impl Sbd {
                 }
             }
             Input::Disconnected => self.connected = false,
+            Input::DiskFull { full } => self.disk_full = full,
             Input::Tick => self.tick(&mut out),
         }
     }
@@ -264,6 +285,10 @@ impl Sbd {
                     out.send_due(job, None);
                     return;
                 }
+                if self.disk_full {
+                    refuse_host(&spec, DISK_FULL_REFUSAL.to_owned(), out);
+                    return;
+                }
                 // A fresh run: the earlier run's record and job directory go
                 // first (a restart must never adopt that run's shepherd files
                 // for this one). Signal numbers grow across dispatches, so the
@@ -274,11 +299,11 @@ impl Sbd {
                 carried_signals = Some(seen);
             }
             None if n_records >= self.config.records_max => {
-                let message = format!("sbatchd holds {n_records} job records, its limit");
-                let outcome = wire::NewJobOutcome::Refused { code: wire::REFUSE_HOST, message };
-                let dispatch_seq = spec.specs().dispatch_seq;
-                let reply = wire::NewJobReply { job: job_ref.to_wire(), dispatch_seq, outcome };
-                out.send(ToMbd::NewJobReply(reply));
+                refuse_host(&spec, format!("sbatchd holds {n_records} job records, its limit"), out);
+                return;
+            }
+            None if self.disk_full => {
+                refuse_host(&spec, DISK_FULL_REFUSAL.to_owned(), out);
                 return;
             }
             None => {}

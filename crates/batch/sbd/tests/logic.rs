@@ -944,6 +944,27 @@ fn full_host_refuses_without_a_record_or_evicts_its_oldest_tombstone() {
     assert!(h.sbd.job(job(2)).is_none() && h.sbd.job(job(1)).is_some());
 }
 
+// Goal: while the shell says the disk is full, a NEW_JOB for a new run is refused
+// (REFUSE_HOST, the reason, no record); a duplicate NEW_JOB of a job already on the
+// host is still answered from its record and the job's own life goes on; once there
+// is room, a new job is taken.
+#[test]
+fn a_full_disk_refuses_new_runs_only() {
+    let mut h = Harness::connected();
+    let running = h.launched(1);
+    h.step(T0, Input::DiskFull { full: true });
+    h.check(T0, new_job(2), vec![refused(2, wire::REFUSE_HOST, lava_sbd::DISK_FULL_REFUSAL)]);
+    assert!(h.sbd.job(job(2)).is_none(), "no record for a refused new run");
+    let again = h.step(T0, new_job(1));
+    assert!(again.iter().all(|effect| !matches!(effect, Effect::Persist(..) | Effect::Launch { .. })));
+    assert_eq!(h.record(1), running, "the job on the host is untouched");
+    h.step(T0 + SECOND_MS, spawned(1, 101, T0 + SECOND_MS));
+    assert!(h.sbd.job(job(1)).is_some_and(|record| record.pid == 101));
+    h.step(T0 + SECOND_MS, Input::DiskFull { full: false });
+    let effects = h.step(T0 + SECOND_MS, new_job(2));
+    assert!(effects.iter().any(|effect| matches!(effect, Effect::Launch { .. })), "{effects:?}");
+}
+
 // Goal: restore refuses a damaged record and two records of one job, naming
 // the job.
 #[test]

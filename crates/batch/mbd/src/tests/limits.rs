@@ -234,3 +234,22 @@ fn limits_never_change_replay_and_reconfig_applies_them_to_new_work() {
     assert_eq!(h.infos(&[5])[0].reason, REASON_USER_JOB_LIMIT);
     assert_ne!(h.infos(&[5])[0].reason, REASON_NEW_JOB);
 }
+
+// Goal: while the event log's disk is full a new submission is refused with a message
+// saying so and logs nothing, a retry of a submission accepted before is still answered
+// with its job, and everything else (a running job's finish, a kill) goes on; once the
+// shell says the disk has room, submissions are taken again.
+#[test]
+fn a_full_disk_refuses_new_submissions_only() {
+    let mut h = Harness::new();
+    assert_eq!(submitted_id(&h.step(submit(1, 1, "alice", request()))), 1);
+    h.step(submit(2, 2, "alice", request()));
+    h.step(Input::DiskFull { full: true });
+    h.check(submit(3, 3, "alice", request()), refused_with(3, crate::DISK_FULL_MESSAGE));
+    assert_eq!(h.mbd.last_job_id(), 2, "the refusal gave no id and logged nothing");
+    assert_eq!(submitted_id(&h.step(submit(4, 1, "alice", request()))), 1, "a retry gets its first answer");
+    h.step(signal(5, 5, "alice", &[2], SignalAction::Terminate));
+    assert_eq!(status(&h, 2), JobStatus::Exit, "control of submitted jobs goes on");
+    h.step(Input::DiskFull { full: false });
+    assert_eq!(submitted_id(&h.step(submit(6, 6, "alice", request()))), 3);
+}
