@@ -55,6 +55,7 @@ use lava_batch_wire as wire;
 use lava_conf::{BaseConfig, LogMask};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
 use lava_sbd::{Effect, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
+use lava_shell::space::{Change, Space};
 use tokio::sync::mpsc;
 
 use crate::handoff::{ExitFile, PidFile};
@@ -177,6 +178,8 @@ pub fn run(options: Options) -> Result<(), Error> {
     let layout = Layout::new(&config.work_dir(), &host);
     layout.create().map_err(|source| Error::Io { path: layout.root().to_path_buf(), source })?;
     let daemon_lock = lock_daemon(&layout)?;
+    let space = Space::open(layout.root(), config.lsf.state_reserve_mb << 20)
+        .map_err(|source| Error::Io { path: layout.root().to_path_buf(), source })?;
     let store = Store::new(layout.clone());
     let loaded = store.load()?;
     let mut tracked = BTreeMap::new();
@@ -279,7 +282,15 @@ pub fn run(options: Options) -> Result<(), Error> {
             master_name: link_config.master_name.clone(),
             started_at: now_ms() as i64 / 1000,
             peeks: crate::peek::Peeks::new(shepherd),
+            space,
+            disk_full: false,
         };
+        if daemon.space.is_full() {
+            daemon.log_space_change(&Change::Full { available: daemon.space.available().unwrap_or(0), released: 0 });
+            let mut effects = Vec::new();
+            daemon.tell_disk_full(&mut effects);
+            debug_assert!(effects.is_empty(), "DiskFull only sets a flag");
+        }
         daemon.adopt_all().await?;
         if let Some(ready) = &options.ready_file {
             write_ready_file(ready)?;
@@ -404,6 +415,10 @@ struct Daemon {
     started_at: i64,
     /// `bpeek`'s readers (run as the job's user, off the loop).
     peeks: crate::peek::Peeks,
+    /// The state file system and its space reserve (the module doc's "A full disk").
+    space: Space,
+    /// What the logic was last told of the state file system (`Input::DiskFull`).
+    disk_full: bool,
 }
 
 impl Daemon {
@@ -511,6 +526,12 @@ impl Daemon {
         match event {
             Event::Tick => {
                 self.sample_memory(effects);
+                match self.space.check() {
+                    Ok(Some(change)) => self.log_space_change(&change),
+                    Ok(None) => {}
+                    Err(error) => tracing::debug!("statvfs of {}: {error}", self.layout.root().display()),
+                }
+                self.tell_disk_full(effects);
                 self.step(Input::Tick, effects);
             }
             Event::Link(LinkEvent::Connected) => {
@@ -837,7 +858,7 @@ impl Daemon {
         let go_pipes = self.launch_early(&mut effects, &mut ops)?;
         if !ops.is_empty() {
             let started = std::time::Instant::now();
-            self.store.commit(&ops)?;
+            self.commit_waiting_for_space(&ops).await?;
             let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             let persists = ops.iter().filter(|op| !matches!(op, StoreOp::Remove { .. })).count() as u64;
             self.counters.on_commit(persists, ops.len() as u64 - persists, micros);
@@ -866,6 +887,69 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+
+    /// Commits `ops`; a commit that fails for space is tried again every second until it
+    /// succeeds (the module doc's "A full disk"): nothing after it may run before it is
+    /// durable, and each attempt writes every record whole again. The reserve is released
+    /// at the first failure, so the next attempt normally succeeds at once.
+    async fn commit_waiting_for_space(&mut self, ops: &[StoreOp]) -> Result<(), Error> {
+        let mut attempts = 0u64;
+        loop {
+            match self.store.commit(ops) {
+                Ok(()) => {
+                    if attempts > 0 {
+                        tracing::warn!(attempts, "job records written again after waiting for space");
+                    }
+                    return Ok(());
+                }
+                Err(error) if error.is_no_space() => {
+                    attempts += 1;
+                    if let Some(change) = self.space.no_space() {
+                        // The reserve is free now: try again at once. The logic hears of
+                        // it at the next tick (it is not stepped while its effects are
+                        // being carried out).
+                        self.log_space_change(&change);
+                        continue;
+                    }
+                    if attempts == 1 {
+                        tracing::error!("{error}: the job records wait for space (tried again every second)");
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Tells the logic when the state file system became full or has room again (it
+    /// refuses new runs while full); once there is room, sbatchd registers with mbatchd
+    /// again, so that the jobs it refused meanwhile may come back to this host.
+    fn tell_disk_full(&mut self, effects: &mut Vec<Effect>) {
+        let full = self.space.is_full();
+        if full != self.disk_full {
+            self.disk_full = full;
+            self.step(Input::DiskFull { full }, effects);
+            if !full {
+                // Dropped only when the link is gone, which a registration replaces anyway.
+                let _ = self.out_tx.try_send(OutFrame::register_again());
+            }
+        }
+    }
+
+    fn log_space_change(&self, change: &Change) {
+        let dir = self.layout.root().display();
+        match change {
+            Change::Full { available, released } => tracing::error!(
+                %dir,
+                available,
+                released,
+                "the state file system is full: new jobs are refused; running jobs go on"
+            ),
+            Change::Room { available } => {
+                tracing::warn!(%dir, available, "the state file system has room again: new jobs are taken")
+            }
+        }
     }
 
     /// The batch's record changes, one per job ([`StoreOp::then`]: the last one wins, a

@@ -205,9 +205,23 @@ pub const SHEPHERD_FILES: [&str; 2] = [PID_FILE, EXIT_FILE];
 /// fsync that follows).
 pub fn create_shepherd_files(dir: &Path) -> io::Result<()> {
     for name in SHEPHERD_FILES {
-        OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(dir.join(name))?;
+        let file =
+            OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(dir.join(name))?;
+        reserve_blocks(&file);
     }
     Ok(())
+}
+
+/// Bytes allocated ahead in each empty shepherd file: more than its one line.
+const SHEPHERD_FILE_RESERVE_BYTES: i64 = 4096;
+
+/// Allocates the blocks of an empty shepherd file ahead (its size stays 0), so that the
+/// shepherd's in-place write of `pid` or `exit` needs no new block: a job ending while
+/// the file system is full still has its exit recorded (docs/operations.md, "A full
+/// disk"). Best effort: a file system without `fallocate`, or one already full, only
+/// loses that guarantee.
+pub fn reserve_blocks(file: &File) {
+    let _ = crate::sys::allocate_keeping_size(file, SHEPHERD_FILE_RESERVE_BYTES);
 }
 
 /// The shepherd's durable write of `name` (`pid` or `exit`) in `dir`: in place into the

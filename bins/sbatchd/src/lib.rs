@@ -135,6 +135,14 @@ pub enum Error {
     Other(String),
 }
 
+impl Error {
+    /// Whether a write failed because the file system (or a quota) is full: sbatchd waits
+    /// for space then, instead of stopping.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if lava_shell::space::is_full(source))
+    }
+}
+
 /// The command line.
 #[derive(Debug, Parser)]
 #[command(name = "sbatchd", version, about = "LavaCore sbatchd: runs the cluster's jobs on this host")]

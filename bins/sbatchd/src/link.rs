@@ -86,6 +86,19 @@ pub struct OutFrame {
     pub body: Vec<u8>,
 }
 
+impl OutFrame {
+    /// Not a message: the link ends its connection here (after the frames handed over
+    /// before it) and registers again, which lifts mbatchd's avoidance of this host for
+    /// the jobs it refused.
+    pub fn register_again() -> OutFrame {
+        OutFrame { operation: Operation::SbdRegister, body: Vec::new() }
+    }
+
+    fn is_register_again(&self) -> bool {
+        self.operation == Operation::SbdRegister
+    }
+}
+
 /// Where mbatchd is and who we are.
 #[derive(Debug, Clone)]
 pub struct LinkConfig {
@@ -311,7 +324,8 @@ async fn write_loop<S: AsyncRead + AsyncWrite + Unpin>(
         if out.recv_many(&mut batch, FRAMES_PER_WRITE_MAX).await == 0 {
             return None;
         }
-        let frames: Vec<(FrameHeader, &[u8])> = batch
+        let again = batch.iter().position(OutFrame::is_register_again);
+        let frames: Vec<(FrameHeader, &[u8])> = batch[..again.unwrap_or(batch.len())]
             .iter()
             .map(|frame| {
                 *sequence = sequence.wrapping_add(1);
@@ -323,6 +337,11 @@ async fn write_loop<S: AsyncRead + AsyncWrite + Unpin>(
             return Some(format!("sending {}: {err}", names.join(", ")));
         }
         lava_crash::point!("sbatchd.message_written");
+        if again.is_some() {
+            // What followed the marker is dropped like any frame of a closed connection:
+            // the logic resends what is unacknowledged once registered again.
+            return Some("registering again (the state file system has room again)".to_owned());
+        }
         batch.clear();
     }
 }

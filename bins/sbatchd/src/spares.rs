@@ -127,7 +127,11 @@ impl Spares {
                 continue;
             }
             for file in SPARE_FILES {
-                OpenOptions::new().write(true).create_new(true).mode(0o600).open(dir.join(file))?;
+                let opened =
+                    OpenOptions::new().write(true).create_new(true).mode(0o600).open(dir.join(file))?;
+                if layout::SHEPHERD_FILES.contains(&file) {
+                    layout::reserve_blocks(&opened);
+                }
             }
             names.push(name);
         }

@@ -1080,6 +1080,15 @@ pub fn close_descriptors_except(keep: &[RawFd]) -> io::Result<()> {
     Ok(())
 }
 
+/// `fallocate(FALLOC_FL_KEEP_SIZE)` of the first `len` bytes of `file`: its blocks are
+/// allocated, its size is unchanged.
+pub fn allocate_keeping_size(file: &std::fs::File, len: i64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fallocate on a descriptor the caller's borrow keeps open; no memory is passed.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::fd::AsFd;
