@@ -3,7 +3,7 @@
 //! throw-away cluster folder per test (see `util`).
 //!
 //! These tests check what a user sees (command output, job states, output
-//! files) and the crash promises of ../shared/DESIGN.md section 6: a `kill -9`
+//! files) and the crash promises of docs/ARCHITECTURE.md ("What each daemon keeps"): a `kill -9`
 //! of either daemon in the middle of work loses no job and runs none twice.
 
 mod util;

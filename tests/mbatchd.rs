@@ -1,7 +1,7 @@
 //! Integration tests of the real `mbatchd` binary on loopback: the job
-//! pipeline with a fake sbatchd (specs/mbd-sbd-protocol.md section 4), restart
-//! after `kill -9` (section 7, replay), bad input from hostile peers
-//! (../shared/DESIGN.md section 4) and the cluster key's permissions (section 5).
+//! pipeline with a fake sbatchd (docs/protocols/batch.md, "The three stages of a job"),
+//! restart after `kill -9` ("The event log and replay"), bad input from hostile
+//! peers and the cluster key's permissions (docs/ARCHITECTURE.md, "Architecture invariants").
 //!
 //! Each test has its own cluster folder and daemon (tests/util); every wait is
 //! a bounded poll or a bounded read.
@@ -31,8 +31,8 @@ fn job_ids(reply: &wire::JobQueryReply) -> Vec<u32> {
     reply.jobs.iter().map(|job| job.job.job_id).collect()
 }
 
-// Goal: a job goes through the whole pipeline of specs/mbd-sbd-protocol.md
-// section 4 against the real daemon, each stage acknowledged, and the client
+// Goal: a job goes through the whole pipeline of docs/protocols/batch.md
+// ("The three stages of a job") against the real daemon, each stage acknowledged, and the client
 // sees it DONE; a SIGTERM then stops mbatchd cleanly.
 // Method: port 0 and the port file; a fake sbatchd registers with the cluster
 // key; a fake client with a sealed credential submits; the fake sbatchd
@@ -351,7 +351,7 @@ fn a_second_registration_closes_the_first_channel() {
 }
 
 // Goal: mbatchd refuses to start with a cluster key that group or others can
-// read, and the error names the file (../shared/DESIGN.md section 5).
+// read, and the error names the file (docs/operations.md, "The cluster key").
 #[test]
 fn refuses_a_key_file_others_can_read() {
     let mut cluster = Cluster::new();

@@ -1,6 +1,6 @@
 //! `bhosts [-w | -l] [host ...]`: the execution hosts as mbatchd sees them
-//! (HOST_QUERY), in the classic layouts (../shared/research/lavalite.md
-//! section 2.4, LSF's `bhosts` reference):
+//! (HOST_QUERY), in the classic layouts (docs/commands.md,
+//! "bhosts"; LSF's `bhosts` reference):
 //!
 //! ```text
 //! HOST_NAME          STATUS       JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV

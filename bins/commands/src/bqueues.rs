@@ -1,6 +1,6 @@
 //! `bqueues [-w | -l] [queue ...]`: the queues as mbatchd sees them
-//! (QUEUE_QUERY), in the classic layouts (../shared/research/lavalite.md
-//! section 2.4, LSF's `bqueues` reference):
+//! (QUEUE_QUERY), in the classic layouts (docs/commands.md,
+//! "bqueues"; LSF's `bqueues` reference):
 //!
 //! ```text
 //! QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP
@@ -200,7 +200,7 @@ mod tests {
     }
 
     // Goal: the classic header and columns, byte for byte as LavaLite prints them
-    // (the row of research/lavalite.md section 2.4), LSF's cut of long names,
+    // (LavaLite 0.1.2's row), LSF's cut of long names,
     // the four queue states and limits where the queue has them.
     #[test]
     fn classic_layout() {

@@ -1,6 +1,6 @@
 //! `lsid`, `lsload`, `lshosts`: blocking queries of the master lim's TCP port
 //! (lava-lim-wire's `LIM_TCP_*` frames) and LavaLite 0.1.2's output formats
-//! (../shared/research/lavalite.md section 2.5). The master is the first host of
+//! (docs/lim.md, "lsload's output"). The master is the first host of
 //! lsf.cluster; its address is `LAVA_ADDR` (else its name) and its port the per-host
 //! `LAVA_LIM_PORT`, else `LAVA_LIM_TCP_PORT`.
 
@@ -149,7 +149,7 @@ pub fn index_busy(host: &wire::HostLoad, idx: usize) -> bool {
     host.status0 & wire::LIM_BUSY != 0 && idx < wire::LIM_NIDX && host.status0 & (1 << idx) != 0
 }
 
-/// Formats `lsload` output (LavaLite 0.1.2's layout, ../shared/research/lavalite.md 2.5):
+/// Formats `lsload` output (LavaLite 0.1.2's layout, docs/lim.md, "lsload's output"):
 /// `HOST_NAME` left-aligned in 16 columns (cut to 16), `status` in 10, then one
 /// right-aligned column of width 6 per index: r15s r1m r15m ut pg ls it tmp swp mem, with
 /// `io` after `pg` only with `-l` (classic Lava). `-w` widens the host column to 24 (names

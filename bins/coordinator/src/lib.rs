@@ -30,7 +30,7 @@
 //! off at start and logged; damage followed by valid records stops the start
 //! with an error naming the file and offset.
 //!
-//! # Authentication and authorization (decided here; DESIGN.md section 5)
+//! # Authentication and authorization (decided here; docs/protocols/coordinator.md)
 //! The cluster key is read by the coordinator only (mode 0600, root). Users
 //! prove who they are as the batch commands do: the client asks its local
 //! sbatchd for a credential on `LAVA_CMD_SOCKET` (sbatchd learns the uid from

@@ -1,5 +1,5 @@
 //! lava-lim: the `lim` daemon, the I/O shell around lava-lim-logic
-//! (../shared/specs/lim-protocol.md).
+//! (docs/protocols/lim.md).
 //!
 //! `lim [-d|--envdir DIR] [--host NAME] [--ready-file PATH]`
 //!

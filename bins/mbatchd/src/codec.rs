@@ -7,7 +7,7 @@
 //! plus its environment), and an event record must be able to hold anything a
 //! frame carried (JOB_NEW keeps the whole submission). Decoding never
 //! allocates beyond these bounds because a length field said so
-//! (../shared/DESIGN.md section 4).
+//! (docs/ARCHITECTURE.md, "One peer's bad input costs only that peer").
 
 use lava_batch_ll::COMMAND_BYTES_MAX;
 use lava_batch_wire::{self as wire, BATCH_VERSION};

@@ -9,7 +9,7 @@
 //! cut short, an unknown version or operation, a body that does not decode, a
 //! frame that fails authentication) is logged with its address and what was
 //! wrong, counted, and loses its own connection; every other connection goes
-//! on (../shared/DESIGN.md section 4).
+//! on (docs/ARCHITECTURE.md, "One peer's bad input costs only that peer").
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

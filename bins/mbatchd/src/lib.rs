@@ -1,7 +1,7 @@
 //! lava-mbatchd: the I/O shell of mbatchd around the `lava-mbd` state machine.
 //!
 //! mbatchd is the scheduler and state authority of the batch system
-//! (../shared/DESIGN.md section 1). Everything it decides is decided by
+//! (docs/ARCHITECTURE.md, "Code map"). Everything it decides is decided by
 //! [`lava_mbd::Mbd`]; this crate only carries inputs to it and its effects out,
 //! following the *shell contract* written in `lava-mbd`'s crate documentation,
 //! step by step:
@@ -20,9 +20,9 @@
 //! It never changes job state, never decides what to send, and never reads
 //! the clock for the logic except to hand `now_ms` to [`lava_mbd::Mbd::step`].
 //! It never trusts a uid a client states (only a credential sealed with the
-//! cluster key, ../shared/DESIGN.md section 5), never sends a message before
-//! the events it depends on are on disk (DESIGN.md section 3), and never lets
-//! one peer's bad input cost anyone else their connection (DESIGN.md section 4).
+//! cluster key), never sends a message before the events it depends on are on
+//! disk, and never lets one peer's bad input cost anyone else their connection
+//! (docs/ARCHITECTURE.md, "Architecture invariants").
 //!
 //! # The connection protocol (one TCP port, `LSB_MBD_PORT`)
 //! Every frame is `lava_xdr::frame`'s 20-byte header and an XDR body, at most
@@ -32,7 +32,7 @@
 //!   carries `lava-net`'s HMAC trailer, both ways): an **sbatchd channel**. The
 //!   host it names must be a server host of `lsf.cluster`; its later frames are
 //!   BATCH_NEW_JOB_REPLY, BATCH_JOB_EXECUTE, BATCH_JOB_FINISH and
-//!   BATCH_JOB_SIGNAL_REPLY (specs/mbd-sbd-protocol.md sections 3 to 5), and
+//!   BATCH_JOB_SIGNAL_REPLY (docs/protocols/batch.md), and
 //!   mbatchd sends SBD_REGISTER_ACK, BATCH_NEW_JOB, the three ACKs and
 //!   BATCH_JOB_SIGNAL on it.
 //! - anything else: a **command connection**. Each frame is one request

@@ -1,4 +1,5 @@
-//! The one closed event loop of mbatchd (../shared/STYLE.md point 5): every
+//! The one closed event loop of mbatchd (docs/ARCHITECTURE.md, "One closed event loop
+//! per daemon shell"): every
 //! input of the daemon becomes an [`Event`], and only this loop steps the
 //! logic and carries out its effects, following `lava-mbd`'s shell contract.
 //!

@@ -1,6 +1,6 @@
 //! From a frame's body to a logic input: XDR decoding (wire), the credential
-//! check, and the structural checks of `lava-batch-ll` (specs/mbd-sbd-protocol.md
-//! section 2.2), each failure naming the field and what was wrong.
+//! check, and the structural checks of `lava-batch-ll` (docs/protocols/README.md,
+//! "The layers"), each failure naming the field and what was wrong.
 //!
 //! Pure functions: no socket, no state, the clock passed in. The connection
 //! tasks call them; only inputs that passed reach the event loop.

@@ -11,7 +11,7 @@ use lava_dlm_wire::{DecodeError, type_name};
 
 use crate::client::ErrorCode;
 
-/// Type numbers are 1..=15 (../shared/specs/dlm-protocol.md, "Message Types"); slot 0 holds
+/// Type numbers are 1..=15 (docs/protocols/dlm.md, "Message types and payloads"); slot 0 holds
 /// any other.
 const TYPE_SLOTS: usize = 16;
 

@@ -1,5 +1,5 @@
 //! lava-mxfsd: the `mxfsd` lock manager daemon, the I/O shell around lava-dlm-logic
-//! (../shared/specs/dlm-protocol.md), plus `mxfsctl` ([`ctl`]) and the client library
+//! (docs/protocols/dlm.md), plus `mxfsctl` ([`ctl`]) and the client library
 //! ([`client`]).
 //!
 //! `mxfsd [-d|--envdir DIR] [--host NAME] [--port PORT] [--socket PATH] [--ready-file PATH]`

@@ -2,7 +2,7 @@
 //! the local locks, the connections' send queues); socket tasks only frame, authenticate,
 //! decode and validate, and hand the result over as an [`Event`].
 //!
-//! # Mastering (../shared/specs/dlm-protocol.md, "Lock Mastering")
+//! # Mastering (docs/protocols/dlm.md, "Mastering and joining")
 //! The lowest live node id is the master. A node looks for it by trying the nodes below its own
 //! id, lowest first: a refused or timed-out connection, or a connection whose NODE_JOIN gets no
 //! answer within a quarter of the node timeout (a hung node; skipped for a while), means that

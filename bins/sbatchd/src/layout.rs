@@ -23,7 +23,7 @@
 //! ```
 //!
 //! `<jobfile>` is `<submit-epoch-s>.<jobid>`, with `.<index>` for an array element
-//! (LavaLite's name, research/lavalite.md section 3.4). [`write_durable`] is the one way a
+//! (LavaLite's name). [`write_durable`] is the one way a
 //! new file becomes durable: temporary file, fsync, rename, fsync of the folder. The
 //! shepherd's `pid` and `exit` are the exception ([`write_shepherd_file`]): sbatchd creates
 //! them empty with the job's folder, whose fsync makes them durable with the first record,

@@ -30,7 +30,8 @@
 //!    order; stop on the first error (it names the file and byte offset).
 //! 3. For each event: [`append`](EventLog::append) it, then
 //!    [`wait_durable`](EventLog::wait_durable) on its position, and only then send
-//!    whatever acknowledges it (DESIGN.md section 3). Many threads may do this at once;
+//!    whatever acknowledges it (docs/ARCHITECTURE.md, "Acknowledgement follows
+//!    durability"). Many threads may do this at once;
 //!    they share fsyncs.
 //! 4. From time to time, [`write_snapshot`](EventLog::write_snapshot) the state as of the
 //!    last applied position, then [`prune`](EventLog::prune).

@@ -2,7 +2,8 @@
 //! mbatchd and up to four sbatchd — running the real logic crates
 //! (`lava-mbd`, `lava-sbd`) on a virtual network, virtual disks and a virtual
 //! clock, in one thread, as a pure function of a 64-bit seed
-//! (../shared/DESIGN.md section 3, STYLE.md point 11, after TigerBeetle's VOPR).
+//! (docs/ARCHITECTURE.md, "Tests and benchmarks"; seeded and bounded, a failing seed
+//! reproduces exactly, after TigerBeetle's VOPR).
 //!
 //! **Architecture Invariant:** the simulator owns no protocol logic. It only
 //! plays the shells exactly as the logic crates' contracts prescribe (carry

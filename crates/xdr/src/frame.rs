@@ -2,7 +2,7 @@
 //!
 //! The header is LavaLite's: five big-endian 32-bit fields, in this order —
 //! `sequence`, `operation`, `version`, `length`, `status` (see
-//! ../shared/research/lavalite.md, "Protocol", and ../shared/DESIGN.md section 4).
+//! docs/protocols/README.md, "The 20-byte frame header").
 //! `length` counts the body bytes that follow the header, never the header
 //! itself. The body is opaque here: it is XDR for the batch, LIM-over-TCP and
 //! coordinator protocols, possibly followed by an authentication trailer that

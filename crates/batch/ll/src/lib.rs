@@ -1,6 +1,6 @@
 //! lava-batch-ll: how a batch message maps to internal structures.
 //!
-//! The logic-adapter layer of ../shared/specs/mbd-sbd-protocol.md section 2.2:
+//! The logic-adapter layer (docs/protocols/README.md, "The layers"):
 //! it turns `lava-batch-wire` structures into validated domain values
 //! (`JobRef`, `HostName`, `QueueName`, `UserName`, [`JobSpec`], [`JobStatus`])
 //! and parses the little languages a submission carries: job arrays in the job

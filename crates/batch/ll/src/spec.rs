@@ -3,7 +3,7 @@
 //!
 //! Both keep the validated wire structure inside and expose typed accessors for
 //! the fields the logic decides on; the rest travels unchanged (a dispatch
-//! snapshot is immutable input, specs/sbd-protocol-model.md section 1.1).
+//! snapshot is immutable input, docs/protocols/sbd-job-record.md).
 
 use lava_batch_wire as wire;
 

@@ -1,7 +1,7 @@
 //! Job status: the states `bjobs` shows, with LavaLite's bit values.
 //!
-//! The values are those of ../shared/research/lavalite.md section 3.1 (Lava's
-//! `lsbatch.h`), so that anything reading `lsb.events` or the wire sees the
+//! The values are those of Lava's `lsbatch.h` (listed in docs/protocols/batch.md,
+//! "Bodies"), so that anything reading `lsb.events` or the wire sees the
 //! numbers an LSF tool expects.
 
 use std::fmt;

@@ -2,8 +2,7 @@
 //! ([`Input::JobControl`](crate::Input::JobControl)) and `badmin hclose`,
 //! `hopen`, `qclose`, `qopen`, `qact`, `qinact`
 //! ([`Input::AdminControl`](crate::Input::AdminControl)), with the events
-//! of ../shared/research/lavalite.md section 3.2 (JOB_MODIFY2, JOB_SWITCH,
-//! JOB_MOVE, HOST_CTRL, QUEUE_CTRL).
+//! under LSF's names (JOB_MODIFY2, JOB_SWITCH, JOB_MOVE, HOST_CTRL, QUEUE_CTRL).
 //!
 //! # Jobs
 //! Only the owner, root or a cluster administrator may change a job. Each job

@@ -6,8 +6,8 @@
 //! event types (JOB_NEW, JOB_START, JOB_START_ACCEPT, JOB_EXECUTE, JOB_SIGNAL,
 //! JOB_SIGACT, JOB_STATUS, JOB_CLEAN, MBD_START; and, for the control commands
 //! of `control`, HOST_CTRL, QUEUE_CTRL, JOB_MODIFY2, JOB_SWITCH, JOB_MOVE,
-//! JOB_REQUEUE, as ../shared/research/lavalite.md section 3.2 names them). All times are milliseconds
-//! since the epoch as the shell supplied them; the shell encodes the records
+//! JOB_REQUEUE; docs/protocols/batch.md, "The event log and replay"). All times are
+//! milliseconds since the epoch as the shell supplied them; the shell encodes the records
 //! with XDR into `lava-eventlog`, so no field is a map or an untagged value.
 
 use lava_batch_ll::{HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};

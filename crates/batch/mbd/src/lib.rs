@@ -4,7 +4,7 @@
 //! validated client request, an sbatchd message or channel event, a clock
 //! tick) and the current time, changes its state, and returns [`Effect`]s:
 //! events to append to `lsb.events`, messages to sbatchd, replies to clients.
-//! It realises ../shared/specs/mbd-sbd-protocol.md (the job pipeline, the
+//! It realises docs/protocols/batch.md (the job pipeline, the
 //! signal pipeline, idempotency and replay) for mbatchd's side.
 //!
 //! # What it never does

@@ -1,5 +1,5 @@
-//! The three-stage job pipeline of specs/mbd-sbd-protocol.md section 4, as
-//! mbatchd answers sbatchd: NEW_JOB_REPLY, EXECUTE, FINISH.
+//! The three-stage job pipeline (docs/protocols/batch.md, "The three stages of a
+//! job"), as mbatchd answers sbatchd: NEW_JOB_REPLY, EXECUTE, FINISH.
 //!
 //! Every message is idempotent here. The rules, for a message from `host`
 //! about job J:

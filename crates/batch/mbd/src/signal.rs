@@ -1,4 +1,4 @@
-//! The signal pipeline of specs/mbd-sbd-protocol.md section 5: `bkill`,
+//! The signal pipeline (docs/protocols/batch.md, "Signals"): `bkill`,
 //! `bstop`, `bresume` requests and sbatchd's SIGNAL_REPLY.
 //!
 //! Intent and result are logged separately. On a pending job mbatchd acts

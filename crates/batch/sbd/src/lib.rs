@@ -5,7 +5,8 @@
 //! daemon's shell calls [`Sbd::step`] with the current time and one [`Input`]
 //! (a validated message from mbatchd, a report about a process, a tick) and
 //! carries out the [`Effect`]s it returns. It implements
-//! ../shared/specs/sbd-protocol-model.md: the wire snapshot is used once to
+//! docs/protocols/sbd-job-record.md ("spec section N" below: that page's map of the
+//! original document's sections): the wire snapshot is used once to
 //! derive a [`RunSpec`]; runtime truth is the [`JobRecord`] (pid, the ACK flags
 //! `pid_acked`, `execute_acked`, `finish_acked`, `exit_status_valid`, the exit);
 //! there is no state enum and no `*_sent` latch; every message is rebuilt from

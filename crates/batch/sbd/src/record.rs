@@ -1,4 +1,5 @@
-//! The durable per-job record (`struct sbd_job` of specs/sbd-protocol-model.md)
+//! The durable per-job record (`struct sbd_job` of the original design;
+//! docs/protocols/sbd-job-record.md, "The record")
 //! and the protocol messages rebuilt from it.
 //!
 //! A record holds facts only: the runtime spec, the pid once known, the four

@@ -1,6 +1,7 @@
 //! The runtime job specification: everything the shell needs to launch a job
 //! and everything a message reports about it, derived once from the immutable
-//! dispatch snapshot (specs/sbd-protocol-model.md sections 1.5 and 2).
+//! dispatch snapshot (docs/protocols/sbd-job-record.md, "From the dispatch to the run
+//! spec").
 //!
 //! Decoding happens here and nowhere else: the working directory becomes an
 //! absolute, lexically normalised path; `%J`/`%I` in the job files become the

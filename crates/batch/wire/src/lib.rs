@@ -3,12 +3,11 @@
 //! This crate owns the opcodes and the XDR structures of two protocols that
 //! share one frame format (the 20-byte header of `lava_xdr::frame`):
 //!
-//! - mbatchd ↔ sbatchd, exactly as ../shared/specs/mbd-sbd-protocol.md
-//!   section 3 enumerates them, with LavaLite's opcode numbers (30–40,
-//!   ../shared/research/lavalite.md section 3.4), plus the channel
+//! - mbatchd ↔ sbatchd, as docs/protocols/batch.md lists them, with
+//!   LavaLite's opcode numbers (30–40), plus the channel
 //!   identification `SbdRegister`/`SbdRegisterAck` that names the host at the
 //!   other end of a connection (it carries no job state, so restart recovery
-//!   stays handshake-free as specs/sbd-protocol-model.md section 3 requires);
+//!   stays handshake-free: docs/protocols/sbd-job-record.md, "Restart");
 //! - commands ↔ mbatchd (`bsub`, `bjobs`, `bkill`, …), each request wrapped in
 //!   a [`ClientRequest`] carrying the caller's vouched credential and a request
 //!   id the command chose, so that a retry is recognised, not repeated.
@@ -250,8 +249,8 @@ pub struct EnvVar {
 // ---------------------------------------------------------------------------
 
 /// BATCH_NEW_JOB: the dispatch snapshot mbatchd sends. sbatchd keeps it
-/// immutable (`job->spec` of specs/sbd-protocol-model.md section 1.1) and
-/// derives its runtime spec from it once.
+/// immutable and derives its runtime spec from it once (docs/protocols/sbd-job-record.md,
+/// "From the dispatch to the run spec").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobSpecs {
     /// The job.

@@ -1,5 +1,6 @@
 //! lava-coord-logic: the coordinator's logic — the only code that changes task
-//! and lease state (docs/coordinator.md).
+//! and lease state (docs/protocols/coordinator.md, which also maps the original
+//! design's section numbers cited below; the overview is docs/coordinator.md).
 //!
 //! A pure, deterministic state machine ([`Coord`]): it takes an [`Input`] (a
 //! validated request from `lava-coord-ll`, or a tick) with the current time,

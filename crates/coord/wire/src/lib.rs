@@ -1,5 +1,5 @@
 //! lava-coord-wire: the bytes of the coordinator protocol
-//! (docs/coordinator.md).
+//! (docs/protocols/coordinator.md; the operator's view is docs/coordinator.md).
 //!
 //! # What it owns
 //! - [`COORD_VERSION`], the version word of every coordinator frame header.

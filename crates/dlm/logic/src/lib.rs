@@ -1,4 +1,4 @@
-//! lava-dlm-logic: the lock master of mxfsd (../shared/specs/dlm-protocol.md) — the only code
+//! lava-dlm-logic: the lock master of mxfsd (docs/protocols/dlm.md) — the only code
 //! that changes lock, lease, membership and epoch state.
 //!
 //! A pure, deterministic state machine ([`Master`]): it takes an [`Input`] (a validated,

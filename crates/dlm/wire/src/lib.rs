@@ -1,4 +1,4 @@
-//! lava-dlm-wire: the bytes of the DLM protocol (../shared/specs/dlm-protocol.md).
+//! lava-dlm-wire: the bytes of the DLM protocol (docs/protocols/dlm.md).
 //!
 //! # What it owns
 //! - The 32-byte `mxfs_dlm_msg_hdr` of the spec, byte-exact, network byte order
@@ -6,12 +6,12 @@
 //!   length u32 (the **whole** message: header, payload and authentication trailer), seq u32,
 //!   sender u32, target u32 (0 = broadcast-originated), epoch u64.
 //! - Every message type of the spec with its number (the numbering of the original
-//!   implementation, ../shared/research/dlm-and-queues.md section 1.2) and a payload layout
+//!   mxfs implementation, docs/protocols/dlm.md) and a payload layout
 //!   decided here ([`Message`]).
 //! - Stream framing: the header's own `length` frames each message on the TCP stream between
 //!   daemons ([`frame_len`]).
-//! - Room for the authentication trailer of ../shared/DESIGN.md section 5: [`TRAILER_BYTES`]
-//!   (60) opaque bytes after the payload, inside the stated length, so the header stays
+//! - Room for the authentication trailer (docs/protocols/README.md, "Authentication"):
+//!   [`TRAILER_BYTES`] (60) opaque bytes after the payload, inside the stated length, so the header stays
 //!   byte-exact. This crate never computes or checks it (lava-net's `seal_bytes` /
 //!   `open_bytes` do, in the shell, over header ‖ payload); it only reserves and splits it.
 //!

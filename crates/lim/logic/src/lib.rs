@@ -1,5 +1,5 @@
-//! lava-lim-logic: the LIM as a pure state machine (../shared/specs/lim-protocol.md, sections
-//! 3, 4, 6 and 7).
+//! lava-lim-logic: the LIM as a pure state machine (docs/protocols/lim.md; the original
+//! document's sections 3, 4, 6 and 7, mapped in that page).
 //!
 //! # What it owns
 //! [`Lim`]: one lim, master or slave. The master is the first host of lsf.cluster's Host

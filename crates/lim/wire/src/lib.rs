@@ -1,4 +1,6 @@
-//! lava-lim-wire: the bytes of the LIM protocol (../shared/specs/lim-protocol.md).
+//! lava-lim-wire: the bytes of the LIM protocol (docs/protocols/lim.md; "section N" below
+//! is the original LIM document's, mapped in that page's "Section numbers used in the
+//! code").
 //!
 //! # What it owns
 //! - The datagram codec: [`encode_datagram`] and [`decode_datagram`]. A datagram is
