@@ -9,7 +9,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use util::hostile::{assert_closed_by_deadline, open_idle, rss_kib};
+use util::hostile::{assert_closed_by_deadline, closed_within, open_idle, rss_kib};
 use util::{Cluster, Daemon, IO_TIMEOUT, submitted_job_id, wait_until};
 
 fn bin(name: &str) -> std::path::PathBuf {
@@ -75,6 +75,44 @@ fn idle_strangers_never_lock_out_commands_or_sbatchd() {
     assert_closed_by_deadline(&mut idle, opened);
     let grown = rig.mbatchd.log().len() - log_before;
     assert!(grown < 16 * 1024, "mbatchd logged {grown} bytes for 1,100 idle connections");
+}
+
+// Attack: many connections, each sending almost all of a large first frame within the
+// deadline (so that memory follows bytes actually received, and every one of them counts).
+// Goal: together they hold at most mbatchd's pre-authentication budget (64 MiB): once it is
+// reserved, each new large first frame closes the oldest unfinished one; mbatchd's memory
+// stays bounded by the budget, not by the number of connections, and commands are served.
+#[test]
+fn large_first_frames_share_one_byte_budget() {
+    let rig = Rig::start();
+    let before = rig.rss_kib();
+    let mut header = Vec::new();
+    let submit = lava_batch_wire::Operation::SubmitJob.code();
+    let announced: u32 = 2 << 20;
+    for word in [1u32, submit, lava_batch_wire::BATCH_VERSION, announced, 0] {
+        header.extend_from_slice(&word.to_be_bytes());
+    }
+    // 1.875 MiB of each 2 MiB frame: 100 of them would be 187 MiB held without the budget.
+    let part = vec![0x55u8; 15 << 17];
+    let mut streams = Vec::new();
+    for _ in 0..100 {
+        let Ok(mut stream) = TcpStream::connect_timeout(&rig.cluster.mbd_addr(), IO_TIMEOUT) else {
+            continue;
+        };
+        stream.set_write_timeout(Some(Duration::from_millis(500))).expect("a write timeout");
+        let _sent = stream.write_all(&header).and_then(|()| stream.write_all(&part));
+        streams.push(stream);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let grown = rig.rss_kib().saturating_sub(before);
+    assert!(grown < 128 * 1024, "mbatchd grew by {grown} KiB for 100 large partial first frames");
+    let closed = streams
+        .iter_mut()
+        .map(|stream| closed_within(stream, Duration::from_millis(100)))
+        .filter(|closed| *closed)
+        .count();
+    assert!(closed >= 60, "only {closed} of 100 were closed to keep within the budget");
+    assert!(rig.bjobs().is_some(), "commands are still answered");
 }
 
 // Attack (issue 18, item 2): connections that each announce a 2 MiB frame and send part of

@@ -19,7 +19,7 @@ use std::time::Duration;
 use lava_batch_ll::HostName;
 use lava_batch_wire::{self as wire, BATCH_VERSION, Operation};
 use lava_mbd::{Caller, ClientReply, ToSbd};
-use lava_net::gate::{GateConfig, Pass};
+use lava_net::gate::{GateConfig, Pass, Reserver};
 use lava_net::{AuthConn, Authenticator, ConnError, FramedConn, Timeouts, system_now_ms};
 use lava_xdr::frame::{Frame, FrameHeader};
 use tokio::net::TcpStream;
@@ -122,6 +122,13 @@ pub(crate) struct Shared {
 pub(crate) const CONNECTIONS: GateConfig =
     GateConfig { total_max: 1024, per_source_max: 128, auth_deadline: Duration::from_secs(5) };
 
+/// Bytes the first frames of connections that have not authenticated may announce, in all
+/// (lava-net's gate: a first frame reserves its length before it is read, evicting the
+/// oldest unauthenticated connections holding a reservation when it does not fit). A
+/// command's first request carries its credential, so this bounds what strangers can make
+/// mbatchd hold at once, whatever the number of sources.
+pub(crate) const PRE_AUTH_BYTES_MAX: usize = 64 << 20;
+
 /// Serves one accepted connection until it closes.
 pub(crate) async fn serve(
     stream: TcpStream,
@@ -134,7 +141,7 @@ pub(crate) async fn serve(
     let mut framed = FramedConn::new(stream, FRAME_LIMITS, timeouts);
     let within = pass.auth_deadline();
     let first = tokio::select! {
-        first = read_frame(&mut framed, &shared, peer, Some(within)) => first,
+        first = read_frame(&mut framed, &shared, peer, Some((within, pass.reserver()))) => first,
         () = pass.evicted() => {
             tracing::debug!(%peer, "closed before its first request to make room for a newer connection");
             shared.counters.reject(Reject::Evicted);
@@ -150,18 +157,26 @@ pub(crate) async fn serve(
 }
 
 /// Reads the next frame of a command connection, or the first of any connection (`first`:
-/// within that time), else within [`CLIENT_READ_TIMEOUT_MS`]; the whole frame must arrive
-/// in that time. `None` when the connection is to be dropped (closed by the peer, bad
-/// frame, timeout, mbatchd stopping), after logging why.
+/// within that time, its length reserved of the gate's pre-authentication budget), else
+/// within [`CLIENT_READ_TIMEOUT_MS`]; the whole frame must arrive in that time. `None`
+/// when the connection is to be dropped (closed by the peer, bad frame, no room in the
+/// budget, timeout, mbatchd stopping), after logging why.
 async fn read_frame(
     framed: &mut FramedConn<TcpStream>,
     shared: &Shared,
     peer: SocketAddr,
-    first: Option<Duration>,
+    first: Option<(Duration, Reserver)>,
 ) -> Option<Frame> {
     let mut stopping = shared.stopping.subscribe();
-    let within = first.unwrap_or(Duration::from_millis(CLIENT_READ_TIMEOUT_MS));
-    let read = tokio::time::timeout(within, framed.read_frame());
+    let is_first = first.is_some();
+    let within = first.as_ref().map_or(Duration::from_millis(CLIENT_READ_TIMEOUT_MS), |(within, _)| *within);
+    let reserve = |header: &lava_xdr::frame::FrameHeader| match first {
+        Some((_, reserver)) => {
+            reserver.reserve(header.length as usize).map_err(|refusal| refusal.to_string())
+        }
+        None => Ok(()),
+    };
+    let read = tokio::time::timeout(within, framed.read_frame_reserving(reserve));
     let read = tokio::select! {
         read = read => read,
         _ = stopping.wait_for(|stopping| *stopping) => return None,
@@ -175,12 +190,18 @@ async fn read_frame(
             tracing::debug!(%peer, "connection closed by the peer");
             None
         }
+        Ok(Err(error @ ConnError::Refused(_))) => {
+            // Strangers can cause this at will: not logged above debug.
+            tracing::debug!(%peer, "{error}; closing the connection");
+            shared.counters.reject(Reject::Refused);
+            None
+        }
         Ok(Err(error)) => {
             tracing::warn!(%peer, "{error}; closing the connection");
             shared.counters.reject(Reject::Frame);
             None
         }
-        Err(_) if first.is_some() => {
+        Err(_) if is_first => {
             tracing::debug!(%peer, "no complete first frame within {within:?}; closing the connection");
             shared.counters.reject(Reject::Timeout);
             None

@@ -227,7 +227,7 @@ impl Shell {
             tasks: JoinSet::new(),
             next_conn: 1,
             accept_paused_until: None,
-            gate: Gate::new(conn::CONNECTIONS),
+            gate: Gate::new(conn::CONNECTIONS).with_pre_auth_budget(conn::PRE_AUTH_BYTES_MAX),
             accept_backoff: AcceptBackoff::default(),
             effects: Vec::new(),
             lim: LimUpdates::default(),

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use lava_xdr::frame::{Frame, FrameError, FrameHeader, FrameLimits, decode_frame, encode_frame};
+use lava_xdr::frame::{
+    Frame, FrameError, FrameHeader, FrameLimits, HEADER_BYTES, decode_frame, encode_frame,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
@@ -99,6 +101,9 @@ pub enum ConnError {
         /// Bytes of the partial frame.
         buffered_bytes: usize,
     },
+    /// The caller refused a frame on its header ([`FramedConn::read_frame_reserving`]).
+    #[error("frame refused: {0}")]
+    Refused(String),
     /// A socket error.
     #[error("connection I/O: {0}")]
     Io(#[from] io::Error),
@@ -159,6 +164,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FramedConn<S> {
     pub async fn read_frame(&mut self) -> Result<Option<Frame>, ConnError> {
         let timeout_ms = self.timeouts.read_timeout_ms;
         timeout(Duration::from_millis(timeout_ms), self.read_frame_untimed())
+            .await
+            .map_err(|_| ConnError::ReadTimeout { timeout_ms })?
+    }
+
+    /// [`read_frame`](Self::read_frame), calling `reserve` with the frame's header as soon
+    /// as it has arrived and before any more of the frame is taken in: an error refuses
+    /// the frame ([`ConnError::Refused`]). A daemon reserves the announced length of a
+    /// first frame of its pre-authentication budget with it (lava-net's gate).
+    pub async fn read_frame_reserving(
+        &mut self,
+        reserve: impl FnOnce(&FrameHeader) -> Result<(), String>,
+    ) -> Result<Option<Frame>, ConnError> {
+        let timeout_ms = self.timeouts.read_timeout_ms;
+        let read = async {
+            while self.read_buf.len() < HEADER_BYTES {
+                if self.stream.read_buf(&mut self.read_buf).await? == 0 {
+                    return match self.read_buf.len() {
+                        0 => Ok(None),
+                        buffered_bytes => Err(ConnError::ClosedMidFrame { buffered_bytes }),
+                    };
+                }
+            }
+            let header = FrameHeader::parse(&self.read_buf)?;
+            header.check_length(&self.limits)?;
+            reserve(&header).map_err(ConnError::Refused)?;
+            self.read_frame_untimed().await
+        };
+        timeout(Duration::from_millis(timeout_ms), read)
             .await
             .map_err(|_| ConnError::ReadTimeout { timeout_ms })?
     }

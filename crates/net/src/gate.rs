@@ -9,6 +9,12 @@
 //!   [`Pass::evicted`] resolves), so that idle sockets never lock out clients and daemons
 //!   that authenticate, not even those sharing the idler's address. Only when every
 //!   connection in the way has authenticated is a newcomer refused.
+//! - **Bytes before authentication** ([`Gate::with_pre_auth_budget`]): the frames that
+//!   unauthenticated connections have announced, together, may not exceed a budget; a
+//!   connection reserves its first frame's length ([`Pass::reserve`]) before reading it, the
+//!   oldest unauthenticated connections holding a reservation are evicted to make room, and
+//!   a frame larger than the whole budget is refused. Memory already grows only with the
+//!   bytes received; the budget bounds what many connections can make a daemon hold at once.
 //! - **A deadline to authenticate**: [`GateConfig::auth_deadline`] is the time a connection
 //!   has to call [`Pass::authenticated`]; the daemon bounds its first read by it
 //!   ([`Pass::auth_deadline`]).
@@ -80,6 +86,26 @@ pub enum Refusal {
         /// The total cap.
         max: usize,
     },
+    /// The bytes announced before authentication would exceed the budget, and no other
+    /// unauthenticated connection holds any to give up.
+    #[error(
+        "a first frame of {bytes} bytes does not fit the {max} bytes all unauthenticated connections may hold"
+    )]
+    PreAuthBudget {
+        /// What was asked for.
+        bytes: usize,
+        /// The budget.
+        max: usize,
+    },
+}
+
+/// An unauthenticated connection: its source, the sender that evicts it, and the bytes
+/// it reserved of the pre-authentication budget.
+#[derive(Debug)]
+struct Waiting {
+    source: Source,
+    evict: watch::Sender<bool>,
+    bytes: usize,
 }
 
 #[derive(Debug, Default)]
@@ -87,9 +113,10 @@ struct State {
     next_id: u64,
     total: usize,
     by_source: HashMap<Source, usize>,
-    /// Unauthenticated connections, oldest first, with their source and the sender that
-    /// evicts each.
-    waiting: BTreeMap<u64, (Source, watch::Sender<bool>)>,
+    /// Unauthenticated connections, oldest first.
+    waiting: BTreeMap<u64, Waiting>,
+    /// Bytes the unauthenticated connections reserved, in all.
+    pre_auth_bytes: usize,
     evictions: u64,
     refusals: u64,
 }
@@ -98,6 +125,8 @@ struct State {
 #[derive(Clone, Debug)]
 pub struct Gate {
     config: GateConfig,
+    /// [`Gate::with_pre_auth_budget`] (None: no budget).
+    pre_auth_bytes_max: Option<usize>,
     state: Arc<Mutex<State>>,
 }
 
@@ -117,6 +146,8 @@ pub struct GateStats {
     pub open: usize,
     /// Of those, not yet authenticated.
     pub unauthenticated: usize,
+    /// Bytes those reserved of the pre-authentication budget.
+    pub pre_auth_bytes: usize,
     /// Unauthenticated connections evicted to make room.
     pub evictions: u64,
     /// Connections refused.
@@ -131,7 +162,13 @@ impl Gate {
             per_source_max: config.per_source_max.max(1),
             ..config
         };
-        Gate { config, state: Arc::new(Mutex::new(State::default())) }
+        Gate { config, pre_auth_bytes_max: None, state: Arc::new(Mutex::new(State::default())) }
+    }
+
+    /// The same gate with a budget of `bytes` for the frames of unauthenticated
+    /// connections together (see the module doc).
+    pub fn with_pre_auth_budget(self, bytes: usize) -> Gate {
+        Gate { pre_auth_bytes_max: Some(bytes), ..self }
     }
 
     /// Its limits.
@@ -151,7 +188,8 @@ impl Gate {
         // counted at once, so the counts may exceed a cap for that moment.
         let from_source = state.by_source.get(&source).copied().unwrap_or(0);
         if from_source >= self.config.per_source_max {
-            let oldest = state.waiting.iter().find(|(_, (from, _))| *from == source).map(|(id, _)| *id);
+            let oldest =
+                state.waiting.iter().find(|(_, waiting)| waiting.source == source).map(|(id, _)| *id);
             let Some(oldest) = oldest else {
                 state.refusals += 1;
                 return Err(Refusal::PerSource { from: source, max: self.config.per_source_max });
@@ -169,7 +207,7 @@ impl Gate {
         state.total += 1;
         *state.by_source.entry(source).or_default() += 1;
         let (evict, evicted) = watch::channel(false);
-        state.waiting.insert(id, (source, evict));
+        state.waiting.insert(id, Waiting { source, evict, bytes: 0 });
         Ok(Pass { gate: self.clone(), id, source, evicted })
     }
 
@@ -179,6 +217,7 @@ impl Gate {
         GateStats {
             open: state.total,
             unauthenticated: state.waiting.len(),
+            pre_auth_bytes: state.pre_auth_bytes,
             evictions: state.evictions,
             refusals: state.refusals,
         }
@@ -187,17 +226,40 @@ impl Gate {
 
 impl State {
     fn evict(&mut self, id: u64) {
-        if let Some((_, evict)) = self.waiting.remove(&id) {
-            let _closed = evict.send(true);
+        if let Some(waiting) = self.stop_waiting(id) {
+            let _closed = waiting.evict.send(true);
             self.evictions += 1;
         }
+    }
+
+    /// Takes connection `id` off the unauthenticated list, giving its reservation back.
+    fn stop_waiting(&mut self, id: u64) -> Option<Waiting> {
+        let waiting = self.waiting.remove(&id)?;
+        self.pre_auth_bytes -= waiting.bytes;
+        Some(waiting)
     }
 }
 
 impl Pass {
-    /// The connection authenticated: it is never evicted to make room.
+    /// The connection authenticated: it is never evicted to make room, and what it
+    /// reserved of the pre-authentication budget is given back.
     pub fn authenticated(&self) {
-        self.gate.lock().waiting.remove(&self.id);
+        self.gate.lock().stop_waiting(self.id);
+    }
+
+    /// Before reading a frame of `bytes` from a connection that has not authenticated:
+    /// reserves them of the gate's pre-authentication budget (replacing what it reserved
+    /// before), evicting the oldest other unauthenticated connections that hold a
+    /// reservation until they fit, or says why not. Always granted to an authenticated
+    /// connection, and by a gate without a budget.
+    pub fn reserve(&self, bytes: usize) -> Result<(), Refusal> {
+        self.reserver().reserve(bytes)
+    }
+
+    /// A handle that reserves for this connection ([`Pass::reserve`]) while the pass is
+    /// borrowed elsewhere (waiting for [`Pass::evicted`]).
+    pub fn reserver(&self) -> Reserver {
+        Reserver { gate: self.gate.clone(), id: self.id }
     }
 
     /// Whether it still waits to authenticate.
@@ -225,10 +287,52 @@ impl Pass {
     }
 }
 
+/// Reserves of a gate's pre-authentication budget for one connection; see
+/// [`Pass::reserve`].
+#[derive(Clone, Debug)]
+pub struct Reserver {
+    gate: Gate,
+    id: u64,
+}
+
+impl Reserver {
+    /// [`Pass::reserve`].
+    pub fn reserve(&self, bytes: usize) -> Result<(), Refusal> {
+        let Some(max) = self.gate.pre_auth_bytes_max else { return Ok(()) };
+        let mut state = self.gate.lock();
+        let Some(held) = state.waiting.get(&self.id).map(|waiting| waiting.bytes) else { return Ok(()) };
+        if bytes > max {
+            state.refusals += 1;
+            return Err(Refusal::PreAuthBudget { bytes, max });
+        }
+        state.pre_auth_bytes -= held;
+        while state.pre_auth_bytes + bytes > max {
+            let oldest = state
+                .waiting
+                .iter()
+                .find(|(id, waiting)| **id != self.id && waiting.bytes > 0)
+                .map(|(id, _)| *id);
+            match oldest {
+                Some(oldest) => state.evict(oldest),
+                // Not reached (every other reservation gone, `bytes <= max` fits), but
+                // a refusal is the safe answer should the counts ever disagree.
+                None => {
+                    state.pre_auth_bytes += held;
+                    state.refusals += 1;
+                    return Err(Refusal::PreAuthBudget { bytes, max });
+                }
+            }
+        }
+        state.pre_auth_bytes += bytes;
+        state.waiting.get_mut(&self.id).expect("checked above").bytes = bytes;
+        Ok(())
+    }
+}
+
 impl Drop for Pass {
     fn drop(&mut self) {
         let mut state = self.gate.lock();
-        state.waiting.remove(&self.id);
+        state.stop_waiting(self.id);
         state.total -= 1;
         if let Some(count) = state.by_source.get_mut(&self.source) {
             *count -= 1;
@@ -345,6 +449,35 @@ mod tests {
         drop(a);
         let _again = gate.admit(ip(1)).expect("a place of its own freed");
         assert_eq!((gate.stats().evictions, gate.stats().refusals), (1, 1));
+    }
+
+    // Goal: the frames unauthenticated connections announce share one budget: a
+    // reservation that does not fit evicts the oldest other connection holding one (not
+    // an idle one, not an authenticated one), authenticating gives the bytes back, a
+    // frame larger than the budget is refused, and a gate without budget grants all.
+    #[tokio::test]
+    async fn unauthenticated_frames_share_a_byte_budget() {
+        let gate = Gate::new(GateConfig::DEFAULT).with_pre_auth_budget(100);
+        let _idle = gate.admit(ip(1)).expect("idle");
+        let mut first = gate.admit(ip(2)).expect("first");
+        let second = gate.admit(ip(3)).expect("second");
+        first.reserve(60).expect("fits");
+        second.reserve(40).expect("fits exactly");
+        assert_eq!(gate.stats().pre_auth_bytes, 100);
+        let third = gate.admit(ip(4)).expect("third");
+        third.reserve(30).expect("the oldest reservation makes room");
+        tokio::time::timeout(Duration::from_secs(1), first.evicted()).await.expect("first evicted");
+        assert_eq!(gate.stats().pre_auth_bytes, 70);
+        second.authenticated();
+        assert_eq!(gate.stats().pre_auth_bytes, 30, "authenticating gives the bytes back");
+        second.reserve(1_000).expect("an authenticated connection reserves nothing");
+        assert!(matches!(third.reserve(101), Err(Refusal::PreAuthBudget { bytes: 101, max: 100 })));
+        third.reserve(10).expect("a new reservation replaces the old one");
+        assert_eq!(gate.stats().pre_auth_bytes, 10);
+        drop(third);
+        assert_eq!(gate.stats().pre_auth_bytes, 0);
+        let unbounded = Gate::new(GateConfig::DEFAULT).admit(ip(5)).expect("admitted");
+        unbounded.reserve(usize::MAX).expect("no budget, no limit");
     }
 
     #[tokio::test]

@@ -135,7 +135,8 @@ impl FrameHeader {
         }
     }
 
-    fn check_length(&self, limits: &FrameLimits) -> Result<(), FrameError> {
+    /// Checks the announced body length against `limits`.
+    pub fn check_length(&self, limits: &FrameLimits) -> Result<(), FrameError> {
         if self.length > limits.body_bytes_max {
             return Err(FrameError::BodyTooLarge {
                 length: self.length,
