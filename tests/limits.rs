@@ -1,6 +1,6 @@
 //! Per-user and per-cluster limits on the real daemons (issue 18, item 7), with
 //! LSF's names: `MAX_PEND_JOBS` (lsb.params, lsb.users), `MAX_JOBS` (lsb.users)
-//! and LavaCore's `LAVA_MAX_JOB_BYTES` (lsb.params). Two users: root and
+//! and LavaCore's `LAVA_MAX_JOB_BYTES` and `LAVA_MAX_PEND_BYTES` (lsb.params). Two users: root and
 //! `nobody` (present on every Debian system), each running the real commands.
 
 mod util;
@@ -227,5 +227,51 @@ fn an_oversized_job_is_refused_with_a_clear_message() {
     assert!(size > 100_000, "the size counts the environment: {size}");
     let listed = batch.run("bjobs", &["-a", "-u", "all", "-noheader"]);
     assert!(listed.stdout.is_empty(), "nothing was submitted: {}", text(&listed));
+    Batch::accepted(&batch.run("bsub", &["-H", "true"]));
+}
+
+// Attack (issue 18, item 7): one user submits held jobs with a 900 KB environment each, to
+// make mbatchd hold them (100 of them took it from 22 MB to 146 MB). Goal: with
+// LAVA_MAX_PEND_BYTES at 8 MiB her submissions are refused once her pending jobs hold that
+// much, with LSF's threshold words and the sizes; mbatchd's memory grows by about the
+// bound, not by what she sends; another user still submits.
+#[test]
+fn one_users_pending_jobs_are_bounded_in_bytes() {
+    let batch = Batch::start(&users("default  -  -  -\n"), "LAVA_MAX_PEND_BYTES = 8388608\n");
+    let rss = || util::hostile::rss_kib(batch._mbatchd.pid());
+    let before = rss();
+    // 8 variables of 112,500 bytes: one variable may not pass 128 KiB (MAX_ARG_STRLEN).
+    let part = "y".repeat(112_500);
+    let (mut accepted, mut refused) = (0, 0);
+    for _ in 0..40 {
+        let mut bsub = batch.cluster.command(bin("bsub"));
+        for n in 0..8 {
+            bsub.env(format!("BIG{n}"), &part);
+        }
+        let out = bsub
+            .args(["-H", "true"])
+            .current_dir("/tmp")
+            .env("HOME", "/tmp")
+            .uid(NOBODY_UID)
+            .gid(NOBODY_UID)
+            .output()
+            .expect("bsub as nobody");
+        if out.status.success() {
+            accepted += 1;
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.starts_with("User <nobody>: Pending job threshold reached (the user's pending jobs hold "),
+            "{said}"
+        );
+        assert!(said.contains("LAVA_MAX_PEND_BYTES, 8388608). Job not submitted."), "{said}");
+        refused += 1;
+    }
+    assert_eq!((accepted, refused), (9, 31), "9 jobs of 900 KB fit in 8 MiB");
+    let grown = rss().saturating_sub(before);
+    // 40 x 900 KB were sent (36 MB); 9 of them are held (8 MB).
+    assert!(grown < 32 * 1024, "mbatchd grew by {grown} KiB");
     Batch::accepted(&batch.run("bsub", &["-H", "true"]));
 }

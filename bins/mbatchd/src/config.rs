@@ -190,6 +190,7 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.max_job_array_size = conf.params.max_job_array_size;
     config.max_pend_jobs = conf.params.max_pend_jobs;
     config.max_job_bytes = conf.params.max_job_bytes;
+    config.max_pend_bytes = conf.params.max_pend_bytes;
     config.user_limits = user_limits(conf)?;
     config.validate()?;
     Ok(config)

@@ -15,6 +15,7 @@
 //! | `MAX_JOB_ARRAY_SIZE` | [`LsbParams::max_job_array_size`]: 1 to `MAX_JOBID` | 1000 |
 //! | `MAX_PEND_JOBS` | [`LsbParams::max_pend_jobs`]: pending (PEND, PSUSP) jobs no user may exceed; a user's own `MAX_PEND_JOBS` of `lsb.users` may only lower it | unlimited |
 //! | `LAVA_MAX_JOB_BYTES` (LavaCore's) | [`LsbParams::max_job_bytes`]: the largest submission (command or script, environment, every other text), bytes | 1048576 |
+//! | `LAVA_MAX_PEND_BYTES` (LavaCore's) | [`LsbParams::max_pend_bytes`]: what one user's pending jobs may hold together (their submissions' bytes, an array's shared once), bytes | 2147483648 |
 //!
 //! Unknown keys are errors naming file and line; LSF keys LavaCore does not implement
 //! ([`UNIMPLEMENTED_PARAMS_KEYS`]) are accepted and returned in [`LsbParams::unimplemented`].
@@ -29,7 +30,7 @@ use crate::lex::read_text;
 use crate::section::{Entry, SectionFile};
 
 /// The keys of `Parameters` that LavaCore reads.
-pub const PARAMS_KEYS: [&str; 12] = [
+pub const PARAMS_KEYS: [&str; 13] = [
     "DEFAULT_QUEUE",
     "MBD_SLEEP_TIME",
     "SBD_SLEEP_TIME",
@@ -42,6 +43,7 @@ pub const PARAMS_KEYS: [&str; 12] = [
     "MAX_JOB_ARRAY_SIZE",
     "MAX_PEND_JOBS",
     "LAVA_MAX_JOB_BYTES",
+    "LAVA_MAX_PEND_BYTES",
 ];
 
 /// LSF `Parameters` keys that are accepted but have no effect in LavaCore.
@@ -66,6 +68,8 @@ pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 14] = [
 pub const MAX_JOBID_DEFAULT: u32 = 999_999;
 /// LSF's largest allowed `MAX_JOBID`.
 pub const MAX_JOBID_MAX: u32 = 2_147_483_646;
+/// LavaCore's default `LAVA_MAX_PEND_BYTES`: 2 GiB per user.
+pub const MAX_PEND_BYTES_DEFAULT: u64 = 2 << 30;
 /// LavaCore's default `LAVA_MAX_JOB_BYTES`: 1 MiB.
 pub const MAX_JOB_BYTES_DEFAULT: u64 = 1 << 20;
 /// The smallest `LAVA_MAX_JOB_BYTES` accepted: room for a command and a small environment.
@@ -100,6 +104,8 @@ pub struct LsbParams {
     pub max_pend_jobs: Option<u32>,
     /// `LAVA_MAX_JOB_BYTES`.
     pub max_job_bytes: u64,
+    /// `LAVA_MAX_PEND_BYTES`.
+    pub max_pend_bytes: u64,
     /// LSF keys given but not implemented, by upper-case key.
     pub unimplemented: BTreeMap<String, Entry>,
     /// The line of each key read, by upper-case key, for errors found later.
@@ -122,6 +128,7 @@ impl Default for LsbParams {
             max_job_array_size: 1000,
             max_pend_jobs: None,
             max_job_bytes: MAX_JOB_BYTES_DEFAULT,
+            max_pend_bytes: MAX_PEND_BYTES_DEFAULT,
             unimplemented: BTreeMap::new(),
             lines: BTreeMap::new(),
         }
@@ -181,6 +188,10 @@ impl LsbParams {
         params.max_job_bytes = match field("LAVA_MAX_JOB_BYTES") {
             Some(field) if !field.is_default() => field.integer(MAX_JOB_BYTES_MIN, u64::from(u32::MAX))?,
             _ => defaults.max_job_bytes,
+        };
+        params.max_pend_bytes = match field("LAVA_MAX_PEND_BYTES") {
+            Some(field) if !field.is_default() => field.integer(MAX_JOB_BYTES_MIN, u64::MAX)?,
+            _ => defaults.max_pend_bytes,
         };
         params.unimplemented = unimplemented;
         params.lines = entries.iter().map(|(key, entry)| (key.clone(), entry.line)).collect();

@@ -30,6 +30,10 @@ pub const JOB_ARRAY_SIZE_MAX: u32 = 1_000_000;
 /// environment, every other text) of at most 1 MiB.
 pub const MAX_JOB_BYTES_DEFAULT: u64 = 1 << 20;
 
+/// LavaCore's `LAVA_MAX_PEND_BYTES` default: one user's pending jobs hold at most 2 GiB
+/// of submissions together.
+pub const MAX_PEND_BYTES_DEFAULT: u64 = 2 << 30;
+
 /// Our `JOB_ACCEPT_INTERVAL` default in [`MbdConfig::new`] is 0 (LSF's is 1, which
 /// `lsb.params` gives when it does not set the key): a host may take several jobs per turn.
 /// LSF's `MBD_SLEEP_TIME` default: a dispatch turn every minute besides the
@@ -271,6 +275,9 @@ pub struct MbdConfig {
     /// `LAVA_MAX_JOB_BYTES` of `lsb.params` (LavaCore's): the largest submission,
     /// in bytes (`SubmitSpec::submitted_bytes`).
     pub max_job_bytes: u64,
+    /// `LAVA_MAX_PEND_BYTES` of `lsb.params` (LavaCore's): what one user's pending jobs
+    /// may hold together, in bytes (`Job::pending_bytes`).
+    pub max_pend_bytes: u64,
 }
 
 impl MbdConfig {
@@ -293,6 +300,7 @@ impl MbdConfig {
             max_pend_jobs: None,
             user_limits: UserLimits::default(),
             max_job_bytes: MAX_JOB_BYTES_DEFAULT,
+            max_pend_bytes: MAX_PEND_BYTES_DEFAULT,
         }
     }
 

@@ -176,6 +176,22 @@ impl Job {
     /// A job as JOB_NEW creates it (the record moves in: replay has no other use
     /// for it), with the dependency `depend` resolved; for an array, the first
     /// element, which [`Job::element`] copies.
+    /// What this job holds in memory while it is pending, for `LAVA_MAX_PEND_BYTES`: its
+    /// submission's bytes (`SubmitSpec::submitted_bytes`, the environment included); an
+    /// array element its share of the array's, since the elements share one copy.
+    pub(crate) fn pending_bytes(&self) -> u64 {
+        let env: usize = self.env.iter().map(|var| var.name.len() + 1 + var.value.len() + 1).sum();
+        let bytes = self.spec.submitted_bytes() + env as u64;
+        if self.job.index() == 0 {
+            return bytes;
+        }
+        let elements = lava_batch_ll::ArraySpec::parse(&self.spec.request().job_name)
+            .ok()
+            .flatten()
+            .map_or(1, |array| array.len().max(1));
+        bytes.div_ceil(elements)
+    }
+
     pub(crate) fn new(record: JobNewRecord, dependency: Option<DependExpr<JobRef>>, submit_seq: u64) -> Job {
         let mut spec = record.spec;
         let env = Arc::new(spec.take_environment());

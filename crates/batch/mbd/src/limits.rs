@@ -17,6 +17,12 @@
 //!   default): the largest submission, counted by `SubmitSpec::submitted_bytes`
 //!   (command or script, environment, every other text). A larger one is refused
 //!   with a message naming its size and the limit.
+//! - **`LAVA_MAX_PEND_BYTES`** (`lsb.params`, LavaCore's own key; 2 GiB by
+//!   default): what one user's pending jobs may hold together (`Job::pending_bytes`:
+//!   each submission's bytes, an array's elements sharing one copy). A submission
+//!   that would pass it is refused like one over `MAX_PEND_JOBS`, with the sizes
+//!   said; other users go on. So however `MAX_PEND_JOBS` is set, no user can make
+//!   mbatchd hold more than this for her.
 //!
 //! **Replay.** Every limit decides at a live step, against the configuration in
 //! force: a refused submission logs nothing, and a job held back by `MAX_JOBS`
@@ -99,6 +105,17 @@ impl Mbd {
             return Err(ClientReply::error(
                 wire::ERR_REJECTED,
                 format!("User <{user}>: {PEND_THRESHOLD_REACHED}"),
+            ));
+        }
+        let held = self.store.index.pending_bytes_per_user.get(user).copied().unwrap_or(0);
+        let max_pend_bytes = self.config.max_pend_bytes;
+        if held.saturating_add(bytes) > max_pend_bytes {
+            return Err(ClientReply::error(
+                wire::ERR_REJECTED,
+                format!(
+                    "User <{user}>: {PEND_THRESHOLD_REACHED} (the user's pending jobs hold {held} bytes; \
+                     with this one of {bytes} bytes they would pass LAVA_MAX_PEND_BYTES, {max_pend_bytes})"
+                ),
             ));
         }
         for group in &self.config.user_limits.groups {

@@ -133,6 +133,8 @@ pub(crate) struct Index {
     pub(crate) by_seq: BTreeSet<(u64, JobRef)>,
     /// PEND and PSUSP jobs per user (`MAX_PEND_JOBS`), array elements each counted.
     pub(crate) pending_per_user: BTreeMap<UserName, u32>,
+    /// What those jobs hold per user (`LAVA_MAX_PEND_BYTES`, `Job::pending_bytes`).
+    pub(crate) pending_bytes_per_user: BTreeMap<UserName, u64>,
 }
 
 impl Index {
@@ -203,6 +205,12 @@ impl Index {
             *n = if add { *n + 1 } else { n.saturating_sub(1) };
             if *n == 0 {
                 self.pending_per_user.remove(&job.user);
+            }
+            let bytes = job.pending_bytes();
+            let held = self.pending_bytes_per_user.entry(job.user.clone()).or_insert(0);
+            *held = if add { *held + bytes } else { held.saturating_sub(bytes) };
+            if *held == 0 {
+                self.pending_bytes_per_user.remove(&job.user);
             }
         }
         toggle(&mut self.finished, (job.status_time_ms, id), job.status.is_finished(), add);

@@ -253,3 +253,34 @@ fn a_full_disk_refuses_new_submissions_only() {
     h.step(Input::DiskFull { full: false });
     assert_eq!(submitted_id(&h.step(submit(6, 6, "alice", request()))), 3);
 }
+
+// Goal: LAVA_MAX_PEND_BYTES bounds what one user's pending jobs hold together: the
+// submission that would pass it is refused with LSF's threshold words and the sizes,
+// logs nothing, and leaves other users alone; a pending job that starts gives its bytes
+// back; an array's elements share one copy (the array is counted once).
+#[test]
+fn max_pend_bytes_bounds_each_users_pending_jobs_together() {
+    let big = |n: usize| wire::SubmitRequest {
+        env: vec![wire::EnvVar { name: "PAYLOAD".into(), value: "x".repeat(n) }],
+        ..request()
+    };
+    let mut h = Harness::with_config(MbdConfig { max_pend_bytes: 10_000, ..config() });
+    h.step(submit(1, 1, "alice", big(4_000)));
+    h.step(submit(2, 2, "alice", big(4_000)));
+    let refused = h.step(submit(3, 3, "alice", big(4_000)));
+    let Some(Effect::Reply { reply: ClientReply::Error(error), .. }) = refused.first() else {
+        panic!("refused: {refused:?}")
+    };
+    assert!(error.message.starts_with("User <alice>: Pending job threshold reached"), "{}", error.message);
+    assert!(error.message.contains("LAVA_MAX_PEND_BYTES"), "{}", error.message);
+    assert_eq!(h.mbd.last_job_id(), 2, "the refusal gave no id and logged nothing");
+    assert_eq!(submitted_id(&h.step(submit(4, 4, "bob", big(4_000)))), 3, "bob has his own bytes");
+    // Job 1 starts: alice's bytes drop below the bound again.
+    h.step(registered("hostB", 1));
+    assert_eq!(status(&h, 1), JobStatus::Run);
+    assert_eq!(submitted_id(&h.step(submit(5, 5, "alice", big(4_000)))), 4);
+    // An array of 100 elements of 4 KB each is one copy for carol, not 400 KB.
+    let array = wire::SubmitRequest { job_name: "a[1-100]".into(), ..big(4_000) };
+    assert_eq!(submitted_id(&h.step(submit(6, 6, "carol", array))), 5);
+    assert_eq!(submitted_id(&h.step(submit(7, 7, "carol", big(4_000)))), 6);
+}
