@@ -12,8 +12,8 @@
 //!   unreachable or restarting with the *same* request id so that a retry is
 //!   recognised rather than repeated.
 //! - The `bjobs` layouts ([`format`](mod@format)): the classic LSF columns and widths,
-//!   `-w`, `-p`, `-l` (wrapped at 80 columns with the 21-space indent) and a
-//!   subset of `-o`, as pure functions of the job list and a time zone.
+//!   `-w`, `-p`, `-l` (wrapped at 80 columns with the 21-space indent) and
+//!   `-o` with every field of LSF 10.1's list, as pure functions of the job list and a time zone.
 //!
 //! # What it never does
 //! - No async runtime, no threads, no logging framework: a command starts,
@@ -46,7 +46,7 @@
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
 //! - [`client`]: configuration, credential, framing, retry.
-//! - [`format`](mod@format): `bjobs` output. [`host`]: facts about the calling process.
+//! - [`format`](mod@format): `bjobs` output; [`fields`]: the fields of `bjobs -o`. [`host`]: facts about the calling process.
 //! - [`term`]: printing with broken-pipe tolerance, exit codes, the version line.
 
 #![deny(missing_docs)]
@@ -70,6 +70,7 @@ pub mod btop;
 pub mod client;
 pub mod control;
 pub mod envspec;
+pub mod fields;
 pub mod format;
 pub mod host;
 pub mod jobid;
