@@ -336,3 +336,99 @@ fn bjobs_j_matches_a_star_anywhere() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "No job found\n");
 }
+
+/// The configuration as Snakemake's LSF executor reads it at start-up:
+/// `badmin showconf mbd` split into `KEY = value` pairs after its first line
+/// (a line without ` = ` would crash it), the cluster name as the first word of
+/// `lsclusters`' second line, then `$LSF_CONFDIR/lsbatch/<cluster>/configdir/lsb.params`
+/// opened for DEFAULT_QUEUE.
+fn snakemake_config(cluster: &Cluster) -> std::collections::BTreeMap<String, String> {
+    let out = run(cluster, "badmin", &["showconf", "mbd"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = stdout(&out);
+    let mut lines = said.trim().split('\n');
+    let title = lines.next().unwrap_or_default();
+    assert!(title.starts_with("MBD configuration at "), "{said}");
+    let mut config = std::collections::BTreeMap::new();
+    for line in lines {
+        let parts: Vec<&str> = line.trim().split(" = ").collect();
+        assert!(parts.len() >= 2, "a line Snakemake cannot split: {line:?} in\n{said}");
+        config.insert(parts[0].to_owned(), parts[1].to_owned());
+    }
+    let out = run(cluster, "lsclusters", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let name =
+        stdout(&out).split('\n').nth(1).and_then(|line| line.split_whitespace().next()).map(str::to_owned);
+    config.insert("LSF_CLUSTER".to_owned(), name.unwrap_or_default());
+    let params = std::path::Path::new(&config["LSF_CONFDIR"])
+        .join("lsbatch")
+        .join(&config["LSF_CLUSTER"])
+        .join("configdir/lsb.params");
+    let text =
+        std::fs::read_to_string(&params).unwrap_or_else(|error| panic!("{}: {error}", params.display()));
+    if let Some(line) = text.lines().find(|line| line.trim_start().starts_with("DEFAULT_QUEUE")) {
+        let value = line.split_once('=').map(|(_, value)| value.split('#').next().unwrap_or("").trim());
+        config.insert("DEFAULT_QUEUE_FILE".to_owned(), value.unwrap_or_default().to_owned());
+    }
+    config
+}
+
+// Goal: Snakemake's start-up works: showconf gives LSB_SHAREDIR and
+// LSF_CONFDIR (the cluster's own folders, absolute), lsclusters the cluster's
+// name, and the lsb.params they point to is the cluster's, whose DEFAULT_QUEUE
+// showconf shows too; `lsadmin showconf lim` has lsf.conf's values and not
+// lsb.params'; a daemon is not needed for any of them.
+#[test]
+fn showconf_and_lsclusters_give_snakemake_its_configuration() {
+    let cluster = Cluster::new();
+    let config = snakemake_config(&cluster);
+    assert_eq!(config["LSF_CLUSTER"], util::CLUSTER_NAME);
+    assert_eq!(std::path::Path::new(&config["LSF_CONFDIR"]), cluster.envdir());
+    assert_eq!(
+        config.get("LSB_SHAREDIR").map(String::as_str),
+        cluster.lsf_conf_value("LSB_SHAREDIR").as_deref()
+    );
+    assert_eq!(config["DEFAULT_QUEUE"], config["DEFAULT_QUEUE_FILE"]);
+    assert_eq!(config["LSF_UNIT_FOR_LIMITS"], "KB");
+
+    let out = run(&cluster, "lsadmin", &["showconf", "lim"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = stdout(&out);
+    assert!(said.starts_with("LIM configuration at "), "{said}");
+    assert!(said.contains(&format!("\n    LSF_CONFDIR = {}\n", cluster.envdir().display())), "{said}");
+    assert!(!said.contains("DEFAULT_QUEUE"), "{said}");
+
+    let out = run(&cluster, "badmin", &["showconf", "sbd"]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+    let out = run(&cluster, "lsclusters", &["no_such_cluster"]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "no_such_cluster: Unknown cluster name\n");
+}
+
+// Goal: lsclusters in LSF's layout: `unavail` and the configured master while
+// no lim answers, `ok` and the master lim's name once it does; `-w` and the
+// cluster's own name as an operand work.
+#[test]
+fn lsclusters_reports_the_master_lim() {
+    let mut cluster = Cluster::new();
+    let header = "CLUSTER_NAME   STATUS   MASTER_HOST               ADMIN    HOSTS  SERVERS\n";
+    let out = run(&cluster, "lsclusters", &[]);
+    assert_eq!(
+        stdout(&out),
+        format!("{header}lavacore       unavail  localhost                  root        1        1\n"),
+        "{}",
+        text(&out)
+    );
+    let port = util::fixed_port().to_string();
+    cluster.rewrite_lsf_conf("LSF_LIM_PORT", &port);
+    cluster.rewrite_lsf_conf("LAVA_LIM_TCP_PORT", &port);
+    let _lim = cluster.start_lim("localhost");
+    let listing = wait_until("lsclusters to see the master lim", JOB_TIMEOUT, || {
+        let said = stdout(&run(&cluster, "lsclusters", &["-w", util::CLUSTER_NAME]));
+        said.contains(" ok ").then_some(said)
+    });
+    assert_eq!(
+        listing,
+        format!("{header}lavacore       ok       localhost                  root        1        1\n")
+    );
+}

@@ -41,6 +41,8 @@
 //!   (JOB_CONTROL, printed by [`control`]); [`brequeue`] runs jobs again
 //!   under their ids, killing running ones first (JOB_CONTROL too). [`bhist`]: jobs' histories from the log.
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
+//! - [`lsclusters`]: the cluster's name, status, master, administrator and host counts.
+//! - [`showconf`]: `badmin showconf mbd` and `lsadmin showconf lim`, the configuration in effect.
 //! - [`bsubk`]: `bsub -K`, waiting for the job; [`begin`]: `bsub -b` times;
 //!   [`envspec`]: `bsub -env`.
 //! - [`args`]: LSF-style option scanning shared by the commands.
@@ -76,6 +78,8 @@ pub mod host;
 pub mod jobid;
 pub mod lim;
 pub mod lsadmin;
+pub mod lsclusters;
+pub mod showconf;
 pub mod signal;
 pub mod term;
 
