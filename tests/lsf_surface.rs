@@ -432,3 +432,38 @@ fn lsclusters_reports_the_master_lim() {
         format!("{header}lavacore       ok       localhost                  root        1        1\n")
     );
 }
+
+// Goal: bparams reads the cluster's lsb.params: the default queue and the
+// intervals in LSF 10's four lines, OpenLava's long sentences with -l, the
+// `KEY = value` lines with -a; an unknown option is a usage error.
+#[test]
+fn bparams_shows_lsb_params() {
+    let cluster = Cluster::new();
+    let out = run(&cluster, "bparams", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = stdout(&out);
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 4, "{said}");
+    assert!(
+        lines[0].starts_with("Default Queues:  ") && lines[0].len() > "Default Queues:  ".len(),
+        "{said}"
+    );
+    assert!(lines[1].starts_with("MBD_SLEEP_TIME used for calculations:  "), "{said}");
+    let config = snakemake_config(&cluster);
+    assert_eq!(lines[0], format!("Default Queues:  {}", config["DEFAULT_QUEUE"]), "{said}");
+    let out = run(&cluster, "bparams", &["-l"]);
+    assert!(
+        stdout(&out).contains("The interval for dispatching jobs by master batch daemon:\n"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&cluster, "bparams", &["-a"]);
+    assert!(stdout(&out).starts_with("lsb.params configuration at "), "{}", text(&out));
+    assert!(
+        stdout(&out).contains(&format!("\n    MBD_SLEEP_TIME = {}\n", config["MBD_SLEEP_TIME"])),
+        "{}",
+        text(&out)
+    );
+    let out = run(&cluster, "bparams", &["-x"]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+}

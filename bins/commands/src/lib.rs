@@ -41,6 +41,7 @@
 //!   (JOB_CONTROL, printed by [`control`]); [`brequeue`] runs jobs again
 //!   under their ids, killing running ones first (JOB_CONTROL too). [`bhist`]: jobs' histories from the log.
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
+//! - [`bparams`]: lsb.params' values in effect.
 //! - [`lsclusters`]: the cluster's name, status, master, administrator and host counts.
 //! - [`showconf`]: `badmin showconf mbd` and `lsadmin showconf lim`, the configuration in effect.
 //! - [`bsubk`]: `bsub -K`, waiting for the job; [`begin`]: `bsub -b` times;
@@ -62,6 +63,7 @@ pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
 pub mod bmod;
+pub mod bparams;
 pub mod bpeek;
 pub mod bqueues;
 pub mod brequeue;
