@@ -26,6 +26,10 @@
 //!   only mbatchd checks (the files against each other, e.g. a queue's `HOSTS`
 //!   naming a client host) `badmin reconfig` reports.
 //!
+//! - `showconf mbd` (LSF's; any user, no daemon asked): `MBD configuration at
+//!   <date>` then `    KEY = value` lines, lsf.conf's and lsb.params' values in
+//!   effect ([`crate::showconf`]).
+//!
 //! These orders are for cluster administrators (others get `User permission
 //! denied`) and survive a restart (HOST_CTRL, QUEUE_CTRL in the event log).
 //! Each line mbatchd answers goes to standard output when the order was carried
@@ -40,7 +44,7 @@ use crate::client;
 use crate::lsadmin::ckconfig_report;
 use crate::term::{self, Term};
 
-const USAGE: &str = "Usage: badmin [-h] [-V] showstatus | reconfig | mbdrestart | ckconfig [-v]\n\
+const USAGE: &str = "Usage: badmin [-h] [-V] showstatus | reconfig | mbdrestart | ckconfig [-v] | showconf mbd\n\
                      \x20                              | hclose [host ...] | hopen [host ...]\n\
                      \x20                              | qclose [queue ...] | qopen [queue ...]\n\
                      \x20                              | qact [queue ...] | qinact [queue ...]\n";
@@ -160,6 +164,25 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             return true;
         }
         Some("showstatus") if args.len() == 1 => {}
+        Some("showconf") if args[1..] == ["mbd"] => {
+            let now_s = jiff::Timestamp::now().as_second();
+            return match crate::showconf::mbd(&lava_conf::envdir_from_env(), now_s, &TimeZone::system()) {
+                Ok(text) => {
+                    term.out(&text);
+                    true
+                }
+                Err(error) => {
+                    term.err(&format!("badmin: {error}\n"));
+                    false
+                }
+            };
+        }
+        Some("showconf") => {
+            term.err(&format!(
+                "badmin: showconf supports mbd only (sbd and all are not supported by LavaCore yet)\n{USAGE}"
+            ));
+            return false;
+        }
         Some("ckconfig") if args.len() == 1 || args[1..] == ["-v"] => {
             let loaded = lava_conf::ClusterConfig::load(&lava_conf::envdir_from_env());
             let (text, ok) = ckconfig_report(loaded.as_ref().map(batch_summary), args.len() > 1);

@@ -10,7 +10,8 @@
 //! Without job ids: the caller's unfinished jobs (`-u` for another user or
 //! `all`); `-a` adds recently finished jobs; `-d`, `-p`, `-r`, `-s` keep
 //! finished, pending, running, suspended jobs (several of them: their union).
-//! `-q`, `-m`, `-J` (a trailing `*` matches a prefix) and `-P` narrow further.
+//! `-q`, `-m`, `-J` (`*` anywhere in the name, as in LSF 10: `-J '*abc*'`; never
+//! inside an array index) and `-P` narrow further.
 //! Named jobs are shown whatever their state and owner. `0` is no restriction.
 //!
 //! # Layout

@@ -52,6 +52,7 @@ use jiff::tz::TimeZone;
 use lava_batch_ll::JobStatus;
 use lava_batch_wire::{self as wire, JobInfo};
 
+use crate::fields::{self, FIELDS, FieldDef};
 use crate::jobid;
 
 /// The default header.
@@ -118,11 +119,11 @@ pub fn status_name(bits: u32) -> &'static str {
     JobStatus::from_bits(bits).map_or("ERROR", JobStatus::as_str)
 }
 
-fn status(job: &JobInfo) -> Option<JobStatus> {
+pub(crate) fn status(job: &JobInfo) -> Option<JobStatus> {
     JobStatus::from_bits(job.status)
 }
 
-fn is_pending(job: &JobInfo) -> bool {
+pub(crate) fn is_pending(job: &JobInfo) -> bool {
     status(job).is_some_and(JobStatus::is_pending)
 }
 
@@ -410,7 +411,7 @@ pub fn long(jobs: &[JobInfo], style: &Style, tz: &TimeZone) -> String {
 }
 
 /// `CWD <...>` as LSF shows it: `$HOME` for the home, `$HOME/rel` inside it.
-fn cwd_shown(cwd: &str) -> String {
+pub(crate) fn cwd_shown(cwd: &str) -> String {
     match cwd {
         "" => "$HOME".to_owned(),
         absolute if absolute.starts_with('/') => absolute.to_owned(),
@@ -532,27 +533,6 @@ pub fn limit_memory(kb: u64) -> String {
     }
 }
 
-/// A field of `-o`: its names (the first is LSF's, then aliases), its header
-/// (also its key in `-json`), the width `field:` asks for, and its value.
-pub struct FieldDef {
-    /// Accepted names.
-    pub names: &'static [&'static str],
-    /// Column header and `-json` key.
-    pub header: &'static str,
-    /// LSF's recommended width.
-    pub width: usize,
-    /// Whether a unit may follow the width (`mem:10:GB`).
-    pub memory: bool,
-    /// The value; empty when the job has none (`-` in columns, `""` in `-json`).
-    value: fn(&JobInfo, &CellContext<'_>) -> String,
-}
-
-impl std::fmt::Debug for FieldDef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.names[0])
-    }
-}
-
 /// A unit of a memory field: `KB`, `MB`, `GB`, `TB` (or `K`, `M`, `G`, `T`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemUnit {
@@ -620,7 +600,7 @@ pub fn cpu_time_hms(ms: u64) -> String {
 
 /// CPU time of a finished job in milliseconds; `None` before (mbatchd learns
 /// the usage when the job ends).
-fn cpu_ms(job: &JobInfo) -> Option<u64> {
+pub(crate) fn cpu_ms(job: &JobInfo) -> Option<u64> {
     status(job)
         .is_some_and(JobStatus::is_finished)
         .then_some(job.rusage.user_time_ms + job.rusage.system_time_ms)
@@ -642,7 +622,7 @@ pub fn exit_reason(job: &JobInfo) -> &'static str {
 
 /// RUN_TIME in seconds: from the start to the finish, or to `now_s` while the
 /// job runs; 0 for a job that never started.
-fn run_seconds(job: &JobInfo, now_s: i64) -> i64 {
+pub(crate) fn run_seconds(job: &JobInfo, now_s: i64) -> i64 {
     match (job.start_time, job.end_time) {
         (0, _) => 0,
         (start, 0) => (now_s - start).max(0),
@@ -652,7 +632,7 @@ fn run_seconds(job: &JobInfo, now_s: i64) -> i64 {
 
 /// PEND_TIME in seconds: from the submission to the start, or to `now_s` (to
 /// the finish for a job that ended without starting).
-fn pend_seconds(job: &JobInfo, now_s: i64) -> i64 {
+pub(crate) fn pend_seconds(job: &JobInfo, now_s: i64) -> i64 {
     let until = match (job.start_time, job.end_time) {
         (0, 0) => now_s,
         (0, end) => end,
@@ -661,265 +641,13 @@ fn pend_seconds(job: &JobInfo, now_s: i64) -> i64 {
     (until - job.submit_time).max(0)
 }
 
-/// A time of `-o`: `Nov  5 22:44`, empty for none./// A time of `-o`: `Nov  5 22:44`, empty for none.
-fn custom_time(seconds: i64, tz: &TimeZone) -> String {
+/// A time of `-o`: `Nov  5 22:44`, empty for none.
+pub(crate) fn custom_time(seconds: i64, tz: &TimeZone) -> String {
     if seconds == 0 { String::new() } else { short_time(seconds, tz) }
 }
 
-/// The fields `-o` knows.
-pub const FIELDS: &[FieldDef] = &[
-    FieldDef {
-        names: &["jobid", "id"],
-        header: "JOBID",
-        width: 7,
-        memory: false,
-        value: |j, _| j.job.job_id.to_string(),
-    },
-    FieldDef {
-        names: &["jobindex"],
-        header: "JOBINDEX",
-        width: 8,
-        memory: false,
-        value: |j, _| j.job.array_index.to_string(),
-    },
-    FieldDef {
-        names: &["stat"],
-        header: "STAT",
-        width: 5,
-        memory: false,
-        value: |j, _| status_name(j.status).to_owned(),
-    },
-    FieldDef { names: &["user"], header: "USER", width: 7, memory: false, value: |j, _| j.user_name.clone() },
-    FieldDef { names: &["queue"], header: "QUEUE", width: 10, memory: false, value: |j, _| j.queue.clone() },
-    FieldDef {
-        names: &["job_name", "name"],
-        header: "JOB_NAME",
-        width: 10,
-        memory: false,
-        value: |j, _| display_name(j).into_owned(),
-    },
-    FieldDef {
-        names: &["proj_name", "proj", "project"],
-        header: "PROJ_NAME",
-        width: 11,
-        memory: false,
-        value: |j, _| j.project.clone(),
-    },
-    FieldDef {
-        names: &["dependency"],
-        header: "DEPENDENCY",
-        width: 15,
-        memory: false,
-        value: |j, _| j.dependency.clone(),
-    },
-    FieldDef {
-        names: &["pend_reason"],
-        header: "PEND_REASON",
-        width: 11,
-        memory: false,
-        value: |j, _| {
-            if is_pending(j) { j.reason.trim().trim_end_matches(';').to_owned() } else { String::new() }
-        },
-    },
-    FieldDef {
-        names: &["command", "cmd"],
-        header: "COMMAND",
-        width: 15,
-        memory: false,
-        value: |j, _| one_line(&j.command).into_owned(),
-    },
-    FieldDef {
-        names: &["pids"],
-        header: "PIDS",
-        width: 20,
-        memory: false,
-        value: |j, _| if j.pid > 0 { j.pid.to_string() } else { String::new() },
-    },
-    FieldDef {
-        names: &["exit_code"],
-        header: "EXIT_CODE",
-        width: 9,
-        memory: false,
-        value: |j, _| match status(j) {
-            Some(JobStatus::Exit) => j.exit_code.to_string(),
-            _ => String::new(),
-        },
-    },
-    FieldDef {
-        names: &["exit_reason"],
-        header: "EXIT_REASON",
-        width: 50,
-        memory: false,
-        value: |j, _| exit_reason(j).to_owned(),
-    },
-    FieldDef {
-        names: &["from_host"],
-        header: "FROM_HOST",
-        width: 11,
-        memory: false,
-        value: |j, _| j.from_host.clone(),
-    },
-    FieldDef {
-        names: &["first_host"],
-        header: "FIRST_HOST",
-        width: 11,
-        memory: false,
-        value: |j, _| j.exec_hosts.first().cloned().unwrap_or_default(),
-    },
-    FieldDef {
-        names: &["exec_host"],
-        header: "EXEC_HOST",
-        width: 11,
-        memory: false,
-        value: |j, c| host_list(&j.exec_hosts, c.style.short_hostlist).join(":"),
-    },
-    FieldDef {
-        names: &["nexec_host"],
-        header: "NEXEC_HOST",
-        width: 10,
-        memory: false,
-        value: |j, _| host_list(&j.exec_hosts, true).len().to_string(),
-    },
-    FieldDef {
-        names: &["alloc_slot"],
-        header: "ALLOC_SLOT",
-        width: 20,
-        memory: false,
-        value: |j, _| j.exec_hosts.join(":"),
-    },
-    FieldDef {
-        names: &["nalloc_slot"],
-        header: "NALLOC_SLOT",
-        width: 10,
-        memory: false,
-        value: |j, _| j.exec_hosts.len().to_string(),
-    },
-    FieldDef {
-        names: &["nreq_slot"],
-        header: "NREQ_SLOT",
-        width: 10,
-        memory: false,
-        value: |j, _| j.n_slots.max(1).to_string(),
-    },
-    FieldDef {
-        names: &["slots"],
-        header: "SLOTS",
-        width: 5,
-        memory: false,
-        value: |j, _| j.n_slots.max(1).to_string(),
-    },
-    FieldDef {
-        names: &["submit_time"],
-        header: "SUBMIT_TIME",
-        width: 15,
-        memory: false,
-        value: |j, c| custom_time(j.submit_time, c.tz),
-    },
-    FieldDef {
-        names: &["start_time"],
-        header: "START_TIME",
-        width: 15,
-        memory: false,
-        value: |j, c| custom_time(j.start_time, c.tz),
-    },
-    FieldDef {
-        names: &["finish_time"],
-        header: "FINISH_TIME",
-        width: 16,
-        memory: false,
-        // LSF marks an actual finish time with ` L` (an estimated one would be ` E`).
-        value: |j, c| match custom_time(j.end_time, c.tz) {
-            time if time.is_empty() => time,
-            time => format!("{time} L"),
-        },
-    },
-    FieldDef {
-        names: &["run_time"],
-        header: "RUN_TIME",
-        width: 15,
-        memory: false,
-        value: |j, c| format!("{} second(s)", run_seconds(j, c.style.now_s)),
-    },
-    FieldDef {
-        names: &["pend_time"],
-        header: "PEND_TIME",
-        width: 12,
-        memory: false,
-        value: |j, c| pend_seconds(j, c.style.now_s).to_string(),
-    },
-    FieldDef {
-        names: &["cpu_used"],
-        header: "CPU_USED",
-        width: 10,
-        memory: false,
-        value: |j, _| cpu_ms(j).map_or(String::new(), |ms| format!("{:.1} second(s)", ms as f64 / 1000.0)),
-    },
-    FieldDef {
-        names: &["mem"],
-        header: "MEM",
-        width: 15,
-        memory: true,
-        value: |j, c| memory(j.rusage.max_rss_kb, c.unit),
-    },
-    FieldDef {
-        names: &["max_mem"],
-        header: "MAX_MEM",
-        width: 15,
-        memory: true,
-        value: |j, c| memory(j.rusage.max_rss_kb, c.unit),
-    },
-    FieldDef {
-        names: &["memlimit"],
-        header: "MEMLIMIT",
-        width: 10,
-        memory: true,
-        value: |j, c| memory(j.mem_limit_kb, c.unit),
-    },
-    FieldDef {
-        names: &["runtimelimit"],
-        header: "RUNTIMELIMIT",
-        width: 12,
-        memory: false,
-        value: |j, _| {
-            if j.run_limit_s == 0 { String::new() } else { format!("{:.1}", j.run_limit_s as f64 / 60.0) }
-        },
-    },
-    FieldDef {
-        names: &["effective_resreq", "eresreq", "combined_resreq", "cresreq"],
-        header: "EFFECTIVE_RESREQ",
-        width: 17,
-        memory: false,
-        value: |j, _| j.res_req.clone(),
-    },
-    FieldDef {
-        names: &["output_file"],
-        header: "OUTPUT_FILE",
-        width: 11,
-        memory: false,
-        value: |j, _| j.output_file.clone(),
-    },
-    FieldDef {
-        names: &["error_file"],
-        header: "ERROR_FILE",
-        width: 10,
-        memory: false,
-        value: |j, _| j.error_file.clone(),
-    },
-    FieldDef {
-        names: &["sub_cwd", "cwd"],
-        header: "SUB_CWD",
-        width: 10,
-        memory: false,
-        value: |j, _| cwd_shown(&j.cwd),
-    },
-    FieldDef {
-        names: &["exec_cwd"],
-        header: "EXEC_CWD",
-        width: 10,
-        memory: false,
-        value: |j, _| j.exec_cwd.clone(),
-    },
-];
+/// The widest column `-o` allows (LSF's).
+pub const WIDTH_MAX: usize = 4096;
 
 /// One column of `-o`.
 #[derive(Debug, Clone, Copy)]
@@ -968,12 +696,12 @@ pub fn parse_custom(spec: &str) -> Result<CustomFormat, String> {
     for token in text.split_whitespace() {
         match token.split_once(':') {
             // `all[:width]`: every field, each with that width (LSF 10.1 FP14).
-            Some(("all", width)) => {
+            Some((all, width)) if all.eq_ignore_ascii_case("all") => {
                 for field in FIELDS {
                     columns.push(parse_column(&format!("{}:{width}", field.names[0]))?);
                 }
             }
-            None if token == "all" => {
+            None if token.eq_ignore_ascii_case("all") => {
                 columns.extend(FIELDS.iter().map(|field| Column {
                     field,
                     width: None,
@@ -992,11 +720,9 @@ pub fn parse_custom(spec: &str) -> Result<CustomFormat, String> {
 
 fn parse_column(token: &str) -> Result<Column, String> {
     let mut parts = token.splitn(3, ':');
-    let name = parts.next().unwrap_or_default().to_ascii_lowercase();
-    let field = FIELDS
-        .iter()
-        .find(|field| field.names.contains(&name.as_str()))
-        .ok_or_else(|| format!("{name}: Illegal field name in the output format"))?;
+    let name = parts.next().unwrap_or_default();
+    let field =
+        fields::find(name).ok_or_else(|| format!("{name}: Illegal field name in the output format"))?;
     let (width, right) = match parts.next() {
         None => (None, false),
         Some(width) => {
@@ -1004,16 +730,20 @@ fn parse_column(token: &str) -> Result<Column, String> {
                 Some(digits) => (true, digits),
                 None => (false, width),
             };
+            // `field:` is LSF's recommended width (none for the few fields
+            // without one); a width is 1 to 4096, as in LSF.
             let width = if digits.is_empty() {
-                field.width
+                Some(field.width).filter(|width| *width > 0)
             } else {
-                digits
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|w| *w > 0)
-                    .ok_or_else(|| format!("{token}: Illegal width in the output format"))?
+                Some(
+                    digits
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|w| (1..=WIDTH_MAX).contains(w))
+                        .ok_or_else(|| format!("{token}: Illegal width in the output format"))?,
+                )
             };
-            (Some(width), right)
+            (width, right)
         }
     };
     let unit = match parts.next() {
@@ -1046,7 +776,8 @@ pub fn custom(jobs: &[JobInfo], format: &CustomFormat, style: &Style, tz: &TimeZ
     let mut rows: Vec<Vec<String>> = Vec::new();
     if style.header && !jobs.is_empty() {
         let header = |column: &Column| {
-            column.width.map_or(column.field.header.to_owned(), |w| cut(column.field.header, w))
+            let header = column.field.header();
+            column.width.map_or_else(|| header.clone(), |w| cut(&header, w))
         };
         rows.push(format.columns.iter().map(header).collect());
     }
@@ -1120,11 +851,11 @@ pub fn custom_json(
         format
             .columns
             .iter()
-            .map(|column| (column.field.header, cell_value(column, job, style, tz)))
+            .map(|column| (column.field.header(), cell_value(column, job, style, tz)))
             .collect()
     });
-    let error_records = errors.iter().map(|message| vec![("ERROR", message.clone())]);
-    let records: Vec<Vec<(&str, String)>> = job_records.chain(error_records).collect();
+    let error_records = errors.iter().map(|message| vec![("ERROR".to_owned(), message.clone())]);
+    let records: Vec<Vec<(String, String)>> = job_records.chain(error_records).collect();
     let mut out = format!("{{\n  \"COMMAND\":\"bjobs\",\n  \"JOBS\":{},\n  \"RECORDS\":[\n", records.len());
     for (record_idx, record) in records.iter().enumerate() {
         out.push_str("    {\n");

@@ -12,8 +12,8 @@
 //!   unreachable or restarting with the *same* request id so that a retry is
 //!   recognised rather than repeated.
 //! - The `bjobs` layouts ([`format`](mod@format)): the classic LSF columns and widths,
-//!   `-w`, `-p`, `-l` (wrapped at 80 columns with the 21-space indent) and a
-//!   subset of `-o`, as pure functions of the job list and a time zone.
+//!   `-w`, `-p`, `-l` (wrapped at 80 columns with the 21-space indent) and
+//!   `-o` with every field of LSF 10.1's list, as pure functions of the job list and a time zone.
 //!
 //! # What it never does
 //! - No async runtime, no threads, no logging framework: a command starts,
@@ -41,12 +41,15 @@
 //!   (JOB_CONTROL, printed by [`control`]); [`brequeue`] runs jobs again
 //!   under their ids, killing running ones first (JOB_CONTROL too). [`bhist`]: jobs' histories from the log.
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
+//! - [`bparams`]: lsb.params' values in effect.
+//! - [`lsclusters`]: the cluster's name, status, master, administrator and host counts.
+//! - [`showconf`]: `badmin showconf mbd` and `lsadmin showconf lim`, the configuration in effect.
 //! - [`bsubk`]: `bsub -K`, waiting for the job; [`begin`]: `bsub -b` times;
 //!   [`envspec`]: `bsub -env`.
 //! - [`args`]: LSF-style option scanning shared by the commands.
 //! - [`jobid`]: `ID` and `ID[INDEX]` job references. [`signal`]: signal names.
 //! - [`client`]: configuration, credential, framing, retry.
-//! - [`format`](mod@format): `bjobs` output. [`host`]: facts about the calling process.
+//! - [`format`](mod@format): `bjobs` output; [`fields`]: the fields of `bjobs -o`. [`host`]: facts about the calling process.
 //! - [`term`]: printing with broken-pipe tolerance, exit codes, the version line.
 
 #![deny(missing_docs)]
@@ -60,6 +63,7 @@ pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
 pub mod bmod;
+pub mod bparams;
 pub mod bpeek;
 pub mod bqueues;
 pub mod brequeue;
@@ -70,11 +74,14 @@ pub mod btop;
 pub mod client;
 pub mod control;
 pub mod envspec;
+pub mod fields;
 pub mod format;
 pub mod host;
 pub mod jobid;
 pub mod lim;
 pub mod lsadmin;
+pub mod lsclusters;
+pub mod showconf;
 pub mod signal;
 pub mod term;
 

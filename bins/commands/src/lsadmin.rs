@@ -20,6 +20,9 @@
 //!   ...... done` line per host. The request leaves from a privileged port (root only)
 //!   and a lim accepts it only so, from a host of the cluster.
 //!
+//! - `showconf lim` (LSF's; any user, no daemon asked): `LIM configuration at <date>`
+//!   then `    KEY = value` lines, lsf.conf's values in effect ([`crate::showconf`]).
+//!
 //! - `limlock [-t seconds]` and `limunlock` (LSF's): lock this host's lim (the default host
 //!   of `showstatus`) until unlocked or for `seconds`, or unlock it (`LIM_TCP_LOCK`). While
 //!   locked the host's status word has `LIM_LOCKEDU`: `lsload` shows `lockU`, mbatchd sends
@@ -46,7 +49,7 @@ use crate::lim::{QUERY_TIMEOUT_MS, REPLY_BODY_BYTES_MAX};
 use crate::term::{self, Term};
 
 const USAGE: &str = "Usage: lsadmin [-h] [-V] ckconfig [-v] | reconfig | showstatus [host_name] | sbdstatus\n\
-     \x20      | limlock [-t time_seconds] | limunlock\n";
+     \x20      | limlock [-t time_seconds] | limunlock | showconf lim\n";
 /// Largest status reply accepted from sbatchd.
 const SBD_REPLY_BYTES_MAX: u32 = 1 << 20;
 
@@ -215,6 +218,19 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             }
         },
         Some("reconfig") if rest.is_empty() => reconfig(term),
+        Some("showconf") if rest == ["lim"] => {
+            let now_s = jiff::Timestamp::now().as_second();
+            match crate::showconf::lim(&lava_conf::envdir_from_env(), now_s, &jiff::tz::TimeZone::system()) {
+                Ok(text) => {
+                    term.out(&text);
+                    true
+                }
+                Err(error) => {
+                    term.err(&format!("lsadmin: {error}\n"));
+                    false
+                }
+            }
+        }
         Some("limlock") => match lock_duration(rest) {
             Some(duration_s) => lock(term, wire::LockRequest { lock: true, duration_s }),
             None => {

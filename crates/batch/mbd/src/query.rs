@@ -103,19 +103,58 @@ impl Mbd {
     }
 
     fn place_matches(&self, job: &Job, query: &wire::JobQuery) -> bool {
-        let name = &query.job_name;
-        let shown = job.job_name();
-        // An array's name without its index names every element (LSF's `bjobs -J`).
-        let array_name = shown.split('[').next().filter(|_| job.job.index() != 0);
-        let name_matches = match name.strip_suffix('*') {
-            _ if name.is_empty() => true,
-            Some(prefix) => shown.starts_with(prefix),
-            None => shown == *name || array_name == Some(name.as_str()),
-        };
         (query.queue.is_empty() || job.queue.as_str() == query.queue)
             && (query.host.is_empty() || job.exec_hosts.iter().any(|h| h.as_str() == query.host))
-            && name_matches
+            && (query.job_name.is_empty()
+                || name_matches(&query.job_name, &job.job_name(), job.job.index() != 0))
     }
+}
+
+/// Whether a job whose name is shown as `shown` (`name[index]` for an array
+/// element) is selected by `-J pattern`, as LSF 10 selects: `*` matches any
+/// run of characters anywhere in the name (`*sim*`, `sim*`, `*_01`), never
+/// inside an array index (`job1[*]` selects nothing); an array's name without
+/// an index selects all its elements (`-J sweep`, `-J 'sw*'`); `name[3]`
+/// selects that element (`-J '*AAA*[1]'`: the first element of every array
+/// whose name holds `AAA`).
+pub(crate) fn name_matches(pattern: &str, shown: &str, element: bool) -> bool {
+    if let Some(open) = pattern.find('[')
+        && pattern[open..].contains('*')
+    {
+        return false;
+    }
+    let base = shown.split('[').next().filter(|_| element);
+    glob(pattern, shown) || base.is_some_and(|base| glob(pattern, base))
+}
+
+/// `*`-only wildcard matching of the whole `text` (iterative, with one
+/// backtracking point: linear in practice, never exponential).
+fn glob(pattern: &str, text: &str) -> bool {
+    let (pattern, text): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut p_idx, mut t_idx) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t_idx < text.len() {
+        match pattern.get(p_idx) {
+            Some('*') => {
+                star = Some((p_idx, t_idx));
+                p_idx += 1;
+            }
+            Some(c) if *c == text[t_idx] => {
+                p_idx += 1;
+                t_idx += 1;
+            }
+            _ => match star {
+                // Let the last star swallow one more character.
+                Some((star_p, star_t)) => {
+                    p_idx = star_p + 1;
+                    t_idx = star_t + 1;
+                    star = Some((star_p, star_t + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p_idx..].iter().all(|c| *c == '*')
 }
 
 fn user_matches(job: &Job, user: &str, caller: &Caller) -> bool {
@@ -136,5 +175,38 @@ fn state_matches(job: &Job, filter: u32) -> bool {
         state_filter::RUNNING => status == Run,
         state_filter::SUSPENDED => matches!(status, Psusp | Ususp | Ssusp),
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_matches;
+
+    // Goal: `-J` as LSF 10 reads it: `*` anywhere (Snakemake's `*<uuid>*`),
+    // exact names, array names for their elements, never a star in an index.
+    #[test]
+    fn job_name_patterns() {
+        let uuid = "snakejob.a.1.0c5a9f7e-2b1d-4c6e-9d2a-1f0e3b4c5d6e.sh";
+        assert!(name_matches("*0c5a9f7e-2b1d-4c6e-9d2a-1f0e3b4c5d6e*", uuid, false));
+        assert!(name_matches("snakejob*", uuid, false));
+        assert!(name_matches("*.sh", uuid, false));
+        assert!(name_matches("*", uuid, false));
+        assert!(name_matches("s*a*1*sh", uuid, false));
+        assert!(name_matches(uuid, uuid, false));
+        assert!(!name_matches("*0c5a9f7f*", uuid, false));
+        assert!(!name_matches("snakejob", uuid, false));
+        assert!(!name_matches("*.s", uuid, false));
+        // Array elements: shown as `name[index]`.
+        assert!(name_matches("sweep", "sweep[3]", true));
+        assert!(name_matches("sw*", "sweep[3]", true));
+        assert!(name_matches("*eep", "sweep[3]", true));
+        assert!(name_matches("sweep[3]", "sweep[3]", true));
+        assert!(name_matches("*wee*[3]", "sweep[3]", true));
+        assert!(!name_matches("*wee*[4]", "sweep[3]", true));
+        assert!(!name_matches("sweep[*]", "sweep[3]", true));
+        assert!(!name_matches("sweep", "sweep[3]", false));
+        // Many stars on a long name stay quick.
+        let long = "a".repeat(4000);
+        assert!(!name_matches(&format!("{}b", "*a".repeat(50)), &long, false));
     }
 }
