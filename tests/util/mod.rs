@@ -162,6 +162,9 @@ impl Cluster {
             cluster.rewrite_lsf_conf(key, &value.display().to_string());
         }
         cluster.rewrite_lsf_conf("LSF_LOG_MASK", "LOG_INFO");
+        // A small space reserve (each mbatchd and sbatchd writes and fsyncs it at start):
+        // the default 16 MiB, in every test's cluster, would cost the suite gigabytes.
+        cluster.rewrite_lsf_conf("LAVA_STATE_RESERVE_MB", "1");
         let mut rows = String::new();
         for (idx, host) in hosts.iter().enumerate() {
             let addr = if idx == 0 { LOOPBACK.to_string() } else { "-".to_owned() };

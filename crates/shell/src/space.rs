@@ -74,12 +74,23 @@ impl Space {
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
             Err(error) => return Err(error),
         }
-        let available = space.available()?;
-        if !space.reserved && available >= space.room_mark() {
-            space.write_reserve()?;
+        if !space.reserved && space.available()? >= space.room_mark() {
+            match space.write_reserve() {
+                Ok(()) => {}
+                // Someone else took the room meanwhile: no reserve, full from the start.
+                Err(error) if is_full(&error) => {}
+                Err(error) => return Err(error),
+            }
         }
-        space.full =
-            if space.reserved || reserve_bytes == 0 { space.available()? < space.low_mark() } else { true };
+        let available = space.available()?;
+        if !space.reserved && reserve_bytes > 0 {
+            // No room for the reserve: full from the start.
+            space.full = true;
+        } else if available < space.low_mark() {
+            // Full with a reserve left by an earlier run: it is released now, as at any
+            // other moment the daemon finds itself full.
+            space.become_full(available);
+        }
         Ok(space)
     }
 
@@ -234,6 +245,10 @@ mod tests {
         assert_eq!(fs::metadata(&reserve).expect("written back").len(), 64 << 10);
 
         // A reopen keeps a whole reserve and replaces a cut one.
+        drop(space);
+        let space = Space::open(dir.path(), 64 << 10).expect("reopens");
+        assert!(!space.is_full());
+        assert_eq!(fs::metadata(&reserve).expect("kept").len(), 64 << 10);
         drop(space);
         fs::write(&reserve, b"cut").expect("cut");
         let space = Space::open(dir.path(), 64 << 10).expect("reopens");
