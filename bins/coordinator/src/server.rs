@@ -72,11 +72,12 @@ use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_net::{
     AuthConfig, Authenticator, ClusterKey, ConnError, Credential, KeyRing, Timeouts, system_now_ms,
 };
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::{ShellSignal, Signals};
 use lava_xdr::frame::{Frame, FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::MissedTickBehavior;
 
@@ -229,11 +230,7 @@ async fn serve(
     loop_state.settle(&coord, &mut journal);
     let listener = bind(config.listen)?;
     let bound = listener.local_addr().map_err(|source| ShellError::Listen { addr: config.listen, source })?;
-    let mut terminate = signal(SignalKind::terminate())
-        .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
-    let mut interrupt = signal(SignalKind::interrupt())
-        .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
-    let mut hangup = signal(SignalKind::hangup())
+    let mut signals = Signals::register()
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let (calls, mut inbox) = mpsc::channel(REQUESTS_QUEUED_MAX);
     let limits = Limits { payload_bytes_max: args.payload_bytes_max };
@@ -248,29 +245,24 @@ async fn serve(
     }
     tracing::info!(%bound, tasks = coord.n_tasks(), "coordinator ready");
     // systemd (Type=notify): READY now, WATCHDOG from the tick, STOPPING on SIGTERM/SIGINT.
-    let mut notifier = lava_sd::journald::notifier();
-    if let Err(error) = notifier.ready(&format!("serving on {bound}")) {
-        tracing::warn!("{error}");
-    }
+    let mut readiness = Readiness::from_env();
+    readiness.ready(&format!("serving on {bound}"));
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let result = loop {
         let taking = loop_state.outbox.len() < HELD_ANSWERS_MAX;
         let outcome = tokio::select! {
-            _ = terminate.recv() => {
-                tracing::info!("SIGTERM: stopping");
-                let _unsent = notifier.stopping("SIGTERM: stopping");
-                break Ok(());
-            }
-            _ = interrupt.recv() => {
-                tracing::info!("SIGINT: stopping");
-                let _unsent = notifier.stopping("SIGINT: stopping");
-                break Ok(());
-            }
-            _ = hangup.recv() => {
-                tracing::info!("SIGHUP: nothing to reload (the coordinator reads its configuration at start)");
-                Ok(())
-            }
+            signal = signals.next() => match signal {
+                ShellSignal::Stop(name) => {
+                    tracing::info!("{name}: stopping");
+                    readiness.stopping(&format!("{name}: stopping"));
+                    break Ok(());
+                }
+                ShellSignal::Reload => {
+                    tracing::info!("SIGHUP: nothing to reload (the coordinator reads its configuration at start)");
+                    Ok(())
+                }
+            },
             done = journal.next() => match done {
                 Ok(JournalEvent::Durable(position)) => {
                     tracing::trace!(position, "durable");
@@ -324,9 +316,7 @@ async fn serve(
                 None => Ok(()),
             },
             _ = tick.tick() => {
-                if let Err(error) = notifier.tick(std::time::Instant::now()) {
-                    tracing::warn!("systemd watchdog: {error}");
-                }
+                readiness.pet();
                 let outcome = loop_state.step(&mut coord, &mut journal, Input::Tick, None);
                 if outcome.is_ok() {
                     loop_state.settle(&coord, &mut journal);

@@ -62,6 +62,8 @@ use lava_lim_logic::{
 };
 use lava_lim_wire as wire;
 use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::{ShellSignal, Signals};
 use lava_xdr::frame::{FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -323,12 +325,10 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
     }
     tracing::info!(%my_addr, tcp_port, master = lim.is_master(), "lim ready");
     // systemd (Type=notify): READY now, WATCHDOG from each load sample (every second).
-    let mut notifier = lava_sd::journald::notifier();
-    if let Err(error) = notifier.ready(&format!("serving on {my_addr}, TCP port {tcp_port}")) {
-        tracing::warn!("{error}");
-    }
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .context("install the SIGHUP handler")?;
+    let mut readiness = Readiness::from_env();
+    readiness.ready(&format!("serving on {my_addr}, TCP port {tcp_port}"));
+    // SIGTERM and SIGINT keep their default action: lim has nothing to finish.
+    let mut signals = Signals::hangup_only().context("install the SIGHUP handler")?;
     let shared = Arc::new(Mutex::new(lim));
     let counters = Arc::new(ShellCounters::default());
     let origin = Instant::now();
@@ -405,9 +405,7 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
                 let effects = lim.step(now_ms, Input::Sampled(sampler.sample(elapsed)));
                 carry_out(&io, &lim, effects);
                 next_sample_ms = now_ms + SAMPLE_INTERVAL_MS;
-                if let Err(error) = notifier.tick(Instant::now()) {
-                    tracing::warn!("systemd watchdog: {error}");
-                }
+                readiness.pet();
             }
             let effects = lim.step(now_ms, Input::Tick);
             carry_out(&io, &lim, effects);
@@ -442,9 +440,12 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
                 });
             }
             () = tokio::time::sleep(sleep) => {}
-            _ = hangup.recv() => {
-                tracing::info!("SIGHUP: nothing to reload (lim reads its configuration at start; restart it)");
-            }
+            signal = signals.next() => match signal {
+                ShellSignal::Reload => {
+                    tracing::info!("SIGHUP: nothing to reload (lim reads its configuration at start; restart it)");
+                }
+                ShellSignal::Stop(_) => unreachable!("lim leaves SIGTERM and SIGINT their default action"),
+            },
         }
     }
 }

@@ -18,7 +18,7 @@
 //!    same arguments (same pid), starting again at step 1.
 //!
 //! # Under systemd (`Type=notify`)
-//! When `NOTIFY_SOCKET` is set ([`lava_sd::Notifier`]), mbatchd says `STATUS=`
+//! When `NOTIFY_SOCKET` is set ([`lava_shell::readiness`]), mbatchd says `STATUS=`
 //! while it replays the event log, `READY=1` at the moment it writes
 //! `--port-file` (step 4: it serves), `WATCHDOG=1` from the event loop's
 //! one-second tick at half of `WatchdogSec=` (a wedged loop stops petting and
@@ -40,6 +40,8 @@ use clap::Parser;
 use lava_conf::ClusterConfig;
 use lava_eventlog::EventLog;
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::Signals;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 
@@ -48,7 +50,7 @@ use crate::conn::Shared;
 use crate::counters::Counters;
 use crate::journal::{self, Journal, Recovered, SwitchRule};
 use crate::logging::{self, LogFile};
-use crate::shell::{Shell, Signals};
+use crate::shell::Shell;
 use crate::{Args, ShellError};
 
 /// Connections the kernel queues before mbatchd accepts them.
@@ -92,24 +94,22 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         key_id = %key.id(),
         "mbatchd starting"
     );
-    let notifier = lava_sd::journald::notifier();
-    if let Some(interval) = notifier.watchdog_interval() {
+    let readiness = Readiness::from_env();
+    if let Some(interval) = readiness.watchdog_interval() {
         tracing::info!(interval_ms = interval.as_millis(), "systemd watchdog armed");
     }
     // Credentials are taken only if made for this cluster's mbatchd.
     let audience = lava_net::Audience::new(lava_net::Audience::MBATCHD, config.mbd.cluster_name.as_str());
     let auth =
         Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()).with_audience(audience));
-    notify(&notifier, |n| {
-        n.status(&format!("replaying the event log in {}", config.event_log_dir.display()))
-    });
+    readiness.status(&format!("replaying the event log in {}", config.event_log_dir.display()));
     let log = journal::open(&config.event_log_dir)?;
     let recovered = journal::recover(&log, config.mbd.clone())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
-    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, log_file, notifier));
+    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, log_file, readiness));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     match result? {
         Some(port) => Err(restart(&args, port)),
@@ -152,7 +152,7 @@ async fn serve(
     log: Arc<EventLog>,
     recovered: Recovered,
     log_file: Option<LogFile>,
-    notifier: lava_sd::Notifier,
+    readiness: Readiness,
 ) -> Result<Option<u16>, ShellError> {
     if let Some(path) = &args.port_file {
         remove_stale(path)?;
@@ -160,7 +160,8 @@ async fn serve(
     let addr = SocketAddr::new(config.listen_addr, config.port);
     let listener = bind(addr)?;
     let bound = listener.local_addr().map_err(|source| ShellError::Listen { addr, source })?;
-    let signals = Signals::register()?;
+    let signals = Signals::register()
+        .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
     let counters = Arc::new(Counters::default());
     let history_log = Arc::clone(&log);
@@ -194,17 +195,9 @@ async fn serve(
         write_port_file(path, bound.port())?;
     }
     tracing::info!(%bound, "mbatchd ready");
-    notify(&notifier, |n| n.ready(&format!("serving on {bound}")));
-    let restart = shell.run(signals, log_file, notifier).await?;
+    readiness.ready(&format!("serving on {bound}"));
+    let restart = shell.run(signals, log_file, readiness).await?;
     Ok(restart.then_some(bound.port()))
-}
-
-/// Sends a notification to systemd; a failure is logged, never fatal (systemd
-/// notices a missing READY or WATCHDOG on its own).
-pub(crate) fn notify(notifier: &lava_sd::Notifier, send: impl FnOnce(&lava_sd::Notifier) -> io::Result<()>) {
-    if let Err(error) = send(notifier) {
-        tracing::warn!("{error}");
-    }
 }
 
 /// A listening socket with SO_REUSEADDR: a restarted mbatchd rebinds its port
