@@ -39,6 +39,7 @@ use std::sync::Arc;
 use lava_coord_logic::{Coord, CoordConfig, CoordSnapshot, Event};
 use lava_eventlog::{EventLog, OpenReport, Options};
 use lava_shell::group_commit::{self, Finished, GroupCommit};
+use lava_shell::startup::PathError;
 
 use crate::ShellError;
 use crate::codec::{EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, SNAPSHOT_LIMITS, encode, encode_into};
@@ -56,11 +57,11 @@ pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
     // The parents (LSB_SHAREDIR/<cluster>) are shared with the other daemons:
     // only the WAL's own folder is private.
     if let Some(parent) = dir.parent() {
-        DirBuilder::new().recursive(true).mode(0o755).create(parent).map_err(|source| ShellError::Io {
-            what: "create the work folder",
-            path: parent.to_owned(),
-            source,
-        })?;
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)
+            .map_err(PathError::at("create the work folder", parent))?;
     }
     DirBuilder::new()
         .mode(0o700)
@@ -69,7 +70,7 @@ pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
             std::io::ErrorKind::AlreadyExists => Ok(()),
             _ => Err(error),
         })
-        .map_err(|source| ShellError::Io { what: "create the WAL folder", path: dir.to_owned(), source })?;
+        .map_err(PathError::at("create the WAL folder", dir))?;
     let mut options = Options::new(EVENT_LOG_NAME);
     options.record_bytes_max = EVENT_BYTES_MAX;
     options.snapshot_bytes_max = SNAPSHOT_BYTES_MAX;

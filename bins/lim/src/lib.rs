@@ -47,7 +47,7 @@
 pub mod load;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -64,6 +64,7 @@ use lava_lim_wire as wire;
 use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_shell::readiness::Readiness;
 use lava_shell::signals::{ShellSignal, Signals};
+use lava_shell::startup;
 use lava_xdr::frame::{FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -321,7 +322,7 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
     let names: Vec<String> = lim.config().hosts.iter().map(|host| host.name.clone()).collect();
     let is_master = lim.is_master();
     if let Some(path) = &ready_file {
-        write_atomically(path, &format!("{} {tcp_port}\n", my_addr.port()))?;
+        startup::write_atomically(path, &format!("{} {tcp_port}\n", my_addr.port()))?;
     }
     tracing::info!(%my_addr, tcp_port, master = lim.is_master(), "lim ready");
     // systemd (Type=notify): READY now, WATCHDOG from each load sample (every second).
@@ -937,11 +938,4 @@ fn reply(lim: &Lim, context: &QueryContext, header: FrameHeader, now_ms: u64) ->
         Ok(body) => (wire::TCP_STATUS_OK, body),
         Err(_) => (wire::TCP_STATUS_REFUSED, Vec::new()),
     }
-}
-
-fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("rename to {}", path.display()))?;
-    Ok(())
 }

@@ -27,11 +27,10 @@
 //! detached child would not be the unit's main process.
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::fs::{self, OpenOptions};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +41,7 @@ use lava_eventlog::EventLog;
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
 use lava_shell::readiness::Readiness;
 use lava_shell::signals::Signals;
-use tokio::net::{TcpListener, TcpSocket};
+use lava_shell::startup::{self, PathError};
 use tokio::sync::watch;
 
 use crate::config::ShellConfig;
@@ -53,8 +52,6 @@ use crate::logging::{self, LogFile};
 use crate::shell::Shell;
 use crate::{Args, ShellError};
 
-/// Connections the kernel queues before mbatchd accepts them.
-const LISTEN_BACKLOG: u32 = 1024;
 /// Time given to the runtime's helper threads to end once the loop returned.
 const RUNTIME_SHUTDOWN_MS: u64 = 5_000;
 
@@ -155,11 +152,10 @@ async fn serve(
     readiness: Readiness,
 ) -> Result<Option<u16>, ShellError> {
     if let Some(path) = &args.port_file {
-        remove_stale(path)?;
+        startup::remove_stale(path)?;
     }
     let addr = SocketAddr::new(config.listen_addr, config.port);
-    let listener = bind(addr)?;
-    let bound = listener.local_addr().map_err(|source| ShellError::Listen { addr, source })?;
+    let (listener, bound) = startup::listen(addr)?;
     let signals = Signals::register()
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
@@ -167,13 +163,8 @@ async fn serve(
     let history_log = Arc::clone(&log);
     let rule = SwitchRule { max_job_num: config.max_job_num, snapshot_events: args.snapshot_events };
     let journal = Journal::new(log, rule, recovered.backlog);
-    let space = lava_shell::space::Space::open(&config.event_log_dir, config.state_reserve_bytes).map_err(
-        |source| ShellError::Io {
-            what: "watch the free space of",
-            path: config.event_log_dir.clone(),
-            source,
-        },
-    )?;
+    let space = lava_shell::space::Space::open(&config.event_log_dir, config.state_reserve_bytes)
+        .map_err(PathError::at("watch the free space of", &config.event_log_dir))?;
     let mut shell = Shell::new(recovered.mbd, journal, space, listener, |events| Shared {
         auth,
         counters,
@@ -192,7 +183,7 @@ async fn serve(
         None => tracing::warn!("no master lim configured: every host counts as available"),
     }
     if let Some(path) = &args.port_file {
-        write_port_file(path, bound.port())?;
+        startup::write_atomically(path, &format!("{}\n", bound.port()))?;
     }
     tracing::info!(%bound, "mbatchd ready");
     readiness.ready(&format!("serving on {bound}"));
@@ -200,49 +191,13 @@ async fn serve(
     Ok(restart.then_some(bound.port()))
 }
 
-/// A listening socket with SO_REUSEADDR: a restarted mbatchd rebinds its port
-/// at once, even while connections of the old one linger in TIME_WAIT.
-fn bind(addr: SocketAddr) -> Result<TcpListener, ShellError> {
-    let error = |source| ShellError::Listen { addr, source };
-    let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(error)?;
-    socket.set_reuseaddr(true).map_err(error)?;
-    socket.bind(addr).map_err(error)?;
-    socket.listen(LISTEN_BACKLOG).map_err(error)
-}
-
-fn remove_stale(path: &Path) -> Result<(), ShellError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(source) => {
-            Err(ShellError::Io { what: "remove the stale port file", path: path.to_owned(), source })
-        }
-    }
-}
-
-/// Writes `port` to `path` atomically: a temporary file beside it, fsynced, renamed.
-fn write_port_file(path: &Path, port: u16) -> Result<(), ShellError> {
-    let mut temp = OsString::from(path.as_os_str());
-    temp.push(".tmp");
-    let temp = PathBuf::from(temp);
-    fn io_error(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> ShellError {
-        let path = path.to_owned();
-        move |source| ShellError::Io { what, path, source }
-    }
-    fs::write(&temp, format!("{port}\n")).map_err(io_error("write the port file", &temp))?;
-    File::open(&temp).and_then(|file| file.sync_all()).map_err(io_error("sync the port file", &temp))?;
-    fs::rename(&temp, path).map_err(io_error("rename the port file into place", path))
-}
-
 /// Starts this program again with `--foreground`, in its own process group,
 /// logging to `LSF_LOGDIR/mbatchd.log.<master host>` (`--log-file`, with
 /// standard error there too for what is written before the logger starts or
 /// by a panic; nowhere without `LSF_LOGDIR`), and returns.
 fn detach(args: &Args, config: &ShellConfig) -> Result<(), ShellError> {
-    let exe = std::env::current_exe().map_err(|source| ShellError::Io {
-        what: "find the mbatchd executable",
-        path: PathBuf::from("/proc/self/exe"),
-        source,
+    let exe = std::env::current_exe().map_err(|source| {
+        PathError::new("find the mbatchd executable", PathBuf::from("/proc/self/exe"), source)
     })?;
     let log_path = match &args.log_file {
         Some(path) => Some(path.clone()),
@@ -251,32 +206,32 @@ fn detach(args: &Args, config: &ShellConfig) -> Result<(), ShellError> {
             .as_ref()
             .map(|dir| dir.join(format!("mbatchd.log.{}", config.mbd.master_host))),
     };
-    let stderr =
-        match &log_path {
-            Some(path) => {
-                if let Some(dir) = path.parent() {
-                    fs::create_dir_all(dir).map_err(|source| ShellError::Io {
-                        what: "create the log folder",
-                        path: dir.to_owned(),
-                        source,
-                    })?;
-                }
-                let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
-                    ShellError::Io { what: "open the log file", path: path.clone(), source }
-                })?;
-                Stdio::from(file)
+    let stderr = match &log_path {
+        Some(path) => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir).map_err(PathError::at("create the log folder", dir))?;
             }
-            None => Stdio::null(),
-        };
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| PathError::new("open the log file", path.clone(), source))?;
+            Stdio::from(file)
+        }
+        None => Stdio::null(),
+    };
     let mut command = Command::new(&exe);
     command.args(std::env::args_os().skip(1)).arg("--foreground");
     if let (Some(path), None) = (&log_path, &args.log_file) {
         command.arg("--log-file").arg(path);
     }
-    let child =
-        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).process_group(0).spawn().map_err(
-            |source| ShellError::Io { what: "start mbatchd in the background from", path: exe, source },
-        )?;
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+        .map_err(|source| PathError::new("start mbatchd in the background from", exe, source))?;
     match &log_path {
         Some(path) => eprintln!(
             "mbatchd: running in the background as pid {}, logging to {}",

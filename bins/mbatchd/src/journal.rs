@@ -51,6 +51,7 @@ use std::sync::Arc;
 use lava_eventlog::{EventLog, OpenReport, Options};
 use lava_mbd::{Event, IgnoredEvent, Mbd, MbdConfig, MbdSnapshot, Replayed};
 use lava_shell::group_commit::{self, Finished, GroupCommit, SyncStats};
+use lava_shell::startup::PathError;
 
 use crate::ShellError;
 use crate::codec::{
@@ -71,11 +72,11 @@ pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
     // folders below them must stay reachable by job users: only the log's own
     // folder is private.
     if let Some(parent) = dir.parent() {
-        DirBuilder::new().recursive(true).mode(0o755).create(parent).map_err(|source| ShellError::Io {
-            what: "create the work folder",
-            path: parent.to_owned(),
-            source,
-        })?;
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)
+            .map_err(PathError::at("create the work folder", parent))?;
     }
     DirBuilder::new()
         .mode(0o700)
@@ -84,11 +85,7 @@ pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
             std::io::ErrorKind::AlreadyExists => Ok(()),
             _ => Err(error),
         })
-        .map_err(|source| ShellError::Io {
-            what: "create the event log folder",
-            path: dir.to_owned(),
-            source,
-        })?;
+        .map_err(PathError::at("create the event log folder", dir))?;
     let mut options = Options::new(EVENT_LOG_NAME);
     options.record_bytes_max = EVENT_BYTES_MAX;
     options.snapshot_bytes_max = SNAPSHOT_BYTES_MAX;

@@ -58,6 +58,7 @@ use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
 use lava_shell::readiness::Readiness;
 use lava_shell::signals::{ShellSignal, Signals};
+use lava_shell::startup;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::sync::mpsc;
@@ -336,9 +337,7 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
     // The lowest node is the master from the start; the others look for it.
     state.seek_master(state.now_ms())?;
     if let Some(path) = &settings.ready_file {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{port}\n")).with_context(|| format!("write {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("rename to {}", path.display()))?;
+        startup::write_atomically(path, &format!("{port}\n"))?;
     }
     tracing::info!(
         node = %settings.me,

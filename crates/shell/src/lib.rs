@@ -11,7 +11,11 @@
 //!   loop's timer, `RELOADING`, `STOPPING`), a failed one logged and never fatal, used by
 //!   all five daemons;
 //! - [`space`]: the watch over a daemon's state file system with its space reserve
-//!   (mbatchd and sbatchd).
+//!   (mbatchd and sbatchd);
+//! - [`startup`]: the listener with SO_REUSEADDR (mbatchd, the coordinator), a stale port
+//!   or ready file removed and the new one written atomically (mbatchd, lim, mxfsd, the
+//!   coordinator), and [`startup::PathError`] / [`startup::ListenError`], the errors naming
+//!   the path or address that the daemons' own error types wrap.
 //!
 //! It sits beside `lava-net` on the shell side of the layering and may use tokio.
 //!
@@ -26,3 +30,4 @@ pub mod group_commit;
 pub mod readiness;
 pub mod signals;
 pub mod space;
+pub mod startup;
