@@ -14,7 +14,8 @@
 //!   (mbatchd and sbatchd);
 //! - [`startup`]: the listener with SO_REUSEADDR (mbatchd, the coordinator), a stale port
 //!   or ready file removed and the new one written atomically (mbatchd, lim, mxfsd, the
-//!   coordinator), and [`startup::PathError`] / [`startup::ListenError`], the errors naming
+//!   coordinator), an event log's private folder and the findings of opening it logged
+//!   (mbatchd's `lsb.events`, the coordinator's WAL), and [`startup::PathError`] / [`startup::ListenError`], the errors naming
 //!   the path or address that the daemons' own error types wrap.
 //!
 //! It sits beside `lava-net` on the shell side of the layering and may use tokio.

@@ -1,18 +1,23 @@
 //! The start-up steps the daemons repeat: binding the listening socket ([`listen`]),
 //! clearing a stale port or ready file before it ([`remove_stale`]) and writing it once the
-//! daemon serves ([`write_atomically`]), and the errors that name what failed
-//! ([`PathError`], [`ListenError`]) for the daemons' own error types to wrap.
+//! daemon serves ([`write_atomically`]), making an event log's private folder
+//! ([`create_private_dir`]) and logging what opening the log found ([`log_open_report`]),
+//! and the errors that name what failed ([`PathError`], [`ListenError`]) for the daemons'
+//! own error types to wrap.
 //!
 //! It owns only these mechanics. It never decides what a file holds, when it is written (a
 //! port or ready file says the daemon serves, so it comes after the listener and the
-//! recovery), which address a daemon listens on, or how a daemon reports a failure.
+//! recovery), which address a daemon listens on, where its log lives, or how a daemon
+//! reports a failure.
 
 use std::ffi::OsString;
-use std::fs::{self, File};
+use std::fs::{self, DirBuilder, File};
 use std::io;
 use std::net::SocketAddr;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use lava_eventlog::OpenReport;
 use tokio::net::{TcpListener, TcpSocket};
 
 /// Connections the kernel queues before the daemon accepts them.
@@ -92,11 +97,68 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), PathError> {
     fs::rename(&temp, path).map_err(PathError::at("rename into place", path))
 }
 
+/// Makes `dir`, an event log's folder, private (mode 0700, left as it is when it exists)
+/// and its parents if missing (mode 0755: `LSB_SHAREDIR/<cluster>` is shared with the other
+/// daemons, and sbatchd's job folders below it must stay reachable by job users). `what`
+/// names the step for the error ("create the WAL folder"); a parent's error says "create
+/// the work folder".
+pub fn create_private_dir(dir: &Path, what: &'static str) -> Result<(), PathError> {
+    if let Some(parent) = dir.parent() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)
+            .map_err(PathError::at("create the work folder", parent))?;
+    }
+    DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .or_else(|error| match error.kind() {
+            io::ErrorKind::AlreadyExists => Ok(()),
+            _ => Err(error),
+        })
+        .map_err(PathError::at(what, dir))
+}
+
+/// Logs each finding of opening the log in `dir` (a torn tail that was cut off, rejected
+/// snapshots, leftover files) as `<label>: <finding>`, a warning or an information as the
+/// log rates it.
+pub fn log_open_report(dir: &Path, report: &OpenReport, label: &str) {
+    for finding in report.findings() {
+        if finding.warning {
+            tracing::warn!(dir = %dir.display(), "{label}: {}", finding.text);
+        } else {
+            tracing::info!(dir = %dir.display(), "{label}: {}", finding.text);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::{Ipv4Addr, SocketAddr};
 
-    use super::{listen, remove_stale, write_atomically};
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::{create_private_dir, listen, remove_stale, write_atomically};
+
+    // Goal: the log's folder is private, its missing parents are made, an existing folder
+    // is taken as it is, and a parent that cannot be made is named as the work folder.
+    #[test]
+    fn the_log_folder_is_private_and_its_parents_are_made() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("share/cluster/logdir");
+        create_private_dir(&dir, "create the event log folder").expect("create");
+        let mode =
+            |path: &std::path::Path| std::fs::metadata(path).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert!(dir.parent().expect("parent").is_dir());
+        create_private_dir(&dir, "create the event log folder").expect("again");
+        let file = root.path().join("file");
+        std::fs::write(&file, "").expect("file");
+        let error = create_private_dir(&file.join("logdir"), "create the event log folder")
+            .expect_err("parent is a file");
+        assert!(error.to_string().starts_with("create the work folder "), "{error}");
+    }
 
     // Goal: the file appears whole under its name, no temporary file stays, a second write
     // replaces it, and removing it twice is no error; a failure names the step and the path.
