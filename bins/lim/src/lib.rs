@@ -815,11 +815,9 @@ fn reconfig_check(peer: Option<SocketAddr>, context: &QueryContext) -> Result<()
 fn restart_in_place(answered: bool) {
     use std::os::unix::process::CommandExt;
     tracing::info!(answered, "lsadmin reconfig: restarting to read the configuration");
-    if let Ok(notifier) = lava_sd::Notifier::from_env()
-        && let Err(error) = notifier.reloading("lsadmin reconfig: restarting")
-    {
-        tracing::warn!("{error}");
-    }
+    // Not the loop's Readiness (this runs in a query task): the same notifications, from the
+    // environment again.
+    Readiness::from_env().reloading("lsadmin reconfig: restarting");
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(error) => {
