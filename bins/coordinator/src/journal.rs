@@ -31,14 +31,13 @@
 //! held behind them are released.
 
 use std::convert::Infallible;
-use std::fs::DirBuilder;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 
 use lava_coord_logic::{Coord, CoordConfig, CoordSnapshot, Event};
-use lava_eventlog::{EventLog, OpenReport, Options};
+use lava_eventlog::{EventLog, Options};
 use lava_shell::group_commit::{self, Finished, GroupCommit};
+use lava_shell::startup;
 
 use crate::ShellError;
 use crate::codec::{EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, SNAPSHOT_LIMITS, encode, encode_into};
@@ -53,39 +52,13 @@ pub use lava_shell::group_commit::SyncStats;
 /// Opens (creating if needed) the event log in `dir` and logs what opening
 /// found: a torn tail that was cut off, rejected snapshots, leftover files.
 pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
-    // The parents (LSB_SHAREDIR/<cluster>) are shared with the other daemons:
-    // only the WAL's own folder is private.
-    if let Some(parent) = dir.parent() {
-        DirBuilder::new().recursive(true).mode(0o755).create(parent).map_err(|source| ShellError::Io {
-            what: "create the work folder",
-            path: parent.to_owned(),
-            source,
-        })?;
-    }
-    DirBuilder::new()
-        .mode(0o700)
-        .create(dir)
-        .or_else(|error| match error.kind() {
-            std::io::ErrorKind::AlreadyExists => Ok(()),
-            _ => Err(error),
-        })
-        .map_err(|source| ShellError::Io { what: "create the WAL folder", path: dir.to_owned(), source })?;
+    startup::create_private_dir(dir, "create the WAL folder")?;
     let mut options = Options::new(EVENT_LOG_NAME);
     options.record_bytes_max = EVENT_BYTES_MAX;
     options.snapshot_bytes_max = SNAPSHOT_BYTES_MAX;
     let (log, report) = EventLog::open(dir, options)?;
-    log_open_report(dir, &report);
+    startup::log_open_report(dir, &report, &format!("WAL {EVENT_LOG_NAME}"));
     Ok(Arc::new(log))
-}
-
-fn log_open_report(dir: &Path, report: &OpenReport) {
-    for finding in report.findings() {
-        if finding.warning {
-            tracing::warn!(dir = %dir.display(), "WAL {EVENT_LOG_NAME}: {}", finding.text);
-        } else {
-            tracing::info!(dir = %dir.display(), "WAL {EVENT_LOG_NAME}: {}", finding.text);
-        }
-    }
 }
 
 /// Shell contract step 1: the newest snapshot (if any) and every event after

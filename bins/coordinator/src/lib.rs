@@ -87,8 +87,6 @@ pub mod ctl;
 pub mod journal;
 pub mod server;
 
-use std::io;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use args::Args;
@@ -120,25 +118,11 @@ pub enum ShellError {
         problem: String,
     },
     /// A file or folder operation failed.
-    #[error("{what} {}: {source}", path.display())]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The file or folder.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] lava_shell::startup::PathError),
     /// The listening socket could not be set up.
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Listen(#[from] lava_shell::startup::ListenError),
     /// The async runtime or a helper thread failed.
     #[error("runtime: {0}")]
     Runtime(String),

@@ -53,11 +53,8 @@
 //! crashes its model of this loop at the same places.
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
-use std::fs::{self, File};
-use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,11 +69,13 @@ use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_net::{
     AuthConfig, Authenticator, ClusterKey, ConnError, Credential, KeyRing, Timeouts, system_now_ms,
 };
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::{ShellSignal, Signals};
+use lava_shell::startup;
 use lava_xdr::frame::{Frame, FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::MissedTickBehavior;
 
@@ -85,8 +84,6 @@ use crate::counters::Counters;
 use crate::journal::{self, Journal, JournalEvent};
 use crate::{Args, ShellError};
 
-/// Connections the kernel queues before the coordinator accepts them.
-const LISTEN_BACKLOG: u32 = 1024;
 /// Capacity of the channel from the connection tasks to the loop.
 pub const REQUESTS_QUEUED_MAX: usize = 4096;
 /// Answers waiting for durability above which the loop takes no new request.
@@ -215,7 +212,7 @@ async fn serve(
     mut coord: Coord,
 ) -> Result<(), ShellError> {
     for path in [&args.port_file, &args.ready_file].into_iter().flatten() {
-        remove_stale(path)?;
+        startup::remove_stale(path)?;
     }
     // Contract step 1's end: expire by the current time before serving.
     let counters = Arc::new(Counters::default());
@@ -227,13 +224,8 @@ async fn serve(
     };
     loop_state.step(&mut coord, &mut journal, Input::Tick, None)?;
     loop_state.settle(&coord, &mut journal);
-    let listener = bind(config.listen)?;
-    let bound = listener.local_addr().map_err(|source| ShellError::Listen { addr: config.listen, source })?;
-    let mut terminate = signal(SignalKind::terminate())
-        .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
-    let mut interrupt = signal(SignalKind::interrupt())
-        .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
-    let mut hangup = signal(SignalKind::hangup())
+    let (listener, bound) = startup::listen(config.listen)?;
+    let mut signals = Signals::register()
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let (calls, mut inbox) = mpsc::channel(REQUESTS_QUEUED_MAX);
     let limits = Limits { payload_bytes_max: args.payload_bytes_max };
@@ -241,36 +233,31 @@ async fn serve(
     let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
     drop(shared);
     if let Some(path) = &args.port_file {
-        write_atomically(path, &format!("{}\n", bound.port()))?;
+        startup::write_atomically(path, &format!("{}\n", bound.port()))?;
     }
     if let Some(path) = &args.ready_file {
-        write_atomically(path, "ready\n")?;
+        startup::write_atomically(path, "ready\n")?;
     }
     tracing::info!(%bound, tasks = coord.n_tasks(), "coordinator ready");
     // systemd (Type=notify): READY now, WATCHDOG from the tick, STOPPING on SIGTERM/SIGINT.
-    let mut notifier = lava_sd::journald::notifier();
-    if let Err(error) = notifier.ready(&format!("serving on {bound}")) {
-        tracing::warn!("{error}");
-    }
+    let mut readiness = Readiness::from_env();
+    readiness.ready(&format!("serving on {bound}"));
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let result = loop {
         let taking = loop_state.outbox.len() < HELD_ANSWERS_MAX;
         let outcome = tokio::select! {
-            _ = terminate.recv() => {
-                tracing::info!("SIGTERM: stopping");
-                let _unsent = notifier.stopping("SIGTERM: stopping");
-                break Ok(());
-            }
-            _ = interrupt.recv() => {
-                tracing::info!("SIGINT: stopping");
-                let _unsent = notifier.stopping("SIGINT: stopping");
-                break Ok(());
-            }
-            _ = hangup.recv() => {
-                tracing::info!("SIGHUP: nothing to reload (the coordinator reads its configuration at start)");
-                Ok(())
-            }
+            signal = signals.next() => match signal {
+                ShellSignal::Stop(name) => {
+                    tracing::info!("{name}: stopping");
+                    readiness.stopping(&format!("{name}: stopping"));
+                    break Ok(());
+                }
+                ShellSignal::Reload => {
+                    tracing::info!("SIGHUP: nothing to reload (the coordinator reads its configuration at start)");
+                    Ok(())
+                }
+            },
             done = journal.next() => match done {
                 Ok(JournalEvent::Durable(position)) => {
                     tracing::trace!(position, "durable");
@@ -324,9 +311,7 @@ async fn serve(
                 None => Ok(()),
             },
             _ = tick.tick() => {
-                if let Err(error) = notifier.tick(std::time::Instant::now()) {
-                    tracing::warn!("systemd watchdog: {error}");
-                }
+                readiness.pet();
                 let outcome = loop_state.step(&mut coord, &mut journal, Input::Tick, None);
                 if outcome.is_ok() {
                     loop_state.settle(&coord, &mut journal);
@@ -832,37 +817,6 @@ fn check(
     Request::validate(request, limits)
         .map(Some)
         .map_err(|error| (refuse(error.code(), error.to_string()), false))
-}
-
-/// A listening socket with SO_REUSEADDR, so a restart rebinds its port at once.
-fn bind(addr: SocketAddr) -> Result<TcpListener, ShellError> {
-    let error = |source| ShellError::Listen { addr, source };
-    let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(error)?;
-    socket.set_reuseaddr(true).map_err(error)?;
-    socket.bind(addr).map_err(error)?;
-    socket.listen(LISTEN_BACKLOG).map_err(error)
-}
-
-fn remove_stale(path: &Path) -> Result<(), ShellError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(ShellError::Io { what: "remove the stale file", path: path.to_owned(), source }),
-    }
-}
-
-/// Writes `text` to `path` atomically: a temporary file beside it, fsynced, renamed.
-fn write_atomically(path: &Path, text: &str) -> Result<(), ShellError> {
-    let mut temp = OsString::from(path.as_os_str());
-    temp.push(".tmp");
-    let temp = PathBuf::from(temp);
-    let io_error = |what: &'static str, path: &Path| {
-        let path = path.to_owned();
-        move |source| ShellError::Io { what, path, source }
-    };
-    fs::write(&temp, text).map_err(io_error("write", &temp))?;
-    File::open(&temp).and_then(|file| file.sync_all()).map_err(io_error("sync", &temp))?;
-    fs::rename(&temp, path).map_err(io_error("rename into place", path))
 }
 
 #[cfg(test)]

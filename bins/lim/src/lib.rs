@@ -47,7 +47,7 @@
 pub mod load;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -62,6 +62,9 @@ use lava_lim_logic::{
 };
 use lava_lim_wire as wire;
 use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::{ShellSignal, Signals};
+use lava_shell::startup;
 use lava_xdr::frame::{FrameHeader, FrameLimits, decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -319,16 +322,14 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
     let names: Vec<String> = lim.config().hosts.iter().map(|host| host.name.clone()).collect();
     let is_master = lim.is_master();
     if let Some(path) = &ready_file {
-        write_atomically(path, &format!("{} {tcp_port}\n", my_addr.port()))?;
+        startup::write_atomically(path, &format!("{} {tcp_port}\n", my_addr.port()))?;
     }
     tracing::info!(%my_addr, tcp_port, master = lim.is_master(), "lim ready");
     // systemd (Type=notify): READY now, WATCHDOG from each load sample (every second).
-    let mut notifier = lava_sd::journald::notifier();
-    if let Err(error) = notifier.ready(&format!("serving on {my_addr}, TCP port {tcp_port}")) {
-        tracing::warn!("{error}");
-    }
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .context("install the SIGHUP handler")?;
+    let mut readiness = Readiness::from_env();
+    readiness.ready(&format!("serving on {my_addr}, TCP port {tcp_port}"));
+    // SIGTERM and SIGINT keep their default action: lim has nothing to finish.
+    let mut signals = Signals::hangup_only().context("install the SIGHUP handler")?;
     let shared = Arc::new(Mutex::new(lim));
     let counters = Arc::new(ShellCounters::default());
     let origin = Instant::now();
@@ -405,9 +406,7 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
                 let effects = lim.step(now_ms, Input::Sampled(sampler.sample(elapsed)));
                 carry_out(&io, &lim, effects);
                 next_sample_ms = now_ms + SAMPLE_INTERVAL_MS;
-                if let Err(error) = notifier.tick(Instant::now()) {
-                    tracing::warn!("systemd watchdog: {error}");
-                }
+                readiness.pet();
             }
             let effects = lim.step(now_ms, Input::Tick);
             carry_out(&io, &lim, effects);
@@ -442,9 +441,12 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
                 });
             }
             () = tokio::time::sleep(sleep) => {}
-            _ = hangup.recv() => {
-                tracing::info!("SIGHUP: nothing to reload (lim reads its configuration at start; restart it)");
-            }
+            signal = signals.next() => match signal {
+                ShellSignal::Reload => {
+                    tracing::info!("SIGHUP: nothing to reload (lim reads its configuration at start; restart it)");
+                }
+                ShellSignal::Stop(_) => unreachable!("lim leaves SIGTERM and SIGINT their default action"),
+            },
         }
     }
 }
@@ -813,11 +815,9 @@ fn reconfig_check(peer: Option<SocketAddr>, context: &QueryContext) -> Result<()
 fn restart_in_place(answered: bool) {
     use std::os::unix::process::CommandExt;
     tracing::info!(answered, "lsadmin reconfig: restarting to read the configuration");
-    if let Ok(notifier) = lava_sd::Notifier::from_env()
-        && let Err(error) = notifier.reloading("lsadmin reconfig: restarting")
-    {
-        tracing::warn!("{error}");
-    }
+    // Not the loop's Readiness (this runs in a query task): the same notifications, from the
+    // environment again.
+    Readiness::from_env().reloading("lsadmin reconfig: restarting");
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(error) => {
@@ -936,11 +936,4 @@ fn reply(lim: &Lim, context: &QueryContext, header: FrameHeader, now_ms: u64) ->
         Ok(body) => (wire::TCP_STATUS_OK, body),
         Err(_) => (wire::TCP_STATUS_REFUSED, Vec::new()),
     }
-}
-
-fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("rename to {}", path.display()))?;
-    Ok(())
 }

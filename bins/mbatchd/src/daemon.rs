@@ -18,7 +18,7 @@
 //!    same arguments (same pid), starting again at step 1.
 //!
 //! # Under systemd (`Type=notify`)
-//! When `NOTIFY_SOCKET` is set ([`lava_sd::Notifier`]), mbatchd says `STATUS=`
+//! When `NOTIFY_SOCKET` is set ([`lava_shell::readiness`]), mbatchd says `STATUS=`
 //! while it replays the event log, `READY=1` at the moment it writes
 //! `--port-file` (step 4: it serves), `WATCHDOG=1` from the event loop's
 //! one-second tick at half of `WatchdogSec=` (a wedged loop stops petting and
@@ -27,11 +27,10 @@
 //! detached child would not be the unit's main process.
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::fs::{self, OpenOptions};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +39,9 @@ use clap::Parser;
 use lava_conf::ClusterConfig;
 use lava_eventlog::EventLog;
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
-use tokio::net::{TcpListener, TcpSocket};
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::Signals;
+use lava_shell::startup::{self, PathError};
 use tokio::sync::watch;
 
 use crate::config::ShellConfig;
@@ -48,11 +49,9 @@ use crate::conn::Shared;
 use crate::counters::Counters;
 use crate::journal::{self, Journal, Recovered, SwitchRule};
 use crate::logging::{self, LogFile};
-use crate::shell::{Shell, Signals};
+use crate::shell::Shell;
 use crate::{Args, ShellError};
 
-/// Connections the kernel queues before mbatchd accepts them.
-const LISTEN_BACKLOG: u32 = 1024;
 /// Time given to the runtime's helper threads to end once the loop returned.
 const RUNTIME_SHUTDOWN_MS: u64 = 5_000;
 
@@ -92,24 +91,22 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         key_id = %key.id(),
         "mbatchd starting"
     );
-    let notifier = lava_sd::journald::notifier();
-    if let Some(interval) = notifier.watchdog_interval() {
+    let readiness = Readiness::from_env();
+    if let Some(interval) = readiness.watchdog_interval() {
         tracing::info!(interval_ms = interval.as_millis(), "systemd watchdog armed");
     }
     // Credentials are taken only if made for this cluster's mbatchd.
     let audience = lava_net::Audience::new(lava_net::Audience::MBATCHD, config.mbd.cluster_name.as_str());
     let auth =
         Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()).with_audience(audience));
-    notify(&notifier, |n| {
-        n.status(&format!("replaying the event log in {}", config.event_log_dir.display()))
-    });
+    readiness.status(&format!("replaying the event log in {}", config.event_log_dir.display()));
     let log = journal::open(&config.event_log_dir)?;
     let recovered = journal::recover(&log, config.mbd.clone())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
-    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, log_file, notifier));
+    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, log_file, readiness));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     match result? {
         Some(port) => Err(restart(&args, port)),
@@ -152,27 +149,22 @@ async fn serve(
     log: Arc<EventLog>,
     recovered: Recovered,
     log_file: Option<LogFile>,
-    notifier: lava_sd::Notifier,
+    readiness: Readiness,
 ) -> Result<Option<u16>, ShellError> {
     if let Some(path) = &args.port_file {
-        remove_stale(path)?;
+        startup::remove_stale(path)?;
     }
     let addr = SocketAddr::new(config.listen_addr, config.port);
-    let listener = bind(addr)?;
-    let bound = listener.local_addr().map_err(|source| ShellError::Listen { addr, source })?;
-    let signals = Signals::register()?;
+    let (listener, bound) = startup::listen(addr)?;
+    let signals = Signals::register()
+        .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
     let counters = Arc::new(Counters::default());
     let history_log = Arc::clone(&log);
     let rule = SwitchRule { max_job_num: config.max_job_num, snapshot_events: args.snapshot_events };
     let journal = Journal::new(log, rule, recovered.backlog);
-    let space = lava_shell::space::Space::open(&config.event_log_dir, config.state_reserve_bytes).map_err(
-        |source| ShellError::Io {
-            what: "watch the free space of",
-            path: config.event_log_dir.clone(),
-            source,
-        },
-    )?;
+    let space = lava_shell::space::Space::open(&config.event_log_dir, config.state_reserve_bytes)
+        .map_err(PathError::at("watch the free space of", &config.event_log_dir))?;
     let mut shell = Shell::new(recovered.mbd, journal, space, listener, |events| Shared {
         auth,
         counters,
@@ -191,54 +183,12 @@ async fn serve(
         None => tracing::warn!("no master lim configured: every host counts as available"),
     }
     if let Some(path) = &args.port_file {
-        write_port_file(path, bound.port())?;
+        startup::write_atomically(path, &format!("{}\n", bound.port()))?;
     }
     tracing::info!(%bound, "mbatchd ready");
-    notify(&notifier, |n| n.ready(&format!("serving on {bound}")));
-    let restart = shell.run(signals, log_file, notifier).await?;
+    readiness.ready(&format!("serving on {bound}"));
+    let restart = shell.run(signals, log_file, readiness).await?;
     Ok(restart.then_some(bound.port()))
-}
-
-/// Sends a notification to systemd; a failure is logged, never fatal (systemd
-/// notices a missing READY or WATCHDOG on its own).
-pub(crate) fn notify(notifier: &lava_sd::Notifier, send: impl FnOnce(&lava_sd::Notifier) -> io::Result<()>) {
-    if let Err(error) = send(notifier) {
-        tracing::warn!("{error}");
-    }
-}
-
-/// A listening socket with SO_REUSEADDR: a restarted mbatchd rebinds its port
-/// at once, even while connections of the old one linger in TIME_WAIT.
-fn bind(addr: SocketAddr) -> Result<TcpListener, ShellError> {
-    let error = |source| ShellError::Listen { addr, source };
-    let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(error)?;
-    socket.set_reuseaddr(true).map_err(error)?;
-    socket.bind(addr).map_err(error)?;
-    socket.listen(LISTEN_BACKLOG).map_err(error)
-}
-
-fn remove_stale(path: &Path) -> Result<(), ShellError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(source) => {
-            Err(ShellError::Io { what: "remove the stale port file", path: path.to_owned(), source })
-        }
-    }
-}
-
-/// Writes `port` to `path` atomically: a temporary file beside it, fsynced, renamed.
-fn write_port_file(path: &Path, port: u16) -> Result<(), ShellError> {
-    let mut temp = OsString::from(path.as_os_str());
-    temp.push(".tmp");
-    let temp = PathBuf::from(temp);
-    fn io_error(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> ShellError {
-        let path = path.to_owned();
-        move |source| ShellError::Io { what, path, source }
-    }
-    fs::write(&temp, format!("{port}\n")).map_err(io_error("write the port file", &temp))?;
-    File::open(&temp).and_then(|file| file.sync_all()).map_err(io_error("sync the port file", &temp))?;
-    fs::rename(&temp, path).map_err(io_error("rename the port file into place", path))
 }
 
 /// Starts this program again with `--foreground`, in its own process group,
@@ -246,10 +196,8 @@ fn write_port_file(path: &Path, port: u16) -> Result<(), ShellError> {
 /// standard error there too for what is written before the logger starts or
 /// by a panic; nowhere without `LSF_LOGDIR`), and returns.
 fn detach(args: &Args, config: &ShellConfig) -> Result<(), ShellError> {
-    let exe = std::env::current_exe().map_err(|source| ShellError::Io {
-        what: "find the mbatchd executable",
-        path: PathBuf::from("/proc/self/exe"),
-        source,
+    let exe = std::env::current_exe().map_err(|source| {
+        PathError::new("find the mbatchd executable", PathBuf::from("/proc/self/exe"), source)
     })?;
     let log_path = match &args.log_file {
         Some(path) => Some(path.clone()),
@@ -258,32 +206,32 @@ fn detach(args: &Args, config: &ShellConfig) -> Result<(), ShellError> {
             .as_ref()
             .map(|dir| dir.join(format!("mbatchd.log.{}", config.mbd.master_host))),
     };
-    let stderr =
-        match &log_path {
-            Some(path) => {
-                if let Some(dir) = path.parent() {
-                    fs::create_dir_all(dir).map_err(|source| ShellError::Io {
-                        what: "create the log folder",
-                        path: dir.to_owned(),
-                        source,
-                    })?;
-                }
-                let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
-                    ShellError::Io { what: "open the log file", path: path.clone(), source }
-                })?;
-                Stdio::from(file)
+    let stderr = match &log_path {
+        Some(path) => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir).map_err(PathError::at("create the log folder", dir))?;
             }
-            None => Stdio::null(),
-        };
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| PathError::new("open the log file", path.clone(), source))?;
+            Stdio::from(file)
+        }
+        None => Stdio::null(),
+    };
     let mut command = Command::new(&exe);
     command.args(std::env::args_os().skip(1)).arg("--foreground");
     if let (Some(path), None) = (&log_path, &args.log_file) {
         command.arg("--log-file").arg(path);
     }
-    let child =
-        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).process_group(0).spawn().map_err(
-            |source| ShellError::Io { what: "start mbatchd in the background from", path: exe, source },
-        )?;
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+        .map_err(|source| PathError::new("start mbatchd in the background from", exe, source))?;
     match &log_path {
         Some(path) => eprintln!(
             "mbatchd: running in the background as pid {}, logging to {}",

@@ -43,14 +43,13 @@
 //! finishes logged before it, and `badmin reconfig` sets a new `MAX_JOB_NUM`
 //! ([`Journal::set_max_job_num`]).
 
-use std::fs::DirBuilder;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use lava_eventlog::{EventLog, OpenReport, Options};
+use lava_eventlog::{EventLog, Options};
 use lava_mbd::{Event, IgnoredEvent, Mbd, MbdConfig, MbdSnapshot, Replayed};
 use lava_shell::group_commit::{self, Finished, GroupCommit, SyncStats};
+use lava_shell::startup;
 
 use crate::ShellError;
 use crate::codec::{
@@ -67,44 +66,13 @@ pub const EVENT_LOG_NAME: &str = "lsb.events";
 /// Opens (creating if needed) the event log in `dir` and logs what opening
 /// found: a torn tail that was cut off, rejected snapshots, leftover files.
 pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
-    // The parents (LSB_SHAREDIR/<cluster>) are shared with sbatchd, whose job
-    // folders below them must stay reachable by job users: only the log's own
-    // folder is private.
-    if let Some(parent) = dir.parent() {
-        DirBuilder::new().recursive(true).mode(0o755).create(parent).map_err(|source| ShellError::Io {
-            what: "create the work folder",
-            path: parent.to_owned(),
-            source,
-        })?;
-    }
-    DirBuilder::new()
-        .mode(0o700)
-        .create(dir)
-        .or_else(|error| match error.kind() {
-            std::io::ErrorKind::AlreadyExists => Ok(()),
-            _ => Err(error),
-        })
-        .map_err(|source| ShellError::Io {
-            what: "create the event log folder",
-            path: dir.to_owned(),
-            source,
-        })?;
+    startup::create_private_dir(dir, "create the event log folder")?;
     let mut options = Options::new(EVENT_LOG_NAME);
     options.record_bytes_max = EVENT_BYTES_MAX;
     options.snapshot_bytes_max = SNAPSHOT_BYTES_MAX;
     let (log, report) = EventLog::open(dir, options)?;
-    log_open_report(dir, &report);
+    startup::log_open_report(dir, &report, &format!("event log {EVENT_LOG_NAME}"));
     Ok(Arc::new(log))
-}
-
-fn log_open_report(dir: &Path, report: &OpenReport) {
-    for finding in report.findings() {
-        if finding.warning {
-            tracing::warn!(dir = %dir.display(), "event log {EVENT_LOG_NAME}: {}", finding.text);
-        } else {
-            tracing::info!(dir = %dir.display(), "event log {EVENT_LOG_NAME}: {}", finding.text);
-        }
-    }
 }
 
 /// When the log is switched (see the module doc): a snapshot is due once the log

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use lava_conf::LogMask;
+use lava_shell::startup::PathError;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -72,11 +73,11 @@ impl LogFile {
 }
 
 fn open_append(path: &Path) -> Result<File, ShellError> {
-    OpenOptions::new().create(true).append(true).open(path).map_err(|source| ShellError::Io {
-        what: "open the log file",
-        path: path.to_owned(),
-        source,
-    })
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| PathError::new("open the log file", path, source).into())
 }
 
 /// One write of the formatter (a whole event), under the file's lock.

@@ -13,7 +13,7 @@
 //! to lsf.conf or lsb.* needs a restart, which replays the event log).
 //!
 //! Each tick that the loop handled pets systemd's watchdog (at most every half
-//! interval, [`lava_sd::Notifier::tick`]); a stop signal says `STOPPING=1`, and
+//! interval, [`lava_shell::readiness::Readiness::pet`]); a stop signal says `STOPPING=1`, and
 //! SIGHUP says `RELOADING=1` before and `READY=1` after the reopen.
 //!
 //! # Effects (contract steps 3 to 5)
@@ -59,9 +59,10 @@ use lava_batch_ll::HostName;
 use lava_mbd::{ClientId, ClientReply, Effect, Input, Mbd, ToSbd};
 use lava_net::gate::{AcceptBackoff, Gate, Source};
 use lava_net::system_now_ms;
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::{ShellSignal, Signals};
 use lava_shell::space::Space;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinError, JoinSet};
@@ -70,7 +71,6 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use crate::ShellError;
 use crate::conn::{self, ConnEvent, ConnId, ReadReply, Shared};
 use crate::counters::Reject;
-use crate::daemon::notify;
 use crate::journal::{Journal, JournalEvent};
 use crate::lim_client::{LimUpdate, LimUpdates};
 use crate::logging::LogFile;
@@ -105,32 +105,8 @@ pub(crate) enum Event {
     Journal(Result<JournalEvent, ShellError>),
     /// The pause after a failed accept is over.
     AcceptResumed,
-    /// SIGTERM or SIGINT: stop cleanly.
-    Stop(&'static str),
-    /// SIGHUP.
-    Hangup,
-}
-
-/// The signals the loop listens to, registered before mbatchd says it is ready.
-#[derive(Debug)]
-pub(crate) struct Signals {
-    terminate: Signal,
-    interrupt: Signal,
-    hangup: Signal,
-}
-
-impl Signals {
-    /// Registers SIGTERM, SIGINT and SIGHUP handlers (inside the runtime).
-    pub(crate) fn register() -> Result<Signals, ShellError> {
-        let register = |kind: SignalKind| {
-            signal(kind).map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))
-        };
-        Ok(Signals {
-            terminate: register(SignalKind::terminate())?,
-            interrupt: register(SignalKind::interrupt())?,
-            hangup: register(SignalKind::hangup())?,
-        })
-    }
+    /// SIGTERM or SIGINT (stop cleanly), or SIGHUP.
+    Signal(ShellSignal),
 }
 
 /// A message decided by the logic, waiting for its barrier to be durable.
@@ -260,19 +236,19 @@ impl Shell {
         mut self,
         mut signals: Signals,
         log_file: Option<LogFile>,
-        mut notifier: lava_sd::Notifier,
+        mut readiness: Readiness,
     ) -> Result<bool, ShellError> {
         let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             match self.next_event(&mut tick, &mut signals).await {
-                Event::Stop(name) => {
+                Event::Signal(ShellSignal::Stop(name)) => {
                     tracing::info!("{name}: stopping");
-                    notify(&notifier, |n| n.stopping(&format!("{name}: stopping")));
+                    readiness.stopping(&format!("{name}: stopping"));
                     break;
                 }
-                Event::Hangup => {
-                    notify(&notifier, |n| n.reloading("SIGHUP: reopening the log file"));
+                Event::Signal(ShellSignal::Reload) => {
+                    readiness.reloading("SIGHUP: reopening the log file");
                     match &log_file {
                         Some(log_file) => match log_file.reopen() {
                             Ok(()) => {
@@ -284,13 +260,11 @@ impl Shell {
                             tracing::info!("SIGHUP: no log file to reopen (logging to stderr or the journal)")
                         }
                     }
-                    notify(&notifier, |n| n.ready("serving (SIGHUP handled)"));
+                    readiness.ready("serving (SIGHUP handled)");
                 }
                 Event::Tick => {
                     self.handle(Event::Tick)?;
-                    if let Err(error) = notifier.tick(std::time::Instant::now()) {
-                        tracing::warn!("systemd watchdog: {error}");
-                    }
+                    readiness.pet();
                 }
                 Event::Conn(event) => {
                     self.handle_conn(event)?;
@@ -307,7 +281,7 @@ impl Shell {
             }
             if self.restart_requested {
                 tracing::info!("badmin mbdrestart: stopping, then starting again");
-                notify(&notifier, |n| n.stopping("badmin mbdrestart: restarting"));
+                readiness.stopping("badmin mbdrestart: restarting");
                 break;
             }
         }
@@ -320,9 +294,7 @@ impl Shell {
         let taking_input = self.outbox.held.len() < HELD_MESSAGES_MAX;
         let paused_until = self.accept_paused_until;
         tokio::select! {
-            _ = signals.terminate.recv() => Event::Stop("SIGTERM"),
-            _ = signals.interrupt.recv() => Event::Stop("SIGINT"),
-            _ = signals.hangup.recv() => Event::Hangup,
+            signal = signals.next() => Event::Signal(signal),
             done = self.journal.next() => Event::Journal(done),
             event = self.conn_events.recv(), if taking_input => {
                 Event::Conn(event.expect("the loop holds a sender in `shared`, so the channel never closes"))
@@ -424,7 +396,7 @@ impl Shell {
                 return Err(error);
             }
             Event::Conn(event) => self.handle_conn(event)?,
-            Event::Stop(_) | Event::Hangup => unreachable!("run() handles signals itself"),
+            Event::Signal(_) => unreachable!("run() handles signals itself"),
         }
         Ok(())
     }

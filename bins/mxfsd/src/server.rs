@@ -56,6 +56,9 @@ use lava_dlm_logic::{
 use lava_dlm_wire as wire;
 use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing, Nonce, system_now_ms};
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::{ShellSignal, Signals};
+use lava_shell::startup;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::sync::mpsc;
@@ -334,9 +337,7 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
     // The lowest node is the master from the start; the others look for it.
     state.seek_master(state.now_ms())?;
     if let Some(path) = &settings.ready_file {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{port}\n")).with_context(|| format!("write {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("rename to {}", path.display()))?;
+        startup::write_atomically(path, &format!("{port}\n"))?;
     }
     tracing::info!(
         node = %settings.me,
@@ -348,16 +349,9 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         "mxfsd ready"
     );
     // systemd (Type=notify): READY now, WATCHDOG from the loop (woken at least every second).
-    let mut notifier = lava_sd::journald::notifier();
-    if let Err(error) = notifier.ready(&format!("node {} serving on port {port}", settings.me)) {
-        tracing::warn!("{error}");
-    }
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("install the SIGTERM handler")?;
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .context("install the SIGINT handler")?;
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .context("install the SIGHUP handler")?;
+    let mut readiness = Readiness::from_env();
+    readiness.ready(&format!("node {} serving on port {port}", settings.me));
+    let mut signals = Signals::register().context("install the signal handlers")?;
     // One timer, moved only when the next deadline changes (not a new one per event).
     // Deadlines are whole milliseconds of `state`'s clock, turned into instants from one
     // fixed base, so the same deadline is always the same instant.
@@ -368,9 +362,7 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
         let now_ms = state.now_ms();
         state.timers(now_ms)?;
         state.pump()?;
-        if let Err(error) = notifier.tick(std::time::Instant::now()) {
-            tracing::warn!("systemd watchdog: {error}");
-        }
+        readiness.pet();
         // At least once a second, so that the watchdog is petted while nothing happens:
         // at the next whole second, which stays the same for a whole second so that
         // the timer is not moved on every turn of a busy loop.
@@ -390,17 +382,16 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
                 }
             }
             () = &mut timer => {}
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
-            _ = hangup.recv() => {
-                tracing::info!("SIGHUP: nothing to reload (mxfsd reads its configuration at start; restart it)");
-            }
+            signal = signals.next() => match signal {
+                ShellSignal::Stop(_) => break,
+                ShellSignal::Reload => {
+                    tracing::info!("SIGHUP: nothing to reload (mxfsd reads its configuration at start; restart it)");
+                }
+            },
         }
         state.pump()?;
     }
-    if let Err(error) = notifier.stopping("stopping") {
-        tracing::warn!("{error}");
-    }
+    readiness.stopping("stopping");
     state.shutdown().await;
     let _gone = std::fs::remove_file(&socket_path);
     tracing::info!("mxfsd stopped");

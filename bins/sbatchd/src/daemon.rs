@@ -21,7 +21,7 @@
 //! durable record (its NEW_JOB) and one plain write, against six durable writes before.
 //!
 //! # Under systemd (`Type=notify`)
-//! When `NOTIFY_SOCKET` is set ([`lava_sd::Notifier`]), sbatchd says `READY=1` when it writes
+//! When `NOTIFY_SOCKET` is set ([`lava_shell::readiness`]), sbatchd says `READY=1` when it writes
 //! its ready file (records loaded, jobs adopted, the credential socket listening; mbatchd may
 //! still be unreachable: `STATUS=` follows the link to mbatchd), `WATCHDOG=1` from the loop's one-second tick
 //! at half of `WatchdogSec=` (so a wedged loop is restarted by systemd; the jobs keep running
@@ -55,6 +55,8 @@ use lava_batch_wire as wire;
 use lava_conf::{BaseConfig, LogMask};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
 use lava_sbd::{Effect, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
+use lava_shell::readiness::Readiness;
+use lava_shell::signals::{ShellSignal, Signals};
 use lava_shell::space::{Change, Space};
 use tokio::sync::mpsc;
 
@@ -165,7 +167,7 @@ pub fn run(options: Options) -> Result<(), Error> {
     let envdir = options.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
     let config = BaseConfig::load(&envdir)?;
     init_logging(config.lsf.log_mask);
-    let notifier = lava_sd::journald::notifier();
+    let readiness = Readiness::from_env();
     let host = decide_host(&options, &config)?;
     let master = config.master_host().ok_or_else(|| {
         Error::Other(format!("{} lists no server host to run mbatchd", config.cluster.path.display()))
@@ -296,9 +298,9 @@ pub fn run(options: Options) -> Result<(), Error> {
             write_ready_file(ready)?;
         }
         let status = format!("serving host {host}; connecting to mbatchd at {}", link_config.master_name);
-        notify(&notifier, |n| n.ready(&status));
+        readiness.ready(&status);
         tokio::spawn(link::run(link_config, link_tx, out_rx));
-        let result = daemon.event_loop(link_rx, watch_rx, status_rx, notifier).await;
+        let result = daemon.event_loop(link_rx, watch_rx, status_rx, readiness).await;
         if serving {
             let _ = std::fs::remove_file(&socket_path);
         }
@@ -315,14 +317,6 @@ fn send_peek_reply(out_tx: &mpsc::Sender<OutFrame>, peek_id: u64, reply: wire::P
         lava_xdr::to_bytes(&wire::SbdPeekReply { peek_id, reply }).expect("protocol messages always encode");
     if out_tx.try_send(OutFrame { operation: wire::Operation::SbdPeekReply, body }).is_err() {
         tracing::debug!(peek_id, "SBD_PEEK_REPLY dropped: the link's queue is full or closed");
-    }
-}
-
-/// Sends a notification to systemd; a failure is logged, never fatal (systemd notices a
-/// missing READY or WATCHDOG on its own).
-fn notify(notifier: &lava_sd::Notifier, send: impl FnOnce(&lava_sd::Notifier) -> std::io::Result<()>) {
-    if let Err(error) = send(notifier) {
-        tracing::warn!("{error}");
     }
 }
 
@@ -427,13 +421,10 @@ impl Daemon {
         mut link_rx: mpsc::Receiver<LinkEvent>,
         mut watch_rx: mpsc::Receiver<WatchEvent>,
         mut status_rx: mpsc::Receiver<StatusRequest>,
-        mut notifier: lava_sd::Notifier,
+        mut readiness: Readiness,
     ) -> Result<(), Error> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let signal_error = |source| Error::Io { path: "signal handler".into(), source };
-        let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
-        let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
-        let mut hangup = signal(SignalKind::hangup()).map_err(signal_error)?;
+        let mut signals =
+            Signals::register().map_err(|source| Error::Io { path: "signal handler".into(), source })?;
         let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let stop = loop {
@@ -443,17 +434,18 @@ impl Daemon {
             tokio::task::yield_now().await;
             let mut events = Vec::new();
             tokio::select! {
-                _ = terminate.recv() => break "SIGTERM",
-                _ = interrupt.recv() => break "SIGINT",
-                _ = hangup.recv() => {
-                    notify(&notifier, |n| n.reloading("SIGHUP"));
-                    tracing::info!(
-                        "SIGHUP: nothing to reload (sbatchd logs to stderr or the journal and reads its \
-                         configuration at start; restart it to apply changes, its jobs keep running)"
-                    );
-                    notify(&notifier, |n| n.ready("serving (SIGHUP: nothing to reload)"));
-                    continue;
-                }
+                signal = signals.next() => match signal {
+                    ShellSignal::Stop(name) => break name,
+                    ShellSignal::Reload => {
+                        readiness.reloading("SIGHUP");
+                        tracing::info!(
+                            "SIGHUP: nothing to reload (sbatchd logs to stderr or the journal and reads its \
+                             configuration at start; restart it to apply changes, its jobs keep running)"
+                        );
+                        readiness.ready("serving (SIGHUP: nothing to reload)");
+                        continue;
+                    }
+                },
                 Some(request) = status_rx.recv() => {
                     // The asker may have gone; nothing to do then.
                     let _ = request.send(self.status_reply());
@@ -478,11 +470,9 @@ impl Daemon {
             let ticked = events.iter().any(|event| matches!(event, Event::Tick));
             for event in &events {
                 match event {
-                    Event::Link(LinkEvent::Connected) => {
-                        notify(&notifier, |n| n.status("connected to mbatchd"))
-                    }
+                    Event::Link(LinkEvent::Connected) => readiness.status("connected to mbatchd"),
                     Event::Link(LinkEvent::Disconnected) => {
-                        notify(&notifier, |n| n.status("mbatchd unreachable; reconnecting (jobs go on)"))
+                        readiness.status("mbatchd unreachable; reconnecting (jobs go on)")
                     }
                     _ => {}
                 }
@@ -494,14 +484,12 @@ impl Daemon {
             self.carry_out(effects).await?;
             if ticked {
                 self.write_noted();
-                if let Err(error) = notifier.tick(std::time::Instant::now()) {
-                    tracing::warn!("systemd watchdog: {error}");
-                }
+                readiness.pet();
             }
         };
         self.persist_noted()?;
         tracing::info!("{stop}: sbatchd stopping; running jobs stay with their shepherds");
-        notify(&notifier, |n| n.stopping(&format!("{stop}: stopping; jobs stay with their shepherds")));
+        readiness.stopping(&format!("{stop}: stopping; jobs stay with their shepherds"));
         Ok(())
     }
 
