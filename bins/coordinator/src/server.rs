@@ -244,6 +244,8 @@ async fn serve(
     readiness.ready(&format!("serving on {bound}"));
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // The last group commit found the disk full and none has succeeded since.
+    let mut stalled = false;
     let result = loop {
         let taking = loop_state.outbox.len() < HELD_ANSWERS_MAX;
         let outcome = tokio::select! {
@@ -261,6 +263,9 @@ async fn serve(
             done = journal.next() => match done {
                 Ok(JournalEvent::Durable(position)) => {
                     tracing::trace!(position, "durable");
+                    if std::mem::take(&mut stalled) {
+                        tracing::warn!(position, "the WAL is written again: held answers go out");
+                    }
                     loop_state.release(&journal);
                     // Requests that arrived during that fsync join the next one
                     // (bigger groups, fewer fsyncs per request, no added wait).
@@ -287,7 +292,10 @@ async fn serve(
                 // The WAL's disk is full: answers wait (nothing is acknowledged before it
                 // is durable) and the journal tries again every second.
                 Ok(JournalEvent::NoSpace(error)) => {
-                    tracing::error!("{error}; answers wait until the WAL can be written (retried every second)");
+                    // Once per stall, not once per retry.
+                    if !std::mem::replace(&mut stalled, true) {
+                        tracing::error!("{error}; answers wait until the WAL can be written (retried every second)");
+                    }
                     Ok(())
                 }
                 Err(error) => Err(error),

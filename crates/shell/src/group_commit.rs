@@ -628,4 +628,65 @@ mod tests {
         let commit = GroupCommit::<Infallible>::new(open(dir.path()));
         assert_eq!((commit.appended_through(), commit.durable_through()), (3, 3));
     }
+
+    // Goal: a full disk stalls the group commit without stopping it: next() reports
+    // NoSpace once per attempt, no round starts before the retry time (nothing spins),
+    // sync_small does nothing meanwhile, and once space returns the retry that next()
+    // starts by itself makes everything durable. Method: a log on a 256 KiB tmpfs (root
+    // only; skipped elsewhere) filled by another file, 400 records of 64 bytes appended
+    // past its segment, the filler deleted after the first NoSpace. Paused tokio time
+    // would not pause the disk, so the test waits one real retry interval.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_full_disk_stalls_the_group_commit_until_space_returns() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let mount = parent.path().join("fs");
+        std::fs::create_dir(&mount).expect("mkdir");
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+            .arg(&mount)
+            .status()
+            .is_ok_and(|status| status.success());
+        if !mounted {
+            eprintln!(
+                "a_full_disk_stalls_the_group_commit_until_space_returns: skipped: cannot mount a tmpfs"
+            );
+            return;
+        }
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount").arg("-l").arg(self.0).status();
+            }
+        }
+        let _unmount = Unmount(&mount);
+        let mut commit = GroupCommit::<Infallible>::new(open(&mount));
+        append(&mut commit, 4);
+        assert!(commit.sync_small(8).expect("room at first"));
+        let filler = mount.join("filler");
+        {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&filler).expect("filler");
+            while file.write_all(&[0xAA; 4096]).is_ok() {}
+        }
+        append(&mut commit, 400);
+        commit.start_sync();
+        let Finished::NoSpace(error) = commit.next().await.expect("not an error") else {
+            panic!("the full disk is reported")
+        };
+        assert!(error.is_no_space());
+        assert!(commit.is_stalled());
+        assert!(!commit.sync_small(1_000).expect("no error"), "no commit while stalled");
+        commit.start_sync();
+        assert!(commit.sync.is_none(), "no round starts before the retry time");
+        assert_eq!(commit.durable_through(), 4);
+        std::fs::remove_file(&filler).expect("space returns");
+        let Finished::Durable(position) = commit.next().await.expect("not an error") else {
+            panic!("the retry succeeds")
+        };
+        assert_eq!((position, commit.durable_through()), (404, 404));
+        assert!(!commit.is_stalled());
+        commit.close(|_| {}).await.expect("closes");
+        let (_, records) = reopen(&mount);
+        assert_eq!(records.len(), 404, "every record, once");
+    }
 }
