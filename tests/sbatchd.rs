@@ -832,10 +832,15 @@ async fn status_query_counts_what_happens() {
         let started = Instant::now();
         loop {
             let (text, counters) = sbdstatus(&cluster);
-            if counters["jobs.tombstones"] == 1 {
+            // The shepherd's end is seen on its own (its pidfd), possibly after the ACK that
+            // made the job a tombstone: wait for both.
+            if counters["jobs.tombstones"] == 1 && counters["shepherds.alive"] == 0 {
                 return (text, counters);
             }
-            assert!(started.elapsed() < WAIT, "the job never became a tombstone:\n{text}");
+            assert!(
+                started.elapsed() < WAIT,
+                "the job never became a tombstone with its shepherd gone:\n{text}"
+            );
             std::thread::sleep(POLL);
         }
     });
