@@ -221,10 +221,12 @@ impl Shell {
 
     /// Contract step 1's end: replay is done, mbatchd opens for business.
     pub(crate) fn start(&mut self) -> Result<(), ShellError> {
-        if self.space.is_full() {
-            self.disk_full_changed(lava_shell::space::Change::Full { available: 0, released: 0 })?;
-        }
         self.step(Input::Start, None)?;
+        // After Start (replay can leave states only Start settles; lava-sim found it).
+        if self.space.is_full() {
+            let available = self.space.available().unwrap_or(0);
+            self.disk_full_changed(lava_shell::space::Change::Full { available, released: 0 })?;
+        }
         self.journal.start_sync();
         Ok(())
     }

@@ -339,6 +339,12 @@ impl World {
             {
                 // The job it named was cleaned meanwhile: refused, nothing submitted.
             }
+            (ClientRequest::Submit(_), ClientReply::Error(error))
+                if error.message == lava_mbd::DISK_FULL_MESSAGE =>
+            {
+                // mbatchd's disk is full: refused, nothing submitted (a retry of an accepted
+                // submission is answered with its job instead: the oracle checks answers).
+            }
             (request, reply) => {
                 self.violation(format!("unexpected answer {reply:?} to {request:?}"));
             }

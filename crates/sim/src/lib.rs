@@ -60,9 +60,14 @@
 //!   write and its fsync (the write is lost or survives) and right before any
 //!   effect (between a Persist and the Send or Launch that follows it);
 //! - user lookups that fail on the execution host, shepherds that cannot
-//!   start (the job is refused and dispatched again).
+//!   start (the job is refused and dispatched again);
+//! - windows in which mbatchd's disk is full: no group commit succeeds until
+//!   the window ends (everything held behind the buffered records waits), the
+//!   logic refuses new submissions (`Input::DiskFull`, stepped after `Start`
+//!   when mbatchd starts on a full disk), and crashes during the window lose
+//!   the unsynced tail as above.
 //!
-//! After the fault phase the cluster heals: partitions end, crashed daemons
+//! After the fault phase the cluster heals: partitions end, the disk has room, crashed daemons
 //! restart, the network stops losing and duplicating, lookups and launches
 //! stop failing; after the network settles every sbatchd reconnects once (a
 //! job refused by every host it may use waits for a registration, lava-mbd's

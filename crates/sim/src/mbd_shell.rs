@@ -19,6 +19,9 @@
 //!   the page cache happened to write some of the rest, a random prefix of the
 //!   unsynced tail (record granularity, as lava-eventlog's torn-tail repair
 //!   leaves it).
+//! - A full disk (as mbatchd's shell over lava-shell's group commit): while the disk is
+//!   full no fsync succeeds (the armed one tries again every second) and the logic is told
+//!   ([`Input::DiskFull`]), also right after a start on a full disk.
 //! - Snapshots (contract step 7): at some quiescent points the shell writes
 //!   [`Mbd::snapshot`] (XDR) covering the whole log; a restart then loads the
 //!   newest snapshot with [`Mbd::from_snapshot`] and replays only the records
@@ -33,6 +36,10 @@ use lava_mbd::{Caller, ClientId, ClientReply, Effect, Event, Input, Mbd, ToSbd};
 
 use crate::codec::{self, ClientRequest, FromSbd};
 use crate::world::{Ev, Route, World};
+
+/// How long the group commit waits before trying a full disk again (lava-shell's
+/// `NO_SPACE_RETRY`).
+const NO_SPACE_RETRY_MS: u64 = 1_000;
 
 /// A message waiting for the log to be durable up to `log_len` records.
 #[derive(Debug)]
@@ -70,6 +77,8 @@ pub struct MbdNode {
     pub registered: BTreeMap<usize, u64>,
     /// The newest durable snapshot (XDR) and the log records it covers.
     pub snapshot: Option<(Vec<u8>, usize)>,
+    /// The disk is full: no fsync succeeds.
+    pub disk_full: bool,
 }
 
 impl MbdNode {
@@ -84,6 +93,7 @@ impl MbdNode {
             fsync_armed: false,
             registered: BTreeMap::new(),
             snapshot: None,
+            disk_full: false,
         }
     }
 
@@ -154,7 +164,11 @@ impl World {
             )
         });
         self.mbd.mbd = Some(mbd);
+        // Start first: replay can leave states only Start settles (the logic's contract).
         self.mbd_step(Input::Start);
+        if self.mbd.disk_full {
+            self.mbd_step(Input::DiskFull { full: true });
+        }
     }
 
     /// Crashes mbatchd: held messages and unsynced records are lost (save a
@@ -256,6 +270,13 @@ impl World {
     pub fn mbd_fsync(&mut self) {
         self.mbd.fsync_armed = false;
         if !self.mbd.is_up() {
+            return;
+        }
+        if self.mbd.disk_full {
+            // lava-shell's group commit: the records stay buffered, and it tries again a
+            // second later.
+            self.mbd.fsync_armed = true;
+            self.at(NO_SPACE_RETRY_MS, Ev::MbdFsync);
             return;
         }
         for position in self.mbd.durable_len..self.mbd.log.len() {

@@ -67,6 +67,10 @@ pub struct Params {
     pub terminate_interval_s: u32,
     /// How long a command waits for an answer before it retries, ms.
     pub client_retry_ms: u64,
+    /// Mean time between windows in which mbatchd's disk is full (None: never): the
+    /// logic is told (`Input::DiskFull`, new submissions refused) and no group commit
+    /// succeeds until the window ends (lava-shell's group commit retries every second).
+    pub disk_full_mean_ms: Option<u64>,
 }
 
 impl Params {
@@ -107,6 +111,7 @@ impl Params {
             tombstone_retention_ms: *rng.pick(&[5_000, 60_000, 24 * 3_600_000]),
             terminate_interval_s: rng.range(1, 3) as u32,
             client_retry_ms: rng.range(500, 5_000),
+            disk_full_mean_ms: sometimes(rng, 0.3, 3_000, 30_000),
         }
     }
 }

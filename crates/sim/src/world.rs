@@ -84,17 +84,36 @@ pub enum Ev {
     MbdFsync,
     MbdRestart,
     SbdTick(usize),
-    SbdFsyncDone { host: usize, incarnation: u64 },
+    SbdFsyncDone {
+        host: usize,
+        incarnation: u64,
+    },
     SbdRestart(usize),
     SbdConnect(usize),
-    RegisterTimeout { host: usize, conn: u64 },
+    RegisterTimeout {
+        host: usize,
+        conn: u64,
+    },
     Deliver(Packet),
-    DetectDown { host: usize, conn: u64, side: Side },
-    ProcExit { host: usize, job: JobRef, generation: u64 },
-    ClientWake { client: usize, generation: u64 },
+    DetectDown {
+        host: usize,
+        conn: u64,
+        side: Side,
+    },
+    ProcExit {
+        host: usize,
+        job: JobRef,
+        generation: u64,
+    },
+    ClientWake {
+        client: usize,
+        generation: u64,
+    },
     FaultMbdCrash,
     FaultSbdCrash,
     FaultPartition,
+    /// mbatchd's disk fills up (true) or has room again (false).
+    DiskFull(bool),
     HealStart,
     ResetLinks,
     CheckConverged,
@@ -132,6 +151,8 @@ pub struct Stats {
     pub n_sbd_crashes: u64,
     /// Partitions.
     pub n_partitions: u64,
+    /// Windows in which mbatchd's disk was full.
+    pub n_disk_full: u64,
     /// Jobs created (JOB_NEW durable).
     pub n_jobs: u64,
     /// Jobs whose process ran.
@@ -371,6 +392,7 @@ impl World {
             Ev::FaultMbdCrash => self.fault_mbd_crash(),
             Ev::FaultSbdCrash => self.fault_sbd_crash(),
             Ev::FaultPartition => self.fault_partition(),
+            Ev::DiskFull(full) => self.disk_full(full),
             Ev::HealStart => self.heal_start(),
             Ev::ResetLinks => {
                 self.trace.line(self.now_ms, || "heal: every sbatchd reconnects once".to_owned());
@@ -407,6 +429,38 @@ impl World {
         if let Some(mean) = self.params.partition_mean_ms {
             let delay = self.rng.exponential_ms(mean);
             self.at(delay, Ev::FaultPartition);
+        }
+        if let Some(mean) = self.params.disk_full_mean_ms {
+            let delay = self.rng.exponential_ms(mean);
+            self.at(delay, Ev::DiskFull(true));
+        }
+    }
+
+    /// mbatchd's disk fills up for a while, or has room again (also at the heal, so that
+    /// the run converges). The logic hears of each change while it runs.
+    fn disk_full(&mut self, full: bool) {
+        if full && (self.healing || self.mbd.disk_full) {
+            return;
+        }
+        if !full && !self.mbd.disk_full {
+            return;
+        }
+        self.trace.mix(23);
+        self.mbd.disk_full = full;
+        if full {
+            self.stats.n_disk_full += 1;
+            let duration_ms = self.rng.range(500, 10_000);
+            self.trace.line(self.now_ms, || format!("mbatchd's disk is full for {duration_ms} ms"));
+            self.at(duration_ms, Ev::DiskFull(false));
+            if let Some(mean) = self.params.disk_full_mean_ms {
+                let delay = self.rng.exponential_ms(mean);
+                self.at(duration_ms + delay, Ev::DiskFull(true));
+            }
+        } else {
+            self.trace.line(self.now_ms, || "mbatchd's disk has room again".to_owned());
+        }
+        if self.mbd.is_up() {
+            self.mbd_step(lava_mbd::Input::DiskFull { full });
         }
     }
 
@@ -463,6 +517,7 @@ impl World {
         self.trace.line(self.now_ms, || "heal: faults stop".to_owned());
         self.healing = true;
         self.heal_start_ms = self.now_ms;
+        self.disk_full(false);
         for link in &mut self.links {
             link.partitioned_until_ms = self.now_ms;
         }
