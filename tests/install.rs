@@ -153,6 +153,11 @@ fn install_is_complete_and_idempotent() {
         assert_eq!(mode(&install.prefix.join("bin").join(command)), 0o755, "bin/{command}");
     }
     assert!(!install.prefix.join("bin/lava-bench").exists(), "lava-bench is not installed");
+    assert!(!install.prefix.join("bin/lava-man").exists(), "lava-man is not installed");
+    for page in lava_man::all() {
+        let path = install.prefix.join(format!("share/man/man{}/{}", page.section, page.file_name()));
+        assert_eq!(mode(&path), 0o644, "{}", path.display());
+    }
     for file in ["lsf.conf", "lsf.shared", "lsf.cluster.lavacore", "lsbatch/lavacore/configdir/lsb.queues"] {
         assert_eq!(mode(&install.confdir.join(file)), 0o644, "{file}");
     }
@@ -283,8 +288,8 @@ fn installed_mbatchd_serves_from_the_installed_configuration() {
     assert!(status.success(), "mbatchd exited with {status}:\n{}", read_log());
 }
 
-// Goal: scripts/package-deb makes a Debian package holding the daemons, the commands, the
-// units and the configuration as conffiles, with a postinst that makes the key, and no key.
+// Goal: scripts/package-deb makes a Debian package holding the daemons, the commands, their
+// man pages, the units and the configuration as conffiles, with a postinst that makes the key, and no key.
 #[test]
 fn debian_package_builds() {
     let probe =
@@ -318,6 +323,7 @@ fn debian_package_builds() {
     expected.extend(COMMANDS.iter().map(|c| format!("./usr/bin/{c}")));
     expected.extend(UNITS.iter().map(|u| format!("./usr/lib/systemd/system/{u}")));
     expected.extend(["./etc/lavacore/lsf.conf".to_owned(), "./etc/lavacore/lavacore.env".to_owned()]);
+    expected.extend(["./usr/share/man/man1/bsub.1".to_owned(), "./usr/share/man/man8/mbatchd.8".to_owned()]);
     for path in &expected {
         assert!(contents.lines().any(|line| line.ends_with(path.as_str())), "{path} missing:\n{contents}");
     }

@@ -48,7 +48,8 @@ pub const SUMMARY_TITLE: &str = "Summary of time in seconds spent in various sta
 pub const SUMMARY_HEADER: &str =
     "JOBID   USER    JOB_NAME  PEND    PSUSP   RUN     USUSP   SSUSP   UNKWN   TOTAL\n";
 
-const SPECS: &[OptSpec] = &[
+/// The options the command accepts; its man page (lava-man) is checked against them.
+pub const SPECS: &[OptSpec] = &[
     OptSpec::flag("h"),
     OptSpec::flag("V"),
     OptSpec::flag("l"),

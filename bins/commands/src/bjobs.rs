@@ -60,7 +60,8 @@ Usage: bjobs [-h] [-V] [-w | -W | -l] [-a] [-d] [-p] [-s] [-r] [-noheader]
              [jobId | \"jobId[index]\" ...]
 ";
 
-const SPECS: &[OptSpec] = &[
+/// The options the command accepts; its man page (lava-man) is checked against them.
+pub const SPECS: &[OptSpec] = &[
     OptSpec::flag("h"),
     OptSpec::flag("V"),
     OptSpec::flag("a"),

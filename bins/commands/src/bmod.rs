@@ -27,7 +27,8 @@ use crate::term::{self, Term};
 pub const USAGE: &str = "Usage: bmod [-h] [-V] [-q queue_name] [-J job_name | -Jn] [-n num_processors | -nn]\n            \
      [-W [hour:]minute | -Wn] [-M mem_limit | -Mn] [-R \"res_req\" | -Rn]\n            jobId | \"jobId[index]\"\n";
 
-const SPECS: &[OptSpec] = &[
+/// The options the command accepts; its man page (lava-man) is checked against them.
+pub const SPECS: &[OptSpec] = &[
     OptSpec::flag("h"),
     OptSpec::flag("V"),
     OptSpec::value("q"),

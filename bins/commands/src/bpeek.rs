@@ -50,7 +50,8 @@ use crate::term::{self, Term};
 /// The usage text (standard error).
 pub const USAGE: &str = "Usage: bpeek [-h] [-V] [-f] [jobId | \"jobId[index]\"]\n";
 
-const SPECS: &[OptSpec] = &[OptSpec::flag("h"), OptSpec::flag("V"), OptSpec::flag("f")];
+/// The options the command accepts; its man page (lava-man) is checked against them.
+pub const SPECS: &[OptSpec] = &[OptSpec::flag("h"), OptSpec::flag("V"), OptSpec::flag("f")];
 
 /// Pause between two looks at a followed job.
 const FOLLOW_INTERVAL: Duration = Duration::from_secs(1);

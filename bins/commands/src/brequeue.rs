@@ -39,7 +39,8 @@ pub const USAGE: &str =
                 [0 | jobId | \"jobId[index]\" ...]
 ";
 
-const SPECS: &[OptSpec] = &[
+/// The options the command accepts; its man page (lava-man) is checked against them.
+pub const SPECS: &[OptSpec] = &[
     OptSpec::flag("h"),
     OptSpec::flag("V"),
     OptSpec::flag("d"),

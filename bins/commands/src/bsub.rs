@@ -89,7 +89,8 @@ pub const FILE_FLAG_TRUNCATE_OUTPUT: u32 = 1;
 /// Bit of `file_flags` for `-eo`.
 pub const FILE_FLAG_TRUNCATE_ERROR: u32 = 2;
 
-const SPECS: &[OptSpec] = &[
+/// The options the command accepts; its man page (lava-man) is checked against them.
+pub const SPECS: &[OptSpec] = &[
     OptSpec::flag("h"),
     OptSpec::flag("V"),
     OptSpec::flag("H"),

@@ -20,7 +20,8 @@ use crate::term::{self, Term};
 /// The usage text (standard error).
 pub const USAGE: &str = "Usage: bswitch [-h] [-V] queue_name jobId | \"jobId[index]\" ...\n";
 
-const SPECS: &[OptSpec] = &[OptSpec::flag("h"), OptSpec::flag("V")];
+/// The options the command accepts; its man page (lava-man) is checked against them.
+pub const SPECS: &[OptSpec] = &[OptSpec::flag("h"), OptSpec::flag("V")];
 
 /// Parses the arguments: `Ok(None)` for `-h`/`-V` (already answered by the caller),
 /// else the request; an error is the message to print (with the usage when `true`).

@@ -20,7 +20,8 @@ use lava_batch_wire::{JobControlAction, JobControlRequest};
 use crate::args::{self, Item, OptSpec, Order};
 use crate::term::{self, Term};
 
-const SPECS: &[OptSpec] = &[OptSpec::flag("h"), OptSpec::flag("V"), OptSpec::flag("u")];
+/// The options the command accepts; its man page (lava-man) is checked against them.
+pub const SPECS: &[OptSpec] = &[OptSpec::flag("h"), OptSpec::flag("V"), OptSpec::flag("u")];
 
 /// The command's usage (standard error); `to_top` picks `btop` or `bbot`.
 pub fn usage(to_top: bool) -> String {

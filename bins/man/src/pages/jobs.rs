@@ -1,0 +1,472 @@
+//! The job commands: bsub, bjobs, bkill, bstop, bresume, bpeek, bmod, bswitch, btop,
+//! bbot, brequeue, bhist.
+
+use lava_commands::{bhist, bjobs, bkill, bmod, bpeek, brequeue, bsub, bswitch, btop};
+
+use super::{ENV_BATCH, EXIT_BATCH, FILES_BATCH, HELP, VERSION};
+use crate::lsf::{Kind, LsfPage, Opt, Parser};
+
+/// A page of a job command with the common sections.
+fn page(name: &'static str, summary: &'static str, synopsis: String, parser: Parser) -> LsfPage {
+    LsfPage {
+        name,
+        section: 1,
+        summary,
+        synopsis,
+        parser,
+        options: &[],
+        subcommands: &[],
+        description: "",
+        output: "",
+        exit_status: EXIT_BATCH,
+        environment: ENV_BATCH,
+        files: FILES_BATCH,
+        see_also: &[],
+    }
+}
+
+const BSUB_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::value(
+        "q",
+        "queue_name",
+        "Submits to this queue (default: `LSB_DEFAULTQUEUE`, else lsb.params' `DEFAULT_QUEUE`).",
+    ),
+    Opt::value(
+        "J",
+        "job_name",
+        "Names the job. `name[1-10]`, `name[1-10:2]` or `name[1,5,7]` makes a job array, and `%N` after \
+         the index list limits how many of its elements run at once.",
+    ),
+    Opt::value("P", "project_name", "Charges the job to this project (default: `LSB_DEFAULTPROJECT`)."),
+    Opt::value("m", "\"host_name ...\"", "Runs the job on one of these hosts only."),
+    Opt::value("n", "min[,max]", "Asks for this many job slots (the minimum is asked for)."),
+    Opt::value(
+        "i",
+        "input_file",
+        "The job's standard input. `%J` and `%I` are replaced by the job id and array index.",
+    ),
+    Opt::value(
+        "o",
+        "out_file",
+        "Appends the job's standard output (and its error, without `-e`) to this file.",
+    ),
+    Opt::value("oo", "out_file", "As `-o`, overwriting the file."),
+    Opt::value("e", "err_file", "Appends the job's standard error to this file."),
+    Opt::value("eo", "err_file", "As `-e`, overwriting the file."),
+    Opt::value("cwd", "working_dir", "The job's working directory (default: the current one)."),
+    Opt::value("W", "[hour:]minute", "Run limit: the job is killed after this long (`TERM_RUNLIMIT`)."),
+    Opt::value(
+        "M",
+        "mem_limit",
+        "Memory limit, in `LSF_UNIT_FOR_LIMITS` (KB by default) or with a suffix `K`, `M`, `G`, `T` (also \
+         `KB` ... `TB`; powers of 1024, decimals allowed).",
+    ),
+    Opt::flag("H", "Holds the job pending (PSUSP) until `bresume`."),
+    Opt::value(
+        "R",
+        "\"res_req\"",
+        "Resource requirement: `select[...] order[...] rusage[...] span[...]`, as LSF's.",
+    ),
+    Opt::value(
+        "w",
+        "\"dependency_expression\"",
+        "Starts the job only when this holds: `done(ID)`, `ended(ID)`, `exit(ID)`, `started(ID)`, combined with `&&`, `||`, `!` and parentheses.",
+    ),
+    Opt::value("b", "[[[year:]month:]day:]hour:minute", "Starts the job no earlier than this local time."),
+    Opt::value(
+        "E",
+        "\"pre_exec_command\"",
+        "Runs this command on the execution host before the job; if it fails the job is requeued.",
+    ),
+    Opt::value("L", "login_shell", "Runs the job under this shell (an absolute path) as a login shell."),
+    Opt::value(
+        "env",
+        "\"none\" | \"all, ~VAR, VAR=value ...\" | \"VAR[=value], ...\"",
+        "Which variables of the submission environment the job gets (all of them without `-env`).",
+    ),
+    Opt::flag(
+        "K",
+        "Waits for the job to finish and exits with its exit code (0 for DONE, 128 + the signal of a killed \
+         job, 126 for a job that never started). Ctrl-C kills the job.",
+    ),
+    Opt::flag("x", "Runs the job alone on its hosts (exclusive)."),
+    Opt::value("u", "mail_user", "").kind(Kind::Ignored),
+    Opt::flag("N", "").kind(Kind::Ignored),
+    Opt::flag("B", "").kind(Kind::Ignored),
+    Opt::flag("r", "").kind(Kind::Ignored),
+    Opt::value("t", "", "").kind(Kind::Refused),
+    Opt::value("Ep", "", "").kind(Kind::Refused),
+    Opt::value("G", "", "").kind(Kind::Refused),
+    Opt::value("k", "", "").kind(Kind::Refused),
+    Opt::value("sp", "", "").kind(Kind::Refused),
+    Opt::value("c", "", "").kind(Kind::Refused),
+    Opt::value("F", "", "").kind(Kind::Refused),
+    Opt::value("D", "", "").kind(Kind::Refused),
+    Opt::value("S", "", "").kind(Kind::Refused),
+    Opt::value("C", "", "").kind(Kind::Refused),
+    Opt::value("v", "", "").kind(Kind::Refused),
+    Opt::value("p", "", "").kind(Kind::Refused),
+    Opt::value("T", "", "").kind(Kind::Refused),
+    Opt::value("a", "", "").kind(Kind::Refused),
+    Opt::value("f", "", "").kind(Kind::Refused),
+    Opt::value("X", "", "").kind(Kind::Refused),
+    Opt::value("is", "", "").kind(Kind::Refused),
+    Opt::value("app", "", "").kind(Kind::Refused),
+    Opt::value("g", "", "").kind(Kind::Refused),
+    Opt::value("sla", "", "").kind(Kind::Refused),
+    Opt::value("ext", "", "").kind(Kind::Refused),
+    Opt::value("jsdl", "", "").kind(Kind::Refused),
+    Opt::flag("I", "").kind(Kind::Refused),
+    Opt::flag("Ip", "").kind(Kind::Refused),
+    Opt::flag("Is", "").kind(Kind::Refused),
+    Opt::flag("Zs", "").kind(Kind::Refused),
+];
+
+fn bsub_page() -> LsfPage {
+    LsfPage {
+        options: BSUB_OPTIONS,
+        description: "\
+Submits a job to the cluster's mbatchd, which queues it, chooses its host and has the host's
+sbatchd run it as the submitting user. The command line is the arguments after the options,
+quoted as LSF quotes them. Without a command, the job script is read from standard input
+(`bsub < script`): its leading `#BSUB` lines give options, which options on the command line
+override.
+
+Options follow LSF's syntax: one-letter options may be bundled (`-Hx`), a value may follow
+its letter (`-qnormal`), and options end at the command's first word (`bsub ls -l`).
+
+A submission that cannot reach mbatchd is retried with the same request id, so a retry
+never makes a second job.",
+        output: "\
+On success, standard output has LSF's line, which scripts read:
+
+    Job <1234> is submitted to queue <normal>.
+
+(`default queue` when no queue was named.) With `-K`, `<<Waiting for dispatch ...>>`,
+`<<Starting on HOST>>` and `<<Job is finished>>` follow on standard error. A refusal is
+printed on standard error, ending in `Job not submitted.`",
+        exit_status: "\
+@0
+The job was submitted (with `-K`: the job ended DONE).
+
+@255
+Nothing was submitted: a usage error, a refusal by mbatchd (bad queue, over a limit),
+mbatchd not reachable within the retry bound.
+
+@other
+With `-K`, the job's exit code.",
+        environment: "\
+@LSB_DEFAULTQUEUE, LSB_DEFAULTPROJECT
+The queue and project without `-q` and `-P`.
+
+@BSUB_QUIET, BSUB_QUIET2, BSUB_STDERR
+As in LSF: less output, or the submission line on standard error.
+
+@LSF_ENVDIR, LAVA_RETRY_SECS, LSB_NTRIES
+As for every batch command: where `lsf.conf` is, and how long to retry (see `bjobs`(1)).",
+        see_also: &["bjobs(1)", "bkill(1)", "bmod(1)", "bpeek(1)", "bqueues(1)", "bhosts(1)", "mbatchd(8)"],
+        ..page("bsub", "submit a batch job", bsub::USAGE.to_owned(), Parser::Specs(bsub::SPECS))
+    }
+}
+
+const BJOBS_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("a", "Also lists recently finished jobs (kept for lsb.params' `CLEAN_PERIOD`)."),
+    Opt::flag("d", "Lists finished jobs only."),
+    Opt::flag("p", "Lists pending jobs; alone, with the reason each one is pending."),
+    Opt::flag("r", "Lists running jobs."),
+    Opt::flag("s", "Lists suspended jobs."),
+    Opt::flag("l", "LSF's long layout, a block per job."),
+    Opt::flag("w", "The default columns, never cut."),
+    Opt::flag("W", "The wide layout: `-w` plus project, CPU time, memory, pids, start and finish times."),
+    Opt::flag("json", "With `-o`: LSF's JSON document instead of columns."),
+    Opt::flag("noheader", "Leaves out the header line."),
+    Opt::value("u", "user_name | all", "Lists this user's jobs, or everyone's (default: the caller's)."),
+    Opt::value("q", "queue_name", "Lists the jobs of this queue only."),
+    Opt::value("m", "host_name", "Lists the jobs running on this host only."),
+    Opt::value("J", "name_spec", "Lists the jobs with this name; `*` matches any characters."),
+    Opt::value("P", "project_name", "Lists the jobs of this project only."),
+    Opt::value(
+        "o",
+        "\"field[:[-][width][:unit]] ... [delimiter='c']\"",
+        "LSF's custom format: the named fields of LSF 10.1's list, in any case, `all` for every one.",
+    ),
+];
+
+fn bjobs_page() -> LsfPage {
+    LsfPage {
+        options: BJOBS_OPTIONS,
+        description: "\
+Lists jobs as mbatchd knows them. Without job ids: the caller's unfinished jobs; `-u`, `-a`
+and the state options widen or narrow the list, and `-q`, `-m`, `-J` and `-P` filter it.
+Named jobs are shown whatever their state and owner. Short options bundle as getopt reads
+them (`-aJ pattern`), and job ids may come before options.",
+        output: "\
+The default layout is LSF's:
+
+    JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME
+    1234    alice   RUN   normal     hostA       hostB       sleep      Sep  3 22:17
+
+STAT is `PEND`, `PSUSP`, `RUN`, `USUSP`, `SSUSP`, `DONE`, `EXIT` or `UNKWN`. A named job that
+does not exist is reported as `Job <N> is not found` on standard error; an empty list prints
+`No unfinished job found` (or `No job found`, `No pending job found`, ...) on standard error.",
+        exit_status: "\
+@0
+The listing was printed, even if empty (LSF's `LSB_BJOBS_CONSISTENT_EXIT_CODE=N`).
+
+@255
+A named job was not found, the request failed, or a usage error; with
+`LSB_BJOBS_CONSISTENT_EXIT_CODE=Y` an empty listing too.",
+        environment: "\
+@LSB_BJOBS_FORMAT
+The `-o` format of a listing that asks for no layout of its own (environment, else lsf.conf).
+
+@LSB_BJOBS_CONSISTENT_EXIT_CODE
+`Y`: exit 255 when nothing is listed (environment, else lsf.conf).
+
+@LSB_SHORT_HOSTLIST
+`1`: several execution hosts as `N*host`.
+
+@LSF_ENVDIR
+The folder holding `lsf.conf` (default `/etc`); mbatchd is found through it.
+
+@LAVA_RETRY_SECS
+How long to keep trying while mbatchd or the local sbatchd cannot be reached, in seconds
+(LavaCore's; 0: one attempt). Default 60.
+
+@LSB_NTRIES
+LSF's bound: this many attempts, and no time bound (used when `LAVA_RETRY_SECS` is unset).",
+        see_also: &["bsub(1)", "bhist(1)", "bkill(1)", "bpeek(1)", "bqueues(1)"],
+        ..page(
+            "bjobs",
+            "display information about batch jobs",
+            bjobs::USAGE.to_owned(),
+            Parser::Specs(bjobs::SPECS),
+        )
+    }
+}
+
+const BKILL_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("l", "Lists the signal names `-s` accepts and exits."),
+    Opt::flag("r", "LSF's forced removal; in LavaCore the same kill as without it."),
+    Opt::value(
+        "s",
+        "signal",
+        "Sends this signal (a name such as `TERM`, `KILL`, `USR1`, or a number) instead of the kill sequence.",
+    ),
+    Opt::value("u", "user_name | all", "Acts on this user's jobs, or everyone's (with job id `0`)."),
+    Opt::value("q", "queue_name", "Acts on the jobs of this queue only."),
+    Opt::value("m", "host_name", "Acts on the jobs running on this host only."),
+    Opt::value("J", "job_name", "Acts on the jobs with this name only."),
+];
+
+const BSTOP_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::value("u", "user_name | all", "Acts on this user's jobs, or everyone's (with job id `0`)."),
+    Opt::value("q", "queue_name", "Acts on the jobs of this queue only."),
+    Opt::value("m", "host_name", "Acts on the jobs running on this host only."),
+    Opt::value("J", "job_name", "Acts on the jobs with this name only."),
+    Opt::flag("l", "").kind(Kind::NotThisCommand),
+    Opt::flag("r", "").kind(Kind::NotThisCommand),
+    Opt::value("s", "signal", "").kind(Kind::NotThisCommand),
+];
+
+fn signal_page(
+    name: &'static str,
+    summary: &'static str,
+    mode: bkill::Mode,
+    description: &'static str,
+) -> LsfPage {
+    LsfPage {
+        options: if mode == bkill::Mode::Kill { BKILL_OPTIONS } else { BSTOP_OPTIONS },
+        description,
+        output: "\
+One line per job on standard output, LSF's: `Job <1234> is being terminated` (`stopped`,
+`resumed`, `signaled`). A job that cannot be acted on is reported on standard error: `Job
+<1234>: No matching job found`, `Job <1234>: User permission denied`, `Job <1234>: Job has
+already finished`.",
+        exit_status: "\
+@0
+Every named job was acted on.
+
+@255
+At least one was not, or a usage error, or mbatchd could not be reached.",
+        see_also: &["bkill(1)", "bstop(1)", "bresume(1)", "bjobs(1)", "bsub(1)"],
+        ..page(name, summary, mode.usage(), Parser::Specs(bkill::SPECS))
+    }
+}
+
+const BPEEK_OPTIONS: &[Opt] =
+    &[HELP, VERSION, Opt::flag("f", "Follows the output as `tail -f` does, until the job ends.")];
+
+const BMOD_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::value("q", "queue_name", "Moves the job to this queue."),
+    Opt::flag("qn", "Takes the queue back to the default."),
+    Opt::value("J", "job_name", "Renames the job."),
+    Opt::flag("Jn", "Removes the job's name."),
+    Opt::value("n", "num_processors", "Changes the number of slots asked for."),
+    Opt::flag("nn", "Takes the number of slots back to one."),
+    Opt::value("W", "[hour:]minute", "Changes the run limit."),
+    Opt::flag("Wn", "Removes the run limit."),
+    Opt::value("M", "mem_limit", "Changes the memory limit (units as `bsub -M`)."),
+    Opt::flag("Mn", "Removes the memory limit."),
+    Opt::value("R", "\"res_req\"", "Changes the resource requirement."),
+    Opt::flag("Rn", "Removes the resource requirement."),
+];
+
+const BHIST_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("l", "LSF's long layout: every event of each job's history, dated."),
+    Opt::flag("w", "The summary's columns, never cut."),
+    Opt::flag("a", "Every job, finished or not (default: unfinished ones)."),
+    Opt::flag("d", "Finished jobs only."),
+    Opt::flag("p", "Pending jobs only."),
+    Opt::flag("r", "Running jobs only."),
+    Opt::flag("s", "Suspended jobs only."),
+    Opt::value("u", "user_name | all", "This user's jobs, or everyone's (default: the caller's)."),
+];
+
+const BREQUEUE_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("d", "Requeues DONE jobs."),
+    Opt::flag("e", "Requeues EXIT jobs."),
+    Opt::flag("a", "Requeues DONE, EXIT and running or suspended jobs."),
+    Opt::flag("r", "Requeues running or suspended jobs, killing them first (the default)."),
+    Opt::flag("p", "Requeues pending jobs (PEND, PSUSP)."),
+    Opt::flag("H", "Puts the requeued jobs in PSUSP (held) instead of PEND."),
+    Opt::value("J", "job_name", "Acts on the jobs with this name only."),
+    Opt::value("u", "user_name | all", "Acts on this user's jobs, or everyone's (with job id `0`)."),
+];
+
+/// The job commands' pages.
+pub fn pages() -> Vec<LsfPage> {
+    vec![
+        bsub_page(),
+        bjobs_page(),
+        signal_page(
+            "bkill",
+            "send signals to or kill batch jobs",
+            bkill::Mode::Kill,
+            "\
+Kills the named jobs: a running job gets SIGINT, then SIGTERM, then SIGKILL (lsb.params'
+`JOB_TERMINATE_INTERVAL` apart), a pending job is removed. With `-s`, the job gets that
+signal only. Job id `0` means every unfinished job of the user (or of `-u`) that `-J`,
+`-q` and `-m` select; without a job id, the most recently submitted such job. Only the job's owner, root or a `ClusterAdmins` member may act on a job.",
+        ),
+        signal_page(
+            "bstop",
+            "suspend batch jobs",
+            bkill::Mode::Stop,
+            "\
+Suspends the named jobs: a running job gets SIGSTOP and becomes USUSP, a pending one PSUSP.
+Job id `0` means every job of the user (or of `-u`).",
+        ),
+        signal_page(
+            "bresume",
+            "resume suspended batch jobs",
+            bkill::Mode::Resume,
+            "\
+Resumes the named suspended jobs: a USUSP job gets SIGCONT and runs again, a PSUSP job is
+pending again. Job id `0` means every job of the user (or of `-u`).",
+        ),
+        LsfPage {
+            options: BPEEK_OPTIONS,
+            description: "\
+Prints what a running job has written to its output so far: `<< output from stdout >>` and the
+output file, then `<< output from stderr >>` and the error file when `-e` named another one.
+Without a job id, the caller's most recent running job. The file is read by `bpeek` itself
+when it is visible on this host (`LSB_BPEEK_REMOTE_OUTPUT=N`, LSF's default), else through
+mbatchd and the execution host's sbatchd.",
+            output: "\
+The job's output as described. Messages on standard error: `Job <N> is not found`, `Job <N> :
+Not a running job`, `Job <N> : User permission denied`, `No unfinished job found`.",
+            environment: "\
+@LSB_BPEEK_REMOTE_OUTPUT
+`Y`: always ask the execution host (environment, else lsf.conf).
+
+@LSF_ENVDIR, LAVA_RETRY_SECS, LSB_NTRIES, LAVA_HOST
+As for every batch command (see `bjobs`(1)).",
+            see_also: &["bjobs(1)", "bsub(1)", "sbatchd(8)"],
+            ..page("bpeek", "display the output of an unfinished job", bpeek::USAGE.to_owned(), Parser::Specs(bpeek::SPECS))
+        },
+        LsfPage {
+            options: BMOD_OPTIONS,
+            description: "\
+Changes a pending job's submission: each option replaces the value given at `bsub`, each
+`-Xn` removes it. mbatchd refuses to modify a job that has started.",
+            output: "`Parameters of job <N> are being changed` on standard output; a refusal on standard error.",
+            see_also: &["bsub(1)", "bswitch(1)", "bjobs(1)"],
+            ..page("bmod", "modify a pending job", bmod::USAGE.to_owned(), Parser::Specs(bmod::SPECS))
+        },
+        LsfPage {
+            options: &[HELP, VERSION],
+            description: "Moves the named jobs to another queue. The queue must be open and accept the jobs' owners.",
+            output: "`Job <N> is switched to queue <q>` on standard output for each job; a refusal on standard error.",
+            see_also: &["bmod(1)", "bqueues(1)", "bjobs(1)"],
+            ..page("bswitch", "switch jobs to another queue", bswitch::USAGE.to_owned(), Parser::Specs(bswitch::SPECS))
+        },
+        top_page("btop", true),
+        top_page("bbot", false),
+        LsfPage {
+            options: BREQUEUE_OPTIONS,
+            description: "\
+Runs jobs again under their own ids: a running job is killed first, then the job is pending
+again, after every job of its queue, with its original submission. Without a job id, the
+most recently submitted job that the options select; job id `0` means every such job of the
+user (or of `-u`). Only the owner, root or a cluster administrator may requeue a job.",
+            output: "`Job <N> is being requeued` on standard output for each job; a refusal on standard error.",
+            see_also: &["bkill(1)", "bjobs(1)", "bhist(1)"],
+            ..page("brequeue", "kill and requeue jobs", brequeue::USAGE.to_owned(), Parser::Specs(brequeue::SPECS))
+        },
+        LsfPage {
+            options: BHIST_OPTIONS,
+            description: "\
+Prints jobs' histories as mbatchd reads them from its event log (`lsb.events`): by default a
+summary of the time each job spent pending, suspended and running; with `-l`, every event.",
+            output: "\
+`Summary of time in seconds spent in various states:` then a table with the columns `JOBID
+USER JOB_NAME PEND PSUSP RUN USUSP SSUSP UNKWN TOTAL`.",
+            see_also: &["bjobs(1)", "bsub(1)", "mbatchd(8)"],
+            ..page("bhist", "display the history of jobs", bhist::USAGE.to_owned(), Parser::Specs(bhist::SPECS))
+        },
+    ]
+}
+
+const BTOP_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("u", "Moves the job among the user's own jobs only (LSF's user-level position)."),
+];
+
+fn top_page(name: &'static str, to_top: bool) -> LsfPage {
+    LsfPage {
+        options: BTOP_OPTIONS,
+        description: if to_top {
+            "Moves a pending job to the top of its queue (or to `position` from the top), so it is dispatched before the jobs of the same priority."
+        } else {
+            "Moves a pending job to the bottom of its queue (or to `position` from the bottom)."
+        },
+        output: "`Job <N> has been moved to position P from top.` (`bottom`) on standard output; a refusal on standard error.",
+        see_also: &["btop(1)", "bbot(1)", "bjobs(1)"],
+        ..page(
+            name,
+            if to_top {
+                "move a pending job to the top of its queue"
+            } else {
+                "move a pending job to the bottom of its queue"
+            },
+            btop::usage(to_top),
+            Parser::Specs(btop::SPECS),
+        )
+    }
+}
