@@ -27,6 +27,7 @@ use std::fmt;
 
 use lava_batch_wire as wire;
 
+pub mod acct;
 mod array;
 mod control;
 mod depend;
