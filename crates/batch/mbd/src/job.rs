@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use lava_batch_ll::acct::{self, AcctRecord, AcctRusage};
 use lava_batch_ll::{DependExpr, HostName, JobRef, JobStatus, QueueName, SubmitSpec, UserName};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
@@ -692,6 +693,68 @@ impl Job {
             _ => return String::new(),
         };
         if self.reason.is_empty() { usual.to_owned() } else { self.reason.clone() }
+    }
+
+    /// The JOB_FINISH record of `lsb.acct` for this job, once it is DONE or EXIT
+    /// (`lava_batch_ll::acct`); `None` before. Resource usage is unavailable (-1) for a
+    /// job that never started.
+    pub fn acct_record(&self) -> Option<AcctRecord> {
+        let finish = self.finish.as_ref()?;
+        let request = self.spec.request();
+        let started = self.start_time_ms.is_some();
+        let submit_time = ms_to_s(self.submit_time_ms);
+        let ru = finish.rusage;
+        let rusage = if started {
+            AcctRusage {
+                utime_s: ru.user_time_ms as f64 / 1000.0,
+                stime_s: ru.system_time_ms as f64 / 1000.0,
+                maxrss_kb: ru.max_rss_kb as f64,
+            }
+        } else {
+            AcctRusage::UNAVAILABLE
+        };
+        let job_file = match self.job.index() {
+            0 => format!("{submit_time}.{}", self.job.id()),
+            index => format!("{submit_time}.{}.{index}", self.job.id()),
+        };
+        Some(AcctRecord {
+            event_time: ms_to_s(finish.end_time_ms),
+            job_id: self.job.id(),
+            user_id: self.user_id,
+            options: acct::options_of(request),
+            num_processors: self.n_slots(),
+            submit_time,
+            begin_time: request.begin_time,
+            term_time: 0,
+            start_time: self.start_time_ms.map_or(0, ms_to_s),
+            user_name: self.user.to_string(),
+            queue: self.queue.to_string(),
+            res_req: request.res_req.clone(),
+            depend_cond: request.dependency.clone(),
+            pre_exec_cmd: request.pre_exec.clone(),
+            from_host: self.from_host.to_string(),
+            cwd: request.cwd.clone(),
+            in_file: request.input_file.clone(),
+            out_file: request.output_file.clone(),
+            err_file: request.error_file.clone(),
+            job_file,
+            asked_hosts: request.hosts.clone(),
+            exec_hosts: self.exec_hosts.iter().map(ToString::to_string).collect(),
+            j_status: self.status.bits(),
+            host_factor: 1.0,
+            job_name: self.job_name(),
+            command: request.command.clone(),
+            rusage,
+            mail_user: String::new(),
+            project_name: project(request),
+            exit_status: finish.wait_status,
+            max_num_processors: self.n_slots(),
+            login_shell: request.login_shell.clone(),
+            idx: self.job.index(),
+            max_rmem_kb: if started { i64::try_from(ru.max_rss_kb).unwrap_or(i64::MAX) } else { 0 },
+            max_rswap_kb: 0,
+            run_limit_s: i64::try_from(request.run_limit_s).unwrap_or(i64::MAX),
+        })
     }
 
     /// The job as `bjobs` shows it.

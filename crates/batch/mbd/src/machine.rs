@@ -145,6 +145,19 @@ impl Mbd {
         self.store.job(job)
     }
 
+    /// The `lsb.acct` records of every finished job in memory (jobs are dropped at
+    /// `CLEAN_PERIOD`), oldest end first: what mbatchd checks `lsb.acct` against at start.
+    pub fn finished_acct_records(&self) -> Vec<lava_batch_ll::acct::AcctRecord> {
+        let mut records: Vec<_> = self
+            .store
+            .all_jobs()
+            .filter(|(_, job)| job.status().is_finished())
+            .filter_map(|(_, job)| job.acct_record())
+            .collect();
+        records.sort_by_key(|record| (record.event_time, record.job_id, record.idx));
+        records
+    }
+
     /// The last job id given (the highest until the ids wrap at `MAX_JOBID`).
     pub fn last_job_id(&self) -> u32 {
         self.store.last_job_id

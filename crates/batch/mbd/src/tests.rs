@@ -3,6 +3,7 @@
 //! events emitted so far, replayed into a fresh [`Mbd`] (and the snapshot
 //! before the step plus the step's events), give the live durable state.
 
+mod acct;
 mod arrays;
 mod control;
 mod harness;
