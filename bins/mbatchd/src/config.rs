@@ -77,6 +77,8 @@ pub struct ShellConfig {
     pub lim: Option<crate::lim_client::LimTarget>,
     /// `LAVA_STATE_RESERVE_MB`, in bytes: the space reserve beside the event log.
     pub state_reserve_bytes: u64,
+    /// When `lsb.acct` is switched (lsb.params' `ACCT_ARCHIVE_*`, `MAX_ACCT_ARCHIVE_FILE`).
+    pub acct_rule: crate::acct::AcctRule,
 }
 
 impl ShellConfig {
@@ -97,6 +99,7 @@ impl ShellConfig {
             daemon_log_dir: conf.lsf.logdir.clone(),
             lim: crate::lim_client::LimTarget::from_cluster(conf),
             state_reserve_bytes: conf.lsf.state_reserve_mb << 20,
+            acct_rule: crate::acct::AcctRule::of(&conf.params),
         })
     }
 }

@@ -102,11 +102,21 @@ pub fn run(args: Args) -> Result<(), ShellError> {
     readiness.status(&format!("replaying the event log in {}", config.event_log_dir.display()));
     let log = journal::open(&config.event_log_dir)?;
     let recovered = journal::recover(&log, config.mbd.clone())?;
+    let rebuilt = crate::acct::reconcile(&config.event_log_dir, &recovered.mbd.finished_acct_records())
+        .map_err(PathError::at("write lsb.acct in", &config.event_log_dir))?;
+    if rebuilt > 0 {
+        tracing::warn!(
+            rebuilt,
+            "lsb.acct lacked records of finished jobs (mbatchd stopped before writing them): appended"
+        );
+    }
+    let acct = crate::acct::AcctLog::start(config.event_log_dir.clone(), config.acct_rule)
+        .map_err(PathError::at("start the writer of lsb.acct in", &config.event_log_dir))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
-    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, log_file, readiness));
+    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, acct, log_file, readiness));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     match result? {
         Some(port) => Err(restart(&args, port)),
@@ -148,6 +158,7 @@ async fn serve(
     auth: Arc<Authenticator>,
     log: Arc<EventLog>,
     recovered: Recovered,
+    acct: crate::acct::AcctLog,
     log_file: Option<LogFile>,
     readiness: Readiness,
 ) -> Result<Option<u16>, ShellError> {
@@ -174,6 +185,7 @@ async fn serve(
         log: history_log,
     });
     shell.reconfig_from(envdir(args));
+    shell.account_to(acct);
     shell.start()?;
     match &config.lim {
         Some(target) => {

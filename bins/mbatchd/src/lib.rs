@@ -69,6 +69,8 @@
 //! # Files
 //! - `$LSB_SHAREDIR/<cluster>/logdir/lsb.events.*`: the event log, its
 //!   snapshots and its writer lock (folders created with mode 0700).
+//! - `$LSB_SHAREDIR/<cluster>/logdir/lsb.acct`, `lsb.acct.N`: the accounting log
+//!   ([`acct`]), derived from the event log.
 //! - `--port-file PATH`: the bound port, written atomically once mbatchd serves.
 //! - `LSF_LOGDIR/mbatchd.log.<master host>`: the log of a detached mbatchd
 //!   (`--foreground` logs to standard error).
@@ -78,6 +80,7 @@
 //! - [`config`]: `lsf.conf`, `lsf.cluster`, `lsb.*` → [`lava_mbd::MbdConfig`] and the shell's settings.
 //! - [`codec`]: limits, XDR encoding and decoding, frame headers.
 //! - [`journal`]: `lsb.events`: open, replay, group commit, snapshots.
+//! - [`acct`]: `lsb.acct`: a record per finished job once its event is durable, rebuilt at start, switched.
 //! - [`lim_client`]: polls the master lim; host availability changes for the loop.
 //! - [`counters`]: frames by operation and rejects by reason, for a later status command.
 //! - `validate`: the structural checks (`lava-batch-ll`) of what peers send, and the credential check.
@@ -90,6 +93,7 @@
 
 #![deny(missing_docs)]
 
+pub mod acct;
 pub mod args;
 pub mod codec;
 pub mod config;

@@ -177,6 +177,11 @@ pub(crate) struct Shell {
     restart_requested: bool,
     /// The last group commit found the disk full and none has succeeded since.
     stalled: bool,
+    /// The writer of `lsb.acct` (`acct`), once given.
+    acct: Option<crate::acct::AcctLog>,
+    /// Finished jobs' `lsb.acct` lines, each behind the position of the JOB_STATUS that
+    /// finished the job: written once that is durable.
+    acct_held: VecDeque<(u64, String)>,
 }
 
 impl Shell {
@@ -211,7 +216,14 @@ impl Shell {
             envdir: None,
             restart_requested: false,
             stalled: false,
+            acct: None,
+            acct_held: VecDeque::new(),
         }
+    }
+
+    /// Writes finished jobs' records to `lsb.acct` through `acct`.
+    pub(crate) fn account_to(&mut self, acct: crate::acct::AcctLog) {
+        self.acct = Some(acct);
     }
 
     /// Takes host availability and load changes from the master lim (`lim_client`).
@@ -648,6 +660,13 @@ impl Shell {
                         result = Err(error);
                         break;
                     }
+                    if let lava_mbd::Event::JobStatus(status) = &event
+                        && status.finish.is_some()
+                        && self.acct.is_some()
+                        && let Some(record) = self.mbd.job(status.job).and_then(|job| job.acct_record())
+                    {
+                        self.acct_held.push_back((self.journal.appended_through(), record.to_line()));
+                    }
                 }
                 Effect::SendSbd { host, msg, .. } => match self.sbd.get(&host) {
                     Some(link) => {
@@ -680,6 +699,12 @@ impl Shell {
         while self.outbox.held.front().is_some_and(|(barrier, _)| *barrier <= durable) {
             let (_, message) = self.outbox.held.pop_front().expect("checked just above");
             self.deliver(message);
+        }
+        while self.acct_held.front().is_some_and(|(barrier, _)| *barrier <= durable) {
+            let (_, line) = self.acct_held.pop_front().expect("checked just above");
+            if let Some(acct) = &self.acct {
+                acct.write(line);
+            }
         }
     }
 
@@ -721,6 +746,9 @@ impl Shell {
         self.journal.sync_all().await?;
         self.release();
         debug_assert!(self.outbox.held.is_empty(), "every event is durable, so every message is released");
+        if let Some(acct) = self.acct.take() {
+            acct.close();
+        }
         let Shell { journal, clients, sbd, shared, conn_events, listener, mut tasks, .. } = self;
         drop(listener);
         shared.stopping.send_replace(true);

@@ -15,6 +15,9 @@
 //! | `MAX_JOB_ARRAY_SIZE` | [`LsbParams::max_job_array_size`]: 1 to `MAX_JOBID` | 1000 |
 //! | `MAX_PEND_JOBS` | [`LsbParams::max_pend_jobs`]: pending (PEND, PSUSP) jobs no user may exceed; a user's own `MAX_PEND_JOBS` of `lsb.users` may only lower it | unlimited |
 //! | `LAVA_MAX_JOB_BYTES` (LavaCore's) | [`LsbParams::max_job_bytes`]: the largest submission (command or script, environment, every other text), bytes | 1048576 |
+//! | `ACCT_ARCHIVE_SIZE` | [`LsbParams::acct_archive_size_kb`]: `lsb.acct` is switched to `lsb.acct.1` once larger, KB | no limit |
+//! | `ACCT_ARCHIVE_AGE` | [`LsbParams::acct_archive_age_days`]: `lsb.acct` is switched once older, days | no limit |
+//! | `MAX_ACCT_ARCHIVE_FILE` | [`LsbParams::max_acct_archive_file`]: switched files kept (`lsb.acct.1` newest), older ones deleted | all kept |
 //! | `LAVA_MAX_PEND_BYTES` (LavaCore's) | [`LsbParams::max_pend_bytes`]: what one user's pending jobs may hold together (their submissions' bytes, an array's shared once), bytes | 2147483648 |
 //!
 //! Unknown keys are errors naming file and line; LSF keys LavaCore does not implement
@@ -30,7 +33,7 @@ use crate::lex::read_text;
 use crate::section::{Entry, SectionFile};
 
 /// The keys of `Parameters` that LavaCore reads.
-pub const PARAMS_KEYS: [&str; 13] = [
+pub const PARAMS_KEYS: [&str; 16] = [
     "DEFAULT_QUEUE",
     "MBD_SLEEP_TIME",
     "SBD_SLEEP_TIME",
@@ -44,18 +47,18 @@ pub const PARAMS_KEYS: [&str; 13] = [
     "MAX_PEND_JOBS",
     "LAVA_MAX_JOB_BYTES",
     "LAVA_MAX_PEND_BYTES",
+    "ACCT_ARCHIVE_SIZE",
+    "ACCT_ARCHIVE_AGE",
+    "MAX_ACCT_ARCHIVE_FILE",
 ];
 
 /// LSF `Parameters` keys that are accepted but have no effect in LavaCore.
-pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 14] = [
+pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 11] = [
     "DEFAULT_HOST_SPEC",
     "MAX_SBD_FAIL",
     "MAX_SCHED_STAY",
     "MAX_USER_PRIORITY",
     "JOB_PRIORITY_OVER_TIME",
-    "ACCT_ARCHIVE_SIZE",
-    "ACCT_ARCHIVE_AGE",
-    "MAX_ACCT_ARCHIVE_FILE",
     "HIST_HOURS",
     "PG_SUSP_IT",
     "DISABLE_UACCT_MAP",
@@ -106,6 +109,12 @@ pub struct LsbParams {
     pub max_job_bytes: u64,
     /// `LAVA_MAX_PEND_BYTES`.
     pub max_pend_bytes: u64,
+    /// `ACCT_ARCHIVE_SIZE`, KB: `None` for no limit.
+    pub acct_archive_size_kb: Option<u64>,
+    /// `ACCT_ARCHIVE_AGE`, days: `None` for no limit.
+    pub acct_archive_age_days: Option<u32>,
+    /// `MAX_ACCT_ARCHIVE_FILE`: `None` to keep every switched file.
+    pub max_acct_archive_file: Option<u32>,
     /// LSF keys given but not implemented, by upper-case key.
     pub unimplemented: BTreeMap<String, Entry>,
     /// The line of each key read, by upper-case key, for errors found later.
@@ -129,6 +138,9 @@ impl Default for LsbParams {
             max_pend_jobs: None,
             max_job_bytes: MAX_JOB_BYTES_DEFAULT,
             max_pend_bytes: MAX_PEND_BYTES_DEFAULT,
+            acct_archive_size_kb: None,
+            acct_archive_age_days: None,
+            max_acct_archive_file: None,
             unimplemented: BTreeMap::new(),
             lines: BTreeMap::new(),
         }
@@ -193,6 +205,18 @@ impl LsbParams {
             Some(field) if !field.is_default() => field.integer(MAX_JOB_BYTES_MIN, u64::MAX)?,
             _ => defaults.max_pend_bytes,
         };
+        params.acct_archive_size_kb = match field("ACCT_ARCHIVE_SIZE") {
+            Some(field) if !field.is_default() => Some(field.integer(1, u64::MAX)?),
+            _ => None,
+        };
+        params.acct_archive_age_days = match field("ACCT_ARCHIVE_AGE") {
+            Some(field) if !field.is_default() => Some(field.integer(1, u32::MAX)?),
+            _ => None,
+        };
+        params.max_acct_archive_file = match field("MAX_ACCT_ARCHIVE_FILE") {
+            Some(field) if !field.is_default() => Some(field.integer(1, u32::MAX)?),
+            _ => None,
+        };
         params.unimplemented = unimplemented;
         params.lines = entries.iter().map(|(key, entry)| (key.clone(), entry.line)).collect();
         Ok(params)
@@ -234,10 +258,15 @@ mod tests {
             "Begin Parameters\nDEFAULT_QUEUE = normal short\nMBD_SLEEP_TIME = 2\nSBD_SLEEP_TIME = 3\n\
              JOB_TERMINATE_INTERVAL = 4\nCLEAN_PERIOD = 5\nMAX_JOB_NUM = 6\nMAX_JOBID = 2000000\n\
              JOB_ACCEPT_INTERVAL = 0\nDEFAULT_PROJECT = proj1\nMAX_JOB_ARRAY_SIZE = 5000\nMAX_SBD_FAIL = 3\n\
-             MAX_PEND_JOBS = 100\nLAVA_MAX_JOB_BYTES = 65536\nEnd Parameters\n",
+             MAX_PEND_JOBS = 100\nLAVA_MAX_JOB_BYTES = 65536\nACCT_ARCHIVE_SIZE = 10\nACCT_ARCHIVE_AGE = 2\n\
+             MAX_ACCT_ARCHIVE_FILE = 3\nEnd Parameters\n",
         )
         .expect("valid");
         assert_eq!(params.default_queue, ["normal", "short"]);
+        assert_eq!(
+            (params.acct_archive_size_kb, params.acct_archive_age_days, params.max_acct_archive_file),
+            (Some(10), Some(2), Some(3))
+        );
         assert_eq!((params.mbd_sleep_time_s, params.sbd_sleep_time_s), (2, 3));
         assert_eq!((params.job_terminate_interval_s, params.clean_period_s), (4, 5));
         assert_eq!((params.max_job_num, params.max_jobid, params.max_job_array_size), (6, 2_000_000, 5000));
