@@ -55,6 +55,7 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod bacct;
 pub mod badmin;
 pub mod bbot;
 pub mod begin;
