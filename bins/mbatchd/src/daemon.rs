@@ -110,13 +110,11 @@ pub fn run(args: Args) -> Result<(), ShellError> {
             "lsb.acct lacked records of finished jobs (mbatchd stopped before writing them): appended"
         );
     }
-    let acct = crate::acct::AcctLog::start(config.event_log_dir.clone(), config.acct_rule)
-        .map_err(PathError::at("start the writer of lsb.acct in", &config.event_log_dir))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
-    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, acct, log_file, readiness));
+    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, log_file, readiness));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     match result? {
         Some(port) => Err(restart(&args, port)),
@@ -158,7 +156,6 @@ async fn serve(
     auth: Arc<Authenticator>,
     log: Arc<EventLog>,
     recovered: Recovered,
-    acct: crate::acct::AcctLog,
     log_file: Option<LogFile>,
     readiness: Readiness,
 ) -> Result<Option<u16>, ShellError> {
@@ -185,6 +182,8 @@ async fn serve(
         log: history_log,
     });
     shell.reconfig_from(envdir(args));
+    let acct = crate::acct::AcctLog::start(config.event_log_dir.clone(), config.acct_rule)
+        .map_err(PathError::at("start the writer of lsb.acct in", &config.event_log_dir))?;
     shell.account_to(acct);
     shell.start()?;
     match &config.lim {
