@@ -41,7 +41,8 @@ pub const USAGE: &str = "Usage: bacct [-h] [-V] [-b | -l] [-d] [-e] [-u user_nam
 /// The line under the selection block and between jobs.
 pub const DASHES: &str = "------------------------------------------------------------------------------\n";
 
-const SPECS: &[OptSpec] = &[
+/// The options `bacct` takes.
+pub const SPECS: &[OptSpec] = &[
     OptSpec::flag("h"),
     OptSpec::flag("V"),
     OptSpec::flag("b"),

@@ -1,7 +1,7 @@
 //! The job commands: bsub, bjobs, bkill, bstop, bresume, bpeek, bmod, bswitch, btop,
 //! bbot, brequeue, bhist.
 
-use lava_commands::{bhist, bjobs, bkill, bmod, bpeek, brequeue, bsub, bswitch, btop};
+use lava_commands::{bacct, bhist, bjobs, bkill, bmod, bpeek, brequeue, bsub, bswitch, btop};
 
 use super::{ENV_BATCH, EXIT_BATCH, FILES_BATCH, HELP, VERSION};
 use crate::lsf::{Kind, LsfPage, Opt, Parser};
@@ -335,6 +335,20 @@ const BHIST_OPTIONS: &[Opt] = &[
     Opt::value("u", "user_name | all", "This user's jobs, or everyone's (default: the caller's)."),
 ];
 
+const BACCT_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("b", "The brief report (the same as the default in LavaCore)."),
+    Opt::flag("l", "Each job's long report before the summary."),
+    Opt::flag("d", "DONE jobs only."),
+    Opt::flag("e", "EXIT jobs only."),
+    Opt::value("u", "user_name | all", "This user's jobs, or everyone's (default: the caller's)."),
+    Opt::value("q", "queue_name", "Jobs of this queue only."),
+    Opt::value("C", "time0,time1", "Jobs completed within the window."),
+    Opt::value("S", "time0,time1", "Jobs submitted within the window."),
+    Opt::value("f", "logfile", "Reads this file instead of lsb.acct."),
+];
+
 const BREQUEUE_OPTIONS: &[Opt] = &[
     HELP,
     VERSION,
@@ -438,6 +452,23 @@ summary of the time each job spent pending, suspended and running; with `-l`, ev
 USER JOB_NAME PEND PSUSP RUN USUSP SSUSP UNKWN TOTAL`.",
             see_also: &["bjobs(1)", "bsub(1)", "mbatchd(8)"],
             ..page("bhist", "display the history of jobs", bhist::USAGE.to_owned(), Parser::Specs(bhist::SPECS))
+        },
+        LsfPage {
+            options: BACCT_OPTIONS,
+            description: "\
+Reports finished jobs from the accounting log `lsb.acct` (LSF's JOB_FINISH records, which
+mbatchd appends once a job's end is durable in its event log): by default a summary of the
+caller's jobs (counts, CPU, wait, turnaround, hog factor, run time, throughput); with `-l`,
+each job first. Times of `-C` and `-S` are `[[[year/]month/]day/]hour:minute`,
+`[year/]month/day` or `.` (now); either side of the comma may be empty.",
+            output: "\
+`Accounting information about jobs that are:` and the selection, a line of dashes, then
+`SUMMARY:      ( time unit: second )` and its lines; `No matching job found` when nothing
+matches.",
+            exit_status: "0, also when no job matches; 255 for a wrong option or a file that cannot be read.",
+            files: "`$LSB_SHAREDIR/<cluster>/logdir/lsb.acct`, switched files `lsb.acct.1`, `lsb.acct.2`, ... (read with `-f`).",
+            see_also: &["bhist(1)", "bjobs(1)", "mbatchd(8)"],
+            ..page("bacct", "report accounting information about finished jobs", bacct::USAGE.to_owned(), Parser::Specs(bacct::SPECS))
         },
     ]
 }
