@@ -106,8 +106,15 @@ fn workflow_tool_loop_submits_polls_and_cancels() {
     let failing = batch.submit_script("#BSUB -J wf_fail\n#BSUB -o /dev/null\nexit 3\n");
     assert_eq!(batch.wait_for(failing, &["DONE", "EXIT"]), format!("{failing} EXIT 3"));
 
-    let long = batch.submit_script("#BSUB -J wf_long\n#BSUB -o /dev/null\nsleep 300\n");
+    // RUN is mbatchd's dispatch; the kill is meant for a job whose process runs (a job
+    // killed while it is still being launched ends without LSF's kill reason).
+    let running = batch.cluster.dir().join("wf_long.running");
+    let long = batch.submit_script(&format!(
+        "#BSUB -J wf_long\n#BSUB -o /dev/null\ntouch {}\nsleep 300\n",
+        running.display()
+    ));
     batch.wait_for(long, &["RUN"]);
+    wait_until("the job's process to run", Duration::from_secs(60), || running.exists().then_some(()));
     let out = batch.run("bkill", &[&long.to_string()]);
     assert_eq!(stdout(&out), format!("Job <{long}> is being terminated\n"), "{}", text(&out));
     let line = batch.wait_for(long, &["DONE", "EXIT"]);
