@@ -349,6 +349,23 @@ pub fn scrape_channel() -> (mpsc::Sender<Scrape>, mpsc::Receiver<Scrape>) {
     mpsc::channel(SCRAPES_QUEUED_MAX)
 }
 
+/// When `addr` is set, [`start`]s the listener there asking a loop, and returns the loop's
+/// end of the channel (for [`next_scrape`]); `None` when the daemon serves no metrics.
+pub fn start_for_loop(addr: Option<SocketAddr>) -> Result<Option<mpsc::Receiver<Scrape>>, ListenError> {
+    let Some(addr) = addr else { return Ok(None) };
+    let (asks, scrapes) = scrape_channel();
+    start(addr, asks)?;
+    Ok(Some(scrapes))
+}
+
+/// The next scrape for a loop's `select!`; never resolves when no metrics are served.
+pub async fn next_scrape(scrapes: &mut Option<mpsc::Receiver<Scrape>>) -> Option<Scrape> {
+    match scrapes {
+        Some(scrapes) => scrapes.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Where a scrape gets the daemon's figures.
 pub trait Collect: Send + Sync + 'static {
     /// The figures now; `None` when the daemon cannot give them (stopping, or too busy).
