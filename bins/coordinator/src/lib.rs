@@ -74,6 +74,8 @@
 //! - [`args`]: the daemon's command line. [`codec`]: limits, XDR of events and snapshots.
 //! - [`journal`]: the WAL: open, replay, group commit, snapshots.
 //! - [`server`]: configuration, the listener, connection tasks and the event loop.
+//! - [`counters`]: what the shell counts for STATS; [`metrics`]: the same figures under
+//!   Prometheus names (`LAVA_COORD_METRICS_PORT`), answered by the loop at each scrape.
 //! - [`client`]: the blocking client and the worker library ([`client::Worker`]).
 //! - [`ctl`]: the `coordctl` command.
 
@@ -85,6 +87,7 @@ pub mod codec;
 pub mod counters;
 pub mod ctl;
 pub mod journal;
+pub mod metrics;
 pub mod server;
 
 use std::path::PathBuf;

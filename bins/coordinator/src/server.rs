@@ -106,6 +106,8 @@ pub struct ShellConfig {
     pub log_mask: LogMask,
     /// lsf.cluster's ClusterAdmins (user names).
     pub admins: Vec<String>,
+    /// Where the metrics are served (`LAVA_METRICS_ADDR`, `LAVA_COORD_METRICS_PORT`; `None`: not).
+    pub metrics: Option<SocketAddr>,
 }
 
 impl ShellConfig {
@@ -118,6 +120,7 @@ impl ShellConfig {
             wal_dir: conf.work_dir().join("coord"),
             log_mask: conf.lsf.log_mask,
             admins: conf.cluster.admins.clone(),
+            metrics: conf.lsf.metrics_listen(conf.lsf.metrics_ports.coord),
         }
     }
 }
@@ -231,6 +234,7 @@ async fn serve(
     let limits = Limits { payload_bytes_max: args.payload_bytes_max };
     let shared = Arc::new(Shared { auth, limits, coord_config: coord.config().clone(), calls, counters });
     let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+    let mut scrapes = lava_shell::metrics::start_for_loop(config.metrics)?;
     drop(shared);
     if let Some(path) = &args.port_file {
         startup::write_atomically(path, &format!("{}\n", bound.port()))?;
@@ -318,6 +322,11 @@ async fn serve(
                 }
                 None => Ok(()),
             },
+            Some(scrape) = lava_shell::metrics::next_scrape(&mut scrapes) => {
+                let stats = loop_state.stats(&coord, &journal, inbox.len());
+                scrape.answer(crate::metrics::metrics(&stats, &journal.sync_stats()));
+                Ok(())
+            }
             _ = tick.tick() => {
                 readiness.pet();
                 let outcome = loop_state.step(&mut coord, &mut journal, Input::Tick, None);

@@ -35,6 +35,8 @@
 //!   lives in memory: a restarted lim is unlocked.
 //! - Load thresholds: this host's columns `r15s` … `mem` of lsf.cluster's `Host` section
 //!   ([`lava_lim_logic::Thresholds`]); the logic judges each sample against them.
+//! - Metrics ([`metrics`]): with `LAVA_LIM_METRICS_PORT` set, `lsadmin showstatus`'s figures
+//!   under Prometheus names, read under the state's lock at each scrape.
 //!
 //! Our own lsf.conf keys: `LAVA_LIM_BEACON_INTERVAL_MS` (default 4000) and
 //! `LAVA_LIM_REPORT_INTERVAL_MS` (default 5000).
@@ -45,6 +47,7 @@
 #![deny(missing_docs)]
 
 pub mod load;
+pub mod metrics;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -189,6 +192,8 @@ struct Setup {
     /// Every host's TCP query address (`None`: unresolved), ours included.
     tcp_addrs: Vec<Option<SocketAddr>>,
     host_meta: Vec<(String, String, bool)>,
+    /// Where the metrics are served (`LAVA_METRICS_ADDR`, `LAVA_LIM_METRICS_PORT`; `None`: not).
+    metrics: Option<SocketAddr>,
 }
 
 fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
@@ -270,7 +275,8 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
         .iter()
         .map(|h| (h.host_type.clone().unwrap_or_default(), h.model.clone().unwrap_or_default(), h.server))
         .collect();
-    Ok((Setup { lim: Lim::new(config), my_addr, tcp_addrs, host_meta }, base.lsf.log_mask))
+    let metrics = base.lsf.metrics_listen(base.lsf.metrics_ports.lim);
+    Ok((Setup { lim: Lim::new(config), my_addr, tcp_addrs, host_meta, metrics }, base.lsf.log_mask))
 }
 
 /// Loads the configuration and serves until killed.
@@ -298,7 +304,7 @@ struct Io {
 }
 
 async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow::Result<()> {
-    let Setup { lim, my_addr, tcp_addrs, host_meta } = setup;
+    let Setup { lim, my_addr, tcp_addrs, host_meta, metrics } = setup;
     let me = lim.config().me as usize;
     let udp = UdpSocket::bind(my_addr).await.with_context(|| format!("bind UDP {my_addr}"))?;
     if let Err(error) = rustix::net::sockopt::set_socket_recv_buffer_size(&udp, RECEIVE_BUFFER_BYTES) {
@@ -333,6 +339,15 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
     let shared = Arc::new(Mutex::new(lim));
     let counters = Arc::new(ShellCounters::default());
     let origin = Instant::now();
+    if let Some(addr) = metrics {
+        let (shared, counters) = (Arc::clone(&shared), Arc::clone(&counters));
+        lava_shell::metrics::start(
+            addr,
+            lava_shell::metrics::FromFn(move || {
+                metrics::metrics(&shared.lock().unwrap_or_else(PoisonError::into_inner), &counters)
+            }),
+        )?;
+    }
     let (control, mut control_rx) = mpsc::unbounded_channel::<Control>();
     if let Some(listener) = listener {
         let host_ips = tcp_addrs.iter().flatten().map(SocketAddr::ip).collect();

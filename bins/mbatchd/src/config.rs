@@ -79,6 +79,8 @@ pub struct ShellConfig {
     pub state_reserve_bytes: u64,
     /// When `lsb.acct` is switched (lsb.params' `ACCT_ARCHIVE_*`, `MAX_ACCT_ARCHIVE_FILE`).
     pub acct_rule: crate::acct::AcctRule,
+    /// Where the metrics are served (`LAVA_METRICS_ADDR`, `LAVA_MBD_METRICS_PORT`; `None`: not).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl ShellConfig {
@@ -98,6 +100,7 @@ impl ShellConfig {
             log_mask: conf.lsf.log_mask,
             daemon_log_dir: conf.lsf.logdir.clone(),
             lim: crate::lim_client::LimTarget::from_cluster(conf),
+            metrics: conf.lsf.metrics_listen(conf.lsf.metrics_ports.mbd),
             state_reserve_bytes: conf.lsf.state_reserve_mb << 20,
             acct_rule: crate::acct::AcctRule::of(&conf.params),
         })

@@ -1,6 +1,7 @@
 //! Counters of what the shell received and refused, kept for a later status
 //! command (and logged at shutdown): frames by operation, rejected input by
-//! reason, connections, and messages dropped because a channel was full.
+//! reason, connections, messages dropped because a channel was full, and jobs
+//! finished (DONE, EXIT) since this mbatchd started.
 //!
 //! Plain atomics shared by the connection tasks and the event loop; reading
 //! them never blocks anyone.
@@ -84,6 +85,8 @@ pub struct Counters {
     rejects: [AtomicU64; Reject::ALL.len()],
     connections: AtomicU64,
     sbd_messages_dropped: AtomicU64,
+    /// Jobs that finished: DONE, EXIT.
+    jobs_finished: [AtomicU64; 2],
 }
 
 // By hand: `Default` is derived for arrays of at most 32 elements only.
@@ -95,6 +98,7 @@ impl Default for Counters {
             rejects: Default::default(),
             connections: AtomicU64::new(0),
             sbd_messages_dropped: AtomicU64::new(0),
+            jobs_finished: Default::default(),
         }
     }
 }
@@ -123,8 +127,13 @@ impl Counters {
         self.sbd_messages_dropped.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a job that finished (its DONE or EXIT appended to the log): `done` or not.
+    pub fn job_finished(&self, done: bool) {
+        self.jobs_finished[usize::from(!done)].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Every non-zero counter by name: `frames.OPERATION`, `rejects.REASON`,
-    /// `connections`, `sbd_messages_dropped`.
+    /// `connections`, `sbd_messages_dropped`, `jobs_finished.done`, `jobs_finished.exit`.
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
         let mut all = BTreeMap::new();
         let mut put = |name: String, counter: &AtomicU64| {
@@ -142,6 +151,8 @@ impl Counters {
         }
         put("connections".to_owned(), &self.connections);
         put("sbd_messages_dropped".to_owned(), &self.sbd_messages_dropped);
+        put("jobs_finished.done".to_owned(), &self.jobs_finished[0]);
+        put("jobs_finished.exit".to_owned(), &self.jobs_finished[1]);
         all
     }
 }

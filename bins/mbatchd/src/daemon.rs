@@ -185,6 +185,7 @@ async fn serve(
     let acct = crate::acct::AcctLog::start(config.event_log_dir.clone(), config.acct_rule)
         .map_err(PathError::at("start the writer of lsb.acct in", &config.event_log_dir))?;
     shell.account_to(acct);
+    shell.serve_metrics(config.metrics)?;
     shell.start()?;
     match &config.lim {
         Some(target) => {

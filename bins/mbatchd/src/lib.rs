@@ -83,6 +83,8 @@
 //! - [`acct`]: `lsb.acct`: a record per finished job once its event is durable, rebuilt at start, switched.
 //! - [`lim_client`]: polls the master lim; host availability changes for the loop.
 //! - [`counters`]: frames by operation and rejects by reason, for a later status command.
+//! - [`metrics`]: the status figures under Prometheus names, answered by the loop to the
+//!   metrics listener (`LAVA_MBD_METRICS_PORT`).
 //! - `validate`: the structural checks (`lava-batch-ll`) of what peers send, and the credential check.
 //! - `conn`: one task per connection (commands and sbatchd channels).
 //! - `peek`: `bpeek`'s PEEK_JOB, relayed to the execution host's sbatchd as SBD_PEEK
@@ -104,6 +106,7 @@ mod history;
 pub mod journal;
 pub mod lim_client;
 pub mod logging;
+pub mod metrics;
 mod peek;
 mod shell;
 mod validate;

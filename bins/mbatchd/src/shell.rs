@@ -55,10 +55,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lava_batch_ll::HostName;
+use lava_batch_ll::{HostName, JobStatus};
 use lava_mbd::{ClientId, ClientReply, Effect, Input, Mbd, ToSbd};
 use lava_net::gate::{AcceptBackoff, Gate, Source};
 use lava_net::system_now_ms;
+use lava_shell::metrics::Scrape;
 use lava_shell::readiness::Readiness;
 use lava_shell::signals::{ShellSignal, Signals};
 use lava_shell::space::Space;
@@ -107,6 +108,8 @@ pub(crate) enum Event {
     AcceptResumed,
     /// SIGTERM or SIGINT (stop cleanly), or SIGHUP.
     Signal(ShellSignal),
+    /// The metrics listener asks for the figures.
+    Scrape(Scrape),
 }
 
 /// A message decided by the logic, waiting for its barrier to be durable.
@@ -182,6 +185,8 @@ pub(crate) struct Shell {
     /// Finished jobs' `lsb.acct` lines, each behind the position of the JOB_STATUS that
     /// finished the job: written once that is durable.
     acct_held: VecDeque<(u64, String)>,
+    /// Scrapes of the metrics listener, when it serves ([`Shell::serve_metrics`]).
+    scrapes: Option<mpsc::Receiver<Scrape>>,
 }
 
 impl Shell {
@@ -218,12 +223,19 @@ impl Shell {
             stalled: false,
             acct: None,
             acct_held: VecDeque::new(),
+            scrapes: None,
         }
     }
 
     /// Writes finished jobs' records to `lsb.acct` through `acct`.
     pub(crate) fn account_to(&mut self, acct: crate::acct::AcctLog) {
         self.acct = Some(acct);
+    }
+
+    /// Serves the metrics at `addr`, if set ([`crate::metrics`]), answered by this loop.
+    pub(crate) fn serve_metrics(&mut self, addr: Option<SocketAddr>) -> Result<(), ShellError> {
+        self.scrapes = lava_shell::metrics::start_for_loop(addr)?;
+        Ok(())
     }
 
     /// Takes host availability and load changes from the master lim (`lim_client`).
@@ -317,6 +329,7 @@ impl Shell {
             accepted = self.listener.accept(), if accepting => Event::Accepted(accepted),
             Some(ended) = self.tasks.join_next(), if !self.tasks.is_empty() => Event::ConnectionEnded(ended),
             _ = sleep_until(paused_until), if paused_until.is_some() => Event::AcceptResumed,
+            Some(scrape) = lava_shell::metrics::next_scrape(&mut self.scrapes) => Event::Scrape(scrape),
         }
     }
 
@@ -352,6 +365,9 @@ impl Shell {
                 self.accept_paused_until = Some(Instant::now() + pause);
             }
             Event::AcceptResumed => self.accept_paused_until = None,
+            Event::Scrape(scrape) => {
+                scrape.answer(crate::metrics::metrics(&self.status(), &self.journal.sync_latency()))
+            }
             Event::ConnectionEnded(Ok(())) => {}
             Event::ConnectionEnded(Err(error)) => {
                 tracing::error!("a connection task failed: {error}");
@@ -652,6 +668,11 @@ impl Shell {
         for effect in effects.drain(..) {
             match effect {
                 Effect::Append(event) => {
+                    if let lava_mbd::Event::JobStatus(record) = &event
+                        && matches!(record.status, JobStatus::Done | JobStatus::Exit)
+                    {
+                        self.shared.counters.job_finished(record.status == JobStatus::Done);
+                    }
                     if let Err(error) = self.journal.append(&event) {
                         tracing::error!(
                             "appending {} failed: {error}; stopping without sending anything more",

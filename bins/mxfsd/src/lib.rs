@@ -33,6 +33,8 @@
 //!   60-byte authentication trailer (`seal_bytes` over header ‖ payload), inside the header's
 //!   length. A frame that fails framing, authentication, decoding or validation closes its
 //!   connection, with the reason logged; everyone else is served.
+//! - Metrics (`metrics`): with `LAVA_MXFSD_METRICS_PORT` set, `mxfsctl status`'s counters
+//!   under Prometheus names, answered by the loop at each scrape.
 //! - Local clients use the Unix socket ([`client`] documents the protocol): lsf.conf's
 //!   `LAVA_MXFSD_SOCKET`, default `mxfsd.sock` beside `LAVA_CMD_SOCKET`; `--socket` overrides.
 //!   The caller's uid comes from SO_PEERCRED and is shown in `mxfsctl locks`. When a client's
@@ -64,6 +66,7 @@ pub mod client;
 mod counters;
 pub mod ctl;
 mod epoch_file;
+mod metrics;
 mod server;
 mod sys;
 
@@ -106,6 +109,8 @@ pub struct Args {
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
     pub me: NodeId,
+    /// Where the metrics are served (`LAVA_METRICS_ADDR`, `LAVA_MXFSD_METRICS_PORT`; `None`: not).
+    pub metrics: Option<SocketAddr>,
     pub my_name: String,
     pub nodes: Vec<NodeConfig>,
     /// Every node's DLM address (`None`: its name does not resolve; it counts as unreachable).
@@ -215,6 +220,7 @@ fn settings(args: &Args) -> anyhow::Result<(Settings, LogMask)> {
     let addrs = nodes.iter().enumerate().map(|(idx, node)| (node.id, addr_of(idx).ok())).collect();
     let settings = Settings {
         me: nodes[me_idx].id,
+        metrics: base.lsf.metrics_listen(base.lsf.metrics_ports.mxfsd),
         my_name: hosts[me_idx].name.clone(),
         addrs,
         listen_addr,

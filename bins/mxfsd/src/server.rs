@@ -364,6 +364,7 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
     let mut readiness = Readiness::from_env();
     readiness.ready(&format!("node {} serving on port {port}", settings.me));
     let mut signals = Signals::register().context("install the signal handlers")?;
+    let mut scrapes = lava_shell::metrics::start_for_loop(settings.metrics)?;
     // One timer, moved only when the next deadline changes (not a new one per event).
     // Deadlines are whole milliseconds of `state`'s clock, turned into instants from one
     // fixed base, so the same deadline is always the same instant.
@@ -394,6 +395,9 @@ pub(crate) async fn serve(settings: Settings) -> anyhow::Result<()> {
                 }
             }
             () = &mut timer => {}
+            Some(scrape) = lava_shell::metrics::next_scrape(&mut scrapes) => {
+                scrape.answer(crate::metrics::metrics(state.counters.snapshot().into_iter().chain(state.gauges())));
+            }
             signal = signals.next() => match signal {
                 ShellSignal::Stop(_) => break,
                 ShellSignal::Reload => {

@@ -300,7 +300,10 @@ pub fn run(options: Options) -> Result<(), Error> {
         let status = format!("serving host {host}; connecting to mbatchd at {}", link_config.master_name);
         readiness.ready(&status);
         tokio::spawn(link::run(link_config, link_tx, out_rx));
-        let result = daemon.event_loop(link_rx, watch_rx, status_rx, readiness).await;
+        let metrics_addr = config.lsf.metrics_listen(config.lsf.metrics_ports.sbd);
+        let scrapes = lava_shell::metrics::start_for_loop(metrics_addr)
+            .map_err(|error| Error::Io { path: format!("metrics address {}", error.addr).into(), source: error.error })?;
+        let result = daemon.event_loop(link_rx, watch_rx, status_rx, scrapes, readiness).await;
         if serving {
             let _ = std::fs::remove_file(&socket_path);
         }
@@ -421,6 +424,7 @@ impl Daemon {
         mut link_rx: mpsc::Receiver<LinkEvent>,
         mut watch_rx: mpsc::Receiver<WatchEvent>,
         mut status_rx: mpsc::Receiver<StatusRequest>,
+        mut scrapes: Option<mpsc::Receiver<lava_shell::metrics::Scrape>>,
         mut readiness: Readiness,
     ) -> Result<(), Error> {
         let mut signals =
@@ -449,6 +453,10 @@ impl Daemon {
                 Some(request) = status_rx.recv() => {
                     // The asker may have gone; nothing to do then.
                     let _ = request.send(self.status_reply());
+                    continue;
+                }
+                Some(scrape) = lava_shell::metrics::next_scrape(&mut scrapes) => {
+                    scrape.answer(crate::metrics::metrics(&self.status_reply(), &self.counters));
                     continue;
                 }
                 Some(event) = link_rx.recv() => events.push(Event::Link(event)),

@@ -59,7 +59,7 @@
 //!
 //! # Map
 //! [`daemon`] (start-up, event loop, effect executor), [`link`] (mbatchd channel),
-//! [`credential`] (local socket and its status query), [`status`] (the status counters), [`store`] (records, group commit), [`spares`] (job folders made ahead of need), [`jobdirs`] (the job folders under `jobs/`), [`launch`] (job script,
+//! [`credential`] (local socket and its status query), [`status`] (the status counters), [`metrics`] (the same under Prometheus names, `LAVA_SBD_METRICS_PORT`), [`store`] (records, group commit), [`spares`] (job folders made ahead of need), [`jobdirs`] (the job folders under `jobs/`), [`launch`] (job script,
 //! plan, shepherd start), [`shepherd`], [`zygote`] (the process shepherds are forked from), [`handoff`] (file formats), [`layout`] (paths,
 //! durable writes), [`procfs`] (process identity and memory), [`peek`] (`bpeek`'s
 //! SBD_PEEK, answered outside the logic), [`sys`] (the only unsafe code).
@@ -73,6 +73,7 @@ pub mod jobdirs;
 pub mod launch;
 pub mod layout;
 pub mod link;
+pub mod metrics;
 pub mod peek;
 pub mod procfs;
 pub mod shepherd;

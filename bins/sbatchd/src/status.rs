@@ -64,6 +64,8 @@ pub struct LoopCounters {
     pub commit_us_total: u64,
     /// Longest group commit, microseconds.
     pub commit_us_max: u64,
+    /// Group commits by latency bucket, for the metrics' histogram.
+    pub commit_buckets: lava_shell::metrics::LatencyBuckets,
     /// Shepherds started by this sbatchd.
     pub launches: u64,
     /// Registrations with mbatchd (the first connection and every reconnection).
@@ -108,6 +110,7 @@ impl LoopCounters {
         self.removes += removes;
         self.commit_us_total += micros;
         self.commit_us_max = self.commit_us_max.max(micros);
+        self.commit_buckets.observe(micros);
     }
 
     /// The link changed state at `now` (seconds since the epoch).

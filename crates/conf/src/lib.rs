@@ -70,7 +70,7 @@ pub use fields::{GROUP_NAME_BYTES_MAX, HOST_NAME_BYTES_MAX, LOAD_INDICES};
 pub use hosts::{BatchHost, HostGroup, LsbHosts, Mxj, Threshold};
 pub use keyvalue::{KeyValueEntry, KeyValueFile};
 pub use load::{BaseConfig, ClusterConfig};
-pub use lsf_conf::{LimitUnit, LogMask, LsfConf, envdir_from, envdir_from_env};
+pub use lsf_conf::{LimitUnit, LogMask, LsfConf, MetricsPorts, envdir_from, envdir_from_env};
 pub use params::LsbParams;
 pub use queues::{Interactive, LsbQueues, Members, PJOB_LIMIT_MAX, Queue, QueueLimit};
 pub use section::{Entry, Row, Section, SectionBody, SectionFile, Table};

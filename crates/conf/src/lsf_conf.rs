@@ -44,6 +44,12 @@
 //! | `LAVA_LIM_TCP_PORT` | [`LsfConf::lim_tcp_port`]: LIM's TCP port (queries from `lshosts`, `lsload`) | `LSF_LIM_PORT` (LSF uses one number for both) |
 //! | `LAVA_CMD_SOCKET` | [`LsfConf::cmd_socket`]: the local Unix socket the user commands talk to; the local daemon learns the caller's uid from the kernel on it | `/run/lavacore/lava.sock` |
 //! | `LAVA_STATE_RESERVE_MB` | [`LsfConf::state_reserve_mb`]: space mbatchd and sbatchd each keep in reserve on their state file system, released for their own records when it fills up (0: none, the full disk is still detected) | 16 |
+//! | `LAVA_METRICS_ADDR` | [`LsfConf::metrics_addr`]: the address every daemon's metrics port binds (`0.0.0.0` for every address) | 127.0.0.1 |
+//! | `LAVA_MBD_METRICS_PORT` | [`MetricsPorts::mbd`]: mbatchd's metrics port (HTTP, `GET /metrics`, the Prometheus text format) | none: no metrics served |
+//! | `LAVA_SBD_METRICS_PORT` | [`MetricsPorts::sbd`]: sbatchd's metrics port | none |
+//! | `LAVA_LIM_METRICS_PORT` | [`MetricsPorts::lim`]: lim's metrics port | none |
+//! | `LAVA_MXFSD_METRICS_PORT` | [`MetricsPorts::mxfsd`]: mxfsd's metrics port | none |
+//! | `LAVA_COORD_METRICS_PORT` | [`MetricsPorts::coord`]: the coordinator's metrics port | none |
 //!
 //! The state folder is not a key of ours: daemons keep their state under
 //! [`LsfConf::work_dir`] (`$LSB_SHAREDIR/<cluster>`), as Lava does.
@@ -52,6 +58,7 @@
 //! wants that applies it itself. Every key, known or not, is readable with [`LsfConf::get`].
 
 use std::ffi::OsStr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use crate::error::{ConfError, ErrorKind};
@@ -247,8 +254,30 @@ pub struct LsfConf {
     pub cmd_socket: PathBuf,
     /// `LAVA_STATE_RESERVE_MB` (ours).
     pub state_reserve_mb: u64,
+    /// `LAVA_METRICS_ADDR` (ours).
+    pub metrics_addr: IpAddr,
+    /// The daemons' metrics ports (ours); a daemon serves no metrics when its port is unset.
+    pub metrics_ports: MetricsPorts,
     file: KeyValueFile,
 }
+
+/// The metrics ports of `lsf.conf`, one per daemon (`None`: that daemon serves no metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricsPorts {
+    /// `LAVA_MBD_METRICS_PORT`.
+    pub mbd: Option<u16>,
+    /// `LAVA_SBD_METRICS_PORT`.
+    pub sbd: Option<u16>,
+    /// `LAVA_LIM_METRICS_PORT`.
+    pub lim: Option<u16>,
+    /// `LAVA_MXFSD_METRICS_PORT`.
+    pub mxfsd: Option<u16>,
+    /// `LAVA_COORD_METRICS_PORT`.
+    pub coord: Option<u16>,
+}
+
+/// The default of `LAVA_METRICS_ADDR`: this host only, until the administrator opens it.
+pub const METRICS_ADDR_DEFAULT: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 impl LsfConf {
     /// Reads `<envdir>/lsf.conf`.
@@ -306,6 +335,19 @@ impl LsfConf {
                 0,
                 1 << 20,
             )?,
+            metrics_addr: reader.parsed(
+                "LAVA_METRICS_ADDR",
+                METRICS_ADDR_DEFAULT,
+                |text| text.parse().ok(),
+                "an IP address (`0.0.0.0` for every address)",
+            )?,
+            metrics_ports: MetricsPorts {
+                mbd: reader.optional_port("LAVA_MBD_METRICS_PORT")?,
+                sbd: reader.optional_port("LAVA_SBD_METRICS_PORT")?,
+                lim: reader.optional_port("LAVA_LIM_METRICS_PORT")?,
+                mxfsd: reader.optional_port("LAVA_MXFSD_METRICS_PORT")?,
+                coord: reader.optional_port("LAVA_COORD_METRICS_PORT")?,
+            },
             confdir,
             lsb_confdir,
             file,
@@ -349,15 +391,32 @@ impl LsfConf {
         self.lsb_sharedir.join(cluster)
     }
 
+    /// Where a daemon whose metrics port is `port` (one of [`LsfConf::metrics_ports`])
+    /// serves its metrics: `None` when it serves none.
+    pub fn metrics_listen(&self, port: Option<u16>) -> Option<SocketAddr> {
+        port.map(|port| SocketAddr::new(self.metrics_addr, port))
+    }
+
     /// The TCP ports one host may listen on at once must differ (LIM's UDP port may equal any).
     fn check_ports(&self) -> Result<(), ConfError> {
-        let tcp_ports = [
+        let metrics = self.metrics_ports;
+        let metrics_ports = [
+            ("LAVA_MBD_METRICS_PORT", metrics.mbd),
+            ("LAVA_SBD_METRICS_PORT", metrics.sbd),
+            ("LAVA_LIM_METRICS_PORT", metrics.lim),
+            ("LAVA_MXFSD_METRICS_PORT", metrics.mxfsd),
+            ("LAVA_COORD_METRICS_PORT", metrics.coord),
+        ];
+        let tcp_ports: Vec<(&str, u16)> = [
             ("LAVA_LIM_TCP_PORT", self.lim_tcp_port),
             ("LSB_MBD_PORT", self.mbd_port),
             ("LSB_SBD_PORT", self.sbd_port),
             ("LAVA_MXFSD_PORT", self.mxfsd_port),
             ("LAVA_COORD_PORT", self.coord_port),
-        ];
+        ]
+        .into_iter()
+        .chain(metrics_ports.into_iter().filter_map(|(key, port)| Some((key, port?))))
+        .collect();
         for (idx, (key, port)) in tcp_ports.iter().enumerate() {
             if let Some((other_key, _)) = tcp_ports[..idx].iter().find(|(_, other)| other == port) {
                 // Point at whichever of the two keys the file sets, so the message has a line.
@@ -403,6 +462,13 @@ impl Reader<'_> {
         match self.text(key) {
             None => Ok(default),
             Some((text, line)) => self.with_field(key, line, text, |field| field.integer(min, max)),
+        }
+    }
+
+    fn optional_port(&self, key: &str) -> Result<Option<u16>, ConfError> {
+        match self.text(key) {
+            None => Ok(None),
+            Some((text, line)) => self.with_field(key, line, text, |field| field.port()).map(Some),
         }
     }
 
@@ -573,6 +639,35 @@ mod tests {
         );
         let conf = conf("LSF_LIM_PORT=7000\nLAVA_LIM_TCP_PORT=7001\nLAVA_COORD_PORT=7000\n");
         assert_eq!(conf.lim_port, conf.coord_port);
+    }
+
+    #[test]
+    fn metrics_ports_are_off_unless_set() {
+        // Goal: no metrics port is the default; a set one listens on LAVA_METRICS_ADDR
+        // (127.0.0.1 unless set); a metrics port clashing with another TCP port, port 0 or a
+        // bad address is refused at its line.
+        let quiet = conf("X=1\n");
+        assert_eq!(quiet.metrics_ports, MetricsPorts::default());
+        assert_eq!(quiet.metrics_listen(quiet.metrics_ports.mbd), None);
+        let on = conf("LAVA_MBD_METRICS_PORT=9101\nLAVA_LIM_METRICS_PORT=9102\n");
+        assert_eq!(on.metrics_listen(on.metrics_ports.mbd), Some("127.0.0.1:9101".parse().expect("addr")));
+        assert_eq!(on.metrics_ports.lim, Some(9102));
+        let open = conf("LAVA_METRICS_ADDR=0.0.0.0\nLAVA_COORD_METRICS_PORT=9105\n");
+        assert_eq!(
+            open.metrics_listen(open.metrics_ports.coord),
+            Some("0.0.0.0:9105".parse().expect("addr"))
+        );
+        assert!(
+            error("LAVA_SBD_METRICS_PORT=6881\n")
+                .starts_with("/etc/lava/lsf.conf:1: `LAVA_SBD_METRICS_PORT` and `LSB_MBD_PORT`"),
+            "{}",
+            error("LAVA_SBD_METRICS_PORT=6881\n")
+        );
+        assert!(
+            error("LAVA_MXFSD_METRICS_PORT=0\n")
+                .starts_with("/etc/lava/lsf.conf:1: `LAVA_MXFSD_METRICS_PORT`")
+        );
+        assert!(error("LAVA_METRICS_ADDR=here\n").starts_with("/etc/lava/lsf.conf:1: `LAVA_METRICS_ADDR`"));
     }
 
     #[test]

@@ -125,6 +125,8 @@ pub struct SyncStats {
     pub max_us: u64,
     /// Records they made durable.
     pub events: u64,
+    /// Their times by bucket, for the metrics' histogram.
+    pub buckets: crate::metrics::LatencyBuckets,
 }
 
 /// The running snapshot: its preparation, write and prune.
@@ -268,6 +270,7 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
             stats.count += 1;
             stats.total_us = stats.total_us.saturating_add(us);
             stats.max_us = stats.max_us.max(us);
+            stats.buckets.observe(us);
             stats.events += target.saturating_sub(from);
         }
         self.durable_through = self.durable_through.max(target);

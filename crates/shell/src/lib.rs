@@ -18,6 +18,10 @@
 //!   (mbatchd's `lsb.events`, the coordinator's WAL), and [`startup::PathError`] / [`startup::ListenError`], the errors naming
 //!   the path or address that the daemons' own error types wrap.
 //!
+//! - [`metrics`]: the metrics endpoint (the Prometheus text exposition of a daemon's
+//!   figures over a small HTTP/1 listener behind a gate), used by all five daemons when
+//!   lsf.conf names their metrics port.
+//!
 //! It sits beside `lava-net` on the shell side of the layering and may use tokio.
 //!
 //! It must never decide anything a daemon's logic or its shell decides: it knows no event,
@@ -28,6 +32,7 @@
 #![deny(missing_docs)]
 
 pub mod group_commit;
+pub mod metrics;
 pub mod readiness;
 pub mod signals;
 pub mod space;
