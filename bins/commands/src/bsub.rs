@@ -30,8 +30,10 @@
 //!   The current directory otherwise. Either is sent relative to the home
 //!   directory when inside it, as LSF does.
 //! - `-R res_req`, `-w dependency`, `-J "name[1-10]"`: sent as typed; mbatchd
-//!   parses and judges them (a bad one is refused with its message). A later
-//!   `-R` replaces an earlier one.
+//!   parses and judges them (a bad one is refused with its message). Several
+//!   `-R` are merged into one string as LSF merges them
+//!   ([`lava_batch_ll::resreq::merge`]); `-R` on the command line replaces the
+//!   script's `#BSUB -R` (merged among themselves) as a whole.
 //! - `-x`: exclusive use of the hosts. `-H`: submitted held (PSUSP).
 //! - `-b [[[YYYY:][MM:]DD:]hh:]mm`: not dispatched before that local time (the
 //!   next such time; see [`crate::begin`]); sent in seconds since the epoch, and
@@ -61,6 +63,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use jiff::Zoned;
+use lava_batch_ll::resreq;
 use lava_batch_wire::{self as wire, Operation, SubmitRequest};
 use lava_conf::LimitUnit;
 
@@ -188,7 +191,7 @@ pub struct SubmitOptions {
     pub mem_limit: Option<String>,
     /// `-H`.
     pub hold: bool,
-    /// `-R`, as typed.
+    /// `-R`, as typed (several merged).
     pub res_req: Option<String>,
     /// `-w`, as typed.
     pub dependency: Option<String>,
@@ -248,7 +251,15 @@ impl SubmitOptions {
             "x" => self.exclusive = true,
             "q" => self.queue = Some(value),
             "J" => self.job_name = Some(value),
-            "R" => self.res_req = Some(value),
+            "R" => {
+                // LSF merges several -R of one submission into one string (resreq::merge).
+                let merged = match self.res_req.take() {
+                    Some(before) => resreq::merge(&[&before, &value])
+                        .map_err(|_| BsubError::Value(resreq::BAD_RESREQ_MESSAGE.to_owned()))?,
+                    None => value,
+                };
+                self.res_req = Some(merged);
+            }
             "w" => self.dependency = Some(value),
             "E" => self.pre_exec = Some(nonempty(value, "Bad pre-execution command")?),
             "L" => {
@@ -847,6 +858,23 @@ mod tests {
         let (options, _) = submit_args(&["-R", "span[hosts=1]", "-N", "-u", "me@x", "true"]);
         assert_eq!(options.ignored, strings(&["-N", "-u me@x"]));
         assert_eq!(options.res_req.as_deref(), Some("span[hosts=1]"));
+    }
+
+    // Goal: several -R merge into one string as LSF merges them (Snakemake passes
+    // `-R rusage[mem=M] -R span[hosts=1]`), in #BSUB lines too; two that cannot be
+    // merged stop the submission with LSF's words.
+    #[test]
+    fn several_res_reqs_merge() {
+        let (options, _) =
+            submit_args(&["-R", "rusage[mem=1000]", "-R", "span[hosts=1]", "-R", "mem>10", "x"]);
+        assert_eq!(options.res_req.as_deref(), Some("select[mem>10] rusage[mem=1000] span[hosts=1]"));
+        let script =
+            parse_script("#BSUB -R \"rusage[mem=2GB]\"\n#BSUB -R \"select[cs]\"\nrun\n").expect("script");
+        assert_eq!(script.options.res_req.as_deref(), Some("select[cs] rusage[mem=2GB]"));
+        assert_eq!(
+            parse_args(&strings(&["-R", "span[hosts=1]", "-R", "span[ptile=2]", "x"])),
+            Err(BsubError::Value("Bad resource requirement syntax".to_owned()))
+        );
     }
 
     // Goal: -R, -w, -J arrays, -x, -L, -E, -b, -K and -env reach the request as

@@ -197,6 +197,8 @@ pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
     config.max_pend_jobs = conf.params.max_pend_jobs;
     config.max_job_bytes = conf.params.max_job_bytes;
     config.max_pend_bytes = conf.params.max_pend_bytes;
+    // LSF: `-R` amounts are in MB unless LSF_UNIT_FOR_LIMITS names a larger unit.
+    config.resreq_unit_mb = (conf.lsf.unit_for_limits.kb() >> 10).max(1);
     config.user_limits = user_limits(conf)?;
     config.validate()?;
     Ok(config)

@@ -14,9 +14,19 @@
 //!   number index, best being the lowest for the indices that grow with load
 //!   (`r15s r1m r15m ut pg io ls`) and the highest for the others; `-key`
 //!   reverses that.
-//! - `rusage[mem=N, swp=N, tmp=N]` (`,` or `:` between items; MB unless a unit
-//!   `KB MB GB TB` follows): what the job reserves on each of its hosts.
+//! - `rusage[mem=N, swp=N, tmp=N]` (`,` or `:` between items): what the job
+//!   reserves on each of its hosts.
 //! - `span[hosts=1]` (all slots on one host) or `span[ptile=N]` (N slots per host).
+//!
+//! Memory amounts, in a `select` comparison with `mem swp tmp maxmem maxswp
+//! maxtmp` and in `rusage`, may carry a unit (`select[mem>100MB]`,
+//! `rusage[mem=2GB]`; `K KB M MB G GB T TB`, any case, powers of 1024). Without
+//! one, `mem swp maxmem maxswp` are in the cluster's unit for `-R` (MB, or
+//! `LSF_UNIT_FOR_LIMITS` when that is larger: [`ResReq::parse_with_unit`]) and
+//! `tmp maxtmp` in MB, as in LSF (whose `tmp` follows the unit only with
+//! `LSF_ENABLE_TMP_UNIT`). A unit after any other number is an error.
+//!
+//! [`merge`] joins several `-R` strings of one `bsub` into one, as LSF does.
 //!
 //! Everything else (`same[]`, `cu[]`, a duplicated section, an unknown index
 //! in an order or a rusage, a bare number used as a condition) is a syntax
@@ -70,6 +80,19 @@ impl NumIndex {
             "maxtmp" => NumIndex::Maxtmp,
             _ => return None,
         })
+    }
+
+    /// Whether its values are amounts of memory or disk, which may carry a unit.
+    pub fn is_amount(self) -> bool {
+        matches!(self, NumIndex::Maxmem | NumIndex::Maxswp | NumIndex::Maxtmp)
+            || matches!(self, NumIndex::Load(idx) if matches!(usize::from(idx), LOAD_MEM | LOAD_SWP | LOAD_TMP))
+    }
+
+    /// Whether its amounts without a unit are in the cluster's unit for `-R`
+    /// (`mem swp maxmem maxswp`) rather than MB (`tmp maxtmp`).
+    fn follows_unit(self) -> bool {
+        matches!(self, NumIndex::Maxmem | NumIndex::Maxswp)
+            || matches!(self, NumIndex::Load(idx) if matches!(usize::from(idx), LOAD_MEM | LOAD_SWP))
     }
 
     /// Whether a lower value is better (the index grows with load).
@@ -295,48 +318,32 @@ fn fail<T>(at: usize, problem: impl Into<String>) -> Result<T, ResReqError> {
 const SECTIONS: [&str; 7] = ["select", "order", "rusage", "span", "same", "cu", "affinity"];
 
 impl ResReq {
-    /// Parses `text` (empty or blank is no requirement).
+    /// Parses `text` (empty or blank is no requirement), memory amounts
+    /// without a unit being MB.
     pub fn parse(text: &str) -> Result<ResReq, ResReqError> {
+        ResReq::parse_with_unit(text, 1)
+    }
+
+    /// Parses `text`, `mem`, `swp`, `maxmem` and `maxswp` amounts without a unit
+    /// being in units of `unit_mb` MB (1 for MB, 1024 for `LSF_UNIT_FOR_LIMITS=GB`).
+    pub fn parse_with_unit(text: &str, unit_mb: u64) -> Result<ResReq, ResReqError> {
         let mut req = ResReq::default();
         let mut seen: Vec<&str> = Vec::new();
-        let mut pos = skip_blanks(text, 0);
-        while pos < text.len() {
-            match section_at(text, pos) {
-                Some((name, body_start)) => {
-                    let Some(close) = text[body_start..].find(']').map(|i| body_start + i) else {
-                        return fail(pos, format!("`{name}[` has no closing `]`"));
-                    };
-                    if seen.contains(&name) {
-                        return fail(pos, format!("section `{name}` appears twice"));
-                    }
-                    seen.push(name);
-                    req.section(name, &text[body_start..close], body_start)?;
-                    pos = close + 1;
-                    if pos < text.len() && !text[pos..].starts_with(char::is_whitespace) {
-                        return fail(pos, "sections must be separated by blanks");
-                    }
-                }
-                None if seen.is_empty() => {
-                    // A bare expression is the select section; it ends where a section begins.
-                    let end = (pos..text.len())
-                        .find(|at| text.is_char_boundary(*at) && bare_end(text, *at))
-                        .unwrap_or(text.len());
-                    seen.push("select");
-                    req.select = Some(parse_select(&text[pos..end], pos)?);
-                    pos = end;
-                }
-                None => return fail(pos, "expected a section such as `select[...]`"),
+        for (name, body, at) in split_sections(text)? {
+            if seen.contains(&name) {
+                return fail(at, format!("section `{name}` appears twice"));
             }
-            pos = skip_blanks(text, pos);
+            seen.push(name);
+            req.section(name, body, at, unit_mb as f64)?;
         }
         Ok(req)
     }
 
-    fn section(&mut self, name: &str, body: &str, at: usize) -> Result<(), ResReqError> {
+    fn section(&mut self, name: &str, body: &str, at: usize, unit_mb: f64) -> Result<(), ResReqError> {
         match name {
-            "select" => self.select = Some(parse_select(body, at)?),
+            "select" => self.select = Some(parse_select(body, at, unit_mb)?),
             "order" => self.order = parse_order(body, at)?,
-            "rusage" => self.rusage_mb = parse_rusage(body, at)?,
+            "rusage" => self.rusage_mb = parse_rusage(body, at, unit_mb)?,
             "span" => self.span = parse_span(body, at)?,
             other => return fail(at, format!("section `{other}` is not supported")),
         }
@@ -363,6 +370,89 @@ fn skip_blanks(text: &str, pos: usize) -> usize {
     text[pos..].find(|c: char| !c.is_whitespace()).map_or(text.len(), |i| pos + i)
 }
 
+/// The sections of `text` in their order: name, body and the body's offset. A
+/// bare expression before any section is the `select` section's body.
+fn split_sections(text: &str) -> Result<Vec<(&'static str, &str, usize)>, ResReqError> {
+    let mut out = Vec::new();
+    let mut pos = skip_blanks(text, 0);
+    while pos < text.len() {
+        match section_at(text, pos) {
+            Some((name, body_start)) => {
+                let Some(close) = text[body_start..].find(']').map(|i| body_start + i) else {
+                    return fail(pos, format!("`{name}[` has no closing `]`"));
+                };
+                out.push((name, &text[body_start..close], body_start));
+                pos = close + 1;
+                if pos < text.len() && !text[pos..].starts_with(char::is_whitespace) {
+                    return fail(pos, "sections must be separated by blanks");
+                }
+            }
+            None if out.is_empty() => {
+                // A bare expression is the select section; it ends where a section begins.
+                let end = (pos..text.len())
+                    .find(|at| text.is_char_boundary(*at) && bare_end(text, *at))
+                    .unwrap_or(text.len());
+                out.push(("select", &text[pos..end], pos));
+                pos = end;
+            }
+            None => return fail(pos, "expected a section such as `select[...]`"),
+        }
+        pos = skip_blanks(text, pos);
+    }
+    Ok(out)
+}
+
+/// Merges the `-R` strings of one submission into one, as LSF merges several
+/// `-R` options ("Specifying multiple -R options" in LSF's *Administering
+/// Platform LSF*, 7.3 and later): the `select` expressions are joined with
+/// `&&` (each in parentheses), the `order` keys and the `rusage` items are
+/// concatenated in the order given (a key or an index given twice is then
+/// refused, as LSF refuses one twice in one string), and `span`, `same`, `cu`
+/// and `affinity`, which cannot be combined, must be the same wherever they
+/// appear. Blank strings are skipped; a single string is returned as typed.
+/// The sections come out in LSF's order (`select order rusage span same cu
+/// affinity`), separated by one blank. Each string must be valid on its own as
+/// far as its sections go (one of each at most); the merged text is then what
+/// mbatchd parses and judges.
+pub fn merge(texts: &[&str]) -> Result<String, ResReqError> {
+    let texts: Vec<&str> = texts.iter().copied().filter(|t| !t.trim().is_empty()).collect();
+    if texts.len() <= 1 {
+        return Ok(texts.first().map(|t| (*t).to_owned()).unwrap_or_default());
+    }
+    let mut bodies: Vec<(&'static str, Vec<&str>)> =
+        SECTIONS.iter().map(|name| (*name, Vec::new())).collect();
+    let mut offset = 0;
+    for text in &texts {
+        let sections = split_sections(text).map_err(|e| ResReqError { at: e.at + offset, ..e })?;
+        for (idx, (name, body, at)) in sections.iter().enumerate() {
+            if sections[..idx].iter().any(|(other, _, _)| other == name) {
+                return fail(at + offset, format!("section `{name}` appears twice"));
+            }
+            let slot = bodies.iter_mut().find(|(n, _)| n == name).expect("a known section");
+            slot.1.push(body.trim());
+        }
+        offset += text.len() + 1;
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (name, parts) in bodies {
+        let body = match (name, parts.as_slice()) {
+            (_, []) => continue,
+            (_, [one]) => (*one).to_owned(),
+            ("select", many) => many.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" && "),
+            ("order", many) => many.join(":"),
+            ("rusage", many) => many.join(","),
+            (_, [first, rest @ ..]) => {
+                if let Some(other) = rest.iter().find(|p| *p != first) {
+                    return fail(0, format!("`{name}[{first}]` and `{name}[{other}]` cannot be merged"));
+                }
+                (*first).to_owned()
+            }
+        };
+        out.push(format!("{name}[{body}]"));
+    }
+    Ok(out.join(" "))
+}
+
 /// The section starting at `pos` (`name[`), with the offset of its body.
 fn section_at(text: &str, pos: usize) -> Option<(&'static str, usize)> {
     SECTIONS.iter().find_map(|name| {
@@ -380,6 +470,8 @@ fn bare_end(text: &str, at: usize) -> bool {
 #[derive(Clone, Debug, PartialEq)]
 enum Token {
     Num(f64),
+    /// A number with a memory unit, in MB.
+    Amount(f64),
     Name(String),
     Quoted(String),
     Op(&'static str),
@@ -401,8 +493,18 @@ fn tokens(body: &str, base: usize) -> Result<Vec<(usize, Token)>, ResReqError> {
             let Ok(value) = body[i..end].parse::<f64>() else {
                 return fail(at, format!("`{}` is not a number", &body[i..end]));
             };
-            out.push((at, Token::Num(value)));
-            i = end;
+            let unit_end =
+                body[end..].find(|c: char| !c.is_ascii_alphanumeric()).map_or(body.len(), |n| end + n);
+            match unit_factor_mb(&body[end..unit_end]) {
+                Some(factor) if unit_end > end => {
+                    out.push((at, Token::Amount(value * factor)));
+                    i = unit_end;
+                }
+                _ => {
+                    out.push((at, Token::Num(value)));
+                    i = end;
+                }
+            }
         } else if c.is_ascii_alphabetic() || c == b'_' {
             let end = body[i..]
                 .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
@@ -429,6 +531,7 @@ fn tokens(body: &str, base: usize) -> Result<Vec<(usize, Token)>, ResReqError> {
 /// An operand before its type is known.
 enum Term {
     Num(f64),
+    Amount(f64),
     Name(String),
     Quoted(String),
 }
@@ -437,6 +540,8 @@ struct Parser {
     tokens: Vec<(usize, Token)>,
     next: usize,
     end: usize,
+    /// MB per unit of a bare amount of `mem swp maxmem maxswp`.
+    unit_mb: f64,
 }
 
 impl Parser {
@@ -508,6 +613,7 @@ impl Parser {
         let at = self.at();
         let term = match self.peek().cloned() {
             Some(Token::Num(value)) => Term::Num(value),
+            Some(Token::Amount(mb)) => Term::Amount(mb),
             Some(Token::Name(name)) => Term::Name(name),
             Some(Token::Quoted(text)) => Term::Quoted(text),
             Some(Token::Op(op)) => return fail(at, format!("unexpected `{op}`")),
@@ -540,18 +646,25 @@ impl Parser {
         };
         self.next += 1;
         let (right_at, right) = self.term()?;
-        compare(left, op, right, at, right_at)
+        compare(left, op, right, at, right_at, self.unit_mb)
     }
 }
 
-fn compare(left: Term, op: CmpOp, right: Term, at: usize, right_at: usize) -> Result<Select, ResReqError> {
+fn compare(
+    left: Term,
+    op: CmpOp,
+    right: Term,
+    at: usize,
+    right_at: usize,
+    unit_mb: f64,
+) -> Result<Select, ResReqError> {
     let text_index = |term: &Term| match term {
         Term::Name(name) => TextIndex::named(name),
         _ => None,
     };
     let literal = |term: Term| match term {
         Term::Name(name) | Term::Quoted(name) => Some(name),
-        Term::Num(value) => Some(value.to_string()),
+        Term::Num(value) | Term::Amount(value) => Some(value.to_string()),
     };
     let equality = match op {
         CmpOp::Eq => Some(true),
@@ -566,19 +679,32 @@ fn compare(left: Term, op: CmpOp, right: Term, at: usize, right_at: usize) -> Re
         let Some(equal) = equality else { return fail(at, "a text compares only with `==` or `!=`") };
         return Ok(Select::Text(index, equal, literal(left).unwrap_or_default()));
     }
-    let number = |term: Term, at: usize| match term {
-        Term::Num(value) => Ok(NumOperand::Value(value)),
+    let index_of = |term: &Term| match term {
+        Term::Name(name) => NumIndex::named(name),
+        _ => None,
+    };
+    // A constant compared with an amount index is an amount: its unit, else the index's default.
+    let other = [index_of(&right), index_of(&left)];
+    let number = |term: Term, at: usize, other: Option<NumIndex>| match term {
+        Term::Num(value) => Ok(NumOperand::Value(match other {
+            Some(index) if index.follows_unit() => value * unit_mb,
+            _ => value,
+        })),
+        Term::Amount(mb) if other.is_some_and(NumIndex::is_amount) => Ok(NumOperand::Value(mb)),
+        Term::Amount(_) => {
+            fail(at, "a unit follows only an amount of mem, swp, tmp, maxmem, maxswp or maxtmp")
+        }
         Term::Name(name) => match NumIndex::named(&name) {
             Some(index) => Ok(NumOperand::Index(index)),
             None => fail(at, format!("`{name}` is not a load index or a static number")),
         },
         Term::Quoted(text) => fail(at, format!("\"{text}\" is not a number")),
     };
-    Ok(Select::Number(number(left, at)?, op, number(right, right_at)?))
+    Ok(Select::Number(number(left, at, other[0])?, op, number(right, right_at, other[1])?))
 }
 
-fn parse_select(body: &str, at: usize) -> Result<Select, ResReqError> {
-    let mut parser = Parser { tokens: tokens(body, at)?, next: 0, end: at + body.len() };
+fn parse_select(body: &str, at: usize, unit_mb: f64) -> Result<Select, ResReqError> {
+    let mut parser = Parser { tokens: tokens(body, at)?, next: 0, end: at + body.len(), unit_mb };
     if parser.tokens.is_empty() {
         return fail(at, "the select expression is empty");
     }
@@ -610,7 +736,7 @@ fn parse_order(body: &str, at: usize) -> Result<Vec<OrderKey>, ResReqError> {
     Ok(keys)
 }
 
-fn parse_rusage(body: &str, at: usize) -> Result<Rusage, ResReqError> {
+fn parse_rusage(body: &str, at: usize, unit_mb: f64) -> Result<Rusage, ResReqError> {
     let mut rusage = Rusage::default();
     let mut seen: Vec<&str> = Vec::new();
     let mut offset = at;
@@ -619,7 +745,8 @@ fn parse_rusage(body: &str, at: usize) -> Result<Rusage, ResReqError> {
             return fail(offset, format!("`{}` is not `name=value`", item.trim()));
         };
         let name = name.trim();
-        let Some(mb) = amount_mb(value.trim()) else {
+        let default_mb = if matches!(name, "mem" | "swp") { unit_mb } else { 1.0 };
+        let Some(mb) = amount_mb(value.trim(), default_mb) else {
             return fail(offset, format!("`{}` is not an amount such as 500 or 2GB", value.trim()));
         };
         let slot = match name {
@@ -638,19 +765,24 @@ fn parse_rusage(body: &str, at: usize) -> Result<Rusage, ResReqError> {
     Ok(rusage)
 }
 
-/// `500`, `1.5GB`, `200KB`: an amount in MB.
-fn amount_mb(text: &str) -> Option<f64> {
+/// `500` (in units of `default_mb` MB), `1.5GB`, `200KB`: an amount in MB.
+fn amount_mb(text: &str, default_mb: f64) -> Option<f64> {
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let value: f64 = number.parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0)?;
-    let factor = match unit.to_ascii_uppercase().as_str() {
-        "" | "M" | "MB" => 1.0,
+    let factor = if unit.is_empty() { default_mb } else { unit_factor_mb(unit)? };
+    Some(value * factor)
+}
+
+/// MB in one of the unit written `unit` (`K KB M MB G GB T TB`, any case).
+fn unit_factor_mb(unit: &str) -> Option<f64> {
+    Some(match unit.to_ascii_uppercase().as_str() {
+        "M" | "MB" => 1.0,
         "K" | "KB" => 1.0 / 1024.0,
         "G" | "GB" => 1024.0,
         "T" | "TB" => 1024.0 * 1024.0,
         _ => return None,
-    };
-    Some(value * factor)
+    })
 }
 
 fn parse_span(body: &str, at: usize) -> Result<Span, ResReqError> {
@@ -795,6 +927,69 @@ mod tests {
         assert!(ResReq::parse(&deep).expect_err("deep").problem.contains("nested deeper"));
     }
 
+    // Goal: memory amounts take LSF's units in select and rusage, and a bare amount of
+    // mem or swp is in the cluster's unit (MB, or LSF_UNIT_FOR_LIMITS when larger).
+    #[test]
+    fn units_of_amounts() {
+        check("select[mem>3900MB]", true);
+        check("select[mem>3.9GB]", true); // 3993.6 MB
+        check("select[mem > 4G]", false); // 4096 MB
+        check("select[mem>3000000KB]", true);
+        check("mem<4gb && ncpus>=8", true);
+        check("select[4000M <= mem]", true);
+        let gb = |text: &str| ResReq::parse_with_unit(text, 1024).expect(text);
+        assert!(gb("select[mem>3]").selects(&host())); // 3 GB < 4000 MB
+        assert!(!gb("select[mem>4]").selects(&host()));
+        assert!(gb("select[mem>3900MB]").selects(&host()));
+        assert_eq!(
+            ResReq::parse("rusage[mem=2GB:swp=512K:tmp=1T]").expect("units").rusage_mb,
+            Rusage { mem: 2048.0, swp: 0.5, tmp: 1024.0 * 1024.0 }
+        );
+        // tmp stays in MB whatever the unit (LSF: only with LSF_ENABLE_TMP_UNIT).
+        assert_eq!(
+            gb("rusage[mem=2, swp=1, tmp=5]").rusage_mb,
+            Rusage { mem: 2048.0, swp: 1024.0, tmp: 5.0 }
+        );
+        for text in ["select[ut>1GB]", "select[ncpus>2K]", "select[mem>100QB]", "rusage[mem=2QB]"] {
+            assert!(ResReq::parse(text).is_err(), "{text}");
+        }
+    }
+
+    // Goal: several -R strings merge as LSF merges them: selects with &&, order keys and
+    // rusage items one after the other, span/same/cu/affinity only when they agree.
+    #[test]
+    fn several_strings_merge() {
+        let merged = |texts: &[&str]| merge(texts).unwrap_or_else(|e| panic!("{texts:?}: {e}"));
+        assert_eq!(merged(&["rusage[mem=100]", "span[hosts=1]"]), "rusage[mem=100] span[hosts=1]");
+        assert_eq!(
+            merged(&["span[hosts=1]", "select[mem>10] rusage[mem=5]"]),
+            "select[mem>10] rusage[mem=5] span[hosts=1]"
+        );
+        assert_eq!(
+            merged(&["mem>100 order[r15s]", "select[cs]", "order[ut]"]),
+            "select[(mem>100) && (cs)] order[r15s:ut]"
+        );
+        assert_eq!(merged(&["rusage[mem=100]", "rusage[tmp=50]"]), "rusage[mem=100,tmp=50]");
+        assert_eq!(merged(&["span[ptile=2]", "span[ptile=2]"]), "span[ptile=2]");
+        assert_eq!(merged(&["  ", "select[a || b]"]), "select[a || b]");
+        assert_eq!(merged(&["cs || fast"]), "cs || fast");
+        assert_eq!(merged(&[]), "");
+        // What merges parses, and means what the pieces meant together.
+        let req = ResReq::parse(&merged(&["rusage[mem=2GB]", "span[hosts=1]", "mem>1000"])).expect("merged");
+        assert_eq!((req.rusage_mb.mem, req.span), (2048.0, Span::OneHost));
+        assert!(req.selects(&host()));
+        assert!(!ResReq::parse(&merged(&["mem>1000", "cs", "slow"])).expect("merged").selects(&host()));
+        // The same index twice is refused once merged, as in one string.
+        assert!(ResReq::parse(&merged(&["rusage[mem=1]", "rusage[mem=2]"])).is_err());
+        for texts in [
+            &["span[hosts=1]", "span[ptile=2]"][..],
+            &["select[cs] select[fast]", "order[ut]"],
+            &["order[ut]", "select[cs"],
+        ] {
+            assert!(merge(texts).is_err(), "{texts:?}");
+        }
+    }
+
     // Goal: order keys know which way is best.
     #[test]
     fn best_first_direction() {
@@ -811,6 +1006,7 @@ mod tests {
             if let Err(error) = ResReq::parse(&text) {
                 prop_assert!(error.at <= text.len());
             }
+            let _ = merge(&[&text, "span[hosts=1]", &text]);
         }
 
         // Goal: text made of the grammar's own pieces never panics either, and what parses evaluates.

@@ -278,6 +278,9 @@ pub struct MbdConfig {
     /// `LAVA_MAX_PEND_BYTES` of `lsb.params` (LavaCore's): what one user's pending jobs
     /// may hold together, in bytes (`Job::pending_bytes`).
     pub max_pend_bytes: u64,
+    /// MB in the unit of a memory amount written without one in `-R` (`mem`, `swp`):
+    /// 1, or `LSF_UNIT_FOR_LIMITS` when that is larger than MB (1024 for GB), as in LSF.
+    pub resreq_unit_mb: u64,
 }
 
 impl MbdConfig {
@@ -301,6 +304,7 @@ impl MbdConfig {
             user_limits: UserLimits::default(),
             max_job_bytes: MAX_JOB_BYTES_DEFAULT,
             max_pend_bytes: MAX_PEND_BYTES_DEFAULT,
+            resreq_unit_mb: 1,
         }
     }
 

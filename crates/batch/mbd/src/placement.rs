@@ -221,6 +221,9 @@ impl PendReason {
 pub(crate) struct ResReqCache {
     by_text: HashMap<String, u32>,
     parsed: Vec<Option<ResReq>>,
+    /// The unit the strings were parsed in (`MbdConfig::resreq_unit_mb`); another
+    /// (after a reconfiguration) starts the cache again.
+    unit_mb: u64,
 }
 
 /// The requirement of a job without `-R`.
@@ -229,15 +232,18 @@ const NO_RESREQ: u32 = u32::MAX;
 impl ResReqCache {
     /// The index of `text`'s parse (`None` inside: it does not parse, which only a job
     /// logged before `-R` was checked can have).
-    fn index(&mut self, text: &str) -> u32 {
+    fn index(&mut self, text: &str, unit_mb: u64) -> u32 {
         if text.trim().is_empty() {
             return NO_RESREQ;
+        }
+        if self.unit_mb != unit_mb {
+            *self = ResReqCache { unit_mb, ..ResReqCache::default() };
         }
         if let Some(idx) = self.by_text.get(text) {
             return *idx;
         }
         let idx = u32::try_from(self.parsed.len()).expect("bounded by RESREQ_CACHE_MAX");
-        self.parsed.push(ResReq::parse(text).ok());
+        self.parsed.push(ResReq::parse_with_unit(text, unit_mb).ok());
         self.by_text.insert(text.to_owned(), idx);
         idx
     }
@@ -571,7 +577,7 @@ impl<'a> Pass<'a> {
     }
 
     fn rusage_of(&mut self, job: &Job) -> Rusage {
-        let idx = self.reqs.index(&job.spec.request().res_req);
+        let idx = self.reqs.index(&job.spec.request().res_req, self.mbd.config.resreq_unit_mb);
         self.reqs.get(idx).map(|req| req.rusage_mb).unwrap_or_default()
     }
 
@@ -602,7 +608,7 @@ impl<'a> Pass<'a> {
             self.reasons.insert(id, PendReason::Job(reason));
             return;
         }
-        let req_idx = self.reqs.index(&job.spec.request().res_req);
+        let req_idx = self.reqs.index(&job.spec.request().res_req, self.mbd.config.resreq_unit_mb);
         let candidates = self.candidates_for(req_idx, queue_idx, job.spec.hosts());
         let avoided = self.mbd.links.avoid.get(&id);
         // The user is part of the shape only where a host limits users (JL/U).
@@ -936,7 +942,7 @@ impl Mbd {
         if let Some(counts) = asked.get(&key) {
             return Some(PendReason::Hosts(counts.clone()));
         }
-        let req = ResReq::parse(&request.res_req).ok();
+        let req = ResReq::parse_with_unit(&request.res_req, self.config.resreq_unit_mb).ok();
         let mut reasons = Vec::with_capacity(self.config.hosts.len());
         for (config, (unusable, reserved)) in self.config.hosts.iter().zip(&end.hosts) {
             let view = HostView {

@@ -169,7 +169,7 @@ impl Mbd {
                 self.config.resources.iter().any(|r| r == name)
                     || self.config.hosts.iter().any(|h| h.resources.iter().any(|r| r == name))
             };
-            match ResReq::parse(&request.res_req) {
+            match ResReq::parse_with_unit(&request.res_req, self.config.resreq_unit_mb) {
                 Ok(req) if req.resource_names().into_iter().all(known) => {}
                 _ => return Err(BAD_RESREQ_MESSAGE),
             }
