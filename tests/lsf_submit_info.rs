@@ -128,3 +128,54 @@ fn several_res_reqs_are_merged_and_keep_their_units() {
     assert_eq!(out.status.code(), Some(255), "{}", text(&out));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "Bad resource requirement syntax. Job not submitted.\n");
 }
+
+// Goal: PSI/J's `bsub /path/to/script.job` (mode 0644) runs the script with its #BSUB
+// options under the shipped LSB_BSUB_PARSE_SCRIPT=Y, an executable script keeps running
+// as a command with its #BSUB options too, and LSB_BSUB_PARSE_SCRIPT=N in the
+// environment runs the 0644 file as a command (the shell refuses it: exit 126).
+// Method: each script writes a file; bjobs shows the #BSUB job name and the exit.
+#[test]
+fn bsub_reads_a_script_file_named_as_the_command() {
+    let batch = Batch::start(false, |cluster| {
+        assert_eq!(cluster.lsf_conf_value("LSB_BSUB_PARSE_SCRIPT").as_deref(), Some("Y"), "shipped");
+    });
+    let dir = batch.cluster.dir();
+    let script = dir.join("script.job");
+    let marker = dir.join("psij.out");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n#BSUB -J psij_job\n#BSUB -o {out}\necho from the body > {marker}\nexit 3\n#BSUB -P late_project\n",
+            out = dir.join("psij.stdout").display(),
+            marker = marker.display()
+        ),
+    )
+    .expect("write the script");
+    util::chmod(&script, 0o644);
+    let job = batch.submit(&[script.to_str().expect("a UTF-8 path")]);
+    assert_eq!(batch.wait_for(job, &["EXIT", "DONE"]), "EXIT");
+    assert_eq!(batch.field(job, "job_name proj_name exit_code"), "psij_job late_project 3");
+    assert_eq!(std::fs::read_to_string(&marker).expect("the script ran"), "from the body\n");
+
+    let exe = dir.join("run.sh");
+    std::fs::write(&exe, "#!/bin/sh\n#BSUB -J exe_job\ntouch \"$0.ran\"\n").expect("write");
+    util::chmod(&exe, 0o755);
+    let job = batch.submit(&[exe.to_str().expect("a UTF-8 path")]);
+    batch.wait_for(job, &["DONE"]);
+    assert_eq!(batch.field(job, "job_name"), "exe_job");
+    assert!(dir.join("run.sh.ran").exists(), "run as the command named: $0 is the script");
+
+    let out = batch
+        .cluster
+        .command(util::mbatchd_bin().with_file_name("bsub"))
+        .arg(&script)
+        .env("LSB_BSUB_PARSE_SCRIPT", "N")
+        .current_dir(dir)
+        .output()
+        .expect("run bsub");
+    assert!(out.status.success(), "{}", text(&out));
+    let job = util::submitted_job_id(&stdout(&out));
+    batch.wait_for(job, &["EXIT"]);
+    assert_eq!(batch.field(job, "exit_code"), "126");
+    assert_ne!(batch.field(job, "job_name"), "psij_job");
+}

@@ -19,6 +19,18 @@
 //! neither blank nor a comment; a `#BSUB` line ending in `\` continues on the
 //! next line; an unknown option in a `#BSUB` line is an error, as in LSF.
 //!
+//! # `bsub job_script`
+//! With `LSB_BSUB_PARSE_SCRIPT=Y` (environment, else lsf.conf; the shipped
+//! lsf.conf sets it), a command line of one operand naming a readable text file
+//! ([`read_script_file`]) is a job script, as in LSF 10: its `#BSUB` lines are
+//! options wherever they stand (LSF's example has one after the commands),
+//! which the command line overrides as for `bsub < script`. A file the user may
+//! not execute (PSI/J's mode 0644 `script.job`) is submitted as a piped script
+//! is, its text the command; an executable one is still submitted as the
+//! command named, so that its own `#!` interpreter runs it. Anything else (a
+//! binary, a folder, no such file, several operands) is a command, as without
+//! the parameter.
+//!
 //! # Values
 //! - `-W [hh:]mm`: run limit, sent in seconds.
 //! - `-M mem`: memory limit in `LSF_UNIT_FOR_LIMITS` (KB by default), or with
@@ -354,7 +366,19 @@ pub struct Script {
 
 /// Reads the `#BSUB` lines at the top of `script` (see the module documentation).
 pub fn parse_script(script: &str) -> Result<Script, BsubError> {
+    scan_script(script, true)
+}
+
+/// Reads the `#BSUB` lines of a job script named on the command line
+/// (`LSB_BSUB_PARSE_SCRIPT=Y`): wherever they are, as LSF's documentation of
+/// `bsub job_script` shows (a `#BSUB` line after the commands still counts).
+pub fn parse_job_script_file(script: &str) -> Result<Script, BsubError> {
+    scan_script(script, false)
+}
+
+fn scan_script(script: &str, stop_at_command: bool) -> Result<Script, BsubError> {
     let mut options = SubmitOptions::default();
+    let mut has_command = false;
     let mut lines = script.lines().enumerate();
     while let Some((line_idx, line)) = lines.next() {
         let trimmed = line.trim_start();
@@ -362,7 +386,11 @@ pub fn parse_script(script: &str) -> Result<Script, BsubError> {
             continue;
         }
         let Some(comment) = trimmed.strip_prefix('#') else {
-            return Ok(Script { options, has_command: true });
+            has_command = true;
+            if stop_at_command {
+                break;
+            }
+            continue;
         };
         let Some(directive) = comment.trim_start().strip_prefix("BSUB") else { continue };
         let mut directive = directive.trim_start().to_owned();
@@ -398,7 +426,86 @@ pub fn parse_script(script: &str) -> Result<Script, BsubError> {
             }
         }
     }
-    Ok(Script { options, has_command: false })
+    Ok(Script { options, has_command })
+}
+
+/// What `bsub job_script` finds at its one operand with `LSB_BSUB_PARSE_SCRIPT=Y`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScriptFile {
+    /// A text file the user may not execute (PSI/J's mode 0644 `script.job`): its
+    /// text is the job script, as with `bsub < file`.
+    Body(String),
+    /// An executable text file: its `#BSUB` lines count, and it is run as the command
+    /// named (so its own `#!` interpreter runs it).
+    Executable(String),
+}
+
+/// The job script at `path` (relative to the current directory), or `None` when
+/// the operand is to be run as a command: not a regular file, unreadable, or
+/// binary (a NUL byte, or not UTF-8; LSF: "an ASCII text file and not a binary
+/// file"). A script over the command size limit is an error.
+pub fn read_script_file(path: &Path) -> Result<Option<ScriptFile>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else { return Ok(None) };
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let limit = lava_batch_ll::COMMAND_BYTES_MAX;
+    let mut bytes = Vec::new();
+    let Ok(file) = std::fs::File::open(path) else { return Ok(None) };
+    if file.take(limit as u64 + 1).read_to_end(&mut bytes).is_err() {
+        return Ok(None);
+    }
+    if bytes.len() > limit {
+        return Err(format!("The job script is longer than {limit} bytes"));
+    }
+    if bytes.contains(&0) {
+        return Ok(None);
+    }
+    let Ok(text) = String::from_utf8(bytes) else { return Ok(None) };
+    Ok(Some(if meta.permissions().mode() & 0o111 != 0 {
+        ScriptFile::Executable(text)
+    } else {
+        ScriptFile::Body(text)
+    }))
+}
+
+/// The one operand of `args` when the command line has exactly one (`bsub
+/// [options] job_script`).
+fn sole_operand(args: &[String]) -> Option<String> {
+    let items = args::scan(args, SPECS, Order::StopAtFirstOperand).ok()?;
+    let mut operands = items.into_iter().filter_map(|item| match item {
+        Item::Operand(word) => Some(word),
+        Item::Opt(..) => None,
+    });
+    let first = operands.next()?;
+    operands.next().is_none().then_some(first)
+}
+
+/// `bsub job_script` under `LSB_BSUB_PARSE_SCRIPT=Y`: the options completed by the
+/// script's `#BSUB` lines and the command to submit, or `None` to submit the
+/// command line as it is.
+fn job_script_submission(
+    args: &[String],
+    options: &SubmitOptions,
+) -> Result<Option<(SubmitOptions, String)>, BsubError> {
+    let enabled = client::load_config()
+        .ok()
+        .is_some_and(|config| client::is_yes(client::lsf_param(&config, "LSB_BSUB_PARSE_SCRIPT").as_deref()));
+    let Some(operand) = sole_operand(args).filter(|_| enabled) else { return Ok(None) };
+    let (text, command) = match read_script_file(Path::new(&operand)).map_err(BsubError::Value)? {
+        None => return Ok(None),
+        Some(ScriptFile::Executable(text)) => (text, command_line(&[operand])),
+        Some(ScriptFile::Body(text)) => {
+            let command = text.clone();
+            (text, command)
+        }
+    };
+    let script = parse_job_script_file(&text)?;
+    if !script.has_command {
+        return Err(BsubError::Value("No command is specified in the script file".to_owned()));
+    }
+    Ok(Some((options.clone().or(script.options), command)))
 }
 
 /// The command line of `args`, quoted as LSF's `CopyCommand` does: the first
@@ -620,7 +727,11 @@ fn run(term: &mut Term) -> Done {
             term.err(term::VERSION_LINE);
             return Done::Plain(true);
         }
-        Ok(Invocation::Submit(options, Some(command))) => (*options, command),
+        Ok(Invocation::Submit(options, Some(command))) => match job_script_submission(&args, &options) {
+            Ok(Some(submission)) => submission,
+            Ok(None) => (*options, command),
+            Err(error) => return report(term, error).into(),
+        },
         Ok(Invocation::Submit(options, None)) => match read_script(term) {
             Ok(script) => match parse_script(&script) {
                 Ok(Script { has_command: false, .. }) => {
@@ -982,6 +1093,53 @@ mod tests {
         );
         assert!(matches!(parse_script("#BSUB -q a b\ntrue\n"), Err(BsubError::Usage(_))));
         assert!(matches!(parse_script("#BSUB -W soon\ntrue\n"), Err(BsubError::Value(_))));
+    }
+
+    // Goal: a job script named on the command line (LSB_BSUB_PARSE_SCRIPT) has its
+    // #BSUB lines read wherever they are, as LSF's `bsub job_script` example shows.
+    #[test]
+    fn job_script_file_reads_every_bsub_line() {
+        let script = "#!/bin/sh\n#BSUB -n 2\nmyjob1 arg1\nmyjob2 arg2\n#BSUB -P myproj\n";
+        let parsed = parse_job_script_file(script).expect("LSF's example");
+        assert!(parsed.has_command);
+        assert_eq!((parsed.options.n_slots, parsed.options.project.as_deref()), (Some(2), Some("myproj")));
+        assert_eq!(parse_script(script).expect("piped").options.project, None);
+        assert!(!parse_job_script_file("#BSUB -q x\n\n# nothing\n").expect("empty").has_command);
+    }
+
+    // Goal: which files are job scripts: readable text files; a mode 0644 one is a
+    // body, an executable one keeps being run as a command; binaries, folders and
+    // missing files are left to run as commands.
+    #[test]
+    fn script_files_are_told_apart() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lava-bsub-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let write = |name: &str, bytes: &[u8], mode: u32| {
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).expect("write");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            path
+        };
+        let text = "#!/bin/bash\n#BSUB -J psij\necho hi\n";
+        assert_eq!(
+            read_script_file(&write("script.job", text.as_bytes(), 0o644)),
+            Ok(Some(ScriptFile::Body(text.to_owned())))
+        );
+        assert_eq!(
+            read_script_file(&write("run.sh", text.as_bytes(), 0o755)),
+            Ok(Some(ScriptFile::Executable(text.to_owned())))
+        );
+        assert_eq!(read_script_file(&write("prog", b"\x7fELF\x02\x01\x00\x00", 0o644)), Ok(None));
+        assert_eq!(read_script_file(&write("latin1", b"caf\xe9\n", 0o644)), Ok(None));
+        assert_eq!(read_script_file(&dir), Ok(None));
+        assert_eq!(read_script_file(&dir.join("missing")), Ok(None));
+        let big = vec![b'x'; lava_batch_ll::COMMAND_BYTES_MAX + 1];
+        assert!(read_script_file(&write("big", &big, 0o644)).is_err());
+        assert_eq!(sole_operand(&strings(&["-q", "a", "script.job"])).as_deref(), Some("script.job"));
+        assert_eq!(sole_operand(&strings(&["-q", "a", "sleep", "10"])), None);
+        assert_eq!(sole_operand(&strings(&["-q", "a"])), None);
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     // Goal: the command line overrides #BSUB field by field.

@@ -26,7 +26,7 @@
 //! | `LSF_RES_PORT` | [`LsfConf::res_port`]: kept for compatibility; LavaCore has no RES | 6878 |
 //! | `LSB_MBD_PORT` | [`LsfConf::mbd_port`] | 6881 |
 //! | `LSB_SBD_PORT` | [`LsfConf::sbd_port`] | 6882 |
-//! | `LSF_UNIT_FOR_LIMITS` | [`LsfConf::unit_for_limits`]: unit of MEMLIMIT and `bsub -M` | `KB` |
+//! | `LSF_UNIT_FOR_LIMITS` | [`LsfConf::unit_for_limits`]: unit of MEMLIMIT and `bsub -M`, and of `-R` memory amounts when larger than MB | `KB` |
 //! | `LSB_JOB_TMPDIR` | [`LsfConf::job_tmpdir`] | none |
 //!
 //! When a port key is absent LSF looks in `/etc/services`; we use the defaults above instead, so
@@ -55,7 +55,9 @@
 //! [`LsfConf::work_dir`] (`$LSB_SHAREDIR/<cluster>`), as Lava does.
 //!
 //! Environment variables do not override `lsf.conf` here (LSF lets a few do so); a daemon that
-//! wants that applies it itself. Every key, known or not, is readable with [`LsfConf::get`].
+//! wants that applies it itself. Every key, known or not, is readable with [`LsfConf::get`]:
+//! the commands read theirs so (`LSB_BSUB_PARSE_SCRIPT`, `LSB_BJOBS_FORMAT`,
+//! `LSB_BJOBS_CONSISTENT_EXIT_CODE`, ...; docs/commands.md).
 
 use std::ffi::OsStr;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
