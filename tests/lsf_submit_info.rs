@@ -179,3 +179,122 @@ fn bsub_reads_a_script_file_named_as_the_command() {
     assert_eq!(batch.field(job, "exit_code"), "126");
     assert_ne!(batch.field(job, "job_name"), "psij_job");
 }
+
+/// lsb.users with groups (one nested, one of `all`) and limits for root, a group and `default`.
+const LSB_USERS: &str = "Begin UserGroup\nGROUP_NAME  GROUP_MEMBER\nstaff       (root nobody)\n\
+everyone    (all)\nouter       (staff daemon)\nEnd UserGroup\n\n\
+Begin User\nUSER_NAME  MAX_JOBS  JL/P  MAX_PEND_JOBS\nroot       10        2     50\n\
+staff      20        -     -\ndefault    5         -     -\nEnd User\n";
+
+fn configdir() -> String {
+    format!("etc/lsbatch/{}/configdir", util::CLUSTER_NAME)
+}
+
+// Goal: busers counts the caller's job slots as LSF does (PEND holds PSUSP) with the
+// limits of lsb.users, a group's row adds up its members, `all` lists the default row,
+// `-w` the pending thresholds; bugroup and bmgroup list lsb.users' and lsb.hosts' groups
+// in OpenLava's layout; the errors are LSF's words with exit 255.
+// Method: a running and a held job of the test's user (root), then each command.
+#[test]
+fn busers_and_group_commands() {
+    let batch = Batch::start(false, |cluster| {
+        cluster.write_file(&format!("{}/lsb.users", configdir()), LSB_USERS);
+        cluster.write_file(
+            &format!("{}/lsb.hosts", configdir()),
+            "Begin Host\nHOST_NAME  MXJ  JL/U\ndefault    !    ()\nEnd Host\n\n\
+             Begin HostGroup\nGROUP_NAME  GROUP_MEMBER\nlocal_hosts (localhost)\nEnd HostGroup\n",
+        );
+    });
+    let id = std::process::Command::new("id").arg("-un").output().expect("run id");
+    let user = stdout(&id).trim().to_owned();
+    let running = batch.submit(&["-n", "2", "sleep", "60"]);
+    let held = batch.submit(&["-H", "true"]);
+    batch.wait_for(running, &["RUN"]);
+    assert_eq!(batch.field(held, "stat"), "PSUSP");
+    let header = "USER/GROUP          JL/P    MAX  NJOBS   PEND    RUN  SSUSP  USUSP    RSV\n";
+
+    let out = batch.run("busers", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let expected_row = if user == "root" {
+        "root                 2.0     10      3      1      2      0      0      0\n".to_owned()
+    } else {
+        format!("{user:<18}     -      5      3      1      2      0      0      0\n")
+    };
+    assert_eq!(stdout(&out), format!("{header}{expected_row}"));
+
+    let out = batch.run("busers", &["staff", "everyone", "all"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let listing = stdout(&out);
+    assert!(
+        listing.contains("\ndefault                -      5      -      -      -      -      -      -\n"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("\neveryone               -      -      3      1      2      0      0      0\n"),
+        "{listing}"
+    );
+    let staff_njobs = if user == "root" { 3 } else { 0 };
+    assert!(listing.contains(&format!("\nstaff                  -     20 {staff_njobs:>6}")), "{listing}");
+
+    let out = batch.run("busers", &["-w"]);
+    assert!(stdout(&out).starts_with("USER/GROUP           PEND  MPEND  PJOBS MPJOBS\n"), "{}", text(&out));
+    let out = batch.run("busers", &["no_such_user_xyz"]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "no_such_user_xyz: Bad user name\n");
+
+    let out = batch.run("bugroup", &[]);
+    assert_eq!(
+        stdout(&out),
+        "GROUP_NAME    USERS\nstaff        root nobody \neveryone     all users\nouter        staff/ daemon \n",
+        "{}",
+        text(&out)
+    );
+    let out = batch.run("bugroup", &["-r", "outer"]);
+    assert_eq!(stdout(&out), "GROUP_NAME    USERS\nouter        root nobody daemon \n", "{}", text(&out));
+    let out = batch.run("bugroup", &["nosuch"]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "nosuch: No such user/host group\n");
+    let out = batch.run("bmgroup", &["-w"]);
+    assert_eq!(stdout(&out), "GROUP_NAME    HOSTS\nlocal_hosts  localhost \n", "{}", text(&out));
+    assert!(out.status.success());
+}
+
+// Goal: bmgroup on a cluster without host groups, and lsinfo's three blocks from
+// lsf.shared (built-in resources first), a resource by name and an unknown one.
+#[test]
+fn lsinfo_and_empty_groups() {
+    let cluster = Cluster::new();
+    let out = run(&cluster, "bmgroup", &[]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "host group: No host group defined in the system\n");
+
+    let out = run(&cluster, "lsinfo", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = stdout(&out);
+    assert!(said.starts_with(
+        "RESOURCE_NAME   TYPE   ORDER  DESCRIPTION\nr15s          Numeric   Inc   15-second CPU run queue length\n"
+    ));
+    assert!(said.contains("\nmem           Numeric   Dec   Available memory (Mbytes)\n"), "{said}");
+    assert!(said.contains("\ncs            Boolean   N/A   Compute server\n"), "{said}");
+    assert!(
+        said.contains(
+            "\n\nTYPE_NAME\nx86_64_linux\naarch64_linux\n\nMODEL_NAME      CPU_FACTOR      ARCHITECTURE\n"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.ends_with(
+            "x86_64_default      100.00      x86_64_linux\naarch64_default     100.00      aarch64_linux\n"
+        ),
+        "{said}"
+    );
+
+    let out = run(&cluster, "lsinfo", &["mem", "nope"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        stdout(&out),
+        "RESOURCE_NAME   TYPE   ORDER  DESCRIPTION\nmem           Numeric   Dec   Available memory (Mbytes)\nnope: Resource name not found\n"
+    );
+    let out = run(&cluster, "lsinfo", &["-x"]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+}

@@ -43,6 +43,8 @@
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
 //! - [`bparams`]: lsb.params' values in effect.
 //! - [`lsclusters`]: the cluster's name, status, master, administrator and host counts.
+//! - [`busers`]: users' job slot counts (JOB_QUERY) and lsb.users' limits;
+//!   [`groups`]: `bugroup` and `bmgroup`; [`lsinfo`]: lsf.shared's resources, types, models.
 //! - [`showconf`]: `badmin showconf mbd` and `lsadmin showconf lim`, the configuration in effect.
 //! - [`bsubk`]: `bsub -K`, waiting for the job; [`begin`]: `bsub -b` times;
 //!   [`envspec`]: `bsub -env`.
@@ -72,16 +74,19 @@ pub mod bsub;
 pub mod bsubk;
 pub mod bswitch;
 pub mod btop;
+pub mod busers;
 pub mod client;
 pub mod control;
 pub mod envspec;
 pub mod fields;
 pub mod format;
+pub mod groups;
 pub mod host;
 pub mod jobid;
 pub mod lim;
 pub mod lsadmin;
 pub mod lsclusters;
+pub mod lsinfo;
 pub mod showconf;
 pub mod signal;
 pub mod term;

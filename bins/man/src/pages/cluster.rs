@@ -1,7 +1,7 @@
 //! The cluster commands: bhosts, bqueues, bparams, badmin, lsid, lsload, lshosts,
 //! lsadmin, lsclusters.
 
-use lava_commands::{bparams, lsclusters};
+use lava_commands::{bparams, busers, lsclusters, lsinfo};
 
 use super::{ENV_BATCH, ENV_CONF, EXIT_BATCH, FILES_BATCH, FILES_CONF, HELP, VERSION};
 use crate::lsf::{LsfPage, Opt, Parser, Sub};
@@ -55,6 +55,26 @@ const BPARAMS_OPTIONS: &[Opt] = &[
 ];
 
 const LSCLUSTERS_OPTIONS: &[Opt] = &[HELP, VERSION, Opt::flag("w", "Wide layout: no column is cut.")];
+
+const BUSERS_OPTIONS: &[Opt] =
+    &[HELP, VERSION, Opt::flag("w", "LSF 10's pending job thresholds: `PEND MPEND PJOBS MPJOBS`.")];
+
+const GROUP_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("r", "Lists a subgroup's members instead of its name, recursively."),
+    Opt::flag("w", "Wide layout: group names are not cut."),
+];
+
+const LSINFO_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("l", "A block per resource: type, order, interval, built-in, dynamic, release."),
+    Opt::flag("r", "The resources only."),
+    Opt::flag("t", "The host types only."),
+    Opt::flag("m", "The host models the cluster's hosts use."),
+    Opt::flag("M", "Every host model."),
+];
 
 const LSLOAD_OPTIONS: &[Opt] = &[
     Opt::flag("l", "Every load index, `io` included."),
@@ -312,6 +332,74 @@ Another cluster's name: `NAME: Unknown cluster name`.",
             environment: ENV_LIM,
             see_also: &["lsid(1)", "lshosts(1)", "bparams(1)"],
             ..page("lsclusters", "display information about the cluster", lsclusters::USAGE, Parser::Hand)
+        },
+        LsfPage {
+            options: BUSERS_OPTIONS,
+            description: "\
+Prints job slot counts and limits of users and user groups: the caller without operands,
+the named users and groups (a group's row adds up its members' jobs), or with `all` every
+user with jobs, every user and group of `lsb.users` and its `default` row. JL/P and MAX come
+from `lsb.users`; the counts from mbatchd (unfinished jobs; PEND holds PSUSP).",
+            output: "\
+    USER/GROUP          JL/P    MAX  NJOBS   PEND    RUN  SSUSP  USUSP    RSV
+    alice                  -     10      3      1      2      0      0      0
+
+An unknown name: `NAME: Bad user name`.",
+            exit_status: EXIT_BATCH,
+            environment: ENV_BATCH,
+            files: FILES_BATCH,
+            see_also: &["bugroup(1)", "bjobs(1)", "bqueues(1)"],
+            ..page("busers", "display information about users and user groups", busers::USAGE, Parser::Hand)
+        },
+        LsfPage {
+            options: GROUP_OPTIONS,
+            description: "\
+Prints the user groups of `lsb.users` and their members; a subgroup is shown `name/`.",
+            output: "\
+    GROUP_NAME    USERS
+    biology      alice bob chem/
+
+No group: `user group: No user group defined in the system`; an unknown name: `NAME: No such
+user/host group`.",
+            files: FILES_BATCH,
+            see_also: &["bmgroup(1)", "busers(1)"],
+            ..page(
+                "bugroup",
+                "display information about user groups",
+                "bugroup [-h] [-V] [-r] [-w] [group_name ...]",
+                Parser::Hand,
+            )
+        },
+        LsfPage {
+            options: GROUP_OPTIONS,
+            description: "\
+Prints the host groups of `lsb.hosts` and their members; a subgroup is shown `name/`.",
+            output: "\
+    GROUP_NAME    HOSTS
+    racks        hostA hostB
+
+No group: `host group: No host group defined in the system`; an unknown name: `NAME: No such
+user/host group`.",
+            files: FILES_BATCH,
+            see_also: &["bugroup(1)", "bhosts(1)"],
+            ..page(
+                "bmgroup",
+                "display information about host groups",
+                "bmgroup [-h] [-V] [-r] [-w] [group_name ...]",
+                Parser::Hand,
+            )
+        },
+        LsfPage {
+            options: LSINFO_OPTIONS,
+            description: "\
+Prints the cluster's resources (lim's built-in ones, then those of `lsf.shared`), its host
+types and its host models, read from the configuration. Resource names limit the first table
+to them; a name not found is reported as `NAME: Resource name not found`.",
+            output: "\
+    RESOURCE_NAME   TYPE   ORDER  DESCRIPTION
+    r15s          Numeric   Inc   15-second CPU run queue length",
+            see_also: &["lshosts(1)", "lsload(1)", "lsclusters(1)"],
+            ..page("lsinfo", "display load-sharing configuration information", lsinfo::USAGE, Parser::Hand)
         },
         LsfPage {
             options: LSLOAD_OPTIONS,

@@ -67,7 +67,9 @@ const BSUB_OPTIONS: &[Opt] = &[
     Opt::value(
         "R",
         "\"res_req\"",
-        "Resource requirement: `select[...] order[...] rusage[...] span[...]`, as LSF's.",
+        "Resource requirement: `select[...] order[...] rusage[...] span[...]`, as LSF's; several `-R` \
+         are merged (selects joined with `&&`, order keys and rusage items in turn). Memory amounts take \
+         `KB MB GB TB`; without one they are MB, or `LSF_UNIT_FOR_LIMITS` when larger.",
     ),
     Opt::value(
         "w",
@@ -132,7 +134,9 @@ Submits a job to the cluster's mbatchd, which queues it, chooses its host and ha
 sbatchd run it as the submitting user. The command line is the arguments after the options,
 quoted as LSF quotes them. Without a command, the job script is read from standard input
 (`bsub < script`): its leading `#BSUB` lines give options, which options on the command line
-override.
+override. With `LSB_BSUB_PARSE_SCRIPT=Y` (the shipped `lsf.conf`), a single operand naming a
+readable text file is a job script (`bsub script.job`): its `#BSUB` lines count wherever
+they stand, and a file the user may not execute is submitted as with `bsub < script.job`.
 
 Options follow LSF's syntax: one-letter options may be bundled (`-Hx`), a value may follow
 its letter (`-qnormal`), and options end at the command's first word (`bsub ls -l`).
@@ -163,6 +167,10 @@ The queue and project without `-q` and `-P`.
 
 @BSUB_QUIET, BSUB_QUIET2, BSUB_STDERR
 As in LSF: less output, or the submission line on standard error.
+
+@LSB_BSUB_PARSE_SCRIPT
+`Y` (environment, else `lsf.conf`): a script file named as the command is read as a job
+script.
 
 @LSF_ENVDIR, LAVA_RETRY_SECS, LSB_NTRIES
 As for every batch command: where `lsf.conf` is, and how long to retry (see `bjobs`(1)).",
