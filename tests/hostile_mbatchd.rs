@@ -77,6 +77,29 @@ fn idle_strangers_never_lock_out_commands_or_sbatchd() {
     assert!(grown < 16 * 1024, "mbatchd logged {grown} bytes for 1,100 idle connections");
 }
 
+/// Opens `n` connections to mbatchd, each announcing a 2 MiB SUBMIT_JOB frame and sending
+/// `part_bytes` of it (bounded writes: a connection mbatchd closed or stopped reading is
+/// left as it is).
+fn partial_first_frames(rig: &Rig, n: usize, part_bytes: usize) -> Vec<TcpStream> {
+    let mut header = Vec::new();
+    // Sequence, operation (SUBMIT_JOB), version, a 2 MiB length, status.
+    let submit = lava_batch_wire::Operation::SubmitJob.code();
+    for word in [1u32, submit, lava_batch_wire::BATCH_VERSION, 2 << 20, 0] {
+        header.extend_from_slice(&word.to_be_bytes());
+    }
+    let part = vec![0x55u8; part_bytes];
+    let mut streams = Vec::new();
+    for _ in 0..n {
+        let Ok(mut stream) = TcpStream::connect_timeout(&rig.cluster.mbd_addr(), IO_TIMEOUT) else {
+            continue;
+        };
+        stream.set_write_timeout(Some(Duration::from_millis(500))).expect("a write timeout");
+        let _sent = stream.write_all(&header).and_then(|()| stream.write_all(&part));
+        streams.push(stream);
+    }
+    streams
+}
+
 // Attack: many connections, each sending almost all of a large first frame within the
 // deadline (so that memory follows bytes actually received, and every one of them counts).
 // Goal: together they hold at most mbatchd's pre-authentication budget (64 MiB): once it is
@@ -86,23 +109,8 @@ fn idle_strangers_never_lock_out_commands_or_sbatchd() {
 fn large_first_frames_share_one_byte_budget() {
     let rig = Rig::start();
     let before = rig.rss_kib();
-    let mut header = Vec::new();
-    let submit = lava_batch_wire::Operation::SubmitJob.code();
-    let announced: u32 = 2 << 20;
-    for word in [1u32, submit, lava_batch_wire::BATCH_VERSION, announced, 0] {
-        header.extend_from_slice(&word.to_be_bytes());
-    }
     // 1.875 MiB of each 2 MiB frame: 100 of them would be 187 MiB held without the budget.
-    let part = vec![0x55u8; 15 << 17];
-    let mut streams = Vec::new();
-    for _ in 0..100 {
-        let Ok(mut stream) = TcpStream::connect_timeout(&rig.cluster.mbd_addr(), IO_TIMEOUT) else {
-            continue;
-        };
-        stream.set_write_timeout(Some(Duration::from_millis(500))).expect("a write timeout");
-        let _sent = stream.write_all(&header).and_then(|()| stream.write_all(&part));
-        streams.push(stream);
-    }
+    let mut streams = partial_first_frames(&rig, 100, 15 << 17);
     std::thread::sleep(Duration::from_millis(500));
     let grown = rig.rss_kib().saturating_sub(before);
     assert!(grown < 128 * 1024, "mbatchd grew by {grown} KiB for 100 large partial first frames");
@@ -122,22 +130,7 @@ fn large_first_frames_share_one_byte_budget() {
 fn announced_frame_sizes_reserve_no_memory() {
     let rig = Rig::start();
     let before = rig.rss_kib();
-    let mut header = Vec::new();
-    // Sequence, operation (SUBMIT_JOB), version, a 2 MiB length, status.
-    let submit = lava_batch_wire::Operation::SubmitJob.code();
-    for word in [1u32, submit, lava_batch_wire::BATCH_VERSION, 2 << 20, 0] {
-        header.extend_from_slice(&word.to_be_bytes());
-    }
-    let part = vec![0x55u8; 16 << 10];
-    let mut streams = Vec::new();
-    for _ in 0..400 {
-        let Ok(mut stream) = TcpStream::connect_timeout(&rig.cluster.mbd_addr(), IO_TIMEOUT) else {
-            continue;
-        };
-        stream.set_write_timeout(Some(Duration::from_millis(500))).expect("a write timeout");
-        let _sent = stream.write_all(&header).and_then(|()| stream.write_all(&part));
-        streams.push(stream);
-    }
+    let _streams = partial_first_frames(&rig, 400, 16 << 10);
     std::thread::sleep(Duration::from_millis(500));
     let grown = rig.rss_kib().saturating_sub(before);
     // 400 x 16 KiB were sent (6.4 MB); the announced 400 x 2 MiB would be 800 MB.
