@@ -409,23 +409,9 @@ pub fn main() -> std::process::ExitCode {
 fn run(term: &mut Term, args: Vec<String>) -> bool {
     let tz = TimeZone::system();
     let now = jiff::Timestamp::now().as_second();
-    let options = match parse_args(&args, now, &tz) {
-        Ok(Some(options)) => options,
-        Ok(None) if args.iter().any(|a| a == "-V") => {
-            term.err(term::VERSION_LINE);
-            return true;
-        }
-        Ok(None) => {
-            term.err(USAGE);
-            return true;
-        }
-        Err((message, with_usage)) => {
-            term.err(&format!("bacct: {message}\n"));
-            if with_usage {
-                term.err(USAGE);
-            }
-            return false;
-        }
+    let options = match term::options(term, "bacct", USAGE, &args, parse_args(&args, now, &tz)) {
+        Ok(options) => options,
+        Err(ok) => return ok,
     };
     let path = match &options.file {
         Some(path) => path.clone(),

@@ -216,23 +216,9 @@ pub fn main() -> ExitCode {
 }
 
 fn run(term: &mut Term, args: Vec<String>) -> bool {
-    let options = match parse_args(&args) {
-        Ok(Some(options)) => options,
-        Ok(None) if args.iter().any(|a| a == "-V") => {
-            term.err(term::VERSION_LINE);
-            return true;
-        }
-        Ok(None) => {
-            term.err(USAGE);
-            return true;
-        }
-        Err((message, with_usage)) => {
-            term.err(&format!("bhist: {message}\n"));
-            if with_usage {
-                term.err(USAGE);
-            }
-            return false;
-        }
+    let options = match term::options(term, "bhist", USAGE, &args, parse_args(&args)) {
+        Ok(options) => options,
+        Err(ok) => return ok,
     };
     let mut client = match client::load_config().and_then(|config| Client::from_env(&config)) {
         Ok(client) => client,

@@ -10,28 +10,14 @@ use crate::term::Term;
 
 /// What the job-control commands' parsers return: a request, `None` for `-h`/`-V`
 /// (or any option that only prints), or a message and whether the usage follows.
-pub type Parsed = Result<Option<wire::JobControlRequest>, (String, bool)>;
+pub type Parsed = crate::term::Parsed<wire::JobControlRequest>;
 
 /// Carries out `parsed` for command `name`: sends the request, or prints the
 /// version (`-V`) or `usage`, or the error (with the usage when it asks for it).
 pub fn run(term: &mut Term, name: &str, usage: &str, args: &[String], parsed: Parsed) -> bool {
-    match parsed {
-        Ok(Some(request)) => send(term, &request),
-        Ok(None) if args.iter().any(|a| a == "-V") => {
-            term.err(crate::term::VERSION_LINE);
-            true
-        }
-        Ok(None) => {
-            term.err(usage);
-            true
-        }
-        Err((message, with_usage)) => {
-            term.err(&format!("{name}: {message}\n"));
-            if with_usage {
-                term.err(usage);
-            }
-            false
-        }
+    match crate::term::options(term, name, usage, args, parsed) {
+        Ok(request) => send(term, &request),
+        Err(ok) => ok,
     }
 }
 

@@ -64,6 +64,40 @@ pub fn main_with(name: &str, run: impl FnOnce(&mut Term, Vec<String>) -> bool) -
     term.exit(ok)
 }
 
+/// What a command's argument parser found: its options, `None` when it only prints
+/// (`-h`, `-V`), or a message and whether the usage follows. [`options`] handles the last two.
+pub type Parsed<T> = Result<Option<T>, (String, bool)>;
+
+/// The options of `parsed`, or, when there are none to act on, `Err` with the command's
+/// outcome after printing what was asked: the version (`-V` among `args`), the `usage`, or
+/// `NAME: message` (with the usage when the parser asks for it).
+pub fn options<T>(
+    term: &mut Term,
+    name: &str,
+    usage: &str,
+    args: &[String],
+    parsed: Parsed<T>,
+) -> Result<T, bool> {
+    match parsed {
+        Ok(Some(options)) => Ok(options),
+        Ok(None) if args.iter().any(|a| a == "-V") => {
+            term.err(VERSION_LINE);
+            Err(true)
+        }
+        Ok(None) => {
+            term.err(usage);
+            Err(true)
+        }
+        Err((message, with_usage)) => {
+            term.err(&format!("{name}: {message}\n"));
+            if with_usage {
+                term.err(usage);
+            }
+            Err(false)
+        }
+    }
+}
+
 /// This process's arguments after the program name, or the first one that is
 /// not valid UTF-8 (every string of the protocol is UTF-8).
 pub fn arguments() -> Result<Vec<String>, String> {
