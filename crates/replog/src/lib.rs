@@ -1,0 +1,420 @@
+//! lava-replog: the replicated log of the master candidates (docs/failover.md).
+//!
+//! It owns consensus among the hosts of `LSF_MASTER_LIST` over one ordered log of opaque
+//! entries: which candidate leads, which entries are committed (held durably by a majority),
+//! and in which order every candidate applies them. The consensus itself is tikv's raft-rs
+//! ([`raft::RawNode`]), driven sans-IO: the caller hands in ticks, proposals and the
+//! candidates' messages, and [`Replica::drain`] hands back [`Effect`]s to carry out **in the
+//! order given** — make records durable, send messages, apply committed entries, restore a
+//! snapshot. Recovery rebuilds a replica from the records it made durable
+//! ([`Replica::recover`]), in the record format of [`record`].
+//!
+//! mbatchd and the coordinator share this one component (docs/failover.md, "One log for
+//! two daemons"): their entries are their event logs' records, their snapshots their
+//! snapshots; neither logic crate ever sees consensus, only an ordered log.
+//!
+//! # What it never does
+//! No I/O, no clock, no threads, no tokio: time is [`Replica::tick`], durability is the
+//! caller's [`Effect::Persist`], the network is the caller's [`Effect::Send`] and
+//! [`Replica::receive`]. No randomness: each candidate's election timeout is fixed by its
+//! rank in `LSF_MASTER_LIST` ([`Config::election_ticks_of`]), so a seeded run repeats
+//! exactly and the preferred candidate is the first to stand. It never interprets an
+//! entry's bytes.
+//!
+//! # The caller's contract
+//! 1. Carry out every effect of one [`Replica::drain`] in order, and all of them, before
+//!    handing the replica anything else. A [`Effect::Persist`] is complete only once its
+//!    records are durable (written and fsynced); effects after it may depend on that.
+//! 2. An entry counts as acknowledged only when it comes back as [`Effect::Apply`] with the
+//!    index *and term* [`Replica::propose`] returned. An `Apply` at that index with another
+//!    term means the proposal was lost with its leader's term: answer "not done, retry"
+//!    (a client's retried request then meets its own deduplication in the application).
+//! 3. On a restart, hand [`Replica::recover`] every record the candidate made durable, in
+//!    order, and the newest snapshot the application kept; the committed entries after the
+//!    snapshot come back as `Apply` effects of the first drains.
+
+pub mod record;
+mod store;
+
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
+use raft::{RawNode, StateRole};
+use thiserror::Error;
+
+use crate::record::{Record, StoredEntry};
+use crate::store::Store;
+
+/// A candidate's id: its rank in `LSF_MASTER_LIST`, 1 for the first (the preferred).
+pub type ReplicaId = u64;
+
+/// Largest message [`Replica::receive`] accepts, bytes: a bound on what a peer can make a
+/// candidate decode (messages come only from authenticated candidates, but a bug must not
+/// cost memory without bound).
+pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+
+/// How a replica is set up.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This candidate's rank, `1..=candidates`.
+    pub id: ReplicaId,
+    /// How many candidates there are (`LSF_MASTER_LIST`'s length); their ids are
+    /// `1..=candidates`.
+    pub candidates: u64,
+    /// Ticks between a leader's heartbeats.
+    pub heartbeat_ticks: usize,
+    /// Ticks without a leader before the first candidate stands for election; candidate `k`
+    /// waits `(k - 1) * rank_step_ticks` more ([`Config::election_ticks_of`]).
+    pub election_ticks: usize,
+    /// Extra ticks per rank.
+    pub rank_step_ticks: usize,
+    /// Most bytes of entries in one append message.
+    pub max_append_bytes: u64,
+    /// Most append messages in flight to one follower.
+    pub max_inflight: usize,
+}
+
+impl Config {
+    /// The defaults for candidate `id` of `candidates`: a heartbeat every tick, the first
+    /// election after 10 ticks, 4 more per rank (with the shell's 100 ms tick: a failover
+    /// starts 1 s after the last heartbeat from a dead leader).
+    pub fn new(id: ReplicaId, candidates: u64) -> Config {
+        Config {
+            id,
+            candidates,
+            heartbeat_ticks: 1,
+            election_ticks: 10,
+            rank_step_ticks: 4,
+            max_append_bytes: 1 << 20,
+            max_inflight: 256,
+        }
+    }
+
+    /// Candidate `id`'s fixed election timeout, in ticks.
+    pub fn election_ticks_of(&self, id: ReplicaId) -> usize {
+        self.election_ticks + (id.saturating_sub(1) as usize) * self.rank_step_ticks
+    }
+}
+
+/// What went wrong setting a replica up or recovering it.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The configuration names an impossible candidate set.
+    #[error("candidate {id} of {candidates}: ids run from 1 to the number of candidates (LSF_MASTER_LIST)")]
+    BadId { id: ReplicaId, candidates: u64 },
+    /// The durable records do not form a log (a gap, an entry before the snapshot it
+    /// follows, a term going back): the folder was damaged or mixed with another's.
+    #[error("record {record}: {what}")]
+    Damaged { record: usize, what: String },
+    /// raft-rs refused the state it was handed.
+    #[error("consensus core: {0}")]
+    Raft(#[from] raft::Error),
+}
+
+/// Why a proposal was not taken.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum Refused {
+    /// This candidate does not lead; `leader` is the one it believes leads, if any.
+    #[error("not the leader (leader: {leader:?})")]
+    NotLeader { leader: Option<ReplicaId> },
+}
+
+/// Why a message from a peer was dropped.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum BadMessage {
+    /// Over [`MESSAGE_BYTES_MAX`].
+    #[error("message of {0} bytes is over the limit")]
+    TooLarge(usize),
+    /// Not a raft message.
+    #[error("undecodable message: {0}")]
+    Undecodable(String),
+    /// From a candidate that does not exist, or for another one.
+    #[error("message from {from} to {to}: not a candidate's message for this one")]
+    Misaddressed { from: u64, to: u64 },
+}
+
+/// Something the caller must carry out, in the order [`Replica::drain`] returned them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Make these records durable (append, fsync), in order, before any later effect.
+    Persist(Vec<Record>),
+    /// Send this message to candidate `to`; it may be lost, duplicated or delayed.
+    Send { to: ReplicaId, message: Vec<u8> },
+    /// A committed entry: apply it to the application's state. Entries come in index order
+    /// with no gap; an empty `data` is the leader's own marker and carries nothing.
+    Apply { index: u64, term: u64, data: Vec<u8> },
+    /// A snapshot of the application's state through `index`, received from the leader
+    /// because this candidate was too far behind: keep it durably as the application's
+    /// newest snapshot (with its index and term), then replace the application's state with
+    /// it. The `Persist` of [`Record::Installed`] that follows must come after it.
+    Restore { index: u64, term: u64, data: Vec<u8> },
+}
+
+/// Where a proposal was placed: it is acknowledged when an `Apply` with this index and
+/// term comes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    pub index: u64,
+    pub term: u64,
+}
+
+/// The replica's view, for status and for routing clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    pub id: ReplicaId,
+    pub term: u64,
+    pub leader: Option<ReplicaId>,
+    pub is_leader: bool,
+    pub commit: u64,
+    pub applied: u64,
+    pub last_index: u64,
+}
+
+/// One candidate's replica of the log.
+pub struct Replica {
+    node: RawNode<Store>,
+    config: Config,
+    applied: u64,
+}
+
+impl Replica {
+    /// A brand-new candidate: empty log, every candidate a voter.
+    pub fn new(config: Config) -> Result<Replica, Error> {
+        Replica::recover(config, Vec::new(), None)
+    }
+
+    /// Rebuilds a candidate from the records it made durable (in the order made durable)
+    /// and the newest snapshot the application kept (`(index, term, data)`), as
+    /// [`record::rebuild`] reads them. The application's state must be the snapshot's (or
+    /// empty without one): the committed entries after it come back as `Apply` effects.
+    pub fn recover(
+        config: Config,
+        records: Vec<Record>,
+        snapshot: Option<(u64, u64, Vec<u8>)>,
+    ) -> Result<Replica, Error> {
+        if config.id == 0 || config.id > config.candidates {
+            return Err(Error::BadId { id: config.id, candidates: config.candidates });
+        }
+        let voters: Vec<u64> = (1..=config.candidates).collect();
+        let rebuilt = record::rebuild(records, snapshot.as_ref().map(|s| (s.0, s.1)))?;
+        let mut store = Store::new(ConfState::from((voters, Vec::<u64>::new())));
+        if let Some((index, term, data)) = snapshot {
+            store.install(index, term, data);
+        }
+        store.append(&rebuilt.entries.iter().map(to_entry).collect::<Vec<_>>());
+        store.set_hard_state(HardState {
+            term: rebuilt.term,
+            vote: rebuilt.vote,
+            commit: rebuilt.commit.max(store.snapshot_index()).min(store.last()),
+            ..HardState::default()
+        });
+        let applied = store.snapshot_index();
+
+        let timeout = config.election_ticks_of(config.id);
+        let raft_config = raft::Config {
+            id: config.id,
+            election_tick: config.election_ticks,
+            heartbeat_tick: config.heartbeat_ticks,
+            min_election_tick: timeout,
+            max_election_tick: timeout + 1,
+            applied,
+            max_size_per_msg: config.max_append_bytes,
+            max_inflight_msgs: config.max_inflight,
+            check_quorum: true,
+            pre_vote: true,
+            ..raft::Config::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let node = RawNode::new(&raft_config, store, &logger)?;
+        Ok(Replica { node, config, applied })
+    }
+
+    /// One tick of the caller's clock (the shell's 100 ms timer).
+    pub fn tick(&mut self) {
+        self.node.tick();
+    }
+
+    /// Proposes an entry. Only the leader takes one; it is acknowledged once it comes back
+    /// as an `Apply` with the returned place.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<Placed, Refused> {
+        if self.node.raft.state != StateRole::Leader {
+            return Err(Refused::NotLeader { leader: self.leader() });
+        }
+        self.node.propose(Vec::new(), data).map_err(|_| Refused::NotLeader { leader: self.leader() })?;
+        let index = self.node.raft.raft_log.last_index();
+        Ok(Placed { index, term: self.node.raft.term })
+    }
+
+    /// A message from another candidate, as [`Effect::Send`] produced it there.
+    pub fn receive(&mut self, bytes: &[u8]) -> Result<(), BadMessage> {
+        if bytes.len() > MESSAGE_BYTES_MAX {
+            return Err(BadMessage::TooLarge(bytes.len()));
+        }
+        let message: Message =
+            protobuf::Message::parse_from_bytes(bytes).map_err(|e| BadMessage::Undecodable(e.to_string()))?;
+        if message.from == 0 || message.from > self.config.candidates || message.to != self.config.id {
+            return Err(BadMessage::Misaddressed { from: message.from, to: message.to });
+        }
+        // raft-rs refuses only local message types arriving from outside; drop them too.
+        self.node.step(message).map_err(|e| BadMessage::Undecodable(e.to_string()))
+    }
+
+    /// The application took a snapshot of its state through `index` (which it applied):
+    /// entries through it may be forgotten, and a follower too far behind gets `data`.
+    /// The caller keeps the snapshot durably first (as the application's newest, with
+    /// its index and term), then persists the returned record.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Option<Record> {
+        if index > self.applied || index <= self.node.store().snapshot_index() {
+            return None;
+        }
+        let term = self.node.store().term_of(index)?;
+        self.node.mut_store().compact_to(index, term, data);
+        Some(Record::Compacted { index, term })
+    }
+
+    /// Everything the replica has for the caller now, in the order to carry it out.
+    pub fn drain(&mut self) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        while self.node.has_ready() {
+            let mut ready = self.node.ready();
+            sends(&mut self.node, &mut effects, ready.take_messages());
+            let snapshot = ready.snapshot().clone();
+            if !snapshot.is_empty() {
+                let meta = snapshot.get_metadata();
+                let (index, term) = (meta.index, meta.term);
+                let data = snapshot.data.to_vec();
+                self.node.mut_store().install(index, term, data.clone());
+                effects.push(Effect::Restore { index, term, data });
+                effects.push(Effect::Persist(vec![Record::Installed { index, term }]));
+                self.applied = self.applied.max(index);
+            }
+            self.applies(&mut effects, ready.take_committed_entries());
+            let mut records: Vec<Record> = Vec::new();
+            let entries = ready.take_entries();
+            if !entries.is_empty() {
+                self.node.mut_store().append(&entries);
+                records.push(Record::Entries(entries.iter().map(from_entry).collect()));
+            }
+            if let Some(hard) = ready.hs() {
+                self.node.mut_store().set_hard_state(hard.clone());
+                records.push(Record::Hard { term: hard.term, vote: hard.vote, commit: hard.commit });
+            }
+            if !records.is_empty() {
+                effects.push(Effect::Persist(records));
+            }
+            sends(&mut self.node, &mut effects, ready.take_persisted_messages());
+            let mut light = self.node.advance(ready);
+            if let Some(commit) = light.commit_index() {
+                self.node.mut_store().set_commit(commit);
+            }
+            sends(&mut self.node, &mut effects, light.take_messages());
+            self.applies(&mut effects, light.take_committed_entries());
+            self.node.advance_apply();
+        }
+        effects
+    }
+
+    fn applies(&mut self, effects: &mut Vec<Effect>, entries: Vec<Entry>) {
+        for entry in entries {
+            self.applied = entry.index;
+            if entry.get_entry_type() == EntryType::EntryNormal {
+                effects.push(Effect::Apply {
+                    index: entry.index,
+                    term: entry.term,
+                    data: entry.data.to_vec(),
+                });
+            }
+        }
+    }
+
+    /// The candidate this one believes leads, if any.
+    pub fn leader(&self) -> Option<ReplicaId> {
+        match self.node.raft.leader_id {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// This replica's view (term, leader, commit and applied indexes).
+    pub fn view(&self) -> View {
+        View {
+            id: self.config.id,
+            term: self.node.raft.term,
+            leader: self.leader(),
+            is_leader: self.node.raft.state == StateRole::Leader,
+            commit: self.node.raft.raft_log.committed,
+            applied: self.applied,
+            last_index: self.node.raft.raft_log.last_index(),
+        }
+    }
+
+    /// The term of the entry at `index` in this replica's log (including entries not yet
+    /// handed out for persistence), if it holds it (raft-rs answers 0 for an index it does
+    /// not hold; real terms start at 1); the snapshot's index answers with its term.
+    pub fn term_at(&self, index: u64) -> Option<u64> {
+        self.node.raft.raft_log.term(index).ok().filter(|&t| t != 0)
+    }
+
+    /// The data of the entry at `index`, if this replica's log still holds it.
+    pub fn entry_at(&self, index: u64) -> Option<Vec<u8>> {
+        let entries =
+            self.node.raft.raft_log.entries(index, 1, raft::GetEntriesContext::empty(false)).ok()?;
+        entries.first().filter(|e| e.index == index).map(|e| e.data.to_vec())
+    }
+
+    /// The index through which the log is held as a snapshot.
+    pub fn snapshot_index(&self) -> u64 {
+        self.node.store().snapshot_index()
+    }
+}
+
+/// The messages to send, as effects. A snapshot is reported delivered as soon as it is handed
+/// out: the caller's network gives no receipt, and if it was lost, the leader's next probe
+/// finds the follower still behind and sends another (otherwise the leader would wait for a
+/// report forever and never replicate to that follower again).
+fn sends(node: &mut RawNode<Store>, effects: &mut Vec<Effect>, messages: Vec<Message>) {
+    for message in messages {
+        let to = message.to;
+        if message.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
+            node.report_snapshot(to, raft::SnapshotStatus::Finish);
+        }
+        // A raft message always encodes; a failure would be a bug in the generated code.
+        let bytes = protobuf::Message::write_to_bytes(&message).expect("raft message encodes");
+        effects.push(Effect::Send { to, message: bytes });
+    }
+}
+
+fn to_entry(stored: &StoredEntry) -> Entry {
+    Entry {
+        entry_type: kind_of(stored.kind),
+        index: stored.index,
+        term: stored.term,
+        data: stored.data.clone().into(),
+        ..Entry::default()
+    }
+}
+
+fn from_entry(entry: &Entry) -> StoredEntry {
+    StoredEntry {
+        index: entry.index,
+        term: entry.term,
+        kind: entry.get_entry_type() as u32,
+        data: entry.data.to_vec(),
+    }
+}
+
+fn kind_of(kind: u32) -> EntryType {
+    match kind {
+        1 => EntryType::EntryConfChange,
+        2 => EntryType::EntryConfChangeV2,
+        _ => EntryType::EntryNormal,
+    }
+}
+
+/// A raft-rs snapshot carrying the application's `data` at `index`.
+pub(crate) fn snapshot_of(index: u64, term: u64, conf: &ConfState, data: &[u8]) -> Snapshot {
+    let mut snapshot = Snapshot { data: data.to_vec().into(), ..Snapshot::default() };
+    let meta = snapshot.mut_metadata();
+    meta.index = index;
+    meta.term = term;
+    meta.set_conf_state(conf.clone());
+    snapshot
+}

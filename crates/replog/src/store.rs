@@ -1,0 +1,131 @@
+//! The in-memory log raft-rs reads ([`raft::Storage`]): the snapshot's place and data, the
+//! entries after it, the hard and configuration states. It is the image of what the
+//! replica handed out for persistence; the durable copy is the caller's (crate::record).
+
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
+use raft::{GetEntriesContext, RaftState, StorageError};
+
+use crate::snapshot_of;
+
+pub(crate) struct Store {
+    hard: HardState,
+    conf: ConfState,
+    snapshot_index: u64,
+    snapshot_term: u64,
+    snapshot_data: Vec<u8>,
+    /// `entries[k].index == snapshot_index + 1 + k`.
+    entries: Vec<Entry>,
+}
+
+impl Store {
+    pub(crate) fn new(conf: ConfState) -> Store {
+        Store {
+            hard: HardState::default(),
+            conf,
+            snapshot_index: 0,
+            snapshot_term: 0,
+            snapshot_data: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    pub(crate) fn snapshot_index(&self) -> u64 {
+        self.snapshot_index
+    }
+
+    pub(crate) fn last(&self) -> u64 {
+        self.snapshot_index + self.entries.len() as u64
+    }
+
+    pub(crate) fn term_of(&self, index: u64) -> Option<u64> {
+        if index == self.snapshot_index {
+            return Some(self.snapshot_term);
+        }
+        let k = index.checked_sub(self.snapshot_index + 1)? as usize;
+        self.entries.get(k).map(|e| e.term)
+    }
+
+    /// A snapshot through `index` replaces the whole log.
+    pub(crate) fn install(&mut self, index: u64, term: u64, data: Vec<u8>) {
+        self.entries.clear();
+        self.snapshot_index = index;
+        self.snapshot_term = term;
+        self.snapshot_data = data;
+        self.hard.commit = self.hard.commit.max(index);
+    }
+
+    /// The application's snapshot through `index` (which the log holds): entries through
+    /// it are dropped, the rest kept.
+    pub(crate) fn compact_to(&mut self, index: u64, term: u64, data: Vec<u8>) {
+        let drop = (index - self.snapshot_index) as usize;
+        self.entries.drain(..drop.min(self.entries.len()));
+        self.snapshot_index = index;
+        self.snapshot_term = term;
+        self.snapshot_data = data;
+    }
+
+    /// Appends `entries` (contiguous); the first replaces every entry from its index on.
+    pub(crate) fn append(&mut self, entries: &[Entry]) {
+        let Some(first) = entries.first() else { return };
+        let keep = first.index.saturating_sub(self.snapshot_index + 1) as usize;
+        self.entries.truncate(keep);
+        for entry in entries {
+            if entry.index > self.snapshot_index {
+                self.entries.push(entry.clone());
+            }
+        }
+    }
+
+    pub(crate) fn set_hard_state(&mut self, hard: HardState) {
+        self.hard = hard;
+    }
+
+    pub(crate) fn set_commit(&mut self, commit: u64) {
+        self.hard.commit = commit;
+    }
+}
+
+impl raft::Storage for Store {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState::new(self.hard.clone(), self.conf.clone()))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low <= self.snapshot_index {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > self.last() + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let from = (low - self.snapshot_index - 1) as usize;
+        let to = (high - self.snapshot_index - 1) as usize;
+        let mut entries = self.entries[from..to].to_vec();
+        raft::util::limit_size(&mut entries, max_size.into());
+        Ok(entries)
+    }
+
+    fn term(&self, index: u64) -> raft::Result<u64> {
+        if index < self.snapshot_index {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        self.term_of(index).ok_or(raft::Error::Store(StorageError::Unavailable))
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.snapshot_index + 1)
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.last())
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        Ok(snapshot_of(self.snapshot_index, self.snapshot_term, &self.conf, &self.snapshot_data))
+    }
+}
