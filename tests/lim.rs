@@ -104,10 +104,10 @@ fn report(host_no: u32, seq_no: u32) -> Vec<u8> {
 // all `ok`; every kind of bad datagram is dropped and counted by its reason; a killed lim is
 // reported unavailable within 3 report intervals (+1), then `unavail` in bhosts; with the master down slaves fall silent after 3 missed beacons; a
 // restarted master brings every host back.
-#[test]
-fn three_lims_on_loopback() {
-    let hosts = ["h0", "h1", "h2"];
-    let mut cluster = Cluster::with_hosts(&hosts);
+/// A cluster of `hosts` on 127.0.0.1, each with its own lim, sbatchd and mxfsd ports (the
+/// lim ports returned), and this file's short lim intervals.
+fn loopback_cluster(hosts: &[&str]) -> (Cluster, Vec<u16>) {
+    let cluster = Cluster::with_hosts(hosts);
     let ports: Vec<u16> = hosts.iter().map(|_| fixed_port()).collect();
     let rows: String = hosts
         .iter()
@@ -123,6 +123,13 @@ fn three_lims_on_loopback() {
     );
     cluster.rewrite_lsf_conf("LAVA_LIM_BEACON_INTERVAL_MS", &BEACON_MS.to_string());
     cluster.rewrite_lsf_conf("LAVA_LIM_REPORT_INTERVAL_MS", &REPORT_MS.to_string());
+    (cluster, ports)
+}
+
+#[test]
+fn three_lims_on_loopback() {
+    let hosts = ["h0", "h1", "h2"];
+    let (mut cluster, ports) = loopback_cluster(&hosts);
     // The per-host LAVA_LIM_PORT is the master's UDP and TCP port.
     let master_addr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
     let mut master = cluster.start_lim("h0");
@@ -460,4 +467,52 @@ fn lsadmin_showstatus_and_ckconfig() {
     let (ok, _, err) = lsadmin(&cluster, &["reconfig"]);
     assert!(!ok && err.contains("lsf.cluster.lavacore:8:"), "{err}");
     assert!(master.is_running() && slave.is_running());
+}
+
+// Goal: with LSF_MASTER_LIST the master role moves among the candidates (docs/protocols/lim.md,
+// "Master election"): the first candidate (here not lsf.cluster's first host) is master;
+// when its lim is killed the next candidate takes over within the protocol's deadline (3
+// missed beacons, plus its rank's wait) and lsid and lsload, which try the candidates in
+// order, name and ask it, and it sees the killed host unavailable; when the first comes back
+// it is master again and the second has stepped down (lsadmin showstatus: slave).
+#[test]
+fn master_moves_along_lsf_master_list() {
+    let hosts = ["h0", "h1", "h2"];
+    let (mut cluster, _) = loopback_cluster(&hosts);
+    cluster.rewrite_lsf_conf("LSF_MASTER_LIST", "\"h1 h2\"");
+    let mut lims: BTreeMap<&str, Daemon> = hosts.iter().map(|h| (*h, cluster.start_lim(h))).collect();
+
+    let master_is = |cluster: &Cluster, want: &str| {
+        let (ok, out, _) = command(cluster, "lsid", &[]);
+        (ok && out.contains(&format!("My master name is {want}\n"))).then_some(())
+    };
+    let lsload_shows = |cluster: &Cluster, want: &[(&str, &str)]| {
+        let (ok, out, _) = command(cluster, "lsload", &[]);
+        let all = want.iter().all(|(h, status)| {
+            host_line(&out, h).is_some_and(|line| line.split_whitespace().nth(1) == Some(*status))
+        });
+        (ok && all).then_some(())
+    };
+    wait_until("h1 (first of LSF_MASTER_LIST) is master", STARTUP_TIMEOUT, || master_is(&cluster, "h1"));
+    wait_until("every host ok at h1", STARTUP_TIMEOUT, || {
+        lsload_shows(&cluster, &[("h0", "ok"), ("h1", "ok"), ("h2", "ok")])
+    });
+
+    lims.get_mut("h1").expect("started").kill();
+    // h2 waits 3 beacon intervals without h1's beacon (rank 1), then takes over.
+    let takeover = Duration::from_millis(BEACON_MS * (DEADLINE_INTERVALS + 1)) + SCHEDULING_SLACK * 5;
+    wait_until("h2 takes over and lsid names it", takeover, || master_is(&cluster, "h2"));
+    wait_until("h2 has h1 unavailable and the others ok", STARTUP_TIMEOUT, || {
+        lsload_shows(&cluster, &[("h0", "ok"), ("h1", "unavail"), ("h2", "ok")])
+    });
+
+    lims.insert("h1", cluster.start_lim("h1"));
+    wait_until("h1 is master again", STARTUP_TIMEOUT, || master_is(&cluster, "h1"));
+    wait_until("h2 stepped down", STARTUP_TIMEOUT, || {
+        let (text, _) = showstatus(&cluster, "h2");
+        text.contains("slave").then_some(())
+    });
+    wait_until("every host ok at h1 again", STARTUP_TIMEOUT, || {
+        lsload_shows(&cluster, &[("h0", "ok"), ("h1", "ok"), ("h2", "ok")])
+    });
 }

@@ -1,7 +1,8 @@
 //! `lsid`, `lsload`, `lshosts`: blocking queries of the master lim's TCP port
 //! (lava-lim-wire's `LIM_TCP_*` frames) and LavaLite 0.1.2's output formats
-//! (docs/lim.md, "lsload's output"). The master is the first host of
-//! lsf.cluster; its address is `LAVA_ADDR` (else its name) and its port the per-host
+//! (docs/lim.md, "lsload's output"). The master is found among the candidates
+//! (`LSF_MASTER_LIST`, else the first server host of lsf.cluster), asked in order; a
+//! candidate's address is `LAVA_ADDR` (else its name) and its port the per-host
 //! `LAVA_LIM_PORT`, else `LAVA_LIM_TCP_PORT`.
 
 use std::io::{Read, Write};
@@ -20,24 +21,64 @@ pub const QUERY_TIMEOUT_MS: u64 = 10_000;
 /// Largest reply accepted.
 pub const REPLY_BODY_BYTES_MAX: u32 = 16 << 20;
 
-fn master_addr() -> Result<SocketAddr, String> {
+/// A candidate's name and its lim's query address, or why it has none.
+type Candidate = (String, Result<SocketAddr, String>);
+
+/// The master candidates' lim query addresses, most preferred first (`LSF_MASTER_LIST`, else
+/// the first server host).
+fn candidate_addrs() -> Result<Vec<Candidate>, String> {
     let config = crate::client::load_config().map_err(|error| error.to_string())?;
-    let master = config.master_host().ok_or("lsf.cluster lists no server host")?;
-    let port = master.lim_tcp_port(&config.lsf);
-    match master.addr {
-        Some(ip) => Ok(SocketAddr::new(ip, port)),
-        None => (master.name.as_str(), port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut addrs| addrs.next())
-            .ok_or_else(|| format!("cannot resolve the master host `{}`", master.name)),
+    let candidates = config.master_candidates();
+    if candidates.is_empty() {
+        return Err("lsf.cluster lists no server host".to_owned());
     }
+    Ok(candidates
+        .into_iter()
+        .map(|host| {
+            let port = host.lim_tcp_port(&config.lsf);
+            let addr = match host.addr {
+                Some(ip) => Ok(SocketAddr::new(ip, port)),
+                None => (host.name.as_str(), port)
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut addrs| addrs.next())
+                    .ok_or_else(|| format!("cannot resolve the master host `{}`", host.name)),
+            };
+            (host.name.clone(), addr)
+        })
+        .collect())
 }
 
-/// Sends one query and decodes its reply.
+/// Why one candidate did not answer: it could not be reached, or it is not the master.
+enum Miss {
+    Down(String),
+    NotMaster(String),
+}
+
+/// Sends one query to the master lim and decodes its reply: the candidates are asked in
+/// `LSF_MASTER_LIST` order, and the first that answers as master answers (a candidate that
+/// is down or not master passes the question on).
 pub fn query<R: DeserializeOwned>(operation: u32) -> Result<R, String> {
-    let addr = master_addr()?;
-    let unreachable = |error: std::io::Error| format!("LIM is down; try later ({addr}: {error})");
+    let candidates = candidate_addrs()?;
+    let single = candidates.len() == 1;
+    let mut misses = Vec::new();
+    for (name, addr) in candidates {
+        let outcome = match addr {
+            Err(error) => Err(Miss::Down(error)),
+            Ok(addr) => query_at(addr, operation),
+        };
+        match outcome {
+            Ok(reply) => return Ok(reply),
+            Err(Miss::Down(why)) if single => return Err(format!("LIM is down; try later ({why})")),
+            Err(Miss::NotMaster(why)) if single => return Err(why),
+            Err(Miss::Down(why) | Miss::NotMaster(why)) => misses.push(format!("{name}: {why}")),
+        }
+    }
+    Err(format!("LIM is down; try later (no master candidate answers as master: {})", misses.join("; ")))
+}
+
+fn query_at<R: DeserializeOwned>(addr: SocketAddr, operation: u32) -> Result<R, Miss> {
+    let unreachable = |error: std::io::Error| Miss::Down(format!("{addr}: {error}"));
     let timeout = Duration::from_millis(QUERY_TIMEOUT_MS);
     let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(unreachable)?;
     stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
@@ -47,18 +88,19 @@ pub fn query<R: DeserializeOwned>(operation: u32) -> Result<R, String> {
     stream.write_all(&request).map_err(unreachable)?;
     let mut head = [0u8; HEADER_BYTES];
     stream.read_exact(&mut head).map_err(unreachable)?;
-    let header = FrameHeader::parse(&head).map_err(|error| error.to_string())?;
-    header.check_version(wire::LIM_VERSION).map_err(|error| error.to_string())?;
+    let bad = |error: String| Miss::NotMaster(error);
+    let header = FrameHeader::parse(&head).map_err(|error| bad(error.to_string()))?;
+    header.check_version(wire::LIM_VERSION).map_err(|error| bad(error.to_string()))?;
     if header.length > REPLY_BODY_BYTES_MAX {
-        return Err(format!("reply of {} bytes is too large", header.length));
+        return Err(bad(format!("reply of {} bytes is too large", header.length)));
     }
     if header.status != wire::TCP_STATUS_OK {
-        return Err(format!("{addr} is not the master LIM (status {})", header.status));
+        return Err(bad(format!("{addr} is not the master LIM (status {})", header.status)));
     }
     let mut body = vec![0u8; header.length as usize];
     stream.read_exact(&mut body).map_err(unreachable)?;
     let limits = lava_xdr::Limits { input_bytes_max: body.len().max(1), ..lava_xdr::Limits::default() };
-    lava_xdr::from_bytes(&body, &limits).map_err(|error| format!("bad reply: {error}"))
+    lava_xdr::from_bytes(&body, &limits).map_err(|error| bad(format!("bad reply: {error}")))
 }
 
 fn finish(term: &mut Term, result: Result<String, String>, name: &str) -> ExitCode {

@@ -6,19 +6,22 @@
 //! # What it does
 //! - Loads lsf.conf and lsf.cluster.NAME; finds its own host (`--host`, else the kernel's host
 //!   name) and every host's LIM address: `LAVA_ADDR` (else the name resolved) with the
-//!   per-host `LAVA_LIM_PORT`, else `LSF_LIM_PORT`. The first host is the master.
+//!   per-host `LAVA_LIM_PORT`, else `LSF_LIM_PORT`. The master candidates are
+//!   `LSF_MASTER_LIST`'s hosts (else the first server host alone); the logic elects among
+//!   them (docs/protocols/lim.md, "Master election").
 //! - Binds UDP on its own address (asking the kernel for a [`RECEIVE_BUFFER_BYTES`] receive
 //!   buffer) and TCP on its query port (per-host `LAVA_LIM_PORT`, else `LAVA_LIM_TCP_PORT`);
-//!   the master announces its TCP port in beacons. A slave that cannot bind its TCP port
-//!   keeps running (the master then does not learn its CPUs and memory).
+//!   the master announces its TCP port in beacons. A candidate must bind it; any other lim
+//!   that cannot keeps running (the master then does not learn its CPUs and memory).
 //! - One closed loop: when the socket is readable, up to [`RECEIVE_BATCH_MAX`] datagrams are
 //!   taken without waiting, each decoded (lava-lim-wire), validated (lava-lim-ll) and fed to
 //!   the logic with its source address (refused ones as `Input::Rejected(reason)`, logged);
 //!   the load is sampled from /proc every second ([`load`]); `Input::Tick` is fed at the
 //!   logic's deadline; effects are carried out in order (send datagrams — a beacon is encoded
 //!   once for all hosts —, ask a host's lim for its facts, log).
-//! - Host facts: at start the master feeds its own ([`load::host_info`]); for
-//!   `Effect::FetchHostInfo` it asks the host's lim on its TCP port (`LIM_TCP_HOST_INFO`, at
+//! - Host facts: `Effect::FetchHostInfo` of its own host (a candidate taking the master
+//!   role) is answered at once from [`load::host_info`]; for another host it asks that
+//!   host's lim on its TCP port (`LIM_TCP_HOST_INFO`, at
 //!   most [`HOST_INFO_FETCHES_MAX`] at once, [`HOST_INFO_TIMEOUT_MS`] each) in a task that
 //!   feeds the answer back as `Input::HostInfo`.
 //! - TCP queries (one frame in, one frame out, per connection, any number of requests):
@@ -234,7 +237,16 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
     let Some(my_addr) = host_configs[me].addr else {
         bail!("cannot resolve this host's address `{my_name}`")
     };
-    let tcp_port = hosts[0].lim_tcp_port(&base.lsf);
+    let tcp_port = hosts[me].lim_tcp_port(&base.lsf);
+    let candidates: Vec<u32> = base
+        .master_candidates()
+        .iter()
+        .filter_map(|candidate| hosts.iter().position(|host| host.name == candidate.name))
+        .map(|idx| idx as u32)
+        .collect();
+    if candidates.is_empty() {
+        bail!("{} lists no server host to be master", base.cluster.path.display());
+    }
     let tcp_addrs = hosts
         .iter()
         .zip(&host_configs)
@@ -250,6 +262,7 @@ fn setup(args: &Args) -> anyhow::Result<(Setup, LogMask)> {
     let config = Config {
         cluster: base.cluster_name.clone(),
         hosts: host_configs,
+        candidates,
         me: me as u32,
         beacon_interval_ms: interval(
             "LAVA_LIM_BEACON_INTERVAL_MS",
@@ -301,6 +314,8 @@ struct Io {
     fetch_slots: Arc<Semaphore>,
     /// The shell's counters.
     counters: Arc<ShellCounters>,
+    /// This host's own facts, the answer to a `FetchHostInfo` of itself.
+    own_info: HostInfo,
 }
 
 async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow::Result<()> {
@@ -316,7 +331,9 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
         None => None,
         Some(addr) => match TcpListener::bind(addr).await {
             Ok(listener) => Some(listener),
-            Err(error) if lim.is_master() => return Err(error).with_context(|| format!("bind TCP {addr}")),
+            Err(error) if lim.config().candidates.contains(&(me as u32)) => {
+                return Err(error).with_context(|| format!("bind TCP {addr}"));
+            }
             Err(error) => {
                 tracing::warn!(%addr, %error, "cannot bind the TCP query port: the master will not learn this host's CPUs and memory");
                 None
@@ -326,7 +343,6 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
     let tcp_port = listener.as_ref().and_then(|l| l.local_addr().ok()).map_or(0, |a| a.port());
     let own_info = load::host_info();
     let names: Vec<String> = lim.config().hosts.iter().map(|host| host.name.clone()).collect();
-    let is_master = lim.is_master();
     if let Some(path) = &ready_file {
         startup::write_atomically(path, &format!("{} {tcp_port}\n", my_addr.port()))?;
     }
@@ -402,11 +418,8 @@ async fn serve(setup: Setup, ready_file: Option<PathBuf>, args: Args) -> anyhow:
         answers,
         fetch_slots: Arc::new(Semaphore::new(HOST_INFO_FETCHES_MAX)),
         counters,
+        own_info,
     };
-    if is_master {
-        // The master's own facts, fed like any host's answer.
-        let _receiver_alive = io.answers.send((0, Some(own_info)));
-    }
     let mut sampler = load::Sampler::default();
     let mut last_sample = Instant::now();
     let mut next_sample_ms = 0u64;
@@ -613,6 +626,10 @@ fn carry_out(io: &Io, lim: &Lim, effects: Vec<Effect>) {
             Effect::HostAvailable(idx) => {
                 tracing::info!(host = %lim.config().hosts[idx as usize].name, "host available")
             }
+            Effect::FetchHostInfo(host) if host == lim.config().me => {
+                // Our own facts, fed like any host's answer.
+                let _main_loop_alive = io.answers.send((host, Some(io.own_info)));
+            }
             Effect::FetchHostInfo(host) => {
                 let (slots, answers) = (Arc::clone(&io.fetch_slots), io.answers.clone());
                 let (addrs, names) = (Arc::clone(&io.tcp_addrs), Arc::clone(&io.names));
@@ -640,6 +657,11 @@ fn carry_out(io: &Io, lim: &Lim, effects: Vec<Effect>) {
             }
             Effect::MasterFound { master, tcp_port } => tracing::info!(%master, tcp_port, "master found"),
             Effect::MasterLost => tracing::warn!("master lost: 3 beacons missed, reporting stops"),
+            Effect::BecameMaster => tracing::warn!("this lim is the master now (LSF_MASTER_LIST)"),
+            Effect::SteppedDown { to } => tracing::warn!(
+                master = %lim.config().hosts[to as usize].name,
+                "a candidate before this one in LSF_MASTER_LIST beacons: it is the master"
+            ),
             Effect::StatusChanged { status0 } => tracing::info!(
                 status0 = format_args!("{status0:#010x}"),
                 locked = status0 & wire::LIM_LOCKEDU != 0,

@@ -15,9 +15,11 @@
 //! `closed_Lock` or `closed_Busy`.
 //!
 //! # Where and how often
-//! The master lim is the first server host of `lsf.cluster`, at its
-//! `LAVA_ADDR` (else its resolved name) and its `LAVA_LIM_PORT` (else
-//! `LAVA_LIM_TCP_PORT`), as `lsload` finds it. It is asked every lim report
+//! The master lim is one of the master candidates (`LSF_MASTER_LIST`, else the
+//! first server host of `lsf.cluster`), each at its `LAVA_ADDR` (else its
+//! resolved name) and its `LAVA_LIM_PORT` (else `LAVA_LIM_TCP_PORT`), as
+//! `lsload` finds it: the one that answered last is asked first, then the
+//! others in list order, until one answers as master. It is asked every lim report
 //! interval (`LAVA_LIM_REPORT_INTERVAL_MS` of `lsf.conf`, default 5000 ms):
 //! lim cannot know more often than that. Each query has a timeout of one
 //! interval (at least [`QUERY_TIMEOUT_MS_MIN`]).
@@ -51,46 +53,59 @@ pub const REPLY_BYTES_MAX: u32 = 16 << 20;
 /// Changes queued for the loop before the task waits for it.
 const CHANGES_QUEUED_MAX: usize = 4096;
 
-/// Where the master lim is and how often to ask it.
+/// One master candidate's lim.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LimTarget {
-    /// The master lim's host name, for the log and late resolution.
-    pub master: String,
+pub struct LimHost {
+    /// Its host name, for the log and late resolution.
+    pub name: String,
     /// Its address, when `LAVA_ADDR` gives one (else the name is resolved at each poll).
     pub addr: Option<SocketAddr>,
     /// Its TCP query port.
     pub port: u16,
+}
+
+impl LimHost {
+    fn resolve(&self) -> Result<SocketAddr, String> {
+        match self.addr {
+            Some(addr) => Ok(addr),
+            None => (self.name.as_str(), self.port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut addrs| addrs.next())
+                .ok_or_else(|| format!("cannot resolve the master lim host `{}`", self.name)),
+        }
+    }
+}
+
+/// Where the master lim may be and how often to ask it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimTarget {
+    /// The master candidates' lims, most preferred first.
+    pub candidates: Vec<LimHost>,
     /// Time between two queries.
     pub interval_ms: u64,
 }
 
 impl LimTarget {
-    /// The master lim of `conf`, or `None` when `lsf.cluster` lists no server
+    /// The master candidates' lims of `conf`, or `None` when `lsf.cluster` lists no server
     /// host or `LAVA_LIM_REPORT_INTERVAL_MS` is not a positive number.
     pub fn from_cluster(conf: &ClusterConfig) -> Option<LimTarget> {
-        let master = conf.master_host()?;
-        let port = master.lim_tcp_port(&conf.lsf);
+        let candidates: Vec<LimHost> = conf
+            .master_candidates()
+            .into_iter()
+            .map(|host| {
+                let port = host.lim_tcp_port(&conf.lsf);
+                LimHost { name: host.name.clone(), addr: host.addr.map(|ip| SocketAddr::new(ip, port)), port }
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
         let interval_ms = match conf.lsf.get("LAVA_LIM_REPORT_INTERVAL_MS") {
             None | Some("") => POLL_INTERVAL_MS_DEFAULT,
             Some(text) => text.trim().parse::<u64>().ok().filter(|ms| *ms > 0)?,
         };
-        Some(LimTarget {
-            master: master.name.clone(),
-            addr: master.addr.map(|ip| SocketAddr::new(ip, port)),
-            port,
-            interval_ms,
-        })
-    }
-
-    fn resolve(&self) -> Result<SocketAddr, String> {
-        match self.addr {
-            Some(addr) => Ok(addr),
-            None => (self.master.as_str(), self.port)
-                .to_socket_addrs()
-                .ok()
-                .and_then(|mut addrs| addrs.next())
-                .ok_or_else(|| format!("cannot resolve the master lim host `{}`", self.master)),
-        }
+        Some(LimTarget { candidates, interval_ms })
     }
 }
 
@@ -204,28 +219,58 @@ pub(crate) fn unavailable_in(reply: &wire::HostLoadReply, hosts: &BTreeSet<HostN
         .collect()
 }
 
+/// Asks the candidate that answered last (`current`), then the others in list order, until
+/// one answers as master; `current` becomes that one. Each candidate has `timeout`.
+async fn ask<T: serde::de::DeserializeOwned>(
+    target: &LimTarget,
+    current: &mut usize,
+    operation: u32,
+    timeout: Duration,
+) -> Result<T, String> {
+    let n = target.candidates.len();
+    let order = std::iter::once(*current).chain((0..n).filter(|idx| idx != current));
+    let mut misses = Vec::new();
+    for idx in order {
+        let host = &target.candidates[idx];
+        let answer = match tokio::time::timeout(timeout, query(host, operation)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+        };
+        match answer {
+            Ok(reply) => {
+                *current = idx;
+                return Ok(reply);
+            }
+            Err(why) => misses.push(format!("{}: {why}", host.name)),
+        }
+    }
+    Err(misses.join("; "))
+}
+
 async fn poll(target: LimTarget, hosts: BTreeSet<HostName>, tx: mpsc::Sender<LimUpdate>) {
     let mut view = View::default();
     let mut reachable: Option<bool> = None;
+    let mut current = 0usize;
+    let mut answered: Option<usize> = None;
     let period = Duration::from_millis(target.interval_ms);
     let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let timeout = Duration::from_millis(target.interval_ms.max(QUERY_TIMEOUT_MS_MIN));
     loop {
         interval.tick().await;
-        let answer = match tokio::time::timeout(timeout, query(&target, wire::LIM_TCP_HOST_LOAD)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-        };
+        let answer = ask(&target, &mut current, wire::LIM_TCP_HOST_LOAD, timeout).await;
         let mut changes = Vec::new();
         let unavailable = match answer {
             Ok(reply) => {
-                if reachable != Some(true) {
-                    tracing::info!(master = %target.master, "master lim answers: host availability follows it");
+                if reachable != Some(true) || answered != Some(current) {
+                    let master = &target.candidates[current].name;
+                    tracing::info!(%master, "master lim answers: host availability follows it");
                 }
                 reachable = Some(true);
+                answered = Some(current);
                 // Static facts are a second question; without them the loads still count.
-                let statics = tokio::time::timeout(timeout, query(&target, wire::LIM_TCP_HOSTS_INFO)).await;
+                let host = &target.candidates[current];
+                let statics = tokio::time::timeout(timeout, query(host, wire::LIM_TCP_HOSTS_INFO)).await;
                 let statics: Option<wire::HostsInfoReply> = statics.ok().and_then(Result::ok);
                 changes.extend(view.update_facts(facts_in(&reply, statics.as_ref(), &hosts)));
                 unavailable_in(&reply, &hosts)
@@ -233,8 +278,7 @@ async fn poll(target: LimTarget, hosts: BTreeSet<HostName>, tx: mpsc::Sender<Lim
             Err(why) => {
                 if reachable != Some(false) {
                     tracing::warn!(
-                        master = %target.master,
-                        "master lim cannot be asked ({why}); every host counts as available until it answers"
+                        "no master lim can be asked ({why}); every host counts as available until one answers"
                     );
                 }
                 reachable = Some(false);
@@ -251,8 +295,8 @@ async fn poll(target: LimTarget, hosts: BTreeSet<HostName>, tx: mpsc::Sender<Lim
 }
 
 /// One query (`LIM_TCP_HOST_LOAD`, `LIM_TCP_HOSTS_INFO`) and its decoded reply.
-async fn query<T: serde::de::DeserializeOwned>(target: &LimTarget, operation: u32) -> Result<T, String> {
-    let addr = target.resolve()?;
+async fn query<T: serde::de::DeserializeOwned>(host: &LimHost, operation: u32) -> Result<T, String> {
+    let addr = host.resolve()?;
     let io = |error: std::io::Error| format!("{addr}: {error}");
     let mut stream = TcpStream::connect(addr).await.map_err(io)?;
     let mut request = Vec::with_capacity(HEADER_BYTES);

@@ -73,12 +73,19 @@ impl BaseConfig {
         })?;
         check_hosts_against_shared(&cluster, &shared)?;
         check_ports(&cluster, &lsf)?;
+        check_master_list(&lsf, &cluster)?;
         Ok(BaseConfig { lsf, cluster_name, shared, cluster })
     }
 
-    /// The host that is LIM master while it is up: the first server host of lsf.cluster.
+    /// The preferred master: the first of [`BaseConfig::master_candidates`].
     pub fn master_host(&self) -> Option<&ClusterHost> {
-        self.cluster.master_candidates().next()
+        self.master_candidates().into_iter().next()
+    }
+
+    /// The master candidates, most preferred first: `LSF_MASTER_LIST`'s hosts, or without
+    /// it the first server host of lsf.cluster alone.
+    pub fn master_candidates(&self) -> Vec<&ClusterHost> {
+        master_candidates(&self.lsf, &self.cluster)
     }
 
     /// `$LSB_SHAREDIR/<cluster>`, under which daemons keep their durable state.
@@ -158,9 +165,15 @@ impl ClusterConfig {
         self.queues.queue(name)
     }
 
-    /// The host that is LIM master while it is up: the first server host of lsf.cluster.
+    /// The preferred master: the first of [`ClusterConfig::master_candidates`].
     pub fn master_host(&self) -> Option<&ClusterHost> {
-        self.cluster.master_candidates().next()
+        self.master_candidates().into_iter().next()
+    }
+
+    /// The master candidates, most preferred first: `LSF_MASTER_LIST`'s hosts, or without
+    /// it the first server host of lsf.cluster alone.
+    pub fn master_candidates(&self) -> Vec<&ClusterHost> {
+        master_candidates(&self.lsf, &self.cluster)
     }
 
     /// `$LSB_CONFDIR/<cluster>/configdir`.
@@ -262,6 +275,41 @@ fn cluster_name(lsf: &LsfConf, shared: &LsfShared) -> Result<String, ConfError> 
             )),
         )),
     }
+}
+
+/// lsf.conf's key naming the master candidates (LSF's), most preferred first.
+pub const MASTER_LIST_KEY: &str = "LSF_MASTER_LIST";
+
+/// `LSF_MASTER_LIST`'s hosts (checked at load), or the first server host.
+fn master_candidates<'a>(lsf: &LsfConf, cluster: &'a LsfCluster) -> Vec<&'a ClusterHost> {
+    match lsf.get(MASTER_LIST_KEY).filter(|list| !list.trim().is_empty()) {
+        Some(list) => list.split_whitespace().filter_map(|name| cluster.host(name)).collect(),
+        None => cluster.master_candidates().take(1).collect(),
+    }
+}
+
+/// Every name of `LSF_MASTER_LIST` is a server host of lsf.cluster, named once.
+fn check_master_list(lsf: &LsfConf, cluster: &LsfCluster) -> Result<(), ConfError> {
+    let Some(entry) = lsf.file().entry(MASTER_LIST_KEY) else { return Ok(()) };
+    let mut seen: Vec<&str> = Vec::new();
+    for name in entry.value.split_whitespace() {
+        let at = |kind| ConfError::at(lsf.file().path(), entry.line, kind);
+        match cluster.host(name) {
+            Some(host) if host.server => {}
+            _ => {
+                return Err(at(ErrorKind::UnknownName {
+                    key: MASTER_LIST_KEY.to_owned(),
+                    name: name.to_owned(),
+                    expected: format!("a server host of {}", cluster.path.display()),
+                }));
+            }
+        }
+        if seen.iter().any(|other| other.eq_ignore_ascii_case(name)) {
+            return Err(at(ErrorKind::Conflict(format!("{MASTER_LIST_KEY} names `{name}` twice"))));
+        }
+        seen.push(name);
+    }
+    Ok(())
 }
 
 fn check_hosts_against_shared(cluster: &LsfCluster, shared: &LsfShared) -> Result<(), ConfError> {

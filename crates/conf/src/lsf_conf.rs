@@ -28,6 +28,7 @@
 //! | `LSB_SBD_PORT` | [`LsfConf::sbd_port`] | 6882 |
 //! | `LSF_UNIT_FOR_LIMITS` | [`LsfConf::unit_for_limits`]: unit of MEMLIMIT and `bsub -M`, and of `-R` memory amounts when larger than MB | `KB` |
 //! | `LSB_JOB_TMPDIR` | [`LsfConf::job_tmpdir`] | none |
+//! | `LSF_MASTER_LIST` | the master candidates, most preferred first (`BaseConfig::master_candidates`, checked when the cluster loads: server hosts of lsf.cluster, each once) | the first server host alone |
 //!
 //! When a port key is absent LSF looks in `/etc/services`; we use the defaults above instead, so
 //! that reading the configuration never depends on another file. Port 0 is refused: every port

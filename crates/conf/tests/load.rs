@@ -284,3 +284,27 @@ fn unimplemented_lsf_settings_become_warnings() {
         ]
     );
 }
+
+#[test]
+fn lsf_master_list_names_the_candidates_in_order() {
+    // Goal: LSF_MASTER_LIST orders the master candidates; without it the first server host is
+    // the only one; a name that is not a server host, or one named twice, is an error at its
+    // lsf.conf line.
+    let (_dir, result) = load(&[]);
+    let names = |config: &ClusterConfig| -> Vec<String> {
+        config.master_candidates().iter().map(|host| host.name.clone()).collect()
+    };
+    assert_eq!(names(&result.expect("valid")), ["h1"]);
+    let (_dir, result) = load(&[("lsf.conf", Some("LSB_SHAREDIR=work\nLSF_MASTER_LIST=\"h2 h1\"\n"))]);
+    let config = result.expect("valid");
+    assert_eq!(names(&config), ["h2", "h1"]);
+    assert_eq!(config.master_host().map(|host| host.name.as_str()), Some("h2"));
+    assert_eq!(
+        error(&[("lsf.conf", Some("LSB_SHAREDIR=work\nLSF_MASTER_LIST=\"h2 h9\"\n"))]),
+        "lsf.conf:2: `LSF_MASTER_LIST`: `h9` is not a server host of lsf.cluster.c1"
+    );
+    assert_eq!(
+        error(&[("lsf.conf", Some("LSF_MASTER_LIST=\"h2 H2\"\nLSB_SHAREDIR=work\n"))]),
+        "lsf.conf:1: LSF_MASTER_LIST names `H2` twice"
+    );
+}

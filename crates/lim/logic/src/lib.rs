@@ -2,17 +2,29 @@
 //! document's sections 3, 4, 6 and 7, mapped in that page).
 //!
 //! # What it owns
-//! [`Lim`]: one lim, master or slave. The master is the first host of lsf.cluster's Host
-//! section (static, no election, as spec section 10 and LavaLite 0.1.2's `hostNo == 0`).
+//! [`Lim`]: one lim, master or slave. Without `LSF_MASTER_LIST` the master is the first host
+//! of lsf.cluster's Host section (static, as spec section 10 and LavaLite 0.1.2's
+//! `hostNo == 0`): [`Config::candidates`] is that one host and it is master from its first
+//! step. With `LSF_MASTER_LIST` the role moves among the candidates (our extension of the
+//! spec, docs/protocols/lim.md "Master election"):
+//! - the first live candidate in list order beacons as master. A candidate of rank `r`
+//!   (0 first) takes the role when no beacon from a candidate before it was accepted for
+//!   [`Lim::takeover_wait_ms`] (0 for rank 0, so the first candidate is master from its first
+//!   step, as today's single master; 3 beacon intervals plus `r - 1` more after that);
+//! - a master that accepts a beacon from a candidate before it steps down and follows it
+//!   ([`Effect::SteppedDown`]); one from a candidate after it is dropped (that one steps down
+//!   on hearing ours);
+//! - every other lim follows beacons from any candidate: the one it follows, or one before
+//!   it in the list (it switches), or any while it follows none; it reports to the one it
+//!   follows. The beacon's layout is the spec's: it names the master and its host number.
 //! - **Master**: sends a beacon to every other configured host every `beacon_interval_ms`
 //!   ([`Effect::SendToAll`]: one effect, the shell encodes the beacon once); records each
 //!   host's last report; a host not heard from for 3 report intervals is
 //!   unavailable ([`Effect::HostUnavailable`]); the next accepted report makes it available
 //!   again. Its own load comes from [`Input::Sampled`].
-//! - **Slave**: knows the master from the configuration (the first host; spec section 3 has
-//!   slaves "learn" it from the beacon, which with a static master means: a beacon is
-//!   accepted only from that host's configured address, naming it, and reports always go to
-//!   that address). A valid beacon (re)validates the master and gives its TCP port; the slave
+//! - **Slave**: learns the master from its beacons (spec section 3): a beacon is accepted
+//!   only from a candidate's configured address, naming that candidate and its host number,
+//!   and reports go to that candidate's address. A valid beacon (re)validates the master and gives its TCP port; the slave
 //!   then reports every `report_interval_ms` (the first report right after that beacon),
 //!   stops after 3 missed beacon intervals ([`Effect::MasterLost`]) and resumes on the next
 //!   valid beacon.
@@ -132,8 +144,11 @@ pub struct HostConfig {
 pub struct Config {
     /// Cluster name (at most 31 bytes).
     pub cluster: String,
-    /// Hosts in lsf.cluster order; the first is the master.
+    /// Hosts in lsf.cluster order.
     pub hosts: Vec<HostConfig>,
+    /// The master candidates as host indexes, most preferred first (`LSF_MASTER_LIST`;
+    /// without it the first server host alone). Never empty.
+    pub candidates: Vec<u32>,
     /// Our index in `hosts`.
     pub me: u32,
     /// Master: interval between beacons.
@@ -169,7 +184,8 @@ pub enum DropReason {
     UnknownSource,
     /// `hostNo` differs from the host at the source address.
     WrongHostNo,
-    /// A beacon from a host that is not the master, or any datagram this role never receives.
+    /// A beacon from a host that is not a candidate or that this lim does not follow (a
+    /// candidate after the one it follows or is), or any datagram this role never receives.
     NotMaster,
     /// Same sequence number as the last accepted.
     Duplicate,
@@ -315,6 +331,15 @@ pub enum Effect {
     },
     /// Slave: 3 beacon intervals passed without a beacon; reporting stops.
     MasterLost,
+    /// A candidate took the master role: it beacons from now on, and every host is
+    /// unavailable until it reports (its own host at its next sample).
+    BecameMaster,
+    /// A master heard a candidate before it in `LSF_MASTER_LIST` and follows it now (a
+    /// [`Effect::MasterFound`] follows).
+    SteppedDown {
+        /// The candidate's host index.
+        to: u32,
+    },
     /// This lim's own status word changed (lock, unlock, a lock's time up, a threshold
     /// crossed); the new word.
     StatusChanged {
@@ -410,8 +435,15 @@ pub struct Lim {
     locked_until: Option<u64>,
     next_seqno: u32,
     next_send_ms: Option<u64>,
+    /// The master: this lim itself, or the candidate it follows (valid beacons); `None`
+    /// while it follows nobody.
+    master: Option<u32>,
+    /// Our rank in [`Config::candidates`], if we are one.
+    rank: Option<usize>,
+    /// Candidate: when a beacon from a candidate before us was last accepted (or when we
+    /// started); we take the master role [`Lim::takeover_wait_ms`] after it.
+    better_heard_ms: Option<u64>,
     // Slave side.
-    master_valid: bool,
     last_beacon_ms: u64,
     last_beacon_seqno: Option<u32>,
     master_tcp_port: Option<u16>,
@@ -424,6 +456,12 @@ impl Lim {
     /// A lim that has heard nothing yet. Panics if `config.me` is not a host index.
     pub fn new(config: Config) -> Lim {
         assert!((config.me as usize) < config.hosts.len(), "our host index must be configured");
+        assert!(
+            !config.candidates.is_empty()
+                && config.candidates.iter().all(|&c| (c as usize) < config.hosts.len()),
+            "the master candidates must be configured hosts"
+        );
+        let rank = config.candidates.iter().position(|&c| c == config.me);
         assert!(config.beacon_interval_ms > 0 && config.report_interval_ms > 0, "intervals must be positive");
         let hosts = (0..config.hosts.len())
             .map(|_| HostState {
@@ -452,7 +490,9 @@ impl Lim {
             own_status0: LIM_OK,
             locked_until: None,
             next_send_ms: None,
-            master_valid: false,
+            master: None,
+            rank,
+            better_heard_ms: None,
             last_beacon_ms: 0,
             last_beacon_seqno: None,
             master_tcp_port: None,
@@ -461,9 +501,30 @@ impl Lim {
         }
     }
 
-    /// Whether this lim is the master (first configured host).
+    /// Whether this lim is the master now.
     pub fn is_master(&self) -> bool {
-        self.config.me == 0
+        self.master == Some(self.config.me)
+    }
+
+    /// The master's host index: this lim's own, the candidate it follows, or `None` while it
+    /// follows nobody.
+    pub fn master(&self) -> Option<u32> {
+        self.master
+    }
+
+    /// Candidate: how long after the last beacon from a candidate before it (or its start)
+    /// this lim takes the master role: 0 for the first candidate, 3 beacon intervals for
+    /// the second, one beacon interval more for each later one. `None` for a non-candidate.
+    pub fn takeover_wait_ms(&self) -> Option<u64> {
+        let rank = self.rank? as u64;
+        Some(match rank {
+            0 => 0,
+            _ => self.master_timeout_ms() + (rank - 1) * self.config.beacon_interval_ms,
+        })
+    }
+
+    fn rank_of(&self, host: u32) -> Option<usize> {
+        self.config.candidates.iter().position(|&c| c == host)
     }
 
     /// The configuration.
@@ -481,14 +542,16 @@ impl Lim {
         &self.config.cluster
     }
 
-    /// The master's name (the first configured host).
+    /// The master's name: the one this lim is or follows, else the first candidate (the
+    /// configured master).
     pub fn master_name(&self) -> &str {
-        &self.config.hosts[0].name
+        let idx = self.master.unwrap_or(self.config.candidates[0]);
+        &self.config.hosts[idx as usize].name
     }
 
     /// Slave: whether a valid master is known (reports are being sent).
     pub fn master_valid(&self) -> bool {
-        self.master_valid
+        self.master.is_some_and(|m| m != self.config.me)
     }
 
     /// Slave: the TCP port the last valid beacon announced.
@@ -532,12 +595,18 @@ impl Lim {
             None if self.is_master() => 0,
             None => u64::MAX,
         };
+        if !self.is_master()
+            && let Some(wait) = self.takeover_wait_ms()
+        {
+            // A candidate that has not stepped yet takes its start at its first step.
+            deadline = deadline.min(self.better_heard_ms.map_or(0, |at| at + wait + 1));
+        }
         if let Some(until) = self.locked_until.filter(|until| *until != u64::MAX) {
             deadline = deadline.min(until);
         }
         if self.is_master() {
             deadline = deadline.min(self.next_scan_ms);
-        } else if self.master_valid {
+        } else if self.master_valid() {
             deadline = deadline.min(self.last_beacon_ms + self.master_timeout_ms() + 1);
         }
         deadline
@@ -563,7 +632,7 @@ impl Lim {
             Input::Sampled(load) => {
                 self.own_load = load;
                 if self.is_master() {
-                    let own = &mut self.hosts[0];
+                    let own = &mut self.hosts[self.config.me as usize];
                     own.load = load;
                     own.status = HostStatus::Ok;
                     own.last_report_ms = Some(now_ms);
@@ -587,7 +656,8 @@ impl Lim {
                 }
             }
             Input::HostInfo { host, info } => {
-                if let Some(state) = self.hosts.get_mut(host as usize).filter(|_| self.config.me == 0) {
+                let master = self.is_master();
+                if let Some(state) = self.hosts.get_mut(host as usize).filter(|_| master) {
                     match info {
                         Some(info) => {
                             state.info = Some(info);
@@ -616,7 +686,7 @@ impl Lim {
         if word != self.own_status0 {
             self.own_status0 = word;
             if self.is_master() {
-                self.hosts[0].status0 = word;
+                self.hosts[self.config.me as usize].status0 = word;
             }
             effects.push(Effect::StatusChanged { status0: word });
         }
@@ -626,7 +696,7 @@ impl Lim {
     /// master at once rather than at its next report.
     fn status_changed_by_hand(&mut self, now_ms: u64, effects: &mut Vec<Effect>) {
         self.refresh_status(effects);
-        if !self.is_master() && self.master_valid {
+        if self.master_valid() {
             self.next_send_ms = Some(now_ms);
         }
     }
@@ -652,7 +722,7 @@ impl Lim {
                 if !self.is_master() {
                     return self.drop(DropReason::NotMaster, effects);
                 }
-                if report.host_idx as usize != source_idx || source_idx == 0 {
+                if report.host_idx as usize != source_idx || source_idx == self.config.me as usize {
                     return self.drop(DropReason::WrongHostNo, effects);
                 }
                 let host = &self.hosts[source_idx];
@@ -688,29 +758,82 @@ impl Lim {
                 }
                 self.n_accepted += 1;
             }
-            Message::Beacon(beacon) => {
-                if self.is_master()
-                    || source_idx != 0
-                    || beacon.host_idx != 0
-                    || beacon.master != self.master_name()
-                {
-                    return self.drop(DropReason::NotMaster, effects);
-                }
-                let last = if self.master_valid { self.last_beacon_seqno } else { None };
-                if let Some(reason) = sequence_verdict(last, beacon.seqno) {
-                    return self.drop(reason, effects);
-                }
-                self.last_beacon_seqno = Some(beacon.seqno);
-                self.last_beacon_ms = now_ms;
-                self.master_tcp_port = Some(beacon.tcp_port);
-                self.n_accepted += 1;
-                if !self.master_valid {
-                    self.master_valid = true;
-                    self.next_send_ms = Some(now_ms);
-                    effects.push(Effect::MasterFound { master: beacon.master, tcp_port: beacon.tcp_port });
-                }
-            }
+            Message::Beacon(beacon) => self.beacon(now_ms, source_idx as u32, beacon, effects),
         }
+    }
+
+    /// A beacon from the configured address of host `source`: followed, switched to,
+    /// stepped down for, or dropped (see the crate documentation).
+    fn beacon(&mut self, now_ms: u64, source: u32, beacon: Beacon, effects: &mut Vec<Effect>) {
+        let Some(rank) = self.rank_of(source) else {
+            return self.drop(DropReason::NotMaster, effects);
+        };
+        if source == self.config.me
+            || beacon.host_idx != source
+            || beacon.master != self.config.hosts[source as usize].name
+        {
+            return self.drop(DropReason::NotMaster, effects);
+        }
+        let better_than_me = self.rank.is_some_and(|mine| rank < mine);
+        let follows = match self.master {
+            // A master gives way only to a candidate before it.
+            Some(m) if m == self.config.me => better_than_me,
+            Some(m) => m == source || self.rank_of(m).is_none_or(|current| rank < current),
+            None => true,
+        };
+        if !follows {
+            return self.drop(DropReason::NotMaster, effects);
+        }
+        let same = self.master == Some(source);
+        let last = if same { self.last_beacon_seqno } else { None };
+        if let Some(reason) = sequence_verdict(last, beacon.seqno) {
+            return self.drop(reason, effects);
+        }
+        if better_than_me {
+            self.better_heard_ms = Some(now_ms);
+        }
+        if self.is_master() {
+            self.step_down(source, effects);
+        }
+        self.last_beacon_seqno = Some(beacon.seqno);
+        self.last_beacon_ms = now_ms;
+        self.master_tcp_port = Some(beacon.tcp_port);
+        self.n_accepted += 1;
+        if !same {
+            self.master = Some(source);
+            self.next_send_ms = Some(now_ms);
+            effects.push(Effect::MasterFound { master: beacon.master, tcp_port: beacon.tcp_port });
+        }
+    }
+
+    /// The master gives the role to `to`: its host table is forgotten (a master it becomes
+    /// again starts from reports, as a restarted one does).
+    fn step_down(&mut self, to: u32, effects: &mut Vec<Effect>) {
+        for host in &mut self.hosts {
+            host.status = HostStatus::Unavailable;
+            host.last_seqno = None;
+            host.fetch = Fetch::Idle;
+        }
+        self.next_scan_ms = u64::MAX;
+        effects.push(Effect::SteppedDown { to });
+    }
+
+    /// A candidate takes the master role: beacons at once, every other host unavailable
+    /// until it reports, its own host's facts asked for.
+    fn take_over(&mut self, effects: &mut Vec<Effect>) {
+        let me = self.config.me;
+        if self.master_valid() {
+            effects.push(Effect::MasterLost);
+        }
+        self.master = Some(me);
+        self.last_beacon_seqno = None;
+        self.master_tcp_port = None;
+        self.next_send_ms = None;
+        self.next_scan_ms = u64::MAX;
+        // Its own host is available from its next load sample on (as at a master's start).
+        self.hosts[me as usize].fetch = Fetch::InFlight;
+        effects.push(Effect::BecameMaster);
+        effects.push(Effect::FetchHostInfo(me));
     }
 
     /// Master: hosts silent for 3 report intervals become unavailable. Slave: the master
@@ -725,10 +848,19 @@ impl Lim {
             if now_ms >= self.next_scan_ms {
                 self.scan_hosts(now_ms, effects);
             }
-        } else if self.master_valid && now_ms > self.last_beacon_ms + self.master_timeout_ms() {
-            self.master_valid = false;
+            return;
+        }
+        if self.master_valid() && now_ms > self.last_beacon_ms + self.master_timeout_ms() {
+            self.master = None;
             self.next_send_ms = None;
             effects.push(Effect::MasterLost);
+        }
+        if let Some(wait) = self.takeover_wait_ms() {
+            let since = *self.better_heard_ms.get_or_insert(now_ms);
+            // Rank 0 waits for nothing: it is master from its first step.
+            if wait == 0 || now_ms > since + wait {
+                self.take_over(effects);
+            }
         }
     }
 
@@ -741,7 +873,7 @@ impl Lim {
                 let beacon = Beacon {
                     cluster: self.config.cluster.clone(),
                     master: self.master_name().to_owned(),
-                    host_idx: 0,
+                    host_idx: self.config.me,
                     seqno,
                     tcp_port: self.config.tcp_port,
                 };
@@ -749,9 +881,9 @@ impl Lim {
             }
             return;
         }
-        if self.master_valid
+        if let Some(master) = self.master.filter(|_| self.master_valid())
             && self.next_send_ms.is_some_and(|at| now_ms >= at)
-            && let Some(to) = self.config.hosts[0].addr
+            && let Some(to) = self.config.hosts[master as usize].addr
         {
             self.next_send_ms = Some(now_ms + self.config.report_interval_ms);
             let seqno = self.take_seqno();
@@ -772,8 +904,9 @@ impl Lim {
     fn scan_hosts(&mut self, now_ms: u64, effects: &mut Vec<Effect>) {
         let timeout_ms = self.host_timeout_ms();
         let mut next = u64::MAX;
-        for (idx, host) in self.hosts.iter_mut().enumerate().skip(1) {
-            if host.status != HostStatus::Ok {
+        let me = self.config.me as usize;
+        for (idx, host) in self.hosts.iter_mut().enumerate() {
+            if idx == me || host.status != HostStatus::Ok {
                 continue;
             }
             let Some(last) = host.last_report_ms else { continue };

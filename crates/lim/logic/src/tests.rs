@@ -15,6 +15,7 @@ fn config(me: u32, initial_seqno: u32) -> Config {
     Config {
         cluster: "lava".into(),
         hosts: (0..3).map(|idx| HostConfig { name: format!("h{idx}"), addr: Some(addr(idx)) }).collect(),
+        candidates: vec![0],
         me,
         beacon_interval_ms: BEACON_MS,
         report_interval_ms: REPORT_MS,
@@ -426,4 +427,122 @@ fn an_unavailable_host_has_the_unavail_word() {
         vec![Effect::HostAvailable(2), Effect::HostStatus { host: 2, status0: LIM_OK }]
     );
     assert_eq!(master.hosts()[2].status_word(), LIM_OK);
+}
+
+// Master election among LSF_MASTER_LIST candidates (docs/protocols/lim.md, "Master election").
+
+/// Host `me` of three, with `candidates` (host indexes, most preferred first).
+fn elect_config(me: u32, candidates: &[u32]) -> Config {
+    Config { candidates: candidates.to_vec(), ..config(me, 100 * (me + 1)) }
+}
+
+fn beacon_of(host: u32, seqno: u32) -> Message {
+    Message::Beacon(Beacon {
+        cluster: "lava".into(),
+        master: format!("h{host}"),
+        host_idx: host,
+        seqno,
+        tcp_port: 7100,
+    })
+}
+
+/// The beacon a master's effects send, if any: (host number, name).
+fn beacon_sent(effects: &[Effect]) -> Option<(u32, String)> {
+    effects.iter().find_map(|effect| match effect {
+        Effect::SendToAll { message: Outgoing::Beacon(b), .. } => Some((b.host_idx, b.master.clone())),
+        _ => None,
+    })
+}
+
+// Goal: the first candidate is master from its first step; a later one waits 3 beacon
+// intervals plus one per rank after its start before it takes the role, and then beacons
+// under its own name and host number.
+#[test]
+fn candidates_take_the_role_in_list_order() {
+    let mut first = Lim::new(elect_config(2, &[2, 1]));
+    let effects = first.step(0, Input::Tick);
+    assert!(first.is_master());
+    assert_eq!(events(effects.clone())[..2], [Effect::BecameMaster, Effect::FetchHostInfo(2)]);
+    assert_eq!(beacon_sent(&effects), Some((2, "h2".to_owned())));
+
+    let mut second = Lim::new(elect_config(1, &[2, 1]));
+    assert!(second.step(0, Input::Tick).is_empty());
+    assert_eq!(second.takeover_wait_ms(), Some(3 * BEACON_MS));
+    assert_eq!(second.next_deadline_ms(), 3 * BEACON_MS + 1);
+    assert!(!second.step(3 * BEACON_MS, Input::Tick).contains(&Effect::BecameMaster));
+    let effects = second.step(3 * BEACON_MS + 1, Input::Tick);
+    assert!(second.is_master() && effects.contains(&Effect::BecameMaster));
+    assert_eq!(beacon_sent(&effects), Some((1, "h1".to_owned())));
+    assert_eq!(second.master_name(), "h1");
+
+    let third = Lim::new(elect_config(0, &[2, 1, 0]));
+    assert_eq!(third.takeover_wait_ms(), Some(4 * BEACON_MS));
+    assert_eq!(Lim::new(elect_config(0, &[2, 1])).takeover_wait_ms(), None);
+}
+
+// Goal: a candidate that hears the one before it keeps following it and never takes the
+// role; once that one falls silent it takes over after its wait.
+#[test]
+fn a_candidate_waits_while_a_better_one_beacons() {
+    let mut second = Lim::new(elect_config(1, &[0, 1]));
+    second.step(0, Input::Tick);
+    for (seqno, at) in (1..).zip((500..=10_000).step_by(BEACON_MS as usize)) {
+        let effects = second.step(at, from(0, beacon_of(0, seqno)));
+        assert!(!effects.contains(&Effect::BecameMaster), "at {at}: {effects:?}");
+        assert_eq!(second.master(), Some(0));
+    }
+    // The last beacon was at 9,500: the master is lost after 3 intervals, and the role taken.
+    let effects = second.step(9_500 + 3 * BEACON_MS + 1, Input::Tick);
+    assert_eq!(events(effects)[..2], [Effect::MasterLost, Effect::BecameMaster]);
+    assert!(second.is_master());
+}
+
+// Goal: a master that hears a candidate before it steps down, follows it and reports to it;
+// one that hears a candidate after it drops the beacon and stays master.
+#[test]
+fn a_master_gives_way_only_to_a_better_candidate() {
+    let mut lim = Lim::new(elect_config(1, &[0, 1, 2]));
+    lim.step(0, Input::Tick);
+    lim.step(3 * BEACON_MS + 1, Input::Tick);
+    assert!(lim.is_master());
+    lim.step(3_100, from(1, report(1, 1))); // its own address: refused
+    assert_eq!(drops(&lim, DropReason::WrongHostNo), 1);
+    lim.step(3_200, from(2, report(2, 1)));
+    assert_eq!(lim.hosts()[2].status, HostStatus::Ok);
+
+    let effects = lim.step(3_300, from(2, beacon_of(2, 5)));
+    assert!(lim.is_master() && effects.contains(&Effect::Dropped(DropReason::NotMaster)));
+
+    let effects = lim.step(3_400, from(0, beacon_of(0, 7)));
+    assert!(!lim.is_master());
+    assert_eq!(lim.master(), Some(0));
+    let found = Effect::MasterFound { master: "h0".into(), tcp_port: 7100 };
+    assert_eq!(events(effects.clone()), vec![Effect::SteppedDown { to: 0 }, found]);
+    assert_eq!(sends(&effects), vec![(addr(0), lim.config().initial_seqno + 1)], "reports to h0 at once");
+    assert!(lim.hosts().iter().all(|h| h.status == HostStatus::Unavailable), "the host table is forgotten");
+}
+
+// Goal: a slave follows any candidate while it follows none, switches to a better one, and
+// drops a worse one's beacons; a beacon from a host that is not a candidate, or naming
+// another host, is never followed.
+#[test]
+fn slaves_follow_the_best_candidate_they_hear() {
+    let mut slave = Lim::new(elect_config(2, &[0, 1]));
+    slave.step(0, Input::Tick);
+    slave.step(10, from(2, beacon_of(2, 1)));
+    slave.step(20, from(0, beacon_of(1, 1)));
+    assert_eq!(drops(&slave, DropReason::NotMaster), 2);
+    assert_eq!(slave.master(), None);
+
+    slave.step(30, from(1, beacon_of(1, 1)));
+    assert_eq!(slave.master(), Some(1));
+    slave.step(40, from(0, beacon_of(0, 1)));
+    assert_eq!(slave.master(), Some(0));
+    let effects = slave.step(50, from(1, beacon_of(1, 2)));
+    assert_eq!(events(effects), vec![Effect::Dropped(DropReason::NotMaster)]);
+    assert_eq!(slave.master(), Some(0));
+    assert_eq!(slave.master_name(), "h0");
+    // Reports go to the master it follows.
+    let effects = slave.step(50 + REPORT_MS, Input::Tick);
+    assert_eq!(sends(&effects).first().map(|s| s.0), Some(addr(0)));
 }

@@ -290,6 +290,7 @@ impl Sim {
         Config {
             cluster: CLUSTER.to_owned(),
             hosts: (0..self.n).map(|idx| HostConfig { name: name(idx), addr: Some(addr(idx)) }).collect(),
+            candidates: vec![0],
             me: me as u32,
             beacon_interval_ms: self.beacon_ms,
             report_interval_ms: self.report_ms,
@@ -303,10 +304,9 @@ impl Sim {
     fn start(&mut self, idx: usize) {
         let lim = Lim::new(self.config(idx));
         if idx == 0 {
-            // The shell gives the master its own host's facts first thing.
+            // The master asks for its own host's facts at its first step (the shell answers
+            // that from this host, never failing).
             self.master_life += 1;
-            self.n_packets += 1;
-            self.answers.insert((self.now, self.n_packets), Answer { life: self.master_life, host: 0 });
         }
         let model = if idx == 0 {
             Model::Master(OMaster {
@@ -770,6 +770,12 @@ fn expect_master(
     n: usize,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
+    if model.next_beacon_ms.is_none() {
+        // The first step: the only candidate takes the role and asks for its own facts.
+        effects.push(Effect::BecameMaster);
+        effects.push(Effect::FetchHostInfo(0));
+        model.hosts[0].asking = true;
+    }
     let timeout = MISSED_INTERVALS_MAX * report_ms;
     for (idx, host) in model.hosts.iter_mut().enumerate().skip(1) {
         if host.ok && host.last_ms.is_some_and(|last| now > last + timeout) {
