@@ -163,7 +163,7 @@ struct History {
 fn write_log(cluster: &BenchCluster, options: &Options) -> anyhow::Result<History> {
     let started = Instant::now();
     let conf = ClusterConfig::load(&cluster.envdir())?;
-    let shell_config = ShellConfig::from_cluster(&conf, Some(0))?;
+    let shell_config = ShellConfig::from_cluster(&conf, Some(0), None)?;
     let log = lava_mbatchd::journal::open(&shell_config.event_log_dir)?;
     let mut mbd = Mbd::new(shell_config.mbd.clone())?;
     let host = HostName::parse("host", HOST)?;

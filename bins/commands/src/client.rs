@@ -248,22 +248,42 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
-    /// The endpoints a configuration names.
+    /// The endpoints a configuration names: every master candidate's mbatchd address
+    /// (`LSF_MASTER_LIST` order, else the first server host alone), so that a request
+    /// reaches mbatchd on whichever candidate it runs. A candidate whose name does not
+    /// resolve is skipped unless none resolves.
     pub fn from_config(config: &BaseConfig) -> Result<Endpoints, ClientError> {
-        let master = config.master_host().ok_or(ClientError::NoMaster)?;
+        let candidates = config.master_candidates();
+        let master = *candidates.first().ok_or(ClientError::NoMaster)?;
         let port = config.lsf.mbd_port;
-        let mbd_addrs = match master.addr {
-            Some(ip) => vec![SocketAddr::new(ip, port)],
-            None => (master.name.as_str(), port)
-                .to_socket_addrs()
-                .map_err(|error| ClientError::Resolve {
-                    host: master.name.clone(),
-                    detail: error.to_string(),
-                })?
-                .collect(),
-        };
+        let mut mbd_addrs = Vec::new();
+        let mut unresolved = None;
+        for host in &candidates {
+            match host.addr {
+                Some(ip) => mbd_addrs.push(SocketAddr::new(ip, port)),
+                None => match (host.name.as_str(), port).to_socket_addrs() {
+                    Ok(addrs) => mbd_addrs.extend(addrs),
+                    Err(error) => {
+                        unresolved.get_or_insert(ClientError::Resolve {
+                            host: host.name.clone(),
+                            detail: error.to_string(),
+                        });
+                    }
+                },
+            }
+        }
+        // Candidates sharing an address (one machine) are tried once.
+        let mut seen = Vec::new();
+        mbd_addrs.retain(|addr| {
+            let new = !seen.contains(addr);
+            seen.push(*addr);
+            new
+        });
         if mbd_addrs.is_empty() {
-            return Err(ClientError::Resolve { host: master.name.clone(), detail: "no address".to_owned() });
+            return Err(unresolved.unwrap_or(ClientError::Resolve {
+                host: master.name.clone(),
+                detail: "no address".to_owned(),
+            }));
         }
         Ok(Endpoints {
             master: master.name.clone(),

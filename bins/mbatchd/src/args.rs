@@ -1,4 +1,4 @@
-//! The command line: `mbatchd [-d|--envdir DIR] [--port PORT] [--port-file PATH]
+//! The command line: `mbatchd [-d|--envdir DIR] [--host NAME] [--port PORT] [--port-file PATH]
 //! [--foreground] [--log-file PATH] [--snapshot-events N]`.
 //!
 //! Everything else comes from the configuration files (`lsf.conf` and the
@@ -19,6 +19,10 @@ pub struct Args {
     /// Folder holding lsf.conf (default: $LSF_ENVDIR, else /etc).
     #[arg(short = 'd', long, value_name = "DIR")]
     pub envdir: Option<PathBuf>,
+    /// The master candidate this mbatchd runs as (one of lsf.conf's LSF_MASTER_LIST; default:
+    /// the candidate named like this machine, or the only one).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
     /// TCP port to listen on instead of lsf.conf's LSB_MBD_PORT; 0 lets the
     /// kernel choose one (read it from --port-file).
     #[arg(long, value_name = "PORT")]

@@ -28,9 +28,14 @@
 //!   group of `all` is every user) limits its members together, `default` every user
 //!   without a row of their own. `JL/P` is read by lava-conf and not enforced.
 //!
-//! # Where mbatchd listens
-//! On the master host's `LAVA_ADDR` when `lsf.cluster` gives one (test and
-//! single-machine clusters put 127.0.0.1 there), else on every address
+//! # Which host it is, and where it listens
+//! mbatchd runs as one master candidate ([`this_candidate`]): `--host NAME`, else the
+//! candidate named like this machine (its kernel host name or that name's first label),
+//! else the only candidate. The candidates are lsf.conf's `LSF_MASTER_LIST`, or without it
+//! the first server host of `lsf.cluster` alone — so a cluster without the key runs
+//! mbatchd as today, whatever the machine's name. Its name is the master name it tells
+//! sbatchds and commands. It listens on that host's `LAVA_ADDR` when `lsf.cluster` gives
+//! one (test and single-machine clusters put 127.0.0.x there), else on every address
 //! (0.0.0.0), as LSF's mbatchd does; the port is `LSB_MBD_PORT` unless the
 //! command line overrides it (`--port 0` for an ephemeral port). Resolving the
 //! master's name to pick one interface is deliberately not done: a name that
@@ -42,7 +47,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use lava_batch_ll::{HostName, QueueName, UserName};
-use lava_conf::{ClusterConfig, LogMask, Members, Mxj, ResourceKind};
+use lava_conf::{ClusterConfig, ClusterHost, LogMask, Members, Mxj, ResourceKind};
 use lava_mbd::{
     ClusterAdmin, GroupLimit, HostConfig, MbdConfig, QueueConfig, QueueLimit, UserLimit, UserLimits,
 };
@@ -84,12 +89,15 @@ pub struct ShellConfig {
 }
 
 impl ShellConfig {
-    /// Maps a loaded configuration; `port` overrides `LSB_MBD_PORT`.
-    pub fn from_cluster(conf: &ClusterConfig, port: Option<u16>) -> Result<ShellConfig, ShellError> {
-        let mbd = mbd_config(conf)?;
-        let master = conf.master_host().ok_or_else(|| {
-            ShellError::Config(format!("{} lists no server host", conf.cluster.path.display()))
-        })?;
+    /// Maps a loaded configuration for mbatchd running as candidate `host` (see
+    /// [`this_candidate`]); `port` overrides `LSB_MBD_PORT`.
+    pub fn from_cluster(
+        conf: &ClusterConfig,
+        port: Option<u16>,
+        host: Option<&str>,
+    ) -> Result<ShellConfig, ShellError> {
+        let master = this_candidate(conf, host)?;
+        let mbd = mbd_config(conf, &master.name)?;
         Ok(ShellConfig {
             mbd,
             listen_addr: master.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
@@ -113,11 +121,44 @@ fn host_name(conf: &ClusterConfig, name: &str) -> Result<HostName, ShellError> {
     })
 }
 
-/// The logic's configuration; see the module doc for the mapping.
-pub fn mbd_config(conf: &ClusterConfig) -> Result<MbdConfig, ShellError> {
-    let master = conf
-        .master_host()
-        .ok_or_else(|| ShellError::Config(format!("{} lists no server host", conf.cluster.path.display())))?;
+/// The master candidate this mbatchd is: `host` if given (it must be a candidate), else the
+/// candidate named like this machine, else the only candidate (module doc).
+pub fn this_candidate<'a>(
+    conf: &'a ClusterConfig,
+    host: Option<&str>,
+) -> Result<&'a ClusterHost, ShellError> {
+    let candidates = conf.master_candidates();
+    let names = || candidates.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(" ");
+    let find = |name: &str| candidates.iter().copied().find(|c| c.name.eq_ignore_ascii_case(name));
+    match host {
+        Some(name) => find(name).ok_or_else(|| {
+            ShellError::Config(format!(
+                "--host {name}: not a master candidate (LSF_MASTER_LIST: {})",
+                names()
+            ))
+        }),
+        None if candidates.len() == 1 => Ok(candidates[0]),
+        None if candidates.is_empty() => {
+            Err(ShellError::Config(format!("{} lists no server host", conf.cluster.path.display())))
+        }
+        None => {
+            let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let machine = machine.trim();
+            let short = machine.split('.').next().unwrap_or(machine);
+            find(machine).or_else(|| find(short)).ok_or_else(|| {
+                ShellError::Config(format!(
+                    "this machine ({machine}) is none of the master candidates (LSF_MASTER_LIST: {}); name one with --host",
+                    names()
+                ))
+            })
+        }
+    }
+}
+
+/// The logic's configuration for mbatchd running as candidate `master`; see the module
+/// doc for the mapping.
+pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, ShellError> {
+    let master = this_candidate(conf, Some(master))?;
     let mut config = MbdConfig::new(conf.cluster_name.clone(), host_name(conf, &master.name)?);
     let servers: Vec<&str> =
         conf.cluster.hosts.iter().filter(|host| host.server).map(|host| host.name.as_str()).collect();
@@ -392,7 +433,7 @@ mod tests {
             "Begin Queue\nQUEUE_NAME = normal\nPRIORITY = 30\nEnd Queue\n\
              Begin Queue\nQUEUE_NAME = small\nPRIORITY = 40\nHOSTS = grp m\nEnd Queue\n",
         );
-        let shell = ShellConfig::from_cluster(&conf, Some(0)).expect("maps");
+        let shell = ShellConfig::from_cluster(&conf, Some(0), None).expect("maps");
         let mbd = &shell.mbd;
         assert_eq!(mbd.cluster_name, "t");
         assert_eq!(mbd.master_host, host("m"));
@@ -432,7 +473,7 @@ mod tests {
              HJOB_LIMIT = 3\nPJOB_LIMIT = 0.25\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
              FAIRSHARE = USER_SHARES[[alice, 2] [default, 1]]\nEnd Queue\n",
         );
-        let mbd = mbd_config(&conf).expect("maps");
+        let mbd = mbd_config(&conf, "m").expect("maps");
         let queue = &mbd.queues[0];
         let names: Vec<&str> = queue.users.as_ref().expect("a list").iter().map(UserName::as_str).collect();
         assert_eq!(names, ["alice", "carol", "dave"]);
@@ -471,7 +512,7 @@ mod tests {
         );
         conf.params.max_pend_jobs = Some(50);
         conf.params.max_job_bytes = 65536;
-        let mbd = mbd_config(&conf).expect("maps");
+        let mbd = mbd_config(&conf, "m").expect("maps");
         assert_eq!((mbd.max_pend_jobs, mbd.max_job_bytes), (Some(50), 65536));
         let limits = &mbd.user_limits;
         let user = |name: &str| UserName::parse("test", name).expect("user");
@@ -503,7 +544,7 @@ mod tests {
             "Begin Host\nHOST_NAME MXJ\ndefault !\nEnd Host\n",
             "Begin Queue\nQUEUE_NAME = normal\nPRIORITY = 30\nHOSTS = c\nEnd Queue\n",
         );
-        let error = mbd_config(&conf).expect_err("c cannot run jobs").to_string();
+        let error = mbd_config(&conf, "m").expect_err("c cannot run jobs").to_string();
         assert!(error.contains("queue normal") && error.contains("not a server host"), "{error}");
     }
 }

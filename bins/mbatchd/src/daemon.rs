@@ -75,7 +75,7 @@ pub fn main() -> ExitCode {
 pub fn run(args: Args) -> Result<(), ShellError> {
     let envdir = envdir(&args);
     let conf = ClusterConfig::load(&envdir)?;
-    let config = ShellConfig::from_cluster(&conf, args.port)?;
+    let config = ShellConfig::from_cluster(&conf, args.port, args.host.as_deref())?;
     let key = ClusterKey::load(&config.key_file)?;
     if !args.foreground {
         return detach(&args, &config);

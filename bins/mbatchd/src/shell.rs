@@ -572,7 +572,8 @@ impl Shell {
         let loaded = lava_conf::ClusterConfig::load(&envdir)
             .map_err(|error| error.to_string())
             .and_then(|conf| {
-                let config = crate::config::mbd_config(&conf).map_err(|error| error.to_string())?;
+                let master = self.mbd.config().master_host.to_string();
+                let config = crate::config::mbd_config(&conf, &master).map_err(|error| error.to_string())?;
                 Ok((config, conf.params.max_job_num))
             })
             .and_then(|(config, max_job_num)| {
@@ -609,9 +610,11 @@ impl Shell {
         let Some(envdir) = self.envdir.clone() else {
             return answer(false, "this mbatchd does not know its configuration folder".to_owned());
         };
-        let loaded = lava_conf::ClusterConfig::load(&envdir)
-            .map_err(|error| error.to_string())
-            .and_then(|conf| crate::config::mbd_config(&conf).map(|_| ()).map_err(|error| error.to_string()));
+        let master = self.mbd.config().master_host.to_string();
+        let loaded =
+            lava_conf::ClusterConfig::load(&envdir).map_err(|error| error.to_string()).and_then(|conf| {
+                crate::config::mbd_config(&conf, &master).map(|_| ()).map_err(|error| error.to_string())
+            });
         if let Err(problem) = loaded {
             tracing::warn!(user = %caller.user, "badmin mbdrestart: not restarting: {problem}");
             return answer(false, problem);

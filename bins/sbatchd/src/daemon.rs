@@ -63,7 +63,7 @@ use tokio::sync::mpsc;
 use crate::handoff::{ExitFile, PidFile};
 use crate::jobdirs::JobDirs;
 use crate::layout::{self, EXIT_FILE, Layout, PID_FILE};
-use crate::link::{self, FromMbd, LinkConfig, LinkEvent, OutFrame};
+use crate::link::{self, FromMbd, LinkConfig, LinkEvent, MbdHost, OutFrame};
 use crate::procfs::{self, boot_id, process_start_ticks};
 use crate::shepherd::{ENDED_BYTE, GO_BYTE};
 use crate::status::{JobPhases, LoopCounters, SocketCounters, StatusRequest};
@@ -169,9 +169,17 @@ pub fn run(options: Options) -> Result<(), Error> {
     init_logging(config.lsf.log_mask);
     let readiness = Readiness::from_env();
     let host = decide_host(&options, &config)?;
-    let master = config.master_host().ok_or_else(|| {
-        Error::Other(format!("{} lists no server host to run mbatchd", config.cluster.path.display()))
-    })?;
+    let masters: Vec<MbdHost> = config
+        .master_candidates()
+        .into_iter()
+        .map(|host| MbdHost { name: host.name.clone(), addr: host.addr })
+        .collect();
+    if masters.is_empty() {
+        return Err(Error::Other(format!(
+            "{} lists no server host to run mbatchd",
+            config.cluster.path.display()
+        )));
+    }
     let key = ClusterKey::load(&config.lsf.cluster_key_file)?;
     let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
     if sys::effective_uid() != 0 {
@@ -206,8 +214,7 @@ pub fn run(options: Options) -> Result<(), Error> {
         )));
     }
     let link_config = LinkConfig {
-        master_name: master.name.clone(),
-        master_addr: master.addr,
+        masters,
         port: config.lsf.mbd_port,
         host_name: host.clone(),
         n_cpus: std::thread::available_parallelism()
@@ -216,7 +223,7 @@ pub fn run(options: Options) -> Result<(), Error> {
     };
     tracing::info!(
         host = %host,
-        mbatchd = %format!("{}:{}", master.name, config.lsf.mbd_port),
+        mbatchd = %format!("{} port {}", link_config.master_names(), config.lsf.mbd_port),
         state = %layout.root().display(),
         records = n_records,
         "sbatchd starting"
@@ -281,7 +288,7 @@ pub fn run(options: Options) -> Result<(), Error> {
             counters: LoopCounters::new(now_ms() as i64 / 1000),
             socket_counters,
             host: host.clone(),
-            master_name: link_config.master_name.clone(),
+            master_name: link_config.master_names(),
             started_at: now_ms() as i64 / 1000,
             peeks: crate::peek::Peeks::new(shepherd),
             space,
@@ -297,7 +304,7 @@ pub fn run(options: Options) -> Result<(), Error> {
         if let Some(ready) = &options.ready_file {
             write_ready_file(ready)?;
         }
-        let status = format!("serving host {host}; connecting to mbatchd at {}", link_config.master_name);
+        let status = format!("serving host {host}; connecting to mbatchd at {}", link_config.master_names());
         readiness.ready(&status);
         tokio::spawn(link::run(link_config, link_tx, out_rx));
         let metrics_addr = config.lsf.metrics_listen(config.lsf.metrics_ports.sbd);

@@ -102,10 +102,9 @@ impl OutFrame {
 /// Where mbatchd is and who we are.
 #[derive(Debug, Clone)]
 pub struct LinkConfig {
-    /// mbatchd's host name (the master host of lsf.cluster).
-    pub master_name: String,
-    /// Its address when lsf.cluster gives one (`LAVA_ADDR`), else the name is resolved.
-    pub master_addr: Option<IpAddr>,
+    /// The hosts mbatchd may run on: the master candidates (`LSF_MASTER_LIST`, else the
+    /// first server host), tried in order, the one that took the last registration first.
+    pub masters: Vec<MbdHost>,
     /// `LSB_MBD_PORT`.
     pub port: u16,
     /// This host's name.
@@ -114,6 +113,22 @@ pub struct LinkConfig {
     pub n_cpus: u32,
     /// The cluster key.
     pub auth: Arc<Authenticator>,
+}
+
+/// A host mbatchd may run on.
+#[derive(Clone, Debug)]
+pub struct MbdHost {
+    /// Its name in lsf.cluster.
+    pub name: String,
+    /// Its address when lsf.cluster gives one (`LAVA_ADDR`), else the name is resolved.
+    pub addr: Option<IpAddr>,
+}
+
+impl LinkConfig {
+    /// The candidates' names, for the log and the status query.
+    pub fn master_names(&self) -> String {
+        self.masters.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(" ")
+    }
 }
 
 fn frame_limits() -> FrameLimits {
@@ -181,8 +196,9 @@ pub async fn run(config: LinkConfig, events: mpsc::Sender<LinkEvent>, mut out: m
         Backoff::from_entropy(backoff_config).unwrap_or_else(|_| Backoff::new(backoff_config, seed));
     let mut sequence = 0u32;
     let mut failures = 0u32;
+    let mut current = 0usize;
     loop {
-        match connect(&config, &mut sequence).await {
+        match connect_any(&config, &mut current, &mut sequence).await {
             Ok((reader, writer, ack)) => {
                 backoff.reset();
                 failures = 0;
@@ -228,21 +244,43 @@ pub async fn run(config: LinkConfig, events: mpsc::Sender<LinkEvent>, mut out: m
 type Reader = Half<tokio::io::Join<tokio::net::tcp::OwnedReadHalf, tokio::io::Sink>>;
 type Writer = Half<tokio::io::Join<tokio::io::Empty, tokio::net::tcp::OwnedWriteHalf>>;
 
-async fn resolve(config: &LinkConfig) -> Result<SocketAddr, String> {
-    if let Some(ip) = config.master_addr {
-        return Ok(SocketAddr::new(ip, config.port));
+async fn resolve(host: &MbdHost, port: u16) -> Result<SocketAddr, String> {
+    if let Some(ip) = host.addr {
+        return Ok(SocketAddr::new(ip, port));
     }
-    let mut addrs = tokio::net::lookup_host((config.master_name.as_str(), config.port))
+    let mut addrs = tokio::net::lookup_host((host.name.as_str(), port))
         .await
-        .map_err(|err| format!("cannot resolve mbatchd's host {}: {err}", config.master_name))?;
-    addrs.next().ok_or_else(|| format!("mbatchd's host {} has no address", config.master_name))
+        .map_err(|err| format!("cannot resolve mbatchd's host {}: {err}", host.name))?;
+    addrs.next().ok_or_else(|| format!("mbatchd's host {} has no address", host.name))
+}
+
+/// Registers with mbatchd on the candidate that took the last registration (`current`),
+/// else on the others in order; `current` becomes the one that took it.
+async fn connect_any(
+    config: &LinkConfig,
+    current: &mut usize,
+    sequence: &mut u32,
+) -> Result<(Reader, Writer, wire::SbdRegisterAck), String> {
+    let n = config.masters.len();
+    let mut misses = Vec::new();
+    for idx in std::iter::once(*current).chain((0..n).filter(|idx| idx != current)) {
+        match connect(&config.masters[idx], config, sequence).await {
+            Ok(connected) => {
+                *current = idx;
+                return Ok(connected);
+            }
+            Err(why) => misses.push(why),
+        }
+    }
+    Err(misses.join("; "))
 }
 
 async fn connect(
+    host: &MbdHost,
     config: &LinkConfig,
     sequence: &mut u32,
 ) -> Result<(Reader, Writer, wire::SbdRegisterAck), String> {
-    let addr = resolve(config).await?;
+    let addr = resolve(host, config.port).await?;
     let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), TcpStream::connect(addr))
         .await
         .map_err(|_| format!("connecting to {addr} timed out"))?
