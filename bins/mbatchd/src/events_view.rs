@@ -642,3 +642,133 @@ fn read_state(path: &Path) -> io::Result<Option<(u64, u64, u64)>> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use lava_batch_ll::{HostName, JobRef, QueueName, SubmitSpec, UserName};
+    use lava_mbd::event::{FinishRecord, JobNewRecord, JobStatusRecord};
+
+    /// Fields as Snakemake's awk program takes them: quoted strings whole.
+    fn fields(line: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut rest = line.trim_end_matches('\n');
+        while !rest.is_empty() {
+            rest = rest.trim_start_matches(' ');
+            let end = match rest.strip_prefix('"').and_then(|body| body.find('"')) {
+                Some(close) => close + 2,
+                None => rest.find(' ').unwrap_or(rest.len()),
+            };
+            out.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
+        out
+    }
+
+    fn job_new() -> Event {
+        let request = wire::SubmitRequest {
+            command: "echo hi".into(),
+            job_name: "Snakemake_rule_a___(uuid-1)".into(),
+            cwd: "/home/alice/a b".into(),
+            home_dir: "/home/alice".into(),
+            output_file: "out.%J".into(),
+            res_req: "rusage[mem=100] span[hosts=1]".into(),
+            run_limit_s: 600,
+            n_slots: 2,
+            umask: 0o22,
+            from_host: "h1".into(),
+            ..wire::SubmitRequest::default()
+        };
+        Event::JobNew(Box::new(JobNewRecord {
+            job: JobRef::new(7, 0).expect("a job"),
+            request_id: wire::RequestId { high: 1, low: 2 },
+            user_id: 1000,
+            group_id: 100,
+            user: UserName::parse("user", "alice").expect("user"),
+            from_host: HostName::parse("host", "h1").expect("host"),
+            queue: QueueName::parse("queue", "normal").expect("queue"),
+            submit_time_ms: 1_700_000_000_500,
+            hold: false,
+            spec: SubmitSpec::try_from(request).expect("a valid submission"),
+        }))
+    }
+
+    #[test]
+    fn job_new_in_openlavas_field_order() {
+        // Goal: JOB_NEW's fields where LSF's readers take them: job id 4th, user id 5th,
+        // options (-J, -o, -R, project), the 11 limits (run limit at 10th of them), queue, resReq, cwd, and the job name
+        // 42nd (Snakemake's awk program), the command after it.
+        let text = line(&job_new()).expect("written");
+        let f = fields(&text);
+        assert_eq!(
+            &f[..8],
+            ["\"JOB_NEW\"", "\"10.1\"", "1700000000", "7", "1000", "33816593", "2", "1700000000"]
+        );
+        assert_eq!(f[13], "\"alice\"");
+        assert_eq!(f[14..25].iter().filter(|l| *l == "-1").count(), 10);
+        assert_eq!(f[23], "600", "RUN limit, seconds");
+        assert_eq!((f[26].as_str(), f[27].as_str(), f[28].as_str()), ("1.00", "18", "\"normal\""));
+        assert_eq!(f[29], "\"rusage[mem=100] span[hosts=1]\"");
+        assert_eq!(f[31], "\"/home/alice/a b\"");
+        assert_eq!(f[34], "\"out.%J\"");
+        assert_eq!(f[37], "\"1700000000.7\"", "jobFile");
+        assert_eq!(f[41], "\"Snakemake_rule_a___(uuid-1)\"", "jobName, $42");
+        assert_eq!(f[42], "\"echo hi\"");
+        assert_eq!(f.len(), 55, "{text}");
+        assert!(text.ends_with(" 0 0 \"\" \"\" \"\" -1\n"), "{text}");
+    }
+
+    #[test]
+    fn job_status_of_a_finish_carries_the_usage() {
+        // Goal: a finish's JOB_STATUS: status 32, cpu time, end time, ru 1 and LSF's 19
+        // usage figures, the wait status, the index; a RUN status carries none.
+        let job = JobRef::new(9, 3).expect("an element");
+        let finish = FinishRecord {
+            wait_status: 3 << 8,
+            finish_reason: 0,
+            end_time_ms: 1_700_000_100_000,
+            rusage: wire::ResourceUsage { user_time_ms: 1500, system_time_ms: 250, max_rss_kb: 2048 },
+            pid: 42,
+        };
+        let status = |status, finish| {
+            line(&Event::JobStatus(JobStatusRecord {
+                job,
+                status,
+                reason: String::new(),
+                time_ms: 1_700_000_099_000,
+                finish,
+            }))
+            .expect("written")
+        };
+        assert_eq!(
+            status(JobStatus::Exit, Some(finish.clone())),
+            "\"JOB_STATUS\" \"10.1\" 1700000099 9 32 0 0 1.7500 1700000100 1 1.500000 0.250000 2048 \
+             -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 768 3\n"
+        );
+        assert_eq!(
+            status(JobStatus::Run, None),
+            "\"JOB_STATUS\" \"10.1\" 1700000099 9 4 0 0 0.0000 0 0 0 3\n"
+        );
+        assert_eq!(
+            fate(&status(JobStatus::Exit, Some(finish.clone()))),
+            Fate::Lives(9),
+            "an element's finish"
+        );
+        assert_eq!(fate(&status(JobStatus::Run, None)), Fate::Lives(9));
+        assert!(is_finish(&status(JobStatus::Exit, Some(finish))));
+    }
+
+    #[test]
+    fn fates_and_headers() {
+        // Goal: the carried-over bookkeeping reads each type's job id where it is, a
+        // finish or a clean ends the job; the header names its own end plus the carried bytes.
+        assert_eq!(fate("\"JOB_STATUS\" \"10.1\" 1 5 64 0 0 0.0 1 0 0 0"), Fate::Ends(5));
+        assert_eq!(fate("\"JOB_CLEAN\" \"10.1\" 1 5 2"), Fate::Ends(5));
+        assert_eq!(fate("\"JOB_SWITCH\" \"10.1\" 1 -1 6 \"q\" 0 \"u\""), Fate::Lives(6));
+        assert_eq!(fate("\"MBD_START\" \"10.1\" 1 \"h\" \"c\" 0 0"), Fate::NoJob);
+        assert_eq!(header(0), "#3\n");
+        assert_eq!(header(100), "#105\n");
+        assert_eq!(header(996), "#1002\n");
+    }
+}
