@@ -177,6 +177,24 @@ fn install_is_complete_and_idempotent() {
     let key = install.confdir.join("lava.cluster.key");
     assert_eq!(mode(&key), 0o600);
     lava_net::ClusterKey::load(&key).expect("the daemons accept the generated key");
+    // LSF's layout, as tools find it (Snakemake's LSF executor): `badmin showconf mbd`
+    // names LSF_CONFDIR and LSB_SHAREDIR, and $LSF_CONFDIR/lsbatch/<cluster>/configdir/lsb.params
+    // holds DEFAULT_QUEUE.
+    let out = Command::new(install.prefix.join("bin/badmin"))
+        .args(["showconf", "mbd"])
+        .env("LSF_ENVDIR", &install.confdir)
+        .output()
+        .expect("badmin showconf mbd");
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", describe(&out));
+    let value = |key: &str| {
+        shown.lines().find_map(|line| line.trim().strip_prefix(&format!("{key} = ")).map(str::to_owned))
+    };
+    assert_eq!(value("LSB_SHAREDIR"), Some(install.statedir.display().to_string()), "{shown}");
+    let confdir = value("LSF_CONFDIR").unwrap_or_else(|| panic!("no LSF_CONFDIR:\n{shown}"));
+    let params = fs::read_to_string(Path::new(&confdir).join("lsbatch/lavacore/configdir/lsb.params"))
+        .expect("$LSF_CONFDIR/lsbatch/<cluster>/configdir/lsb.params");
+    assert!(params.lines().any(|line| line.starts_with("DEFAULT_QUEUE")), "{params}");
     let env = fs::read_to_string(install.confdir.join("lavacore.env")).expect("lavacore.env");
     assert!(env.lines().any(|l| l == format!("LSF_ENVDIR={}", install.confdir.display())), "{env}");
     // Owned by root when installed by root.
@@ -281,6 +299,11 @@ fn installed_mbatchd_serves_from_the_installed_configuration() {
     // Its event log is under the installed state folder.
     let logdir = install.statedir.join("lavacore/logdir");
     assert_eq!(mode(&logdir), 0o700, "{}", read_log());
+    // With its text view in LSF's place, MBD_START its first record.
+    let view = util::wait_until("the lsb.events text view", STARTUP_TIMEOUT, || {
+        fs::read_to_string(logdir.join("lsb.events")).ok().filter(|text| text.contains("\"MBD_START\""))
+    });
+    assert!(view.starts_with('#'), "{view}");
     let _status = Command::new("kill").args(["-s", "TERM", &child.id().to_string()]).status();
     let status = util::wait_until("the installed mbatchd to stop", EXIT_TIMEOUT, || {
         child.try_wait().expect("try_wait")

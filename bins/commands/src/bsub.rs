@@ -114,6 +114,7 @@ pub const SPECS: &[OptSpec] = &[
     OptSpec::value("P"),
     OptSpec::value("m"),
     OptSpec::value("n"),
+    OptSpec::value("nnodes"),
     OptSpec::value("i"),
     OptSpec::value("o"),
     OptSpec::value("oo"),
@@ -290,6 +291,16 @@ impl SubmitOptions {
             "P" => self.project = Some(value),
             "m" => self.hosts = Some(value.split_whitespace().map(str::to_owned).collect()),
             "n" => self.n_slots = Some(parse_slots(&value).map_err(BsubError::Value)?),
+            // LSF's whole-node count (PSI/J writes `#BSUB -nnodes 1`): one node is LavaCore's
+            // span[hosts=1]; more cannot be placed by -R alone.
+            "nnodes" => match value.trim() {
+                "1" => self.apply("R", Some("span[hosts=1]".to_owned()))?,
+                _ => {
+                    return Err(BsubError::Value(format!(
+                        "{value}: Bad number of nodes (LavaCore takes -nnodes 1; use -n and -R \"span[ptile=N]\")"
+                    )));
+                }
+            },
             "i" => self.input = Some(value),
             "o" => self.output = file(false),
             "oo" => self.output = file(true),
@@ -974,6 +985,21 @@ mod tests {
     // Goal: several -R merge into one string as LSF merges them (Snakemake passes
     // `-R rusage[mem=M] -R span[hosts=1]`), in #BSUB lines too; two that cannot be
     // merged stop the submission with LSF's words.
+    // Goal: PSI/J's `#BSUB -nnodes 1` is one host (span[hosts=1], merged with -R); a count
+    // LavaCore cannot place is refused naming it; `-nnodes` is not `-n nodes`.
+    #[test]
+    fn nnodes_one_is_one_host() {
+        let (options, _) = submit_args(&["-nnodes", "1", "-n", "2", "-R", "rusage[mem=10]", "x"]);
+        assert_eq!(options.res_req.as_deref(), Some("rusage[mem=10] span[hosts=1]"));
+        assert_eq!(options.n_slots, Some(2));
+        let script = parse_script("#BSUB -nnodes 1\n#BSUB -n 1\nrun\n").expect("script");
+        assert_eq!(script.options.res_req.as_deref(), Some("span[hosts=1]"));
+        assert!(matches!(
+            parse_args(&strings(&["-nnodes", "2", "x"])),
+            Err(BsubError::Value(message)) if message.starts_with("2: Bad number of nodes")
+        ));
+    }
+
     #[test]
     fn several_res_reqs_merge() {
         let (options, _) =

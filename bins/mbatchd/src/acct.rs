@@ -33,16 +33,18 @@
 //! # A full disk
 //! A failed write or fsync is logged once and tried again every second with the same
 //! lines (those written in part are not written twice: the file is cut back to its
-//! length before the batch); nothing is dropped while mbatchd runs.
+//! length before the batch); nothing is dropped while mbatchd runs. Writing,
+//! retrying and switching are [`crate::textlog`]'s, shared with the `lsb.events`
+//! text view.
 
 use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+
+use crate::textlog;
 
 use lava_batch_ll::acct::AcctRecord;
 
@@ -73,7 +75,7 @@ impl AcctRule {
 
 /// The path of `lsb.acct` in `dir`, or of its switched file `n` (`lsb.acct.n`) for `n > 0`.
 pub fn acct_path(dir: &Path, n: u32) -> PathBuf {
-    if n == 0 { dir.join(ACCT_NAME) } else { dir.join(format!("{ACCT_NAME}.{n}")) }
+    textlog::path(dir, ACCT_NAME, n)
 }
 
 /// The records of a file, in order; unreadable lines are skipped and counted.
@@ -123,14 +125,8 @@ pub fn reconcile(dir: &Path, finished: &[AcctRecord]) -> io::Result<usize> {
         return Ok(0);
     }
     let count = missing.lines().count();
-    let mut file = open_append(&acct_path(dir, 0))?;
-    file.write_all(missing.as_bytes())?;
-    file.sync_data()?;
+    textlog::append_durably(&acct_path(dir, 0), &missing)?;
     Ok(count)
-}
-
-fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new().append(true).create(true).mode(0o644).open(path)
 }
 
 /// The writer thread's end of `lsb.acct`, owned by the loop (see the module doc).
@@ -188,57 +184,16 @@ impl Writer {
     }
 
     fn run(&mut self, lines: &mpsc::Receiver<String>) {
-        let mut batch = String::new();
-        let mut failing = false;
-        while let Ok(line) = lines.recv() {
-            batch.push_str(&line);
-            while let Ok(line) = lines.try_recv() {
-                batch.push_str(&line);
-            }
-            loop {
-                match self.append(&batch) {
-                    Ok(()) => {
-                        if failing {
-                            tracing::warn!("lsb.acct is written again");
-                            failing = false;
-                        }
-                        break;
-                    }
-                    Err(error) => {
-                        if !failing {
-                            tracing::error!(
-                                dir = %self.dir.display(),
-                                "writing lsb.acct failed: {error}; tried again every second"
-                            );
-                            failing = true;
-                        }
-                        std::thread::sleep(Duration::from_secs(1));
-                        while let Ok(line) = lines.try_recv() {
-                            batch.push_str(&line);
-                        }
-                    }
-                }
-            }
-            batch.clear();
-        }
+        textlog::serve(ACCT_NAME, lines, |batch| self.append(&batch.concat()));
     }
 
     /// Appends `batch` durably, then switches the file if it is due.
     fn append(&mut self, batch: &str) -> io::Result<()> {
-        let path = acct_path(&self.dir, 0);
-        let mut file = open_append(&path)?;
-        let before = file.metadata()?.len();
-        let written = file.write_all(batch.as_bytes()).and_then(|()| file.sync_data());
-        if let Err(error) = written {
-            // Cut back a partial batch so that the retry does not write a line twice.
-            let _ = file.set_len(before);
-            return Err(error);
-        }
+        let size = textlog::append_durably(&acct_path(&self.dir, 0), batch)?;
         if self.first_time.is_none() {
             self.first_time =
                 batch.lines().find_map(|line| AcctRecord::parse(line).ok().flatten()).map(|r| r.event_time);
         }
-        let size = before + batch.len() as u64;
         let now = lava_net::system_now_ms() as i64 / 1000;
         let too_big = self.rule.max_bytes.is_some_and(|max| size > max);
         let too_old = self
@@ -254,20 +209,7 @@ impl Writer {
 
     /// `lsb.acct` → `lsb.acct.1`, the older ones one up, those beyond the limit deleted.
     fn switch(&mut self) -> io::Result<()> {
-        let mut highest = 0;
-        while acct_path(&self.dir, highest + 1).exists() {
-            highest += 1;
-        }
-        for n in (1..=highest).rev() {
-            let to = n + 1;
-            if self.rule.max_files.is_some_and(|max| to > max) {
-                fs::remove_file(acct_path(&self.dir, n))?;
-            } else {
-                fs::rename(acct_path(&self.dir, n), acct_path(&self.dir, to))?;
-            }
-        }
-        fs::rename(acct_path(&self.dir, 0), acct_path(&self.dir, 1))?;
-        File::open(&self.dir)?.sync_all()?;
+        textlog::switch(&self.dir, ACCT_NAME, self.rule.max_files)?;
         self.first_time = None;
         tracing::info!(dir = %self.dir.display(), "lsb.acct switched to lsb.acct.1");
         Ok(())
@@ -277,6 +219,8 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::time::Duration;
 
     fn record(job_id: u32, end: i64) -> AcctRecord {
         let line = concat!(

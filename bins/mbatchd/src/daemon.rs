@@ -169,6 +169,7 @@ async fn serve(
     let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
     let counters = Arc::new(Counters::default());
     let history_log = Arc::clone(&log);
+    let view_log = Arc::clone(&log);
     let rule = SwitchRule { max_job_num: config.max_job_num, snapshot_events: args.snapshot_events };
     let journal = Journal::new(log, rule, recovered.backlog);
     let space = lava_shell::space::Space::open(&config.event_log_dir, config.state_reserve_bytes)
@@ -185,6 +186,10 @@ async fn serve(
     let acct = crate::acct::AcctLog::start(config.event_log_dir.clone(), config.acct_rule)
         .map_err(PathError::at("start the writer of lsb.acct in", &config.event_log_dir))?;
     shell.account_to(acct);
+    let view =
+        crate::events_view::EventsView::start(config.event_log_dir.clone(), view_log, config.max_job_num)
+            .map_err(PathError::at("start the lsb.events text view in", &config.event_log_dir))?;
+    shell.view_events(view);
     shell.serve_metrics(config.metrics)?;
     shell.start()?;
     match &config.lim {

@@ -213,6 +213,9 @@ pub struct Journal {
     rule: SwitchRule,
     /// What the log holds beyond the newest snapshot started.
     backlog: Backlog,
+    /// How far the `lsb.events` text view got: a snapshot waits for it before the
+    /// log prunes what it covers (`events_view`).
+    view: Option<Arc<crate::events_view::Progress>>,
 }
 
 impl From<group_commit::Error> for ShellError {
@@ -231,7 +234,7 @@ impl Journal {
     pub fn new(log: Arc<EventLog>, rule: SwitchRule, backlog: Backlog) -> Journal {
         assert!(rule.snapshot_events > 0, "the command line refuses a snapshot interval of 0");
         assert!(rule.max_job_num > 0, "lava-conf refuses a MAX_JOB_NUM of 0");
-        Journal { commit: GroupCommit::new(log), rule, backlog }
+        Journal { commit: GroupCommit::new(log), rule, backlog, view: None }
     }
 
     /// Encodes and appends one event (not yet durable). An error means the
@@ -241,6 +244,12 @@ impl Journal {
         self.backlog.add(event);
         lava_crash::point!("mbatchd.event_appended");
         Ok(())
+    }
+
+    /// Snapshots wait (up to `events_view::SNAPSHOT_WAIT`) for the text view to
+    /// word what they cover before the log prunes it.
+    pub fn wait_for_view(&mut self, view: Arc<crate::events_view::Progress>) {
+        self.view = Some(view);
     }
 
     /// `badmin reconfig`: the `MAX_JOB_NUM` of lsb.params from now on (at least 1).
@@ -303,7 +312,17 @@ impl Journal {
         self.backlog = Backlog::default();
         let snapshot = mbd.snapshot();
         tracing::info!(position, "switching the event log: writing a snapshot");
+        let view = self.view.clone();
         self.commit.start_snapshot(position, move |log| {
+            if let Some(view) = view
+                && !view.wait_for(position, crate::events_view::SNAPSHOT_WAIT)
+            {
+                tracing::error!(
+                    position,
+                    reached = view.reached(),
+                    "the lsb.events text view is behind the snapshot: records it lacks may be pruned"
+                );
+            }
             // The finished jobs' environments go to disk with the snapshot
             // before the log prunes their JOB_NEW (`history::finished_envs`).
             let envs = crate::history::finished_envs(log, &snapshot)?;

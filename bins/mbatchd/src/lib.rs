@@ -71,6 +71,8 @@
 //!   snapshots and its writer lock (folders created with mode 0700).
 //! - `$LSB_SHAREDIR/<cluster>/logdir/lsb.acct`, `lsb.acct.N`: the accounting log
 //!   ([`acct`]), derived from the event log.
+//! - `$LSB_SHAREDIR/<cluster>/logdir/lsb.events` (a text file), `lsb.events.N`,
+//!   `lsb.events.state`: the event log's text view in LSF's format ([`events_view`]).
 //! - `--port-file PATH`: the bound port, written atomically once mbatchd serves.
 //! - `LSF_LOGDIR/mbatchd.log.<master host>`: the log of a detached mbatchd
 //!   (`--foreground` logs to standard error).
@@ -81,6 +83,9 @@
 //! - [`codec`]: limits, XDR encoding and decoding, frame headers.
 //! - [`journal`]: `lsb.events`: open, replay, group commit, snapshots.
 //! - [`acct`]: `lsb.acct`: a record per finished job once its event is durable, rebuilt at start, switched.
+//! - [`events_view`]: the `lsb.events` text view: the durable records worded in LSF's format,
+//!   continued at start from where it got, switched.
+//! - [`textlog`]: what those two text logs share: durable batches, retries, switching.
 //! - [`lim_client`]: polls the master lim; host availability changes for the loop.
 //! - [`counters`]: frames by operation and rejects by reason, for a later status command.
 //! - [`metrics`]: the status figures under Prometheus names, answered by the loop to the
@@ -102,6 +107,7 @@ pub mod config;
 mod conn;
 pub mod counters;
 pub mod daemon;
+pub mod events_view;
 mod history;
 pub mod journal;
 pub mod lim_client;
@@ -109,6 +115,7 @@ pub mod logging;
 pub mod metrics;
 mod peek;
 mod shell;
+pub mod textlog;
 mod validate;
 
 use std::path::PathBuf;

@@ -185,6 +185,8 @@ pub(crate) struct Shell {
     /// Finished jobs' `lsb.acct` lines, each behind the position of the JOB_STATUS that
     /// finished the job: written once that is durable.
     acct_held: VecDeque<(u64, String)>,
+    /// The writer of the `lsb.events` text view (`events_view`), once given.
+    events_view: Option<crate::events_view::EventsView>,
     /// Scrapes of the metrics listener, when it serves ([`Shell::serve_metrics`]).
     scrapes: Option<mpsc::Receiver<Scrape>>,
 }
@@ -223,8 +225,16 @@ impl Shell {
             stalled: false,
             acct: None,
             acct_held: VecDeque::new(),
+            events_view: None,
             scrapes: None,
         }
+    }
+
+    /// Words the durable events into the `lsb.events` text view through `view`;
+    /// snapshots wait for it.
+    pub(crate) fn view_events(&mut self, view: crate::events_view::EventsView) {
+        self.journal.wait_for_view(view.progress());
+        self.events_view = Some(view);
     }
 
     /// Writes finished jobs' records to `lsb.acct` through `acct`.
@@ -730,6 +740,9 @@ impl Shell {
                 acct.write(line);
             }
         }
+        if let Some(view) = &mut self.events_view {
+            view.durable(durable);
+        }
     }
 
     /// Contract step 4: best effort; a client or channel that went away loses its message.
@@ -772,6 +785,9 @@ impl Shell {
         debug_assert!(self.outbox.held.is_empty(), "every event is durable, so every message is released");
         if let Some(acct) = self.acct.take() {
             acct.close();
+        }
+        if let Some(view) = self.events_view.take() {
+            view.close();
         }
         let Shell { journal, clients, sbd, shared, conn_events, listener, mut tasks, .. } = self;
         drop(listener);

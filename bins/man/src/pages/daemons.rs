@@ -74,8 +74,15 @@ makes it read the batch configuration again; `badmin mbdrestart` restarts it fro
 @$LSF_ENVDIR/lsf.conf, lsf.shared, lsf.cluster.<cluster>, lsbatch/<cluster>/configdir/lsb.*
 The configuration; `lsb.params`, `lsb.queues`, `lsb.hosts` and `lsb.users` are the batch part.
 
-@$LSB_SHAREDIR/<cluster>/logdir/lsb.events*
-The event log and its snapshots.
+@$LSB_SHAREDIR/<cluster>/logdir/lsb.events.NNNNNN, lsb.events.snapshot.*, lsb.events.lock
+The event log (binary) and its snapshots.
+
+@$LSB_SHAREDIR/<cluster>/logdir/lsb.events, lsb.events.1, ..., lsb.events.state
+The event log's text view in LSF's format, for tools that read it; written once events
+are durable, never read back (docs/operations.md).
+
+@$LSB_SHAREDIR/<cluster>/logdir/lsb.acct, lsb.acct.1, ...
+The accounting log, one JOB_FINISH record per finished job.
 
 @$LSF_LOGDIR/mbatchd.log.<host>
 The log when started without `--foreground` and `--log-file`.

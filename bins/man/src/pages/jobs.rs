@@ -43,6 +43,12 @@ const BSUB_OPTIONS: &[Opt] = &[
     Opt::value("m", "\"host_name ...\"", "Runs the job on one of these hosts only."),
     Opt::value("n", "min[,max]", "Asks for this many job slots (the minimum is asked for)."),
     Opt::value(
+        "nnodes",
+        "1",
+        "LSF's whole-node count, as PSI/J writes it: `-nnodes 1` puts every slot on one host \
+         (`span[hosts=1]`, merged with `-R`); another count is refused.",
+    ),
+    Opt::value(
         "i",
         "input_file",
         "The job's standard input. `%J` and `%I` are replaced by the job id and array index.",

@@ -29,7 +29,7 @@
 //! [`AcctRecord::parse`] reads the fields through maxRSwap by position and ignores
 //! what follows, so it also reads the shorter records of OpenLava and older LSF versions.
 
-use std::fmt::Write as _;
+use crate::lsf_line::{LsfFields, LsfLine};
 
 /// The version string LavaCore writes: the LSF release whose layout the record follows.
 pub const ACCT_VERSION: &str = "10.1";
@@ -197,7 +197,7 @@ impl AcctRecord {
     /// The record as one line of `lsb.acct`, ending with `\n`.
     pub fn to_line(&self) -> String {
         let mut line = String::with_capacity(512);
-        let mut w = Line(&mut line);
+        let mut w = LsfLine(&mut line);
         w.s(JOB_FINISH);
         w.s(ACCT_VERSION);
         w.i(self.event_time);
@@ -263,7 +263,7 @@ impl AcctRecord {
     /// Reads a record line (without its newline); `Ok(None)` for a line of another type.
     /// Errors name the field that could not be read.
     pub fn parse(line: &str) -> Result<Option<AcctRecord>, String> {
-        let mut fields = Fields::new(line);
+        let mut fields = LsfFields::new(line);
         let kind = fields.string("event type")?;
         if kind != JOB_FINISH {
             return Ok(None);
@@ -364,125 +364,6 @@ impl AcctRecord {
     /// requeued and finished again has a second record with a later end).
     pub fn key(&self) -> (u32, u32, i64) {
         (self.job_id, self.idx, self.event_time)
-    }
-}
-
-/// A line being written: each field preceded by a blank, but the first.
-struct Line<'a>(&'a mut String);
-
-impl Line<'_> {
-    fn sep(&mut self) {
-        if !self.0.is_empty() {
-            self.0.push(' ');
-        }
-    }
-
-    fn raw(&mut self, text: &str) {
-        self.sep();
-        self.0.push_str(text);
-    }
-
-    fn i(&mut self, n: i64) {
-        self.sep();
-        let _infallible = write!(self.0, "{n}");
-    }
-
-    /// A quoted string: quotes doubled, line breaks made blanks.
-    fn s(&mut self, text: &str) {
-        self.sep();
-        self.0.push('"');
-        for c in text.chars() {
-            match c {
-                '"' => self.0.push_str("\"\""),
-                '\n' | '\r' => self.0.push(' '),
-                c => self.0.push(c),
-            }
-        }
-        self.0.push('"');
-    }
-
-    fn list(&mut self, items: &[String]) {
-        self.i(items.len() as i64);
-        for item in items {
-            self.s(item);
-        }
-    }
-}
-
-/// The fields of a line being read, left to right.
-struct Fields<'a> {
-    rest: &'a str,
-}
-
-impl<'a> Fields<'a> {
-    fn new(line: &'a str) -> Fields<'a> {
-        Fields { rest: line }
-    }
-
-    fn skip_blanks(&mut self) {
-        self.rest = self.rest.trim_start_matches([' ', '\t']);
-    }
-
-    fn next_is_string(&mut self) -> bool {
-        self.skip_blanks();
-        self.rest.starts_with('"')
-    }
-
-    fn string(&mut self, name: &str) -> Result<String, String> {
-        self.skip_blanks();
-        let Some(body) = self.rest.strip_prefix('"') else {
-            return Err(format!("{name}: a quoted string was expected"));
-        };
-        let mut out = String::new();
-        let mut chars = body.char_indices();
-        while let Some((i, c)) = chars.next() {
-            if c == '"' {
-                if body[i + 1..].starts_with('"') {
-                    out.push('"');
-                    chars.next();
-                } else {
-                    self.rest = &body[i + 1..];
-                    return Ok(out);
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        Err(format!("{name}: the string is not closed"))
-    }
-
-    fn word(&mut self, name: &str) -> Result<&'a str, String> {
-        self.skip_blanks();
-        let end = self.rest.find([' ', '\t']).unwrap_or(self.rest.len());
-        if end == 0 {
-            return Err(format!("{name}: missing"));
-        }
-        let (word, rest) = self.rest.split_at(end);
-        self.rest = rest;
-        Ok(word)
-    }
-
-    fn int(&mut self, name: &str) -> Result<i64, String> {
-        let word = self.word(name)?;
-        word.parse().map_err(|_| format!("{name}: {word:?} is not an integer"))
-    }
-
-    fn uint(&mut self, name: &str) -> Result<u32, String> {
-        let word = self.word(name)?;
-        word.parse().map_err(|_| format!("{name}: {word:?} is not a count"))
-    }
-
-    fn float(&mut self, name: &str) -> Result<f64, String> {
-        let word = self.word(name)?;
-        word.parse().map_err(|_| format!("{name}: {word:?} is not a number"))
-    }
-
-    fn list(&mut self, name: &str) -> Result<Vec<String>, String> {
-        let n = self.uint(name)?;
-        if n as usize > self.rest.len() {
-            return Err(format!("{name}: {n} is more than the line holds"));
-        }
-        (0..n).map(|_| self.string(name)).collect()
     }
 }
 

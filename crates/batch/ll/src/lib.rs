@@ -31,6 +31,7 @@ pub mod acct;
 mod array;
 mod control;
 mod depend;
+pub mod lsf_line;
 mod names;
 pub mod resreq;
 mod serde_impls;

@@ -1,0 +1,252 @@
+//! Workflow tools, unmodified, against a loopback LavaCore cluster (lim, mbatchd,
+//! sbatchd, the commands on `PATH`, `LSF_ENVDIR` set as LSF sites set it): Snakemake
+//! with its LSF executor (snakemake-executor-plugin-lsf) runs a three-rule workflow
+//! (`snakemake --executor lsf --jobs 2`) to the end, and interrupted it kills its job
+//! with `bkill`; PSI/J's `lsf` executor (psij-python) submits a job that reaches
+//! COMPLETED and cancels another (`job.cancel()`), which `bkill` ends.
+//!
+//! The tools are installed with pip from the package registry into a virtual
+//! environment kept under `CARGO_TARGET_TMPDIR` (made once, reused while it works).
+//! Without `python3 -m venv` or the registry the test prints `skipped: why` and passes,
+//! unless `LAVA_REQUIRE_WORKFLOW_TOOLS=1` (set by `.ci/run`) makes that a failure.
+//!
+//! PSI/J 0.9.11 maps LSF's EXIT to FAILED and never reports CANCELED for LSF; and it
+//! reads a key LSF never prints (`reason`) as soon as a job's EXIT_REASON is set, so
+//! its own view of the cancelled job stays ACTIVE. The test therefore checks the
+//! cancel with `bjobs` (EXIT, killed by its owner) after PSI/J's `cancel()` returned.
+
+mod util;
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use util::{Cluster, Daemon, wait_until};
+
+/// What pip installs (the newest releases).
+const PACKAGES: &[&str] = &["snakemake", "snakemake-executor-plugin-lsf", "psij-python"];
+const TOOL_TIMEOUT: Duration = Duration::from_secs(240);
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}stderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Skips (returns `None` after printing why), or fails when skipping is not allowed.
+fn skip(why: &str) -> Option<PathBuf> {
+    assert!(
+        std::env::var("LAVA_REQUIRE_WORKFLOW_TOOLS").as_deref() != Ok("1"),
+        "LAVA_REQUIRE_WORKFLOW_TOOLS=1 but: {why}"
+    );
+    println!("skipped: {why}");
+    None
+}
+
+/// The virtual environment with the tools, made if needed; `None` when it cannot be.
+fn tools_venv() -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workflow-venv");
+    let ready = venv.join("lavacore-tools-installed");
+    fs::create_dir_all(env!("CARGO_TARGET_TMPDIR")).expect("the target's temporary folder");
+    // One installer at a time (test binaries of other runs may share the folder).
+    let lock =
+        File::create(Path::new(env!("CARGO_TARGET_TMPDIR")).join("workflow-venv.lock")).expect("lock file");
+    lock.lock().expect("lock the virtual environment");
+    if ready.exists() {
+        return Some(venv);
+    }
+    let _ = fs::remove_dir_all(&venv);
+    let made = Command::new("python3").args(["-m", "venv"]).arg(&venv).output();
+    match made {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => return skip(&format!("python3 -m venv failed: {}", text(&out))),
+        Err(error) => return skip(&format!("python3 cannot be run: {error}")),
+    }
+    let out = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "--timeout", "30"])
+        .args(PACKAGES)
+        .output()
+        .expect("run pip");
+    if !out.status.success() {
+        return skip(&format!("pip could not install {PACKAGES:?} (no registry?): {}", text(&out)));
+    }
+    fs::write(&ready, "").expect("mark the environment ready");
+    Some(venv)
+}
+
+struct Site {
+    cluster: Cluster,
+    venv: PathBuf,
+    _daemons: Vec<Daemon>,
+}
+
+impl Site {
+    fn start(venv: PathBuf) -> Site {
+        let mut cluster = Cluster::new();
+        let port = util::fixed_port().to_string();
+        cluster.rewrite_lsf_conf("LSF_LIM_PORT", &port);
+        cluster.rewrite_lsf_conf("LAVA_LIM_TCP_PORT", &port);
+        // As lsfinstall writes it: Snakemake's executor converts mem_mb to this unit.
+        cluster.rewrite_lsf_conf("LSF_UNIT_FOR_LIMITS", "MB");
+        let daemons =
+            vec![cluster.start_lim("localhost"), cluster.start_mbatchd(), cluster.start_sbatchd("localhost")];
+        Site { cluster, venv, _daemons: daemons }
+    }
+
+    /// `program` (a path, or a name found on the site's `PATH`) as a user of the site
+    /// runs it: the commands and the tools on `PATH`, `LSF_ENVDIR` set, in `cwd`.
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>, cwd: &Path) -> Command {
+        let commands = util::mbatchd_bin().parent().expect("a folder").to_owned();
+        let path = format!(
+            "{}:{}:{}",
+            commands.display(),
+            self.venv.join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut command = self.cluster.command(program);
+        command.env("PATH", path).env("HOME", self.cluster.dir()).current_dir(cwd);
+        command
+    }
+
+    fn bjobs(&self, args: &[&str]) -> String {
+        let out = self
+            .command(util::mbatchd_bin().with_file_name("bjobs"), self.cluster.dir())
+            .args(args)
+            .output()
+            .expect("bjobs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn folder(&self, name: &str) -> PathBuf {
+        let dir = self.cluster.dir().join(name);
+        fs::create_dir_all(&dir).expect("a work folder");
+        dir
+    }
+}
+
+const SNAKEFILE: &str = r#"
+rule all:
+    input: "c.txt"
+
+rule a:
+    output: "a.txt"
+    shell: "echo a > {output}"
+
+rule b:
+    input: "a.txt"
+    output: "b.txt"
+    shell: "cat {input} > {output}; echo b >> {output}"
+
+rule c:
+    input: "a.txt", "b.txt"
+    output: "c.txt"
+    threads: 2
+    shell: "cat {input} > {output}"
+"#;
+
+const SLOW_SNAKEFILE: &str = r#"
+rule slow:
+    output: "slow.txt"
+    shell: "sleep 600; touch {output}"
+"#;
+
+const PSIJ_SCRIPT: &str = r#"
+import datetime, os, subprocess, sys, time
+from psij import Job, JobExecutor, JobSpec, JobState
+
+ex = JobExecutor.get_instance("lsf")
+ok = Job(JobSpec(executable="/bin/sh", arguments=["-c", "echo hello > psij-out.txt"], directory=os.getcwd()))
+ex.submit(ok)
+status = ok.wait(timeout=datetime.timedelta(seconds=180))
+print("ok", ok.native_id, status.state, status.exit_code, flush=True)
+
+long = Job(JobSpec(executable="/bin/sleep", arguments=["600"]))
+ex.submit(long)
+long.wait(target_states=[JobState.ACTIVE], timeout=datetime.timedelta(seconds=180))
+print("long", long.native_id, long.status.state, flush=True)
+long.cancel()
+print("cancelled", long.native_id, flush=True)
+os._exit(0)
+"#;
+
+/// Runs `command` to its end, at most [`TOOL_TIMEOUT`]; its output.
+fn run_bounded(mut command: Command) -> Output {
+    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the tool");
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(TOOL_TIMEOUT);
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    });
+    let out = child.wait_with_output().expect("wait for the tool");
+    drop(watchdog);
+    out
+}
+
+fn snakemake(site: &Site) {
+    // A three-rule workflow, one rule on two threads (-n 2), with memory and run time
+    // (-R rusage[mem=100] -R span[hosts=1], -W 10): every job runs, the workflow ends.
+    let work = site.folder("snakemake");
+    fs::write(work.join("Snakefile"), SNAKEFILE).expect("Snakefile");
+    let mut command = site.command("snakemake", &work);
+    command.args(["--executor", "lsf", "--jobs", "2", "--latency-wait", "5"]);
+    command.args(["--default-resources", "mem_mb=100", "runtime=10"]);
+    let out = run_bounded(command);
+    assert!(out.status.success(), "snakemake: {}", text(&out));
+    assert_eq!(fs::read_to_string(work.join("c.txt")).expect("c.txt"), "a\na\nb\n");
+    let jobs = site.bjobs(&["-a", "-noheader", "-o", "stat job_name", "-J", "Snakemake_*"]);
+    assert_eq!(jobs.lines().filter(|line| line.starts_with("DONE")).count(), 3, "{jobs}");
+
+    // Interrupted (Ctrl-C), it kills the job it submitted (bkill).
+    let slow = site.folder("snakemake-cancel");
+    fs::write(slow.join("Snakefile"), SLOW_SNAKEFILE).expect("Snakefile");
+    let mut command = site.command("snakemake", &slow);
+    command.args(["--executor", "lsf", "--jobs", "1", "--default-resources", "mem_mb=100", "runtime=10"]);
+    let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start snakemake");
+    let job = wait_until("snakemake's slow job to run", TOOL_TIMEOUT, || {
+        let jobs = site.bjobs(&["-noheader", "-o", "jobid stat", "-J", "*rule_slow*"]);
+        jobs.lines()
+            .find(|line| line.ends_with("RUN"))
+            .map(|line| line.split_whitespace().next().unwrap_or_default().to_owned())
+    });
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill -INT");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("snakemake ends");
+    assert!(!out.status.success(), "interrupted snakemake reports failure");
+    wait_until(&format!("job {job} killed"), TOOL_TIMEOUT, || {
+        (site.bjobs(&["-a", "-noheader", "-o", "stat", &job]).trim() == "EXIT").then_some(())
+    });
+}
+
+fn psij(site: &Site) {
+    let work = site.folder("psij");
+    fs::write(work.join("run.py"), PSIJ_SCRIPT).expect("run.py");
+    let mut command = site.command(site.venv.join("bin/python"), &work);
+    command.arg("run.py");
+    let out = run_bounded(command);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "PSI/J: {}", text(&out));
+    let ok = said.lines().find(|line| line.starts_with("ok ")).unwrap_or_else(|| panic!("{}", text(&out)));
+    assert!(ok.ends_with(" JobState.COMPLETED 0") || ok.ends_with(" COMPLETED 0"), "{}", text(&out));
+    assert_eq!(fs::read_to_string(work.join("psij-out.txt")).expect("the job's output"), "hello\n");
+    let long =
+        said.lines().find(|line| line.starts_with("long ")).unwrap_or_else(|| panic!("{}", text(&out)));
+    assert!(long.contains("ACTIVE"), "{}", text(&out));
+    let job = long.split_whitespace().nth(1).expect("the native id").to_owned();
+    assert!(said.contains(&format!("cancelled {job}")), "{}", text(&out));
+    wait_until(&format!("PSI/J's job {job} killed"), TOOL_TIMEOUT, || {
+        let line = site.bjobs(&["-a", "-noheader", "-o", "stat exit_reason", &job]);
+        line.starts_with("EXIT").then_some(line)
+    });
+}
+
+#[test]
+fn snakemake_and_psij_run_unmodified() {
+    let Some(venv) = tools_venv() else { return };
+    let site = Site::start(venv);
+    snakemake(&site);
+    psij(&site);
+}
