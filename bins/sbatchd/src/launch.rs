@@ -265,10 +265,33 @@ pub fn is_simple_command(command: &str) -> bool {
 }
 
 /// The execution plan of a job.
-pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) -> LaunchPlan {
+///
+/// An interactive job (`interactive`: its `wire::submit_flags` bits) has its standard
+/// streams relayed to `bsub` ([`crate::relay`]): each is an empty path here, except those
+/// `-i`, `-o`, `-e` name (LSF: a file given takes the stream; `-o` alone also takes
+/// standard error).
+pub fn launch_plan(
+    job: JobRef,
+    spec: &RunSpec,
+    jobfile: &str,
+    layout: &Layout,
+    interactive: u32,
+) -> LaunchPlan {
     let job_dir = layout.job_dir(jobfile);
     let script = job_dir.join(JOB_SCRIPT_FILE);
-    let (stdout, stderr, create_dirs) = standard_files(spec, jobfile);
+    let (mut stdout, mut stderr, create_dirs) = standard_files(spec, jobfile);
+    let is_interactive = interactive & lava_batch_wire::submit_flags::INTERACTIVE != 0;
+    if is_interactive && spec.output_file.is_empty() {
+        stdout = String::new();
+        if spec.error_file.is_empty() {
+            stderr = String::new();
+        }
+    }
+    let stdin = match spec.input_file.as_str() {
+        "" if is_interactive => String::new(),
+        "" => "/dev/null".to_owned(),
+        file => file.to_owned(),
+    };
     let JobProgram { program, argv, search_path } = job_program(spec, &script);
     LaunchPlan {
         version: LAUNCH_PLAN_VERSION,
@@ -283,12 +306,13 @@ pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) 
         env: job_environment(job, spec, &script, &job_dir),
         cwd: spec.exec_cwd.clone(),
         umask: spec.umask,
-        stdin: if spec.input_file.is_empty() { "/dev/null".to_owned() } else { spec.input_file.clone() },
+        stdin,
         stdout,
         stdout_truncate: spec.output_truncate,
         stderr,
         stderr_truncate: spec.error_truncate,
         create_dirs,
+        interactive: if is_interactive { interactive } else { 0 },
     }
 }
 
@@ -323,6 +347,7 @@ pub fn start(
     layout: &Layout,
     job: JobRef,
     spec: &RunSpec,
+    interactive: u32,
     jobfile: &str,
     go: Option<OwnedFd>,
 ) -> Result<StartedShepherd, String> {
@@ -360,7 +385,7 @@ pub fn start(
     job_dirs
         .prepare(jobfile, &script, spec.exec_uid, spec.exec_gid)
         .map_err(at("cannot write the job script in", &job_dir))?;
-    let plan = launch_plan(job, spec, jobfile, layout);
+    let plan = launch_plan(job, spec, jobfile, layout, interactive);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
     // In memory, not in a file: the plan matters only until the shepherd has read it (a
     // crash before the durable pid file means the job never ran and is launched afresh),
