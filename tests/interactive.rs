@@ -8,10 +8,16 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use lava_batch_wire::{self as wire, Operation};
+use lava_net::{Audience, Credential, Nonce, system_now_ms};
+use util::proto::{self, FrameConn, header};
 use util::{Cluster, Daemon, fixed_port, wait_until};
 
 /// Longest a job in these tests may take (debug build, busy machine).
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+/// The bound on the end of a job whose bsub was killed: well under the 60 s an unattached
+/// job waits for its terminal (lava_sbd::ATTACH_WAIT_MS), so that only the kill can end it.
+const KILL_BOUND: Duration = Duration::from_secs(40);
 
 fn bin(name: &str) -> std::path::PathBuf {
     util::mbatchd_bin().with_file_name(name)
@@ -47,6 +53,38 @@ impl Interactive {
         stdin.write_all(input).expect("bsub's input");
         drop(stdin);
         child.wait_with_output().expect("bsub ends")
+    }
+
+    /// The attach port's address.
+    fn sbd_addr(&self) -> std::net::SocketAddr {
+        let port = self.cluster.lsf_conf_value("LSB_SBD_PORT").expect("set").parse().expect("a port");
+        std::net::SocketAddr::new(util::LOOPBACK, port)
+    }
+
+    /// A credential for `user` (`uid`) sealed with the cluster's key for a daemon of `kind`.
+    fn credential(&self, uid: u32, user: &str, kind: u32) -> Vec<u8> {
+        seal(&self.cluster.authenticator(), uid, user, kind)
+    }
+
+    /// Submits `command` as root, interactive (`-I`), as bsub would, through mbatchd; waits
+    /// until it runs and returns its id.
+    fn submit_running(&self, command: &str) -> u32 {
+        let mut client = proto::Client::connect(self.cluster.mbd_addr(), self.cluster.authenticator());
+        client.user = "root".into();
+        client.uid = 0;
+        let request = wire::SubmitRequest {
+            file_flags: wire::submit_flags::INTERACTIVE,
+            ..proto::submit_request(command)
+        };
+        static SUBMISSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = proto::request_id(SUBMISSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let job = client.submit(id, request).expect("submitted").job_id;
+        let deadline = std::time::Instant::now() + JOB_TIMEOUT;
+        while self.bjobs_state(job) != "RUN" {
+            assert!(std::time::Instant::now() < deadline, "job {job} never ran:\n{}", self.sbatchd.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        job
     }
 
     fn bjobs_state(&self, job: u32) -> String {
@@ -109,5 +147,184 @@ fn bsub_i_relays_output_input_and_the_exit_code() {
         "{}",
         text(&out)
     );
-    let _ = &batch.sbatchd;
+}
+
+fn seal(auth: &lava_net::Authenticator, uid: u32, user: &str, kind: u32) -> Vec<u8> {
+    Credential {
+        uid,
+        gid: uid,
+        username: user.into(),
+        hostname: "localhost".into(),
+        issued_at_ms: system_now_ms(),
+        nonce: Nonce::random().expect("a nonce"),
+        audience: Audience::new(kind, util::CLUSTER_NAME),
+    }
+    .seal(auth)
+    .expect("the credential seals")
+}
+
+/// Attaches to `job` as root, trying again while sbatchd says the job has not started (mbatchd
+/// shows RUN from the dispatch on, sbatchd knows the process a little later).
+fn attach_as_root(batch: &Interactive, job: u32) -> FrameConn {
+    wait_until("an attach", JOB_TIMEOUT, || {
+        let mut conn = FrameConn::connect(batch.sbd_addr());
+        let reply = attach(&mut conn, job, batch.credential(0, "root", Audience::SBATCHD)).expect("a reply");
+        match reply.code {
+            wire::ATTACH_OK => Some(conn),
+            wire::ATTACH_NOT_READY => None,
+            _ => panic!("{reply:?}"),
+        }
+    })
+}
+
+/// Sends INTERACTIVE_ATTACH for `job` with `credential`; the reply (`None`: closed unanswered).
+fn attach(conn: &mut FrameConn, job: u32, credential: Vec<u8>) -> Option<wire::InteractiveAttachReply> {
+    let body = wire::InteractiveAttach {
+        credential,
+        job: wire::WireJobRef { job_id: job, array_index: 0 },
+        rows: 0,
+        cols: 0,
+    };
+    conn.send(header(Operation::InteractiveAttach, 1), &proto::encode(&body));
+    let frame = conn.recv()?;
+    assert_eq!(frame.header.operation, Operation::InteractiveAttachReply.code());
+    Some(proto::decode(&frame.body))
+}
+
+// Goal: the attach port refuses a stranger: bytes that are no frame, another operation first,
+// an oversized frame, a credential sealed with another key, one made for mbatchd, one of
+// another user, a job that is not there; each is closed (with the reason when it got that
+// far) and the job goes on undisturbed; then its owner attaches, gets its output and its
+// exit, and a second attach is refused (one per job).
+#[test]
+fn strangers_are_refused_and_the_job_is_undisturbed() {
+    let batch = Interactive::start();
+    let marker = batch.cluster.dir().join("started");
+    let job = batch.submit_running(&format!("touch {}; read line; echo got $line; exit 4", marker.display()));
+    wait_until("the job's process", JOB_TIMEOUT, || marker.exists().then_some(()));
+    let addr = batch.sbd_addr();
+    let mut junk = FrameConn::connect(addr);
+    junk.send_raw(b"GET / HTTP/1.0\r\n\r\n\0\0\0\0\0\0\0\0\0\0\0\0");
+    assert!(junk.recv().is_none(), "junk is closed unanswered");
+    let mut other_op = FrameConn::connect(addr);
+    other_op.send(
+        header(Operation::InteractiveData, 1),
+        &proto::encode(&wire::InteractiveData { stream: 0, data: b"x".to_vec() }),
+    );
+    assert!(other_op.recv().is_none(), "data before an attach is closed unanswered");
+    let mut huge = FrameConn::connect(addr);
+    let mut big = header(Operation::InteractiveAttach, 1);
+    big.length = 1 << 30;
+    let mut bytes = Vec::new();
+    big.write(&mut bytes);
+    huge.send_raw(&bytes);
+    assert!(huge.recv().is_none(), "an oversized attach is closed from its header");
+    let forged_key =
+        lava_net::ClusterKey::generate_file(batch.cluster.dir().join("other.key")).expect("a key");
+    let forged = seal(
+        &lava_net::Authenticator::new(lava_net::KeyRing::new(&forged_key), lava_net::AuthConfig::default()),
+        0,
+        "root",
+        Audience::SBATCHD,
+    );
+    let refusals = [
+        (forged, job, wire::ATTACH_AUTH),
+        (batch.credential(0, "root", Audience::MBATCHD), job, wire::ATTACH_AUTH),
+        (batch.credential(65534, "nobody", Audience::SBATCHD), job, wire::ATTACH_DENIED),
+        (batch.credential(0, "root", Audience::SBATCHD), job + 1000, wire::ATTACH_NOT_FOUND),
+    ];
+    for (credential, target, code) in refusals {
+        let mut conn = FrameConn::connect(addr);
+        let reply = attach(&mut conn, target, credential).expect("a reply");
+        assert_eq!(reply.code, code, "{reply:?}");
+        assert!(conn.recv().is_none(), "closed after the refusal");
+    }
+    assert_eq!(batch.bjobs_state(job), "RUN");
+    // The owner attaches and talks to the job.
+    let mut owner = attach_as_root(&batch, job);
+    let mut second = FrameConn::connect(addr);
+    let busy = attach(&mut second, job, batch.credential(0, "root", Audience::SBATCHD)).expect("a reply");
+    assert_eq!(busy.code, wire::ATTACH_BUSY, "{busy:?}");
+    let line = wire::InteractiveData { stream: wire::STREAM_STDIN, data: b"hi\n".to_vec() };
+    owner.send(header(Operation::InteractiveData, 2), &proto::encode(&line));
+    let mut output = Vec::new();
+    let status = loop {
+        let frame = owner.recv().expect("frames until the exit");
+        match Operation::from_code(frame.header.operation) {
+            Some(Operation::InteractiveData) => {
+                output.extend(proto::decode::<wire::InteractiveData>(&frame.body).data)
+            }
+            Some(Operation::InteractiveExit) => {
+                break proto::decode::<wire::InteractiveExit>(&frame.body).wait_status;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!((String::from_utf8_lossy(&output).as_ref(), status), ("got hi\n", 4 << 8));
+    wait_until("the job EXIT", JOB_TIMEOUT, || (batch.bjobs_state(job) == "EXIT").then_some(()));
+}
+
+// Goal: a terminal that goes away while the job runs (its connection closed, or a frame
+// bsub may not send) gets the job killed: it ends EXIT and its process is gone.
+#[test]
+fn a_lost_terminal_kills_the_job() {
+    let batch = Interactive::start();
+    for hangup in [false, true] {
+        let job = batch.submit_running("echo $$ > /tmp/lava-interactive-pid.$LSB_JOBID; exec sleep 1000");
+        let pid_file = format!("/tmp/lava-interactive-pid.{job}");
+        let mut owner = attach_as_root(&batch, job);
+        let pid: i32 = wait_until("the job's pid", JOB_TIMEOUT, || {
+            std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+        });
+        if hangup {
+            drop(owner);
+        } else {
+            // Output is the job's to send, not bsub's.
+            owner.send(
+                header(Operation::InteractiveData, 2),
+                &proto::encode(&wire::InteractiveData { stream: 1, data: b"x".to_vec() }),
+            );
+        }
+        wait_until("the job EXIT", JOB_TIMEOUT, || (batch.bjobs_state(job) == "EXIT").then_some(()));
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "the job's process is gone");
+        let _ = std::fs::remove_file(&pid_file);
+    }
+}
+
+// Goal: `bsub -I` killed with SIGKILL while its job runs, before it attached or after: the
+// job is killed (EXIT) well within the 60 s an unattached job waits for its terminal, and its
+// process is gone.
+#[test]
+fn bsub_killed_kills_the_job() {
+    let batch = Interactive::start();
+    for after_attach in [false, true] {
+        let marker = batch.cluster.dir().join(format!("pid.{after_attach}"));
+        let script = format!("echo $$ > {}; exec sleep 1000", marker.display());
+        let attached_before = batch.sbatchd.log().matches("terminal attached").count();
+        let mut bsub = batch
+            .cluster
+            .command(bin("bsub"))
+            .args(["-I", "sh", "-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("bsub");
+        let pid: i32 = wait_until("the job's pid", JOB_TIMEOUT, || {
+            std::fs::read_to_string(&marker).ok()?.trim().parse().ok()
+        });
+        if after_attach {
+            let attached = || batch.sbatchd.log().matches("terminal attached").count() > attached_before;
+            wait_until("the attach", JOB_TIMEOUT, || attached().then_some(()));
+        }
+        bsub.kill().expect("kill -9 bsub");
+        let _ = bsub.wait();
+        let mut said = String::new();
+        std::io::Read::read_to_string(bsub.stdout.as_mut().expect("piped"), &mut said)
+            .expect("bsub's output");
+        let job = util::submitted_job_id(&said);
+        wait_until("the job EXIT", KILL_BOUND, || (batch.bjobs_state(job) == "EXIT").then_some(()));
+        let gone = || (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(());
+        wait_until("the job's process gone", KILL_BOUND, gone);
+    }
 }

@@ -90,8 +90,11 @@ pub fn run(
     let stream = match attach(config, client, job_id, &host, rows, cols) {
         Ok(stream) => stream,
         Err(message) => {
+            // Killed before it could attach, or its host is unreachable: say so, and end as
+            // the job ends.
             term.err(&format!("bsub: cannot attach to job <{job_id}> on {host}: {message}\n"));
-            return Done::Plain(false);
+            drop(watcher);
+            return bsubk::wait_for_end(term, client, job_id);
         }
     };
     let raw = if pty { RawTerminal::enter() } else { None };

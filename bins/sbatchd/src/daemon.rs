@@ -938,6 +938,11 @@ impl Daemon {
                 Effect::Remove(job) => self.counters.forget(job.to_wire()),
                 Effect::Launch { job, run_spec } => self.launch(job, run_spec, None),
                 Effect::Kill { job, pgid, signal } => {
+                    let unattached = self.sbd.job(job).is_some_and(|record| record.is_interactive())
+                        && !self.sbd.was_attached(job);
+                    if let (true, Some(dir)) = (unattached, self.state_dir(job)) {
+                        crate::interactive::hang_up(&dir);
+                    }
                     match sys::kill_group(pgid, signal) {
                         Ok(()) => tracing::debug!(%job, pgid, signal, "signalled"),
                         Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}

@@ -210,8 +210,10 @@ async fn handle(mut stream: TcpStream, context: &Context) -> Result<(), String> 
             if !well_formed {
                 return format!("a bad {} from bsub", operation.name());
             }
-            if let Err(error) = write_frame(&mut to_job, operation, &body).await {
-                return format!("the shepherd: {error}");
+            if write_frame(&mut to_job, operation, &body).await.is_err() {
+                // The shepherd has stopped reading: the job has ended and its end is on its
+                // way down; nothing more goes up.
+                return std::future::pending::<String>().await;
             }
         }
     };
@@ -226,16 +228,27 @@ async fn handle(mut stream: TcpStream, context: &Context) -> Result<(), String> 
         }
     };
     tokio::select! {
-        why = up => {
-            tracing::warn!(%job, "terminal lost ({why}): the job is killed");
-            let _ = context.lost.send(job).await;
-        }
+        biased;
         result = down => match result {
             Ok(()) => tracing::debug!(%job, "interactive job ended; its output is delivered"),
             Err(error) => tracing::warn!(%job, "the job's shepherd closed the terminal: {error}"),
         },
+        why = up => {
+            tracing::warn!(%job, "terminal lost ({why}): the job is killed");
+            let _ = context.lost.send(job).await;
+        }
     }
     Ok(())
+}
+
+/// Tells the shepherd of an interactive job no terminal will come (its job is being killed
+/// before any attached): a connection to its attach socket, closed at once, which the relay
+/// takes as a terminal come and gone, so the job's end is not held for an attach.
+pub fn hang_up(state_dir: &std::path::Path) {
+    if let Ok(dir) = std::fs::File::open(state_dir) {
+        // No socket (the relay took its one connection already, or the job has ended): nothing to do.
+        let _ = std::os::unix::net::UnixStream::connect(relay::socket_path(dir.as_raw_fd()));
+    }
 }
 
 async fn connect_shepherd(state_dir: &std::path::Path) -> std::io::Result<UnixStream> {
