@@ -328,3 +328,109 @@ fn bsub_killed_kills_the_job() {
         wait_until("the job's process gone", KILL_BOUND, gone);
     }
 }
+
+/// A tmux server of its own (its socket in the cluster folder), killed when dropped.
+struct Tmux {
+    socket: std::path::PathBuf,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("run tmux")
+    }
+
+    /// What the pane shows, its history included.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-J", "-S", "-200", "-t", "t"]).stdout)
+            .into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success(), "tmux send-keys");
+    }
+
+    fn wait_for(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
+        wait_until(what, JOB_TIMEOUT, || {
+            let screen = self.screen();
+            found(&screen).then_some(screen)
+        })
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// The job id a line `job=N` of the screen shows (the job's output, not the typed command).
+fn job_line(screen: &str) -> Option<u32> {
+    screen.lines().find_map(|line| line.trim().strip_prefix("job=")).and_then(|id| id.trim().parse().ok())
+}
+
+// Goal: `bsub -Is bash` through a real terminal (a tmux pane): the job's shell runs on a
+// pseudo-terminal of the execution host (`tty` names /dev/pts/N) with LSB_JOBID set; the size
+// of bsub's terminal follows a resize (`stty size` in the job); Ctrl-C interrupts a `sleep`
+// in the job's shell without ending the shell, Ctrl-Z stops one; `exit 7` ends bsub with 7, and the terminal's
+// settings are back as they were.
+#[test]
+fn bsub_is_bash_is_a_working_shell() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        println!("skipped: tmux is not installed");
+        return;
+    }
+    let batch = Interactive::start();
+    let dir = batch.cluster.dir().to_path_buf();
+    let tmux = Tmux { socket: dir.join("tmux.sock") };
+    let script = format!(
+        "cd /tmp; stty -g > {d}/before; LSF_ENVDIR={envdir} {bsub} -Is bash --norc --noprofile; \
+         echo $? > {d}/status; stty -g > {d}/after; sleep 600",
+        d = dir.display(),
+        envdir = batch.cluster.envdir().display(),
+        bsub = bin("bsub").display(),
+    );
+    let started = tmux.run(&["new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", &script]);
+    assert!(started.status.success(), "tmux: {}", String::from_utf8_lossy(&started.stderr));
+    let _ = tmux.run(&["set-option", "-t", "t", "status", "off"]);
+    tmux.wait_for("bsub's Starting line", |screen| screen.contains("<<Starting on localhost>>"));
+    tmux.keys(&["export PS1='job$ '; tty; echo job=$LSB_JOBID", "Enter"]);
+    let screen = tmux.wait_for("tty and the job id", |screen| job_line(screen).is_some());
+    assert!(screen.lines().any(|line| line.trim().starts_with("/dev/pts/")), "{screen}");
+    let job = job_line(&screen).expect("seen");
+    assert_eq!(batch.bjobs_state(job), "RUN");
+    let _ = tmux.run(&["resize-window", "-t", "t", "-x", "100", "-y", "30"]);
+    // bsub looks at its terminal's size a few times a second.
+    wait_until("the new size in the job", JOB_TIMEOUT, || {
+        tmux.keys(&["stty size", "Enter"]);
+        std::thread::sleep(Duration::from_millis(300));
+        tmux.screen().lines().any(|line| line.trim() == "30 100").then_some(())
+    });
+    tmux.keys(&["sleep 100; echo slept", "Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    tmux.keys(&["C-c"]);
+    tmux.keys(&["echo still-$((6*7))", "Enter"]);
+    let screen = tmux
+        .wait_for("the shell after Ctrl-C", |screen| screen.lines().any(|line| line.trim() == "still-42"));
+    assert!(!screen.lines().any(|line| line.trim() == "slept"), "the sleep was interrupted:\n{screen}");
+    // Ctrl-Z stops a command of the job's shell (its job control), which can be killed.
+    tmux.keys(&["sleep 200", "Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    tmux.keys(&["C-z"]);
+    tmux.wait_for("the stopped sleep", |screen| screen.contains("Stopped") && screen.contains("sleep 200"));
+    tmux.keys(&["kill %1; wait; echo killed-$((3*3))", "Enter"]);
+    tmux.wait_for("the killed sleep", |screen| screen.lines().any(|line| line.trim() == "killed-9"));
+    tmux.keys(&["exit 7", "Enter"]);
+    let written =
+        |name: &str| std::fs::read_to_string(dir.join(name)).ok().filter(|text| text.ends_with('\n'));
+    let status = wait_until("bsub's exit status", JOB_TIMEOUT, || written("status"));
+    assert_eq!(status.trim(), "7", "{}", tmux.screen());
+    let after = wait_until("the settings after", JOB_TIMEOUT, || written("after"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("before")).expect("before"),
+        after,
+        "the terminal is restored"
+    );
+    wait_until("the job EXIT", JOB_TIMEOUT, || (batch.bjobs_state(job) == "EXIT").then_some(()));
+}

@@ -265,6 +265,12 @@ impl Sbd {
         }
     }
 
+    /// Whether a terminal has attached to interactive job `job` in this sbatchd's life (one
+    /// attach per job).
+    pub fn was_attached(&self, job: JobRef) -> bool {
+        self.ever_attached.contains(&job)
+    }
+
     /// Whether `bsub`'s terminal is attached to interactive job `job` now.
     pub fn is_attached(&self, job: JobRef) -> bool {
         self.attached.contains(&job)
