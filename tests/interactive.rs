@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use lava_batch_wire::{self as wire, Operation};
 use lava_net::{Audience, Credential, Nonce, system_now_ms};
+use util::netns::Netns;
 use util::proto::{self, FrameConn, header};
-use util::{Cluster, Daemon, fixed_port, wait_until};
+use util::{Cluster, Daemon, STARTUP_TIMEOUT, fixed_port, wait_until};
 
 /// Longest a job in these tests may take (debug build, busy machine).
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
@@ -433,4 +434,82 @@ fn bsub_is_bash_is_a_working_shell() {
         "the terminal is restored"
     );
     wait_until("the job EXIT", JOB_TIMEOUT, || (batch.bjobs_state(job) == "EXIT").then_some(()));
+}
+
+/// `ip netns exec NS BIN ARGS` as a daemon of the cluster (`ip` execs it).
+fn spawn_in(cluster: &mut Cluster, ns: &str, name: &str, bin: &std::path::Path, args: &[&str]) -> Daemon {
+    let mut all: Vec<&std::ffi::OsStr> =
+        vec!["netns".as_ref(), "exec".as_ref(), ns.as_ref(), bin.as_os_str()];
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    cluster.spawn(name, std::path::Path::new("ip"), &all)
+}
+
+// Goal: across two hosts, each in a network namespace of its own: `bsub -I -m h1` on h0 runs
+// the job on h1 (it sees h1's address), relays its output and the input piped to bsub through
+// h1's sbatchd, and exits with the job's code.
+#[test]
+fn bsub_i_across_two_network_namespace_hosts() {
+    let netns = match Netns::create("lavaint", &["h0", "h1"], "10.79.0") {
+        Ok(netns) => netns,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let mut cluster = Cluster::with_hosts(&["h0", "h1"]);
+    cluster.write_file(
+        "etc/lsf.cluster.lavacore",
+        "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
+         HOSTNAME model type server RESOURCES LAVA_ADDR LAVA_LIM_PORT LAVA_SBD_PORT LAVA_MXFSD_PORT\n\
+         h0 ! ! 1 (cs linux) 10.79.0.1 - - -\nh1 ! ! 1 (cs linux) 10.79.0.2 - - -\nEnd Host\n",
+    );
+    let port_file = cluster.dir().join("run/mbatchd.port");
+    let port_arg = port_file.display().to_string();
+    let mut mbatchd = spawn_in(
+        &mut cluster,
+        &netns.hosts[0],
+        "mbatchd",
+        &util::mbatchd_bin(),
+        &["--foreground", "--port", "0", "--port-file", &port_arg],
+    );
+    let port = mbatchd.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
+    cluster.rewrite_lsf_conf("LSB_MBD_PORT", &port.to_string());
+    let mut daemons = vec![mbatchd];
+    let mut envdirs = Vec::new();
+    for (idx, host) in ["h0", "h1"].into_iter().enumerate() {
+        let envdir = cluster.host_envdir(host);
+        let ready = cluster.dir().join(format!("run/sbatchd.{host}.ready"));
+        let (envdir_arg, ready_arg) = (envdir.display().to_string(), ready.display().to_string());
+        let mut sbatchd = spawn_in(
+            &mut cluster,
+            &netns.hosts[idx],
+            "sbatchd",
+            &bin("sbatchd"),
+            &["--envdir", &envdir_arg, "--host", host, "--ready-file", &ready_arg],
+        );
+        wait_until("sbatchd ready", STARTUP_TIMEOUT, || {
+            assert!(sbatchd.is_running(), "sbatchd {host} exited:\n{}", sbatchd.log());
+            ready.exists().then_some(())
+        });
+        daemons.push(sbatchd);
+        envdirs.push(envdir);
+    }
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &netns.hosts[0]])
+        .arg(bin("bsub"))
+        .args(["-I", "-m", "h1", "sh", "-c", "ip -o -4 addr show dev eth0; cat; exit 5"])
+        .env("LSF_ENVDIR", &envdirs[0])
+        .current_dir("/tmp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bsub in h0's namespace");
+    child.stdin.take().expect("piped").write_all(b"across hosts\n").expect("bsub's input");
+    let out = child.wait_with_output().expect("bsub ends");
+    let logs: String = daemons.iter().map(Daemon::log).collect();
+    assert_eq!(out.status.code(), Some(5), "{}\n{logs}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("10.79.0.2/24") && stdout.ends_with("across hosts\n"), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).ends_with("<<Starting on h1>>\n"), "{}", text(&out));
 }
