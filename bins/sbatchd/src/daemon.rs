@@ -1236,16 +1236,8 @@ fn launcher(
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
         };
-        let started = match launch::start(
-            &mut zygote,
-            &mut job_dirs,
-            layout,
-            job,
-            &run_spec,
-            interactive,
-            &jobfile,
-            go,
-        ) {
+        let launched = launch::JobToLaunch { job, spec: &run_spec, interactive };
+        let started = match launch::start(&mut zygote, &mut job_dirs, layout, launched, &jobfile, go) {
             Ok(started) => started,
             Err(message) => {
                 if events.blocking_send(WatchEvent::LaunchFailed { job, launch, message }).is_err() {

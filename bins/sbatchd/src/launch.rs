@@ -336,6 +336,18 @@ pub fn shepherd_program(sbatchd_exe: &Path) -> PathBuf {
     sbatchd_exe.with_file_name(SHEPHERD_PROGRAM)
 }
 
+/// The job a [`start`] launches: its reference, run spec and interactive bits (its record's
+/// `interactive`: docs/protocols/batch.md, "Interactive jobs").
+#[derive(Clone, Copy, Debug)]
+pub struct JobToLaunch<'a> {
+    /// The job.
+    pub job: JobRef,
+    /// Its run spec.
+    pub spec: &'a RunSpec,
+    /// `wire::submit_flags` bits of an interactive job, 0 for a batch job.
+    pub interactive: u32,
+}
+
 /// Prepares the state folder and has the zygote fork the shepherd of a job (see the
 /// crate doc's shepherd protocol and [`crate::zygote`]). Files of an earlier attempt are
 /// removed first: a Launch only comes when no shepherd of the job is alive, which the
@@ -345,12 +357,11 @@ pub fn start(
     zygote: &mut zygote::Client,
     job_dirs: &mut JobDirs,
     layout: &Layout,
-    job: JobRef,
-    spec: &RunSpec,
-    interactive: u32,
+    launched: JobToLaunch<'_>,
     jobfile: &str,
     go: Option<OwnedFd>,
 ) -> Result<StartedShepherd, String> {
+    let JobToLaunch { job, spec, interactive } = launched;
     let state_dir = layout.state_dir(jobfile);
     let job_dir = layout.job_dir(jobfile);
     let at = |what: &str, path: &Path| {

@@ -246,10 +246,8 @@ impl Serve {
             if let Some(listener) = &self.listener {
                 fds.push((listener.as_fd(), libc::POLLIN, Slot::Listener));
             }
-            if let Some(conn) = &self.conn {
-                if self.pending.is_empty() {
-                    fds.push((conn.as_fd(), libc::POLLIN, Slot::Conn));
-                }
+            if let (Some(conn), true) = (&self.conn, self.pending.is_empty()) {
+                fds.push((conn.as_fd(), libc::POLLIN, Slot::Conn));
             }
             if let (Some(input), false) = (&self.input, self.pending.is_empty()) {
                 fds.push((input.as_fd(), libc::POLLOUT, Slot::Input));
@@ -282,7 +280,7 @@ impl Serve {
                 match slot {
                     Slot::End => ended = Some((read_status(&self.end), Instant::now())),
                     Slot::Listener => self.accept(),
-                    Slot::Conn => self.from_conn(),
+                    Slot::Conn => self.serve_conn(),
                     Slot::Input => self.write_input(),
                     Slot::Output(idx) => {
                         self.read_output(idx);
@@ -310,7 +308,7 @@ impl Serve {
     }
 
     /// One frame from sbatchd: input, its end, or the terminal's size.
-    fn from_conn(&mut self) {
+    fn serve_conn(&mut self) {
         let Some(conn) = self.conn.as_mut() else { return };
         let frame = read_frame(conn, wire::INTERACTIVE_BODY_BYTES_MAX);
         match frame {

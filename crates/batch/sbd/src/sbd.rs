@@ -255,10 +255,10 @@ impl Sbd {
                 }
             }
             Input::TerminalLost { job } => {
-                if self.attached.remove(&job) {
-                    if let Some(job) = self.jobs.get_mut(&job) {
-                        start_terminal_kill(&mut job.record, &mut out);
-                    }
+                if self.attached.remove(&job)
+                    && let Some(job) = self.jobs.get_mut(&job)
+                {
+                    start_terminal_kill(&mut job.record, &mut out);
                 }
             }
             Input::Tick => self.tick(&mut out),
