@@ -89,7 +89,7 @@ use crate::term::{self, Term};
 
 /// The usage text (standard error).
 pub const USAGE: &str = "\
-Usage: bsub [-h] [-V] [-H] [-K] [-x] [-N] [-B] [-r]
+Usage: bsub [-h] [-V] [-H] [-I | -Ip | -Is | -K] [-x] [-N] [-B] [-r]
             [-q queue_name] [-J job_name] [-P project_name]
             [-m \"host_name ...\"] [-n num_processors] [-R \"res_req\"]
             [-w \"dependency_expression\"] [-b [[[year:]month:]day:]hour:minute]

@@ -3,7 +3,7 @@
 //!
 //! sbatchd listens on its host's `LSB_SBD_PORT` (lsf.cluster's `LAVA_SBD_PORT` for the host
 //! when given), at the host's `LAVA_ADDR` when it has one. A connection's first frame must be
-//! INTERACTIVE_ATTACH within [`FIRST_FRAME_TIMEOUT`], of at most [`ATTACH_BODY_BYTES_MAX`]
+//! INTERACTIVE_ATTACH within the gate's deadline, of at most [`ATTACH_BODY_BYTES_MAX`]
 //! bytes; its credential must be sealed for this cluster's sbatchd and name the job's owner
 //! (the uid the job runs as). The loop then decides ([`decide`]): the job must be an
 //! interactive job running here, and no terminal may have attached to it before (one attach
@@ -17,16 +17,18 @@
 //! sends anything else first, the terminal is lost: the loop steps `Input::TerminalLost` and
 //! the logic kills the job, which ends EXIT.
 //!
-//! At most [`CONNECTIONS_MAX`] connections are served at once; more are closed at once.
+//! The port goes through lava-net's gate ([`CONNECTIONS`]): at most 256 connections, 16 per
+//! source address, the oldest unauthenticated one evicted to make room, and 10 s to present
+//! a credential that passes; accept failures back off.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lava_batch_ll::JobRef;
 use lava_batch_wire::{self as wire, Operation};
+use lava_net::gate::{AcceptBackoff, Gate, GateConfig, Pass, Source};
 use lava_net::{Authenticator, Credential};
 use lava_sbd::Sbd;
 use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
@@ -38,10 +40,10 @@ use crate::relay;
 
 /// Longest INTERACTIVE_ATTACH body: a credential (under 900 bytes) and four words.
 pub const ATTACH_BODY_BYTES_MAX: u32 = 2048;
-/// How long a new connection has to send its INTERACTIVE_ATTACH.
-pub const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections served at once.
-pub const CONNECTIONS_MAX: usize = 256;
+/// The attach port's gate: connections at once, per source, and the time to authenticate
+/// (to send an INTERACTIVE_ATTACH whose credential passes).
+pub const CONNECTIONS: GateConfig =
+    GateConfig { total_max: 256, per_source_max: 16, auth_deadline: Duration::from_secs(10) };
 
 /// What the loop is asked about an attach: may `uid` attach to `job`?
 #[derive(Debug)]
@@ -91,23 +93,35 @@ pub struct Context {
 
 /// Serves the attach port until sbatchd stops.
 pub async fn serve(listener: TcpListener, context: Context) {
-    let active = Arc::new(AtomicUsize::new(0));
+    let gate = Gate::new(CONNECTIONS);
+    let mut backoff = AcceptBackoff::default();
     loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                let (pause, line) = backoff.failed(&error);
+                if let Some(line) = line {
+                    tracing::warn!("attach port: {line}");
+                }
+                tokio::time::sleep(pause).await;
+                continue;
+            }
         };
-        if active.load(Ordering::Relaxed) >= CONNECTIONS_MAX {
-            tracing::warn!(%peer, "attach port: too many connections; closed");
-            continue;
+        if let Some(line) = backoff.succeeded() {
+            tracing::info!("attach port: {line}");
         }
-        active.fetch_add(1, Ordering::Relaxed);
-        let (context, active) = (context.clone(), Arc::clone(&active));
+        let pass = match gate.admit(Source::Ip(peer.ip())) {
+            Ok(pass) => pass,
+            Err(refusal) => {
+                tracing::info!(%peer, "attach port: connection refused: {refusal}");
+                continue;
+            }
+        };
+        let context = context.clone();
         tokio::spawn(async move {
-            if let Err(problem) = handle(stream, &context).await {
+            if let Err(problem) = handle(stream, &context, pass).await {
                 tracing::info!(%peer, "attach refused: {problem}");
             }
-            active.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }
@@ -120,10 +134,15 @@ async fn refuse(stream: &mut TcpStream, code: u32, message: String) -> Result<()
     Err(message)
 }
 
-async fn handle(mut stream: TcpStream, context: &Context) -> Result<(), String> {
+/// One connection, holding its place at the gate (`pass`) while it lasts.
+async fn handle(mut stream: TcpStream, context: &Context, mut pass: Pass) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
-    let first = tokio::time::timeout(FIRST_FRAME_TIMEOUT, read_frame(&mut stream, ATTACH_BODY_BYTES_MAX))
-        .await
+    let deadline = pass.auth_deadline();
+    let first = tokio::select! {
+        first = tokio::time::timeout(deadline, read_frame(&mut stream, ATTACH_BODY_BYTES_MAX)) => first,
+        () = pass.evicted() => return Err("evicted to make room for another connection".to_owned()),
+    };
+    let first = first
         .map_err(|_| "no INTERACTIVE_ATTACH in time".to_owned())?
         .map_err(|error| format!("first frame: {error}"))?;
     let attach: wire::InteractiveAttach = match first {
@@ -152,6 +171,7 @@ async fn handle(mut stream: TcpStream, context: &Context) -> Result<(), String> 
             return refuse(&mut stream, wire::ATTACH_AUTH, format!("authentication failed: {error}")).await;
         }
     };
+    pass.authenticated();
     let Some(job) = JobRef::new(attach.job.job_id, attach.job.array_index) else {
         return refuse(&mut stream, wire::ATTACH_NOT_FOUND, "job id 0".to_owned()).await;
     };
