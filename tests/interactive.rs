@@ -292,6 +292,26 @@ fn a_lost_terminal_kills_the_job() {
     }
 }
 
+// Goal: sbatchd killed (SIGKILL) and restarted while an interactive job runs with its
+// terminal attached: the terminal's connection ends with the old sbatchd, the new one kills
+// the job (LSF kills it too), which ends EXIT and is never run again.
+#[test]
+fn an_sbatchd_restart_ends_the_interactive_job() {
+    let mut batch = Interactive::start();
+    let marker = batch.cluster.dir().join("runs");
+    let job = batch.submit_running(&format!("echo $$ >> {}; exec sleep 1000", marker.display()));
+    let mut owner = attach_as_root(&batch, job);
+    let runs = || std::fs::read_to_string(&marker).unwrap_or_default();
+    let pid: i32 = wait_until("the job's pid", JOB_TIMEOUT, || runs().trim().parse().ok());
+    batch.sbatchd.kill();
+    assert!(owner.recv().is_none(), "the terminal's connection ends with sbatchd");
+    batch.sbatchd = batch.cluster.start_sbatchd("localhost");
+    wait_until("the job EXIT", JOB_TIMEOUT, || (batch.bjobs_state(job) == "EXIT").then_some(()));
+    let gone = || (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(());
+    wait_until("the job's process gone", JOB_TIMEOUT, gone);
+    assert_eq!(runs().lines().count(), 1, "the job ran once");
+}
+
 // Goal: `bsub -I` killed with SIGKILL while its job runs, before it attached or after: the
 // job is killed (EXIT) well within the 60 s an unattached job waits for its terminal, and its
 // process is gone.

@@ -957,7 +957,7 @@ mod tests {
     fn bad_options() {
         assert_eq!(usage_error(&["-Z", "x"]), "illegal option -- Z");
         assert_eq!(usage_error(&["-q"]), "option requires an argument -- q");
-        assert_eq!(usage_error(&["-IX", "x"]), "illegal option -- X");
+        assert_eq!(usage_error(&["-IZ", "x"]), "illegal option -- Z");
         let (options, _) = submit_args(&["-I", "-Is", "x"]);
         assert_eq!(options.interactive, Some(crate::interactive::Mode::Shell));
         let (options, _) = submit_args(&["-Ip", "x"]);
