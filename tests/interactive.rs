@@ -533,3 +533,45 @@ fn bsub_i_across_two_network_namespace_hosts() {
     assert!(stdout.contains("10.79.0.2/24") && stdout.ends_with("across hosts\n"), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).ends_with("<<Starting on h1>>\n"), "{}", text(&out));
 }
+
+// Goal: `bsub -Is` killed with SIGKILL while its terminal is raw: its watcher puts the
+// terminal's settings back, and the job is killed (EXIT).
+#[test]
+fn bsub_is_killed_gives_the_terminal_back() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        println!("skipped: tmux is not installed");
+        return;
+    }
+    let batch = Interactive::start();
+    let dir = batch.cluster.dir().to_path_buf();
+    let tmux = Tmux { socket: dir.join("tmux.sock") };
+    // After bsub, wait (bounded) for the settings to come back, then record them.
+    let script = format!(
+        "cd /tmp; stty -g > {d}/before; LSF_ENVDIR={envdir} {bsub} -Is bash --norc --noprofile; \
+         for i in $(seq 100); do [ \"$(stty -g)\" = \"$(cat {d}/before)\" ] && break; sleep 0.2; done; \
+         stty -g > {d}/after; sleep 600",
+        d = dir.display(),
+        envdir = batch.cluster.envdir().display(),
+        bsub = bin("bsub").display(),
+    );
+    let started = tmux.run(&["new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", &script]);
+    assert!(started.status.success(), "tmux: {}", String::from_utf8_lossy(&started.stderr));
+    tmux.wait_for("bsub's Starting line", |screen| screen.contains("<<Starting on localhost>>"));
+    tmux.keys(&["echo job=$LSB_JOBID", "Enter"]);
+    let job = job_line(&tmux.wait_for("the job id", |screen| job_line(screen).is_some())).expect("seen");
+    let pane = tmux.run(&["list-panes", "-t", "t", "-F", "#{pane_pid}"]);
+    let shell = String::from_utf8_lossy(&pane.stdout).trim().to_owned();
+    let bsub = Command::new("pgrep").args(["-P", &shell, "bsub"]).output().expect("pgrep");
+    let bsub = String::from_utf8_lossy(&bsub.stdout).trim().to_owned();
+    assert!(!bsub.is_empty(), "bsub under the pane's shell {shell}");
+    assert!(Command::new("kill").args(["-KILL", &bsub]).status().expect("kill").success());
+    let written =
+        |name: &str| std::fs::read_to_string(dir.join(name)).ok().filter(|text| text.ends_with('\n'));
+    let after = wait_until("the settings after", JOB_TIMEOUT, || written("after"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("before")).expect("before"),
+        after,
+        "the terminal is restored"
+    );
+    wait_until("the job EXIT", JOB_TIMEOUT, || (batch.bjobs_state(job) == "EXIT").then_some(()));
+}
