@@ -1317,7 +1317,7 @@ fn bad_bsub_input_is_refused_and_submits_nothing() {
     );
     refused(&["-env", "none, X", "true"], "", "none, X: Bad -env specification");
     refused(&["-Z", "true"], "", "bsub: illegal option -- Z\nUsage: bsub");
-    refused(&["-I", "true"], "", "bsub: option -I is not supported by LavaCore\nUsage: bsub");
+    refused(&["-I", "-K", "true"], "", "-K and -I, -Ip, -Is cannot be used together. Job not submitted.\n");
     refused(
         &["-K", "-J", "arr[1-2]", "true"],
         "",

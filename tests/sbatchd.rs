@@ -903,6 +903,7 @@ fn start_shepherd(
         stderr: "/dev/null".into(),
         stderr_truncate: false,
         create_dirs: vec![],
+        interactive: 0,
     };
     let plan_file =
         sys::memory_file(c"plan", &lava_xdr::to_bytes(&plan).expect("encode")).expect("the plan in memory");

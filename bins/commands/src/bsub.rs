@@ -89,7 +89,7 @@ use crate::term::{self, Term};
 
 /// The usage text (standard error).
 pub const USAGE: &str = "\
-Usage: bsub [-h] [-V] [-H] [-K] [-x] [-N] [-B] [-r]
+Usage: bsub [-h] [-V] [-H] [-I | -Ip | -Is | -K] [-x] [-N] [-B] [-r]
             [-q queue_name] [-J job_name] [-P project_name]
             [-m \"host_name ...\"] [-n num_processors] [-R \"res_req\"]
             [-w \"dependency_expression\"] [-b [[[year:]month:]day:]hour:minute]
@@ -220,6 +220,8 @@ pub struct SubmitOptions {
     pub env: Option<EnvSpec>,
     /// `-K`.
     pub wait: bool,
+    /// `-I`, `-Ip`, `-Is` (the last given).
+    pub interactive: Option<crate::interactive::Mode>,
     /// Options accepted and ignored, as `-u me@x`, for the warning.
     pub ignored: Vec<String>,
 }
@@ -251,6 +253,7 @@ impl SubmitOptions {
             begin: self.begin.or(fallback.begin),
             env: self.env.or(fallback.env),
             wait: self.wait || fallback.wait,
+            interactive: self.interactive.or(fallback.interactive),
             ignored,
         }
     }
@@ -261,6 +264,9 @@ impl SubmitOptions {
         match name {
             "H" => self.hold = true,
             "K" => self.wait = true,
+            "I" => self.interactive = Some(crate::interactive::Mode::Plain),
+            "Ip" => self.interactive = Some(crate::interactive::Mode::Pty),
+            "Is" => self.interactive = Some(crate::interactive::Mode::Shell),
             "x" => self.exclusive = true,
             "q" => self.queue = Some(value),
             "J" => self.job_name = Some(value),
@@ -649,6 +655,12 @@ pub fn build_request(
     if options.wait && options.job_name.as_deref().is_some_and(|name| name.contains('[')) {
         return Err("Job array doesn't support -K option".to_owned());
     }
+    if options.interactive.is_some() && options.wait {
+        return Err("-K and -I, -Ip, -Is cannot be used together".to_owned());
+    }
+    if options.interactive.is_some() && options.job_name.as_deref().is_some_and(|name| name.contains('[')) {
+        return Err("Job array doesn't support -I, -Ip, -Is options".to_owned());
+    }
     let begin_time = match &options.begin {
         Some((text, spec)) => spec.resolve(&around.now).ok_or_else(|| begin::bad_time(text))?,
         None => 0,
@@ -657,7 +669,8 @@ pub fn build_request(
     let output = options.output.clone();
     let error = options.error.clone();
     let file_flags = output.as_ref().map_or(0, |f| if f.truncate { FILE_FLAG_TRUNCATE_OUTPUT } else { 0 })
-        | error.as_ref().map_or(0, |f| if f.truncate { FILE_FLAG_TRUNCATE_ERROR } else { 0 });
+        | error.as_ref().map_or(0, |f| if f.truncate { FILE_FLAG_TRUNCATE_ERROR } else { 0 })
+        | options.interactive.map_or(0, crate::interactive::Mode::flags);
     Ok(SubmitRequest {
         queue: options.queue.clone().or_else(|| around.default_queue.clone()).unwrap_or_default(),
         job_name: options.job_name.clone().unwrap_or_default(),
@@ -859,11 +872,12 @@ fn submit(term: &mut Term, options: SubmitOptions, command: String) -> Done {
         };
     // A queue taken from LSB_DEFAULTQUEUE is the user's default queue.
     let default_queue = reply.default_queue || (options.queue.is_none() && around.default_queue.is_some());
+    let input_file = options.input.is_some();
     if client::is_yes(env_value("BSUB_QUIET").as_deref()) {
-        return if options.wait {
-            bsubk::wait_for(term, &mut client, reply.job_id)
-        } else {
-            Done::Plain(true)
+        return match options.interactive {
+            Some(mode) => crate::interactive::run(term, &config, &mut client, reply.job_id, mode, input_file),
+            None if options.wait => bsubk::wait_for(term, &mut client, reply.job_id),
+            None => Done::Plain(true),
         };
     }
     let line = if client::is_yes(env_value("BSUB_QUIET2").as_deref()) {
@@ -876,6 +890,9 @@ fn submit(term: &mut Term, options: SubmitOptions, command: String) -> Done {
         // Standard error, as Lava's bsub prints it.
         let at = begin::ctime(request.begin_time, around.now.time_zone());
         term.err(&format!("Job will be scheduled after {at}\n"));
+    }
+    if let Some(mode) = options.interactive {
+        return crate::interactive::run(term, &config, &mut client, reply.job_id, mode, input_file);
     }
     if options.wait {
         return bsubk::wait_for(term, &mut client, reply.job_id);
@@ -951,7 +968,11 @@ mod tests {
     fn bad_options() {
         assert_eq!(usage_error(&["-Z", "x"]), "illegal option -- Z");
         assert_eq!(usage_error(&["-q"]), "option requires an argument -- q");
-        assert_eq!(usage_error(&["-I", "x"]), "option -I is not supported by LavaCore");
+        assert_eq!(usage_error(&["-IZ", "x"]), "illegal option -- Z");
+        let (options, _) = submit_args(&["-I", "-Is", "x"]);
+        assert_eq!(options.interactive, Some(crate::interactive::Mode::Shell));
+        let (options, _) = submit_args(&["-Ip", "x"]);
+        assert_eq!(options.interactive, Some(crate::interactive::Mode::Pty));
         assert_eq!(usage_error(&["-t", "12:00", "x"]), "option -t is not supported by LavaCore");
         assert_eq!(
             parse_args(&strings(&["-W", "1:xx", "x"])),

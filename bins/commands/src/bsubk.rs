@@ -41,6 +41,11 @@ use crate::term::Term;
 
 /// The variable that makes `bsub` a watcher of the job it names.
 pub const WATCH_ENV: &str = "LAVA_BSUB_K_WATCH";
+/// Set for the watcher of `bsub -Ip`/`-Is` on a terminal: it keeps the terminal's settings
+/// and puts them back if `bsub` is killed while the terminal is raw.
+const WATCH_TTY_ENV: &str = "LAVA_BSUB_WATCH_TTY";
+/// What a tty-guarding watcher says once it holds the terminal's settings.
+const TTY_SAVED: &[u8] = b"r";
 /// What `bsub` writes to its watcher when it ends normally.
 const RELEASE: &[u8] = b"done";
 /// First pause between two polls.
@@ -51,7 +56,7 @@ const POLL_MS_MAX: u64 = 1000;
 pub const EXIT_TERMINATED_PENDING: u8 = 126;
 
 /// The watcher's pipe; dropping it (any normal return) releases the watcher.
-struct Watcher(Option<ChildStdin>);
+pub(crate) struct Watcher(Option<ChildStdin>);
 
 impl Drop for Watcher {
     fn drop(&mut self) {
@@ -62,16 +67,30 @@ impl Drop for Watcher {
 }
 
 fn start_watcher(term: &mut Term, job_id: u32) -> Watcher {
+    start_watcher_guarding(term, job_id, false)
+}
+
+/// Starts the watcher of job `job_id`; with `guard_tty`, it first saves the settings of the
+/// controlling terminal (returning once it has) and restores them if `bsub` dies.
+pub(crate) fn start_watcher_guarding(term: &mut Term, job_id: u32, guard_tty: bool) -> Watcher {
     let child = std::env::current_exe().and_then(|exe| {
-        Command::new(exe)
-            .env(WATCH_ENV, job_id.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .process_group(0)
-            .spawn()
+        let mut command = Command::new(exe);
+        command.env(WATCH_ENV, job_id.to_string()).stdin(Stdio::piped()).process_group(0);
+        if guard_tty {
+            command.env(WATCH_TTY_ENV, "1").stdout(Stdio::piped());
+        } else {
+            command.env_remove(WATCH_TTY_ENV).stdout(Stdio::null());
+        }
+        command.spawn()
     });
     match child {
-        Ok(mut child) => Watcher(child.stdin.take()),
+        Ok(mut child) => {
+            if let Some(mut said) = child.stdout.take() {
+                let mut byte = [0u8; 1];
+                let _ = said.read(&mut byte);
+            }
+            Watcher(child.stdin.take())
+        }
         Err(error) => {
             term.err(&format!(
                 "bsub: warning: cannot watch for Ctrl-C ({error}); it will not kill the job\n"
@@ -112,6 +131,41 @@ pub fn seen(job: &wire::JobInfo) -> Seen {
         },
         Some(s) if s.is_started() => Seen::Started(host.unwrap_or_default()),
         _ => Seen::Pending,
+    }
+}
+
+/// The controlling terminal and its settings now.
+fn saved_terminal() -> Option<(std::fs::File, rustix::termios::Termios)> {
+    let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
+    let settings = rustix::termios::tcgetattr(&file).ok()?;
+    Some((file, settings))
+}
+
+/// Polls job `job_id` until it has finished; its `bsub -K` exit code.
+pub(crate) fn wait_for_end(term: &mut Term, client: &mut Client, job_id: u32) -> Done {
+    let query = wire::JobQuery {
+        jobs: vec![wire::WireJobRef { job_id, array_index: 0 }],
+        user: String::new(),
+        state_filter: state_filter::ALL,
+        queue: String::new(),
+        host: String::new(),
+        job_name: String::new(),
+        after_job: 0,
+        after_index: 0,
+    };
+    loop {
+        match client.call::<_, wire::JobQueryReply>(Operation::JobQuery, Operation::JobQueryReply, &query) {
+            Ok(reply) => match reply.jobs.iter().find(|job| job.job.job_id == job_id).map(seen) {
+                Some(Seen::Finished { code, .. }) => return Done::Waited(code),
+                Some(_) => {}
+                None => return Done::Plain(false),
+            },
+            Err(error) => {
+                term.err(&format!("{error}\n"));
+                return Done::Plain(false);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(POLL_MS_MAX));
     }
 }
 
@@ -171,10 +225,18 @@ pub fn wait_for(term: &mut Term, client: &mut Client, job_id: u32) -> Done {
 /// The watcher's `main` (see the module documentation): `job` is [`WATCH_ENV`]'s value.
 pub fn watch(job: &str) -> ExitCode {
     let mut term = Term::new();
+    let tty = std::env::var_os(WATCH_TTY_ENV).is_some().then(saved_terminal).flatten();
+    if std::env::var_os(WATCH_TTY_ENV).is_some() {
+        let mut out = std::io::stdout();
+        let _ = out.write_all(TTY_SAVED).and_then(|()| out.flush());
+    }
     let mut said = Vec::new();
     let _ = std::io::stdin().lock().take(RELEASE.len() as u64).read_to_end(&mut said);
     if said == RELEASE {
         return ExitCode::SUCCESS;
+    }
+    if let Some((file, settings)) = tty {
+        let _ = rustix::termios::tcsetattr(&file, rustix::termios::OptionalActions::Now, &settings);
     }
     let Ok(job_id) = job.parse::<u32>() else { return term.exit(false) };
     let request = wire::SignalRequest {

@@ -429,8 +429,22 @@ impl Client {
         }
     }
 
+    /// A fresh token from the local sbatchd for a daemon of kind `audience_kind` of this
+    /// cluster (`bsub -I` attaches to the execution host's sbatchd with
+    /// `wire::AUDIENCE_SBATCHD`).
+    pub fn credential_for(&mut self, audience_kind: u32) -> Result<Vec<u8>, ClientError> {
+        self.fetch_credential_for(audience_kind).map_err(|error| match error {
+            AttemptError::Fatal(error) => error,
+            AttemptError::Retry(failure) => ClientError::Unreachable { failure, waited: Duration::ZERO },
+        })
+    }
+
     /// Step 2 of the module documentation: a fresh token from the local sbatchd.
     fn fetch_credential(&mut self) -> Result<Vec<u8>, AttemptError> {
+        self.fetch_credential_for(wire::AUDIENCE_MBATCHD)
+    }
+
+    fn fetch_credential_for(&mut self, audience_kind: u32) -> Result<Vec<u8>, AttemptError> {
         let path = self.endpoints.cmd_socket.clone();
         let failure = |error: &io::Error| {
             let detail = format!(
@@ -451,10 +465,8 @@ impl Client {
             .and_then(|()| stream.set_write_timeout(timeout))
             .map_err(|e| failure(&e))?;
         let sequence = self.next_sequence();
-        let audience = wire::CredentialRequest {
-            audience_kind: wire::AUDIENCE_MBATCHD,
-            audience_cluster: self.endpoints.cluster.clone(),
-        };
+        let audience =
+            wire::CredentialRequest { audience_kind, audience_cluster: self.endpoints.cluster.clone() };
         let body = lava_xdr::to_bytes(&audience).expect("a credential request encodes");
         write_frame(&mut stream, Operation::CredentialRequest, sequence, &body).map_err(|e| failure(&e))?;
         let (header, body) =

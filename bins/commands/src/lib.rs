@@ -82,6 +82,7 @@ pub mod fields;
 pub mod format;
 pub mod groups;
 pub mod host;
+pub mod interactive;
 pub mod jobid;
 pub mod lim;
 pub mod lsadmin;

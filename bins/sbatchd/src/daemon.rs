@@ -105,6 +105,8 @@ pub struct Options {
 enum Event {
     Link(LinkEvent),
     Watch(WatchEvent),
+    /// An interactive job's terminal went away ([`crate::interactive`]).
+    TerminalLost(JobRef),
     Tick,
 }
 
@@ -156,7 +158,15 @@ struct Tracked {
 enum LauncherRequest {
     /// Carry out a Launch effect; with the read end of the job's go pipe when its record is
     /// being made durable meanwhile.
-    Launch { job: JobRef, launch: u64, run_spec: Box<RunSpec>, jobfile: String, go: Option<OwnedFd> },
+    /// `interactive`: the record's interactive bits (docs/protocols/batch.md, "Interactive jobs").
+    Launch {
+        job: JobRef,
+        launch: u64,
+        run_spec: Box<RunSpec>,
+        interactive: u32,
+        jobfile: String,
+        go: Option<OwnedFd>,
+    },
     /// The job has ended: its folder `jobs/<jobfile>/` becomes a spare
     /// ([`crate::jobdirs`]).
     Release { jobfile: String },
@@ -238,6 +248,9 @@ pub fn run(options: Options) -> Result<(), Error> {
         let (watch_tx, watch_rx) = mpsc::channel(WATCH_EVENTS_MAX);
         let (out_tx, out_rx) = mpsc::channel(OUT_FRAMES_MAX);
         let (status_tx, status_rx) = mpsc::channel(STATUS_QUERIES_MAX);
+        let (attach_tx, attach_rx) = mpsc::channel(STATUS_QUERIES_MAX);
+        let (lost_tx, lost_rx) = mpsc::channel(WATCH_EVENTS_MAX);
+        start_attach_port(&config, &host, &key, attach_tx, lost_tx).await;
         let socket_counters = Arc::new(SocketCounters::default());
         let serving = match credential::bind(&socket_path) {
             Ok(Some(listener)) => {
@@ -310,7 +323,7 @@ pub fn run(options: Options) -> Result<(), Error> {
         let metrics_addr = config.lsf.metrics_listen(config.lsf.metrics_ports.sbd);
         let scrapes = lava_shell::metrics::start_for_loop(metrics_addr)
             .map_err(|error| Error::Io { path: format!("metrics address {}", error.addr).into(), source: error.error })?;
-        let result = daemon.event_loop(link_rx, watch_rx, status_rx, scrapes, readiness).await;
+        let result = daemon.event_loop(link_rx, watch_rx, status_rx, (attach_rx, lost_rx), scrapes, readiness).await;
         if serving {
             let _ = std::fs::remove_file(&socket_path);
         }
@@ -319,6 +332,34 @@ pub fn run(options: Options) -> Result<(), Error> {
     runtime.shutdown_timeout(Duration::from_millis(500));
     drop(daemon_lock);
     result
+}
+
+/// Listens on this host's sbatchd port for `bsub -I`'s attaches ([`crate::interactive`]). A
+/// port that cannot be bound (another sbatchd of a test cluster on this machine holds it) is
+/// logged: interactive jobs then cannot attach here, and everything else goes on.
+async fn start_attach_port(
+    config: &BaseConfig,
+    host: &str,
+    key: &ClusterKey,
+    attach: mpsc::Sender<crate::interactive::AttachRequest>,
+    lost: mpsc::Sender<JobRef>,
+) {
+    let Some(entry) = config.cluster.host(host) else { return };
+    let port = entry.sbd_tcp_port(&config.lsf);
+    let ip = entry.addr.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let address = std::net::SocketAddr::new(ip, port);
+    match tokio::net::TcpListener::bind(address).await {
+        Ok(listener) => {
+            let audience = lava_net::Audience::new(lava_net::Audience::SBATCHD, config.cluster_name.as_str());
+            let auth = Arc::new(
+                Authenticator::new(KeyRing::new(key), AuthConfig::default()).with_audience(audience),
+            );
+            let context = crate::interactive::Context { auth, attach, lost };
+            tokio::spawn(crate::interactive::serve(listener, context));
+            tracing::info!(%address, "attach port for interactive jobs listening");
+        }
+        Err(error) => tracing::warn!(%address, "cannot listen for interactive jobs' terminals: {error}"),
+    }
 }
 
 /// Queues SBD_PEEK_REPLY; a full or closed queue drops it (mbatchd's peek then times out).
@@ -431,6 +472,10 @@ impl Daemon {
         mut link_rx: mpsc::Receiver<LinkEvent>,
         mut watch_rx: mpsc::Receiver<WatchEvent>,
         mut status_rx: mpsc::Receiver<StatusRequest>,
+        (mut attach_rx, mut lost_rx): (
+            mpsc::Receiver<crate::interactive::AttachRequest>,
+            mpsc::Receiver<JobRef>,
+        ),
         mut scrapes: Option<mpsc::Receiver<lava_shell::metrics::Scrape>>,
         mut readiness: Readiness,
     ) -> Result<(), Error> {
@@ -466,6 +511,11 @@ impl Daemon {
                     scrape.answer(crate::metrics::metrics(&self.status_reply(), &self.counters));
                     continue;
                 }
+                Some(request) = attach_rx.recv() => {
+                    self.answer_attach(request).await?;
+                    continue;
+                }
+                Some(job) = lost_rx.recv() => events.push(Event::TerminalLost(job)),
                 Some(event) = link_rx.recv() => events.push(Event::Link(event)),
                 Some(event) = watch_rx.recv() => events.push(Event::Watch(event)),
                 _ = tick.tick() => events.push(Event::Tick),
@@ -537,6 +587,7 @@ impl Daemon {
                 self.tell_disk_full(effects);
                 self.step(Input::Tick, effects);
             }
+            Event::TerminalLost(job) => self.step(Input::TerminalLost { job }, effects),
             Event::Link(LinkEvent::Connected) => {
                 self.counters.on_link(true, now_ms() as i64 / 1000);
                 self.step(Input::Connected, effects)
@@ -635,6 +686,21 @@ impl Daemon {
             drop(slot);
             send_peek_reply(&out_tx, peek_id, reply);
         });
+    }
+
+    /// INTERACTIVE_ATTACH, checked by [`crate::interactive`]: may this user attach to this
+    /// job now? On yes, the logic marks it attached.
+    async fn answer_attach(&mut self, request: crate::interactive::AttachRequest) -> Result<(), Error> {
+        let answer =
+            crate::interactive::decide(&self.sbd, self.state_dir(request.job), request.job, request.uid);
+        if answer.is_ok() {
+            let mut effects = Vec::new();
+            self.step(Input::TerminalAttached { job: request.job }, &mut effects);
+            self.carry_out(effects).await?;
+        }
+        // The asker may have gone; the job then loses its terminal at the next frame.
+        let _ = request.reply.send(answer);
+        Ok(())
     }
 
     fn is_current(&self, job: JobRef, launch: u64) -> bool {
@@ -879,6 +945,11 @@ impl Daemon {
                 Effect::Remove(job) => self.counters.forget(job.to_wire()),
                 Effect::Launch { job, run_spec } => self.launch(job, run_spec, None),
                 Effect::Kill { job, pgid, signal } => {
+                    let unattached = self.sbd.job(job).is_some_and(|record| record.is_interactive())
+                        && !self.sbd.was_attached(job);
+                    if let (true, Some(dir)) = (unattached, self.state_dir(job)) {
+                        crate::interactive::hang_up(&dir);
+                    }
                     match sys::kill_group(pgid, signal) {
                         Ok(()) => tracing::debug!(%job, pgid, signal, "signalled"),
                         Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}
@@ -1086,7 +1157,9 @@ impl Daemon {
         self.counters.launches += 1;
         let jobfile = layout::jobfile_name(run_spec.submit_time_s, job);
         let launch = self.new_launch(job);
-        if self.launcher.send(LauncherRequest::Launch { job, launch, run_spec, jobfile, go }).is_err() {
+        let interactive = self.sbd.job(job).map_or(0, |record| record.interactive);
+        let request = LauncherRequest::Launch { job, launch, run_spec, interactive, jobfile, go };
+        if self.launcher.send(request).is_err() {
             let message = "the launcher thread has stopped".to_owned();
             tracing::error!(%job, "cannot launch the job: {message}");
             self.inputs.push(Input::SpawnFailed { job, message });
@@ -1151,9 +1224,11 @@ fn launcher(
 ) {
     let mut zygote = zygote::Client::new(launch::shepherd_program(exe), layout.state_root());
     loop {
-        let (job, launch, run_spec, jobfile, go) = match requests.recv_timeout(ZYGOTE_CHECK_INTERVAL) {
-            Ok(LauncherRequest::Launch { job, launch, run_spec, jobfile, go }) => {
-                (job, launch, run_spec, jobfile, go)
+        let (job, launch, run_spec, interactive, jobfile, go) = match requests
+            .recv_timeout(ZYGOTE_CHECK_INTERVAL)
+        {
+            Ok(LauncherRequest::Launch { job, launch, run_spec, interactive, jobfile, go }) => {
+                (job, launch, run_spec, interactive, jobfile, go)
             }
             Ok(LauncherRequest::Release { jobfile }) => {
                 if let Err(err) = job_dirs.release(&jobfile) {
@@ -1168,7 +1243,8 @@ fn launcher(
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
         };
-        let started = match launch::start(&mut zygote, &mut job_dirs, layout, job, &run_spec, &jobfile, go) {
+        let launched = launch::JobToLaunch { job, spec: &run_spec, interactive };
+        let started = match launch::start(&mut zygote, &mut job_dirs, layout, launched, &jobfile, go) {
             Ok(started) => started,
             Err(message) => {
                 if events.blocking_send(WatchEvent::LaunchFailed { job, launch, message }).is_err() {

@@ -24,8 +24,8 @@ use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 /// Version of the launch plan's layout.
-/// (2: [`LaunchPlan::search_path`].)
-pub const LAUNCH_PLAN_VERSION: u32 = 2;
+/// (2: [`LaunchPlan::search_path`]; 3: [`LaunchPlan::interactive`].)
+pub const LAUNCH_PLAN_VERSION: u32 = 3;
 /// Version word that opens the `pid` and `exit` lines.
 const LINE_VERSION: &str = "v1";
 /// Largest launch plan read: a 512 KiB command is in the script, not in the plan, but the
@@ -84,6 +84,10 @@ pub struct LaunchPlan {
     pub stderr_truncate: bool,
     /// Folders created as the user before the files are opened.
     pub create_dirs: Vec<String>,
+    /// An interactive job's bits (`wire::submit_flags`), 0 for a batch job. Its standard
+    /// streams whose file above is empty are relayed to `bsub`: through pipes, or with
+    /// `PTY` a pseudo-terminal ([`crate::relay`]).
+    pub interactive: u32,
 }
 
 /// A malformed handoff file.

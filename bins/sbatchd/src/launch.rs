@@ -265,10 +265,33 @@ pub fn is_simple_command(command: &str) -> bool {
 }
 
 /// The execution plan of a job.
-pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) -> LaunchPlan {
+///
+/// An interactive job (`interactive`: its `wire::submit_flags` bits) has its standard
+/// streams relayed to `bsub` ([`crate::relay`]): each is an empty path here, except those
+/// `-i`, `-o`, `-e` name (LSF: a file given takes the stream; `-o` alone also takes
+/// standard error).
+pub fn launch_plan(
+    job: JobRef,
+    spec: &RunSpec,
+    jobfile: &str,
+    layout: &Layout,
+    interactive: u32,
+) -> LaunchPlan {
     let job_dir = layout.job_dir(jobfile);
     let script = job_dir.join(JOB_SCRIPT_FILE);
-    let (stdout, stderr, create_dirs) = standard_files(spec, jobfile);
+    let (mut stdout, mut stderr, create_dirs) = standard_files(spec, jobfile);
+    let is_interactive = interactive & lava_batch_wire::submit_flags::INTERACTIVE != 0;
+    if is_interactive && spec.output_file.is_empty() {
+        stdout = String::new();
+        if spec.error_file.is_empty() {
+            stderr = String::new();
+        }
+    }
+    let stdin = match spec.input_file.as_str() {
+        "" if is_interactive => String::new(),
+        "" => "/dev/null".to_owned(),
+        file => file.to_owned(),
+    };
     let JobProgram { program, argv, search_path } = job_program(spec, &script);
     LaunchPlan {
         version: LAUNCH_PLAN_VERSION,
@@ -283,12 +306,13 @@ pub fn launch_plan(job: JobRef, spec: &RunSpec, jobfile: &str, layout: &Layout) 
         env: job_environment(job, spec, &script, &job_dir),
         cwd: spec.exec_cwd.clone(),
         umask: spec.umask,
-        stdin: if spec.input_file.is_empty() { "/dev/null".to_owned() } else { spec.input_file.clone() },
+        stdin,
         stdout,
         stdout_truncate: spec.output_truncate,
         stderr,
         stderr_truncate: spec.error_truncate,
         create_dirs,
+        interactive: if is_interactive { interactive } else { 0 },
     }
 }
 
@@ -312,6 +336,18 @@ pub fn shepherd_program(sbatchd_exe: &Path) -> PathBuf {
     sbatchd_exe.with_file_name(SHEPHERD_PROGRAM)
 }
 
+/// The job a [`start`] launches: its reference, run spec and interactive bits (its record's
+/// `interactive`: docs/protocols/batch.md, "Interactive jobs").
+#[derive(Clone, Copy, Debug)]
+pub struct JobToLaunch<'a> {
+    /// The job.
+    pub job: JobRef,
+    /// Its run spec.
+    pub spec: &'a RunSpec,
+    /// `wire::submit_flags` bits of an interactive job, 0 for a batch job.
+    pub interactive: u32,
+}
+
 /// Prepares the state folder and has the zygote fork the shepherd of a job (see the
 /// crate doc's shepherd protocol and [`crate::zygote`]). Files of an earlier attempt are
 /// removed first: a Launch only comes when no shepherd of the job is alive, which the
@@ -321,11 +357,11 @@ pub fn start(
     zygote: &mut zygote::Client,
     job_dirs: &mut JobDirs,
     layout: &Layout,
-    job: JobRef,
-    spec: &RunSpec,
+    launched: JobToLaunch<'_>,
     jobfile: &str,
     go: Option<OwnedFd>,
 ) -> Result<StartedShepherd, String> {
+    let JobToLaunch { job, spec, interactive } = launched;
     let state_dir = layout.state_dir(jobfile);
     let job_dir = layout.job_dir(jobfile);
     let at = |what: &str, path: &Path| {
@@ -360,7 +396,7 @@ pub fn start(
     job_dirs
         .prepare(jobfile, &script, spec.exec_uid, spec.exec_gid)
         .map_err(at("cannot write the job script in", &job_dir))?;
-    let plan = launch_plan(job, spec, jobfile, layout);
+    let plan = launch_plan(job, spec, jobfile, layout, interactive);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
     // In memory, not in a file: the plan matters only until the shepherd has read it (a
     // crash before the durable pid file means the job never ran and is launched afresh),

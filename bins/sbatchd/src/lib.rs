@@ -62,13 +62,15 @@
 //! [`credential`] (local socket and its status query), [`status`] (the status counters), [`metrics`] (the same under Prometheus names, `LAVA_SBD_METRICS_PORT`), [`store`] (records, group commit), [`spares`] (job folders made ahead of need), [`jobdirs`] (the job folders under `jobs/`), [`launch`] (job script,
 //! plan, shepherd start), [`shepherd`], [`zygote`] (the process shepherds are forked from), [`handoff`] (file formats), [`layout`] (paths,
 //! durable writes), [`procfs`] (process identity and memory), [`peek`] (`bpeek`'s
-//! SBD_PEEK, answered outside the logic), [`sys`] (the only unsafe code).
+//! SBD_PEEK, answered outside the logic), [`interactive`] (`bsub -I`'s attach port and
+//! relay) and [`relay`] (the shepherd's side of it), [`sys`] (the only unsafe code).
 
 #![deny(missing_docs)]
 
 pub mod credential;
 pub mod daemon;
 pub mod handoff;
+pub mod interactive;
 pub mod jobdirs;
 pub mod launch;
 pub mod layout;
@@ -76,6 +78,7 @@ pub mod link;
 pub mod metrics;
 pub mod peek;
 pub mod procfs;
+pub mod relay;
 pub mod shepherd;
 pub mod spares;
 pub mod status;

@@ -217,7 +217,7 @@ pub fn run_with(
 ) -> u8 {
     // Already a session leader only if started by hand; nothing to do then.
     let _ = sys::new_session();
-    let mut shepherd = Shepherd { state_dir, notify, go };
+    let mut shepherd = Shepherd { state_dir, notify, go, dir_fd: std::os::fd::AsRawFd::as_raw_fd(&lock) };
     let code = shepherd.run(plan);
     drop(lock);
     code
@@ -227,6 +227,9 @@ struct Shepherd<'a> {
     state_dir: &'a Path,
     notify: Option<File>,
     go: Option<File>,
+    /// The state folder, open (it is the job's lock): an interactive job's attach socket is
+    /// bound through it ([`crate::relay`]).
+    dir_fd: RawFd,
 }
 
 impl Shepherd<'_> {
@@ -236,10 +239,21 @@ impl Shepherd<'_> {
             Ok(plan) => plan,
             Err(message) => return self.fail_before_pid("plan", 0, message),
         };
-        let exec_plan = match exec_plan(&plan) {
+        let mut exec_plan = match exec_plan(&plan) {
             Ok(exec_plan) => exec_plan,
             Err((stage, message)) => return self.fail_before_pid(stage, 0, message),
         };
+        // An interactive job's streams and attach socket exist before the job does.
+        let relay = match plan.interactive {
+            0 => None,
+            _ => match crate::relay::Relay::prepare(self.dir_fd, &plan) {
+                Ok(relay) => Some(relay),
+                Err(message) => return self.fail_before_pid("terminal", 0, message),
+            },
+        };
+        if let Some(relay) = &relay {
+            relay.plan_streams(&mut exec_plan);
+        }
         let child = match sys::spawn_gated(&exec_plan) {
             Ok(child) => child,
             Err(err) => {
@@ -292,8 +306,19 @@ impl Shepherd<'_> {
         // The child's exec is not waited for: its outcome is read once the child is reaped,
         // so the shepherd sleeps once, until the job ends.
         let released = child.release();
+        // A relay that cannot start leaves the job without its terminal: sbatchd kills it
+        // once no terminal has attached in time.
+        let relay = relay.and_then(|relay| relay.start().ok());
         let reaped = sys::wait4(pid);
-        if let Err((stage, errno)) = released.outcome() {
+        let outcome = released.outcome();
+        if let Some(relay) = relay {
+            let wait_status = match (&reaped, &outcome) {
+                (Ok(reaped), Ok(())) => reaped.wait_status,
+                _ => lava_sbd::START_FAILED_WAIT_STATUS,
+            };
+            relay.finish(wait_status);
+        }
+        if let Err((stage, errno)) = outcome {
             let message = format!("{}: {}", stage.describe(), std::io::Error::from_raw_os_error(errno));
             self.write_exit_announced(&ExitFile::Failed {
                 stage: stage.name().to_owned(),
@@ -448,6 +473,8 @@ fn exec_plan(plan: &LaunchPlan) -> Result<ExecPlan, (&'static str, String)> {
         stderr: c("error file", &plan.stderr)?,
         stderr_truncate: plan.stderr_truncate,
         create_dirs: all("folder", &plan.create_dirs)?,
+        terminal: [-1; 3],
+        controlling_tty: -1,
     })
 }
 
@@ -493,6 +520,7 @@ mod tests {
             stderr: "/dev/null".into(),
             stderr_truncate: false,
             create_dirs: vec![],
+            interactive: 0,
         };
         let file = |bytes: &[u8]| Ok(sys::memory_file(c"test-plan", bytes).expect("memfd"));
         let bytes = lava_xdr::to_bytes(&plan).expect("encodes");

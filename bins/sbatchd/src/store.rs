@@ -6,7 +6,8 @@
 //! so of two copies the higher revision is the newer), the CRC-32 of the body (u32,
 //! big-endian), then the body: the XDR encoding of the `lava_sbd::JobRecord`. The checksum
 //! turns a damaged file into an error naming the file rather than a record that decodes to
-//! something else. Version 3 files (before the revision) are read as revision 0.
+//! something else. Version 3 files (before the revision) are read as revision 0; version 3
+//! and 4 bodies (before the record's last field, `interactive`) are read with that field 0.
 //!
 //! [`Store::commit`] carries out a batch: every record is written to `record.tmp`,
 //! fsynced, renamed over `record`, and its folder is fsynced; a new job folder also makes
@@ -46,8 +47,11 @@ use crate::spares::{self, Found, Spares};
 /// First bytes of every record file.
 pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
 /// The record format written by this build (2: the run spec carries `-L` and `-E`;
-/// 3: the record carries its dispatch number; 4: the header carries the revision).
-pub const RECORD_VERSION: u32 = 4;
+/// 3: the record carries its dispatch number; 4: the header carries the revision; 5: the
+/// record ends with its interactive bits).
+pub const RECORD_VERSION: u32 = 5;
+/// The first format whose header carries the revision.
+const RECORD_VERSION_REVISION: u32 = 4;
 /// The oldest format read (its header has no revision).
 const RECORD_VERSION_READ_MIN: u32 = 3;
 /// Bytes before the XDR body: magic, version, revision, checksum.
@@ -90,12 +94,14 @@ pub fn decode_record(bytes: &[u8]) -> Result<(u64, JobRecord), String> {
     let version = word(8);
     let (revision, crc_at) = match version {
         RECORD_VERSION_READ_MIN => (0, 12),
-        RECORD_VERSION if bytes.len() >= RECORD_HEADER_BYTES => {
+        RECORD_VERSION_REVISION..=RECORD_VERSION if bytes.len() >= RECORD_HEADER_BYTES => {
             let mut revision = [0u8; 8];
             revision.copy_from_slice(&bytes[12..20]);
             (u64::from_be_bytes(revision), 20)
         }
-        RECORD_VERSION => return Err("not a job record (truncated header)".to_owned()),
+        RECORD_VERSION_REVISION..=RECORD_VERSION => {
+            return Err("not a job record (truncated header)".to_owned());
+        }
         _ => {
             return Err(format!(
                 "record format version {version}; this sbatchd reads versions \
@@ -107,6 +113,14 @@ pub fn decode_record(bytes: &[u8]) -> Result<(u64, JobRecord), String> {
     if crc32fast::hash(body) != word(crc_at) {
         return Err("checksum mismatch: the file is damaged".to_owned());
     }
+    // Before version 5 the record had no `interactive` word at its end: it reads as 0.
+    let extended;
+    let body = if version < RECORD_VERSION {
+        extended = [body, &[0u8; 4][..]].concat();
+        &extended[..]
+    } else {
+        body
+    };
     let record: JobRecord = lava_xdr::from_bytes(body, &RECORD_LIMITS).map_err(|err| err.to_string())?;
     invariants::check_record(&record).map_err(|violation| violation.to_string())?;
     Ok((revision, record))
@@ -589,7 +603,8 @@ mod tests {
 
     // Goal: a record with the longest command round-trips with its revision; a damaged
     // byte, another magic or version are errors that say what is wrong; a version 3 file
-    // (no revision) is still read, as revision 0.
+    // (no revision) is still read, as revision 0, and version 3 and 4 bodies (no
+    // `interactive` word at the end) as a batch job's.
     #[test]
     fn record_files_round_trip_and_refuse_damage() {
         let record = record(1);
@@ -601,12 +616,23 @@ mod tests {
         assert!(decode_record(b"LVSBDREX\0\0\0\x01\0\0\0\0").expect_err("magic").contains("magic"));
         assert!(decode_record(&bytes[..18]).expect_err("short").contains("truncated"));
         let mut future = bytes.clone();
-        future[11] = 5;
-        assert!(decode_record(&future).expect_err("version").contains("version 5"));
+        future[11] = 6;
+        assert!(decode_record(&future).expect_err("version").contains("version 6"));
+        // An older body: the same without its last word, under its own checksum.
+        let old_body = &bytes[24..bytes.len() - 4];
+        let old_crc = crc32fast::hash(old_body).to_be_bytes();
         let mut version3 = bytes[..12].to_vec();
         version3[11] = 3;
-        version3.extend_from_slice(&bytes[20..]);
-        assert_eq!(decode_record(&version3), Ok((0, record)));
+        version3.extend_from_slice(&old_crc);
+        version3.extend_from_slice(old_body);
+        assert_eq!(decode_record(&version3), Ok((0, record.clone())));
+        let mut version4 = bytes[..20].to_vec();
+        version4[11] = 4;
+        version4.extend_from_slice(&old_crc);
+        version4.extend_from_slice(old_body);
+        assert_eq!(decode_record(&version4), Ok((7, record.clone())));
+        let interactive = JobRecord { interactive: wire::submit_flags::INTERACTIVE, ..record };
+        assert_eq!(decode_record(&encode_record(&interactive, 8)), Ok((8, interactive)));
     }
 
     // Goal: at load the noted record wins only when it is readable, of the same run, and

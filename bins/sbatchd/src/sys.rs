@@ -23,7 +23,11 @@
 //!   [`block_child_signal`], [`child_signal_fd`], [`drain_signal_fd`],
 //!   [`restore_signal_mask`], [`close_descriptors_except`].
 //!
-//! Files: `sys/spawn.rs` ([`spawn_gated`]), `sys/users.rs` (the user and group databases,
+//! - Interactive jobs' pseudo-terminals ([`open_pty`], [`set_window_size`],
+//!   [`set_nonblocking`]); the job's process takes its terminal as its controlling
+//!   terminal in [`spawn_gated`] ([`ExecPlan::controlling_tty`]).
+//!
+//! Files: `sys/spawn.rs` ([`spawn_gated`]), `sys/pty.rs`, `sys/users.rs` (the user and group databases,
 //! [`become_user`]), `sys/zygote_io.rs` (the zygote's calls); the rest here.
 //!
 //! Everything the child does between fork and execve is async-signal-safe:
@@ -37,10 +41,12 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+mod pty;
 mod spawn;
 mod users;
 mod zygote_io;
 
+pub use pty::*;
 #[cfg(test)]
 use spawn::read_report;
 pub use spawn::*;
@@ -279,6 +285,8 @@ mod tests {
             stderr: cstr(dir.join("err").to_str().expect("utf-8")),
             stderr_truncate: false,
             create_dirs: vec![],
+            terminal: [-1; 3],
+            controlling_tty: -1,
         }
     }
 

@@ -51,6 +51,8 @@ impl Audience {
     pub const MBATCHD: u32 = 1;
     /// The coordinator: workers and `coordctl`.
     pub const COORDINATOR: u32 = 2;
+    /// An sbatchd: `bsub -I`'s attach to the execution host.
+    pub const SBATCHD: u32 = 3;
 
     /// The audience of kind `kind` in `cluster`.
     pub fn new(kind: u32, cluster: &str) -> Audience {
@@ -62,6 +64,7 @@ impl Audience {
         match kind {
             Audience::MBATCHD => "mbatchd",
             Audience::COORDINATOR => "the coordinator",
+            Audience::SBATCHD => "sbatchd",
             _ => "an unknown daemon",
         }
     }

@@ -126,9 +126,20 @@ const BSUB_OPTIONS: &[Opt] = &[
     Opt::value("sla", "", "").kind(Kind::Refused),
     Opt::value("ext", "", "").kind(Kind::Refused),
     Opt::value("jsdl", "", "").kind(Kind::Refused),
-    Opt::flag("I", "").kind(Kind::Refused),
-    Opt::flag("Ip", "").kind(Kind::Refused),
-    Opt::flag("Is", "").kind(Kind::Refused),
+    Opt::flag(
+        "I",
+        "Interactive job: the job's standard input, output and error are this terminal's, through \
+         the execution host's sbatchd (its standard error comes on standard output unless \
+         `LSF_INTERACTIVE_STDERR=y`; `-i`, `-o`, `-e` keep their files). bsub waits for the \
+         dispatch and exits with the job's exit code; if bsub goes away, the job is killed. Not \
+         with `-K` or a job array.",
+    ),
+    Opt::flag(
+        "Ip",
+        "Interactive job on a pseudo-terminal of the execution host (its controlling terminal): \
+         this terminal goes raw while the job runs, and its size follows.",
+    ),
+    Opt::flag("Is", "As `-Ip`, in shell mode: `bsub -Is bash` is a shell on the execution host."),
     Opt::flag("Zs", "").kind(Kind::Refused),
 ];
 
@@ -155,18 +166,20 @@ On success, standard output has LSF's line, which scripts read:
     Job <1234> is submitted to queue <normal>.
 
 (`default queue` when no queue was named.) With `-K`, `<<Waiting for dispatch ...>>`,
-`<<Starting on HOST>>` and `<<Job is finished>>` follow on standard error. A refusal is
-printed on standard error, ending in `Job not submitted.`",
+`<<Starting on HOST>>` and `<<Job is finished>>` follow on standard error. With `-I`, `-Ip`
+or `-Is`, `<<Waiting for dispatch ...>>` and `<<Starting on HOST>>` (or `<<Terminated while
+pending>>`) come on standard error, then the job's own output. A refusal is printed on
+standard error, ending in `Job not submitted.`",
         exit_status: "\
 @0
-The job was submitted (with `-K`: the job ended DONE).
+The job was submitted (with `-K`, `-I`, `-Ip`, `-Is`: the job ended DONE, or exited 0).
 
 @255
 Nothing was submitted: a usage error, a refusal by mbatchd (bad queue, over a limit),
 mbatchd not reachable within the retry bound.
 
 @other
-With `-K`, the job's exit code.",
+With `-K`, `-I`, `-Ip`, `-Is`, the job's exit code (128 + the signal of a job killed by one).",
         environment: "\
 @LSB_DEFAULTQUEUE, LSB_DEFAULTPROJECT
 The queue and project without `-q` and `-P`.
@@ -177,6 +190,10 @@ As in LSF: less output, or the submission line on standard error.
 @LSB_BSUB_PARSE_SCRIPT
 `Y` (environment, else `lsf.conf`): a script file named as the command is read as a job
 script.
+
+@LSF_INTERACTIVE_STDERR
+`y` (environment, else `lsf.conf`): an interactive job's standard error comes on bsub's
+standard error; otherwise on its standard output, as LSF does.
 
 @LSF_ENVDIR, LAVA_RETRY_SECS, LSB_NTRIES
 As for every batch command: where `lsf.conf` is, and how long to retry (see `bjobs`(1)).",

@@ -54,6 +54,13 @@ pub struct ExecPlan {
     /// Directories created (mode 0700, as the job's user, an existing one is fine) before
     /// the standard files are opened, parents first.
     pub create_dirs: Vec<CString>,
+    /// An interactive job's streams (docs/protocols/batch.md, "Interactive jobs"): for each
+    /// of standard input, output and error whose path above is empty, the descriptor it is
+    /// a copy of (a pipe's end, or the terminal side of a pseudo-terminal); -1 for none.
+    pub terminal: [RawFd; 3],
+    /// A pseudo-terminal's terminal side the job's process makes its controlling terminal
+    /// right after `setsid` (`TIOCSCTTY`); -1 for none.
+    pub controlling_tty: RawFd,
 }
 
 /// The step of the child's preparation that failed.
@@ -270,7 +277,9 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
     };
     let stdout_flags = out_flags(plan.stdout_truncate);
     let stderr_flags = out_flags(plan.stderr_truncate);
-    let stderr_is_stdout = plan.stderr == plan.stdout;
+    let stderr_is_stdout = plan.stderr == plan.stdout && !plan.stderr.is_empty();
+    let terminal = plan.terminal;
+    let controlling_tty = plan.controlling_tty;
     let create_dirs: Vec<*const libc::c_char> = plan.create_dirs.iter().map(|d| d.as_ptr()).collect();
 
     // SAFETY: fork in a single-threaded caller; the child below calls only
@@ -296,6 +305,9 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
                 libc::_exit(127)
             };
             if libc::setsid() < 0 {
+                fail(SpawnStage::Session);
+            }
+            if controlling_tty >= 0 && libc::ioctl(controlling_tty, libc::TIOCSCTTY, 0) != 0 {
                 fail(SpawnStage::Session);
             }
             // Rust programs ignore SIGPIPE, and an ignored signal stays ignored across
@@ -326,6 +338,15 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
             for (path, flags, target, stage) in files {
                 if target == 2 && stderr_is_stdout {
                     if libc::dup2(1, 2) < 0 {
+                        fail(stage);
+                    }
+                    continue;
+                }
+                // An interactive job's stream: a copy of the relay's descriptor (dup2
+                // clears close-on-exec on the copy; the original closes at execve).
+                if *path == 0 {
+                    let from = terminal[target as usize];
+                    if from < 0 || libc::dup2(from, target) < 0 {
                         fail(stage);
                     }
                     continue;

@@ -178,9 +178,7 @@ impl TryFrom<wire::SubmitRequest> for SubmitSpec {
                 ("login_shell", &request.login_shell),
             ],
         )?;
-        if request.file_flags & !0b11 != 0 {
-            return Err(LlError::new("submit.file_flags", format!("unknown bits {:#x}", request.file_flags)));
-        }
+        check_file_flags("submit.file_flags", request.file_flags)?;
         if request.umask > 0o777 {
             return Err(LlError::new(
                 "submit.umask",
@@ -191,6 +189,22 @@ impl TryFrom<wire::SubmitRequest> for SubmitSpec {
         let n_slots = check_slots("submit.n_slots", request.n_slots)?;
         Ok(SubmitSpec { queue, hosts, n_slots, request })
     }
+}
+
+/// `file_flags`: only the bits of [`wire::submit_flags`], a pseudo-terminal only for an
+/// interactive job, shell mode only with a pseudo-terminal.
+fn check_file_flags(field: &str, flags: u32) -> Result<(), LlError> {
+    use wire::submit_flags::{ALL, INTERACTIVE, PTY, PTY_SHELL};
+    if flags & !ALL != 0 {
+        return Err(LlError::new(field, format!("unknown bits {flags:#x}")));
+    }
+    if (flags & PTY != 0 && flags & INTERACTIVE == 0) || (flags & PTY_SHELL != 0 && flags & PTY == 0) {
+        return Err(LlError::new(
+            field,
+            format!("{flags:#x}: a pseudo-terminal needs an interactive job, shell mode a pseudo-terminal"),
+        ));
+    }
+    Ok(())
 }
 
 /// A dispatch snapshot (BATCH_NEW_JOB) that passed structural validation.
@@ -274,9 +288,7 @@ impl TryFrom<wire::JobSpecs> for JobSpec {
         if !specs.sub_home_dir.starts_with('/') {
             return Err(LlError::new("spec.sub_home_dir", "is not an absolute path"));
         }
-        if specs.file_flags & !0b11 != 0 {
-            return Err(LlError::new("spec.file_flags", format!("unknown bits {:#x}", specs.file_flags)));
-        }
+        check_file_flags("spec.file_flags", specs.file_flags)?;
         if specs.umask > 0o777 {
             return Err(LlError::new("spec.umask", format!("{:#o} is not a file mode mask", specs.umask)));
         }
@@ -349,6 +361,24 @@ mod tests {
             let mut bad = specs();
             mutate(&mut bad);
             assert_eq!(JobSpec::try_from(bad).expect_err(field).field, field);
+        }
+    }
+
+    // Goal: the interactive bits pass in their combinations (-I, -Ip, -Is), and a
+    // pseudo-terminal without an interactive job, shell mode without a pseudo-terminal or an
+    // unknown bit is refused, naming the field.
+    #[test]
+    fn interactive_flags() {
+        use wire::submit_flags::{INTERACTIVE, PTY, PTY_SHELL, TRUNCATE_OUTPUT};
+        for good in
+            [INTERACTIVE, INTERACTIVE | PTY, INTERACTIVE | PTY | PTY_SHELL, TRUNCATE_OUTPUT | INTERACTIVE]
+        {
+            assert!(JobSpec::try_from(wire::JobSpecs { file_flags: good, ..specs() }).is_ok(), "{good:#x}");
+        }
+        for bad in [PTY, INTERACTIVE | PTY_SHELL, PTY | PTY_SHELL, 0b10_0000] {
+            let error =
+                JobSpec::try_from(wire::JobSpecs { file_flags: bad, ..specs() }).expect_err("refused");
+            assert_eq!(error.field, "spec.file_flags", "{bad:#x}");
         }
     }
 }

@@ -213,6 +213,8 @@ pub const START_FAILED_WAIT_STATUS: i32 = 127 << 8;
 
 /// Signal numbers the logic sends (Linux numbering; sbatchd runs on Linux).
 pub mod signal {
+    /// Hangup: the first signal of the kill of an interactive job whose terminal is gone.
+    pub const SIGHUP: i32 = 1;
     /// Interrupt: the first signal of a kill.
     pub const SIGINT: i32 = 2;
     /// Kill: the last signal of a kill.
@@ -232,6 +234,10 @@ pub mod errno {
     /// Not a signal number.
     pub const EINVAL: i32 = 22;
 }
+
+/// How long a started interactive job waits for `bsub`'s terminal to attach before it is
+/// killed (its `bsub` is gone: docs/protocols/batch.md, "Interactive jobs").
+pub const ATTACH_WAIT_MS: u64 = 60_000;
 
 /// Settings of the logic; the shell fills them from lsf.conf.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -341,6 +347,18 @@ pub enum Input {
     Connected,
     /// The channel to mbatchd is down.
     Disconnected,
+    /// `bsub`'s terminal is attached to the interactive job (docs/protocols/batch.md,
+    /// "Interactive jobs"). Held in memory only: after a restart nothing is attached.
+    TerminalAttached {
+        /// The job.
+        job: JobRef,
+    },
+    /// The attached terminal went away (`bsub` ended or its connection was lost) before
+    /// the job ended: the job is killed, starting with SIGHUP, and ends EXIT.
+    TerminalLost {
+        /// The job.
+        job: JobRef,
+    },
     /// Time passed: resends, kill sequences, run limits, pruning.
     Tick,
 }

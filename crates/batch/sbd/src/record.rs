@@ -67,6 +67,10 @@ pub struct JobRecord {
     pub pending_signals: Vec<PendingSignal>,
     /// Set when sbatchd will not run this dispatch; the job never started.
     pub refusal: Option<Refusal>,
+    /// The interactive bits of the dispatch's `file_flags` (`wire::submit_flags`:
+    /// `INTERACTIVE`, `PTY`, `PTY_SHELL`), 0 for a batch job. Last, so that a record of an
+    /// earlier format reads as 0 (crate `lava-sbatchd`'s store appends the word).
+    pub interactive: u32,
 }
 
 /// LSF's kill: SIGINT, then SIGTERM after the terminate interval, then SIGKILL
@@ -129,7 +133,18 @@ impl JobRecord {
             suspend_seq_last: None,
             pending_signals: Vec::new(),
             refusal,
+            interactive: 0,
         }
+    }
+
+    /// Whether the job is interactive (`bsub -I`, `-Ip`, `-Is`).
+    pub fn is_interactive(&self) -> bool {
+        self.interactive & wire::submit_flags::INTERACTIVE != 0
+    }
+
+    /// Whether the interactive job runs on a pseudo-terminal (`-Ip`, `-Is`).
+    pub fn wants_pty(&self) -> bool {
+        self.interactive & wire::submit_flags::PTY != 0
     }
 
     /// The job's process has been reported (`pid >= 0`).

@@ -40,6 +40,14 @@ pub struct Sbd {
     awaiting_adoption: BTreeSet<JobRef>,
     /// The state file system is full (`Input::DiskFull`): new runs are refused.
     disk_full: bool,
+    /// Interactive jobs whose terminal is attached now (never persisted).
+    attached: BTreeSet<JobRef>,
+    /// Interactive jobs that had ever a terminal attached in this sbatchd's life.
+    ever_attached: BTreeSet<JobRef>,
+    /// Interactive jobs found at restart: their terminal, if any, went with the previous
+    /// sbatchd; they are killed at the next tick once their process is known (LSF kills an
+    /// interactive job whose sbatchd restarts). Never relaunched.
+    orphaned: BTreeSet<JobRef>,
 }
 
 /// Why a new run is refused while the host's state file system is full.
@@ -142,6 +150,9 @@ impl Sbd {
             connected: false,
             awaiting_adoption: BTreeSet::new(),
             disk_full: false,
+            attached: BTreeSet::new(),
+            ever_attached: BTreeSet::new(),
+            orphaned: BTreeSet::new(),
         }
     }
 
@@ -155,6 +166,9 @@ impl Sbd {
             let job = record.job;
             if record.is_awaiting_spawn() {
                 sbd.awaiting_adoption.insert(job);
+            }
+            if record.is_interactive() && (record.is_running() || record.is_awaiting_spawn()) {
+                sbd.orphaned.insert(job);
             }
             let last_send = LastSend::default();
             if sbd.jobs.insert(job, Job { record, last_send }).is_some() {
@@ -234,8 +248,61 @@ impl Sbd {
             }
             Input::Disconnected => self.connected = false,
             Input::DiskFull { full } => self.disk_full = full,
+            Input::TerminalAttached { job } => {
+                if self.jobs.get(&job).is_some_and(|j| j.record.is_interactive() && j.record.is_running()) {
+                    self.attached.insert(job);
+                    self.ever_attached.insert(job);
+                }
+            }
+            Input::TerminalLost { job } => {
+                if self.attached.remove(&job)
+                    && let Some(job) = self.jobs.get_mut(&job)
+                {
+                    start_terminal_kill(&mut job.record, &mut out);
+                }
+            }
             Input::Tick => self.tick(&mut out),
         }
+    }
+
+    /// Whether a terminal has attached to interactive job `job` in this sbatchd's life (one
+    /// attach per job).
+    pub fn was_attached(&self, job: JobRef) -> bool {
+        self.ever_attached.contains(&job)
+    }
+
+    /// Whether `bsub`'s terminal is attached to interactive job `job` now.
+    pub fn is_attached(&self, job: JobRef) -> bool {
+        self.attached.contains(&job)
+    }
+
+    /// Interactive jobs: kill those found at restart, and those whose terminal did not
+    /// attach within [`crate::ATTACH_WAIT_MS`] of their start.
+    fn tick_interactive(&mut self, out: &mut Out<'_>) {
+        let now_ms = out.now_ms;
+        let orphaned = std::mem::take(&mut self.orphaned);
+        for job_ref in orphaned {
+            let Some(job) = self.jobs.get_mut(&job_ref) else { continue };
+            if job.record.is_running() {
+                start_terminal_kill(&mut job.record, out);
+            } else if job.record.is_awaiting_spawn() {
+                self.orphaned.insert(job_ref);
+            }
+        }
+        for (job_ref, job) in &mut self.jobs {
+            let record = &mut job.record;
+            if record.is_interactive()
+                && record.is_running()
+                && record.kill.is_none()
+                && !self.ever_attached.contains(job_ref)
+                && now_ms.saturating_sub(record.exec_time_ms) >= crate::ATTACH_WAIT_MS
+            {
+                start_terminal_kill(record, out);
+            }
+        }
+        let jobs = &self.jobs;
+        self.attached.retain(|job| jobs.get(job).is_some_and(|j| j.record.is_running()));
+        self.ever_attached.retain(|job| jobs.contains_key(job));
     }
 
     /// NEW_JOB: create, persist, launch; or answer a duplicate from its record.
@@ -322,6 +389,8 @@ impl Sbd {
             }
         };
         let mut record = JobRecord::created(job_ref, spec.specs().dispatch_seq, run_spec, refusal);
+        record.interactive = spec.specs().file_flags
+            & (wire::submit_flags::INTERACTIVE | wire::submit_flags::PTY | wire::submit_flags::PTY_SHELL);
         if let Some((signal_seq_last, suspend_seq_last)) = carried_signals {
             record.signal_seq_last = signal_seq_last;
             record.suspend_seq_last = suspend_seq_last;
@@ -513,6 +582,8 @@ impl Sbd {
             self.awaiting_adoption.remove(&job_ref),
             "job {job_ref}: NotLaunched for a job that is not awaiting adoption"
         );
+        // Never started: its first run starts now, and its bsub may still attach.
+        self.orphaned.remove(&job_ref);
         let run_spec = self.jobs.get(&job_ref).map(|j| j.record.run_spec.clone());
         let run_spec = run_spec.expect("a job awaiting adoption has a record (check_invariants)");
         out.effects.push(Effect::Launch { job: job_ref, run_spec });
@@ -557,6 +628,7 @@ impl Sbd {
 
     /// Time passed: prune old tombstones, advance kills, enforce run limits, resend.
     fn tick(&mut self, out: &mut Out<'_>) {
+        self.tick_interactive(out);
         let now_ms = out.now_ms;
         let mut expired = Vec::new();
         for (job_ref, job) in &mut self.jobs {
@@ -607,6 +679,18 @@ fn start_action(record: &mut JobRecord, action: SignalAction, now_ms: u64) -> Op
             Some(SIGINT)
         }
     }
+}
+
+/// The terminal of an interactive job is gone, or never came: LSF's kill, starting with
+/// SIGHUP (what a terminal's hangup sends), unless one is under way.
+fn start_terminal_kill(record: &mut JobRecord, out: &mut Out<'_>) {
+    if !record.is_running() || record.kill.is_some() {
+        return;
+    }
+    record.kill =
+        Some(KillSequence { reason: wire::FINISH_KILLED, started_ms: out.now_ms, n_signals_sent: 1 });
+    out.kill(record, crate::signal::SIGHUP);
+    out.persist(record);
 }
 
 /// A limit was crossed: start LSF's kill, unless one is under way.

@@ -1095,3 +1095,95 @@ fn a_reused_job_id_is_never_answered_from_the_old_jobs_record() {
     h.restart();
     assert_eq!(h.record(7).run_spec.submit_time_s, 1_799_999_500);
 }
+
+/// Job `id` as `bsub -Is` submits it, running with `pid` since T0 + 1 s, reply acked.
+fn interactive_running(h: &mut Harness, id: u32, pid: i32) -> JobRecord {
+    let flags = wire::submit_flags::INTERACTIVE | wire::submit_flags::PTY | wire::submit_flags::PTY_SHELL;
+    h.step(T0, new_job_from(wire::JobSpecs { file_flags: flags, ..specs(id) }));
+    assert_eq!(h.record(id).interactive, flags);
+    assert!(h.record(id).is_interactive() && h.record(id).wants_pty());
+    h.step(T0 + SECOND_MS, spawned(id, pid, T0 + SECOND_MS));
+    h.step(T0 + SECOND_MS, Input::NewJobReplyAck(ack(id)));
+    h.step(T0 + SECOND_MS, Input::JobExecuteAck(ack(id)));
+    h.record(id)
+}
+
+fn terminal_kill(record: &JobRecord, now_ms: u64) -> JobRecord {
+    let kill = KillSequence { reason: wire::FINISH_KILLED, started_ms: now_ms, n_signals_sent: 1 };
+    JobRecord { kill: Some(kill), ..record.clone() }
+}
+
+// Goal: a batch job is never interactive; an interactive job whose terminal attached and
+// then went away is killed at once, starting with SIGHUP (a terminal's hangup), the kill
+// durable after its first signal, and then ends EXIT through the ordinary kill sequence.
+#[test]
+fn a_lost_terminal_kills_the_interactive_job() {
+    let mut h = Harness::connected();
+    let batch = h.running(1, 4000, true);
+    assert!(!batch.is_interactive() && batch.interactive == 0);
+    // A batch job ignores terminal inputs.
+    h.check(T0 + 2 * SECOND_MS, Input::TerminalAttached { job: job(1) }, vec![]);
+    h.check(T0 + 2 * SECOND_MS, Input::TerminalLost { job: job(1) }, vec![]);
+    let running = interactive_running(&mut h, 2, 4242);
+    h.check(T0 + 2 * SECOND_MS, Input::TerminalAttached { job: job(2) }, vec![]);
+    assert!(h.sbd.is_attached(job(2)));
+    let killed = terminal_kill(&running, T0 + 3 * SECOND_MS);
+    h.check(
+        T0 + 3 * SECOND_MS,
+        Input::TerminalLost { job: job(2) },
+        vec![kill(2, 4242, lava_sbd::signal::SIGHUP), persist(&killed)],
+    );
+    assert!(!h.sbd.is_attached(job(2)));
+    // A second loss changes nothing; the sequence goes on to SIGTERM after the interval.
+    h.check(T0 + 3 * SECOND_MS, Input::TerminalLost { job: job(2) }, vec![]);
+    let effects = h.step(T0 + 13 * SECOND_MS, Input::Tick);
+    assert!(effects.contains(&kill(2, 4242, SIGTERM)), "{effects:?}");
+}
+
+// Goal: an interactive job whose terminal never attaches is killed once ATTACH_WAIT_MS has
+// passed since its start (its bsub is gone), not before; one that attached is not.
+#[test]
+fn an_interactive_job_never_attached_is_killed_after_the_wait() {
+    let mut h = Harness::connected();
+    let lonely = interactive_running(&mut h, 3, 5000);
+    interactive_running(&mut h, 4, 5001);
+    h.step(T0 + 2 * SECOND_MS, Input::TerminalAttached { job: job(4) });
+    let just_before = T0 + SECOND_MS + lava_sbd::ATTACH_WAIT_MS - 1;
+    let effects = h.step(just_before, Input::Tick);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Kill { .. })), "{effects:?}");
+    let due = T0 + SECOND_MS + lava_sbd::ATTACH_WAIT_MS;
+    let effects = h.step(due, Input::Tick);
+    let killed = terminal_kill(&lonely, due);
+    assert_eq!(&effects[..2], &[kill(3, 5000, lava_sbd::signal::SIGHUP), persist(&killed)]);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Kill { job: j, .. } if *j == job(4))), "{effects:?}");
+}
+
+// Goal: after an sbatchd restart an interactive job that was running is killed at the first
+// tick (its terminal went with the old sbatchd) and ends EXIT; it is never run again. One
+// that had never been launched is launched once, and may still attach.
+#[test]
+fn a_restart_kills_running_interactive_jobs_and_launches_unstarted_ones_once() {
+    let mut h = Harness::connected();
+    let running = interactive_running(&mut h, 5, 6000);
+    h.step(T0 + 2 * SECOND_MS, Input::TerminalAttached { job: job(5) });
+    let flags = wire::submit_flags::INTERACTIVE;
+    h.step(T0, new_job_from(wire::JobSpecs { file_flags: flags, ..specs(6) }));
+    h.restart();
+    assert!(!h.sbd.is_attached(job(5)));
+    h.step(T0 + 3 * SECOND_MS, Input::NotLaunched { job: job(6) });
+    let effects = h.step(T0 + 3 * SECOND_MS, Input::Tick);
+    let killed = terminal_kill(&running, T0 + 3 * SECOND_MS);
+    assert_eq!(&effects[..2], &[kill(5, 6000, lava_sbd::signal::SIGHUP), persist(&killed)]);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Kill { job: j, .. } if *j == job(6))), "{effects:?}");
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Launch { .. })), "{effects:?}");
+    // The killed job ends EXIT with FINISH_KILLED.
+    h.step(T0 + 4 * SECOND_MS, Input::Connected);
+    let effects = h.step(T0 + 4 * SECOND_MS, exited(5, lava_sbd::signal::SIGHUP, T0 + 4 * SECOND_MS));
+    assert!(effects.contains(&finish(
+        5,
+        6000,
+        lava_sbd::signal::SIGHUP,
+        wire::FINISH_KILLED,
+        T0 + 4 * SECOND_MS
+    )));
+}

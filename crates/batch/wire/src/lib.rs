@@ -117,11 +117,24 @@ pub enum Operation {
     SbdPeek = 72,
     /// sbatchd's answer to [`Operation::SbdPeek`].
     SbdPeekReply = 73,
+
+    /// `bsub -I`, `-Ip`, `-Is` → the execution host's sbatchd: attach this terminal to the
+    /// job ([`InteractiveAttach`]; docs/protocols/batch.md, "Interactive jobs").
+    InteractiveAttach = 80,
+    /// sbatchd → `bsub`: attached, or why not ([`InteractiveAttachReply`]).
+    InteractiveAttachReply = 81,
+    /// Either way once attached: bytes of the job's standard input, output or error
+    /// ([`InteractiveData`]).
+    InteractiveData = 82,
+    /// `bsub` → the job: the terminal's new size ([`InteractiveWinsize`]).
+    InteractiveWinsize = 83,
+    /// The job → `bsub`: the job has ended, its output is all sent ([`InteractiveExit`]).
+    InteractiveExit = 84,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 42] = [
+    pub const ALL: [Operation; 47] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -164,6 +177,11 @@ impl Operation {
         Operation::PeekJobReply,
         Operation::SbdPeek,
         Operation::SbdPeekReply,
+        Operation::InteractiveAttach,
+        Operation::InteractiveAttachReply,
+        Operation::InteractiveData,
+        Operation::InteractiveWinsize,
+        Operation::InteractiveExit,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -221,6 +239,11 @@ impl Operation {
             Operation::PeekJobReply => "PEEK_JOB_REPLY",
             Operation::SbdPeek => "SBD_PEEK",
             Operation::SbdPeekReply => "SBD_PEEK_REPLY",
+            Operation::InteractiveAttach => "INTERACTIVE_ATTACH",
+            Operation::InteractiveAttachReply => "INTERACTIVE_ATTACH_REPLY",
+            Operation::InteractiveData => "INTERACTIVE_DATA",
+            Operation::InteractiveWinsize => "INTERACTIVE_WINSIZE",
+            Operation::InteractiveExit => "INTERACTIVE_EXIT",
         }
     }
 }
@@ -514,6 +537,8 @@ pub struct ClientRequest<T> {
 pub const AUDIENCE_MBATCHD: u32 = 1;
 /// [`CredentialRequest::audience_kind`] of a credential for the coordinator.
 pub const AUDIENCE_COORDINATOR: u32 = 2;
+/// [`CredentialRequest::audience_kind`] of a credential for an sbatchd (`bsub -I`'s attach).
+pub const AUDIENCE_SBATCHD: u32 = 3;
 
 /// Body of CREDENTIAL_REQUEST: the daemon the credential is for (`lava_net::Audience`);
 /// sbatchd seals it into the token, and any other daemon refuses the token.
@@ -1057,6 +1082,106 @@ pub const PEEK_NOT_RUNNING: u32 = 2;
 pub const PEEK_DENIED: u32 = 3;
 /// [`PeekReply::code`]: the output could not be read (`message` says why).
 pub const PEEK_FAILED: u32 = 4;
+
+// ---------------------------------------------------------------------------
+// bsub -I/-Ip/-Is <-> the execution host's sbatchd (docs/protocols/batch.md, "Interactive jobs")
+// ---------------------------------------------------------------------------
+
+/// Bits of `file_flags` ([`SubmitRequest`], [`JobSpecs`]) beyond the two truncation bits:
+/// the job is interactive, the mark mbatchd keeps in the job's JOB_NEW (so replay knows it)
+/// and hands to sbatchd in BATCH_NEW_JOB. LSF's `SUB_INTERACTIVE`, `SUB_PTY`,
+/// `SUB_PTY_SHELL`.
+pub mod submit_flags {
+    /// `-oo`: truncate the output file.
+    pub const TRUNCATE_OUTPUT: u32 = 0b0_0001;
+    /// `-eo`: truncate the error file.
+    pub const TRUNCATE_ERROR: u32 = 0b0_0010;
+    /// `-I`, `-Ip`, `-Is`: the job's standard streams go to `bsub`'s terminal.
+    pub const INTERACTIVE: u32 = 0b0_0100;
+    /// `-Ip`, `-Is`: through a pseudo-terminal on the execution host.
+    pub const PTY: u32 = 0b0_1000;
+    /// `-Is`: the pseudo-terminal in shell mode (`bsub`'s terminal fully raw).
+    pub const PTY_SHELL: u32 = 0b1_0000;
+    /// Every bit defined.
+    pub const ALL: u32 = 0b1_1111;
+}
+
+/// Most bytes one [`InteractiveData`] carries.
+pub const INTERACTIVE_DATA_BYTES_MAX: u32 = 16 * 1024;
+/// Longest frame body of the interactive messages (a data frame and its fields, or an
+/// attach with its credential).
+pub const INTERACTIVE_BODY_BYTES_MAX: u32 = INTERACTIVE_DATA_BYTES_MAX + 64;
+
+/// INTERACTIVE_ATTACH: the first frame `bsub` sends to the execution host's sbatchd
+/// (`LSB_SBD_PORT`, or the host's `LAVA_SBD_PORT`), on a connection of its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InteractiveAttach {
+    /// A credential for this cluster's sbatchd (`AUDIENCE_SBATCHD`), sealed by `bsub`'s
+    /// local sbatchd: the job's owner only may attach.
+    #[serde(with = "lava_xdr::opaque")]
+    pub credential: Vec<u8>,
+    /// The job.
+    pub job: WireJobRef,
+    /// The terminal's rows and columns (0 when `bsub`'s input is no terminal).
+    pub rows: u32,
+    /// Columns.
+    pub cols: u32,
+}
+
+/// [`InteractiveAttachReply::code`]: attached; data follows.
+pub const ATTACH_OK: u32 = 0;
+/// [`InteractiveAttachReply::code`]: the credential was refused.
+pub const ATTACH_AUTH: u32 = 1;
+/// [`InteractiveAttachReply::code`]: no such interactive job runs on this host (or not yet).
+pub const ATTACH_NOT_FOUND: u32 = 2;
+/// [`InteractiveAttachReply::code`]: the caller does not own the job.
+pub const ATTACH_DENIED: u32 = 3;
+/// [`InteractiveAttachReply::code`]: a terminal is attached already (one attach per job).
+pub const ATTACH_BUSY: u32 = 4;
+/// [`InteractiveAttachReply::code`]: the job has not started yet; try again.
+pub const ATTACH_NOT_READY: u32 = 5;
+
+/// INTERACTIVE_ATTACH_REPLY.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InteractiveAttachReply {
+    /// [`ATTACH_OK`], or why not.
+    pub code: u32,
+    /// What went wrong, for `bsub` to print.
+    pub message: String,
+}
+
+/// [`InteractiveData::stream`]: the job's standard input (from `bsub`).
+pub const STREAM_STDIN: u32 = 0;
+/// [`InteractiveData::stream`]: the job's standard output (or its pseudo-terminal).
+pub const STREAM_STDOUT: u32 = 1;
+/// [`InteractiveData::stream`]: the job's standard error (`-I` only).
+pub const STREAM_STDERR: u32 = 2;
+
+/// INTERACTIVE_DATA: bytes of one stream; on [`STREAM_STDIN`] no bytes means end of input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InteractiveData {
+    /// [`STREAM_STDIN`], [`STREAM_STDOUT`] or [`STREAM_STDERR`].
+    pub stream: u32,
+    /// At most [`INTERACTIVE_DATA_BYTES_MAX`] bytes.
+    #[serde(with = "lava_xdr::opaque")]
+    pub data: Vec<u8>,
+}
+
+/// INTERACTIVE_WINSIZE: the terminal's size changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InteractiveWinsize {
+    /// Rows.
+    pub rows: u32,
+    /// Columns.
+    pub cols: u32,
+}
+
+/// INTERACTIVE_EXIT: the job's process has ended and all its output was sent before this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InteractiveExit {
+    /// The wait status, as `waitpid` reports it.
+    pub wait_status: i32,
+}
 
 /// REQUEST_FAILED: the request as a whole was refused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -103,6 +103,11 @@ fn golden_of(op: Operation) -> (u32, fn()) {
         Operation::PeekJobReply => (71, peek_job_reply),
         Operation::SbdPeek => (72, sbd_peek),
         Operation::SbdPeekReply => (73, sbd_peek_reply),
+        Operation::InteractiveAttach => (80, interactive_attach),
+        Operation::InteractiveAttachReply => (81, interactive_attach_reply),
+        Operation::InteractiveData => (82, interactive_data),
+        Operation::InteractiveWinsize => (83, interactive_winsize),
+        Operation::InteractiveExit => (84, interactive_exit),
     }
 }
 
@@ -527,6 +532,68 @@ fn sbd_peek_reply() {
         0000000000010000                            # reply.next_offset = 65536
     "##;
     check("SBD_PEEK_REPLY", &reply, golden);
+}
+
+// ---------------------------------------------------------------------------
+// bsub -I <-> the execution host's sbatchd
+// ---------------------------------------------------------------------------
+
+// Goal: INTERACTIVE_ATTACH keeps its layout: the credential first (as in a command's
+// envelope), then the job and the terminal's size. Method: golden.
+#[test]
+fn interactive_attach() {
+    let attach = InteractiveAttach { credential: CREDENTIAL.to_vec(), job: job(), rows: 24, cols: 80 };
+    let golden = r##"
+        00000003 c0ffee 00                          # credential = 3 bytes
+        00001092                                    # job.job_id = 4242
+        00000007                                    # job.array_index = 7
+        00000018                                    # rows = 24
+        00000050                                    # cols = 80
+    "##;
+    check("INTERACTIVE_ATTACH", &attach, golden);
+}
+
+// Goal: INTERACTIVE_ATTACH_REPLY keeps its layout. Method: golden of a refusal.
+#[test]
+fn interactive_attach_reply() {
+    let reply = InteractiveAttachReply { code: ATTACH_DENIED, message: "EIO".into() };
+    let golden = r##"
+        00000003                                    # code = 3 (ATTACH_DENIED)
+        00000003 45494f 00                          # message = "EIO"
+    "##;
+    check("INTERACTIVE_ATTACH_REPLY", &reply, golden);
+}
+
+// Goal: INTERACTIVE_DATA keeps its layout. Method: golden of two bytes of standard error.
+#[test]
+fn interactive_data() {
+    let data = InteractiveData { stream: STREAM_STDERR, data: b"ok".to_vec() };
+    let golden = r##"
+        00000002                                    # stream = 2 (stderr)
+        00000002 6f6b 0000                          # data = "ok"
+    "##;
+    check("INTERACTIVE_DATA", &data, golden);
+}
+
+// Goal: INTERACTIVE_WINSIZE keeps its layout. Method: golden.
+#[test]
+fn interactive_winsize() {
+    let size = InteractiveWinsize { rows: 50, cols: 132 };
+    let golden = r##"
+        00000032                                    # rows = 50
+        00000084                                    # cols = 132
+    "##;
+    check("INTERACTIVE_WINSIZE", &size, golden);
+}
+
+// Goal: INTERACTIVE_EXIT keeps its layout. Method: golden of exit status 3.
+#[test]
+fn interactive_exit() {
+    let exit = InteractiveExit { wait_status: 3 << 8 };
+    let golden = r##"
+        00000300                                    # wait_status = 0x300 (exit 3)
+    "##;
+    check("INTERACTIVE_EXIT", &exit, golden);
 }
 
 // ---------------------------------------------------------------------------
