@@ -308,7 +308,11 @@ fn switches_after_max_job_num_finishes() {
     for job in &short {
         batch.wait_status(*job, "DONE");
     }
-    wait_until("lsb.events.1", JOB_TIMEOUT, || batch.view_path(1).exists().then_some(()));
+    // The switch renames lsb.events to lsb.events.1, then the new file into place: wait for
+    // both renames, not just the first.
+    wait_until("lsb.events.1 and the new lsb.events", JOB_TIMEOUT, || {
+        (batch.view_path(1).exists() && batch.view_path(0).exists()).then_some(())
+    });
     let old = batch.records(1);
     assert!(counts(&old).contains_key(&("JOB_NEW".to_owned(), short[0].to_string())), "{old:?}");
     let header = fs::read_to_string(batch.view_path(0)).expect("lsb.events");
