@@ -184,6 +184,7 @@ mod sbd;
 pub mod invariants;
 pub mod record;
 pub mod run_spec;
+pub mod tasks;
 
 use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire as wire;
