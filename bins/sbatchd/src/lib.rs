@@ -62,7 +62,7 @@
 //! [`credential`] (local socket and its status query), [`status`] (the status counters), [`metrics`] (the same under Prometheus names, `LAVA_SBD_METRICS_PORT`), [`store`] (records, group commit), [`spares`] (job folders made ahead of need), [`jobdirs`] (the job folders under `jobs/`), [`launch`] (job script,
 //! plan, shepherd start), [`shepherd`], [`zygote`] (the process shepherds are forked from), [`handoff`] (file formats), [`layout`] (paths,
 //! durable writes), [`procfs`] (process identity and memory), [`peek`] (`bpeek`'s
-//! SBD_PEEK, answered outside the logic), [`sys`] (the only unsafe code).
+//! SBD_PEEK, answered outside the logic), [`tasks`] (`blaunch`'s grants, task port and task shepherd), [`sys`] (the only unsafe code).
 
 #![deny(missing_docs)]
 
@@ -81,6 +81,7 @@ pub mod spares;
 pub mod status;
 pub mod store;
 pub mod sys;
+pub mod tasks;
 pub mod zygote;
 
 use std::path::PathBuf;

@@ -1,0 +1,308 @@
+//! Parallel jobs across real network stacks (issue 19, part 4): two hosts in network
+//! namespaces (10.79.0.1-2/24, `util::netns`), each with its own host name (sbatchd started
+//! in a UTS namespace of its own), one sbatchd per host, mbatchd on h0. A `bsub -n 4 -R
+//! "span[ptile=2]"` job gets two slots on each host and LSF's parallel-job variables; its
+//! `blaunch` runs tasks on h1 through h1's sbatchd; MPICH's `mpiexec` (the Debian `mpich`
+//! package), which starts its proxies with `blaunch`, runs an MPI program built here with
+//! `mpicc` on both hosts; `bkill` of a job whose remote task sleeps ends that task on h1;
+//! and blaunch refuses outside a job and for a host the job does not hold.
+//!
+//! Where namespaces cannot be created, or mpich is not installed, the test prints
+//! `skipped: REASON` and passes.
+
+mod util;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use util::netns::Netns;
+use util::{Cluster, Daemon, STARTUP_TIMEOUT, submitted_job_id, wait_until};
+
+const HOSTS: [&str; 2] = ["h0", "h1"];
+const NS_PREFIX: &str = "lavablt";
+const SUBNET: &str = "10.79.0";
+/// Longest a job may take to end (debug build, busy 2-core machine; MPI start-up included).
+const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+
+const MPI_PROGRAM: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank, size;
+    char host[256];
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    gethostname(host, sizeof host);
+    int sum = 0;
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d on %s sum %d\n", rank, size, host, sum);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
+/// `ip netns exec NS unshare --uts sh -c 'hostname HOST; exec BIN ARGS'`: the daemon runs
+/// on its own host name (what `hostname` and MPI see); its pid is the program's.
+fn spawn_host_daemon(
+    cluster: &mut Cluster,
+    ns: &str,
+    host: &str,
+    name: &str,
+    bin: &Path,
+    args: &[&OsStr],
+) -> Daemon {
+    let mut script = format!("hostname {host} && exec {}", bin.display());
+    for arg in args {
+        script.push(' ');
+        script.push_str(&arg.to_string_lossy());
+    }
+    let all: Vec<&OsStr> = vec![
+        "netns".as_ref(),
+        "exec".as_ref(),
+        ns.as_ref(),
+        "unshare".as_ref(),
+        "--uts".as_ref(),
+        "sh".as_ref(),
+        "-c".as_ref(),
+        script.as_ref(),
+    ];
+    cluster.spawn(name, Path::new("ip"), &all)
+}
+
+fn start_sbatchd(cluster: &mut Cluster, ns: &str, host: &str, envdir: &Path) -> Daemon {
+    let ready = cluster.dir().join(format!("run/sbatchd.{host}.ready"));
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_sbatchd"));
+    let args: Vec<&OsStr> = vec![
+        "--envdir".as_ref(),
+        envdir.as_os_str(),
+        "--host".as_ref(),
+        host.as_ref(),
+        "--ready-file".as_ref(),
+        ready.as_os_str(),
+    ];
+    let mut daemon = spawn_host_daemon(cluster, ns, host, "sbatchd", &bin, &args);
+    wait_until("sbatchd ready file", STARTUP_TIMEOUT, || {
+        assert!(daemon.is_running(), "sbatchd {host} exited:\n{}", daemon.log());
+        ready.exists().then_some(())
+    });
+    daemon
+}
+
+fn start_mbatchd(cluster: &mut Cluster, ns: &str) -> Daemon {
+    let port_file = cluster.dir().join("run/mbatchd.port");
+    let args: Vec<&OsStr> = vec![
+        "--foreground".as_ref(),
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--port-file".as_ref(),
+        port_file.as_ref(),
+    ];
+    let mbatchd = util::mbatchd_bin();
+    let all: Vec<&OsStr> =
+        [&["netns".as_ref(), "exec".as_ref(), ns.as_ref()][..], &[mbatchd.as_os_str()], &args[..]].concat();
+    let mut daemon = cluster.spawn("mbatchd", Path::new("ip"), &all);
+    let port = daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
+    cluster.rewrite_lsf_conf("LSB_MBD_PORT", &port.to_string());
+    daemon
+}
+
+/// Runs a command in host `ns` with `envdir`, as that host's user would.
+fn run_in(cluster: &Cluster, ns: &str, envdir: &Path, program: &str, args: &[&str]) -> Output {
+    cluster
+        .command("ip")
+        .args(["netns", "exec", ns, program])
+        .args(args)
+        .env("LSF_ENVDIR", envdir)
+        .env_remove("LSB_JOBID")
+        .output()
+        .expect("run ip netns exec")
+}
+
+fn bin(name: &str) -> String {
+    util::mbatchd_bin().with_file_name(name).display().to_string()
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// Submits from h0; returns the job id.
+fn bsub(cluster: &Cluster, ns: &str, envdir: &Path, args: &[&str]) -> u32 {
+    let output = run_in(cluster, ns, envdir, &bin("bsub"), args);
+    assert!(output.status.success(), "bsub {args:?}: {}", text(&output));
+    submitted_job_id(&String::from_utf8_lossy(&output.stdout))
+}
+
+fn stat(cluster: &Cluster, ns: &str, envdir: &Path, job: u32) -> String {
+    let output = run_in(cluster, ns, envdir, &bin("bjobs"), &["-a", "-noheader", &job.to_string()]);
+    String::from_utf8_lossy(&output.stdout).split_whitespace().nth(2).unwrap_or_default().to_owned()
+}
+
+fn wait_stat(cluster: &Cluster, ns: &str, envdir: &Path, job: u32, want: &[&str]) -> String {
+    wait_until(&format!("job {job} in {want:?}"), JOB_TIMEOUT, || {
+        let now = stat(cluster, ns, envdir, job);
+        want.contains(&now.as_str()).then_some(now)
+    })
+}
+
+fn have(program: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+// Goal: blaunch and MPI across two hosts, end to end (see the module doc).
+#[test]
+fn parallel_jobs_run_tasks_on_their_hosts() {
+    let netns = match Netns::create(NS_PREFIX, &HOSTS, SUBNET) {
+        Ok(netns) => netns,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    if !have("unshare") {
+        eprintln!("skipped: no unshare(1)");
+        return;
+    }
+    let mut cluster = Cluster::with_hosts(&HOSTS);
+    let rows: String = HOSTS
+        .iter()
+        .enumerate()
+        .map(|(idx, h)| format!("{h} ! ! 1 (cs linux) {} - - -\n", netns.addr(idx)))
+        .collect();
+    cluster.write_file(
+        "etc/lsf.cluster.lavacore",
+        &format!(
+            "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
+             HOSTNAME model type server RESOURCES LAVA_ADDR LAVA_LIM_PORT LAVA_SBD_PORT LAVA_MXFSD_PORT\n{rows}End Host\n"
+        ),
+    );
+    cluster.write_file(
+        "etc/lsbatch/lavacore/configdir/lsb.hosts",
+        "Begin Host\nHOST_NAME MXJ\ndefault 2\nEnd Host\n",
+    );
+    cluster.rewrite_lsf_conf("LSF_RES_PORT", &util::fixed_port().to_string());
+    let ns = netns.hosts.clone();
+    let _mbatchd = start_mbatchd(&mut cluster, &ns[0]);
+    let envdirs: Vec<PathBuf> = HOSTS.iter().map(|host| cluster.host_envdir(host)).collect();
+    let _sbatchds: Vec<Daemon> = (0..HOSTS.len())
+        .map(|idx| start_sbatchd(&mut cluster, &ns[idx], HOSTS[idx], &envdirs[idx]))
+        .collect();
+    let (h0, env0) = (&ns[0], &envdirs[0]);
+    let out_dir = cluster.dir().join("out");
+    std::fs::create_dir_all(&out_dir).expect("an output folder");
+    let out = |name: &str| out_dir.join(name).display().to_string();
+    let blaunch = bin("blaunch");
+
+    // 1. The parallel-job environment, the host file, and blaunch to each host.
+    let script = format!(
+        "echo NUMPROC=$LSB_DJOB_NUMPROC; echo MCPU=$LSB_MCPU_HOSTS; echo HOSTS=$LSB_HOSTS; \
+         echo BINDIR=$LSF_BINDIR; echo FILE; cat $LSB_DJOB_HOSTFILE; echo END; \
+         {blaunch} h1 'echo remote $(hostname) job $LSB_JOBID; echo oops >&2; exit 3'; echo RC=$?; \
+         {blaunch} -z 'h0 h1' hostname | sort | tr '\\n' ' '; echo; \
+         {blaunch} h2 true; echo RC2=$?"
+    );
+    let job = bsub(&cluster, h0, env0, &["-n", "4", "-R", "span[ptile=2]", "-o", &out("env.out"), &script]);
+    let state = wait_stat(&cluster, h0, env0, job, &["DONE", "EXIT"]);
+    let said = std::fs::read_to_string(out("env.out")).unwrap_or_default();
+    assert_eq!(state, "DONE", "{said}");
+    assert!(said.contains("NUMPROC=4\n"), "{said}");
+    assert!(said.contains("MCPU=h0 2 h1 2\n"), "{said}");
+    assert!(said.contains("HOSTS=h0 h0 h1 h1\n"), "{said}");
+    assert!(
+        said.contains(&format!("BINDIR={}\n", util::mbatchd_bin().parent().expect("a folder").display())),
+        "{said}"
+    );
+    assert!(said.contains("FILE\nh0\nh0\nh1\nh1\nEND\n"), "{said}");
+    assert!(said.contains(&format!("remote h1 job {job}\n")), "{said}");
+    assert!(said.contains("oops\n"), "the remote task's standard error is relayed: {said}");
+    assert!(said.contains("RC=3\n"), "{said}");
+    assert!(said.contains("h0 h1 \n"), "{said}");
+    assert!(said.contains("RC2=255\n"), "{said}");
+    assert!(said.contains("not allocated to job"), "{said}");
+
+    // 2. Refusals outside a job: no LSB_JOBID, and a job that is not ours to launch for.
+    let output = run_in(&cluster, h0, env0, &blaunch, &["h1", "true"]);
+    assert_eq!(output.status.code(), Some(255), "{}", text(&output));
+    assert!(text(&output).contains("LSB_JOBID is not set"), "{}", text(&output));
+    let output = cluster
+        .command("ip")
+        .args(["netns", "exec", h0, &blaunch, "h1", "true"])
+        .env("LSF_ENVDIR", env0)
+        .env("LSB_JOBID", "999")
+        .output()
+        .expect("run blaunch");
+    assert_eq!(output.status.code(), Some(255), "{}", text(&output));
+    assert!(text(&output).contains("Job <999> is not running on this host"), "{}", text(&output));
+
+    // 3. bkill reaches a remote task: the job's blaunch runs `sleep` on h1; once it is there,
+    // the kill ends it (no such process left in h1's sbatchd's view).
+    let marker = "3217";
+    let job = bsub(
+        &cluster,
+        h0,
+        env0,
+        &["-n", "4", "-R", "span[ptile=2]", "-o", &out("kill.out"), &format!("{blaunch} h1 sleep {marker}")],
+    );
+    wait_stat(&cluster, h0, env0, job, &["RUN"]);
+    let sleeping = || {
+        let output = std::process::Command::new("pgrep")
+            .args(["-f", &format!("^sleep {marker}$")])
+            .output()
+            .expect("pgrep");
+        String::from_utf8_lossy(&output.stdout).split_whitespace().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let pids = wait_until("the remote sleep runs", JOB_TIMEOUT, || {
+        let pids = sleeping();
+        (!pids.is_empty()).then_some(pids)
+    });
+    // It runs on h1: its network namespace is h1's.
+    let ns_of = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    let h1_sbd = _sbatchds[1].pid().to_string();
+    assert_eq!(ns_of(&pids[0]), ns_of(&h1_sbd), "the task runs in h1's namespace");
+    let output = run_in(&cluster, h0, env0, &bin("bkill"), &[&job.to_string()]);
+    assert!(output.status.success(), "{}", text(&output));
+    wait_stat(&cluster, h0, env0, job, &["EXIT"]);
+    wait_until("the remote sleep is gone", JOB_TIMEOUT, || sleeping().is_empty().then_some(()));
+    // Reaped too (not left a zombie): its /proc entry goes.
+    for pid in &pids {
+        wait_until(&format!("task {pid} reaped"), JOB_TIMEOUT, || {
+            (!Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+        });
+    }
+
+    // 4. MPI: mpiexec (hydra, launcher and resource manager detected from LSF_BINDIR and
+    // LSB_MCPU_HOSTS) starts 4 ranks, 2 on each host, through blaunch.
+    if !have("mpicc") || !have("mpiexec") {
+        eprintln!("skipped: the MPI part: mpich is not installed (apt-get install mpich libmpich-dev)");
+        return;
+    }
+    let source = out_dir.join("hello.c");
+    std::fs::write(&source, MPI_PROGRAM).expect("write the MPI program");
+    let program = out_dir.join("hello");
+    let built =
+        std::process::Command::new("mpicc").arg("-o").arg(&program).arg(&source).output().expect("run mpicc");
+    assert!(built.status.success(), "mpicc: {}", text(&built));
+    // The ranks talk over TCP on eth0, the control port is eth0's address (every namespace
+    // resolves no other host's name).
+    let mpi = format!(
+        "UCX_TLS=tcp UCX_NET_DEVICES=eth0 MPIR_CVAR_CH4_NETMOD=ucx mpiexec -iface eth0 -n 4 {}",
+        program.display()
+    );
+    let job = bsub(&cluster, h0, env0, &["-n", "4", "-R", "span[ptile=2]", "-o", &out("mpi.out"), &mpi]);
+    let state = wait_stat(&cluster, h0, env0, job, &["DONE", "EXIT"]);
+    let said = std::fs::read_to_string(out("mpi.out")).unwrap_or_default();
+    assert_eq!(state, "DONE", "{said}");
+    let ranks: Vec<&str> = said.lines().filter(|line| line.starts_with("rank ")).collect();
+    assert_eq!(ranks.len(), 4, "{said}");
+    for host in HOSTS {
+        let on = ranks.iter().filter(|line| line.contains(&format!(" of 4 on {host} sum 6"))).count();
+        assert_eq!(on, 2, "two ranks on {host}: {said}");
+    }
+}
