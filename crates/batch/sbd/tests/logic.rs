@@ -1116,6 +1116,9 @@ fn task_grants_follow_the_job_its_user_and_its_hosts() {
     let refusal = ask(&h, 1000, "node2").expect_err("node2 is not allocated");
     assert_eq!(refusal, TaskRefusal::HostNotAllocated { job: job(9), host: "node2".into() });
     assert_eq!(refusal.to_string(), "Host <node2> is not allocated to job <9>");
-    h.step(T0 + 2 * SECOND_MS, Input::Exited { job: job(9), wait_status: 0, rusage: rusage(), end_time_ms: T0 + 2 * SECOND_MS });
+    h.step(
+        T0 + 2 * SECOND_MS,
+        Input::Exited { job: job(9), wait_status: 0, rusage: rusage(), end_time_ms: T0 + 2 * SECOND_MS },
+    );
     assert_eq!(ask(&h, 1000, "node1"), Err(TaskRefusal::NotRunning(job(9))));
 }
