@@ -1,14 +1,21 @@
 //! Parallel jobs across real network stacks (issue 19, part 4): two hosts in network
 //! namespaces (10.79.0.1-2/24, `util::netns`), each with its own host name (sbatchd started
-//! in a UTS namespace of its own), one sbatchd per host, mbatchd on h0. A `bsub -n 4 -R
-//! "span[ptile=2]"` job gets two slots on each host and LSF's parallel-job variables; its
-//! `blaunch` runs tasks on h1 through h1's sbatchd; MPICH's `mpiexec` (the Debian `mpich`
-//! package), which starts its proxies with `blaunch`, runs an MPI program built here with
-//! `mpicc` on both hosts; `bkill` of a job whose remote task sleeps ends that task on h1;
-//! and blaunch refuses outside a job and for a host the job does not hold.
+//! in a UTS namespace of its own), one sbatchd per host, mbatchd on h0. In order:
 //!
-//! Where namespaces cannot be created, or mpich is not installed, the test prints
-//! `skipped: REASON` and passes.
+//! 1. a `bsub -n 4 -R "span[ptile=2]"` job sees LSF's parallel-job variables and its host
+//!    file; its `blaunch` runs a task on h1 whose output, error and exit code come back,
+//!    `-z` runs one task per host, and a host the job does not hold is refused (255);
+//! 2. blaunch outside a job, for a job this host does not run, and (3) for another user's job
+//!    is refused with LSF's exit code 255; a job of `nobody` runs its task as `nobody`;
+//! 3. a task (`sleep`) on h1 outlives a restart of h1's sbatchd, and `bkill` of its job ends
+//!    it (its process is gone from h1);
+//! 4. MPICH's `mpiexec -launcher lsf` (hydra, which starts its proxies with `blaunch` and
+//!    reads the ranks from `LSB_MCPU_HOSTS`) runs an MPI program built here with `mpicc`:
+//!    4 ranks, 2 on each host, the job DONE; 5. `bkill` of a running MPI job ends its ranks on
+//!    both hosts.
+//!
+//! Where namespaces cannot be created, or mpich is not installed (for the MPI part), the test
+//! prints `skipped: REASON` and passes.
 
 mod util;
 
@@ -29,6 +36,7 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 const MPI_PROGRAM: &str = r#"
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
     int rank, size;
@@ -40,6 +48,9 @@ int main(int argc, char **argv) {
     int sum = 0;
     MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     printf("rank %d of %d on %s sum %d\n", rank, size, host, sum);
+    fflush(stdout);
+    if (argc > 1)
+        sleep(atoi(argv[1]));
     MPI_Finalize();
     return 0;
 }
@@ -122,6 +133,32 @@ fn run_in(cluster: &Cluster, ns: &str, envdir: &Path, program: &str, args: &[&st
         .expect("run ip netns exec")
 }
 
+/// The uid (and gid) of `nobody`, the job user who is not root.
+const NOBODY: u32 = 65534;
+
+/// Runs a command in host `ns` as `nobody` (`setpriv`), from /tmp.
+fn run_as_nobody(
+    cluster: &Cluster,
+    ns: &str,
+    envdir: &Path,
+    program: &str,
+    args: &[&str],
+    job: Option<u32>,
+) -> Output {
+    let mut command = cluster.command("ip");
+    command
+        .args(["netns", "exec", ns, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", program])
+        .args(args)
+        .current_dir("/tmp")
+        .env("HOME", "/tmp")
+        .env("LSF_ENVDIR", envdir)
+        .env_remove("LSB_JOBID");
+    if let Some(job) = job {
+        command.env("LSB_JOBID", job.to_string());
+    }
+    command.output().expect("run ip netns exec setpriv")
+}
+
 fn bin(name: &str) -> String {
     util::mbatchd_bin().with_file_name(name).display().to_string()
 }
@@ -191,12 +228,17 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
     let ns = netns.hosts.clone();
     let _mbatchd = start_mbatchd(&mut cluster, &ns[0]);
     let envdirs: Vec<PathBuf> = HOSTS.iter().map(|host| cluster.host_envdir(host)).collect();
-    let _sbatchds: Vec<Daemon> = (0..HOSTS.len())
+    let mut sbatchds: Vec<Daemon> = (0..HOSTS.len())
         .map(|idx| start_sbatchd(&mut cluster, &ns[idx], HOSTS[idx], &envdirs[idx]))
         .collect();
     let (h0, env0) = (&ns[0], &envdirs[0]);
     let out_dir = cluster.dir().join("out");
     std::fs::create_dir_all(&out_dir).expect("an output folder");
+    // nobody reaches the configuration, the credential sockets and the output folder.
+    for folder in [cluster.dir().to_path_buf(), cluster.dir().join("run"), env0.clone(), envdirs[1].clone()] {
+        util::chmod(&folder, 0o755);
+    }
+    util::chmod(&out_dir, 0o1777);
     let out = |name: &str| out_dir.join(name).display().to_string();
     let blaunch = bin("blaunch");
 
@@ -241,6 +283,32 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
     assert_eq!(output.status.code(), Some(255), "{}", text(&output));
     assert!(text(&output).contains("Job <999> is not running on this host"), "{}", text(&output));
 
+    // A user's job runs its tasks as that user, in blaunch's working directory.
+    let output = run_as_nobody(
+        &cluster,
+        h0,
+        env0,
+        &bin("bsub"),
+        &[
+            "-n",
+            "2",
+            "-m",
+            "h0 h1",
+            "-R",
+            "span[ptile=1]",
+            "-o",
+            &out("nobody.out"),
+            &format!("{blaunch} h1 'id -u; pwd; hostname'"),
+        ],
+        None,
+    );
+    assert!(output.status.success(), "bsub as nobody: {}", text(&output));
+    let nobody_job = submitted_job_id(&String::from_utf8_lossy(&output.stdout));
+    let state = wait_stat(&cluster, h0, env0, nobody_job, &["DONE", "EXIT"]);
+    let said = std::fs::read_to_string(out("nobody.out")).unwrap_or_default();
+    assert_eq!(state, "DONE", "{said}");
+    assert!(said.contains(&format!("{NOBODY}\n/tmp\nh1\n")), "{said}");
+
     // 3. bkill reaches a remote task: the job's blaunch runs `sleep` on h1; once it is there,
     // the kill ends it (no such process left in h1's sbatchd's view).
     let marker = "3217";
@@ -264,8 +332,20 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
     });
     // It runs on h1: its network namespace is h1's.
     let ns_of = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
-    let h1_sbd = _sbatchds[1].pid().to_string();
+    let h1_sbd = sbatchds[1].pid().to_string();
     assert_eq!(ns_of(&pids[0]), ns_of(&h1_sbd), "the task runs in h1's namespace");
+    // Another user may not launch tasks of this (root's) job.
+    let output = run_as_nobody(&cluster, h0, env0, &blaunch, &["h1", "true"], Some(job));
+    assert_eq!(output.status.code(), Some(255), "{}", text(&output));
+    assert!(
+        text(&output).contains(&format!("User (uid {NOBODY}) is not the owner of job <{job}>")),
+        "{}",
+        text(&output)
+    );
+    // h1's sbatchd restarts: the task is neither ended nor orphaned by it.
+    sbatchds[1].kill();
+    sbatchds[1] = start_sbatchd(&mut cluster, &ns[1], "h1", &envdirs[1]);
+    assert_eq!(sleeping(), pids, "the task outlives a restart of its host's sbatchd");
     let output = run_in(&cluster, h0, env0, &bin("bkill"), &[&job.to_string()]);
     assert!(output.status.success(), "{}", text(&output));
     wait_stat(&cluster, h0, env0, job, &["EXIT"]);
@@ -289,20 +369,38 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
     let built =
         std::process::Command::new("mpicc").arg("-o").arg(&program).arg(&source).output().expect("run mpicc");
     assert!(built.status.success(), "mpicc: {}", text(&built));
-    // The ranks talk over TCP on eth0, the control port is eth0's address (every namespace
-    // resolves no other host's name).
-    let mpi = format!(
-        "UCX_TLS=tcp UCX_NET_DEVICES=eth0 MPIR_CVAR_CH4_NETMOD=ucx mpiexec -iface eth0 -n 4 {}",
-        program.display()
-    );
+    // No -n: hydra's LSF resource manager takes the ranks from LSB_MCPU_HOSTS. `-iface eth0`:
+    // the proxies call back to eth0's address (no namespace resolves another host's name).
+    let mpi = format!("mpiexec -launcher lsf -iface eth0 {}", program.display());
     let job = bsub(&cluster, h0, env0, &["-n", "4", "-R", "span[ptile=2]", "-o", &out("mpi.out"), &mpi]);
     let state = wait_stat(&cluster, h0, env0, job, &["DONE", "EXIT"]);
     let said = std::fs::read_to_string(out("mpi.out")).unwrap_or_default();
     assert_eq!(state, "DONE", "{said}");
+    eprintln!("{said}");
     let ranks: Vec<&str> = said.lines().filter(|line| line.starts_with("rank ")).collect();
     assert_eq!(ranks.len(), 4, "{said}");
     for host in HOSTS {
         let on = ranks.iter().filter(|line| line.contains(&format!(" of 4 on {host} sum 6"))).count();
         assert_eq!(on, 2, "two ranks on {host}: {said}");
     }
+
+    // 5. bkill of a running MPI job ends its ranks on h1 too.
+    let marker = "3219";
+    let mpi = format!("mpiexec -launcher lsf -iface eth0 {} {marker}", program.display());
+    let job = bsub(&cluster, h0, env0, &["-n", "4", "-R", "span[ptile=2]", "-o", &out("mpikill.out"), &mpi]);
+    let ranks = || {
+        let pattern = format!("^{} {marker}$", program.display());
+        let output = std::process::Command::new("pgrep").args(["-f", &pattern]).output().expect("pgrep");
+        String::from_utf8_lossy(&output.stdout).split_whitespace().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let running = wait_until("four ranks sleep", JOB_TIMEOUT, || {
+        let pids = ranks();
+        (pids.len() == 4).then_some(pids)
+    });
+    let on_h1 = running.iter().filter(|pid| ns_of(pid) == ns_of(&sbatchds[1].pid().to_string())).count();
+    assert_eq!(on_h1, 2, "two ranks run in h1's namespace");
+    let output = run_in(&cluster, h0, env0, &bin("bkill"), &[&job.to_string()]);
+    assert!(output.status.success(), "{}", text(&output));
+    wait_stat(&cluster, h0, env0, job, &["EXIT"]);
+    wait_until("every rank is gone", JOB_TIMEOUT, || ranks().is_empty().then_some(()));
 }

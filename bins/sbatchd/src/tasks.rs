@@ -226,9 +226,7 @@ async fn start_task(mut stream: tokio::net::TcpStream, context: &PortContext) ->
         plan.job_id, plan.array_index, plan.user, plan.command
     );
     let connection = stream.into_std().map_err(|err| err.to_string())?;
-    if let Err(message) = spawn_shepherd(&context.shepherd, &plan, connection) {
-        return Err(message);
-    }
+    spawn_shepherd(&context.shepherd, &plan, connection)?;
     Ok(said)
 }
 
