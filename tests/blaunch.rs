@@ -357,6 +357,29 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
         });
     }
 
+    // A task started in the background does not outlive its job: the job ends DONE once the
+    // remote sleep runs, and the sleep goes.
+    let marker = "3221";
+    let script = format!(
+        "{blaunch} h1 sleep {marker} & until pgrep -f '^sleep {marker}$' >/dev/null; do sleep 0.1; done; echo started"
+    );
+    let job = bsub(&cluster, h0, env0, &["-n", "4", "-R", "span[ptile=2]", "-o", &out("bg.out"), &script]);
+    let state = wait_stat(&cluster, h0, env0, job, &["DONE", "EXIT"]);
+    assert_eq!(state, "DONE", "{}", std::fs::read_to_string(out("bg.out")).unwrap_or_default());
+    let background = || {
+        let output = std::process::Command::new("pgrep")
+            .args(["-f", &format!("^sleep {marker}$")])
+            .output()
+            .expect("pgrep");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    wait_until("the background task is gone", JOB_TIMEOUT, || background().is_empty().then_some(()));
+    let said = wait_until("blaunch says why it ended", JOB_TIMEOUT, || {
+        let said = std::fs::read_to_string(out("bg.out")).unwrap_or_default();
+        said.contains("has ended").then_some(said)
+    });
+    assert!(said.contains(&format!("blaunch: job <{job}> has ended; its tasks are ended with it")), "{said}");
+
     // 4. MPI: mpiexec (hydra, launcher and resource manager detected from LSF_BINDIR and
     // LSB_MCPU_HOSTS) starts 4 ranks, 2 on each host, through blaunch.
     if !have("mpicc") || !have("mpiexec") {

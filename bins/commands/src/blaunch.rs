@@ -12,7 +12,8 @@
 //! per slot of the job (`LSB_MCPU_HOSTS`). The command's words are joined with blanks and run by the
 //! task host's `/bin/sh -c`, as rsh and ssh do (MPICH's hydra quotes its proxy's path).
 //! The task's environment is blaunch's own (the job's), plus the `-use-env` file's
-//! `NAME=value` lines; its standard input is /dev/null.
+//! `NAME=value` lines; its standard input is /dev/null. blaunch ends when its job's process
+//! (`LSB_JOBPID`) ends, and its tasks with it ([`watch_job`]).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -177,6 +178,7 @@ fn run(invocation: Invocation) -> Result<u8, String> {
     let cwd = std::env::current_dir().map(|dir| dir.display().to_string()).unwrap_or_default();
     let command = operands.join(" ");
     let job = wire::WireJobRef { job_id, array_index };
+    watch_job(job_id);
     let tasks: Vec<_> = hosts
         .into_iter()
         .map(|host| {
@@ -204,6 +206,37 @@ fn run(invocation: Invocation) -> Result<u8, String> {
         }
     }
     Ok(code)
+}
+
+/// How often blaunch looks whether its job's process still runs.
+const JOB_WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The start time of process `pid` (field 22 of `/proc/PID/stat`), which tells it from a
+/// later process with the same pid.
+fn start_time(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// blaunch ends with its job: once the job's process (`LSB_JOBPID`) has ended, it exits,
+/// which closes its connections and so ends every task it started (their shepherds kill a
+/// task whose connection ends). A job whose leader exits leaves no task behind, even when
+/// blaunch was started in the background.
+fn watch_job(job_id: u32) {
+    let Some(pid) = std::env::var("LSB_JOBPID").ok().filter(|pid| pid.parse::<u32>().is_ok()) else {
+        return;
+    };
+    let Some(started) = start_time(&pid) else { return };
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(JOB_WATCH_INTERVAL);
+            if start_time(&pid).as_ref() != Some(&started) {
+                eprintln!("blaunch: job <{job_id}> has ended; its tasks are ended with it");
+                std::process::exit(i32::from(EXIT_FAILED));
+            }
+        }
+    });
 }
 
 /// One task, from its grant to its exit: the task's exit status as a shell gives it.

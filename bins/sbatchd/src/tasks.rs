@@ -29,7 +29,7 @@
 //!
 //! **A task lives exactly as long as its `blaunch` connection**: when the connection closes
 //! (the `blaunch` process ended or was killed, or the job's host went away) the shepherd
-//! kills the task's process group with SIGKILL. `blaunch` runs inside the job, in the
+//! kills the task's process group: SIGTERM, then SIGKILL [`KILL_GRACE`] later. `blaunch` runs inside the job, in the
 //! job's process group, so `bkill`, a run or memory limit and the job's end kill it, and
 //! with it every remote task. The shepherd is in a session of its own and owns the
 //! connection: an sbatchd restart on the task host neither ends the task nor orphans it
@@ -67,6 +67,8 @@ pub const CONNECTIONS: GateConfig =
 const PLAN_BYTES_MAX: u64 = 4 << 20;
 /// Output read from the task at once, and so the largest TASK_OUTPUT.
 const OUTPUT_CHUNK: usize = wire::TASK_OUTPUT_BYTES_MAX as usize;
+/// Between the SIGTERM and the SIGKILL of a task whose `blaunch` connection ended.
+const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Largest frame a task shepherd reads from `blaunch` (TASK_SIGNAL).
 const CONTROL_BYTES_MAX: u32 = 1024;
 
@@ -511,6 +513,11 @@ fn control_loop(mut control: TcpStream, pgid: i32) {
             let _ = sys::kill_group(pgid, signal.signal as i32);
         }
     }
+    // SIGTERM first, so that the task may clean up (an MPI proxy ends its ranks); whatever
+    // is left after the grace is killed. Should the task end meanwhile, the main thread
+    // kills the rest of the group and the process exits, this thread with it.
+    let _ = sys::kill_group(pgid, libc::SIGTERM);
+    std::thread::sleep(KILL_GRACE);
     let _ = sys::kill_group(pgid, libc::SIGKILL);
 }
 
