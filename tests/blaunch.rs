@@ -15,7 +15,10 @@
 //!    both hosts.
 //!
 //! Where namespaces cannot be created, or mpich is not installed (for the MPI part), the test
-//! prints `skipped: REASON` and passes.
+//! prints `skipped: REASON` and passes. `the_task_port_refuses_what_it_must_not_run` needs
+//! neither: on loopback it runs blaunch on the job's own host and sends the task port every
+//! kind of bad TASK_START (forged, replayed, misdirected grants; other operations; oversized
+//! and malformed bodies).
 
 mod util;
 
@@ -426,4 +429,176 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
     assert!(output.status.success(), "{}", text(&output));
     wait_stat(&cluster, h0, env0, job, &["EXIT"]);
     wait_until("every rank is gone", JOB_TIMEOUT, || ranks().is_empty().then_some(()));
+}
+
+/// The sealed grant of `grant`, as an sbatchd holding `auth`'s key makes it.
+fn seal_grant(auth: &lava_net::Authenticator, grant: &lava_batch_wire::TaskGrant) -> Vec<u8> {
+    let mut sealed = lava_batch_wire::TASK_GRANT_MAGIC.to_vec();
+    sealed.extend(util::proto::encode(grant));
+    let nonce = lava_net::Nonce::random().expect("a nonce");
+    let trailer = auth.seal_bytes(&sealed, lava_net::system_now_ms(), nonce);
+    sealed.extend_from_slice(&trailer);
+    sealed
+}
+
+/// Sends one TASK_START-coded frame with `body` to the task port and returns the refusal's
+/// message (the port answers REQUEST_FAILED and closes), or `None` when the task started.
+fn task_port_says(
+    addr: std::net::SocketAddr,
+    operation: lava_batch_wire::Operation,
+    body: &[u8],
+) -> Option<String> {
+    use lava_batch_wire::{ErrorReply, Operation};
+    let mut conn = util::proto::FrameConn::connect(addr);
+    conn.send(util::proto::header(operation, 1), body);
+    let frame = conn.recv().expect("an answer");
+    if frame.header.operation == Operation::RequestFailed.code() {
+        let error: ErrorReply = util::proto::decode(&frame.body);
+        assert!(conn.recv().is_none(), "the port closes after a refusal");
+        return Some(error.message);
+    }
+    assert_eq!(frame.header.operation, Operation::TaskStarted.code());
+    while let Some(frame) = conn.recv() {
+        if frame.header.operation == Operation::TaskExit.code() {
+            break;
+        }
+    }
+    None
+}
+
+/// A grant from the local sbatchd's socket, as blaunch asks it.
+fn grant_from_socket(socket: &Path, job: u32, host: &str) -> Result<Vec<u8>, String> {
+    use lava_batch_wire::{ErrorReply, Operation, TaskGrantReply, TaskGrantRequest, WireJobRef};
+    use std::io::{Read, Write};
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(socket).expect("connect to the credential socket");
+    let body = util::proto::encode(&TaskGrantRequest {
+        job: WireJobRef { job_id: job, array_index: 0 },
+        host: host.to_owned(),
+    });
+    stream
+        .write_all(&util::proto::frame_bytes(util::proto::header(Operation::TaskGrantRequest, 1), &body))
+        .expect("send");
+    let mut head = [0u8; lava_xdr::frame::HEADER_BYTES];
+    stream.read_exact(&mut head).expect("an answer");
+    let header = lava_xdr::frame::FrameHeader::parse(&head).expect("a header");
+    let mut body = vec![0u8; header.length as usize];
+    stream.read_exact(&mut body).expect("a body");
+    if header.operation == Operation::TaskGrantReply.code() {
+        Ok(util::proto::decode::<TaskGrantReply>(&body).grant)
+    } else {
+        Err(util::proto::decode::<ErrorReply>(&body).message)
+    }
+}
+
+// Goal: on one host (loopback), blaunch runs a task of its job on its own host; the task port
+// refuses, with a reason and without harm to the daemon, every TASK_START it must not carry
+// out: another operation, an oversized or malformed body, a grant sealed with another key,
+// a replayed grant, a grant for another host, for a user without an account, or whose uid
+// differs from the host's; the credential socket refuses a grant for a job it does not run.
+#[test]
+fn the_task_port_refuses_what_it_must_not_run() {
+    use lava_batch_wire::{EnvVar, Operation, TaskGrant, TaskStart, WireJobRef};
+    let mut cluster = Cluster::new();
+    let port = util::fixed_port();
+    cluster.rewrite_lsf_conf("LSF_RES_PORT", &port.to_string());
+    let _mbatchd = cluster.start_mbatchd();
+    let _sbatchd = cluster.start_sbatchd("localhost");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let output = cluster.command(bin("bsub")).args(["sleep", "60"]).output().expect("bsub");
+    assert!(output.status.success(), "{}", text(&output));
+    let job = submitted_job_id(&String::from_utf8_lossy(&output.stdout));
+    wait_until("the job runs", JOB_TIMEOUT, || {
+        let output =
+            cluster.command(bin("bjobs")).args(["-noheader", &job.to_string()]).output().expect("bjobs");
+        String::from_utf8_lossy(&output.stdout).contains(" RUN ").then_some(())
+    });
+    let blaunch = |args: &[&str]| {
+        cluster
+            .command(bin("blaunch"))
+            .args(args)
+            .env("LSB_JOBID", job.to_string())
+            .output()
+            .expect("blaunch")
+    };
+    let output = blaunch(&["localhost", "echo", "hi", "there"]);
+    assert_eq!(
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).as_ref()),
+        (Some(0), "hi there\n"),
+        "{}",
+        text(&output)
+    );
+
+    let socket = cluster.dir().join("run/lava.sock");
+    let start = |grant: Vec<u8>| {
+        util::proto::encode(&TaskStart {
+            grant,
+            command: "true".into(),
+            env: vec![EnvVar { name: "PATH".into(), value: "/bin:/usr/bin".into() }],
+            cwd: "/".into(),
+        })
+    };
+    // A real grant starts one task, and only one.
+    let grant = grant_from_socket(&socket, job, "localhost").expect("a grant for the running job");
+    assert_eq!(task_port_says(addr, Operation::TaskStart, &start(grant.clone())), None);
+    let said = task_port_says(addr, Operation::TaskStart, &start(grant)).expect("a replay is refused");
+    assert!(said.contains("not valid"), "{said}");
+    assert_eq!(
+        grant_from_socket(&socket, job + 100, "localhost"),
+        Err(format!("Job <{}> is not running on this host", job + 100))
+    );
+
+    let said = task_port_says(addr, Operation::JobQuery, &[]).expect("another operation");
+    assert!(said.contains("is not TASK_START"), "{said}");
+    let said = task_port_says(addr, Operation::TaskStart, &[1, 2, 3]).expect("garbage");
+    assert!(said.contains("malformed TASK_START"), "{said}");
+    let mut big = util::proto::header(Operation::TaskStart, 1);
+    big.length = lava_batch_wire::TASK_START_BYTES_MAX + 1;
+    let mut conn = util::proto::FrameConn::connect(addr);
+    let mut head = Vec::new();
+    big.write(&mut head);
+    conn.send_raw(&head);
+    let refusals = conn.expect_closed();
+    assert!(refusals.iter().any(|error| error.message.contains("is over")), "{refusals:?}");
+
+    let grant = |user: &str, uid: u32, to_host: &str| TaskGrant {
+        job: WireJobRef { job_id: job, array_index: 0 },
+        user: user.into(),
+        uid,
+        gid: 0,
+        from_host: "localhost".into(),
+        to_host: to_host.into(),
+        cluster: util::CLUSTER_NAME.into(),
+    };
+    let other_key = Cluster::new().authenticator();
+    let said = task_port_says(
+        addr,
+        Operation::TaskStart,
+        &start(seal_grant(&other_key, &grant("root", 0, "localhost"))),
+    )
+    .expect("another cluster's key");
+    assert!(said.contains("not valid"), "{said}");
+    let auth = cluster.authenticator();
+    let said =
+        task_port_says(addr, Operation::TaskStart, &start(seal_grant(&auth, &grant("root", 0, "elsewhere"))))
+            .expect("another host's grant");
+    assert!(said.contains("is for host <elsewhere>, not <localhost>"), "{said}");
+    let said = task_port_says(
+        addr,
+        Operation::TaskStart,
+        &start(seal_grant(&auth, &grant("no-such-user-x", 0, "localhost"))),
+    )
+    .expect("an unknown user");
+    assert!(said.contains("user <no-such-user-x> has no account"), "{said}");
+    let said = task_port_says(
+        addr,
+        Operation::TaskStart,
+        &start(seal_grant(&auth, &grant("root", 4242, "localhost"))),
+    )
+    .expect("another uid");
+    assert!(said.contains("is uid 0 on host <localhost> but uid 4242"), "{said}");
+
+    // The port still serves.
+    let output = blaunch(&["-z", "localhost", "echo ok"]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n", "{}", text(&output));
 }
