@@ -616,6 +616,10 @@ mod tests {
         assert_eq!(get("LSB_JOBFILENAME"), "/j/job.sh");
         assert_eq!(get("LSB_PROJECT_NAME"), "proj");
         assert_eq!(get("PWD"), "/home/alice/work");
+        assert_eq!(get("LSB_DJOB_NUMPROC"), "4");
+        assert_eq!(get("LSB_DJOB_HOSTFILE"), "/j/hostfile");
+        assert_eq!(get("LSB_DJOB_RANKFILE"), "/j/hostfile");
+        assert_eq!(hostfile_text(&spec), "n1\nn1\nn2\nn1\n");
         // The job's process sets LSB_JOBPID itself; a submitted one never reaches it.
         assert!(!env.iter().any(|e| e.starts_with("LSB_JOBPID=")), "{env:?}");
         let mut sorted = env.clone();
