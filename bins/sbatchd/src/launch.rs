@@ -196,8 +196,10 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
     }
     // LSF's parallel-job variables (docs/commands.md, "blaunch").
     set("LSB_DJOB_NUMPROC", slots.len().to_string());
-    set("LSB_DJOB_HOSTFILE", job_dir.join(HOSTFILE).display().to_string());
-    set("LSB_DJOB_RANKFILE", job_dir.join(HOSTFILE).display().to_string());
+    if spec.n_slots > 1 {
+        set("LSB_DJOB_HOSTFILE", job_dir.join(HOSTFILE).display().to_string());
+        set("LSB_DJOB_RANKFILE", job_dir.join(HOSTFILE).display().to_string());
+    }
     if let Some((bin_dir, server_dir)) = LSF_DIRS.get() {
         for (name, dir) in [("LSF_BINDIR", bin_dir), ("LSF_SERVERDIR", server_dir)] {
             if let Some(dir) = dir {
@@ -386,9 +388,11 @@ pub fn start(
     // The folder is root's and empty until the script is in it, so the user never has a
     // chance to put a link where root writes (crate::jobdirs).
     let script = job_script(job, jobfile, &spec.command, &spec.pre_exec);
+    // A parallel job's host file; a one-slot job has none (one file fewer per job).
     let hostfile = hostfile_text(spec);
+    let extra: &[(&str, &[u8])] = if spec.n_slots > 1 { &[(HOSTFILE, hostfile.as_bytes())] } else { &[] };
     job_dirs
-        .prepare_with(jobfile, &script, &[(HOSTFILE, hostfile.as_bytes())], spec.exec_uid, spec.exec_gid)
+        .prepare_with(jobfile, &script, extra, spec.exec_uid, spec.exec_gid)
         .map_err(at("cannot write the job script in", &job_dir))?;
     let plan = launch_plan(job, spec, jobfile, layout);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
@@ -622,6 +626,12 @@ mod tests {
         assert_eq!(hostfile_text(&spec), "n1\nn1\nn2\nn1\n");
         // The job's process sets LSB_JOBPID itself; a submitted one never reaches it.
         assert!(!env.iter().any(|e| e.starts_with("LSB_JOBPID=")), "{env:?}");
+        // A one-slot job has no host file.
+        let one = self::spec("", "", 1, &["n1"]);
+        let env =
+            job_environment(JobRef::new(8, 0).expect("job"), &one, Path::new("/j/job.sh"), Path::new("/j"));
+        assert!(env.contains(&"LSB_DJOB_NUMPROC=1".to_owned()), "{env:?}");
+        assert!(!env.iter().any(|e| e.starts_with("LSB_DJOB_HOSTFILE=")), "{env:?}");
         let mut sorted = env.clone();
         sorted.sort();
         assert_eq!(env, sorted);
