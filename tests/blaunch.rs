@@ -7,8 +7,9 @@
 //!    `-z` runs one task per host, and a host the job does not hold is refused (255);
 //! 2. blaunch outside a job, for a job this host does not run, and (3) for another user's job
 //!    is refused with LSF's exit code 255; a job of `nobody` runs its task as `nobody`;
-//! 3. a task (`sleep`) on h1 outlives a restart of h1's sbatchd, and `bkill` of its job ends
-//!    it (its process is gone from h1);
+//! 3. a task (`sleep`) on h1 outlives restarts of both sbatchds, and `bkill` of its job
+//!    ends it (its process is gone from h1); a task started in the background goes when its
+//!    job ends DONE;
 //! 4. MPICH's `mpiexec -launcher lsf` (hydra, which starts its proxies with `blaunch` and
 //!    reads the ranks from `LSB_MCPU_HOSTS`) runs an MPI program built here with `mpicc`:
 //!    4 ranks, 2 on each host, the job DONE; 5. `bkill` of a running MPI job ends its ranks on
@@ -345,10 +346,14 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
         "{}",
         text(&output)
     );
-    // h1's sbatchd restarts: the task is neither ended nor orphaned by it.
-    sbatchds[1].kill();
-    sbatchds[1] = start_sbatchd(&mut cluster, &ns[1], "h1", &envdirs[1]);
-    assert_eq!(sleeping(), pids, "the task outlives a restart of its host's sbatchd");
+    // Both sbatchds restart (the task's host's, then the job's): the task is neither ended
+    // nor orphaned, and the job, adopted, is still RUN.
+    for idx in [1, 0] {
+        sbatchds[idx].kill();
+        sbatchds[idx] = start_sbatchd(&mut cluster, &ns[idx], HOSTS[idx], &envdirs[idx]);
+    }
+    assert_eq!(sleeping(), pids, "the task outlives restarts of the sbatchds");
+    wait_stat(&cluster, h0, env0, job, &["RUN"]);
     let output = run_in(&cluster, h0, env0, &bin("bkill"), &[&job.to_string()]);
     assert!(output.status.success(), "{}", text(&output));
     wait_stat(&cluster, h0, env0, job, &["EXIT"]);
