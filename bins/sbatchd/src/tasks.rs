@@ -29,7 +29,9 @@
 //!
 //! **A task lives exactly as long as its `blaunch` connection**: when the connection closes
 //! (the `blaunch` process ended or was killed, or the job's host went away) the shepherd
-//! kills the task's process group: SIGTERM, then SIGKILL [`KILL_GRACE`] later. `blaunch` runs inside the job, in the
+//! kills the task's process group and every process the task started, wherever it moved
+//! (the shepherd is their subreaper, so none leaves its tree): SIGTERM, then SIGKILL
+//! [`KILL_GRACE`] later. The same happens to what is left once the task's process ends. `blaunch` runs inside the job, in the
 //! job's process group, so `bkill`, a run or memory limit and the job's end kill it, and
 //! with it every remote task. The shepherd is in a session of its own and owns the
 //! connection: an sbatchd restart on the task host neither ends the task nor orphans it
@@ -358,6 +360,8 @@ pub fn shepherd_main(_args: impl Iterator<Item = OsString>) -> ExitCode {
         }
     };
     let _ = sys::new_session();
+    // Every process the task starts stays in this tree (see `end_tree`).
+    let _ = sys::set_child_subreaper();
     let mut out = Relay { stream: Arc::new(Mutex::new(connection)) };
     match run_task(&plan, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
@@ -466,8 +470,8 @@ fn run_task(plan: &TaskPlan, out: &mut Relay) -> Result<(), String> {
         let _ = sys::kill_group(pid, libc::SIGKILL);
     }
     let reaped = sys::wait4(pid).map_err(|err| format!("cannot wait for the task: {err}"));
-    // What the task left in its group goes with it (the module doc's rule).
-    let _ = sys::kill_group(pid, libc::SIGKILL);
+    // What the task left behind goes with it (the module doc's rule).
+    end_tree(pid, libc::SIGKILL);
     for pump in pumps {
         let _ = pump.join();
     }
@@ -516,9 +520,60 @@ fn control_loop(mut control: TcpStream, pgid: i32) {
     // SIGTERM first, so that the task may clean up (an MPI proxy ends its ranks); whatever
     // is left after the grace is killed. Should the task end meanwhile, the main thread
     // kills the rest of the group and the process exits, this thread with it.
-    let _ = sys::kill_group(pgid, libc::SIGTERM);
+    end_tree(pgid, libc::SIGTERM);
     std::thread::sleep(KILL_GRACE);
-    let _ = sys::kill_group(pgid, libc::SIGKILL);
+    end_tree(pgid, libc::SIGKILL);
+}
+
+/// Most rounds of [`end_tree`] (a tree that keeps forking faster than it is killed).
+const END_TREE_ROUNDS: usize = 100;
+
+/// Sends `signal` to the task's process group and to every descendant of this shepherd,
+/// however it left the group (MPICH's proxies and ranks each make a session of their own);
+/// with SIGKILL, again until none is left, reaping them (the shepherd is their subreaper).
+fn end_tree(pgid: i32, signal: i32) {
+    let _ = sys::kill_group(pgid, signal);
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    for _ in 0..END_TREE_ROUNDS {
+        let descendants = descendants_of(me);
+        for pid in &descendants {
+            let _ = sys::kill_process(*pid, signal);
+        }
+        if signal != libc::SIGKILL || descendants.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        sys::reap_ended_children();
+    }
+}
+
+/// The live descendants of process `root`, from the parent links in `/proc/*/stat`.
+fn descendants_of(root: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut parent_of = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(after_name) = stat.rfind(')').map(|at| &stat[at + 1..]) else { continue };
+        let mut fields = after_name.split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next().and_then(|ppid| ppid.parse::<i32>().ok()));
+        if let (Some(state), Some(ppid)) = (state, ppid)
+            && state != "Z"
+        {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut idx = 0;
+    while idx < found.len() {
+        let parent = found[idx];
+        found.extend(parent_of.iter().filter(|(_, ppid)| *ppid == parent).map(|(pid, _)| *pid));
+        idx += 1;
+    }
+    found.remove(0);
+    found
 }
 
 #[cfg(test)]

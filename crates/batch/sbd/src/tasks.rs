@@ -60,7 +60,8 @@ impl std::fmt::Display for TaskRefusal {
 }
 
 /// Whether the process of `uid` on this host may start a task of `job` on `host`: the job
-/// runs here (its process exists and has not ended), `uid` is its execution user or root,
+/// runs here (launched, its end not captured; its pid may not be known yet, since the job's
+/// process may run before the shepherd's report arrives), `uid` is its execution user or root,
 /// and `host` is one of the job's execution hosts.
 pub fn may_start_task(
     record: Option<&JobRecord>,
@@ -69,7 +70,9 @@ pub fn may_start_task(
     host: &str,
 ) -> Result<TaskGrantFacts, TaskRefusal> {
     let record = record.ok_or(TaskRefusal::NoSuchJob(job))?;
-    if !record.is_running() {
+    // Launched and not ended: the job's process may run (and call blaunch) before the
+    // shepherd's pid report has reached the logic.
+    if record.refusal.is_some() || record.exit_status_valid || record.is_tombstone() {
         return Err(TaskRefusal::NotRunning(job));
     }
     let spec = &record.run_spec;

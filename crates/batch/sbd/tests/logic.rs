@@ -1096,10 +1096,10 @@ fn a_reused_job_id_is_never_answered_from_the_old_jobs_record() {
     assert_eq!(h.record(7).run_spec.submit_time_s, 1_799_999_500);
 }
 
-// Goal: a task grant (blaunch) is given only for a job running on this host, to its user or
-// root, for a host of its allocation; each refusal names its reason. Method: ask for job 9
-// before it exists, while launched, while running (as alice, root, bob; for node1 and for a
-// host not allocated), and after its exit.
+// Goal: a task grant (blaunch) is given only for a job launched and not ended on this host, to
+// its user or root, for a host of its allocation; each refusal names its reason. Method: ask
+// for job 9 before it exists, once launched (its pid not yet reported), while running (as
+// alice, root, bob; for node1 and for a host not allocated), and after its exit.
 #[test]
 fn task_grants_follow_the_job_its_user_and_its_hosts() {
     use lava_sbd::tasks::{TaskGrantFacts, TaskRefusal, may_start_task};
@@ -1107,9 +1107,10 @@ fn task_grants_follow_the_job_its_user_and_its_hosts() {
     let ask = |h: &Harness, uid: u32, host: &str| may_start_task(h.sbd.job(job(9)), job(9), uid, host);
     assert_eq!(ask(&h, 1000, "node1"), Err(TaskRefusal::NoSuchJob(job(9))));
     h.launched(9);
-    assert_eq!(ask(&h, 1000, "node1"), Err(TaskRefusal::NotRunning(job(9))));
-    h.running(9, 4321, true);
+    // Launched: its process may already run (and call blaunch) before its pid is reported.
     let alice = TaskGrantFacts { user: "alice".into(), uid: 1000, gid: 100 };
+    assert_eq!(ask(&h, 1000, "node1"), Ok(alice.clone()));
+    h.step(T0 + SECOND_MS, spawned(9, 4321, T0 + SECOND_MS));
     assert_eq!(ask(&h, 1000, "node1"), Ok(alice.clone()));
     assert_eq!(ask(&h, 0, "node1"), Ok(alice));
     assert_eq!(ask(&h, 1001, "node1"), Err(TaskRefusal::NotOwner { job: job(9), uid: 1001 }));
