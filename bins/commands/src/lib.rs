@@ -32,6 +32,8 @@
 //! - [`bsub`], [`bjobs`], [`bkill`] (with [`bstop`] and [`bresume`]): one module
 //!   per command, each with a `main` returning the process exit code.
 //! - [`bpeek`]: a running job's output so far (JOB_QUERY, then the output file).
+//! - [`blaunch`]: tasks of a parallel job on its hosts (a grant from the local sbatchd,
+//!   TASK_START to the task host's sbatchd).
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
 //! - [`bqueues`]: the queues as mbatchd sees them (QUEUE_QUERY).
 //! - [`badmin`]: `badmin showstatus`, mbatchd's status and counters (STATUS_QUERY),
@@ -65,6 +67,7 @@ pub mod bhist;
 pub mod bhosts;
 pub mod bjobs;
 pub mod bkill;
+pub mod blaunch;
 pub mod bmod;
 pub mod bparams;
 pub mod bpeek;

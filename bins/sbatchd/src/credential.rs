@@ -52,6 +52,10 @@ pub struct Context {
     pub status: mpsc::Sender<StatusRequest>,
     /// What the socket counts.
     pub counters: Arc<SocketCounters>,
+    /// The cluster's name (task grants name it).
+    pub cluster: String,
+    /// Task grant questions go to the event loop ([`crate::tasks`]).
+    pub grants: mpsc::Sender<crate::tasks::GrantQuery>,
 }
 
 /// Largest request body accepted (requests are empty).
@@ -177,10 +181,18 @@ async fn serve_one(
             bump(&counters.status_queries);
             let body = lava_xdr::to_bytes(&status).expect("encodes");
             (reply(Operation::SbdStatusReply), body)
+        } else if request.operation == Operation::TaskGrantRequest.code() {
+            match task_grant(&frame.body, peer, context).await {
+                Ok(body) => (reply(Operation::TaskGrantReply), body),
+                Err(message) => failed(wire::ERR_REJECTED, message),
+            }
         } else if request.operation != Operation::CredentialRequest.code() {
             failed(
                 wire::ERR_BAD_REQUEST,
-                format!("operation {} is not CREDENTIAL_REQUEST or SBD_STATUS_QUERY", request.operation),
+                format!(
+                    "operation {} is not CREDENTIAL_REQUEST, SBD_STATUS_QUERY or TASK_GRANT_REQUEST",
+                    request.operation
+                ),
             )
         } else {
             match credential_for(&frame.body, peer, quota, context).await {
@@ -235,6 +247,35 @@ async fn credential_for(
             Err((wire::ERR_AUTH, message))
         }
     }
+}
+
+/// Answers a TASK_GRANT_REQUEST of `peer` (`blaunch`; [`crate::tasks`]): the event loop
+/// decides from the job's record, then the grant is sealed here.
+async fn task_grant(body: &[u8], peer: PeerCred, context: &Context) -> Result<Vec<u8>, String> {
+    let limits =
+        lava_xdr::Limits { input_bytes_max: REQUEST_BYTES_MAX as usize, ..lava_xdr::Limits::default() };
+    let request: wire::TaskGrantRequest =
+        lava_xdr::from_bytes(body, &limits).map_err(|err| format!("malformed TASK_GRANT_REQUEST: {err}"))?;
+    let job = lava_batch_ll::JobRef::new(request.job.job_id, request.job.array_index)
+        .ok_or_else(|| format!("TASK_GRANT_REQUEST: job id {} is not valid", request.job.job_id))?;
+    let (answer, answered) = oneshot::channel();
+    let query = crate::tasks::GrantQuery { job, uid: peer.uid, host: request.host.clone(), answer };
+    if context.grants.send(query).await.is_err() {
+        return Err("the event loop is gone".to_owned());
+    }
+    let facts = answered
+        .await
+        .map_err(|_| "the event loop is gone".to_owned())?
+        .map_err(|refusal| refusal.to_string())?;
+    let grant = crate::tasks::issue_grant(
+        &context.auth,
+        &facts,
+        job,
+        &context.host,
+        &request.host,
+        &context.cluster,
+    )?;
+    Ok(lava_xdr::to_bytes(&wire::TaskGrantReply { grant }).expect("encodes"))
 }
 
 /// The daemon a CREDENTIAL_REQUEST asks a credential for (its body, `wire::CredentialRequest`).

@@ -243,6 +243,8 @@ pub fn run(options: Options) -> Result<(), Error> {
         .build()
         .map_err(|source| Error::Io { path: "tokio runtime".into(), source })?;
     let socket_path = config.lsf.cmd_socket.clone();
+    let (cluster, task_port, task_exe) = (config.cluster_name.clone(), config.lsf.res_port, exe.clone());
+    crate::launch::set_lsf_dirs(&config.lsf.bindir, &config.lsf.serverdir);
     let result = runtime.block_on(async move {
         let (link_tx, link_rx) = mpsc::channel(LINK_EVENTS_MAX);
         let (watch_tx, watch_rx) = mpsc::channel(WATCH_EVENTS_MAX);
@@ -251,6 +253,7 @@ pub fn run(options: Options) -> Result<(), Error> {
         let (attach_tx, attach_rx) = mpsc::channel(STATUS_QUERIES_MAX);
         let (lost_tx, lost_rx) = mpsc::channel(WATCH_EVENTS_MAX);
         start_attach_port(&config, &host, &key, attach_tx, lost_tx).await;
+        let (grant_tx, grant_rx) = mpsc::channel(STATUS_QUERIES_MAX);
         let socket_counters = Arc::new(SocketCounters::default());
         let serving = match credential::bind(&socket_path) {
             Ok(Some(listener)) => {
@@ -259,6 +262,8 @@ pub fn run(options: Options) -> Result<(), Error> {
                     host: host.clone(),
                     status: status_tx,
                     counters: Arc::clone(&socket_counters),
+                    cluster: cluster.clone(),
+                    grants: grant_tx,
                 };
                 tokio::spawn(credential::serve(listener, context));
                 tracing::info!(socket = %socket_path.display(), "credential socket listening");
@@ -323,7 +328,18 @@ pub fn run(options: Options) -> Result<(), Error> {
         let metrics_addr = config.lsf.metrics_listen(config.lsf.metrics_ports.sbd);
         let scrapes = lava_shell::metrics::start_for_loop(metrics_addr)
             .map_err(|error| Error::Io { path: format!("metrics address {}", error.addr).into(), source: error.error })?;
-        let result = daemon.event_loop(link_rx, watch_rx, status_rx, (attach_rx, lost_rx), scrapes, readiness).await;
+        if let Some(listener) = crate::tasks::bind(task_port) {
+            let context = crate::tasks::PortContext {
+                auth: Arc::clone(&auth),
+                host: host.clone(),
+                cluster: cluster.clone(),
+                shepherd: crate::launch::shepherd_program(&task_exe),
+            };
+            tokio::spawn(crate::tasks::serve(listener, context));
+        }
+        let result = daemon
+            .event_loop(link_rx, watch_rx, (status_rx, grant_rx), (attach_rx, lost_rx), scrapes, readiness)
+            .await;
         if serving {
             let _ = std::fs::remove_file(&socket_path);
         }
@@ -471,7 +487,10 @@ impl Daemon {
         &mut self,
         mut link_rx: mpsc::Receiver<LinkEvent>,
         mut watch_rx: mpsc::Receiver<WatchEvent>,
-        mut status_rx: mpsc::Receiver<StatusRequest>,
+        (mut status_rx, mut grant_rx): (
+            mpsc::Receiver<StatusRequest>,
+            mpsc::Receiver<crate::tasks::GrantQuery>,
+        ),
         (mut attach_rx, mut lost_rx): (
             mpsc::Receiver<crate::interactive::AttachRequest>,
             mpsc::Receiver<JobRef>,
@@ -505,6 +524,11 @@ impl Daemon {
                 Some(request) = status_rx.recv() => {
                     // The asker may have gone; nothing to do then.
                     let _ = request.send(self.status_reply());
+                    continue;
+                }
+                Some(query) = grant_rx.recv() => {
+                    let facts = lava_sbd::tasks::may_start_task(self.sbd.job(query.job), query.job, query.uid, &query.host);
+                    let _ = query.answer.send(facts);
                     continue;
                 }
                 Some(scrape) = lava_shell::metrics::next_scrape(&mut scrapes) => {

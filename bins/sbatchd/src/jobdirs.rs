@@ -84,6 +84,19 @@ impl JobDirs {
     /// with `script`; a spare is taken when there is one, and a folder left from an earlier
     /// launch of the job is cleaned and reused. Returns the folder.
     pub fn prepare(&mut self, jobfile: &str, script: &str, uid: u32, gid: u32) -> io::Result<PathBuf> {
+        self.prepare_with(jobfile, script, &[], uid, gid)
+    }
+
+    /// [`JobDirs::prepare`], with `extra` files (name, contents) written beside the script
+    /// the same way, readable by all (a parallel job's host file, `LSB_DJOB_HOSTFILE`).
+    pub fn prepare_with(
+        &mut self,
+        jobfile: &str,
+        script: &str,
+        extra: &[(&str, &[u8])],
+        uid: u32,
+        gid: u32,
+    ) -> io::Result<PathBuf> {
         let dir = self.root.join(jobfile);
         match fs::symlink_metadata(&dir) {
             Ok(meta) if meta.is_dir() => self.make_spare(&dir)?,
@@ -106,6 +119,18 @@ impl JobDirs {
         }
         file.set_permissions(fs::Permissions::from_mode(SCRIPT_MODE))?;
         drop(file);
+        for (name, contents) in extra {
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(dir.join(name))?;
+            file.write_all(contents)?;
+            if self.as_root {
+                std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+            }
+        }
         if self.as_root {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
         }

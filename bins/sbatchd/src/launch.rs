@@ -141,6 +141,24 @@ pub fn mcpu_hosts(slots: &[String]) -> String {
     groups.iter().map(|(host, n)| format!("{host} {n}")).collect::<Vec<_>>().join(" ")
 }
 
+/// The host file of a job in its folder (`LSB_DJOB_HOSTFILE`, `LSB_DJOB_RANKFILE`).
+pub const HOSTFILE: &str = "hostfile";
+
+/// This host's `LSF_BINDIR` and `LSF_SERVERDIR`, given to every job (MPI launchers find
+/// `blaunch` through `LSF_BINDIR`); set once at start by [`set_lsf_dirs`].
+static LSF_DIRS: std::sync::OnceLock<(Option<String>, Option<String>)> = std::sync::OnceLock::new();
+
+/// Records lsf.conf's `LSF_BINDIR` and `LSF_SERVERDIR` for the jobs' environment.
+pub fn set_lsf_dirs(bin_dir: &Option<PathBuf>, server_dir: &Option<PathBuf>) {
+    let text = |dir: &Option<PathBuf>| dir.as_ref().map(|dir| dir.display().to_string());
+    let _ = LSF_DIRS.set((text(bin_dir), text(server_dir)));
+}
+
+/// `LSB_DJOB_HOSTFILE`'s text: one line per slot, the host's name (as LSF writes it).
+pub fn hostfile_text(spec: &RunSpec) -> String {
+    slot_hosts(spec).iter().map(|host| format!("{host}\n")).collect()
+}
+
 /// The job's whole environment, `NAME=value`, sorted by name.
 pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Path) -> Vec<String> {
     let mut env: std::collections::BTreeMap<String, String> =
@@ -175,6 +193,19 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
     set("LSB_JOBDIR", job_dir.display().to_string());
     if !spec.project.is_empty() {
         set("LSB_PROJECT_NAME", spec.project.clone());
+    }
+    // LSF's parallel-job variables (docs/commands.md, "blaunch").
+    set("LSB_DJOB_NUMPROC", slots.len().to_string());
+    if spec.n_slots > 1 {
+        set("LSB_DJOB_HOSTFILE", job_dir.join(HOSTFILE).display().to_string());
+        set("LSB_DJOB_RANKFILE", job_dir.join(HOSTFILE).display().to_string());
+    }
+    if let Some((bin_dir, server_dir)) = LSF_DIRS.get() {
+        for (name, dir) in [("LSF_BINDIR", bin_dir), ("LSF_SERVERDIR", server_dir)] {
+            if let Some(dir) = dir {
+                set(name, dir.clone());
+            }
+        }
     }
     env.into_iter().map(|(name, value)| format!("{name}={value}")).collect()
 }
@@ -393,8 +424,11 @@ pub fn start(
     // The folder is root's and empty until the script is in it, so the user never has a
     // chance to put a link where root writes (crate::jobdirs).
     let script = job_script(job, jobfile, &spec.command, &spec.pre_exec);
+    // A parallel job's host file; a one-slot job has none (one file fewer per job).
+    let hostfile = hostfile_text(spec);
+    let extra: &[(&str, &[u8])] = if spec.n_slots > 1 { &[(HOSTFILE, hostfile.as_bytes())] } else { &[] };
     job_dirs
-        .prepare(jobfile, &script, spec.exec_uid, spec.exec_gid)
+        .prepare_with(jobfile, &script, extra, spec.exec_uid, spec.exec_gid)
         .map_err(at("cannot write the job script in", &job_dir))?;
     let plan = launch_plan(job, spec, jobfile, layout, interactive);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
@@ -622,8 +656,18 @@ mod tests {
         assert_eq!(get("LSB_JOBFILENAME"), "/j/job.sh");
         assert_eq!(get("LSB_PROJECT_NAME"), "proj");
         assert_eq!(get("PWD"), "/home/alice/work");
+        assert_eq!(get("LSB_DJOB_NUMPROC"), "4");
+        assert_eq!(get("LSB_DJOB_HOSTFILE"), "/j/hostfile");
+        assert_eq!(get("LSB_DJOB_RANKFILE"), "/j/hostfile");
+        assert_eq!(hostfile_text(&spec), "n1\nn1\nn2\nn1\n");
         // The job's process sets LSB_JOBPID itself; a submitted one never reaches it.
         assert!(!env.iter().any(|e| e.starts_with("LSB_JOBPID=")), "{env:?}");
+        // A one-slot job has no host file.
+        let one = self::spec("", "", 1, &["n1"]);
+        let env =
+            job_environment(JobRef::new(8, 0).expect("job"), &one, Path::new("/j/job.sh"), Path::new("/j"));
+        assert!(env.contains(&"LSB_DJOB_NUMPROC=1".to_owned()), "{env:?}");
+        assert!(!env.iter().any(|e| e.starts_with("LSB_DJOB_HOSTFILE=")), "{env:?}");
         let mut sorted = env.clone();
         sorted.sort();
         assert_eq!(env, sorted);

@@ -63,7 +63,8 @@
 //! plan, shepherd start), [`shepherd`], [`zygote`] (the process shepherds are forked from), [`handoff`] (file formats), [`layout`] (paths,
 //! durable writes), [`procfs`] (process identity and memory), [`peek`] (`bpeek`'s
 //! SBD_PEEK, answered outside the logic), [`interactive`] (`bsub -I`'s attach port and
-//! relay) and [`relay`] (the shepherd's side of it), [`sys`] (the only unsafe code).
+//! relay) and [`relay`] (the shepherd's side of it), [`tasks`] (`blaunch`'s grants, task
+//! port and task shepherd), [`sys`] (the only unsafe code).
 
 #![deny(missing_docs)]
 
@@ -84,6 +85,7 @@ pub mod spares;
 pub mod status;
 pub mod store;
 pub mod sys;
+pub mod tasks;
 pub mod zygote;
 
 use std::path::PathBuf;

@@ -167,6 +167,9 @@ pub fn main() -> ExitCode {
     if args.peek().is_some_and(|first| first == crate::peek::READER_FLAG) {
         return crate::peek::reader_main(args.skip(1));
     }
+    if args.peek().is_some_and(|first| first == crate::tasks::TASK_FLAG) {
+        return crate::tasks::shepherd_main(args.skip(1));
+    }
     match parse_args(args) {
         Ok(args) => run(&args),
         Err(message) => {

@@ -8,7 +8,8 @@
 //!   child puts `LSB_JOBPID` (its own pid) in the environment it executes with,
 //!   and runs a user's simple command as `sh` would ([`ExecPlan::search`]).
 //! - [`wait4`] for the exit status together with the resource usage.
-//! - [`kill_group`], [`lookup_user`], [`lookup_uid`], [`group_list`], [`process_exists`],
+//! - [`kill_group`], [`kill_process`], [`set_child_subreaper`] (a task shepherd keeps its
+//!   task's whole tree, [`crate::tasks`]), [`lookup_user`], [`lookup_uid`], [`group_list`], [`process_exists`],
 //!   [`effective_uid`].
 //! - [`become_user`] and [`end_after`]: `bpeek`'s reader drops to the job's user for good,
 //!   and ends itself after a while ([`crate::peek`]).
@@ -101,6 +102,29 @@ pub fn kill_group(pgid: i32, signal: i32) -> io::Result<()> {
     }
     // SAFETY: killpg with a positive group id has no memory-safety preconditions.
     if unsafe { libc::killpg(pgid, signal) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends `signal` to the one process `pid` (a task's descendant, [`crate::tasks`]).
+pub fn kill_process(pid: i32, signal: i32) -> io::Result<()> {
+    if pid <= 1 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to signal process {pid}")));
+    }
+    // SAFETY: kill with a positive pid has no memory-safety preconditions.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): a descendant whose
+/// parent ends is reparented to it rather than to init, so that every process a task
+/// started stays in the task shepherd's tree, whatever sessions or groups it made.
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) takes plain integers.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

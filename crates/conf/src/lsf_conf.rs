@@ -23,7 +23,7 @@
 //! | `LSF_SERVERDIR` | [`LsfConf::serverdir`]: where the daemons are installed | none |
 //! | `LSF_BINDIR` | [`LsfConf::bindir`]: where the commands are installed | none |
 //! | `LSF_LIM_PORT` | [`LsfConf::lim_port`]: LIM's UDP port | 6879 (Lava 1.0) |
-//! | `LSF_RES_PORT` | [`LsfConf::res_port`]: kept for compatibility; LavaCore has no RES | 6878 |
+//! | `LSF_RES_PORT` | [`LsfConf::res_port`]: sbatchd's task port, where `blaunch` starts tasks (LSF's RES port; LavaCore has no RES) | 6878 |
 //! | `LSB_MBD_PORT` | [`LsfConf::mbd_port`] | 6881 |
 //! | `LSB_SBD_PORT` | [`LsfConf::sbd_port`] | 6882 |
 //! | `LSF_UNIT_FOR_LIMITS` | [`LsfConf::unit_for_limits`]: unit of MEMLIMIT and `bsub -M`, and of `-R` memory amounts when larger than MB | `KB` |

@@ -2,7 +2,7 @@
 //! mxfsctl, and lava-shepherd.
 
 use clap::CommandFactory;
-use lava_sbatchd::{peek, shepherd, zygote};
+use lava_sbatchd::{peek, shepherd, tasks, zygote};
 
 use crate::clap_page::ClapPage;
 use crate::lsf::{Kind, LsfPage, Opt, Parser};
@@ -231,10 +231,12 @@ pub fn shepherd() -> LsfPage {
         synopsis: format!(
             "lava-shepherd {zygote} {socket} fd state_root\n\
              lava-shepherd {peek} uid gid user offset path\n\
+             lava-shepherd {task}\n\
              lava-shepherd {lock} fd {plan} fd [{notify} fd] [{go} fd] state_dir",
             zygote = zygote::ZYGOTE_FLAG,
             socket = zygote::SOCKET_FD_FLAG,
             peek = peek::READER_FLAG,
+            task = tasks::TASK_FLAG,
             lock = shepherd::LOCK_FD_FLAG,
             plan = shepherd::PLAN_FD_FLAG,
             notify = shepherd::NOTIFY_FD_FLAG,
@@ -249,7 +251,9 @@ With `--zygote` it is the small single-threaded process each sbatchd keeps to fo
 shepherd per job; a shepherd makes the job a session of its own, runs it as its user, and
 writes the job's `pid` and `exit` files in the job's state folder, which sbatchd reads back
 after a restart. With `--peek` it reads one job's output for `bpeek`, as the job's user.
-Started by hand it refuses to run.",
+With `--task` it runs one task of a parallel job for `blaunch` (its plan on standard input,
+the connection to `blaunch` on standard output), as the job's user, and kills the task when
+that connection ends. Started by hand it refuses to run.",
         output: "",
         exit_status: "\
 @0
@@ -267,7 +271,7 @@ The go pipe ended before the job was told to start; nothing ran.",
         files: "\
 @$LSB_SHAREDIR/<cluster>/sbatchd/<host>/
 The jobs' state folders with their `pid` and `exit` files.",
-        see_also: &["sbatchd(8)", "bpeek(1)"],
+        see_also: &["sbatchd(8)", "bpeek(1)", "blaunch(1)"],
     }
 }
 
@@ -289,6 +293,7 @@ fn shepherd_options() -> &'static [Opt] {
         long(strip(zygote::ZYGOTE_FLAG), None, "Runs as the zygote that forks shepherds."),
         long(strip(zygote::SOCKET_FD_FLAG), Some("fd"), "The zygote's socket to sbatchd."),
         long(strip(peek::READER_FLAG), None, "Reads one job's output for `bpeek`."),
+        long(strip(tasks::TASK_FLAG), None, "Runs one task of a parallel job for `blaunch`."),
         long(strip(shepherd::LOCK_FD_FLAG), Some("fd"), "The job's lock, held while the shepherd lives."),
         long(strip(shepherd::PLAN_FD_FLAG), Some("fd"), "The launch plan: what to run, as whom, where."),
         long(

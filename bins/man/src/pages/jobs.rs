@@ -1,7 +1,7 @@
-//! The job commands: bsub, bjobs, bkill, bstop, bresume, bpeek, bmod, bswitch, btop,
+//! The job commands: bsub, bjobs, bkill, bstop, bresume, bpeek, blaunch, bmod, bswitch, btop,
 //! bbot, brequeue, bhist.
 
-use lava_commands::{bacct, bhist, bjobs, bkill, bmod, bpeek, brequeue, bsub, bswitch, btop};
+use lava_commands::{bacct, bhist, bjobs, bkill, blaunch, bmod, bpeek, brequeue, bsub, bswitch, btop};
 
 use super::{ENV_BATCH, EXIT_BATCH, FILES_BATCH, HELP, VERSION};
 use crate::lsf::{Kind, LsfPage, Opt, Parser};
@@ -201,6 +201,17 @@ As for every batch command: where `lsf.conf` is, and how long to retry (see `bjo
         ..page("bsub", "submit a batch job", bsub::USAGE.to_owned(), Parser::Specs(bsub::SPECS))
     }
 }
+
+const BLAUNCH_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::flag("n", "Standard input of the tasks is /dev/null (always so in LavaCore)."),
+    Opt::value("u", "host_file", "One task per line of this file (the line's first word is the host)."),
+    Opt::value("z", "\"host_name ...\"", "One task on each of these hosts."),
+    Opt::value("use-env", "file", "Adds this file's `NAME=value` lines to the tasks' environment."),
+    Opt::flag("use-login-shell", "Accepted; the command runs with `/bin/sh -c`."),
+    Opt::flag("no-shell", "Accepted; the command runs with `/bin/sh -c`."),
+];
 
 const BJOBS_OPTIONS: &[Opt] = &[
     HELP,
@@ -443,6 +454,42 @@ Not a running job`, `Job <N> : User permission denied`, `No unfinished job found
 As for every batch command (see `bjobs`(1)).",
             see_also: &["bjobs(1)", "bsub(1)", "sbatchd(8)"],
             ..page("bpeek", "display the output of an unfinished job", bpeek::USAGE.to_owned(), Parser::Specs(bpeek::SPECS))
+        },
+        LsfPage {
+            options: BLAUNCH_OPTIONS,
+            description: "\
+Starts tasks of the parallel job it runs in (`LSB_JOBID`) on the job's hosts, through each
+host's sbatchd: one task on `host_name` (the first of several operands, as for rsh and ssh),
+one per host of `-z` or per line of the `-u` file, or, with a single operand, one per slot
+of the job (`LSB_MCPU_HOSTS`). The command's words are joined with blanks and run by
+`/bin/sh -c` on the task host as the job's user, with blaunch's environment and working
+directory and standard input /dev/null. blaunch waits for every task; a task ends when
+blaunch ends, so killing the job kills its tasks on every host. MPICH's `mpiexec` uses
+blaunch by itself inside a job (it finds it through `LSF_BINDIR`).",
+            output: "\
+The tasks' standard output and error. Messages on standard error: `LSB_JOBID is not set:
+blaunch can only be used within an LSF job`, `Host <H> is not allocated to job <J>`, `Job
+<J> is not running on this host`, `host <H> refused the task: why`.",
+            exit_status: "\
+@0
+Every task exited 0.
+
+@1-254
+The first failing task's exit code (128 + the signal number for a task killed by a signal).
+
+@255
+A usage error, blaunch outside a job, or a task that could not be started.
+
+`-h` and `-V` exit 0.",
+            environment: "\
+@LSB_JOBID, LSB_JOBINDEX, LSB_MCPU_HOSTS
+The job blaunch runs in and its slots, as sbatchd set them.
+
+@LSF_ENVDIR
+The folder holding `lsf.conf`: the task port (`LSF_RES_PORT`), the hosts' addresses and
+the local sbatchd's socket (`LAVA_CMD_SOCKET`).",
+            see_also: &["bsub(1)", "bkill(1)", "sbatchd(8)"],
+            ..page("blaunch", "launch the tasks of a parallel job", blaunch::USAGE.to_owned(), Parser::Specs(blaunch::SPECS))
         },
         LsfPage {
             options: BMOD_OPTIONS,

@@ -20,7 +20,8 @@
 //!
 //! Map: [`run_spec`] derives the runtime spec (cwd decoding, `%J`/`%I`);
 //! [`record`] holds the durable record and rebuilds messages from it; `sbd`
-//! is the state machine; [`invariants`] checks records and effect lists.
+//! is the state machine; [`invariants`] checks records and effect lists; [`tasks`] decides
+//! who may start a parallel job's task (`blaunch`), a question that changes no state.
 //!
 //! # The shell contract
 //!
@@ -184,6 +185,7 @@ mod sbd;
 pub mod invariants;
 pub mod record;
 pub mod run_spec;
+pub mod tasks;
 
 use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire as wire;

@@ -1187,3 +1187,31 @@ fn a_restart_kills_running_interactive_jobs_and_launches_unstarted_ones_once() {
         T0 + 4 * SECOND_MS
     )));
 }
+
+// Goal: a task grant (blaunch) is given only for a job launched and not ended on this host, to
+// its user or root, for a host of its allocation; each refusal names its reason. Method: ask
+// for job 9 before it exists, once launched (its pid not yet reported), while running (as
+// alice, root, bob; for node1 and for a host not allocated), and after its exit.
+#[test]
+fn task_grants_follow_the_job_its_user_and_its_hosts() {
+    use lava_sbd::tasks::{TaskGrantFacts, TaskRefusal, may_start_task};
+    let mut h = Harness::connected();
+    let ask = |h: &Harness, uid: u32, host: &str| may_start_task(h.sbd.job(job(9)), job(9), uid, host);
+    assert_eq!(ask(&h, 1000, "node1"), Err(TaskRefusal::NoSuchJob(job(9))));
+    h.launched(9);
+    // Launched: its process may already run (and call blaunch) before its pid is reported.
+    let alice = TaskGrantFacts { user: "alice".into(), uid: 1000, gid: 100 };
+    assert_eq!(ask(&h, 1000, "node1"), Ok(alice.clone()));
+    h.step(T0 + SECOND_MS, spawned(9, 4321, T0 + SECOND_MS));
+    assert_eq!(ask(&h, 1000, "node1"), Ok(alice.clone()));
+    assert_eq!(ask(&h, 0, "node1"), Ok(alice));
+    assert_eq!(ask(&h, 1001, "node1"), Err(TaskRefusal::NotOwner { job: job(9), uid: 1001 }));
+    let refusal = ask(&h, 1000, "node2").expect_err("node2 is not allocated");
+    assert_eq!(refusal, TaskRefusal::HostNotAllocated { job: job(9), host: "node2".into() });
+    assert_eq!(refusal.to_string(), "Host <node2> is not allocated to job <9>");
+    h.step(
+        T0 + 2 * SECOND_MS,
+        Input::Exited { job: job(9), wait_status: 0, rusage: rusage(), end_time_ms: T0 + 2 * SECOND_MS },
+    );
+    assert_eq!(ask(&h, 1000, "node1"), Err(TaskRefusal::NotRunning(job(9))));
+}

@@ -20,6 +20,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod tasks;
+pub use tasks::*;
+
 /// Version word carried in every batch frame header.
 pub const BATCH_VERSION: u32 = 0x0001_0000;
 
@@ -130,11 +133,26 @@ pub enum Operation {
     InteractiveWinsize = 83,
     /// The job → `bsub`: the job has ended, its output is all sent ([`InteractiveExit`]).
     InteractiveExit = 84,
+    /// `blaunch` → its local sbatchd, over the Unix socket: vouch that I may start a task of
+    /// my job on a host ([`TaskGrantRequest`]; docs/protocols/batch.md, "Parallel tasks").
+    TaskGrantRequest = 90,
+    /// Local sbatchd → `blaunch`: the sealed grant ([`TaskGrantReply`]).
+    TaskGrantReply = 91,
+    /// `blaunch` → the task host's sbatchd (its task port): start this task ([`TaskStart`]).
+    TaskStart = 92,
+    /// Task shepherd → `blaunch`: the task runs ([`TaskStarted`]).
+    TaskStarted = 93,
+    /// Task shepherd → `blaunch`: output of the task ([`TaskOutput`]).
+    TaskOutput = 94,
+    /// Task shepherd → `blaunch`: the task has ended ([`TaskExit`]); the last frame.
+    TaskExit = 95,
+    /// `blaunch` → task shepherd: signal the task ([`TaskSignal`]).
+    TaskSignal = 96,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 47] = [
+    pub const ALL: [Operation; 54] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -182,6 +200,13 @@ impl Operation {
         Operation::InteractiveData,
         Operation::InteractiveWinsize,
         Operation::InteractiveExit,
+        Operation::TaskGrantRequest,
+        Operation::TaskGrantReply,
+        Operation::TaskStart,
+        Operation::TaskStarted,
+        Operation::TaskOutput,
+        Operation::TaskExit,
+        Operation::TaskSignal,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -244,6 +269,13 @@ impl Operation {
             Operation::InteractiveData => "INTERACTIVE_DATA",
             Operation::InteractiveWinsize => "INTERACTIVE_WINSIZE",
             Operation::InteractiveExit => "INTERACTIVE_EXIT",
+            Operation::TaskGrantRequest => "TASK_GRANT_REQUEST",
+            Operation::TaskGrantReply => "TASK_GRANT_REPLY",
+            Operation::TaskStart => "TASK_START",
+            Operation::TaskStarted => "TASK_STARTED",
+            Operation::TaskOutput => "TASK_OUTPUT",
+            Operation::TaskExit => "TASK_EXIT",
+            Operation::TaskSignal => "TASK_SIGNAL",
         }
     }
 }

@@ -108,6 +108,13 @@ fn golden_of(op: Operation) -> (u32, fn()) {
         Operation::InteractiveData => (82, interactive_data),
         Operation::InteractiveWinsize => (83, interactive_winsize),
         Operation::InteractiveExit => (84, interactive_exit),
+        Operation::TaskGrantRequest => (90, task_grant_request),
+        Operation::TaskGrantReply => (91, task_grant_reply),
+        Operation::TaskStart => (92, task_start),
+        Operation::TaskStarted => (93, task_started),
+        Operation::TaskOutput => (94, task_output),
+        Operation::TaskExit => (95, task_exit),
+        Operation::TaskSignal => (96, task_signal),
     }
 }
 
@@ -594,6 +601,100 @@ fn interactive_exit() {
         00000300                                    # wait_status = 0x300 (exit 3)
     "##;
     check("INTERACTIVE_EXIT", &exit, golden);
+}
+
+// ---------------------------------------------------------------------------
+// blaunch <-> sbatchd (docs/protocols/batch.md, "Parallel tasks")
+// ---------------------------------------------------------------------------
+
+fn task_grant_request() {
+    let golden = r##"
+        00001092 00000007                           # job = 4242[7]
+        00000002 6831 0000                          # host = "h1"
+    "##;
+    check("TASK_GRANT_REQUEST", &TaskGrantRequest { job: job(), host: "h1".into() }, golden);
+}
+
+fn task_grant_reply() {
+    let golden = r##"
+        00000003 c0ffee 00                          # grant = 3 bytes
+    "##;
+    check("TASK_GRANT_REPLY", &TaskGrantReply { grant: vec![0xc0, 0xff, 0xee] }, golden);
+}
+
+// The grant's sealed data (not an opcode of its own): magic and trailer around it are lava-net's.
+#[test]
+fn task_grant() {
+    let grant = TaskGrant {
+        job: job(),
+        user: "ann".into(),
+        uid: 1000,
+        gid: 100,
+        from_host: "h0".into(),
+        to_host: "h1".into(),
+        cluster: "c".into(),
+    };
+    let golden = r##"
+        00001092 00000007                           # job = 4242[7]
+        00000003 616e6e 00                          # user = "ann"
+        000003e8                                    # uid = 1000
+        00000064                                    # gid = 100
+        00000002 6830 0000                          # from_host = "h0"
+        00000002 6831 0000                          # to_host = "h1"
+        00000001 63 000000                          # cluster = "c"
+    "##;
+    check("TaskGrant", &grant, golden);
+}
+
+fn task_start() {
+    let start = TaskStart {
+        grant: vec![0xc0, 0xff, 0xee],
+        command: "id".into(),
+        env: vec![EnvVar { name: "A".into(), value: "b".into() }],
+        cwd: "/".into(),
+    };
+    let golden = r##"
+        00000003 c0ffee 00                          # grant = 3 bytes
+        00000002 6964 0000                          # command = "id"
+        00000001                                    # env: 1 entry
+        00000001 41 000000                          # env[0].name = "A"
+        00000001 62 000000                          # env[0].value = "b"
+        00000001 2f 000000                          # cwd = "/"
+    "##;
+    check("TASK_START", &start, golden);
+}
+
+fn task_started() {
+    let golden = r##"
+        00000457                                    # pid = 1111
+        00000002 6831 0000                          # host = "h1"
+    "##;
+    check("TASK_STARTED", &TaskStarted { pid: 1111, host: "h1".into() }, golden);
+}
+
+fn task_output() {
+    let golden = r##"
+        00000002                                    # stream = TASK_STDERR
+        00000002 6869 0000                          # data = "hi"
+    "##;
+    check("TASK_OUTPUT", &TaskOutput { stream: TASK_STDERR, data: b"hi".to_vec() }, golden);
+}
+
+fn task_exit() {
+    let golden = r##"
+        00000100                                    # wait_status = exit 1
+        00000000000005dc                            # rusage.user_time_ms = 1500
+        00000000000000fa                            # rusage.system_time_ms = 250
+        0000000000005000                            # rusage.max_rss_kb = 20480
+    "##;
+    check("TASK_EXIT", &TaskExit { wait_status: 256, rusage: rusage() }, golden);
+}
+
+fn task_signal() {
+    let golden = r##"
+        0000000f                                    # signal = SIGTERM
+    "##;
+    check("TASK_SIGNAL", &TaskSignal { signal: 15 }, golden);
 }
 
 // ---------------------------------------------------------------------------
