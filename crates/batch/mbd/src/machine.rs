@@ -206,12 +206,17 @@ impl Mbd {
             Input::DiskFull { full } => self.links.disk_full = full,
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
-            Input::JobControl { client, caller, request } => {
-                self.job_control(&mut step, client, &caller, &request, None)
+            Input::JobControl { client, request_id, caller, request } => {
+                self.job_control(&mut step, client, request_id, &caller, &request, None)
             }
-            Input::Requeue { client, request_id, caller, request, submissions } => {
-                self.job_control(&mut step, client, &caller, &request, Some((request_id, &submissions)))
-            }
+            Input::Requeue { client, request_id, caller, request, submissions } => self.job_control(
+                &mut step,
+                client,
+                request_id,
+                &caller,
+                &request,
+                Some((request_id, &submissions)),
+            ),
             Input::AdminControl { client, caller, request } => {
                 self.admin_control(&mut step, client, &caller, &request)
             }
