@@ -138,7 +138,9 @@ impl World {
             | Event::QueueCtrl(_)
             | Event::JobModify(_)
             | Event::JobSwitch(_)
-            | Event::JobMove(_) => {}
+            | Event::JobMove(_)
+            | Event::JobForce(_)
+            | Event::JobForceExit(_) => {}
         }
     }
 

@@ -261,6 +261,10 @@ pub fn exit_reason(job: &JobInfo) -> &'static str {
         wire::FINISH_RUN_LIMIT => "TERM_RUNLIMIT: job killed after reaching LSF run time limit",
         wire::FINISH_MEM_LIMIT => "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit",
         wire::FINISH_KILLED => "TERM_OWNER: job killed by owner",
+        wire::FINISH_FORCE_OWNER => "TERM_FORCE_OWNER: job killed by owner without time for cleanup",
+        wire::FINISH_FORCE_ADMIN => {
+            "TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup"
+        }
         _ => "",
     }
 }

@@ -80,6 +80,16 @@ impl Event {
         }
     }
 
+    /// The job the event finishes and its final status (DONE or EXIT), if it
+    /// finishes one: a JOB_STATUS with its finish, or a JOB_FORCE_EXIT.
+    pub fn finishes(&self) -> Option<(JobRef, JobStatus)> {
+        match self {
+            Event::JobStatus(r) if r.finish.is_some() => Some((r.job, r.status)),
+            Event::JobForceExit(r) => Some((r.job, JobStatus::Exit)),
+            _ => None,
+        }
+    }
+
     /// LSF's name of the event type, as `bhist` and logs print it.
     pub fn name(&self) -> &'static str {
         match self {
