@@ -18,19 +18,20 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 /// The unprivileged account used to test identities (present on every Debian system).
 const NOBODY_UID: u32 = 65534;
 
-/// A one-host cluster (`localhost`) with mbatchd and sbatchd running.
+/// A cluster with mbatchd and the sbatchd the commands ask for credentials running.
 struct Force {
     cluster: Cluster,
     mbatchd: Daemon,
-    sbatchd: Option<Daemon>,
+    /// Kept so that it runs (and is stopped) with the test.
+    _sbatchd: Daemon,
 }
 
 impl Force {
     fn start() -> Force {
         let mut cluster = Cluster::new();
         let mbatchd = cluster.start_mbatchd();
-        let sbatchd = Some(cluster.start_sbatchd("localhost"));
-        Force { cluster, mbatchd, sbatchd }
+        let _sbatchd = cluster.start_sbatchd("localhost");
+        Force { cluster, mbatchd, _sbatchd }
     }
 
     /// Runs a command of the suite as root.
@@ -178,7 +179,7 @@ fn bkill_r_ends_a_job_whose_sbatchd_is_dead() {
     let sbd0 = cluster.start_sbatchd_in("h0", &envdir0);
     let envdir1 = cluster.host_envdir("h1");
     let mut sbd1 = cluster.start_sbatchd_in("h1", &envdir1);
-    let mut force = Force { cluster, mbatchd, sbatchd: Some(sbd0) };
+    let mut force = Force { cluster, mbatchd, _sbatchd: sbd0 };
 
     let runs = force.dir().join("runs");
     let pid_file = force.dir().join("job.pid");
