@@ -31,7 +31,8 @@
 //!   the hosts named, whatever the limits say (JOB_FORCE); `bkill -r` (the
 //!   owner too) ends an unfinished job at once, without waiting for its host
 //!   (JOB_FORCE_EXIT), and sends its run the kill, again whenever the host
-//!   registers or reports that run (`pipeline`), until the job is cleaned.
+//!   registers or reports that run (`pipeline`), until the job is cleaned, and
+//!   on the timer until the host answers the kill or reports the run's end.
 //! - `btop`/`bbot` move a pending job within its queue. The dispatch order of
 //!   a queue's pending jobs is (order key, job id) (`Job::dispatch_key`; the
 //!   pending index and `sched` walk it): without a move the key is
@@ -59,7 +60,7 @@ use lava_batch_ll::{HostName, JobRef, QueueName, SubmitSpec};
 use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
-use crate::effect::{ClientReply, ToSbd};
+use crate::effect::ClientReply;
 use crate::event::{
     Event, FinishRecord, HostCtrlRecord, JobChanges, JobForceExitRecord, JobForceRecord, JobModifyRecord,
     JobMoveRecord, JobRequeueRecord, JobSignalRecord, JobSwitchRecord, QueueCtrlAction, QueueCtrlRecord,
@@ -318,7 +319,8 @@ impl Mbd {
     /// TERM_FORCE_ADMIN) and its run, if it has one, is sent the kill as
     /// `bkill`'s (best effort: the job stays EXIT whatever its host says; the
     /// kill goes again whenever the host registers or reports the run,
-    /// `pipeline`). The answer lines are `bkill`'s.
+    /// `pipeline`, and on the timer until the host answers it, `sched`). The
+    /// answer lines are `bkill`'s.
     fn force_exit(
         &mut self,
         step: &mut Step,
@@ -363,8 +365,7 @@ impl Mbd {
         };
         self.record(step, Event::JobForceExit(record));
         if let Some(host) = job.run_host().filter(|host| job.accepted.is_some() && self.is_connected(host)) {
-            let kill = wire::JobSignal { job: wjob, signal_seq, action: wire::SignalAction::Terminate };
-            self.send(step, host, ToSbd::JobSignal(kill));
+            self.kill_forced_run(step, host, job.job, None);
         }
         step.dispatch = true;
         terminated()

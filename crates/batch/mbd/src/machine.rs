@@ -43,6 +43,12 @@ pub(crate) struct Links {
     pub(crate) new_job_sent_ms: BTreeMap<JobRef, u64>,
     /// When JOB_SIGNAL was last sent, by (job, signal sequence).
     pub(crate) signal_sent_ms: BTreeMap<(JobRef, u32), u64>,
+    /// When the kill of a run `bkill -r` ended was last sent (`control`), for the
+    /// runs whose host has not answered it yet.
+    pub(crate) forced_kill_sent_ms: BTreeMap<JobRef, u64>,
+    /// Runs `bkill -r` ended whose host answered the kill or reported their end:
+    /// no more resends on the timer (registration still sends it again).
+    pub(crate) forced_kill_settled: BTreeSet<JobRef>,
     /// Hosts that refused a job; it is not sent there again until that host re-registers.
     pub(crate) avoid: BTreeMap<JobRef, BTreeSet<HostName>>,
     /// Hosts the master lim marks unavailable (`Input::HostAvailability`).

@@ -201,7 +201,11 @@ impl Mbd {
         let ack = ToSbd::JobFinishAck(wire::JobAck { job: msg.job, dispatch_seq: msg.dispatch_seq });
         let id = match self.run_target(msg.job, msg.dispatch_seq) {
             None | Some(Target::Invalid) => return,
-            Some(Target::Unknown | Target::Finished(_)) => return self.send(step, host, ack),
+            Some(Target::Unknown) => return self.send(step, host, ack),
+            Some(Target::Finished(id)) => {
+                self.forced_kill_answered(host, id, None, Some(msg.dispatch_seq));
+                return self.send(step, host, ack);
+            }
             Some(Target::Live(id)) => id,
         };
         let job = self.store.live_job(id);

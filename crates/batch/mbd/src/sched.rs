@@ -295,6 +295,28 @@ impl Mbd {
             action: wire::SignalAction::Terminate,
         };
         self.send(step, host, ToSbd::JobSignal(kill));
+        self.links.forced_kill_sent_ms.insert(id, step.now_ms);
+    }
+
+    /// The host of a run `bkill -r` ended answered its kill (`signal_seq`) or
+    /// reported the run's end (`dispatch_seq`): the timer stops resending it.
+    pub(crate) fn forced_kill_answered(
+        &mut self,
+        host: &HostName,
+        id: JobRef,
+        signal_seq: Option<u32>,
+        dispatch_seq: Option<u32>,
+    ) {
+        if !self.store.index.force_killed.contains(&(host.clone(), id)) {
+            return;
+        }
+        let Some(job) = self.store.job(id) else { return };
+        if signal_seq.is_some_and(|seq| seq == job.signal_seq)
+            || dispatch_seq.is_some_and(|seq| seq == job.dispatch_seq)
+        {
+            self.links.forced_kill_settled.insert(id);
+            self.links.forced_kill_sent_ms.remove(&id);
+        }
     }
 
     /// Time passed: resend what is overdue to connected hosts, clean old jobs.
@@ -328,6 +350,31 @@ impl Mbd {
                 sent.is_none_or(|t| now_ms >= t.saturating_add(resend_interval_ms))
             });
         }
+        // The kills of runs `bkill -r` ended, to connected hosts that have not
+        // answered them (a cleaned job's bookkeeping goes with it).
+        let forced: Vec<(HostName, JobRef)> = self
+            .store
+            .index
+            .force_killed
+            .iter()
+            .filter(|(host, id)| {
+                self.is_connected(host)
+                    && !self.links.forced_kill_settled.contains(id)
+                    && self
+                        .links
+                        .forced_kill_sent_ms
+                        .get(id)
+                        .is_none_or(|t| now_ms >= t.saturating_add(resend_interval_ms))
+            })
+            .cloned()
+            .collect();
+        for (host, id) in forced {
+            self.kill_forced_run(step, &host, id, None);
+        }
+        let index = &self.store.index.force_killed;
+        let still_forced = |id: &JobRef| index.iter().any(|(_, forced)| forced == id);
+        self.links.forced_kill_settled.retain(|id| still_forced(id));
+        self.links.forced_kill_sent_ms.retain(|id, _| still_forced(id));
         let clean_period_ms = self.config.clean_period_ms;
         let cleanable: Vec<JobRef> = self
             .store

@@ -959,7 +959,8 @@ fn bkill_r_ends_a_job_at_once_and_its_run_never_comes_back() {
 // Goal: bkill -r of a connected running job sends the kill in its step; of a job
 // being dispatched, kills the run when its NEW_JOB_REPLY comes; of a pending
 // job, ends it with no message; another user's job is refused; an
-// administrator's is TERM_FORCE_ADMIN.
+// administrator's is TERM_FORCE_ADMIN. The kill is resent on the timer until
+// the host answers it.
 #[test]
 fn bkill_r_of_running_dispatching_and_pending_jobs() {
     let mut h = running_job();
@@ -967,6 +968,12 @@ fn bkill_r_of_running_dispatching_and_pending_jobs() {
     assert_eq!(appended(&effects), ["JOB_FORCE_EXIT"]);
     assert_eq!(sent(&effects), [("hostA".to_owned(), wire::Operation::JobSignal)]);
     assert_eq!(h.infos(&[1])[0].finish_reason, wire::FINISH_FORCE_ADMIN);
+    // Unanswered, the kill goes again on the timer; answered, it stops.
+    h.at(RESEND_MS);
+    assert_eq!(sent(&h.step(Input::Tick)), [("hostA".to_owned(), wire::Operation::JobSignal)]);
+    h.check(signal_reply("hostA", 1, 1, wire::SignalOutcome::Delivered), vec![]);
+    h.at(3 * RESEND_MS);
+    assert_eq!(sent(&h.step(Input::Tick)), []);
     // The slot is free again: job 2 is dispatched and force-killed before its start is accepted.
     let effects = h.step(submit(11, 2, "alice", request()));
     assert_eq!(appended(&effects), ["JOB_NEW", "JOB_START"]);
