@@ -3,7 +3,7 @@
 //! in a throw-away cluster folder per test (see `util`).
 //!
 //! The byte-exact layouts are pinned by the pure tests of `bins/commands`
-//! (`format.rs`, `bhosts.rs`, `bqueues.rs`); these tests check that what the
+//! (`format/`, `bhosts.rs`, `bqueues.rs`); these tests check that what the
 //! daemons report reaches those layouts: the loop a workflow tool runs
 //! (Snakemake's, Nextflow's or dask-jobqueue's LSF executors: submit a script
 //! on standard input, read the id from `Job <N> is submitted`, poll

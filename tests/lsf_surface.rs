@@ -5,7 +5,7 @@
 //! Snakemake reads at start-up.
 //!
 //! The byte-exact layouts are pinned by the pure tests of `bins/commands`
-//! (`fields.rs`, `format.rs`, ...); these tests check that the real daemons'
+//! (`fields.rs`, `format/`, ...); these tests check that the real daemons'
 //! answers reach them and that the commands exit as LSF's do.
 
 mod util;

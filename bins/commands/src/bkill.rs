@@ -10,7 +10,10 @@
 //! - `bkill` asks for LSF's kill (SIGINT, SIGTERM, SIGKILL spaced by
 //!   JOB_TERMINATE_INTERVAL, carried out by sbatchd); `-s` sends one signal
 //!   (see [`crate::signal`]: KILL, STOP and CONT are the kill, stop and resume
-//!   actions); `-r` (LSF's forced removal) is the kill; `-l` lists the names.
+//!   actions); `-r` (LSF's forced removal) sends the same kill and has
+//!   mbatchd mark the job EXIT at once, without waiting for its execution host
+//!   (a JOB_CONTROL `ForceExit` instead of SIGNAL_JOBS; for a job whose host is
+//!   down or whose kill does not end); `-l` lists the names.
 //! - `bstop` suspends, `bresume` resumes.
 //! - `0` is every unfinished job of the caller, or of `-u user` / `-u all`.
 //! - `-J name`, `-q queue`, `-m host` (and `-u` alone) select jobs as LSF's do:
@@ -99,6 +102,8 @@ pub struct SignalOrder {
     /// `-J`/`-q`/`-m` (or `-u` without job ids): the jobs are looked up first;
     /// `None` when job ids name them.
     pub select: Option<Selector>,
+    /// `-r`: the jobs are removed at once (JOB_CONTROL `ForceExit`).
+    pub force: bool,
 }
 
 /// LSF's job selectors of `bkill`/`bstop`/`bresume`; empty fields match any job.
@@ -195,7 +200,7 @@ pub fn parse_args(mode: Mode, args: &[String]) -> Result<Invocation, BkillError>
     // selector besides `-u` (`-u user 0` is mbatchd's own `0`), without `0` always.
     let select = (jobs.is_empty() && (!all_jobs || selector != Selector::default())).then_some(selector);
     let request = SignalRequest { jobs, all_jobs, user, action };
-    Ok(Invocation::Signal(SignalOrder { request, verb, select }))
+    Ok(Invocation::Signal(SignalOrder { request, verb, select, force }))
 }
 
 /// The jobs `select` picks (see the module doc) among those of `user` (`-u`: empty
@@ -311,9 +316,15 @@ fn run(term: &mut Term, mode: Mode) -> bool {
             return false;
         }
     };
+    let mut forced: Option<Vec<wire::JobControlResult>> = None;
     let reply: wire::SignalReply =
         match client::load_config().and_then(|config| Client::from_env(&config)).and_then(|mut client| {
-            if let Some(select) = &order.select {
+            // `-r` names its jobs by id: `0` is looked up as the selectors are.
+            let select = order
+                .select
+                .clone()
+                .or_else(|| (order.force && order.request.all_jobs).then(Selector::default));
+            if let Some(select) = &select {
                 let who = (order.request.user.as_str(), order.request.all_jobs);
                 order.request.jobs =
                     selected_jobs(&mut client, who, wire::state_filter::UNFINISHED, select, |_| true)?;
@@ -321,6 +332,16 @@ fn run(term: &mut Term, mode: Mode) -> bool {
                 if order.request.jobs.is_empty() {
                     return Ok(wire::SignalReply { results: Vec::new() });
                 }
+            }
+            if order.force {
+                let request = wire::JobControlRequest {
+                    jobs: order.request.jobs.clone(),
+                    action: wire::JobControlAction::ForceExit,
+                };
+                let reply: wire::JobControlReply =
+                    client.call(Operation::JobControl, Operation::JobControlReply, &request)?;
+                forced = Some(reply.results);
+                return Ok(wire::SignalReply { results: Vec::new() });
             }
             client.call(Operation::SignalJobs, Operation::SignalJobsReply, &order.request)
         }) {
@@ -330,6 +351,9 @@ fn run(term: &mut Term, mode: Mode) -> bool {
                 return false;
             }
         };
+    if let Some(results) = forced.filter(|results| !results.is_empty()) {
+        return crate::control::print(term, &results);
+    }
     if reply.results.is_empty() {
         term.err("No unfinished job found\n");
         return false;

@@ -41,7 +41,8 @@
 //!   administrator's orders (`hclose`, `qclose`, `mbdrestart`, …).
 //! - [`bmod`], [`bswitch`], [`btop`] (with [`bbot`]): change pending jobs
 //!   (JOB_CONTROL, printed by [`control`]); [`brequeue`] runs jobs again
-//!   under their ids, killing running ones first (JOB_CONTROL too). [`bhist`]: jobs' histories from the log.
+//!   under their ids, killing running ones first (JOB_CONTROL too); [`brun`]
+//!   forces a pending job to run, and `bkill -r` ends a job at once (JOB_CONTROL). [`bhist`]: jobs' histories from the log.
 //! - [`lsadmin`]: `lsadmin ckconfig` and `lsadmin showstatus`, a lim's status and counters.
 //! - [`bparams`]: lsb.params' values in effect.
 //! - [`lsclusters`]: the cluster's name, status, master, administrator and host counts.
@@ -73,6 +74,7 @@ pub mod bparams;
 pub mod bpeek;
 pub mod bqueues;
 pub mod brequeue;
+pub mod brun;
 pub mod bsub;
 pub mod bsubk;
 pub mod bswitch;

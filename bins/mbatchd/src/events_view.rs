@@ -37,7 +37,8 @@
 //! OpenLava's `lsb.events` (which LSF's readers share for these fields; the strings
 //! quoted as in `lsb.acct`, [`lava_batch_ll::lsf_line`]): MBD_START, JOB_NEW,
 //! JOB_START, JOB_START_ACCEPT, JOB_EXECUTE, JOB_SIGNAL, JOB_STATUS, JOB_CLEAN,
-//! JOB_SWITCH, JOB_MOVE, JOB_REQUEUE, QUEUE_CTRL, HOST_CTRL. JOB_SIGACT and
+//! JOB_SWITCH, JOB_MOVE, JOB_REQUEUE, JOB_FORCE (`brun`), QUEUE_CTRL, HOST_CTRL;
+//! `bkill -r`'s JOB_FORCE_EXIT is written as the JOB_STATUS EXIT it amounts to. JOB_SIGACT and
 //! JOB_MODIFY2 are not written (their LSF fields are the job's state, not the
 //! event's). JOB_NEW's job name is its 42nd blank-separated field when no host is
 //! asked for (`-m`), where Snakemake's reader looks.
@@ -281,6 +282,26 @@ pub fn line(event: &Event) -> Option<String> {
             w.s(&r.host.to_string());
             w.raw("-1");
             w.s(&r.requester.to_string());
+        }
+        Event::JobForce(r) => {
+            // OpenLava's jobForceRequestLog: jobId, the execution hosts, options,
+            // userId (the event names the user only), idx, userName.
+            head(&mut w, r.time_ms);
+            w.i(i64::from(r.job.id()));
+            w.list(&r.exec_hosts.iter().map(ToString::to_string).collect::<Vec<_>>());
+            w.raw("0 -1"); // options (RUNJOB_OPT_NORMAL), userId
+            w.i(i64::from(r.job.index()));
+            w.s(&r.requester.to_string());
+        }
+        // LSF's readers know a forced exit as the job's JOB_STATUS EXIT.
+        Event::JobForceExit(r) => {
+            return line(&Event::JobStatus(lava_mbd::event::JobStatusRecord {
+                job: r.job,
+                status: JobStatus::Exit,
+                reason: String::new(),
+                time_ms: r.time_ms,
+                finish: Some(r.finish.clone()),
+            }));
         }
         Event::JobSigact(_) | Event::JobModify(_) => return None,
     }
@@ -717,6 +738,44 @@ mod tests {
         assert_eq!(f[42], "\"echo hi\"");
         assert_eq!(f.len(), 55, "{text}");
         assert!(text.ends_with(" 0 0 \"\" \"\" \"\" -1\n"), "{text}");
+    }
+
+    #[test]
+    fn brun_and_bkill_r_records() {
+        // Goal: brun's JOB_FORCE in OpenLava's field order (job, hosts, options, user
+        // id, index, user); bkill -r's JOB_FORCE_EXIT as the JOB_STATUS EXIT that ends
+        // the job for a switch.
+        let job = JobRef::new(9, 0).expect("a job");
+        let force = lava_mbd::event::JobForceRecord {
+            job,
+            exec_hosts: vec![lava_batch_ll::HostName::parse("host", "h1").expect("a host")],
+            request_id: wire::RequestId { high: 1, low: 2 },
+            requester: lava_batch_ll::UserName::parse("user", "root").expect("a user"),
+            time_ms: 1_700_000_099_000,
+        };
+        assert_eq!(
+            line(&Event::JobForce(force)).expect("written"),
+            "\"JOB_FORCE\" \"10.1\" 1700000099 9 1 \"h1\" 0 -1 0 \"root\"\n"
+        );
+        let finish = FinishRecord {
+            wait_status: 9,
+            finish_reason: wire::FINISH_FORCE_ADMIN,
+            end_time_ms: 1_700_000_099_000,
+            rusage: wire::ResourceUsage::default(),
+            pid: 42,
+        };
+        let exit = lava_mbd::event::JobForceExitRecord {
+            job,
+            signal_seq: 1,
+            requester_uid: 0,
+            requester: lava_batch_ll::UserName::parse("user", "root").expect("a user"),
+            request_id: wire::RequestId { high: 1, low: 3 },
+            finish,
+            time_ms: 1_700_000_099_000,
+        };
+        let text = line(&Event::JobForceExit(exit)).expect("written");
+        assert!(text.starts_with("\"JOB_STATUS\" \"10.1\" 1700000099 9 32 "), "{text}");
+        assert_eq!(fate(&text), Fate::Ends(9));
     }
 
     #[test]

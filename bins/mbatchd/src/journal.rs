@@ -98,7 +98,7 @@ impl SwitchRule {
 pub struct Backlog {
     /// Events of any kind.
     pub n_events: u64,
-    /// Job finishes: JOB_STATUS records to DONE or EXIT.
+    /// Job finishes: JOB_STATUS records to DONE or EXIT, JOB_FORCE_EXIT records.
     pub n_finished: u64,
 }
 
@@ -106,7 +106,7 @@ impl Backlog {
     /// Counts one more event of the log.
     pub fn add(&mut self, event: &Event) {
         self.n_events += 1;
-        if matches!(event, Event::JobStatus(record) if record.finish.is_some()) {
+        if event.finishes().is_some() {
             self.n_finished += 1;
         }
     }

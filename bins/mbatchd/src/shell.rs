@@ -681,10 +681,9 @@ impl Shell {
         for effect in effects.drain(..) {
             match effect {
                 Effect::Append(event) => {
-                    if let lava_mbd::Event::JobStatus(record) = &event
-                        && matches!(record.status, JobStatus::Done | JobStatus::Exit)
-                    {
-                        self.shared.counters.job_finished(record.status == JobStatus::Done);
+                    let finished = event.finishes();
+                    if let Some((_, status)) = finished {
+                        self.shared.counters.job_finished(status == JobStatus::Done);
                     }
                     if let Err(error) = self.journal.append(&event) {
                         tracing::error!(
@@ -694,10 +693,9 @@ impl Shell {
                         result = Err(error);
                         break;
                     }
-                    if let lava_mbd::Event::JobStatus(status) = &event
-                        && status.finish.is_some()
+                    if let Some((job, _)) = finished
                         && self.acct.is_some()
-                        && let Some(record) = self.mbd.job(status.job).and_then(|job| job.acct_record())
+                        && let Some(record) = self.mbd.job(job).and_then(|job| job.acct_record())
                     {
                         self.acct_held.push_back((self.journal.appended_through(), record.to_line()));
                     }

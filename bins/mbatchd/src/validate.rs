@@ -58,7 +58,9 @@ impl ClientCall {
             ClientCall::Signal { request_id, caller, request } => {
                 Input::Signal { client, request_id, caller, request }
             }
-            ClientCall::JobControl { caller, request, .. } => Input::JobControl { client, caller, request },
+            ClientCall::JobControl { request_id, caller, request } => {
+                Input::JobControl { client, request_id, caller, request }
+            }
             ClientCall::Requeue { request_id, caller, request, submissions } => {
                 Input::Requeue { client, request_id, caller, request, submissions }
             }

@@ -1,5 +1,6 @@
 //! The commands: each simulated user runs `bsub`, `bstop`, `bresume`,
-//! `bkill` and `brequeue -r` (kill and requeue a started job) one at a time, as a shell script would, and retries a request
+//! `bkill`, `bkill -r` (the job EXIT at once, its run killed as it can be) and
+//! `brequeue -r` (kill and requeue a started job) one at a time, as a shell script would, and retries a request
 //! whose answer does not come (lost request, lost reply, mbatchd down) with
 //! the same request id on a new connection, until it is answered. The last
 //! command of every user is `bresume 0` (every job of the user), so that no
@@ -243,11 +244,12 @@ impl World {
                 jobs.push(other);
             }
         }
-        let action = match self.rng.below(10) {
+        let action = match self.rng.below(11) {
             0..=3 => SignalAction::Stop,
             4..=6 => SignalAction::Continue,
             7..=8 => SignalAction::Terminate,
-            _ => return Some(self.requeue_request(client, jobs)),
+            9 => return Some(self.requeue_request(client, jobs)),
+            _ => return Some(self.force_exit_request(client, jobs)),
         };
         let request_id = self.clients[client].next_request_id();
         let body = wire::SignalRequest { jobs, all_jobs: false, user: String::new(), action };
@@ -266,6 +268,14 @@ impl World {
             hold: false,
         };
         let body = wire::JobControlRequest { jobs, action };
+        let credential = self.credential(client);
+        ClientRequest::Requeue(wire::ClientRequest { credential, request_id, body })
+    }
+
+    /// `bkill -r`: the jobs are EXIT at once.
+    fn force_exit_request(&mut self, client: usize, jobs: Vec<wire::WireJobRef>) -> ClientRequest {
+        let request_id = self.clients[client].next_request_id();
+        let body = wire::JobControlRequest { jobs, action: wire::JobControlAction::ForceExit };
         let credential = self.credential(client);
         ClientRequest::Requeue(wire::ClientRequest { credential, request_id, body })
     }
@@ -331,6 +341,11 @@ impl World {
             (ClientRequest::Query(_), ClientReply::JobQuery(answer)) => {
                 self.check_query_answer(client, &answer);
             }
+            (ClientRequest::Requeue(r), ClientReply::JobControl(answer))
+                if r.body.action == wire::JobControlAction::ForceExit =>
+            {
+                self.check_force_exit_answer(&answer);
+            }
             (ClientRequest::Requeue(_), ClientReply::JobControl(answer)) => {
                 self.check_requeue_answer(&answer);
             }
@@ -388,6 +403,23 @@ impl World {
         for result in &answer.results {
             if !result.done && !REFUSALS.iter().any(|why| result.message.ends_with(why)) {
                 self.violation(format!("the owner's brequeue -r was answered {:?}", result.message));
+            }
+        }
+    }
+
+    /// The owner's `bkill -r` ended the job, durably before the answer, or is
+    /// refused for a job already finished (or cleaned).
+    fn check_force_exit_answer(&self, answer: &wire::JobControlReply) {
+        for result in &answer.results {
+            let job = lava_batch_ll::job_ref("job", result.job).expect("the simulation names real jobs");
+            if result.done && !self.oracle.terminal.contains_key(&job) {
+                self.violation(format!("job {job}: bkill -r answered before its EXIT is durable"));
+            }
+            let refused_as_finished = ["Job has already finished", "No matching job found"]
+                .iter()
+                .any(|why| result.message.ends_with(why));
+            if !result.done && !refused_as_finished {
+                self.violation(format!("the owner's bkill -r was answered {:?}", result.message));
             }
         }
     }

@@ -408,6 +408,12 @@ impl World {
             ClientRequest::Query(wire::ClientRequest { credential, body, .. }) => {
                 Input::Query { client: attempt, caller: caller(&credential), query: body }
             }
+            // `bkill -r` is a JOB_CONTROL of its own.
+            ClientRequest::Requeue(wire::ClientRequest { credential, request_id, body })
+                if body.action == wire::JobControlAction::ForceExit =>
+            {
+                Input::JobControl { client: attempt, request_id, caller: caller(&credential), request: body }
+            }
             // `brequeue -r` needs no environment read back (only finished jobs do).
             ClientRequest::Requeue(wire::ClientRequest { credential, request_id, body }) => Input::Requeue {
                 client: attempt,

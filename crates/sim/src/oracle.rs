@@ -101,6 +101,23 @@ impl World {
             Event::JobStartAccept(record) => {
                 self.oracle.durable_accepts.insert((record.job, record.pid));
             }
+            Event::JobForceExit(record) => {
+                let id = record.job;
+                if let Some((status, _)) = self.oracle.terminal.get(&id) {
+                    self.violation(format!("job {id}: a forced EXIT after {status}"));
+                }
+                self.oracle.terminal.insert(id, (JobStatus::Exit, record.finish.clone()));
+                self.stats.n_forced_exits += 1;
+                if self.oracle.kill_intents.insert(id) {
+                    // Some runs go on until the kill reaches them.
+                    let immortal = self.rng.chance(0.5);
+                    for ((_, job), proc) in self.procs.iter_mut() {
+                        if *job == id && !proc.has_exited() {
+                            proc.immortal |= immortal;
+                        }
+                    }
+                }
+            }
             Event::JobSignal(record) => {
                 let id = record.job;
                 if SignalKind::of(record.action) == Some(SignalKind::Terminate)
@@ -138,7 +155,8 @@ impl World {
             | Event::QueueCtrl(_)
             | Event::JobModify(_)
             | Event::JobSwitch(_)
-            | Event::JobMove(_) => {}
+            | Event::JobMove(_)
+            | Event::JobForce(_) => {}
         }
     }
 
@@ -263,6 +281,13 @@ impl World {
             _ => return,
         };
         let job = lava_batch_ll::job_ref("job", job).expect("sbd reports about real jobs");
+        if self.oracle.terminal.get(&job).is_some_and(|(_, finish)| {
+            matches!(finish.finish_reason, wire::FINISH_FORCE_OWNER | wire::FINISH_FORCE_ADMIN)
+        }) {
+            // `bkill -r` ended the job durably without waiting for this run: mbatchd
+            // acknowledges the run's start without logging it, and sends it the kill.
+            return;
+        }
         if !self.oracle.reply_acked.contains(&(host, job, seq)) {
             self.violation(format!(
                 "job {job}: {what} from {} before it received NEW_JOB_REPLY_ACK for this launch",
@@ -358,7 +383,13 @@ impl World {
                         self.violation(format!("job {id}: {status} while its process still runs"));
                     };
                     let expected = if wait_status == 0 { JobStatus::Done } else { JobStatus::Exit };
-                    if *status != expected || finish.pid != fact.pid || finish.wait_status != wait_status {
+                    // `bkill -r` ended the job without waiting for its process, which
+                    // must have ended all the same (checked above), however it did.
+                    let forced =
+                        matches!(finish.finish_reason, wire::FINISH_FORCE_OWNER | wire::FINISH_FORCE_ADMIN);
+                    let as_ended =
+                        *status == expected && finish.pid == fact.pid && finish.wait_status == wait_status;
+                    if !(as_ended || forced && *status == JobStatus::Exit) {
                         self.violation(format!(
                             "job {id}: {status} with finish {finish:?}, but pid {} ended with wait status {wait_status:#x}",
                             fact.pid

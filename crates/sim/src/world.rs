@@ -161,6 +161,8 @@ pub struct Stats {
     pub n_refusals: u64,
     /// Runs a `brequeue -r` kill ended and requeued (JOB_REQUEUE durable).
     pub n_requeues: u64,
+    /// Jobs `bkill -r` ended (JOB_FORCE_EXIT durable).
+    pub n_forced_exits: u64,
     /// Virtual time at the end, ms since the start.
     pub end_ms: u64,
 }

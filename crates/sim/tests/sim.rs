@@ -96,3 +96,19 @@ fn same_seed_same_trace() {
     hashes.dedup();
     assert_eq!(hashes.len(), 3, "three seeds gave the same run");
 }
+
+// Goal: the budget exercises `bkill -r` and `brequeue -r`, not just their code
+// paths in principle. Method: a few dozen seeds end jobs by force and requeue
+// runs (every property of each run is checked as in `sim_seeds`).
+#[test]
+fn forced_exits_and_requeues_happen() {
+    let options = Options { trace: false, ..Options::from_env() };
+    let (mut n_forced, mut n_requeues) = (0, 0);
+    for seed in 0..40 {
+        let outcome = check(seed, &options).unwrap_or_else(|f| panic!("{f}"));
+        n_forced += outcome.stats.n_forced_exits;
+        n_requeues += outcome.stats.n_requeues;
+    }
+    assert!(n_forced > 0, "no bkill -r ended a job in 40 seeds");
+    assert!(n_requeues > 0, "no brequeue -r requeued a run in 40 seeds");
+}

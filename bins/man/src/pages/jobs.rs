@@ -1,7 +1,7 @@
 //! The job commands: bsub, bjobs, bkill, bstop, bresume, bpeek, blaunch, bmod, bswitch, btop,
-//! bbot, brequeue, bhist.
+//! bbot, brequeue, brun, bhist.
 
-use lava_commands::{bacct, bhist, bjobs, bkill, blaunch, bmod, bpeek, brequeue, bsub, bswitch, btop};
+use lava_commands::{bacct, bhist, bjobs, bkill, blaunch, bmod, bpeek, brequeue, brun, bsub, bswitch, btop};
 
 use super::{ENV_BATCH, EXIT_BATCH, FILES_BATCH, HELP, VERSION};
 use crate::lsf::{Kind, LsfPage, Opt, Parser};
@@ -295,7 +295,12 @@ const BKILL_OPTIONS: &[Opt] = &[
     HELP,
     VERSION,
     Opt::flag("l", "Lists the signal names `-s` accepts and exits."),
-    Opt::flag("r", "LSF's forced removal; in LavaCore the same kill as without it."),
+    Opt::flag(
+        "r",
+        "Removes the jobs at once: the same kill is sent, and mbatchd marks each job EXIT without \
+         waiting for its execution host (for a job whose host is down or whose kill does not end). \
+         The job's run is sent the kill again whenever its host comes back; it never runs on.",
+    ),
     Opt::value(
         "s",
         "signal",
@@ -417,7 +422,9 @@ pub fn pages() -> Vec<LsfPage> {
 Kills the named jobs: a running job gets SIGINT, then SIGTERM, then SIGKILL (lsb.params'
 `JOB_TERMINATE_INTERVAL` apart), a pending job is removed. With `-s`, the job gets that
 signal only. Job id `0` means every unfinished job of the user (or of `-u`) that `-J`,
-`-q` and `-m` select; without a job id, the most recently submitted such job. Only the job's owner, root or a `ClusterAdmins` member may act on a job.",
+`-q` and `-m` select; without a job id, the most recently submitted such job. Only the job's owner, root or a `ClusterAdmins` member may act on a job.
+With `-r`, the job is EXIT at once (`bjobs -l`: `TERM_FORCE_OWNER`, or `TERM_FORCE_ADMIN`
+when root or an administrator asked).",
         ),
         signal_page(
             "bstop",
@@ -521,6 +528,24 @@ user (or of `-u`). Only the owner, root or a cluster administrator may requeue a
             ..page("brequeue", "kill and requeue jobs", brequeue::USAGE.to_owned(), Parser::Specs(brequeue::SPECS))
         },
         LsfPage {
+            section: 8,
+            options: BRUN_OPTIONS,
+            description: "\
+Forces a pending job to run now on the hosts named, taking as many slots on each as it has
+CPUs, in the order named. The queue, user and host job limits, a closed host or queue and
+the hosts' loads are not considered: the job counts as running and may exceed them. Only
+root and the `ClusterAdmins` of lsb.params may force a job. A job that is suspended
+(PSUSP, USUSP, SSUSP), has started or has finished cannot be forced.",
+            output: "\
+`Job <N> is being forced to run.` on standard output; otherwise `Failed to run the job:` and
+LSF's reason on standard error: `No matching job found`, `User permission denied`, `Job
+has already started`, `Job has already finished`, `Operation not supported for a suspended
+job`, `Bad host name, host group name or cluster name`, `Too many processors requested`,
+`Cannot operate on job array`.",
+            see_also: &["bkill(1)", "bjobs(1)", "bhosts(1)", "badmin(8)"],
+            ..page("brun", "force a job to run immediately", brun::USAGE.to_owned(), Parser::Specs(brun::SPECS))
+        },
+        LsfPage {
             options: BHIST_OPTIONS,
             description: "\
 Prints jobs' histories as mbatchd reads them from its event log (`lsb.events`): by default a
@@ -550,6 +575,17 @@ matches.",
         },
     ]
 }
+
+const BRUN_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::value("m", "\"host_name ...\"", "Required: the hosts to run the job on; several `-m` add up."),
+    Opt::flag(
+        "f",
+        "LSF's: run without being suspended by run windows or load thresholds. Accepted; LavaCore \
+         suspends no job on its own.",
+    ),
+];
 
 const BTOP_OPTIONS: &[Opt] = &[
     HELP,

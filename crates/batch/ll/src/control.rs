@@ -1,5 +1,5 @@
 //! Structural checks of the control requests: JOB_CONTROL (`bmod`, `bswitch`,
-//! `btop`, `bbot`, `brequeue`), ADMIN_CONTROL (`badmin hclose|hopen|qclose|qopen|qact|
+//! `btop`, `bbot`, `brequeue`, `brun`, `bkill -r`), ADMIN_CONTROL (`badmin hclose|hopen|qclose|qopen|qact|
 //! qinact|mbdrestart`) and HISTORY_QUERY (`bhist`). Meaning (does the queue
 //! exist, may the caller) is mbatchd's logic; here only what no request may
 //! carry: job id 0, names that are not names, an empty or meaningless request.
@@ -38,6 +38,26 @@ pub fn check_job_control(request: &wire::JobControlRequest) -> Result<(), LlErro
             }
             Ok(())
         }
+        wire::JobControlAction::Run { hosts } => {
+            if request.jobs.len() != 1 {
+                return Err(LlError::new("control.jobs", "brun names exactly one job"));
+            }
+            if hosts.is_empty() {
+                return Err(LlError::new("control.run.hosts", "is empty"));
+            }
+            if hosts.len() > SLOTS_MAX as usize {
+                return Err(LlError::new("control.run.hosts", format!("more than {SLOTS_MAX} hosts")));
+            }
+            for (idx, host) in hosts.iter().enumerate() {
+                let field = format!("control.run.hosts[{idx}]");
+                check_text(&field, host, NAME_BYTES_MAX)?;
+                if host.is_empty() || host.chars().any(char::is_whitespace) {
+                    return Err(LlError::new(field, "is not a host name"));
+                }
+            }
+            Ok(())
+        }
+        wire::JobControlAction::ForceExit => Ok(()),
     }
 }
 

@@ -1,8 +1,10 @@
-//! The control commands: `bmod`, `bswitch`, `btop`/`bbot` on jobs
+//! The control commands: `bmod`, `bswitch`, `btop`/`bbot`, `brequeue`, `brun`,
+//! `bkill -r` on jobs
 //! ([`Input::JobControl`](crate::Input::JobControl)) and `badmin hclose`,
 //! `hopen`, `qclose`, `qopen`, `qact`, `qinact`
 //! ([`Input::AdminControl`](crate::Input::AdminControl)), with the events
-//! under LSF's names (JOB_MODIFY2, JOB_SWITCH, JOB_MOVE, HOST_CTRL, QUEUE_CTRL).
+//! under LSF's names (JOB_MODIFY2, JOB_SWITCH, JOB_MOVE, JOB_REQUEUE, JOB_FORCE,
+//! HOST_CTRL, QUEUE_CTRL) and LavaCore's JOB_FORCE_EXIT.
 //!
 //! # Jobs
 //! Only the owner, root or a cluster administrator may change a job. Each job
@@ -25,6 +27,12 @@
 //!   pipeline of `signal` with one JOB_SIGNAL whose `requeue_hold` is the
 //!   durable "requeue when it ends"; its run's FINISH then logs JOB_REQUEUE
 //!   instead of DONE/EXIT (`pipeline`). A job cleaned from memory is unknown.
+//! - `brun -m "host ..."` (administrators only) starts a pending job now on
+//!   the hosts named, whatever the limits say (JOB_FORCE); `bkill -r` (the
+//!   owner too) ends an unfinished job at once, without waiting for its host
+//!   (JOB_FORCE_EXIT), and sends its run the kill, again whenever the host
+//!   registers or reports that run (`pipeline`), until the job is cleaned, and
+//!   on the timer until the host answers the kill or reports the run's end.
 //! - `btop`/`bbot` move a pending job within its queue. The dispatch order of
 //!   a queue's pending jobs is (order key, job id) (`Job::dispatch_key`; the
 //!   pending index and `sched` walk it): without a move the key is
@@ -54,12 +62,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::effect::ClientReply;
 use crate::event::{
-    Event, HostCtrlRecord, JobChanges, JobModifyRecord, JobMoveRecord, JobRequeueRecord, JobSignalRecord,
-    JobSwitchRecord, QueueCtrlAction, QueueCtrlRecord, Requeued,
+    Event, FinishRecord, HostCtrlRecord, JobChanges, JobForceExitRecord, JobForceRecord, JobModifyRecord,
+    JobMoveRecord, JobRequeueRecord, JobSignalRecord, JobSwitchRecord, QueueCtrlAction, QueueCtrlRecord,
+    Requeued,
 };
 use crate::input::{Caller, ClientId, LoggedSubmission};
 use crate::job::Job;
 use crate::machine::{Mbd, Step};
+
+/// The wait status of a run `bkill -r` ended: killed by SIGKILL.
+const SIGKILL: i32 = 9;
 
 /// The spacing of arrival-order keys: room for about twenty halvings between two
 /// neighbours before `btop`/`bbot` run out of distinct keys there.
@@ -195,11 +207,21 @@ impl Mbd {
         &mut self,
         step: &mut Step,
         client: ClientId,
+        request_id: wire::RequestId,
         caller: &Caller,
         request: &wire::JobControlRequest,
         requeue: Option<(wire::RequestId, &[LoggedSubmission])>,
     ) {
         let admin = self.config.is_admin(caller.uid, &caller.user);
+        if let wire::JobControlAction::Run { hosts } = &request.action {
+            // `brun` names one job, never a whole array (LSF's rule).
+            let results = request
+                .jobs
+                .iter()
+                .map(|job| self.force_run(step, request_id, caller, admin, *job, hosts))
+                .collect();
+            return self.reply(step, client, ClientReply::JobControl(wire::JobControlReply { results }));
+        }
         // A job id that names an array stands for its elements, as with `bkill`.
         let named: Vec<wire::WireJobRef> = request
             .jobs
@@ -213,9 +235,140 @@ impl Mbd {
             .collect();
         let results = named
             .into_iter()
-            .map(|job| self.control_job(step, caller, admin, job, &request.action, requeue))
+            .map(|job| match request.action {
+                wire::JobControlAction::ForceExit => self.force_exit(step, request_id, caller, admin, job),
+                _ => self.control_job(step, caller, admin, job, &request.action, requeue),
+            })
             .collect();
         self.reply(step, client, ClientReply::JobControl(wire::JobControlReply { results }));
+    }
+
+    /// `brun -m "host ..." job`: an administrator starts a pending job now on
+    /// the hosts named, as many slots on each as it has CPUs (LSF's rule), in
+    /// the order named; the queue, user and host limits, closed hosts and
+    /// queues and lim's loads are not asked. JOB_FORCE is a dispatch like
+    /// JOB_START: NEW_JOB goes out once it is durable and is resent as any
+    /// dispatch's is. The answer lines are `brun`'s own, LSF's words.
+    fn force_run(
+        &mut self,
+        step: &mut Step,
+        request_id: wire::RequestId,
+        caller: &Caller,
+        admin: bool,
+        wjob: wire::WireJobRef,
+        hosts: &[String],
+    ) -> wire::JobControlResult {
+        let failed = |why: &str| line(wjob, false, format!("Failed to run the job: {why}"));
+        let whole_array = wjob.array_index == 0
+            && self.store.refs_of(wjob.job_id).first().is_some_and(|first| first.index() != 0);
+        let Some(job) = JobRef::new(wjob.job_id, wjob.array_index)
+            .and_then(|id| self.store.job(id))
+            .map(std::borrow::Cow::into_owned)
+        else {
+            return failed(if whole_array { "Cannot operate on job array" } else { "No matching job found" });
+        };
+        if !admin {
+            return failed("User permission denied");
+        }
+        let forced = || line(wjob, true, format!("Job <{}> is being forced to run.", job_name(wjob)));
+        if job.signal_request_ids.contains_key(&request_id) {
+            // A retry whose first answer was lost: the same answer, no second run.
+            return forced();
+        }
+        match job.status {
+            lava_batch_ll::JobStatus::Pend => {}
+            status if status.is_finished() => return failed("Job has already finished"),
+            status if status.is_started() => return failed("Job has already started"),
+            _ => return failed("Operation not supported for a suspended job"),
+        }
+        let mut named: Vec<HostName> = Vec::new();
+        for name in hosts {
+            let Some(host) = self.config.hosts.iter().find(|h| h.name.as_str() == name) else {
+                return failed("Bad host name, host group name or cluster name");
+            };
+            if !named.contains(&host.name) {
+                named.push(host.name.clone());
+            }
+        }
+        // Each host offers its CPUs (its MXJ when set, 1 when it has not
+        // registered yet); the job takes its slots from them in order.
+        let mut exec_hosts = Vec::with_capacity(job.n_slots() as usize);
+        for host in &named {
+            let offered = self.links.hosts.get(host).map_or(1, |link| self.capacity(host, link)).max(1);
+            let wanted = job.n_slots() as usize - exec_hosts.len();
+            exec_hosts.extend(std::iter::repeat_n(host.clone(), wanted.min(offered as usize)));
+        }
+        if exec_hosts.len() < job.n_slots() as usize {
+            return failed("Too many processors requested");
+        }
+        let first = exec_hosts[0].clone();
+        let record = JobForceRecord {
+            job: job.job,
+            exec_hosts,
+            request_id,
+            requester: caller.user.clone(),
+            time_ms: step.now_ms,
+        };
+        self.record(step, Event::JobForce(record));
+        self.send_new_job(step, job.job, &first);
+        forced()
+    }
+
+    /// `bkill -r`: the job's owner, root or an administrator ends an unfinished
+    /// job at once (JOB_FORCE_EXIT: EXIT, LSF's TERM_FORCE_OWNER or
+    /// TERM_FORCE_ADMIN) and its run, if it has one, is sent the kill as
+    /// `bkill`'s (best effort: the job stays EXIT whatever its host says; the
+    /// kill goes again whenever the host registers or reports the run,
+    /// `pipeline`, and on the timer until the host answers it, `sched`). The
+    /// answer lines are `bkill`'s.
+    fn force_exit(
+        &mut self,
+        step: &mut Step,
+        request_id: wire::RequestId,
+        caller: &Caller,
+        admin: bool,
+        wjob: wire::WireJobRef,
+    ) -> wire::JobControlResult {
+        let Some(job) = JobRef::new(wjob.job_id, wjob.array_index)
+            .and_then(|id| self.store.job(id))
+            .map(std::borrow::Cow::into_owned)
+        else {
+            return refused(wjob, "No matching job found");
+        };
+        let terminated = || line(wjob, true, format!("Job <{}> is being terminated", job_name(wjob)));
+        if job.signal_request_ids.contains_key(&request_id) {
+            return terminated();
+        }
+        let owner = job.user_id == caller.uid;
+        if !admin && !owner {
+            return refused(wjob, "User permission denied");
+        }
+        if job.status.is_finished() {
+            return refused(wjob, "Job has already finished");
+        }
+        let finish_reason = if owner && !admin { wire::FINISH_FORCE_OWNER } else { wire::FINISH_FORCE_ADMIN };
+        let signal_seq = job.signal_seq.wrapping_add(1);
+        let record = JobForceExitRecord {
+            job: job.job,
+            signal_seq,
+            requester_uid: caller.uid,
+            requester: caller.user.clone(),
+            request_id,
+            finish: FinishRecord {
+                wait_status: SIGKILL,
+                finish_reason,
+                end_time_ms: step.now_ms,
+                rusage: wire::ResourceUsage::default(),
+                pid: job.accepted.map_or(0, |ids| ids.pid),
+            },
+            time_ms: step.now_ms,
+        };
+        self.record(step, Event::JobForceExit(record));
+        if let Some(host) = job.run_host().filter(|host| job.accepted.is_some() && self.is_connected(host)) {
+            self.kill_forced_run(step, host, job.job, None);
+        }
+        step.dispatch = true;
+        terminated()
     }
 
     fn control_job(
@@ -244,6 +397,10 @@ impl Mbd {
             wire::JobControlAction::Switch { queue } => self.switch(step, caller, &job, queue),
             wire::JobControlAction::Move { to_top, position, owner_list } => {
                 self.move_job(step, caller, admin && !owner_list, &job, *to_top, *position)
+            }
+            // Answered by `force_run` and `force_exit` before they get here.
+            wire::JobControlAction::Run { .. } | wire::JobControlAction::ForceExit => {
+                refused(wjob, "Bad request")
             }
             wire::JobControlAction::Requeue { done, exit, running, pending, hold } => {
                 let flags = RequeueFlags {

@@ -6,7 +6,8 @@
 //! event types (JOB_NEW, JOB_START, JOB_START_ACCEPT, JOB_EXECUTE, JOB_SIGNAL,
 //! JOB_SIGACT, JOB_STATUS, JOB_CLEAN, MBD_START; and, for the control commands
 //! of `control`, HOST_CTRL, QUEUE_CTRL, JOB_MODIFY2, JOB_SWITCH, JOB_MOVE,
-//! JOB_REQUEUE; docs/protocols/batch.md, "The event log and replay"). All times are
+//! JOB_REQUEUE, JOB_FORCE of `brun` and LavaCore's JOB_FORCE_EXIT of `bkill -r`;
+//! docs/protocols/batch.md, "The event log and replay"). All times are
 //! milliseconds since the epoch as the shell supplied them; the shell encodes the records
 //! with XDR into `lava-eventlog`, so no field is a map or an untagged value.
 
@@ -48,6 +49,12 @@ pub enum Event {
     /// `brequeue`: a finished job, or a started one its requeue kill ended,
     /// goes back to PEND (or PSUSP).
     JobRequeue(Box<JobRequeueRecord>),
+    /// `brun`: an administrator started a pending job on the hosts named
+    /// (PEND → RUN, as JOB_START does, whatever the limits say).
+    JobForce(JobForceRecord),
+    /// `bkill -r`: an unfinished job is EXIT at once, without waiting for its
+    /// host (LavaCore's record; LSF logs a JOB_SIGNAL and a JOB_STATUS).
+    JobForceExit(JobForceExitRecord),
 }
 
 impl Event {
@@ -68,6 +75,18 @@ impl Event {
             Event::JobSwitch(r) => Some(r.job),
             Event::JobMove(r) => Some(r.job),
             Event::JobRequeue(r) => Some(r.job),
+            Event::JobForce(r) => Some(r.job),
+            Event::JobForceExit(r) => Some(r.job),
+        }
+    }
+
+    /// The job the event finishes and its final status (DONE or EXIT), if it
+    /// finishes one: a JOB_STATUS with its finish, or a JOB_FORCE_EXIT.
+    pub fn finishes(&self) -> Option<(JobRef, JobStatus)> {
+        match self {
+            Event::JobStatus(r) if r.finish.is_some() => Some((r.job, r.status)),
+            Event::JobForceExit(r) => Some((r.job, JobStatus::Exit)),
+            _ => None,
         }
     }
 
@@ -89,6 +108,8 @@ impl Event {
             Event::JobSwitch(_) => "JOB_SWITCH",
             Event::JobMove(_) => "JOB_MOVE",
             Event::JobRequeue(_) => "JOB_REQUEUE",
+            Event::JobForce(_) => "JOB_FORCE",
+            Event::JobForceExit(_) => "JOB_FORCE_EXIT",
         }
     }
 }
@@ -414,4 +435,46 @@ pub enum Requeued {
         /// Who asked.
         requester: UserName,
     },
+}
+
+/// JOB_FORCE (LSF's name): `brun` started a pending job on the hosts an
+/// administrator named. Applied as a JOB_START is (a new dispatch number, RUN
+/// on `exec_hosts`); the queue, user and host limits were not asked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobForceRecord {
+    /// The job.
+    pub job: JobRef,
+    /// Execution hosts, one entry per slot; the first runs the job.
+    pub exec_hosts: Vec<HostName>,
+    /// The `brun` request's id, kept on the job so that a retry whose first
+    /// answer was lost is answered again, not refused as already started.
+    pub request_id: wire::RequestId,
+    /// Who asked.
+    pub requester: UserName,
+    /// When.
+    pub time_ms: u64,
+}
+
+/// JOB_FORCE_EXIT: `bkill -r` ended an unfinished job at once. One record does
+/// what LSF logs in two (the kill's JOB_SIGNAL, the EXIT's JOB_STATUS), so no
+/// crash can keep the one without the other. The kill itself is sent to the
+/// execution host as `bkill`'s is, best effort: the job is finished whatever
+/// the host says later (`pipeline`, `control`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobForceExitRecord {
+    /// The job.
+    pub job: JobRef,
+    /// The kill's signal sequence number, one more than the previous intent's.
+    pub signal_seq: u32,
+    /// Who asked (uid, vouched).
+    pub requester_uid: u32,
+    /// Who asked (name, vouched).
+    pub requester: UserName,
+    /// The request's id, so that a retry answers again and ends nothing twice.
+    pub request_id: wire::RequestId,
+    /// The finish: `wire::FINISH_FORCE_OWNER` or `FINISH_FORCE_ADMIN`, the
+    /// run's pid if it had one, no resource usage.
+    pub finish: FinishRecord,
+    /// When.
+    pub time_ms: u64,
 }

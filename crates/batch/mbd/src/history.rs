@@ -274,6 +274,24 @@ fn narrate(told: &mut Told, event: &Event) -> Option<(u64, Option<JobStatus>, St
             };
             (r.time_ms, Some(status), text)
         }
+        Event::JobForce(r) => {
+            let hosts: Vec<String> = r.exec_hosts.iter().map(|h| format!("<{h}>")).collect();
+            let text = format!(
+                "Job is forced to run by user or administrator <{}>; Dispatched to {};",
+                r.requester,
+                hosts.join(" ")
+            );
+            (r.time_ms, Some(JobStatus::Run), text)
+        }
+        Event::JobForceExit(r) => {
+            told.last_requester = Some(r.requester.clone());
+            let text = format!(
+                "Signal <KILL> requested by user or administrator <{}>; {}",
+                r.requester,
+                finished_text(Some(&r.finish), false, "")
+            );
+            (r.time_ms, Some(JobStatus::Exit), text)
+        }
         Event::JobSigact(_)
         | Event::JobClean(_)
         | Event::JobNew(_)
@@ -301,6 +319,11 @@ fn finished_text(finish: Option<&FinishRecord>, done: bool, reason: &str) -> Str
             text.push_str(" TERM_MEMLIMIT: job killed after reaching LSF memory usage limit;")
         }
         Some(wire::FINISH_KILLED) => text.push_str(" TERM_OWNER: job killed by owner or administrator;"),
+        Some(wire::FINISH_FORCE_OWNER) => {
+            text.push_str(" TERM_FORCE_OWNER: job killed by owner without time for cleanup;")
+        }
+        Some(wire::FINISH_FORCE_ADMIN) => text
+            .push_str(" TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup;"),
         _ => {}
     }
     if !reason.is_empty() {

@@ -177,10 +177,13 @@ pub enum Input {
     },
     /// Time passed; resends and cleaning that are due happen now.
     Tick,
-    /// `bmod`, `bswitch`, `btop`, `bbot` (see `control`).
+    /// `bmod`, `bswitch`, `btop`, `bbot`, `brun`, `bkill -r` (see `control`).
     JobControl {
         /// Where the reply goes.
         client: ClientId,
+        /// The command's request id (the same on every retry): a retried `brun`
+        /// or `bkill -r` is answered again and acts on no job twice.
+        request_id: wire::RequestId,
         /// The vouched caller.
         caller: Caller,
         /// The request.

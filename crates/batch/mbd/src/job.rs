@@ -18,8 +18,8 @@ use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
-    Event, ExecInfo, FinishRecord, JobModifyRecord, JobNewRecord, JobRequeueRecord, JobSignalRecord,
-    JobStartRecord, JobStatusRecord, Requeued,
+    Event, ExecInfo, FinishRecord, JobForceExitRecord, JobModifyRecord, JobNewRecord, JobRequeueRecord,
+    JobSignalRecord, JobStartRecord, JobStatusRecord, Requeued,
 };
 
 /// LSF's reason for a pending job nothing else holds back.
@@ -414,6 +414,16 @@ impl Job {
                 Ok(())
             }
             Event::JobRequeue(r) => self.apply_requeue(r),
+            Event::JobForce(r) => {
+                self.apply_start(&JobStartRecord {
+                    job: r.job,
+                    exec_hosts: r.exec_hosts.clone(),
+                    time_ms: r.time_ms,
+                })?;
+                self.signal_request_ids.entry(r.request_id).or_insert(self.submit_seq);
+                Ok(())
+            }
+            Event::JobForceExit(r) => self.apply_force_exit(r),
             Event::MbdStart(_)
             | Event::JobNew(_)
             | Event::JobClean(_)
@@ -478,6 +488,41 @@ impl Job {
             self.signal_request_ids.entry(request_id).or_insert(self.submit_seq);
         }
         Ok(())
+    }
+
+    /// JOB_FORCE_EXIT: EXIT now, the kill counted as this job's newest signal
+    /// intent (settled: nothing waits for its answer) and its request id kept.
+    fn apply_force_exit(&mut self, r: &JobForceExitRecord) -> Result<(), String> {
+        if self.status.is_finished() {
+            return Err(format!("forced exit of a {} job", self.status));
+        }
+        if r.signal_seq != self.signal_seq.wrapping_add(1) {
+            return Err(format!("signal sequence {} after {}", r.signal_seq, self.signal_seq));
+        }
+        if !matches!(r.finish.finish_reason, wire::FINISH_FORCE_OWNER | wire::FINISH_FORCE_ADMIN) {
+            return Err(format!("forced exit with finish reason {}", r.finish.finish_reason));
+        }
+        self.signal_seq = r.signal_seq;
+        self.signal_request_ids.entry(r.request_id).or_insert(self.submit_seq);
+        self.status = JobStatus::Exit;
+        self.reason.clear();
+        self.status_time_ms = r.time_ms;
+        self.finish = Some(r.finish.clone());
+        self.requeue_hold = None;
+        self.pending_signals.clear();
+        self.env = Arc::new(Vec::new());
+        Ok(())
+    }
+
+    /// The host a `bkill -r` left a run on: the first execution host of a job
+    /// that JOB_FORCE_EXIT ended after its dispatch. Its kill is sent again
+    /// whenever that host shows up, until the job is cleaned.
+    pub(crate) fn force_killed_on(&self) -> Option<&HostName> {
+        let forced = self
+            .finish
+            .as_ref()
+            .is_some_and(|f| matches!(f.finish_reason, wire::FINISH_FORCE_OWNER | wire::FINISH_FORCE_ADMIN));
+        if forced && self.start_time_ms.is_some() { self.exec_hosts.first() } else { None }
     }
 
     fn apply_start(&mut self, r: &JobStartRecord) -> Result<(), String> {

@@ -139,7 +139,7 @@
 //!   cleaning), `placement` (one turn's decisions: limits, `-R`, fairshare,
 //!   pending reasons), `pipeline` (NEW_JOB_REPLY, EXECUTE, FINISH), `signal`, `query`,
 //!   `hosts` (lim's host availability, UNKWN, `bhosts`), `control` (`bmod`,
-//!   `bswitch`, `btop`/`bbot`, `badmin hclose|qclose|…`), `history` (`bhist`
+//!   `bswitch`, `btop`/`bbot`, `brequeue`, `brun`, `bkill -r`, `badmin hclose|qclose|…`), `history` (`bhist`
 //!   from the log's events).
 
 #![deny(missing_docs)]

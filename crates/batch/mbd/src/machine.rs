@@ -43,6 +43,12 @@ pub(crate) struct Links {
     pub(crate) new_job_sent_ms: BTreeMap<JobRef, u64>,
     /// When JOB_SIGNAL was last sent, by (job, signal sequence).
     pub(crate) signal_sent_ms: BTreeMap<(JobRef, u32), u64>,
+    /// When the kill of a run `bkill -r` ended was last sent (`control`), for the
+    /// runs whose host has not answered it yet.
+    pub(crate) forced_kill_sent_ms: BTreeMap<JobRef, u64>,
+    /// Runs `bkill -r` ended whose host answered the kill or reported their end:
+    /// no more resends on the timer (registration still sends it again).
+    pub(crate) forced_kill_settled: BTreeSet<JobRef>,
     /// Hosts that refused a job; it is not sent there again until that host re-registers.
     pub(crate) avoid: BTreeMap<JobRef, BTreeSet<HostName>>,
     /// Hosts the master lim marks unavailable (`Input::HostAvailability`).
@@ -206,12 +212,17 @@ impl Mbd {
             Input::DiskFull { full } => self.links.disk_full = full,
             Input::Tick => self.tick(&mut step),
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
-            Input::JobControl { client, caller, request } => {
-                self.job_control(&mut step, client, &caller, &request, None)
+            Input::JobControl { client, request_id, caller, request } => {
+                self.job_control(&mut step, client, request_id, &caller, &request, None)
             }
-            Input::Requeue { client, request_id, caller, request, submissions } => {
-                self.job_control(&mut step, client, &caller, &request, Some((request_id, &submissions)))
-            }
+            Input::Requeue { client, request_id, caller, request, submissions } => self.job_control(
+                &mut step,
+                client,
+                request_id,
+                &caller,
+                &request,
+                Some((request_id, &submissions)),
+            ),
             Input::AdminControl { client, caller, request } => {
                 self.admin_control(&mut step, client, &caller, &request)
             }

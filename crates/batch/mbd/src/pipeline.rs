@@ -9,7 +9,10 @@
 //!   ACK echoes the message's dispatch number, so it settles that run on
 //!   sbatchd and no other). A number above J's contradicts the log: ignored.
 //! - J unknown (never existed or already cleaned) or finished: ACK only —
-//!   DONE/EXIT dominate, and sbatchd may drop its record.
+//!   DONE/EXIT dominate, and sbatchd may drop its record. A run that `bkill -r`
+//!   ended (JOB_FORCE_EXIT) and that its host reports as started or executing
+//!   is sent the kill with the ACK (`control`): the job stays EXIT and its run
+//!   must not go on.
 //! - J started on `host`: the stage's event if it adds anything (start accept
 //!   once; EXECUTE metadata when it differs; FINISH once), then the ACK, which
 //!   the shell sends only once the event is durable.
@@ -92,7 +95,14 @@ impl Mbd {
         let ack = ToSbd::NewJobReplyAck(wire::JobAck { job: reply.job, dispatch_seq: reply.dispatch_seq });
         let id = match self.run_target(reply.job, reply.dispatch_seq) {
             None | Some(Target::Invalid) => return,
-            Some(Target::Unknown | Target::Finished(_)) => return self.send(step, host, ack),
+            Some(Target::Unknown) => return self.send(step, host, ack),
+            Some(Target::Finished(id)) => {
+                self.send(step, host, ack);
+                if matches!(reply.outcome, wire::NewJobOutcome::Started { .. }) {
+                    self.kill_forced_run(step, host, id, Some(reply.dispatch_seq));
+                }
+                return;
+            }
             Some(Target::Live(id)) => id,
         };
         let job = self.store.live_job(id);
@@ -160,7 +170,11 @@ impl Mbd {
         let ack = ToSbd::JobExecuteAck(wire::JobAck { job: msg.job, dispatch_seq: msg.dispatch_seq });
         let id = match self.run_target(msg.job, msg.dispatch_seq) {
             None | Some(Target::Invalid) => return,
-            Some(Target::Unknown | Target::Finished(_)) => return self.send(step, host, ack),
+            Some(Target::Unknown) => return self.send(step, host, ack),
+            Some(Target::Finished(id)) => {
+                self.send(step, host, ack);
+                return self.kill_forced_run(step, host, id, Some(msg.dispatch_seq));
+            }
             Some(Target::Live(id)) => id,
         };
         let job = self.store.live_job(id);
@@ -187,7 +201,11 @@ impl Mbd {
         let ack = ToSbd::JobFinishAck(wire::JobAck { job: msg.job, dispatch_seq: msg.dispatch_seq });
         let id = match self.run_target(msg.job, msg.dispatch_seq) {
             None | Some(Target::Invalid) => return,
-            Some(Target::Unknown | Target::Finished(_)) => return self.send(step, host, ack),
+            Some(Target::Unknown) => return self.send(step, host, ack),
+            Some(Target::Finished(id)) => {
+                self.forced_kill_answered(host, id, None, Some(msg.dispatch_seq));
+                return self.send(step, host, ack);
+            }
             Some(Target::Live(id)) => id,
         };
         let job = self.store.live_job(id);

@@ -175,7 +175,7 @@ impl Mbd {
     }
 
     /// Sends (or resends) NEW_JOB for started job `id` and arms its resend.
-    fn send_new_job(&mut self, step: &mut Step, id: JobRef, host: &HostName) {
+    pub(crate) fn send_new_job(&mut self, step: &mut Step, id: JobRef, host: &HostName) {
         let specs = self.job_specs(self.store.live_job(id));
         self.send(step, host, ToSbd::NewJob(Box::new(specs)));
         self.links.new_job_sent_ms.insert(id, step.now_ms);
@@ -261,6 +261,62 @@ impl Mbd {
         for id in signaled {
             self.send_signals(step, id, |_| true);
         }
+        let force_killed: Vec<JobRef> = self
+            .store
+            .index
+            .force_killed
+            .range((host.clone(), JobRef::MIN)..=(host.clone(), JobRef::MAX))
+            .map(|(_, id)| *id)
+            .collect();
+        for id in force_killed {
+            self.kill_forced_run(step, host, id, None);
+        }
+    }
+
+    /// Sends the kill of `bkill -r` again to the run finished job `id` may
+    /// still have on `host` (`control`): when the host registers, or reports
+    /// that run (`dispatch_seq`) with a NEW_JOB_REPLY or an EXECUTE. Never
+    /// logged: the job is EXIT whatever the answer; sbatchd's reply is ignored
+    /// as any reply about a finished job is.
+    pub(crate) fn kill_forced_run(
+        &mut self,
+        step: &mut Step,
+        host: &HostName,
+        id: JobRef,
+        dispatch_seq: Option<u32>,
+    ) {
+        let Some(job) = self.store.job(id) else { return };
+        if job.force_killed_on() != Some(host) || dispatch_seq.is_some_and(|seq| seq != job.dispatch_seq) {
+            return;
+        }
+        let kill = wire::JobSignal {
+            job: job.job.to_wire(),
+            signal_seq: job.signal_seq,
+            action: wire::SignalAction::Terminate,
+        };
+        self.send(step, host, ToSbd::JobSignal(kill));
+        self.links.forced_kill_sent_ms.insert(id, step.now_ms);
+    }
+
+    /// The host of a run `bkill -r` ended answered its kill (`signal_seq`) or
+    /// reported the run's end (`dispatch_seq`): the timer stops resending it.
+    pub(crate) fn forced_kill_answered(
+        &mut self,
+        host: &HostName,
+        id: JobRef,
+        signal_seq: Option<u32>,
+        dispatch_seq: Option<u32>,
+    ) {
+        if !self.store.index.force_killed.contains(&(host.clone(), id)) {
+            return;
+        }
+        let Some(job) = self.store.job(id) else { return };
+        if signal_seq.is_some_and(|seq| seq == job.signal_seq)
+            || dispatch_seq.is_some_and(|seq| seq == job.dispatch_seq)
+        {
+            self.links.forced_kill_settled.insert(id);
+            self.links.forced_kill_sent_ms.remove(&id);
+        }
     }
 
     /// Time passed: resend what is overdue to connected hosts, clean old jobs.
@@ -294,6 +350,31 @@ impl Mbd {
                 sent.is_none_or(|t| now_ms >= t.saturating_add(resend_interval_ms))
             });
         }
+        // The kills of runs `bkill -r` ended, to connected hosts that have not
+        // answered them (a cleaned job's bookkeeping goes with it).
+        let forced: Vec<(HostName, JobRef)> = self
+            .store
+            .index
+            .force_killed
+            .iter()
+            .filter(|(host, id)| {
+                self.is_connected(host)
+                    && !self.links.forced_kill_settled.contains(id)
+                    && self
+                        .links
+                        .forced_kill_sent_ms
+                        .get(id)
+                        .is_none_or(|t| now_ms >= t.saturating_add(resend_interval_ms))
+            })
+            .cloned()
+            .collect();
+        for (host, id) in forced {
+            self.kill_forced_run(step, &host, id, None);
+        }
+        let index = &self.store.index.force_killed;
+        let still_forced = |id: &JobRef| index.iter().any(|(_, forced)| forced == id);
+        self.links.forced_kill_settled.retain(|id| still_forced(id));
+        self.links.forced_kill_sent_ms.retain(|id, _| still_forced(id));
         let clean_period_ms = self.config.clean_period_ms;
         let cleanable: Vec<JobRef> = self
             .store

@@ -189,8 +189,10 @@ impl Mbd {
     }
 
     pub(crate) fn signal_reply(&mut self, step: &mut Step, host: &HostName, msg: &wire::JobSignalReply) {
-        let Target::Live(id) = self.target(msg.job) else {
-            return;
+        let id = match self.target(msg.job) {
+            Target::Live(id) => id,
+            Target::Finished(id) => return self.forced_kill_answered(host, id, Some(msg.signal_seq), None),
+            Target::Invalid | Target::Unknown => return,
         };
         let job = self.store.live_job(id);
         let Some(pending) = job.pending_signals.iter().find(|p| p.signal_seq == msg.signal_seq) else {

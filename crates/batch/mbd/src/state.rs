@@ -121,6 +121,10 @@ pub(crate) struct Index {
     pub(crate) started: BTreeSet<JobRef>,
     /// Jobs with unanswered signal intents.
     pub(crate) signaling: BTreeSet<JobRef>,
+    /// Finished jobs that `bkill -r` ended while dispatched, by the host their
+    /// run may still be on (`Job::force_killed_on`): the kill goes to that host
+    /// again whenever it registers, until the job is cleaned.
+    pub(crate) force_killed: BTreeSet<(HostName, JobRef)>,
     /// The signal requests that acted on each job, by (request id, job id), with
     /// the last submission number given when the request was first logged for that
     /// job (`Job::signal_request_ids`): a retried `bkill 0` finds its first
@@ -217,6 +221,9 @@ impl Index {
         toggle(&mut self.unaccepted, id, started && job.accepted.is_none(), add);
         toggle(&mut self.started, id, started, add);
         toggle(&mut self.signaling, id, !job.pending_signals.is_empty(), add);
+        if let Some(host) = job.force_killed_on() {
+            toggle(&mut self.force_killed, (host.clone(), id), true, add);
+        }
         for (request_id, last_job_id) in &job.signal_request_ids {
             if add {
                 self.signal_requests.insert((*request_id, id), *last_job_id);

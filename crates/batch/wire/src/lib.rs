@@ -98,8 +98,8 @@ pub enum Operation {
     /// Reserved by the spec for a future batched signal reply; refused today.
     JobSignalManyReply = 40,
 
-    /// Command → mbatchd: change pending jobs (`bmod`, `bswitch`, `btop`, `bbot`;
-    /// [`JobControlRequest`]).
+    /// Command → mbatchd: change jobs (`bmod`, `bswitch`, `btop`, `bbot`,
+    /// `brequeue`, `brun`, `bkill -r`; [`JobControlRequest`]).
     JobControl = 50,
     /// mbatchd → command: per-job outcomes ([`JobControlReply`]).
     JobControlReply = 51,
@@ -479,6 +479,11 @@ pub const FINISH_MEM_LIMIT: u32 = 2;
 pub const FINISH_KILLED: u32 = 3;
 /// The job could not be started after it was accepted (exec failed).
 pub const FINISH_START_FAILED: u32 = 4;
+/// `bkill -r` by the job's owner: mbatchd ended the job without waiting for
+/// its host (LSF's TERM_FORCE_OWNER).
+pub const FINISH_FORCE_OWNER: u32 = 5;
+/// `bkill -r` by root or a cluster administrator (LSF's TERM_FORCE_ADMIN).
+pub const FINISH_FORCE_ADMIN: u32 = 6;
 
 /// A signal action, as `bkill`/`bstop`/`bresume` request it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -1244,7 +1249,8 @@ pub const HOST_CLOSED_ADM: u32 = 4;
 // job and administrator control, history (opcodes 50-55)
 // ---------------------------------------------------------------------------
 
-/// JOB_CONTROL: what `bmod`, `bswitch`, `btop` and `bbot` ask for.
+/// JOB_CONTROL: what `bmod`, `bswitch`, `btop`, `bbot`, `brequeue`, `brun` and
+/// `bkill -r` ask for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobControlRequest {
     /// The jobs, in the order named.
@@ -1287,6 +1293,15 @@ pub enum JobControlAction {
         /// `-H`: the requeued job is held (PSUSP) instead of PEND.
         hold: bool,
     },
+    /// `brun -m "host ..."`: an administrator starts a pending job now on
+    /// these hosts, whatever the queue, user and host limits say.
+    Run {
+        /// The hosts, as typed (one slot per CPU of each, LSF's rule).
+        hosts: Vec<String>,
+    },
+    /// `bkill -r`: the job is killed as `bkill` kills it and marked EXIT at
+    /// once, without waiting for its execution host to report the end.
+    ForceExit,
 }
 
 /// `bmod`'s changes; `None` leaves a field as it is. The `-Xn` forms (remove

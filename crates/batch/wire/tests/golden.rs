@@ -1285,6 +1285,8 @@ fn job_control() {
         JobControlAction::Switch { queue: "short".into() },
         JobControlAction::Move { to_top: true, position: 2, owner_list: false },
         JobControlAction::Requeue { done: true, exit: false, running: true, pending: false, hold: true },
+        JobControlAction::Run { hosts: vec!["hostA".into()] },
+        JobControlAction::ForceExit,
     ];
     for action in &actions {
         let golden = match action {
@@ -1292,6 +1294,8 @@ fn job_control() {
             JobControlAction::Switch { .. } => SWITCH,
             JobControlAction::Move { .. } => MOVE,
             JobControlAction::Requeue { .. } => REQUEUE,
+            JobControlAction::Run { .. } => RUN,
+            JobControlAction::ForceExit => FORCE_EXIT,
         };
         check(&format!("JOB_CONTROL {action:?}"), action, golden);
     }
@@ -1312,6 +1316,14 @@ fn job_control() {
         00000001                                    # action.running = true
         00000000                                    # action.pending = false
         00000001                                    # action.hold = true
+    "##;
+    const RUN: &str = r##"
+        00000004                                    # action: arm Run
+        00000001                                    # action.hosts: 1 element
+        00000005 686f737441 000000                  # action.hosts[0] = "hostA"
+    "##;
+    const FORCE_EXIT: &str = r##"
+        00000005                                    # action: arm ForceExit
     "##;
 }
 

@@ -21,7 +21,7 @@ fn admin(client: u64, who: &str, action: wire::AdminAction, names: &[&str]) -> I
 
 fn control(client: u64, who: &str, jobs: &[u32], action: wire::JobControlAction) -> Input {
     let request = wire::JobControlRequest { jobs: jobs.iter().map(|id| wref(*id)).collect(), action };
-    Input::JobControl { client: ClientId(client), caller: caller(who), request }
+    Input::JobControl { client: ClientId(client), request_id: rid(client), caller: caller(who), request }
 }
 
 fn modify(change: impl FnOnce(&mut wire::JobModify)) -> wire::JobControlAction {
@@ -811,4 +811,193 @@ fn a_requeued_job_goes_to_the_end_of_its_queue() {
     assert_eq!(new_jobs(&h.step(finished_run(1, 45, 0, 3))), vec![(5, 1, 1)]);
     let texts: Vec<String> = history_of(&h, 2).into_iter().map(|(_, _, text)| text).collect();
     assert!(texts.contains(&"Job requeued by user or administrator <alice>;".to_owned()), "{texts:?}");
+}
+
+/// `brun -m hosts` of job `id` by `who` (request id `client`).
+fn brun(client: u64, who: &str, id: u32, hosts: &[&str]) -> Input {
+    let hosts = hosts.iter().map(|h| (*h).to_owned()).collect();
+    control(client, who, &[id], wire::JobControlAction::Run { hosts })
+}
+
+/// `bkill -r` of `jobs` by `who` (request id `client`).
+fn force_exit(client: u64, who: &str, jobs: &[u32]) -> Input {
+    control(client, who, jobs, wire::JobControlAction::ForceExit)
+}
+
+/// The messages a step sent to sbatchds, as (host, operation).
+fn sent(effects: &[Effect]) -> Vec<(String, wire::Operation)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::SendSbd { host, msg, .. } => Some((host.to_string(), msg.operation())),
+            _ => None,
+        })
+        .collect()
+}
+
+// Goal: brun starts a pending job that a closed host keeps pending on the host
+// named (JOB_FORCE, NEW_JOB), the run ends DONE; a retry of the request is
+// answered again and starts nothing; replay rebuilds every step.
+#[test]
+fn brun_runs_a_job_the_limits_keep_pending() {
+    let mut h = Harness::new();
+    h.step(admin(1, "admin", wire::AdminAction::HostClose, &["hostA"]));
+    h.step(registered("hostA", 1));
+    h.step(submit(2, 2, "alice", request()));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Pend.bits());
+    let effects = h.step(brun(3, "admin", 1, &["hostA"]));
+    assert_eq!(appended(&effects), ["JOB_FORCE"]);
+    assert_eq!(new_jobs(&effects), [(1, 1, 1)]);
+    assert_eq!(effects.last(), Some(&job_answer(3, &[(1, true, "Job <1> is being forced to run.")])));
+    let info = &h.infos(&[1])[0];
+    assert_eq!((info.status, info.exec_hosts.as_slice()), (JobStatus::Run.bits(), &["hostA".to_owned()][..]));
+    h.check(
+        brun(3, "admin", 1, &["hostA"]),
+        vec![job_answer(3, &[(1, true, "Job <1> is being forced to run.")])],
+    );
+    h.step(started("hostA", 1, 42));
+    h.restart();
+    h.step(finished("hostA", 1, 42, 0));
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Done.bits());
+    let history = history_of(&h, 1);
+    assert!(
+        history
+            .iter()
+            .any(|(_, _, text)| text.starts_with("Job is forced to run by user or administrator <admin>"))
+    );
+}
+
+// Goal: brun refuses with LSF's words and logs nothing: a user who is not an
+// administrator, an unknown job, an unknown host, a started job, a finished one,
+// a held one, and a 4-slot job on a 1-CPU host.
+#[test]
+fn brun_refusals() {
+    let mut h = Harness::new();
+    h.step(registered("hostA", 1));
+    h.step(submit(1, 1, "alice", request()));
+    h.step(started("hostA", 1, 42));
+    let mut held = request();
+    held.hold = true;
+    h.step(submit(2, 2, "alice", held));
+    let mut wide = request();
+    wide.n_slots = 4;
+    h.step(submit(3, 3, "alice", wide));
+    let refusals = [
+        (brun(10, "alice", 3, &["hostA"]), 3, "Failed to run the job: User permission denied"),
+        (brun(11, "admin", 9, &["hostA"]), 9, "Failed to run the job: No matching job found"),
+        (
+            brun(12, "root", 3, &["nohost"]),
+            3,
+            "Failed to run the job: Bad host name, host group name or cluster name",
+        ),
+        (brun(13, "admin", 1, &["hostA"]), 1, "Failed to run the job: Job has already started"),
+        (
+            brun(14, "admin", 2, &["hostA"]),
+            2,
+            "Failed to run the job: Operation not supported for a suspended job",
+        ),
+        (brun(15, "admin", 3, &["hostA"]), 3, "Failed to run the job: Too many processors requested"),
+    ];
+    for (input, id, message) in refusals {
+        let client = match &input {
+            Input::JobControl { client, .. } => client.0,
+            _ => unreachable!(),
+        };
+        h.check(input, vec![job_answer(client, &[(id, false, message)])]);
+    }
+    h.step(finished("hostA", 1, 42, 0));
+    h.check(
+        brun(16, "admin", 1, &["hostA"]),
+        vec![job_answer(16, &[(1, false, "Failed to run the job: Job has already finished")])],
+    );
+    // Two hosts of 1 and 4 CPUs give the 4-slot job one slot on the first, three
+    // on the second (closed, so that only brun starts the job there).
+    h.step(admin(18, "admin", wire::AdminAction::HostClose, &["hostC"]));
+    h.step(registered("hostC", 4));
+    let effects = h.step(brun(17, "admin", 3, &["hostA", "hostC", "hostA"]));
+    assert_eq!(appended(&effects), ["JOB_FORCE"]);
+    let info = &h.infos(&[3])[0];
+    assert_eq!(info.exec_hosts, ["hostA", "hostC", "hostC", "hostC"]);
+}
+
+// Goal: bkill -r of a running job whose host went away ends it EXIT at once
+// (JOB_FORCE_EXIT, TERM_FORCE_OWNER), sends the kill when the host is there,
+// and again when the host registers or reports the run; that run's FINISH only
+// gets its ACK; a retry is answered again; a restart keeps it EXIT.
+#[test]
+fn bkill_r_ends_a_job_at_once_and_its_run_never_comes_back() {
+    let mut h = running_job();
+    h.step(Input::HostDisconnected { host: host("hostA") });
+    let effects = h.step(force_exit(10, "alice", &[1]));
+    assert_eq!(appended(&effects), ["JOB_FORCE_EXIT"]);
+    assert_eq!(sent(&effects), []);
+    assert_eq!(effects.last(), Some(&job_answer(10, &[(1, true, "Job <1> is being terminated")])));
+    let info = &h.infos(&[1])[0];
+    assert_eq!((info.status, info.finish_reason), (JobStatus::Exit.bits(), wire::FINISH_FORCE_OWNER));
+    h.check(force_exit(10, "alice", &[1]), vec![job_answer(10, &[(1, true, "Job <1> is being terminated")])]);
+    h.check(
+        force_exit(11, "alice", &[1]),
+        vec![job_answer(11, &[(1, false, "Job <1>: Job has already finished")])],
+    );
+    h.restart();
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Exit.bits());
+    h.check(
+        registered("hostA", 1),
+        vec![send("hostA", register_ack()), send("hostA", job_signal(1, 1, wire::SignalAction::Terminate))],
+    );
+    h.check(
+        executed("hostA", 1, 42),
+        vec![send("hostA", execute_ack(1)), send("hostA", job_signal(1, 1, wire::SignalAction::Terminate))],
+    );
+    h.check(signal_reply("hostA", 1, 1, wire::SignalOutcome::Delivered), vec![]);
+    h.check(finished("hostA", 1, 42, 9), vec![send("hostA", finish_ack(1))]);
+    assert_eq!(h.infos(&[1])[0].status, JobStatus::Exit.bits());
+    let history = history_of(&h, 1);
+    assert!(history.last().is_some_and(|(_, _, text)| text.contains("TERM_FORCE_OWNER")), "{history:?}");
+}
+
+// Goal: bkill -r of a connected running job sends the kill in its step; of a job
+// being dispatched, kills the run when its NEW_JOB_REPLY comes; of a pending
+// job, ends it with no message; another user's job is refused; an
+// administrator's is TERM_FORCE_ADMIN. The kill is resent on the timer until
+// the host answers it.
+#[test]
+fn bkill_r_of_running_dispatching_and_pending_jobs() {
+    let mut h = running_job();
+    let effects = h.step(force_exit(10, "admin", &[1]));
+    assert_eq!(appended(&effects), ["JOB_FORCE_EXIT"]);
+    assert_eq!(sent(&effects), [("hostA".to_owned(), wire::Operation::JobSignal)]);
+    assert_eq!(h.infos(&[1])[0].finish_reason, wire::FINISH_FORCE_ADMIN);
+    // Unanswered, the kill goes again on the timer; answered, it stops.
+    h.at(RESEND_MS);
+    assert_eq!(sent(&h.step(Input::Tick)), [("hostA".to_owned(), wire::Operation::JobSignal)]);
+    h.check(signal_reply("hostA", 1, 1, wire::SignalOutcome::Delivered), vec![]);
+    h.at(3 * RESEND_MS);
+    assert_eq!(sent(&h.step(Input::Tick)), []);
+    // The slot is free again: job 2 is dispatched and force-killed before its start is accepted.
+    let effects = h.step(submit(11, 2, "alice", request()));
+    assert_eq!(appended(&effects), ["JOB_NEW", "JOB_START"]);
+    h.check(
+        force_exit(12, "bob", &[2]),
+        vec![job_answer(12, &[(2, false, "Job <2>: User permission denied")])],
+    );
+    let effects = h.step(force_exit(13, "alice", &[2]));
+    assert_eq!(sent(&effects), []);
+    h.check(
+        started("hostA", 2, 43),
+        vec![send("hostA", reply_ack(2)), send("hostA", job_signal(2, 1, wire::SignalAction::Terminate))],
+    );
+    let mut held = request();
+    held.hold = true;
+    h.step(submit(14, 3, "alice", held));
+    let effects = h.step(force_exit(15, "alice", &[3]));
+    assert_eq!((appended(&effects), sent(&effects)), (vec!["JOB_FORCE_EXIT"], vec![]));
+    assert_eq!(h.infos(&[3])[0].status, JobStatus::Exit.bits());
+    h.restart();
+    h.check(registered("hostA", 1), {
+        let mut expected = vec![send("hostA", register_ack())];
+        expected.push(send("hostA", job_signal(1, 1, wire::SignalAction::Terminate)));
+        expected.push(send("hostA", job_signal(2, 1, wire::SignalAction::Terminate)));
+        expected
+    });
 }
