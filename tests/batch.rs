@@ -1221,8 +1221,8 @@ fn bsub_b_confirms_the_begin_time() {
 }
 
 // Goal: -L runs the job under that shell as a login shell; -E runs before the
-// job as its user, in its directory, and when it fails the job does not run and
-// ends EXIT with the pre-execution command's exit code.
+// job as its user, in its directory; a pre-execution command that exits 99 ends
+// the job EXIT 99 without running it (LSF's rule), its output in the job's file.
 #[test]
 fn login_shell_and_pre_execution_command() {
     let batch = Batch::start();
@@ -1247,21 +1247,158 @@ fn login_shell_and_pre_execution_command() {
     let failed_out = dir.join("failed.out");
     let job = batch.submit(&[
         "-E",
-        "echo checking; exit 5",
+        "echo checking; exit 99",
         "-o",
         path_str(&failed_out),
         "touch",
         path_str(&marker),
     ]);
     batch.wait_status(job, "EXIT");
-    assert_eq!(batch.stat_and_exit_code(job), "EXIT 5");
+    assert_eq!(batch.stat_and_exit_code(job), "EXIT 99");
     assert!(!marker.exists(), "the job ran although its pre-execution command failed");
     let written = fs::read_to_string(&failed_out).expect("the output file");
-    assert!(
-        written.contains("checking\n")
-            && written.contains("LSBATCH: pre-execution command failed (exit code 5); the job was not run."),
-        "{written}"
-    );
+    assert_eq!(written, "checking\n");
+}
+
+// Goal: a pre-execution command that exits non-zero sends the job back to PEND with
+// LSF's pending reason, and it is dispatched again, up to LOCAL_MAX_PREEXEC_RETRY
+// attempts; then (LSF's default action, SUSPEND) it is held in PSUSP and never ran;
+// bhist shows each requeue. With LOCAL_MAX_PREEXEC_RETRY_ACTION=EXIT in the queue the
+// job ends EXIT with the pre-exec's exit code instead.
+#[test]
+fn a_failing_pre_exec_requeues_the_job_up_to_the_retry_limit() {
+    let batch = Batch::start();
+    batch.reconfigure("lsb.params", |text| {
+        text.replace("End Parameters", "LOCAL_MAX_PREEXEC_RETRY = 3\nEnd Parameters")
+    });
+    let dir = batch.dir();
+    let attempts = dir.join("attempts");
+    let marker = dir.join("ran");
+    let pre = format!("echo $LSB_JOBID >> {}; exit 4", attempts.display());
+    let job = batch.submit(&["-E", &pre, "touch", path_str(&marker)]);
+    batch.wait_status(job, "PSUSP");
+    let tries = fs::read_to_string(&attempts).expect("the attempts file");
+    assert_eq!(tries, format!("{job}\n{job}\n{job}\n"), "three attempts, then held");
+    assert!(!marker.exists(), "the job ran although its pre-execution command failed");
+    let long = text(&batch.run("bjobs", &["-l", &job.to_string()]));
+    assert!(long.contains("The job's pre-exec command exited with non-zero status"), "{long}");
+    // bjobs -l and bhist -l wrap their lines at 79 columns (21-blank continuations).
+    let unwrap = |text: String| text.replace(&format!("\n{}", " ".repeat(21)), "");
+    assert!(unwrap(long.clone()).contains(&format!("Pre-execute Command <{pre}>")), "{long}");
+    let history = unwrap(text(&batch.run("bhist", &["-l", &job.to_string()])));
+    let requeues =
+        history.matches("Pending: The job's pre-exec command exited with non-zero status;").count();
+    assert_eq!(requeues, 2, "{history}");
+    assert!(history.contains("Suspended: The job's pre-exec command exited with non-zero"), "{history}");
+
+    batch.reconfigure("lsb.queues", |text| {
+        text.replacen(
+            "QUEUE_NAME   = normal\n",
+            "QUEUE_NAME   = normal\nLOCAL_MAX_PREEXEC_RETRY_ACTION = EXIT\n",
+            1,
+        )
+    });
+    let job = batch.submit(&["-E", "exit 6", "true"]);
+    batch.wait_status(job, "EXIT");
+    assert_eq!(batch.stat_and_exit_code(job), "EXIT 6");
+}
+
+// Goal: the queue's PRE_EXEC, the job's -E, the job, its -Ep and the queue's POST_EXEC
+// run in LSF's order, each as the job's user (nobody here); the post-execution commands
+// see LSB_JOBEXIT_STAT (the job's wait status); a failing post-execution command leaves
+// the job's own end (DONE, or EXIT with the job's code); bqueues -l shows the queue's
+// commands and bjobs -o the job's.
+#[test]
+fn hooks_run_in_lsf_order_as_the_user() {
+    let batch = Batch::start();
+    batch.allow_nobody();
+    let shared = batch.dir().join("shared");
+    fs::create_dir_all(&shared).expect("create a shared folder");
+    chmod(&shared, 0o777);
+    let trace = shared.join("trace");
+    let step = |name: &str| {
+        format!("echo {name} $(id -un) $LSB_JOBID ${{LSB_JOBEXIT_STAT:--}} >> {}", trace.display())
+    };
+    let (qpre, qpost) = (step("qpre"), format!("{}; exit 1", step("qpost")));
+    batch.reconfigure("lsb.queues", |text| {
+        text.replacen(
+            "QUEUE_NAME   = normal\n",
+            &format!("QUEUE_NAME   = normal\nPRE_EXEC = {qpre}\nPOST_EXEC = {qpost}\n"),
+            1,
+        )
+    });
+    let queues = text(&batch.run("bqueues", &["-l", "normal"]));
+    assert!(queues.contains(&format!("PRE_EXEC:  {qpre}\nPOST_EXEC:  {qpost}\n")), "{queues}");
+
+    let submit = |code: u32| {
+        let job_cmd = format!("{}; exit {code}", step("job"));
+        let out = batch.run_as_nobody(
+            "bsub",
+            &["-o", "/dev/null", "-E", &step("pre"), "-Ep", &format!("{}; exit 2", step("post")), &job_cmd],
+        );
+        submitted_id(&out)
+    };
+    let done = submit(0);
+    batch.wait_status(done, "DONE");
+    let failed = submit(3);
+    batch.wait_status(failed, "EXIT");
+    assert_eq!(batch.stat_and_exit_code(failed), "EXIT 3");
+    let fields =
+        text(&batch.run("bjobs", &["-a", "-noheader", "-o", "post_exec_command", &done.to_string()]));
+    assert_eq!(fields.trim(), format!("{}; exit 2", step("post")));
+    let want: String = [(done, 0), (failed, 768)]
+        .iter()
+        .map(|(job, status)| {
+            format!(
+                "qpre nobody {job} -\npre nobody {job} -\njob nobody {job} -\n\
+                 post nobody {job} {status}\nqpost nobody {job} {status}\n"
+            )
+        })
+        .collect();
+    let seen = wait_until("the post-execution commands of both jobs", JOB_TIMEOUT, || {
+        fs::read_to_string(&trace).ok().filter(|text| text.lines().count() >= 10)
+    });
+    assert_eq!(seen, want);
+}
+
+// Goal: bad pre- and post-execution settings are refused where they are written:
+// an empty -E or -Ep by bsub (LSF's message, exit 255, nothing submitted), a bad
+// LOCAL_MAX_PREEXEC_RETRY_ACTION or LOCAL_MAX_PREEXEC_RETRY by badmin ckconfig naming
+// the file and line.
+#[test]
+fn bad_hook_settings_are_refused() {
+    let batch = Batch::start();
+    for (option, message) in [("-E", "Bad pre-execution command"), ("-Ep", "Bad post-execution command")] {
+        let out = batch.run("bsub", &[option, " ", "true"]);
+        assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+        assert!(text(&out).contains(&format!(" : {message}. Job not submitted.")), "{}", text(&out));
+    }
+    let configdir = batch.cluster.envdir().join("lsbatch/lavacore/configdir");
+    for (file, section_end, line, problem) in [
+        (
+            "lsb.queues",
+            "QUEUE_NAME   = normal\n",
+            "LOCAL_MAX_PREEXEC_RETRY_ACTION = RETRY",
+            "`LOCAL_MAX_PREEXEC_RETRY_ACTION`: bad value `RETRY`, expected `SUSPEND` or `EXIT`",
+        ),
+        (
+            "lsb.params",
+            "Begin Parameters\n",
+            "LOCAL_MAX_PREEXEC_RETRY = 0",
+            "`LOCAL_MAX_PREEXEC_RETRY`: bad number `0`, expected a whole number from 1 to 2147483646",
+        ),
+    ] {
+        let path = configdir.join(file);
+        let original = fs::read_to_string(&path).expect("read the file");
+        let edited = original.replacen(section_end, &format!("{section_end}{line}\n"), 1);
+        let number = edited.lines().position(|l| l == line).expect("the line") + 1;
+        fs::write(&path, edited).expect("write the file");
+        let out = batch.run("badmin", &["ckconfig"]);
+        assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+        let at = format!("{}:{number}: {problem}", path.display());
+        assert!(text(&out).contains(&at), "{}", text(&out));
+        fs::write(&path, original).expect("restore the file");
+    }
 }
 
 // Goal: sbatchd enforces -M on the resident memory of the job's process group

@@ -341,6 +341,9 @@ fn job_spec(id: u32, user: &str, uid: u32, cwd: &Path, command: &str) -> wire::J
         project: "default".into(),
         login_shell: String::new(),
         pre_exec: String::new(),
+        post_exec: String::new(),
+        queue_pre_exec: String::new(),
+        queue_post_exec: String::new(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/usr/bin:/bin".into() }],
     }
 }
@@ -469,6 +472,64 @@ async fn job_outlives_a_killed_sbatchd_and_is_reported_once() {
     assert_eq!(finish.wait_status, 0);
     mbd.send(Operation::JobFinishAck, &ack(&spec)).await;
     assert_eq!(lines(&counter), 1, "the job ran exactly once");
+}
+
+// Goal: pre-execution commands run before the job's process exists, and a crash of sbatchd
+// while they run neither loses their outcome nor runs a job twice (docs/batch.md, "Pre- and
+// post-execution commands"): of two jobs whose queue PRE_EXEC then -E are running when
+// sbatchd is killed, the one whose -E exits 7 is refused with code 0x100 + 7 (its command
+// never ran), the other starts once, after both commands ran once each, in LSF's order.
+// Method: the -E commands wait for a file the test creates while sbatchd is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_exec_outcomes_survive_a_killed_sbatchd() {
+    let mut cluster = Cluster::new().await;
+    let trace = cluster.path("trace");
+    let release = cluster.path("release");
+    cluster.start_sbatchd().await;
+    let mut mbd = cluster.accept().await;
+
+    let mut specs = Vec::new();
+    for (id, exit) in [(601, 7), (602, 0)] {
+        let command = format!("echo job {id} >> {}", trace.display());
+        let mut spec = job_spec(id, "root", 0, cluster.dir.path(), &command);
+        spec.queue_pre_exec = format!("echo qpre {id} >> {}", trace.display());
+        spec.pre_exec = format!(
+            "echo pre {id} >> {trace}; while [ ! -e {release} ]; do sleep 0.05; done; exit {exit}",
+            trace = trace.display(),
+            release = release.display()
+        );
+        mbd.send(Operation::NewJob, &spec).await;
+        specs.push(spec);
+    }
+    wait_until("both -E commands to run", || {
+        fs::read_to_string(&trace).is_ok_and(|t| t.lines().count() == 4)
+    })
+    .await;
+    cluster.kill_sbatchd();
+    mbd.expect_closed().await;
+    fs::write(&release, b"").expect("release the -E commands");
+    cluster.start_sbatchd().await;
+    let mut mbd = cluster.accept().await;
+    let mut outcomes = std::collections::BTreeMap::new();
+    while outcomes.len() < 2 {
+        let reply: wire::NewJobReply = mbd.expect(Operation::NewJobReply).await;
+        outcomes.insert(reply.job.job_id, reply.outcome.clone());
+        mbd.send(Operation::NewJobReplyAck, &wire::JobAck { job: reply.job, dispatch_seq: 1 }).await;
+    }
+    assert!(
+        matches!(&outcomes[&601], wire::NewJobOutcome::Refused { code, .. } if *code == wire::REFUSE_PRE_EXEC_BASE + 7),
+        "{outcomes:?}"
+    );
+    assert!(matches!(outcomes[&602], wire::NewJobOutcome::Started { .. }), "{outcomes:?}");
+    let finish: wire::JobFinish = mbd.expect(Operation::JobFinish).await;
+    assert_eq!((finish.job.job_id, finish.wait_status), (602, 0));
+    mbd.send(Operation::JobFinishAck, &ack(&specs[1])).await;
+    let mut seen: Vec<String> =
+        fs::read_to_string(&trace).expect("trace").lines().map(str::to_owned).collect();
+    let job_line = seen.pop().expect("the job's line");
+    assert_eq!(job_line, "job 602", "only the job whose -E succeeded ran, once, last");
+    seen.sort();
+    assert_eq!(seen, ["pre 601", "pre 602", "qpre 601", "qpre 602"], "each command ran once");
 }
 
 // Goal: STOP, CONT and Terminate act on the job's whole process group: a job shell and the
@@ -904,6 +965,8 @@ fn start_shepherd(
         stderr_truncate: false,
         create_dirs: vec![],
         interactive: 0,
+        pre_exec: vec![],
+        post_exec: vec![],
     };
     let plan_file =
         sys::memory_file(c"plan", &lava_xdr::to_bytes(&plan).expect("encode")).expect("the plan in memory");

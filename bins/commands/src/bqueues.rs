@@ -20,7 +20,7 @@
 //! (`This is the default queue.` appended for the default one), the
 //! PARAMETERS/STATISTICS table with NICE and the SSUSP, USUSP and RSV
 //! columns, the RUNLIMIT and MEMLIMIT blocks when set, then `USERS:` and
-//! `HOSTS:` (`all` when unrestricted).
+//! `HOSTS:` (`all` when unrestricted), and `PRE_EXEC:` and `POST_EXEC:` when set.
 //!
 //! A name that is not a queue is reported on standard error, LSF's way, and
 //! makes the exit status 255.
@@ -125,6 +125,12 @@ pub fn format_bqueues_long(queues: &[wire::QueueInfo]) -> String {
         let names = |names: &[String]| if names.is_empty() { "all".to_owned() } else { names.join(" ") };
         out.push_str(&format!("\nUSERS: {}\n", names(&queue.users)));
         out.push_str(&format!("HOSTS:  {}\n", names(&queue.hosts)));
+        if !queue.pre_exec.is_empty() {
+            out.push_str(&format!("PRE_EXEC:  {}\n", queue.pre_exec));
+        }
+        if !queue.post_exec.is_empty() {
+            out.push_str(&format!("POST_EXEC:  {}\n", queue.post_exec));
+        }
     }
     out
 }
@@ -233,7 +239,7 @@ mod tests {
 
     // Goal: -l prints LSF's block per queue: name, description (default queue
     // marked), the parameters table with SSUSP/USUSP/RSV, the limits that are
-    // set, USERS and HOSTS.
+    // set, USERS and HOSTS, PRE_EXEC and POST_EXEC when set.
     #[test]
     fn long_layout() {
         let mut normal = queue("normal", 30, [2, 1, 0, 1]);
@@ -247,6 +253,8 @@ mod tests {
         night.mem_limit_kb = 100 * 1024;
         night.user_slot_limit = 1;
         night.processor_slot_limit_milli = 2000;
+        night.pre_exec = "/bin/check >> /tmp/pre.out".into();
+        night.post_exec = "echo done".into();
         assert_eq!(
             format_bqueues_long(&[night, normal]),
             "\n\
@@ -265,6 +273,8 @@ mod tests {
              \n\
              USERS: alice bob\n\
              HOSTS:  hostA\n\
+             PRE_EXEC:  /bin/check >> /tmp/pre.out\n\
+             POST_EXEC:  echo done\n\
              \n\
              QUEUE: normal\n\
              \x20 -- For normal jobs This is the default queue.\n\

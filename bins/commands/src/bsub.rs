@@ -51,7 +51,11 @@
 //!   next such time; see [`crate::begin`]); sent in seconds since the epoch, and
 //!   confirmed on standard error as `Job will be scheduled after <ctime>`.
 //! - `-L shell`: the job runs under that shell as a login shell (an absolute path).
-//! - `-E command`: a pre-execution command run on the execution host first.
+//! - `-E command`: a pre-execution command run on the execution host before the job (after
+//!   the queue's `PRE_EXEC`); when it exits non-zero the job goes back to PEND (exit 99: the
+//!   job exits). `-Ep command`: a post-execution command run there after the job (before the
+//!   queue's `POST_EXEC`), with `LSB_JOBEXIT_STAT`; its exit does not change the job's.
+//!   An empty command is refused (`Bad pre-execution command`, `Bad post-execution command`).
 //! - `-env`: which submission variables the job gets ([`crate::envspec`]);
 //!   all of them without it.
 //! - `-K`: wait for the job and exit with its exit code ([`crate::bsubk`]); not
@@ -93,7 +97,7 @@ Usage: bsub [-h] [-V] [-H] [-I | -Ip | -Is | -K] [-x] [-N] [-B] [-r]
             [-q queue_name] [-J job_name] [-P project_name]
             [-m \"host_name ...\"] [-n num_processors] [-R \"res_req\"]
             [-w \"dependency_expression\"] [-b [[[year:]month:]day:]hour:minute]
-            [-E \"pre_exec_command\"] [-L login_shell] [-env \"none\" | \"all, ...\" | \"var[=value], ...\"]
+            [-E \"pre_exec_command\"] [-Ep \"post_exec_command\"] [-L login_shell] [-env \"none\" | \"all, ...\" | \"var[=value], ...\"]
             [-i input_file] [-o out_file | -oo out_file] [-e err_file | -eo err_file]
             [-cwd \"working_dir\"] [-W [hour:]minute] [-M mem_limit] [-u mail_user]
             [command [argument ...]]
@@ -127,6 +131,7 @@ pub const SPECS: &[OptSpec] = &[
     OptSpec::value("w"),
     OptSpec::value("b"),
     OptSpec::value("E"),
+    OptSpec::value("Ep"),
     OptSpec::value("L"),
     OptSpec::value("env"),
     OptSpec::flag("K"),
@@ -138,7 +143,6 @@ pub const SPECS: &[OptSpec] = &[
     OptSpec::flag("r"),
     // LSF options LavaCore does not implement: named so the error says so.
     OptSpec::value("t"),
-    OptSpec::value("Ep"),
     OptSpec::value("G"),
     OptSpec::value("k"),
     OptSpec::value("sp"),
@@ -214,6 +218,8 @@ pub struct SubmitOptions {
     pub login_shell: Option<String>,
     /// `-E`.
     pub pre_exec: Option<String>,
+    /// `-Ep`.
+    pub post_exec: Option<String>,
     /// `-b`, checked; resolved against the clock when the request is built.
     pub begin: Option<(String, BeginSpec)>,
     /// `-env`.
@@ -250,6 +256,7 @@ impl SubmitOptions {
             exclusive: self.exclusive || fallback.exclusive,
             login_shell: self.login_shell.or(fallback.login_shell),
             pre_exec: self.pre_exec.or(fallback.pre_exec),
+            post_exec: self.post_exec.or(fallback.post_exec),
             begin: self.begin.or(fallback.begin),
             env: self.env.or(fallback.env),
             wait: self.wait || fallback.wait,
@@ -281,6 +288,7 @@ impl SubmitOptions {
             }
             "w" => self.dependency = Some(value),
             "E" => self.pre_exec = Some(nonempty(value, "Bad pre-execution command")?),
+            "Ep" => self.post_exec = Some(nonempty(value, "Bad post-execution command")?),
             "L" => {
                 if !value.starts_with('/') {
                     return Err(BsubError::Value(format!(
@@ -692,6 +700,7 @@ pub fn build_request(
         exclusive: options.exclusive,
         login_shell: options.login_shell.clone().unwrap_or_default(),
         pre_exec: options.pre_exec.clone().unwrap_or_default(),
+        post_exec: options.post_exec.clone().unwrap_or_default(),
         begin_time,
         from_host: around.from_host.clone(),
         umask: around.umask,
@@ -991,6 +1000,7 @@ mod tests {
         assert_eq!(value_error(&["-b", "25:00", "x"]), "25:00: Bad time specification");
         assert_eq!(value_error(&["-L", "bash", "x"]), "bash: The login shell must be an absolute path");
         assert_eq!(value_error(&["-E", " ", "x"]), " : Bad pre-execution command");
+        assert_eq!(value_error(&["-Ep", "", "x"]), ": Bad post-execution command");
         assert!(value_error(&["-env", "none, A", "x"]).starts_with("none, A: Bad -env specification"));
     }
 
@@ -1051,6 +1061,8 @@ mod tests {
             "/bin/bash",
             "-E",
             "test -d /scratch",
+            "-Ep",
+            "echo $LSB_JOBEXIT_STAT >> /tmp/st",
             "-b",
             "13:30",
             "-env",
@@ -1065,6 +1077,7 @@ mod tests {
         assert!(request.exclusive);
         assert_eq!(request.login_shell, "/bin/bash");
         assert_eq!(request.pre_exec, "test -d /scratch");
+        assert_eq!(request.post_exec, "echo $LSB_JOBEXIT_STAT >> /tmp/st");
         let expected: Zoned = "2027-01-31T13:30:00[UTC]".parse().expect("valid");
         assert_eq!(request.begin_time, expected.timestamp().as_second());
         assert!(request.env.is_empty());

@@ -156,8 +156,8 @@ pub const FIELDS: &[FieldDef] = &[
     }),
     empty(&["charged_saap", "saap"], 50),
     field(&["command", "cmd"], 15, |j, _| one_line(&j.command).into_owned()),
-    empty(&["pre_exec_command", "pre_cmd"], 16),
-    empty(&["post_exec_command", "post_cmd"], 17),
+    field(&["pre_exec_command", "pre_cmd"], 16, |j, _| one_line(&j.pre_exec).into_owned()),
+    field(&["post_exec_command", "post_cmd"], 17, |j, _| one_line(&j.post_exec).into_owned()),
     empty(&["resize_notification_command", "resize_cmd"], 27),
     field(&["pids"], 20, |j, _| if j.pid > 0 { j.pid.to_string() } else { String::new() }),
     // LSF prints no exit code for a DONE job.

@@ -15,13 +15,14 @@
 //!   `DEFAULT_QUEUE` (or the queues marked `DEFAULT = y`).
 //! - administrators: `ClusterAdmins` of `lsf.cluster`, by login name (root always is one).
 //! - queue policies: `USERS` (user groups of `lsb.users` expanded), `QJOB_LIMIT`,
-//!   `UJOB_LIMIT`, `PJOB_LIMIT` (in thousandths), `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`;
+//!   `UJOB_LIMIT`, `PJOB_LIMIT` (in thousandths), `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`,
+//!   `PRE_EXEC`, `POST_EXEC`, `LOCAL_MAX_PREEXEC_RETRY_ACTION`;
 //!   host policies: `JL/U` of the same `lsb.hosts` row as `MXJ`; `-R`'s static
 //!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
 //!   resources of `lsf.shared`.
 //! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME`,
-//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE`, `MAX_PEND_JOBS` and
-//!   `LAVA_MAX_JOB_BYTES` of `lsb.params`; its `MAX_JOB_NUM` goes to the shell
+//!   `JOB_ACCEPT_INTERVAL`, `MAX_JOB_ARRAY_SIZE`, `MAX_PEND_JOBS`, `LAVA_MAX_JOB_BYTES`,
+//!   `LOCAL_MAX_PREEXEC_RETRY` and `LOCAL_MAX_PREEXEC_RETRY_ACTION` of `lsb.params`; its `MAX_JOB_NUM` goes to the shell
 //!   ([`ShellConfig::max_job_num`]): it concerns the event log.
 //! - per-user limits: `MAX_JOBS` and `MAX_PEND_JOBS` of `lsb.users`' `User` rows; a
 //!   row naming a user group of the `UserGroup` section (nested groups expanded, a
@@ -49,7 +50,8 @@ use std::path::PathBuf;
 use lava_batch_ll::{HostName, QueueName, UserName};
 use lava_conf::{ClusterConfig, ClusterHost, LogMask, Members, Mxj, ResourceKind};
 use lava_mbd::{
-    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, QueueConfig, QueueLimit, UserLimit, UserLimits,
+    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, PreExecRetryAction, QueueConfig, QueueLimit, UserLimit,
+    UserLimits,
 };
 
 use crate::ShellError;
@@ -220,6 +222,9 @@ pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, Shell
             fairshare: queue.fairshare.clone(),
             description: queue.description.clone(),
             nice: queue.nice,
+            pre_exec: queue.pre_exec.clone().unwrap_or_default(),
+            post_exec: queue.post_exec.clone().unwrap_or_default(),
+            preexec_retry_action: queue.preexec_retry_action.map(retry_action),
             ..QueueConfig::new(name, queue.priority)
         });
     }
@@ -238,11 +243,21 @@ pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, Shell
     config.max_pend_jobs = conf.params.max_pend_jobs;
     config.max_job_bytes = conf.params.max_job_bytes;
     config.max_pend_bytes = conf.params.max_pend_bytes;
+    config.local_max_preexec_retry = conf.params.local_max_preexec_retry;
+    config.preexec_retry_action = retry_action(conf.params.preexec_retry_action);
     // LSF: `-R` amounts are in MB unless LSF_UNIT_FOR_LIMITS names a larger unit.
     config.resreq_unit_mb = (conf.lsf.unit_for_limits.kb() >> 10).max(1);
     config.user_limits = user_limits(conf)?;
     config.validate()?;
     Ok(config)
+}
+
+/// `LOCAL_MAX_PREEXEC_RETRY_ACTION` as the logic names it.
+fn retry_action(action: lava_conf::PreExecRetryAction) -> PreExecRetryAction {
+    match action {
+        lava_conf::PreExecRetryAction::Suspend => PreExecRetryAction::Suspend,
+        lava_conf::PreExecRetryAction::Exit => PreExecRetryAction::Exit,
+    }
 }
 
 /// `PJOB_LIMIT` in thousandths of a slot per CPU, as the logic counts it; lava-conf bounds

@@ -54,7 +54,7 @@ use lava_batch_ll::{JobRef, UserName};
 use lava_batch_wire as wire;
 use lava_conf::{BaseConfig, LogMask};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
-use lava_sbd::{Effect, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
+use lava_sbd::{Effect, Hooks, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
 use lava_shell::readiness::Readiness;
 use lava_shell::signals::{ShellSignal, Signals};
 use lava_shell::space::{Change, Space};
@@ -164,6 +164,7 @@ enum LauncherRequest {
         launch: u64,
         run_spec: Box<RunSpec>,
         interactive: u32,
+        hooks: Hooks,
         jobfile: String,
         go: Option<OwnedFd>,
     },
@@ -749,6 +750,10 @@ impl Daemon {
         }
         let input = match read_exit_file(&dir)? {
             Some(ExitFile::Failed { message, .. }) => Input::SpawnFailed { job, message },
+            Some(ExitFile::PreExecFailed { exit, .. }) => {
+                tracing::info!(%job, exit, "the job's pre-execution command failed; the job was not run");
+                Input::PreExecFailed { job, exit }
+            }
             Some(ExitFile::Exited { .. }) => {
                 Input::SpawnFailed { job, message: "the shepherd reported an exit without a pid".to_owned() }
             }
@@ -823,6 +828,17 @@ impl Daemon {
                 tracing::warn!(%job, "job could not be started: {message}");
                 Input::SpawnFailed { job, message }
             }
+            Some(ExitFile::PreExecFailed { exit, .. }) => {
+                if self.sbd.job(job).is_some_and(|record| record.is_spawned()) {
+                    // Cannot happen: the pre-execution commands run before any pid.
+                    Input::SpawnFailed {
+                        job,
+                        message: "the shepherd reported a pre-execution failure after the pid".into(),
+                    }
+                } else {
+                    Input::PreExecFailed { job, exit }
+                }
+            }
             None => self.lost(job, &dir)?,
         };
         self.step(input, effects);
@@ -892,6 +908,9 @@ impl Daemon {
             None => match read_exit_file(&dir)? {
                 Some(ExitFile::Failed { message, .. }) => {
                     self.step(Input::SpawnFailed { job, message }, effects)
+                }
+                Some(ExitFile::PreExecFailed { exit, .. }) => {
+                    self.step(Input::PreExecFailed { job, exit }, effects)
                 }
                 _ => {
                     tracing::info!(%job, "the job was never started; launching it");
@@ -1182,7 +1201,9 @@ impl Daemon {
         let jobfile = layout::jobfile_name(run_spec.submit_time_s, job);
         let launch = self.new_launch(job);
         let interactive = self.sbd.job(job).map_or(0, |record| record.interactive);
-        let request = LauncherRequest::Launch { job, launch, run_spec, interactive, jobfile, go };
+        // The record holds the hooks (the Launch carries the run spec only).
+        let hooks = self.sbd.job(job).map(|record| record.hooks.clone()).unwrap_or_default();
+        let request = LauncherRequest::Launch { job, launch, run_spec, interactive, hooks, jobfile, go };
         if self.launcher.send(request).is_err() {
             let message = "the launcher thread has stopped".to_owned();
             tracing::error!(%job, "cannot launch the job: {message}");
@@ -1248,11 +1269,11 @@ fn launcher(
 ) {
     let mut zygote = zygote::Client::new(launch::shepherd_program(exe), layout.state_root());
     loop {
-        let (job, launch, run_spec, interactive, jobfile, go) = match requests
+        let (job, launch, run_spec, interactive, hooks, jobfile, go) = match requests
             .recv_timeout(ZYGOTE_CHECK_INTERVAL)
         {
-            Ok(LauncherRequest::Launch { job, launch, run_spec, interactive, jobfile, go }) => {
-                (job, launch, run_spec, interactive, jobfile, go)
+            Ok(LauncherRequest::Launch { job, launch, run_spec, interactive, hooks, jobfile, go }) => {
+                (job, launch, run_spec, interactive, hooks, jobfile, go)
             }
             Ok(LauncherRequest::Release { jobfile }) => {
                 if let Err(err) = job_dirs.release(&jobfile) {
@@ -1267,7 +1288,7 @@ fn launcher(
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
         };
-        let launched = launch::JobToLaunch { job, spec: &run_spec, interactive };
+        let launched = launch::JobToLaunch { job, spec: &run_spec, interactive, hooks: &hooks };
         let started = match launch::start(&mut zygote, &mut job_dirs, layout, launched, &jobfile, go) {
             Ok(started) => started,
             Err(message) => {

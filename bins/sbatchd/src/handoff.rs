@@ -13,7 +13,8 @@
 //! - `exit`: one line, written durably before the shepherd exits, either
 //!   `v1 exited wait_status=W end_time_ms=T user_ms=U system_ms=S max_rss_kb=R` or
 //!   `v1 failed stage=NAME errno=E end_time_ms=T message=TEXT` (TEXT runs to the end of the
-//!   line). Stages are [`crate::sys::SpawnStage::name`] for failures inside the job's
+//!   line), or `v1 preexec exit=N end_time_ms=T` when a pre-execution command exited `N`
+//!   before the job's process existed (no `pid` file then: the job never ran). Stages are [`crate::sys::SpawnStage::name`] for failures inside the job's
 //!   process, and `plan`, `groups`, `fork`, `pidfile` for failures of the shepherd itself.
 //!
 //! Text files are parsed strictly: a line that does not parse is an error naming the file.
@@ -24,8 +25,9 @@ use lava_batch_wire as wire;
 use serde::{Deserialize, Serialize};
 
 /// Version of the launch plan's layout.
-/// (2: [`LaunchPlan::search_path`]; 3: [`LaunchPlan::interactive`].)
-pub const LAUNCH_PLAN_VERSION: u32 = 3;
+/// (2: [`LaunchPlan::search_path`]; 3: [`LaunchPlan::interactive`]; 4: [`LaunchPlan::pre_exec`] and
+/// [`LaunchPlan::post_exec`].)
+pub const LAUNCH_PLAN_VERSION: u32 = 4;
 /// Version word that opens the `pid` and `exit` lines.
 const LINE_VERSION: &str = "v1";
 /// Largest launch plan read: a 512 KiB command is in the script, not in the plan, but the
@@ -88,6 +90,24 @@ pub struct LaunchPlan {
     /// streams whose file above is empty are relayed to `bsub`: through pipes, or with
     /// `PTY` a pseudo-terminal ([`crate::relay`]).
     pub interactive: u32,
+    /// The pre-execution commands, in order (the queue's `PRE_EXEC`, then `-E`): run one
+    /// after the other before the job's process is made; the first that exits non-zero
+    /// stops the launch (`exit` says `preexec`).
+    pub pre_exec: Vec<Hook>,
+    /// The post-execution commands, in order (`-Ep`, then the queue's `POST_EXEC`): run
+    /// after the job ended, whatever they exit with.
+    pub post_exec: Vec<Hook>,
+}
+
+/// A pre- or post-execution command (docs/batch.md, "Pre- and post-execution commands").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hook {
+    /// The command line, run by `/bin/sh -c` as the job's user.
+    pub command: String,
+    /// The queue's (`PRE_EXEC`/`POST_EXEC`): run in `/tmp` with its standard files on
+    /// `/dev/null` and LSF's `PATH`, as LSF runs them; else the job's own (`-E`/`-Ep`):
+    /// in the job's working directory, its output appended to the job's.
+    pub queue_level: bool,
 }
 
 /// A malformed handoff file.
@@ -146,6 +166,13 @@ pub enum ExitFile {
         /// What failed, for `bjobs -l`.
         message: String,
     },
+    /// A pre-execution command exited non-zero; the job's process was never made.
+    PreExecFailed {
+        /// The command's exit value (128 plus the signal that killed it).
+        exit: u8,
+        /// When, ms since the epoch.
+        end_time_ms: u64,
+    },
 }
 
 impl PidFile {
@@ -194,6 +221,9 @@ impl ExitFile {
                     "{LINE_VERSION} failed stage={stage} errno={errno} end_time_ms={end_time_ms} message={message}\n"
                 )
             }
+            ExitFile::PreExecFailed { exit, end_time_ms } => {
+                format!("{LINE_VERSION} preexec exit={exit} end_time_ms={end_time_ms}\n")
+            }
         }
     }
 
@@ -215,6 +245,10 @@ impl ExitFile {
                 errno: fields.number(path, "errno")?,
                 end_time_ms: fields.number(path, "end_time_ms")?,
                 message: fields.text(path, "message")?.to_owned(),
+            }),
+            "preexec" => Ok(ExitFile::PreExecFailed {
+                exit: fields.number(path, "exit")?,
+                end_time_ms: fields.number(path, "end_time_ms")?,
             }),
             other => Err(HandoffError::new(path, format!("unknown exit kind `{other}`"))),
         }
@@ -308,6 +342,10 @@ mod tests {
             message: "cannot change to /a b=c: No such file".into(),
         };
         assert_eq!(ExitFile::parse(path, failed.to_line().as_bytes()).expect("parse"), failed);
+        let pre_exec = ExitFile::PreExecFailed { exit: 99, end_time_ms: 9 };
+        assert_eq!(pre_exec.to_line(), "v1 preexec exit=99 end_time_ms=9\n");
+        assert_eq!(ExitFile::parse(path, pre_exec.to_line().as_bytes()).expect("parse"), pre_exec);
+        assert!(ExitFile::parse(path, b"v1 preexec exit=256 end_time_ms=9\n").is_err());
         for bad in ["", "v1 pid=1\n", "v2 pid=1 pgid=1 exec_time_ms=1 start_ticks=1 boot_id=-\n", "garbage"] {
             assert!(PidFile::parse(path, bad.as_bytes()).is_err(), "{bad:?}");
         }

@@ -33,14 +33,17 @@
 //! job file is its argument. The job file is Bourne-shell text, so the login shell must
 //! be of that family (sh, bash, dash, ksh, zsh).
 //!
-//! # The pre-execution command (`bsub -E`)
-//! The job file runs it first, with `/bin/sh -c`, as the job's user, in the job's working
-//! directory and environment, its output going to the job's output and error files. When
-//! it exits non-zero the job command does not run: the job file writes
-//! `LSBATCH: pre-execution command failed (exit code N); the job was not run.` to standard
-//! error and exits with the same code, so the job ends EXIT with that exit code. (LSF
-//! requeues such a job; LavaCore's sbatchd cannot return a job to PEND once it has
-//! started, and a command that fails once usually fails again: the user sees why at once.)
+//! # Pre- and post-execution commands (`bsub -E`, `-Ep`, the queue's `PRE_EXEC`, `POST_EXEC`)
+//! They are not in the job file: the plan lists them ([`LaunchPlan::pre_exec`],
+//! [`LaunchPlan::post_exec`], from [`hooks`]) and the shepherd runs each with `/bin/sh -c`
+//! as the job's user with the job's environment, the queue's `PRE_EXEC` then `-E` before
+//! the job's process is made, `-Ep` then the queue's `POST_EXEC` after it ended
+//! ([`crate::shepherd`], docs/batch.md "Pre- and post-execution commands"). The job's own
+//! commands run in its working directory with their output appended to the job's output
+//! and error files; the queue's run in `/tmp` with their standard files on `/dev/null` and
+//! `PATH=/bin:/usr/bin:/sbin:/usr/sbin`, as LSF runs them. A pre-execution command that
+//! exits non-zero stops the launch before the job exists: the job goes back to PEND
+//! (mbatchd decides).
 //!
 //! # Its environment
 //! The submission environment from the dispatch snapshot, then LSF's job variables, which
@@ -71,9 +74,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lava_batch_ll::JobRef;
-use lava_sbd::RunSpec;
+use lava_sbd::{Hooks, RunSpec};
 
-use crate::handoff::{LAUNCH_PLAN_VERSION, LaunchPlan};
+use crate::handoff::{Hook, LAUNCH_PLAN_VERSION, LaunchPlan};
 use crate::jobdirs::JobDirs;
 use crate::layout::{self, JOB_SCRIPT_FILE, Layout};
 use crate::shepherd::SHEPHERD_PROGRAM;
@@ -214,23 +217,27 @@ pub fn job_environment(job: JobRef, spec: &RunSpec, script: &Path, job_dir: &Pat
 /// is written with `exec`, so that the script, run by hand, does what the job did: the shell
 /// becomes the command, with the same pid (so `LSB_JOBPID` names the job's process),
 /// process group and exit status.
-pub fn job_script(job: JobRef, jobfile: &str, command: &str, pre_exec: &str) -> String {
+pub fn job_script(job: JobRef, jobfile: &str, command: &str) -> String {
     let newline = if command.ends_with('\n') { "" } else { "\n" };
     let exec = if is_simple_command(command) { "exec " } else { "" };
-    let pre_exec = if pre_exec.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "# LSBATCH: pre-execution command\n{JOB_SHELL} -c {} || {{\n    LSB_PRE_EXEC_STATUS=$?\n    \
-             echo \"LSBATCH: pre-execution command failed (exit code $LSB_PRE_EXEC_STATUS); the job was not run.\" >&2\n    \
-             exit $LSB_PRE_EXEC_STATUS\n}}\n",
-            shell_quote(pre_exec)
-        )
-    };
     format!(
-        "#!/bin/sh\n# LSBATCH: job {job} ({jobfile})\nLSB_JOBPID=$$; export LSB_JOBPID\n{pre_exec}\
+        "#!/bin/sh\n# LSBATCH: job {job} ({jobfile})\nLSB_JOBPID=$$; export LSB_JOBPID\n\
          # LSBATCH: User input\n{exec}{command}{newline}"
     )
+}
+
+/// `PATH` of the queue's `PRE_EXEC` and `POST_EXEC`, as LSF sets it.
+pub const QUEUE_HOOK_PATH: &str = "/bin:/usr/bin:/sbin:/usr/sbin";
+
+/// The pre- and post-execution commands of a job, in the order the shepherd runs them:
+/// the queue's `PRE_EXEC`, then `-E`; `-Ep`, then the queue's `POST_EXEC` (LSF's order).
+pub fn hooks(spec: &RunSpec, hooks: &Hooks) -> (Vec<Hook>, Vec<Hook>) {
+    let hook = |command: &str, queue_level: bool| {
+        (!command.is_empty()).then(|| Hook { command: command.to_owned(), queue_level })
+    };
+    let pre = [hook(&hooks.queue_pre_exec, true), hook(&spec.pre_exec, false)];
+    let post = [hook(&hooks.post_exec, false), hook(&hooks.queue_post_exec, true)];
+    (pre.into_iter().flatten().collect(), post.into_iter().flatten().collect())
 }
 
 /// `text` as one single-quoted shell word.
@@ -263,7 +270,7 @@ pub fn job_program(spec: &RunSpec, script: &Path) -> JobProgram {
         let name = spec.login_shell.rsplit('/').next().unwrap_or_default();
         return shell(&spec.login_shell, format!("-{name}"));
     }
-    if spec.pre_exec.is_empty() && is_simple_command(&spec.command) {
+    if is_simple_command(&spec.command) {
         let argv: Vec<String> =
             spec.command.split([' ', '\t', '\n']).filter(|w| !w.is_empty()).map(str::to_owned).collect();
         return JobProgram { program: argv[0].clone(), argv, search_path: true };
@@ -304,6 +311,7 @@ pub fn is_simple_command(command: &str) -> bool {
 pub fn launch_plan(
     job: JobRef,
     spec: &RunSpec,
+    job_hooks: &Hooks,
     jobfile: &str,
     layout: &Layout,
     interactive: u32,
@@ -324,6 +332,7 @@ pub fn launch_plan(
         file => file.to_owned(),
     };
     let JobProgram { program, argv, search_path } = job_program(spec, &script);
+    let (pre_exec, post_exec) = hooks(spec, job_hooks);
     LaunchPlan {
         version: LAUNCH_PLAN_VERSION,
         job_id: job.id(),
@@ -344,6 +353,8 @@ pub fn launch_plan(
         stderr_truncate: spec.error_truncate,
         create_dirs,
         interactive: if is_interactive { interactive } else { 0 },
+        pre_exec,
+        post_exec,
     }
 }
 
@@ -377,6 +388,8 @@ pub struct JobToLaunch<'a> {
     pub spec: &'a RunSpec,
     /// `wire::submit_flags` bits of an interactive job, 0 for a batch job.
     pub interactive: u32,
+    /// Its pre- and post-execution commands besides `-E` (the record's).
+    pub hooks: &'a Hooks,
 }
 
 /// Prepares the state folder and has the zygote fork the shepherd of a job (see the
@@ -392,7 +405,7 @@ pub fn start(
     jobfile: &str,
     go: Option<OwnedFd>,
 ) -> Result<StartedShepherd, String> {
-    let JobToLaunch { job, spec, interactive } = launched;
+    let JobToLaunch { job, spec, interactive, hooks } = launched;
     let state_dir = layout.state_dir(jobfile);
     let job_dir = layout.job_dir(jobfile);
     let at = |what: &str, path: &Path| {
@@ -423,14 +436,14 @@ pub fn start(
     }
     // The folder is root's and empty until the script is in it, so the user never has a
     // chance to put a link where root writes (crate::jobdirs).
-    let script = job_script(job, jobfile, &spec.command, &spec.pre_exec);
+    let script = job_script(job, jobfile, &spec.command);
     // A parallel job's host file; a one-slot job has none (one file fewer per job).
     let hostfile = hostfile_text(spec);
     let extra: &[(&str, &[u8])] = if spec.n_slots > 1 { &[(HOSTFILE, hostfile.as_bytes())] } else { &[] };
     job_dirs
         .prepare_with(jobfile, &script, extra, spec.exec_uid, spec.exec_gid)
         .map_err(at("cannot write the job script in", &job_dir))?;
-    let plan = launch_plan(job, spec, jobfile, layout, interactive);
+    let plan = launch_plan(job, spec, hooks, jobfile, layout, interactive);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
     // In memory, not in a file: the plan matters only until the shepherd has read it (a
     // crash before the durable pid file means the job never ran and is launched afresh),
@@ -492,7 +505,6 @@ mod tests {
     use lava_batch_ll::JobSpec;
     use lava_batch_wire as wire;
     use lava_sbd::UserInfo;
-    use std::process::Command;
 
     use super::*;
 
@@ -524,6 +536,9 @@ mod tests {
             project: "proj".into(),
             login_shell: String::new(),
             pre_exec: String::new(),
+            post_exec: String::new(),
+            queue_pre_exec: String::new(),
+            queue_post_exec: String::new(),
             env: vec![
                 wire::EnvVar { name: "LSB_JOBID".into(), value: "forged".into() },
                 wire::EnvVar { name: "LSB_JOBPID".into(), value: "1".into() },
@@ -560,7 +575,7 @@ mod tests {
     fn exec_only_for_simple_commands() {
         for simple in ["/bin/true", "sleep 10", "./run.sh -n 4 --out=x.dat", "a.out 1,2 +3 @f %g\n"] {
             assert!(is_simple_command(simple), "{simple:?}");
-            assert!(job_script(JobRef::new(7, 0).expect("job"), "1.7", simple, "").contains("\nexec "));
+            assert!(job_script(JobRef::new(7, 0).expect("job"), "1.7", simple).contains("\nexec "));
         }
         for not_simple in [
             "",
@@ -584,30 +599,32 @@ mod tests {
         ] {
             assert!(!is_simple_command(not_simple), "{not_simple:?}");
         }
-        let script = job_script(JobRef::new(7, 0).expect("job"), "1.7", "echo $LSB_JOBID", "");
+        let script = job_script(JobRef::new(7, 0).expect("job"), "1.7", "echo $LSB_JOBID");
         assert!(script.ends_with("# LSBATCH: User input\necho $LSB_JOBID\n"), "{script}");
     }
 
-    // Goal: -E runs first, quoted as one word, and stops the job when it fails; -L runs
-    // the job file with the login shell as a login shell. Method: run the scripts.
+    // Goal: the hooks come in LSF's order (queue PRE_EXEC, -E; -Ep, queue POST_EXEC), the
+    // queue's marked as such, and are not in the job file, which is plain; -L runs the job
+    // file with the login shell as a login shell; a plain simple command runs directly even
+    // with -E (the pre-execution commands run apart, before the job's process exists).
     #[test]
-    fn pre_exec_and_login_shell() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let run = |pre_exec: &str| {
-            let text = job_script(JobRef::new(7, 0).expect("job"), "1.7", "echo ran", pre_exec);
-            let path = dir.path().join("job.sh");
-            fs::write(&path, text).expect("write");
-            Command::new(JOB_SHELL).arg(&path).output().expect("sh runs")
+    fn hooks_and_login_shell() {
+        let mut run_spec = spec("", "", 1, &["n1"]);
+        run_spec.pre_exec = "pre".to_owned();
+        let job_hooks = Hooks {
+            queue_pre_exec: "qpre".to_owned(),
+            post_exec: "post".to_owned(),
+            queue_post_exec: "qpost".to_owned(),
         };
-        let ok = run("echo 'it''s' pre");
-        assert_eq!(String::from_utf8_lossy(&ok.stdout), "its pre\nran\n");
-        let failed = run("echo before; exit 4");
-        assert_eq!(failed.status.code(), Some(4));
-        assert_eq!(String::from_utf8_lossy(&failed.stdout), "before\n");
-        assert_eq!(
-            String::from_utf8_lossy(&failed.stderr),
-            "LSBATCH: pre-execution command failed (exit code 4); the job was not run.\n"
-        );
+        let hook = |command: &str, queue_level: bool| Hook { command: command.to_owned(), queue_level };
+        let (pre, post) = hooks(&run_spec, &job_hooks);
+        assert_eq!(pre, vec![hook("qpre", true), hook("pre", false)]);
+        assert_eq!(post, vec![hook("post", false), hook("qpost", true)]);
+        run_spec.pre_exec.clear();
+        let (pre, post) = hooks(&run_spec, &Hooks::default());
+        assert!(pre.is_empty() && post.is_empty());
+        let script = job_script(JobRef::new(7, 0).expect("job"), "1.7", "echo ran");
+        assert!(!script.contains("pre-execution"), "{script}");
         assert_eq!(shell_quote("a'b"), "'a'\\''b'");
 
         let program = |program: &str, argv: &[&str], search_path: bool| JobProgram {
@@ -620,14 +637,12 @@ mod tests {
         assert_eq!(job_program(&login, script), program("/bin/sh", &["sh", "/j/job.sh"], false));
         login.login_shell = "/bin/bash".to_owned();
         assert_eq!(job_program(&login, script), program("/bin/bash", &["-bash", "/j/job.sh"], false));
-        // A plain simple command runs directly, unless a login shell or a pre-execution
-        // command must run first.
+        // A plain simple command runs directly, unless a login shell must run it.
         let mut simple = spec("", "", 1, &["n1"]);
         simple.command = "sleep\t10 \n".to_owned();
         assert_eq!(job_program(&simple, script), program("sleep", &["sleep", "10"], true));
         simple.pre_exec = "true".to_owned();
-        assert_eq!(job_program(&simple, script), program("/bin/sh", &["sh", "/j/job.sh"], false));
-        simple.pre_exec.clear();
+        assert_eq!(job_program(&simple, script), program("sleep", &["sleep", "10"], true));
         simple.login_shell = "/bin/bash".to_owned();
         assert_eq!(job_program(&simple, script), program("/bin/bash", &["-bash", "/j/job.sh"], false));
     }

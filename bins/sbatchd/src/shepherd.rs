@@ -55,6 +55,15 @@
 //!    reboot either way. sbatchd also watches the shepherd with the pidfd the zygote gave
 //!    it, and reads `exit` when the shepherd ends without an `e` (a shepherd it adopted
 //!    after a restart, or one that died).
+//!
+//! Pre- and post-execution commands (the plan's `pre_exec` and `post_exec`; docs/batch.md,
+//! "Pre- and post-execution commands"): with pre-execution commands the shepherd waits
+//! for `g` before step 2 and runs them one after the other ([`run_hook`]: a gated child
+//! as the job's user, waited for); the first that exits non-zero ends the launch with
+//! `exit` saying `preexec` (durable), then `p`, and no job process is made. With
+//! post-execution commands, step 5 makes `exit` durable first, runs them (with
+//! `LSB_JOBEXIT_STAT`), and only then writes `e`: the job stays running for sbatchd
+//! until they end, and a crash meanwhile still finds the job's end in `exit`.
 
 use std::ffi::{CString, OsString};
 use std::fs::File;
@@ -66,7 +75,7 @@ use std::process::ExitCode;
 use lava_batch_wire as wire;
 
 use crate::handoff::{
-    ExitFile, LAUNCH_PLAN_BYTES_MAX, LAUNCH_PLAN_LIMITS, LAUNCH_PLAN_VERSION, LaunchPlan, PidFile,
+    ExitFile, Hook, LAUNCH_PLAN_BYTES_MAX, LAUNCH_PLAN_LIMITS, LAUNCH_PLAN_VERSION, LaunchPlan, PidFile,
 };
 use crate::layout::{self, EXIT_FILE, PID_FILE};
 use crate::procfs::{boot_id, process_start_ticks};
@@ -155,6 +164,9 @@ pub const EXIT_USAGE: u8 = 2;
 /// Exit status of a shepherd whose go pipe ended without [`GO_BYTE`]: it wrote nothing and
 /// its job never ran.
 pub const EXIT_NO_GO: u8 = 3;
+/// Exit status of a shepherd whose job's pre-execution command failed (it wrote `exit`
+/// saying `preexec`; the job never ran).
+pub const EXIT_PRE_EXEC_FAILED: u8 = 4;
 
 /// `main` of the `lava-shepherd` program: a shepherd, or with [`crate::zygote::ZYGOTE_FLAG`]
 /// first, the zygote that forks shepherds, or with [`crate::peek::READER_FLAG`] first,
@@ -246,6 +258,21 @@ impl Shepherd<'_> {
             Ok(exec_plan) => exec_plan,
             Err((stage, message)) => return self.fail_before_pid(stage, 0, message),
         };
+        if !plan.pre_exec.is_empty() {
+            // The pre-execution commands run only once the record is durable, and before
+            // the job's process exists: a failure leaves no pid, and the job never ran.
+            if !self.wait_for_go() {
+                return EXIT_NO_GO;
+            }
+            for hook in &plan.pre_exec {
+                let exit = run_hook(&plan, &exec_plan.groups, hook, &[]);
+                if exit != 0 {
+                    self.write_exit(&ExitFile::PreExecFailed { exit, end_time_ms: now_ms() });
+                    self.notify_sbatchd(READY_BYTE);
+                    return EXIT_PRE_EXEC_FAILED;
+                }
+            }
+        }
         // An interactive job's streams and attach socket exist before the job does.
         let relay = match plan.interactive {
             0 => None,
@@ -349,7 +376,25 @@ impl Shepherd<'_> {
                 rusage: wire::ResourceUsage::default(),
             },
         };
-        self.write_exit_announced(&exit);
+        if plan.post_exec.is_empty() {
+            self.write_exit_announced(&exit);
+            return EXIT_OK;
+        }
+        // The job's end is durable first, then the post-execution commands run, and only
+        // then is sbatchd told (`e`): the job stays RUN until they end, and a crash meanwhile
+        // still finds its end ([`crate::daemon`] reads `exit` when the shepherd is gone).
+        self.write_exit(&exit);
+        lava_crash::point!("shepherd.exit_flushed");
+        let wait_status = match &exit {
+            ExitFile::Exited { wait_status, .. } => *wait_status,
+            _ => crate::LOST_WAIT_STATUS,
+        };
+        let status = [format!("LSB_JOBEXIT_STAT={wait_status}")];
+        for hook in &plan.post_exec {
+            // Its exit changes nothing of the job's (LSF's rule).
+            run_hook(&plan, &exec_plan.groups, hook, &status);
+        }
+        self.notify_sbatchd(ENDED_BYTE);
         EXIT_OK
     }
 
@@ -439,6 +484,80 @@ fn command_paths(command: &str, env: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Runs a pre- or post-execution command as the job's user and waits for it; `extra_env`
+/// is added to the job's environment. Returns its exit value: 128 plus the signal that
+/// killed it, 127 when it could not be started (reported on the job's error file by the
+/// shell, or not at all for a queue's command).
+fn run_hook(plan: &LaunchPlan, groups: &[u32], hook: &Hook, extra_env: &[String]) -> u8 {
+    let Ok(exec) = hook_exec_plan(plan, groups, hook, extra_env) else { return HOOK_NOT_STARTED };
+    let Ok(child) = sys::spawn_gated(&exec) else { return HOOK_NOT_STARTED };
+    let pid = child.pid;
+    let released = child.release();
+    let reaped = sys::wait4(pid);
+    if released.outcome().is_err() {
+        return HOOK_NOT_STARTED;
+    }
+    match reaped {
+        Ok(reaped) => exit_value(reaped.wait_status),
+        Err(_) => HOOK_NOT_STARTED,
+    }
+}
+
+/// What a hook that could not be started exits with (as `sh` answers a command it cannot run).
+const HOOK_NOT_STARTED: u8 = 127;
+
+/// The exit value of a wait status as `sh` reports it: the exit code, or 128 plus the signal.
+fn exit_value(wait_status: i32) -> u8 {
+    let signal = wait_status & 0x7f;
+    let value = if signal == 0 { (wait_status >> 8) & 0xff } else { 128 + signal };
+    u8::try_from(value).unwrap_or(u8::MAX)
+}
+
+/// How a hook runs: `/bin/sh -c COMMAND` as the job's user with the job's environment
+/// (plus `extra_env`); the job's own hooks in its working directory, appending to its
+/// output and error files; the queue's in `/tmp`, on `/dev/null`, with LSF's `PATH`.
+fn hook_exec_plan<'a>(
+    plan: &'a LaunchPlan,
+    groups: &[u32],
+    hook: &Hook,
+    extra_env: &[String],
+) -> Result<ExecPlan, std::ffi::NulError> {
+    let mut env: Vec<String> = plan.env.clone();
+    if hook.queue_level {
+        env.retain(|entry| !entry.starts_with("PATH="));
+        env.push(format!("PATH={}", crate::launch::QUEUE_HOOK_PATH));
+    }
+    env.extend(extra_env.iter().cloned());
+    let all =
+        |texts: &[String]| texts.iter().map(|t| CString::new(t.as_str())).collect::<Result<Vec<_>, _>>();
+    let (cwd, stdout, stderr, create_dirs) = if hook.queue_level {
+        ("/tmp", "/dev/null", "/dev/null", Vec::new())
+    } else {
+        // An interactive job's relayed streams (empty paths) are not the hooks': /dev/null.
+        let file = |path: &'a str| if path.is_empty() { "/dev/null" } else { path };
+        (plan.cwd.as_str(), file(&plan.stdout), file(&plan.stderr), all(&plan.create_dirs)?)
+    };
+    Ok(ExecPlan {
+        program: CString::new(crate::launch::JOB_SHELL)?,
+        search: Vec::new(),
+        argv: all(&["sh".to_owned(), "-c".to_owned(), hook.command.clone()])?,
+        envp: all(&env)?,
+        uid: plan.uid,
+        gid: plan.gid,
+        groups: groups.to_vec(),
+        cwd: CString::new(cwd)?,
+        umask: plan.umask,
+        stdin: CString::new("/dev/null")?,
+        stdout: CString::new(stdout)?,
+        stdout_truncate: false,
+        stderr: CString::new(stderr)?,
+        stderr_truncate: false,
+        create_dirs,
+        terminal: [-1; 3],
+        controlling_tty: -1,
+    })
+}
+
 /// Turns the plan into C strings and adds the supplementary groups when the identity changes.
 fn exec_plan(plan: &LaunchPlan) -> Result<ExecPlan, (&'static str, String)> {
     let c = |what: &str, text: &str| {
@@ -524,6 +643,8 @@ mod tests {
             stderr_truncate: false,
             create_dirs: vec![],
             interactive: 0,
+            pre_exec: vec![],
+            post_exec: vec![],
         };
         let file = |bytes: &[u8]| Ok(sys::memory_file(c"test-plan", bytes).expect("memfd"));
         let bytes = lava_xdr::to_bytes(&plan).expect("encodes");

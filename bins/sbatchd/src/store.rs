@@ -48,10 +48,14 @@ use crate::spares::{self, Found, Spares};
 pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
 /// The record format written by this build (2: the run spec carries `-L` and `-E`;
 /// 3: the record carries its dispatch number; 4: the header carries the revision; 5: the
-/// record ends with its interactive bits).
-pub const RECORD_VERSION: u32 = 5;
+/// record ends with its interactive bits; 6: then with its hooks, `JobRecord::hooks`).
+pub const RECORD_VERSION: u32 = 6;
 /// The first format whose header carries the revision.
 const RECORD_VERSION_REVISION: u32 = 4;
+/// The first format whose body ends with the interactive word.
+const RECORD_VERSION_INTERACTIVE: u32 = 5;
+/// The XDR of [`lava_sbd::Hooks::default`]: three empty strings, each a zero length.
+const EMPTY_HOOKS_XDR: [u8; 12] = [0; 12];
 /// The oldest format read (its header has no revision).
 const RECORD_VERSION_READ_MIN: u32 = 3;
 /// Bytes before the XDR body: magic, version, revision, checksum.
@@ -113,10 +117,12 @@ pub fn decode_record(bytes: &[u8]) -> Result<(u64, JobRecord), String> {
     if crc32fast::hash(body) != word(crc_at) {
         return Err("checksum mismatch: the file is damaged".to_owned());
     }
-    // Before version 5 the record had no `interactive` word at its end: it reads as 0.
+    // Before version 5 the record had no `interactive` word at its end (it reads as 0),
+    // before version 6 no hooks (they read as empty commands).
     let extended;
     let body = if version < RECORD_VERSION {
-        extended = [body, &[0u8; 4][..]].concat();
+        let interactive: &[u8] = if version < RECORD_VERSION_INTERACTIVE { &[0u8; 4] } else { &[] };
+        extended = [body, interactive, &EMPTY_HOOKS_XDR[..]].concat();
         &extended[..]
     } else {
         body
@@ -546,7 +552,7 @@ impl Store {
 mod tests {
     use lava_batch_ll::JobSpec;
     use lava_batch_wire as wire;
-    use lava_sbd::{Effect, Input, Sbd, UserInfo};
+    use lava_sbd::{Effect, Hooks, Input, Sbd, UserInfo};
 
     use super::*;
 
@@ -579,6 +585,9 @@ mod tests {
             project: String::new(),
             login_shell: String::new(),
             pre_exec: String::new(),
+            post_exec: String::new(),
+            queue_pre_exec: String::new(),
+            queue_post_exec: String::new(),
             env: vec![],
         };
         let user = UserInfo { uid: 1000, gid: 100, home: "/home/alice".into(), shell: "/bin/sh".into() };
@@ -616,10 +625,20 @@ mod tests {
         assert!(decode_record(b"LVSBDREX\0\0\0\x01\0\0\0\0").expect_err("magic").contains("magic"));
         assert!(decode_record(&bytes[..18]).expect_err("short").contains("truncated"));
         let mut future = bytes.clone();
-        future[11] = 6;
-        assert!(decode_record(&future).expect_err("version").contains("version 6"));
-        // An older body: the same without its last word, under its own checksum.
-        let old_body = &bytes[24..bytes.len() - 4];
+        future[11] = 7;
+        assert!(decode_record(&future).expect_err("version").contains("version 7"));
+        // Older bodies: version 5 without the hooks, versions 3 and 4 without the interactive
+        // word too, each under its own checksum.
+        let hooks = Hooks { post_exec: "post".into(), ..Hooks::default() };
+        let with_hooks = encode_record(&JobRecord { hooks, ..record.clone() }, 7);
+        assert_eq!(decode_record(&with_hooks).expect("v6").1.hooks.post_exec, "post");
+        let v5_body = &bytes[24..bytes.len() - EMPTY_HOOKS_XDR.len()];
+        let mut version5 = bytes[..20].to_vec();
+        version5[11] = 5;
+        version5.extend_from_slice(&crc32fast::hash(v5_body).to_be_bytes());
+        version5.extend_from_slice(v5_body);
+        assert_eq!(decode_record(&version5), Ok((7, record.clone())));
+        let old_body = &v5_body[..v5_body.len() - 4];
         let old_crc = crc32fast::hash(old_body).to_be_bytes();
         let mut version3 = bytes[..12].to_vec();
         version3[11] = 3;

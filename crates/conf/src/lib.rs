@@ -72,7 +72,10 @@ pub use keyvalue::{KeyValueEntry, KeyValueFile};
 pub use load::{BaseConfig, ClusterConfig};
 pub use lsf_conf::{LimitUnit, LogMask, LsfConf, MetricsPorts, envdir_from, envdir_from_env};
 pub use params::LsbParams;
-pub use queues::{Interactive, LsbQueues, Members, PJOB_LIMIT_MAX, Queue, QueueLimit};
+pub use queues::{
+    HOOK_COMMAND_BYTES_MAX, Interactive, LsbQueues, Members, PJOB_LIMIT_MAX, PreExecRetryAction, Queue,
+    QueueLimit,
+};
 pub use section::{Entry, Row, Section, SectionBody, SectionFile, Table};
 pub use shared::{HostModel, LsfShared, Resource, ResourceKind};
 pub use users::{BatchUser, LsbUsers, UserGroup};

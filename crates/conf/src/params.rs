@@ -18,6 +18,8 @@
 //! | `ACCT_ARCHIVE_SIZE` | [`LsbParams::acct_archive_size_kb`]: `lsb.acct` is switched to `lsb.acct.1` once larger, KB | no limit |
 //! | `ACCT_ARCHIVE_AGE` | [`LsbParams::acct_archive_age_days`]: `lsb.acct` is switched once older, days | no limit |
 //! | `MAX_ACCT_ARCHIVE_FILE` | [`LsbParams::max_acct_archive_file`]: switched files kept (`lsb.acct.1` newest), older ones deleted | all kept |
+//! | `LOCAL_MAX_PREEXEC_RETRY` | [`LsbParams::local_max_preexec_retry`]: how many times a job's pre-execution commands may fail before `LOCAL_MAX_PREEXEC_RETRY_ACTION` applies, 1 to 2147483646 | unlimited |
+//! | `LOCAL_MAX_PREEXEC_RETRY_ACTION` | [`LsbParams::preexec_retry_action`]: `SUSPEND` (the job is held, PSUSP) or `EXIT` | `SUSPEND` |
 //! | `LAVA_MAX_PEND_BYTES` (LavaCore's) | [`LsbParams::max_pend_bytes`]: what one user's pending jobs may hold together (their submissions' bytes, an array's shared once), bytes | 2147483648 |
 //!
 //! Unknown keys are errors naming file and line; LSF keys LavaCore does not implement
@@ -30,10 +32,11 @@ use std::path::{Path, PathBuf};
 use crate::error::ConfError;
 use crate::fields::{Field, GROUP_NAME_BYTES_MAX, check_sections, key_values, sections_named};
 use crate::lex::read_text;
+use crate::queues::PreExecRetryAction;
 use crate::section::{Entry, SectionFile};
 
 /// The keys of `Parameters` that LavaCore reads.
-pub const PARAMS_KEYS: [&str; 16] = [
+pub const PARAMS_KEYS: [&str; 18] = [
     "DEFAULT_QUEUE",
     "MBD_SLEEP_TIME",
     "SBD_SLEEP_TIME",
@@ -50,10 +53,12 @@ pub const PARAMS_KEYS: [&str; 16] = [
     "ACCT_ARCHIVE_SIZE",
     "ACCT_ARCHIVE_AGE",
     "MAX_ACCT_ARCHIVE_FILE",
+    "LOCAL_MAX_PREEXEC_RETRY",
+    "LOCAL_MAX_PREEXEC_RETRY_ACTION",
 ];
 
 /// LSF `Parameters` keys that are accepted but have no effect in LavaCore.
-pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 11] = [
+pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 13] = [
     "DEFAULT_HOST_SPEC",
     "MAX_SBD_FAIL",
     "MAX_SCHED_STAY",
@@ -65,8 +70,12 @@ pub const UNIMPLEMENTED_PARAMS_KEYS: [&str; 11] = [
     "JOB_DEP_LAST_SUB",
     "SHARED_RESOURCE_UPDATE_FACTOR",
     "MAX_JOBINFO_QUERY_PERIOD",
+    "MAX_PREEXEC_RETRY",
+    "REMOTE_MAX_PREEXEC_RETRY",
 ];
 
+/// The largest `LOCAL_MAX_PREEXEC_RETRY` (LSF: below 2147483647, which means unlimited).
+pub const LOCAL_MAX_PREEXEC_RETRY_MAX: u32 = 2_147_483_646;
 /// LSF's default `MAX_JOBID`, also the smallest allowed.
 pub const MAX_JOBID_DEFAULT: u32 = 999_999;
 /// LSF's largest allowed `MAX_JOBID`.
@@ -117,6 +126,10 @@ pub struct LsbParams {
     pub max_acct_archive_file: Option<u32>,
     /// LSF keys given but not implemented, by upper-case key.
     pub unimplemented: BTreeMap<String, Entry>,
+    /// `LOCAL_MAX_PREEXEC_RETRY`; `None` for unlimited.
+    pub local_max_preexec_retry: Option<u32>,
+    /// `LOCAL_MAX_PREEXEC_RETRY_ACTION`.
+    pub preexec_retry_action: PreExecRetryAction,
     /// The line of each key read, by upper-case key, for errors found later.
     pub lines: BTreeMap<String, u32>,
 }
@@ -141,6 +154,8 @@ impl Default for LsbParams {
             acct_archive_size_kb: None,
             acct_archive_age_days: None,
             max_acct_archive_file: None,
+            local_max_preexec_retry: None,
+            preexec_retry_action: PreExecRetryAction::Suspend,
             unimplemented: BTreeMap::new(),
             lines: BTreeMap::new(),
         }
@@ -217,6 +232,14 @@ impl LsbParams {
             Some(field) if !field.is_default() => Some(field.integer(1, u32::MAX)?),
             _ => None,
         };
+        params.local_max_preexec_retry = match field("LOCAL_MAX_PREEXEC_RETRY") {
+            Some(field) if !field.is_default() => Some(field.integer(1, LOCAL_MAX_PREEXEC_RETRY_MAX)?),
+            _ => None,
+        };
+        if let Some(field) = field("LOCAL_MAX_PREEXEC_RETRY_ACTION") {
+            params.preexec_retry_action =
+                PreExecRetryAction::of_field(&field)?.unwrap_or(defaults.preexec_retry_action);
+        }
         params.unimplemented = unimplemented;
         params.lines = entries.iter().map(|(key, entry)| (key.clone(), entry.line)).collect();
         Ok(params)
@@ -285,6 +308,24 @@ mod tests {
         assert_eq!(
             one("MBD_SLEEP_TIME = 0").expect_err("zero"),
             "lsb.params:2: `MBD_SLEEP_TIME`: bad number `0`, expected a whole number from 1 to 4294967295"
+        );
+        assert_eq!(
+            one("LOCAL_MAX_PREEXEC_RETRY = 0").expect_err("retry"),
+            "lsb.params:2: `LOCAL_MAX_PREEXEC_RETRY`: bad number `0`, expected a whole number from 1 to 2147483646"
+        );
+        assert_eq!(
+            one("LOCAL_MAX_PREEXEC_RETRY_ACTION = stop").expect_err("action"),
+            "lsb.params:2: `LOCAL_MAX_PREEXEC_RETRY_ACTION`: bad value `stop`, expected `SUSPEND` or `EXIT`"
+        );
+        let retry = one("LOCAL_MAX_PREEXEC_RETRY = 3").expect("valid");
+        assert_eq!(
+            (retry.local_max_preexec_retry, retry.preexec_retry_action),
+            (Some(3), PreExecRetryAction::Suspend)
+        );
+        let exit = one("LOCAL_MAX_PREEXEC_RETRY_ACTION = EXIT").expect("valid");
+        assert_eq!(
+            (exit.local_max_preexec_retry, exit.preexec_retry_action),
+            (None, PreExecRetryAction::Exit)
         );
         assert_eq!(
             one("MAX_JOBID = 10").expect_err("small"),

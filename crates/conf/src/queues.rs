@@ -16,8 +16,9 @@
 //! | `CPULIMIT` | [`Queue::cpu_limit_s`]: as `RUNLIMIT` (normalisation `/host` is refused) | none |
 //! | `MEMLIMIT` | [`Queue::mem_limit_kb`]: `[default] max`, in `LSF_UNIT_FOR_LIMITS` unless a unit (`KB`, `MB`, `GB`, `TB`) follows the number | none |
 //! | `JOB_STARTER` | [`Queue::job_starter`] | none |
-//! | `PRE_EXEC` | [`Queue::pre_exec`] | none |
-//! | `POST_EXEC` | [`Queue::post_exec`] | none |
+//! | `PRE_EXEC` | [`Queue::pre_exec`]: a command line of at most [`HOOK_COMMAND_BYTES_MAX`] bytes, run before the job's `-E` | none |
+//! | `POST_EXEC` | [`Queue::post_exec`]: as `PRE_EXEC`, run after the job's `-Ep` | none |
+//! | `LOCAL_MAX_PREEXEC_RETRY_ACTION` | [`Queue::preexec_retry_action`]: `SUSPEND` or `EXIT`, overriding `lsb.params` | `lsb.params`'s |
 //! | `NICE` | [`Queue::nice`]: -20 to 19 | 0 |
 //! | `INTERACTIVE` | [`Queue::interactive`]: `YES`, `NO` or `ONLY` | `YES` |
 //! | `EXCLUSIVE` | [`Queue::exclusive`]: `y` or `n` | `n` |
@@ -45,7 +46,7 @@ use crate::lsf_conf::LimitUnit;
 use crate::section::{Entry, SectionFile};
 
 /// The keys of a `Queue` section that LavaCore reads.
-pub const QUEUE_KEYS: [&str; 20] = [
+pub const QUEUE_KEYS: [&str; 21] = [
     "QUEUE_NAME",
     "PRIORITY",
     "DESCRIPTION",
@@ -61,6 +62,7 @@ pub const QUEUE_KEYS: [&str; 20] = [
     "JOB_STARTER",
     "PRE_EXEC",
     "POST_EXEC",
+    "LOCAL_MAX_PREEXEC_RETRY_ACTION",
     "NICE",
     "INTERACTIVE",
     "EXCLUSIVE",
@@ -175,6 +177,8 @@ pub struct Queue {
     pub pre_exec: Option<String>,
     /// `POST_EXEC`.
     pub post_exec: Option<String>,
+    /// `LOCAL_MAX_PREEXEC_RETRY_ACTION`; `None` to follow `lsb.params`.
+    pub preexec_retry_action: Option<PreExecRetryAction>,
     /// `NICE`.
     pub nice: i32,
     /// `INTERACTIVE`.
@@ -257,8 +261,10 @@ impl LsbQueues {
                 mem_limit_kb: field("MEMLIMIT")
                     .map_or(Ok(None), |field| limit(field, |text| memory_kb(text, unit)))?,
                 job_starter: text("JOB_STARTER"),
-                pre_exec: text("PRE_EXEC"),
-                post_exec: text("POST_EXEC"),
+                pre_exec: field("PRE_EXEC").map_or(Ok(None), |field| hook_command(&field))?,
+                post_exec: field("POST_EXEC").map_or(Ok(None), |field| hook_command(&field))?,
+                preexec_retry_action: field("LOCAL_MAX_PREEXEC_RETRY_ACTION")
+                    .map_or(Ok(None), |field| PreExecRetryAction::of_field(&field))?,
                 nice: field("NICE").map_or(Ok(0), |field| field.integer(-20i32, 19))?,
                 interactive: match field("INTERACTIVE") {
                     Some(field) if !field.is_default() => match field.text().to_ascii_uppercase().as_str() {
@@ -291,6 +297,49 @@ impl LsbQueues {
     /// The queue called `name`.
     pub fn queue(&self, name: &str) -> Option<&Queue> {
         self.queues.iter().find(|queue| queue.name == name)
+    }
+}
+
+/// The longest `PRE_EXEC` or `POST_EXEC` command line, in bytes (LSF's limit on a command
+/// path, 4094 characters).
+pub const HOOK_COMMAND_BYTES_MAX: usize = 4094;
+
+/// `PRE_EXEC` / `POST_EXEC`: a command line for `/bin/sh -c`; `None` when empty.
+fn hook_command(field: &Field<'_>) -> Result<Option<String>, ConfError> {
+    if field.is_default() {
+        return Ok(None);
+    }
+    let command = field.value.text().trim();
+    if command.len() > HOOK_COMMAND_BYTES_MAX {
+        return Err(field.bad_value(format!("a command line of at most {HOOK_COMMAND_BYTES_MAX} bytes")));
+    }
+    if command.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(field.bad_value("a command line without control characters"));
+    }
+    Ok((!command.is_empty()).then(|| command.to_owned()))
+}
+
+/// `LOCAL_MAX_PREEXEC_RETRY_ACTION` (`lsb.queues`, `lsb.params`): what happens to a job whose
+/// pre-execution commands failed `LOCAL_MAX_PREEXEC_RETRY` times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreExecRetryAction {
+    /// `SUSPEND` (LSF's default): the job is held (PSUSP).
+    Suspend,
+    /// `EXIT`: the job ends EXIT with the last pre-execution command's exit value.
+    Exit,
+}
+
+impl PreExecRetryAction {
+    /// The value of `field`; `None` when left empty.
+    pub(crate) fn of_field(field: &Field<'_>) -> Result<Option<PreExecRetryAction>, ConfError> {
+        if field.is_default() {
+            return Ok(None);
+        }
+        match field.text().to_ascii_uppercase().as_str() {
+            "SUSPEND" => Ok(Some(PreExecRetryAction::Suspend)),
+            "EXIT" => Ok(Some(PreExecRetryAction::Exit)),
+            _ => Err(field.bad_value("`SUSPEND` or `EXIT`")),
+        }
     }
 }
 
@@ -458,6 +507,7 @@ mod tests {
             job_starter: None,
             pre_exec: None,
             post_exec: None,
+            preexec_retry_action: None,
             nice: 0,
             interactive: Interactive::Yes,
             exclusive: false,
@@ -536,6 +586,29 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(queues.queues[0].mem_limit_kb, Some(QueueLimit { default: None, max: 3072 }));
+    }
+
+    // Goal: the hooks and the retry action are read; bad values are refused naming the file,
+    // line and key: an unknown action, an over-long or control-character command.
+    #[test]
+    fn pre_and_post_exec() {
+        let q = queue("PRE_EXEC = /bin/check >> /tmp/pre.out\nPOST_EXEC = echo done\nLOCAL_MAX_PREEXEC_RETRY_ACTION = exit")
+            .expect("valid");
+        assert_eq!(q.pre_exec.as_deref(), Some("/bin/check >> /tmp/pre.out"));
+        assert_eq!(q.post_exec.as_deref(), Some("echo done"));
+        assert_eq!(q.preexec_retry_action, Some(PreExecRetryAction::Exit));
+        assert_eq!(queue("").expect("valid").preexec_retry_action, None);
+        assert_eq!(
+            queue("LOCAL_MAX_PREEXEC_RETRY_ACTION = RETRY").expect_err("action"),
+            "lsb.queues:3: `LOCAL_MAX_PREEXEC_RETRY_ACTION`: bad value `RETRY`, expected `SUSPEND` or `EXIT`"
+        );
+        let long = "x".repeat(HOOK_COMMAND_BYTES_MAX + 1);
+        let error = queue(&format!("POST_EXEC = {long}")).expect_err("long");
+        assert!(
+            error.starts_with("lsb.queues:3: `POST_EXEC`: bad value")
+                && error.ends_with("at most 4094 bytes"),
+            "{error}"
+        );
     }
 
     #[test]

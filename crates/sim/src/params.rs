@@ -57,6 +57,8 @@ pub struct Params {
     pub lookup_fail_p: f64,
     /// Probability that a Launch cannot start the shepherd.
     pub spawn_fail_p: f64,
+    /// Probability that a Launch's pre-execution command fails (the job goes back to PEND).
+    pub pre_exec_fail_p: f64,
     /// Longest run of a job's process, ms.
     pub job_run_max_ms: u64,
     /// mbatchd's CLEAN_PERIOD, ms.
@@ -112,6 +114,7 @@ impl Params {
             terminate_interval_s: rng.range(1, 3) as u32,
             client_retry_ms: rng.range(500, 5_000),
             disk_full_mean_ms: sometimes(rng, 0.3, 3_000, 30_000),
+            pre_exec_fail_p: level(rng, &[0.0, 0.05, 0.2]),
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! A Launch starts a shepherd, which writes its pid file and executes the job
 //! at once (the launch "reached exec", which the oracle counts), unless the
-//! launch fails before any process exists. The process then runs for a random
+//! launch fails before any process exists, or its pre-execution command fails
+//! (the job never runs and goes back to PEND). The process then runs for a random
 //! virtual time and exits 0 or non-zero. It survives sbatchd crashes (as the
 //! real shepherd does); its exit is reported to sbatchd when sbatchd runs, or
 //! found by the adoption of the next start.
@@ -84,6 +85,18 @@ impl World {
             });
             let message = "fork: Resource temporarily unavailable".to_owned();
             self.sbd_input(host, Input::SpawnFailed { job, message });
+            return;
+        }
+        if !self.healing && self.rng.chance(self.params.pre_exec_fail_p) {
+            // The shepherd ran the pre-execution commands before any job process: one
+            // failed, so the job never ran and goes back to PEND (any exit but 99, which
+            // would end it).
+            let exit = self.rng.range(1, 3) as u8;
+            self.trace.line(self.now_ms, || {
+                format!("job {job}: its pre-execution command exits {exit} on {}", self.hosts[host])
+            });
+            self.stats.n_pre_exec_failures += 1;
+            self.sbd_input(host, Input::PreExecFailed { job, exit });
             return;
         }
         self.oracle_check_launch(host, job);

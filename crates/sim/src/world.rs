@@ -159,6 +159,8 @@ pub struct Stats {
     pub n_jobs_ran: u64,
     /// Refusals (NEW_JOB_REPLY Refused sent).
     pub n_refusals: u64,
+    /// Launches whose pre-execution command failed (the job went back to PEND).
+    pub n_pre_exec_failures: u64,
     /// Runs a `brequeue -r` kill ended and requeued (JOB_REQUEUE durable).
     pub n_requeues: u64,
     /// Jobs `bkill -r` ended (JOB_FORCE_EXIT durable).

@@ -116,6 +116,12 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
     if !job.res_req.is_empty() {
         wrap.put(&format!(", Requested Resources <{}>", job.res_req));
     }
+    if !job.pre_exec.is_empty() {
+        wrap.put(&format!(", Pre-execute Command <{}>", job.pre_exec));
+    }
+    if !job.post_exec.is_empty() {
+        wrap.put(&format!(", Post-execute Command <{}>", job.post_exec));
+    }
     wrap.put(";\n");
     limits(wrap, job);
 

@@ -86,7 +86,18 @@ const BSUB_OPTIONS: &[Opt] = &[
     Opt::value(
         "E",
         "\"pre_exec_command\"",
-        "Runs this command on the execution host before the job; if it fails the job is requeued.",
+        "Runs this command (`/bin/sh -c`, as the job's user, in its directory and environment, output to \
+         the job's files) on the execution host before the job, after the queue's `PRE_EXEC`. If it exits \
+         non-zero the job does not run and goes back to pending, to be dispatched again up to \
+         `LOCAL_MAX_PREEXEC_RETRY` times (lsb.params; unlimited by default), then is held (PSUSP) or ends \
+         (`LOCAL_MAX_PREEXEC_RETRY_ACTION=EXIT`); exit 99 ends the job at once.",
+    ),
+    Opt::value(
+        "Ep",
+        "\"post_exec_command\"",
+        "Runs this command as the job's user on the execution host after the job, before the queue's \
+         `POST_EXEC`, with `LSB_JOBEXIT_STAT` set to the job's wait status; its exit does not change the \
+         job's DONE or EXIT.",
     ),
     Opt::value("L", "login_shell", "Runs the job under this shell (an absolute path) as a login shell."),
     Opt::value(
@@ -105,7 +116,6 @@ const BSUB_OPTIONS: &[Opt] = &[
     Opt::flag("B", "").kind(Kind::Ignored),
     Opt::flag("r", "").kind(Kind::Ignored),
     Opt::value("t", "", "").kind(Kind::Refused),
-    Opt::value("Ep", "", "").kind(Kind::Refused),
     Opt::value("G", "", "").kind(Kind::Refused),
     Opt::value("k", "", "").kind(Kind::Refused),
     Opt::value("sp", "", "").kind(Kind::Refused),

@@ -90,6 +90,7 @@ impl SubmitSpec {
             job_name: String::new(),
             env: Vec::new(),
             pre_exec: String::new(),
+            post_exec: String::new(),
             res_req: String::new(),
             dependency: String::new(),
             ..self.request.clone()
@@ -120,6 +121,7 @@ impl SubmitSpec {
             &r.dependency,
             &r.login_shell,
             &r.pre_exec,
+            &r.post_exec,
             &r.from_host,
         ];
         let texts: usize = texts.iter().map(|text| text.len()).sum::<usize>()
@@ -163,6 +165,7 @@ impl TryFrom<wire::SubmitRequest> for SubmitSpec {
         check_text("submit.res_req", &request.res_req, PATH_BYTES_MAX)?;
         check_text("submit.dependency", &request.dependency, PATH_BYTES_MAX)?;
         check_text("submit.pre_exec", &request.pre_exec, COMMAND_BYTES_MAX)?;
+        check_text("submit.post_exec", &request.post_exec, COMMAND_BYTES_MAX)?;
         if request.begin_time < 0 {
             return Err(LlError::new("submit.begin_time", "is before the epoch"));
         }
@@ -274,6 +277,9 @@ impl TryFrom<wire::JobSpecs> for JobSpec {
         check_text("spec.job_name", &specs.job_name, NAME_BYTES_MAX)?;
         check_text("spec.project", &specs.project, NAME_BYTES_MAX)?;
         check_text("spec.pre_exec", &specs.pre_exec, COMMAND_BYTES_MAX)?;
+        check_text("spec.post_exec", &specs.post_exec, COMMAND_BYTES_MAX)?;
+        check_text("spec.queue_pre_exec", &specs.queue_pre_exec, COMMAND_BYTES_MAX)?;
+        check_text("spec.queue_post_exec", &specs.queue_post_exec, COMMAND_BYTES_MAX)?;
         check_paths(
             "spec",
             &[
@@ -331,6 +337,9 @@ mod tests {
             login_shell: String::new(),
             pre_exec: String::new(),
             env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
+            post_exec: String::new(),
+            queue_pre_exec: String::new(),
+            queue_post_exec: String::new(),
         }
     }
 

@@ -95,6 +95,23 @@ pub struct QueueConfig {
     pub description: String,
     /// `NICE`, for `bqueues -l` (-20 to 19).
     pub nice: i32,
+    /// `PRE_EXEC`: run on the execution host before the job's own `-E`; empty for none.
+    pub pre_exec: String,
+    /// `POST_EXEC`: run on the execution host after the job's own `-Ep`; empty for none.
+    pub post_exec: String,
+    /// `LOCAL_MAX_PREEXEC_RETRY_ACTION` of the queue, overriding `lsb.params`'s.
+    pub preexec_retry_action: Option<PreExecRetryAction>,
+}
+
+/// What happens to a job whose pre-execution commands failed `LOCAL_MAX_PREEXEC_RETRY`
+/// times (`LOCAL_MAX_PREEXEC_RETRY_ACTION`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PreExecRetryAction {
+    /// `SUSPEND` (LSF's default): the job is held (PSUSP) until `bresume`.
+    #[default]
+    Suspend,
+    /// `EXIT`: the job ends EXIT with the last pre-execution command's exit value.
+    Exit,
 }
 
 impl QueueConfig {
@@ -116,6 +133,9 @@ impl QueueConfig {
             fairshare: None,
             description: String::new(),
             nice: 0,
+            pre_exec: String::new(),
+            post_exec: String::new(),
+            preexec_retry_action: None,
         }
     }
 
@@ -281,6 +301,12 @@ pub struct MbdConfig {
     /// MB in the unit of a memory amount written without one in `-R` (`mem`, `swp`):
     /// 1, or `LSF_UNIT_FOR_LIMITS` when that is larger than MB (1024 for GB), as in LSF.
     pub resreq_unit_mb: u64,
+    /// `LOCAL_MAX_PREEXEC_RETRY` of `lsb.params`: how many times a job's pre-execution
+    /// commands may fail before `LOCAL_MAX_PREEXEC_RETRY_ACTION` applies; `None` for
+    /// unlimited (LSF's default).
+    pub local_max_preexec_retry: Option<u32>,
+    /// `LOCAL_MAX_PREEXEC_RETRY_ACTION` of `lsb.params` (a queue's own wins).
+    pub preexec_retry_action: PreExecRetryAction,
 }
 
 impl MbdConfig {
@@ -305,6 +331,8 @@ impl MbdConfig {
             max_job_bytes: MAX_JOB_BYTES_DEFAULT,
             max_pend_bytes: MAX_PEND_BYTES_DEFAULT,
             resreq_unit_mb: 1,
+            local_max_preexec_retry: None,
+            preexec_retry_action: PreExecRetryAction::Suspend,
         }
     }
 
@@ -351,6 +379,12 @@ impl MbdConfig {
             ));
         }
         Ok(())
+    }
+
+    /// What happens to a job of `queue` once its pre-execution commands failed
+    /// `LOCAL_MAX_PREEXEC_RETRY` times: the queue's action, else `lsb.params`'s.
+    pub fn preexec_retry_action(&self, queue: &QueueName) -> PreExecRetryAction {
+        self.queue(queue).and_then(|q| q.preexec_retry_action).unwrap_or(self.preexec_retry_action)
     }
 
     /// The queue called `name`.

@@ -231,6 +231,9 @@ fn narrate(told: &mut Told, event: &Event) -> Option<(u64, Option<JobStatus>, St
             let text = match (told.status, r.status) {
                 (_, JobStatus::Done) => finished_text(r.finish.as_ref(), true, &r.reason),
                 (_, JobStatus::Exit) => finished_text(r.finish.as_ref(), false, &r.reason),
+                (_, JobStatus::Psusp) if r.reason == crate::job::REASON_PRE_EXEC_LIMIT => {
+                    format!("Suspended: {};", r.reason)
+                }
                 (_, JobStatus::Psusp | JobStatus::Ususp) => {
                     format!("Suspended by the user or administrator{by};")
                 }

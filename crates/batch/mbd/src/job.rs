@@ -32,6 +32,13 @@ pub const REASON_REQUEUED: &str = "Job has been requeued";
 pub const REASON_USER_STOP: &str = "The job was suspended by user";
 /// The reason of a job whose queue is no longer configured.
 pub const REASON_NO_QUEUE: &str = "The queue of the job is no longer configured";
+/// LSF's reason for a job back in PEND because a pre-execution command failed
+/// (`PEND_JOB_PRE_EXEC`). Replay counts the JOB_STATUS records with it, as LSF does.
+pub const REASON_PRE_EXEC: &str = "The job's pre-exec command exited with non-zero status";
+/// The reason of a job held (PSUSP) because its pre-execution commands failed
+/// `LOCAL_MAX_PREEXEC_RETRY` times (`LOCAL_MAX_PREEXEC_RETRY_ACTION=SUSPEND`); counted too.
+pub const REASON_PRE_EXEC_LIMIT: &str =
+    "The job's pre-exec command exited with non-zero status; the pre-exec retry limit is reached";
 /// LSF's termination reason of a job sbatchd killed at its run limit (`bsub -W`).
 pub const TERM_RUNLIMIT: &str = "TERM_RUNLIMIT: job killed after reaching LSF run time limit";
 /// LSF's termination reason of a job sbatchd killed over its memory limit (`bsub -M`).
@@ -164,6 +171,9 @@ pub struct Job {
     /// The dispatch order key `btop`/`bbot` set (JOB_MOVE); `None` for arrival
     /// order (see [`Job::dispatch_key`] and `control`).
     pub(crate) order_key: Option<i64>,
+    /// How many times its pre-execution commands failed (the JOB_STATUS records with
+    /// [`REASON_PRE_EXEC`] or [`REASON_PRE_EXEC_LIMIT`]): `LOCAL_MAX_PREEXEC_RETRY` bounds it.
+    pub(crate) pre_exec_failures: u32,
     /// Set by a `brequeue` kill of this started job (JOB_SIGNAL `requeue_hold`):
     /// its run's FINISH requeues it, held when `Some(true)`. Not in the job's
     /// own encoding: only a started job has it, and a finished job's frozen
@@ -222,6 +232,7 @@ impl Job {
             signal_request_ids: BTreeMap::new(),
             finish: None,
             order_key: None,
+            pre_exec_failures: 0,
             requeue_hold: None,
         }
     }
@@ -600,7 +611,8 @@ impl Job {
             JobStatus::Done | JobStatus::Exit => false,
             _started => match to {
                 JobStatus::Pend => self.accepted.is_none(),
-                JobStatus::Psusp => false,
+                // A dispatch whose pre-execution commands failed once too often is held.
+                JobStatus::Psusp => self.accepted.is_none() && r.reason == REASON_PRE_EXEC_LIMIT,
                 JobStatus::Done | JobStatus::Exit => true,
                 other => other != from,
             },
@@ -625,7 +637,13 @@ impl Job {
             // DONE/EXIT dominate; a pending job's new status answers its intent.
             self.pending_signals.clear();
         }
-        if to == JobStatus::Pend && from.is_started() {
+        if to.is_pending()
+            && from.is_started()
+            && matches!(r.reason.as_str(), REASON_PRE_EXEC | REASON_PRE_EXEC_LIMIT)
+        {
+            self.pre_exec_failures = self.pre_exec_failures.saturating_add(1);
+        }
+        if to.is_pending() && from.is_started() {
             // A refused dispatch: the job is as if never dispatched. The one
             // intent that still acts on the pending job (a kill, or a STOP)
             // stays unanswered until the JOB_STATUS that the refusal's step
@@ -836,6 +854,8 @@ impl Job {
             dependency: request.dependency.clone(),
             run_limit_s: request.run_limit_s,
             mem_limit_kb: request.mem_limit_kb,
+            pre_exec: request.pre_exec.clone(),
+            post_exec: request.post_exec.clone(),
         }
     }
 }

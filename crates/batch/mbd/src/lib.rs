@@ -171,7 +171,8 @@ mod tests;
 
 pub use array::REASON_ARRAY_LIMIT;
 pub use config::{
-    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, QueueConfig, QueueLimit, UserLimit, UserLimits,
+    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, PreExecRetryAction, QueueConfig, QueueLimit, UserLimit,
+    UserLimits,
 };
 pub use control::ControlSnapshot;
 pub use depend::{REASON_DEPEND_NEVER, REASON_DEPEND_WAIT};
@@ -180,8 +181,9 @@ pub use event::Event;
 pub use history::{HISTORY_ENTRIES_PER_JOB_MAX, HISTORY_JOBS_PER_PAGE, HistoryBuilder};
 pub use input::{Caller, ClientId, Input, LimFacts, LoggedSubmission};
 pub use job::{
-    Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_USER_STOP,
-    REASON_USER_STOP_PENDING, SIGNAL_NUMBER_MAX, SignalKind, TERM_MEMLIMIT, TERM_RUNLIMIT, exit_code,
+    Job, PendingSignal, ProcessIds, REASON_NEW_JOB, REASON_NO_QUEUE, REASON_PRE_EXEC, REASON_PRE_EXEC_LIMIT,
+    REASON_USER_STOP, REASON_USER_STOP_PENDING, SIGNAL_NUMBER_MAX, SignalKind, TERM_MEMLIMIT, TERM_RUNLIMIT,
+    exit_code,
 };
 pub use limits::{
     PEND_THRESHOLD_REACHED, REASON_UGRP_JOB_LIMIT, REASON_UGRP_PJOB_LIMIT, REASON_USER_JOB_LIMIT,

@@ -40,13 +40,18 @@
 use lava_batch_ll::{HostName, JobRef, JobStatus, NAME_BYTES_MAX, PATH_BYTES_MAX};
 use lava_batch_wire as wire;
 
+use crate::config::PreExecRetryAction;
 use crate::effect::ToSbd;
 use crate::event::{
     Event, ExecInfo, FinishRecord, JobExecuteRecord, JobRequeueRecord, JobStartAcceptRecord, JobStatusRecord,
     Requeued,
 };
-use crate::job::{s_to_ms, truncate};
+use crate::job::{REASON_PRE_EXEC, REASON_PRE_EXEC_LIMIT, s_to_ms, truncate};
 use crate::machine::{Mbd, Step};
+
+/// The exit value with which a pre-execution command ends its job at once instead of
+/// sending it back to PEND (LSF's rule).
+pub const PRE_EXEC_EXIT_NO_RETRY: u8 = 99;
 
 /// Longest refusal message kept as a pending reason, in bytes.
 pub const REFUSAL_REASON_BYTES_MAX: usize = 1024;
@@ -123,9 +128,17 @@ impl Mbd {
                     self.send_signals(step, id, |_| true);
                 }
             }
-            wire::NewJobOutcome::Refused { message, .. } => {
+            wire::NewJobOutcome::Refused { code, message } => {
                 if awaiting_reply {
-                    self.refused(step, id, host, message);
+                    match wire::pre_exec_exit(*code) {
+                        Some(exit) => self.pre_exec_failed(step, id, exit),
+                        None => self.refused(step, id, host, message),
+                    }
+                } else if wire::pre_exec_exit(*code).is_some() {
+                    // A copy of a pre-execution failure already handled: the host
+                    // may run the job again (LSF retries it anywhere), and the
+                    // copy names the old dispatch, so it cannot be taken for a
+                    // failure of a new one.
                 } else {
                     // A copy of a refusal already handled: `host` resends it
                     // until the ACK reaches it, so more copies may be on their
@@ -163,6 +176,42 @@ impl Mbd {
         // a kill ends it, a STOP holds it. JOB_STATUS PEND kept that intent
         // unanswered, so a crash between the two records loses nothing.
         self.settle_pending_intent(step, id);
+        step.dispatch = true;
+    }
+
+    /// Job `id`, started and not accepted, did not run: its pre-execution commands
+    /// failed with exit value `exit` (docs/batch.md, "Pre- and post-execution commands").
+    /// As in LSF: exit 99 ends it EXIT; otherwise it goes back to PEND with
+    /// [`REASON_PRE_EXEC`], to be dispatched again (the host is not avoided), until
+    /// `LOCAL_MAX_PREEXEC_RETRY` failures, after which `LOCAL_MAX_PREEXEC_RETRY_ACTION`
+    /// holds it (PSUSP, [`REASON_PRE_EXEC_LIMIT`]) or ends it EXIT with that exit value.
+    fn pre_exec_failed(&mut self, step: &mut Step, id: JobRef, exit: u8) {
+        let job = self.store.live_job(id);
+        let failures = job.pre_exec_failures.saturating_add(1);
+        let limit_reached = self.config.local_max_preexec_retry.is_some_and(|limit| failures >= limit);
+        let action = self.config.preexec_retry_action(&job.queue);
+        let ends = exit == PRE_EXEC_EXIT_NO_RETRY || (limit_reached && action == PreExecRetryAction::Exit);
+        let (status, reason, finish) = if ends {
+            let finish = FinishRecord {
+                wait_status: i32::from(exit) << 8,
+                finish_reason: wire::FINISH_PRE_EXEC,
+                end_time_ms: step.now_ms,
+                rusage: wire::ResourceUsage::default(),
+                pid: 0,
+            };
+            (JobStatus::Exit, String::new(), Some(finish))
+        } else if limit_reached {
+            (JobStatus::Psusp, REASON_PRE_EXEC_LIMIT.to_owned(), None)
+        } else {
+            (JobStatus::Pend, REASON_PRE_EXEC.to_owned(), None)
+        };
+        let record = JobStatusRecord { job: job.job, status, reason, time_ms: step.now_ms, finish };
+        self.record(step, Event::JobStatus(record));
+        if !ends {
+            // As after a refusal: an intent left unanswered now applies to the
+            // pending job (a kill ends it, a STOP holds it).
+            self.settle_pending_intent(step, id);
+        }
         step.dispatch = true;
     }
 

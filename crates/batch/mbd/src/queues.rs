@@ -90,6 +90,8 @@ impl Mbd {
                 n_ssusp: 0,
                 n_ususp: 0,
                 n_reserved: 0,
+                pre_exec: queue.pre_exec.clone(),
+                post_exec: queue.post_exec.clone(),
             })
             .collect();
         for (_, job) in self.store.live_jobs() {

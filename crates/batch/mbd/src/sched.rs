@@ -222,6 +222,9 @@ impl Mbd {
             login_shell: request.login_shell.clone(),
             pre_exec: request.pre_exec.clone(),
             env: job.env.as_ref().clone(),
+            post_exec: request.post_exec.clone(),
+            queue_pre_exec: queue.map(|q| q.pre_exec.clone()).unwrap_or_default(),
+            queue_post_exec: queue.map(|q| q.post_exec.clone()).unwrap_or_default(),
         }
     }
 

@@ -7,6 +7,7 @@ mod acct;
 mod arrays;
 mod control;
 mod harness;
+mod hooks;
 mod hosts;
 mod limits;
 mod pipeline;

@@ -191,7 +191,7 @@ use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire as wire;
 
 pub use invariants::Violation;
-pub use record::{JobRecord, KillSequence, PID_NONE, PendingSignal, Refusal};
+pub use record::{Hooks, JobRecord, KillSequence, PID_NONE, PendingSignal, Refusal};
 pub use run_spec::RunSpec;
 pub use sbd::{DISK_FULL_REFUSAL, Sbd};
 
@@ -320,6 +320,15 @@ pub enum Input {
         job: JobRef,
         /// What failed, for `bjobs -l`.
         message: String,
+    },
+    /// The job's pre-execution commands (the queue's `PRE_EXEC`, then `-E`) ran before
+    /// any job process existed and one exited non-zero: the dispatch is refused with
+    /// `wire::REFUSE_PRE_EXEC_BASE` plus `exit`, and mbatchd returns the job to PEND.
+    PreExecFailed {
+        /// The job.
+        job: JobRef,
+        /// The failing command's exit value (128 plus the signal when killed).
+        exit: u8,
     },
     /// At restart, for a job of [`Sbd::awaiting_adoption`]: no shepherd was
     /// ever started, so the job may be launched.

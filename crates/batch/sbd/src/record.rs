@@ -71,6 +71,34 @@ pub struct JobRecord {
     /// `INTERACTIVE`, `PTY`, `PTY_SHELL`), 0 for a batch job. Last, so that a record of an
     /// earlier format reads as 0 (crate `lava-sbatchd`'s store appends the word).
     pub interactive: u32,
+    /// The pre- and post-execution commands besides `run_spec.pre_exec`, from the
+    /// snapshot; never changed. After `interactive`, last, so that an older record
+    /// file reads as one without them (sbatchd's `store`).
+    pub hooks: Hooks,
+}
+
+/// The commands run around a job besides its `-E` (`RunSpec::pre_exec`), in LSF's order:
+/// the queue's `PRE_EXEC`, `-E`, the job, `-Ep`, the queue's `POST_EXEC`
+/// (docs/batch.md, "Pre- and post-execution commands"). Empty for none.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hooks {
+    /// The queue's `PRE_EXEC`.
+    pub queue_pre_exec: String,
+    /// `-Ep`.
+    pub post_exec: String,
+    /// The queue's `POST_EXEC`.
+    pub queue_post_exec: String,
+}
+
+impl Hooks {
+    /// The hooks of a dispatch snapshot.
+    pub fn of(specs: &wire::JobSpecs) -> Hooks {
+        Hooks {
+            queue_pre_exec: specs.queue_pre_exec.clone(),
+            post_exec: specs.post_exec.clone(),
+            queue_post_exec: specs.queue_post_exec.clone(),
+        }
+    }
 }
 
 /// LSF's kill: SIGINT, then SIGTERM after the terminate interval, then SIGKILL
@@ -112,6 +140,7 @@ impl JobRecord {
         dispatch_seq: u32,
         run_spec: RunSpec,
         refusal: Option<Refusal>,
+        hooks: Hooks,
     ) -> JobRecord {
         JobRecord {
             job,
@@ -134,6 +163,7 @@ impl JobRecord {
             pending_signals: Vec::new(),
             refusal,
             interactive: 0,
+            hooks,
         }
     }
 

@@ -9,7 +9,7 @@ use lava_batch_wire::{self as wire, SignalAction, SignalOutcome};
 use crate::invariants::{Violation, check_record};
 use crate::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
 use crate::{
-    Ack, Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
+    Ack, Config, Effect, Hooks, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
     RunSpec, SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, TOMBSTONE_EVICTION_PERCENT, ToMbd, UserInfo, errno,
 };
 
@@ -234,6 +234,7 @@ impl Sbd {
                 self.spawned(job, pid, pgid, exec_time_ms, &mut out)
             }
             Input::SpawnFailed { job, message } => self.spawn_failed(job, message, &mut out),
+            Input::PreExecFailed { job, exit } => self.pre_exec_failed(job, exit, &mut out),
             Input::NotLaunched { job } => self.not_launched(job, &mut out),
             Input::Exited { job, wait_status, rusage, end_time_ms } => {
                 self.exited(job, wait_status, rusage, end_time_ms, &mut out)
@@ -388,7 +389,8 @@ impl Sbd {
                 (RunSpec::derive(&spec, None), refuse(format!("user {}: {problem}", spec.user())))
             }
         };
-        let mut record = JobRecord::created(job_ref, spec.specs().dispatch_seq, run_spec, refusal);
+        let hooks = Hooks::of(spec.specs());
+        let mut record = JobRecord::created(job_ref, spec.specs().dispatch_seq, run_spec, refusal, hooks);
         record.interactive = spec.specs().file_flags
             & (wire::submit_flags::INTERACTIVE | wire::submit_flags::PTY | wire::submit_flags::PTY_SHELL);
         if let Some((signal_seq_last, suspend_seq_last)) = carried_signals {
@@ -565,8 +567,32 @@ impl Sbd {
             out.send_finish(job);
             return answer_held(job_ref, held, SignalOutcome::AlreadyFinished, out);
         }
+        self.refuse_unstarted(job_ref, wire::REFUSE_SETUP, message, out);
+    }
+
+    /// The job's pre-execution commands exited `exit` before its process existed: the
+    /// dispatch is refused with [`wire::REFUSE_PRE_EXEC_BASE`] plus `exit`, which mbatchd
+    /// turns into LSF's requeue (docs/batch.md, "Pre- and post-execution commands").
+    fn pre_exec_failed(&mut self, job_ref: JobRef, exit: u8, out: &mut Out<'_>) {
+        let job = self.jobs.get(&job_ref);
+        let Some(job) = job else { panic!("job {job_ref}: PreExecFailed for a job sbatchd does not hold") };
+        let record = &job.record;
+        // The commands run before any process: a report for a job with a process, or one
+        // already refused, is stale (a copy from before a restart) and changes nothing.
+        if record.is_spawned() || record.refusal.is_some() || record.exit_status_valid {
+            return;
+        }
+        let message = format!("the pre-execution command exited with {exit}; the job was not run");
+        self.refuse_unstarted(job_ref, wire::REFUSE_PRE_EXEC_BASE + u32::from(exit), message, out);
+    }
+
+    /// Refuses the dispatch of a job that has no process: persisted, then the reply, and
+    /// every held signal answered `NoSuchJob`.
+    fn refuse_unstarted(&mut self, job_ref: JobRef, code: u32, message: String, out: &mut Out<'_>) {
+        let job = self.jobs.get_mut(&job_ref).expect("the caller checked the job");
+        let record = &mut job.record;
         self.awaiting_adoption.remove(&job_ref);
-        record.refusal = Some(Refusal { code: wire::REFUSE_SETUP, message, refused_ms: out.now_ms });
+        record.refusal = Some(Refusal { code, message, refused_ms: out.now_ms });
         let pending = std::mem::take(&mut record.pending_signals);
         out.persist(record);
         out.send_reply(job);

@@ -55,6 +55,9 @@ fn specs(id: u32) -> wire::JobSpecs {
         project: "default".into(),
         login_shell: String::new(),
         pre_exec: String::new(),
+        post_exec: String::new(),
+        queue_pre_exec: String::new(),
+        queue_post_exec: String::new(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
     }
 }
@@ -457,6 +460,33 @@ fn spawn_failure_before_pid_refuses_and_a_new_dispatch_relaunches() {
     assert_eq!(effects, removed_then_launched(7, &fresh));
     assert_eq!(fresh.dispatch_seq, 2);
     assert!(fresh.refusal.is_none() && !fresh.pid_acked);
+}
+
+// Goal: a pre-execution failure (before any pid) refuses the dispatch with the exit value
+// in the code (REFUSE_PRE_EXEC_BASE + exit), persisted before the reply, held signals
+// answered NoSuchJob; a duplicate NEW_JOB gets the refusal again, never a launch.
+#[test]
+fn pre_exec_failure_refuses_with_its_exit_value() {
+    let mut h = Harness::connected();
+    let created = h.launched(7);
+    h.step(T0, signal(7, 1, SignalAction::Stop));
+    let held = h.record(7);
+    let message = "the pre-execution command exited with 3; the job was not run";
+    let code = wire::REFUSE_PRE_EXEC_BASE + 3;
+    let refusal = Refusal { code, message: message.into(), refused_ms: T0 };
+    let refused_record =
+        JobRecord { refusal: Some(refusal), signal_seq_last: held.signal_seq_last, ..created };
+    h.check(
+        T0,
+        Input::PreExecFailed { job: job(7), exit: 3 },
+        vec![
+            persist(&refused_record),
+            refused(7, code, message),
+            signal_reply(7, 1, SignalOutcome::NoSuchJob),
+        ],
+    );
+    assert_eq!(wire::pre_exec_exit(code), Some(3));
+    h.check(T0, new_job(7), vec![refused(7, code, message)]);
 }
 
 // Regression (found by lava-sim): a refusal not yet acked is resent when the

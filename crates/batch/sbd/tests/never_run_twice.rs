@@ -97,6 +97,9 @@ fn new_job(id: u32) -> Input {
         project: String::new(),
         login_shell: String::new(),
         pre_exec: String::new(),
+        post_exec: String::new(),
+        queue_pre_exec: String::new(),
+        queue_post_exec: String::new(),
         env: Vec::new(),
     };
     let user = match id {

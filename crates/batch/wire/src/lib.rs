@@ -366,6 +366,12 @@ pub struct JobSpecs {
     pub pre_exec: String,
     /// The submission environment plus LSF's job variables.
     pub env: Vec<EnvVar>,
+    /// `-Ep`: the post-execution command, empty for none.
+    pub post_exec: String,
+    /// The queue's `PRE_EXEC` (lsb.queues) at dispatch, run before `pre_exec`; empty for none.
+    pub queue_pre_exec: String,
+    /// The queue's `POST_EXEC` at dispatch, run after `post_exec`; empty for none.
+    pub queue_post_exec: String,
 }
 
 /// BATCH_NEW_JOB_REPLY: sbatchd accepted (with the pid) or refused the job.
@@ -406,6 +412,17 @@ pub const REFUSE_NO_USER: u32 = 1;
 pub const REFUSE_SETUP: u32 = 2;
 /// The host is shutting down or out of resources.
 pub const REFUSE_HOST: u32 = 3;
+/// A pre-execution command (the queue's `PRE_EXEC`, then `bsub -E`) exited non-zero, so the job
+/// was not run: the code is this base plus the command's exit value (0 to 255; a command
+/// killed by a signal counts as 128 plus the signal, as `sh` reports it). See
+/// [`pre_exec_exit`].
+pub const REFUSE_PRE_EXEC_BASE: u32 = 0x100;
+
+/// The exit value of the pre-execution command that a refusal `code` reports, if it reports one
+/// ([`REFUSE_PRE_EXEC_BASE`]).
+pub fn pre_exec_exit(code: u32) -> Option<u8> {
+    code.checked_sub(REFUSE_PRE_EXEC_BASE).and_then(|exit| u8::try_from(exit).ok())
+}
 
 /// BATCH_*_ACK: mbatchd confirms that the event for this stage is durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -484,6 +501,10 @@ pub const FINISH_START_FAILED: u32 = 4;
 pub const FINISH_FORCE_OWNER: u32 = 5;
 /// `bkill -r` by root or a cluster administrator (LSF's TERM_FORCE_ADMIN).
 pub const FINISH_FORCE_ADMIN: u32 = 6;
+/// The job never ran: a pre-execution command exited 99, or failed once too often with
+/// `LOCAL_MAX_PREEXEC_RETRY_ACTION=EXIT` (mbatchd's records and `bjobs`; sbatchd reports a
+/// pre-execution failure as a refusal, [`REFUSE_PRE_EXEC_BASE`]).
+pub const FINISH_PRE_EXEC: u32 = 7;
 
 /// A signal action, as `bkill`/`bstop`/`bresume` request it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -659,6 +680,8 @@ pub struct SubmitRequest {
     pub umask: u32,
     /// The caller's environment.
     pub env: Vec<EnvVar>,
+    /// `-Ep`: a post-execution command run on the execution host after the job; empty for none.
+    pub post_exec: String,
 }
 
 /// SUBMIT_JOB_REPLY.
@@ -784,6 +807,10 @@ pub struct JobInfo {
     pub run_limit_s: u64,
     /// `-M`, KiB; 0 for none.
     pub mem_limit_kb: u64,
+    /// `-E` as submitted; empty for none.
+    pub pre_exec: String,
+    /// `-Ep` as submitted; empty for none.
+    pub post_exec: String,
 }
 
 /// SIGNAL_JOBS: what `bkill`, `bstop` and `bresume` ask for.
@@ -957,6 +984,10 @@ pub struct QueueInfo {
     pub n_ususp: u32,
     /// Reserved slots (no reservation yet: always 0).
     pub n_reserved: u32,
+    /// `PRE_EXEC`; empty for none.
+    pub pre_exec: String,
+    /// `POST_EXEC`; empty for none.
+    pub post_exec: String,
 }
 
 /// A [`QueueInfo`] limit that is not set.
@@ -988,6 +1019,8 @@ impl Default for QueueInfo {
             n_ssusp: 0,
             n_ususp: 0,
             n_reserved: 0,
+            pre_exec: String::new(),
+            post_exec: String::new(),
         }
     }
 }

@@ -250,6 +250,9 @@ fn new_job() {
             EnvVar { name: "PATH".into(), value: "/bin".into() },
             EnvVar { name: "LSB_X".into(), value: String::new() },
         ],
+        post_exec: "post".into(),
+        queue_pre_exec: "qpre".into(),
+        queue_post_exec: String::new(),
     };
     let golden = r##"
         00001092                                    # job.job_id = 4242
@@ -286,6 +289,9 @@ fn new_job() {
         00000004 2f62696e                           # env[0].value = "/bin"
         00000005 4c53425f58 000000                  # env[1].name = "LSB_X"
         00000000                                    # env[1].value = ""
+        00000004 706f7374                           # post_exec = "post"
+        00000004 71707265                           # queue_pre_exec = "qpre"
+        00000000                                    # queue_post_exec = ""
     "##;
     check("BATCH_NEW_JOB", &specs, golden);
 }
@@ -742,6 +748,7 @@ fn submit_job() {
         from_host: "hostA".into(),
         umask: 0o022,
         env: vec![EnvVar { name: "HOME".into(), value: "/home/alice".into() }],
+        post_exec: "post".into(),
     };
     let golden = r##"
         00000003 c0ffee 00                          # credential = 3 bytes
@@ -774,6 +781,7 @@ fn submit_job() {
         00000001                                    # body.env: 1 element
         00000004 484f4d45                           # body.env[0].name = "HOME"
         0000000b 2f686f6d652f616c696365 00          # body.env[0].value = "/home/alice"
+        00000004 706f7374                           # body.post_exec = "post"
     "##;
     check_request("SUBMIT_JOB", submit, golden);
 }
@@ -821,7 +829,7 @@ fn job_query() {
     check_request("JOB_QUERY", query, golden);
 }
 
-// Goal: JOB_QUERY_REPLY and its `JobInfo` (29 fields) keep their layout. Method: golden of a page
+// Goal: JOB_QUERY_REPLY and its `JobInfo` (31 fields) keep their layout. Method: golden of a page
 // with one job and one id not found.
 #[test]
 fn job_query_reply() {
@@ -852,6 +860,8 @@ fn job_query_reply() {
         dependency: "done(1)".into(),
         run_limit_s: 600,
         mem_limit_kb: MEM_LIMIT_KB,
+        pre_exec: "pre".into(),
+        post_exec: String::new(),
     };
     let reply = JobQueryReply {
         jobs: vec![info],
@@ -892,6 +902,8 @@ fn job_query_reply() {
         00000007 646f6e65283129 00                  # jobs[0].dependency = "done(1)"
         0000000000000258                            # jobs[0].run_limit_s = 600
         0000000100000002                            # jobs[0].mem_limit_kb = 0x100000002
+        00000003 707265 00                          # jobs[0].pre_exec = "pre"
+        00000000                                    # jobs[0].post_exec = ""
         00000001                                    # not_found: 1 element
         0000270f                                    # not_found[0].job_id = 9999
         00000000                                    # not_found[0].array_index = 0
@@ -995,7 +1007,7 @@ fn queue_query() {
     check_request("QUEUE_QUERY", QueueQuery { queues: vec!["normal".into(), "short".into()] }, golden);
 }
 
-// Goal: QUEUE_QUERY_REPLY and its `QueueInfo` (22 fields) keep their layout. Method: golden of
+// Goal: QUEUE_QUERY_REPLY and its `QueueInfo` (24 fields) keep their layout. Method: golden of
 // one queue and one name not found.
 #[test]
 fn queue_query_reply() {
@@ -1022,6 +1034,8 @@ fn queue_query_reply() {
         n_ssusp: 1,
         n_ususp: 5,
         n_reserved: 0,
+        pre_exec: "/bin/true".into(),
+        post_exec: String::new(),
     };
     let reply = QueueQueryReply { queues: vec![queue], not_found: vec!["nosuch".into()] };
     let golden = r##"
@@ -1051,6 +1065,8 @@ fn queue_query_reply() {
         00000001                                    # queues[0].n_ssusp = 1
         00000005                                    # queues[0].n_ususp = 5
         00000000                                    # queues[0].n_reserved = 0
+        00000009 2f62696e2f74727565 000000          # queues[0].pre_exec = "/bin/true"
+        00000000                                    # queues[0].post_exec = ""
         00000001                                    # not_found: 1 element
         00000006 6e6f73756368 0000                  # not_found[0] = "nosuch"
     "##;

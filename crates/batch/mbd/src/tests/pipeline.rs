@@ -134,6 +134,9 @@ fn full_pipeline_logs_each_stage_before_its_ack() {
         login_shell: String::new(),
         pre_exec: String::new(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
+        post_exec: String::new(),
+        queue_pre_exec: String::new(),
+        queue_post_exec: String::new(),
     };
     h.check(
         submit(1, 1, "alice", request()),
