@@ -386,6 +386,13 @@ impl Mbd {
             .iter()
             .take_while(|(finish_ms, _)| finish_ms.saturating_add(clean_period_ms) <= now_ms)
             .map(|(_, id)| *id)
+            // A run `bkill -r` ended whose host has not answered the kill keeps its job:
+            // cleaning it would forget the kill, and the process would run on unknown to
+            // anyone (a host that never comes back keeps it until mbatchd is told otherwise).
+            .filter(|id| {
+                self.links.forced_kill_settled.contains(id)
+                    || !self.store.index.force_killed.iter().any(|(_, forced)| forced == id)
+            })
             .collect();
         for id in cleanable {
             let job = self.store.finished(id).expect("the finished index lists finished jobs").job_ref();
