@@ -5,14 +5,13 @@
 
 mod util;
 
-use std::ffi::OsStr;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
 
 use lava_batch_ll::acct::AcctRecord;
-use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
+use util::{Cluster, Daemon, wait_until};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -34,14 +33,7 @@ impl Batch {
     fn start() -> Batch {
         let mut cluster = Cluster::new();
         let mbatchd = cluster.start_mbatchd();
-        let ready = cluster.dir().join("run/sbatchd.ready");
-        let args: Vec<&OsStr> =
-            vec!["--host".as_ref(), "localhost".as_ref(), "--ready-file".as_ref(), ready.as_ref()];
-        let mut sbatchd = cluster.spawn("sbatchd", Path::new(env!("CARGO_BIN_EXE_sbatchd")), &args);
-        wait_until("sbatchd's ready file", STARTUP_TIMEOUT, || {
-            assert!(sbatchd.is_running(), "sbatchd exited early:\n{}", sbatchd.log());
-            ready.exists().then_some(())
-        });
+        let sbatchd = cluster.start_sbatchd("localhost");
         Batch { cluster, mbatchd, _sbatchd: sbatchd }
     }
 
