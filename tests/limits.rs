@@ -234,7 +234,10 @@ fn an_oversized_job_is_refused_with_a_clear_message() {
 // make mbatchd hold them (100 of them took it from 22 MB to 146 MB). Goal: with
 // LAVA_MAX_PEND_BYTES at 8 MiB her submissions are refused once her pending jobs hold that
 // much, with LSF's threshold words and the sizes; mbatchd's memory grows by about the
-// bound, not by what she sends; another user still submits.
+// bound, not by what she sends; another user still submits. She sends 108 MB; the
+// allocator keeps some of what passed through (from 13 to 33 MB over the bound in
+// repeated runs), so the assertion sits where "follows the bound" and "follows what is
+// sent" are far apart: under half of what she sent.
 #[test]
 fn one_users_pending_jobs_are_bounded_in_bytes() {
     let batch = Batch::start(&users("default  -  -  -\n"), "LAVA_MAX_PEND_BYTES = 8388608\n");
@@ -243,7 +246,7 @@ fn one_users_pending_jobs_are_bounded_in_bytes() {
     // 8 variables of 112,500 bytes: one variable may not pass 128 KiB (MAX_ARG_STRLEN).
     let part = "y".repeat(112_500);
     let (mut accepted, mut refused) = (0, 0);
-    for _ in 0..40 {
+    for _ in 0..120 {
         let mut bsub = batch.cluster.command(bin("bsub"));
         for n in 0..8 {
             bsub.env(format!("BIG{n}"), &part);
@@ -269,9 +272,9 @@ fn one_users_pending_jobs_are_bounded_in_bytes() {
         assert!(said.contains("LAVA_MAX_PEND_BYTES, 8388608). Job not submitted."), "{said}");
         refused += 1;
     }
-    assert_eq!((accepted, refused), (9, 31), "9 jobs of 900 KB fit in 8 MiB");
+    assert_eq!((accepted, refused), (9, 111), "9 jobs of 900 KB fit in 8 MiB");
     let grown = rss().saturating_sub(before);
-    // 40 x 900 KB were sent (36 MB); 9 of them are held (8 MB).
-    assert!(grown < 32 * 1024, "mbatchd grew by {grown} KiB");
+    // 120 x 900 KB were sent (108 MB); 9 of them are held (8 MB).
+    assert!(grown < 48 * 1024, "mbatchd grew by {grown} KiB");
     Batch::accepted(&batch.run("bsub", &["-H", "true"]));
 }
