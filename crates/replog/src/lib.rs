@@ -360,6 +360,23 @@ impl Replica {
         entries.first().filter(|e| e.index == index).map(|e| e.data.to_vec())
     }
 
+    /// Every entry this replica's log holds after `index` (those [`Replica::compact`] keeps),
+    /// for the caller to carry past the snapshot it keeps (docs/failover.md, "What each
+    /// candidate keeps"). Call it between drains, when everything the log holds is durable.
+    pub fn entries_after(&self, index: u64) -> Vec<record::StoredEntry> {
+        let last = self.node.raft.raft_log.last_index();
+        if index >= last {
+            return Vec::new();
+        }
+        let context = raft::GetEntriesContext::empty(false);
+        let from = (index + 1).max(self.node.raft.raft_log.first_index());
+        self.node
+            .raft
+            .raft_log
+            .entries(from, u64::MAX, context)
+            .map_or_else(|_| Vec::new(), |entries| entries.iter().map(from_entry).collect())
+    }
+
     /// The index through which the log is held as a snapshot.
     pub fn snapshot_index(&self) -> u64 {
         self.node.store().snapshot_index()

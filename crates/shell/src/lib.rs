@@ -22,10 +22,13 @@
 //!   figures over a small HTTP/1 listener behind a gate), used by all five daemons when
 //!   lsf.conf names their metrics port.
 //!
+//! - [`replication`]: the master candidates' link and durable replica log around
+//!   `lava-replog` (docs/failover.md), for mbatchd and the coordinator.
+//!
 //! It sits beside `lava-net` on the shell side of the layering and may use tokio.
 //!
 //! It must never decide anything a daemon's logic or its shell decides: it knows no event,
-//! no encoding, no snapshot rule and no crash point (`lava_crash::point!` needs a literal
+//! no encoding of a daemon's own, no snapshot rule and no crash point (`lava_crash::point!` needs a literal
 //! name, so each daemon marks its own boundaries around these calls); it does not say what
 //! a stop or a reload does, when a daemon is ready or what its status line says. No logic,
 //! ll or wire crate may depend on it.
@@ -34,6 +37,7 @@
 pub mod group_commit;
 pub mod metrics;
 pub mod readiness;
+pub mod replication;
 pub mod signals;
 pub mod space;
 pub mod startup;
