@@ -33,6 +33,7 @@
 //!    order, and the newest snapshot the application kept; the committed entries after the
 //!    snapshot come back as `Apply` effects of the first drains.
 
+pub mod machine;
 pub mod record;
 mod store;
 

@@ -1,0 +1,510 @@
+//! The replicated state machine over the log (docs/failover.md, "The replicated state
+//! machine"): one component for every daemon whose state is an ordered log of its own events
+//! (mbatchd today, the coordinator next), generic over the application.
+//!
+//! The application keeps its logic as it is: on the leader it steps its logic, which
+//! applies each event to its state as it chooses it; the shell hands each event's bytes to
+//! [`Machine::propose`] instead of appending it to a local log, and each answer the step
+//! produced (a reply to a client, a message to an execution host) to [`Machine::hold`].
+//! An answer is released ([`Step::Release`]) only when the last event proposed before it
+//! comes back committed at the same index **and term**; on a follower, committed entries
+//! are applied to the application's state through [`Application::apply`]. The layer never
+//! knows what an event means: [`Application`] gives apply, snapshot and restore.
+//!
+//! The leader's state runs ahead of the log: it holds the events it proposed, committed or
+//! not. When that can no longer be trusted — the leader lost its leadership with proposals
+//! outstanding, saw an entry it proposed replaced (an `Apply` at its index with another
+//! term), or a proposal was refused — the machine rebuilds the application's state from its
+//! newest snapshot and the committed log, and every answer held behind a proposal becomes
+//! [`Step::NotDone`]: its events may or may not be committed later, so the caller answers
+//! "not done" (a command retries with the same request id and meets the application's own
+//! deduplication; an execution host resends what is unacknowledged).
+//!
+//! # The caller's contract, in order
+//! 1. **Start.** [`Machine::recover`] with every record the candidate made durable (in
+//!    order) and the application's newest durable snapshot; the machine loads the snapshot
+//!    into the application (or an empty state) and the committed entries after it come
+//!    back through [`Application::apply`] in the first drains.
+//! 2. **Inputs.** [`Machine::tick`] on the shell's timer, [`Machine::receive`] for each
+//!    message of another candidate; then [`Machine::drain`].
+//! 3. **Serve only as a ready leader.** Step the application's logic only between
+//!    [`Step::Lead`] and the next [`Step::Follow`] ([`Machine::is_serving`]); elsewhere
+//!    answer "not leader" (with [`Machine::leader`] as the hint). At `Lead` the state holds
+//!    every committed entry, all of the leader's predecessors' included: the application
+//!    does what it does at a start (mbatchd steps `Start`) and serves. At `Follow` it stops
+//!    serving and closes what only a leader keeps (execution hosts' channels).
+//! 4. **A step's effects.** Each event, in order, to [`Machine::propose`]; then each answer,
+//!    in order, to [`Machine::hold`]. Then [`Machine::drain`].
+//! 5. **Carry out every [`Step`] of a drain in order, all of them, before handing the
+//!    machine anything else**: [`Step::Persist`] is complete only when its records are
+//!    durable (written and fsynced) — everything after it may depend on that;
+//!    [`Step::KeepSnapshot`] makes the leader's snapshot the application's newest durable
+//!    one before the `Persist` that follows it; [`Step::Send`] to a candidate;
+//!    [`Step::Release`] sends the answer (it is acknowledged now: durable on a majority);
+//!    [`Step::NotDone`] answers "not done" (or drops it: the peer retries).
+//! 6. **Snapshots.** [`Machine::compact`] when the application wants one (it succeeds only
+//!    when no proposal is outstanding, so the state is exactly the committed log through
+//!    the applied index): keep its data durably as the newest snapshot first, then persist
+//!    its record.
+//!
+//! Durable, then acknowledged: nothing is released before a majority holds its entry
+//! durably, and nothing this candidate sends leaves before the records it depends on are
+//! durable here (the order of the steps).
+
+use std::collections::VecDeque;
+
+use crate::record::Record;
+use crate::{BadMessage, Config, Effect, Error, Placed, Refused, Replica, ReplicaId, View};
+
+/// The application whose state the log replicates.
+pub trait Application {
+    /// Applies a committed entry's bytes (never an empty entry: those are the leader's
+    /// markers). An entry the application cannot apply is its own fatal error: it notes it
+    /// and its shell stops the daemon after the drain.
+    fn apply(&mut self, index: u64, data: &[u8]);
+    /// The application's state as snapshot bytes.
+    fn snapshot(&self) -> Vec<u8>;
+    /// Replaces the state with a snapshot's, or with the empty state (`None`).
+    fn restore(&mut self, snapshot: Option<&[u8]>);
+}
+
+/// Something the caller carries out, in the order [`Machine::drain`] returned them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step<M> {
+    /// Make these records durable (append, fsync), before any later step.
+    Persist(Vec<Record>),
+    /// Send this message to candidate `to`.
+    Send { to: ReplicaId, message: Vec<u8> },
+    /// The leader's snapshot replaced the application's state (loaded already): keep it
+    /// durably as the newest snapshot, with its index and term.
+    KeepSnapshot { index: u64, term: u64, data: Vec<u8> },
+    /// The committed entry at `index` is in the application's state now (applied here, or
+    /// chosen here as the leader): for status and for checks; nothing to carry out.
+    Applied { index: u64, term: u64, data: Vec<u8> },
+    /// An answer whose events are committed: send it.
+    Release(M),
+    /// An answer whose events may never be committed: answer "not done" or drop it.
+    NotDone(M),
+    /// This candidate leads `term` and its state holds every committed entry: serve.
+    Lead { term: u64 },
+    /// This candidate stopped leading: stop serving; `leader` is the one it knows of.
+    Follow { term: u64, leader: Option<ReplicaId> },
+}
+
+/// A snapshot taken by [`Machine::compact`]: keep `data` durably as the newest snapshot
+/// (with `index` and `term`), then persist `record`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    pub index: u64,
+    pub term: u64,
+    pub data: Vec<u8>,
+    pub record: Record,
+}
+
+/// An answer waiting for a proposal.
+struct Held<M> {
+    gate: Placed,
+    answer: M,
+}
+
+/// The replicated state machine of one candidate.
+pub struct Machine<A, M> {
+    replica: Replica,
+    app: A,
+    /// The application's newest snapshot `(index, term, data)`: the base of a rebuild.
+    snapshot: Option<(u64, u64, Vec<u8>)>,
+    /// The last entry applied (or covered by the snapshot), and its term.
+    applied: u64,
+    applied_term: u64,
+    /// Proposals not yet applied, in index order (all in `leading`'s term).
+    pending: VecDeque<Placed>,
+    held: VecDeque<Held<M>>,
+    /// Answers ready for the next drain (held behind nothing, or gone bad).
+    out: Vec<Step<M>>,
+    /// The term this candidate leads, as last seen, and whether it serves in it.
+    leading: Option<u64>,
+    serving: bool,
+    /// A proposal was refused after the application applied its event: rebuild.
+    broken: bool,
+}
+
+impl<A: Application, M> Machine<A, M> {
+    /// A candidate restarting from its durable records and the application's newest
+    /// snapshot (both empty for a new one); `app` is loaded with the snapshot here.
+    pub fn recover(
+        config: Config,
+        mut app: A,
+        records: Vec<Record>,
+        snapshot: Option<(u64, u64, Vec<u8>)>,
+    ) -> Result<Machine<A, M>, Error> {
+        let replica = Replica::recover(config, records, snapshot.clone())?;
+        app.restore(snapshot.as_ref().map(|s| &s.2[..]));
+        let (applied, applied_term) = snapshot.as_ref().map_or((0, 0), |s| (s.0, s.1));
+        Ok(Machine {
+            replica,
+            app,
+            snapshot,
+            applied,
+            applied_term,
+            pending: VecDeque::new(),
+            held: VecDeque::new(),
+            out: Vec::new(),
+            leading: None,
+            serving: false,
+            broken: false,
+        })
+    }
+
+    /// The application (its state: committed entries, and on the leader its own
+    /// proposals).
+    pub fn app(&self) -> &A {
+        &self.app
+    }
+
+    /// The application, to step its logic (only while [`Machine::is_serving`]).
+    pub fn app_mut(&mut self) -> &mut A {
+        &mut self.app
+    }
+
+    /// The replica under the machine, for status and checks.
+    pub fn replica(&self) -> &Replica {
+        &self.replica
+    }
+
+    /// The replica's view.
+    pub fn view(&self) -> View {
+        self.replica.view()
+    }
+
+    /// Whether this candidate leads and serves (between `Lead` and `Follow`).
+    pub fn is_serving(&self) -> bool {
+        self.serving
+    }
+
+    /// The leader this candidate knows of, for a "not leader, try X" answer.
+    pub fn leader(&self) -> Option<ReplicaId> {
+        self.replica.view().leader
+    }
+
+    /// The last entry in the application's committed state.
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// Proposals not yet committed (the leader's state runs ahead of the log by these).
+    pub fn outstanding(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Answers held behind a proposal.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// One tick of the shell's clock.
+    pub fn tick(&mut self) {
+        self.replica.tick();
+    }
+
+    /// A message from another candidate.
+    pub fn receive(&mut self, bytes: &[u8]) -> Result<(), BadMessage> {
+        self.replica.receive(bytes)
+    }
+
+    /// Proposes an event the application applied to its state as it chose it. Refused when
+    /// this candidate does not serve; a refusal of a serving leader (it lost its
+    /// leadership within the step) also marks the state for a rebuild: it holds the event.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<Placed, Refused> {
+        if !self.serving || self.broken {
+            self.broken |= self.serving;
+            return Err(Refused::NotLeader { leader: self.leader() });
+        }
+        match self.replica.propose(data) {
+            Ok(placed) => {
+                self.pending.push_back(placed);
+                Ok(placed)
+            }
+            Err(refused) => {
+                self.broken = true;
+                Err(refused)
+            }
+        }
+    }
+
+    /// Holds an answer until every event proposed before it is committed; with none
+    /// outstanding it is released by the next drain.
+    pub fn hold(&mut self, answer: M) {
+        if self.broken {
+            self.out.push(Step::NotDone(answer));
+        } else if let Some(&gate) = self.pending.back() {
+            self.held.push_back(Held { gate, answer });
+        } else {
+            self.out.push(Step::Release(answer));
+        }
+    }
+
+    /// Takes a snapshot of the application through the applied index and lets the log
+    /// forget what it covers; `None` while proposals are outstanding (the state is then
+    /// ahead of the log) or when nothing new was applied.
+    pub fn compact(&mut self) -> Option<Compaction> {
+        if !self.pending.is_empty() || self.broken {
+            return None;
+        }
+        let data = self.app.snapshot();
+        let record = self.replica.compact(self.applied, data.clone())?;
+        let Record::Compacted { index, term } = record else { return None };
+        self.snapshot = Some((index, term, data.clone()));
+        Some(Compaction { index, term, data, record })
+    }
+
+    /// Everything to carry out now, in order (the module's contract, step 5).
+    pub fn drain(&mut self) -> Vec<Step<M>> {
+        let mut steps = std::mem::take(&mut self.out);
+        if self.broken {
+            self.abandon(&mut steps);
+        }
+        for effect in self.replica.drain() {
+            match effect {
+                Effect::Persist(records) => steps.push(Step::Persist(records)),
+                Effect::Send { to, message } => steps.push(Step::Send { to, message }),
+                Effect::Restore { index, term, data } => {
+                    // A leader's snapshot replaces everything, proposals included.
+                    self.pending.clear();
+                    self.not_done_all(&mut steps);
+                    self.app.restore(Some(&data));
+                    self.applied = index;
+                    self.applied_term = term;
+                    self.snapshot = Some((index, term, data.clone()));
+                    steps.push(Step::KeepSnapshot { index, term, data });
+                }
+                Effect::Apply { index, term, data } => self.apply(&mut steps, index, term, data),
+            }
+        }
+        self.roles(&mut steps);
+        steps
+    }
+
+    fn apply(&mut self, steps: &mut Vec<Step<M>>, index: u64, term: u64, data: Vec<u8>) {
+        match self.pending.front().copied() {
+            Some(mine) if mine.index == index && mine.term == term => {
+                // The application applied it when it chose it.
+                self.pending.pop_front();
+            }
+            Some(mine) if mine.index <= index || !data.is_empty() => {
+                // Our entry at this index was replaced (or another entry arrived among our
+                // proposals): every proposal from here on is dead, and the state holds them.
+                self.abandon(steps);
+                self.apply_to_app(index, &data);
+            }
+            _ => self.apply_to_app(index, &data),
+        }
+        self.applied = index;
+        self.applied_term = term;
+        steps.push(Step::Applied { index, term, data });
+        while let Some(first) = self.held.front() {
+            if first.gate.index > index {
+                break;
+            }
+            let held = self.held.pop_front().expect("front exists");
+            // A gate at or below this index that is still held was committed with its
+            // term only if no proposal died (else `abandon` took it already).
+            steps.push(Step::Release(held.answer));
+        }
+    }
+
+    fn apply_to_app(&mut self, index: u64, data: &[u8]) {
+        if !data.is_empty() {
+            self.app.apply(index, data);
+        }
+    }
+
+    /// Every outstanding proposal is dead or unknown: the answers behind them are "not
+    /// done", and the state goes back to the snapshot plus the committed log.
+    fn abandon(&mut self, steps: &mut Vec<Step<M>>) {
+        self.not_done_all(steps);
+        if !self.pending.is_empty() || self.broken {
+            self.pending.clear();
+            self.broken = false;
+            self.rebuild();
+        }
+    }
+
+    fn not_done_all(&mut self, steps: &mut Vec<Step<M>>) {
+        steps.extend(self.held.drain(..).map(|held| Step::NotDone(held.answer)));
+    }
+
+    /// The application's state from the newest snapshot and the committed entries after
+    /// it, through the applied index (the replica holds them: it forgets only what a
+    /// snapshot of this machine covers).
+    fn rebuild(&mut self) {
+        self.app.restore(self.snapshot.as_ref().map(|s| &s.2[..]));
+        let base = self.snapshot.as_ref().map_or(0, |s| s.0);
+        for index in base + 1..=self.applied {
+            match self.replica.entry_at(index) {
+                Some(data) => self.apply_to_app(index, &data),
+                None => unreachable!("committed entry {index} after the snapshot at {base} is in the log"),
+            }
+        }
+    }
+
+    /// Notices a change of leadership after a drain.
+    fn roles(&mut self, steps: &mut Vec<Step<M>>) {
+        let view = self.replica.view();
+        let now = view.is_leader.then_some(view.term);
+        if self.leading.is_some() && self.leading != now {
+            let term = self.leading.take().expect("checked");
+            if !self.pending.is_empty() || !self.held.is_empty() || self.broken {
+                self.abandon(steps);
+            }
+            if std::mem::take(&mut self.serving) {
+                steps.push(Step::Follow { term, leader: view.leader });
+            }
+        }
+        if now.is_some() && self.leading.is_none() {
+            self.leading = now;
+        }
+        // Ready once this term's first entry (the leader's marker) is applied: every entry
+        // of earlier terms is then in the state.
+        if let Some(term) = self.leading
+            && !self.serving
+            && self.applied_term == term
+        {
+            self.serving = true;
+            steps.push(Step::Lead { term });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An application whose state is the list of entries it holds.
+    #[derive(Default)]
+    struct List(Vec<u8>);
+
+    impl Application for List {
+        fn apply(&mut self, _index: u64, data: &[u8]) {
+            self.0.extend_from_slice(data);
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            self.0.clone()
+        }
+        fn restore(&mut self, snapshot: Option<&[u8]>) {
+            self.0 = snapshot.map(<[u8]>::to_vec).unwrap_or_default();
+        }
+    }
+
+    type M3 = Vec<Machine<List, &'static str>>;
+
+    fn three() -> M3 {
+        (1..=3)
+            .map(|id| Machine::recover(Config::new(id, 3), List::default(), Vec::new(), None).expect("config"))
+            .collect()
+    }
+
+    /// Delivers every message among the candidates not cut off until quiet; returns the
+    /// released and not-done answers of each.
+    fn settle(ms: &mut M3, cut: &[u64]) -> Vec<(u64, Step<&'static str>)> {
+        let mut seen = Vec::new();
+        for _ in 0..50 {
+            let mut mail = Vec::new();
+            for (k, m) in ms.iter_mut().enumerate() {
+                for step in m.drain() {
+                    match step {
+                        Step::Send { to, message } => mail.push((k as u64 + 1, to, message)),
+                        s @ (Step::Release(_) | Step::NotDone(_) | Step::Lead { .. } | Step::Follow { .. }) => {
+                            seen.push((k as u64 + 1, s))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if mail.is_empty() {
+                break;
+            }
+            for (from, to, message) in mail {
+                if !cut.contains(&from) && !cut.contains(&to) {
+                    ms[(to - 1) as usize].receive(&message).expect("a candidate's message");
+                }
+            }
+        }
+        seen
+    }
+
+    fn tick_all(ms: &mut M3, cut: &[u64], ticks: usize) -> Vec<(u64, Step<&'static str>)> {
+        let mut seen = Vec::new();
+        for _ in 0..ticks {
+            for m in ms.iter_mut() {
+                m.tick();
+            }
+            seen.extend(settle(ms, cut));
+        }
+        seen
+    }
+
+    #[test]
+    fn an_answer_waits_for_its_entry_and_followers_apply_it() {
+        let mut ms = three();
+        let seen = tick_all(&mut ms, &[], 12);
+        assert!(seen.contains(&(1, Step::Lead { term: 1 })), "{seen:?}");
+        assert!(ms[0].is_serving());
+        ms[0].app_mut().0.push(7);
+        ms[0].propose(vec![7]).expect("leader");
+        ms[0].hold("job 7 accepted");
+        assert_eq!(ms[0].held(), 1);
+        let seen = settle(&mut ms, &[]);
+        assert_eq!(seen, vec![(1, Step::Release("job 7 accepted"))]);
+        tick_all(&mut ms, &[], 2);
+        for m in &ms {
+            assert_eq!(m.app().0, vec![7]);
+        }
+        // Nothing outstanding: an answer goes at once.
+        ms[0].hold("query");
+        assert_eq!(settle(&mut ms, &[]), vec![(1, Step::Release("query"))]);
+    }
+
+    #[test]
+    fn a_cut_off_leader_answers_not_done_and_forgets_what_was_never_committed() {
+        let mut ms = three();
+        tick_all(&mut ms, &[], 12);
+        ms[0].app_mut().0.push(1);
+        ms[0].propose(vec![1]).expect("leader");
+        ms[0].hold("one");
+        settle(&mut ms, &[]);
+        // Cut candidate 1 off: what it proposes now cannot commit.
+        ms[0].app_mut().0.push(2);
+        ms[0].propose(vec![2]).expect("still believes it leads");
+        ms[0].hold("two");
+        let seen = tick_all(&mut ms, &[1], 40);
+        assert!(seen.contains(&(1, Step::NotDone("two"))), "{seen:?}");
+        assert!(seen.contains(&(1, Step::Follow { term: 1, leader: None })), "{seen:?}");
+        assert!(!seen.iter().any(|s| s == &(1, Step::Release("two"))));
+        assert_eq!(ms[0].app().0, vec![1], "rebuilt from the committed log");
+        let new_leader = ms.iter().position(|m| m.is_serving()).expect("the others elect one");
+        assert_ne!(new_leader, 0);
+        // Healed: the old leader follows and applies the new leader's entries.
+        ms[new_leader].app_mut().0.push(3);
+        ms[new_leader].propose(vec![3]).expect("leader");
+        tick_all(&mut ms, &[], 20);
+        for m in &ms {
+            assert_eq!(m.app().0, vec![1, 3]);
+        }
+    }
+
+    #[test]
+    fn compaction_waits_for_the_state_to_match_the_log_and_snapshots_catch_up() {
+        let mut ms = three();
+        tick_all(&mut ms, &[], 12);
+        for v in 1..=3u8 {
+            ms[0].app_mut().0.push(v);
+            ms[0].propose(vec![v]).expect("leader");
+        }
+        assert!(ms[0].compact().is_none(), "proposals outstanding");
+        tick_all(&mut ms, &[3], 2);
+        let compaction = ms[0].compact().expect("caught up");
+        assert_eq!(compaction.data, vec![1, 2, 3]);
+        tick_all(&mut ms, &[], 10);
+        assert_eq!(ms[2].app().0, vec![1, 2, 3], "the lagging candidate got the snapshot");
+    }
+}
