@@ -88,6 +88,57 @@ pub struct ShellConfig {
     pub acct_rule: crate::acct::AcctRule,
     /// Where the metrics are served (`LAVA_METRICS_ADDR`, `LAVA_MBD_METRICS_PORT`; `None`: not).
     pub metrics: Option<std::net::SocketAddr>,
+    /// With two master candidates or more: the replicated log among them (docs/failover.md).
+    pub replication: Option<Replication>,
+}
+
+/// mbatchd as one of several master candidates (`LSF_MASTER_LIST` with two names or more).
+#[derive(Clone, Debug)]
+pub struct Replication {
+    /// This candidate's rank in `LSF_MASTER_LIST`, from 1.
+    pub id: u64,
+    /// Every candidate's name and replication address (`LAVA_ADDR`, else the name resolved,
+    /// and `LAVA_MBD_REPL_PORT`), in `LSF_MASTER_LIST` order.
+    pub candidates: Vec<(String, std::net::SocketAddr)>,
+    /// This candidate's own folder under the log folder: `logdir/<candidate>`, so that
+    /// candidates sharing `LSB_SHAREDIR` never share a file.
+    pub dir: PathBuf,
+}
+
+/// The replicated log's setting for mbatchd as candidate `master`, if `LSF_MASTER_LIST`
+/// names two candidates or more. A candidate without `LAVA_ADDR` is found by its name.
+fn replication(
+    conf: &ClusterConfig,
+    master: &str,
+    logdir: &std::path::Path,
+) -> Result<Option<Replication>, ShellError> {
+    let candidates = conf.master_candidates();
+    if candidates.len() < 2 {
+        return Ok(None);
+    }
+    let port = conf.lsf.mbd_repl_port;
+    let mut addrs = Vec::with_capacity(candidates.len());
+    let mut id = 0;
+    for (at, candidate) in candidates.iter().enumerate() {
+        if candidate.name.eq_ignore_ascii_case(master) {
+            id = at as u64 + 1;
+        }
+        let addr = match candidate.addr {
+            Some(ip) => std::net::SocketAddr::new(ip, port),
+            None => std::net::ToSocketAddrs::to_socket_addrs(&(candidate.name.as_str(), port))
+                .ok()
+                .and_then(|mut found| found.next())
+                .ok_or_else(|| {
+                    ShellError::Config(format!(
+                        "master candidate {}: no LAVA_ADDR in {} and the name does not resolve",
+                        candidate.name,
+                        conf.cluster.path.display()
+                    ))
+                })?,
+        };
+        addrs.push((candidate.name.clone(), addr));
+    }
+    Ok(Some(Replication { id, candidates: addrs, dir: logdir.join(master) }))
 }
 
 impl ShellConfig {
@@ -100,7 +151,10 @@ impl ShellConfig {
     ) -> Result<ShellConfig, ShellError> {
         let master = this_candidate(conf, host)?;
         let mbd = mbd_config(conf, &master.name)?;
+        let logdir = conf.work_dir().join("logdir");
+        let replication = replication(conf, &master.name, &logdir)?;
         Ok(ShellConfig {
+            replication,
             mbd,
             listen_addr: master.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
             port: port.unwrap_or(conf.lsf.mbd_port),

@@ -99,11 +99,14 @@ pub fn run(args: Args) -> Result<(), ShellError> {
     let audience = lava_net::Audience::new(lava_net::Audience::MBATCHD, config.mbd.cluster_name.as_str());
     let auth =
         Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()).with_audience(audience));
-    readiness.status(&format!("replaying the event log in {}", config.event_log_dir.display()));
-    let log = journal::open(&config.event_log_dir)?;
+    // The candidates' link seals daemon frames, which carry no user's credential.
+    let link_auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
+    let state_dir = state_dir(&config);
+    readiness.status(&format!("replaying the event log in {}", state_dir.display()));
+    let log = journal::open(&state_dir)?;
     let recovered = journal::recover(&log, config.mbd.clone())?;
-    let rebuilt = crate::acct::reconcile(&config.event_log_dir, &recovered.mbd.finished_acct_records())
-        .map_err(PathError::at("write lsb.acct in", &config.event_log_dir))?;
+    let rebuilt = crate::acct::reconcile(&state_dir, &recovered.mbd.finished_acct_records())
+        .map_err(PathError::at("write lsb.acct in", &state_dir))?;
     if rebuilt > 0 {
         tracing::warn!(
             rebuilt,
@@ -114,7 +117,8 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         .enable_all()
         .build()
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
-    let result = runtime.block_on(serve(&args, &config, auth, log, recovered, log_file, readiness));
+    let result =
+        runtime.block_on(serve(&args, &config, [auth, link_auth], log, recovered, log_file, readiness));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     match result? {
         Some(port) => Err(restart(&args, port)),
@@ -145,6 +149,15 @@ fn restart(args: &Args, port: u16) -> ShellError {
     ShellError::Runtime(format!("badmin mbdrestart: cannot start mbatchd again: {error}"))
 }
 
+/// Where this mbatchd keeps `lsb.events`, `lsb.acct` and the text view: the log folder,
+/// or on a master candidate its own folder under it (crate::replicated).
+fn state_dir(config: &ShellConfig) -> PathBuf {
+    match &config.replication {
+        Some(replication) => replication.dir.clone(),
+        None => config.event_log_dir.clone(),
+    }
+}
+
 /// The configuration folder: `--envdir`, else `LSF_ENVDIR`, else /etc.
 fn envdir(args: &Args) -> std::path::PathBuf {
     args.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env)
@@ -153,7 +166,7 @@ fn envdir(args: &Args) -> std::path::PathBuf {
 async fn serve(
     args: &Args,
     config: &ShellConfig,
-    auth: Arc<Authenticator>,
+    [auth, link_auth]: [Arc<Authenticator>; 2],
     log: Arc<EventLog>,
     recovered: Recovered,
     log_file: Option<LogFile>,
@@ -163,7 +176,20 @@ async fn serve(
         startup::remove_stale(path)?;
     }
     let addr = SocketAddr::new(config.listen_addr, config.port);
-    let (listener, bound) = startup::listen(addr)?;
+    // A master candidate listens only while it leads (crate::replicated), on a port every
+    // candidate shares, so that clients find whichever leads.
+    let (listener, bound) = match &config.replication {
+        Some(_) if config.port == 0 => {
+            return Err(ShellError::Config(
+                "a master candidate needs a fixed LSB_MBD_PORT (port 0 is for a single master)".into(),
+            ));
+        }
+        Some(_) => (None, addr),
+        None => {
+            let (listener, bound) = startup::listen(addr)?;
+            (Some(listener), bound)
+        }
+    };
     let signals = Signals::register()
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
@@ -172,9 +198,22 @@ async fn serve(
     let view_log = Arc::clone(&log);
     let rule = SwitchRule { max_job_num: config.max_job_num, snapshot_events: args.snapshot_events };
     let journal = Journal::new(log, rule, recovered.backlog);
-    let space = lava_shell::space::Space::open(&config.event_log_dir, config.state_reserve_bytes)
-        .map_err(PathError::at("watch the free space of", &config.event_log_dir))?;
-    let mut shell = Shell::new(recovered.mbd, journal, space, listener, |events| Shared {
+    let state_dir = state_dir(config);
+    let space = lava_shell::space::Space::open(&state_dir, config.state_reserve_bytes)
+        .map_err(PathError::at("watch the free space of", &state_dir))?;
+    let (repl, mbd) = match &config.replication {
+        Some(setting) => {
+            let (repl, mbd) = crate::replicated::Replicated::open(
+                setting,
+                config.mbd.clone(),
+                link_auth,
+                args.snapshot_events,
+            )?;
+            (Some(repl), mbd)
+        }
+        None => (None, recovered.mbd),
+    };
+    let mut shell = Shell::new(mbd, journal, space, listener, addr, |events| Shared {
         auth,
         counters,
         hosts,
@@ -183,12 +222,14 @@ async fn serve(
         log: history_log,
     });
     shell.reconfig_from(envdir(args));
-    let acct = crate::acct::AcctLog::start(config.event_log_dir.clone(), config.acct_rule)
-        .map_err(PathError::at("start the writer of lsb.acct in", &config.event_log_dir))?;
+    if let Some(repl) = repl {
+        shell.replicate(repl);
+    }
+    let acct = crate::acct::AcctLog::start(state_dir.clone(), config.acct_rule)
+        .map_err(PathError::at("start the writer of lsb.acct in", &state_dir))?;
     shell.account_to(acct);
-    let view =
-        crate::events_view::EventsView::start(config.event_log_dir.clone(), view_log, config.max_job_num)
-            .map_err(PathError::at("start the lsb.events text view in", &config.event_log_dir))?;
+    let view = crate::events_view::EventsView::start(state_dir.clone(), view_log, config.max_job_num)
+        .map_err(PathError::at("start the lsb.events text view in", &state_dir))?;
     shell.view_events(view);
     shell.serve_metrics(config.metrics)?;
     shell.start()?;

@@ -114,6 +114,7 @@ pub mod lim_client;
 pub mod logging;
 pub mod metrics;
 mod peek;
+mod replicated;
 mod shell;
 pub mod textlog;
 mod validate;
@@ -160,6 +161,9 @@ pub enum ShellError {
     /// The listening socket could not be set up.
     #[error(transparent)]
     Listen(#[from] lava_shell::startup::ListenError),
+    /// The replicated event log of the master candidates failed (docs/failover.md).
+    #[error("replicated event log: {0}")]
+    Replica(String),
     /// The async runtime or a helper thread failed.
     #[error("runtime: {0}")]
     Runtime(String),

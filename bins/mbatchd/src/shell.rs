@@ -75,8 +75,10 @@ use crate::counters::Reject;
 use crate::journal::{Journal, JournalEvent};
 use crate::lim_client::{LimUpdate, LimUpdates};
 use crate::logging::LogFile;
+use crate::replicated::{ReplInput, Replicated};
 use crate::validate::{ClientCall, ReadQuery};
 use lava_batch_wire as wire;
+use lava_replog::machine::Step;
 
 /// How often the logic is given `Input::Tick`.
 pub(crate) const TICK_INTERVAL_MS: u64 = 1_000;
@@ -110,11 +112,13 @@ pub(crate) enum Event {
     Signal(ShellSignal),
     /// The metrics listener asks for the figures.
     Scrape(Scrape),
+    /// The replicated log's tick or a message from another candidate.
+    Replica(ReplInput),
 }
 
 /// A message decided by the logic, waiting for its barrier to be durable.
 #[derive(Debug)]
-enum Outgoing {
+pub(crate) enum Outgoing {
     Client {
         client: u64,
         reply: ClientReply,
@@ -129,6 +133,8 @@ enum Outgoing {
         conn: ConnId,
         msg: ToSbd,
     },
+    /// A finished job's `lsb.acct` line (a replicated mbatchd holds it like an answer).
+    Acct(String),
 }
 
 /// The messages held back until the events before them are durable, in order.
@@ -161,7 +167,14 @@ pub(crate) struct Shell {
     sbd: BTreeMap<HostName, SbdLink>,
     shared: Arc<Shared>,
     conn_events: mpsc::Receiver<ConnEvent>,
-    listener: TcpListener,
+    /// The command and sbatchd port; a master candidate that does not lead has none.
+    listener: Option<TcpListener>,
+    /// Where the listener is bound when this candidate starts to lead.
+    serve_addr: SocketAddr,
+    /// The replicated event log, on a master candidate ([`crate::replicated`]).
+    repl: Option<Box<Replicated<Outgoing>>>,
+    /// Host availability heard from lim while following, stepped at `Lead`.
+    lim_heard: BTreeMap<HostName, bool>,
     tasks: JoinSet<()>,
     next_conn: ConnId,
     accept_paused_until: Option<Instant>,
@@ -197,7 +210,8 @@ impl Shell {
         mbd: Mbd,
         journal: Journal,
         space: Space,
-        listener: TcpListener,
+        listener: Option<TcpListener>,
+        serve_addr: SocketAddr,
         make_shared: impl FnOnce(mpsc::Sender<ConnEvent>) -> Shared,
     ) -> Shell {
         let (events, conn_events) = mpsc::channel(CONN_EVENTS_QUEUED_MAX);
@@ -212,6 +226,9 @@ impl Shell {
             shared: Arc::new(make_shared(events)),
             conn_events,
             listener,
+            serve_addr,
+            repl: None,
+            lim_heard: BTreeMap::new(),
             tasks: JoinSet::new(),
             next_conn: 1,
             accept_paused_until: None,
@@ -253,8 +270,17 @@ impl Shell {
         self.lim = lim;
     }
 
-    /// Contract step 1's end: replay is done, mbatchd opens for business.
+    /// Runs as a master candidate over `repl`: serving only while it leads.
+    pub(crate) fn replicate(&mut self, repl: Replicated<Outgoing>) {
+        self.repl = Some(Box::new(repl));
+    }
+
+    /// Contract step 1's end: replay is done, mbatchd opens for business (a master
+    /// candidate does so when it starts to lead: [`Shell::lead`]).
     pub(crate) fn start(&mut self) -> Result<(), ShellError> {
+        if self.repl.is_some() {
+            return Ok(());
+        }
         self.step(Input::Start, None)?;
         // After Start (replay can leave states only Start settles; lava-sim found it).
         if self.space.is_full() {
@@ -308,9 +334,11 @@ impl Shell {
                 }
                 event => self.handle(event)?,
             }
-            // One fsync for everything appended in this turn (group commit), unless one
-            // is running: its end starts the next. A small one is made here and now.
-            if self.journal.sync_small()? {
+            if self.repl.is_some() {
+                self.carry_out_replication().await?;
+            } else if self.journal.sync_small()? {
+                // One fsync for everything appended in this turn (group commit), unless one
+                // is running: its end starts the next. A small one is made here and now.
                 self.release();
             } else {
                 self.journal.start_sync();
@@ -326,7 +354,7 @@ impl Shell {
     }
 
     async fn next_event(&mut self, tick: &mut Interval, signals: &mut Signals) -> Event {
-        let accepting = self.accept_paused_until.is_none();
+        let accepting = self.accept_paused_until.is_none() && self.listener.is_some();
         let taking_input = self.outbox.held.len() < HELD_MESSAGES_MAX;
         let paused_until = self.accept_paused_until;
         tokio::select! {
@@ -336,7 +364,8 @@ impl Shell {
                 Event::Conn(event.expect("the loop holds a sender in `shared`, so the channel never closes"))
             }
             _ = tick.tick() => Event::Tick,
-            accepted = self.listener.accept(), if accepting => Event::Accepted(accepted),
+            accepted = accept(&self.listener), if accepting => Event::Accepted(accepted),
+            input = next_replica_input(&mut self.repl), if self.repl.is_some() => Event::Replica(input),
             Some(ended) = self.tasks.join_next(), if !self.tasks.is_empty() => Event::ConnectionEnded(ended),
             _ = sleep_until(paused_until), if paused_until.is_some() => Event::AcceptResumed,
             Some(scrape) = lava_shell::metrics::next_scrape(&mut self.scrapes) => Event::Scrape(scrape),
@@ -375,12 +404,26 @@ impl Shell {
                 self.accept_paused_until = Some(Instant::now() + pause);
             }
             Event::AcceptResumed => self.accept_paused_until = None,
+            Event::Replica(input) => {
+                if let Some(repl) = self.repl.as_mut() {
+                    repl.input(input);
+                }
+            }
             Event::Scrape(scrape) => {
                 scrape.answer(crate::metrics::metrics(&self.status(), &self.journal.sync_latency()))
             }
             Event::ConnectionEnded(Ok(())) => {}
             Event::ConnectionEnded(Err(error)) => {
                 tracing::error!("a connection task failed: {error}");
+            }
+            Event::Tick if !self.serving() => {
+                // A candidate that does not lead steps nothing; lim's word on availability
+                // waits for it to lead.
+                for update in self.lim.drain() {
+                    if let LimUpdate::Availability(host, available) = update {
+                        self.lim_heard.insert(host, available);
+                    }
+                }
             }
             Event::Tick => {
                 for update in self.lim.drain() {
@@ -657,6 +700,9 @@ impl Shell {
             ("log.stalled_for_space", u64::from(self.stalled)),
         ];
         counters.extend(gauges.into_iter().map(|(name, value)| (name.to_owned(), value)));
+        if let Some(repl) = &self.repl {
+            counters.extend(repl.gauges().into_iter().map(|(name, value)| (name.to_owned(), value)));
+        }
         let config = self.mbd.config();
         lava_batch_wire::StatusReply {
             cluster_name: config.cluster_name.clone(),
@@ -685,7 +731,12 @@ impl Shell {
                     if let Some((_, status)) = finished {
                         self.shared.counters.job_finished(status == JobStatus::Done);
                     }
-                    if let Err(error) = self.journal.append(&event) {
+                    if let Some(repl) = self.repl.as_mut() {
+                        let bytes = crate::codec::encode(&event);
+                        if let Err(refused) = repl.machine.propose(bytes) {
+                            tracing::debug!("{} not proposed: {refused}", event.name());
+                        }
+                    } else if let Err(error) = self.journal.append(&event) {
                         tracing::error!(
                             "appending {} failed: {error}; stopping without sending anything more",
                             event.name()
@@ -697,7 +748,11 @@ impl Shell {
                         && self.acct.is_some()
                         && let Some(record) = self.mbd.job(job).and_then(|job| job.acct_record())
                     {
-                        self.acct_held.push_back((self.journal.appended_through(), record.to_line()));
+                        if self.repl.is_some() {
+                            self.hold(Outgoing::Acct(record.to_line()));
+                        } else {
+                            self.acct_held.push_back((self.journal.appended_through(), record.to_line()));
+                        }
                     }
                 }
                 Effect::SendSbd { host, msg, .. } => match self.sbd.get(&host) {
@@ -720,9 +775,86 @@ impl Shell {
         Ok(answered)
     }
 
-    /// Queues a message behind every event appended so far.
+    /// Queues a message behind every event appended (or proposed) so far.
     fn hold(&mut self, message: Outgoing) {
-        self.outbox.held.push_back((self.journal.appended_through(), message));
+        match self.repl.as_mut() {
+            Some(repl) => repl.machine.hold(message),
+            None => self.outbox.held.push_back((self.journal.appended_through(), message)),
+        }
+    }
+
+    /// Whether this mbatchd steps its logic: always with one master, only while it leads
+    /// among candidates.
+    fn serving(&self) -> bool {
+        self.repl.as_ref().is_none_or(|repl| repl.machine.is_serving())
+    }
+
+    /// Carries out every step of the replicated log's drains, in order (the machine's
+    /// contract, step 5), applying what it did to the state first; then a snapshot when
+    /// one is due.
+    async fn carry_out_replication(&mut self) -> Result<(), ShellError> {
+        loop {
+            let Some(repl) = self.repl.as_mut() else { return Ok(()) };
+            let steps = repl.drain();
+            repl.apply_ops(&mut self.mbd)?;
+            if steps.is_empty() {
+                break;
+            }
+            for step in steps {
+                let repl = self.repl.as_mut().expect("checked above");
+                match step {
+                    Step::Persist(records) => repl.persist(records).await?,
+                    Step::Send { to, message } => repl.send(to, message),
+                    Step::KeepSnapshot { index, term, data } => repl.keep_snapshot(index, term, data).await?,
+                    Step::Applied { .. } => {}
+                    Step::Release(message) => self.deliver(message),
+                    Step::NotDone(message) => self.not_done(message),
+                    Step::Lead { term } => self.lead(term)?,
+                    Step::Follow { term, leader } => {
+                        let leader = leader.and_then(|id| repl.name_of(id)).unwrap_or("unknown");
+                        tracing::warn!(
+                            term,
+                            leader,
+                            "no longer the master: starting again to follow from the replicated log"
+                        );
+                        self.restart_requested = true;
+                    }
+                }
+            }
+        }
+        if let Some(repl) = self.repl.as_mut() {
+            repl.maybe_compact(&self.mbd).await?;
+        }
+        Ok(())
+    }
+
+    /// This candidate leads and its state holds every committed event: listen, and start
+    /// as any mbatchd starts.
+    fn lead(&mut self, term: u64) -> Result<(), ShellError> {
+        let (listener, bound) = lava_shell::startup::listen(self.serve_addr)?;
+        tracing::info!(term, %bound, "elected master: serving");
+        self.listener = Some(listener);
+        self.step(Input::Start, None)?;
+        if self.space.is_full() {
+            let available = self.space.available().unwrap_or(0);
+            self.disk_full_changed(lava_shell::space::Change::Full { available, released: 0 })?;
+        }
+        for (host, available) in std::mem::take(&mut self.lim_heard) {
+            self.step(Input::HostAvailability { host, available }, None)?;
+        }
+        Ok(())
+    }
+
+    /// An answer whose events may never be committed: a client gets no answer (its
+    /// connection closes and the command retries with the same request id); a message to
+    /// an sbatchd is not sent (the logic resends what matters).
+    fn not_done(&mut self, message: Outgoing) {
+        match message {
+            Outgoing::Client { client, .. } => {
+                self.clients.remove(&client);
+            }
+            Outgoing::Read { .. } | Outgoing::Sbd { .. } | Outgoing::Acct(_) => {}
+        }
     }
 
     /// Delivers, in order, every held message whose events are durable.
@@ -756,6 +888,11 @@ impl Shell {
             Outgoing::Read { reply, answer } => {
                 // The connection may have gone; then nobody needs the answer.
                 let _gone = reply.send(answer);
+            }
+            Outgoing::Acct(line) => {
+                if let Some(acct) = &self.acct {
+                    acct.write(line);
+                }
             }
             Outgoing::Sbd { host, conn, msg } => match self.sbd.get(&host) {
                 Some(link) if link.conn == conn => match link.outbox.try_send(msg) {
@@ -807,6 +944,22 @@ impl Shell {
         journal.close().await?;
         tracing::info!("mbatchd stopped");
         Ok(())
+    }
+}
+
+/// The next connection on `listener`; pending forever without one.
+async fn accept(listener: &Option<TcpListener>) -> io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The replicated log's next input; pending forever without one.
+async fn next_replica_input(repl: &mut Option<Box<Replicated<Outgoing>>>) -> ReplInput {
+    match repl {
+        Some(repl) => repl.next().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -399,7 +399,9 @@ mod tests {
 
     fn three() -> M3 {
         (1..=3)
-            .map(|id| Machine::recover(Config::new(id, 3), List::default(), Vec::new(), None).expect("config"))
+            .map(|id| {
+                Machine::recover(Config::new(id, 3), List::default(), Vec::new(), None).expect("config")
+            })
             .collect()
     }
 
@@ -413,9 +415,10 @@ mod tests {
                 for step in m.drain() {
                     match step {
                         Step::Send { to, message } => mail.push((k as u64 + 1, to, message)),
-                        s @ (Step::Release(_) | Step::NotDone(_) | Step::Lead { .. } | Step::Follow { .. }) => {
-                            seen.push((k as u64 + 1, s))
-                        }
+                        s @ (Step::Release(_)
+                        | Step::NotDone(_)
+                        | Step::Lead { .. }
+                        | Step::Follow { .. }) => seen.push((k as u64 + 1, s)),
                         _ => {}
                     }
                 }

@@ -168,6 +168,7 @@ async fn send_to(
     let mut conn: Option<AuthConn<tokio::net::TcpStream>> = None;
     let mut quiet_until: Option<Instant> = None;
     let mut batch: Vec<Vec<u8>> = Vec::new();
+    let own = config.candidates[config.id as usize - 1].ip();
     while let Some(first) = queue.recv().await {
         batch.push(first);
         while batch.len() < BATCH_MAX {
@@ -177,8 +178,9 @@ async fn send_to(
             }
         }
         if conn.is_none() && quiet_until.is_none_or(|until| Instant::now() >= until) {
-            match FramedConn::connect(addr, limits, timeouts).await {
-                Ok(framed) => {
+            match connect_from(own, addr, config.connect_timeout).await {
+                Ok(stream) => {
+                    let framed = FramedConn::new(stream, limits, timeouts);
                     counters.connects.fetch_add(1, Ordering::Relaxed);
                     conn = Some(AuthConn::new(framed, Arc::clone(&config.auth)));
                     backoff.reset();
@@ -217,6 +219,28 @@ async fn send_to(
         }
         batch.clear();
     }
+}
+
+/// A connection to `addr` from this candidate's own address (`own`, port chosen by the
+/// system), so that the other side sees the address it knows this candidate by — on a
+/// host with several addresses, or several candidates on one machine.
+async fn connect_from(
+    own: IpAddr,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = match own {
+        IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    if !own.is_unspecified() {
+        socket.bind(SocketAddr::new(own, 0))?;
+    }
+    let stream = tokio::time::timeout(timeout, socket.connect(addr))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")))??;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// The listening side: candidates' addresses only, through the gate, each connection on

@@ -1,0 +1,321 @@
+//! mbatchd as one of several master candidates (docs/failover.md, "mbatchd on the
+//! candidates"): the event log is the candidates' replicated log, not a file of this host.
+//!
+//! With `LSF_MASTER_LIST` naming two candidates or more, every candidate runs mbatchd. Each
+//! one keeps its replica log (`lsb.replica` in `logdir/<candidate>`, through
+//! `lava_shell::replication::ReplicaLog`) and talks to the others on `LAVA_MBD_REPL_PORT`
+//! (`lava_shell::replication::Link`). The shared `lava_replog::machine::Machine` decides;
+//! this module carries out what it decides, in its order (the machine's contract):
+//!
+//! - **The leader serves.** Only between the machine's `Lead` and `Follow` does mbatchd
+//!   listen on `LSB_MBD_PORT`: clients and sbatchds reach a follower's address and are
+//!   refused, and try the next candidate (they try them in `LSF_MASTER_LIST` order). At
+//!   `Lead` the state holds every committed event; the shell binds the port and steps
+//!   `Input::Start`, as at any start.
+//! - **Each event is proposed, each answer held.** The logic's `Append` becomes a proposal
+//!   of the event's XDR bytes; each reply, message to an sbatchd, read answer or `lsb.acct`
+//!   line is held by the machine and sent only when every event before it is committed —
+//!   held durably by a majority — with the term it was proposed in. An answer whose events
+//!   died with a term is not sent: the client's retry meets the logic's deduplication by
+//!   request id, an sbatchd resends what is unacknowledged.
+//! - **Followers apply.** Committed events reach the state through
+//!   [`lava_mbd::Mbd::replay`], as a restart replays `lsb.events`; a leader's snapshot
+//!   replaces the state. The machine hands them over as [`Deferred`] operations, which the
+//!   shell applies to its state after each drain and before anything else.
+//! - **A deposed leader starts again.** At `Follow` the state may hold events that were
+//!   never committed, and the process holds connections only a leader keeps. mbatchd stops
+//!   and starts again in the same process (as `badmin mbdrestart` does): it recovers from
+//!   its replica log alone and follows. Crash-only: the same path as a `kill -9`.
+//! - **Snapshots.** Every `--snapshot-events` applied events, once no proposal is
+//!   outstanding, the state is snapshotted into the replica log and the log compacted.
+//!
+//! What a replicated mbatchd does not do yet (docs/failover.md, "What comes next"): write
+//! `lsb.events` (so `bhist`'s event history, `brequeue`'s environments of jobs finished
+//! before a snapshot and the `lsb.events` text view are empty), rebuild `lsb.acct` at a
+//! start (the leader writes each finished job's line once it is committed).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lava_mbd::{Event, Mbd, MbdConfig, Replayed};
+use lava_net::Authenticator;
+use lava_replog::machine::{Application, Machine, Step};
+use lava_replog::{BadMessage, Config};
+use lava_shell::replication::{Link, LinkConfig, ReplicaLog};
+use tokio::time::{Interval, MissedTickBehavior};
+
+use crate::ShellError;
+use crate::codec::{EVENT_LIMITS, decode_snapshot_state};
+use crate::config::Replication;
+
+/// The replica log's name in the candidate's folder.
+pub const REPLICA_LOG_NAME: &str = "lsb.replica";
+/// The replicated log's clock: one tick every 100 ms (the first candidate stands for
+/// election after 10 ticks without a leader, each later one 4 ticks more).
+pub const REPLICA_TICK: Duration = Duration::from_millis(100);
+
+/// What the machine did to the application, for the shell to do to its state.
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// Replace the state with a snapshot's (`None`: the empty state).
+    Restore(Option<Vec<u8>>),
+    /// Replay a committed event.
+    Apply { index: u64, data: Vec<u8> },
+}
+
+/// The machine's application: the operations on mbatchd's state, queued for the shell
+/// (which owns the state), and the snapshot bytes the shell prepares before a compaction.
+#[derive(Debug, Default)]
+pub(crate) struct Deferred {
+    ops: Vec<Op>,
+    snapshot: Vec<u8>,
+}
+
+impl Application for Deferred {
+    fn apply(&mut self, index: u64, data: &[u8]) {
+        self.ops.push(Op::Apply { index, data: data.to_vec() });
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.snapshot.clone()
+    }
+
+    fn restore(&mut self, snapshot: Option<&[u8]>) {
+        // Whatever was queued before is replaced by this state.
+        self.ops.clear();
+        self.ops.push(Op::Restore(snapshot.map(<[u8]>::to_vec)));
+    }
+}
+
+/// What the replicated log hands the loop.
+#[derive(Debug)]
+pub(crate) enum ReplInput {
+    Tick,
+    Message(Vec<u8>),
+}
+
+/// The replicated log of this candidate: the machine, its disk and its link.
+pub(crate) struct Replicated<M> {
+    pub(crate) machine: Machine<Deferred, M>,
+    log: ReplicaLog,
+    link: Link,
+    tick: Interval,
+    candidates: Vec<(String, SocketAddr)>,
+    config: MbdConfig,
+    /// Applied events between two snapshots (`--snapshot-events`).
+    snapshot_every: u64,
+    /// The index of the newest snapshot.
+    snapshot_index: u64,
+}
+
+impl<M> std::fmt::Debug for Replicated<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replicated").field("view", &self.machine.view()).finish_non_exhaustive()
+    }
+}
+
+impl<M> Replicated<M> {
+    /// Opens the candidate's replica log, recovers the machine from it, binds the
+    /// replication port and starts the link; returns the state the log's snapshot holds
+    /// (the committed events after it come back through the first drains).
+    pub(crate) fn open(
+        setting: &Replication,
+        config: MbdConfig,
+        auth: Arc<Authenticator>,
+        snapshot_every: u64,
+    ) -> Result<(Replicated<M>, Mbd), ShellError> {
+        lava_shell::startup::create_private_dir(&setting.dir, "create the candidate's folder")?;
+        let (log, recovered, report) = ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME)
+            .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
+        lava_shell::startup::log_open_report(&setting.dir, &report, "replica log");
+        let snapshot_index = recovered.snapshot.as_ref().map_or(0, |s| s.0);
+        let n = setting.candidates.len() as u64;
+        let machine = Machine::recover(
+            Config::new(setting.id, n),
+            Deferred::default(),
+            recovered.records,
+            recovered.snapshot,
+        )
+        .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
+        let addrs: Vec<SocketAddr> = setting.candidates.iter().map(|(_, addr)| *addr).collect();
+        let own = addrs[setting.id as usize - 1];
+        let std_listener = std::net::TcpListener::bind(own)
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+            .map_err(|error| ShellError::Replica(format!("replication port {own}: {error}")))?;
+        let listener = tokio::net::TcpListener::from_std(std_listener)
+            .map_err(|error| ShellError::Replica(format!("replication port {own}: {error}")))?;
+        let link = Link::start(
+            LinkConfig {
+                id: setting.id,
+                candidates: addrs,
+                auth,
+                gate: lava_net::gate::GateConfig {
+                    total_max: 64,
+                    per_source_max: 8,
+                    ..lava_net::gate::GateConfig::DEFAULT
+                },
+                connect_timeout: Duration::from_secs(1),
+            },
+            listener,
+        );
+        let mut tick = tokio::time::interval(REPLICA_TICK);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut replicated = Replicated {
+            machine,
+            log,
+            link,
+            tick,
+            candidates: setting.candidates.clone(),
+            config: config.clone(),
+            snapshot_every: snapshot_every.max(1),
+            snapshot_index,
+        };
+        let mut mbd = Mbd::new(config)?;
+        replicated.apply_ops(&mut mbd)?;
+        tracing::info!(
+            candidate = setting.id,
+            candidates = n,
+            snapshot = snapshot_index,
+            "replicated event log opened: following until elected"
+        );
+        Ok((replicated, mbd))
+    }
+
+    /// The next tick or message from a candidate.
+    pub(crate) async fn next(&mut self) -> ReplInput {
+        tokio::select! {
+            _ = self.tick.tick() => ReplInput::Tick,
+            message = self.link.recv() => ReplInput::Message(message),
+        }
+    }
+
+    /// Hands the input to the machine.
+    pub(crate) fn input(&mut self, input: ReplInput) {
+        match input {
+            ReplInput::Tick => self.machine.tick(),
+            ReplInput::Message(bytes) => {
+                if let Err(error) = self.machine.receive(&bytes) {
+                    match error {
+                        BadMessage::TooLarge(_)
+                        | BadMessage::Undecodable(_)
+                        | BadMessage::Misaddressed { .. } => {
+                            tracing::warn!("replication message dropped: {error}")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies what the machine did to the application to `mbd`, in order.
+    pub(crate) fn apply_ops(&mut self, mbd: &mut Mbd) -> Result<(), ShellError> {
+        for op in std::mem::take(&mut self.machine.app_mut().ops) {
+            match op {
+                Op::Restore(None) => *mbd = Mbd::new(self.config.clone())?,
+                Op::Restore(Some(bytes)) => {
+                    let state = decode_snapshot_state(&bytes).map_err(|error| {
+                        ShellError::Replica(format!("a snapshot does not decode: {error}"))
+                    })?;
+                    *mbd = Mbd::from_snapshot(self.config.clone(), state)?;
+                }
+                Op::Apply { index, data } => {
+                    let event: Event = lava_xdr::from_bytes(&data, &EVENT_LIMITS).map_err(|error| {
+                        ShellError::Replica(format!("entry {index} does not decode as an event: {error}"))
+                    })?;
+                    if let Replayed::Ignored(what) = mbd
+                        .replay(event)
+                        .map_err(|error| ShellError::Replica(format!("entry {index}: {error}")))?
+                    {
+                        tracing::debug!(index, "committed event changed nothing: {what}");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes records durable (a `Persist` step).
+    pub(crate) async fn persist(
+        &mut self,
+        records: Vec<lava_replog::record::Record>,
+    ) -> Result<(), ShellError> {
+        self.log.persist(records).await.map_err(|error| ShellError::Replica(error.to_string()))
+    }
+
+    /// Keeps the leader's snapshot as the newest (a `KeepSnapshot` step).
+    pub(crate) async fn keep_snapshot(
+        &mut self,
+        index: u64,
+        term: u64,
+        data: Vec<u8>,
+    ) -> Result<(), ShellError> {
+        self.snapshot_index = index;
+        self.log
+            .keep_snapshot(index, term, data, Vec::new())
+            .await
+            .map_err(|error| ShellError::Replica(error.to_string()))
+    }
+
+    /// Sends a message to a candidate (a `Send` step).
+    pub(crate) fn send(&self, to: u64, message: Vec<u8>) {
+        self.link.send(to, message);
+    }
+
+    /// Takes a snapshot of `mbd` when `--snapshot-events` events were applied since the
+    /// last and no proposal is outstanding: kept durably first, then its record.
+    pub(crate) async fn maybe_compact(&mut self, mbd: &Mbd) -> Result<(), ShellError> {
+        if self.machine.applied() < self.snapshot_index + self.snapshot_every
+            || self.machine.outstanding() > 0
+        {
+            return Ok(());
+        }
+        self.machine.app_mut().snapshot = crate::codec::encode(&mbd.snapshot());
+        let Some(compaction) = self.machine.compact() else { return Ok(()) };
+        self.machine.app_mut().snapshot = Vec::new();
+        let tail = self.machine.replica().entries_after(compaction.index);
+        self.log
+            .keep_snapshot(compaction.index, compaction.term, compaction.data, tail)
+            .await
+            .map_err(|error| ShellError::Replica(error.to_string()))?;
+        self.persist(vec![compaction.record]).await?;
+        self.snapshot_index = compaction.index;
+        tracing::info!(index = compaction.index, "replicated log compacted behind a snapshot");
+        Ok(())
+    }
+
+    /// The name of candidate `id`.
+    pub(crate) fn name_of(&self, id: u64) -> Option<&str> {
+        self.candidates.get(usize::try_from(id).ok()?.checked_sub(1)?).map(|(name, _)| name.as_str())
+    }
+
+    /// The gauges `badmin showstatus` and the metrics show.
+    pub(crate) fn gauges(&self) -> Vec<(&'static str, u64)> {
+        let view = self.machine.view();
+        let counters = self.link.counters();
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let log = self.log.stats();
+        vec![
+            ("replica.candidate", view.id),
+            ("replica.term", view.term),
+            ("replica.leader", view.leader.unwrap_or(0)),
+            ("replica.serving", u64::from(self.machine.is_serving())),
+            ("replica.commit_index", view.commit),
+            ("replica.applied_index", view.applied),
+            ("replica.last_index", view.last_index),
+            ("replica.snapshot_index", self.snapshot_index),
+            ("replica.outstanding", self.machine.outstanding() as u64),
+            ("replica.held_answers", self.machine.held() as u64),
+            ("replica.log_fsyncs", log.n_fsyncs),
+            ("replica.link_sent", load(&counters.sent)),
+            ("replica.link_send_dropped", load(&counters.send_dropped)),
+            ("replica.link_received", load(&counters.received)),
+            ("replica.link_refused", load(&counters.refused)),
+        ]
+    }
+
+    /// Takes the machine's next steps.
+    pub(crate) fn drain(&mut self) -> Vec<Step<M>> {
+        self.machine.drain()
+    }
+}

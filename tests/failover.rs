@@ -1,0 +1,192 @@
+//! Master failover on the real daemons (docs/failover.md): the master candidates h1, h2
+//! and h3 (127.0.0.2 to .4) run mbatchd over their replicated event log; the execution host
+//! h0 (127.0.0.1) runs sbatchd. The commands and sbatchd find whichever candidate leads
+//! (the others do not listen on LSB_MBD_PORT). Each job appends its id to a file, so that
+//! a job run twice shows.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::net::{SocketAddr, TcpStream};
+use std::process::Output;
+use std::time::Duration;
+
+use util::{Cluster, Daemon, STARTUP_TIMEOUT, submitted_job_id, wait_until};
+
+const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+const CANDIDATES: [(&str, &str); 3] = [("h1", "127.0.0.2"), ("h2", "127.0.0.3"), ("h3", "127.0.0.4")];
+
+fn run(cluster: &Cluster, name: &str, args: &[&str]) -> Output {
+    let bin = util::mbatchd_bin().with_file_name(name);
+    cluster.command(bin).args(args).output().unwrap_or_else(|e| panic!("run {name}: {e}"))
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+struct Rig {
+    cluster: Cluster,
+    /// The candidates of `LSF_MASTER_LIST`, with their addresses.
+    candidates: &'static [(&'static str, &'static str)],
+    mbd_port: u16,
+    mbatchd: BTreeMap<&'static str, Daemon>,
+    ran: std::path::PathBuf,
+}
+
+impl Rig {
+    /// The cluster with `candidates` in `LSF_MASTER_LIST`; mbatchd not started yet.
+    fn new(candidates: &'static [(&'static str, &'static str)]) -> Rig {
+        let mut cluster = Cluster::with_hosts(&["h0", "h1", "h2", "h3"]);
+        cluster.write_file(
+            "etc/lsf.cluster.lavacore",
+            "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
+             HOSTNAME model type server RESOURCES LAVA_ADDR\n\
+             h0 ! ! 1 (cs linux) 127.0.0.1\nh1 ! ! 1 (cs linux) 127.0.0.2\n\
+             h2 ! ! 1 (cs linux) 127.0.0.3\nh3 ! ! 1 (cs linux) 127.0.0.4\nEnd Host\n",
+        );
+        let list: Vec<&str> = candidates.iter().map(|(name, _)| *name).collect();
+        cluster.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{}\"", list.join(" ")));
+        let mbd_port = util::fixed_port();
+        cluster.rewrite_lsf_conf("LSB_MBD_PORT", &mbd_port.to_string());
+        cluster.rewrite_lsf_conf("LAVA_MBD_REPL_PORT", &util::fixed_port().to_string());
+        let ran = cluster.dir().join("ran");
+        std::fs::write(&ran, "").expect("create the run record");
+        Rig { cluster, candidates, mbd_port, mbatchd: BTreeMap::new(), ran }
+    }
+
+    fn start_all(&mut self) {
+        for (name, _) in self.candidates {
+            self.start(name);
+        }
+    }
+
+    fn start(&mut self, name: &'static str) {
+        let port = self.mbd_port.to_string();
+        let port_file = self.cluster.dir().join(format!("run/mbatchd.{name}.port"));
+        let _stale = std::fs::remove_file(&port_file);
+        let args: Vec<&OsStr> = vec![
+            "--foreground".as_ref(),
+            "--host".as_ref(),
+            name.as_ref(),
+            "--port".as_ref(),
+            port.as_ref(),
+            "--port-file".as_ref(),
+            port_file.as_ref(),
+            "--snapshot-events".as_ref(),
+            "25".as_ref(),
+        ];
+        let mut daemon = self.cluster.spawn("mbatchd", &util::mbatchd_bin(), &args);
+        daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
+        self.mbatchd.insert(name, daemon);
+    }
+
+    /// The candidate that serves now, if any (the one whose LSB_MBD_PORT takes connections).
+    fn serving(&self) -> Option<&'static str> {
+        self.candidates.iter().find_map(|(name, ip)| {
+            let addr: SocketAddr = format!("{ip}:{}", self.mbd_port).parse().expect("address");
+            TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok().map(|_| *name)
+        })
+    }
+
+    /// The candidate that serves, once one does.
+    fn leader(&self) -> &'static str {
+        wait_until("a candidate serves", Duration::from_secs(30), || self.serving())
+    }
+
+    /// Submits a job that records its run; returns its id once acknowledged.
+    fn submit(&self) -> u32 {
+        let script = format!("echo $LSB_JOBID >> {}", self.ran.display());
+        let out = run(&self.cluster, "bsub", &["-m", "h0", "sh", "-c", &script]);
+        assert!(out.status.success(), "bsub: {}", text(&out));
+        submitted_job_id(&String::from_utf8_lossy(&out.stdout))
+    }
+
+    fn kill(&mut self, name: &str) {
+        self.mbatchd.get_mut(name).expect("running").kill();
+    }
+
+    /// Every job DONE, each recorded as run exactly once.
+    fn all_done_once(&self, jobs: &[u32]) {
+        wait_until("every job DONE", JOB_TIMEOUT, || {
+            let mut args = vec!["-a".to_string(), "-noheader".to_string()];
+            args.extend(jobs.iter().map(u32::to_string));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = run(&self.cluster, "bjobs", &args);
+            let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+            let done = listed.lines().filter(|line| line.split_whitespace().nth(2) == Some("DONE")).count();
+            (done == jobs.len()).then_some(())
+        });
+        let ran = std::fs::read_to_string(&self.ran).expect("the run record");
+        for job in jobs {
+            let runs = ran.lines().filter(|line| line.trim() == job.to_string()).count();
+            assert_eq!(runs, 1, "job {job} ran {runs} times:\n{ran}");
+        }
+    }
+}
+
+#[test]
+fn the_cluster_survives_its_leaders_death_and_the_dead_candidate_returns() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let first_leader = rig.leader();
+    let mut jobs: Vec<u32> = (0..10).map(|_| rig.submit()).collect();
+    rig.all_done_once(&jobs);
+
+    // The leader dies with jobs just submitted.
+    jobs.extend((0..5).map(|_| rig.submit()));
+    rig.kill(first_leader);
+    let second_leader = rig.leader();
+    assert_ne!(second_leader, first_leader);
+    jobs.extend((0..10).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+
+    // The dead candidate comes back from its disk alone and follows; with the second
+    // leader gone too, the cluster goes on only if it caught up.
+    rig.start(first_leader);
+    jobs.extend((0..5).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+    rig.kill(second_leader);
+    let third_leader = rig.leader();
+    eprintln!("leaders: {first_leader}, then {second_leader}, then {third_leader}");
+    assert_ne!(third_leader, second_leader);
+    jobs.extend((0..5).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+    let out = run(&rig.cluster, "bjobs", &["-a", "-noheader"]);
+    let listed = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(listed, jobs.len(), "no job lost or made twice:\n{}", text(&out));
+}
+
+// Goal: with two candidates, one is not a majority: while either is down nobody serves (a
+// lone candidate never acknowledges anything), and once both run again the cluster goes on
+// with every job it acknowledged. mbatchd refuses to run as a host that is no candidate,
+// naming the list.
+#[test]
+fn two_candidates_serve_only_together_and_a_stranger_host_is_refused() {
+    let mut rig = Rig::new(&CANDIDATES[..2]);
+    let refused = run(&rig.cluster, "mbatchd", &["--foreground", "--port", "0", "--host", "h0"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("--host h0: not a master candidate (LSF_MASTER_LIST: h1 h2)"),
+        "{}",
+        text(&refused)
+    );
+    rig.start("h2");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(rig.serving(), None, "h2 alone is no majority of two");
+    rig.start("h1");
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    let mut jobs = vec![rig.submit()];
+    rig.all_done_once(&jobs);
+
+    rig.kill(leader);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(rig.serving(), None, "the candidate left alone does not serve");
+    rig.start(leader);
+    rig.leader();
+    jobs.push(rig.submit());
+    rig.all_done_once(&jobs);
+}
