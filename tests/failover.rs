@@ -154,6 +154,24 @@ fn the_cluster_survives_its_leaders_death_and_the_dead_candidate_returns() {
     assert_ne!(third_leader, second_leader);
     jobs.extend((0..5).map(|_| rig.submit()));
     rig.all_done_once(&jobs);
+    // badmin showstatus names the roles and, once the live candidates caught up, one log index.
+    wait_until("badmin showstatus shows every candidate caught up", JOB_TIMEOUT, || {
+        let out = run(&rig.cluster, "badmin", &["showstatus"]);
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        let block: Vec<&str> =
+            said.lines().skip_while(|l| !l.contains("Master candidates:")).skip(1).take(3).collect();
+        let leader_line = block.iter().find(|l| l.split_whitespace().nth(1) == Some("leader"))?;
+        if leader_line.split_whitespace().next() != Some(third_leader) {
+            return None;
+        }
+        // The second leader is down: the two live candidates hold the same index.
+        let indexes: std::collections::BTreeSet<&str> = block
+            .iter()
+            .filter(|l| l.split_whitespace().next() != Some(second_leader))
+            .filter_map(|l| l.split_whitespace().last())
+            .collect();
+        (block.len() == 3 && indexes.len() == 1).then_some(())
+    });
     let out = run(&rig.cluster, "bjobs", &["-a", "-noheader"]);
     let listed = String::from_utf8_lossy(&out.stdout).lines().count();
     assert_eq!(listed, jobs.len(), "no job lost or made twice:\n{}", text(&out));

@@ -122,8 +122,7 @@ pub fn format_showstatus(status: &wire::StatusReply, tz: &TimeZone) -> String {
          \n\
          \x20  Latest mbatchd start:   {started}\n\
          \x20  Active mbatchd PID:     {}\n\
-         \n\
-         Counters:\n",
+         \n",
         status.cluster_name,
         status.master_name,
         ok + closed + unreach + unavail,
@@ -131,9 +130,42 @@ pub fn format_showstatus(status: &wire::StatusReply, tz: &TimeZone) -> String {
         status.active_users,
         status.pid,
     );
+    out.push_str(&candidates_block(status));
+    out.push_str("Counters:\n");
     for counter in &status.counters {
         out.push_str(&format!("   {:<40} {}\n", counter.name, counter.value));
     }
+    out
+}
+
+/// With master candidates (the `candidate.<rank>.<name>` counters of a replicated
+/// mbatchd): who leads, the term, the commit index, and each candidate's role and the log
+/// index it holds as the leader knows it. Empty for a single master.
+fn candidates_block(status: &wire::StatusReply) -> String {
+    let counter = |name: &str| status.counters.iter().find(|c| c.name == name).map(|c| c.value);
+    let candidates: Vec<(u64, &str, u64)> = status
+        .counters
+        .iter()
+        .filter_map(|c| {
+            let (rank, name) = c.name.strip_prefix("candidate.")?.split_once('.')?;
+            Some((rank.parse().ok()?, name, c.value))
+        })
+        .collect();
+    if candidates.is_empty() {
+        return String::new();
+    }
+    let leader = counter("replica.leader").unwrap_or(0);
+    let mut out = format!(
+        "   Master candidates:      {} (term {}, commit index {})\n",
+        candidates.len(),
+        counter("replica.term").unwrap_or(0),
+        counter("replica.commit_index").unwrap_or(0),
+    );
+    for (rank, name, held) in candidates {
+        let role = if rank == leader { "leader" } else { "follower" };
+        out.push_str(&format!("      {name:<20} {role:<9} log index {held}\n"));
+    }
+    out.push('\n');
     out
 }
 

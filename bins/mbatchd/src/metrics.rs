@@ -8,7 +8,7 @@ use lava_shell::group_commit::SyncStats;
 use lava_shell::metrics::{Kind, Metrics, Rule};
 
 /// The status counters of [`StatusReply::counters`], by name; docs/operations.md lists them.
-pub const RULES: [Rule; 17] = [
+pub const RULES: [Rule; 20] = [
     Rule::new(
         "frames.",
         Kind::CounterBy("operation"),
@@ -91,6 +91,25 @@ pub const RULES: [Rule; 17] = [
         Kind::Gauge,
         "lavacore_mbatchd_log_stalled_for_space",
         "1 while the group commit waits for disk space.",
+    ),
+    Rule::new(
+        "replica.link_",
+        Kind::CounterBy("event"),
+        "lavacore_mbatchd_replica_link_messages_total",
+        "Messages among master candidates: sent, send_dropped, received; refused connections.",
+    ),
+    Rule::new(
+        "replica.",
+        Kind::GaugeBy("figure"),
+        "lavacore_mbatchd_replica",
+        "The replicated event log of a master candidate: its rank, term, the leader's rank, serving, \
+         commit, applied, last and snapshot indexes, proposals outstanding, answers held, fsyncs.",
+    ),
+    Rule::new(
+        "candidate.",
+        Kind::GaugeBy("candidate"),
+        "lavacore_mbatchd_candidate_log_index",
+        "On the leader: the log index each master candidate is known to hold (rank.name).",
     ),
 ];
 
@@ -189,6 +208,9 @@ mod tests {
             "disk.full",
             "disk.available_bytes",
             "log.stalled_for_space",
+            "replica.term",
+            "replica.link_sent",
+            "candidate.2.h2",
         ] {
             names.push((name.to_owned(), 7));
         }

@@ -289,6 +289,16 @@ impl<M> Replicated<M> {
         self.candidates.get(usize::try_from(id).ok()?.checked_sub(1)?).map(|(name, _)| name.as_str())
     }
 
+    /// On the leader, the log index each candidate holds, as `candidate.<rank>.<name>`
+    /// counters (`badmin showstatus` prints them as the candidates' block).
+    pub(crate) fn candidates(&self) -> Vec<(String, u64)> {
+        let progress = self.machine.replica().progress().unwrap_or_default();
+        progress
+            .into_iter()
+            .filter_map(|(id, held)| Some((format!("candidate.{id}.{}", self.name_of(id)?), held)))
+            .collect()
+    }
+
     /// The gauges `badmin showstatus` and the metrics show.
     pub(crate) fn gauges(&self) -> Vec<(&'static str, u64)> {
         let view = self.machine.view();

@@ -702,6 +702,7 @@ impl Shell {
         counters.extend(gauges.into_iter().map(|(name, value)| (name.to_owned(), value)));
         if let Some(repl) = &self.repl {
             counters.extend(repl.gauges().into_iter().map(|(name, value)| (name.to_owned(), value)));
+            counters.extend(repl.candidates());
         }
         let config = self.mbd.config();
         lava_batch_wire::StatusReply {

@@ -378,6 +378,24 @@ impl Replica {
             .map_or_else(|_| Vec::new(), |entries| entries.iter().map(from_entry).collect())
     }
 
+    /// On the leader, the highest index each candidate is known to hold (this one's own: its
+    /// last index), in candidate order; `None` on a follower, which does not track them.
+    pub fn progress(&self) -> Option<Vec<(ReplicaId, u64)>> {
+        if self.node.raft.state != StateRole::Leader {
+            return None;
+        }
+        let last = self.node.raft.raft_log.last_index();
+        let prs = self.node.raft.prs();
+        Some(
+            (1..=self.config.candidates)
+                .map(|id| {
+                    let held = if id == self.config.id { last } else { prs.get(id).map_or(0, |p| p.matched) };
+                    (id, held)
+                })
+                .collect(),
+        )
+    }
+
     /// The index through which the log is held as a snapshot.
     pub fn snapshot_index(&self) -> u64 {
         self.node.store().snapshot_index()
