@@ -38,7 +38,7 @@ struct Rig {
 impl Rig {
     /// The cluster with `candidates` in `LSF_MASTER_LIST`; mbatchd not started yet.
     fn new(candidates: &'static [(&'static str, &'static str)]) -> Rig {
-        let mut cluster = Cluster::with_hosts(&["h0", "h1", "h2", "h3"]);
+        let cluster = Cluster::with_hosts(&["h0", "h1", "h2", "h3"]);
         cluster.write_file(
             "etc/lsf.cluster.lavacore",
             "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\

@@ -211,6 +211,64 @@ impl BenchCluster {
         self.set_lsf_conf("LSB_MBD_PORT", &port.to_string())
     }
 
+    /// Makes the cluster one of `n` master candidates `h1`… (`127.0.0.2`…, beside the
+    /// execution host on 127.0.0.1), with `LSF_MASTER_LIST` and fixed free ports for
+    /// `LSB_MBD_PORT` and `LAVA_MBD_REPL_PORT`; returns each candidate's name and its
+    /// command address.
+    pub fn candidates(&mut self, n: usize) -> anyhow::Result<Vec<(String, SocketAddr)>> {
+        let free = || -> anyhow::Result<u16> {
+            Ok(std::net::TcpListener::bind("127.0.0.1:0").context("a free port")?.local_addr()?.port())
+        };
+        let (mbd_port, repl_port) = (free()?, free()?);
+        let candidates: Vec<(String, SocketAddr)> = (1..=n)
+            .map(|k| {
+                (
+                    format!("h{k}"),
+                    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, k as u8 + 1)), mbd_port),
+                )
+            })
+            .collect();
+        let mut hosts = format!("{HOST}  !  !  1  (cs linux)  127.0.0.1  -  -  -\n");
+        for (name, addr) in &candidates {
+            hosts.push_str(&format!("{name}  !  !  1  (cs linux)  {}  -  -  -\n", addr.ip()));
+        }
+        self.write_etc(
+            &format!("lsf.cluster.{CLUSTER_NAME}"),
+            &format!(
+                "# Written by lava-bench.\n\
+                 Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\n\
+                 Begin Host\n\
+                 HOSTNAME  model  type  server  RESOURCES  LAVA_ADDR  LAVA_LIM_PORT  LAVA_SBD_PORT  LAVA_MXFSD_PORT\n\
+                 {hosts}End Host\n"
+            ),
+        )?;
+        let names: Vec<&str> = candidates.iter().map(|(name, _)| name.as_str()).collect();
+        self.set_lsf_conf("LSF_MASTER_LIST", &format!("\"{}\"", names.join(" ")))?;
+        self.set_lsf_conf("LAVA_MBD_REPL_PORT", &repl_port.to_string())?;
+        self.port_known(mbd_port)?;
+        Ok(candidates)
+    }
+
+    /// Starts mbatchd as master candidate `name` (see [`BenchCluster::candidates`]) and
+    /// waits for its port file; it serves once it leads.
+    pub fn start_candidate(&mut self, name: &str) -> anyhow::Result<Daemon> {
+        let port_file = self.dir().join(format!("run/mbatchd.{name}.port"));
+        let _stale = fs::remove_file(&port_file);
+        let port = self.mbd_port.context("candidates() first")?.to_string();
+        let args: Vec<&OsStr> = vec![
+            "--foreground".as_ref(),
+            "--host".as_ref(),
+            name.as_ref(),
+            "--port".as_ref(),
+            port.as_ref(),
+            "--port-file".as_ref(),
+            port_file.as_os_str(),
+        ];
+        let mut daemon = self.spawn("mbatchd", &sibling_binary("mbatchd")?, &args)?;
+        daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT)?;
+        Ok(daemon)
+    }
+
     /// Starts sbatchd for the host and waits for its ready file (its credential socket
     /// listens; it registers with mbatchd right after, and jobs submitted meanwhile wait).
     pub fn start_sbatchd(&mut self) -> anyhow::Result<Daemon> {

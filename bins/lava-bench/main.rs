@@ -12,6 +12,7 @@ mod coord_bench;
 mod dlm_bench;
 mod e2e_bench;
 mod eventlog_bench;
+mod failover_bench;
 mod lim_bench;
 mod restart_bench;
 mod sched_bench;
@@ -20,7 +21,7 @@ mod xdr_bench;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|sched|bjobs|coord|lim|dlm> [options]\n\
+const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|sched|bjobs|coord|lim|dlm|failover> [options]\n\
     \n  xdr        XDR encode/decode of a job-submission struct\
     \n  eventlog   durable appends with concurrent appenders, and replay\
     \n  submit     durable submissions to a real mbatchd; wall time of the real bsub\
@@ -30,7 +31,8 @@ const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|sched|bj
     \n  bjobs      the real `bjobs -u all` with 100,000 pending jobs in the system: wall time to its last line\
     \n  coord      the coordinator: submit→lease→heartbeat→complete cycles, submissions, restart on a large WAL\
     \n  lim        a master lim fed by 10,000 simulated hosts: ingest rate, loss, memory, lsload query\
-    \n  dlm        mxfsd: uncontended lock+unlock (local and remote master), EX handoff among 8 clients";
+    \n  dlm        mxfsd: uncontended lock+unlock (local and remote master), EX handoff among 8 clients\
+    \n  failover   3 master candidates: kill -9 of the leader to the first bsub answered; durable submissions";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         "coord" => coord_bench::run(rest),
         "lim" => lim_bench::run(rest),
         "dlm" => dlm_bench::run(rest),
+        "failover" => failover_bench::run(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -113,8 +113,17 @@ pub fn submit_parallel(
     jobs: usize,
     connections: usize,
 ) -> anyhow::Result<Submitted> {
-    let addr = cluster.mbd_addr()?;
-    let auth = cluster.authenticator()?;
+    submit_parallel_to(cluster.mbd_addr()?, cluster.authenticator()?, request, jobs, connections)
+}
+
+/// [`submit_parallel`] to the mbatchd at `addr` (a master candidate that leads).
+pub fn submit_parallel_to(
+    addr: std::net::SocketAddr,
+    auth: Arc<lava_net::Authenticator>,
+    request: wire::SubmitRequest,
+    jobs: usize,
+    connections: usize,
+) -> anyhow::Result<Submitted> {
     let user = User::current()?;
     let request = Arc::new(request);
     let start = Arc::new(Barrier::new(connections + 1));

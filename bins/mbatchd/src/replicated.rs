@@ -40,8 +40,8 @@ use std::time::Duration;
 
 use lava_mbd::{Event, Mbd, MbdConfig, Replayed};
 use lava_net::Authenticator;
+use lava_replog::Config;
 use lava_replog::machine::{Application, Machine, Step};
-use lava_replog::{BadMessage, Config};
 use lava_shell::replication::{Link, LinkConfig, ReplicaLog};
 use tokio::time::{Interval, MissedTickBehavior};
 
@@ -54,6 +54,9 @@ pub const REPLICA_LOG_NAME: &str = "lsb.replica";
 /// The replicated log's clock: one tick every 100 ms (the first candidate stands for
 /// election after 10 ticks without a leader, each later one 4 ticks more).
 pub const REPLICA_TICK: Duration = Duration::from_millis(100);
+
+/// Messages from candidates taken in one turn of the loop at most.
+const MESSAGES_TURN_MAX: usize = 1024;
 
 /// What the machine did to the application, for the shell to do to its state.
 #[derive(Debug)]
@@ -190,21 +193,24 @@ impl<M> Replicated<M> {
         }
     }
 
-    /// Hands the input to the machine.
+    /// Hands the input to the machine, and every message already waiting after it (up to
+    /// [`MESSAGES_TURN_MAX`]), so that the drain that follows makes them durable with one
+    /// fsync (a follower receives one append per leader's turn).
     pub(crate) fn input(&mut self, input: ReplInput) {
         match input {
             ReplInput::Tick => self.machine.tick(),
-            ReplInput::Message(bytes) => {
-                if let Err(error) = self.machine.receive(&bytes) {
-                    match error {
-                        BadMessage::TooLarge(_)
-                        | BadMessage::Undecodable(_)
-                        | BadMessage::Misaddressed { .. } => {
-                            tracing::warn!("replication message dropped: {error}")
-                        }
-                    }
-                }
-            }
+            ReplInput::Message(bytes) => self.receive(&bytes),
+        }
+        for _ in 0..MESSAGES_TURN_MAX {
+            let Some(bytes) = self.link.try_recv() else { break };
+            self.receive(&bytes);
+        }
+    }
+
+    /// A message from a candidate; one the machine refuses is logged and dropped.
+    fn receive(&mut self, bytes: &[u8]) {
+        if let Err(error) = self.machine.receive(bytes) {
+            tracing::warn!("replication message dropped: {error}");
         }
     }
 

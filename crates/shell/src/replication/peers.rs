@@ -137,6 +137,12 @@ impl Link {
         }
     }
 
+    /// A message already received, if any, without waiting: a daemon takes every message
+    /// waiting before it drains its replica, so that one fsync covers them all.
+    pub fn try_recv(&mut self) -> Option<Vec<u8>> {
+        self.incoming.try_recv().ok()
+    }
+
     /// The link's counters.
     pub fn counters(&self) -> &LinkCounters {
         &self.counters
