@@ -148,11 +148,21 @@ pub enum Operation {
     TaskExit = 95,
     /// `blaunch` → task shepherd: signal the task ([`TaskSignal`]).
     TaskSignal = 96,
+    /// The job's first host's sbatchd → a task host's sbatchd: signal the job's tasks there
+    /// ([`TaskJobSignal`]).
+    TaskJobSignal = 97,
+    /// Task host's sbatchd → the first host's: done ([`TaskJobSignalReply`]).
+    TaskJobSignalReply = 98,
+    /// `blaunch` → its local sbatchd: add a task's resource usage to the job's
+    /// ([`TaskUsage`]).
+    TaskUsage = 99,
+    /// Local sbatchd → `blaunch`: added, durably ([`TaskUsageReply`]).
+    TaskUsageReply = 100,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 54] = [
+    pub const ALL: [Operation; 58] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -207,6 +217,10 @@ impl Operation {
         Operation::TaskOutput,
         Operation::TaskExit,
         Operation::TaskSignal,
+        Operation::TaskJobSignal,
+        Operation::TaskJobSignalReply,
+        Operation::TaskUsage,
+        Operation::TaskUsageReply,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -276,6 +290,10 @@ impl Operation {
             Operation::TaskOutput => "TASK_OUTPUT",
             Operation::TaskExit => "TASK_EXIT",
             Operation::TaskSignal => "TASK_SIGNAL",
+            Operation::TaskJobSignal => "TASK_JOB_SIGNAL",
+            Operation::TaskJobSignalReply => "TASK_JOB_SIGNAL_REPLY",
+            Operation::TaskUsage => "TASK_USAGE",
+            Operation::TaskUsageReply => "TASK_USAGE_REPLY",
         }
     }
 }
