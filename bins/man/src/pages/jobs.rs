@@ -66,7 +66,8 @@ const BSUB_OPTIONS: &[Opt] = &[
     Opt::value(
         "M",
         "mem_limit",
-        "Memory limit, in `LSF_UNIT_FOR_LIMITS` (KB by default) or with a suffix `K`, `M`, `G`, `T` (also \
+        "Memory limit, in `LSF_UNIT_FOR_LIMITS` (MB in the shipped lsf.conf, KB without the key) \
+         or with a suffix `K`, `M`, `G`, `T` (also \
          `KB` ... `TB`; powers of 1024, decimals allowed).",
     ),
     Opt::flag("H", "Holds the job pending (PSUSP) until `bresume`."),
