@@ -133,6 +133,10 @@ pub enum Operation {
     InteractiveWinsize = 83,
     /// The job → `bsub`: the job has ended, its output is all sent ([`InteractiveExit`]).
     InteractiveExit = 84,
+    /// `bsub -Ip` → the job: the user typed the terminal's interrupt, quit or suspend key (or
+    /// resumed a suspended `bsub`); deliver this signal to the job's foreground process
+    /// group ([`InteractiveSignal`]).
+    InteractiveSignal = 85,
     /// `blaunch` → its local sbatchd, over the Unix socket: vouch that I may start a task of
     /// my job on a host ([`TaskGrantRequest`]; docs/protocols/batch.md, "Parallel tasks").
     TaskGrantRequest = 90,
@@ -162,7 +166,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 58] = [
+    pub const ALL: [Operation; 59] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -210,6 +214,7 @@ impl Operation {
         Operation::InteractiveData,
         Operation::InteractiveWinsize,
         Operation::InteractiveExit,
+        Operation::InteractiveSignal,
         Operation::TaskGrantRequest,
         Operation::TaskGrantReply,
         Operation::TaskStart,
@@ -283,6 +288,7 @@ impl Operation {
             Operation::InteractiveData => "INTERACTIVE_DATA",
             Operation::InteractiveWinsize => "INTERACTIVE_WINSIZE",
             Operation::InteractiveExit => "INTERACTIVE_EXIT",
+            Operation::InteractiveSignal => "INTERACTIVE_SIGNAL",
             Operation::TaskGrantRequest => "TASK_GRANT_REQUEST",
             Operation::TaskGrantReply => "TASK_GRANT_REPLY",
             Operation::TaskStart => "TASK_START",
@@ -1262,6 +1268,14 @@ pub struct InteractiveWinsize {
     pub rows: u32,
     /// Columns.
     pub cols: u32,
+}
+
+/// INTERACTIVE_SIGNAL: a signal for the job's foreground process group (`bsub -Ip`'s
+/// Ctrl-C, Ctrl-\, Ctrl-Z, and the SIGCONT when `bsub` is resumed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InteractiveSignal {
+    /// The signal number (1 to 64).
+    pub signal: u32,
 }
 
 /// INTERACTIVE_EXIT: the job's process has ended and all its output was sent before this.

@@ -108,6 +108,7 @@ fn golden_of(op: Operation) -> (u32, fn()) {
         Operation::InteractiveData => (82, interactive_data),
         Operation::InteractiveWinsize => (83, interactive_winsize),
         Operation::InteractiveExit => (84, interactive_exit),
+        Operation::InteractiveSignal => (85, interactive_signal),
         Operation::TaskGrantRequest => (90, task_grant_request),
         Operation::TaskGrantReply => (91, task_grant_reply),
         Operation::TaskStart => (92, task_start),
@@ -590,6 +591,13 @@ fn interactive_data() {
         00000002 6f6b 0000                          # data = "ok"
     "##;
     check("INTERACTIVE_DATA", &data, golden);
+}
+
+fn interactive_signal() {
+    let golden = r##"
+        00000002                                    # signal = SIGINT
+    "##;
+    check("INTERACTIVE_SIGNAL", &InteractiveSignal { signal: 2 }, golden);
 }
 
 // Goal: INTERACTIVE_WINSIZE keeps its layout. Method: golden.
