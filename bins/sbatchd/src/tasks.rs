@@ -302,30 +302,38 @@ async fn signal_order(
             return Err(message);
         }
     };
-    let shepherd = context.shepherd.clone();
+    let (shepherd, host) = (context.shepherd.clone(), context.host.clone());
     let (job, uid, signal) = (order.job, order.uid, order.signal as i32);
-    let tasks =
-        tokio::task::spawn_blocking(move || signal_tasks(&shepherd, job, uid, signal)).await.unwrap_or(0);
+    let tasks = tokio::task::spawn_blocking(move || signal_tasks(&shepherd, &host, job, uid, signal))
+        .await
+        .unwrap_or(0);
     let body = lava_xdr::to_bytes(&wire::TaskJobSignalReply { tasks }).expect("a reply encodes");
     let _ = stream.write_all(&frame(Operation::TaskJobSignalReply, header.sequence, &body)).await;
     let _ = stream.shutdown().await;
     Ok(format!(
         "signal {signal} from <{}> delivered to {tasks} task(s) of job {}",
         order.from_host,
-        job_arg(job)
+        job_name(job)
     ))
 }
 
-/// The job as a task shepherd's argument names it: `ID[INDEX]`.
-fn job_arg(job: wire::WireJobRef) -> String {
+/// The job as logs name it: `ID[INDEX]`.
+fn job_name(job: wire::WireJobRef) -> String {
     format!("{}[{}]", job.job_id, job.array_index)
 }
 
+/// The job as a task shepherd's argument names it: `ID[INDEX]@HOST` (the host tells the
+/// shepherds of several logical hosts of one machine apart).
+fn job_arg(job: wire::WireJobRef, host: &str) -> String {
+    format!("{}@{host}", job_name(job))
+}
+
 /// Sends `signal` to every process under each task shepherd of `job` running as `uid` on
-/// this host (the shepherds themselves are spared); returns how many shepherds there were.
-/// They are found in `/proc`: the program `shepherd`, the arguments `--task JOB`, the uid.
-pub fn signal_tasks(shepherd: &Path, job: wire::WireJobRef, uid: u32, signal: i32) -> u32 {
-    let wanted = [TASK_FLAG.to_owned(), job_arg(job)];
+/// host `host` (the shepherds themselves are spared); returns how many shepherds there were.
+/// They are found in `/proc`: the program `shepherd`, the arguments `--task ID[INDEX]@HOST`,
+/// the uid.
+pub fn signal_tasks(shepherd: &Path, host: &str, job: wire::WireJobRef, uid: u32, signal: i32) -> u32 {
+    let wanted = [TASK_FLAG.to_owned(), job_arg(job, host)];
     let program = std::fs::canonicalize(shepherd).unwrap_or_else(|_| shepherd.to_path_buf());
     let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
     let mut found = 0;
@@ -437,7 +445,7 @@ async fn forward_worker(
         for attempt in 1..=ORDER_TRIES {
             match tokio::time::timeout(ORDER_TIMEOUT, send_order(&context, &host, &order)).await {
                 Ok(Ok(tasks)) => {
-                    tracing::debug!(host, job = %job_arg(order.job), signal = order.signal, tasks, "signal forwarded");
+                    tracing::debug!(host, job = %job_name(order.job), signal = order.signal, tasks, "signal forwarded");
                     problem.clear();
                     break;
                 }
@@ -451,7 +459,7 @@ async fn forward_worker(
         if !problem.is_empty() {
             tracing::warn!(
                 host,
-                job = %job_arg(order.job),
+                job = %job_name(order.job),
                 signal = order.signal,
                 "cannot forward the job's signal to its tasks on the host: {problem}"
             );
@@ -642,7 +650,7 @@ fn spawn_shepherd(shepherd: &Path, plan: &TaskPlan, connection: std::net::TcpStr
     let mut command = tokio::process::Command::new(shepherd);
     command
         .arg(TASK_FLAG)
-        .arg(job_arg(wire::WireJobRef { job_id: plan.job_id, array_index: plan.array_index }))
+        .arg(job_arg(wire::WireJobRef { job_id: plan.job_id, array_index: plan.array_index }, &plan.host))
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::from(plan_file))
