@@ -10,9 +10,12 @@
 //! 3. a task (`sleep`) on h1 outlives restarts of both sbatchds, and `bkill` of its job
 //!    ends it (its process is gone from h1); a task started in the background goes when its
 //!    job ends DONE;
-//! 4. MPICH's `mpiexec -launcher lsf` (hydra, which starts its proxies with `blaunch` and
+//! 4. remote tasks belong to their job: `bstop` stops a task on h1 (its state `T`) and
+//!    `bresume` resumes it; a task over the job's `-M` is killed on h1 and says so; a task
+//!    that burns CPU on h1 counts in the job's CPU time (`bjobs -l`, `bacct -l`);
+//! 5. MPICH's `mpiexec -launcher lsf` (hydra, which starts its proxies with `blaunch` and
 //!    reads the ranks from `LSB_MCPU_HOSTS`) runs an MPI program built here with `mpicc`:
-//!    4 ranks, 2 on each host, the job DONE; 5. `bkill` of a running MPI job ends its ranks on
+//!    4 ranks, 2 on each host, the job DONE; 6. `bkill` of a running MPI job ends its ranks on
 //!    both hosts.
 //!
 //! Where namespaces cannot be created, or mpich is not installed (for the MPI part), the test
@@ -388,7 +391,10 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
     });
     assert!(said.contains(&format!("blaunch: job <{job}> has ended; its tasks are ended with it")), "{said}");
 
-    // 4. MPI: mpiexec (hydra, launcher and resource manager detected from LSF_BINDIR and
+    // 4. The job's signals, limits and accounting reach its remote tasks.
+    tasks_belong_to_their_job(&cluster, h0, env0, &out);
+
+    // 5. MPI: mpiexec (hydra, launcher and resource manager detected from LSF_BINDIR and
     // LSB_MCPU_HOSTS) starts 4 ranks, 2 on each host, through blaunch.
     if !have("mpicc") || !have("mpiexec") {
         eprintln!("skipped: the MPI part: mpich is not installed (apt-get install mpich libmpich-dev)");
@@ -415,7 +421,7 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
         assert_eq!(on, 2, "two ranks on {host}: {said}");
     }
 
-    // 5. bkill of a running MPI job ends its ranks on h1 too.
+    // 6. bkill of a running MPI job ends its ranks on h1 too.
     let marker = "3219";
     let mpi = format!("mpiexec -launcher lsf -iface eth0 {} {marker}", program.display());
     let job = bsub(&cluster, h0, env0, &["-n", "4", "-R", "span[ptile=2]", "-o", &out("mpikill.out"), &mpi]);
@@ -435,6 +441,104 @@ fn parallel_jobs_run_tasks_on_their_hosts() {
     // mpiexec forwards the SIGINT to its ranks and may then exit 0 itself.
     wait_stat(&cluster, h0, env0, job, &["EXIT", "DONE"]);
     wait_until("every rank is gone", JOB_TIMEOUT, || ranks().is_empty().then_some(()));
+}
+
+/// The processes whose command line is exactly `pattern`'s match (`pgrep -f`).
+fn pgrep(pattern: &str) -> Vec<String> {
+    let output = std::process::Command::new("pgrep").args(["-f", pattern]).output().expect("pgrep");
+    String::from_utf8_lossy(&output.stdout).split_whitespace().map(str::to_owned).collect()
+}
+
+/// The state letter of process `pid` (field 3 of `/proc/PID/stat`).
+fn proc_state(pid: &str) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')').and_then(|at| stat[at + 1..].split_whitespace().next()).unwrap_or_default().to_owned()
+}
+
+/// Part 4 of the module doc: `bstop`/`bresume` reach a task on h1, `-M` kills a task on h1
+/// that is over it, and a task's CPU time on h1 is the job's.
+fn tasks_belong_to_their_job(cluster: &Cluster, h0: &str, env0: &Path, out: &dyn Fn(&str) -> String) {
+    let blaunch = bin("blaunch");
+    let control = |command: &str, job: u32| {
+        let output = run_in(cluster, h0, env0, &bin(command), &[&job.to_string()]);
+        assert!(output.status.success(), "{command}: {}", text(&output));
+    };
+    // bstop stops the remote task (SIGSTOP forwarded to h1), bresume resumes it.
+    let marker = "3233";
+    let job = bsub(
+        cluster,
+        h0,
+        env0,
+        &["-n", "4", "-R", "span[ptile=2]", "-o", &out("stop.out"), &format!("{blaunch} h1 sleep {marker}")],
+    );
+    let pattern = format!("^sleep {marker}$");
+    let task = wait_until("the remote sleep runs", JOB_TIMEOUT, || pgrep(&pattern).into_iter().next());
+    wait_stat(cluster, h0, env0, job, &["RUN"]);
+    assert_ne!(proc_state(&task), "T");
+    control("bstop", job);
+    wait_stat(cluster, h0, env0, job, &["USUSP"]);
+    wait_until("bstop stops the task on h1", JOB_TIMEOUT, || (proc_state(&task) == "T").then_some(()));
+    control("bresume", job);
+    wait_stat(cluster, h0, env0, job, &["RUN"]);
+    wait_until("bresume resumes the task on h1", JOB_TIMEOUT, || {
+        let state = proc_state(&task);
+        (!state.is_empty() && state != "T").then_some(())
+    });
+    control("bkill", job);
+    wait_stat(cluster, h0, env0, job, &["EXIT"]);
+    wait_until("the stopped-then-resumed task is gone", JOB_TIMEOUT, || {
+        pgrep(&pattern).is_empty().then_some(())
+    });
+
+    // -M 40MB: a task on h1 holding 200 MB is killed there, and says why.
+    let hog = "perl -e '\\$x = q(a) x (200 * 1024 * 1024); sleep 600'";
+    let script = format!("{blaunch} h1 \"{hog}\"; echo RC=$?");
+    let job = bsub(
+        cluster,
+        h0,
+        env0,
+        &["-n", "4", "-R", "span[ptile=2]", "-M", "40MB", "-o", &out("mem.out"), &script],
+    );
+    let state = wait_stat(cluster, h0, env0, job, &["DONE", "EXIT"]);
+    let said = std::fs::read_to_string(out("mem.out")).unwrap_or_default();
+    assert_eq!(state, "DONE", "the job goes on after its task is killed: {said}");
+    assert!(said.contains("over the job's memory limit of 40960 KB; it is killed"), "{said}");
+    assert!(said.contains("on host <h1>"), "{said}");
+    assert!(said.contains("RC=143\n") || said.contains("RC=137\n"), "killed by SIGTERM or SIGKILL: {said}");
+
+    // A task that burns 3 s of CPU on h1: the job's CPU time (its own is next to nothing)
+    // counts it, in bjobs -l and in bacct -l's CPU_T.
+    let burn = "perl -e '1 while (times)[0] < 3'";
+    let job = bsub(
+        cluster,
+        h0,
+        env0,
+        &["-n", "4", "-R", "span[ptile=2]", "-o", &out("cpu.out"), &format!("{blaunch} h1 \"{burn}\"")],
+    );
+    let state = wait_stat(cluster, h0, env0, job, &["DONE", "EXIT"]);
+    assert_eq!(state, "DONE", "{}", std::fs::read_to_string(out("cpu.out")).unwrap_or_default());
+    let output = run_in(cluster, h0, env0, &bin("bjobs"), &["-l", &job.to_string()]);
+    let long = text(&output);
+    let seconds: f64 = long
+        .split("The CPU time used is ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no CPU time in bjobs -l: {long}"));
+    assert!(seconds >= 3.0, "the remote task's 3 s of CPU are the job's: {long}");
+    let acct = wait_until("bacct -l has the job", JOB_TIMEOUT, || {
+        let output = run_in(cluster, h0, env0, &bin("bacct"), &["-l", &job.to_string()]);
+        let said = text(&output);
+        said.contains("CPU_T").then_some(said)
+    });
+    let cpu_t: f64 = acct
+        .lines()
+        .skip_while(|line| !line.contains("CPU_T"))
+        .nth(1)
+        .and_then(|line| line.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no CPU_T in bacct -l: {acct}"));
+    assert!(cpu_t >= 3.0, "bacct -l counts the remote task's CPU: {acct}");
 }
 
 /// The sealed grant of `grant`, as an sbatchd holding `auth`'s key makes it.
@@ -575,6 +679,7 @@ fn the_task_port_refuses_what_it_must_not_run() {
         from_host: "localhost".into(),
         to_host: to_host.into(),
         cluster: util::CLUSTER_NAME.into(),
+        mem_limit_kb: 0,
     };
     let other_key = Cluster::new().authenticator();
     let said = task_port_says(
@@ -603,6 +708,49 @@ fn the_task_port_refuses_what_it_must_not_run() {
     )
     .expect("another uid");
     assert!(said.contains("is uid 0 on host <localhost> but uid 4242"), "{said}");
+
+    // Signal orders (TASK_JOB_SIGNAL): only one sealed with the cluster key, for this host,
+    // is carried out (no task of the job runs here: none is signalled).
+    let order = |to_host: &str| lava_batch_wire::TaskSignalOrder {
+        job: WireJobRef { job_id: job, array_index: 0 },
+        uid: 0,
+        signal: 18,
+        from_host: "elsewhere".into(),
+        to_host: to_host.into(),
+        cluster: util::CLUSTER_NAME.into(),
+    };
+    let signal_says = |sealed: Vec<u8>| {
+        use lava_batch_wire::{ErrorReply, TaskJobSignal, TaskJobSignalReply};
+        let mut conn = util::proto::FrameConn::connect(addr);
+        conn.send(
+            util::proto::header(Operation::TaskJobSignal, 1),
+            &util::proto::encode(&TaskJobSignal { order: sealed }),
+        );
+        let frame = conn.recv().expect("an answer");
+        if frame.header.operation == Operation::RequestFailed.code() {
+            return Err(util::proto::decode::<ErrorReply>(&frame.body).message);
+        }
+        assert_eq!(frame.header.operation, Operation::TaskJobSignalReply.code());
+        Ok(util::proto::decode::<TaskJobSignalReply>(&frame.body).tasks)
+    };
+    let seal_order = |auth: &lava_net::Authenticator, order: &lava_batch_wire::TaskSignalOrder| {
+        let mut sealed = lava_batch_wire::TASK_SIGNAL_ORDER_MAGIC.to_vec();
+        sealed.extend(util::proto::encode(order));
+        let trailer =
+            auth.seal_bytes(&sealed, lava_net::system_now_ms(), lava_net::Nonce::random().expect("a nonce"));
+        sealed.extend_from_slice(&trailer);
+        sealed
+    };
+    let said = signal_says(seal_order(&other_key, &order("localhost"))).expect_err("another key");
+    assert!(said.contains("signal order is not valid"), "{said}");
+    let said = signal_says(seal_order(&auth, &order("elsewhere"))).expect_err("another host");
+    assert!(said.contains("is for host <elsewhere>, not <localhost>"), "{said}");
+    // A grant is no signal order, even sealed with the key.
+    let said = signal_says(seal_grant(&auth, &grant("root", 0, "localhost"))).expect_err("a grant");
+    assert!(said.contains("signal order is not valid"), "{said}");
+    let sealed = seal_order(&auth, &order("localhost"));
+    assert_eq!(signal_says(sealed.clone()), Ok(0));
+    assert!(signal_says(sealed).expect_err("a replay").contains("not valid"));
 
     // The port still serves.
     let output = blaunch(&["-z", "localhost", "echo ok"]);

@@ -456,6 +456,85 @@ fn bsub_is_bash_is_a_working_shell() {
     wait_until("the job EXIT", JOB_TIMEOUT, || (batch.bjobs_state(job) == "EXIT").then_some(()));
 }
 
+/// The state letter of process `pid` (`/proc/PID/stat`), empty when it is gone.
+fn proc_state(pid: &str) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')').and_then(|at| stat[at + 1..].split_whitespace().next()).unwrap_or_default().to_owned()
+}
+
+fn pgrep(pattern: &str) -> Option<String> {
+    let out = Command::new("pgrep").args(["-f", pattern]).output().expect("pgrep");
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().map(str::to_owned)
+}
+
+// Goal: LSF's difference between -Ip and -Is, through a real terminal (tmux). A job that takes
+// its terminal out of signal mode (as an editor that redefines the keys) and reads one key:
+// under -Is, Ctrl-C reaches it as the character 03; under -Ip, bsub turns Ctrl-C into SIGINT
+// for the job, whose trap ends it with 3. Under -Ip, Ctrl-Z stops the job (its process in
+// state T) and bsub itself; `kill -CONT` of bsub resumes both, and Ctrl-C then ends the job
+// (bsub's status 130).
+#[test]
+fn bsub_ip_handles_the_keys_and_bsub_is_passes_them() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        println!("skipped: tmux is not installed");
+        return;
+    }
+    let batch = Interactive::start();
+    let dir = batch.cluster.dir().to_path_buf();
+    let job_script = dir.join("keys.sh");
+    std::fs::write(
+        &job_script,
+        "trap 'echo got-INT; exit 3' INT\nstty raw -echo -isig\necho ready\n\
+         c=$(dd bs=1 count=1 2>/dev/null | od -An -tx1)\nstty sane\necho key=$c\n",
+    )
+    .expect("the job's script");
+    let bsub = |tmux: &Tmux, args: &str| {
+        let script = format!(
+            "cd /tmp; LSF_ENVDIR={envdir} {bsub} {args}; echo status=$?; sleep 600",
+            envdir = batch.cluster.envdir().display(),
+            bsub = bin("bsub").display(),
+        );
+        let started =
+            tmux.run(&["new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", &script]);
+        assert!(started.status.success(), "tmux: {}", String::from_utf8_lossy(&started.stderr));
+    };
+    for (mode, key_seen, status) in [("-Is", "key= 03", "status=0"), ("-Ip", "got-INT", "status=3")] {
+        let tmux = Tmux { socket: dir.join(format!("tmux{mode}.sock")) };
+        bsub(&tmux, &format!("{mode} sh {}", job_script.display()));
+        tmux.wait_for("the job ready for a key", |screen| screen.contains("ready"));
+        tmux.keys(&["C-c"]);
+        let screen = tmux.wait_for("bsub's status", |screen| screen.contains("status="));
+        assert!(screen.contains(key_seen), "{mode}: Ctrl-C shows as {key_seen}:\n{screen}");
+        assert!(screen.contains(status), "{mode}:\n{screen}");
+    }
+
+    let tmux = Tmux { socket: dir.join("tmux-z.sock") };
+    let marker = "3187";
+    bsub(&tmux, &format!("-Ip sleep {marker}"));
+    let job = wait_until("the job's sleep", JOB_TIMEOUT, || pgrep(&format!("^sleep {marker}$")));
+    let bsub_pid = pgrep(&format!("bsub -Ip sleep {marker}$")).expect("bsub runs");
+    // bsub has attached once it put its terminal in raw mode.
+    let pane_tty =
+        String::from_utf8_lossy(&tmux.run(&["display-message", "-p", "-t", "t", "#{pane_tty}"]).stdout)
+            .trim()
+            .to_owned();
+    wait_until("bsub's terminal in raw mode", JOB_TIMEOUT, || {
+        let out = Command::new("stty").args(["-a", "-F", &pane_tty]).output().expect("stty");
+        String::from_utf8_lossy(&out.stdout).contains("-icanon").then_some(())
+    });
+    tmux.keys(&["C-z"]);
+    wait_until("Ctrl-Z stops bsub", JOB_TIMEOUT, || (proc_state(&bsub_pid) == "T").then_some(()));
+    wait_until("Ctrl-Z stops the job", JOB_TIMEOUT, || (proc_state(&job) == "T").then_some(()));
+    assert!(Command::new("kill").args(["-CONT", &bsub_pid]).status().expect("kill").success());
+    wait_until("bsub continued continues the job", JOB_TIMEOUT, || {
+        let state = proc_state(&job);
+        (!state.is_empty() && state != "T").then_some(())
+    });
+    tmux.keys(&["C-c"]);
+    let screen = tmux.wait_for("bsub's status", |screen| screen.contains("status="));
+    assert!(screen.contains("status=130"), "Ctrl-C ends the job with SIGINT:\n{screen}");
+}
+
 /// `ip netns exec NS BIN ARGS` as a daemon of the cluster (`ip` execs it).
 fn spawn_in(cluster: &mut Cluster, ns: &str, name: &str, bin: &std::path::Path, args: &[&str]) -> Daemon {
     let mut all: Vec<&std::ffi::OsStr> =

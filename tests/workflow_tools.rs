@@ -90,8 +90,9 @@ impl Site {
         let port = util::fixed_port().to_string();
         cluster.rewrite_lsf_conf("LSF_LIM_PORT", &port);
         cluster.rewrite_lsf_conf("LAVA_LIM_TCP_PORT", &port);
-        // As lsfinstall writes it: Snakemake's executor converts mem_mb to this unit.
-        cluster.rewrite_lsf_conf("LSF_UNIT_FOR_LIMITS", "MB");
+        // The shipped etc/lsf.conf's unit (MB, as lsfinstall writes it): Snakemake's executor
+        // converts mem_mb to it.
+        cluster.rewrite_lsf_conf("LSF_UNIT_FOR_LIMITS", &shipped_unit_for_limits());
         let daemons =
             vec![cluster.start_lim("localhost"), cluster.start_mbatchd(), cluster.start_sbatchd("localhost")];
         Site { cluster, venv, _daemons: daemons }
@@ -186,6 +187,18 @@ fn run_bounded(mut command: Command) -> Output {
     out
 }
 
+/// `LSF_UNIT_FOR_LIMITS` of the shipped etc/lsf.conf.
+fn shipped_unit_for_limits() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("etc/lsf.conf");
+    let text = fs::read_to_string(&path).expect("the shipped lsf.conf");
+    let unit = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("LSF_UNIT_FOR_LIMITS="))
+        .unwrap_or_else(|| panic!("{} sets no LSF_UNIT_FOR_LIMITS", path.display()));
+    assert_eq!(unit, "MB", "the shipped unit is LSF's installer's");
+    unit.to_owned()
+}
+
 fn snakemake(site: &Site) {
     // A three-rule workflow, one rule on two threads (-n 2), with memory and run time
     // (-R rusage[mem=100] -R span[hosts=1], -W 10): every job runs, the workflow ends.
@@ -199,6 +212,16 @@ fn snakemake(site: &Site) {
     assert_eq!(fs::read_to_string(work.join("c.txt")).expect("c.txt"), "a\na\nb\n");
     let jobs = site.bjobs(&["-a", "-noheader", "-o", "stat job_name", "-J", "Snakemake_*"]);
     assert_eq!(jobs.lines().filter(|line| line.starts_with("DONE")).count(), 3, "{jobs}");
+    // mem_mb=100 is a 100 MB request: `rusage[mem=100]` (per slot: 50 for the two-thread
+    // rule when the executor counts per slot) in the shipped unit (MB), which
+    // mbatchd reads as MB (under KB it would have been 102400, a 100 GB reservation).
+    let resreqs = site.bjobs(&["-a", "-noheader", "-o", "combined_resreq:80", "-J", "Snakemake_*"]);
+    assert_eq!(resreqs.lines().count(), 3, "{resreqs}");
+    for resreq in resreqs.lines() {
+        let mem = resreq.split("rusage[mem=").nth(1).and_then(|rest| rest.split(']').next());
+        let mb: f64 = mem.and_then(|mem| mem.parse().ok()).unwrap_or_else(|| panic!("{resreqs}"));
+        assert!((mb - 100.0).abs() < 1e-9 || (mb - 50.0).abs() < 1e-9, "mem_mb=100 per job: {resreqs}");
+    }
 
     // Interrupted (Ctrl-C), it kills the job it submitted (bkill).
     let slow = site.folder("snakemake-cancel");

@@ -13,7 +13,9 @@
 //! task host's `/bin/sh -c`, as rsh and ssh do (MPICH's hydra quotes its proxy's path).
 //! The task's environment is blaunch's own (the job's), plus the `-use-env` file's
 //! `NAME=value` lines; its standard input is /dev/null. blaunch ends when its job's process
-//! (`LSB_JOBPID`) ends, and its tasks with it ([`watch_job`]).
+//! (`LSB_JOBPID`) ends, and its tasks with it ([`watch_job`]). When a task ends, its
+//! resource usage is reported to the local sbatchd (TASK_USAGE), which adds it to the job's
+//! before blaunch goes on.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -279,6 +281,13 @@ fn run_task(
             }
             Some(Operation::TaskExit) => {
                 let exit: wire::TaskExit = lava_xdr::from_bytes(&body, &limits).map_err(decode_err)?;
+                // The task's usage is the job's (its local sbatchd adds it to the job's record
+                // before answering, so the job's finish, later, counts it).
+                if let Err(message) = report_usage(config, job, host, exit.rusage) {
+                    eprintln!(
+                        "blaunch: the resource usage of the task on host <{host}> is not counted: {message}"
+                    );
+                }
                 let status = exit.wait_status;
                 let code = if status & 0x7f == 0 { (status >> 8) & 0xff } else { 128 + (status & 0x7f) };
                 return Ok(u8::try_from(code).unwrap_or(EXIT_FAILED));
@@ -294,14 +303,40 @@ fn run_task(
 
 /// The sealed grant for a task on `host`, from the local sbatchd.
 fn ask_grant(config: &BaseConfig, job: wire::WireJobRef, host: &str) -> Result<Vec<u8>, String> {
+    let body = lava_xdr::to_bytes(&wire::TaskGrantRequest { job, host: host.to_owned() })
+        .map_err(|err| err.to_string())?;
+    let body = ask_local(config, Operation::TaskGrantRequest, &body, Operation::TaskGrantReply)?;
+    let reply: wire::TaskGrantReply = lava_xdr::from_bytes(&body, &lava_xdr::Limits::DEFAULT)
+        .map_err(|err| format!("malformed grant: {err}"))?;
+    Ok(reply.grant)
+}
+
+/// Has the local sbatchd add an ended task's usage to the job's (TASK_USAGE).
+fn report_usage(
+    config: &BaseConfig,
+    job: wire::WireJobRef,
+    host: &str,
+    rusage: wire::ResourceUsage,
+) -> Result<(), String> {
+    let body = lava_xdr::to_bytes(&wire::TaskUsage { job, host: host.to_owned(), rusage })
+        .map_err(|err| err.to_string())?;
+    ask_local(config, Operation::TaskUsage, &body, Operation::TaskUsageReply).map(|_| ())
+}
+
+/// One request to the local sbatchd over the credential socket: the body of its `answer`,
+/// or the refusal's message.
+fn ask_local(
+    config: &BaseConfig,
+    operation: Operation,
+    body: &[u8],
+    answer: Operation,
+) -> Result<Vec<u8>, String> {
     let path = &config.lsf.cmd_socket;
     let mut socket = UnixStream::connect(path)
         .map_err(|err| format!("cannot connect to the local sbatchd at {}: {err}", path.display()))?;
     let _ = socket.set_read_timeout(Some(GRANT_TIMEOUT));
     let _ = socket.set_write_timeout(Some(GRANT_TIMEOUT));
-    let body = lava_xdr::to_bytes(&wire::TaskGrantRequest { job, host: host.to_owned() })
-        .map_err(|err| err.to_string())?;
-    client::write_frame(&mut socket, Operation::TaskGrantRequest, 1, &body)
+    client::write_frame(&mut socket, operation, 1, body)
         .map_err(|err| format!("cannot ask the local sbatchd: {err}"))?;
     let (header, body) = client::read_frame(&mut socket, 64 * 1024).map_err(|err| match err {
         FrameReadError::Io(err) => format!("no answer from the local sbatchd: {err}"),
@@ -309,11 +344,7 @@ fn ask_grant(config: &BaseConfig, job: wire::WireJobRef, host: &str) -> Result<V
     })?;
     let limits = lava_xdr::Limits::DEFAULT;
     match Operation::from_code(header.operation) {
-        Some(Operation::TaskGrantReply) => {
-            let reply: wire::TaskGrantReply =
-                lava_xdr::from_bytes(&body, &limits).map_err(|err| format!("malformed grant: {err}"))?;
-            Ok(reply.grant)
-        }
+        Some(op) if op == answer => Ok(body),
         Some(Operation::RequestFailed) => {
             let error: wire::ErrorReply =
                 lava_xdr::from_bytes(&body, &limits).map_err(|err| format!("malformed refusal: {err}"))?;

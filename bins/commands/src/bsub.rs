@@ -33,8 +33,8 @@
 //!
 //! # Values
 //! - `-W [hh:]mm`: run limit, sent in seconds.
-//! - `-M mem`: memory limit in `LSF_UNIT_FOR_LIMITS` (KB by default), or with
-//!   a unit suffix `K`/`KB`, `M`/`MB`, `G`/`GB`, `T`/`TB` (any case, powers of
+//! - `-M mem`: memory limit in `LSF_UNIT_FOR_LIMITS` (MB in the shipped lsf.conf, KB
+//!   without the key), or with a unit suffix `K`/`KB`, `M`/`MB`, `G`/`GB`, `T`/`TB` (any case, powers of
 //!   1024, decimals allowed: `1.5G`); sent in KiB, rounded up.
 //! - `-n N` or `-n min,max`: slots (the minimum is asked for).
 //! - `-m "h1 h2"`: candidate hosts.

@@ -10,11 +10,19 @@
 //! this cluster's sbatchd, and relays: its standard input to the job (unless `-i` gave the job
 //! a file), the job's output to its standard output, the job's standard error to its standard
 //! output too unless `LSF_INTERACTIVE_STDERR=y` (environment or lsf.conf) keeps it on standard
-//! error, as LSF does. With `-Ip` or `-Is` on a terminal, the terminal is put in raw mode (so
-//! Ctrl-C, Ctrl-Z and every key go to the job's pseudo-terminal, whose line discipline makes
-//! the signals) and its size is sent whenever it changes; the terminal's settings come back
-//! on every way out: a normal end, an error, and, through the watcher process of `bsub -K`,
-//! a `bsub` killed by a signal.
+//! error, as LSF does. With `-Ip` or `-Is` on a terminal, the terminal is put in raw mode and
+//! its size is sent whenever it changes; the terminal's settings come back on every way out:
+//! a normal end, an error, and, through the watcher process of `bsub -K`, a `bsub` killed by a
+//! signal. The two differ in the interrupt, quit and suspend keys (the terminal's `intr`,
+//! `quit` and `susp` characters, Ctrl-C, Ctrl-\ and Ctrl-Z by default), as in LSF:
+//! - `-Is` (shell mode) passes them as characters to the job's pseudo-terminal, whose line
+//!   discipline makes the signals, or not: an application that redefines the keys (a shell's
+//!   line editor, an editor) gets them as characters;
+//! - `-Ip` handles them here ([`Keys`]): Ctrl-C and Ctrl-\ become SIGINT and SIGQUIT for the
+//!   job's foreground process group (INTERACTIVE_SIGNAL), whatever the job did to its
+//!   terminal; Ctrl-Z sends SIGTSTP to it, gives this terminal its settings back and stops
+//!   `bsub` itself (SIGSTOP), as a local program would stop; when `bsub` is continued (`fg`)
+//!   it takes the terminal again and sends SIGCONT to the job.
 //!
 //! `bsub` exits with the job's exit code (128 + the signal for a job killed by one). If `bsub`
 //! goes away, sbatchd kills the job (it ends EXIT); a job still pending is killed by the
@@ -98,7 +106,8 @@ pub fn run(
         }
     };
     let raw = if pty { RawTerminal::enter() } else { None };
-    let status = relay(stream, pty, input_file);
+    let keys = raw.as_ref().filter(|_| mode == Mode::Pty).map(Keys::of);
+    let status = relay(stream, pty, input_file, keys);
     drop(raw);
     drop(watcher);
     match status {
@@ -234,11 +243,11 @@ fn attach(
 }
 
 /// Relays until INTERACTIVE_EXIT (its wait status) or the connection's end (`None`).
-fn relay(stream: TcpStream, pty: bool, input_file: bool) -> Option<i32> {
+fn relay(stream: TcpStream, pty: bool, input_file: bool, keys: Option<Keys>) -> Option<i32> {
     let writer = Arc::new(Mutex::new(stream.try_clone().ok()?));
     if !input_file {
         let writer = Arc::clone(&writer);
-        std::thread::spawn(move || forward_input(&writer));
+        std::thread::spawn(move || forward_input(&writer, keys.as_ref()));
     }
     if pty {
         let writer = Arc::clone(&writer);
@@ -273,8 +282,9 @@ fn relay(stream: TcpStream, pty: bool, input_file: bool) -> Option<i32> {
     }
 }
 
-/// Standard input to the job; its end as an empty frame.
-fn forward_input(writer: &Mutex<TcpStream>) {
+/// Standard input to the job; its end as an empty frame. With `keys` (`-Ip`), the interrupt,
+/// quit and suspend characters are handled here instead ([`Keys`]).
+fn forward_input(writer: &Mutex<TcpStream>, keys: Option<&Keys>) {
     let mut stdin = std::io::stdin().lock();
     let mut buf = vec![0u8; wire::INTERACTIVE_DATA_BYTES_MAX as usize];
     loop {
@@ -283,12 +293,92 @@ fn forward_input(writer: &Mutex<TcpStream>) {
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => 0,
         };
-        let data = wire::InteractiveData { stream: wire::STREAM_STDIN, data: buf[..n].to_vec() };
-        let Ok(body) = lava_xdr::to_bytes(&data) else { return };
-        let Ok(mut stream) = writer.lock() else { return };
-        if write_frame(&mut *stream, Operation::InteractiveData, &body).is_err() || n == 0 {
+        let mut rest = &buf[..n];
+        while let Some((at, key)) = keys.and_then(|keys| keys.find(rest)) {
+            if at > 0 && !send_input(writer, &rest[..at]) {
+                return;
+            }
+            rest = &rest[at + 1..];
+            let keys = keys.expect("found by the keys");
+            if !keys.press(writer, key) {
+                return;
+            }
+        }
+        if (n == 0 || !rest.is_empty()) && !send_input(writer, rest) {
             return;
         }
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+/// One INTERACTIVE_DATA of standard input (empty: its end); false when the job is gone.
+fn send_input(writer: &Mutex<TcpStream>, data: &[u8]) -> bool {
+    let data = wire::InteractiveData { stream: wire::STREAM_STDIN, data: data.to_vec() };
+    let Ok(body) = lava_xdr::to_bytes(&data) else { return false };
+    let Ok(mut stream) = writer.lock() else { return false };
+    write_frame(&mut *stream, Operation::InteractiveData, &body).is_ok()
+}
+
+/// One INTERACTIVE_SIGNAL; false when the job is gone.
+fn send_signal(writer: &Mutex<TcpStream>, signal: rustix::process::Signal) -> bool {
+    let body = lava_xdr::to_bytes(&wire::InteractiveSignal { signal: signal.as_raw() as u32 });
+    let Ok(body) = body else { return false };
+    let Ok(mut stream) = writer.lock() else { return false };
+    write_frame(&mut *stream, Operation::InteractiveSignal, &body).is_ok()
+}
+
+/// `bsub -Ip`'s own handling of the terminal's interrupt, quit and suspend keys (the module
+/// doc): the characters, and the terminal's settings before and in raw mode.
+struct Keys {
+    /// `intr`, `quit`, `susp` (0: disabled), each with the signal it sends the job.
+    signals: [(u8, rustix::process::Signal); 3],
+    saved: rustix::termios::Termios,
+    raw: rustix::termios::Termios,
+}
+
+impl Keys {
+    fn of(terminal: &RawTerminal) -> Keys {
+        use rustix::process::Signal;
+        use rustix::termios::SpecialCodeIndex;
+        let codes = &terminal.saved.special_codes;
+        Keys {
+            signals: [
+                (codes[SpecialCodeIndex::VINTR], Signal::INT),
+                (codes[SpecialCodeIndex::VQUIT], Signal::QUIT),
+                (codes[SpecialCodeIndex::VSUSP], Signal::TSTP),
+            ],
+            saved: terminal.saved.clone(),
+            raw: terminal.raw.clone(),
+        }
+    }
+
+    /// The first key of `input`: its place and signal.
+    fn find(&self, input: &[u8]) -> Option<(usize, rustix::process::Signal)> {
+        input.iter().enumerate().find_map(|(at, byte)| {
+            self.signals.iter().find(|(key, _)| *key != 0 && key == byte).map(|(_, signal)| (at, *signal))
+        })
+    }
+
+    /// The key for `signal` was typed: the job gets the signal; for SIGTSTP `bsub` stops too,
+    /// its terminal as it was, until it is continued. False when the job is gone.
+    fn press(&self, writer: &Mutex<TcpStream>, signal: rustix::process::Signal) -> bool {
+        use rustix::termios::{OptionalActions, tcsetattr};
+        if !send_signal(writer, signal) {
+            return false;
+        }
+        if signal != rustix::process::Signal::TSTP {
+            return true;
+        }
+        let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, &self.saved);
+        let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP);
+        // Another thread may take the stop: this one stops at its next call into the kernel,
+        // which this sleep is, and so never runs on before the stop.
+        std::thread::sleep(Duration::from_millis(100));
+        // Continued (`fg`, `kill -CONT`): the terminal is the job's again.
+        let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, &self.raw);
+        send_signal(writer, rustix::process::Signal::CONT)
     }
 }
 
@@ -314,7 +404,10 @@ fn forward_size(writer: &Mutex<TcpStream>) {
 }
 
 /// The terminal in raw mode until dropped.
-struct RawTerminal(rustix::termios::Termios);
+struct RawTerminal {
+    saved: rustix::termios::Termios,
+    raw: rustix::termios::Termios,
+}
 
 impl RawTerminal {
     fn enter() -> Option<RawTerminal> {
@@ -322,13 +415,14 @@ impl RawTerminal {
         let mut raw = saved.clone();
         raw.make_raw();
         rustix::termios::tcsetattr(std::io::stdin(), rustix::termios::OptionalActions::Now, &raw).ok()?;
-        Some(RawTerminal(saved))
+        Some(RawTerminal { saved, raw })
     }
 }
 
 impl Drop for RawTerminal {
     fn drop(&mut self) {
-        let _ = rustix::termios::tcsetattr(std::io::stdin(), rustix::termios::OptionalActions::Now, &self.0);
+        let _ =
+            rustix::termios::tcsetattr(std::io::stdin(), rustix::termios::OptionalActions::Now, &self.saved);
     }
 }
 

@@ -54,8 +54,8 @@ pub struct Context {
     pub counters: Arc<SocketCounters>,
     /// The cluster's name (task grants name it).
     pub cluster: String,
-    /// Task grant questions go to the event loop ([`crate::tasks`]).
-    pub grants: mpsc::Sender<crate::tasks::GrantQuery>,
+    /// Task grant questions and task usage reports go to the event loop ([`crate::tasks`]).
+    pub grants: mpsc::Sender<crate::tasks::TaskQuery>,
 }
 
 /// Largest request body accepted (requests are empty).
@@ -186,11 +186,16 @@ async fn serve_one(
                 Ok(body) => (reply(Operation::TaskGrantReply), body),
                 Err(message) => failed(wire::ERR_REJECTED, message),
             }
+        } else if request.operation == Operation::TaskUsage.code() {
+            match task_usage(&frame.body, peer, context).await {
+                Ok(body) => (reply(Operation::TaskUsageReply), body),
+                Err(message) => failed(wire::ERR_REJECTED, message),
+            }
         } else if request.operation != Operation::CredentialRequest.code() {
             failed(
                 wire::ERR_BAD_REQUEST,
                 format!(
-                    "operation {} is not CREDENTIAL_REQUEST, SBD_STATUS_QUERY or TASK_GRANT_REQUEST",
+                    "operation {} is not CREDENTIAL_REQUEST, SBD_STATUS_QUERY, TASK_GRANT_REQUEST or TASK_USAGE",
                     request.operation
                 ),
             )
@@ -260,7 +265,7 @@ async fn task_grant(body: &[u8], peer: PeerCred, context: &Context) -> Result<Ve
         .ok_or_else(|| format!("TASK_GRANT_REQUEST: job id {} is not valid", request.job.job_id))?;
     let (answer, answered) = oneshot::channel();
     let query = crate::tasks::GrantQuery { job, uid: peer.uid, host: request.host.clone(), answer };
-    if context.grants.send(query).await.is_err() {
+    if context.grants.send(crate::tasks::TaskQuery::Grant(query)).await.is_err() {
         return Err("the event loop is gone".to_owned());
     }
     let facts = answered
@@ -276,6 +281,24 @@ async fn task_grant(body: &[u8], peer: PeerCred, context: &Context) -> Result<Ve
         &context.cluster,
     )?;
     Ok(lava_xdr::to_bytes(&wire::TaskGrantReply { grant }).expect("encodes"))
+}
+
+/// Answers a TASK_USAGE of `peer` (`blaunch`, a task of its job ended; [`crate::tasks`]):
+/// the event loop adds the usage to the job's record, durably, or says why not.
+async fn task_usage(body: &[u8], peer: PeerCred, context: &Context) -> Result<Vec<u8>, String> {
+    let limits =
+        lava_xdr::Limits { input_bytes_max: REQUEST_BYTES_MAX as usize, ..lava_xdr::Limits::default() };
+    let request: wire::TaskUsage =
+        lava_xdr::from_bytes(body, &limits).map_err(|err| format!("malformed TASK_USAGE: {err}"))?;
+    let job = lava_batch_ll::JobRef::new(request.job.job_id, request.job.array_index)
+        .ok_or_else(|| format!("TASK_USAGE: job id {} is not valid", request.job.job_id))?;
+    let (answer, answered) = oneshot::channel();
+    let report = crate::tasks::UsageReport { job, uid: peer.uid, rusage: request.rusage, answer };
+    if context.grants.send(crate::tasks::TaskQuery::Usage(report)).await.is_err() {
+        return Err("the event loop is gone".to_owned());
+    }
+    answered.await.map_err(|_| "the event loop is gone".to_owned())??;
+    Ok(lava_xdr::to_bytes(&wire::TaskUsageReply {}).expect("encodes"))
 }
 
 /// The daemon a CREDENTIAL_REQUEST asks a credential for (its body, `wire::CredentialRequest`).

@@ -245,6 +245,9 @@ pub fn run(options: Options) -> Result<(), Error> {
         .map_err(|source| Error::Io { path: "tokio runtime".into(), source })?;
     let socket_path = config.lsf.cmd_socket.clone();
     let (cluster, task_port, task_exe) = (config.cluster_name.clone(), config.lsf.res_port, exe.clone());
+    let task_addresses =
+        config.cluster.hosts.iter().filter_map(|entry| Some((entry.name.to_string(), entry.addr?))).collect();
+    let forwarder = crate::tasks::Forwarder::new(Arc::clone(&auth), task_port, task_addresses);
     crate::launch::set_lsf_dirs(&config.lsf.bindir, &config.lsf.serverdir);
     let result = runtime.block_on(async move {
         let (link_tx, link_rx) = mpsc::channel(LINK_EVENTS_MAX);
@@ -312,6 +315,8 @@ pub fn run(options: Options) -> Result<(), Error> {
             peeks: crate::peek::Peeks::new(shepherd),
             space,
             disk_full: false,
+            forwarder,
+            cluster: cluster.clone(),
         };
         if daemon.space.is_full() {
             daemon.log_space_change(&Change::Full { available: daemon.space.available().unwrap_or(0), released: 0 });
@@ -481,6 +486,10 @@ struct Daemon {
     space: Space,
     /// What the logic was last told of the state file system (`Input::DiskFull`).
     disk_full: bool,
+    /// Takes the jobs' signals to their `blaunch` tasks on other hosts ([`crate::tasks`]).
+    forwarder: crate::tasks::Forwarder,
+    /// The cluster's name.
+    cluster: String,
 }
 
 impl Daemon {
@@ -490,7 +499,7 @@ impl Daemon {
         mut watch_rx: mpsc::Receiver<WatchEvent>,
         (mut status_rx, mut grant_rx): (
             mpsc::Receiver<StatusRequest>,
-            mpsc::Receiver<crate::tasks::GrantQuery>,
+            mpsc::Receiver<crate::tasks::TaskQuery>,
         ),
         (mut attach_rx, mut lost_rx): (
             mpsc::Receiver<crate::interactive::AttachRequest>,
@@ -528,8 +537,7 @@ impl Daemon {
                     continue;
                 }
                 Some(query) = grant_rx.recv() => {
-                    let facts = lava_sbd::tasks::may_start_task(self.sbd.job(query.job), query.job, query.uid, &query.host);
-                    let _ = query.answer.send(facts);
+                    self.answer_task_query(query).await?;
                     continue;
                 }
                 Some(scrape) = lava_shell::metrics::next_scrape(&mut scrapes) => {
@@ -711,6 +719,34 @@ impl Daemon {
             drop(slot);
             send_peek_reply(&out_tx, peek_id, reply);
         });
+    }
+
+    /// The credential socket's task questions ([`crate::tasks`]): a grant is decided from
+    /// the job's record; a task's usage is added to the job's record and answered once
+    /// durable (or refused, as a grant would be).
+    async fn answer_task_query(&mut self, query: crate::tasks::TaskQuery) -> Result<(), Error> {
+        match query {
+            crate::tasks::TaskQuery::Grant(query) => {
+                let facts = lava_sbd::tasks::may_start_task(
+                    self.sbd.job(query.job),
+                    query.job,
+                    query.uid,
+                    &query.host,
+                );
+                let _ = query.answer.send(facts);
+            }
+            crate::tasks::TaskQuery::Usage(report) => {
+                let allowed =
+                    lava_sbd::tasks::may_report_usage(self.sbd.job(report.job), report.job, report.uid);
+                if allowed.is_ok() {
+                    let mut effects = Vec::new();
+                    self.step(Input::TaskUsage { job: report.job, rusage: report.rusage }, &mut effects);
+                    self.carry_out(effects).await?;
+                }
+                let _ = report.answer.send(allowed.map_err(|refusal| refusal.to_string()));
+            }
+        }
+        Ok(())
     }
 
     /// INTERACTIVE_ATTACH, checked by [`crate::interactive`]: may this user attach to this
@@ -997,6 +1033,21 @@ impl Daemon {
                         Ok(()) => tracing::debug!(%job, pgid, signal, "signalled"),
                         Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {}
                         Err(err) => tracing::warn!(%job, pgid, signal, "cannot signal the job: {err}"),
+                    }
+                    // The job's `blaunch` tasks on its other hosts get it too.
+                    if let Some(record) = self.sbd.job(job) {
+                        let spec = &record.run_spec;
+                        let hosts: Vec<&str> = spec.exec_hosts.iter().map(|host| host.as_str()).collect();
+                        if hosts.iter().any(|host| *host != self.host) {
+                            self.forwarder.forward(
+                                job,
+                                spec.exec_uid,
+                                signal,
+                                &self.host,
+                                &hosts,
+                                &self.cluster,
+                            );
+                        }
                     }
                     lava_crash::point!("sbatchd.signal_sent");
                 }

@@ -225,6 +225,10 @@ async fn handle(mut stream: TcpStream, context: &Context, mut pass: Pass) -> Res
                 Operation::InteractiveWinsize => {
                     lava_xdr::from_bytes::<wire::InteractiveWinsize>(&body, &relay::LIMITS).is_ok()
                 }
+                Operation::InteractiveSignal => {
+                    lava_xdr::from_bytes::<wire::InteractiveSignal>(&body, &relay::LIMITS)
+                        .is_ok_and(|signal| (1..=64).contains(&signal.signal))
+                }
                 _ => false,
             };
             if !well_formed {

@@ -32,6 +32,11 @@ fn process_rss_kb(pid: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// `VmRSS` of process `pid`, KiB; `None` when it is gone.
+pub fn rss_kb_of(pid: i32) -> Option<u64> {
+    process_rss_kb(&pid.to_string())
+}
+
 /// Resident memory of each process group of `pgids`, KiB: the sum over its processes.
 /// One pass over `/proc`; processes that end meanwhile are skipped.
 pub fn group_rss_kb(pgids: &BTreeSet<i32>) -> BTreeMap<i32, u64> {

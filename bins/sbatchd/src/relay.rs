@@ -11,7 +11,9 @@
 //!
 //! Once the job runs, a thread of the shepherd serves the streams ([`Relay::start`]): it
 //! takes one connection on the socket (then closes it: one attach per job), and relays
-//! INTERACTIVE_DATA frames both ways, and INTERACTIVE_WINSIZE to the terminal. When the job
+//! INTERACTIVE_DATA frames both ways, INTERACTIVE_WINSIZE to the terminal, and
+//! INTERACTIVE_SIGNAL (`bsub -Ip`'s interrupt and suspend keys) to the terminal's foreground
+//! process group. When the job
 //! ends ([`Running::finish`]), what is left in its streams is sent, then INTERACTIVE_EXIT
 //! with the wait status, and the shepherd goes on to write `exit`: so `bsub` has the whole
 //! output before mbatchd hears of the end. A job that ended before any attach waits for one
@@ -307,7 +309,8 @@ impl Serve {
         self.pending.clear();
     }
 
-    /// One frame from sbatchd: input, its end, or the terminal's size.
+    /// One frame from sbatchd: input, its end, the terminal's size, or a signal (`bsub -Ip`'s
+    /// keys) for the pseudo-terminal's foreground process group.
     fn serve_conn(&mut self) {
         let Some(conn) = self.conn.as_mut() else { return };
         let frame = read_frame(conn, wire::INTERACTIVE_BODY_BYTES_MAX);
@@ -339,6 +342,26 @@ impl Serve {
                         }
                     }
                     Err(_) => self.lose_conn(),
+                }
+            }
+            Ok((Operation::InteractiveSignal, body)) => {
+                match lava_xdr::from_bytes::<wire::InteractiveSignal>(&body, &LIMITS) {
+                    Ok(signal) if (1..=64).contains(&signal.signal) => {
+                        if let (true, Some(input)) = (self.pty, &self.input)
+                            && let Ok(pgrp) = sys::foreground_group(input.as_fd())
+                        {
+                            let _ = sys::kill_group(pgrp, signal.signal as i32);
+                            // The job is a session of its own whose parent (the shepherd)
+                            // is in another, so its process groups are orphaned and the
+                            // kernel drops a SIGTSTP whose action is to stop: SIGSTOP does
+                            // what the suspend key does to a local program (a handler of
+                            // SIGTSTP still sees it, once continued).
+                            if signal.signal as i32 == libc::SIGTSTP {
+                                let _ = sys::kill_group(pgrp, libc::SIGSTOP);
+                            }
+                        }
+                    }
+                    _ => self.lose_conn(),
                 }
             }
             _ => self.lose_conn(),

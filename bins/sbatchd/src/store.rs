@@ -6,8 +6,9 @@
 //! so of two copies the higher revision is the newer), the CRC-32 of the body (u32,
 //! big-endian), then the body: the XDR encoding of the `lava_sbd::JobRecord`. The checksum
 //! turns a damaged file into an error naming the file rather than a record that decodes to
-//! something else. Version 3 files (before the revision) are read as revision 0; version 3
-//! and 4 bodies (before the record's last field, `interactive`) are read with that field 0.
+//! something else. Version 3 files (before the revision) are read as revision 0; the bodies
+//! of older versions, which lack the record's last fields, are read with those fields empty
+//! (`interactive` 0 before version 5, no hooks before 6, no task usage before 7).
 //!
 //! [`Store::commit`] carries out a batch: every record is written to `record.tmp`,
 //! fsynced, renamed over `record`, and its folder is fsynced; a new job folder also makes
@@ -48,14 +49,19 @@ use crate::spares::{self, Found, Spares};
 pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
 /// The record format written by this build (2: the run spec carries `-L` and `-E`;
 /// 3: the record carries its dispatch number; 4: the header carries the revision; 5: the
-/// record ends with its interactive bits; 6: then with its hooks, `JobRecord::hooks`).
-pub const RECORD_VERSION: u32 = 6;
+/// record ends with its interactive bits; 6: then with its hooks, `JobRecord::hooks`; 7: then
+/// with its tasks' resource usage, `JobRecord::task_rusage`).
+pub const RECORD_VERSION: u32 = 7;
 /// The first format whose header carries the revision.
 const RECORD_VERSION_REVISION: u32 = 4;
 /// The first format whose body ends with the interactive word.
 const RECORD_VERSION_INTERACTIVE: u32 = 5;
+/// The first format whose body ends with the hooks.
+const RECORD_VERSION_HOOKS: u32 = 6;
 /// The XDR of [`lava_sbd::Hooks::default`]: three empty strings, each a zero length.
 const EMPTY_HOOKS_XDR: [u8; 12] = [0; 12];
+/// The XDR of a zero `ResourceUsage`: three u64.
+const ZERO_USAGE_XDR: [u8; 24] = [0; 24];
 /// The oldest format read (its header has no revision).
 const RECORD_VERSION_READ_MIN: u32 = 3;
 /// Bytes before the XDR body: magic, version, revision, checksum.
@@ -118,11 +124,12 @@ pub fn decode_record(bytes: &[u8]) -> Result<(u64, JobRecord), String> {
         return Err("checksum mismatch: the file is damaged".to_owned());
     }
     // Before version 5 the record had no `interactive` word at its end (it reads as 0),
-    // before version 6 no hooks (they read as empty commands).
+    // before version 6 no hooks (they read as empty commands), before 7 no task usage.
     let extended;
     let body = if version < RECORD_VERSION {
         let interactive: &[u8] = if version < RECORD_VERSION_INTERACTIVE { &[0u8; 4] } else { &[] };
-        extended = [body, interactive, &EMPTY_HOOKS_XDR[..]].concat();
+        let hooks: &[u8] = if version < RECORD_VERSION_HOOKS { &EMPTY_HOOKS_XDR } else { &[] };
+        extended = [body, interactive, hooks, &ZERO_USAGE_XDR[..]].concat();
         &extended[..]
     } else {
         body
@@ -625,14 +632,22 @@ mod tests {
         assert!(decode_record(b"LVSBDREX\0\0\0\x01\0\0\0\0").expect_err("magic").contains("magic"));
         assert!(decode_record(&bytes[..18]).expect_err("short").contains("truncated"));
         let mut future = bytes.clone();
-        future[11] = 7;
-        assert!(decode_record(&future).expect_err("version").contains("version 7"));
-        // Older bodies: version 5 without the hooks, versions 3 and 4 without the interactive
-        // word too, each under its own checksum.
+        future[11] = 8;
+        assert!(decode_record(&future).expect_err("version").contains("version 8"));
+        // Older bodies: version 6 without the task usage, 5 without the hooks too, versions 3
+        // and 4 without the interactive word too, each under its own checksum.
+        let task_rusage = wire::ResourceUsage { user_time_ms: 1, system_time_ms: 2, max_rss_kb: 3 };
+        let with_usage = encode_record(&JobRecord { task_rusage, ..record.clone() }, 7);
+        assert_eq!(decode_record(&with_usage).expect("v7").1.task_rusage, task_rusage);
         let hooks = Hooks { post_exec: "post".into(), ..Hooks::default() };
         let with_hooks = encode_record(&JobRecord { hooks, ..record.clone() }, 7);
-        assert_eq!(decode_record(&with_hooks).expect("v6").1.hooks.post_exec, "post");
-        let v5_body = &bytes[24..bytes.len() - EMPTY_HOOKS_XDR.len()];
+        let v6_body = &with_hooks[24..with_hooks.len() - ZERO_USAGE_XDR.len()];
+        let mut version6 = with_hooks[..20].to_vec();
+        version6[11] = 6;
+        version6.extend_from_slice(&crc32fast::hash(v6_body).to_be_bytes());
+        version6.extend_from_slice(v6_body);
+        assert_eq!(decode_record(&version6).expect("v6").1.hooks.post_exec, "post");
+        let v5_body = &bytes[24..bytes.len() - EMPTY_HOOKS_XDR.len() - ZERO_USAGE_XDR.len()];
         let mut version5 = bytes[..20].to_vec();
         version5[11] = 5;
         version5.extend_from_slice(&crc32fast::hash(v5_body).to_be_bytes());

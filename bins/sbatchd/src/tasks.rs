@@ -73,6 +73,14 @@ const OUTPUT_CHUNK: usize = wire::TASK_OUTPUT_BYTES_MAX as usize;
 const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Largest frame a task shepherd reads from `blaunch` (TASK_SIGNAL).
 const CONTROL_BYTES_MAX: u32 = 1024;
+/// Between two samples of a task's resident memory (when the job has a memory limit).
+const MEMORY_SAMPLE: Duration = Duration::from_secs(1);
+/// Signal orders waiting for one host at most; more are dropped (and logged).
+const ORDERS_QUEUED_MAX: usize = 1024;
+/// Tries of one signal order before it is given up (logged).
+const ORDER_TRIES: u32 = 3;
+/// Time to connect to a task port and to get its answer.
+const ORDER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A grant question for the event loop: the job, the caller's uid, the task's host.
 #[derive(Debug)]
@@ -85,6 +93,28 @@ pub struct GrantQuery {
     pub host: String,
     /// Where the answer goes.
     pub answer: oneshot::Sender<Result<TaskGrantFacts, TaskRefusal>>,
+}
+
+/// What the event loop answers for the credential socket's task requests.
+#[derive(Debug)]
+pub enum TaskQuery {
+    /// May this caller have a grant (TASK_GRANT_REQUEST)?
+    Grant(GrantQuery),
+    /// A task's usage to add to the job (TASK_USAGE).
+    Usage(UsageReport),
+}
+
+/// A task's resource usage for the event loop to add to its job: answered once durable.
+#[derive(Debug)]
+pub struct UsageReport {
+    /// The job.
+    pub job: JobRef,
+    /// The caller's uid (SO_PEERCRED).
+    pub uid: u32,
+    /// The task's usage.
+    pub rusage: wire::ResourceUsage,
+    /// Where the answer goes: `Err` says why it was refused.
+    pub answer: oneshot::Sender<Result<(), String>>,
 }
 
 /// What the task port's connections share.
@@ -117,24 +147,52 @@ pub fn issue_grant(
         from_host: from_host.to_owned(),
         to_host: to_host.to_owned(),
         cluster: cluster.to_owned(),
+        mem_limit_kb: facts.mem_limit_kb,
     };
-    let mut sealed = wire::TASK_GRANT_MAGIC.to_vec();
-    sealed.extend(lava_xdr::to_bytes(&grant).map_err(|err| err.to_string())?);
+    seal(auth, wire::TASK_GRANT_MAGIC, &grant)
+}
+
+/// Opens a grant (MAC, window, single use) and reads it; the error says why it is refused.
+pub fn open_grant(auth: &Authenticator, sealed: &[u8], now_ms: u64) -> Result<wire::TaskGrant, String> {
+    open(auth, wire::TASK_GRANT_MAGIC, sealed, now_ms, "task grant")
+}
+
+/// Seals a signal order (TASK_JOB_SIGNAL's body).
+pub fn seal_signal_order(auth: &Authenticator, order: &wire::TaskSignalOrder) -> Result<Vec<u8>, String> {
+    seal(auth, wire::TASK_SIGNAL_ORDER_MAGIC, order)
+}
+
+/// Opens a signal order (MAC, window, single use); the error says why it is refused.
+pub fn open_signal_order(
+    auth: &Authenticator,
+    sealed: &[u8],
+    now_ms: u64,
+) -> Result<wire::TaskSignalOrder, String> {
+    open(auth, wire::TASK_SIGNAL_ORDER_MAGIC, sealed, now_ms, "signal order")
+}
+
+/// `magic`, the XDR of `value`, then lava-net's trailer made with the cluster key.
+fn seal<T: Serialize>(auth: &Authenticator, magic: [u8; 4], value: &T) -> Result<Vec<u8>, String> {
+    let mut sealed = magic.to_vec();
+    sealed.extend(lava_xdr::to_bytes(value).map_err(|err| err.to_string())?);
     let nonce = Nonce::random().map_err(|err| format!("no randomness for a nonce: {err}"))?;
     let trailer = auth.seal_bytes(&sealed, lava_net::system_now_ms(), nonce);
     sealed.extend_from_slice(&trailer);
     Ok(sealed)
 }
 
-/// Opens a grant (MAC, window, single use) and reads it; the error says why it is refused.
-pub fn open_grant(auth: &Authenticator, sealed: &[u8], now_ms: u64) -> Result<wire::TaskGrant, String> {
-    let data =
-        auth.open_bytes(sealed, now_ms).map_err(|err| format!("the task grant is not valid: {err}"))?;
-    let body = data
-        .strip_prefix(&wire::TASK_GRANT_MAGIC)
-        .ok_or_else(|| "the task grant is not valid: not a grant".to_owned())?;
+/// The value [`seal`] sealed after `magic`, or why it is refused (`what` names it).
+fn open<T: serde::de::DeserializeOwned>(
+    auth: &Authenticator,
+    magic: [u8; 4],
+    sealed: &[u8],
+    now_ms: u64,
+    what: &str,
+) -> Result<T, String> {
+    let data = auth.open_bytes(sealed, now_ms).map_err(|err| format!("the {what} is not valid: {err}"))?;
+    let body = data.strip_prefix(&magic).ok_or_else(|| format!("the {what} is not valid: not a {what}"))?;
     lava_xdr::from_bytes(body, &lava_xdr::Limits::DEFAULT)
-        .map_err(|err| format!("the task grant is not valid: {err}"))
+        .map_err(|err| format!("the {what} is not valid: {err}"))
 }
 
 /// The task port's listener on `LSF_RES_PORT`; `None` (logged) when it cannot be bound:
@@ -180,26 +238,286 @@ pub async fn serve(listener: tokio::net::TcpListener, context: PortContext) {
         let context = context.clone();
         tokio::spawn(async move {
             let deadline = pass.auth_deadline();
-            match tokio::time::timeout(deadline, start_task(stream, &context)).await {
+            match tokio::time::timeout(deadline, serve_connection(stream, &context)).await {
                 Ok(Ok(started)) => tracing::info!(%peer, "{started}"),
-                Ok(Err(problem)) => tracing::warn!(%peer, "task refused: {problem}"),
-                Err(_) => tracing::debug!(%peer, "task port: no TASK_START within {deadline:?}"),
+                Ok(Err(problem)) => tracing::warn!(%peer, "task port request refused: {problem}"),
+                Err(_) => tracing::debug!(%peer, "task port: no whole request within {deadline:?}"),
             }
             drop(pass);
         });
     }
 }
 
-/// Reads TASK_START, checks it, and hands the connection to a task shepherd; a refusal is
-/// answered with REQUEST_FAILED before the error is returned.
-async fn start_task(mut stream: tokio::net::TcpStream, context: &PortContext) -> Result<String, String> {
+/// Reads the first frame: TASK_START (start a task: [`start_task`]) or TASK_JOB_SIGNAL
+/// (signal a job's tasks: [`signal_order`]); anything else is refused.
+async fn serve_connection(
+    mut stream: tokio::net::TcpStream,
+    context: &PortContext,
+) -> Result<String, String> {
     let mut head = [0u8; HEADER_BYTES];
     stream.read_exact(&mut head).await.map_err(|err| format!("reading TASK_START: {err}"))?;
     let header = FrameHeader::parse(&head).map_err(|err| err.to_string())?;
+    if header.version == BATCH_VERSION && header.operation == Operation::TaskJobSignal.code() {
+        return signal_order(stream, header, context).await;
+    }
+    start_task(stream, header, context).await
+}
+
+/// Checks a TASK_JOB_SIGNAL and carries it out: answered with TASK_JOB_SIGNAL_REPLY, or
+/// REQUEST_FAILED and the error.
+async fn signal_order(
+    mut stream: tokio::net::TcpStream,
+    header: FrameHeader,
+    context: &PortContext,
+) -> Result<String, String> {
+    let body = if header.length > wire::TASK_JOB_SIGNAL_BYTES_MAX {
+        Err(format!("TASK_JOB_SIGNAL of {} bytes is over {}", header.length, wire::TASK_JOB_SIGNAL_BYTES_MAX))
+    } else {
+        let mut body = vec![0u8; header.length as usize];
+        stream.read_exact(&mut body).await.map_err(|err| format!("reading TASK_JOB_SIGNAL: {err}"))?;
+        Ok(body)
+    };
+    let checked = body.and_then(|body| {
+        let signal: wire::TaskJobSignal = lava_xdr::from_bytes(&body, &lava_xdr::Limits::DEFAULT)
+            .map_err(|err| format!("malformed TASK_JOB_SIGNAL: {err}"))?;
+        let order = open_signal_order(&context.auth, &signal.order, lava_net::system_now_ms())?;
+        if order.to_host != context.host {
+            return Err(format!("the signal order is for host <{}>, not <{}>", order.to_host, context.host));
+        }
+        if order.cluster != context.cluster {
+            return Err(format!(
+                "the signal order is for cluster <{}>, not <{}>",
+                order.cluster, context.cluster
+            ));
+        }
+        if !(1..=64).contains(&order.signal) {
+            return Err(format!("signal {} is not a signal number", order.signal));
+        }
+        Ok(order)
+    });
+    let order = match checked {
+        Ok(order) => order,
+        Err(message) => {
+            refuse(&mut stream, header.sequence, &message).await;
+            return Err(message);
+        }
+    };
+    let (shepherd, host) = (context.shepherd.clone(), context.host.clone());
+    let (job, uid, signal) = (order.job, order.uid, order.signal as i32);
+    let tasks = tokio::task::spawn_blocking(move || signal_tasks(&shepherd, &host, job, uid, signal))
+        .await
+        .unwrap_or(0);
+    let body = lava_xdr::to_bytes(&wire::TaskJobSignalReply { tasks }).expect("a reply encodes");
+    let _ = stream.write_all(&frame(Operation::TaskJobSignalReply, header.sequence, &body)).await;
+    let _ = stream.shutdown().await;
+    Ok(format!(
+        "signal {signal} from <{}> delivered to {tasks} task(s) of job {}",
+        order.from_host,
+        job_name(job)
+    ))
+}
+
+/// The job as logs name it: `ID[INDEX]`.
+fn job_name(job: wire::WireJobRef) -> String {
+    format!("{}[{}]", job.job_id, job.array_index)
+}
+
+/// The job as a task shepherd's argument names it: `ID[INDEX]@HOST` (the host tells the
+/// shepherds of several logical hosts of one machine apart).
+fn job_arg(job: wire::WireJobRef, host: &str) -> String {
+    format!("{}@{host}", job_name(job))
+}
+
+/// Sends `signal` to every process under each task shepherd of `job` running as `uid` on
+/// host `host` (the shepherds themselves are spared); returns how many shepherds there were.
+/// They are found in `/proc`: the program `shepherd`, the arguments `--task ID[INDEX]@HOST`,
+/// the uid.
+pub fn signal_tasks(shepherd: &Path, host: &str, job: wire::WireJobRef, uid: u32, signal: i32) -> u32 {
+    let wanted = [TASK_FLAG.to_owned(), job_arg(job, host)];
+    let program = std::fs::canonicalize(shepherd).unwrap_or_else(|_| shepherd.to_path_buf());
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    let mut found = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmdline.split(|byte| *byte == 0).collect();
+        if args.len() < 3 || args[1] != wanted[0].as_bytes() || args[2] != wanted[1].as_bytes() {
+            continue;
+        }
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        let exe = exe.to_string_lossy();
+        if exe.strip_suffix(" (deleted)").unwrap_or(&exe) != program.to_string_lossy() {
+            continue;
+        }
+        if process_uid(pid) != Some(uid) {
+            continue;
+        }
+        found += 1;
+        for task in descendants_of(pid) {
+            let _ = sys::kill_process(task, signal);
+        }
+    }
+    found
+}
+
+/// The real uid of process `pid` (`Uid:` of `/proc/PID/status`).
+fn process_uid(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| line.strip_prefix("Uid:")?.split_whitespace().next()?.parse().ok())
+}
+
+/// Forwards the signals this sbatchd delivers to its jobs to the jobs' other hosts (the
+/// module doc's "Signals"): one worker per host, sending its orders in order.
+#[derive(Debug)]
+pub struct Forwarder {
+    context: Arc<ForwardContext>,
+    workers: std::collections::HashMap<String, tokio::sync::mpsc::Sender<wire::TaskSignalOrder>>,
+}
+
+/// What the forwarding workers share.
+#[derive(Debug)]
+struct ForwardContext {
+    auth: Arc<Authenticator>,
+    port: u16,
+    /// Each host's `LAVA_ADDR` from lsf.cluster, when it has one.
+    addresses: std::collections::HashMap<String, std::net::IpAddr>,
+}
+
+impl Forwarder {
+    /// A forwarder that seals with `auth` and reaches task ports on `port`.
+    pub fn new(
+        auth: Arc<Authenticator>,
+        port: u16,
+        addresses: std::collections::HashMap<String, std::net::IpAddr>,
+    ) -> Forwarder {
+        Forwarder {
+            context: Arc::new(ForwardContext { auth, port, addresses }),
+            workers: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Queues `signal` for the tasks of `job` (its user `uid`) on each host of `hosts` but
+    /// `this_host`; never blocks (a full queue drops the order, logged).
+    pub fn forward(
+        &mut self,
+        job: JobRef,
+        uid: u32,
+        signal: i32,
+        this_host: &str,
+        hosts: &[&str],
+        cluster: &str,
+    ) {
+        let mut seen = std::collections::BTreeSet::new();
+        for host in hosts.iter().copied().filter(|host| *host != this_host) {
+            if !seen.insert(host) {
+                continue;
+            }
+            let order = wire::TaskSignalOrder {
+                job: wire::WireJobRef { job_id: job.id(), array_index: job.index() },
+                uid,
+                signal: u32::try_from(signal).unwrap_or(0),
+                from_host: this_host.to_owned(),
+                to_host: host.to_owned(),
+                cluster: cluster.to_owned(),
+            };
+            let worker = self.workers.entry(host.to_owned()).or_insert_with(|| {
+                let (tx, rx) = tokio::sync::mpsc::channel(ORDERS_QUEUED_MAX);
+                tokio::spawn(forward_worker(Arc::clone(&self.context), host.to_owned(), rx));
+                tx
+            });
+            if worker.try_send(order).is_err() {
+                tracing::warn!(%job, host, signal, "too many signal orders queued for the host; this one is dropped");
+            }
+        }
+    }
+}
+
+/// Sends one host's signal orders, in order, each tried [`ORDER_TRIES`] times.
+async fn forward_worker(
+    context: Arc<ForwardContext>,
+    host: String,
+    mut orders: tokio::sync::mpsc::Receiver<wire::TaskSignalOrder>,
+) {
+    while let Some(order) = orders.recv().await {
+        let mut problem = String::new();
+        for attempt in 1..=ORDER_TRIES {
+            match tokio::time::timeout(ORDER_TIMEOUT, send_order(&context, &host, &order)).await {
+                Ok(Ok(tasks)) => {
+                    tracing::debug!(host, job = %job_name(order.job), signal = order.signal, tasks, "signal forwarded");
+                    problem.clear();
+                    break;
+                }
+                Ok(Err(err)) => problem = err,
+                Err(_) => problem = format!("no answer within {ORDER_TIMEOUT:?}"),
+            }
+            if attempt < ORDER_TRIES {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        if !problem.is_empty() {
+            tracing::warn!(
+                host,
+                job = %job_name(order.job),
+                signal = order.signal,
+                "cannot forward the job's signal to its tasks on the host: {problem}"
+            );
+        }
+    }
+}
+
+/// One TASK_JOB_SIGNAL exchange; the number of tasks signalled.
+async fn send_order(
+    context: &ForwardContext,
+    host: &str,
+    order: &wire::TaskSignalOrder,
+) -> Result<u32, String> {
+    let ip = match context.addresses.get(host) {
+        Some(ip) => *ip,
+        None => tokio::net::lookup_host((host, context.port))
+            .await
+            .map_err(|err| format!("cannot resolve host <{host}>: {err}"))?
+            .next()
+            .ok_or_else(|| format!("host <{host}> has no address"))?
+            .ip(),
+    };
+    let mut stream = tokio::net::TcpStream::connect(SocketAddr::new(ip, context.port))
+        .await
+        .map_err(|err| format!("cannot connect to the task port {ip}:{}: {err}", context.port))?;
+    let sealed = seal_signal_order(&context.auth, order)?;
+    let body = lava_xdr::to_bytes(&wire::TaskJobSignal { order: sealed }).map_err(|err| err.to_string())?;
+    stream.write_all(&frame(Operation::TaskJobSignal, 1, &body)).await.map_err(|err| err.to_string())?;
+    let mut head = [0u8; HEADER_BYTES];
+    stream.read_exact(&mut head).await.map_err(|err| format!("no answer: {err}"))?;
+    let header = FrameHeader::parse(&head).map_err(|err| err.to_string())?;
+    if header.length > CONTROL_BYTES_MAX {
+        return Err(format!("an answer of {} bytes", header.length));
+    }
+    let mut body = vec![0u8; header.length as usize];
+    stream.read_exact(&mut body).await.map_err(|err| format!("a cut answer: {err}"))?;
+    if header.operation == Operation::TaskJobSignalReply.code() {
+        let reply: wire::TaskJobSignalReply =
+            lava_xdr::from_bytes(&body, &lava_xdr::Limits::DEFAULT).map_err(|err| err.to_string())?;
+        return Ok(reply.tasks);
+    }
+    match lava_xdr::from_bytes::<wire::ErrorReply>(&body, &lava_xdr::Limits::DEFAULT) {
+        Ok(error) => Err(format!("refused: {}", error.message)),
+        Err(_) => Err(format!("the task port answered with operation {}", header.operation)),
+    }
+}
+
+/// Checks TASK_START (its header read already) and hands the connection to a task
+/// shepherd; a refusal is answered with REQUEST_FAILED before the error is returned.
+async fn start_task(
+    mut stream: tokio::net::TcpStream,
+    header: FrameHeader,
+    context: &PortContext,
+) -> Result<String, String> {
     let checked = if header.version != BATCH_VERSION {
         Err(format!("protocol version {:#x} is not {BATCH_VERSION:#x}", header.version))
     } else if header.operation != Operation::TaskStart.code() {
-        Err(format!("operation {} is not TASK_START", header.operation))
+        Err(format!("operation {} is not TASK_START or TASK_JOB_SIGNAL", header.operation))
     } else if header.length > wire::TASK_START_BYTES_MAX {
         Err(format!("TASK_START of {} bytes is over {}", header.length, wire::TASK_START_BYTES_MAX))
     } else {
@@ -267,6 +585,7 @@ fn plan_for(start: wire::TaskStart, context: &PortContext) -> Result<TaskPlan, S
         env,
         cwd: start.cwd,
         host: context.host.clone(),
+        mem_limit_kb: grant.mem_limit_kb,
     })
 }
 
@@ -317,6 +636,8 @@ pub struct TaskPlan {
     pub cwd: String,
     /// This host.
     pub host: String,
+    /// The job's memory limit, KiB, 0 for none (the module doc's "Limits").
+    pub mem_limit_kb: u64,
 }
 
 /// Starts `lava-shepherd --task` with the plan on its standard input and the connection on
@@ -329,6 +650,7 @@ fn spawn_shepherd(shepherd: &Path, plan: &TaskPlan, connection: std::net::TcpStr
     let mut command = tokio::process::Command::new(shepherd);
     command
         .arg(TASK_FLAG)
+        .arg(job_arg(wire::WireJobRef { job_id: plan.job_id, array_index: plan.array_index }, &plan.host))
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::from(plan_file))
@@ -469,7 +791,13 @@ fn run_task(plan: &TaskPlan, out: &mut Relay) -> Result<(), String> {
     } else {
         let _ = sys::kill_group(pid, libc::SIGKILL);
     }
+    let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if plan.mem_limit_kb > 0 {
+        let (ended, out, plan) = (Arc::clone(&ended), out.clone(), plan.clone());
+        std::thread::spawn(move || watch_memory(&plan, pid, &ended, &out));
+    }
     let reaped = sys::wait4(pid).map_err(|err| format!("cannot wait for the task: {err}"));
+    ended.store(true, std::sync::atomic::Ordering::Relaxed);
     // What the task left behind goes with it (the module doc's rule).
     end_tree(pid, libc::SIGKILL);
     for pump in pumps {
@@ -489,6 +817,34 @@ fn run_task(plan: &TaskPlan, out: &mut Relay) -> Result<(), String> {
     out.send(Operation::TaskExit, &exit);
     out.close();
     Ok(())
+}
+
+/// Holds the task to the job's memory limit (the module doc's "Limits"): every
+/// [`MEMORY_SAMPLE`], the resident memory of every process under this shepherd; over the
+/// limit, the task is told on its standard error and its processes are ended.
+fn watch_memory(plan: &TaskPlan, pgid: i32, ended: &std::sync::atomic::AtomicBool, out: &Relay) {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    while !ended.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(MEMORY_SAMPLE);
+        let rss_kb: u64 = descendants_of(me).into_iter().filter_map(crate::procfs::rss_kb_of).sum();
+        if rss_kb > plan.mem_limit_kb && !ended.load(std::sync::atomic::Ordering::Relaxed) {
+            let said = format!(
+                "blaunch: the task of job {}[{}] on host <{}> uses {rss_kb} KB, over the job's memory \
+                 limit of {} KB; it is killed\n",
+                plan.job_id, plan.array_index, plan.host, plan.mem_limit_kb
+            );
+            out.send(
+                Operation::TaskOutput,
+                &wire::TaskOutput { stream: wire::TASK_STDERR, data: said.into_bytes() },
+            );
+            // Signalled, never reaped here: the main thread's wait gets the task's status and
+            // usage, then ends what is left.
+            signal_tree(pgid, libc::SIGTERM);
+            std::thread::sleep(KILL_GRACE);
+            signal_tree(pgid, libc::SIGKILL);
+            return;
+        }
+    }
 }
 
 /// Reads `blaunch`'s frames: TASK_SIGNAL goes to the task's process group; the end of the
@@ -523,6 +879,15 @@ fn control_loop(mut control: TcpStream, pgid: i32) {
     end_tree(pgid, libc::SIGTERM);
     std::thread::sleep(KILL_GRACE);
     end_tree(pgid, libc::SIGKILL);
+}
+
+/// Sends `signal` once to the task's process group and every descendant of this shepherd.
+fn signal_tree(pgid: i32, signal: i32) {
+    let _ = sys::kill_group(pgid, signal);
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    for pid in descendants_of(me) {
+        let _ = sys::kill_process(pid, signal);
+    }
 }
 
 /// Most rounds of [`end_tree`] (a tree that keeps forking faster than it is killed).
@@ -592,7 +957,7 @@ mod tests {
             KeyRing::new(&ClusterKey::load(&key_path).expect("loads")),
             AuthConfig::default(),
         );
-        let facts = TaskGrantFacts { user: "ann".into(), uid: 1000, gid: 100 };
+        let facts = TaskGrantFacts { user: "ann".into(), uid: 1000, gid: 100, mem_limit_kb: 0 };
         let job = JobRef::new(7, 0).expect("a job");
         let sealed = issue_grant(&auth, &facts, job, "h0", "h1", "c").expect("sealed");
         let now = lava_net::system_now_ms();

@@ -66,7 +66,8 @@ const BSUB_OPTIONS: &[Opt] = &[
     Opt::value(
         "M",
         "mem_limit",
-        "Memory limit, in `LSF_UNIT_FOR_LIMITS` (KB by default) or with a suffix `K`, `M`, `G`, `T` (also \
+        "Memory limit, in `LSF_UNIT_FOR_LIMITS` (MB in the shipped lsf.conf, KB without the key) \
+         or with a suffix `K`, `M`, `G`, `T` (also \
          `KB` ... `TB`; powers of 1024, decimals allowed).",
     ),
     Opt::flag("H", "Holds the job pending (PSUSP) until `bresume`."),
@@ -147,9 +148,16 @@ const BSUB_OPTIONS: &[Opt] = &[
     Opt::flag(
         "Ip",
         "Interactive job on a pseudo-terminal of the execution host (its controlling terminal): \
-         this terminal goes raw while the job runs, and its size follows.",
+         this terminal goes raw while the job runs, and its size follows. The interrupt, quit \
+         and suspend keys are bsub's: Ctrl-C and Ctrl-\\ send SIGINT and SIGQUIT to the job, \
+         Ctrl-Z suspends the job and bsub (continued, bsub resumes the job).",
     ),
-    Opt::flag("Is", "As `-Ip`, in shell mode: `bsub -Is bash` is a shell on the execution host."),
+    Opt::flag(
+        "Is",
+        "As `-Ip`, in shell mode: the interrupt, quit and suspend keys go to the job's terminal \
+         as characters (for shells and programs that redefine them); `bsub -Is bash` is a shell \
+         on the execution host.",
+    ),
     Opt::flag("Zs", "").kind(Kind::Refused),
 ];
 

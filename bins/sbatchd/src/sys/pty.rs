@@ -1,6 +1,7 @@
 //! Pseudo-terminals of interactive jobs (`bsub -Ip`, `-Is`): [`open_pty`] makes a pair whose
 //! terminal side belongs to the job's user, [`set_window_size`] passes the size of `bsub`'s
-//! terminal on (the kernel then sends SIGWINCH to the job's foreground process group), and
+//! terminal on (the kernel then sends SIGWINCH to the job's foreground process group),
+//! [`foreground_group`] finds where `bsub -Ip`'s Ctrl-C and Ctrl-Z go, and
 //! [`set_nonblocking`] serves the relay ([`crate::relay`]). The job's process makes the
 //! terminal its controlling terminal itself, after `setsid` ([`super::spawn_gated`]).
 
@@ -42,6 +43,17 @@ pub fn open_pty(uid: u32, rows: u16, cols: u16) -> io::Result<Pty> {
     std::os::unix::fs::fchown(&slave, Some(uid), None)?;
     slave.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o620))?;
     Ok(Pty { master: pty.master, slave: OwnedFd::from(slave) })
+}
+
+/// The foreground process group of the terminal behind `fd` (a pseudo-terminal's master):
+/// where `bsub -Ip`'s interrupt and suspend keys go.
+pub fn foreground_group(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<i32> {
+    // SAFETY: tcgetpgrp only reads the descriptor's terminal state.
+    let pgrp = unsafe { libc::tcgetpgrp(fd.as_raw_fd()) };
+    if pgrp < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pgrp)
 }
 
 /// Sets the window size of the terminal behind `fd` (a pseudo-terminal's master).

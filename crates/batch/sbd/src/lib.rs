@@ -370,6 +370,15 @@ pub enum Input {
         /// The job.
         job: JobRef,
     },
+    /// A `blaunch` task of the job ended with this resource usage (TASK_USAGE, asked by
+    /// the job's own user: the shell checks with [`tasks::may_report_usage`] first). It is
+    /// added to the record's `task_rusage`, durably, while the job runs; ignored otherwise.
+    TaskUsage {
+        /// The job.
+        job: JobRef,
+        /// The task's usage.
+        rusage: wire::ResourceUsage,
+    },
     /// Time passed: resends, kill sequences, run limits, pruning.
     Tick,
 }

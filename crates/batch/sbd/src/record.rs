@@ -72,9 +72,13 @@ pub struct JobRecord {
     /// earlier format reads as 0 (crate `lava-sbatchd`'s store appends the word).
     pub interactive: u32,
     /// The pre- and post-execution commands besides `run_spec.pre_exec`, from the
-    /// snapshot; never changed. After `interactive`, last, so that an older record
-    /// file reads as one without them (sbatchd's `store`).
+    /// snapshot; never changed. After `interactive`, so that an older record file reads
+    /// as one without them (sbatchd's `store`).
     pub hooks: Hooks,
+    /// The resource usage of the job's ended `blaunch` tasks (docs/protocols/batch.md,
+    /// "Parallel tasks"), added up ([`crate::tasks::add_usage`]); the job's finish reports
+    /// its own plus this. Last, so that an older record file reads as zero usage.
+    pub task_rusage: wire::ResourceUsage,
 }
 
 /// The commands run around a job besides its `-E` (`RunSpec::pre_exec`), in LSF's order:
@@ -164,6 +168,7 @@ impl JobRecord {
             refusal,
             interactive: 0,
             hooks,
+            task_rusage: wire::ResourceUsage::default(),
         }
     }
 

@@ -240,6 +240,7 @@ impl Sbd {
                 self.exited(job, wait_status, rusage, end_time_ms, &mut out)
             }
             Input::MemoryUsage { job, rss_kb } => self.memory_usage(job, rss_kb, &mut out),
+            Input::TaskUsage { job, rusage } => self.task_usage(job, rusage, &mut out),
             Input::Connected => {
                 self.connected = true;
                 out.connected = true;
@@ -634,7 +635,9 @@ impl Sbd {
         record.wait_status = wait_status;
         record.finish_reason = record.kill.map_or(wire::FINISH_NORMAL, |kill| kill.reason);
         record.end_time_ms = end_time_ms;
-        record.rusage = rusage;
+        // The job's own usage and its ended tasks' (the same sum after a restart: the
+        // tasks' part was durable before the exit).
+        record.rusage = crate::tasks::add_usage(rusage, record.task_rusage);
         // Signals a crash kept from their delivery are moot now.
         let held = std::mem::take(&mut record.pending_signals);
         // The exit is durable in the shepherd's exit file already (adoption
@@ -642,6 +645,16 @@ impl Sbd {
         out.note(record);
         out.send_finish(job);
         answer_held(job_ref, held, SignalOutcome::AlreadyFinished, out);
+    }
+
+    fn task_usage(&mut self, job_ref: JobRef, rusage: wire::ResourceUsage, out: &mut Out<'_>) {
+        let Some(job) = self.jobs.get_mut(&job_ref) else { return };
+        let record = &mut job.record;
+        if record.refusal.is_some() || record.exit_status_valid || record.is_tombstone() {
+            return;
+        }
+        record.task_rusage = crate::tasks::add_usage(record.task_rusage, rusage);
+        out.persist(record);
     }
 
     fn memory_usage(&mut self, job_ref: JobRef, rss_kb: u64, out: &mut Out<'_>) {

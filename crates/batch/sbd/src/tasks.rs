@@ -4,9 +4,12 @@
 //!
 //! It changes nothing: the tasks themselves are the shell's process bookkeeping (each lives
 //! exactly as long as the `blaunch` connection that started it; see bins/sbatchd, module
-//! `tasks`), so no record, effect or restart rule is involved.
+//! `tasks`), so no record, effect or restart rule is involved. Only the tasks' resource
+//! usage, once they end, reaches the job's record (`Input::TaskUsage`, asked after
+//! [`may_report_usage`]; summed by [`add_usage`]).
 
 use lava_batch_ll::JobRef;
+use lava_batch_wire as wire;
 
 use crate::JobRecord;
 
@@ -19,6 +22,8 @@ pub struct TaskGrantFacts {
     pub uid: u32,
     /// Its primary gid.
     pub gid: u32,
+    /// The job's memory limit (`bsub -M`), KiB, 0 for none: each task is held to it.
+    pub mem_limit_kb: u64,
 }
 
 /// Why a task grant is refused.
@@ -69,18 +74,47 @@ pub fn may_start_task(
     uid: u32,
     host: &str,
 ) -> Result<TaskGrantFacts, TaskRefusal> {
+    let record = callers_job(record, job, uid)?;
+    let spec = &record.run_spec;
+    if !spec.exec_hosts.iter().any(|allocated| allocated.as_str() == host) {
+        return Err(TaskRefusal::HostNotAllocated { job, host: host.to_owned() });
+    }
+    Ok(TaskGrantFacts {
+        user: spec.exec_user.as_str().to_owned(),
+        uid: spec.exec_uid,
+        gid: spec.exec_gid,
+        mem_limit_kb: spec.mem_limit_kb,
+    })
+}
+
+/// Whether the process of `uid` on this host may add a task's resource usage to `job`:
+/// the job runs here (as for [`may_start_task`]) and `uid` is its user or root. The usage
+/// is the caller's word (`blaunch` runs as the job's user): a user can only add to their
+/// own job's usage, never take from it or touch another's.
+pub fn may_report_usage(record: Option<&JobRecord>, job: JobRef, uid: u32) -> Result<(), TaskRefusal> {
+    callers_job(record, job, uid).map(|_| ())
+}
+
+/// The job's record when it runs here and `uid` is its execution user or root.
+fn callers_job(record: Option<&JobRecord>, job: JobRef, uid: u32) -> Result<&JobRecord, TaskRefusal> {
     let record = record.ok_or(TaskRefusal::NoSuchJob(job))?;
     // Launched and not ended: the job's process may run (and call blaunch) before the
     // shepherd's pid report has reached the logic.
     if record.refusal.is_some() || record.exit_status_valid || record.is_tombstone() {
         return Err(TaskRefusal::NotRunning(job));
     }
-    let spec = &record.run_spec;
-    if uid != 0 && uid != spec.exec_uid {
+    if uid != 0 && uid != record.run_spec.exec_uid {
         return Err(TaskRefusal::NotOwner { job, uid });
     }
-    if !spec.exec_hosts.iter().any(|allocated| allocated.as_str() == host) {
-        return Err(TaskRefusal::HostNotAllocated { job, host: host.to_owned() });
+    Ok(record)
+}
+
+/// Two usages together: CPU times added, and the peak memory as the sum of the peaks (the
+/// tasks of a parallel job run side by side, as LSF adds its hosts' memory).
+pub fn add_usage(a: wire::ResourceUsage, b: wire::ResourceUsage) -> wire::ResourceUsage {
+    wire::ResourceUsage {
+        user_time_ms: a.user_time_ms.saturating_add(b.user_time_ms),
+        system_time_ms: a.system_time_ms.saturating_add(b.system_time_ms),
+        max_rss_kb: a.max_rss_kb.saturating_add(b.max_rss_kb),
     }
-    Ok(TaskGrantFacts { user: spec.exec_user.as_str().to_owned(), uid: spec.exec_uid, gid: spec.exec_gid })
 }

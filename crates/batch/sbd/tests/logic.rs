@@ -1230,7 +1230,7 @@ fn task_grants_follow_the_job_its_user_and_its_hosts() {
     assert_eq!(ask(&h, 1000, "node1"), Err(TaskRefusal::NoSuchJob(job(9))));
     h.launched(9);
     // Launched: its process may already run (and call blaunch) before its pid is reported.
-    let alice = TaskGrantFacts { user: "alice".into(), uid: 1000, gid: 100 };
+    let alice = TaskGrantFacts { user: "alice".into(), uid: 1000, gid: 100, mem_limit_kb: 0 };
     assert_eq!(ask(&h, 1000, "node1"), Ok(alice.clone()));
     h.step(T0 + SECOND_MS, spawned(9, 4321, T0 + SECOND_MS));
     assert_eq!(ask(&h, 1000, "node1"), Ok(alice.clone()));
@@ -1244,4 +1244,49 @@ fn task_grants_follow_the_job_its_user_and_its_hosts() {
         Input::Exited { job: job(9), wait_status: 0, rusage: rusage(), end_time_ms: T0 + 2 * SECOND_MS },
     );
     assert_eq!(ask(&h, 1000, "node1"), Err(TaskRefusal::NotRunning(job(9))));
+}
+
+// Goal: the usage of a job's ended tasks is added to the job's own in its finish, durably
+// before it is acknowledged, survives a restart, and is refused (ignored) once the job has
+// ended; only the job's user or root may report it. Method: job 9 runs, two task usages are
+// reported (each a Persist holding the sum so far), sbatchd restarts, the job exits: its
+// FINISH carries its usage plus the tasks'.
+#[test]
+fn task_usage_is_added_to_the_jobs_finish() {
+    use lava_sbd::tasks::{TaskRefusal, may_report_usage};
+    let mut h = Harness::connected();
+    h.running(9, 4321, true);
+    assert_eq!(
+        may_report_usage(h.sbd.job(job(9)), job(9), 1001),
+        Err(TaskRefusal::NotOwner { job: job(9), uid: 1001 })
+    );
+    assert_eq!(may_report_usage(h.sbd.job(job(9)), job(9), 1000), Ok(()));
+    let task = wire::ResourceUsage { user_time_ms: 3000, system_time_ms: 100, max_rss_kb: 1000 };
+    for round in 1..=2u64 {
+        let effects = h.step(T0 + 2 * SECOND_MS, Input::TaskUsage { job: job(9), rusage: task });
+        let summed = wire::ResourceUsage {
+            user_time_ms: 3000 * round,
+            system_time_ms: 100 * round,
+            max_rss_kb: 1000 * round,
+        };
+        assert_eq!(effects, vec![persist(&JobRecord { task_rusage: summed, ..h.record(9) })]);
+    }
+    h.restart();
+    h.step(T0 + 3 * SECOND_MS, Input::Connected);
+    let effects = h.step(T0 + 3 * SECOND_MS, exited(9, 0, T0 + 3 * SECOND_MS));
+    let Some(Effect::Send(ToMbd::JobFinish(finish))) = effects.iter().find(|e| matches!(e, Effect::Send(_)))
+    else {
+        panic!("a FINISH: {effects:?}")
+    };
+    let own = rusage();
+    assert_eq!(
+        finish.rusage,
+        wire::ResourceUsage {
+            user_time_ms: own.user_time_ms + 6000,
+            system_time_ms: own.system_time_ms + 200,
+            max_rss_kb: own.max_rss_kb + 2000,
+        }
+    );
+    assert_eq!(may_report_usage(h.sbd.job(job(9)), job(9), 1000), Err(TaskRefusal::NotRunning(job(9))));
+    assert_eq!(h.step(T0 + 4 * SECOND_MS, Input::TaskUsage { job: job(9), rusage: task }), vec![]);
 }

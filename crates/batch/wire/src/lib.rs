@@ -133,6 +133,10 @@ pub enum Operation {
     InteractiveWinsize = 83,
     /// The job → `bsub`: the job has ended, its output is all sent ([`InteractiveExit`]).
     InteractiveExit = 84,
+    /// `bsub -Ip` → the job: the user typed the terminal's interrupt, quit or suspend key (or
+    /// resumed a suspended `bsub`); deliver this signal to the job's foreground process
+    /// group ([`InteractiveSignal`]).
+    InteractiveSignal = 85,
     /// `blaunch` → its local sbatchd, over the Unix socket: vouch that I may start a task of
     /// my job on a host ([`TaskGrantRequest`]; docs/protocols/batch.md, "Parallel tasks").
     TaskGrantRequest = 90,
@@ -148,11 +152,21 @@ pub enum Operation {
     TaskExit = 95,
     /// `blaunch` → task shepherd: signal the task ([`TaskSignal`]).
     TaskSignal = 96,
+    /// The job's first host's sbatchd → a task host's sbatchd: signal the job's tasks there
+    /// ([`TaskJobSignal`]).
+    TaskJobSignal = 97,
+    /// Task host's sbatchd → the first host's: done ([`TaskJobSignalReply`]).
+    TaskJobSignalReply = 98,
+    /// `blaunch` → its local sbatchd: add a task's resource usage to the job's
+    /// ([`TaskUsage`]).
+    TaskUsage = 99,
+    /// Local sbatchd → `blaunch`: added, durably ([`TaskUsageReply`]).
+    TaskUsageReply = 100,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 54] = [
+    pub const ALL: [Operation; 59] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -200,6 +214,7 @@ impl Operation {
         Operation::InteractiveData,
         Operation::InteractiveWinsize,
         Operation::InteractiveExit,
+        Operation::InteractiveSignal,
         Operation::TaskGrantRequest,
         Operation::TaskGrantReply,
         Operation::TaskStart,
@@ -207,6 +222,10 @@ impl Operation {
         Operation::TaskOutput,
         Operation::TaskExit,
         Operation::TaskSignal,
+        Operation::TaskJobSignal,
+        Operation::TaskJobSignalReply,
+        Operation::TaskUsage,
+        Operation::TaskUsageReply,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -269,6 +288,7 @@ impl Operation {
             Operation::InteractiveData => "INTERACTIVE_DATA",
             Operation::InteractiveWinsize => "INTERACTIVE_WINSIZE",
             Operation::InteractiveExit => "INTERACTIVE_EXIT",
+            Operation::InteractiveSignal => "INTERACTIVE_SIGNAL",
             Operation::TaskGrantRequest => "TASK_GRANT_REQUEST",
             Operation::TaskGrantReply => "TASK_GRANT_REPLY",
             Operation::TaskStart => "TASK_START",
@@ -276,6 +296,10 @@ impl Operation {
             Operation::TaskOutput => "TASK_OUTPUT",
             Operation::TaskExit => "TASK_EXIT",
             Operation::TaskSignal => "TASK_SIGNAL",
+            Operation::TaskJobSignal => "TASK_JOB_SIGNAL",
+            Operation::TaskJobSignalReply => "TASK_JOB_SIGNAL_REPLY",
+            Operation::TaskUsage => "TASK_USAGE",
+            Operation::TaskUsageReply => "TASK_USAGE_REPLY",
         }
     }
 }
@@ -1244,6 +1268,14 @@ pub struct InteractiveWinsize {
     pub rows: u32,
     /// Columns.
     pub cols: u32,
+}
+
+/// INTERACTIVE_SIGNAL: a signal for the job's foreground process group (`bsub -Ip`'s
+/// Ctrl-C, Ctrl-\, Ctrl-Z, and the SIGCONT when `bsub` is resumed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InteractiveSignal {
+    /// The signal number (1 to 64).
+    pub signal: u32,
 }
 
 /// INTERACTIVE_EXIT: the job's process has ended and all its output was sent before this.

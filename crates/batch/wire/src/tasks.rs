@@ -1,15 +1,20 @@
-//! The bodies of `blaunch`'s messages (opcodes 90 to 96): a task grant asked of the local
-//! sbatchd, a task started by the task host's sbatchd, and the task's output, end and
-//! signals between `blaunch` and the task's shepherd (docs/protocols/batch.md, "Parallel
-//! tasks").
+//! The bodies of `blaunch`'s messages (opcodes 90 to 100): a task grant asked of the local
+//! sbatchd, a task started by the task host's sbatchd, the task's output, end and signals
+//! between `blaunch` and the task's shepherd, the job's signals forwarded by its first
+//! host's sbatchd to the task hosts, and the tasks' resource usage reported to it
+//! (docs/protocols/batch.md, "Parallel tasks").
 
 use serde::{Deserialize, Serialize};
 
 use crate::{EnvVar, ResourceUsage, WireJobRef};
 
 /// The first bytes of a [`TaskGrant`]'s sealed data: nothing else sealed with the cluster
-/// key starts with them.
-pub const TASK_GRANT_MAGIC: [u8; 4] = *b"LTG1";
+/// key starts with them (`LTG1` grants had no memory limit; they are no longer accepted).
+pub const TASK_GRANT_MAGIC: [u8; 4] = *b"LTG2";
+/// The first bytes of a [`TaskSignalOrder`]'s sealed data.
+pub const TASK_SIGNAL_ORDER_MAGIC: [u8; 4] = *b"LTS1";
+/// Largest TASK_JOB_SIGNAL body a task port reads.
+pub const TASK_JOB_SIGNAL_BYTES_MAX: u32 = 4096;
 /// Largest TASK_START body a task port reads (the environment is most of it).
 pub const TASK_START_BYTES_MAX: u32 = 1 << 20;
 /// Most output bytes one [`TaskOutput`] carries.
@@ -57,6 +62,9 @@ pub struct TaskGrant {
     pub to_host: String,
     /// The cluster.
     pub cluster: String,
+    /// The job's memory limit (`bsub -M`) in KiB, 0 for none: the task shepherd holds each
+    /// task's processes to it.
+    pub mem_limit_kb: u64,
 }
 
 /// TASK_START (`blaunch` → the task host's sbatchd, first and only frame before the
@@ -109,3 +117,56 @@ pub struct TaskSignal {
     /// The signal number.
     pub signal: u32,
 }
+
+/// TASK_JOB_SIGNAL (the job's first host's sbatchd → a task host's sbatchd, on its task
+/// port): deliver a signal to every task of a job there. The order is sealed with the
+/// cluster key ([`TaskSignalOrder`] after [`TASK_SIGNAL_ORDER_MAGIC`], then lava-net's
+/// trailer), so only a daemon can give it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskJobSignal {
+    /// The sealed order.
+    #[serde(with = "lava_xdr::opaque")]
+    pub order: Vec<u8>,
+}
+
+/// What a sealed signal order says: deliver `signal` to the tasks of `job` that run as
+/// `uid` on `to_host`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSignalOrder {
+    /// The job.
+    pub job: WireJobRef,
+    /// The job's execution user's uid (only task shepherds of that uid are signalled).
+    pub uid: u32,
+    /// The signal number (1 to 64).
+    pub signal: u32,
+    /// The job's first host, whose sbatchd gives the order.
+    pub from_host: String,
+    /// The only host whose sbatchd carries it out.
+    pub to_host: String,
+    /// The cluster.
+    pub cluster: String,
+}
+
+/// TASK_JOB_SIGNAL_REPLY: the order was carried out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskJobSignalReply {
+    /// How many tasks of the job run on the host (each was signalled).
+    pub tasks: u32,
+}
+
+/// TASK_USAGE (`blaunch` → its local sbatchd, over the Unix socket): a task of the caller's
+/// job has ended with this resource usage; it is added to the job's. The caller's uid comes
+/// from the kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskUsage {
+    /// The caller's job.
+    pub job: WireJobRef,
+    /// The task's host.
+    pub host: String,
+    /// The task's resource usage ([`TaskExit::rusage`]).
+    pub rusage: ResourceUsage,
+}
+
+/// TASK_USAGE_REPLY: the usage is durable in the job's record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskUsageReply {}

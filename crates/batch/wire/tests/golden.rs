@@ -108,6 +108,7 @@ fn golden_of(op: Operation) -> (u32, fn()) {
         Operation::InteractiveData => (82, interactive_data),
         Operation::InteractiveWinsize => (83, interactive_winsize),
         Operation::InteractiveExit => (84, interactive_exit),
+        Operation::InteractiveSignal => (85, interactive_signal),
         Operation::TaskGrantRequest => (90, task_grant_request),
         Operation::TaskGrantReply => (91, task_grant_reply),
         Operation::TaskStart => (92, task_start),
@@ -115,6 +116,10 @@ fn golden_of(op: Operation) -> (u32, fn()) {
         Operation::TaskOutput => (94, task_output),
         Operation::TaskExit => (95, task_exit),
         Operation::TaskSignal => (96, task_signal),
+        Operation::TaskJobSignal => (97, task_job_signal),
+        Operation::TaskJobSignalReply => (98, task_job_signal_reply),
+        Operation::TaskUsage => (99, task_usage),
+        Operation::TaskUsageReply => (100, task_usage_reply),
     }
 }
 
@@ -588,6 +593,13 @@ fn interactive_data() {
     check("INTERACTIVE_DATA", &data, golden);
 }
 
+fn interactive_signal() {
+    let golden = r##"
+        00000002                                    # signal = SIGINT
+    "##;
+    check("INTERACTIVE_SIGNAL", &InteractiveSignal { signal: 2 }, golden);
+}
+
 // Goal: INTERACTIVE_WINSIZE keeps its layout. Method: golden.
 #[test]
 fn interactive_winsize() {
@@ -639,6 +651,7 @@ fn task_grant() {
         from_host: "h0".into(),
         to_host: "h1".into(),
         cluster: "c".into(),
+        mem_limit_kb: MEM_LIMIT_KB,
     };
     let golden = r##"
         00001092 00000007                           # job = 4242[7]
@@ -648,8 +661,60 @@ fn task_grant() {
         00000002 6830 0000                          # from_host = "h0"
         00000002 6831 0000                          # to_host = "h1"
         00000001 63 000000                          # cluster = "c"
+        0000000100000002                            # mem_limit_kb
     "##;
     check("TaskGrant", &grant, golden);
+}
+
+fn task_job_signal() {
+    let golden = r##"
+        00000003 c0ffee 00                          # order = 3 bytes
+    "##;
+    check("TASK_JOB_SIGNAL", &TaskJobSignal { order: vec![0xc0, 0xff, 0xee] }, golden);
+}
+
+// The signal order's sealed data (not an opcode of its own).
+#[test]
+fn task_signal_order() {
+    let order = TaskSignalOrder {
+        job: job(),
+        uid: 1000,
+        signal: 19,
+        from_host: "h0".into(),
+        to_host: "h1".into(),
+        cluster: "c".into(),
+    };
+    let golden = r##"
+        00001092 00000007                           # job = 4242[7]
+        000003e8                                    # uid = 1000
+        00000013                                    # signal = SIGSTOP
+        00000002 6830 0000                          # from_host = "h0"
+        00000002 6831 0000                          # to_host = "h1"
+        00000001 63 000000                          # cluster = "c"
+    "##;
+    check("TaskSignalOrder", &order, golden);
+}
+
+fn task_job_signal_reply() {
+    let golden = r##"
+        00000002                                    # tasks = 2
+    "##;
+    check("TASK_JOB_SIGNAL_REPLY", &TaskJobSignalReply { tasks: 2 }, golden);
+}
+
+fn task_usage() {
+    let golden = r##"
+        00001092 00000007                           # job = 4242[7]
+        00000002 6831 0000                          # host = "h1"
+        00000000000005dc                            # rusage.user_time_ms = 1500
+        00000000000000fa                            # rusage.system_time_ms = 250
+        0000000000005000                            # rusage.max_rss_kb = 20480
+    "##;
+    check("TASK_USAGE", &TaskUsage { job: job(), host: "h1".into(), rusage: rusage() }, golden);
+}
+
+fn task_usage_reply() {
+    check("TASK_USAGE_REPLY", &TaskUsageReply {}, "");
 }
 
 fn task_start() {
