@@ -302,7 +302,12 @@ fn crash(arming: &Arming, name: &str) -> ! {
     // Held until the end: no thread registers a newer image while the old ones are saved.
     let images = lock(&IMAGES);
     if let Some(report) = &arming.report {
-        let _ = fs::write(report, format!("{name} {}\n", std::process::id()));
+        // Whole or absent: a supervisor polling the report must never read it half written
+        // (it would take the crash for a death without a crash point).
+        let partial = report.with_extension("partial");
+        if fs::write(&partial, format!("{name} {}\n", std::process::id())).is_ok() {
+            let _ = fs::rename(&partial, report);
+        }
     }
     if let Some(path) = &arming.power_loss {
         let _ = fs::write(path, encode_images(&images));
