@@ -208,3 +208,46 @@ fn two_candidates_serve_only_together_and_a_stranger_host_is_refused() {
     jobs.push(rig.submit());
     rig.all_done_once(&jobs);
 }
+
+// Goal (issue 20, case c): the leader's mbatchd is paused (SIGSTOP) longer than an
+// election takes. Commands that reach its port — which the kernel still answers — give up
+// on it after the candidates' reply timeout and find the new leader; the old one, resumed,
+// acknowledges nothing, starts again and follows; every job runs exactly once.
+#[test]
+fn a_paused_leader_is_replaced_and_acknowledges_nothing_once_resumed() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let paused = rig.leader();
+    let mut jobs = vec![rig.submit()];
+    rig.all_done_once(&jobs);
+
+    let pid = rig.mbatchd[paused].pid().to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill").args([name, &pid]).status().expect("kill");
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    let second = wait_until("another candidate serves", Duration::from_secs(30), || {
+        rig.candidates.iter().map(|(name, _)| *name).filter(|name| *name != paused).find(|name| {
+            let ip = rig.candidates.iter().find(|(n, _)| n == name).expect("a candidate").1;
+            let addr: SocketAddr = format!("{ip}:{}", rig.mbd_port).parse().expect("address");
+            TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        })
+    });
+    jobs.extend((0..3).map(|_| rig.submit()));
+    signal("-CONT");
+    rig.all_done_once(&jobs);
+    jobs.push(rig.submit());
+    rig.all_done_once(&jobs);
+    let out = run(&rig.cluster, "bjobs", &["-a", "-noheader"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), jobs.len(), "{}", text(&out));
+    let log = rig.mbatchd[paused].log();
+    assert!(
+        log.contains("no longer the master: starting again to follow from the replicated log"),
+        "the resumed leader stepped down (new leader {second}):\n{log}"
+    );
+    // It started again in the same process, as the same candidate, and follows.
+    assert!(rig.mbatchd.get_mut(paused).expect("started").is_running(), "{log}");
+    assert!(log.matches("replicated event log opened").count() >= 2, "{log}");
+}

@@ -40,6 +40,13 @@
 //! Any other error (a refusal, an authentication failure, a malformed answer)
 //! is final and reported at once.
 //!
+//! # Master candidates
+//! With several candidates (`LSF_MASTER_LIST`), an attempt tries them in list order from
+//! the one after the candidate whose connection last failed (a refused connection moves
+//! on at once: a candidate that does not lead does not listen), and waits
+//! [`CANDIDATE_REPLY_TIMEOUT_MS`] rather than [`REPLY_TIMEOUT_MS`] for a reply, so that a
+//! paused leader costs seconds, not a minute.
+//!
 //! # Limits
 //! A reply body may be up to [`REPLY_BODY_BYTES_MAX`] (a `bjobs -a` of a large
 //! cluster); a credential reply up to [`CREDENTIAL_BODY_BYTES_MAX`]. A request
@@ -68,6 +75,10 @@ pub const NTRIES_ENV: &str = "LSB_NTRIES";
 pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// Longest wait for any read or write of mbatchd's reply.
 pub const REPLY_TIMEOUT_MS: u64 = 60_000;
+/// The same with several master candidates: a paused leader's port still completes the
+/// TCP handshake (the kernel does it), so a command gives up on it sooner and tries the
+/// next candidate, where a new leader may serve (docs/failover.md).
+pub const CANDIDATE_REPLY_TIMEOUT_MS: u64 = 5_000;
 /// Longest wait for any read or write on the credential socket.
 pub const CREDENTIAL_TIMEOUT_MS: u64 = 5_000;
 /// First delay between two attempts.
@@ -300,6 +311,8 @@ pub struct Client {
     endpoints: Endpoints,
     retry: RetryPolicy,
     sequence: u32,
+    /// The candidate the next attempt starts from: the one after the last that failed.
+    first_candidate: usize,
 }
 
 /// How one attempt ended, short of success.
@@ -319,7 +332,7 @@ impl From<ClientError> for AttemptError {
 impl Client {
     /// A client of the daemons at `endpoints`.
     pub fn new(endpoints: Endpoints, retry: RetryPolicy) -> Client {
-        Client { endpoints, retry, sequence: 0 }
+        Client { endpoints, retry, sequence: 0, first_candidate: 0 }
     }
 
     /// A client of the daemons `config` names, with the retry policy of the environment.
@@ -395,6 +408,9 @@ impl Client {
                 payload.len()
             ))));
         }
+        // Should this attempt fail from here on, the next starts from the next candidate.
+        let at = self.endpoints.mbd_addrs.iter().position(|a| *a == address).unwrap_or(0);
+        self.first_candidate = (at + 1) % self.endpoints.mbd_addrs.len();
         let mbd_failure = |error: &io::Error| {
             AttemptError::Retry(Failure {
                 daemon: Daemon::Mbatchd,
@@ -408,6 +424,7 @@ impl Client {
                 FrameReadError::Io(error) => mbd_failure(&error),
                 FrameReadError::Protocol(detail) => AttemptError::Fatal(ClientError::Protocol(detail)),
             })?;
+        self.first_candidate = at;
         match Operation::from_code(header.operation) {
             Some(op) if op == reply => Ok(decode(&answer, reply)?),
             Some(Operation::RequestFailed) => {
@@ -504,12 +521,15 @@ impl Client {
     /// Connects to the first mbatchd address that accepts, within the deadline.
     fn connect_mbd(&self, deadline: Option<Instant>) -> Result<(TcpStream, SocketAddr), AttemptError> {
         let mut last = None;
-        for address in &self.endpoints.mbd_addrs {
+        let addrs = &self.endpoints.mbd_addrs;
+        let reply_timeout_ms = if addrs.len() > 1 { CANDIDATE_REPLY_TIMEOUT_MS } else { REPLY_TIMEOUT_MS };
+        let start = self.first_candidate % addrs.len().max(1);
+        for address in addrs[start..].iter().chain(&addrs[..start]) {
             let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
             let timeout = Duration::from_millis(CONNECT_TIMEOUT_MS).min(left).max(Duration::from_millis(50));
             match TcpStream::connect_timeout(address, timeout) {
                 Ok(stream) => {
-                    let io_timeout = Some(Duration::from_millis(REPLY_TIMEOUT_MS));
+                    let io_timeout = Some(Duration::from_millis(reply_timeout_ms));
                     let setup = stream
                         .set_nodelay(true)
                         .and_then(|()| stream.set_read_timeout(io_timeout))

@@ -135,6 +135,9 @@ fn restart(args: &Args, port: u16) -> ShellError {
     tracing::info!("badmin mbdrestart: starting mbatchd again");
     let mut again: Vec<OsString> = vec!["--foreground".into(), "--port".into(), port.to_string().into()];
     again.extend(["--snapshot-events".into(), args.snapshot_events.to_string().into()]);
+    if let Some(host) = &args.host {
+        again.extend(["--host".into(), host.into()]);
+    }
     for (flag, path) in
         [("--envdir", &args.envdir), ("--port-file", &args.port_file), ("--log-file", &args.log_file)]
     {
