@@ -37,10 +37,16 @@
 //! append before it, and is released when `durable_through` reaches that
 //! position. So does every other answer: a query's (it reads the live state,
 //! which may hold changes not yet durable), STATS, and a refusal made by a
-//! connection task; the outbox releases in the order the calls were taken. A `wait_durable` is started after each batch of steps unless one
-//! is running, and again as soon as one ends (after stepping the requests that
-//! queued meanwhile), so one fsync covers every step appended while the
-//! previous one ran (group commit). While many answers wait for a slow disk,
+//! connection task; the outbox releases in the order the calls were taken. A group
+//! commit is started after each batch of steps unless one is running, and again
+//! as soon as one ends (after stepping the requests that queued meanwhile), so
+//! one fsync covers every step appended while the previous one ran. Before it
+//! starts one, the loop waits for the connections whose answers just went out
+//! and that came back within a gather window last time ([`Pace`]), at most that
+//! window (lava-shell's group commit, "Gathering before a commit"): with a few
+//! workers one request outstanding each, one fsync then covers every worker's
+//! request instead of one or two. A group of at most [`INLINE_EVENTS_MAX`]
+//! events is made durable on the loop's thread. While many answers wait for a slow disk,
 //! the loop takes no new requests ([`HELD_ANSWERS_MAX`]).
 //!
 //! A failed append (the step returns the error) or fsync (the journal's next

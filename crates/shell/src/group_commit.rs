@@ -710,6 +710,41 @@ mod tests {
         commit.close(|_| {}).await.expect("closes");
     }
 
+    // Goal: commit() commits at once, on the caller's thread, when nobody is expected and
+    // the records are few; with more than its bound it starts a helper-thread sync; while
+    // clients are expected it waits, and next() commits once the gather window passed;
+    // nothing starts while a sync runs.
+    // Method: the four cases in turn on one log, with the positions and statistics after each.
+    #[tokio::test(flavor = "current_thread")]
+    async fn commit_gathers_while_clients_are_expected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut commit = GroupCommit::<Infallible>::new(open(dir.path()));
+        append(&mut commit, 2);
+        assert!(commit.commit(0, 4).expect("no failure"), "nobody expected, 2 records: on this thread");
+        assert_eq!(commit.durable_through(), 2);
+
+        append(&mut commit, 5);
+        assert!(!commit.commit(0, 4).expect("no failure"), "over the bound: a helper thread");
+        assert!(commit.sync.is_some());
+        append(&mut commit, 1);
+        assert!(!commit.commit(0, 4).expect("no failure"), "a sync runs");
+        let Finished::Durable(position) = commit.next().await.expect("no failure") else {
+            panic!("only a sync runs")
+        };
+        assert_eq!(position, 7);
+
+        assert!(!commit.commit(3, 4).expect("no failure"), "clients are expected: it waits");
+        assert_eq!(commit.durable_through(), 7);
+        assert!(commit.sync.is_none(), "no sync started while gathering");
+        assert!(commit.gather_window() >= GATHER_MIN && commit.gather_window() <= GATHER_MAX);
+        let Finished::Durable(position) = commit.next().await.expect("no failure") else {
+            panic!("the gather window ends")
+        };
+        assert_eq!((position, commit.durable_through()), (8, 8), "committed when the window passed");
+        assert_eq!(commit.stats().count, 3);
+        commit.close(|_| {}).await.expect("closes");
+    }
+
     // Goal: a snapshot is prepared (reading the log), written and the covered segments
     // pruned on a helper thread, one at a time, and reported by next(); the records after
     // it are what a reopened log replays beyond it.
