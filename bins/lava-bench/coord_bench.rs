@@ -4,11 +4,17 @@
 //! (`lava_coordinator::client`), one connection per thread, every answer sent only after
 //! its WAL records are durable.
 //!
-//! - **cycle**: `--workers` threads (16) each loop `submit → lease → heartbeat → complete`
-//!   for `--secs` seconds; four durable WAL events per cycle. Pipelined (the default), a
-//!   worker sends the heartbeat and completion of the task it holds together with its next
-//!   submission and lease request, in one write, and reads the four answers: one round trip
-//!   per cycle. `--no-pipeline`: one request per round trip, four per cycle.
+//! - **cycle**: workers each loop `submit → lease → heartbeat → complete` for `--secs`
+//!   seconds; four durable WAL events per cycle. Two shapes, both run unless
+//!   `--pipeline`/`--no-pipeline`/`--workers` pick one: **sequential**, 4 workers each
+//!   sending one request per round trip (four per cycle), a small deployment; and
+//!   **pipelined**, 16 workers each sending the heartbeat and completion of the task it
+//!   holds together with its next submission and lease request, in one write, and reading
+//!   the four answers (one round trip per cycle). When `beanstalkd` is on `PATH`, each
+//!   shape is then run against it too, with its binlog fsynced after every write
+//!   (`-f 0`): `put → reserve → touch → delete` over its text protocol, the same shape
+//!   (`skipped` otherwise). `--rounds N` alternates N runs of each server per shape and
+//!   compares their medians.
 //! - **submit**: `--submitters` threads (64) each submit in a loop for `--secs` seconds, one
 //!   request per round trip (`--submit-batch N`: N pipelined submissions per round trip).
 //! - **restart**: a WAL of `--wal-entries` records (1,000,000) is written in-process by the
@@ -18,18 +24,26 @@
 //!   spawned on it and the clock runs until a COUNTS query is answered.
 //!
 //! ```text
-//! coord_cycle workers=16 pipelined=1 tasks=... secs=... cycles_per_s=... events_per_s=... events_per_fsync=...
+//! coord_cycle shape=sequential workers=4 pipelined=0 cycles=... secs=... cycles_per_s=...
+//!     records_per_cycle=... fsyncs_per_cycle=... records_per_fsync=...
 //!     server_cpu_us_per_cycle=... client_cpu_us_per_cycle=...
+//! beanstalkd_cycle shape=sequential workers=4 pipelined=0 ... (the same keys) binlog_fsync=every_write
+//! coord_vs_beanstalkd shape=sequential workers=4 rounds=... coord_cycles_per_s=... beanstalkd_cycles_per_s=...
+//!     ratio=... server_cpu_ratio=... (medians)
 //! coord_submit submitters=64 batch=1 tasks=... secs=... tasks_per_s=... events_per_fsync=... server_cpu_us_per_task=...
 //! coord_restart wal_entries=... log_bytes=... write_secs=... secs_to_serving=... tasks=...
 //! ```
 //!
-//! `events_per_fsync` comes from the coordinator's closing log line; the CPU figures (user
-//! plus system time of the coordinator's process, and of this one's client threads, per
-//! cycle) say where the time goes on a machine shared with other work.
+//! The coordinator's records and fsyncs come from its STATS (`wal.appends`, `wal.fsyncs`)
+//! before and after the run; beanstalkd's from its `stats` (`binlog-records-written`: with
+//! `-f 0` each binlog write is followed by its own fsync). `events_per_fsync` of `submit`
+//! comes from the coordinator's closing log line. The CPU figures (user plus system time of
+//! the server's process from `/proc/PID/stat`, and of this one's client threads, per cycle)
+//! say where the time goes on a machine shared with other work.
 //!
 //! Goals (issue 6): cycles_per_s ≥ 20,000; tasks_per_s ≥ 50,000; 10,000,000 WAL entries
-//! serving within 5 s.
+//! serving within 5 s. Issue 21: the sequential shape at ≥ 2 × beanstalkd's figure of the
+//! same run.
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -65,6 +79,8 @@ struct Options {
     /// `--pipeline` / `--no-pipeline`; `None`: both shapes.
     pipeline: Option<bool>,
     submit_batch: usize,
+    /// `cycle`: runs of each server per shape, alternated (medians compared).
+    rounds: usize,
     keep: bool,
 }
 
@@ -77,6 +93,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         wal_entries: 1_000_000,
         pipeline: None,
         submit_batch: 1,
+        rounds: 1,
         keep: false,
     };
     let mut it = args.iter();
@@ -90,12 +107,13 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             "--pipeline" => options.pipeline = Some(true),
             "--no-pipeline" => options.pipeline = Some(false),
             "--keep" => options.keep = true,
+            "--rounds" => options.rounds = value()?.parse::<usize>()?.max(1),
             "--submit-batch" => options.submit_batch = value()?.parse::<usize>()?.max(1),
             "cycle" | "submit" | "restart" | "all" => options.what = arg.clone(),
             other => bail!(
                 "unknown option {other}; usage: lava-bench coord [cycle|submit|restart|all] \
                  [--workers N] [--submitters N] [--secs S] [--wal-entries N] [--pipeline|--no-pipeline] \
-                 [--submit-batch N] [--keep]"
+                 [--submit-batch N] [--rounds N] [--keep]"
             ),
         }
     }
@@ -346,23 +364,44 @@ impl CycleRun {
 }
 
 fn cycle(options: &Options) -> anyhow::Result<()> {
+    let beanstalkd = beanstalkd_binary();
     for shape in shapes(options) {
-        let ours = coord_cycle(options, shape)?;
-        ours.print("coord_cycle", shape, "");
-        match beanstalkd_binary() {
-            None => println!("beanstalkd_cycle shape={} skipped (no beanstalkd on PATH)", shape.name()),
-            Some(binary) => {
-                let theirs = beanstalkd_cycle(&binary, options, shape)?;
-                theirs.print("beanstalkd_cycle", shape, " binlog_fsync=every_write");
-                println!(
-                    "coord_vs_beanstalkd shape={} workers={} ratio={:.2} server_cpu_ratio={:.2}",
-                    shape.name(),
-                    shape.workers,
-                    ours.rate() / theirs.rate(),
-                    (ours.server_cpu_s / ours.cycles as f64) / (theirs.server_cpu_s / theirs.cycles as f64),
-                );
+        // Alternated, so that both servers meet the same moments of a shared machine.
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..options.rounds {
+            let run = coord_cycle(options, shape)?;
+            run.print("coord_cycle", shape, "");
+            ours.push(run);
+            match &beanstalkd {
+                None => println!("beanstalkd_cycle shape={} skipped (no beanstalkd on PATH)", shape.name()),
+                Some(binary) => {
+                    let run = beanstalkd_cycle(binary, options, shape)?;
+                    run.print("beanstalkd_cycle", shape, " binlog_fsync=every_write");
+                    theirs.push(run);
+                }
             }
         }
+        if theirs.is_empty() {
+            continue;
+        }
+        let median = |runs: &[CycleRun], figure: fn(&CycleRun) -> f64| {
+            let mut values: Vec<f64> = runs.iter().map(figure).collect();
+            values.sort_by(f64::total_cmp);
+            values[values.len() / 2]
+        };
+        let rate = |run: &CycleRun| run.rate();
+        let cpu = |run: &CycleRun| run.server_cpu_s / run.cycles as f64;
+        println!(
+            "coord_vs_beanstalkd shape={} workers={} rounds={} coord_cycles_per_s={:.0} \
+             beanstalkd_cycles_per_s={:.0} ratio={:.2} server_cpu_ratio={:.2}",
+            shape.name(),
+            shape.workers,
+            options.rounds,
+            median(&ours, rate),
+            median(&theirs, rate),
+            median(&ours, rate) / median(&theirs, rate),
+            median(&ours, cpu) / median(&theirs, cpu),
+        );
     }
     Ok(())
 }

@@ -1034,7 +1034,7 @@ mod tests {
         let mut coord = Coord::new(CoordConfig::default());
         let mut shell = new_loop();
         let (to, mut written) = mpsc::unbounded_channel();
-        let mut take = |shell: &mut Loop, coord: &mut Coord, journal: &mut Journal, conn, sequence| {
+        let take = |shell: &mut Loop, coord: &mut Coord, journal: &mut Journal, conn, sequence| {
             let call = Call { conn, to: to.clone(), sequence, what: submit(1) };
             shell.take(coord, journal, call, 0).expect("stepped");
             shell.settle(coord, journal).expect("committed");
