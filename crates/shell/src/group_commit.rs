@@ -31,7 +31,7 @@
 //! ([`GroupCommit::next`] watches the timer), it commits: on the caller's thread when the
 //! records are few (as [`GroupCommit::sync_small`]: nobody is left to step meanwhile),
 //! else on a helper thread. One fsync then covers every client's request of the round
-//! (docs/benchmarks.md, "Gathering the round before the fsync").
+//! (docs/benchmarks.md, "Few sequential workers, and beanstalkd beside them").
 //!
 //! # Snapshots
 //! [`GroupCommit::start_snapshot`] runs, on a blocking thread and one at a time, the
