@@ -189,9 +189,17 @@ impl Journal {
         Ok(durable)
     }
 
-    /// How long [`commit`](Self::commit) waits for expected connections at most.
+    /// How long [`commit`](Self::commit) waits for expected connections at most (zero
+    /// while commits are cheaper than lava-shell's `GATHER_MIN`).
     pub fn gather_window(&self) -> std::time::Duration {
         self.commit.gather_window()
+    }
+
+    /// Takes `time` as the commits' mean time so far (tests: a gather window whatever the
+    /// disk).
+    #[cfg(test)]
+    pub fn assume_commit_time(&mut self, time: std::time::Duration) {
+        self.commit.assume_commit_time(time);
     }
 
     /// Starts a snapshot if `snapshot_events` events were appended since the

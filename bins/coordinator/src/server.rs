@@ -947,6 +947,8 @@ mod tests {
     use lava_eventlog::{EventLog, Options};
     use tokio::sync::mpsc;
 
+    use std::time::Duration;
+
     use super::{Answer, Call, CallKind, Loop};
     use crate::journal::{self, EVENT_LOG_NAME, Journal, JournalEvent};
 
@@ -1039,8 +1041,11 @@ mod tests {
             shell.take(coord, journal, call, 0).expect("stepped");
             shell.settle(coord, journal).expect("committed");
         };
+        journal.assume_commit_time(Duration::from_millis(2));
         take(&mut shell, &mut coord, &mut journal, 1, 1);
         assert_eq!(journal.durable_through(), 1, "nobody else expected: committed at once");
+        // A window of 2 ms from each append: the waits below are checked right after it.
+        journal.assume_commit_time(Duration::from_millis(2));
         assert_eq!(answers(&mut written).len(), 1);
 
         take(&mut shell, &mut coord, &mut journal, 2, 2);

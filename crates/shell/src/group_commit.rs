@@ -26,7 +26,7 @@
 //! [`GroupCommit::commit`] takes the caller's count of clients it expects back soon (those
 //! whose answers just went out): while some are expected, it waits for them, at most a
 //! gather window after the first record not yet committed (the commits' recent mean time,
-//! within [`GATHER_MIN`] and [`GATHER_MAX`]), on a precise timer (a timerfd; tokio's timers
+//! at most [`GATHER_MAX`]; no wait when that is under [`GATHER_MIN`]), on a precise timer (a timerfd; tokio's timers
 //! tick in milliseconds). When nobody more is expected, or the window ended
 //! ([`GroupCommit::next`] watches the timer), it commits: on the caller's thread when the
 //! records are few (as [`GroupCommit::sync_small`]: nobody is left to step meanwhile),
@@ -110,7 +110,9 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for SnapshotError<E> {
 /// How long a group commit that found the disk full waits before trying again.
 pub const NO_SPACE_RETRY: Duration = Duration::from_secs(1);
 
-/// The shortest gather window of [`GroupCommit::commit`].
+/// The shortest gather window of [`GroupCommit::commit`]: when commits take less than
+/// this on average, it does not wait for anyone (company saves little there, and the wait
+/// and its timer cost more).
 pub const GATHER_MIN: Duration = Duration::from_micros(50);
 /// The longest gather window of [`GroupCommit::commit`]: a slow disk does not make
 /// records wait longer than this for company.
@@ -382,10 +384,12 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         if self.sync.is_some() || self.retry_at.is_some() || self.appended_through <= self.durable_through {
             return Ok(false);
         }
+        let window = self.gather_window();
         if expected > 0
+            && !window.is_zero()
             && let Some(first) = self.first_pending_at
         {
-            let until = first + self.gather_window();
+            let until = first + window;
             if Instant::now() < until {
                 if self.gather.is_none() {
                     self.gather = GatherTimer::new();
@@ -410,11 +414,23 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
     }
 
     /// How long [`commit`](Self::commit) waits for expected clients at most: the recent
-    /// mean time of a commit, within [`GATHER_MIN`] and [`GATHER_MAX`]. Waiting that long
+    /// mean time of a commit, at most [`GATHER_MAX`]; zero (no waiting) while that mean is
+    /// under [`GATHER_MIN`] or no commit was timed yet. Waiting that long
     /// for a client costs the records already there about what the client would wait if
     /// it came just after the commit started.
     pub fn gather_window(&self) -> Duration {
-        Duration::from_micros(self.commit_us_mean).clamp(GATHER_MIN, GATHER_MAX)
+        let mean = Duration::from_micros(self.commit_us_mean);
+        if mean < GATHER_MIN {
+            // Commits this cheap gain little from company (tmpfs, a fast cache): none waits.
+            return Duration::ZERO;
+        }
+        mean.min(GATHER_MAX)
+    }
+
+    /// Takes `time` as the commits' mean time so far (the next commits refine it): for a
+    /// daemon that knows its disk before the first commit, and for tests.
+    pub fn assume_commit_time(&mut self, time: Duration) {
+        self.commit_us_mean = u64::try_from(time.as_micros()).unwrap_or(u64::MAX);
     }
 
     /// A commit starts: what was waiting is no longer, and the gather timer is not needed.
@@ -732,16 +748,26 @@ mod tests {
             panic!("only a sync runs")
         };
         assert_eq!(position, 7);
+        assert!(commit.commit(0, 4).expect("no failure"), "the record appended during the sync");
+        assert_eq!(commit.durable_through(), 8);
 
+        // The window (GATHER_MAX) counts from the append just before.
+        commit.assume_commit_time(GATHER_MAX);
+        append(&mut commit, 1);
         assert!(!commit.commit(3, 4).expect("no failure"), "clients are expected: it waits");
-        assert_eq!(commit.durable_through(), 7);
+        assert_eq!(commit.durable_through(), 8);
         assert!(commit.sync.is_none(), "no sync started while gathering");
-        assert!(commit.gather_window() >= GATHER_MIN && commit.gather_window() <= GATHER_MAX);
+        assert_eq!(commit.gather_window(), GATHER_MAX);
         let Finished::Durable(position) = commit.next().await.expect("no failure") else {
             panic!("the gather window ends")
         };
-        assert_eq!((position, commit.durable_through()), (8, 8), "committed when the window passed");
-        assert_eq!(commit.stats().count, 3);
+        assert_eq!((position, commit.durable_through()), (9, 9), "committed when the window passed");
+        assert_eq!(commit.stats().count, 4);
+
+        commit.assume_commit_time(GATHER_MIN / 2);
+        assert_eq!(commit.gather_window(), Duration::ZERO, "commits this cheap wait for nobody");
+        append(&mut commit, 1);
+        assert!(commit.commit(3, 4).expect("no failure"), "committed at once though clients are expected");
         commit.close(|_| {}).await.expect("closes");
     }
 
