@@ -4,11 +4,17 @@
 //! (`lava_coordinator::client`), one connection per thread, every answer sent only after
 //! its WAL records are durable.
 //!
-//! - **cycle**: `--workers` threads (16) each loop `submit → lease → heartbeat → complete`
-//!   for `--secs` seconds; four durable WAL events per cycle. Pipelined (the default), a
-//!   worker sends the heartbeat and completion of the task it holds together with its next
-//!   submission and lease request, in one write, and reads the four answers: one round trip
-//!   per cycle. `--no-pipeline`: one request per round trip, four per cycle.
+//! - **cycle**: workers each loop `submit → lease → heartbeat → complete` for `--secs`
+//!   seconds; four durable WAL events per cycle. Two shapes, both run unless
+//!   `--pipeline`/`--no-pipeline`/`--workers` pick one: **sequential**, 4 workers each
+//!   sending one request per round trip (four per cycle), a small deployment; and
+//!   **pipelined**, 16 workers each sending the heartbeat and completion of the task it
+//!   holds together with its next submission and lease request, in one write, and reading
+//!   the four answers (one round trip per cycle). When `beanstalkd` is on `PATH`, each
+//!   shape is then run against it too, with its binlog fsynced after every write
+//!   (`-f 0`): `put → reserve → touch → delete` over its text protocol, the same shape
+//!   (`skipped` otherwise). `--rounds N` alternates N runs of each server per shape and
+//!   compares their medians.
 //! - **submit**: `--submitters` threads (64) each submit in a loop for `--secs` seconds, one
 //!   request per round trip (`--submit-batch N`: N pipelined submissions per round trip).
 //! - **restart**: a WAL of `--wal-entries` records (1,000,000) is written in-process by the
@@ -18,18 +24,26 @@
 //!   spawned on it and the clock runs until a COUNTS query is answered.
 //!
 //! ```text
-//! coord_cycle workers=16 pipelined=1 tasks=... secs=... cycles_per_s=... events_per_s=... events_per_fsync=...
+//! coord_cycle shape=sequential workers=4 pipelined=0 cycles=... secs=... cycles_per_s=...
+//!     records_per_cycle=... fsyncs_per_cycle=... records_per_fsync=...
 //!     server_cpu_us_per_cycle=... client_cpu_us_per_cycle=...
+//! beanstalkd_cycle shape=sequential workers=4 pipelined=0 ... (the same keys) binlog_fsync=every_write
+//! coord_vs_beanstalkd shape=sequential workers=4 rounds=... coord_cycles_per_s=... beanstalkd_cycles_per_s=...
+//!     ratio=... server_cpu_ratio=... (medians)
 //! coord_submit submitters=64 batch=1 tasks=... secs=... tasks_per_s=... events_per_fsync=... server_cpu_us_per_task=...
 //! coord_restart wal_entries=... log_bytes=... write_secs=... secs_to_serving=... tasks=...
 //! ```
 //!
-//! `events_per_fsync` comes from the coordinator's closing log line; the CPU figures (user
-//! plus system time of the coordinator's process, and of this one's client threads, per
-//! cycle) say where the time goes on a machine shared with other work.
+//! The coordinator's records and fsyncs come from its STATS (`wal.appends`, `wal.fsyncs`)
+//! before and after the run; beanstalkd's from its `stats` (`binlog-records-written`: with
+//! `-f 0` each binlog write is followed by its own fsync). `events_per_fsync` of `submit`
+//! comes from the coordinator's closing log line. The CPU figures (user plus system time of
+//! the server's process from `/proc/PID/stat`, and of this one's client threads, per cycle)
+//! say where the time goes on a machine shared with other work.
 //!
 //! Goals (issue 6): cycles_per_s ≥ 20,000; tasks_per_s ≥ 50,000; 10,000,000 WAL entries
-//! serving within 5 s.
+//! serving within 5 s. Issue 21: the sequential shape at ≥ 2 × beanstalkd's figure of the
+//! same run.
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -57,42 +71,49 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug)]
 struct Options {
     what: String,
-    workers: usize,
+    /// `--workers`; `None`: each shape's own count.
+    workers: Option<usize>,
     submitters: usize,
     secs: f64,
     wal_entries: u64,
-    pipeline: bool,
+    /// `--pipeline` / `--no-pipeline`; `None`: both shapes.
+    pipeline: Option<bool>,
     submit_batch: usize,
+    /// `cycle`: runs of each server per shape, alternated (medians compared).
+    rounds: usize,
     keep: bool,
 }
 
 fn parse(args: &[String]) -> anyhow::Result<Options> {
     let mut options = Options {
         what: "all".into(),
-        workers: 16,
+        workers: None,
         submitters: 64,
         secs: 5.0,
         wal_entries: 1_000_000,
-        pipeline: true,
+        pipeline: None,
         submit_batch: 1,
+        rounds: 1,
         keep: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
         match arg.as_str() {
-            "--workers" => options.workers = value()?.parse()?,
+            "--workers" => options.workers = Some(value()?.parse()?),
             "--submitters" => options.submitters = value()?.parse()?,
             "--secs" => options.secs = value()?.parse()?,
             "--wal-entries" => options.wal_entries = value()?.parse()?,
-            "--no-pipeline" => options.pipeline = false,
+            "--pipeline" => options.pipeline = Some(true),
+            "--no-pipeline" => options.pipeline = Some(false),
             "--keep" => options.keep = true,
+            "--rounds" => options.rounds = value()?.parse::<usize>()?.max(1),
             "--submit-batch" => options.submit_batch = value()?.parse::<usize>()?.max(1),
             "cycle" | "submit" | "restart" | "all" => options.what = arg.clone(),
             other => bail!(
                 "unknown option {other}; usage: lava-bench coord [cycle|submit|restart|all] \
-                 [--workers N] [--submitters N] [--secs S] [--wal-entries N] [--no-pipeline] \
-                 [--submit-batch N] [--keep]"
+                 [--workers N] [--submitters N] [--secs S] [--wal-entries N] [--pipeline|--no-pipeline] \
+                 [--submit-batch N] [--rounds N] [--keep]"
             ),
         }
     }
@@ -272,8 +293,132 @@ fn run_threads(
     Ok((done.load(Ordering::Relaxed), started.elapsed().as_secs_f64()))
 }
 
+/// One shape of the cycle benchmark: how many workers, and whether each pipelines.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    workers: usize,
+    pipelined: bool,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        if self.pipelined { "pipelined" } else { "sequential" }
+    }
+}
+
+/// The shapes `cycle` runs: the one the options name, else both defaults.
+fn shapes(options: &Options) -> Vec<Shape> {
+    match (options.workers, options.pipeline) {
+        (None, None) => vec![
+            Shape { workers: SEQUENTIAL_WORKERS, pipelined: false },
+            Shape { workers: PIPELINED_WORKERS, pipelined: true },
+        ],
+        (workers, pipeline) => {
+            let pipelined = pipeline.unwrap_or(true);
+            let default = if pipelined { PIPELINED_WORKERS } else { SEQUENTIAL_WORKERS };
+            vec![Shape { workers: workers.unwrap_or(default), pipelined }]
+        }
+    }
+}
+
+/// The few-sequential-workers shape: workers, one request outstanding each.
+const SEQUENTIAL_WORKERS: usize = 4;
+/// The pipelined shape's workers.
+const PIPELINED_WORKERS: usize = 16;
+
+/// What one cycle run measured.
+struct CycleRun {
+    cycles: u64,
+    secs: f64,
+    server_cpu_s: f64,
+    client_cpu_s: f64,
+    /// Records the server made durable, and its fsyncs, during the run.
+    records: f64,
+    fsyncs: f64,
+}
+
+impl CycleRun {
+    fn rate(&self) -> f64 {
+        self.cycles as f64 / self.secs
+    }
+
+    fn print(&self, name: &str, shape: Shape, extra: &str) {
+        let cycles = self.cycles as f64;
+        println!(
+            "{name} shape={} workers={} pipelined={} cycles={} secs={:.2} cycles_per_s={:.0} \
+             records_per_cycle={:.2} fsyncs_per_cycle={:.3} records_per_fsync={:.1} \
+             server_cpu_us_per_cycle={:.1} client_cpu_us_per_cycle={:.1}{extra}",
+            shape.name(),
+            shape.workers,
+            u8::from(shape.pipelined),
+            self.cycles,
+            self.secs,
+            self.rate(),
+            self.records / cycles,
+            self.fsyncs / cycles,
+            self.records / self.fsyncs.max(1.0),
+            self.server_cpu_s * 1e6 / cycles,
+            self.client_cpu_s * 1e6 / cycles,
+        );
+    }
+}
+
 fn cycle(options: &Options) -> anyhow::Result<()> {
-    let mut running = start()?;
+    let beanstalkd = beanstalkd_binary();
+    for shape in shapes(options) {
+        // Alternated, so that both servers meet the same moments of a shared machine.
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..options.rounds {
+            let run = coord_cycle(options, shape)?;
+            run.print("coord_cycle", shape, "");
+            ours.push(run);
+            match &beanstalkd {
+                None => println!("beanstalkd_cycle shape={} skipped (no beanstalkd on PATH)", shape.name()),
+                Some(binary) => {
+                    let run = beanstalkd_cycle(binary, options, shape)?;
+                    run.print("beanstalkd_cycle", shape, " binlog_fsync=every_write");
+                    theirs.push(run);
+                }
+            }
+        }
+        if theirs.is_empty() {
+            continue;
+        }
+        let median = |runs: &[CycleRun], figure: fn(&CycleRun) -> f64| {
+            let mut values: Vec<f64> = runs.iter().map(figure).collect();
+            values.sort_by(f64::total_cmp);
+            values[values.len() / 2]
+        };
+        let rate = |run: &CycleRun| run.rate();
+        let cpu = |run: &CycleRun| run.server_cpu_s / run.cycles as f64;
+        println!(
+            "coord_vs_beanstalkd shape={} workers={} rounds={} coord_cycles_per_s={:.0} \
+             beanstalkd_cycles_per_s={:.0} ratio={:.2} server_cpu_ratio={:.2}",
+            shape.name(),
+            shape.workers,
+            options.rounds,
+            median(&ours, rate),
+            median(&theirs, rate),
+            median(&ours, rate) / median(&theirs, rate),
+            median(&ours, cpu) / median(&theirs, cpu),
+        );
+    }
+    Ok(())
+}
+
+/// The WAL's appends and fsyncs so far, from the coordinator's STATS.
+fn wal_counters(client: &mut Client) -> anyhow::Result<(f64, f64)> {
+    let stats = client.stats()?;
+    let get =
+        |name: &str| stats.iter().find(|counter| counter.name == name).map(|counter| counter.value as f64);
+    Ok((
+        get("wal.appends").context("STATS has wal.appends")?,
+        get("wal.fsyncs").context("STATS has wal.fsyncs")?,
+    ))
+}
+
+fn coord_cycle(options: &Options, shape: Shape) -> anyhow::Result<CycleRun> {
+    let running = start()?;
     let endpoint = running.endpoint.clone();
     let sequential = |client: &mut Client, i: usize, stop: &AtomicBool| -> anyhow::Result<u64> {
         let name = format!("bench-worker-{i}");
@@ -319,30 +464,237 @@ fn cycle(options: &Options) -> anyhow::Result<()> {
         }
         Ok(n)
     };
-    let body = if options.pipeline { pipelined } else { sequential };
+    let body = if shape.pipelined { pipelined } else { sequential };
+    let mut probe = Client::connect(&endpoint)?;
+    let (appends, fsyncs) = wal_counters(&mut probe)?;
     let (server_cpu, client_cpu) = (cpu_secs(&running.coordinator.pid()), cpu_secs("self"));
-    let (tasks, secs) = run_threads(options.workers, options.secs, &endpoint, body)?;
-    let server_cpu = cpu_secs(&running.coordinator.pid()) - server_cpu;
-    let client_cpu = cpu_secs("self") - client_cpu;
-    let mut client = Client::connect(&endpoint)?;
-    let counts = client.counts()?;
-    if counts.completed != tasks {
-        bail!("{tasks} cycles finished but the coordinator counts {} completed", counts.completed);
+    let (cycles, secs) = run_threads(shape.workers, options.secs, &endpoint, body)?;
+    let server_cpu_s = cpu_secs(&running.coordinator.pid()) - server_cpu;
+    let client_cpu_s = cpu_secs("self") - client_cpu;
+    let (appends_after, fsyncs_after) = wal_counters(&mut probe)?;
+    let counts = probe.counts()?;
+    if counts.completed != cycles {
+        bail!("{cycles} cycles finished but the coordinator counts {} completed", counts.completed);
     }
-    drop(client);
-    let per_fsync = events_per_fsync(&mut running.coordinator);
-    let rate = tasks as f64 / secs;
-    println!(
-        "coord_cycle workers={} pipelined={} tasks={tasks} secs={secs:.2} cycles_per_s={rate:.0} \
-         events_per_s={:.0} events_per_fsync={per_fsync} server_cpu_us_per_cycle={:.1} \
-         client_cpu_us_per_cycle={:.1}",
-        options.workers,
-        u8::from(options.pipeline),
-        rate * 4.0,
-        server_cpu * 1e6 / tasks as f64,
-        client_cpu * 1e6 / tasks as f64,
-    );
-    Ok(())
+    Ok(CycleRun {
+        cycles,
+        secs,
+        server_cpu_s,
+        client_cpu_s,
+        records: appends_after - appends,
+        fsyncs: fsyncs_after - fsyncs,
+    })
+}
+
+/// `beanstalkd` on `PATH`, if installed.
+fn beanstalkd_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join("beanstalkd")).find(|candidate| candidate.is_file())
+}
+
+/// A beanstalkd process with its binlog in a temporary folder, killed when dropped.
+struct Beanstalkd {
+    child: Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Beanstalkd {
+    /// Starts `binary` on a free loopback port with its binlog fsynced after every write
+    /// (`-f 0`), and waits until it accepts a connection.
+    fn spawn(binary: &Path) -> anyhow::Result<Beanstalkd> {
+        let dir = tempfile::Builder::new().prefix("lavacore-bench-beanstalkd-").tempdir()?;
+        let port = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
+        let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        let child = Command::new(binary)
+            .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-f", "0", "-b"])
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("spawn {}", binary.display()))?;
+        let mut server = Beanstalkd { child, addr, _dir: dir };
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while std::net::TcpStream::connect(addr).is_err() {
+            if !matches!(server.child.try_wait(), Ok(None)) {
+                bail!("beanstalkd exited before listening on {addr}");
+            }
+            if Instant::now() > deadline {
+                bail!("beanstalkd did not listen on {addr} within {STARTUP_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        server.child.try_wait()?;
+        Ok(server)
+    }
+}
+
+impl Drop for Beanstalkd {
+    fn drop(&mut self) {
+        let _already_dead = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
+/// One blocking connection to beanstalkd, speaking its text protocol.
+struct Beanstalk {
+    stream: std::io::BufReader<std::net::TcpStream>,
+    out: Vec<u8>,
+    line: String,
+}
+
+impl Beanstalk {
+    fn connect(addr: SocketAddr) -> anyhow::Result<Beanstalk> {
+        let stream = std::net::TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Beanstalk { stream: std::io::BufReader::new(stream), out: Vec::new(), line: String::new() })
+    }
+
+    /// Queues `put` of a 64-byte job (priority 0, no delay, 60 s to run).
+    fn put(&mut self) {
+        self.out.extend_from_slice(b"put 0 0 60 64\r\n");
+        self.out.extend_from_slice(&[b'7'; 64]);
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    fn command(&mut self, line: &str) {
+        self.out.extend_from_slice(line.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    /// Sends what was queued, in one write.
+    fn send(&mut self) -> anyhow::Result<()> {
+        use std::io::Write;
+        self.stream.get_mut().write_all(&self.out)?;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// Reads one answer line; fails unless it starts with `expect`. Returns the words after it.
+    fn answer(&mut self, expect: &str) -> anyhow::Result<Vec<String>> {
+        use std::io::BufRead;
+        self.line.clear();
+        if self.stream.read_line(&mut self.line)? == 0 {
+            bail!("beanstalkd closed the connection");
+        }
+        let mut words = self.line.split_whitespace();
+        if words.next() != Some(expect) {
+            bail!("beanstalkd answered {:?}, expected {expect}", self.line.trim_end());
+        }
+        Ok(words.map(str::to_owned).collect())
+    }
+
+    /// Reads `RESERVED <id> <bytes>` and the job's body; returns the id.
+    fn reserved(&mut self) -> anyhow::Result<u64> {
+        use std::io::Read;
+        let words = self.answer("RESERVED")?;
+        let (Some(id), Some(bytes)) = (words.first(), words.get(1)) else {
+            bail!("RESERVED without id and size: {:?}", self.line);
+        };
+        let mut body = vec![0; bytes.parse::<usize>()? + 2];
+        self.stream.read_exact(&mut body)?;
+        Ok(id.parse()?)
+    }
+
+    /// One `stats` figure.
+    fn stat(&mut self, name: &str) -> anyhow::Result<f64> {
+        use std::io::Read;
+        self.command("stats");
+        self.send()?;
+        let words = self.answer("OK")?;
+        let bytes: usize = words.first().context("OK without a size")?.parse()?;
+        let mut body = vec![0; bytes + 2];
+        self.stream.read_exact(&mut body)?;
+        let text = String::from_utf8_lossy(&body);
+        let prefix = format!("{name}: ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .context(format!("beanstalkd's stats have no {name}"))?
+            .trim()
+            .parse()
+            .context(format!("beanstalkd's {name}"))
+    }
+}
+
+/// The same cycle on beanstalkd: put → reserve → touch → delete, one command per round
+/// trip (sequential), or the touch and delete of the job held sent with the next put and
+/// reserve in one write (pipelined). Its binlog is fsynced after every write (`-f 0`); the
+/// records of a cycle are the put and the delete (reserve and touch are not logged), and
+/// each is one fsync: `binlog-records-written` counts both.
+fn beanstalkd_cycle(binary: &Path, options: &Options, shape: Shape) -> anyhow::Result<CycleRun> {
+    let server = Beanstalkd::spawn(binary)?;
+    let pid = server.child.id().to_string();
+    let addr = server.addr;
+    let mut probe = Beanstalk::connect(addr)?;
+    let records = probe.stat("binlog-records-written")?;
+    let (server_cpu, client_cpu) = (cpu_secs(&pid), cpu_secs("self"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let handles: Vec<_> = (0..shape.workers)
+        .map(|_| {
+            let (stop, done) = (Arc::clone(&stop), Arc::clone(&done));
+            std::thread::spawn(move || -> anyhow::Result<()> {
+                let mut conn = Beanstalk::connect(addr)?;
+                let mut n = 0;
+                if shape.pipelined {
+                    conn.put();
+                    conn.command("reserve");
+                    conn.send()?;
+                    conn.answer("INSERTED")?;
+                    let mut held = conn.reserved()?;
+                    while !stop.load(Ordering::Relaxed) {
+                        conn.command(&format!("touch {held}"));
+                        conn.command(&format!("delete {held}"));
+                        conn.put();
+                        conn.command("reserve");
+                        conn.send()?;
+                        conn.answer("TOUCHED")?;
+                        conn.answer("DELETED")?;
+                        conn.answer("INSERTED")?;
+                        held = conn.reserved()?;
+                        n += 1;
+                    }
+                } else {
+                    while !stop.load(Ordering::Relaxed) {
+                        conn.put();
+                        conn.send()?;
+                        conn.answer("INSERTED")?;
+                        conn.command("reserve");
+                        conn.send()?;
+                        let id = conn.reserved()?;
+                        conn.command(&format!("touch {id}"));
+                        conn.send()?;
+                        conn.answer("TOUCHED")?;
+                        conn.command(&format!("delete {id}"));
+                        conn.send()?;
+                        conn.answer("DELETED")?;
+                        n += 1;
+                    }
+                }
+                done.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(options.secs));
+    stop.store(true, Ordering::Relaxed);
+    for handle in handles {
+        handle.join().map_err(|_| anyhow::anyhow!("a beanstalkd client thread panicked"))??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let server_cpu_s = cpu_secs(&pid) - server_cpu;
+    let client_cpu_s = cpu_secs("self") - client_cpu;
+    let written = probe.stat("binlog-records-written")? - records;
+    let deleted = probe.stat("cmd-delete")?;
+    let cycles = done.load(Ordering::Relaxed);
+    if deleted < cycles as f64 {
+        bail!("{cycles} cycles finished but beanstalkd counts {deleted} deletes");
+    }
+    // `-f 0`: each binlog write is followed by its own fsync.
+    Ok(CycleRun { cycles, secs, server_cpu_s, client_cpu_s, records: written, fsyncs: written })
 }
 
 fn submit(options: &Options) -> anyhow::Result<()> {

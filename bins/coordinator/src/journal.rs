@@ -17,6 +17,9 @@
 //! ends ([`JournalEvent::Durable`]) the next one covers everything appended
 //! meanwhile — many steps, one fsync. The shell holds each step's messages
 //! until [`Journal::durable_through`] reaches the last append before them.
+//! [`Journal::commit`] is how the loop starts one: it first waits a short while for the
+//! connections whose answers just went out (lava-shell's group commit, "Gathering before
+//! a commit"), and makes a small group durable on the loop's own thread.
 //!
 //! # Snapshots
 //! Every `--snapshot-events` events, [`Journal::maybe_snapshot`] encodes
@@ -26,7 +29,8 @@
 //!
 //! # Crash points
 //! `coordinator.wal_appended` after each append returns; `coordinator.wal_durable`
-//! after each group commit made events durable ([`Journal::next`], and each of the
+//! after each group commit made events durable ([`Journal::next`], [`Journal::commit`]
+//! when it returns true, and each of the
 //! commits [`Journal::sync_all`] and [`Journal::close`] wait for), before the answers
 //! held behind them are released.
 
@@ -169,6 +173,33 @@ impl Journal {
     /// running (its end starts the next round) or there is nothing to do.
     pub fn start_sync(&mut self) {
         self.commit.start_sync();
+    }
+
+    /// Makes the appended events durable now or soon (lava-shell's
+    /// [`GroupCommit::commit`]): while `expected` connections are expected to send a
+    /// request soon, waits for them up to the gather window; then commits on this thread
+    /// when at most `inline_max` events wait (returns true: the answers held behind them
+    /// may go), else on a helper thread, whose end [`next`](Self::next) reports. An error
+    /// means the log stopped: the caller must stop too.
+    pub fn commit(&mut self, expected: usize, inline_max: u64) -> Result<bool, ShellError> {
+        let durable = self.commit.commit(expected, inline_max)?;
+        if durable {
+            lava_crash::point!("coordinator.wal_durable");
+        }
+        Ok(durable)
+    }
+
+    /// How long [`commit`](Self::commit) waits for expected connections at most (zero
+    /// while commits are cheaper than lava-shell's `GATHER_MIN`).
+    pub fn gather_window(&self) -> std::time::Duration {
+        self.commit.gather_window()
+    }
+
+    /// Takes `time` as the commits' mean time so far (tests: a gather window whatever the
+    /// disk).
+    #[cfg(test)]
+    pub fn assume_commit_time(&mut self, time: std::time::Duration) {
+        self.commit.assume_commit_time(time);
     }
 
     /// Starts a snapshot if `snapshot_events` events were appended since the

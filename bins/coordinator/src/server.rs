@@ -37,10 +37,16 @@
 //! append before it, and is released when `durable_through` reaches that
 //! position. So does every other answer: a query's (it reads the live state,
 //! which may hold changes not yet durable), STATS, and a refusal made by a
-//! connection task; the outbox releases in the order the calls were taken. A `wait_durable` is started after each batch of steps unless one
-//! is running, and again as soon as one ends (after stepping the requests that
-//! queued meanwhile), so one fsync covers every step appended while the
-//! previous one ran (group commit). While many answers wait for a slow disk,
+//! connection task; the outbox releases in the order the calls were taken. A group
+//! commit is started after each batch of steps unless one is running, and again
+//! as soon as one ends (after stepping the requests that queued meanwhile), so
+//! one fsync covers every step appended while the previous one ran. Before it
+//! starts one, the loop waits for the connections whose answers just went out
+//! and that came back within a gather window last time ([`Pace`]), at most that
+//! window (lava-shell's group commit, "Gathering before a commit"): with a few
+//! workers one request outstanding each, one fsync then covers every worker's
+//! request instead of one or two. A group of at most [`INLINE_EVENTS_MAX`]
+//! events is made durable on the loop's thread. While many answers wait for a slow disk,
 //! the loop takes no new requests ([`HELD_ANSWERS_MAX`]).
 //!
 //! A failed append (the step returns the error) or fsync (the journal's next
@@ -57,7 +63,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use clap::Parser;
@@ -176,6 +182,8 @@ fn init_logging(mask: LogMask) {
 /// refused there, still answered in order), with where its answer goes.
 #[derive(Debug)]
 struct Call {
+    /// The connection, for the loop's pacing ([`Pace`]).
+    conn: u64,
     to: Outbound,
     sequence: u32,
     what: CallKind,
@@ -205,6 +213,8 @@ struct Shared {
     coord_config: CoordConfig,
     calls: mpsc::Sender<Call>,
     counters: Arc<Counters>,
+    /// The next connection's number.
+    next_conn: std::sync::atomic::AtomicU64,
 }
 
 async fn serve(
@@ -224,15 +234,23 @@ async fn serve(
         effects: Vec::new(),
         next_client: 1,
         counters: Arc::clone(&counters),
+        pace: Pace::default(),
     };
     loop_state.step(&mut coord, &mut journal, Input::Tick, None)?;
-    loop_state.settle(&coord, &mut journal);
+    loop_state.settle(&coord, &mut journal)?;
     let (listener, bound) = startup::listen(config.listen)?;
     let mut signals = Signals::register()
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let (calls, mut inbox) = mpsc::channel(REQUESTS_QUEUED_MAX);
     let limits = Limits { payload_bytes_max: args.payload_bytes_max };
-    let shared = Arc::new(Shared { auth, limits, coord_config: coord.config().clone(), calls, counters });
+    let shared = Arc::new(Shared {
+        auth,
+        limits,
+        coord_config: coord.config().clone(),
+        calls,
+        counters,
+        next_conn: std::sync::atomic::AtomicU64::new(1),
+    });
     let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
     let mut scrapes = lava_shell::metrics::start_for_loop(config.metrics)?;
     drop(shared);
@@ -280,10 +298,10 @@ async fn serve(
                         outcome = loop_state.take(&mut coord, &mut journal, call, inbox.len());
                         n_taken += 1;
                     }
-                    if outcome.is_ok() {
-                        loop_state.settle(&coord, &mut journal);
+                    match outcome {
+                        Ok(()) => loop_state.settle(&coord, &mut journal),
+                        Err(error) => Err(error),
                     }
-                    outcome
                 }
                 Ok(JournalEvent::SnapshotWritten { position, prune }) => {
                     tracing::info!(position, segments_removed = prune.removed_segments.len(), "snapshot written");
@@ -315,10 +333,10 @@ async fn serve(
                         outcome = loop_state.take(&mut coord, &mut journal, call, inbox.len());
                         n_taken += 1;
                     }
-                    if outcome.is_ok() {
-                        loop_state.settle(&coord, &mut journal);
+                    match outcome {
+                        Ok(()) => loop_state.settle(&coord, &mut journal),
+                        Err(error) => Err(error),
                     }
-                    outcome
                 }
                 None => Ok(()),
             },
@@ -329,11 +347,11 @@ async fn serve(
             }
             _ = tick.tick() => {
                 readiness.pet();
-                let outcome = loop_state.step(&mut coord, &mut journal, Input::Tick, None);
-                if outcome.is_ok() {
-                    loop_state.settle(&coord, &mut journal);
+                loop_state.pace.forget_idle(std::time::Instant::now());
+                match loop_state.step(&mut coord, &mut journal, Input::Tick, None) {
+                    Ok(()) => loop_state.settle(&coord, &mut journal),
+                    Err(error) => Err(error),
                 }
-                outcome
             }
         };
         if let Err(error) = outcome {
@@ -352,9 +370,15 @@ async fn serve(
 
 /// Most calls stepped per wakeup of the loop before it looks at anything else.
 const CALLS_PER_WAKEUP_MAX: usize = 1024;
+/// Most events a group commit makes durable on the loop's own thread (more go to a
+/// helper thread, so that the loop keeps stepping meanwhile).
+const INLINE_EVENTS_MAX: u64 = 16;
+/// A connection not heard from for this long is forgotten by the pacing.
+const PACE_FORGET: Duration = Duration::from_secs(10);
 
 /// One answer held until the WAL is durable through `barrier`.
 struct Held {
+    conn: u64,
     barrier: u64,
     to: Outbound,
     sequence: u32,
@@ -368,6 +392,75 @@ struct Loop {
     effects: Vec<Effect>,
     next_client: u64,
     counters: Arc<Counters>,
+    pace: Pace,
+}
+
+/// Which connections the loop expects a request from soon, so that a group commit can
+/// wait for them (lava-shell's group commit, "Gathering before a commit"): a connection
+/// whose answers all went out less than two gather windows ago, and which last time sent
+/// its next request within one window of its answers.
+#[derive(Debug, Default)]
+struct Pace {
+    conns: std::collections::HashMap<u64, ConnPace>,
+    /// Connections that may be expected (checked again by [`Pace::expected`]).
+    returning: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct ConnPace {
+    /// Its requests taken whose answers have not gone out.
+    held: u32,
+    /// When its last answer went out, if none is held since.
+    released_at: Option<Instant>,
+    /// From its last answers to its next request, the last time.
+    think: Duration,
+    /// In [`Pace::returning`].
+    returning: bool,
+}
+
+impl Pace {
+    /// A request of `conn` was taken.
+    fn arrived(&mut self, conn: u64, now: Instant) {
+        let pace = self.conns.entry(conn).or_default();
+        if let Some(at) = pace.released_at.take() {
+            pace.think = now.saturating_duration_since(at);
+        }
+        pace.held += 1;
+    }
+
+    /// An answer to `conn` went out.
+    fn answered(&mut self, conn: u64, now: Instant, window: Duration) {
+        let Some(pace) = self.conns.get_mut(&conn) else { return };
+        pace.held = pace.held.saturating_sub(1);
+        if pace.held == 0 {
+            pace.released_at = Some(now);
+            if pace.think <= window && !pace.returning {
+                pace.returning = true;
+                self.returning.push(conn);
+            }
+        }
+    }
+
+    /// How many connections are expected to send a request soon.
+    fn expected(&mut self, now: Instant, window: Duration) -> usize {
+        let conns = &mut self.conns;
+        self.returning.retain(|conn| {
+            let Some(pace) = conns.get_mut(conn) else { return false };
+            let waiting = pace.held == 0
+                && pace.released_at.is_some_and(|at| now.saturating_duration_since(at) < window * 2);
+            pace.returning = waiting;
+            waiting
+        });
+        self.returning.len()
+    }
+
+    /// Forgets the connections not heard from for [`PACE_FORGET`] (closed ones among them).
+    fn forget_idle(&mut self, now: Instant) {
+        self.conns.retain(|_, pace| {
+            pace.held > 0
+                || pace.released_at.is_some_and(|at| now.saturating_duration_since(at) < PACE_FORGET)
+        });
+    }
 }
 
 impl Loop {
@@ -380,23 +473,24 @@ impl Loop {
         call: Call,
         queued: usize,
     ) -> Result<(), ShellError> {
-        let Call { to, sequence, what } = call;
+        let Call { conn, to, sequence, what } = call;
+        self.pace.arrived(conn, Instant::now());
         match what {
             CallKind::Request { caller, request } => {
                 let client = self.next_client;
                 self.next_client += 1;
                 let input = Input::Request { client: ClientId(client), caller, request };
-                self.step(coord, journal, input, Some((client, to, sequence)))
+                self.step(coord, journal, input, Some((client, conn, to, sequence)))
             }
             CallKind::Refused { reply, close } => {
                 let barrier = journal.appended_through();
-                self.hold(Held { barrier, to, sequence, reply, close });
+                self.hold(Held { conn, barrier, to, sequence, reply, close });
                 Ok(())
             }
             CallKind::Stats => {
                 let reply = Reply::Stats(wire::StatsReply { counters: self.stats(coord, journal, queued) });
                 let barrier = journal.appended_through();
-                self.hold(Held { barrier, to, sequence, reply, close: false });
+                self.hold(Held { conn, barrier, to, sequence, reply, close: false });
                 Ok(())
             }
         }
@@ -453,7 +547,7 @@ impl Loop {
         coord: &mut Coord,
         journal: &mut Journal,
         input: Input,
-        mut answer: Option<(u64, Outbound, u32)>,
+        mut answer: Option<(u64, u64, Outbound, u32)>,
     ) -> Result<(), ShellError> {
         let mut effects = std::mem::take(&mut self.effects);
         coord.step(system_now_ms(), input, &mut effects);
@@ -472,9 +566,9 @@ impl Loop {
                     }
                 }
                 Effect::Respond { client, reply } => match answer.take() {
-                    Some((id, to, sequence)) if id == client.0 => {
+                    Some((id, conn, to, sequence)) if id == client.0 => {
                         let barrier = journal.appended_through();
-                        self.hold(Held { barrier, to, sequence, reply, close: false });
+                        self.hold(Held { conn, barrier, to, sequence, reply, close: false });
                     }
                     other => {
                         debug_assert!(false, "the logic answers only the request of its step");
@@ -487,20 +581,28 @@ impl Loop {
         result
     }
 
-    /// After a batch of steps: start the fsync covering them (unless one
-    /// runs; its end starts the next), maybe a snapshot, and release what is
-    /// already durable (answers that appended nothing).
-    fn settle(&mut self, coord: &Coord, journal: &mut Journal) {
-        journal.start_sync();
+    /// After a batch of steps: commit them (unless a commit runs; its end
+    /// starts the next) — at once, or once the connections whose answers just
+    /// went out have sent their next request, within the gather window —, maybe
+    /// a snapshot, and release what is durable. An error: the WAL stopped.
+    fn settle(&mut self, coord: &Coord, journal: &mut Journal) -> Result<(), ShellError> {
+        let expected = self.pace.expected(Instant::now(), journal.gather_window());
+        journal.commit(expected, INLINE_EVENTS_MAX)?;
         journal.maybe_snapshot(coord);
         self.release(journal);
+        Ok(())
     }
 
     /// Delivers, in order, every held answer whose WAL records are durable.
     fn release(&mut self, journal: &Journal) {
         let durable = journal.durable_through();
+        if self.outbox.front().is_none_or(|held| held.barrier > durable) {
+            return;
+        }
+        let (now, window) = (Instant::now(), journal.gather_window());
         while self.outbox.front().is_some_and(|held| held.barrier <= durable) {
             let held = self.outbox.pop_front().expect("checked just above");
+            self.pace.answered(held.conn, now, window);
             // The client may have gone away; its answer is then dropped.
             let _gone = held.to.send((held.sequence, held.reply, held.close));
         }
@@ -557,6 +659,7 @@ pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 256;
 async fn connection(stream: TcpStream, peer: SocketAddr, mut pass: Pass, shared: Arc<Shared>) {
     shared.counters.connection_opened();
     let _open = OpenConnection(Arc::clone(&shared.counters));
+    let conn = shared.next_conn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (read_half, write_half) = stream.into_split();
     let mut reader = FrameReader { stream: read_half, buf: BytesMut::with_capacity(HELLO_BUFFER_BYTES) };
     let mut writer = FrameWriter { stream: write_half, buf: BytesMut::with_capacity(HELLO_BUFFER_BYTES) };
@@ -601,7 +704,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, mut pass: Pass, shared:
                 (CallKind::Refused { reply: Reply::Error(error), close }, close)
             }
         };
-        if shared.calls.send(Call { to: to.clone(), sequence, what }).await.is_err() {
+        if shared.calls.send(Call { conn, to: to.clone(), sequence, what }).await.is_err() {
             return; // the loop is stopping
         }
         if close {
@@ -844,6 +947,8 @@ mod tests {
     use lava_eventlog::{EventLog, Options};
     use tokio::sync::mpsc;
 
+    use std::time::Duration;
+
     use super::{Answer, Call, CallKind, Loop};
     use crate::journal::{self, EVENT_LOG_NAME, Journal, JournalEvent};
 
@@ -857,7 +962,13 @@ mod tests {
     }
 
     fn new_loop() -> Loop {
-        Loop { outbox: Default::default(), effects: Vec::new(), next_client: 1, counters: Default::default() }
+        Loop {
+            outbox: Default::default(),
+            effects: Vec::new(),
+            next_client: 1,
+            counters: Default::default(),
+            pace: Default::default(),
+        }
     }
 
     fn answers(from: &mut mpsc::UnboundedReceiver<Answer>) -> Vec<(u32, Reply)> {
@@ -888,10 +999,11 @@ mod tests {
         ];
         for (sequence, what) in (1..).zip(calls) {
             shell
-                .take(&mut coord, &mut journal, Call { to: to.clone(), sequence, what }, 0)
+                .take(&mut coord, &mut journal, Call { conn: 1, to: to.clone(), sequence, what }, 0)
                 .expect("stepped");
         }
-        shell.settle(&coord, &mut journal);
+        shell.release(&journal);
+        journal.start_sync();
         assert_eq!((journal.appended_through(), journal.durable_through()), (1, 0));
         assert_eq!(answers(&mut written), [], "nothing leaves before TaskCreated is durable");
         assert_eq!(shell.outbox.iter().map(|held| held.barrier).collect::<Vec<_>>(), [1, 1, 1, 1]);
@@ -911,6 +1023,48 @@ mod tests {
         assert!(shell.outbox.is_empty());
     }
 
+    // Goal: a group commit waits for the connections whose answers just went out (they
+    // send again soon) and then covers their requests too, made durable on the loop's
+    // thread; with nobody expected it commits at once; an expected connection that does not
+    // come back delays the others only until the gather window ends (journal.next()).
+    // Method: the loop's take/settle on a real WAL; connections 1 and 2, one submission
+    // each at a time.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_commit_waits_for_the_connections_expected_back() {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let mut journal = Journal::new(journal::open(&dir.path().join("coord")).expect("WAL"), 1_000_000);
+        let mut coord = Coord::new(CoordConfig::default());
+        let mut shell = new_loop();
+        let (to, mut written) = mpsc::unbounded_channel();
+        let take = |shell: &mut Loop, coord: &mut Coord, journal: &mut Journal, conn, sequence| {
+            let call = Call { conn, to: to.clone(), sequence, what: submit(1) };
+            shell.take(coord, journal, call, 0).expect("stepped");
+            shell.settle(coord, journal).expect("committed");
+        };
+        journal.assume_commit_time(Duration::from_millis(2));
+        take(&mut shell, &mut coord, &mut journal, 1, 1);
+        assert_eq!(journal.durable_through(), 1, "nobody else expected: committed at once");
+        // A window of 2 ms from each append: the waits below are checked right after it.
+        journal.assume_commit_time(Duration::from_millis(2));
+        assert_eq!(answers(&mut written).len(), 1);
+
+        take(&mut shell, &mut coord, &mut journal, 2, 2);
+        assert_eq!(journal.durable_through(), 1, "connection 1 was just answered: waited for");
+        assert_eq!(answers(&mut written), []);
+        take(&mut shell, &mut coord, &mut journal, 1, 3);
+        assert_eq!(journal.durable_through(), 3, "connection 1 came back: one commit for both");
+        let out = answers(&mut written);
+        assert_eq!(out.iter().map(|(sequence, _)| *sequence).collect::<Vec<_>>(), [2, 3]);
+
+        take(&mut shell, &mut coord, &mut journal, 2, 4);
+        assert_eq!(journal.durable_through(), 3, "connection 1 is expected back");
+        let Ok(JournalEvent::Durable(4)) = journal.next().await else {
+            panic!("the gather window ends and the commit covers the waiting submission")
+        };
+        shell.release(&journal);
+        assert_eq!(answers(&mut written).iter().map(|(sequence, _)| *sequence).collect::<Vec<_>>(), [4]);
+    }
+
     // Goal: when an append fails, the step's answer is never queued (the caller stops the
     // daemon; shell contract step 4), and an answer held before it stays held.
     // Method: a WAL whose records may hold 64 bytes, a submission whose TaskCreated is larger.
@@ -925,9 +1079,10 @@ mod tests {
         let mut shell = new_loop();
         let (to, mut written) = mpsc::unbounded_channel();
         shell
-            .take(&mut coord, &mut journal, Call { to: to.clone(), sequence: 1, what: submit(1) }, 0)
+            .take(&mut coord, &mut journal, Call { conn: 1, to: to.clone(), sequence: 1, what: submit(1) }, 0)
             .expect("fits");
-        let failed = shell.take(&mut coord, &mut journal, Call { to, sequence: 2, what: submit(200) }, 0);
+        let failed =
+            shell.take(&mut coord, &mut journal, Call { conn: 1, to, sequence: 2, what: submit(200) }, 0);
         assert!(failed.is_err(), "a record over the WAL's limit fails the append");
         assert_eq!(shell.outbox.len(), 1, "only the first submission's answer is held");
         assert_eq!(journal.appended_through(), 1);

@@ -18,6 +18,21 @@
 //! the hand-off to a helper thread and the wake-up when it ends cost more than the loop
 //! could do meanwhile (docs/benchmarks.md, "Small group commits on the loop").
 //!
+//! # Gathering before a commit
+//! When each client sends its next request only once its last answer came back (a few
+//! workers, one request outstanding each), a commit started at the first arrival covers
+//! one request and the others arrive while it runs, to wait for the next: about two
+//! fsyncs per round of requests, each request waiting up to two of them.
+//! [`GroupCommit::commit`] takes the caller's count of clients it expects back soon (those
+//! whose answers just went out): while some are expected, it waits for them, at most a
+//! gather window after the first record not yet committed (the commits' recent mean time,
+//! at most [`GATHER_MAX`]; no wait when that is under [`GATHER_MIN`]), on a precise timer (a timerfd; tokio's timers
+//! tick in milliseconds). When nobody more is expected, or the window ended
+//! ([`GroupCommit::next`] watches the timer), it commits: on the caller's thread when the
+//! records are few (as [`GroupCommit::sync_small`]: nobody is left to step meanwhile),
+//! else on a helper thread. One fsync then covers every client's request of the round
+//! (docs/benchmarks.md, "Few sequential workers, and beanstalkd beside them").
+//!
 //! # Snapshots
 //! [`GroupCommit::start_snapshot`] runs, on a blocking thread and one at a time, the
 //! caller's preparation of the snapshot's bytes (which may read the log), then
@@ -40,15 +55,18 @@
 //! be fine; if not, the next append or fsync says so). The component marks no crash point;
 //! the daemon marks its own: after [`append`](GroupCommit::append) returns, after
 //! [`next`](GroupCommit::next) returns [`Finished::Durable`], after
-//! [`sync_small`](GroupCommit::sync_small) returns true, and in the `on_durable` callback
+//! [`sync_small`](GroupCommit::sync_small) or [`commit`](GroupCommit::commit) returns
+//! true, and in the `on_durable` callback
 //! of [`sync_all`](GroupCommit::sync_all) and [`close`](GroupCommit::close) — each before
 //! anything held behind those records is released.
 
 use std::fmt;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lava_eventlog::{EventLog, Position, PruneReport};
+use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
 use tokio::task::JoinHandle;
 
 /// Why the log's appending side must stop.
@@ -91,6 +109,14 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for SnapshotError<E> {
 
 /// How long a group commit that found the disk full waits before trying again.
 pub const NO_SPACE_RETRY: Duration = Duration::from_secs(1);
+
+/// The shortest gather window of [`GroupCommit::commit`]: when commits take less than
+/// this on average, it does not wait for anyone (company saves little there, and the wait
+/// and its timer cost more).
+pub const GATHER_MIN: Duration = Duration::from_micros(50);
+/// The longest gather window of [`GroupCommit::commit`]: a slow disk does not make
+/// records wait longer than this for company.
+pub const GATHER_MAX: Duration = Duration::from_millis(2);
 
 /// What a helper thread finished, as [`GroupCommit::next`] reports it.
 #[derive(Debug)]
@@ -156,6 +182,83 @@ pub struct GroupCommit<E> {
     /// The encoding buffer, reused by every append.
     record: Vec<u8>,
     stats: SyncStats,
+    /// When the first record appended since the last commit started was appended.
+    first_pending_at: Option<Instant>,
+    /// The gather timer of [`commit`](Self::commit) (`None`: not made yet, or the system
+    /// refused one: then nothing waits), and the instant it is armed for.
+    gather: Option<GatherTimer>,
+    /// The commits' mean time, smoothed (µs), for the gather window.
+    commit_us_mean: u64,
+    /// [`commit`](Self::commit)'s last bound of records made durable on the caller's thread.
+    inline_max: u64,
+}
+
+/// A timerfd, watched by the runtime, armed for one instant at a time. Tokio's pipe
+/// receiver carries it: that wants only a non-blocking descriptor that `read(2)` and
+/// epoll serve, which a timerfd is (and it needs no unsafe code).
+#[derive(Debug)]
+struct GatherTimer {
+    fd: tokio::net::unix::pipe::Receiver,
+    armed: Option<Instant>,
+}
+
+impl GatherTimer {
+    /// A new timer, disarmed; `None` if the system refuses one (then nothing waits).
+    fn new() -> Option<GatherTimer> {
+        let flags = TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC;
+        let fd: OwnedFd = rustix::time::timerfd_create(TimerfdClockId::Monotonic, flags).ok()?;
+        tokio::runtime::Handle::try_current().ok()?;
+        let fd = tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(fd).ok()?;
+        Some(GatherTimer { fd, armed: None })
+    }
+
+    /// Arms the timer to fire at `at`; false if the system refused.
+    fn arm(&mut self, at: Instant) -> bool {
+        let wait = at.saturating_duration_since(Instant::now()).max(Duration::from_micros(1));
+        let spec = Itimerspec {
+            it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: Timespec {
+                tv_sec: i64::try_from(wait.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(wait.subsec_nanos()),
+            },
+        };
+        let armed = rustix::time::timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &spec).is_ok();
+        self.armed = armed.then_some(at);
+        armed
+    }
+
+    /// Disarms the timer (a firing already pending is drained and ignored by `fired`).
+    fn disarm(&mut self) {
+        if self.armed.take().is_some() {
+            let zero = Timespec { tv_sec: 0, tv_nsec: 0 };
+            let spec = Itimerspec { it_interval: zero, it_value: zero };
+            let _disarmed = rustix::time::timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &spec);
+        }
+    }
+
+    /// Completes when the armed instant has passed; pending while disarmed.
+    async fn fired(&mut self) {
+        loop {
+            let Some(at) = self.armed else { return std::future::pending().await };
+            if Instant::now() >= at {
+                self.armed = None;
+                return;
+            }
+            if self.fd.readable().await.is_err() {
+                // The runtime stopped watching it: the instant is all that is left.
+                self.armed = None;
+                return;
+            }
+            // Drains the expiration count (8 bytes); a stale firing is then ignored above.
+            let mut expirations = [0u8; 8];
+            if let Err(error) = self.fd.try_read(&mut expirations)
+                && error.kind() != std::io::ErrorKind::WouldBlock
+            {
+                self.armed = None;
+                return;
+            }
+        }
+    }
 }
 
 impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
@@ -173,6 +276,10 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
             no_space: None,
             record: Vec::new(),
             stats: SyncStats::default(),
+            first_pending_at: None,
+            gather: None,
+            commit_us_mean: 0,
+            inline_max: 0,
         }
     }
 
@@ -184,6 +291,9 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         let position = self.log.append(&self.record)?;
         assert_eq!(position.0, self.appended_through + 1, "positions are handed out in order, one writer");
         self.appended_through = position.0;
+        if self.first_pending_at.is_none() {
+            self.first_pending_at = Some(Instant::now());
+        }
         Ok(position.0)
     }
 
@@ -224,6 +334,7 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         if self.sync.is_some() || self.retry_at.is_some() || self.appended_through <= self.durable_through {
             return;
         }
+        self.committing();
         let log = Arc::clone(&self.log);
         let target = self.appended_through;
         self.sync_started = Some((Instant::now(), self.durable_through));
@@ -242,6 +353,7 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         if self.sync.is_some() || self.retry_at.is_some() || pending == 0 || pending > events_max {
             return Ok(false);
         }
+        self.committing();
         let started = (Instant::now(), self.durable_through);
         let target = self.appended_through;
         match self.log.wait_durable(Position(target)) {
@@ -255,6 +367,78 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         }
         self.synced(target, Some(started));
         Ok(true)
+    }
+
+    /// Makes the appended records durable now or soon, for a daemon whose clients each
+    /// wait for their answer before they send again (see the module doc, "Gathering
+    /// before a commit"). `expected`: how many clients the caller expects to send a request
+    /// soon (those whose answers just went out); while that is more than 0, no commit
+    /// starts before the gather window after the first record not yet committed has
+    /// passed ([`next`](Self::next) then starts it). Otherwise it commits now: on the
+    /// calling thread when at most `inline_max` records wait and no sync runs (returns
+    /// true, like [`sync_small`](Self::sync_small): the caller releases what they held),
+    /// else on a helper thread. Nothing happens while a sync runs: its end, reported by
+    /// [`next`](Self::next), is when to call this again.
+    pub fn commit(&mut self, expected: usize, inline_max: u64) -> Result<bool, Error> {
+        self.inline_max = inline_max;
+        if self.sync.is_some() || self.retry_at.is_some() || self.appended_through <= self.durable_through {
+            return Ok(false);
+        }
+        let window = self.gather_window();
+        if expected > 0
+            && !window.is_zero()
+            && let Some(first) = self.first_pending_at
+        {
+            let until = first + window;
+            if Instant::now() < until {
+                if self.gather.is_none() {
+                    self.gather = GatherTimer::new();
+                }
+                if let Some(timer) = self.gather.as_mut()
+                    && (timer.armed == Some(until) || timer.arm(until))
+                {
+                    return Ok(false);
+                }
+            }
+        }
+        self.commit_now()
+    }
+
+    /// Commits what was appended: on this thread when few, else on a helper thread.
+    fn commit_now(&mut self) -> Result<bool, Error> {
+        if self.sync_small(self.inline_max)? {
+            return Ok(true);
+        }
+        self.start_sync();
+        Ok(false)
+    }
+
+    /// How long [`commit`](Self::commit) waits for expected clients at most: the recent
+    /// mean time of a commit, at most [`GATHER_MAX`]; zero (no waiting) while that mean is
+    /// under [`GATHER_MIN`] or no commit was timed yet. Waiting that long
+    /// for a client costs the records already there about what the client would wait if
+    /// it came just after the commit started.
+    pub fn gather_window(&self) -> Duration {
+        let mean = Duration::from_micros(self.commit_us_mean);
+        if mean < GATHER_MIN {
+            // Commits this cheap gain little from company (tmpfs, a fast cache): none waits.
+            return Duration::ZERO;
+        }
+        mean.min(GATHER_MAX)
+    }
+
+    /// Takes `time` as the commits' mean time so far (the next commits refine it): for a
+    /// daemon that knows its disk before the first commit, and for tests.
+    pub fn assume_commit_time(&mut self, time: Duration) {
+        self.commit_us_mean = u64::try_from(time.as_micros()).unwrap_or(u64::MAX);
+    }
+
+    /// A commit starts: what was waiting is no longer, and the gather timer is not needed.
+    fn committing(&mut self) {
+        self.first_pending_at = None;
+        if let Some(timer) = self.gather.as_mut() {
+            timer.disarm();
+        }
     }
 
     /// The disk was full: no round starts before [`NO_SPACE_RETRY`] has passed.
@@ -272,6 +456,9 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
             stats.max_us = stats.max_us.max(us);
             stats.buckets.observe(us);
             stats.events += target.saturating_sub(from);
+            // A mean over the last few commits (7/8 of the old, 1/8 of the new).
+            self.commit_us_mean =
+                if self.commit_us_mean == 0 { us } else { (self.commit_us_mean * 7 + us) / 8 };
         }
         self.durable_through = self.durable_through.max(target);
     }
@@ -333,6 +520,15 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
                     self.retry_at = None;
                     self.start_sync();
                 }
+                () = gather_ended(&mut self.gather) => {
+                    // The window passed before every expected client came: commit now.
+                    if self.commit_now()? {
+                        return Ok(Finished::Durable(self.durable_through));
+                    }
+                    if let Some(error) = self.no_space.take() {
+                        return Ok(Finished::NoSpace(error));
+                    }
+                }
             }
         }
     }
@@ -386,6 +582,14 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         });
         closed.await.map_err(Error::Helper)??;
         Ok(())
+    }
+}
+
+/// Completes when the gather timer, if armed, fired; pending forever otherwise.
+async fn gather_ended(timer: &mut Option<GatherTimer>) {
+    match timer {
+        Some(timer) => timer.fired().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -519,6 +723,51 @@ mod tests {
         assert!(commit.sync_small(2).expect("no failure"), "the last record, once the sync ended");
         assert_eq!(commit.durable_through(), 6);
         assert_eq!((commit.stats().count, commit.stats().events), (3, 6));
+        commit.close(|_| {}).await.expect("closes");
+    }
+
+    // Goal: commit() commits at once, on the caller's thread, when nobody is expected and
+    // the records are few; with more than its bound it starts a helper-thread sync; while
+    // clients are expected it waits, and next() commits once the gather window passed;
+    // nothing starts while a sync runs.
+    // Method: the four cases in turn on one log, with the positions and statistics after each.
+    #[tokio::test(flavor = "current_thread")]
+    async fn commit_gathers_while_clients_are_expected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut commit = GroupCommit::<Infallible>::new(open(dir.path()));
+        append(&mut commit, 2);
+        assert!(commit.commit(0, 4).expect("no failure"), "nobody expected, 2 records: on this thread");
+        assert_eq!(commit.durable_through(), 2);
+
+        append(&mut commit, 5);
+        assert!(!commit.commit(0, 4).expect("no failure"), "over the bound: a helper thread");
+        assert!(commit.sync.is_some());
+        append(&mut commit, 1);
+        assert!(!commit.commit(0, 4).expect("no failure"), "a sync runs");
+        let Finished::Durable(position) = commit.next().await.expect("no failure") else {
+            panic!("only a sync runs")
+        };
+        assert_eq!(position, 7);
+        assert!(commit.commit(0, 4).expect("no failure"), "the record appended during the sync");
+        assert_eq!(commit.durable_through(), 8);
+
+        // The window (GATHER_MAX) counts from the append just before.
+        commit.assume_commit_time(GATHER_MAX);
+        append(&mut commit, 1);
+        assert!(!commit.commit(3, 4).expect("no failure"), "clients are expected: it waits");
+        assert_eq!(commit.durable_through(), 8);
+        assert!(commit.sync.is_none(), "no sync started while gathering");
+        assert_eq!(commit.gather_window(), GATHER_MAX);
+        let Finished::Durable(position) = commit.next().await.expect("no failure") else {
+            panic!("the gather window ends")
+        };
+        assert_eq!((position, commit.durable_through()), (9, 9), "committed when the window passed");
+        assert_eq!(commit.stats().count, 4);
+
+        commit.assume_commit_time(GATHER_MIN / 2);
+        assert_eq!(commit.gather_window(), Duration::ZERO, "commits this cheap wait for nobody");
+        append(&mut commit, 1);
+        assert!(commit.commit(3, 4).expect("no failure"), "committed at once though clients are expected");
         commit.close(|_| {}).await.expect("closes");
     }
 

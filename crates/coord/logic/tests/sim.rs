@@ -14,7 +14,10 @@
 //!   appended so far, unless one is running; when one ends, the answers it
 //!   covers are released in order and the next one starts at once for what
 //!   was appended meanwhile (so an answer is never released by a group commit
-//!   that started before its step);
+//!   that started before its step); the start may also wait (the daemon
+//!   gathers while it expects connections back, until a window ends: modelled
+//!   as a start put off to a later settle or round), and a commit may end at
+//!   once (made durable on the loop's own thread);
 //! - `Tick` every 100 ms of simulated time, and once at every start;
 //! - a snapshot is taken between steps and written by a helper once the
 //!   events it covers are durable (its own wait makes them so).
@@ -457,6 +460,10 @@ struct Sim {
     crash_at_point: u64,
     /// Per round, per mille: a running group commit ends; a snapshot is taken; one being written ends.
     fsync_rate: u64,
+    /// Per settle, per mille: the commit's start is put off (gathering); a commit started
+    /// ends at once (on the loop's thread).
+    gather_rate: u64,
+    inline_rate: u64,
     snapshot_rate: u64,
     snapshot_write_rate: u64,
     n_steps: u64,
@@ -508,6 +515,8 @@ impl Sim {
         let snapshot_rate = rng.below(30);
         let snapshot_write_rate = 100 + rng.below(900);
         let fsync_rate = 200 + rng.below(800);
+        let gather_rate = rng.below(700);
+        let inline_rate = rng.below(700);
         let submissions_target = 5 + rng.below(40);
         Sim {
             seed,
@@ -534,6 +543,8 @@ impl Sim {
             crash_between,
             crash_at_point,
             fsync_rate,
+            gather_rate,
+            inline_rate,
             snapshot_rate,
             snapshot_write_rate,
             n_steps: 0,
@@ -660,15 +671,22 @@ impl Sim {
     }
 
     /// After a batch of steps (the daemon's `Loop::settle`): start a group
-    /// commit for everything appended unless one runs, maybe take a snapshot,
-    /// and release what is already durable (answers that appended nothing).
+    /// commit for everything appended unless one runs or the start is put off
+    /// (gathering), maybe take a snapshot, and release what is already durable
+    /// (answers that appended nothing, or everything when the commit ended at once).
     fn settle(&mut self) -> Result<(), String> {
-        if self.sync.is_none() && self.wal.len() > self.durable_through {
+        let mut inline = false;
+        if self.sync.is_none() && self.wal.len() > self.durable_through && !self.rng.chance(self.gather_rate)
+        {
             self.sync = Some(self.wal.len());
+            inline = self.rng.chance(self.inline_rate);
         }
         if self.snapshot_running.is_none() && !self.wal.is_empty() && self.rng.chance(self.snapshot_rate) {
             let coord = self.coord.as_ref().expect("settled only while up");
             self.snapshot_running = Some((self.wal.len(), coord.snapshot()));
+        }
+        if inline {
+            return self.group_commit_ended();
         }
         self.release()
     }
@@ -711,6 +729,10 @@ impl Sim {
     fn sync_all(&mut self) -> Result<(), String> {
         loop {
             self.settle()?;
+            if self.sync.is_none() && self.wal.len() > self.durable_through {
+                // A clean stop commits what a gather was waiting with.
+                self.sync = Some(self.wal.len());
+            }
             if self.sync.is_none() {
                 return Ok(());
             }
@@ -993,6 +1015,19 @@ impl Sim {
             if !self.up() {
                 return Ok(());
             }
+        } else if self.sync.is_none()
+            && self.wal.len() > self.durable_through
+            && self.rng.chance(self.fsync_rate)
+        {
+            // A gather window ended with nobody arriving: the commit starts (the loop's
+            // `Durable` arm when it ended at once).
+            self.sync = Some(self.wal.len());
+            if self.rng.chance(self.inline_rate) {
+                self.group_commit_ended()?;
+                if !self.up() {
+                    return Ok(());
+                }
+            }
         }
         if self.snapshot_running.is_some() && self.rng.chance(self.snapshot_write_rate) {
             self.snapshot_written();
@@ -1112,6 +1147,8 @@ fn the_simulated_shell_holds_answers_behind_the_group_commit_that_covers_them() 
     let mut sim = Sim::new(1, false);
     sim.chaos = false;
     sim.snapshot_rate = 0;
+    sim.gather_rate = 0;
+    sim.inline_rate = 0;
     let payload = Payload::new(vec![1], &Limits::default()).expect("small");
     sim.send(0, Request::Submit { payload }).expect("stepped");
     sim.settle().expect("settled");
