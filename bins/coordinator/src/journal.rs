@@ -202,6 +202,12 @@ impl Journal {
         self.commit.assume_commit_time(time);
     }
 
+    /// Sets the longest gather window (tests: longer than any pause of a loaded machine).
+    #[cfg(test)]
+    pub fn set_gather_max(&mut self, max: std::time::Duration) {
+        self.commit.set_gather_max(max);
+    }
+
     /// Starts a snapshot if `snapshot_events` events were appended since the
     /// last one and none is being written.
     pub fn maybe_snapshot(&mut self, coord: &Coord) {

@@ -189,6 +189,8 @@ pub struct GroupCommit<E> {
     gather: Option<GatherTimer>,
     /// The commits' mean time, smoothed (µs), for the gather window.
     commit_us_mean: u64,
+    /// The longest gather window ([`GATHER_MAX`] unless set).
+    gather_max: Duration,
     /// [`commit`](Self::commit)'s last bound of records made durable on the caller's thread.
     inline_max: u64,
 }
@@ -279,6 +281,7 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
             first_pending_at: None,
             gather: None,
             commit_us_mean: 0,
+            gather_max: GATHER_MAX,
             inline_max: 0,
         }
     }
@@ -424,7 +427,13 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
             // Commits this cheap gain little from company (tmpfs, a fast cache): none waits.
             return Duration::ZERO;
         }
-        mean.min(GATHER_MAX)
+        mean.min(self.gather_max)
+    }
+
+    /// Sets the longest gather window (default [`GATHER_MAX`]): for tests, which check
+    /// what happens inside a window and need it longer than any pause of a loaded machine.
+    pub fn set_gather_max(&mut self, max: Duration) {
+        self.gather_max = max;
     }
 
     /// Takes `time` as the commits' mean time so far (the next commits refine it): for a
@@ -751,18 +760,23 @@ mod tests {
         assert!(commit.commit(0, 4).expect("no failure"), "the record appended during the sync");
         assert_eq!(commit.durable_through(), 8);
 
-        // The window (GATHER_MAX) counts from the append just before.
-        commit.assume_commit_time(GATHER_MAX);
+        // The window counts from the append just before; a second, so that no pause of a
+        // loaded machine between two statements ends it early.
+        commit.set_gather_max(Duration::from_secs(1));
+        commit.assume_commit_time(Duration::from_secs(1));
+        assert_eq!(commit.gather_window(), Duration::from_secs(1));
         append(&mut commit, 1);
         assert!(!commit.commit(3, 4).expect("no failure"), "clients are expected: it waits");
         assert_eq!(commit.durable_through(), 8);
         assert!(commit.sync.is_none(), "no sync started while gathering");
-        assert_eq!(commit.gather_window(), GATHER_MAX);
         let Finished::Durable(position) = commit.next().await.expect("no failure") else {
             panic!("the gather window ends")
         };
         assert_eq!((position, commit.durable_through()), (9, 9), "committed when the window passed");
         assert_eq!(commit.stats().count, 4);
+        commit.set_gather_max(GATHER_MAX);
+        commit.assume_commit_time(GATHER_MAX);
+        assert_eq!(commit.gather_window(), GATHER_MAX, "the window is at most GATHER_MAX by default");
 
         commit.assume_commit_time(GATHER_MIN / 2);
         assert_eq!(commit.gather_window(), Duration::ZERO, "commits this cheap wait for nobody");
