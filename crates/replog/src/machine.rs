@@ -81,8 +81,10 @@ pub enum Step<M> {
     /// The committed entry at `index` is in the application's state now (applied here, or
     /// chosen here as the leader): for status and for checks; nothing to carry out.
     Applied { index: u64, term: u64, data: Vec<u8> },
-    /// An answer whose events are committed: send it.
-    Release(M),
+    /// An answer whose events are committed: send it. `after` is the last proposal it
+    /// waited for (its term is the term in which this candidate acknowledges), `None` for
+    /// an answer that waited for nothing.
+    Release { answer: M, after: Option<Placed> },
     /// An answer whose events may never be committed: answer "not done" or drop it.
     NotDone(M),
     /// This candidate leads `term` and its state holds every committed entry: serve.
@@ -239,7 +241,7 @@ impl<A: Application, M> Machine<A, M> {
         } else if let Some(&gate) = self.pending.back() {
             self.held.push_back(Held { gate, answer });
         } else {
-            self.out.push(Step::Release(answer));
+            self.out.push(Step::Release { answer, after: None });
         }
     }
 
@@ -308,7 +310,7 @@ impl<A: Application, M> Machine<A, M> {
             let held = self.held.pop_front().expect("front exists");
             // A gate at or below this index that is still held was committed with its
             // term only if no proposal died (else `abandon` took it already).
-            steps.push(Step::Release(held.answer));
+            steps.push(Step::Release { answer: held.answer, after: Some(held.gate) });
         }
     }
 
@@ -415,10 +417,9 @@ mod tests {
                 for step in m.drain() {
                     match step {
                         Step::Send { to, message } => mail.push((k as u64 + 1, to, message)),
-                        s @ (Step::Release(_)
-                        | Step::NotDone(_)
-                        | Step::Lead { .. }
-                        | Step::Follow { .. }) => seen.push((k as u64 + 1, s)),
+                        s @ (Step::Release { .. } | Step::NotDone(_) | Step::Lead { .. } | Step::Follow { .. }) => {
+                            seen.push((k as u64 + 1, s))
+                        }
                         _ => {}
                     }
                 }
@@ -457,14 +458,15 @@ mod tests {
         ms[0].hold("job 7 accepted");
         assert_eq!(ms[0].held(), 1);
         let seen = settle(&mut ms, &[]);
-        assert_eq!(seen, vec![(1, Step::Release("job 7 accepted"))]);
+        let gate = Placed { index: 2, term: 1 };
+        assert_eq!(seen, vec![(1, Step::Release { answer: "job 7 accepted", after: Some(gate) })]);
         tick_all(&mut ms, &[], 2);
         for m in &ms {
             assert_eq!(m.app().0, vec![7]);
         }
         // Nothing outstanding: an answer goes at once.
         ms[0].hold("query");
-        assert_eq!(settle(&mut ms, &[]), vec![(1, Step::Release("query"))]);
+        assert_eq!(settle(&mut ms, &[]), vec![(1, Step::Release { answer: "query", after: None })]);
     }
 
     #[test]
@@ -482,7 +484,7 @@ mod tests {
         let seen = tick_all(&mut ms, &[1], 40);
         assert!(seen.contains(&(1, Step::NotDone("two"))), "{seen:?}");
         assert!(seen.contains(&(1, Step::Follow { term: 1, leader: None })), "{seen:?}");
-        assert!(!seen.iter().any(|s| s == &(1, Step::Release("two"))));
+        assert!(!seen.iter().any(|s| matches!(s, (_, Step::Release { answer: "two", .. }))));
         assert_eq!(ms[0].app().0, vec![1], "rebuilt from the committed log");
         let new_leader = ms.iter().position(|m| m.is_serving()).expect("the others elect one");
         assert_ne!(new_leader, 0);
