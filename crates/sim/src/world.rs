@@ -172,6 +172,10 @@ pub struct Stats {
     pub n_requeues: u64,
     /// Jobs `bkill -r` ended (JOB_FORCE_EXIT durable).
     pub n_forced_exits: u64,
+    /// Replicated runs: candidates that began to serve (a term led), answers "not done".
+    pub n_leads: u64,
+    /// Answers of a leader whose proposals may never commit.
+    pub n_not_done: u64,
     /// Virtual time at the end, ms since the start.
     pub end_ms: u64,
 }

@@ -44,7 +44,7 @@ fn replicated_seeds() {
     let started = Instant::now();
     let next_seed = AtomicU64::new(start);
     let n_run = AtomicU64::new(0);
-    let totals = Mutex::new((0u64, 0u64));
+    let totals = Mutex::new((0u64, 0u64, 0u64, 0u64));
     let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..n_runners {
@@ -62,6 +62,8 @@ fn replicated_seeds() {
                             let mut t = totals.lock().unwrap_or_else(PoisonError::into_inner);
                             t.0 += outcome.stats.n_jobs;
                             t.1 += outcome.stats.n_mbd_crashes;
+                            t.2 += outcome.stats.n_leads;
+                            t.3 += outcome.stats.n_not_done;
                         }
                         Err(failure) => failures.lock().unwrap_or_else(PoisonError::into_inner).push(failure),
                     }
@@ -71,9 +73,9 @@ fn replicated_seeds() {
     });
     let n_run = n_run.into_inner();
     let elapsed = started.elapsed().as_secs_f64();
-    let (n_jobs, n_crashes) = totals.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let (n_jobs, n_crashes, n_leads, n_not_done) = totals.into_inner().unwrap_or_else(PoisonError::into_inner);
     eprintln!(
-        "lava-sim replicated: {n_run} seeds from {start} in {elapsed:.2} s on {n_runners} runners: {n_jobs} jobs, {n_crashes} candidate crashes"
+        "lava-sim replicated: {n_run} seeds from {start} in {elapsed:.2} s on {n_runners} runners: {n_jobs} jobs, {n_crashes} candidate crashes, {n_leads} leaderships, {n_not_done} answers not done"
     );
     let mut failures = failures.into_inner().unwrap_or_else(PoisonError::into_inner);
     if !failures.is_empty() {
@@ -81,7 +83,12 @@ fn replicated_seeds() {
         let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
         panic!("{} of {n_run} seeds failed:\n{}", failures.len(), report.join("\n"));
     }
-    assert!(n_run == 1 || n_jobs > n_run, "the runs created only {n_jobs} jobs in {n_run} seeds");
+    // The runs must have done something: jobs, failovers, and leaders that lost proposals.
+    if n_run >= 50 {
+        assert!(n_jobs > n_run, "the runs created only {n_jobs} jobs in {n_run} seeds");
+        assert!(n_leads > 2 * n_run, "only {n_leads} leaderships in {n_run} seeds: few failovers");
+        assert!(n_not_done > 0, "no leader ever lost a proposal in {n_run} seeds");
+    }
 }
 
 // Goal: a replicated run is a pure function of its seed.
