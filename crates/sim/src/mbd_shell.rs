@@ -264,7 +264,13 @@ impl World {
 
     /// The checks after a step of `mbd`: its invariants, EXECUTE changing no state, and
     /// (when `current`: its state holds every durable event) no durable DONE or EXIT changed.
-    pub fn check_mbd_step(&self, mbd: &Mbd, execute_job: Option<JobRef>, before: Option<&Job>, current: bool) {
+    pub fn check_mbd_step(
+        &self,
+        mbd: &Mbd,
+        execute_job: Option<JobRef>,
+        before: Option<&Job>,
+        current: bool,
+    ) {
         if let Err(problem) = mbd.check_invariants() {
             self.violation(format!("mbd invariant: {problem}"));
         }
@@ -399,7 +405,7 @@ impl World {
                 host: HostName::parse("credential", "client1").expect("valid"),
             }
         };
-        let input = match request {
+        match request {
             ClientRequest::Submit(submit) => {
                 let wire::ClientRequest { credential, request_id, body } = *submit;
                 let spec = match SubmitSpec::try_from(body) {
@@ -433,8 +439,7 @@ impl World {
                 request: body,
                 submissions: Vec::new(),
             },
-        };
-        input
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Instant;
 use lava_sim::{Failure, Options, check_replicated};
 
 /// Seeds CI runs by default (see docs/failover.md for the time they take).
-const SEEDS_DEFAULT: u64 = 200;
+const SEEDS_DEFAULT: u64 = 150;
 const FAILURES_SHOWN_MAX: usize = 5;
 const RUNNERS_MAX: usize = 4;
 
@@ -73,7 +73,8 @@ fn replicated_seeds() {
     });
     let n_run = n_run.into_inner();
     let elapsed = started.elapsed().as_secs_f64();
-    let (n_jobs, n_crashes, n_leads, n_not_done) = totals.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let (n_jobs, n_crashes, n_leads, n_not_done) =
+        totals.into_inner().unwrap_or_else(PoisonError::into_inner);
     eprintln!(
         "lava-sim replicated: {n_run} seeds from {start} in {elapsed:.2} s on {n_runners} runners: {n_jobs} jobs, {n_crashes} candidate crashes, {n_leads} leaderships, {n_not_done} answers not done"
     );
