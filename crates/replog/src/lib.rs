@@ -9,6 +9,10 @@
 //! snapshot. Recovery rebuilds a replica from the records it made durable
 //! ([`Replica::recover`]), in the record format of [`record`].
 //!
+//! [`machine`] is the replicated state machine over the log, generic over the
+//! application: a leader's answers held until their entries are committed, followers
+//! applying committed entries, a leader's state rebuilt when its proposals die.
+//!
 //! mbatchd and the coordinator share this one component (docs/failover.md, "One log for
 //! two daemons"): their entries are their event logs' records, their snapshots their
 //! snapshots; neither logic crate ever sees consensus, only an ordered log.

@@ -126,10 +126,19 @@
 //!   have written its pid file when a restarted sbatchd looks for it.
 //! - Hosts never reboot (processes die only by signal or on their own), no
 //!   memory limit is measured (`MemoryUsage`), no numbered `bkill -s` is sent,
-//!   there is one mbatchd (no failover), and no lim.
+//!   and there is no lim.
+//!
+//! # The replicated mbatchd
+//! [`run_replicated`] plays the same cluster with mbatchd replicated among three master
+//! candidates (`lava_replog::machine` over the real lava-mbd logic), with crashes, pauses
+//! and partitions of the candidates on top of the faults above (module `replicated`,
+//! docs/failover.md, "How it is tested"; `tests/replicated.rs`, `LAVA_SIM_REPL_SEED=N`).
+//! Its disk is the candidates' replica records (a `Persist` in progress keeps a prefix of
+//! them at a crash) instead of `lsb.events`; the disk-full windows are left to the single
+//! mbatchd.
 //!
 //! # Map
-//! `world` (clock, queue, network, faults, phases), `mbd_shell`,
+//! `world` (clock, queue, network, faults, phases), `mbd_shell`, `replicated`,
 //! `sbd_shell`, `process`, `client`, `oracle` (the checks), `codec`,
 //! `params`, `rng`, `trace`.
 
