@@ -417,9 +417,10 @@ mod tests {
                 for step in m.drain() {
                     match step {
                         Step::Send { to, message } => mail.push((k as u64 + 1, to, message)),
-                        s @ (Step::Release { .. } | Step::NotDone(_) | Step::Lead { .. } | Step::Follow { .. }) => {
-                            seen.push((k as u64 + 1, s))
-                        }
+                        s @ (Step::Release { .. }
+                        | Step::NotDone(_)
+                        | Step::Lead { .. }
+                        | Step::Follow { .. }) => seen.push((k as u64 + 1, s)),
                         _ => {}
                     }
                 }

@@ -89,7 +89,8 @@ impl Application for MbdApp {
         match self.mbd.replay(event) {
             Ok(lava_mbd::Replayed::Applied) => {}
             Ok(lava_mbd::Replayed::Ignored(ignored)) => {
-                self.error.get_or_insert(format!("entry {index}, written by mbatchd itself, ignored: {ignored:?}"));
+                self.error
+                    .get_or_insert(format!("entry {index}, written by mbatchd itself, ignored: {ignored:?}"));
             }
             Err(error) => {
                 self.error.get_or_insert(format!("entry {index} does not apply: {error}"));
@@ -242,7 +243,8 @@ impl Repl {
                 return Err(format!("candidate {} holds another state than the leader at the end", k + 1));
             }
         }
-        let log = self.committed.values().filter(|(_, data)| !data.is_empty()).map(|(_, d)| d.clone()).collect();
+        let log =
+            self.committed.values().filter(|(_, data)| !data.is_empty()).map(|(_, d)| d.clone()).collect();
         Ok((live, log))
     }
 }
@@ -259,7 +261,9 @@ impl World {
         // as often as the single mbatchd would.
         world.params.disk_full_mean_ms = None;
         let rng = &mut world.rng;
-        let sometimes = |rng: &mut crate::rng::Rng, p: f64, low: u64, high: u64| rng.chance(p).then(|| rng.range(low, high));
+        let sometimes = |rng: &mut crate::rng::Rng, p: f64, low: u64, high: u64| {
+            rng.chance(p).then(|| rng.range(low, high))
+        };
         let params = ReplParams {
             pause_mean_ms: sometimes(rng, 0.5, 3_000, 20_000),
             partition_mean_ms: sometimes(rng, 0.6, 2_000, 20_000),
@@ -407,7 +411,8 @@ impl World {
         }
         cand.paused = false;
         let inbox = std::mem::take(&mut cand.inbox);
-        self.trace.line(self.now_ms, || format!("candidate {}: resumed, {} frames waiting", c + 1, inbox.len()));
+        self.trace
+            .line(self.now_ms, || format!("candidate {}: resumed, {} frames waiting", c + 1, inbox.len()));
         for packet in inbox {
             self.repl_deliver(c, packet);
         }
@@ -458,14 +463,20 @@ impl World {
             return;
         }
         let repl = self.repl_mut();
-        let app = MbdApp { config: repl.config.clone(), mbd: Mbd::new(repl.config.clone()).expect("valid"), error: None };
+        let app = MbdApp {
+            config: repl.config.clone(),
+            mbd: Mbd::new(repl.config.clone()).expect("valid"),
+            error: None,
+        };
         let cand = &mut repl.cands[c];
         cand.incarnation += 1;
         cand.dumped = u64::MAX;
         let config = Config::new(c as u64 + 1, CANDIDATES as u64);
         let machine = match Machine::recover(config, app, cand.records.clone(), cand.snapshot.clone()) {
             Ok(machine) => machine,
-            Err(error) => self.violation(format!("candidate {} does not recover from its own disk: {error}", c + 1)),
+            Err(error) => {
+                self.violation(format!("candidate {} does not recover from its own disk: {error}", c + 1))
+            }
         };
         let view = machine.view();
         self.repl_mut().cands[c].machine = Some(machine);
@@ -488,7 +499,11 @@ impl World {
             Route::Raft { from, .. } => {
                 let m = self.repl_mut().cands[c].machine.as_mut().expect("up");
                 if let Err(error) = m.receive(&packet.bytes) {
-                    self.violation(format!("candidate {} refused candidate {}'s message: {error}", c + 1, from + 1));
+                    self.violation(format!(
+                        "candidate {} refused candidate {}'s message: {error}",
+                        c + 1,
+                        from + 1
+                    ));
                 }
                 self.repl_drain(c);
             }
@@ -516,7 +531,9 @@ impl World {
     fn repl_receive_from_sbd(&mut self, c: usize, host: usize, conn: u64, bytes: &[u8]) {
         let message = match codec::decode_to_mbd(bytes) {
             Ok(message) => message,
-            Err(error) => self.violation(format!("mbd cannot decode a frame from {}: {error}", self.hosts[host])),
+            Err(error) => {
+                self.violation(format!("mbd cannot decode a frame from {}: {error}", self.hosts[host]))
+            }
         };
         let name = self.hosts[host].clone();
         let serving = self.repl().cands[c].machine.as_ref().is_some_and(|m| m.is_serving());
@@ -528,7 +545,9 @@ impl World {
                 if !serving {
                     // "Not the master, try X": the connection is closed with the hint.
                     let hint = self.repl().cands[c].machine.as_ref().and_then(|m| m.leader());
-                    self.trace.line(self.now_ms, || format!("candidate {}: not the master for {name} (hint {hint:?})", c + 1));
+                    self.trace.line(self.now_ms, || {
+                        format!("candidate {}: not the master for {name} (hint {hint:?})", c + 1)
+                    });
                     if self.links[host].conn == Some(conn) {
                         self.kill_link(host);
                     }
@@ -646,7 +665,9 @@ impl World {
                     let bytes = codec::to_record(&event);
                     self.trace.mix_bytes(&bytes);
                     if let Err(refused) = machine.propose(bytes) {
-                        self.trace.line(self.now_ms, || format!("candidate {}: proposal refused: {refused}", c + 1));
+                        self.trace.line(self.now_ms, || {
+                            format!("candidate {}: proposal refused: {refused}", c + 1)
+                        });
                     }
                 }
                 Effect::SendSbd { host, op, msg } => {
@@ -693,7 +714,8 @@ impl World {
                 }
                 Step::Send { to, message } => self.repl_send(c, (to - 1) as usize, message),
                 Step::KeepSnapshot { index, term, data } => {
-                    self.trace.line(self.now_ms, || format!("candidate {}: leader's snapshot at {index}", c + 1));
+                    self.trace
+                        .line(self.now_ms, || format!("candidate {}: leader's snapshot at {index}", c + 1));
                     self.repl_mut().cands[c].snapshot = Some((index, term, data));
                 }
                 Step::Applied { index, term, data } => self.repl_committed(c, index, term, data),
@@ -718,10 +740,18 @@ impl World {
                 Step::NotDone(answer) => match answer {
                     Outgoing::Client { client, .. } => {
                         let reply = ClientReply::error(wire::ERR_REJECTED, NOT_DONE);
-                        self.transmit(Route::MbdToClient { attempt: client }, codec::encode_client_reply(&reply));
+                        self.transmit(
+                            Route::MbdToClient { attempt: client },
+                            codec::encode_client_reply(&reply),
+                        );
                     }
                     Outgoing::Sbd { host, msg } => self.trace.line(self.now_ms, || {
-                        format!("candidate {}: not done, dropped: {} to {}", c + 1, msg.operation().name(), self.hosts[host])
+                        format!(
+                            "candidate {}: not done, dropped: {} to {}",
+                            c + 1,
+                            msg.operation().name(),
+                            self.hosts[host]
+                        )
                     }),
                 },
                 Step::Lead { term } => {
@@ -752,7 +782,9 @@ impl World {
             let app = machine.app_mut();
             app.mbd = match Mbd::from_snapshot(app.config.clone(), app.mbd.snapshot()) {
                 Ok(mbd) => mbd,
-                Err(error) => self.violation(format!("candidate {}: its state does not load: {error}", c + 1)),
+                Err(error) => {
+                    self.violation(format!("candidate {}: its state does not load: {error}", c + 1))
+                }
             };
             cand.registered.clear();
         }
@@ -773,7 +805,8 @@ impl World {
         }
         let Some(machine) = self.repl_mut().cands[c].machine.as_mut() else { return };
         let Some(compaction) = machine.compact() else { return };
-        self.trace.line(self.now_ms, || format!("candidate {}: snapshot through {}", c + 1, compaction.index));
+        self.trace
+            .line(self.now_ms, || format!("candidate {}: snapshot through {}", c + 1, compaction.index));
         let cand = &mut self.repl_mut().cands[c];
         cand.snapshot = Some((compaction.index, compaction.term, compaction.data));
         // A crash between the snapshot and its record loses the record only.
@@ -803,7 +836,9 @@ impl World {
         match answer {
             Outgoing::Sbd { host, msg } => {
                 let Some(conn) = self.repl().cands[c].registered.get(&host).copied() else {
-                    self.trace.line(self.now_ms, || format!("candidate {}: no connection to {}: dropped", c + 1, self.hosts[host]));
+                    self.trace.line(self.now_ms, || {
+                        format!("candidate {}: no connection to {}: dropped", c + 1, self.hosts[host])
+                    });
                     return;
                 };
                 self.transmit(Route::ToSbd { host, conn }, codec::encode_to_sbd(&msg));
@@ -826,11 +861,16 @@ impl World {
             None => {
                 let top = self.repl().committed.keys().next_back().copied().unwrap_or(0);
                 if index != top + 1 {
-                    self.violation(format!("entry {index} committed first at candidate {}, after {top}", c + 1));
+                    self.violation(format!(
+                        "entry {index} committed first at candidate {}, after {top}",
+                        c + 1
+                    ));
                 }
                 if !data.is_empty() {
                     let event: Event = codec::from_record(&data);
-                    self.trace.line(self.now_ms, || format!("commit {index} (term {term}): {}", shorten(&format!("{event:?}"))));
+                    self.trace.line(self.now_ms, || {
+                        format!("commit {index} (term {term}): {}", shorten(&format!("{event:?}")))
+                    });
                     self.oracle_durable(&event);
                 }
                 self.repl_mut().committed.insert(index, (term, data));
@@ -866,9 +906,12 @@ impl World {
             return;
         }
         match self.repl().leaders.get(&view.term) {
-            Some(&other) if other != c => {
-                self.violation(format!("two leaders in term {}: candidates {} and {}", view.term, other + 1, c + 1))
-            }
+            Some(&other) if other != c => self.violation(format!(
+                "two leaders in term {}: candidates {} and {}",
+                view.term,
+                other + 1,
+                c + 1
+            )),
             Some(_) => {}
             None => {
                 self.trace.line(self.now_ms, || format!("candidate {} leads term {}", c + 1, view.term));

@@ -606,7 +606,9 @@ impl World {
     pub fn master_settled(&self) -> bool {
         match &self.repl {
             Some(repl) => repl.settled(),
-            None => self.mbd.is_up() && self.mbd.durable_len == self.mbd.log.len() && self.mbd.held.is_empty(),
+            None => {
+                self.mbd.is_up() && self.mbd.durable_len == self.mbd.log.len() && self.mbd.held.is_empty()
+            }
         }
     }
 
@@ -740,7 +742,8 @@ impl World {
                         self.stats.n_frames_lost += 1;
                         return;
                     }
-                    return self.repl_deliver(candidate, Packet { route: Route::ToMbd { host, conn }, ..packet });
+                    return self
+                        .repl_deliver(candidate, Packet { route: Route::ToMbd { host, conn }, ..packet });
                 }
                 if self.links[host].conn != Some(conn) || !self.mbd.is_up() {
                     self.stats.n_frames_lost += 1;
@@ -755,7 +758,9 @@ impl World {
                 }
                 self.sbd_receive(host, &packet.bytes);
             }
-            Route::ClientToMbd { candidate, .. } if self.repl.is_some() => self.repl_deliver(candidate, packet),
+            Route::ClientToMbd { candidate, .. } if self.repl.is_some() => {
+                self.repl_deliver(candidate, packet)
+            }
             Route::Raft { to, .. } => self.repl_deliver(to, packet),
             Route::ClientToMbd { attempt, incarnation, .. } => {
                 if !self.mbd.is_up() || self.mbd.incarnation != incarnation {
