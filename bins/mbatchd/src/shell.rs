@@ -808,7 +808,7 @@ impl Shell {
                     Step::Send { to, message } => repl.send(to, message),
                     Step::KeepSnapshot { index, term, data } => repl.keep_snapshot(index, term, data).await?,
                     Step::Applied { .. } => {}
-                    Step::Release(message) => self.deliver(message),
+                    Step::Release { answer, .. } => self.deliver(answer),
                     Step::NotDone(message) => self.not_done(message),
                     Step::Lead { term } => self.lead(term)?,
                     Step::Follow { term, leader } => {

@@ -9,6 +9,10 @@
 //! snapshot. Recovery rebuilds a replica from the records it made durable
 //! ([`Replica::recover`]), in the record format of [`record`].
 //!
+//! [`machine`] is the replicated state machine over the log, generic over the
+//! application: a leader's answers held until their entries are committed, followers
+//! applying committed entries, a leader's state rebuilt when its proposals die.
+//!
 //! mbatchd and the coordinator share this one component (docs/failover.md, "One log for
 //! two daemons"): their entries are their event logs' records, their snapshots their
 //! snapshots; neither logic crate ever sees consensus, only an ordered log.
@@ -147,6 +151,10 @@ pub enum Effect {
     /// newest snapshot (with its index and term), then replace the application's state with
     /// it. The `Persist` of [`Record::Installed`] that follows must come after it.
     Restore { index: u64, term: u64, data: Vec<u8> },
+    /// A majority confirmed this leader after [`Replica::read_index`]`(ctx)`: nothing newer
+    /// than `index` was committed then by anyone, so an answer from the state once it has
+    /// applied `index` is not stale (and not the answer of a deposed leader).
+    Confirmed { ctx: u64, index: u64 },
 }
 
 /// Where a proposal was placed: it is acknowledged when an `Apply` with this index and
@@ -233,6 +241,17 @@ impl Replica {
         self.node.tick();
     }
 
+    /// Asks the candidates to confirm this leader (raft's read index, a heartbeat round):
+    /// [`Effect::Confirmed`] with `ctx` comes back once a majority answered. Only the
+    /// leader asks; a confirmation never comes to a leader cut off from its majority.
+    pub fn read_index(&mut self, ctx: u64) -> Result<(), Refused> {
+        if self.node.raft.state != StateRole::Leader {
+            return Err(Refused::NotLeader { leader: self.leader() });
+        }
+        self.node.read_index(ctx.to_be_bytes().to_vec());
+        Ok(())
+    }
+
     /// Proposes an entry. Only the leader takes one; it is acknowledged once it comes back
     /// as an `Apply` with the returned place.
     pub fn propose(&mut self, data: Vec<u8>) -> Result<Placed, Refused> {
@@ -277,6 +296,11 @@ impl Replica {
         while self.node.has_ready() {
             let mut ready = self.node.ready();
             sends(&mut self.node, &mut effects, ready.take_messages());
+            for read in ready.take_read_states() {
+                if let Ok(bytes) = <[u8; 8]>::try_from(&read.request_ctx[..]) {
+                    effects.push(Effect::Confirmed { ctx: u64::from_be_bytes(bytes), index: read.index });
+                }
+            }
             let snapshot = ready.snapshot().clone();
             if !snapshot.is_empty() {
                 let meta = snapshot.get_metadata();

@@ -7,7 +7,10 @@
 //! [`Machine::propose`] instead of appending it to a local log, and each answer the step
 //! produced (a reply to a client, a message to an execution host) to [`Machine::hold`].
 //! An answer is released ([`Step::Release`]) only when the last event proposed before it
-//! comes back committed at the same index **and term**; on a follower, committed entries
+//! comes back committed at the same index **and term** — or, with no event outstanding,
+//! once a majority confirmed this candidate still leads (raft's read index: a heartbeat
+//! round, [`crate::Replica::read_index`]) and the state applied what was committed then, so a
+//! deposed leader that does not know it yet answers nothing from its stale state; on a follower, committed entries
 //! are applied to the application's state through [`Application::apply`]. The layer never
 //! knows what an event means: [`Application`] gives apply, snapshot and restore.
 //!
@@ -81,8 +84,10 @@ pub enum Step<M> {
     /// The committed entry at `index` is in the application's state now (applied here, or
     /// chosen here as the leader): for status and for checks; nothing to carry out.
     Applied { index: u64, term: u64, data: Vec<u8> },
-    /// An answer whose events are committed: send it.
-    Release(M),
+    /// An answer whose events are committed: send it. `after` is the last proposal it
+    /// waited for (its term is the term in which this candidate acknowledges), `None` for
+    /// an answer that waited only for a majority to confirm the leadership.
+    Release { answer: M, after: Option<Placed> },
     /// An answer whose events may never be committed: answer "not done" or drop it.
     NotDone(M),
     /// This candidate leads `term` and its state holds every committed entry: serve.
@@ -101,9 +106,19 @@ pub struct Compaction {
     pub record: Record,
 }
 
-/// An answer waiting for a proposal.
+/// What an answer waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gate {
+    /// The last proposal before it, committed with its term.
+    Entry(Placed),
+    /// With no proposal outstanding: a majority confirming this leader (read index `ctx`),
+    /// and the state applied through the index confirmed.
+    Read(u64),
+}
+
+/// An answer waiting.
 struct Held<M> {
-    gate: Placed,
+    gate: Gate,
     answer: M,
 }
 
@@ -119,6 +134,12 @@ pub struct Machine<A, M> {
     /// Proposals not yet applied, in index order (all in `leading`'s term).
     pending: VecDeque<Placed>,
     held: VecDeque<Held<M>>,
+    /// The last read-index request (`ctx`) and whether it has been sent: answers held
+    /// within one drain share one confirmation round.
+    next_read: u64,
+    read_sent: bool,
+    /// Confirmed reads: ctx -> the commit index confirmed (until their answers go).
+    confirmed: std::collections::BTreeMap<u64, u64>,
     /// Answers ready for the next drain (held behind nothing, or gone bad).
     out: Vec<Step<M>>,
     /// The term this candidate leads, as last seen, and whether it serves in it.
@@ -148,6 +169,9 @@ impl<A: Application, M> Machine<A, M> {
             applied_term,
             pending: VecDeque::new(),
             held: VecDeque::new(),
+            next_read: 0,
+            read_sent: true,
+            confirmed: std::collections::BTreeMap::new(),
             out: Vec::new(),
             leading: None,
             serving: false,
@@ -232,15 +256,25 @@ impl<A: Application, M> Machine<A, M> {
     }
 
     /// Holds an answer until every event proposed before it is committed; with none
-    /// outstanding it is released by the next drain.
+    /// outstanding, until a majority confirms this candidate still leads (a round of
+    /// heartbeats) and the state holds what was committed then: a deposed leader that does
+    /// not know it yet never answers from its stale state.
     pub fn hold(&mut self, answer: M) {
-        if self.broken {
+        if self.broken || !self.serving {
             self.out.push(Step::NotDone(answer));
-        } else if let Some(&gate) = self.pending.back() {
-            self.held.push_back(Held { gate, answer });
-        } else {
-            self.out.push(Step::Release(answer));
+            return;
         }
+        let gate = match self.pending.back() {
+            Some(&placed) => Gate::Entry(placed),
+            None => {
+                if self.read_sent {
+                    self.next_read += 1;
+                    self.read_sent = false;
+                }
+                Gate::Read(self.next_read)
+            }
+        };
+        self.held.push_back(Held { gate, answer });
     }
 
     /// Takes a snapshot of the application through the applied index and lets the log
@@ -263,6 +297,12 @@ impl<A: Application, M> Machine<A, M> {
         if self.broken {
             self.abandon(&mut steps);
         }
+        if !self.read_sent {
+            self.read_sent = true;
+            if self.replica.read_index(self.next_read).is_err() {
+                // No longer the leader: the next drain's role change answers "not done".
+            }
+        }
         for effect in self.replica.drain() {
             match effect {
                 Effect::Persist(records) => steps.push(Step::Persist(records)),
@@ -278,6 +318,10 @@ impl<A: Application, M> Machine<A, M> {
                     steps.push(Step::KeepSnapshot { index, term, data });
                 }
                 Effect::Apply { index, term, data } => self.apply(&mut steps, index, term, data),
+                Effect::Confirmed { ctx, index } => {
+                    self.confirmed.insert(ctx, index);
+                    self.release(&mut steps);
+                }
             }
         }
         self.roles(&mut steps);
@@ -301,15 +345,28 @@ impl<A: Application, M> Machine<A, M> {
         self.applied = index;
         self.applied_term = term;
         steps.push(Step::Applied { index, term, data });
+        self.release(steps);
+    }
+
+    /// Releases the held answers, in order, whose gates are passed: an entry gate at or
+    /// below the applied index (still held, so its term matched: else `abandon` took it),
+    /// a read gate confirmed through an index the state has applied.
+    fn release(&mut self, steps: &mut Vec<Step<M>>) {
         while let Some(first) = self.held.front() {
-            if first.gate.index > index {
-                break;
-            }
+            let after = match first.gate {
+                Gate::Entry(placed) if placed.index <= self.applied => Some(placed),
+                Gate::Read(ctx) if self.confirmed.get(&ctx).is_some_and(|&i| i <= self.applied) => None,
+                _ => break,
+            };
             let held = self.held.pop_front().expect("front exists");
-            // A gate at or below this index that is still held was committed with its
-            // term only if no proposal died (else `abandon` took it already).
-            steps.push(Step::Release(held.answer));
+            steps.push(Step::Release { answer: held.answer, after });
         }
+        // Confirmations no held answer waits for any more.
+        let oldest = self.held.iter().find_map(|h| match h.gate {
+            Gate::Read(ctx) => Some(ctx),
+            Gate::Entry(_) => None,
+        });
+        self.confirmed.retain(|&ctx, _| oldest.is_some_and(|o| ctx >= o));
     }
 
     fn apply_to_app(&mut self, index: u64, data: &[u8]) {
@@ -331,6 +388,7 @@ impl<A: Application, M> Machine<A, M> {
 
     fn not_done_all(&mut self, steps: &mut Vec<Step<M>>) {
         steps.extend(self.held.drain(..).map(|held| Step::NotDone(held.answer)));
+        self.confirmed.clear();
     }
 
     /// The application's state from the newest snapshot and the committed entries after
@@ -356,6 +414,7 @@ impl<A: Application, M> Machine<A, M> {
             if !self.pending.is_empty() || !self.held.is_empty() || self.broken {
                 self.abandon(steps);
             }
+            self.read_sent = true;
             if std::mem::take(&mut self.serving) {
                 steps.push(Step::Follow { term, leader: view.leader });
             }
@@ -415,7 +474,7 @@ mod tests {
                 for step in m.drain() {
                     match step {
                         Step::Send { to, message } => mail.push((k as u64 + 1, to, message)),
-                        s @ (Step::Release(_)
+                        s @ (Step::Release { .. }
                         | Step::NotDone(_)
                         | Step::Lead { .. }
                         | Step::Follow { .. }) => seen.push((k as u64 + 1, s)),
@@ -457,14 +516,15 @@ mod tests {
         ms[0].hold("job 7 accepted");
         assert_eq!(ms[0].held(), 1);
         let seen = settle(&mut ms, &[]);
-        assert_eq!(seen, vec![(1, Step::Release("job 7 accepted"))]);
+        let gate = Placed { index: 2, term: 1 };
+        assert_eq!(seen, vec![(1, Step::Release { answer: "job 7 accepted", after: Some(gate) })]);
         tick_all(&mut ms, &[], 2);
         for m in &ms {
             assert_eq!(m.app().0, vec![7]);
         }
         // Nothing outstanding: an answer goes at once.
         ms[0].hold("query");
-        assert_eq!(settle(&mut ms, &[]), vec![(1, Step::Release("query"))]);
+        assert_eq!(settle(&mut ms, &[]), vec![(1, Step::Release { answer: "query", after: None })]);
     }
 
     #[test]
@@ -482,7 +542,7 @@ mod tests {
         let seen = tick_all(&mut ms, &[1], 40);
         assert!(seen.contains(&(1, Step::NotDone("two"))), "{seen:?}");
         assert!(seen.contains(&(1, Step::Follow { term: 1, leader: None })), "{seen:?}");
-        assert!(!seen.iter().any(|s| s == &(1, Step::Release("two"))));
+        assert!(!seen.iter().any(|s| matches!(s, (_, Step::Release { answer: "two", .. }))));
         assert_eq!(ms[0].app().0, vec![1], "rebuilt from the committed log");
         let new_leader = ms.iter().position(|m| m.is_serving()).expect("the others elect one");
         assert_ne!(new_leader, 0);
@@ -493,6 +553,18 @@ mod tests {
         for m in &ms {
             assert_eq!(m.app().0, vec![1, 3]);
         }
+    }
+
+    #[test]
+    fn a_cut_off_leader_answers_nothing_from_its_state_without_a_majority() {
+        let mut ms = three();
+        tick_all(&mut ms, &[], 12);
+        assert!(ms[0].is_serving());
+        // Nothing outstanding, but the leader is cut off: it cannot confirm it still leads.
+        ms[0].hold("bjobs");
+        let seen = tick_all(&mut ms, &[1], 40);
+        assert!(!seen.iter().any(|s| matches!(s, (1, Step::Release { .. }))), "{seen:?}");
+        assert!(seen.contains(&(1, Step::NotDone("bjobs"))), "{seen:?}");
     }
 
     #[test]

@@ -371,6 +371,7 @@ impl Sim {
                 Effect::Persist(records) => self.node(id).disk.records.extend(records),
                 Effect::Send { to, message } => self.send(id, to, message),
                 Effect::Apply { index, term, data } => self.apply(id, index, term, data),
+                Effect::Confirmed { .. } => {}
                 Effect::Restore { index, term, data } => {
                     let node = self.node(id);
                     node.disk.snapshot = Some((index, term, data.clone()));

@@ -129,6 +129,7 @@ impl Candidate {
                         self.places.push((index, term));
                     }
                 }
+                Effect::Confirmed { .. } => {}
                 Effect::Restore { index, term, data } => {
                     self.log.keep_snapshot(index, term, data.clone(), Vec::new()).await.expect("keep");
                     (self.values, self.places) = decode(&data);

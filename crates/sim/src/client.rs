@@ -126,6 +126,10 @@ impl World {
             return;
         }
         if self.clients[client].current.is_some() {
+            if self.repl.is_some() {
+                // No answer in time: try the next master candidate.
+                self.repl_client_next(client, None);
+            }
             return self.client_send_attempt(client);
         }
         let Some(op) = self.clients[client].plan.pop_front() else { return };
@@ -160,7 +164,7 @@ impl World {
     }
 
     /// Sends the running command on a new connection and arms its retry.
-    fn client_send_attempt(&mut self, client: usize) {
+    pub(crate) fn client_send_attempt(&mut self, client: usize) {
         self.next_attempt += 1;
         let attempt = ClientId(self.next_attempt);
         let c = &mut self.clients[client];
@@ -172,8 +176,14 @@ impl World {
         c.generation += 1;
         let generation = c.generation;
         self.attempts.insert(attempt, (client, request_id));
-        let incarnation = self.mbd.incarnation;
-        self.transmit(Route::ClientToMbd { attempt, incarnation }, bytes);
+        let (incarnation, candidate) = match &self.repl {
+            Some(repl) => {
+                let candidate = repl.client_target[client];
+                (repl.incarnation(candidate), candidate)
+            }
+            None => (self.mbd.incarnation, 0),
+        };
+        self.transmit(Route::ClientToMbd { attempt, incarnation, candidate }, bytes);
         let retry_ms = self.params.client_retry_ms;
         self.at(retry_ms, Ev::ClientWake { client, generation });
     }
@@ -327,6 +337,11 @@ impl World {
             return;
         }
         let request = current.expect("checked").request.clone();
+        if let ClientReply::Error(error) = &reply
+            && self.repl_client_redirect(client, &error.message)
+        {
+            return;
+        }
         self.trace.line(self.now_ms, || format!("client {client}: answer {reply:?}"));
         match (&request, reply) {
             (ClientRequest::Submit(_), ClientReply::Submit(submit)) => {

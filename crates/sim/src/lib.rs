@@ -126,10 +126,19 @@
 //!   have written its pid file when a restarted sbatchd looks for it.
 //! - Hosts never reboot (processes die only by signal or on their own), no
 //!   memory limit is measured (`MemoryUsage`), no numbered `bkill -s` is sent,
-//!   there is one mbatchd (no failover), and no lim.
+//!   and there is no lim.
+//!
+//! # The replicated mbatchd
+//! [`run_replicated`] plays the same cluster with mbatchd replicated among three master
+//! candidates (`lava_replog::machine` over the real lava-mbd logic), with crashes, pauses
+//! and partitions of the candidates on top of the faults above (module `replicated`,
+//! docs/failover.md, "How it is tested"; `tests/replicated.rs`, `LAVA_SIM_REPL_SEED=N`).
+//! Its disk is the candidates' replica records (a `Persist` in progress keeps a prefix of
+//! them at a crash) instead of `lsb.events`; the disk-full windows are left to the single
+//! mbatchd.
 //!
 //! # Map
-//! `world` (clock, queue, network, faults, phases), `mbd_shell`,
+//! `world` (clock, queue, network, faults, phases), `mbd_shell`, `replicated`,
 //! `sbd_shell`, `process`, `client`, `oracle` (the checks), `codec`,
 //! `params`, `rng`, `trace`.
 
@@ -141,6 +150,7 @@ mod mbd_shell;
 mod oracle;
 mod params;
 mod process;
+mod replicated;
 mod rng;
 mod sbd_shell;
 mod trace;
@@ -187,6 +197,8 @@ pub struct Outcome {
 pub struct Failure {
     /// The seed that reproduces it.
     pub seed: u64,
+    /// A run of the replicated mbatchd (`check_replicated`).
+    pub replicated: bool,
     /// What broke.
     pub message: String,
 }
@@ -198,7 +210,7 @@ impl fmt::Display for Failure {
             "seed {} failed: {}\n  reproduce with: {}",
             self.seed,
             self.message,
-            repro_command(self.seed)
+            if self.replicated { repro_command_replicated(self.seed) } else { repro_command(self.seed) }
         )
     }
 }
@@ -208,6 +220,28 @@ pub fn repro_command(seed: u64) -> String {
     format!(
         "LAVA_SIM_SEED={seed} cargo test -p lava-sim --release -- sim_seeds (add LAVA_SIM_TRACE=1 for the trace)"
     )
+}
+
+/// The command that reruns `seed` of the replicated simulation alone.
+pub fn repro_command_replicated(seed: u64) -> String {
+    format!(
+        "LAVA_SIM_REPL_SEED={seed} cargo test -p lava-sim --test replicated (add LAVA_SIM_TRACE=1 for the trace)"
+    )
+}
+
+/// Runs `seed` with mbatchd replicated among three master candidates
+/// (`lava_replog::machine` over the real lava-mbd logic: module `replicated`); panics on
+/// the first broken property.
+pub fn run_replicated(seed: u64, options: &Options) -> Outcome {
+    let mut world = world::World::new_replicated(seed, options.clone());
+    let trace_hash = world.run();
+    assert!(world.is_done(), "seed {seed}: the event queue ran dry before the final checks");
+    Outcome { seed, trace_hash, stats: world.stats.clone() }
+}
+
+/// [`run_replicated`], a panic turned into a [`Failure`] naming the seed.
+pub fn check_replicated(seed: u64, options: &Options) -> Result<Outcome, Failure> {
+    catch(seed, true, || run_replicated(seed, options))
 }
 
 /// Runs `seed`; panics on the first broken property.
@@ -221,12 +255,16 @@ pub fn run(seed: u64, options: &Options) -> Outcome {
 /// Runs `seed` and turns a panic (a broken property, or an assertion in a
 /// logic crate) into a [`Failure`] naming the seed.
 pub fn check(seed: u64, options: &Options) -> Result<Outcome, Failure> {
-    catch_unwind(AssertUnwindSafe(|| run(seed, options))).map_err(|payload| {
+    catch(seed, false, || run(seed, options))
+}
+
+fn catch(seed: u64, replicated: bool, run: impl FnOnce() -> Outcome) -> Result<Outcome, Failure> {
+    catch_unwind(AssertUnwindSafe(run)).map_err(|payload| {
         let message = payload
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
             .unwrap_or_else(|| "a panic without a message".to_owned());
-        Failure { seed, message }
+        Failure { seed, replicated, message }
     })
 }

@@ -30,9 +30,9 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 
-use lava_batch_ll::{HostName, SubmitSpec, UserName};
+use lava_batch_ll::{HostName, JobRef, SubmitSpec, UserName};
 use lava_batch_wire as wire;
-use lava_mbd::{Caller, ClientId, ClientReply, Effect, Event, Input, Mbd, ToSbd};
+use lava_mbd::{Caller, ClientId, ClientReply, Effect, Event, Input, Job, Mbd, ToSbd};
 
 use crate::codec::{self, ClientRequest, FromSbd};
 use crate::world::{Ev, Route, World};
@@ -219,15 +219,9 @@ impl World {
                 self.trace.line(self.now_ms, || format!("mbd:   -> {}", shorten(&format!("{effect:?}"))));
             }
         }
-        let mbd = self.mbd.mbd.as_ref().expect("stepped just now");
-        if let Err(problem) = mbd.check_invariants() {
-            self.violation(format!("mbd invariant: {problem}"));
-        }
-        if let Some(job) = execute_job {
-            let after = mbd.job(job);
-            self.oracle_check_execute_changes_no_state(job, before.as_ref(), after.as_deref());
-        }
-        self.oracle_check_terminal_live();
+        let mbd = self.mbd.mbd.take().expect("stepped just now");
+        self.check_mbd_step(&mbd, execute_job, before.as_ref(), true);
+        self.mbd.mbd = Some(mbd);
         let mut first_message = None;
         for (idx, effect) in effects.into_iter().enumerate() {
             match effect {
@@ -247,7 +241,9 @@ impl World {
                     let Some(host_idx) = self.host_idx(&host) else {
                         self.violation(format!("SendSbd to {host}, which is not a cluster host"));
                     };
-                    self.oracle_check_mbd_ack(host_idx, &msg);
+                    let mbd = self.mbd.mbd.take().expect("stepped just now");
+                    self.oracle_check_mbd_ack(&mbd, host_idx, &msg);
+                    self.mbd.mbd = Some(mbd);
                     let log_len = self.mbd.log.len();
                     self.mbd.held.push_back(Held { log_len, out: Outgoing::Sbd { host: host_idx, msg } });
                 }
@@ -264,6 +260,27 @@ impl World {
             self.at(delay, Ev::MbdFsync);
         }
         self.mbd_release();
+    }
+
+    /// The checks after a step of `mbd`: its invariants, EXECUTE changing no state, and
+    /// (when `current`: its state holds every durable event) no durable DONE or EXIT changed.
+    pub fn check_mbd_step(
+        &self,
+        mbd: &Mbd,
+        execute_job: Option<JobRef>,
+        before: Option<&Job>,
+        current: bool,
+    ) {
+        if let Err(problem) = mbd.check_invariants() {
+            self.violation(format!("mbd invariant: {problem}"));
+        }
+        if let Some(job) = execute_job {
+            let after = mbd.job(job);
+            self.oracle_check_execute_changes_no_state(job, before, after.as_deref());
+        }
+        if current {
+            self.oracle_check_terminal_live(mbd);
+        }
     }
 
     /// Group commit: everything appended so far becomes durable.
@@ -350,13 +367,7 @@ impl World {
                 if self.mbd.registered.get(&host) != Some(&conn) {
                     return; // not a registered connection: never stepped
                 }
-                let input = match message {
-                    lava_sbd::ToMbd::NewJobReply(reply) => Input::NewJobReply { host: name, reply },
-                    lava_sbd::ToMbd::JobExecute(msg) => Input::JobExecute { host: name, msg },
-                    lava_sbd::ToMbd::JobFinish(msg) => Input::JobFinish { host: name, msg },
-                    lava_sbd::ToMbd::JobSignalReply(msg) => Input::JobSignalReply { host: name, msg },
-                };
-                self.mbd_step(input);
+                self.mbd_step(sbd_input(name, message));
             }
         }
     }
@@ -374,6 +385,12 @@ impl World {
     /// the caller from the credential and validates the body with
     /// `lava-batch-ll` before stepping.
     pub fn mbd_receive_from_client(&mut self, attempt: ClientId, bytes: &[u8]) {
+        let input = self.client_input(attempt, bytes);
+        self.mbd_step(input);
+    }
+
+    /// A command's request as the input mbatchd's shell steps.
+    pub fn client_input(&self, attempt: ClientId, bytes: &[u8]) -> Input {
         let request = match codec::decode_client_request(bytes) {
             Ok(request) => request,
             Err(error) => self.violation(format!("mbd cannot decode a command's request: {error}")),
@@ -388,7 +405,7 @@ impl World {
                 host: HostName::parse("credential", "client1").expect("valid"),
             }
         };
-        let input = match request {
+        match request {
             ClientRequest::Submit(submit) => {
                 let wire::ClientRequest { credential, request_id, body } = *submit;
                 let spec = match SubmitSpec::try_from(body) {
@@ -422,8 +439,18 @@ impl World {
                 request: body,
                 submissions: Vec::new(),
             },
-        };
-        self.mbd_step(input);
+        }
+    }
+}
+
+/// An sbatchd pipeline message as the input mbatchd's shell steps, with the host of the
+/// connection that carried it.
+pub fn sbd_input(host: HostName, message: lava_sbd::ToMbd) -> Input {
+    match message {
+        lava_sbd::ToMbd::NewJobReply(reply) => Input::NewJobReply { host, reply },
+        lava_sbd::ToMbd::JobExecute(msg) => Input::JobExecute { host, msg },
+        lava_sbd::ToMbd::JobFinish(msg) => Input::JobFinish { host, msg },
+        lava_sbd::ToMbd::JobSignalReply(msg) => Input::JobSignalReply { host, msg },
     }
 }
 

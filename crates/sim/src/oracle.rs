@@ -205,8 +205,7 @@ impl World {
     }
 
     /// After every mbd step: a durable DONE or EXIT never changes.
-    pub fn oracle_check_terminal_live(&self) {
-        let Some(mbd) = self.mbd.mbd.as_ref() else { return };
+    pub fn oracle_check_terminal_live(&self, mbd: &Mbd) {
         for (id, (status, finish)) in &self.oracle.terminal {
             if let Some(live) = mbd.job(*id)
                 && (live.status() != *status || live.finish() != Some(finish))
@@ -224,8 +223,7 @@ impl World {
     /// When mbd's step emits an ACK: the state it was decided on — the live
     /// state, whose records the shell makes durable before sending — holds
     /// the event the ACK confirms.
-    pub fn oracle_check_mbd_ack(&self, host: usize, msg: &ToSbd) {
-        let mbd = self.mbd.mbd.as_ref().expect("a step ran");
+    pub fn oracle_check_mbd_ack(&self, mbd: &Mbd, host: usize, msg: &ToSbd) {
         let name = &self.hosts[host];
         let (ack, what) = match msg {
             ToSbd::NewJobReplyAck(ack) => (ack, "NEW_JOB_REPLY_ACK"),
@@ -344,12 +342,21 @@ impl World {
     /// After convergence and a quiet period: every job ran at most once and
     /// ended exactly once, as its process really ended; the log replays.
     pub fn final_checks(&mut self) {
-        let Some(live) = self.mbd.mbd.as_ref() else { self.violation("mbd is down at the end") };
-        if self.mbd.durable_len != self.mbd.log.len() {
-            self.violation("records are still not durable at the end");
-        }
+        let (live, log) = match &self.repl {
+            Some(repl) => match repl.final_state() {
+                Ok(state) => state,
+                Err(problem) => self.violation(problem),
+            },
+            None => {
+                let Some(live) = self.mbd.mbd.as_ref() else { self.violation("mbd is down at the end") };
+                if self.mbd.durable_len != self.mbd.log.len() {
+                    self.violation("records are still not durable at the end");
+                }
+                (live.clone(), self.mbd.log.clone())
+            }
+        };
         let mut replayed = Mbd::new(self.mbd_config.clone()).expect("valid configuration");
-        for bytes in &self.mbd.log {
+        for bytes in &log {
             let event: Event = crate::codec::from_record(bytes);
             if let Err(error) = replayed.apply(&event) {
                 self.violation(format!("the final log does not replay: {error}"));

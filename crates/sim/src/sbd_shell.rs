@@ -373,7 +373,15 @@ impl World {
             return;
         }
         let partitioned = self.now_ms < self.links[host].partitioned_until_ms;
-        if partitioned || !self.mbd.is_up() || self.links[host].conn.is_some() {
+        let master_up = match &self.repl {
+            Some(repl) => repl.is_up(repl.sbd_target[host]),
+            None => self.mbd.is_up(),
+        };
+        if !master_up && self.repl.is_some() {
+            // Connection refused: sbatchd tries the next candidate.
+            self.repl_sbd_next(host, None);
+        }
+        if partitioned || !master_up || self.links[host].conn.is_some() {
             let backoff = self.rng.range(200, 2_000);
             self.sbd_arm_connect(host, backoff);
             return;
@@ -381,6 +389,7 @@ impl World {
         let conn = self.new_conn();
         self.links[host].conn = Some(conn);
         self.links[host].fifo_last_ms = [self.now_ms; 2];
+        self.links[host].candidate = self.repl.as_ref().map_or(0, |repl| repl.sbd_target[host]);
         let node = &mut self.sbds[host];
         node.conn = Some(conn);
         node.registered = false;
@@ -400,6 +409,9 @@ impl World {
         let node = &self.sbds[host];
         if node.conn == Some(conn) && !node.registered {
             self.trace.line(self.now_ms, || format!("sbd {}: registration timed out", self.hosts[host]));
+            if self.repl.is_some() {
+                self.repl_sbd_next(host, None);
+            }
             self.sbds[host].conn = None;
             if self.links[host].conn == Some(conn) {
                 self.kill_link(host);

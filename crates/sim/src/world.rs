@@ -62,8 +62,11 @@ pub enum Route {
     ToMbd { host: usize, conn: u64 },
     /// mbatchd → sbatchd on connection `conn` of `host`'s link.
     ToSbd { host: usize, conn: u64 },
-    /// A command's request to mbatchd incarnation `incarnation`.
-    ClientToMbd { attempt: ClientId, incarnation: u64 },
+    /// A command's request to mbatchd incarnation `incarnation` (of master candidate
+    /// `candidate` in a replicated run; 0 otherwise).
+    ClientToMbd { attempt: ClientId, incarnation: u64, candidate: usize },
+    /// A consensus message between master candidates (replicated runs).
+    Raft { from: usize, to: usize },
     /// mbatchd's answer on the command's connection `attempt`.
     MbdToClient { attempt: ClientId },
 }
@@ -114,6 +117,8 @@ pub enum Ev {
     FaultPartition,
     /// mbatchd's disk fills up (true) or has room again (false).
     DiskFull(bool),
+    /// Events of the master candidates (replicated runs).
+    Repl(crate::replicated::ReplEv),
     HealStart,
     ResetLinks,
     CheckConverged,
@@ -130,6 +135,8 @@ pub struct Link {
     /// Per direction (to mbd, to sbd), the last delivery time scheduled on
     /// the live connection, to keep its order.
     pub fifo_last_ms: [u64; 2],
+    /// The master candidate the live connection goes to (replicated runs).
+    pub candidate: usize,
 }
 
 /// Counters of one run, for the report and the seeds/second measurement.
@@ -165,6 +172,10 @@ pub struct Stats {
     pub n_requeues: u64,
     /// Jobs `bkill -r` ended (JOB_FORCE_EXIT durable).
     pub n_forced_exits: u64,
+    /// Replicated runs: candidates that began to serve (a term led), answers "not done".
+    pub n_leads: u64,
+    /// Answers of a leader whose proposals may never commit.
+    pub n_not_done: u64,
     /// Virtual time at the end, ms since the start.
     pub end_ms: u64,
 }
@@ -187,6 +198,8 @@ pub struct World {
     /// Shepherds and their job processes, by (host, job); they survive sbatchd crashes.
     pub procs: BTreeMap<(usize, JobRef), Proc>,
     pub clients: Vec<Client>,
+    /// The master candidates of a replicated run (`None`: one mbatchd, `mbd`).
+    pub repl: Option<Box<crate::replicated::Repl>>,
     /// Every command connection ever opened: the client and the request it carries.
     pub attempts: BTreeMap<ClientId, (usize, lava_batch_wire::RequestId)>,
     pub next_attempt: u64,
@@ -267,6 +280,7 @@ impl World {
             links,
             procs: BTreeMap::new(),
             clients,
+            repl: None,
             attempts: BTreeMap::new(),
             next_attempt: 1,
             next_conn: 1,
@@ -305,7 +319,11 @@ impl World {
 
     /// Runs the whole scenario; returns the trace hash.
     pub fn run(&mut self) -> u64 {
-        self.mbd_boot();
+        if self.repl.is_some() {
+            self.repl_boot();
+        } else {
+            self.mbd_boot();
+        }
         for host in 0..self.hosts.len() {
             self.sbd_boot(host);
             let jitter = self.rng.below(TICK_MS);
@@ -339,7 +357,11 @@ impl World {
         match ev {
             Ev::MbdTick => {
                 self.trace.mix(1);
-                self.mbd_step(lava_mbd::Input::Tick);
+                if self.repl.is_some() {
+                    self.repl_logic_tick();
+                } else {
+                    self.mbd_step(lava_mbd::Input::Tick);
+                }
                 let jitter = self.rng.below(100);
                 self.at(TICK_MS - 50 + jitter, Ev::MbdTick);
             }
@@ -382,6 +404,7 @@ impl World {
                 self.trace.mix(10);
                 match side {
                     Side::Sbd => self.sbd_detect_down(host, conn),
+                    Side::Mbd if self.repl.is_some() => self.repl_detect_down(host, conn),
                     Side::Mbd => self.mbd_detect_down(host, conn),
                 }
             }
@@ -397,6 +420,7 @@ impl World {
             Ev::FaultSbdCrash => self.fault_sbd_crash(),
             Ev::FaultPartition => self.fault_partition(),
             Ev::DiskFull(full) => self.disk_full(full),
+            Ev::Repl(ev) => self.repl_event(ev),
             Ev::HealStart => self.heal_start(),
             Ev::ResetLinks => {
                 self.trace.line(self.now_ms, || "heal: every sbatchd reconnects once".to_owned());
@@ -409,7 +433,7 @@ impl World {
             Ev::Finish => {
                 // Ticks of the quiet period may have appended (JOB_CLEAN):
                 // the final checks wait for the group commit.
-                if self.mbd.durable_len != self.mbd.log.len() || !self.mbd.held.is_empty() {
+                if !self.master_settled() {
                     self.at(TICK_MS / 10, Ev::Finish);
                     return;
                 }
@@ -473,7 +497,9 @@ impl World {
             return;
         }
         self.trace.mix(20);
-        if self.mbd.is_up() {
+        if self.repl.is_some() {
+            self.repl_fault_crash();
+        } else if self.mbd.is_up() {
             self.mbd_crash();
         }
         if let Some(mean) = self.params.mbd_crash_mean_ms {
@@ -525,7 +551,9 @@ impl World {
         for link in &mut self.links {
             link.partitioned_until_ms = self.now_ms;
         }
-        if !self.mbd.is_up() {
+        if self.repl.is_some() {
+            self.repl_heal();
+        } else if !self.mbd.is_up() {
             self.at(0, Ev::MbdRestart);
         }
         for host in 0..self.hosts.len() {
@@ -559,8 +587,7 @@ impl World {
 
     /// Every job ended, every record settled, every command answered.
     fn is_converged(&self) -> bool {
-        let mbd_settled =
-            self.mbd.is_up() && self.mbd.durable_len == self.mbd.log.len() && self.mbd.held.is_empty();
+        let mbd_settled = self.master_settled();
         let clients_done = self.clients.iter().all(Client::is_done);
         let jobs_done = self.oracle.created.iter().all(|job| self.oracle.terminal.contains_key(job));
         let sbds_settled = self.sbds.iter().all(|node| {
@@ -574,9 +601,23 @@ impl World {
         mbd_settled && clients_done && jobs_done && sbds_settled && procs_done
     }
 
+    /// mbatchd is up with nothing unsynced or held (every candidate caught up with the
+    /// serving leader in a replicated run).
+    pub fn master_settled(&self) -> bool {
+        match &self.repl {
+            Some(repl) => repl.settled(),
+            None => {
+                self.mbd.is_up() && self.mbd.durable_len == self.mbd.log.len() && self.mbd.held.is_empty()
+            }
+        }
+    }
+
     /// A readable summary of the cluster, for a failure report.
     pub fn describe_state(&self) -> String {
         let mut out = String::new();
+        if let Some(repl) = &self.repl {
+            out += &repl.describe();
+        }
         out += &format!(
             "mbd: up {} log {} durable {} held {}\n",
             self.mbd.is_up(),
@@ -695,6 +736,15 @@ impl World {
     fn deliver(&mut self, packet: Packet) {
         match packet.route {
             Route::ToMbd { host, conn } => {
+                if self.repl.is_some() {
+                    let candidate = self.links[host].candidate;
+                    if self.links[host].conn != Some(conn) {
+                        self.stats.n_frames_lost += 1;
+                        return;
+                    }
+                    return self
+                        .repl_deliver(candidate, Packet { route: Route::ToMbd { host, conn }, ..packet });
+                }
                 if self.links[host].conn != Some(conn) || !self.mbd.is_up() {
                     self.stats.n_frames_lost += 1;
                     return;
@@ -708,7 +758,11 @@ impl World {
                 }
                 self.sbd_receive(host, &packet.bytes);
             }
-            Route::ClientToMbd { attempt, incarnation } => {
+            Route::ClientToMbd { candidate, .. } if self.repl.is_some() => {
+                self.repl_deliver(candidate, packet)
+            }
+            Route::Raft { to, .. } => self.repl_deliver(to, packet),
+            Route::ClientToMbd { attempt, incarnation, .. } => {
                 if !self.mbd.is_up() || self.mbd.incarnation != incarnation {
                     self.stats.n_frames_lost += 1;
                     return;

@@ -349,6 +349,13 @@ impl Mbd {
         step.dispatch = true;
     }
 
+    /// The invariants of the durable state alone (per job, ids, request ids, indexes):
+    /// what holds after any prefix of the log, a torn step's included — a follower among
+    /// the master candidates applies the committed log, which may end inside a step.
+    pub fn check_durable_invariants(&self) -> Result<(), String> {
+        self.store.check()
+    }
+
     /// Every invariant of the state: the durable ones (per job, ids, request
     /// ids, indexes) and the transient ones (no host over its slots, resend
     /// bookkeeping only for what is outstanding). Tests and the simulation call
