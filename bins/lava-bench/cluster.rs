@@ -109,6 +109,30 @@ impl BenchCluster {
         Ok(cluster)
     }
 
+    /// Adds simulated execution hosts to `lsf.cluster` (each with its `LAVA_ADDR`) and
+    /// gives each `slots` slots in `lsb.hosts`; the local host, which runs the real sbatchd
+    /// the commands take their credentials from, gets none (the `scale` bench).
+    pub fn add_hosts(&self, hosts: &[(String, Ipv4Addr)], slots: u32) -> anyhow::Result<()> {
+        let mut cluster = format!(
+            "# Written by lava-bench.\n\
+             Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\n\
+             Begin Host\n\
+             HOSTNAME  model  type  server  RESOURCES  LAVA_ADDR  LAVA_LIM_PORT  LAVA_SBD_PORT  LAVA_MXFSD_PORT\n\
+             {HOST}  !  !  1  (cs linux)  127.0.0.1  -  -  -\n"
+        );
+        for (name, addr) in hosts {
+            cluster.push_str(&format!("{name}  !  !  1  (linux)  {addr}  -  -  -\n"));
+        }
+        cluster.push_str("End Host\n");
+        self.write_etc(&format!("lsf.cluster.{CLUSTER_NAME}"), &cluster)?;
+        self.write_etc(
+            &format!("lsbatch/{CLUSTER_NAME}/configdir/lsb.hosts"),
+            &format!(
+                "Begin Host\nHOST_NAME  MXJ  JL/U  r1m\n{HOST}  0  ()  ()\ndefault    {slots}    ()    ()\nEnd Host\n"
+            ),
+        )
+    }
+
     /// Keeps the folder when the cluster is dropped (its processes are still killed).
     pub fn keep(&mut self) {
         self.keep = true;

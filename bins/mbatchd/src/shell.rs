@@ -178,7 +178,7 @@ pub(crate) struct Shell {
     tasks: JoinSet<()>,
     next_conn: ConnId,
     accept_paused_until: Option<Instant>,
-    /// Who is let in (conn::CONNECTIONS), and the pause after failed accepts.
+    /// Who is let in (conn::connections), and the pause after failed accepts.
     gate: Gate,
     accept_backoff: AcceptBackoff,
     /// The effects buffer, reused by every step.
@@ -215,6 +215,8 @@ impl Shell {
         make_shared: impl FnOnce(mpsc::Sender<ConnEvent>) -> Shared,
     ) -> Shell {
         let (events, conn_events) = mpsc::channel(CONN_EVENTS_QUEUED_MAX);
+        let shared = Arc::new(make_shared(events));
+        let connections = conn::connections(shared.hosts.len());
         Shell {
             mbd,
             journal,
@@ -223,7 +225,7 @@ impl Shell {
             clients: BTreeMap::new(),
             next_client: 1,
             sbd: BTreeMap::new(),
-            shared: Arc::new(make_shared(events)),
+            shared,
             conn_events,
             listener,
             serve_addr,
@@ -232,7 +234,7 @@ impl Shell {
             tasks: JoinSet::new(),
             next_conn: 1,
             accept_paused_until: None,
-            gate: Gate::new(conn::CONNECTIONS).with_pre_auth_budget(conn::PRE_AUTH_BYTES_MAX),
+            gate: Gate::new(connections).with_pre_auth_budget(conn::PRE_AUTH_BYTES_MAX),
             accept_backoff: AcceptBackoff::default(),
             effects: Vec::new(),
             lim: LimUpdates::default(),
