@@ -287,6 +287,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     if options.pending > 0 {
         let mut admin = Connection::connect(addr, Arc::clone(&auth), user.clone())?;
         queue_control(&mut admin, wire::AdminAction::QueueInactivate)?;
+        drop(admin);
         let rss_before = mbatchd.rss_kb()?;
         let started = Instant::now();
         submit(&cluster, &user, 2, options.pending, options.submitters)?;
@@ -310,6 +311,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         // 4. The reconnect storm under load.
         let total = options.jobs + options.pending;
         let started = Instant::now();
+        // A new connection: mbatchd closes one idle for a minute, as submitting may take.
+        let mut admin = Connection::connect(addr, Arc::clone(&auth), user.clone())?;
         queue_control(&mut admin, wire::AdminAction::QueueActivate)?;
         drop(admin);
         let mut storm = None;

@@ -392,7 +392,17 @@ impl EventsView {
         let (durable, receiver) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("lsb.events view".into())
-            .spawn(move || textlog::serve("the lsb.events text view", &receiver, |d| writer.catch_up(d)))?;
+            .spawn(move || {
+                textlog::serve("the lsb.events text view", &receiver, |d| {
+                    // Each catch-up reads its segment from the start up to the new records:
+                    // paced by its cost, so that a large segment under a flood of records
+                    // costs a bounded share of a core (the view lags by a few catch-ups).
+                    let started = std::time::Instant::now();
+                    let result = writer.catch_up(d);
+                    std::thread::sleep(started.elapsed() * CATCH_UP_PACE);
+                    result
+                })
+            })?;
         Ok(EventsView { durable: Some(durable), told: 0, progress, thread: Some(thread) })
     }
 
@@ -441,6 +451,9 @@ struct Writer {
     /// Job finishes in the current file.
     finishes: u32,
 }
+
+/// After each catch-up, the writer rests this many times as long as it took.
+const CATCH_UP_PACE: u32 = 3;
 
 fn other(error: impl std::fmt::Display) -> io::Error {
     io::Error::other(error.to_string())
