@@ -75,11 +75,8 @@ const PHASE_TIMEOUT: Duration = Duration::from_secs(900);
 /// How often an unacknowledged message is resent (sbatchd's rule).
 const RESEND_INTERVAL: Duration = Duration::from_secs(1);
 /// Decoding limits of mbatchd's messages.
-const MBD_LIMITS: lava_xdr::Limits = lava_xdr::Limits {
-    input_bytes_max: 4 << 20,
-    string_bytes_max: 1 << 20,
-    ..lava_xdr::Limits::DEFAULT
-};
+const MBD_LIMITS: lava_xdr::Limits =
+    lava_xdr::Limits { input_bytes_max: 4 << 20, string_bytes_max: 1 << 20, ..lava_xdr::Limits::DEFAULT };
 
 #[derive(Clone, Debug)]
 struct Options {
@@ -244,7 +241,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         };
         runtime.spawn(host.run());
     }
-    wait_until(&mbatchd, "every host registered", || tracker.registered.load(Ordering::Relaxed) == options.hosts)?;
+    wait_until(&mbatchd, "every host registered", || {
+        tracker.registered.load(Ordering::Relaxed) == options.hosts
+    })?;
     let register_secs = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(500));
     let rss_after = mbatchd.rss_kb()?;
@@ -256,7 +255,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         rss_after.saturating_sub(rss_before) as f64 / options.hosts as f64
     );
     let (bhosts_ms, bhosts_lines) = time_command(&cluster, "bhosts", &[], 3)?;
-    ensure!(bhosts_lines == options.hosts + 2, "bhosts printed {bhosts_lines} lines for {} hosts", options.hosts);
+    ensure!(
+        bhosts_lines == options.hosts + 2,
+        "bhosts printed {bhosts_lines} lines for {} hosts",
+        options.hosts
+    );
     println!(
         "scale_bhosts hosts={} lines={bhosts_lines} median_ms={:.1} min_ms={:.1}",
         options.hosts,
@@ -268,7 +271,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let cpu_before = mbatchd.cpu_secs()?.0;
     let started = Instant::now();
     let submitted = submit(&cluster, &user, 1, options.jobs, options.submitters)?;
-    wait_until(&mbatchd, "every job finished", || tracker.n_finished.load(Ordering::Relaxed) >= options.jobs)?;
+    wait_until(&mbatchd, "every job finished", || {
+        tracker.n_finished.load(Ordering::Relaxed) >= options.jobs
+    })?;
     let secs = started.elapsed().as_secs_f64();
     let mbd_cpu = mbatchd.cpu_secs()?.0 - cpu_before;
     println!(
@@ -481,8 +486,7 @@ fn check(cluster: &BenchCluster, tracker: &Tracker, user: &User, options: &Optio
         (query.after_job, query.after_index) = (reply.next_after, reply.next_after_index);
     }
     let jobs = 1..=total;
-    let launched_once =
-        jobs.clone().filter(|id| tracker.launches[*id].load(Ordering::Relaxed) == 1).count();
+    let launched_once = jobs.clone().filter(|id| tracker.launches[*id].load(Ordering::Relaxed) == 1).count();
     let finished_once = jobs.filter(|id| tracker.finishes[*id].load(Ordering::Relaxed) == 1).count();
     let problems = tracker.problems.lock().expect("not poisoned").clone();
     println!(
@@ -578,7 +582,8 @@ impl SimHost {
                     self.tracker.registered.fetch_add(1, Ordering::Relaxed);
                     self.tracker.registrations.fetch_add(1, Ordering::Relaxed);
                     self.tracker.registered_at_ms[self.idx].store(system_now_ms(), Ordering::Relaxed);
-                    let why = self.serve(&mut reader, &mut writer, &mut out, &mut records, &mut tombstones).await;
+                    let why =
+                        self.serve(&mut reader, &mut writer, &mut out, &mut records, &mut tombstones).await;
                     self.tracker.registered.fetch_sub(1, Ordering::Relaxed);
                     // The reason is not reported: a reconnect storm ends every channel at once.
                     let _why = why;
@@ -667,7 +672,8 @@ impl SimHost {
                 (None, _) | (_, None) => true,
                 (Some(now), Some(sent)) => now.duration_since(sent) >= RESEND_INTERVAL,
             };
-            let just_ended = record.reply_acked && record.ends_at <= clock && record.sent_at < Some(record.ends_at);
+            let just_ended =
+                record.reply_acked && record.ends_at <= clock && record.sent_at < Some(record.ends_at);
             if !due && !just_ended {
                 continue;
             }
@@ -729,7 +735,8 @@ impl SimHost {
                         if let Some(launches) = self.tracker.slot(&self.tracker.launches, job_id)
                             && launches.fetch_add(1, Ordering::Relaxed) > 0
                         {
-                            self.tracker.problem(format!("{}: job {job_id} launched a second time", self.name));
+                            self.tracker
+                                .problem(format!("{}: job {job_id} launched a second time", self.name));
                         }
                         let now = Instant::now();
                         let record = Record {
@@ -779,8 +786,8 @@ impl SimHost {
                 }
             }
             Some(Operation::JobSignal) => {
-                let signal: wire::JobSignal =
-                    lava_xdr::from_bytes(body, &MBD_LIMITS).map_err(|error| format!("JOB_SIGNAL: {error}"))?;
+                let signal: wire::JobSignal = lava_xdr::from_bytes(body, &MBD_LIMITS)
+                    .map_err(|error| format!("JOB_SIGNAL: {error}"))?;
                 let outcome = if records.contains_key(&signal.job.job_id) {
                     wire::SignalOutcome::Delivered
                 } else if tombstones.contains_key(&signal.job.job_id) {

@@ -390,19 +390,17 @@ impl EventsView {
         let progress = Arc::new(Progress::default());
         let mut writer = Writer::open(dir, log, max_job_num, Arc::clone(&progress))?;
         let (durable, receiver) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("lsb.events view".into())
-            .spawn(move || {
-                textlog::serve("the lsb.events text view", &receiver, |d| {
-                    // Each catch-up reads its segment from the start up to the new records:
-                    // paced by its cost, so that a large segment under a flood of records
-                    // costs a bounded share of a core (the view lags by a few catch-ups).
-                    let started = std::time::Instant::now();
-                    let result = writer.catch_up(d);
-                    std::thread::sleep(started.elapsed() * CATCH_UP_PACE);
-                    result
-                })
-            })?;
+        let thread = std::thread::Builder::new().name("lsb.events view".into()).spawn(move || {
+            textlog::serve("the lsb.events text view", &receiver, |d| {
+                // Each catch-up reads its segment from the start up to the new records:
+                // paced by its cost, so that a large segment under a flood of records
+                // costs a bounded share of a core (the view lags by a few catch-ups).
+                let started = std::time::Instant::now();
+                let result = writer.catch_up(d);
+                std::thread::sleep(started.elapsed() * CATCH_UP_PACE);
+                result
+            })
+        })?;
         Ok(EventsView { durable: Some(durable), told: 0, progress, thread: Some(thread) })
     }
 
