@@ -390,17 +390,9 @@ impl EventsView {
         let progress = Arc::new(Progress::default());
         let mut writer = Writer::open(dir, log, max_job_num, Arc::clone(&progress))?;
         let (durable, receiver) = mpsc::channel();
-        let thread = std::thread::Builder::new().name("lsb.events view".into()).spawn(move || {
-            textlog::serve("the lsb.events text view", &receiver, |d| {
-                // Each catch-up reads its segment from the start up to the new records:
-                // paced by its cost, so that a large segment under a flood of records
-                // costs a bounded share of a core (the view lags by a few catch-ups).
-                let started = std::time::Instant::now();
-                let result = writer.catch_up(d);
-                std::thread::sleep(started.elapsed() * CATCH_UP_PACE);
-                result
-            })
-        })?;
+        let thread = std::thread::Builder::new()
+            .name("lsb.events view".into())
+            .spawn(move || textlog::serve("the lsb.events text view", &receiver, |d| writer.catch_up(d)))?;
         Ok(EventsView { durable: Some(durable), told: 0, progress, thread: Some(thread) })
     }
 
@@ -448,10 +440,10 @@ struct Writer {
     carry: BTreeMap<u32, Vec<String>>,
     /// Job finishes in the current file.
     finishes: u32,
+    /// Where the last catch-up stopped reading the log: the next one reads on from
+    /// there, not from the start of the segment (lava-eventlog's `replay_after`).
+    resume: Option<lava_eventlog::ResumePoint>,
 }
-
-/// After each catch-up, the writer rests this many times as long as it took.
-const CATCH_UP_PACE: u32 = 3;
 
 fn other(error: impl std::fmt::Display) -> io::Error {
     io::Error::other(error.to_string())
@@ -532,6 +524,7 @@ impl Writer {
             inode: 0,
             carry: BTreeMap::new(),
             finishes: 0,
+            resume: None,
         };
         match fs::read(&view) {
             Ok(bytes) => {
@@ -584,7 +577,11 @@ impl Writer {
             return Ok(());
         }
         let from = Position(self.reached + 1);
-        let records = match self.log.replay_from(from) {
+        let read = match self.resume.take().filter(|point| point.position == from) {
+            Some(point) => self.log.replay_after(point),
+            None => self.log.replay_from(from),
+        };
+        let mut records = match read {
             Err(lava_eventlog::Error::Pruned { first_available, .. }) => {
                 tracing::error!(
                     from = from.0,
@@ -598,9 +595,17 @@ impl Writer {
         .map_err(other)?;
         let mut chunk = String::new();
         let mut last = self.reached;
-        for record in records {
+        let resume;
+        loop {
+            let before = records.resume_point();
+            let Some(record) = records.next() else {
+                resume = records.resume_point();
+                break;
+            };
             let (position, payload) = record.map_err(other)?;
             if position.0 > through {
+                // Not durable yet: the next catch-up starts with it.
+                resume = before;
                 break;
             }
             let event: Event = lava_xdr::from_bytes(&payload, &EVENT_LIMITS).map_err(|error| {
@@ -615,7 +620,9 @@ impl Writer {
                 chunk.clear();
             }
         }
-        self.write(&chunk, last)
+        self.write(&chunk, last)?;
+        self.resume = resume;
+        Ok(())
     }
 
     /// Appends `chunk` (the records through position `last`), records the state,
