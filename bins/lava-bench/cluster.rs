@@ -88,17 +88,7 @@ impl BenchCluster {
             cluster.set_lsf_conf(key, &value.display().to_string())?;
         }
         cluster.set_lsf_conf("LSF_LOG_MASK", "LOG_WARNING")?;
-        cluster.write_etc(
-            &format!("lsf.cluster.{CLUSTER_NAME}"),
-            &format!(
-                "# Written by lava-bench.\n\
-                 Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\n\
-                 Begin Host\n\
-                 HOSTNAME  model  type  server  RESOURCES  LAVA_ADDR  LAVA_LIM_PORT  LAVA_SBD_PORT  LAVA_MXFSD_PORT\n\
-                 {HOST}  !  !  1  (cs linux)  127.0.0.1  -  -  -\n\
-                 End Host\n"
-            ),
-        )?;
+        cluster.write_etc(&format!("lsf.cluster.{CLUSTER_NAME}"), &lsf_cluster(""))?;
         if let Some(mxj) = mxj {
             cluster.write_etc(
                 &format!("lsbatch/{CLUSTER_NAME}/configdir/lsb.hosts"),
@@ -107,6 +97,21 @@ impl BenchCluster {
         }
         ClusterKey::generate_file(cluster.key_path()).context("generate the cluster key")?;
         Ok(cluster)
+    }
+
+    /// Adds simulated execution hosts to `lsf.cluster` (each with its `LAVA_ADDR`) and
+    /// gives each `slots` slots in `lsb.hosts`; the local host, which runs the real sbatchd
+    /// the commands take their credentials from, gets none (the `scale` bench).
+    pub fn add_hosts(&self, hosts: &[(String, Ipv4Addr)], slots: u32) -> anyhow::Result<()> {
+        let rows: String =
+            hosts.iter().map(|(name, addr)| format!("{name}  !  !  1  (linux)  {addr}  -  -  -\n")).collect();
+        self.write_etc(&format!("lsf.cluster.{CLUSTER_NAME}"), &lsf_cluster(&rows))?;
+        self.write_etc(
+            &format!("lsbatch/{CLUSTER_NAME}/configdir/lsb.hosts"),
+            &format!(
+                "Begin Host\nHOST_NAME  MXJ  JL/U  r1m\n{HOST}  0  ()  ()\ndefault    {slots}    ()    ()\nEnd Host\n"
+            ),
+        )
     }
 
     /// Keeps the folder when the cluster is dropped (its processes are still killed).
@@ -463,6 +468,19 @@ fn kill_processes_naming(dir: &Path) {
             signal(&pid.to_string(), "KILL");
         }
     }
+}
+
+/// `lsf.cluster`: root as the administrator, the local host first (at 127.0.0.1), then
+/// `extra_rows` of the Host section.
+fn lsf_cluster(extra_rows: &str) -> String {
+    format!(
+        "# Written by lava-bench.\n\
+         Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\n\
+         Begin Host\n\
+         HOSTNAME  model  type  server  RESOURCES  LAVA_ADDR  LAVA_LIM_PORT  LAVA_SBD_PORT  LAVA_MXFSD_PORT\n\
+         {HOST}  !  !  1  (cs linux)  127.0.0.1  -  -  -\n\
+         {extra_rows}End Host\n"
+    )
 }
 
 /// Copies the folder tree `from` to `to`.

@@ -15,19 +15,21 @@ mod eventlog_bench;
 mod failover_bench;
 mod lim_bench;
 mod restart_bench;
+mod scale_bench;
 mod sched_bench;
 mod submit_bench;
 mod xdr_bench;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|sched|bjobs|coord|lim|dlm|failover> [options]\n\
+const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|sched|scale|bjobs|coord|lim|dlm|failover> [options]\n\
     \n  xdr        XDR encode/decode of a job-submission struct\
     \n  eventlog   durable appends with concurrent appenders, and replay\
     \n  submit     durable submissions to a real mbatchd; wall time of the real bsub\
     \n  e2e        trivial jobs through a real one-host cluster, submit to DONE\
     \n  restart    mbatchd's start on a 1,000,000-event log: time to the first bjobs, memory\
     \n  sched      one dispatch turn of mbatchd's logic: 100,000 pending jobs with -R, 1,000 hosts\
+    \n  scale      one real mbatchd driving thousands of simulated hosts: jobs/s, memory, bhosts/bjobs, a reconnect storm\
     \n  bjobs      the real `bjobs -u all` with 100,000 pending jobs in the system: wall time to its last line\
     \n  coord      the coordinator: submit→lease→heartbeat→complete cycles, submissions, restart on a large WAL\
     \n  lim        a master lim fed by 10,000 simulated hosts: ingest rate, loss, memory, lsload query\
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         "e2e" => e2e_bench::run(rest),
         "restart" => restart_bench::run(rest),
         "sched" => sched_bench::run(rest),
+        "scale" => scale_bench::run(rest),
         "bjobs" => bjobs_bench::run(rest),
         "coord" => coord_bench::run(rest),
         "lim" => lim_bench::run(rest),

@@ -292,6 +292,8 @@ pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, Shell
     config.job_terminate_interval_s = conf.params.job_terminate_interval_s;
     config.max_job_id = conf.params.max_jobid;
     config.mbd_sleep_time_ms = u64::from(conf.params.mbd_sleep_time_s.max(1)) * 1000;
+    // The loop runs the turns its steps want, paced by their cost (`shell`, "Dispatch turns").
+    config.deferred_dispatch = true;
     config.job_accept_interval = conf.params.job_accept_interval;
     config.max_job_array_size = conf.params.max_job_array_size;
     config.max_pend_jobs = conf.params.max_pend_jobs;

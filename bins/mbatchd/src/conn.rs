@@ -122,6 +122,13 @@ pub(crate) struct Shared {
 pub(crate) const CONNECTIONS: GateConfig =
     GateConfig { total_max: 1024, per_source_max: 128, auth_deadline: Duration::from_secs(5) };
 
+/// [`CONNECTIONS`] for a cluster of `n_hosts` server hosts: each host's sbatchd holds a
+/// channel, so the total cap is 1,024 beyond one per host (5,000 hosts must not leave
+/// the commands without room).
+pub(crate) fn connections(n_hosts: usize) -> GateConfig {
+    GateConfig { total_max: CONNECTIONS.total_max + n_hosts, ..CONNECTIONS }
+}
+
 /// Bytes the first frames of connections that have not authenticated may announce, in all
 /// (lava-net's gate: a first frame reserves its length before it is read, evicting the
 /// oldest unauthenticated connections holding a reservation when it does not fit). A

@@ -440,6 +440,9 @@ struct Writer {
     carry: BTreeMap<u32, Vec<String>>,
     /// Job finishes in the current file.
     finishes: u32,
+    /// Where the last catch-up stopped reading the log: the next one reads on from
+    /// there, not from the start of the segment (lava-eventlog's `replay_after`).
+    resume: Option<lava_eventlog::ResumePoint>,
 }
 
 fn other(error: impl std::fmt::Display) -> io::Error {
@@ -521,6 +524,7 @@ impl Writer {
             inode: 0,
             carry: BTreeMap::new(),
             finishes: 0,
+            resume: None,
         };
         match fs::read(&view) {
             Ok(bytes) => {
@@ -573,7 +577,11 @@ impl Writer {
             return Ok(());
         }
         let from = Position(self.reached + 1);
-        let records = match self.log.replay_from(from) {
+        let read = match self.resume.take().filter(|point| point.position == from) {
+            Some(point) => self.log.replay_after(point),
+            None => self.log.replay_from(from),
+        };
+        let mut records = match read {
             Err(lava_eventlog::Error::Pruned { first_available, .. }) => {
                 tracing::error!(
                     from = from.0,
@@ -587,9 +595,17 @@ impl Writer {
         .map_err(other)?;
         let mut chunk = String::new();
         let mut last = self.reached;
-        for record in records {
+        let resume;
+        loop {
+            let before = records.resume_point();
+            let Some(record) = records.next() else {
+                resume = records.resume_point();
+                break;
+            };
             let (position, payload) = record.map_err(other)?;
             if position.0 > through {
+                // Not durable yet: the next catch-up starts with it.
+                resume = before;
                 break;
             }
             let event: Event = lava_xdr::from_bytes(&payload, &EVENT_LIMITS).map_err(|error| {
@@ -604,7 +620,9 @@ impl Writer {
                 chunk.clear();
             }
         }
-        self.write(&chunk, last)
+        self.write(&chunk, last)?;
+        self.resume = resume;
+        Ok(())
     }
 
     /// Appends `chunk` (the records through position `last`), records the state,

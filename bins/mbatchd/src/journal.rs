@@ -38,6 +38,12 @@
 //! for `brequeue`), encodes both (`codec::encode_snapshot`; recovery reads the
 //! state alone), writes them with `write_snapshot` (which first waits until
 //! those events are durable) and then prunes the segments it covers.
+//! A snapshot copies the whole state on the loop and encodes it on a helper thread, so
+//! with a large state (many pending or kept jobs) a due switch also waits, after a
+//! snapshot that took [`SNAPSHOT_PACE_FROM`] or more, [`SNAPSHOT_PACE`] times as long
+//! as that one took (the rule is checked again at each step, so at the next tick at the
+//! latest): snapshots then take at most about a fifth of the time, and replay after a
+//! crash reads correspondingly more records.
 //! [`SwitchRule`] is that decision and [`Backlog`] what it counts; replay
 //! counts the backlog of the log it reads, so a restart does not forget the
 //! finishes logged before it, and `badmin reconfig` sets a new `MAX_JOB_NUM`
@@ -55,6 +61,11 @@ use crate::ShellError;
 use crate::codec::{
     EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, decode_snapshot_state, encode_into, encode_snapshot,
 };
+
+/// Snapshots that took at least this long make the next due one wait ("Snapshots" above).
+const SNAPSHOT_PACE_FROM: std::time::Duration = std::time::Duration::from_millis(50);
+/// The wait after such a snapshot, in multiples of its duration.
+const SNAPSHOT_PACE: u32 = 4;
 
 /// Group commits of at most this many events are made on the loop's thread
 /// ([`Journal::sync_small`]).
@@ -216,6 +227,10 @@ pub struct Journal {
     /// How far the `lsb.events` text view got: a snapshot waits for it before the
     /// log prunes what it covers (`events_view`).
     view: Option<Arc<crate::events_view::Progress>>,
+    /// When the snapshot being written was started.
+    snapshot_started: Option<std::time::Instant>,
+    /// A due snapshot waits until then ("Snapshots" above).
+    next_snapshot_at: Option<std::time::Instant>,
 }
 
 impl From<group_commit::Error> for ShellError {
@@ -234,7 +249,14 @@ impl Journal {
     pub fn new(log: Arc<EventLog>, rule: SwitchRule, backlog: Backlog) -> Journal {
         assert!(rule.snapshot_events > 0, "the command line refuses a snapshot interval of 0");
         assert!(rule.max_job_num > 0, "lava-conf refuses a MAX_JOB_NUM of 0");
-        Journal { commit: GroupCommit::new(log), rule, backlog, view: None }
+        Journal {
+            commit: GroupCommit::new(log),
+            rule,
+            backlog,
+            view: None,
+            snapshot_started: None,
+            next_snapshot_at: None,
+        }
     }
 
     /// Encodes and appends one event (not yet durable). An error means the
@@ -309,6 +331,11 @@ impl Journal {
         if self.commit.snapshot_running() || !self.rule.is_due(&self.backlog) || position == 0 {
             return;
         }
+        let now = std::time::Instant::now();
+        if self.next_snapshot_at.is_some_and(|at| now < at) {
+            return;
+        }
+        self.snapshot_started = Some(now);
         self.backlog = Backlog::default();
         let snapshot = mbd.snapshot();
         tracing::info!(position, "switching the event log: writing a snapshot");
@@ -336,8 +363,15 @@ impl Journal {
     /// A failed fsync is an error: the daemon must stop.
     pub async fn next(&mut self) -> Result<JournalEvent, ShellError> {
         let finished = self.commit.next().await?;
-        if let Finished::Durable(_) = finished {
-            lava_crash::point!("mbatchd.events_durable");
+        match &finished {
+            Finished::Durable(_) => lava_crash::point!("mbatchd.events_durable"),
+            Finished::SnapshotWritten { .. } | Finished::SnapshotFailed(_) => {
+                let took = self.snapshot_started.take().map(|started| started.elapsed());
+                self.next_snapshot_at = took
+                    .filter(|took| *took >= SNAPSHOT_PACE_FROM)
+                    .map(|took| std::time::Instant::now() + took * SNAPSHOT_PACE);
+            }
+            _ => {}
         }
         Ok(finished)
     }

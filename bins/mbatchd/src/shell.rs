@@ -30,6 +30,16 @@
 //! While many messages wait for a slow disk, the loop stops taking new input
 //! from connections ([`HELD_MESSAGES_MAX`]): the bound turns into backpressure.
 //!
+//! # Dispatch turns
+//! The logic leaves the turns its steps want to the loop (`MbdConfig::deferred_dispatch`):
+//! after each turn of the loop, before its group commit, the loop steps
+//! `Input::Dispatch` when a turn is wanted, so that one turn serves every event of the
+//! loop's turn. Turns are paced by what they cost: the next one runs no sooner than
+//! [`DISPATCH_PACE`] times the last one's duration after it ended (a timer wakes the
+//! loop), so that with thousands of hosts, where a turn takes milliseconds, turns take
+//! at most about a fifth of the loop, and with a few hosts every event still gets its
+//! turn at once.
+//!
 //! # A full disk
 //! The event log's file system is watched ([`Space`], every tick) and mbatchd keeps a
 //! space reserve beside the log (`LAVA_STATE_RESERVE_MB`). When the file system fills up
@@ -89,6 +99,9 @@ pub(crate) const HELD_MESSAGES_MAX: usize = 65_536;
 /// Connection events stepped in one turn of the loop at most (one group commit covers
 /// them; the bound keeps a flood from starving the loop's other inputs).
 const CONN_EVENTS_TURN_MAX: usize = 64;
+/// A wanted dispatch turn waits at least this many times the duration of the last turn
+/// after its end (see "Dispatch turns" above).
+const DISPATCH_PACE: u32 = 4;
 /// Time given to the connection tasks at a clean stop to write what was
 /// released to them, before the rest are cut off.
 const SHUTDOWN_GRACE_MS: u64 = 2_000;
@@ -108,6 +121,8 @@ pub(crate) enum Event {
     Journal(Result<JournalEvent, ShellError>),
     /// The pause after a failed accept is over.
     AcceptResumed,
+    /// A wanted dispatch turn may run (see "Dispatch turns" above).
+    DispatchDue,
     /// SIGTERM or SIGINT (stop cleanly), or SIGHUP.
     Signal(ShellSignal),
     /// The metrics listener asks for the figures.
@@ -178,7 +193,7 @@ pub(crate) struct Shell {
     tasks: JoinSet<()>,
     next_conn: ConnId,
     accept_paused_until: Option<Instant>,
-    /// Who is let in (conn::CONNECTIONS), and the pause after failed accepts.
+    /// Who is let in (conn::connections), and the pause after failed accepts.
     gate: Gate,
     accept_backoff: AcceptBackoff,
     /// The effects buffer, reused by every step.
@@ -202,6 +217,10 @@ pub(crate) struct Shell {
     events_view: Option<crate::events_view::EventsView>,
     /// Scrapes of the metrics listener, when it serves ([`Shell::serve_metrics`]).
     scrapes: Option<mpsc::Receiver<Scrape>>,
+    /// The earliest time the next wanted dispatch turn may run.
+    next_turn_at: Instant,
+    /// A wanted turn waits for `next_turn_at`: the loop wakes then.
+    turn_timer: Option<Instant>,
 }
 
 impl Shell {
@@ -215,6 +234,8 @@ impl Shell {
         make_shared: impl FnOnce(mpsc::Sender<ConnEvent>) -> Shared,
     ) -> Shell {
         let (events, conn_events) = mpsc::channel(CONN_EVENTS_QUEUED_MAX);
+        let shared = Arc::new(make_shared(events));
+        let connections = conn::connections(shared.hosts.len());
         Shell {
             mbd,
             journal,
@@ -223,7 +244,7 @@ impl Shell {
             clients: BTreeMap::new(),
             next_client: 1,
             sbd: BTreeMap::new(),
-            shared: Arc::new(make_shared(events)),
+            shared,
             conn_events,
             listener,
             serve_addr,
@@ -232,7 +253,7 @@ impl Shell {
             tasks: JoinSet::new(),
             next_conn: 1,
             accept_paused_until: None,
-            gate: Gate::new(conn::CONNECTIONS).with_pre_auth_budget(conn::PRE_AUTH_BYTES_MAX),
+            gate: Gate::new(connections).with_pre_auth_budget(conn::PRE_AUTH_BYTES_MAX),
             accept_backoff: AcceptBackoff::default(),
             effects: Vec::new(),
             lim: LimUpdates::default(),
@@ -244,6 +265,8 @@ impl Shell {
             acct_held: VecDeque::new(),
             events_view: None,
             scrapes: None,
+            next_turn_at: Instant::now(),
+            turn_timer: None,
         }
     }
 
@@ -334,6 +357,7 @@ impl Shell {
                 }
                 event => self.handle(event)?,
             }
+            self.dispatch_if_wanted()?;
             if self.repl.is_some() {
                 self.carry_out_replication().await?;
             } else if self.journal.sync_small()? {
@@ -357,6 +381,7 @@ impl Shell {
         let accepting = self.accept_paused_until.is_none() && self.listener.is_some();
         let taking_input = self.outbox.held.len() < HELD_MESSAGES_MAX;
         let paused_until = self.accept_paused_until;
+        let turn_timer = self.turn_timer;
         tokio::select! {
             signal = signals.next() => Event::Signal(signal),
             done = self.journal.next() => Event::Journal(done),
@@ -368,6 +393,7 @@ impl Shell {
             input = next_replica_input(&mut self.repl), if self.repl.is_some() => Event::Replica(input),
             Some(ended) = self.tasks.join_next(), if !self.tasks.is_empty() => Event::ConnectionEnded(ended),
             _ = sleep_until(paused_until), if paused_until.is_some() => Event::AcceptResumed,
+            _ = sleep_until(turn_timer), if turn_timer.is_some() => Event::DispatchDue,
             Some(scrape) = lava_shell::metrics::next_scrape(&mut self.scrapes) => Event::Scrape(scrape),
         }
     }
@@ -409,6 +435,8 @@ impl Shell {
                     repl.input(input);
                 }
             }
+            // The turn itself follows in `run`, after every event.
+            Event::DispatchDue => self.turn_timer = None,
             Event::Scrape(scrape) => {
                 scrape.answer(crate::metrics::metrics(&self.status(), &self.journal.sync_latency()))
             }
@@ -481,6 +509,25 @@ impl Shell {
             Event::Conn(event) => self.handle_conn(event)?,
             Event::Signal(_) => unreachable!("run() handles signals itself"),
         }
+        Ok(())
+    }
+
+    /// Runs the dispatch turn the logic wants, when its pace allows; else sets the timer
+    /// that wakes the loop for it (see "Dispatch turns" above).
+    fn dispatch_if_wanted(&mut self) -> Result<(), ShellError> {
+        if !self.mbd.turn_wanted() {
+            self.turn_timer = None;
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now < self.next_turn_at {
+            self.turn_timer = Some(self.next_turn_at);
+            return Ok(());
+        }
+        self.turn_timer = None;
+        self.step(Input::Dispatch, None)?;
+        let end = Instant::now();
+        self.next_turn_at = end + (end - now) * DISPATCH_PACE;
         Ok(())
     }
 

@@ -69,6 +69,6 @@ pub use log::{
     BUFFER_BYTES_MAX_DEFAULT, EventLog, NAME_BYTES_MAX, Options, PREALLOCATE_BYTES_DEFAULT,
     RECORD_BYTES_MAX_DEFAULT, SEGMENT_BYTES_MAX_DEFAULT, SEGMENT_BYTES_MIN, SNAPSHOT_BYTES_MAX_DEFAULT,
 };
-pub use replay::{Records, Replay};
+pub use replay::{Records, Replay, ResumePoint};
 pub use report::{Finding, OpenReport, PruneReport, RejectedSnapshot, Stats, TornKind, TornTail};
 pub use snapshot::Snapshot;

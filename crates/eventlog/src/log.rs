@@ -88,7 +88,7 @@ use crate::format::{
     encode_record, record_crc,
 };
 use crate::reader::{SegmentReader, Step, all_zero, find_valid_frame, open_segment};
-use crate::replay::{Records, Replay, SegmentMeta};
+use crate::replay::{Records, Replay, ResumePoint, SegmentMeta};
 use crate::report::{OpenReport, PruneReport, RejectedSnapshot, Stats, TornKind, TornTail};
 use crate::snapshot;
 
@@ -997,6 +997,31 @@ impl EventLog {
     /// [`Error::Pruned`] if `from` was pruned.
     pub fn replay_from(&self, from: Position) -> Result<Records> {
         self.records_from(from)
+    }
+
+    /// The records from `point` on (where an earlier [`Records`] stopped:
+    /// [`Records::resume_point`]), read from the byte where that one stopped rather than
+    /// from the start of its segment, so that a follower of the log does not read its
+    /// segment again at each turn. Fails as [`replay_from`](Self::replay_from) does.
+    pub fn replay_after(&self, point: ResumePoint) -> Result<Records> {
+        let from = point.position.max(Position::FIRST);
+        let ((segments, last_limit), end) = self.with_files(|io| Ok((io.segments.clone(), io.last_end)))?;
+        let first_available = segments[0].first_position;
+        if from < first_available {
+            return Err(Error::Pruned { requested: from, first_available });
+        }
+        if from > end {
+            return Err(Error::NotAppended { position: from, next: end });
+        }
+        let holder_idx = segments.partition_point(|segment| segment.first_position <= from) - 1;
+        let segments = segments[holder_idx..].to_vec();
+        Ok(Records::resumed(
+            self.config.log_id,
+            segments,
+            last_limit,
+            ResumePoint { position: from, ..point },
+            end,
+        ))
     }
 
     /// Stores the owner's state after applying every record up to and including

@@ -97,6 +97,18 @@ impl SegmentReader {
         }
     }
 
+    /// The byte offset of the next record's frame.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Starts reading at `offset`, the start of a record's frame that an earlier reader of
+    /// the same segment reached (nothing read yet).
+    pub(crate) fn skip_to(&mut self, offset: u64) {
+        debug_assert!(self.end == 0 && offset >= self.offset && offset <= self.limit);
+        self.offset = offset;
+    }
+
     /// The file being read.
     pub(crate) fn path(&self) -> &Path {
         &self.path

@@ -23,6 +23,17 @@ pub(crate) struct SegmentMeta {
     pub path: PathBuf,
 }
 
+/// Where a [`Records`] stopped: the position of the next record and where its frame
+/// starts in its segment, so that a later [`crate::EventLog::replay_after`] reads on from
+/// there instead of from the start of the segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResumePoint {
+    /// The next record's position.
+    pub position: Position,
+    pub(crate) segment: u64,
+    pub(crate) offset: u64,
+}
+
 /// What replay starts from: the newest good snapshot (if any) and the records after it.
 #[derive(Debug)]
 pub struct Replay {
@@ -49,6 +60,8 @@ pub struct Records {
     end: Position,
     reader: Option<SegmentReader>,
     done: bool,
+    /// Where to start reading the first segment, when resuming ([`ResumePoint`]).
+    start_offset: Option<u64>,
 }
 
 impl Records {
@@ -64,7 +77,43 @@ impl Records {
         assert!(from <= end, "replay starts at or before the end");
         assert!(segments[0].first_position <= from, "the first segment holds `from`");
         let cursor = segments[0].first_position;
-        Records { log_id, segments, segment_idx: 0, last_limit, cursor, from, end, reader: None, done: false }
+        Records {
+            log_id,
+            segments,
+            segment_idx: 0,
+            last_limit,
+            cursor,
+            from,
+            end,
+            reader: None,
+            done: false,
+            start_offset: None,
+        }
+    }
+
+    /// Records `point.position..end`, the first segment read from `point`'s offset when it
+    /// is that segment's (else from its start, skipping as [`Records::new`] does).
+    pub(crate) fn resumed(
+        log_id: LogId,
+        segments: Vec<SegmentMeta>,
+        last_limit: u64,
+        point: ResumePoint,
+        end: Position,
+    ) -> Records {
+        let mut records = Records::new(log_id, segments, last_limit, point.position, end);
+        if records.segments[0].number == point.segment {
+            records.start_offset = Some(point.offset);
+            records.cursor = point.position;
+        }
+        records
+    }
+
+    /// Where this iteration stands, once it has read a record (`None` before, and after
+    /// an error).
+    pub fn resume_point(&self) -> Option<ResumePoint> {
+        let reader = self.reader.as_ref()?;
+        let segment = self.segments[self.segment_idx].number;
+        Some(ResumePoint { position: self.cursor, segment, offset: reader.offset() })
     }
 
     /// The exclusive end of this replay: the last record it yields is just before it.
@@ -83,12 +132,14 @@ impl Records {
                 found: header.log_id,
             });
         }
-        if header.segment_number != meta.number || header.first_position != self.cursor {
+        // Resuming, the cursor is past the segment's first position already.
+        let first = if self.start_offset.is_some() { meta.first_position } else { self.cursor };
+        if header.segment_number != meta.number || header.first_position != first {
             return Err(Error::Inconsistent {
                 path: meta.path.clone(),
                 reason: format!(
                     "header says segment {} starting at position {}; expected segment {} starting at {}",
-                    header.segment_number, header.first_position, meta.number, self.cursor
+                    header.segment_number, header.first_position, meta.number, first
                 ),
             });
         }
@@ -103,7 +154,17 @@ impl Records {
                 ),
             });
         }
-        self.reader = Some(SegmentReader::new(segment, limit));
+        let mut reader = SegmentReader::new(segment, limit);
+        if let Some(offset) = self.start_offset.take() {
+            if offset > limit {
+                return Err(Error::Inconsistent {
+                    path: meta.path.clone(),
+                    reason: format!("resuming at byte {offset}, past the {limit} bytes it holds"),
+                });
+            }
+            reader.skip_to(offset);
+        }
+        self.reader = Some(reader);
         Ok(())
     }
 

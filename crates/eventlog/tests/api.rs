@@ -184,6 +184,39 @@ fn rotation_spreads_records_over_segments_and_replay_crosses_them() {
 }
 
 #[test]
+fn replay_after_reads_on_where_an_earlier_replay_stopped_across_appends_and_rotation() {
+    // Goal: a follower of the log (mbatchd's lsb.events view) reads each record once: a
+    // replay resumed at the point where the previous one stopped yields exactly the
+    // records appended since, also when the segment it stopped in has been sealed and
+    // others started. Method: 300-byte segments (five 48-byte records each); append in
+    // bursts of 1, 3, 7 and 13 records, after each burst resume the previous replay and
+    // compare with the burst; a point from a replay of position 1 resumes a fresh one too.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) = EventLog::open(dir.path(), small_segments(300)).expect("open");
+    let all: Vec<Vec<u8>> = (0..24).map(|idx| payload(idx, 40)).collect();
+    let mut point = None;
+    let mut next = 0usize;
+    for burst in [1usize, 3, 7, 13] {
+        for record in &all[next..next + burst] {
+            log.append_durable(record).expect("append");
+        }
+        let mut records = match point {
+            Some(point) => log.replay_after(point).expect("resume"),
+            None => log.replay_from(Position::FIRST).expect("replay"),
+        };
+        let got: Vec<(Position, Vec<u8>)> =
+            records.by_ref().map(|record| record.expect("a record")).collect();
+        assert_eq!(got, numbered(next as u64 + 1, &all[next..next + burst]), "burst of {burst}");
+        next += burst;
+        point = records.resume_point();
+        assert_eq!(point.map(|point| point.position), Some(Position(next as u64 + 1)));
+    }
+    // Nothing new: an empty replay that still knows where it stands.
+    let mut records = log.replay_after(point.expect("a point")).expect("resume");
+    assert_eq!(records.next().map(|record| record.is_ok()), None);
+}
+
+#[test]
 fn snapshot_then_prune_then_replay_from_the_snapshot() {
     // Goal: replay hands over the newest snapshot then only the records after it; prune
     // removes exactly the segments and snapshots the newest snapshot makes useless; all

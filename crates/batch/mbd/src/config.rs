@@ -282,6 +282,13 @@ pub struct MbdConfig {
     pub mbd_sleep_time_ms: u64,
     /// The boolean resources of `lsf.shared` that `-R` may name.
     pub resources: Vec<String>,
+    /// Whether the turns that steps start (a submission, a finish, a registration:
+    /// `sched`) are left to the shell: such a step only notes that a turn is wanted
+    /// ([`crate::Mbd::turn_wanted`]) and the shell steps [`crate::Input::Dispatch`] when
+    /// it chooses, so that one turn serves every step of a busy moment (mbatchd: after
+    /// each turn of its loop, paced by what turns cost). `false`: every such step ends
+    /// with its turn.
+    pub deferred_dispatch: bool,
     /// `JOB_ACCEPT_INTERVAL`: after a host takes a job, it takes no other for this many
     /// `MBD_SLEEP_TIME`s (0: no wait; several jobs per turn).
     pub job_accept_interval: u32,
@@ -324,6 +331,7 @@ impl MbdConfig {
             max_job_id: MAX_JOB_ID_DEFAULT,
             mbd_sleep_time_ms: MBD_SLEEP_TIME_MS_DEFAULT,
             resources: Vec::new(),
+            deferred_dispatch: false,
             job_accept_interval: 0,
             max_job_array_size: MAX_JOB_ARRAY_SIZE_DEFAULT,
             max_pend_jobs: None,

@@ -87,7 +87,8 @@ impl Mbd {
             ususp: u32,
         }
         let mut counts: BTreeMap<&HostName, Counts> = BTreeMap::new();
-        for (_, job) in self.store.live_jobs() {
+        // Only started jobs hold a host: a long backlog of pending ones is not read.
+        for job in self.store.index.started.iter().map(|id| self.store.live_job(*id)) {
             for host in &job.exec_hosts {
                 let entry = counts.entry(host).or_default();
                 match job.status {

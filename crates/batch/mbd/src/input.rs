@@ -177,6 +177,9 @@ pub enum Input {
     },
     /// Time passed; resends and cleaning that are due happen now.
     Tick,
+    /// The dispatch turn that steps noted as wanted runs now (with
+    /// [`crate::MbdConfig::deferred_dispatch`]; nothing happens when none is wanted).
+    Dispatch,
     /// `bmod`, `bswitch`, `btop`, `bbot`, `brun`, `bkill -r` (see `control`).
     JobControl {
         /// Where the reply goes.

@@ -65,6 +65,9 @@ pub(crate) struct Links {
     pub(crate) turn_end: TurnEnd,
     /// When the last dispatch turn ran.
     pub(crate) last_pass_ms: Option<u64>,
+    /// A step wanted a dispatch turn that was left to [`Input::Dispatch`]
+    /// (`MbdConfig::deferred_dispatch`).
+    pub(crate) turn_wanted: bool,
     /// The earliest begin time (`-b`) still ahead at the last turn.
     pub(crate) next_begin_ms: Option<u64>,
     /// The event log's file system is full (`Input::DiskFull`).
@@ -141,6 +144,12 @@ impl Mbd {
         self.store.same_state(&other.store)
     }
 
+    /// Whether a step left a dispatch turn for [`Input::Dispatch`]
+    /// ([`MbdConfig::deferred_dispatch`]).
+    pub fn turn_wanted(&self) -> bool {
+        self.links.turn_wanted
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &MbdConfig {
         &self.config
@@ -180,6 +189,7 @@ impl Mbd {
     pub fn step(&mut self, now_ms: u64, input: Input, effects: &mut Vec<Effect>) {
         let mut step =
             Step { now_ms, appends: Vec::new(), messages: Vec::new(), dispatch: false, full_turn: false };
+        let flush = matches!(input, Input::Dispatch);
         match input {
             Input::Start => {
                 let record = MbdStartRecord {
@@ -211,6 +221,7 @@ impl Mbd {
             Input::HostLoad { host, facts } => self.host_load(host, *facts),
             Input::DiskFull { full } => self.links.disk_full = full,
             Input::Tick => self.tick(&mut step),
+            Input::Dispatch => step.dispatch = self.links.turn_wanted,
             Input::Reconfigure { config } => self.reconfigure(&mut step, *config),
             Input::JobControl { client, request_id, caller, request } => {
                 self.job_control(&mut step, client, request_id, &caller, &request, None)
@@ -227,8 +238,11 @@ impl Mbd {
                 self.admin_control(&mut step, client, &caller, &request)
             }
         }
-        if step.dispatch || step.full_turn {
+        if step.full_turn || (step.dispatch && (flush || !self.config.deferred_dispatch)) {
+            self.links.turn_wanted = false;
             self.dispatch(&mut step);
+        } else if step.dispatch {
+            self.links.turn_wanted = true;
         }
         effects.extend(step.appends.into_iter().map(Effect::Append));
         effects.extend(step.messages);

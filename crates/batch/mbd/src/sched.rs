@@ -4,7 +4,9 @@
 //! A dispatch turn runs at the end of every step that added a pending job or
 //! freed slots (submit, finish, refusal, resume, host registration,
 //! reconfiguration), so a job starts as soon as the step that made room for
-//! it (skipped when no slot is free anywhere); and on a tick once
+//! it (skipped when no slot is free anywhere) — or, with
+//! `MbdConfig::deferred_dispatch`, at the next `Input::Dispatch`, which the shell
+//! steps once for a batch of such steps; and on a tick once
 //! `MBD_SLEEP_TIME` passed since the last turn (lim's loads change without a
 //! step of ours) or a job's begin time (`-b`) came: this periodic turn always
 //! runs and refreshes the pending reasons of every job.

@@ -333,6 +333,10 @@ pub(crate) struct Store {
     finished: BTreeMap<JobRef, FrozenJob>,
     /// Reused by every freeze (not state).
     scratch: Vec<u8>,
+    /// The environment of the last JOB_NEW applied (not state): the next job whose
+    /// environment is equal shares it, so a user's stream of submissions holds one
+    /// environment in memory, not one per pending job (the snapshot shares them so too).
+    last_env: Option<Arc<Vec<wire::EnvVar>>>,
     /// The last job id given.
     pub(crate) last_job_id: u32,
     /// The last submission number given (JOB_NEWs applied).
@@ -729,7 +733,11 @@ impl Store {
         let id = record.job;
         let array = ArraySpec::parse(&record.spec.request().job_name).ok().flatten();
         self.last_submission += 1;
-        let job = Job::new(record, dependency, self.last_submission);
+        let mut job = Job::new(record, dependency, self.last_submission);
+        match &self.last_env {
+            Some(env) if **env == *job.env => job.env = Arc::clone(env),
+            _ => self.last_env = Some(Arc::clone(&job.env)),
+        }
         self.last_job_id = id.id();
         let Some(array) = array else {
             self.index.add(id, &job);

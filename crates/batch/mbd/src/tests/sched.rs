@@ -418,3 +418,32 @@ fn job_accept_interval_spaces_a_hosts_jobs() {
     h.at(crate::config::MBD_SLEEP_TIME_MS_DEFAULT).step(Input::Tick);
     assert_eq!(placed(&mut h, 2), on(&["hostC"]));
 }
+
+/// With `deferred_dispatch`, the steps that want a turn (submissions, a registration, a
+/// finish) only note it; `Input::Dispatch` runs one turn for all of them, and does
+/// nothing when no turn is wanted.
+#[test]
+fn deferred_turns_run_once_at_dispatch() {
+    let mut h = Harness::with_config(MbdConfig { deferred_dispatch: true, ..config() });
+    h.step(Input::Start);
+    h.step(registered("hostA", 2));
+    for n in 1..=3 {
+        h.step(submit(n, n, "alice", request()));
+    }
+    let starts = |effects: &[Effect]| {
+        effects.iter().filter(|effect| matches!(effect, Effect::Append(crate::Event::JobStart(_)))).count()
+    };
+    assert!(h.mbd.turn_wanted(), "the submissions left their turn to the shell");
+    assert!(placed(&mut h, 1).0.is_empty(), "no job started before the turn");
+    let effects = h.step(Input::Dispatch);
+    assert_eq!(starts(&effects), 2, "one turn starts what fits on the host's 2 slots");
+    assert!(!h.mbd.turn_wanted());
+    assert_eq!(starts(&h.step(Input::Dispatch)), 0, "no turn wanted: nothing happens");
+    assert!(placed(&mut h, 3).0.is_empty(), "job 3 waits for a slot");
+    // A finish frees a slot: the turn is wanted again, and runs at the next Dispatch.
+    h.step(started("hostA", 1, 101));
+    h.step(finished("hostA", 1, 101, 0));
+    assert!(h.mbd.turn_wanted());
+    assert_eq!(starts(&h.step(Input::Dispatch)), 1);
+    assert_eq!(placed(&mut h, 3), on(&["hostA"]));
+}
