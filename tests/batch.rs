@@ -1407,8 +1407,9 @@ fn bad_hook_settings_are_refused() {
 #[test]
 fn jobs_over_their_memory_or_run_limit_end_exit() {
     let batch = Batch::start();
-    // 100 MB resident in a child of the job's shell, against a 20 MB limit (KB by default).
-    let memory = batch.submit(&["-M", "20000", "perl -e '$x = \"a\" x 100_000_000; sleep 300'; true"]);
+    // 100 MB resident in a child of the job's shell, against a 20 MB limit (the shipped
+    // lsf.conf's LSF_UNIT_FOR_LIMITS=MB).
+    let memory = batch.submit(&["-M", "20", "perl -e '$x = \"a\" x 100_000_000; sleep 300'; true"]);
     let run_time = batch.submit(&["-W", "1", "sleep 600"]);
     batch.wait_status(memory, "EXIT");
     batch.wait_status(run_time, "EXIT");

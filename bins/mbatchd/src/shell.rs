@@ -515,7 +515,8 @@ impl Shell {
     /// Runs the dispatch turn the logic wants, when its pace allows; else sets the timer
     /// that wakes the loop for it (see "Dispatch turns" above).
     fn dispatch_if_wanted(&mut self) -> Result<(), ShellError> {
-        if !self.mbd.turn_wanted() {
+        // A master candidate that does not lead steps nothing (its state follows the log).
+        if !self.serving() || !self.mbd.turn_wanted() {
             self.turn_timer = None;
             return Ok(());
         }
