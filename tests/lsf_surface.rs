@@ -389,7 +389,10 @@ fn showconf_and_lsclusters_give_snakemake_its_configuration() {
         cluster.lsf_conf_value("LSB_SHAREDIR").as_deref()
     );
     assert_eq!(config["DEFAULT_QUEUE"], config["DEFAULT_QUEUE_FILE"]);
-    assert_eq!(config["LSF_UNIT_FOR_LIMITS"], "KB");
+    assert_eq!(
+        config["LSF_UNIT_FOR_LIMITS"], "MB",
+        "the shipped lsf.conf says MB, as LSF's installer writes it"
+    );
 
     let out = run(&cluster, "lsadmin", &["showconf", "lim"]);
     assert!(out.status.success(), "{}", text(&out));
