@@ -84,7 +84,13 @@ impl Rig {
 
     /// The candidate that serves now, if any (the one whose LSB_MBD_PORT takes connections).
     fn serving(&self) -> Option<&'static str> {
-        self.candidates.iter().find_map(|(name, ip)| {
+        self.serving_besides(None)
+    }
+
+    /// The candidate other than `skip` that serves now, if any (a paused candidate's port
+    /// still accepts connections: the kernel completes them).
+    fn serving_besides(&self, skip: Option<&str>) -> Option<&'static str> {
+        self.candidates.iter().filter(|(name, _)| Some(*name) != skip).find_map(|(name, ip)| {
             let addr: SocketAddr = format!("{ip}:{}", self.mbd_port).parse().expect("address");
             TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok().map(|_| *name)
         })
@@ -228,13 +234,8 @@ fn a_paused_leader_is_replaced_and_acknowledges_nothing_once_resumed() {
         assert!(status.success(), "kill {name} {pid}");
     };
     signal("-STOP");
-    let second = wait_until("another candidate serves", Duration::from_secs(30), || {
-        rig.candidates.iter().map(|(name, _)| *name).filter(|name| *name != paused).find(|name| {
-            let ip = rig.candidates.iter().find(|(n, _)| n == name).expect("a candidate").1;
-            let addr: SocketAddr = format!("{ip}:{}", rig.mbd_port).parse().expect("address");
-            TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-        })
-    });
+    let second =
+        wait_until("another candidate serves", Duration::from_secs(30), || rig.serving_besides(Some(paused)));
     jobs.extend((0..3).map(|_| rig.submit()));
     signal("-CONT");
     rig.all_done_once(&jobs);
