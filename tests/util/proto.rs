@@ -81,9 +81,15 @@ impl FrameConn {
         self.send_raw(&frame_bytes(header, body));
     }
 
-    /// Closes the sending side (the peer reads end of file).
+    /// Closes the sending side (the peer reads end of file). A peer that has
+    /// already closed and reset the connection (it may refuse a frame from its
+    /// header alone) leaves nothing to shut down, which is not an error here.
     pub fn shutdown_write(&mut self) {
-        self.stream.shutdown(Shutdown::Write).expect("shutdown");
+        match self.stream.shutdown(Shutdown::Write) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {}
+            Err(e) => panic!("shutdown: {e}"),
+        }
     }
 
     /// The next frame, or `None` once the peer closed the connection (a reset
