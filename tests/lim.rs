@@ -512,6 +512,15 @@ fn master_moves_along_lsf_master_list() {
         let (text, _) = showstatus(&cluster, "h2");
         text.contains("slave").then_some(())
     });
+    // Any lim's status lists the candidates' roles as each one's own lim gives it.
+    let (text, _) = showstatus(&cluster, "h0");
+    assert!(
+        text.contains(
+            "Master candidates (LSF_MASTER_LIST order):\n   h1                      master\n   \
+             h2                      slave, follows h1\n"
+        ),
+        "{text}"
+    );
     wait_until("every host ok at h1 again", STARTUP_TIMEOUT, || {
         lsload_shows(&cluster, &[("h0", "ok"), ("h1", "ok"), ("h2", "ok")])
     });

@@ -9,7 +9,9 @@
 //!   machine, else the machine's host name, as lim takes it, else its short form) on
 //!   its TCP query port (lava-lim-wire's `LIM_TCP_ADMIN_STATUS`, which every lim answers)
 //!   and prints its role, the master, the hosts by status (master only), then `Counters:`
-//!   with one `name value` line each.
+//!   with one `name value` line each. With two or more master candidates
+//!   (`LSF_MASTER_LIST`), a `Master candidates` block before the counters gives each
+//!   candidate's lim role in list order, as its own lim answers it (docs/failover.md).
 //! - `lsadmin sbdstatus` (ours): asks the local sbatchd over its Unix socket
 //!   (`LAVA_CMD_SOCKET`, SBD_STATUS_QUERY) and prints its host, the master, the state of its
 //!   link to mbatchd, then `Counters:` (jobs by phase, shepherds, messages sent and resent by
@@ -65,8 +67,12 @@ const NOT_YET: [&str; 8] = [
     "reslogoff",
 ];
 
-/// `lsadmin showstatus` for `status`.
-pub fn format_showstatus(status: &wire::AdminStatusReply) -> String {
+/// One master candidate's lim as `lsadmin showstatus` asked it: its status or why not.
+pub type CandidateStatus = (String, Result<wire::AdminStatusReply, String>);
+
+/// `lsadmin showstatus` for `status`, with the master candidates' roles when there are
+/// several (`candidates` in `LSF_MASTER_LIST` order; empty with one candidate).
+pub fn format_showstatus(status: &wire::AdminStatusReply, candidates: &[CandidateStatus]) -> String {
     let mut out = format!(
         "LIM runtime information on host {}\n\
          \x20  Role:                   {}\n\
@@ -88,6 +94,18 @@ pub fn format_showstatus(status: &wire::AdminStatusReply) -> String {
     } else {
         let heard = if status.master_heard { "yes (reporting)" } else { "no (not reporting)" };
         out.push_str(&format!("   Master heard:           {heard}\n"));
+    }
+    if !candidates.is_empty() {
+        out.push_str("\nMaster candidates (LSF_MASTER_LIST order):\n");
+        for (name, answer) in candidates {
+            let role = match answer {
+                Ok(lim) if lim.master => "master".to_owned(),
+                Ok(lim) if lim.master_heard => format!("slave, follows {}", lim.master_name),
+                Ok(_) => "slave, hears no master".to_owned(),
+                Err(error) => format!("not answering ({error})"),
+            };
+            out.push_str(&format!("   {name:<23} {role}\n"));
+        }
     }
     out.push_str("\nCounters:\n");
     for (name, value) in &status.counters {
@@ -209,7 +227,7 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
         }
         Some("showstatus") if rest.len() <= 1 => match showstatus(rest.first().map(String::as_str)) {
             Ok(status) => {
-                term.out(&format_showstatus(&status));
+                term.out(&format_showstatus(&status, &candidates()));
                 true
             }
             Err(error) => {
@@ -342,6 +360,24 @@ fn showstatus(host: Option<&str>) -> Result<wire::AdminStatusReply, String> {
     exchange(stream, addr, wire::LIM_TCP_ADMIN_STATUS, &[])
 }
 
+/// Each master candidate's lim status, in `LSF_MASTER_LIST` order, when there are two or
+/// more candidates (one lim asked at a time, each within the query timeout); otherwise
+/// nothing.
+fn candidates() -> Vec<CandidateStatus> {
+    let Ok(config) = crate::client::load_config() else { return Vec::new() };
+    let names: Vec<String> = config.master_candidates().iter().map(|host| host.name.clone()).collect();
+    if names.len() < 2 {
+        return Vec::new();
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let answer = showstatus(Some(&name));
+            (name, answer)
+        })
+        .collect()
+}
+
 /// Sends one request (`body` after the header) on `stream` (connected to `addr`) and
 /// decodes its reply.
 fn exchange<R: serde::de::DeserializeOwned>(
@@ -463,17 +499,47 @@ mod tests {
             counters: vec![("datagrams.dropped.short".into(), 3)],
         };
         assert_eq!(
-            format_showstatus(&status),
+            format_showstatus(&status, &[]),
             "LIM runtime information on host h0\n   Role:                   master\n   \
              Master name:            h0\n\n   Number of hosts:        3\n      Ok:                  2\n      \
              Unavailable:         1\n\nCounters:\n   datagrams.dropped.short                  3\n"
         );
         (status.host, status.master, status.master_heard) = ("h1".into(), false, false);
         assert_eq!(
-            format_showstatus(&status),
+            format_showstatus(&status, &[]),
             "LIM runtime information on host h1\n   Role:                   slave\n   \
              Master name:            h0\n   Master heard:           no (not reporting)\n\nCounters:\n   \
              datagrams.dropped.short                  3\n"
+        );
+    }
+
+    // Goal: with several master candidates each one's lim role is listed in LSF_MASTER_LIST
+    // order, before the counters (which a reader takes as the last section).
+    #[test]
+    fn showstatus_lists_the_candidates_roles() {
+        let lim = |host: &str, master: bool, heard: bool| wire::AdminStatusReply {
+            host: host.into(),
+            master,
+            master_name: "h1".into(),
+            master_heard: heard,
+            hosts_ok: 0,
+            hosts_unavail: 0,
+            counters: Vec::new(),
+        };
+        let candidates = [
+            ("h1".to_owned(), Ok(lim("h1", true, true))),
+            ("h2".to_owned(), Ok(lim("h2", false, true))),
+            ("h3".to_owned(), Ok(lim("h3", false, false))),
+            ("h4".to_owned(), Err("LIM is down; try later".to_owned())),
+        ];
+        let text = format_showstatus(&lim("h2", false, true), &candidates);
+        assert!(
+            text.ends_with(
+                "\nMaster candidates (LSF_MASTER_LIST order):\n   h1                      master\n   \
+                 h2                      slave, follows h1\n   h3                      slave, hears no master\n   \
+                 h4                      not answering (LIM is down; try later)\n\nCounters:\n"
+            ),
+            "{text}"
         );
     }
 

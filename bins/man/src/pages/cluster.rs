@@ -160,7 +160,7 @@ const LSADMIN_SUBCOMMANDS: &[Sub] = &[
         name: "showstatus",
         args: "[host_name]",
         options: &[],
-        help: "A lim's role, the master, the hosts by status (on the master), then `Counters:` with one `name value` line each (LavaCore's).",
+        help: "A lim's role, the master, the hosts by status (on the master), with several master candidates (`LSF_MASTER_LIST`) each candidate's lim role in list order, then `Counters:` with one `name value` line each (LavaCore's).",
     },
     Sub {
         name: "sbdstatus",
