@@ -386,13 +386,7 @@ impl Daemon {
 
     /// Its resident memory (`VmRSS` of `/proc/<pid>/status`), in KiB.
     pub fn rss_kb(&self) -> anyhow::Result<u64> {
-        let path = format!("/proc/{}/status", self.pid());
-        let status = fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .with_context(|| format!("no VmRSS in {path}"))
+        rss_kib(self.pid())
     }
 
     /// CPU seconds (user + system) it used so far, and those of its children it reaped
@@ -496,4 +490,15 @@ fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The resident memory of process `pid` (`VmRSS` of `/proc/<pid>/status`), in KiB.
+pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let path = format!("/proc/{pid}/status");
+    let status = fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .with_context(|| format!("no VmRSS in {path}"))
 }

@@ -142,13 +142,7 @@ impl Lim {
 
     /// `VmRSS`, KiB.
     fn rss_kib(&self) -> anyhow::Result<u64> {
-        let path = format!("/proc/{}/status", self.pid());
-        let status = fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .with_context(|| format!("no VmRSS in {path}"))
+        crate::cluster::rss_kib(self.pid())
     }
 }
 

@@ -12,11 +12,17 @@
 //! did not reach get their pending reasons when `bjobs` asks).
 //! Each of `--runs` (5) runs steps a fresh copy of the same state.
 //!
+//! Before the turns, `sched_memory` gives what the logic's state costs per pending job
+//! (this process's `VmRSS` before and after the JOB_NEWs are applied, with the system's
+//! allocator) and the inline sizes of a job and of its submission: the share of mbatchd's
+//! RSS per pending job (`lava-bench scale`) that is the state itself.
+//!
 //! - **free**: every slot is free, so the turn starts the jobs that fit until none is;
 //! - **full**: the same turn once every slot is taken (the state after a first turn): it
 //!   starts nothing.
 //!
 //! ```text
+//! sched_memory jobs=100000 rss_before_kib=... rss_after_kib=... rss_per_job_bytes=... job_struct_bytes=... spec_struct_bytes=...
 //! sched_pass mode=free jobs=100000 hosts=1000 slots=8 started=... reasons=... cpu_ms_min=... cpu_ms_median=... wall_ms_min=... wall_ms_median=...
 //! sched_pass mode=full jobs=100000 hosts=1000 slots=8 started=0 reasons=... cpu_ms_min=... cpu_ms_median=... wall_ms_min=... wall_ms_median=...
 //! ```
@@ -187,6 +193,7 @@ fn build(options: &Options) -> anyhow::Result<Mbd> {
         };
         mbd.step(T0_MS, Input::HostLoad { host: host(idx), facts: Box::new(facts) }, &mut effects);
     }
+    let rss_before_kib = crate::cluster::rss_kib(std::process::id())?;
     let users: Vec<UserName> = (0..N_USERS)
         .map(|n| UserName::parse("bench", &format!("user{n}")).expect("valid user name"))
         .collect();
@@ -209,5 +216,14 @@ fn build(options: &Options) -> anyhow::Result<Mbd> {
         };
         mbd.apply_owned(Event::JobNew(Box::new(record))).context("JOB_NEW applies")?;
     }
+    let rss_after_kib = crate::cluster::rss_kib(std::process::id())?;
+    println!(
+        "sched_memory jobs={} rss_before_kib={rss_before_kib} rss_after_kib={rss_after_kib} rss_per_job_bytes={:.0} \
+         job_struct_bytes={} spec_struct_bytes={}",
+        options.n_jobs,
+        rss_after_kib.saturating_sub(rss_before_kib) as f64 * 1024.0 / f64::from(options.n_jobs.max(1)),
+        std::mem::size_of::<lava_mbd::Job>(),
+        std::mem::size_of::<SubmitSpec>(),
+    );
     Ok(mbd)
 }

@@ -158,7 +158,7 @@ pub struct Job {
     /// message naming a lower one comes from an earlier run (`pipeline`).
     pub(crate) dispatch_seq: u32,
     pub(crate) accepted: Option<ProcessIds>,
-    pub(crate) exec: Option<ExecInfo>,
+    pub(crate) exec: Option<Box<ExecInfo>>,
     /// The sequence number of the last signal intent.
     pub(crate) signal_seq: u32,
     /// Intents sent (or to be sent) to sbatchd and not yet answered, by sequence.
@@ -167,7 +167,7 @@ pub struct Job {
     /// ... each with the last submission number given when it was first logged
     /// here, so a retried `bkill 0` selects no job submitted after its first attempt.
     pub(crate) signal_request_ids: BTreeMap<wire::RequestId, u64>,
-    pub(crate) finish: Option<FinishRecord>,
+    pub(crate) finish: Option<Box<FinishRecord>>,
     /// The dispatch order key `btop`/`bbot` set (JOB_MOVE); `None` for arrival
     /// order (see [`Job::dispatch_key`] and `control`).
     pub(crate) order_key: Option<i64>,
@@ -302,7 +302,7 @@ impl Job {
 
     /// The execution metadata of its last committed EXECUTE.
     pub fn exec(&self) -> Option<&ExecInfo> {
-        self.exec.as_ref()
+        self.exec.as_deref()
     }
 
     /// Its unanswered signal intents, by sequence number.
@@ -312,7 +312,7 @@ impl Job {
 
     /// How it ended, once DONE or EXIT.
     pub fn finish(&self) -> Option<&FinishRecord> {
-        self.finish.as_ref()
+        self.finish.as_deref()
     }
 
     /// The host whose sbatchd runs the job, while it is started.
@@ -390,7 +390,7 @@ impl Job {
                 if !self.status.is_started() {
                     return Err(format!("execute of a {} job", self.status));
                 }
-                self.exec = Some(r.exec.clone());
+                self.exec = Some(Box::new(r.exec.clone()));
                 Ok(())
             }
             Event::JobSignal(r) => self.apply_signal(r, last_submission),
@@ -518,7 +518,7 @@ impl Job {
         self.status = JobStatus::Exit;
         self.reason.clear();
         self.status_time_ms = r.time_ms;
-        self.finish = Some(r.finish.clone());
+        self.finish = Some(Box::new(r.finish.clone()));
         self.requeue_hold = None;
         self.pending_signals.clear();
         self.env = Arc::new(Vec::new());
@@ -627,7 +627,7 @@ impl Job {
         self.reason = r.reason.clone();
         self.status_time_ms = r.time_ms;
         if to.is_finished() {
-            self.finish = r.finish.clone();
+            self.finish = r.finish.clone().map(Box::new);
             self.requeue_hold = None;
             // A finished job is never dispatched again, and nothing shows its
             // environment: most of its memory goes (see `Job`).
