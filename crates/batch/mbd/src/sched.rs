@@ -255,14 +255,19 @@ impl Mbd {
 
     /// After `host` registered: everything it has not answered, at once.
     pub(crate) fn resend_to_host(&mut self, step: &mut Step, host: &HostName) {
-        let on_host = |mbd: &Mbd, id: &JobRef| mbd.store.live_job(*id).run_host() == Some(host);
+        let index = &self.store.index;
+        let on_host: Vec<JobRef> = index
+            .started_on
+            .range((host.clone(), JobRef::MIN)..=(host.clone(), JobRef::MAX))
+            .map(|(_, id)| *id)
+            .collect();
         let new_jobs: Vec<JobRef> =
-            self.store.index.unaccepted.iter().filter(|id| on_host(self, id)).copied().collect();
+            on_host.iter().filter(|id| index.unaccepted.contains(id)).copied().collect();
+        let signaled: Vec<JobRef> =
+            on_host.iter().filter(|id| index.signaling.contains(id)).copied().collect();
         for id in new_jobs {
             self.send_new_job(step, id, host);
         }
-        let signaled: Vec<JobRef> =
-            self.store.index.signaling.iter().filter(|id| on_host(self, id)).copied().collect();
         for id in signaled {
             self.send_signals(step, id, |_| true);
         }

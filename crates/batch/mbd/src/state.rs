@@ -119,6 +119,11 @@ pub(crate) struct Index {
     /// Started jobs (RUN, USUSP, SSUSP): what holds slots, limits and reservations;
     /// a dispatch turn counts them without reading a long backlog of pending jobs.
     pub(crate) started: BTreeSet<JobRef>,
+    /// The started jobs by the host they run on (`Job::run_host`): what a host
+    /// that registers is owed (its unaccepted jobs, its unanswered signals) is
+    /// found among its own jobs, not by a walk over every job of the cluster,
+    /// which made a reconnect storm quadratic (every host × every started job).
+    pub(crate) started_on: BTreeSet<(HostName, JobRef)>,
     /// Jobs with unanswered signal intents.
     pub(crate) signaling: BTreeSet<JobRef>,
     /// Finished jobs that `bkill -r` ended while dispatched, by the host their
@@ -220,6 +225,9 @@ impl Index {
         toggle(&mut self.finished, (job.status_time_ms, id), job.status.is_finished(), add);
         toggle(&mut self.unaccepted, id, started && job.accepted.is_none(), add);
         toggle(&mut self.started, id, started, add);
+        if let Some(host) = job.run_host() {
+            toggle(&mut self.started_on, (host.clone(), id), true, add);
+        }
         toggle(&mut self.signaling, id, !job.pending_signals.is_empty(), add);
         if let Some(host) = job.force_killed_on() {
             toggle(&mut self.force_killed, (host.clone(), id), true, add);
