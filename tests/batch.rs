@@ -287,7 +287,7 @@ fn badmin_ckconfig_names_bad_limits_by_file_and_line() {
     assert_eq!(ckconfig(&[]), (Some(0), format!("{header}No errors found.\n"), String::new()));
     let (code, verbose, _) = ckconfig(&["-v"]);
     assert_eq!(code, Some(0));
-    assert!(verbose.contains(": 3 queues, 1 hosts, MAX_JOB_NUM 1000\nNo errors found.\n"), "{verbose}");
+    assert!(verbose.contains(": 3 queues, 1 hosts, MAX_JOB_NUM 10000\nNo errors found.\n"), "{verbose}");
 
     for (file, key, value) in [
         ("lsb.params", "MAX_JOB_NUM", "-1"),
@@ -907,7 +907,7 @@ fn bmod_bswitch_btop_bbot_change_pending_jobs() {
 // pruning): no switch while fewer jobs finished, one once MAX_JOB_NUM did, with the
 // value `badmin reconfig` put in force; mbatchd restarted (kill -9) from the switched
 // log shows the same jobs in the same states.
-// Method: etc/'s MAX_JOB_NUM 1000 (and the default --snapshot-events, far above the
+// Method: etc/'s MAX_JOB_NUM 10000 (and the default --snapshot-events, far above the
 // events of this test): one job done, no snapshot file; reconfig to MAX_JOB_NUM 2, a
 // second job done, wait (bounded) for the snapshot file; `bjobs -a -u all` before and
 // after the restart.
