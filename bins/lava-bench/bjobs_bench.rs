@@ -71,6 +71,8 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let options = parse(args)?;
     let mut cluster = BenchCluster::new(Some(0))?;
+    // A million jobs in the system need ids past LSF's default MAX_JOBID of 999,999.
+    cluster.set_lsb_param("MAX_JOBID", "99999999")?;
     let mbatchd = cluster.start_mbatchd(&[])?;
     let _sbatchd = cluster.start_sbatchd()?;
     let submitted = submit_parallel(&cluster, client::true_job(), options.jobs, options.connections)?;
