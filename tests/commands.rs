@@ -400,6 +400,42 @@ fn bjobs_reads_every_page() {
     assert_eq!(after, vec![0, 1]);
 }
 
+// Goal: a listing of several pages, printed page by page as they come, has LSF's header
+// once, before the first job (a page left empty changes nothing); a page that fails ends
+// the listing with mbatchd's words and a failure, after the lines already printed.
+#[test]
+fn bjobs_prints_pages_as_they_come_with_one_header() {
+    let page = |ids: &[u32], next_after: u32| wire::JobQueryReply {
+        jobs: ids.iter().map(|id| job_info(*id, 0x01, &[])).collect(),
+        not_found: vec![],
+        next_after,
+        next_after_index: 0,
+    };
+    let fixture = Fixture::new(vec![
+        answer(Operation::JobQueryReply, &page(&[], 3)),
+        answer(Operation::JobQueryReply, &page(&[4, 5], 5)),
+        answer(Operation::JobQueryReply, &page(&[6], 0)),
+    ]);
+    let output = fixture.run("bjobs", &["-u", "all"], None);
+    assert_eq!(text(&output.stderr), "");
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = text(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(lines[0].starts_with("JOBID   USER    STAT  QUEUE"), "{stdout}");
+    let ids: Vec<&str> = lines[1..].iter().map(|line| line.split_whitespace().next().unwrap_or("")).collect();
+    assert_eq!(ids, vec!["4", "5", "6"]);
+
+    let fixture = Fixture::new(vec![
+        answer(Operation::JobQueryReply, &page(&[1], 1)),
+        refusal(wire::ERR_UNSUPPORTED, "the page went missing"),
+    ]);
+    let output = fixture.run("bjobs", &["-u", "all", "-noheader"], None);
+    assert_ne!(output.status.code(), Some(0));
+    assert_eq!(text(&output.stdout).lines().count(), 1, "{}", text(&output.stdout));
+    assert!(text(&output.stderr).contains("the page went missing"), "{}", text(&output.stderr));
+}
+
 // Goal: an unknown job id is named on standard error and fails (255); an
 // empty listing is LSF's line and succeeds (0).
 #[test]

@@ -221,22 +221,82 @@ fn state_flags(options: &BjobsOptions) -> Vec<u32> {
 
 /// Every page of the answer to `query` (mbatchd cuts long answers; see
 /// `JobQueryReply::next_after`), in job-id order.
-pub(crate) fn all_pages(
+pub(crate) fn all_pages(client: &mut Client, query: JobQuery) -> Result<Vec<JobInfo>, client::ClientError> {
+    let mut jobs = Vec::new();
+    each_page(client, query, |page| {
+        jobs.extend(page);
+        true
+    })?;
+    Ok(jobs)
+}
+
+/// Hands each page of the answer to `query` to `page`, in job-id order, until the last
+/// one or until `page` returns false.
+fn each_page(
     client: &mut Client,
     mut query: JobQuery,
-) -> Result<Vec<JobInfo>, client::ClientError> {
-    let mut jobs = Vec::new();
+    mut page: impl FnMut(Vec<JobInfo>) -> bool,
+) -> Result<(), client::ClientError> {
     loop {
         let reply: wire::JobQueryReply =
             client.call(Operation::JobQuery, Operation::JobQueryReply, &query)?;
-        jobs.extend(reply.jobs);
         // A page that does not move the resume point on would be asked for forever.
         let next = (reply.next_after, reply.next_after_index);
-        if next.0 == 0 || next == (query.after_job, query.after_index) {
-            return Ok(jobs);
+        if !page(reply.jobs) || next.0 == 0 || next == (query.after_job, query.after_index) {
+            return Ok(());
         }
         (query.after_job, query.after_index) = next;
     }
+}
+
+/// Pages mbatchd's answer may be ahead of the listing by (see [`stream_table`]).
+const PAGES_AHEAD: usize = 2;
+
+/// The table listings (default, `-w`, `-W`, `-p`, `-s`) of every matching job when no job
+/// is named, printed page by page: a thread asks mbatchd for the next page while this one
+/// prints, so bjobs and mbatchd work at once (with a million jobs their times would
+/// otherwise add up), the first lines appear at once, and bjobs holds a few pages, not the
+/// whole answer. The lines are those of [`render`] for the whole answer: the header once,
+/// before the first job. False when the query failed (an error after some pages ends the
+/// listing there) or, with `LSB_BJOBS_CONSISTENT_EXIT_CODE`, when nothing matched.
+fn stream_table(term: &mut Term, client: Client, options: &BjobsOptions, listing: &Listing) -> bool {
+    let (pages, received) = std::sync::mpsc::sync_channel::<Vec<JobInfo>>(PAGES_AHEAD);
+    let query = query(options);
+    let mut shown = 0usize;
+    let fetched = std::thread::scope(|scope| {
+        let fetcher = scope.spawn(move || {
+            let mut client = client;
+            each_page(&mut client, query, |page| pages.send(page).is_ok())
+        });
+        let mut page_options = options.clone();
+        for page in received {
+            let jobs: Vec<JobInfo> = page.into_iter().filter(|job| keep(options, job)).collect();
+            if jobs.is_empty() {
+                continue;
+            }
+            term.out(&render(&jobs, &[], &page_options, listing.short_hostlist, listing.now_s, &listing.tz));
+            page_options.noheader = true;
+            shown += jobs.len();
+        }
+        fetcher.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    if let Err(error) = fetched {
+        term.err(&format!("{error}\n"));
+        return false;
+    }
+    if shown == 0 {
+        term.err(&nothing_found(options));
+    }
+    !(listing.consistent_exit && shown == 0)
+}
+
+/// What every listing of one `bjobs` shares beyond its options.
+struct Listing {
+    short_hostlist: bool,
+    now_s: i64,
+    tz: TimeZone,
+    /// `LSB_BJOBS_CONSISTENT_EXIT_CODE=Y`: an empty selection exits 255.
+    consistent_exit: bool,
 }
 
 /// The query for `options`: one state filter on the wire; a union of several
@@ -403,8 +463,26 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
         term.err(&format!("LSB_BJOBS_FORMAT: {message}\n"));
         return false;
     }
-    let answer = Client::from_env(&config).and_then(|mut client| all_pages(&mut client, query(&options)));
-    let jobs = match answer {
+    let listing = Listing {
+        short_hostlist: client::lsf_param(&config, "LSB_SHORT_HOSTLIST").is_some_and(|v| v.trim() == "1"),
+        now_s: jiff::Timestamp::now().as_second(),
+        tz: TimeZone::system(),
+        consistent_exit: client::is_yes(
+            client::lsf_param(&config, "LSB_BJOBS_CONSISTENT_EXIT_CODE").as_deref(),
+        ),
+    };
+    let client = match Client::from_env(&config) {
+        Ok(client) => client,
+        Err(error) => {
+            term.err(&format!("{error}\n"));
+            return false;
+        }
+    };
+    if options.jobs.is_empty() && !options.long && options.format.is_none() {
+        return stream_table(term, client, &options, &listing);
+    }
+    let mut client = client;
+    let jobs = match all_pages(&mut client, query(&options)) {
         Ok(jobs) => jobs,
         Err(error) => {
             term.err(&format!("{error}\n"));
@@ -412,10 +490,8 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
         }
     };
     let jobs: Vec<JobInfo> = jobs.into_iter().filter(|job| keep(&options, job)).collect();
-    let short_hostlist = client::lsf_param(&config, "LSB_SHORT_HOSTLIST").is_some_and(|v| v.trim() == "1");
-    let now_s = jiff::Timestamp::now().as_second();
     let missing = missing(&options.jobs, &jobs);
-    term.out(&render(&jobs, &missing, &options, short_hostlist, now_s, &TimeZone::system()));
+    term.out(&render(&jobs, &missing, &options, listing.short_hostlist, listing.now_s, &listing.tz));
     if !is_json(&options) {
         for job in &missing {
             term.err(&format!("{}\n", not_found_message(*job)));
@@ -424,8 +500,7 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
     if jobs.is_empty() && options.jobs.is_empty() {
         term.err(&nothing_found(&options));
     }
-    let consistent = client::is_yes(client::lsf_param(&config, "LSB_BJOBS_CONSISTENT_EXIT_CODE").as_deref());
-    missing.is_empty() && !(consistent && jobs.is_empty())
+    missing.is_empty() && !(listing.consistent_exit && jobs.is_empty())
 }
 
 #[cfg(test)]
