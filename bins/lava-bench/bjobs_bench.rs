@@ -19,7 +19,11 @@
 //! bjobs_setup jobs=100000 connections=32 submit_secs=...
 //! bjobs_query jobs=100000 runs=5 pages=... median_ms=... min_ms=...
 //! bjobs_all jobs=100000 runs=5 lines=100001 bytes=... median_ms=... min_ms=... max_ms=... bjobs_cpu_ms=... mbatchd_cpu_ms=...
+//! bjobs_memory jobs=100000 rss_empty_kib=... rss_live_kib=... rss_replayed_kib=... live_bytes_per_job=... replayed_bytes_per_job=...
 //! ```
+//!
+//! 3. `bjobs_memory`: mbatchd's RSS before the submissions, after them (live), and after a
+//!    `kill -9` and restart has rebuilt the same jobs from the log (replayed), per job.
 //!
 //! Goal: `bjobs_all median_ms` ≤ 500.
 
@@ -73,15 +77,35 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut cluster = BenchCluster::new(Some(0))?;
     // A million jobs in the system need ids past LSF's default MAX_JOBID of 999,999.
     cluster.set_lsb_param("MAX_JOBID", "99999999")?;
-    let mbatchd = cluster.start_mbatchd(&[])?;
+    let mut mbatchd = cluster.start_mbatchd(&[])?;
     let _sbatchd = cluster.start_sbatchd()?;
+    let rss_empty_kib = mbatchd.rss_kb()?;
     let submitted = submit_parallel(&cluster, client::true_job(), options.jobs, options.connections)?;
     println!(
         "bjobs_setup jobs={} connections={} submit_secs={:.3}",
         options.jobs, options.connections, submitted.secs
     );
     query_only(&cluster, &options)?;
-    bjobs_all(&cluster, &mbatchd, &options)
+    bjobs_all(&cluster, &mbatchd, &options)?;
+    // mbatchd's memory for the pending jobs as submitted, and as rebuilt from the log by
+    // a restart: what the state costs, apart from what the submissions left behind.
+    let rss_live_kib = mbatchd.rss_kb()?;
+    mbatchd.kill();
+    let mut mbatchd = cluster.start_mbatchd(&[])?;
+    let mut connection =
+        Connection::connect(cluster.mbd_addr()?, cluster.authenticator()?, User::current()?)?;
+    connection.query(&client::query_jobs(Vec::new()))?;
+    let rss_replayed_kib = mbatchd.rss_kb()?;
+    let per_job = |kib: u64| kib.saturating_sub(rss_empty_kib) as f64 * 1024.0 / options.jobs as f64;
+    println!(
+        "bjobs_memory jobs={} rss_empty_kib={rss_empty_kib} rss_live_kib={rss_live_kib} rss_replayed_kib={rss_replayed_kib} \
+         live_bytes_per_job={:.0} replayed_bytes_per_job={:.0}",
+        options.jobs,
+        per_job(rss_live_kib),
+        per_job(rss_replayed_kib),
+    );
+    mbatchd.kill();
+    Ok(())
 }
 
 fn query_only(cluster: &BenchCluster, options: &Options) -> anyhow::Result<()> {
