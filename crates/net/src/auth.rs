@@ -51,8 +51,9 @@
 //! refused. Within the credential cache, each user (uid at the issuing host, read from the
 //! authenticated token) may hold at most `replay_entries_per_user_max` pairs once the cache is
 //! half full: a user beyond it is then refused with [`AuthError::ReplayQuotaFull`] while every
-//! other user goes on ([`Authenticator::remember_credential`]); alone, a user may use the
-//! whole cache.
+//! other user goes on ([`Authenticator::remember_credential`]); alone, a user may fill half
+//! the cache (with the default bound, 524,288 credentials a window, about 17,000 a second)
+//! before the share applies.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -541,7 +542,7 @@ impl ReplayCache {
             return Err(AuthError::Replay { timestamp_ms, nonce });
         }
         // A user beyond their share is refused only while the cache is at least half full:
-        // alone, a user may go as fast as the cache allows; under a flood, the flooder is
+        // alone, a user may fill half the cache before it applies; under a flood, the flooder is
         // held to their share and the other half stays free for everyone else.
         if let Some(user) = &user
             && self.per_user.get(user).copied().unwrap_or(0) >= config.replay_entries_per_user_max
