@@ -252,3 +252,164 @@ fn a_paused_leader_is_replaced_and_acknowledges_nothing_once_resumed() {
     assert!(rig.mbatchd.get_mut(paused).expect("started").is_running(), "{log}");
     assert!(log.matches("replicated event log opened").count() >= 2, "{log}");
 }
+
+// ----- lsb.events and lsb.acct on the candidates (crate::derived in mbatchd) -----
+
+impl Rig {
+    /// The folder of candidate `name`: `logdir/<name>`.
+    fn candidate_dir(&self, name: &str) -> std::path::PathBuf {
+        self.cluster.event_log_dir().join(name)
+    }
+
+    /// The job ids of the JOB_FINISH lines in candidate `name`'s lsb.acct, each line checked.
+    fn acct_jobs(&self, name: &str) -> Vec<u32> {
+        let text = std::fs::read_to_string(self.candidate_dir(name).join("lsb.acct")).unwrap_or_default();
+        text.lines()
+            .map(|line| {
+                lava_batch_ll::acct::AcctRecord::parse(line)
+                    .unwrap_or_else(|e| panic!("{name}'s lsb.acct: {e}: {line}"))
+                    .unwrap_or_else(|| panic!("{name}'s lsb.acct: no JOB_FINISH line: {line}"))
+                    .job_id
+            })
+            .collect()
+    }
+
+    /// Waits until candidate `name`'s lsb.acct has a line for each of `jobs`, then checks
+    /// it has exactly one for each and none besides.
+    fn acct_once(&self, name: &str, jobs: &[u32]) {
+        wait_until(&format!("{name}'s lsb.acct holds every job"), JOB_TIMEOUT, || {
+            let listed = self.acct_jobs(name);
+            jobs.iter().all(|job| listed.contains(job)).then_some(())
+        });
+        let mut listed = self.acct_jobs(name);
+        listed.sort_unstable();
+        let mut expected = jobs.to_vec();
+        expected.sort_unstable();
+        assert_eq!(listed, expected, "{name}'s lsb.acct: one line per finished job");
+    }
+}
+
+// Goal: every candidate writes the committed events to its own lsb.events, so after the
+// leader's death the new leader's bhist shows the whole history of a job finished under
+// the old one, and its lsb.events text view words it; a candidate restarted after the
+// others compacted past it (caught up by a snapshot) writes no event twice.
+#[test]
+fn bhist_on_the_new_leader_shows_the_events_of_jobs_run_under_the_old_one() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let first = rig.leader();
+    let jobs: Vec<u32> = (0..3).map(|_| rig.submit()).collect();
+    rig.all_done_once(&jobs);
+    rig.kill(first);
+    let second = rig.leader();
+    assert_ne!(first, second);
+    let id = jobs[0].to_string();
+    let out = run(&rig.cluster, "bhist", &["-l", &id]);
+    let history: String = text(&out).split_whitespace().collect();
+    assert!(out.status.success(), "bhist -l {id} on {second}: {}", text(&out));
+    assert!(history.contains(&format!("Job<{id}>")), "{history}");
+    assert!(history.contains("Submittedfromhost"), "{history}");
+    assert!(history.contains("Donesuccessfully"), "{history}");
+    // The text view of the new leader's folder words the job's submission, once.
+    let view_path = rig.candidate_dir(second).join("lsb.events");
+    wait_until("the text view words the job", JOB_TIMEOUT, || {
+        let view = std::fs::read_to_string(&view_path).ok()?;
+        view.lines()
+            .any(|line| line.starts_with("\"JOB_NEW\"") && line.contains(&format!(" {id} ")))
+            .then_some(())
+    });
+
+    // The dead one comes back after 30 more events were compacted (--snapshot-events 25)
+    // and leads after the second's death: its history has every job, none twice.
+    let mut later: Vec<u32> = (0..10).map(|_| rig.submit()).collect();
+    rig.all_done_once(&later);
+    rig.start(first);
+    later.push(rig.submit());
+    rig.all_done_once(&later);
+    rig.kill(second);
+    let third = rig.leader();
+    let all: Vec<u32> = jobs.iter().chain(&later).copied().collect();
+    rig.all_done_once(&all);
+    for job in [jobs[0], *later.last().expect("jobs")] {
+        let out = run(&rig.cluster, "bhist", &["-l", &job.to_string()]);
+        let history: String = text(&out).split_whitespace().collect();
+        assert!(history.contains("Donesuccessfully"), "bhist -l {job} on {third}: {history}");
+        assert_eq!(history.matches("Submittedfromhost").count(), 1, "bhist -l {job} on {third}: {history}");
+    }
+}
+
+// Goal: lsb.acct has exactly one line per finished job on every candidate, also when the
+// leader dies (a crash point: SIGKILL from itself) right after appending a committed
+// event to its lsb.events, before that event's lsb.acct line: the next leader has the
+// line, and the dead candidate, back, rebuilds it without writing any twice.
+#[test]
+fn lsb_acct_has_one_line_per_job_after_the_leader_dies_between_commit_and_line() {
+    let mut rig = Rig::new(&CANDIDATES);
+    let crash_dir = rig.cluster.dir().join("crash");
+    std::fs::create_dir_all(&crash_dir).expect("create the crash folder");
+    let arm = crash_dir.join("arm");
+    let report = crash_dir.join("report");
+    rig.cluster.set_daemon_env("mbatchd", lava_crash::ENV_AT, "mbatchd.event_appended");
+    rig.cluster.set_daemon_env("mbatchd", lava_crash::ENV_ARM, &arm);
+    rig.cluster.set_daemon_env("mbatchd", lava_crash::ENV_REPORT, &report);
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    let mut jobs: Vec<u32> = (0..3).map(|_| rig.submit()).collect();
+    rig.all_done_once(&jobs);
+    // A job that runs a little, armed while it runs: the next committed event (its
+    // finish, as a rule) kills the first candidate that appends it. That is the leader, the
+    // first to know it committed, unless a follower is told first; then that follower,
+    // which died at the same boundary, starts again, and the next job tries again.
+    let leader = rig.leader();
+    let mut crashed = None;
+    for _attempt in 0..10 {
+        let _stale = std::fs::remove_file(&report);
+        let script = format!("sleep 2; echo $LSB_JOBID >> {}", rig.ran.display());
+        let out = run(&rig.cluster, "bsub", &["-m", "h0", "sh", "-c", &script]);
+        assert!(out.status.success(), "bsub: {}", text(&out));
+        let slow = submitted_job_id(&String::from_utf8_lossy(&out.stdout));
+        jobs.push(slow);
+        // Armed once every candidate wrote what the leader wrote (the same text views).
+        wait_until("every candidate's lsb.events caught up", JOB_TIMEOUT, || {
+            let views: Vec<Option<String>> = rig
+                .candidates
+                .iter()
+                .map(|(name, _)| std::fs::read_to_string(rig.candidate_dir(name).join("lsb.events")).ok())
+                .collect();
+            let first = views[0].as_ref()?;
+            let started = first.lines().filter(|line| line.contains(&format!(" {slow} "))).count() >= 2;
+            (started && views.iter().all(|view| view.as_ref() == Some(first))).then_some(())
+        });
+        std::fs::write(&arm, "").expect("arm the crash point");
+        let crashed_pid = wait_until("a candidate crashes at the point", JOB_TIMEOUT, || {
+            let said = std::fs::read_to_string(&report).ok()?;
+            said.split_whitespace().find_map(|word| word.parse::<u32>().ok())
+        });
+        let name = rig
+            .candidates
+            .iter()
+            .map(|(name, _)| *name)
+            .find(|name| rig.mbatchd[name].pid() == crashed_pid)
+            .unwrap_or_else(|| panic!("pid {crashed_pid} is no candidate's"));
+        rig.kill(name);
+        if name == leader {
+            crashed = Some(name);
+            break;
+        }
+        eprintln!("follower {name} crashed first: starting it again");
+        rig.start(name);
+        rig.all_done_once(&jobs);
+    }
+    let crashed = crashed.expect("the leader crashed at the point within 10 attempts");
+
+    let next = rig.leader();
+    jobs.extend((0..3).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+    rig.acct_once(next, &jobs);
+    rig.start(crashed);
+    rig.acct_once(crashed, &jobs);
+    let third = CANDIDATES.iter().map(|(name, _)| *name).find(|name| *name != crashed && *name != next);
+    rig.acct_once(third.expect("three candidates"), &jobs);
+}

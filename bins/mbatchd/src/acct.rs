@@ -100,10 +100,25 @@ fn read_records(path: &Path) -> io::Result<(Vec<AcctRecord>, usize)> {
 /// Appends to `lsb.acct` in `dir` the records of `finished` it lacks (see the module
 /// doc) and makes them durable; returns how many were appended.
 pub fn reconcile(dir: &Path, finished: &[AcctRecord]) -> io::Result<usize> {
-    let Some(oldest) = finished.iter().map(|record| record.event_time).min() else {
+    let missing = missing_lines(dir, finished, BTreeSet::new())?;
+    if missing.is_empty() {
         return Ok(0);
+    }
+    let count = missing.lines().count();
+    textlog::append_durably(&acct_path(dir, 0), &missing)?;
+    Ok(count)
+}
+
+/// The lines of the records of `finished` that neither `lsb.acct` in `dir` (see the module
+/// doc) nor `present` (keys about to be written) holds.
+fn missing_lines(
+    dir: &Path,
+    finished: &[AcctRecord],
+    mut present: BTreeSet<(u32, u32, i64)>,
+) -> io::Result<String> {
+    let Some(oldest) = finished.iter().map(|record| record.event_time).min() else {
+        return Ok(String::new());
     };
-    let mut present = BTreeSet::new();
     for n in 0.. {
         let path = acct_path(dir, n);
         if n > 0 && !path.exists() {
@@ -119,20 +134,24 @@ pub fn reconcile(dir: &Path, finished: &[AcctRecord]) -> io::Result<usize> {
             break;
         }
     }
-    let missing: String =
-        finished.iter().filter(|record| !present.contains(&record.key())).map(AcctRecord::to_line).collect();
-    if missing.is_empty() {
-        return Ok(0);
-    }
-    let count = missing.lines().count();
-    textlog::append_durably(&acct_path(dir, 0), &missing)?;
-    Ok(count)
+    Ok(finished.iter().filter(|record| !present.contains(&record.key())).map(AcctRecord::to_line).collect())
+}
+
+/// What the writer thread is handed, in order.
+#[derive(Debug)]
+enum Item {
+    /// A durable finish's record line.
+    Line(String),
+    /// The records of a state that replaced the state the lines came from (a master
+    /// candidate caught up by its leader's snapshot): those `lsb.acct` lacks are appended,
+    /// as [`reconcile`] does at start, after every line handed over before.
+    Reconcile(Vec<AcctRecord>),
 }
 
 /// The writer thread's end of `lsb.acct`, owned by the loop (see the module doc).
 #[derive(Debug)]
 pub struct AcctLog {
-    lines: Option<mpsc::Sender<String>>,
+    lines: Option<mpsc::Sender<Item>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -149,9 +168,19 @@ impl AcctLog {
     /// Hands a durable finish's record line to the writer.
     pub fn write(&self, line: String) {
         if let Some(lines) = &self.lines
-            && lines.send(line).is_err()
+            && lines.send(Item::Line(line)).is_err()
         {
             tracing::error!("the lsb.acct writer is gone: a record is left to the next start");
+        }
+    }
+
+    /// Hands the writer the finished jobs of a state that replaced the one the lines came
+    /// from: it appends the records `lsb.acct` lacks, after the lines handed over before.
+    pub fn reconcile(&self, finished: Vec<AcctRecord>) {
+        if let Some(lines) = &self.lines
+            && lines.send(Item::Reconcile(finished)).is_err()
+        {
+            tracing::error!("the lsb.acct writer is gone: records are left to the next start");
         }
     }
 
@@ -183,8 +212,31 @@ impl Writer {
         Writer { dir, rule, first_time }
     }
 
-    fn run(&mut self, lines: &mpsc::Receiver<String>) {
-        textlog::serve(ACCT_NAME, lines, |batch| self.append(&batch.concat()));
+    fn run(&mut self, items: &mpsc::Receiver<Item>) {
+        textlog::serve(ACCT_NAME, items, |batch| {
+            let mut text = String::new();
+            for item in batch {
+                match item {
+                    Item::Line(line) => text.push_str(line),
+                    Item::Reconcile(finished) => {
+                        let present = text
+                            .lines()
+                            .filter_map(|line| AcctRecord::parse(line).ok().flatten())
+                            .map(|record| record.key())
+                            .collect();
+                        let missing = missing_lines(&self.dir, finished, present)?;
+                        if !missing.is_empty() {
+                            tracing::warn!(
+                                records = missing.lines().count(),
+                                "lsb.acct lacked records of the finished jobs of a snapshot: appended"
+                            );
+                        }
+                        text.push_str(&missing);
+                    }
+                }
+            }
+            if text.is_empty() { Ok(()) } else { self.append(&text) }
+        });
     }
 
     /// Appends `batch` durably, then switches the file if it is due.

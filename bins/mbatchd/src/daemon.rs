@@ -211,6 +211,7 @@ async fn serve(
                 config.mbd.clone(),
                 link_auth,
                 args.snapshot_events,
+                &journal,
             )?;
             (Some(repl), mbd)
         }

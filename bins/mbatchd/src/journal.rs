@@ -324,6 +324,19 @@ impl Journal {
         Ok(synced)
     }
 
+    /// Writes `bytes` (a snapshot file's encoding) now as the state after every event up to
+    /// `position`, unless a snapshot is being written (then says `false`: try again once it
+    /// ended). A master candidate caught up by its leader's snapshot records the new state
+    /// so (`crate::derived`); waits until `position` is durable first.
+    pub fn write_snapshot_now(&mut self, position: u64, bytes: &[u8]) -> Result<bool, ShellError> {
+        if self.commit.snapshot_running() {
+            return Ok(false);
+        }
+        self.commit.log().write_snapshot(lava_eventlog::Position(position), bytes)?;
+        self.backlog = Backlog::default();
+        Ok(true)
+    }
+
     /// Starts a snapshot if the log is due a switch ([`SwitchRule`]) and none
     /// is being written.
     pub fn maybe_snapshot(&mut self, mbd: &Mbd) {

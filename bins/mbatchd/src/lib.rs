@@ -107,6 +107,7 @@ pub mod config;
 mod conn;
 pub mod counters;
 pub mod daemon;
+mod derived;
 pub mod events_view;
 mod history;
 pub mod journal;

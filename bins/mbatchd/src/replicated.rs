@@ -48,6 +48,8 @@ use tokio::time::{Interval, MissedTickBehavior};
 use crate::ShellError;
 use crate::codec::{EVENT_LIMITS, decode_snapshot_state};
 use crate::config::Replication;
+use crate::derived::Derived;
+use crate::journal::Journal;
 
 /// The replica log's name in the candidate's folder.
 pub const REPLICA_LOG_NAME: &str = "lsb.replica";
@@ -110,6 +112,8 @@ pub(crate) struct Replicated<M> {
     snapshot_every: u64,
     /// The index of the newest snapshot.
     snapshot_index: u64,
+    /// What this candidate's `lsb.events` holds of the log ([`crate::derived`]).
+    pub(crate) derived: Derived,
 }
 
 impl<M> std::fmt::Debug for Replicated<M> {
@@ -127,12 +131,20 @@ impl<M> Replicated<M> {
         config: MbdConfig,
         auth: Arc<Authenticator>,
         snapshot_every: u64,
+        journal: &Journal,
     ) -> Result<(Replicated<M>, Mbd), ShellError> {
         lava_shell::startup::create_private_dir(&setting.dir, "create the candidate's folder")?;
         let (log, recovered, report) = ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME)
             .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
         lava_shell::startup::log_open_report(&setting.dir, &report, "replica log");
         let snapshot_index = recovered.snapshot.as_ref().map_or(0, |s| s.0);
+        let mut derived = Derived::open(&setting.dir, journal.appended_through())?;
+        let mut install_at_start = false;
+        if let Some((index, _, data)) = recovered.snapshot.as_ref().filter(|s| s.0 > derived.written()) {
+            // Kept, but not recorded in lsb.events before the last stop (crate::derived).
+            derived.installed(*index, data, journal);
+            install_at_start = true;
+        }
         let n = setting.candidates.len() as u64;
         let machine = Machine::recover(
             Config::new(setting.id, n),
@@ -173,9 +185,23 @@ impl<M> Replicated<M> {
             config: config.clone(),
             snapshot_every: snapshot_every.max(1),
             snapshot_index,
+            derived,
         };
         let mut mbd = Mbd::new(config)?;
         replicated.apply_ops(&mut mbd)?;
+        if install_at_start {
+            // The state is the snapshot's now (its entries come in the first drains).
+            let rebuilt =
+                crate::acct::reconcile(&setting.dir, &mbd.finished_acct_records()).map_err(|error| {
+                    ShellError::Replica(format!("{}: lsb.acct: {error}", setting.dir.display()))
+                })?;
+            if rebuilt > 0 {
+                tracing::warn!(
+                    rebuilt,
+                    "lsb.acct lacked records of the finished jobs of a snapshot: appended"
+                );
+            }
+        }
         tracing::info!(
             candidate = setting.id,
             candidates = n,
@@ -229,14 +255,58 @@ impl<M> Replicated<M> {
                     let event: Event = lava_xdr::from_bytes(&data, &EVENT_LIMITS).map_err(|error| {
                         ShellError::Replica(format!("entry {index} does not decode as an event: {error}"))
                     })?;
-                    if let Replayed::Ignored(what) = mbd
+                    let finished = event.finishes().map(|(job, _)| job);
+                    let replayed = mbd
                         .replay(event)
-                        .map_err(|error| ShellError::Replica(format!("entry {index}: {error}")))?
+                        .map_err(|error| ShellError::Replica(format!("entry {index}: {error}")))?;
+                    if let Some(job) = finished
+                        && let Some(record) = mbd.job(job).and_then(|job| job.acct_record())
                     {
+                        self.derived.note_acct(index, record.to_line());
+                    }
+                    if let Replayed::Ignored(what) = replayed {
                         tracing::debug!(index, "committed event changed nothing: {what}");
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// After the drains of a turn: the snapshot a candidate was caught up by is recorded in
+    /// `lsb.events` once it can be, `lsb.events` switches (a snapshot of the state) only when
+    /// the state is exactly what it holds (nothing outstanding, nothing to record), and its
+    /// appended events are made durable ([`crate::derived`]).
+    pub(crate) fn after_drains(&mut self, mbd: &Mbd, journal: &mut Journal) -> Result<(), ShellError> {
+        self.derived.install_pending(journal)?;
+        if !self.derived.installing()
+            && self.machine.outstanding() == 0
+            && self.derived.written() == self.machine.applied()
+        {
+            journal.maybe_snapshot(mbd);
+        }
+        journal.start_sync();
+        Ok(())
+    }
+
+    /// The leader's snapshot `data` at `index` replaced the state (a `KeepSnapshot` step):
+    /// `lsb.events` records it, and `lsb.acct` gets the records of its finished jobs it lacks
+    /// instead of the lines still waiting, which were of finishes the snapshot holds
+    /// ([`crate::derived`]).
+    pub(crate) fn installed(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        journal: &Journal,
+        acct_held: &mut std::collections::VecDeque<(u64, String)>,
+        acct: Option<&crate::acct::AcctLog>,
+    ) -> Result<(), ShellError> {
+        self.derived.installed(index, data, journal);
+        if let Some(acct) = acct {
+            acct_held.clear();
+            let state = decode_snapshot_state(data)
+                .map_err(|error| ShellError::Replica(format!("a snapshot does not decode: {error}")))?;
+            acct.reconcile(Mbd::from_snapshot(self.config.clone(), state)?.finished_acct_records());
         }
         Ok(())
     }
@@ -270,12 +340,16 @@ impl<M> Replicated<M> {
 
     /// Takes a snapshot of `mbd` when `--snapshot-events` events were applied since the
     /// last and no proposal is outstanding: kept durably first, then its record.
-    pub(crate) async fn maybe_compact(&mut self, mbd: &Mbd) -> Result<(), ShellError> {
+    /// `lsb.events` is brought to a checkpoint first, so that the entries past it stay in
+    /// the replica log ([`crate::derived`]).
+    pub(crate) async fn maybe_compact(&mut self, mbd: &Mbd, journal: &mut Journal) -> Result<(), ShellError> {
         if self.machine.applied() < self.snapshot_index + self.snapshot_every
             || self.machine.outstanding() > 0
+            || self.derived.installing()
         {
             return Ok(());
         }
+        self.derived.checkpoint(journal).await?;
         self.machine.app_mut().snapshot = crate::codec::encode(&mbd.snapshot());
         let Some(compaction) = self.machine.compact() else { return Ok(()) };
         self.machine.app_mut().snapshot = Vec::new();

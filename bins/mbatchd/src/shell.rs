@@ -148,8 +148,6 @@ pub(crate) enum Outgoing {
         conn: ConnId,
         msg: ToSbd,
     },
-    /// A finished job's `lsb.acct` line (a replicated mbatchd holds it like an answer).
-    Acct(String),
 }
 
 /// The messages held back until the events before them are durable, in order.
@@ -782,8 +780,16 @@ impl Shell {
                     }
                     if let Some(repl) = self.repl.as_mut() {
                         let bytes = crate::codec::encode(&event);
-                        if let Err(refused) = repl.machine.propose(bytes) {
-                            tracing::debug!("{} not proposed: {refused}", event.name());
+                        match repl.machine.propose(bytes) {
+                            // Its lsb.acct line follows the event into lsb.events (crate::derived).
+                            Ok(placed) => {
+                                if let Some((job, _)) = finished
+                                    && let Some(record) = self.mbd.job(job).and_then(|job| job.acct_record())
+                                {
+                                    repl.derived.note_acct(placed.index, record.to_line());
+                                }
+                            }
+                            Err(refused) => tracing::debug!("{} not proposed: {refused}", event.name()),
                         }
                     } else if let Err(error) = self.journal.append(&event) {
                         tracing::error!(
@@ -795,13 +801,10 @@ impl Shell {
                     }
                     if let Some((job, _)) = finished
                         && self.acct.is_some()
+                        && self.repl.is_none()
                         && let Some(record) = self.mbd.job(job).and_then(|job| job.acct_record())
                     {
-                        if self.repl.is_some() {
-                            self.hold(Outgoing::Acct(record.to_line()));
-                        } else {
-                            self.acct_held.push_back((self.journal.appended_through(), record.to_line()));
-                        }
+                        self.acct_held.push_back((self.journal.appended_through(), record.to_line()));
                     }
                 }
                 Effect::SendSbd { host, msg, .. } => match self.sbd.get(&host) {
@@ -819,7 +822,9 @@ impl Shell {
         }
         self.effects = effects;
         result?;
-        self.journal.maybe_snapshot(&self.mbd);
+        if self.repl.is_none() {
+            self.journal.maybe_snapshot(&self.mbd);
+        }
         self.release();
         Ok(answered)
     }
@@ -854,8 +859,13 @@ impl Shell {
                 match step {
                     Step::Persist(records) => repl.persist(records).await?,
                     Step::Send { to, message } => repl.send(to, message),
-                    Step::KeepSnapshot { index, term, data } => repl.keep_snapshot(index, term, data).await?,
-                    Step::Applied { .. } => {}
+                    Step::KeepSnapshot { index, term, data } => {
+                        repl.installed(index, &data, &self.journal, &mut self.acct_held, self.acct.as_ref())?;
+                        repl.keep_snapshot(index, term, data).await?;
+                    }
+                    Step::Applied { index, data, .. } => {
+                        repl.derived.applied(index, &data, &mut self.journal, &mut self.acct_held)?;
+                    }
                     Step::Release { answer, .. } => self.deliver(answer),
                     Step::NotDone(message) => self.not_done(message),
                     Step::Lead { term } => self.lead(term)?,
@@ -872,7 +882,8 @@ impl Shell {
             }
         }
         if let Some(repl) = self.repl.as_mut() {
-            repl.maybe_compact(&self.mbd).await?;
+            repl.after_drains(&self.mbd, &mut self.journal)?;
+            repl.maybe_compact(&self.mbd, &mut self.journal).await?;
         }
         Ok(())
     }
@@ -902,7 +913,7 @@ impl Shell {
             Outgoing::Client { client, .. } => {
                 self.clients.remove(&client);
             }
-            Outgoing::Read { .. } | Outgoing::Sbd { .. } | Outgoing::Acct(_) => {}
+            Outgoing::Read { .. } | Outgoing::Sbd { .. } => {}
         }
     }
 
@@ -937,11 +948,6 @@ impl Shell {
             Outgoing::Read { reply, answer } => {
                 // The connection may have gone; then nobody needs the answer.
                 let _gone = reply.send(answer);
-            }
-            Outgoing::Acct(line) => {
-                if let Some(acct) = &self.acct {
-                    acct.write(line);
-                }
             }
             Outgoing::Sbd { host, conn, msg } => match self.sbd.get(&host) {
                 Some(link) if link.conn == conn => match link.outbox.try_send(msg) {

@@ -1,0 +1,225 @@
+//! `lsb.events` and `lsb.acct` on a master candidate (docs/failover.md, "What each
+//! candidate keeps"): views derived from the replicated log, written after commit.
+//!
+//! The replica log (`lsb.replica`) is the truth. Every candidate, leader or follower,
+//! appends each committed event, in commit order, to its own `lsb.events` (the candidate's
+//! folder, through [`crate::journal::Journal`] as a single master appends), once the
+//! machine reports it applied (`Step::Applied`); a finished job's `lsb.acct` line follows
+//! once that record is durable in `lsb.events`, as on a single master. So `bhist`,
+//! `brequeue` and the `lsb.events` text view work on whichever candidate leads, and
+//! `lsb.acct` is complete on every candidate.
+//!
+//! # Exactly once, keyed by the replicated index
+//! The checkpoint file `lsb.events.replica` holds `<position> <index>`: `lsb.events`
+//! position `position` holds everything committed through replicated index `index`
+//! (written atomically, after the records are durable). A start reads it with the end of
+//! `lsb.events`: entries through `index` are not written again, and the first
+//! `end - position` events committed after `index` are already there (commit order is the
+//! append order). The checkpoint is brought up to date before every compaction of the
+//! replica log, so the entries past it are still in the replica log at any start.
+//!
+//! # A snapshot instead of entries
+//! When the leader's snapshot replaces a candidate's state (it lagged behind a
+//! compaction), or a start finds the replica log's snapshot past the checkpoint (a crash
+//! between keeping that snapshot and recording it here), `lsb.events` gets that state as
+//! its snapshot at its current end, as a single master's switch writes one (without the
+//! environments of the finished jobs: `brequeue` of a job finished before it restarts
+//! with an empty environment), and the checkpoint moves to the snapshot's index. Replay of
+//! `lsb.events` then gives the same state as the replica log; `bhist` shows no events of
+//! the entries the snapshot covers.
+//!
+//! # lsb.acct
+//! The line of a finish is taken from the state when the event is applied (a follower) or
+//! proposed (the leader), kept by index, and handed to the `lsb.acct` writer behind the
+//! `lsb.events` record. A line lost in a crash is rebuilt at the next start by
+//! [`crate::acct::reconcile`] from the state `lsb.events` replays to (the single master's
+//! mechanism): none missing, none twice.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use lava_mbd::Event;
+
+use crate::ShellError;
+use crate::codec::EVENT_LIMITS;
+use crate::journal::Journal;
+
+/// The checkpoint's name in the candidate's folder.
+pub const CHECKPOINT_NAME: &str = "lsb.events.replica";
+
+/// What this candidate's `lsb.events` holds of the replicated log.
+#[derive(Debug)]
+pub(crate) struct Derived {
+    path: PathBuf,
+    /// Every committed entry through this index is in `lsb.events` (or holds no event).
+    written: u64,
+    /// The next events committed after `written` that `lsb.events` already holds.
+    skip: u64,
+    /// A snapshot to record in `lsb.events` at a position, for an index.
+    install: Option<(u64, u64, Vec<u8>)>,
+    /// `lsb.acct` lines of finishes, by the index of their event.
+    acct: BTreeMap<u64, String>,
+}
+
+impl Derived {
+    /// Reads the checkpoint in `dir`; `end` is the last position of its `lsb.events`.
+    pub(crate) fn open(dir: &Path, end: u64) -> Result<Derived, ShellError> {
+        let path = dir.join(CHECKPOINT_NAME);
+        let (position, index) = match std::fs::read_to_string(&path) {
+            Ok(text) => parse(&text).ok_or_else(|| {
+                ShellError::Replica(format!(
+                    "{}: not a checkpoint (`<lsb.events position> <replicated index>`): {:?}",
+                    path.display(),
+                    text.trim()
+                ))
+            })?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => (0, 0),
+            Err(error) => return Err(ShellError::Replica(format!("{}: {error}", path.display()))),
+        };
+        if end < position {
+            tracing::warn!(
+                path = %path.display(),
+                position,
+                end,
+                "lsb.events ends before its checkpoint (records were removed): events from there on are not \
+                 written again"
+            );
+        }
+        Ok(Derived {
+            path,
+            written: index,
+            skip: end.saturating_sub(position),
+            install: None,
+            acct: BTreeMap::new(),
+        })
+    }
+
+    /// Every committed entry through this index is in `lsb.events`.
+    pub(crate) fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The `lsb.acct` line of the finish that the entry at `index` holds.
+    pub(crate) fn note_acct(&mut self, index: u64, line: String) {
+        if index > self.written {
+            self.acct.insert(index, line);
+        }
+    }
+
+    /// The committed entry at `index` is in the state: appends its event to `lsb.events`
+    /// unless it is there already, and queues its `lsb.acct` line behind it.
+    pub(crate) fn applied(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        journal: &mut Journal,
+        acct_held: &mut VecDeque<(u64, String)>,
+    ) -> Result<(), ShellError> {
+        if index <= self.written {
+            return Ok(());
+        }
+        self.written = index;
+        let line = self.acct.remove(&index);
+        // Lines of entries now behind `written` (a rebuild's replay) are not wanted.
+        self.acct = self.acct.split_off(&(index + 1));
+        if data.is_empty() {
+            return Ok(());
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return Ok(());
+        }
+        let event: Event = lava_xdr::from_bytes(data, &EVENT_LIMITS).map_err(|error| {
+            ShellError::Replica(format!("entry {index} does not decode as an event: {error}"))
+        })?;
+        journal.append(&event)?;
+        if let Some(line) = line {
+            acct_held.push_back((journal.appended_through(), line));
+        }
+        Ok(())
+    }
+
+    /// The state became the snapshot `data` (the replica log's encoding of the state) at
+    /// `index`: `lsb.events` records it at its end (see the module doc).
+    pub(crate) fn installed(&mut self, index: u64, data: &[u8], journal: &Journal) {
+        let mut bytes = data.to_vec();
+        bytes.extend(crate::codec::encode(&crate::history::FinishedEnvs::default()));
+        self.install = Some((journal.appended_through(), index, bytes));
+        self.written = index;
+        self.skip = 0;
+        self.acct.clear();
+    }
+
+    /// Records a pending snapshot in `lsb.events` once no switch is being written.
+    pub(crate) fn install_pending(&mut self, journal: &mut Journal) -> Result<(), ShellError> {
+        let Some((position, index, bytes)) = self.install.take() else { return Ok(()) };
+        if !journal.write_snapshot_now(position, &bytes)? {
+            self.install = Some((position, index, bytes));
+            return Ok(());
+        }
+        tracing::info!(
+            index,
+            position,
+            "lsb.events: the leader's snapshot recorded as this candidate's state"
+        );
+        self.save(position, index)
+    }
+
+    /// Whether a snapshot waits to be recorded (no switch of `lsb.events` meanwhile).
+    pub(crate) fn installing(&self) -> bool {
+        self.install.is_some()
+    }
+
+    /// Before a compaction: `lsb.events` is durable through `position`, which holds every
+    /// entry through `written`.
+    pub(crate) async fn checkpoint(&mut self, journal: &mut Journal) -> Result<(), ShellError> {
+        if self.install.is_some() {
+            return Ok(());
+        }
+        journal.sync_all().await?;
+        self.save(journal.appended_through(), self.written)
+    }
+
+    fn save(&self, position: u64, index: u64) -> Result<(), ShellError> {
+        lava_shell::startup::write_atomically(&self.path, &format!("{position} {index}\n"))
+            .map_err(|error| ShellError::Replica(error.to_string()))
+    }
+}
+
+fn parse(text: &str) -> Option<(u64, u64)> {
+    let mut words = text.split_whitespace();
+    let position = words.next()?.parse().ok()?;
+    let index = words.next()?.parse().ok()?;
+    words.next().is_none().then_some((position, index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_is_two_numbers() {
+        assert_eq!(parse("12 40\n"), Some((12, 40)));
+        assert_eq!(parse("12"), None);
+        assert_eq!(parse("12 40 3"), None);
+        assert_eq!(parse("x 40"), None);
+    }
+
+    #[test]
+    fn a_bad_checkpoint_is_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join(CHECKPOINT_NAME), "garbage").expect("write");
+        let error = Derived::open(dir.path(), 0).expect_err("refused").to_string();
+        assert!(error.contains("lsb.events.replica: not a checkpoint"), "{error}");
+    }
+
+    #[test]
+    fn a_start_skips_what_lsb_events_holds_past_its_checkpoint() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join(CHECKPOINT_NAME), "10 30\n").expect("write");
+        let derived = Derived::open(dir.path(), 13).expect("open");
+        assert_eq!((derived.written, derived.skip), (30, 3));
+        let fresh = Derived::open(&dir.path().join("none"), 0).expect("no checkpoint yet");
+        assert_eq!((fresh.written, fresh.skip), (0, 0));
+    }
+}
