@@ -355,7 +355,7 @@ fn lsb_acct_has_one_line_per_job_after_the_leader_dies_between_commit_and_line()
     rig.cluster.set_daemon_env("mbatchd", lava_crash::ENV_REPORT, &report);
     rig.start_all();
     let _sbatchd = rig.cluster.start_sbatchd("h0");
-    let leader = rig.leader();
+    rig.leader();
     let mut jobs: Vec<u32> = (0..3).map(|_| rig.submit()).collect();
     rig.all_done_once(&jobs);
     // A job that runs a little, armed while it runs: the next committed event (its
@@ -412,4 +412,53 @@ fn lsb_acct_has_one_line_per_job_after_the_leader_dies_between_commit_and_line()
     rig.acct_once(crashed, &jobs);
     let third = CANDIDATES.iter().map(|(name, _)| *name).find(|name| *name != crashed && *name != next);
     rig.acct_once(third.expect("three candidates"), &jobs);
+}
+
+// Goal: a single master's cluster with jobs moves to three candidates: each candidate is
+// seeded once from the single master's lsb.events (`mbatchd --seed-from`), and the
+// candidates then hold its jobs (bjobs -a lists them) and go on numbering after them; a
+// second seed of a candidate whose log is not empty is refused, naming it.
+#[test]
+fn a_single_masters_jobs_are_kept_when_its_cluster_moves_to_three_candidates() {
+    let mut rig = Rig::new(&CANDIDATES);
+    let list = rig.candidates.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(" ");
+    rig.cluster.rewrite_lsf_conf("LSF_MASTER_LIST", "h1");
+    rig.start("h1");
+    let sbatchd = rig.cluster.start_sbatchd("h0");
+    let mut jobs: Vec<u32> = (0..3).map(|_| rig.submit()).collect();
+    rig.all_done_once(&jobs);
+    rig.kill("h1");
+    drop(sbatchd);
+
+    rig.cluster.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{list}\""));
+    let logdir = rig.cluster.event_log_dir();
+    let logdir = logdir.to_str().expect("utf-8");
+    for (name, _) in CANDIDATES {
+        let out = run(&rig.cluster, "mbatchd", &["--host", name, "--seed-from", logdir]);
+        assert!(out.status.success(), "seed {name}: {}", text(&out));
+        assert!(text(&out).contains(&format!("last job id {}", jobs[2])), "{}", text(&out));
+    }
+    let again = run(&rig.cluster, "mbatchd", &["--host", "h2", "--seed-from", logdir]);
+    assert!(!again.status.success());
+    assert!(text(&again).contains("is not empty: a candidate is seeded once"), "{}", text(&again));
+    let missing = run(&rig.cluster, "mbatchd", &["--host", "h2", "--seed-from", "/nonexistent/logdir"]);
+    assert!(text(&missing).contains("--seed-from /nonexistent/logdir: no such folder"), "{}", text(&missing));
+
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    rig.leader();
+    let out = run(&rig.cluster, "bjobs", &["-a", "-noheader"]);
+    for job in &jobs {
+        assert!(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(&job.to_string())),
+            "job {job} kept:\n{}",
+            text(&out)
+        );
+    }
+    let next = rig.submit();
+    assert!(next > jobs[2], "job ids go on after the single master's: {next}");
+    jobs.push(next);
+    rig.all_done_once(&jobs);
 }

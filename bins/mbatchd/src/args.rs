@@ -1,5 +1,5 @@
 //! The command line: `mbatchd [-d|--envdir DIR] [--host NAME] [--port PORT] [--port-file PATH]
-//! [--foreground] [--log-file PATH] [--snapshot-events N]`.
+//! [--foreground] [--log-file PATH] [--snapshot-events N] [--seed-from DIR]`.
 //!
 //! Everything else comes from the configuration files (`lsf.conf` and the
 //! files it names), as for LSF's mbatchd; the flags only say where those are
@@ -45,4 +45,10 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = SNAPSHOT_EVENTS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub snapshot_events: u64,
+    /// On a master candidate whose replicated log is empty: make the state the event log in
+    /// DIR (a single master's logdir) replays to this candidate's log, then exit. Run it on
+    /// every candidate, from the same lsb.events, before any of them starts
+    /// (docs/failover.md, "Moving a single master to candidates").
+    #[arg(long, value_name = "DIR")]
+    pub seed_from: Option<PathBuf>,
 }

@@ -76,6 +76,18 @@ pub fn run(args: Args) -> Result<(), ShellError> {
     let envdir = envdir(&args);
     let conf = ClusterConfig::load(&envdir)?;
     let config = ShellConfig::from_cluster(&conf, args.port, args.host.as_deref())?;
+    if let Some(from) = &args.seed_from {
+        let Some(setting) = &config.replication else {
+            return Err(ShellError::Config(format!(
+                "--seed-from {}: only a master candidate has a replicated log to seed (LSF_MASTER_LIST names fewer \
+                 than 2 hosts)",
+                from.display()
+            )));
+        };
+        let said = crate::replicated::seed(setting, config.mbd.clone(), from)?;
+        println!("{said}");
+        return Ok(());
+    }
     let key = ClusterKey::load(&config.key_file)?;
     if !args.foreground {
         return detach(&args, &config);

@@ -29,10 +29,13 @@
 //! - **Snapshots.** Every `--snapshot-events` applied events, once no proposal is
 //!   outstanding, the state is snapshotted into the replica log and the log compacted.
 //!
-//! What a replicated mbatchd does not do yet (docs/failover.md, "What comes next"): write
-//! `lsb.events` (so `bhist`'s event history, `brequeue`'s environments of jobs finished
-//! before a snapshot and the `lsb.events` text view are empty), rebuild `lsb.acct` at a
-//! start (the leader writes each finished job's line once it is committed).
+//! - **Derived files.** Every candidate writes each committed event to its own `lsb.events`
+//!   and each finish's `lsb.acct` line behind it, after commit, exactly once by replicated
+//!   index ([`crate::derived`]; docs/failover.md, "What each candidate keeps").
+//!
+//! - **Seeding.** `mbatchd --seed-from DIR` ([`seed`]) makes a single master's state the
+//!   snapshot at index 1 of an empty replica log, once, before the candidates first start
+//!   (docs/failover.md, "Moving a single master to candidates").
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -59,6 +62,61 @@ pub const REPLICA_TICK: Duration = Duration::from_millis(100);
 
 /// Messages from candidates taken in one turn of the loop at most.
 const MESSAGES_TURN_MAX: usize = 1024;
+
+/// `mbatchd --seed-from DIR` (docs/failover.md, "Moving a single master to candidates"):
+/// the state the event log in `from` replays to becomes the snapshot at index 1, term 1, of
+/// this candidate's replica log, which must be empty (refused otherwise, naming it). Every
+/// candidate seeded from the same log holds the same entry 1; a candidate left empty can
+/// never be elected by seeded ones (its log is behind) and is caught up by snapshot.
+/// Returns what it did, for the operator.
+pub(crate) fn seed(
+    setting: &Replication,
+    config: MbdConfig,
+    from: &std::path::Path,
+) -> Result<String, ShellError> {
+    if !from.is_dir() {
+        return Err(ShellError::Replica(format!("--seed-from {}: no such folder", from.display())));
+    }
+    let log = crate::journal::open(from)?;
+    let recovered = crate::journal::recover(&log, config)?;
+    let state = recovered.mbd.snapshot();
+    let data = crate::codec::encode(&state);
+    drop(log);
+    lava_shell::startup::create_private_dir(&setting.dir, "create the candidate's folder")?;
+    let (mut replica, found, _report) = ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME)
+        .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
+    if found.snapshot.is_some() || !found.records.is_empty() {
+        return Err(ShellError::Replica(format!(
+            "--seed-from {}: the replicated log in {} is not empty: a candidate is seeded once, before the \
+             candidates first start",
+            from.display(),
+            setting.dir.display()
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
+    runtime.block_on(async {
+        replica
+            .keep_snapshot(1, 1, data, Vec::new())
+            .await
+            .map_err(|error| ShellError::Replica(error.to_string()))?;
+        replica
+            .persist(vec![
+                lava_replog::record::Record::Installed { index: 1, term: 1 },
+                lava_replog::record::Record::Hard { term: 1, vote: 0, commit: 1 },
+            ])
+            .await
+            .map_err(|error| ShellError::Replica(error.to_string()))
+    })?;
+    Ok(format!(
+        "{}: seeded from {}: last job id {}",
+        setting.dir.display(),
+        from.display(),
+        recovered.mbd.last_job_id()
+    ))
+}
 
 /// What the machine did to the application, for the shell to do to its state.
 #[derive(Debug)]
