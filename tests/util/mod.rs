@@ -457,15 +457,21 @@ impl Cluster {
     fn kill_jobs(&self) {
         let Some(dir) = self.dir.as_ref() else { return };
         let Ok(hosts) = fs::read_dir(dir.path().join("work").join(CLUSTER_NAME).join("sbd")) else { return };
+        let mut groups = Vec::new();
         for host in hosts.flatten() {
             let Ok(jobs) = fs::read_dir(host.path().join("state")) else { continue };
             for job in jobs.flatten() {
                 let line = fs::read_to_string(job.path().join("pid")).unwrap_or_default();
                 let pgid = line.split(' ').find_map(|field| field.strip_prefix("pgid=")?.parse::<i32>().ok());
                 if let Some(pgid) = pgid.filter(|pgid| *pgid > 1) {
-                    signal(&format!("-{pgid}"), "KILL");
+                    groups.push(format!("-{pgid}"));
                 }
             }
+        }
+        // One `kill` for every group: a host keeps thousands of finished jobs' folders
+        // (tombstones), and a process each would take half a minute.
+        for chunk in groups.chunks(1_000) {
+            signal_all(chunk, "KILL");
         }
     }
 }
@@ -584,9 +590,15 @@ impl Drop for Daemon {
 
 /// `kill -s SIGNAL -- TARGET` (a pid, or `-PGID` for a process group).
 fn signal(target: &str, signal: &str) {
-    // The target may be gone already; the caller reaps and checks.
+    signal_all(&[target.to_owned()], signal);
+}
+
+/// `kill -s SIGNAL -- TARGETS...`: every target is tried, gone ones included.
+fn signal_all(targets: &[String], signal: &str) {
+    // The targets may be gone already; the caller reaps and checks.
     let _status = Command::new("kill")
-        .args(["-s", signal, "--", target])
+        .args(["-s", signal, "--"])
+        .args(targets)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
