@@ -412,6 +412,11 @@ fn lsb_acct_has_one_line_per_job_after_the_leader_dies_between_commit_and_line()
     rig.acct_once(crashed, &jobs);
     let third = CANDIDATES.iter().map(|(name, _)| *name).find(|name| *name != crashed && *name != next);
     rig.acct_once(third.expect("three candidates"), &jobs);
+    // bacct without -f reads a candidate's own lsb.acct (the newest found on this host).
+    let out = run(&rig.cluster, "bacct", &["-u", "all"]);
+    assert!(out.status.success(), "bacct: {}", text(&out));
+    let want = format!(" Total number of done jobs:{:>8}", jobs.len());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&want), "{}", text(&out));
 }
 
 // Goal: a single master's cluster with jobs moves to three candidates: each candidate is

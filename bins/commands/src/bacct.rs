@@ -18,6 +18,8 @@
 //!   submission, dispatch and completion lines, and the `CPU_T WAIT TURNAROUND STATUS
 //!   HOG_FACTOR MEM SWAP` line), wrapped as `bjobs -l`.
 //! - `-f file` reads that file instead of `lsb.acct` (switched files are read only so).
+//!   With several master candidates, the default is the newest of the candidates' own
+//!   copies found on this host, `logdir/<candidate>/lsb.acct`.
 //!
 //! An unreadable file is reported (`bacct: <file>: <reason>`) with exit status 255;
 //! no matching job prints `No matching job found` after the block, exit status 0. The
@@ -406,6 +408,24 @@ pub fn main() -> std::process::ExitCode {
     term::main_with("bacct", run)
 }
 
+/// The `lsb.acct` read without `-f`: `logdir/lsb.acct`, or with several master candidates
+/// (`LSF_MASTER_LIST`), where each candidate's mbatchd writes its own copy in
+/// `logdir/<candidate>/` (docs/failover.md), the most recently written of those found on
+/// this host (every candidate writes the same lines; a follower may trail the leader).
+fn default_acct_path(config: &lava_conf::BaseConfig) -> std::path::PathBuf {
+    let logdir = config.work_dir().join("logdir");
+    let candidates = config.master_candidates();
+    if candidates.len() < 2 {
+        return logdir.join("lsb.acct");
+    }
+    candidates
+        .iter()
+        .map(|host| logdir.join(&host.name).join("lsb.acct"))
+        .filter_map(|path| Some((std::fs::metadata(&path).ok()?.modified().ok()?, path)))
+        .max_by_key(|(modified, _)| *modified)
+        .map_or_else(|| logdir.join("lsb.acct"), |(_, path)| path)
+}
+
 fn run(term: &mut Term, args: Vec<String>) -> bool {
     let tz = TimeZone::system();
     let now = jiff::Timestamp::now().as_second();
@@ -416,7 +436,7 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
     let path = match &options.file {
         Some(path) => path.clone(),
         None => match crate::client::load_config() {
-            Ok(config) => config.work_dir().join("logdir").join("lsb.acct"),
+            Ok(config) => default_acct_path(&config),
             Err(error) => {
                 term.err(&format!("bacct: {error}\n"));
                 return false;
