@@ -88,6 +88,7 @@ pub mod counters;
 pub mod ctl;
 pub mod journal;
 pub mod metrics;
+pub mod replicated;
 pub mod server;
 
 use std::path::PathBuf;
@@ -126,6 +127,12 @@ pub enum ShellError {
     /// The listening socket could not be set up.
     #[error(transparent)]
     Listen(#[from] lava_shell::startup::ListenError),
+    /// The configuration does not fit (a master candidate).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The replicated WAL of the master candidates failed (its disk, its port, an entry).
+    #[error("replicated WAL: {0}")]
+    Replica(String),
     /// The async runtime or a helper thread failed.
     #[error("runtime: {0}")]
     Runtime(String),
