@@ -49,7 +49,7 @@ use tokio::time::MissedTickBehavior;
 use crate::codec::{EVENT_LIMITS, SNAPSHOT_LIMITS, encode};
 use crate::counters::Counters;
 use crate::server::{
-    CALLS_PER_WAKEUP_MAX, Call, CallKind, Outbound, REQUESTS_QUEUED_MAX, ShellConfig, Shared, accept_loop,
+    CALLS_PER_WAKEUP_MAX, Call, CallKind, Outbound, REQUESTS_QUEUED_MAX, Shared, ShellConfig, accept_loop,
 };
 use crate::{Args, ShellError};
 
@@ -204,6 +204,9 @@ pub async fn serve(
         snapshot = snapshot_index,
         "replicated WAL opened: following until elected"
     );
+    // Running as a candidate is this daemon's service (a supervisor must not wait for a
+    // leadership that another candidate holds).
+    readiness.ready("a master candidate: following until elected");
     let counters = Arc::new(Counters::default());
     let (calls, mut inbox) = mpsc::channel::<Call>(REQUESTS_QUEUED_MAX);
     let shared = Arc::new(Shared {
@@ -358,7 +361,13 @@ struct Shell {
 
 impl Shell {
     /// Steps a request, or holds a connection task's refusal behind what came before it.
-    fn take(&mut self, machine: &mut Machine<App, Pending>, setting: &Replication, call: Call, queued: usize) {
+    fn take(
+        &mut self,
+        machine: &mut Machine<App, Pending>,
+        setting: &Replication,
+        call: Call,
+        queued: usize,
+    ) {
         let Call { conn: _, to, sequence, what } = call;
         match what {
             CallKind::Request { caller, request } => {
@@ -381,7 +390,12 @@ impl Shell {
     }
 
     /// Steps the logic on the leader's state: each event proposed, the answer held.
-    fn step(&mut self, machine: &mut Machine<App, Pending>, input: Input, mut answer: Option<(u64, Outbound, u32)>) {
+    fn step(
+        &mut self,
+        machine: &mut Machine<App, Pending>,
+        input: Input,
+        mut answer: Option<(u64, Outbound, u32)>,
+    ) {
         let mut effects = std::mem::take(&mut self.effects);
         machine.app_mut().coord.step(system_now_ms(), input, &mut effects);
         for effect in effects.drain(..) {
@@ -463,16 +477,17 @@ impl Shell {
                 }
             }
         }
-        if machine.applied() >= *snapshot_index + self.snapshot_every && machine.outstanding() == 0 {
-            if let Some(compaction) = machine.compact() {
-                let tail = machine.replica().entries_after(compaction.index);
-                log.keep_snapshot(compaction.index, compaction.term, compaction.data, tail)
-                    .await
-                    .map_err(replica_error)?;
-                log.persist(vec![compaction.record]).await.map_err(replica_error)?;
-                *snapshot_index = compaction.index;
-                tracing::info!(index = compaction.index, "replicated WAL compacted behind a snapshot");
-            }
+        if machine.applied() >= *snapshot_index + self.snapshot_every
+            && machine.outstanding() == 0
+            && let Some(compaction) = machine.compact()
+        {
+            let tail = machine.replica().entries_after(compaction.index);
+            log.keep_snapshot(compaction.index, compaction.term, compaction.data, tail)
+                .await
+                .map_err(replica_error)?;
+            log.persist(vec![compaction.record]).await.map_err(replica_error)?;
+            *snapshot_index = compaction.index;
+            tracing::info!(index = compaction.index, "replicated WAL compacted behind a snapshot");
         }
         Ok(())
     }
@@ -480,7 +495,12 @@ impl Shell {
     /// STATS_REPLY's counters on a candidate: the shell's, the state's, and the replicated
     /// log's (`replica.*`, and on the leader `candidate.<rank>.<name>`: the log index each
     /// candidate holds).
-    fn stats(&self, machine: &Machine<App, Pending>, setting: &Replication, queued: usize) -> Vec<wire::Counter> {
+    fn stats(
+        &self,
+        machine: &Machine<App, Pending>,
+        setting: &Replication,
+        queued: usize,
+    ) -> Vec<wire::Counter> {
         let mut all = self.counters.snapshot();
         let coord = &machine.app().coord;
         let counts = coord.task_counts();
@@ -507,7 +527,8 @@ impl Shell {
         all.extend(gauges.into_iter().map(|(name, value)| (name.to_owned(), value)));
         let progress = machine.replica().progress().unwrap_or_default();
         for (id, held) in progress {
-            let Some((name, _)) = usize::try_from(id).ok().and_then(|id| setting.candidates.get(id.checked_sub(1)?))
+            let Some((name, _)) =
+                usize::try_from(id).ok().and_then(|id| setting.candidates.get(id.checked_sub(1)?))
             else {
                 continue;
             };
