@@ -58,7 +58,8 @@ impl Rig {
             "--snapshot-events".as_ref(),
             "40".as_ref(),
         ];
-        let daemon = self.cluster.spawn("coordinator", &util::mbatchd_bin().with_file_name("coordinator"), &args);
+        let daemon =
+            self.cluster.spawn("coordinator", &util::mbatchd_bin().with_file_name("coordinator"), &args);
         self.coordinators.insert(name, daemon);
     }
 
@@ -110,7 +111,8 @@ fn until_answered<T>(endpoint: &Endpoint, mut call: impl FnMut(&mut Client) -> R
 /// Submits a task; its id once acknowledged. A submission whose answer was lost is not
 /// retried (the protocol has no request id for it): `None`.
 fn submit(endpoint: &Endpoint, payload: &str) -> Option<u64> {
-    let mut client = wait_until("a connection to the leader", TASK_TIMEOUT, || Client::connect(endpoint).ok());
+    let mut client =
+        wait_until("a connection to the leader", TASK_TIMEOUT, || Client::connect(endpoint).ok());
     client.submit(payload.as_bytes().to_vec()).ok()
 }
 
@@ -120,7 +122,12 @@ type Completions = Arc<Mutex<BTreeMap<u64, BTreeSet<u64>>>>;
 
 /// A worker thread: leases and completes tasks until told to stop, reconnecting across
 /// failovers and retrying a completion with the same lease.
-fn worker(endpoint: Endpoint, name: String, stop: Arc<AtomicBool>, done: Completions) -> std::thread::JoinHandle<()> {
+fn worker(
+    endpoint: Endpoint,
+    name: String,
+    stop: Arc<AtomicBool>,
+    done: Completions,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut client: Option<Client> = None;
         let mut holding: Option<(u64, u64)> = None;
@@ -133,11 +140,9 @@ fn worker(endpoint: Endpoint, name: String, stop: Arc<AtomicBool>, done: Complet
                 continue;
             };
             let outcome = match holding {
-                None => connected.lease(&name).map(|grant| {
-                    match grant {
-                        Some(grant) => holding = Some((grant.task_id, grant.lease_id)),
-                        None => std::thread::sleep(Duration::from_millis(50)),
-                    }
+                None => connected.lease(&name).map(|grant| match grant {
+                    Some(grant) => holding = Some((grant.task_id, grant.lease_id)),
+                    None => std::thread::sleep(Duration::from_millis(50)),
                 }),
                 Some((task, lease)) => connected.complete(task, lease).map(|reply| {
                     assert_eq!(reply.state, task_state::COMPLETED, "task {task} under lease {lease}");
@@ -172,7 +177,8 @@ fn payloads(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|at| format!("{prefix}-{at}")).collect()
 }
 
-// Goal: the coordinator survives its leader's death. One candidate alone of three never
+// Goal: the coordinator survives its leader's death. A host that is no candidate is
+// refused, naming the list. One candidate alone of three never
 // serves; with all three, workers lease and complete continuously while the leader is
 // killed (-9); another candidate takes over with every acknowledged task, a lease granted
 // by the dead leader is still good for its completion, and the killed candidate returns
@@ -181,6 +187,15 @@ fn payloads(prefix: &str, n: usize) -> Vec<String> {
 #[test]
 fn the_coordinator_survives_its_leaders_death_and_the_dead_candidate_returns() {
     let mut rig = Rig::new();
+    let stranger = rig
+        .cluster
+        .command(util::mbatchd_bin().with_file_name("coordinator"))
+        .args(["--host", "h0"])
+        .output()
+        .expect("run the coordinator");
+    let said = String::from_utf8_lossy(&stranger.stderr);
+    assert!(!stranger.status.success());
+    assert!(said.contains("--host h0: not a master candidate (LSF_MASTER_LIST: h1 h2 h3)"), "{said}");
     rig.start("h3");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(rig.serving_besides(None), None, "h3 alone is no majority of three");
@@ -191,8 +206,8 @@ fn the_coordinator_survives_its_leaders_death_and_the_dead_candidate_returns() {
 
     // A lease taken from the first leader, completed after it died.
     let kept = until_answered(&endpoint, |client| client.submit(b"kept".to_vec()));
-    let kept_lease = until_answered(&endpoint, |client| client.lease("keeper"))
-        .expect("the only waiting task is granted");
+    let kept_lease =
+        until_answered(&endpoint, |client| client.lease("keeper")).expect("the only waiting task is granted");
     assert_eq!(kept_lease.task_id, kept);
 
     let stop = Arc::new(AtomicBool::new(false));

@@ -442,6 +442,8 @@ impl Shell {
             if steps.is_empty() {
                 break;
             }
+            // Stepped once every step of this drain is carried out (the machine's contract).
+            let mut elected = false;
             for step in steps {
                 match step {
                     Step::Persist(records) => log.persist(records).await.map_err(replica_error)?,
@@ -463,8 +465,7 @@ impl Shell {
                     }
                     Step::Lead { term } => {
                         lead(term)?;
-                        // As at any start: expire what ran out while no candidate led.
-                        self.step(machine, Input::Tick, None);
+                        elected = true;
                     }
                     Step::Follow { term, leader } => {
                         tracing::warn!(
@@ -475,6 +476,10 @@ impl Shell {
                         self.restart = true;
                     }
                 }
+            }
+            if elected && !self.restart {
+                // As at any start: expire what ran out while no candidate led.
+                self.step(machine, Input::Tick, None);
             }
         }
         if machine.applied() >= *snapshot_index + self.snapshot_every
