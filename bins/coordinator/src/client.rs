@@ -170,7 +170,11 @@ impl Endpoint {
 
     /// The time allowed to connect and for each answer.
     fn timeout(&self) -> Duration {
-        Duration::from_millis(if self.candidates.len() > 1 { CANDIDATE_REPLY_TIMEOUT_MS } else { IO_TIMEOUT_MS })
+        Duration::from_millis(if self.candidates.len() > 1 {
+            CANDIDATE_REPLY_TIMEOUT_MS
+        } else {
+            IO_TIMEOUT_MS
+        })
     }
 }
 

@@ -123,7 +123,11 @@ impl ShellConfig {
     /// Maps a loaded configuration; `port` overrides `LAVA_COORD_PORT`. With two master
     /// candidates or more, the coordinator runs as candidate `host` (else the candidate
     /// named as this machine) and listens on that candidate's address.
-    pub fn from_base(conf: &BaseConfig, port: Option<u16>, host: Option<&str>) -> Result<ShellConfig, ShellError> {
+    pub fn from_base(
+        conf: &BaseConfig,
+        port: Option<u16>,
+        host: Option<&str>,
+    ) -> Result<ShellConfig, ShellError> {
         let wal_dir = conf.work_dir().join("coord");
         let candidates = conf.master_candidates();
         let (addr, replication) = if candidates.len() >= 2 {
@@ -150,7 +154,8 @@ impl ShellConfig {
             let dir = wal_dir.join(&candidate.name);
             (addr, Some(Replication { id: at as u64 + 1, candidates: addrs, dir }))
         } else {
-            let addr = conf.master_host().and_then(|host| host.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+            let addr =
+                conf.master_host().and_then(|host| host.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
             (addr, None)
         };
         Ok(ShellConfig {
@@ -177,7 +182,10 @@ fn this_candidate<'a>(
     };
     match host {
         Some(name) => find(name).ok_or_else(|| {
-            ShellError::Config(format!("--host {name}: not a master candidate (LSF_MASTER_LIST: {})", names()))
+            ShellError::Config(format!(
+                "--host {name}: not a master candidate (LSF_MASTER_LIST: {})",
+                names()
+            ))
         }),
         None => {
             let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
