@@ -244,6 +244,18 @@ fn the_coordinator_survives_its_leaders_death_and_the_dead_candidate_returns() {
     assert_ne!(third, second);
     tasks.extend(payloads("d", 10).iter().filter_map(|p| submit(&endpoint, p)));
     all_completed_once(&rig, &tasks, &done);
+    // coordctl status names the roles, as badmin showstatus does for mbatchd.
+    let status = rig
+        .cluster
+        .command(util::mbatchd_bin().with_file_name("coordctl"))
+        .arg("status")
+        .output()
+        .expect("run coordctl");
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{said}{}", String::from_utf8_lossy(&status.stderr));
+    assert!(said.contains("Master candidates: 3 (term "), "{said}");
+    let leader_line = said.lines().find(|line| line.contains(" leader ")).unwrap_or_else(|| panic!("{said}"));
+    assert_eq!(leader_line.split_whitespace().next(), Some(third), "{said}");
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.join().expect("the worker ends");
