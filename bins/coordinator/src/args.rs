@@ -31,6 +31,10 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = lava_coord_ll::PAYLOAD_BYTES_MAX_DEFAULT,
           value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::codec::PAYLOAD_BYTES_MAX_LIMIT)))]
     pub payload_bytes_max: u32,
+    /// With two master candidates or more in LSF_MASTER_LIST: run as this candidate
+    /// (default: the candidate named as this machine).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
     /// Write a snapshot of the state after this many WAL events.
     #[arg(long, value_name = "N", default_value_t = SNAPSHOT_EVENTS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(1..))]

@@ -48,6 +48,9 @@ pub const IO_TIMEOUT_MS: u64 = 30_000;
 pub const CREDENTIAL_TIMEOUT_MS: u64 = 5_000;
 /// Largest credential answer accepted from the local sbatchd.
 pub const CREDENTIAL_REPLY_BYTES_MAX: u32 = 64 << 10;
+/// With several master candidates: time allowed to connect to one, and for one answer
+/// (a paused leader's kernel still completes the handshake; its successor answers).
+pub const CANDIDATE_REPLY_TIMEOUT_MS: u64 = 5_000;
 /// Pause between two empty lease requests of [`Worker::pull`].
 pub const PULL_RETRY_MS: u64 = 100;
 
@@ -98,14 +101,23 @@ impl ClientError {
 }
 
 /// Where the coordinator is, and where the local credential socket is.
+///
+/// With several master candidates (`LSF_MASTER_LIST`), the coordinator runs on each and
+/// only the leader listens: [`Client::connect`] tries them in list order, starting after
+/// the last one that failed (shared by the clones of an endpoint), each with
+/// [`CANDIDATE_REPLY_TIMEOUT_MS`] to connect and to answer.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
-    /// The coordinator's address.
+    /// The coordinator's address (the first candidate's with several).
     pub addr: SocketAddr,
     /// The local sbatchd's credential socket (`LAVA_CMD_SOCKET`).
     pub cmd_socket: PathBuf,
     /// The cluster's name: credentials are asked for its coordinator.
     pub cluster: String,
+    /// Every candidate's address in `LSF_MASTER_LIST` order (just `addr` with one).
+    pub candidates: Vec<SocketAddr>,
+    /// The candidate to try first.
+    first: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Endpoint {
@@ -115,13 +127,54 @@ impl Endpoint {
     pub fn from_config(envdir: Option<&Path>) -> Result<Endpoint, ClientError> {
         let envdir = envdir.map(Path::to_owned).unwrap_or_else(lava_conf::envdir_from_env);
         let conf = BaseConfig::load(&envdir).map_err(|error| ClientError::Config(error.to_string()))?;
+        let port = conf.lsf.coord_port;
+        let candidates = conf.master_candidates();
+        if candidates.len() >= 2 {
+            let mut addrs = Vec::with_capacity(candidates.len());
+            for candidate in candidates {
+                let addr = match candidate.addr {
+                    Some(ip) => Some(SocketAddr::new(ip, port)),
+                    None => std::net::ToSocketAddrs::to_socket_addrs(&(candidate.name.as_str(), port))
+                        .ok()
+                        .and_then(|mut found| found.next()),
+                };
+                addrs.push(addr.ok_or_else(|| {
+                    ClientError::Config(format!(
+                        "master candidate {}: no LAVA_ADDR and the name does not resolve",
+                        candidate.name
+                    ))
+                })?);
+            }
+            return Ok(Endpoint::candidates(addrs, &conf.lsf.cmd_socket, &conf.cluster_name));
+        }
         let ip = conf.master_host().and_then(|host| host.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
-        Ok(Endpoint::new(SocketAddr::new(ip, conf.lsf.coord_port), &conf.lsf.cmd_socket, &conf.cluster_name))
+        Ok(Endpoint::new(SocketAddr::new(ip, port), &conf.lsf.cmd_socket, &conf.cluster_name))
     }
 
     /// At `addr`, with credentials for the coordinator of `cluster` from `cmd_socket`.
     pub fn new(addr: SocketAddr, cmd_socket: &Path, cluster: &str) -> Endpoint {
-        Endpoint { addr, cmd_socket: cmd_socket.to_owned(), cluster: cluster.to_owned() }
+        Endpoint::candidates(vec![addr], cmd_socket, cluster)
+    }
+
+    /// At whichever of `candidates` (not empty, in `LSF_MASTER_LIST` order) leads.
+    pub fn candidates(candidates: Vec<SocketAddr>, cmd_socket: &Path, cluster: &str) -> Endpoint {
+        assert!(!candidates.is_empty(), "an endpoint has an address");
+        Endpoint {
+            addr: candidates[0],
+            cmd_socket: cmd_socket.to_owned(),
+            cluster: cluster.to_owned(),
+            candidates,
+            first: Arc::default(),
+        }
+    }
+
+    /// The time allowed to connect and for each answer.
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(if self.candidates.len() > 1 {
+            CANDIDATE_REPLY_TIMEOUT_MS
+        } else {
+            IO_TIMEOUT_MS
+        })
     }
 }
 
@@ -193,10 +246,30 @@ pub struct Client {
 
 impl Client {
     /// Connects to `endpoint` with a fresh credential from the local sbatchd.
+    /// With several candidates, tries each once in list order from the one after the last
+    /// that failed (a fresh credential each); the last one's error if none answers.
     pub fn connect(endpoint: &Endpoint) -> Result<Client, ClientError> {
-        let stream = Client::open(endpoint)?;
-        let credential = fetch_credential(&endpoint.cmd_socket, &endpoint.cluster)?;
-        Client::hello(endpoint, stream, credential)
+        let n = endpoint.candidates.len();
+        let first = endpoint.first.load(Ordering::Relaxed) % n;
+        let mut last_error = None;
+        for at in (0..n).map(|k| (first + k) % n) {
+            let attempt = Client::open_at(endpoint, endpoint.candidates[at]).and_then(|stream| {
+                let credential = fetch_credential(&endpoint.cmd_socket, &endpoint.cluster)?;
+                Client::hello(endpoint, stream, credential)
+            });
+            match attempt {
+                Ok(client) => {
+                    endpoint.first.store(at, Ordering::Relaxed);
+                    return Ok(client);
+                }
+                Err(error @ (ClientError::Io { .. } | ClientError::Protocol { .. })) if n > 1 => {
+                    endpoint.first.store((at + 1) % n, Ordering::Relaxed);
+                    last_error = Some(error);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_error.expect("an endpoint has an address"))
     }
 
     /// Connects to `endpoint` presenting `credential` as it is (tests use it
@@ -207,9 +280,12 @@ impl Client {
     }
 
     fn open(endpoint: &Endpoint) -> Result<TcpStream, ClientError> {
-        let addr = endpoint.addr;
+        Client::open_at(endpoint, endpoint.addr)
+    }
+
+    fn open_at(endpoint: &Endpoint, addr: SocketAddr) -> Result<TcpStream, ClientError> {
         let io = |source| ClientError::Io { addr, source };
-        let timeout = Duration::from_millis(IO_TIMEOUT_MS);
+        let timeout = endpoint.timeout();
         let stream = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
@@ -218,8 +294,13 @@ impl Client {
     }
 
     fn hello(endpoint: &Endpoint, stream: TcpStream, credential: Vec<u8>) -> Result<Client, ClientError> {
+        // Errors name the candidate this connection reached.
+        let mut endpoint = endpoint.clone();
+        if let Ok(peer) = stream.peer_addr() {
+            endpoint.addr = peer;
+        }
         let mut client = Client {
-            endpoint: endpoint.clone(),
+            endpoint,
             stream: BufReader::with_capacity(16 << 10, stream),
             sequence: 0,
             buf: BytesMut::new(),

@@ -6,7 +6,8 @@
 //! coordctl heartbeat TASK LEASE                  # prints the new expiry (ms since the epoch)
 //! coordctl complete TASK LEASE
 //! coordctl fail TASK LEASE
-//! coordctl status [TASK]                       # without TASK: counts by state, then Counters:
+//! coordctl status [TASK]                       # without TASK: counts by state, the master
+//!                                              # candidates' roles (if several), then Counters:
 //! coordctl workers
 //! coordctl whoami                                # the user the coordinator takes us for
 //! ```
@@ -27,6 +28,8 @@
 //! without a task.
 
 use std::io::{self, Read, Write};
+
+use lava_coord_wire as wire;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -226,9 +229,11 @@ fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
                 counts.waiting, counts.leased, counts.completed, counts.failed
             )
             .map_err(write_error)?;
+            let counters = client.stats()?;
+            write!(out, "{}", candidates_block(&counters)).map_err(write_error)?;
             // After the one-line summary (which scripts read as before): one `name value` line each.
             writeln!(out, "Counters:").map_err(write_error)?;
-            for counter in client.stats()? {
+            for counter in counters {
                 writeln!(out, "{} {}", counter.name, counter.value).map_err(write_error)?;
             }
         }
@@ -352,4 +357,33 @@ impl WorkLoop {
             Err(error) => lost(error),
         }
     }
+}
+
+/// With master candidates (the leader's `candidate.<rank>.<name>` counters), as `badmin
+/// showstatus` shows mbatchd's: the term, the commit index, and each candidate's role and
+/// the log index it holds as the leader knows it. Empty for a single coordinator.
+fn candidates_block(counters: &[wire::Counter]) -> String {
+    let counter = |name: &str| counters.iter().find(|c| c.name == name).map(|c| c.value);
+    let candidates: Vec<(u64, &str, u64)> = counters
+        .iter()
+        .filter_map(|c| {
+            let (rank, name) = c.name.strip_prefix("candidate.")?.split_once('.')?;
+            Some((rank.parse().ok()?, name, c.value))
+        })
+        .collect();
+    if candidates.is_empty() {
+        return String::new();
+    }
+    let leader = counter("replica.leader").unwrap_or(0);
+    let mut out = format!(
+        "Master candidates: {} (term {}, commit index {})\n",
+        candidates.len(),
+        counter("replica.term").unwrap_or(0),
+        counter("replica.commit_index").unwrap_or(0),
+    );
+    for (rank, name, held) in candidates {
+        let role = if rank == leader { "leader" } else { "follower" };
+        out.push_str(&format!("  {name:<20} {role:<9} log index {held}\n"));
+    }
+    out
 }

@@ -17,7 +17,7 @@
 //!
 //! # Command line
 //! `coordinator [--envdir DIR] [--port PORT] [--port-file PATH] [--ready-file PATH]
-//! [--lease-ms MS] [--payload-bytes-max BYTES] [--snapshot-events N]`. It always
+//! [--lease-ms MS] [--payload-bytes-max BYTES] [--snapshot-events N] [--host NAME]`. It always
 //! runs in the foreground and logs to standard error (a supervisor or
 //! `scripts/cluster` owns it). It listens on `LAVA_COORD_PORT` of `lsf.conf`
 //! (or `--port`; 0 lets the kernel choose, read it from `--port-file`), on
@@ -28,7 +28,8 @@
 //! `$LSB_SHAREDIR/<cluster>/coord/`: the WAL `coord.wal.*`, its snapshots and
 //! its writer lock (mode 0700). A torn last record (a crash mid-write) is cut
 //! off at start and logged; damage followed by valid records stops the start
-//! with an error naming the file and offset.
+//! with an error naming the file and offset. On a master candidate the replica
+//! log `coord.replica.*` in `coord/<candidate>/` takes the WAL's place.
 //!
 //! # Authentication and authorization (decided here; docs/protocols/coordinator.md)
 //! The cluster key is read by the coordinator only (mode 0600, root). Users
@@ -43,8 +44,9 @@
 //! Later frames of the connection are not sealed: as for the batch commands'
 //! requests, the credential proves who opened the connection, and the
 //! network between cluster hosts is trusted not to inject into a TCP stream.
-//! A daemon with the key has no other way in: the coordinator has no
-//! daemon-to-daemon traffic.
+//! A daemon with the key has no other way in: the coordinator's only
+//! daemon-to-daemon traffic is the master candidates' replication link, on its own
+//! port, from the candidates' addresses, every frame sealed with the key.
 //!
 //! Who may do what (the logic decides; `lava-coord-logic`):
 //! - any authenticated user may submit (the task records its owner: uid and
@@ -74,6 +76,8 @@
 //! - [`args`]: the daemon's command line. [`codec`]: limits, XDR of events and snapshots.
 //! - [`journal`]: the WAL: open, replay, group commit, snapshots.
 //! - [`server`]: configuration, the listener, connection tasks and the event loop.
+//! - [`replicated`]: the coordinator as one of several master candidates (`LSF_MASTER_LIST`
+//!   with two names or more): its WAL is the candidates' replicated log (docs/failover.md).
 //! - [`counters`]: what the shell counts for STATS; [`metrics`]: the same figures under
 //!   Prometheus names (`LAVA_COORD_METRICS_PORT`), answered by the loop at each scrape.
 //! - [`client`]: the blocking client and the worker library ([`client::Worker`]).
@@ -88,6 +92,7 @@ pub mod counters;
 pub mod ctl;
 pub mod journal;
 pub mod metrics;
+pub mod replicated;
 pub mod server;
 
 use std::path::PathBuf;
@@ -126,6 +131,12 @@ pub enum ShellError {
     /// The listening socket could not be set up.
     #[error(transparent)]
     Listen(#[from] lava_shell::startup::ListenError),
+    /// The configuration does not fit (a master candidate).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The replicated WAL of the master candidates failed (its disk, its port, an entry).
+    #[error("replicated WAL: {0}")]
+    Replica(String),
     /// The async runtime or a helper thread failed.
     #[error("runtime: {0}")]
     Runtime(String),

@@ -88,6 +88,7 @@ use tokio::time::MissedTickBehavior;
 use crate::codec::{FRAME_LIMITS, MESSAGE_LIMITS};
 use crate::counters::Counters;
 use crate::journal::{self, Journal, JournalEvent};
+use crate::replicated::{Outcome, Replication};
 use crate::{Args, ShellError};
 
 /// Capacity of the channel from the connection tasks to the loop.
@@ -114,19 +115,88 @@ pub struct ShellConfig {
     pub admins: Vec<String>,
     /// Where the metrics are served (`LAVA_METRICS_ADDR`, `LAVA_COORD_METRICS_PORT`; `None`: not).
     pub metrics: Option<SocketAddr>,
+    /// With two master candidates or more: the replicated WAL among them (docs/failover.md).
+    pub replication: Option<Replication>,
 }
 
 impl ShellConfig {
-    /// Maps a loaded configuration; `port` overrides `LAVA_COORD_PORT`.
-    pub fn from_base(conf: &BaseConfig, port: Option<u16>) -> ShellConfig {
-        let addr = conf.master_host().and_then(|host| host.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
-        ShellConfig {
+    /// Maps a loaded configuration; `port` overrides `LAVA_COORD_PORT`. With two master
+    /// candidates or more, the coordinator runs as candidate `host` (else the candidate
+    /// named as this machine) and listens on that candidate's address.
+    pub fn from_base(
+        conf: &BaseConfig,
+        port: Option<u16>,
+        host: Option<&str>,
+    ) -> Result<ShellConfig, ShellError> {
+        let wal_dir = conf.work_dir().join("coord");
+        let candidates = conf.master_candidates();
+        let (addr, replication) = if candidates.len() >= 2 {
+            let (at, candidate) = this_candidate(&candidates, host)?;
+            let addr = candidate.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+            let mut addrs = Vec::with_capacity(candidates.len());
+            for candidate in &candidates {
+                let port = conf.lsf.coord_repl_port;
+                let found = match candidate.addr {
+                    Some(ip) => Some(SocketAddr::new(ip, port)),
+                    None => std::net::ToSocketAddrs::to_socket_addrs(&(candidate.name.as_str(), port))
+                        .ok()
+                        .and_then(|mut found| found.next()),
+                };
+                let found = found.ok_or_else(|| {
+                    ShellError::Config(format!(
+                        "master candidate {}: no LAVA_ADDR in {} and the name does not resolve",
+                        candidate.name,
+                        conf.cluster.path.display()
+                    ))
+                })?;
+                addrs.push((candidate.name.clone(), found));
+            }
+            let dir = wal_dir.join(&candidate.name);
+            (addr, Some(Replication { id: at as u64 + 1, candidates: addrs, dir }))
+        } else {
+            let addr =
+                conf.master_host().and_then(|host| host.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+            (addr, None)
+        };
+        Ok(ShellConfig {
             listen: SocketAddr::new(addr, port.unwrap_or(conf.lsf.coord_port)),
             key_file: conf.lsf.cluster_key_file.clone(),
-            wal_dir: conf.work_dir().join("coord"),
+            wal_dir,
             log_mask: conf.lsf.log_mask,
             admins: conf.cluster.admins.clone(),
             metrics: conf.lsf.metrics_listen(conf.lsf.metrics_ports.coord),
+            replication,
+        })
+    }
+}
+
+/// The candidate this coordinator runs as: `host` if given, else the one named as this
+/// machine (its full or short name); with its rank from 0.
+fn this_candidate<'a>(
+    candidates: &[&'a lava_conf::ClusterHost],
+    host: Option<&str>,
+) -> Result<(usize, &'a lava_conf::ClusterHost), ShellError> {
+    let names = || candidates.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(" ");
+    let find = |name: &str| {
+        candidates.iter().enumerate().find(|(_, c)| c.name.eq_ignore_ascii_case(name)).map(|(at, c)| (at, *c))
+    };
+    match host {
+        Some(name) => find(name).ok_or_else(|| {
+            ShellError::Config(format!(
+                "--host {name}: not a master candidate (LSF_MASTER_LIST: {})",
+                names()
+            ))
+        }),
+        None => {
+            let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let machine = machine.trim();
+            let short = machine.split('.').next().unwrap_or(machine);
+            find(machine).or_else(|| find(short)).ok_or_else(|| {
+                ShellError::Config(format!(
+                    "this machine ({machine}) is none of the master candidates (LSF_MASTER_LIST: {}); name one with --host",
+                    names()
+                ))
+            })
         }
     }
 }
@@ -148,7 +218,7 @@ pub fn main() -> ExitCode {
 pub fn run(args: Args) -> Result<(), ShellError> {
     let envdir = args.envdir.clone().unwrap_or_else(lava_conf::envdir_from_env);
     let conf = BaseConfig::load(&envdir)?;
-    let config = ShellConfig::from_base(&conf, args.port);
+    let config = ShellConfig::from_base(&conf, args.port, args.host.as_deref())?;
     let key = ClusterKey::load(&config.key_file)?;
     init_logging(config.log_mask);
     tracing::info!(envdir = %envdir.display(), key_id = %key.id(), "coordinator starting");
@@ -162,16 +232,60 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         admins: config.admins.clone(),
         ..CoordConfig::default()
     };
-    let log = journal::open(&config.wal_dir)?;
-    let coord = journal::recover(&log, coord_config)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| ShellError::Runtime(format!("cannot start the async runtime: {error}")))?;
+    if let Some(setting) = &config.replication {
+        let result = runtime.block_on(serve_candidate(&args, &config, setting, auth, coord_config));
+        runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
+        return result;
+    }
+    let log = journal::open(&config.wal_dir)?;
+    let coord = journal::recover(&log, coord_config)?;
     let journal = Journal::new(log, args.snapshot_events);
     let result = runtime.block_on(serve(&args, &config, auth, journal, coord));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     result
+}
+
+/// A master candidate: follow, lead while elected, and start again from the replica log
+/// each time a leadership ends (crate::replicated), until stopped.
+async fn serve_candidate(
+    args: &Args,
+    config: &ShellConfig,
+    setting: &Replication,
+    auth: Arc<Authenticator>,
+    coord_config: CoordConfig,
+) -> Result<(), ShellError> {
+    for path in [&args.port_file, &args.ready_file].into_iter().flatten() {
+        startup::remove_stale(path)?;
+    }
+    let mut signals = Signals::register()
+        .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
+    let mut readiness = Readiness::from_env();
+    loop {
+        let outcome = crate::replicated::serve(
+            args,
+            config,
+            setting,
+            Arc::clone(&auth),
+            coord_config.clone(),
+            &mut signals,
+            &mut readiness,
+        )
+        .await?;
+        match outcome {
+            Outcome::Stopped => break,
+            Outcome::Restart => {
+                for path in [&args.port_file, &args.ready_file].into_iter().flatten() {
+                    startup::remove_stale(path)?;
+                }
+            }
+        }
+    }
+    tracing::info!("coordinator stopped");
+    Ok(())
 }
 
 fn init_logging(mask: LogMask) {
@@ -181,16 +295,16 @@ fn init_logging(mask: LogMask) {
 /// One request as the loop receives it: checked by its connection task (or
 /// refused there, still answered in order), with where its answer goes.
 #[derive(Debug)]
-struct Call {
+pub(crate) struct Call {
     /// The connection, for the loop's pacing ([`Pace`]).
-    conn: u64,
-    to: Outbound,
-    sequence: u32,
-    what: CallKind,
+    pub(crate) conn: u64,
+    pub(crate) to: Outbound,
+    pub(crate) sequence: u32,
+    pub(crate) what: CallKind,
 }
 
 #[derive(Debug)]
-enum CallKind {
+pub(crate) enum CallKind {
     /// A valid request from an authenticated caller: step it.
     Request { caller: Caller, request: Request },
     /// Refused by the connection task; answered in order behind the requests before it.
@@ -202,19 +316,19 @@ enum CallKind {
 /// An answer on its way to a connection's writer: sequence, reply, close after it.
 type Answer = (u32, Reply, bool);
 /// The writer side of one connection.
-type Outbound = mpsc::UnboundedSender<Answer>;
+pub(crate) type Outbound = mpsc::UnboundedSender<Answer>;
 
 /// What the connection tasks share.
 #[derive(Debug)]
-struct Shared {
-    auth: Arc<Authenticator>,
-    limits: Limits,
+pub(crate) struct Shared {
+    pub(crate) auth: Arc<Authenticator>,
+    pub(crate) limits: Limits,
     /// The logic's configuration (for the administrator check of HELLO's answer).
-    coord_config: CoordConfig,
-    calls: mpsc::Sender<Call>,
-    counters: Arc<Counters>,
+    pub(crate) coord_config: CoordConfig,
+    pub(crate) calls: mpsc::Sender<Call>,
+    pub(crate) counters: Arc<Counters>,
     /// The next connection's number.
-    next_conn: std::sync::atomic::AtomicU64,
+    pub(crate) next_conn: std::sync::atomic::AtomicU64,
 }
 
 async fn serve(
@@ -369,7 +483,7 @@ async fn serve(
 }
 
 /// Most calls stepped per wakeup of the loop before it looks at anything else.
-const CALLS_PER_WAKEUP_MAX: usize = 1024;
+pub(crate) const CALLS_PER_WAKEUP_MAX: usize = 1024;
 /// Most events a group commit makes durable on the loop's own thread (more go to a
 /// helper thread, so that the loop keeps stepping meanwhile).
 const INLINE_EVENTS_MAX: u64 = 16;
@@ -616,7 +730,7 @@ pub const CONNECTIONS: GateConfig =
 /// Largest frame accepted before HELLO succeeded (a HELLO is a credential, a few hundred bytes).
 pub const HELLO_LIMITS: FrameLimits = FrameLimits { body_bytes_max: 4096 };
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let gate = Gate::new(CONNECTIONS);
     let mut backoff = AcceptBackoff::default();
     loop {

@@ -43,6 +43,7 @@
 //! | `LAVA_MXFSD_PORT` | [`LsfConf::mxfsd_port`]: the lock manager's TCP port | 6883 |
 //! | `LAVA_COORD_PORT` | [`LsfConf::coord_port`]: the coordinator's TCP port | 6884 |
 //! | `LAVA_MBD_REPL_PORT` | [`LsfConf::mbd_repl_port`]: where mbatchd on a master candidate takes the other candidates' replication messages (docs/failover.md) | 6885 |
+//! | `LAVA_COORD_REPL_PORT` | [`LsfConf::coord_repl_port`]: the same for the coordinator on a master candidate (docs/failover.md) | 6886 |
 //! | `LAVA_LIM_TCP_PORT` | [`LsfConf::lim_tcp_port`]: LIM's TCP port (queries from `lshosts`, `lsload`) | `LSF_LIM_PORT` (LSF uses one number for both) |
 //! | `LAVA_CMD_SOCKET` | [`LsfConf::cmd_socket`]: the local Unix socket the user commands talk to; the local daemon learns the caller's uid from the kernel on it | `/run/lavacore/lava.sock` |
 //! | `LAVA_STATE_RESERVE_MB` | [`LsfConf::state_reserve_mb`]: space mbatchd and sbatchd each keep in reserve on their state file system, released for their own records when it fills up (0: none, the full disk is still detected) | 16 |
@@ -89,6 +90,8 @@ pub const MXFSD_PORT_DEFAULT: u16 = 6883;
 pub const COORD_PORT_DEFAULT: u16 = 6884;
 /// Default `LAVA_MBD_REPL_PORT`: mbatchd's replication port among master candidates.
 pub const MBD_REPL_PORT_DEFAULT: u16 = 6885;
+/// Default `LAVA_COORD_REPL_PORT`: the coordinator's replication port among master candidates.
+pub const COORD_REPL_PORT_DEFAULT: u16 = 6886;
 /// Our default state root when `LSB_SHAREDIR` is absent.
 pub const LSB_SHAREDIR_DEFAULT: &str = "/var/lib/lavacore";
 /// Our default command socket.
@@ -256,6 +259,8 @@ pub struct LsfConf {
     pub coord_port: u16,
     /// `LAVA_MBD_REPL_PORT` (ours).
     pub mbd_repl_port: u16,
+    /// `LAVA_COORD_REPL_PORT` (ours).
+    pub coord_repl_port: u16,
     /// `LAVA_LIM_TCP_PORT` (ours).
     pub lim_tcp_port: u16,
     /// `LAVA_CMD_SOCKET` (ours).
@@ -336,6 +341,7 @@ impl LsfConf {
             mxfsd_port: reader.port("LAVA_MXFSD_PORT", MXFSD_PORT_DEFAULT)?,
             coord_port: reader.port("LAVA_COORD_PORT", COORD_PORT_DEFAULT)?,
             mbd_repl_port: reader.port("LAVA_MBD_REPL_PORT", MBD_REPL_PORT_DEFAULT)?,
+            coord_repl_port: reader.port("LAVA_COORD_REPL_PORT", COORD_REPL_PORT_DEFAULT)?,
             lim_tcp_port: reader.port("LAVA_LIM_TCP_PORT", lim_port)?,
             cmd_socket: reader.path("LAVA_CMD_SOCKET").unwrap_or_else(|| PathBuf::from(CMD_SOCKET_DEFAULT)),
             state_reserve_mb: reader.integer(
@@ -423,6 +429,7 @@ impl LsfConf {
             ("LAVA_MXFSD_PORT", self.mxfsd_port),
             ("LAVA_COORD_PORT", self.coord_port),
             ("LAVA_MBD_REPL_PORT", self.mbd_repl_port),
+            ("LAVA_COORD_REPL_PORT", self.coord_repl_port),
         ]
         .into_iter()
         .chain(metrics_ports.into_iter().filter_map(|(key, port)| Some((key, port?))))
@@ -645,6 +652,11 @@ mod tests {
         assert_eq!(
             error("X=1\nLSB_SBD_PORT=6881\n"),
             "/etc/lava/lsf.conf:2: `LSB_SBD_PORT` and `LSB_MBD_PORT` are both TCP port 6881; \
+             the daemons of one host need distinct ports"
+        );
+        assert_eq!(
+            error("LAVA_COORD_REPL_PORT=6885\n"),
+            "/etc/lava/lsf.conf:1: `LAVA_COORD_REPL_PORT` and `LAVA_MBD_REPL_PORT` are both TCP port 6885; \
              the daemons of one host need distinct ports"
         );
         let conf = conf("LSF_LIM_PORT=7000\nLAVA_LIM_TCP_PORT=7001\nLAVA_COORD_PORT=7000\n");
