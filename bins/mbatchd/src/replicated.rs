@@ -422,6 +422,11 @@ impl<M> Replicated<M> {
         Ok(())
     }
 
+    /// How many master candidates there are.
+    pub(crate) fn n_candidates(&self) -> usize {
+        self.candidates.len()
+    }
+
     /// The name of candidate `id`.
     pub(crate) fn name_of(&self, id: u64) -> Option<&str> {
         self.candidates.get(usize::try_from(id).ok()?.checked_sub(1)?).map(|(name, _)| name.as_str())
