@@ -502,7 +502,8 @@ fn a_follower_names_the_leader_and_a_command_follows_it() {
     });
     let refusal: wire::ErrorReply =
         lava_xdr::from_bytes(&named, &lava_xdr::Limits::default()).expect("an ErrorReply");
-    assert_eq!(refusal.message, leader);
+    let (_, leader_ip) = CANDIDATES.iter().find(|(n, _)| *n == leader).expect("listed");
+    assert_eq!(refusal.message, format!("{leader} {leader_ip}"));
 
     // A stranger's garbage: a header claiming a huge body, then junk; the follower closes.
     let (_, ip) = CANDIDATES.iter().find(|(n, _)| *n == follower).expect("listed");
@@ -532,6 +533,7 @@ fn a_follower_names_the_leader_and_a_command_follows_it() {
 fn without_a_majority_commands_say_there_is_no_master() {
     let mut rig = Rig::new(&CANDIDATES);
     rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
     let leader = rig.leader();
     let others: Vec<&str> = CANDIDATES.iter().map(|(name, _)| *name).filter(|name| *name != leader).collect();
     rig.kill(leader);

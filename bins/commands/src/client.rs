@@ -473,8 +473,16 @@ impl Client {
                         detail: format!("LSF is down: mbatchd at {address} answers {}", error.message),
                     }))
                 } else if error.code == wire::ERR_NOT_MASTER {
-                    let host = error.message;
-                    match (host.as_str(), address.port()).to_socket_addrs().map(|mut a| a.next()) {
+                    // "HOST IP"; a bare host name is resolved.
+                    let (host, ip) = match error.message.split_once(' ') {
+                        Some((host, ip)) => (host.to_owned(), ip.parse::<std::net::IpAddr>().ok()),
+                        None => (error.message.clone(), None),
+                    };
+                    let named = match ip {
+                        Some(ip) => Ok(Some(SocketAddr::new(ip, address.port()))),
+                        None => (host.as_str(), address.port()).to_socket_addrs().map(|mut a| a.next()),
+                    };
+                    match named {
                         Ok(Some(to)) => Err(AttemptError::Redirect { from: address, host, to }),
                         Ok(None) => Err(AttemptError::Retry(Failure {
                             daemon: Daemon::Mbatchd,

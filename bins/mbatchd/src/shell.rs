@@ -850,13 +850,14 @@ impl Shell {
     }
 
     /// What a candidate that does not lead answers every request: the leader it knows
-    /// of (by host name; candidates share `LSB_MBD_PORT`), else that there is none.
+    /// of (host name and address; candidates share `LSB_MBD_PORT`), else that there is
+    /// none.
     fn not_master(&self) -> wire::ErrorReply {
         let repl = self.repl.as_ref().expect("only a master candidate does not serve");
-        let leader = repl.machine.leader().and_then(|id| repl.name_of(id));
+        let leader = repl.machine.leader().and_then(|id| Some((repl.name_of(id)?, repl.addr_of(id)?)));
         match leader {
-            Some(host) if repl.machine.leader() != Some(repl.machine.view().id) => {
-                wire::ErrorReply { code: wire::ERR_NOT_MASTER, message: host.to_owned() }
+            Some((host, ip)) if repl.machine.leader() != Some(repl.machine.view().id) => {
+                wire::ErrorReply { code: wire::ERR_NOT_MASTER, message: format!("{host} {ip}") }
             }
             _ => wire::ErrorReply {
                 code: wire::ERR_NO_MASTER,

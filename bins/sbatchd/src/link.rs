@@ -273,20 +273,16 @@ async fn connect_any(
             Err(Miss::NotMaster(leader)) => {
                 // A candidate that does not lead names the one that does: go there at
                 // once (one hop; a second refusal counts as a miss).
-                let listed = config.masters.iter().position(|m| m.name == leader);
-                let host = listed.map_or_else(
-                    || MbdHost { name: leader.clone(), addr: None },
-                    |at| config.masters[at].clone(),
-                );
+                let listed = config.masters.iter().position(|m| m.name == leader.name);
+                let host = listed.map_or_else(|| leader.clone(), |at| config.masters[at].clone());
                 match connect(&host, config, sequence).await {
                     Ok(connected) => {
                         *current = listed.unwrap_or(idx);
                         return Ok(connected);
                     }
                     Err(Miss::Failed(why)) => misses.push(why),
-                    Err(Miss::NotMaster(other)) => {
-                        misses.push(format!("{leader}, named as the master, names {other} in turn"))
-                    }
+                    Err(Miss::NotMaster(other)) => misses
+                        .push(format!("{}, named as the master, names {} in turn", leader.name, other.name)),
                 }
             }
         }
@@ -299,7 +295,7 @@ enum Miss {
     /// The candidate could not be reached, or answered wrongly.
     Failed(String),
     /// The candidate does not lead; the named host does (`ERR_NOT_MASTER`).
-    NotMaster(String),
+    NotMaster(MbdHost),
 }
 
 impl From<String> for Miss {
@@ -348,7 +344,10 @@ async fn connect(
         let refusal: wire::ErrorReply = lava_xdr::from_bytes(&frame.body, &MBD_MESSAGE_LIMITS)
             .map_err(|err| format!("{addr}: REQUEST_FAILED: {err}"))?;
         return Err(match refusal.code {
-            wire::ERR_NOT_MASTER => Miss::NotMaster(refusal.message),
+            wire::ERR_NOT_MASTER => Miss::NotMaster(match refusal.message.split_once(' ') {
+                Some((name, ip)) => MbdHost { name: name.to_owned(), addr: ip.parse().ok() },
+                None => MbdHost { name: refusal.message, addr: None },
+            }),
             _ => Miss::Failed(format!("{addr}: {}", refusal.message)),
         });
     }
