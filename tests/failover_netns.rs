@@ -175,16 +175,30 @@ impl Rig {
         in_ns(&host.ns, &host.envdir, &bin(program)).args(args).output().expect("run a command")
     }
 
-    /// Whether candidate `idx`'s LSB_MBD_PORT takes connections, tried from the client host
-    /// (a paused mbatchd's port still does: the kernel completes the handshake).
+    /// Whether candidate `idx` serves, asked from the client host: its LSB_MBD_PORT answers
+    /// a bodiless STATUS_QUERY (operation 11) within a second with a status other than
+    /// ERR_NOT_MASTER or ERR_NO_MASTER (a follower answers those; a paused mbatchd's port
+    /// completes the handshake and answers nothing).
     fn listens(&self, idx: usize) -> bool {
-        let probe = format!("exec 3<>/dev/tcp/{}/{}", self.netns.addr(idx), self.mbd_port);
-        Command::new("ip")
+        let probe = format!(
+            "exec 3<>/dev/tcp/{}/{} && printf '\\0\\0\\0\\1\\0\\0\\0\\13\\0\\1\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0' >&3 \
+             && head -c 20 <&3 | od -An -tu1",
+            self.netns.addr(idx),
+            self.mbd_port
+        );
+        let out = Command::new("ip")
             .args(["netns", "exec", &self.hosts[CLIENT].ns, "timeout", "1", "bash", "-c", &probe])
             .stdin(Stdio::null())
             .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
+            .output();
+        let Ok(out) = out else { return false };
+        let bytes: Vec<u32> =
+            String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|b| b.parse().ok()).collect();
+        if bytes.len() != 20 {
+            return false;
+        }
+        let status = bytes[16..].iter().fold(0, |acc, b| (acc << 8) | b);
+        status != lava_batch_wire::ERR_NOT_MASTER && status != lava_batch_wire::ERR_NO_MASTER
     }
 
     /// The candidate other than `skip` that serves, once one does.
