@@ -1,17 +1,19 @@
 //! Master failover on the real daemons (docs/failover.md): the master candidates h1, h2
 //! and h3 (127.0.0.2 to .4) run mbatchd over their replicated event log; the execution host
 //! h0 (127.0.0.1) runs sbatchd. The commands and sbatchd find whichever candidate leads
-//! (the others do not listen on LSB_MBD_PORT). Each job appends its id to a file, so that
+//! (the others answer on LSB_MBD_PORT with the leader's name). Each job appends its id to a file, so that
 //! a job run twice shows.
 
 mod util;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Output;
 use std::time::Duration;
 
+use lava_batch_wire as wire;
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, submitted_job_id, wait_until};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
@@ -82,18 +84,39 @@ impl Rig {
         self.mbatchd.insert(name, daemon);
     }
 
-    /// The candidate that serves now, if any (the one whose LSB_MBD_PORT takes connections).
+    /// The candidate that serves now, if any (the one whose LSB_MBD_PORT answers a request
+    /// other than with "not the master" or "no master").
     fn serving(&self) -> Option<&'static str> {
         self.serving_besides(None)
     }
 
     /// The candidate other than `skip` that serves now, if any (a paused candidate's port
-    /// still accepts connections: the kernel completes them).
+    /// still accepts connections: the kernel completes them, and nothing answers).
     fn serving_besides(&self, skip: Option<&str>) -> Option<&'static str> {
-        self.candidates.iter().filter(|(name, _)| Some(*name) != skip).find_map(|(name, ip)| {
-            let addr: SocketAddr = format!("{ip}:{}", self.mbd_port).parse().expect("address");
-            TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok().map(|_| *name)
+        self.candidates.iter().filter(|(name, _)| Some(*name) != skip).find_map(|(name, _)| {
+            let (status, _) = self.probe(name)?;
+            (status != wire::ERR_NOT_MASTER && status != wire::ERR_NO_MASTER).then_some(*name)
         })
+    }
+
+    /// Sends candidate `name` one bodiless STATUS_QUERY frame and returns the answer's
+    /// status and body; `None` when it does not answer within a second.
+    fn probe(&self, name: &str) -> Option<(u32, Vec<u8>)> {
+        let (_, ip) = self.candidates.iter().find(|(n, _)| *n == name).expect("a candidate");
+        let addr: SocketAddr = format!("{ip}:{}", self.mbd_port).parse().expect("address");
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+        let mut frame = Vec::new();
+        for word in [7, wire::Operation::StatusQuery.code(), wire::BATCH_VERSION, 0, 0] {
+            frame.extend_from_slice(&u32::to_be_bytes(word));
+        }
+        stream.write_all(&frame).ok()?;
+        let mut header = [0u8; 20];
+        stream.read_exact(&mut header).ok()?;
+        let word = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+        let mut body = vec![0u8; word(12) as usize];
+        stream.read_exact(&mut body).ok()?;
+        Some((word(16), body))
     }
 
     /// The candidate that serves, once one does.
@@ -466,4 +489,69 @@ fn a_single_masters_jobs_are_kept_when_its_cluster_moves_to_three_candidates() {
     assert!(next > jobs[2], "job ids go on after the single master's: {next}");
     jobs.push(next);
     rig.all_done_once(&jobs);
+}
+
+// Issue 20: a candidate that does not lead answers on LSB_MBD_PORT with the leader's name;
+// a command that knows only that candidate follows it to the leader; a stranger's garbage
+// on the follower's port costs only its own connection.
+#[test]
+fn a_follower_names_the_leader_and_a_command_follows_it() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    let follower = CANDIDATES.iter().map(|(name, _)| *name).find(|name| *name != leader).expect("a follower");
+    let named = wait_until("the follower names the leader", Duration::from_secs(30), || {
+        let (status, body) = rig.probe(follower)?;
+        (status == wire::ERR_NOT_MASTER).then_some(body)
+    });
+    let refusal: wire::ErrorReply =
+        lava_xdr::from_bytes(&named, &lava_xdr::Limits::default()).expect("an ErrorReply");
+    let (_, leader_ip) = CANDIDATES.iter().find(|(n, _)| *n == leader).expect("listed");
+    assert_eq!(refusal.message, format!("{leader} {leader_ip}"));
+
+    // A stranger's garbage: a header claiming a huge body, then junk; the follower closes.
+    let (_, ip) = CANDIDATES.iter().find(|(n, _)| *n == follower).expect("listed");
+    let addr: SocketAddr = format!("{ip}:{}", rig.mbd_port).parse().expect("address");
+    let mut stranger = TcpStream::connect(addr).expect("the follower listens");
+    stranger.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let _ = stranger.write_all(&[0xff; 20]);
+    let _ = stranger.write_all(b"not a frame at all");
+    let mut rest = Vec::new();
+    // Closed (or reset) within the read timeout, with nothing sent back.
+    if let Err(error) = stranger.read_to_end(&mut rest) {
+        let timed_out = matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut);
+        assert!(!timed_out, "the follower kept a stranger's connection open for 30 s");
+    }
+    assert!(rest.is_empty(), "the stranger got an answer: {rest:?}");
+    assert_eq!(rig.probe(follower).map(|(status, _)| status), Some(wire::ERR_NOT_MASTER));
+
+    // The command knows the follower only.
+    rig.cluster.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{follower}\""));
+    let jobs = vec![rig.submit()];
+    rig.all_done_once(&jobs);
+}
+
+// Issue 20: with two of three candidates dead no candidate leads; the one left answers
+// "no master", and the commands say so and give up within their retry bound.
+#[test]
+fn without_a_majority_commands_say_there_is_no_master() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    let others: Vec<&str> = CANDIDATES.iter().map(|(name, _)| *name).filter(|name| *name != leader).collect();
+    rig.kill(leader);
+    rig.kill(others[0]);
+    wait_until("the survivor says there is no master", Duration::from_secs(30), || {
+        let (status, _) = rig.probe(others[1])?;
+        (status == wire::ERR_NO_MASTER).then_some(())
+    });
+    for (command, args) in [("bsub", &["sleep", "1"][..]), ("bjobs", &["-a"][..])] {
+        let bin = util::mbatchd_bin().with_file_name(command);
+        let out = rig.cluster.command(bin).args(args).env("LAVA_RETRY_SECS", "3").output().expect("run");
+        let said = text(&out);
+        assert!(!out.status.success(), "{command} succeeded: {said}");
+        assert!(said.contains("no master elected yet among the 3 master candidates"), "{command}: {said}");
+    }
 }

@@ -60,12 +60,28 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
     Ok(options)
 }
 
-/// The candidate whose command port takes connections, once one does.
+/// The candidate that serves, once one does: the one whose command port answers a
+/// bodiless STATUS_QUERY other than with "not the master" or "no master".
 fn leader(candidates: &[(String, SocketAddr)]) -> anyhow::Result<usize> {
     let deadline = Instant::now() + LEAD_TIMEOUT;
+    let serves = |addr: &SocketAddr| -> Option<bool> {
+        use std::io::{Read, Write};
+        let mut stream = TcpStream::connect_timeout(addr, Duration::from_millis(100)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+        let mut frame = Vec::new();
+        for word in [1, lava_batch_wire::Operation::StatusQuery.code(), lava_batch_wire::BATCH_VERSION, 0, 0]
+        {
+            frame.extend_from_slice(&u32::to_be_bytes(word));
+        }
+        stream.write_all(&frame).ok()?;
+        let mut header = [0u8; 20];
+        stream.read_exact(&mut header).ok()?;
+        let status = u32::from_be_bytes(header[16..20].try_into().ok()?);
+        Some(status != lava_batch_wire::ERR_NOT_MASTER && status != lava_batch_wire::ERR_NO_MASTER)
+    };
     loop {
         for (at, (_, addr)) in candidates.iter().enumerate() {
-            if TcpStream::connect_timeout(addr, Duration::from_millis(100)).is_ok() {
+            if serves(addr) == Some(true) {
                 return Ok(at);
             }
         }

@@ -43,9 +43,13 @@
 //! # Master candidates
 //! With several candidates (`LSF_MASTER_LIST`), an attempt tries them in list order from
 //! the one after the candidate whose connection last failed (a refused connection moves
-//! on at once: a candidate that does not lead does not listen), and waits
-//! [`CANDIDATE_REPLY_TIMEOUT_MS`] rather than [`REPLY_TIMEOUT_MS`] for a reply, so that a
-//! paused leader costs seconds, not a minute.
+//! on at once), and waits [`CANDIDATE_REPLY_TIMEOUT_MS`] rather than [`REPLY_TIMEOUT_MS`]
+//! for a reply, so that a paused leader costs seconds, not a minute. A candidate that does
+//! not lead answers `ERR_NOT_MASTER` naming the leader's host: the attempt goes there at
+//! once, on the same port, whether or not that host is in the list (one such hop per
+//! attempt; a second one counts as a failed attempt). `ERR_NO_MASTER` (no candidate leads:
+//! an election, or no majority) is retried like an unreachable mbatchd, and its words are
+//! what the command prints when it gives up.
 //!
 //! # Limits
 //! A reply body may be up to [`REPLY_BODY_BYTES_MAX`] (a `bjobs -a` of a large
@@ -321,6 +325,15 @@ enum AttemptError {
     Retry(Failure),
     /// Report and stop.
     Fatal(ClientError),
+    /// The candidate reached does not lead; `host` (at `to`) does.
+    Redirect {
+        /// The candidate that answered.
+        from: SocketAddr,
+        /// The leader's host name, as the candidate named it.
+        host: String,
+        /// Its mbatchd address.
+        to: SocketAddr,
+    },
 }
 
 impl From<ClientError> for AttemptError {
@@ -358,10 +371,23 @@ impl Client {
         let mut n_tries: u32 = 0;
         loop {
             n_tries = n_tries.saturating_add(1);
-            let failure = match self.attempt(request, reply, request_id, body, deadline) {
+            let failure = match self.attempt(request, reply, request_id, body, deadline, None) {
                 Ok(answer) => return Ok(answer),
                 Err(AttemptError::Fatal(error)) => return Err(error),
                 Err(AttemptError::Retry(failure)) => failure,
+                Err(AttemptError::Redirect { to, .. }) => {
+                    match self.attempt(request, reply, request_id, body, deadline, Some(to)) {
+                        Ok(answer) => return Ok(answer),
+                        Err(AttemptError::Fatal(error)) => return Err(error),
+                        Err(AttemptError::Retry(failure)) => failure,
+                        Err(AttemptError::Redirect { from, host, .. }) => Failure {
+                            daemon: Daemon::Mbatchd,
+                            detail: format!(
+                                "mbatchd at {from} is not the master either: it names {host} as the master"
+                            ),
+                        },
+                    }
+                }
             };
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let out_of_tries = self.retry.tries_max.is_some_and(|max| n_tries >= max);
@@ -393,10 +419,14 @@ impl Client {
         request_id: wire::RequestId,
         body: &Q,
         deadline: Option<Instant>,
+        redirected: Option<SocketAddr>,
     ) -> Result<R, AttemptError> {
         // mbatchd first: while it is down, no token is spent; and the token
         // is as fresh as possible when it travels.
-        let (mut stream, address) = self.connect_mbd(deadline)?;
+        let (mut stream, address) = match redirected {
+            Some(to) => self.connect_leader(to)?,
+            None => self.connect_mbd(deadline)?,
+        };
         let credential = self.fetch_credential()?;
         let envelope = wire::ClientRequest { credential, request_id, body };
         let payload = lava_xdr::to_bytes(&envelope)
@@ -409,8 +439,11 @@ impl Client {
             ))));
         }
         // Should this attempt fail from here on, the next starts from the next candidate.
-        let at = self.endpoints.mbd_addrs.iter().position(|a| *a == address).unwrap_or(0);
-        self.first_candidate = (at + 1) % self.endpoints.mbd_addrs.len();
+        let listed = self.endpoints.mbd_addrs.iter().position(|a| *a == address);
+        let at = listed.unwrap_or(self.first_candidate);
+        if listed.is_some() {
+            self.first_candidate = (at + 1) % self.endpoints.mbd_addrs.len();
+        }
         let mbd_failure = |error: &io::Error| {
             AttemptError::Retry(Failure {
                 daemon: Daemon::Mbatchd,
@@ -434,6 +467,36 @@ impl Client {
                         daemon: Daemon::Mbatchd,
                         detail: format!("mbatchd at {address} is not ready: {}", error.message),
                     }))
+                } else if error.code == wire::ERR_NO_MASTER {
+                    Err(AttemptError::Retry(Failure {
+                        daemon: Daemon::Mbatchd,
+                        detail: format!("LSF is down: mbatchd at {address} answers {}", error.message),
+                    }))
+                } else if error.code == wire::ERR_NOT_MASTER {
+                    // "HOST IP"; a bare host name is resolved.
+                    let (host, ip) = match error.message.split_once(' ') {
+                        Some((host, ip)) => (host.to_owned(), ip.parse::<std::net::IpAddr>().ok()),
+                        None => (error.message.clone(), None),
+                    };
+                    let named = match ip {
+                        Some(ip) => Ok(Some(SocketAddr::new(ip, address.port()))),
+                        None => (host.as_str(), address.port()).to_socket_addrs().map(|mut a| a.next()),
+                    };
+                    match named {
+                        Ok(Some(to)) => Err(AttemptError::Redirect { from: address, host, to }),
+                        Ok(None) => Err(AttemptError::Retry(Failure {
+                            daemon: Daemon::Mbatchd,
+                            detail: format!(
+                                "mbatchd at {address} names {host} as the master, which has no address"
+                            ),
+                        })),
+                        Err(resolve) => Err(AttemptError::Retry(Failure {
+                            daemon: Daemon::Mbatchd,
+                            detail: format!(
+                                "mbatchd at {address} names {host} as the master, which does not resolve: {resolve}"
+                            ),
+                        })),
+                    }
                 } else {
                     Err(AttemptError::Fatal(ClientError::Refused(error)))
                 }
@@ -453,6 +516,9 @@ impl Client {
         self.fetch_credential_for(audience_kind).map_err(|error| match error {
             AttemptError::Fatal(error) => error,
             AttemptError::Retry(failure) => ClientError::Unreachable { failure, waited: Duration::ZERO },
+            AttemptError::Redirect { host, .. } => {
+                ClientError::Protocol(format!("the local sbatchd named {host} as the master"))
+            }
         })
     }
 
@@ -516,6 +582,28 @@ impl Client {
                 header.operation
             )))),
         }
+    }
+
+    /// Connects to the leader a candidate named, with a candidate's reply timeout.
+    fn connect_leader(&self, to: SocketAddr) -> Result<(TcpStream, SocketAddr), AttemptError> {
+        let failure = |error: io::Error| {
+            AttemptError::Retry(Failure {
+                daemon: Daemon::Mbatchd,
+                detail: format!(
+                    "Cannot connect to mbatchd at {to} (the master): {}",
+                    describe_io(&error, true)
+                ),
+            })
+        };
+        let stream =
+            TcpStream::connect_timeout(&to, Duration::from_millis(CONNECT_TIMEOUT_MS)).map_err(failure)?;
+        let io_timeout = Some(Duration::from_millis(CANDIDATE_REPLY_TIMEOUT_MS));
+        stream
+            .set_nodelay(true)
+            .and_then(|()| stream.set_read_timeout(io_timeout))
+            .and_then(|()| stream.set_write_timeout(io_timeout))
+            .map_err(failure)?;
+        Ok((stream, to))
     }
 
     /// Connects to the first mbatchd address that accepts, within the deadline.

@@ -163,6 +163,38 @@ pub(crate) async fn serve(
     }
 }
 
+/// Serves one connection accepted while this master candidate does not lead: reads its
+/// first frame under the same limits as any first frame (deadline, pre-authentication
+/// budget), answers it with `refusal` (ERR_NOT_MASTER naming the leader, or ERR_NO_MASTER)
+/// and closes. Nothing is checked or handed to the loop: a follower serves no one
+/// (docs/protocols/batch.md, "Where LavaCore differs").
+pub(crate) async fn refuse(
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut pass: Pass,
+    shared: Arc<Shared>,
+    refusal: wire::ErrorReply,
+) {
+    let mut framed = FramedConn::new(stream, FRAME_LIMITS, Timeouts::default());
+    let within = pass.auth_deadline();
+    let first = tokio::select! {
+        first = read_frame(&mut framed, &shared, peer, Some((within, pass.reserver()))) => first,
+        () = pass.evicted() => None,
+    };
+    let Some(first) = first else { return };
+    let body = encode(&refusal);
+    let reply = header(Operation::RequestFailed, first.header.sequence, refusal.code);
+    // sbatchd reads mbatchd's frames authenticated; a command reads them plain.
+    let written = if first.header.operation == Operation::SbdRegister.code() {
+        AuthConn::new(framed, Arc::clone(&shared.auth)).write_frame(reply, &body).await
+    } else {
+        framed.write_frame(reply, &body).await
+    };
+    if let Err(error) = written {
+        tracing::debug!(%peer, "cannot send the not-master answer: {error}");
+    }
+}
+
 /// Reads the next frame of a command connection, or the first of any connection (`first`:
 /// within that time, its length reserved of the gate's pre-authentication budget), else
 /// within [`CLIENT_READ_TIMEOUT_MS`]; the whole frame must arrive in that time. `None`

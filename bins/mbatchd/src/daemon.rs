@@ -191,20 +191,14 @@ async fn serve(
         startup::remove_stale(path)?;
     }
     let addr = SocketAddr::new(config.listen_addr, config.port);
-    // A master candidate listens only while it leads (crate::replicated), on a port every
-    // candidate shares, so that clients find whichever leads.
-    let (listener, bound) = match &config.replication {
-        Some(_) if config.port == 0 => {
-            return Err(ShellError::Config(
-                "a master candidate needs a fixed LSB_MBD_PORT (port 0 is for a single master)".into(),
-            ));
-        }
-        Some(_) => (None, addr),
-        None => {
-            let (listener, bound) = startup::listen(addr)?;
-            (Some(listener), bound)
-        }
-    };
+    // Every master candidate listens on the port they share; one that does not lead
+    // answers each request with the leader's name (conn::refuse), so clients find it.
+    if config.replication.is_some() && config.port == 0 {
+        return Err(ShellError::Config(
+            "a master candidate needs a fixed LSB_MBD_PORT (port 0 is for a single master)".into(),
+        ));
+    }
+    let (listener, bound) = startup::listen(addr)?;
     let signals = Signals::register()
         .map_err(|error| ShellError::Runtime(format!("cannot handle signals: {error}")))?;
     let hosts = config.mbd.hosts.iter().map(|host| host.name.clone()).collect();
@@ -229,7 +223,7 @@ async fn serve(
         }
         None => (None, recovered.mbd),
     };
-    let mut shell = Shell::new(mbd, journal, space, listener, addr, |events| Shared {
+    let mut shell = Shell::new(mbd, journal, space, Some(listener), addr, |events| Shared {
         auth,
         counters,
         hosts,

@@ -422,6 +422,16 @@ impl<M> Replicated<M> {
         Ok(())
     }
 
+    /// The address of candidate `id` (where its replication port listens).
+    pub(crate) fn addr_of(&self, id: u64) -> Option<std::net::IpAddr> {
+        self.candidates.get(usize::try_from(id).ok()?.checked_sub(1)?).map(|(_, addr)| addr.ip())
+    }
+
+    /// How many master candidates there are.
+    pub(crate) fn n_candidates(&self) -> usize {
+        self.candidates.len()
+    }
+
     /// The name of candidate `id`.
     pub(crate) fn name_of(&self, id: u64) -> Option<&str> {
         self.candidates.get(usize::try_from(id).ok()?.checked_sub(1)?).map(|(name, _)| name.as_str())

@@ -180,7 +180,8 @@ pub(crate) struct Shell {
     sbd: BTreeMap<HostName, SbdLink>,
     shared: Arc<Shared>,
     conn_events: mpsc::Receiver<ConnEvent>,
-    /// The command and sbatchd port; a master candidate that does not lead has none.
+    /// The command and sbatchd port; a master candidate that does not lead refuses what
+    /// it accepts there, naming the leader ([`conn::refuse`]).
     listener: Option<TcpListener>,
     /// Where the listener is bound when this candidate starts to lead.
     serve_addr: SocketAddr,
@@ -414,6 +415,11 @@ impl Shell {
                 // Requests and acknowledgements are small and latency-bound.
                 if let Err(error) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, "TCP_NODELAY not set: {error}");
+                }
+                if !self.serving() {
+                    let refusal = self.not_master();
+                    self.tasks.spawn(conn::refuse(stream, peer, pass, Arc::clone(&self.shared), refusal));
+                    return Ok(());
                 }
                 let conn = self.next_conn;
                 self.next_conn += 1;
@@ -843,6 +849,27 @@ impl Shell {
         self.repl.as_ref().is_none_or(|repl| repl.machine.is_serving())
     }
 
+    /// What a candidate that does not lead answers every request: the leader it knows
+    /// of (host name and address; candidates share `LSB_MBD_PORT`), else that there is
+    /// none.
+    fn not_master(&self) -> wire::ErrorReply {
+        let repl = self.repl.as_ref().expect("only a master candidate does not serve");
+        let leader = repl.machine.leader().and_then(|id| Some((repl.name_of(id)?, repl.addr_of(id)?)));
+        match leader {
+            Some((host, ip)) if repl.machine.leader() != Some(repl.machine.view().id) => {
+                wire::ErrorReply { code: wire::ERR_NOT_MASTER, message: format!("{host} {ip}") }
+            }
+            _ => wire::ErrorReply {
+                code: wire::ERR_NO_MASTER,
+                message: format!(
+                    "no master: no master elected yet among the {} master candidates \
+                     (a majority of them must be up and reach each other)",
+                    repl.n_candidates()
+                ),
+            },
+        }
+    }
+
     /// Carries out every step of the replicated log's drains, in order (the machine's
     /// contract, step 5), applying what it did to the state first; then a snapshot when
     /// one is due.
@@ -891,9 +918,13 @@ impl Shell {
     /// This candidate leads and its state holds every committed event: listen, and start
     /// as any mbatchd starts.
     fn lead(&mut self, term: u64) -> Result<(), ShellError> {
-        let (listener, bound) = lava_shell::startup::listen(self.serve_addr)?;
-        tracing::info!(term, %bound, "elected master: serving");
-        self.listener = Some(listener);
+        // The listener that refused requests while following serves from now on (the
+        // same socket: a second bind of the port would fail while it is open).
+        if self.listener.is_none() {
+            let (listener, _) = lava_shell::startup::listen(self.serve_addr)?;
+            self.listener = Some(listener);
+        }
+        tracing::info!(term, bound = %self.serve_addr, "elected master: serving");
         self.step(Input::Start, None)?;
         if self.space.is_full() {
             let available = self.space.available().unwrap_or(0);

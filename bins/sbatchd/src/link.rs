@@ -269,17 +269,46 @@ async fn connect_any(
                 *current = idx;
                 return Ok(connected);
             }
-            Err(why) => misses.push(why),
+            Err(Miss::Failed(why)) => misses.push(why),
+            Err(Miss::NotMaster(leader)) => {
+                // A candidate that does not lead names the one that does: go there at
+                // once (one hop; a second refusal counts as a miss).
+                let listed = config.masters.iter().position(|m| m.name == leader.name);
+                let host = listed.map_or_else(|| leader.clone(), |at| config.masters[at].clone());
+                match connect(&host, config, sequence).await {
+                    Ok(connected) => {
+                        *current = listed.unwrap_or(idx);
+                        return Ok(connected);
+                    }
+                    Err(Miss::Failed(why)) => misses.push(why),
+                    Err(Miss::NotMaster(other)) => misses
+                        .push(format!("{}, named as the master, names {} in turn", leader.name, other.name)),
+                }
+            }
         }
     }
     Err(misses.join("; "))
+}
+
+/// Why one registration did not take.
+enum Miss {
+    /// The candidate could not be reached, or answered wrongly.
+    Failed(String),
+    /// The candidate does not lead; the named host does (`ERR_NOT_MASTER`).
+    NotMaster(MbdHost),
+}
+
+impl From<String> for Miss {
+    fn from(why: String) -> Miss {
+        Miss::Failed(why)
+    }
 }
 
 async fn connect(
     host: &MbdHost,
     config: &LinkConfig,
     sequence: &mut u32,
-) -> Result<(Reader, Writer, wire::SbdRegisterAck), String> {
+) -> Result<(Reader, Writer, wire::SbdRegisterAck), Miss> {
     let addr = resolve(host, config.port).await?;
     let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), TcpStream::connect(addr))
         .await
@@ -311,11 +340,22 @@ async fn connect(
         .map_err(|_| format!("{addr}: no SBD_REGISTER_ACK within {REGISTER_TIMEOUT_MS} ms"))?
         .map_err(|err| format!("{addr}: waiting for SBD_REGISTER_ACK: {err}"))?
         .ok_or_else(|| format!("{addr}: mbatchd closed the connection before SBD_REGISTER_ACK"))?;
+    if frame.header.version == BATCH_VERSION && frame.header.operation == Operation::RequestFailed.code() {
+        let refusal: wire::ErrorReply = lava_xdr::from_bytes(&frame.body, &MBD_MESSAGE_LIMITS)
+            .map_err(|err| format!("{addr}: REQUEST_FAILED: {err}"))?;
+        return Err(match refusal.code {
+            wire::ERR_NOT_MASTER => Miss::NotMaster(match refusal.message.split_once(' ') {
+                Some((name, ip)) => MbdHost { name: name.to_owned(), addr: ip.parse().ok() },
+                None => MbdHost { name: refusal.message, addr: None },
+            }),
+            _ => Miss::Failed(format!("{addr}: {}", refusal.message)),
+        });
+    }
     if frame.header.version != BATCH_VERSION || frame.header.operation != Operation::SbdRegisterAck.code() {
-        return Err(format!(
+        return Err(Miss::Failed(format!(
             "{addr}: expected SBD_REGISTER_ACK, got operation {} version {:#x}",
             frame.header.operation, frame.header.version
-        ));
+        )));
     }
     let ack = lava_xdr::from_bytes(&frame.body, &MBD_MESSAGE_LIMITS)
         .map_err(|err| format!("{addr}: SBD_REGISTER_ACK: {err}"))?;

@@ -1306,6 +1306,12 @@ pub const ERR_REJECTED: u32 = 4;
 pub const ERR_UNSUPPORTED: u32 = 5;
 /// mbatchd is starting or cannot write its log; try again.
 pub const ERR_TRY_AGAIN: u32 = 6;
+/// This master candidate does not lead; the message is the host name of the candidate
+/// that does, a space and its IP address (same `LSB_MBD_PORT`). An extension (docs/protocols/batch.md).
+pub const ERR_NOT_MASTER: u32 = 7;
+/// No master candidate leads (an election is under way, or no majority of the candidates
+/// is up and connected); the message says which. An extension (docs/protocols/batch.md).
+pub const ERR_NO_MASTER: u32 = 8;
 
 /// [`HostInfo::status`]: an administrator closed the host (`badmin hclose`).
 pub const HOST_CLOSED_ADM: u32 = 4;
