@@ -184,20 +184,7 @@ pub async fn serve(
     let std_listener = bind_replication_port(own).await?;
     let listener = tokio::net::TcpListener::from_std(std_listener)
         .map_err(|error| ShellError::Replica(format!("replication port {own}: {error}")))?;
-    let mut link = Link::start(
-        LinkConfig {
-            id: setting.id,
-            candidates: addrs,
-            auth: Arc::clone(&auth),
-            gate: lava_net::gate::GateConfig {
-                total_max: 64,
-                per_source_max: 8,
-                ..lava_net::gate::GateConfig::DEFAULT
-            },
-            connect_timeout: Duration::from_secs(1),
-        },
-        listener,
-    );
+    let mut link = Link::start(LinkConfig::for_candidates(setting.id, addrs, Arc::clone(&auth)), listener);
     tracing::info!(
         candidate = setting.id,
         candidates = n,

@@ -218,20 +218,7 @@ impl<M> Replicated<M> {
             .map_err(|error| ShellError::Replica(format!("replication port {own}: {error}")))?;
         let listener = tokio::net::TcpListener::from_std(std_listener)
             .map_err(|error| ShellError::Replica(format!("replication port {own}: {error}")))?;
-        let link = Link::start(
-            LinkConfig {
-                id: setting.id,
-                candidates: addrs,
-                auth,
-                gate: lava_net::gate::GateConfig {
-                    total_max: 64,
-                    per_source_max: 8,
-                    ..lava_net::gate::GateConfig::DEFAULT
-                },
-                connect_timeout: Duration::from_secs(1),
-            },
-            listener,
-        );
+        let link = Link::start(LinkConfig::for_candidates(setting.id, addrs, auth), listener);
         let mut tick = tokio::time::interval(REPLICA_TICK);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut replicated = Replicated {

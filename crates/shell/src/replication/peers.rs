@@ -56,6 +56,25 @@ pub struct LinkConfig {
     pub connect_timeout: Duration,
 }
 
+impl LinkConfig {
+    /// The link of a daemon on the master candidates (mbatchd's and the coordinator's):
+    /// candidate `id` of `candidates`, at most 64 connections in all and 8 per address
+    /// (docs/operations.md, "Connection limits"), 1 s to open a connection to a candidate.
+    pub fn for_candidates(
+        id: ReplicaId,
+        candidates: Vec<SocketAddr>,
+        auth: Arc<Authenticator>,
+    ) -> LinkConfig {
+        LinkConfig {
+            id,
+            candidates,
+            auth,
+            gate: GateConfig { total_max: 64, per_source_max: 8, ..GateConfig::DEFAULT },
+            connect_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
 /// The link's counters, for the daemon's status and metrics.
 #[derive(Debug, Default)]
 pub struct LinkCounters {
