@@ -176,29 +176,7 @@ fn this_candidate<'a>(
     candidates: &[&'a lava_conf::ClusterHost],
     host: Option<&str>,
 ) -> Result<(usize, &'a lava_conf::ClusterHost), ShellError> {
-    let names = || candidates.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(" ");
-    let find = |name: &str| {
-        candidates.iter().enumerate().find(|(_, c)| c.name.eq_ignore_ascii_case(name)).map(|(at, c)| (at, *c))
-    };
-    match host {
-        Some(name) => find(name).ok_or_else(|| {
-            ShellError::Config(format!(
-                "--host {name}: not a master candidate (LSF_MASTER_LIST: {})",
-                names()
-            ))
-        }),
-        None => {
-            let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            let machine = machine.trim();
-            let short = machine.split('.').next().unwrap_or(machine);
-            find(machine).or_else(|| find(short)).ok_or_else(|| {
-                ShellError::Config(format!(
-                    "this machine ({machine}) is none of the master candidates (LSF_MASTER_LIST: {}); name one with --host",
-                    names()
-                ))
-            })
-        }
-    }
+    lava_conf::own_candidate(candidates, host).map(|at| (at, candidates[at])).map_err(ShellError::Config)
 }
 
 /// The whole program: parse the command line, [`run`], report an error.

@@ -184,30 +184,12 @@ pub fn this_candidate<'a>(
     host: Option<&str>,
 ) -> Result<&'a ClusterHost, ShellError> {
     let candidates = conf.master_candidates();
-    let names = || candidates.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(" ");
-    let find = |name: &str| candidates.iter().copied().find(|c| c.name.eq_ignore_ascii_case(name));
     match host {
-        Some(name) => find(name).ok_or_else(|| {
-            ShellError::Config(format!(
-                "--host {name}: not a master candidate (LSF_MASTER_LIST: {})",
-                names()
-            ))
-        }),
         None if candidates.len() == 1 => Ok(candidates[0]),
         None if candidates.is_empty() => {
             Err(ShellError::Config(format!("{} lists no server host", conf.cluster.path.display())))
         }
-        None => {
-            let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            let machine = machine.trim();
-            let short = machine.split('.').next().unwrap_or(machine);
-            find(machine).or_else(|| find(short)).ok_or_else(|| {
-                ShellError::Config(format!(
-                    "this machine ({machine}) is none of the master candidates (LSF_MASTER_LIST: {}); name one with --host",
-                    names()
-                ))
-            })
-        }
+        _ => lava_conf::own_candidate(&candidates, host).map(|at| candidates[at]).map_err(ShellError::Config),
     }
 }
 

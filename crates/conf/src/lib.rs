@@ -69,7 +69,7 @@ pub use error::{ConfError, ErrorKind};
 pub use fields::{GROUP_NAME_BYTES_MAX, HOST_NAME_BYTES_MAX, LOAD_INDICES};
 pub use hosts::{BatchHost, HostGroup, LsbHosts, Mxj, Threshold};
 pub use keyvalue::{KeyValueEntry, KeyValueFile};
-pub use load::{BaseConfig, ClusterConfig};
+pub use load::{BaseConfig, ClusterConfig, own_candidate};
 pub use lsf_conf::{LimitUnit, LogMask, LsfConf, MetricsPorts, envdir_from, envdir_from_env};
 pub use params::LsbParams;
 pub use queues::{

@@ -288,6 +288,30 @@ fn master_candidates<'a>(lsf: &LsfConf, cluster: &'a LsfCluster) -> Vec<&'a Clus
     }
 }
 
+/// Which of `candidates` (`LSF_MASTER_LIST` order) a daemon on a master candidate runs as:
+/// `host` if given (its `--host`; it must be one of them), else the one named like this
+/// machine (its full host name, then its short one). Its rank from 0, or the sentence that
+/// says why none.
+pub fn own_candidate(candidates: &[&ClusterHost], host: Option<&str>) -> Result<usize, String> {
+    let names = || candidates.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(" ");
+    let find = |name: &str| candidates.iter().position(|c| c.name.eq_ignore_ascii_case(name));
+    match host {
+        Some(name) => find(name)
+            .ok_or_else(|| format!("--host {name}: not a master candidate (LSF_MASTER_LIST: {})", names())),
+        None => {
+            let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let machine = machine.trim();
+            let short = machine.split('.').next().unwrap_or(machine);
+            find(machine).or_else(|| find(short)).ok_or_else(|| {
+                format!(
+                    "this machine ({machine}) is none of the master candidates (LSF_MASTER_LIST: {}); name one with --host",
+                    names()
+                )
+            })
+        }
+    }
+}
+
 /// Every name of `LSF_MASTER_LIST` is a server host of lsf.cluster, named once.
 fn check_master_list(lsf: &LsfConf, cluster: &LsfCluster) -> Result<(), ConfError> {
     let Some(entry) = lsf.file().entry(MASTER_LIST_KEY) else { return Ok(()) };
