@@ -29,6 +29,9 @@
 //! 1. Carry out every effect of one [`Replica::drain`] in order, and all of them, before
 //!    handing the replica anything else. A [`Effect::Persist`] is complete only once its
 //!    records are durable (written and fsynced); effects after it may depend on that.
+//!    A hard state that only moved the commit index is not persisted on its own: the commit
+//!    index is volatile in raft (a restarted candidate learns it again from the leader) and
+//!    what it names is durable on a majority already; it rides along with the next record.
 //! 2. An entry counts as acknowledged only when it comes back as [`Effect::Apply`] with the
 //!    index *and term* [`Replica::propose`] returned. An `Apply` at that index with another
 //!    term means the proposal was lost with its leader's term: answer "not done, retry"
@@ -182,6 +185,8 @@ pub struct Replica {
     node: RawNode<Store>,
     config: Config,
     applied: u64,
+    /// The term and vote of the newest `Hard` record made durable (or recovered).
+    durable_vote: (u64, u64),
 }
 
 impl Replica {
@@ -233,7 +238,7 @@ impl Replica {
         };
         let logger = slog::Logger::root(slog::Discard, slog::o!());
         let node = RawNode::new(&raft_config, store, &logger)?;
-        Ok(Replica { node, config, applied })
+        Ok(Replica { node, config, applied, durable_vote: (rebuilt.term, rebuilt.vote) })
     }
 
     /// One tick of the caller's clock (the shell's 100 ms timer).
@@ -320,6 +325,15 @@ impl Replica {
             }
             if let Some(hard) = ready.hs() {
                 self.node.mut_store().set_hard_state(hard.clone());
+            }
+            // The term and vote must be durable before anything is sent that depends on
+            // them; the commit index need not be (it is known again from the leader after a
+            // restart, and what it names is already durable on a majority). So a hard state
+            // that only moved the commit costs no fsync of its own: it rides along with the
+            // next record made durable anyway.
+            let hard = self.node.store().hard_state();
+            if (hard.term, hard.vote) != self.durable_vote || (!records.is_empty() && ready.hs().is_some()) {
+                self.durable_vote = (hard.term, hard.vote);
                 records.push(Record::Hard { term: hard.term, vote: hard.vote, commit: hard.commit });
             }
             if !records.is_empty() {

@@ -527,6 +527,62 @@ mod tests {
         assert_eq!(settle(&mut ms, &[]), vec![(1, Step::Release { answer: "query", after: None })]);
     }
 
+    // Goal: one proposal costs each candidate one fsync (its entries, with the term and
+    // vote), never a second one for the commit index alone, and a candidate restarted
+    // from records whose commit lags learns the rest from the leader.
+    #[test]
+    fn a_moved_commit_index_alone_costs_no_fsync() {
+        /// Drains and delivers until quiet, keeping what each candidate made durable;
+        /// returns how many `Persist` steps each carried out and whether "five" went out.
+        fn run(ms: &mut M3, durable: &mut [Vec<Record>]) -> ([usize; 3], bool) {
+            let (mut persists, mut released) = ([0usize; 3], false);
+            for _ in 0..20 {
+                let mut mail = Vec::new();
+                for (k, m) in ms.iter_mut().enumerate() {
+                    for step in m.drain() {
+                        match step {
+                            Step::Persist(records) => {
+                                persists[k] += 1;
+                                durable[k].extend(records);
+                            }
+                            Step::Send { to, message } => mail.push((to, message)),
+                            Step::Release { answer: "five", .. } => released = true,
+                            _ => {}
+                        }
+                    }
+                }
+                for (to, message) in mail {
+                    ms[(to - 1) as usize].receive(&message).expect("a candidate's message");
+                }
+            }
+            (persists, released)
+        }
+        let mut ms = three();
+        let mut durable: Vec<Vec<Record>> = vec![Vec::new(); 3];
+        for _ in 0..12 {
+            ms.iter_mut().for_each(Machine::tick);
+            run(&mut ms, &mut durable);
+        }
+        assert!(ms[0].is_serving());
+        ms[0].app_mut().0.push(5);
+        ms[0].propose(vec![5]).expect("leader");
+        ms[0].hold("five");
+        let (persists, released) = run(&mut ms, &mut durable);
+        assert!(released);
+        assert_eq!(persists, [1, 1, 1], "one fsync per candidate for one proposal");
+        // Candidate 3 restarts from what it made durable: its commit lags (it never wrote
+        // the commit of entry 2), yet the leader's heartbeats bring it to the same state.
+        let records = std::mem::take(&mut durable[2]);
+        let Some(Record::Hard { commit, .. }) = records.iter().rev().find(|r| matches!(r, Record::Hard { .. }))
+        else {
+            panic!("no hard state in {records:?}")
+        };
+        assert!(*commit < 2, "the commit of entry 2 was not made durable on its own");
+        ms[2] = Machine::recover(Config::new(3, 3), List::default(), records, None).expect("recover");
+        tick_all(&mut ms, &[], 4);
+        assert_eq!(ms[2].app().0, vec![5]);
+    }
+
     #[test]
     fn a_cut_off_leader_answers_not_done_and_forgets_what_was_never_committed() {
         let mut ms = three();

@@ -76,6 +76,10 @@ impl Store {
         }
     }
 
+    pub(crate) fn hard_state(&self) -> &HardState {
+        &self.hard
+    }
+
     pub(crate) fn set_hard_state(&mut self, hard: HardState) {
         self.hard = hard;
     }
