@@ -272,6 +272,14 @@ impl<M> Replicated<M> {
             ReplInput::Tick => self.machine.tick(),
             ReplInput::Message(bytes) => self.receive(&bytes),
         }
+        self.take_waiting();
+    }
+
+    /// Hands the machine every message from a candidate already waiting (up to
+    /// [`MESSAGES_TURN_MAX`]). Before a turn's drains on the leader, so that the answers of
+    /// what the followers acknowledged meanwhile are released before the turn's own fsync,
+    /// not after it.
+    pub(crate) fn take_waiting(&mut self) {
         for _ in 0..MESSAGES_TURN_MAX {
             let Some(bytes) = self.link.try_recv() else { break };
             self.receive(&bytes);

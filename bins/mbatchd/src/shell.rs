@@ -874,6 +874,9 @@ impl Shell {
     /// contract, step 5), applying what it did to the state first; then a snapshot when
     /// one is due.
     async fn carry_out_replication(&mut self) -> Result<(), ShellError> {
+        if let Some(repl) = self.repl.as_mut() {
+            repl.take_waiting();
+        }
         loop {
             let Some(repl) = self.repl.as_mut() else { return Ok(()) };
             let steps = repl.drain();
