@@ -62,7 +62,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
 
 /// The candidate that serves, once one does: the one whose command port answers a
 /// bodiless STATUS_QUERY other than with "not the master" or "no master".
-fn leader(candidates: &[(String, SocketAddr)]) -> anyhow::Result<usize> {
+pub(crate) fn leader(candidates: &[(String, SocketAddr)]) -> anyhow::Result<usize> {
     let deadline = Instant::now() + LEAD_TIMEOUT;
     let serves = |addr: &SocketAddr| -> Option<bool> {
         use std::io::{Read, Write};

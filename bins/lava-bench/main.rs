@@ -26,7 +26,7 @@ const USAGE: &str = "usage: lava-bench <xdr|eventlog|submit|e2e|restart|sched|sc
     \n  xdr        XDR encode/decode of a job-submission struct\
     \n  eventlog   durable appends with concurrent appenders, and replay\
     \n  submit     durable submissions to a real mbatchd; wall time of the real bsub\
-    \n  e2e        trivial jobs through a real one-host cluster, submit to DONE\
+    \n  e2e        trivial jobs through a real one-host cluster, submit to DONE (--candidates 3: replicated mbatchd)\
     \n  restart    mbatchd's start on a 1,000,000-event log: time to the first bjobs, memory\
     \n  sched      one dispatch turn of mbatchd's logic: 100,000 pending jobs with -R, 1,000 hosts\
     \n  scale      one real mbatchd driving thousands of simulated hosts: jobs/s, memory, bhosts/bjobs, a reconnect storm\
