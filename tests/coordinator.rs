@@ -135,7 +135,8 @@ fn submit_lease_heartbeat_complete_through_coordctl() {
     let counters = counters(&summary);
     for (name, expected) in [
         ("requests.HELLO", 7),
-        ("requests.SUBMIT_TASK", 1),
+        ("requests.SUBMIT_TASK", 0),
+        ("requests.SUBMIT_TASK_ONCE", 1),
         ("requests.LEASE_REQUEST", 1),
         ("requests.HEARTBEAT", 1),
         ("requests.COMPLETE_TASK", 2),
@@ -146,7 +147,7 @@ fn submit_lease_heartbeat_complete_through_coordctl() {
         ("refusals.lease_lost", 1),
         ("refusals.auth", 0),
         ("connections.accepted", 7),
-        ("wal.events.TaskCreated", 1),
+        ("wal.events.TaskCreatedOnce", 1),
         ("wal.events.LeaseGranted", 1),
         ("wal.events.LeaseExtended", 1),
         ("wal.events.TaskCompleted", 1),
@@ -158,6 +159,7 @@ fn submit_lease_heartbeat_complete_through_coordctl() {
         ("tasks.completed", 1),
         ("tasks.total", 1),
         ("workers.known", 1),
+        ("submissions.held", 1),
         ("wal.appends", 5),
         ("wal.appended_through", 5),
         ("wal.durable_through", 5),
@@ -542,4 +544,72 @@ fn torn_wal_tail_is_repaired_at_start() {
     let missing = client.task(3).expect_err("task 3 was torn off");
     assert_eq!(missing.code(), Some(wire::ERR_UNKNOWN_TASK));
     assert_eq!(client.submit(b"again".to_vec()).expect("submitted"), 3);
+}
+
+// Goal: a submission whose answer was lost in a crash is created once: coordctl sends it
+// again under the same submission id once the coordinator is back, and gets the task the
+// first attempt created (the id came back from the WAL, and from a snapshot after a clean
+// restart); a later run with the same `--id` gets it too, with another payload it is
+// refused, and a bad `--id` is refused naming it. Method: the crash point
+// `coordinator.wal_durable` (the submission's record is durable, its answer not yet
+// sent) armed just before `coordctl submit --id`; the test restarts the coordinator on its
+// port while coordctl retries.
+#[test]
+fn a_submission_whose_answer_died_with_the_coordinator_is_created_once() {
+    let mut cluster = Cluster::new();
+    let _sbatchd = start_sbatchd(&mut cluster);
+    let crash_dir = cluster.dir().join("crash");
+    std::fs::create_dir_all(&crash_dir).expect("create the crash folder");
+    let (arm, report) = (crash_dir.join("arm"), crash_dir.join("report"));
+    cluster.set_daemon_env("coordinator", lava_crash::ENV_AT, "coordinator.wal_durable");
+    cluster.set_daemon_env("coordinator", lava_crash::ENV_ARM, &arm);
+    cluster.set_daemon_env("coordinator", lava_crash::ENV_REPORT, &report);
+    let args = ["--snapshot-events", "2"];
+    let mut daemon = cluster.start_coordinator(0, &args);
+    let port = daemon.port();
+    assert_eq!(ok_stdout(&coordctl(&cluster, &["submit", "-"], b"first")).trim(), "1");
+
+    let id = "0123456789abcdef-0123456789abcdef";
+    std::fs::write(&arm, "").expect("arm the crash point");
+    let mut submit = cluster.command(coordctl_bin());
+    submit.args(["submit", "--id", id, "-"]).env("LAVA_RETRY_SECS", "120");
+    let mut submit = submit
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start coordctl submit");
+    submit.stdin.take().expect("piped").write_all(b"once").expect("write the payload");
+    let said =
+        wait_until("the crash point to fire", STARTUP_TIMEOUT, || std::fs::read_to_string(&report).ok());
+    assert!(said.starts_with("coordinator.wal_durable "), "{said}");
+    wait_until("the coordinator to die", STARTUP_TIMEOUT, || (!daemon.is_running()).then_some(()));
+    daemon.kill();
+    let mut daemon = cluster.start_coordinator(port, &args);
+    let out = submit.wait_with_output().expect("coordctl ends");
+    assert_eq!(ok_stdout(&out).trim(), "2", "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("coordctl: submission 0123456789abcdef0123456789abcdef had already created task 2"),
+        "the retry was recognised: {}",
+        stderr(&out)
+    );
+
+    // A clean restart: the id comes back from the snapshot (one every two records).
+    assert!(daemon.terminate().success());
+    let _daemon = cluster.start_coordinator(port, &args);
+    let again = coordctl(&cluster, &["submit", "--id", id, "-"], b"once");
+    assert_eq!(ok_stdout(&again).trim(), "2", "{}", stderr(&again));
+    let other = coordctl(&cluster, &["submit", "--id", id, "-"], b"another payload");
+    assert_eq!(other.status.code(), Some(1), "{other:?}");
+    assert!(stderr(&other).contains("already created task 2 with another payload"), "{}", stderr(&other));
+    for bad in ["0", "xyz", "123456789012345678901234567890123"] {
+        let refused = coordctl(&cluster, &["submit", "--id", bad, "-"], b"x");
+        assert!(!refused.status.success(), "--id {bad}");
+        assert!(stderr(&refused).contains("--id"), "--id {bad}: {}", stderr(&refused));
+    }
+    let summary = ok_stdout(&coordctl(&cluster, &["status"], b""));
+    assert_eq!(summary.lines().next(), Some("WAITING 2 LEASED 0 COMPLETED 0 FAILED 0"), "{summary}");
+    let counters = counters(&summary);
+    assert_eq!(counters.get("submissions.held"), Some(&2), "{summary}");
 }

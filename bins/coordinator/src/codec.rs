@@ -4,6 +4,7 @@
 //! an event record must hold anything a frame carried.
 
 use lava_coord_ll::PAYLOAD_BYTES_MAX_DEFAULT;
+use lava_coord_logic::CoordSnapshot;
 use lava_xdr::Limits;
 use lava_xdr::frame::FrameLimits;
 use serde::Serialize;
@@ -44,6 +45,30 @@ pub const SNAPSHOT_LIMITS: Limits = Limits {
 };
 
 const _: () = assert!(PAYLOAD_BYTES_MAX_DEFAULT <= PAYLOAD_BYTES_MAX_LIMIT);
+
+/// A snapshot as written before submission ids (2026-11-28): no `submissions` list.
+#[derive(serde::Deserialize)]
+struct SnapshotWithoutSubmissions {
+    last_task_id: u64,
+    last_lease_id: u64,
+    tasks: Vec<lava_coord_logic::Task>,
+}
+
+/// Decodes a snapshot (a WAL's or a replica log's) within [`SNAPSHOT_LIMITS`]: the current
+/// layout, else the layout written before submission ids, read with an empty window.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<CoordSnapshot, lava_xdr::Error> {
+    lava_xdr::from_bytes::<CoordSnapshot>(bytes, &SNAPSHOT_LIMITS).or_else(
+        |error| match lava_xdr::from_bytes::<SnapshotWithoutSubmissions>(bytes, &SNAPSHOT_LIMITS) {
+            Ok(old) => Ok(CoordSnapshot {
+                last_task_id: old.last_task_id,
+                last_lease_id: old.last_lease_id,
+                tasks: old.tasks,
+                submissions: Vec::new(),
+            }),
+            Err(_) => Err(error),
+        },
+    )
+}
 
 /// Encodes one of our own values; our types only use what XDR supports.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
