@@ -604,7 +604,8 @@ fn a_submission_whose_answer_died_with_the_coordinator_is_created_once() {
     assert_eq!(other.status.code(), Some(1), "{other:?}");
     assert!(stderr(&other).contains("already created task 2 with another payload"), "{}", stderr(&other));
     for bad in ["0", "xyz", "123456789012345678901234567890123"] {
-        let refused = coordctl(&cluster, &["submit", "--id", bad, "-"], b"x");
+        // Refused before any input is read: nothing on standard input.
+        let refused = coordctl(&cluster, &["submit", "--id", bad, "--file", "/dev/null"], b"");
         assert!(!refused.status.success(), "--id {bad}");
         assert!(stderr(&refused).contains("--id"), "--id {bad}: {}", stderr(&refused));
     }
@@ -612,4 +613,100 @@ fn a_submission_whose_answer_died_with_the_coordinator_is_created_once() {
     assert_eq!(summary.lines().next(), Some("WAITING 2 LEASED 0 COMPLETED 0 FAILED 0"), "{summary}");
     let counters = counters(&summary);
     assert_eq!(counters.get("submissions.held"), Some(&2), "{summary}");
+}
+
+// Goal: hostile submission ids get clear refusals and bounded memory. A SUBMIT_TASK_ONCE
+// whose body is cut is refused naming the operation (and its connection closed); an id of
+// zero is refused naming the field; with at most 2 ids per user and 3 in all, root's third
+// id pushes out its first (which then makes a new task), another user's new id past the
+// total is refused "try again" naming the bound and when to retry, while the ids held are
+// still answered and root, at its own bound, may go on.
+#[test]
+fn submission_ids_are_checked_and_their_window_is_bounded() {
+    let mut cluster = Cluster::new();
+    let _sbatchd = start_sbatchd(&mut cluster);
+    let daemon = cluster.start_coordinator(0, &["--submissions-max", "3", "--submissions-per-user-max", "2"]);
+    let endpoint = endpoint(&cluster, &daemon);
+
+    let token = fetch_credential(&cmd_socket(&cluster), util::CLUSTER_NAME).expect("a token");
+    let mut stream = TcpStream::connect(daemon.addr()).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let mut bytes = Vec::new();
+    let hello = Request::Hello(wire::Hello { credential: token }).encode_body();
+    let frames =
+        [(wire::Operation::Hello.code(), hello), (wire::Operation::SubmitTaskOnce.code(), vec![0, 0, 0, 1])];
+    for (sequence, (operation, body)) in frames.iter().enumerate() {
+        let header = FrameHeader {
+            sequence: sequence as u32 + 1,
+            operation: *operation,
+            version: COORD_VERSION,
+            length: body.len() as u32,
+            status: 0,
+        };
+        header.write(&mut bytes);
+        bytes.extend_from_slice(body);
+    }
+    stream.write_all(&bytes).expect("send");
+    let mut answers = Vec::new();
+    let mut head = [0u8; HEADER_BYTES];
+    while stream.read_exact(&mut head).is_ok() {
+        let header = FrameHeader::parse(&head).expect("a header");
+        let mut body = vec![0u8; header.length as usize];
+        stream.read_exact(&mut body).expect("a body");
+        answers.push(
+            wire::decode_reply(header.operation, &body, &lava_xdr::Limits::DEFAULT).expect("an answer"),
+        );
+    }
+    assert_eq!(answers.len(), 2, "HELLO's answer, the refusal, then the connection closes: {answers:?}");
+    let Reply::Error(error) = &answers[1] else { panic!("{answers:?}") };
+    assert_eq!(error.code, wire::ERR_BAD_REQUEST);
+    assert!(error.message.contains("malformed SUBMIT_TASK_ONCE body"), "{}", error.message);
+
+    let mut client = Client::connect(&endpoint).expect("connects");
+    let zero = wire::SubmissionId { high: 0, low: 0 };
+    let refused = client.submit_under(zero, b"x".to_vec()).expect_err("a zero id");
+    assert_eq!(refused.code(), Some(wire::ERR_BAD_REQUEST));
+    assert!(refused.to_string().contains("submission id must not be 0"), "{refused}");
+
+    let id = |low| wire::SubmissionId { high: 7, low };
+    let mut root =
+        |low: u64| client.submit_under(id(low), format!("root {low}").into_bytes()).expect("submitted");
+    assert_eq!((root(1).task_id, root(2).task_id, root(3).task_id), (1, 2, 3));
+    assert_eq!((root(2).task_id, root(2).repeated), (2, true));
+    let first_again = root(1);
+    assert_eq!((first_again.task_id, first_again.repeated), (4, false), "root's first id was pushed out");
+    // root holds ids 3 and 1 (tasks 3, 4); nobody's first fills the total of 3.
+    let nobody = |hex: &str| {
+        let mut command = cluster.command(coordctl_bin());
+        command
+            .args(["submit", "--id", hex, "-"])
+            .env("LAVA_RETRY_SECS", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .uid(NOBODY_UID)
+            .gid(NOBODY_UID)
+            .current_dir("/tmp")
+            .env("HOME", "/tmp");
+        let mut child = command.spawn().expect("start coordctl");
+        child.stdin.take().expect("piped").write_all(hex.as_bytes()).expect("write the payload");
+        child.wait_with_output().expect("coordctl runs")
+    };
+    assert_eq!(ok_stdout(&nobody("a1")).trim(), "5");
+    let full = nobody("a2");
+    assert_eq!(full.status.code(), Some(1), "{full:?}");
+    assert!(
+        stderr(&full)
+            .contains("the coordinator holds 3 submission ids of the last 600 s, its most: retry in"),
+        "{}",
+        stderr(&full)
+    );
+    let held = nobody("a1");
+    assert_eq!(ok_stdout(&held).trim(), "5", "{}", stderr(&held));
+    assert!(stderr(&held).contains("had already created task 5"), "{}", stderr(&held));
+    let replaced = root(9);
+    assert_eq!((replaced.task_id, replaced.repeated), (6, false), "root at its own bound goes on");
+    let summary = ok_stdout(&coordctl(&cluster, &["status"], b""));
+    assert_eq!(counters(&summary).get("submissions.held"), Some(&3), "{summary}");
+    assert_eq!(summary.lines().next(), Some("WAITING 6 LEASED 0 COMPLETED 0 FAILED 0"), "{summary}");
 }

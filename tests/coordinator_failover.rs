@@ -318,7 +318,7 @@ fn a_paused_coordinator_leader_acknowledges_nothing_once_resumed() {
 }
 
 /// A one-connection TCP relay in front of `leader` that loses the answer to the first
-/// SUBMIT_TASK_ONCE: it forwards the client's frames and the leader's answers until that
+/// submission (SUBMIT_TASK_ONCE's, or a plain SUBMIT_TASK's): it forwards the client's frames and the leader's answers until that
 /// answer arrives, then kills the leader (-9) and closes the client's connection without
 /// it. Returns the relay's address and, once it has seen it, the answer it dropped.
 fn losing_relay(leader: SocketAddr, leader_pid: u32) -> (SocketAddr, std::thread::JoinHandle<Reply>) {
@@ -340,7 +340,8 @@ fn losing_relay(leader: SocketAddr, leader_pid: u32) -> (SocketAddr, std::thread
             let header = lava_xdr::frame::FrameHeader::parse(&head).expect("a header");
             let mut body = vec![0u8; header.length as usize];
             server.read_exact(&mut body).expect("the answer's body");
-            if header.operation == wire::Operation::SubmitTaskOnceReply.code() {
+            let submitted = [wire::Operation::SubmitTaskOnceReply, wire::Operation::SubmitTaskReply];
+            if submitted.iter().any(|op| op.code() == header.operation) {
                 let status = std::process::Command::new("kill")
                     .args(["-9", &leader_pid.to_string()])
                     .status()
@@ -391,6 +392,7 @@ fn a_submission_whose_answer_is_lost_in_a_failover_is_created_once() {
         client::submit_once(&through_relay, id, b"lost answer", retry).expect("submitted in the end");
     let lost = match dropped.join().expect("the relay ends") {
         Reply::SubmittedOnce(reply) => reply,
+        Reply::Submitted(reply) => wire::SubmitTaskOnceReply { task_id: reply.task_id, repeated: false },
         other => panic!("the relay dropped {other:?}"),
     };
     assert!(!lost.repeated, "the first attempt created the task: {lost:?}");

@@ -183,7 +183,8 @@ pub fn main() -> ExitCode {
 fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
     let mut endpoint = Endpoint::from_config(args.envdir.as_deref())?;
     if let Some(addr) = args.addr {
-        endpoint.addr = addr;
+        // That address alone, also when the configuration names master candidates.
+        endpoint = Endpoint::new(addr, &endpoint.cmd_socket, &endpoint.cluster);
     }
     let mut out = io::stdout().lock();
     let write_error = |error: io::Error| ClientError::Config(format!("standard output: {error}"));
@@ -369,9 +370,14 @@ impl WorkLoop {
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                // The coordinator went away (killed, restarting): whatever was in flight
-                // is unknown, so nothing is recorded; reconnect and go on.
+                // The coordinator went away (killed, restarting, a leader deposed: "try
+                // again"): whatever was in flight is unknown, so nothing is recorded;
+                // reconnect and go on.
                 Err(ClientError::Io { .. } | ClientError::Protocol { .. }) => {
+                    client = self.connect()?;
+                    last_task = Instant::now();
+                }
+                Err(error) if error.code() == Some(lava_coord_wire::ERR_TRY_AGAIN) => {
                     client = self.connect()?;
                     last_task = Instant::now();
                 }
