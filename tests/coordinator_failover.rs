@@ -116,6 +116,20 @@ fn submit(endpoint: &Endpoint, payload: &str) -> Option<u64> {
     client.submit(payload.as_bytes().to_vec()).ok()
 }
 
+/// Waits until the leader sees every candidate hold its log index.
+fn all_caught_up(endpoint: &Endpoint) {
+    wait_until("every candidate caught up", TASK_TIMEOUT, || {
+        let stats: BTreeMap<String, u64> = until_answered(endpoint, |client| client.stats())
+            .into_iter()
+            .map(|counter| (counter.name, counter.value))
+            .collect();
+        let held: Vec<u64> =
+            stats.iter().filter(|(name, _)| name.starts_with("candidate.")).map(|(_, v)| *v).collect();
+        let last = stats.get("replica.last_index")?;
+        (held.len() == 3 && held.iter().all(|v| v == last)).then_some(())
+    });
+}
+
 /// What the workers saw acknowledged: for each task, the leases whose completion was
 /// answered COMPLETED.
 type Completions = Arc<Mutex<BTreeMap<u64, BTreeSet<u64>>>>;
@@ -229,16 +243,7 @@ fn the_coordinator_survives_its_leaders_death_and_the_dead_candidate_returns() {
     tasks.extend(payloads("c", 10).iter().filter_map(|p| submit(&endpoint, p)));
     all_completed_once(&rig, &tasks, &done);
     // The returned candidate catches up: the leader sees it hold the leader's index.
-    wait_until("every candidate caught up", TASK_TIMEOUT, || {
-        let stats: BTreeMap<String, u64> = until_answered(&endpoint, |client| client.stats())
-            .into_iter()
-            .map(|counter| (counter.name, counter.value))
-            .collect();
-        let held: Vec<u64> =
-            stats.iter().filter(|(name, _)| name.starts_with("candidate.")).map(|(_, v)| *v).collect();
-        let last = stats.get("replica.last_index")?;
-        (held.len() == 3 && held.iter().all(|v| v == last)).then_some(())
-    });
+    all_caught_up(&endpoint);
     rig.kill(second);
     let third = rig.leader();
     assert_ne!(third, second);
@@ -405,16 +410,7 @@ fn a_submission_whose_answer_is_lost_in_a_failover_is_created_once() {
     // Past the next snapshot, with the dead candidate back from its disk.
     tasks.extend((0..45).map(|at| once(&format!("after-{at}"))));
     rig.start(first);
-    wait_until("every candidate caught up", TASK_TIMEOUT, || {
-        let stats: BTreeMap<String, u64> = until_answered(&endpoint, |client| client.stats())
-            .into_iter()
-            .map(|counter| (counter.name, counter.value))
-            .collect();
-        let held: Vec<u64> =
-            stats.iter().filter(|(name, _)| name.starts_with("candidate.")).map(|(_, v)| *v).collect();
-        let last = stats.get("replica.last_index")?;
-        (held.len() == 3 && held.iter().all(|v| v == last)).then_some(())
-    });
+    all_caught_up(&endpoint);
     rig.kill(second);
     let third = rig.leader();
     assert_ne!(third, second);

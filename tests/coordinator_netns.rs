@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use util::netns::Netns;
+use util::netns::{Netns, exec_in as in_ns};
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
 
 const NS_PREFIX: &str = "lavacoo";
@@ -45,13 +45,6 @@ const FAILOVER_BOUND: Duration = Duration::from_secs(60);
 const PROGRESS: usize = 20;
 /// A lease lost with its worker's connection is leased again after this long.
 const LEASE_MS: &str = "4000";
-
-/// `ip netns exec NS PROGRAM` with `LSF_ENVDIR=envdir`.
-fn in_ns(ns: &str, envdir: &Path, program: &Path) -> Command {
-    let mut command = Command::new("ip");
-    command.env("LSF_ENVDIR", envdir).stdin(Stdio::null()).args(["netns", "exec", ns]).arg(program);
-    command
-}
 
 fn bin(name: &str) -> PathBuf {
     util::mbatchd_bin().with_file_name(name)
