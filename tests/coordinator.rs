@@ -135,7 +135,8 @@ fn submit_lease_heartbeat_complete_through_coordctl() {
     let counters = counters(&summary);
     for (name, expected) in [
         ("requests.HELLO", 7),
-        ("requests.SUBMIT_TASK", 1),
+        ("requests.SUBMIT_TASK", 0),
+        ("requests.SUBMIT_TASK_ONCE", 1),
         ("requests.LEASE_REQUEST", 1),
         ("requests.HEARTBEAT", 1),
         ("requests.COMPLETE_TASK", 2),
@@ -146,7 +147,7 @@ fn submit_lease_heartbeat_complete_through_coordctl() {
         ("refusals.lease_lost", 1),
         ("refusals.auth", 0),
         ("connections.accepted", 7),
-        ("wal.events.TaskCreated", 1),
+        ("wal.events.TaskCreatedOnce", 1),
         ("wal.events.LeaseGranted", 1),
         ("wal.events.LeaseExtended", 1),
         ("wal.events.TaskCompleted", 1),
@@ -158,6 +159,7 @@ fn submit_lease_heartbeat_complete_through_coordctl() {
         ("tasks.completed", 1),
         ("tasks.total", 1),
         ("workers.known", 1),
+        ("submissions.held", 1),
         ("wal.appends", 5),
         ("wal.appended_through", 5),
         ("wal.durable_through", 5),
@@ -542,4 +544,169 @@ fn torn_wal_tail_is_repaired_at_start() {
     let missing = client.task(3).expect_err("task 3 was torn off");
     assert_eq!(missing.code(), Some(wire::ERR_UNKNOWN_TASK));
     assert_eq!(client.submit(b"again".to_vec()).expect("submitted"), 3);
+}
+
+// Goal: a submission whose answer was lost in a crash is created once: coordctl sends it
+// again under the same submission id once the coordinator is back, and gets the task the
+// first attempt created (the id came back from the WAL, and from a snapshot after a clean
+// restart); a later run with the same `--id` gets it too, with another payload it is
+// refused, and a bad `--id` is refused naming it. Method: the crash point
+// `coordinator.wal_durable` (the submission's record is durable, its answer not yet
+// sent) armed just before `coordctl submit --id`; the test restarts the coordinator on its
+// port while coordctl retries.
+#[test]
+fn a_submission_whose_answer_died_with_the_coordinator_is_created_once() {
+    let mut cluster = Cluster::new();
+    let _sbatchd = start_sbatchd(&mut cluster);
+    let crash_dir = cluster.dir().join("crash");
+    std::fs::create_dir_all(&crash_dir).expect("create the crash folder");
+    let (arm, report) = (crash_dir.join("arm"), crash_dir.join("report"));
+    cluster.set_daemon_env("coordinator", lava_crash::ENV_AT, "coordinator.wal_durable");
+    cluster.set_daemon_env("coordinator", lava_crash::ENV_ARM, &arm);
+    cluster.set_daemon_env("coordinator", lava_crash::ENV_REPORT, &report);
+    let args = ["--snapshot-events", "2"];
+    let mut daemon = cluster.start_coordinator(0, &args);
+    let port = daemon.port();
+    assert_eq!(ok_stdout(&coordctl(&cluster, &["submit", "-"], b"first")).trim(), "1");
+
+    let id = "0123456789abcdef-0123456789abcdef";
+    std::fs::write(&arm, "").expect("arm the crash point");
+    let mut submit = cluster.command(coordctl_bin());
+    submit.args(["submit", "--id", id, "-"]).env("LAVA_RETRY_SECS", "120");
+    let mut submit = submit
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start coordctl submit");
+    submit.stdin.take().expect("piped").write_all(b"once").expect("write the payload");
+    let said =
+        wait_until("the crash point to fire", STARTUP_TIMEOUT, || std::fs::read_to_string(&report).ok());
+    assert!(said.starts_with("coordinator.wal_durable "), "{said}");
+    wait_until("the coordinator to die", STARTUP_TIMEOUT, || (!daemon.is_running()).then_some(()));
+    daemon.kill();
+    let mut daemon = cluster.start_coordinator(port, &args);
+    let out = submit.wait_with_output().expect("coordctl ends");
+    assert_eq!(ok_stdout(&out).trim(), "2", "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("coordctl: submission 0123456789abcdef0123456789abcdef had already created task 2"),
+        "the retry was recognised: {}",
+        stderr(&out)
+    );
+
+    // A clean restart: the id comes back from the snapshot (one every two records).
+    assert!(daemon.terminate().success());
+    let _daemon = cluster.start_coordinator(port, &args);
+    let again = coordctl(&cluster, &["submit", "--id", id, "-"], b"once");
+    assert_eq!(ok_stdout(&again).trim(), "2", "{}", stderr(&again));
+    let other = coordctl(&cluster, &["submit", "--id", id, "-"], b"another payload");
+    assert_eq!(other.status.code(), Some(1), "{other:?}");
+    assert!(stderr(&other).contains("already created task 2 with another payload"), "{}", stderr(&other));
+    for bad in ["0", "xyz", "123456789012345678901234567890123"] {
+        // Refused before any input is read: nothing on standard input.
+        let refused = coordctl(&cluster, &["submit", "--id", bad, "--file", "/dev/null"], b"");
+        assert!(!refused.status.success(), "--id {bad}");
+        assert!(stderr(&refused).contains("--id"), "--id {bad}: {}", stderr(&refused));
+    }
+    let summary = ok_stdout(&coordctl(&cluster, &["status"], b""));
+    assert_eq!(summary.lines().next(), Some("WAITING 2 LEASED 0 COMPLETED 0 FAILED 0"), "{summary}");
+    let counters = counters(&summary);
+    assert_eq!(counters.get("submissions.held"), Some(&2), "{summary}");
+}
+
+// Goal: hostile submission ids get clear refusals and bounded memory. A SUBMIT_TASK_ONCE
+// whose body is cut is refused naming the operation (and its connection closed); an id of
+// zero is refused naming the field; with at most 2 ids per user and 3 in all, root's third
+// id pushes out its first (which then makes a new task), another user's new id past the
+// total is refused "try again" naming the bound and when to retry, while the ids held are
+// still answered and root, at its own bound, may go on.
+#[test]
+fn submission_ids_are_checked_and_their_window_is_bounded() {
+    let mut cluster = Cluster::new();
+    let _sbatchd = start_sbatchd(&mut cluster);
+    let daemon = cluster.start_coordinator(0, &["--submissions-max", "3", "--submissions-per-user-max", "2"]);
+    let endpoint = endpoint(&cluster, &daemon);
+
+    let token = fetch_credential(&cmd_socket(&cluster), util::CLUSTER_NAME).expect("a token");
+    let mut stream = TcpStream::connect(daemon.addr()).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let mut bytes = Vec::new();
+    let hello = Request::Hello(wire::Hello { credential: token }).encode_body();
+    let frames =
+        [(wire::Operation::Hello.code(), hello), (wire::Operation::SubmitTaskOnce.code(), vec![0, 0, 0, 1])];
+    for (sequence, (operation, body)) in frames.iter().enumerate() {
+        let header = FrameHeader {
+            sequence: sequence as u32 + 1,
+            operation: *operation,
+            version: COORD_VERSION,
+            length: body.len() as u32,
+            status: 0,
+        };
+        header.write(&mut bytes);
+        bytes.extend_from_slice(body);
+    }
+    stream.write_all(&bytes).expect("send");
+    let mut answers = Vec::new();
+    let mut head = [0u8; HEADER_BYTES];
+    while stream.read_exact(&mut head).is_ok() {
+        let header = FrameHeader::parse(&head).expect("a header");
+        let mut body = vec![0u8; header.length as usize];
+        stream.read_exact(&mut body).expect("a body");
+        answers.push(
+            wire::decode_reply(header.operation, &body, &lava_xdr::Limits::DEFAULT).expect("an answer"),
+        );
+    }
+    assert_eq!(answers.len(), 2, "HELLO's answer, the refusal, then the connection closes: {answers:?}");
+    let Reply::Error(error) = &answers[1] else { panic!("{answers:?}") };
+    assert_eq!(error.code, wire::ERR_BAD_REQUEST);
+    assert!(error.message.contains("malformed SUBMIT_TASK_ONCE body"), "{}", error.message);
+
+    let mut client = Client::connect(&endpoint).expect("connects");
+    let zero = wire::SubmissionId { high: 0, low: 0 };
+    let refused = client.submit_under(zero, b"x".to_vec()).expect_err("a zero id");
+    assert_eq!(refused.code(), Some(wire::ERR_BAD_REQUEST));
+    assert!(refused.to_string().contains("submission id must not be 0"), "{refused}");
+
+    let id = |low| wire::SubmissionId { high: 7, low };
+    let mut root =
+        |low: u64| client.submit_under(id(low), format!("root {low}").into_bytes()).expect("submitted");
+    assert_eq!((root(1).task_id, root(2).task_id, root(3).task_id), (1, 2, 3));
+    assert_eq!((root(2).task_id, root(2).repeated), (2, true));
+    let first_again = root(1);
+    assert_eq!((first_again.task_id, first_again.repeated), (4, false), "root's first id was pushed out");
+    // root holds ids 3 and 1 (tasks 3, 4); nobody's first fills the total of 3.
+    let nobody = |hex: &str| {
+        let mut command = cluster.command(coordctl_bin());
+        command
+            .args(["submit", "--id", hex, "-"])
+            .env("LAVA_RETRY_SECS", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .uid(NOBODY_UID)
+            .gid(NOBODY_UID)
+            .current_dir("/tmp")
+            .env("HOME", "/tmp");
+        let mut child = command.spawn().expect("start coordctl");
+        child.stdin.take().expect("piped").write_all(hex.as_bytes()).expect("write the payload");
+        child.wait_with_output().expect("coordctl runs")
+    };
+    assert_eq!(ok_stdout(&nobody("a1")).trim(), "5");
+    let full = nobody("a2");
+    assert_eq!(full.status.code(), Some(1), "{full:?}");
+    assert!(
+        stderr(&full)
+            .contains("the coordinator holds 3 submission ids of the last 600 s, its most: retry in"),
+        "{}",
+        stderr(&full)
+    );
+    let held = nobody("a1");
+    assert_eq!(ok_stdout(&held).trim(), "5", "{}", stderr(&held));
+    assert!(stderr(&held).contains("had already created task 5"), "{}", stderr(&held));
+    let replaced = root(9);
+    assert_eq!((replaced.task_id, replaced.repeated), (6, false), "root at its own bound goes on");
+    let summary = ok_stdout(&coordctl(&cluster, &["status"], b""));
+    assert_eq!(counters(&summary).get("submissions.held"), Some(&3), "{summary}");
+    assert_eq!(summary.lines().next(), Some("WAITING 6 LEASED 0 COMPLETED 0 FAILED 0"), "{summary}");
 }

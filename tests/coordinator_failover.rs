@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lava_coord_wire::{self as wire, task_state};
-use lava_coordinator::client::{Client, ClientError, Endpoint};
+use lava_coord_wire::{self as wire, Reply, task_state};
+use lava_coordinator::client::{self, Client, ClientError, Endpoint};
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
 
 const CANDIDATES: [(&str, &str); 3] = [("h1", "127.0.0.2"), ("h2", "127.0.0.3"), ("h3", "127.0.0.4")];
@@ -114,6 +114,20 @@ fn submit(endpoint: &Endpoint, payload: &str) -> Option<u64> {
     let mut client =
         wait_until("a connection to the leader", TASK_TIMEOUT, || Client::connect(endpoint).ok());
     client.submit(payload.as_bytes().to_vec()).ok()
+}
+
+/// Waits until the leader sees every candidate hold its log index.
+fn all_caught_up(endpoint: &Endpoint) {
+    wait_until("every candidate caught up", TASK_TIMEOUT, || {
+        let stats: BTreeMap<String, u64> = until_answered(endpoint, |client| client.stats())
+            .into_iter()
+            .map(|counter| (counter.name, counter.value))
+            .collect();
+        let held: Vec<u64> =
+            stats.iter().filter(|(name, _)| name.starts_with("candidate.")).map(|(_, v)| *v).collect();
+        let last = stats.get("replica.last_index")?;
+        (held.len() == 3 && held.iter().all(|v| v == last)).then_some(())
+    });
 }
 
 /// What the workers saw acknowledged: for each task, the leases whose completion was
@@ -229,16 +243,7 @@ fn the_coordinator_survives_its_leaders_death_and_the_dead_candidate_returns() {
     tasks.extend(payloads("c", 10).iter().filter_map(|p| submit(&endpoint, p)));
     all_completed_once(&rig, &tasks, &done);
     // The returned candidate catches up: the leader sees it hold the leader's index.
-    wait_until("every candidate caught up", TASK_TIMEOUT, || {
-        let stats: BTreeMap<String, u64> = until_answered(&endpoint, |client| client.stats())
-            .into_iter()
-            .map(|counter| (counter.name, counter.value))
-            .collect();
-        let held: Vec<u64> =
-            stats.iter().filter(|(name, _)| name.starts_with("candidate.")).map(|(_, v)| *v).collect();
-        let last = stats.get("replica.last_index")?;
-        (held.len() == 3 && held.iter().all(|v| v == last)).then_some(())
-    });
+    all_caught_up(&endpoint);
     rig.kill(second);
     let third = rig.leader();
     assert_ne!(third, second);
@@ -315,4 +320,108 @@ fn a_paused_coordinator_leader_acknowledges_nothing_once_resumed() {
         let info = until_answered(&endpoint, |client| client.task(task));
         assert_eq!(info.state, task_state::WAITING);
     }
+}
+
+/// A one-connection TCP relay in front of `leader` that loses the answer to the first
+/// submission (SUBMIT_TASK_ONCE's, or a plain SUBMIT_TASK's): it forwards the client's frames and the leader's answers until that
+/// answer arrives, then kills the leader (-9) and closes the client's connection without
+/// it. Returns the relay's address and, once it has seen it, the answer it dropped.
+fn losing_relay(leader: SocketAddr, leader_pid: u32) -> (SocketAddr, std::thread::JoinHandle<Reply>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the relay");
+    let addr = listener.local_addr().expect("the relay's address");
+    let relay = std::thread::spawn(move || {
+        let (mut client, _) = listener.accept().expect("the client connects");
+        drop(listener);
+        let mut server = TcpStream::connect(leader).expect("the relay connects to the leader");
+        let (mut up_from, mut up_to) =
+            (client.try_clone().expect("clone"), server.try_clone().expect("clone"));
+        std::thread::spawn(move || {
+            let _ended = std::io::copy(&mut up_from, &mut up_to);
+        });
+        loop {
+            let mut head = [0u8; lava_xdr::frame::HEADER_BYTES];
+            server.read_exact(&mut head).expect("an answer from the leader");
+            let header = lava_xdr::frame::FrameHeader::parse(&head).expect("a header");
+            let mut body = vec![0u8; header.length as usize];
+            server.read_exact(&mut body).expect("the answer's body");
+            let submitted = [wire::Operation::SubmitTaskOnceReply, wire::Operation::SubmitTaskReply];
+            if submitted.iter().any(|op| op.code() == header.operation) {
+                let status = std::process::Command::new("kill")
+                    .args(["-9", &leader_pid.to_string()])
+                    .status()
+                    .expect("kill");
+                assert!(status.success(), "kill -9 {leader_pid}");
+                let _closed = client.shutdown(std::net::Shutdown::Both);
+                return wire::decode_reply(header.operation, &body, &lava_xdr::Limits::DEFAULT)
+                    .expect("decodes");
+            }
+            client.write_all(&head).and_then(|()| client.write_all(&body)).expect("forward an answer");
+        }
+    });
+    (addr, relay)
+}
+
+// Goal: a submission whose answer is lost in a failover is created once. The worker
+// library's `submit_once` reaches the leader through a relay that drops the answer (the
+// task is committed: the leader answers only then) and kills the leader (-9); the library
+// connects again, to the next candidate, with the same submission id, and the new leader
+// answers the task the dead one created, marked repeated. With snapshots every 40 events
+// (the id is older than the last one), the killed candidate back from its disk and the
+// second leader killed in turn, the third leadership still answers that task. Exactly one
+// task exists for the id, and every other submission too is created once.
+#[test]
+fn a_submission_whose_answer_is_lost_in_a_failover_is_created_once() {
+    let mut rig = Rig::new();
+    for (name, _) in CANDIDATES {
+        rig.start(name);
+    }
+    let endpoint = rig.endpoint();
+    let retry = Duration::from_secs(120);
+    let once = |payload: &str| {
+        let id = client::new_submission_id().expect("an id");
+        client::submit_once(&endpoint, id, payload.as_bytes(), retry).expect("submitted").task_id
+    };
+    let mut tasks: Vec<u64> = (0..30).map(|at| once(&format!("before-{at}"))).collect();
+
+    let first = rig.leader();
+    let ip = CANDIDATES.iter().find(|(name, _)| *name == first).expect("a candidate").1;
+    let (relay, dropped) = losing_relay(rig.addr(ip), rig.coordinators[first].pid());
+    // The relay first, then the candidates: the retry goes on to the next address.
+    let mut addrs = vec![relay];
+    addrs.extend(CANDIDATES.iter().map(|(_, ip)| rig.addr(ip)));
+    let through_relay =
+        Endpoint::candidates(addrs, &rig.cluster.dir().join("run/lava.sock"), util::CLUSTER_NAME);
+    let id = client::new_submission_id().expect("an id");
+    let answer =
+        client::submit_once(&through_relay, id, b"lost answer", retry).expect("submitted in the end");
+    let lost = match dropped.join().expect("the relay ends") {
+        Reply::SubmittedOnce(reply) => reply,
+        Reply::Submitted(reply) => wire::SubmitTaskOnceReply { task_id: reply.task_id, repeated: false },
+        other => panic!("the relay dropped {other:?}"),
+    };
+    assert!(!lost.repeated, "the first attempt created the task: {lost:?}");
+    assert_eq!(answer.task_id, lost.task_id, "the retry got the task the lost answer named");
+    assert!(answer.repeated, "the new leader recognised the id: {answer:?}");
+    rig.kill(first);
+    let second = rig.leader();
+    assert_ne!(second, first);
+    tasks.push(answer.task_id);
+    // Past the next snapshot, with the dead candidate back from its disk.
+    tasks.extend((0..45).map(|at| once(&format!("after-{at}"))));
+    rig.start(first);
+    all_caught_up(&endpoint);
+    rig.kill(second);
+    let third = rig.leader();
+    assert_ne!(third, second);
+    let again = client::submit_once(&endpoint, id, b"lost answer", retry).expect("answered");
+    assert_eq!((again.task_id, again.repeated), (answer.task_id, true), "leaders {first}, {second}, {third}");
+    let counts = until_answered(&endpoint, |client| client.counts());
+    assert_eq!(counts.waiting, tasks.len() as u64, "{counts:?}");
+    let mut sorted = tasks.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), tasks.len(), "a task id answered twice: {tasks:?}");
+    let info = until_answered(&endpoint, |client| client.task(answer.task_id));
+    assert_eq!(info.payload_bytes, b"lost answer".len() as u32);
 }

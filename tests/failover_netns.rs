@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use util::netns::Netns;
+use util::netns::{Netns, exec_in as in_ns};
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, submitted_job_id, wait_until};
 
 const NS_PREFIX: &str = "lavafot";
@@ -51,13 +51,6 @@ const FAILOVER_BOUND: Duration = Duration::from_secs(60);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(240);
 /// Jobs that must run after each fault before the next one (the load goes on).
 const PROGRESS: usize = 100;
-
-/// `ip netns exec NS PROGRAM` with `LSF_ENVDIR=envdir` (`ip` execs the program).
-fn in_ns(ns: &str, envdir: &Path, program: &Path) -> Command {
-    let mut command = Command::new("ip");
-    command.env("LSF_ENVDIR", envdir).stdin(Stdio::null()).args(["netns", "exec", ns]).arg(program);
-    command
-}
 
 fn bin(name: &str) -> PathBuf {
     util::mbatchd_bin().with_file_name(name)

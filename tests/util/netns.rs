@@ -25,6 +25,14 @@ pub fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// `ip netns exec NS PROGRAM` with `LSF_ENVDIR=envdir` and no standard input (`ip` execs
+/// the program, so the child's pid is the program's): a command on a simulated host.
+pub fn exec_in(ns: &str, envdir: &Path, program: &Path) -> Command {
+    let mut command = Command::new("ip");
+    command.env("LSF_ENVDIR", envdir).stdin(Stdio::null()).args(["netns", "exec", ns]).arg(program);
+    command
+}
+
 /// The namespaces of one test; see the module doc. Dropping it deletes them.
 pub struct Netns {
     created: Vec<String>,

@@ -39,4 +39,17 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = SNAPSHOT_EVENTS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub snapshot_events: u64,
+    /// Recognise a retried submission's id (coordctl submit, SUBMIT_TASK_ONCE) for at least
+    /// this many seconds after its task was created.
+    #[arg(long, value_name = "SECS", default_value_t = lava_coord_logic::config::SUBMISSION_WINDOW_MS_DEFAULT / 1000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400 * 365))]
+    pub submission_window_secs: u64,
+    /// Submission ids remembered per user; past it, the user's oldest is forgotten.
+    #[arg(long, value_name = "N", default_value_t = lava_coord_logic::config::SUBMISSIONS_PER_OWNER_MAX_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub submissions_per_user_max: u32,
+    /// Submission ids remembered for all users; a new one past it is refused "try again".
+    #[arg(long, value_name = "N", default_value_t = lava_coord_logic::config::SUBMISSIONS_MAX_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub submissions_max: u32,
 }

@@ -18,6 +18,15 @@
 //! their answers, which come back in request order: fewer round trips, and
 //! the coordinator can cover them all with one fsync.
 //!
+//! # Submitting exactly once
+//! [`submit_once`] chooses a submission id ([`new_submission_id`], 128 random bits) and
+//! sends SUBMIT_TASK_ONCE under it, reconnecting and sending it again with the same id
+//! while the answer does not come (a connection closed or timed out, a failover, "try
+//! again") until its retry period ends. The coordinator answers a repeated id with the task
+//! the first attempt created, so the task exists once, whichever candidate answers
+//! (docs/protocols/coordinator.md, "Submission ids"). [`Client::submit`] is the plain
+//! SUBMIT_TASK: one attempt, and a lost answer leaves the caller unsure.
+//!
 //! A [`Worker`] pulls a task ([`Worker::pull`]), keeps its lease alive from a
 //! background thread with its own connection ([`Worker::start_heartbeat`],
 //! every third of the lease duration), and ends it with
@@ -53,6 +62,11 @@ pub const CREDENTIAL_REPLY_BYTES_MAX: u32 = 64 << 10;
 pub const CANDIDATE_REPLY_TIMEOUT_MS: u64 = 5_000;
 /// Pause between two empty lease requests of [`Worker::pull`].
 pub const PULL_RETRY_MS: u64 = 100;
+/// First pause before [`submit_once`] sends a submission again; it doubles up to
+/// [`SUBMIT_RETRY_PAUSE_MAX_MS`].
+pub const SUBMIT_RETRY_PAUSE_MS: u64 = 100;
+/// Longest pause between two attempts of [`submit_once`].
+pub const SUBMIT_RETRY_PAUSE_MAX_MS: u64 = 1_000;
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -387,6 +401,19 @@ impl Client {
         }
     }
 
+    /// Submits a task under `submission` (SUBMIT_TASK_ONCE): the new task, or the one an
+    /// earlier attempt with the same id created (`repeated`), once it is durable.
+    pub fn submit_under(
+        &mut self,
+        submission: wire::SubmissionId,
+        payload: Vec<u8>,
+    ) -> Result<wire::SubmitTaskOnceReply, ClientError> {
+        match self.call(&Request::SubmitOnce(wire::SubmitTaskOnce { submission, payload }))? {
+            Reply::SubmittedOnce(reply) => Ok(reply),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// Asks for a lease for `worker`; `None` when nothing is schedulable.
     pub fn lease(&mut self, worker: &str) -> Result<Option<wire::LeaseGrant>, ClientError> {
         match self.call(&Request::Lease(wire::LeaseRequest { worker: worker.to_owned() }))? {
@@ -457,6 +484,57 @@ impl Client {
             Reply::Leases(reply) => Ok(reply.leases),
             other => Err(self.unexpected(&other)),
         }
+    }
+}
+
+/// A new submission id: 128 random bits from the kernel (never all zero).
+pub fn new_submission_id() -> Result<wire::SubmissionId, ClientError> {
+    loop {
+        let mut bytes = [0u8; 16];
+        if getrandom::fill(&mut bytes).is_err() {
+            std::fs::File::open("/dev/urandom").and_then(|mut file| file.read_exact(&mut bytes)).map_err(
+                |error| ClientError::Config(format!("no random bytes for a submission id: {error}")),
+            )?;
+        }
+        let (high, low) = bytes.split_at(8);
+        let id = wire::SubmissionId {
+            high: u64::from_be_bytes(high.try_into().expect("8 bytes")),
+            low: u64::from_be_bytes(low.try_into().expect("8 bytes")),
+        };
+        if id.high != 0 || id.low != 0 {
+            return Ok(id);
+        }
+    }
+}
+
+/// Submits `payload` exactly once under `submission` (see the module doc): connects to
+/// whichever candidate leads and sends SUBMIT_TASK_ONCE, and while no answer comes (the
+/// connection failed, closed or timed out, or the coordinator said "try again") connects
+/// again and sends the same id, until `retry` has passed since the first attempt; then the
+/// last error. A refusal other than "try again" is returned at once.
+pub fn submit_once(
+    endpoint: &Endpoint,
+    submission: wire::SubmissionId,
+    payload: &[u8],
+    retry: Duration,
+) -> Result<wire::SubmitTaskOnceReply, ClientError> {
+    let deadline = Instant::now() + retry;
+    let mut pause = Duration::from_millis(SUBMIT_RETRY_PAUSE_MS);
+    loop {
+        let attempt = Client::connect(endpoint)
+            .and_then(|mut client| client.submit_under(submission, payload.to_vec()));
+        let error = match attempt {
+            Ok(reply) => return Ok(reply),
+            Err(error @ (ClientError::Io { .. } | ClientError::Protocol { .. })) => error,
+            Err(error) if error.code() == Some(wire::ERR_TRY_AGAIN) => error,
+            Err(error) => return Err(error),
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(error);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(SUBMIT_RETRY_PAUSE_MAX_MS));
     }
 }
 

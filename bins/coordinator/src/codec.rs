@@ -4,6 +4,7 @@
 //! an event record must hold anything a frame carried.
 
 use lava_coord_ll::PAYLOAD_BYTES_MAX_DEFAULT;
+use lava_coord_logic::CoordSnapshot;
 use lava_xdr::Limits;
 use lava_xdr::frame::FrameLimits;
 use serde::Serialize;
@@ -45,6 +46,30 @@ pub const SNAPSHOT_LIMITS: Limits = Limits {
 
 const _: () = assert!(PAYLOAD_BYTES_MAX_DEFAULT <= PAYLOAD_BYTES_MAX_LIMIT);
 
+/// A snapshot as written before submission ids (2026-11-28): no `submissions` list.
+#[derive(serde::Deserialize)]
+struct SnapshotWithoutSubmissions {
+    last_task_id: u64,
+    last_lease_id: u64,
+    tasks: Vec<lava_coord_logic::Task>,
+}
+
+/// Decodes a snapshot (a WAL's or a replica log's) within [`SNAPSHOT_LIMITS`]: the current
+/// layout, else the layout written before submission ids, read with an empty window.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<CoordSnapshot, lava_xdr::Error> {
+    lava_xdr::from_bytes::<CoordSnapshot>(bytes, &SNAPSHOT_LIMITS).or_else(
+        |error| match lava_xdr::from_bytes::<SnapshotWithoutSubmissions>(bytes, &SNAPSHOT_LIMITS) {
+            Ok(old) => Ok(CoordSnapshot {
+                last_task_id: old.last_task_id,
+                last_lease_id: old.last_lease_id,
+                tasks: old.tasks,
+                submissions: Vec::new(),
+            }),
+            Err(_) => Err(error),
+        },
+    )
+}
+
 /// Encodes one of our own values; our types only use what XDR supports.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     lava_xdr::to_bytes(value).expect("coordinator events and snapshots always encode to XDR")
@@ -53,4 +78,41 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
 /// Appends the encoding of one of our own values to `out` (see [`encode`]).
 pub fn encode_into<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
     lava_xdr::serialize_into(value, out).expect("coordinator events and snapshots always encode to XDR");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: a snapshot written before submission ids (no window list) still loads, with an
+    // empty window, and today's layout round-trips with its list; bytes that are neither
+    // are refused with the current layout's error.
+    #[test]
+    fn snapshots_without_submission_ids_still_load() {
+        #[derive(serde::Serialize)]
+        struct Before {
+            last_task_id: u64,
+            last_lease_id: u64,
+            tasks: Vec<lava_coord_logic::Task>,
+        }
+        let mut coord = lava_coord_logic::Coord::new(lava_coord_logic::CoordConfig::default());
+        let caller =
+            lava_coord_ll::Caller { uid: 7, user: lava_coord_ll::UserName::parse("u").expect("a name") };
+        let submission = lava_coord_ll::SubmissionId::new(lava_coord_wire::SubmissionId { high: 1, low: 2 })
+            .expect("non-zero");
+        let payload = lava_coord_ll::Payload::new(vec![1], &lava_coord_ll::Limits::default()).expect("small");
+        let input = lava_coord_logic::Input::Request {
+            client: lava_coord_logic::ClientId(1),
+            caller,
+            request: lava_coord_ll::Request::SubmitOnce { submission, payload },
+        };
+        coord.step(1_000, input, &mut Vec::new());
+        let now = coord.snapshot();
+        assert_eq!(now.submissions.len(), 1);
+        assert_eq!(decode_snapshot(&encode(&now)).expect("today's layout"), now);
+        let before = Before { last_task_id: 1, last_lease_id: 0, tasks: now.tasks.clone() };
+        let loaded = decode_snapshot(&encode(&before)).expect("the layout before submission ids");
+        assert_eq!(loaded, CoordSnapshot { submissions: Vec::new(), ..now });
+        assert!(decode_snapshot(&[0, 0, 0]).is_err());
+    }
 }

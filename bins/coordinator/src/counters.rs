@@ -24,7 +24,7 @@ const ERROR_NAMES: [(u32, &str); 9] = [
 ];
 
 /// The WAL records by name, in counter order (`wal.events.NAME`).
-const EVENT_NAMES: [&str; 7] = [
+const EVENT_NAMES: [&str; 8] = [
     "TaskCreated",
     "LeaseGranted",
     "LeaseExtended",
@@ -32,6 +32,7 @@ const EVENT_NAMES: [&str; 7] = [
     "TaskFailed",
     "TaskCancelled",
     "LeaseExpired",
+    "TaskCreatedOnce",
 ];
 
 /// The shell's counters; see the module doc.

@@ -1,7 +1,7 @@
 //! `coordctl`: the command-line client of the coordinator.
 //!
 //! ```text
-//! coordctl [--envdir DIR] [--addr HOST:PORT] submit [--file F | -]   # prints the task id
+//! coordctl [--envdir DIR] [--addr HOST:PORT] submit [--id HEX] [--file F | -]   # prints the task id
 //! coordctl lease --worker NAME [--wait SECS]     # "TASK LEASE EXPIRES_AT_MS" line, then the payload
 //! coordctl heartbeat TASK LEASE                  # prints the new expiry (ms since the epoch)
 //! coordctl complete TASK LEASE
@@ -11,6 +11,11 @@
 //! coordctl workers
 //! coordctl whoami                                # the user the coordinator takes us for
 //! ```
+//!
+//! `submit` sends the task under a submission id (`--id`, else 128 random bits chosen
+//! once) and, while no answer comes, sends it again under the same id for up to
+//! `LAVA_RETRY_SECS` seconds (60 by default; 0: one attempt), across candidates: the task
+//! is created once (docs/protocols/coordinator.md, "Submission ids").
 //!
 //! Exit status: 0 on success; 1 when the coordinator refused the request or
 //! could not be reached (the reason on standard error); 3 when `lease` got no
@@ -38,7 +43,34 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use lava_coord_wire::task_state;
 
-use crate::client::{Client, ClientError, Endpoint, Worker};
+use crate::client::{self, Client, ClientError, Endpoint, Worker};
+
+/// How long `submit` keeps sending its submission again while no answer comes, unless
+/// `LAVA_RETRY_SECS` says otherwise.
+pub const SUBMIT_RETRY_SECS_DEFAULT: u64 = 60;
+
+/// `--id`: 1 to 32 hexadecimal digits (dashes ignored), not all zero.
+pub fn parse_submission_id(text: &str) -> Result<wire::SubmissionId, String> {
+    let digits: String = text.chars().filter(|c| *c != '-').collect();
+    if digits.is_empty() || digits.len() > 32 || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!("{text:?} is not 1 to 32 hexadecimal digits"));
+    }
+    let value = u128::from_str_radix(&digits, 16).map_err(|error| format!("{text:?}: {error}"))?;
+    if value == 0 {
+        return Err("a submission id must not be 0".to_owned());
+    }
+    Ok(wire::SubmissionId { high: (value >> 64) as u64, low: value as u64 })
+}
+
+/// `LAVA_RETRY_SECS` (whole seconds), else [`SUBMIT_RETRY_SECS_DEFAULT`].
+fn retry_period() -> Result<Duration, ClientError> {
+    match std::env::var("LAVA_RETRY_SECS") {
+        Err(_) => Ok(Duration::from_secs(SUBMIT_RETRY_SECS_DEFAULT)),
+        Ok(text) => text.trim().parse::<u64>().map(Duration::from_secs).map_err(|_| {
+            ClientError::Config(format!("LAVA_RETRY_SECS={text:?} is not a whole number of seconds"))
+        }),
+    }
+}
 
 /// Exit status of `lease` when no task came.
 pub const EXIT_NO_TASK: u8 = 3;
@@ -63,6 +95,12 @@ pub struct CtlArgs {
 pub enum Command {
     /// Submit a task whose payload is the file's bytes, or standard input ("-", the default).
     Submit {
+        /// The submission id: 1 to 32 hexadecimal digits (dashes ignored, so a UUID will
+        /// do), not all zero. Running submit again with the same id and payload answers
+        /// the task the first run created instead of creating another. Default: 128
+        /// random bits, kept across this run's retries.
+        #[arg(long, value_name = "HEX", value_parser = parse_submission_id)]
+        id: Option<wire::SubmissionId>,
         /// The payload file; "-" for standard input.
         #[arg(long, short = 'f', value_name = "F")]
         file: Option<PathBuf>,
@@ -145,12 +183,13 @@ pub fn main() -> ExitCode {
 fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
     let mut endpoint = Endpoint::from_config(args.envdir.as_deref())?;
     if let Some(addr) = args.addr {
-        endpoint.addr = addr;
+        // That address alone, also when the configuration names master candidates.
+        endpoint = Endpoint::new(addr, &endpoint.cmd_socket, &endpoint.cluster);
     }
     let mut out = io::stdout().lock();
     let write_error = |error: io::Error| ClientError::Config(format!("standard output: {error}"));
     match args.command {
-        Command::Submit { file, dash } => {
+        Command::Submit { id, file, dash } => {
             let payload = match (file, dash) {
                 (Some(path), _) if path.as_os_str() != "-" => std::fs::read(&path).map_err(|error| {
                     ClientError::Config(format!("cannot read {}: {error}", path.display()))
@@ -168,8 +207,15 @@ fn run(args: CtlArgs) -> Result<ExitCode, ClientError> {
                     bytes
                 }
             };
-            let task = Client::connect(&endpoint)?.submit(payload)?;
-            writeln!(out, "{task}").map_err(write_error)?;
+            let submission = match id {
+                Some(id) => id,
+                None => client::new_submission_id()?,
+            };
+            let reply = client::submit_once(&endpoint, submission, &payload, retry_period()?)?;
+            if reply.repeated {
+                eprintln!("coordctl: submission {submission} had already created task {}", reply.task_id);
+            }
+            writeln!(out, "{}", reply.task_id).map_err(write_error)?;
         }
         Command::Lease { worker, wait } => {
             let wait = Duration::try_from_secs_f64(wait.max(0.0))
@@ -324,9 +370,14 @@ impl WorkLoop {
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                // The coordinator went away (killed, restarting): whatever was in flight
-                // is unknown, so nothing is recorded; reconnect and go on.
+                // The coordinator went away (killed, restarting, a leader deposed: "try
+                // again"): whatever was in flight is unknown, so nothing is recorded;
+                // reconnect and go on.
                 Err(ClientError::Io { .. } | ClientError::Protocol { .. }) => {
+                    client = self.connect()?;
+                    last_task = Instant::now();
+                }
+                Err(error) if error.code() == Some(lava_coord_wire::ERR_TRY_AGAIN) => {
                     client = self.connect()?;
                     last_task = Instant::now();
                 }

@@ -44,7 +44,7 @@ use lava_shell::group_commit::{self, Finished, GroupCommit};
 use lava_shell::startup;
 
 use crate::ShellError;
-use crate::codec::{EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, SNAPSHOT_LIMITS, encode, encode_into};
+use crate::codec::{EVENT_BYTES_MAX, EVENT_LIMITS, SNAPSHOT_BYTES_MAX, encode, encode_into};
 
 /// The WAL's name.
 pub const EVENT_LOG_NAME: &str = "coord.wal";
@@ -82,7 +82,7 @@ pub fn recover(log: &EventLog, config: CoordConfig) -> Result<Coord, ShellError>
                 position,
                 problem,
             };
-            let state: CoordSnapshot = lava_xdr::from_bytes(&snapshot.bytes, &SNAPSHOT_LIMITS)
+            let state: CoordSnapshot = crate::codec::decode_snapshot(&snapshot.bytes)
                 .map_err(|error| problem(format!("does not decode: {error}")))?;
             Coord::from_snapshot(config, state).map_err(|error| problem(error.to_string()))?
         }

@@ -9,7 +9,7 @@ use lava_shell::group_commit::SyncStats;
 use lava_shell::metrics::{Kind, Metrics, Rule};
 
 /// The names of STATS_REPLY's counters, in the order each is looked for.
-pub const RULES: [Rule; 23] = [
+pub const RULES: [Rule; 24] = [
     Rule::new(
         "requests.",
         Kind::CounterBy("operation"),
@@ -67,6 +67,12 @@ pub const RULES: [Rule; 23] = [
     ),
     Rule::new("tasks.", Kind::GaugeBy("state"), "lavacore_coordinator_tasks", "Tasks by state."),
     Rule::new("workers.known", Kind::Gauge, "lavacore_coordinator_workers_known", "Workers known."),
+    Rule::new(
+        "submissions.held",
+        Kind::Gauge,
+        "lavacore_coordinator_submission_ids_held",
+        "Submission ids held in the window (a retry under one gets its first task).",
+    ),
     Rule::new(
         "wal.appends",
         Kind::Counter,
@@ -151,6 +157,7 @@ mod tests {
             "tasks.total",
             "leases.valid",
             "workers.known",
+            "submissions.held",
             "wal.appends",
             "wal.fsyncs",
             "wal.group_commits",

@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lava_coord_logic::{ClientId, Coord, CoordConfig, CoordSnapshot, Effect, Event, Input};
+use lava_coord_logic::{ClientId, Coord, CoordConfig, Effect, Event, Input};
 use lava_coord_wire::{self as wire, Reply};
 use lava_net::{Authenticator, system_now_ms};
 use lava_replog::Config;
@@ -46,7 +46,7 @@ use lava_shell::startup;
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 
-use crate::codec::{EVENT_LIMITS, SNAPSHOT_LIMITS, encode};
+use crate::codec::{EVENT_LIMITS, decode_snapshot, encode};
 use crate::counters::Counters;
 use crate::server::{
     CALLS_PER_WAKEUP_MAX, Call, CallKind, Outbound, REQUESTS_QUEUED_MAX, Shared, ShellConfig, accept_loop,
@@ -113,7 +113,7 @@ impl Application for App {
             self.coord = Coord::new(self.config.clone());
             return;
         };
-        let restored = lava_xdr::from_bytes::<CoordSnapshot>(bytes, &SNAPSHOT_LIMITS)
+        let restored = decode_snapshot(bytes)
             .map_err(|error| format!("a snapshot does not decode: {error}"))
             .and_then(|state| {
                 Coord::from_snapshot(self.config.clone(), state)
@@ -505,6 +505,7 @@ impl Shell {
             ("tasks.total", coord.n_tasks() as u64),
             ("leases.valid", coord.n_valid_leases() as u64),
             ("workers.known", coord.n_workers_known() as u64),
+            ("submissions.held", coord.n_submissions_held() as u64),
             ("queue.requests_queued", queued as u64),
             ("queue.answers_held", machine.held() as u64),
             ("replica.candidate", view.id),

@@ -208,6 +208,9 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         lease_duration_ms: args.lease_ms,
         payload_bytes_max: args.payload_bytes_max,
         admins: config.admins.clone(),
+        submission_window_ms: args.submission_window_secs * 1000,
+        submissions_per_owner_max: args.submissions_per_user_max,
+        submissions_max: args.submissions_max,
         ..CoordConfig::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -613,6 +616,7 @@ impl Loop {
             ("tasks.total", coord.n_tasks() as u64),
             ("leases.valid", coord.n_valid_leases() as u64),
             ("workers.known", coord.n_workers_known() as u64),
+            ("submissions.held", coord.n_submissions_held() as u64),
             ("wal.appends", log.n_appends),
             ("wal.fsyncs", log.n_fsyncs),
             ("wal.group_commits", sync.count),

@@ -166,9 +166,14 @@ The cluster key, mode 0600, the same on every host.",
             description: "\
 The command-line client of the coordinator: submits tasks, leases them for a worker,
 heartbeats, completes or fails them under their lease, and shows the state. Each connection
-carries a credential from the local sbatchd, so any user of a cluster host may run it.",
+carries a credential from the local sbatchd, so any user of a cluster host may run it.
+`submit` sends its task under a submission id (`--id`, else one chosen at random) and, while
+no answer comes, sends it again under the same id, to whichever master candidate leads:
+the coordinator answers a repeated id with the task the first attempt created, so the task
+is created once.",
             output: "\
-`submit` prints the task id; `lease` a `TASK LEASE EXPIRES_AT_MS` line then the payload's
+`submit` prints the task id (and, on standard error, a note when the id had already
+created it); `lease` a `TASK LEASE EXPIRES_AT_MS` line then the payload's
 bytes unchanged; `heartbeat` the new expiry (milliseconds since the epoch); `status` the
 counts by state (or one task), then `Counters:`.",
             exit_status: "\
@@ -183,7 +188,11 @@ error.
 `lease` got no task within `--wait`.",
             environment: "\
 @LSF_ENVDIR
-The folder holding `lsf.conf` when `--envdir` is not given (default `/etc`).",
+The folder holding `lsf.conf` when `--envdir` is not given (default `/etc`).
+
+@LAVA_RETRY_SECS
+How long `submit` keeps sending its submission again while no answer comes, in seconds
+(default 60; 0: one attempt).",
             files: "\
 @$LSF_ENVDIR/lsf.conf
 Where the coordinator listens, and the local sbatchd's socket (`LAVA_CMD_SOCKET`).",

@@ -11,6 +11,7 @@
 //!   name's shape).
 //! - [`Payload`]: a task's opaque bytes, at most the configured
 //!   [`Limits::payload_bytes_max`].
+//! - [`SubmissionId`]: the client's 128-bit id of a submission, never all zero.
 //! - [`Request`]: a validated request, built by [`Request::validate`], whose
 //!   errors ([`LlError`]) name the field and map to a wire error code.
 //!
@@ -49,6 +50,9 @@ impl Default for Limits {
 /// Why a request was refused; every variant names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LlError {
+    /// The submission id was all zero (a client that forgot to choose one).
+    #[error("submission id must not be 0 (choose 128 random bits once per task and repeat them on retries)")]
+    ZeroSubmission,
     /// An id field was 0.
     #[error("{field} must not be 0")]
     ZeroId {
@@ -93,6 +97,7 @@ impl LlError {
         match self {
             LlError::PayloadTooLarge { .. } => wire::ERR_PAYLOAD_TOO_LARGE,
             LlError::ZeroId { .. }
+            | LlError::ZeroSubmission
             | LlError::WorkerName { .. }
             | LlError::UserName { .. }
             | LlError::HelloAgain
@@ -256,6 +261,36 @@ impl Payload {
     }
 }
 
+/// A submission id: the 128 bits a client chose for one task it submits, repeated on
+/// every retry of that submission (docs/protocols/coordinator.md, "Submission ids").
+/// Never all zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SubmissionId {
+    high: u64,
+    low: u64,
+}
+
+impl SubmissionId {
+    /// The id on the wire, or [`LlError::ZeroSubmission`].
+    pub fn new(id: wire::SubmissionId) -> Result<SubmissionId, LlError> {
+        if id.high == 0 && id.low == 0 {
+            return Err(LlError::ZeroSubmission);
+        }
+        Ok(SubmissionId { high: id.high, low: id.low })
+    }
+
+    /// The id as the wire carries it.
+    pub fn to_wire(self) -> wire::SubmissionId {
+        wire::SubmissionId { high: self.high, low: self.low }
+    }
+}
+
+impl fmt::Display for SubmissionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.to_wire().fmt(f)
+    }
+}
+
 /// A lease as a worker names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LeaseRef {
@@ -285,6 +320,14 @@ pub enum Outcome {
 pub enum Request {
     /// Submit a task.
     Submit {
+        /// Its payload.
+        payload: Payload,
+    },
+    /// Submit a task once: a retry with the same id (same owner, within the window) is
+    /// answered with the task the first attempt created.
+    SubmitOnce {
+        /// The client's id of this submission.
+        submission: SubmissionId,
         /// Its payload.
         payload: Payload,
     },
@@ -319,6 +362,10 @@ impl Request {
             wire::Request::Hello(_) => return Err(LlError::HelloAgain),
             wire::Request::Stats => return Err(LlError::ShellQuery),
             wire::Request::Submit(m) => Request::Submit { payload: Payload::new(m.payload, limits)? },
+            wire::Request::SubmitOnce(m) => Request::SubmitOnce {
+                submission: SubmissionId::new(m.submission)?,
+                payload: Payload::new(m.payload, limits)?,
+            },
             wire::Request::Lease(m) => Request::Lease { worker: WorkerName::parse(&m.worker)? },
             wire::Request::Heartbeat(m) => Request::Heartbeat(LeaseRef::from_wire(m.task_id, m.lease_id)?),
             wire::Request::Complete(m) => Request::Finish {
@@ -372,6 +419,25 @@ mod tests {
         assert!(UserName::parse("nobody").is_ok());
         for bad in ["", "a b", "tab\t", "ü", &"u".repeat(257)] {
             assert!(matches!(UserName::parse(bad), Err(LlError::UserName { .. })), "{bad:?}");
+        }
+        let once = |high, low, bytes| {
+            wire::Request::SubmitOnce(wire::SubmitTaskOnce {
+                submission: wire::SubmissionId { high, low },
+                payload: vec![1; bytes],
+            })
+        };
+        let err = Request::validate(once(0, 0, 1), &limits).expect_err("zero id");
+        assert_eq!(err, LlError::ZeroSubmission);
+        assert_eq!(err.code(), wire::ERR_BAD_REQUEST);
+        assert!(err.to_string().contains("submission id must not be 0"), "{err}");
+        let err = Request::validate(once(0, 1, 5), &limits).expect_err("too large");
+        assert_eq!(err, LlError::PayloadTooLarge { bytes: 5, max: 4 });
+        for (high, low) in [(0, 1), (1, 0), (u64::MAX, u64::MAX)] {
+            let Ok(Request::SubmitOnce { submission, .. }) = Request::validate(once(high, low, 4), &limits)
+            else {
+                panic!("({high}, {low}) is a valid id");
+            };
+            assert_eq!(submission.to_wire(), wire::SubmissionId { high, low });
         }
         let hello = wire::Request::Hello(wire::Hello { credential: vec![] });
         assert_eq!(Request::validate(hello, &limits), Err(LlError::HelloAgain));

@@ -4,9 +4,16 @@
 pub const LEASE_DURATION_MS_DEFAULT: u64 = 30_000;
 /// Default advisory bound on valid leases per worker.
 pub const LEASES_PER_WORKER_MAX_DEFAULT: u32 = 1024;
+/// Default submission window: a submission id is recognised for at least 10 minutes.
+pub const SUBMISSION_WINDOW_MS_DEFAULT: u64 = 600_000;
+/// Default bound on the submission ids held per owner (the owner's oldest go first).
+pub const SUBMISSIONS_PER_OWNER_MAX_DEFAULT: u32 = 100_000;
+/// Default bound on the submission ids held for all owners together (past it, refused).
+pub const SUBMISSIONS_MAX_DEFAULT: u32 = 1_000_000;
 
 /// The coordinator's settings. None of them is durable: changing one between
-/// restarts changes future decisions only, never the replay of the WAL.
+/// restarts changes future decisions only, never whether the WAL replays (the
+/// submission window's bounds apply, from the restart on, to the ids replayed too).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoordConfig {
     /// How long a lease (and each extension) lasts, from the grant or heartbeat.
@@ -17,6 +24,13 @@ pub struct CoordConfig {
     pub leases_per_worker_max: u32,
     /// The cluster administrators by user name (lsf.cluster ClusterAdmins); uid 0 always is one.
     pub admins: Vec<String>,
+    /// How long a submission id is held after its task was created, at least (the
+    /// window's age rule, applied as each later `TaskCreatedOnce` is).
+    pub submission_window_ms: u64,
+    /// Submission ids held per owner uid; the owner's oldest is forgotten past it.
+    pub submissions_per_owner_max: u32,
+    /// Submission ids held for all owners; a new one past it is refused `ERR_TRY_AGAIN`.
+    pub submissions_max: u32,
 }
 
 impl CoordConfig {
@@ -33,6 +47,9 @@ impl Default for CoordConfig {
             payload_bytes_max: lava_coord_ll::PAYLOAD_BYTES_MAX_DEFAULT,
             leases_per_worker_max: LEASES_PER_WORKER_MAX_DEFAULT,
             admins: Vec::new(),
+            submission_window_ms: SUBMISSION_WINDOW_MS_DEFAULT,
+            submissions_per_owner_max: SUBMISSIONS_PER_OWNER_MAX_DEFAULT,
+            submissions_max: SUBMISSIONS_MAX_DEFAULT,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! never change. (The last change of fields, adding the users of `owner`,
 //! `holder` and `by`, was made before any WAL was kept: 2026-11-26.)
 
-use lava_coord_ll::{Caller, LeaseId, Outcome, Payload, TaskId, WorkerName};
+use lava_coord_ll::{Caller, LeaseId, Outcome, Payload, SubmissionId, TaskId, WorkerName};
 use serde::{Deserialize, Serialize};
 
 /// One WAL record.
@@ -80,6 +80,21 @@ pub enum Event {
         /// The expiry that passed (the lease's recorded expiry).
         expires_at_ms: u64,
     },
+    /// A task was submitted under a submission id (SUBMIT_TASK_ONCE); it is WAITING, and
+    /// the pair (owner uid, submission id) enters the submission window. Added
+    /// 2026-11-28, after `TaskCreated`'s arm, so earlier WALs replay unchanged.
+    TaskCreatedOnce {
+        /// Its id (the previous task's plus one).
+        task: TaskId,
+        /// Its payload.
+        payload: Payload,
+        /// When it was accepted.
+        created_at_ms: u64,
+        /// Who submitted it.
+        owner: Caller,
+        /// The client's id of the submission.
+        submission: SubmissionId,
+    },
 }
 
 impl Event {
@@ -92,7 +107,8 @@ impl Event {
             | Event::TaskCompleted { task, .. }
             | Event::TaskFailed { task, .. }
             | Event::TaskCancelled { task, .. }
-            | Event::LeaseExpired { task, .. } => *task,
+            | Event::LeaseExpired { task, .. }
+            | Event::TaskCreatedOnce { task, .. } => *task,
         }
     }
 
@@ -106,6 +122,7 @@ impl Event {
             Event::TaskFailed { .. } => "TaskFailed",
             Event::TaskCancelled { .. } => "TaskCancelled",
             Event::LeaseExpired { .. } => "LeaseExpired",
+            Event::TaskCreatedOnce { .. } => "TaskCreatedOnce",
         }
     }
 }

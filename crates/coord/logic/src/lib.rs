@@ -72,11 +72,12 @@
 //!   its response.
 //!
 //! **One event per request.** A request appends at most one event of its
-//! own: `TaskCreated`, `LeaseGranted`, `LeaseExtended`, `TaskCompleted` or
-//! `TaskFailed`, or the `TaskCancelled` of a refused completion or failure
-//! (answered `ERR_LEASE_LOST`). It appends none when it is refused otherwise,
-//! when it is a query, when a lease request finds nothing to grant, and when it
-//! repeats an outcome already recorded. The `LeaseExpired` records before it are
+//! own: `TaskCreated`, `TaskCreatedOnce`, `LeaseGranted`, `LeaseExtended`,
+//! `TaskCompleted` or `TaskFailed`, or the `TaskCancelled` of a refused
+//! completion or failure (answered `ERR_LEASE_LOST`). It appends none when it
+//! is refused otherwise, when it is a query, when a lease request finds nothing
+//! to grant, when it repeats an outcome already recorded, and when it repeats a
+//! submission id the window holds (`submissions`). The `LeaseExpired` records before it are
 //! time's, not the request's, and each is a transaction of its own: the WAL
 //! cut after any record replays to a consistent state, so there are no
 //! multi-record transactions. Durable state changes only in [`Coord::apply`].
@@ -88,6 +89,10 @@
 //!   task id, so a task returned by expiry goes before younger ones), whether
 //!   the worker has room (advisory [`CoordConfig::leases_per_worker_max`]),
 //!   lease duration and expiry, `LeaseGranted` / `LeaseExtended`.
+//! - `submissions` — the submission window: the `(owner uid, submission id)`
+//!   pairs of recent `TaskCreatedOnce` records, so that a retried
+//!   SUBMIT_TASK_ONCE gets the task its first attempt created; bounded by age,
+//!   per owner and in total ([`CoordConfig`]), derived from the WAL alone.
 //! - `workers` — **WorkerRegistry**: when each worker was last heard from
 //!   (lease request or heartbeat). Soft state, not in the WAL, not in the
 //!   snapshot, not in [`Coord::state_hash`]; losing it changes no decision
@@ -169,6 +174,7 @@ pub mod input;
 mod leases;
 mod machine;
 mod query;
+mod submissions;
 mod tasks;
 mod workers;
 
@@ -180,6 +186,7 @@ pub use effect::Effect;
 pub use event::Event;
 pub use input::{ClientId, Input};
 pub use machine::{Coord, INVARIANT_CHECK_TASKS_MAX, TICK_INTERVAL_MS};
+pub use submissions::Submission;
 pub use tasks::{CoordSnapshot, Task, TaskState};
 
 /// A WAL record or snapshot that does not fit the state replayed so far (a

@@ -17,6 +17,7 @@ use crate::config::CoordConfig;
 use crate::effect::Effect;
 use crate::event::Event;
 use crate::input::{ClientId, Input};
+use crate::submissions::Bounds;
 use crate::tasks::{self, CoordSnapshot, Store, Task, TaskState};
 use crate::workers::WorkerRegistry;
 use crate::{ApplyError, leases};
@@ -48,14 +49,15 @@ struct Step {
 impl Coord {
     /// A coordinator with no task, for a new WAL or before replay.
     pub fn new(config: CoordConfig) -> Coord {
-        Coord { config, store: Store::default(), workers: WorkerRegistry::default(), clock_ms: 0 }
+        let store = Store::new(Bounds::of(&config));
+        Coord { config, store, workers: WorkerRegistry::default(), clock_ms: 0 }
     }
 
     /// A coordinator restored from a snapshot; replay the records after it with [`Coord::apply`].
     pub fn from_snapshot(config: CoordConfig, snapshot: CoordSnapshot) -> Result<Coord, ApplyError> {
         Ok(Coord {
+            store: Store::from_snapshot(snapshot, Bounds::of(&config))?,
             config,
-            store: Store::from_snapshot(snapshot)?,
             workers: WorkerRegistry::default(),
             clock_ms: 0,
         })
@@ -102,6 +104,11 @@ impl Coord {
     /// The highest task id given (0: none).
     pub fn last_task_id(&self) -> u64 {
         self.store.last_task_id
+    }
+
+    /// Submission ids held in the window (docs/protocols/coordinator.md, "Submission ids").
+    pub fn n_submissions_held(&self) -> usize {
+        self.store.window.len()
     }
 
     /// Decides `input` at `now_ms` and appends the effects to `effects`:
@@ -154,6 +161,9 @@ impl Coord {
                 let task = event.task();
                 self.record(step, event);
                 Reply::Submitted(wire::SubmitTaskReply { task_id: task.get() })
+            }
+            Request::SubmitOnce { submission, payload } => {
+                self.submit_once(step, caller, submission, payload)
             }
             Request::Lease { worker } => {
                 self.workers.seen(&worker, step.now_ms);
@@ -251,6 +261,53 @@ impl Coord {
             Request::QueryWorkers => self.query_workers(),
             Request::QueryLeases => self.query_leases(),
         }
+    }
+
+    /// SUBMIT_TASK_ONCE: the task the pair (caller's uid, `submission`) created if the
+    /// window holds it (nothing appended), else a new task under the pair.
+    fn submit_once(
+        &mut self,
+        step: &mut Step,
+        caller: Caller,
+        submission: lava_coord_ll::SubmissionId,
+        payload: lava_coord_ll::Payload,
+    ) -> Reply {
+        if let Some(task) = self.store.window.find(caller.uid, submission) {
+            let first = &self.store.tasks[&task];
+            if first.payload != payload {
+                return Reply::error(
+                    wire::ERR_BAD_REQUEST,
+                    format!(
+                        "submission id {submission} of {caller} already created task {task} with another \
+                         payload ({} bytes, not {}); choose a new id for a new task",
+                        first.payload.len(),
+                        payload.len()
+                    ),
+                );
+            }
+            // A retry whose first attempt was recorded: the same task, nothing appended.
+            return Reply::SubmittedOnce(wire::SubmitTaskOnceReply { task_id: task.get(), repeated: true });
+        }
+        if let Err(refusal) = tasks::validate_submission(&payload, self.config.payload_bytes_max) {
+            return refusal;
+        }
+        if let Err(wait_ms) = self.store.window.room_for(caller.uid, step.now_ms) {
+            let bounds = self.store.window.bounds;
+            return Reply::error(
+                wire::ERR_TRY_AGAIN,
+                format!(
+                    "the coordinator holds {} submission ids of the last {} s, its most: retry in {} s \
+                     (or submit without an id)",
+                    bounds.total_max,
+                    bounds.window_ms / 1000,
+                    wait_ms.div_ceil(1000)
+                ),
+            );
+        }
+        let event = tasks::task_created_once(&self.store, payload, caller, submission, step.now_ms);
+        let task = event.task();
+        self.record(step, event);
+        Reply::SubmittedOnce(wire::SubmitTaskOnceReply { task_id: task.get(), repeated: false })
     }
 
     fn lease_lost(&self, LeaseRef { task, lease }: LeaseRef) -> Reply {

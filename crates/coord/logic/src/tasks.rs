@@ -12,12 +12,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 
-use lava_coord_ll::{Caller, LeaseId, Outcome, Payload, TaskId, WorkerName};
+use lava_coord_ll::{Caller, LeaseId, Outcome, Payload, SubmissionId, TaskId, WorkerName};
 use lava_coord_wire::{self as wire, task_state};
 use serde::{Deserialize, Serialize};
 
 use crate::ApplyError;
 use crate::event::Event;
+use crate::submissions::{Bounds, Submission, Window};
 
 /// A task's state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -88,6 +89,9 @@ pub struct CoordSnapshot {
     pub last_lease_id: u64,
     /// Every task, by id.
     pub tasks: Vec<Task>,
+    /// The submission window: the pairs held, oldest first (added 2026-11-28; a snapshot
+    /// written before has none, and the shell reads it as empty).
+    pub submissions: Vec<Submission>,
 }
 
 /// Every task, by id. Ids are dense (1, 2, 3, … and tasks are never
@@ -154,6 +158,8 @@ pub(crate) struct Store {
     pub(crate) leases_by_worker: BTreeMap<WorkerName, u32>,
     /// Tasks by state code.
     pub(crate) counts: [u64; 4],
+    /// The submission ids recognised (durable: rebuilt from `TaskCreatedOnce` records).
+    pub(crate) window: Window,
 }
 
 /// TaskManager's validation of a submission: the payload bound of the
@@ -168,6 +174,18 @@ pub(crate) fn validate_submission(payload: &Payload, payload_bytes_max: u32) -> 
     Ok(())
 }
 
+/// TaskManager's `TaskCreatedOnce` for the next task id.
+pub(crate) fn task_created_once(
+    store: &Store,
+    payload: Payload,
+    owner: Caller,
+    submission: SubmissionId,
+    now_ms: u64,
+) -> Event {
+    let task = TaskId::new("task_id", store.last_task_id + 1).expect("last + 1 is never 0");
+    Event::TaskCreatedOnce { task, payload, created_at_ms: now_ms, owner, submission }
+}
+
 /// TaskManager's `TaskCreated` for the next task id.
 pub(crate) fn task_created(store: &Store, payload: Payload, owner: Caller, now_ms: u64) -> Event {
     let task = TaskId::new("task_id", store.last_task_id + 1).expect("last + 1 is never 0");
@@ -175,12 +193,17 @@ pub(crate) fn task_created(store: &Store, payload: Payload, owner: Caller, now_m
 }
 
 impl Store {
+    /// An empty store whose submission window has `bounds`.
+    pub(crate) fn new(bounds: Bounds) -> Store {
+        Store { window: Window::new(bounds), ..Store::default() }
+    }
+
     /// Rebuilds the store and its indexes from a snapshot, checking it.
-    pub(crate) fn from_snapshot(snapshot: CoordSnapshot) -> Result<Store, ApplyError> {
+    pub(crate) fn from_snapshot(snapshot: CoordSnapshot, bounds: Bounds) -> Result<Store, ApplyError> {
         let mut store = Store {
             last_task_id: snapshot.last_task_id,
             last_lease_id: snapshot.last_lease_id,
-            ..Store::default()
+            ..Store::new(bounds)
         };
         for task in snapshot.tasks {
             let id = task.id;
@@ -188,6 +211,13 @@ impl Store {
             if !store.tasks.push(task) {
                 return Err(snapshot_error(id, "the tasks are not 1, 2, 3, … in order".into()));
             }
+        }
+        for Submission { task, submission } in snapshot.submissions {
+            let Some(created) = store.tasks.get(&task) else {
+                return Err(snapshot_error(task, "a submission id of a task that does not exist".into()));
+            };
+            let (owner, at) = (created.owner.uid, created.created_at_ms);
+            store.window.add(task, owner, submission, at).map_err(|problem| snapshot_error(task, problem))?;
         }
         store.check().map_err(|problem| snapshot_error(TaskId::FIRST, problem))?;
         Ok(store)
@@ -199,6 +229,7 @@ impl Store {
             last_task_id: self.last_task_id,
             last_lease_id: self.last_lease_id,
             tasks: self.tasks.values().cloned().collect(),
+            submissions: self.window.entries().collect(),
         }
     }
 
@@ -210,6 +241,9 @@ impl Store {
         self.last_lease_id.hash(&mut hasher);
         for task in self.tasks.values() {
             task.hash(&mut hasher);
+        }
+        for submission in self.window.entries() {
+            submission.hash(&mut hasher);
         }
         hasher.finish()
     }
@@ -237,6 +271,10 @@ impl Store {
         match event {
             Event::TaskCreated { task, payload, created_at_ms, owner } => {
                 self.create(*task, payload.clone(), *created_at_ms, owner.clone()).map_err(fail)?;
+            }
+            Event::TaskCreatedOnce { task, payload, created_at_ms, owner, submission } => {
+                self.create_once(*task, payload.clone(), *created_at_ms, owner.clone(), *submission)
+                    .map_err(fail)?;
             }
             Event::LeaseGranted { task, lease, worker, holder, expires_at_ms } => {
                 self.grant(*task, *lease, worker.clone(), holder.clone(), *expires_at_ms).map_err(fail)?;
@@ -295,6 +333,9 @@ impl Store {
             Event::TaskCreated { task, payload, created_at_ms, owner } => {
                 self.create(task, payload, created_at_ms, owner).map_err(fail)
             }
+            Event::TaskCreatedOnce { task, payload, created_at_ms, owner, submission } => {
+                self.create_once(task, payload, created_at_ms, owner, submission).map_err(fail)
+            }
             Event::LeaseGranted { task, lease, worker, holder, expires_at_ms } => {
                 self.grant(task, lease, worker, holder, expires_at_ms).map_err(fail)
             }
@@ -327,6 +368,24 @@ impl Store {
         let pushed = self.tasks.push(new);
         debug_assert!(pushed, "the id was checked to be the next one");
         Ok(())
+    }
+
+    /// `TaskCreatedOnce`: the next task, WAITING, its submission id held in the window.
+    fn create_once(
+        &mut self,
+        task: TaskId,
+        payload: Payload,
+        created_at_ms: u64,
+        owner: Caller,
+        submission: SubmissionId,
+    ) -> Result<(), String> {
+        if let Some(first) = self.window.find(owner.uid, submission) {
+            return Err(format!("submission id {submission} of {owner} already created task {first}"));
+        }
+        let uid = owner.uid;
+        self.create(task, payload, created_at_ms, owner)?;
+        // The pair is new and the task newer than any held: this cannot fail.
+        self.window.add(task, uid, submission, created_at_ms)
     }
 
     /// `LeaseGranted`: a WAITING task becomes LEASED under the next lease id.
@@ -408,6 +467,12 @@ impl Store {
         }
         if rebuilt.counts != self.counts {
             return Err(format!("counts {:?} differ from the tasks' {:?}", self.counts, rebuilt.counts));
+        }
+        self.window.check()?;
+        if let Some(Submission { task, .. }) = self.window.entries().last()
+            && !self.tasks.contains_key(&task)
+        {
+            return Err(format!("submission window holds task {task}, which does not exist"));
         }
         Ok(())
     }

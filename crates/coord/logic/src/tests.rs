@@ -5,7 +5,9 @@
 //! effects, then the invariants, and then that replaying every event appended
 //! so far into a fresh coordinator gives the same state hash.
 
-use lava_coord_ll::{Caller, LeaseId, LeaseRef, Outcome, Payload, Request, TaskId, UserName, WorkerName};
+use lava_coord_ll::{
+    Caller, LeaseId, LeaseRef, Outcome, Payload, Request, SubmissionId, TaskId, UserName, WorkerName,
+};
 use lava_coord_wire::{self as wire, Reply, task_state};
 
 use crate::{ClientId, Coord, CoordConfig, CoordSnapshot, Effect, Event, Input, TaskState};
@@ -19,8 +21,14 @@ fn config() -> CoordConfig {
         payload_bytes_max: 16,
         leases_per_worker_max: 2,
         admins: vec!["lsfadmin".to_owned()],
+        submission_window_ms: WINDOW_MS,
+        submissions_per_owner_max: 3,
+        submissions_max: 5,
     }
 }
+
+/// The submission window of [`config`].
+const WINDOW_MS: u64 = 60_000;
 
 fn user(uid: u32, name: &str) -> Caller {
     Caller { uid, user: UserName::parse(name).expect("valid user") }
@@ -720,4 +728,222 @@ fn random_runs_keep_the_invariants() {
         }
         assert_eq!(h.coord.store().counts[0] + h.coord.store().counts[1], 0, "seed {seed}: unfinished tasks");
     }
+}
+
+// ----- submission ids (SUBMIT_TASK_ONCE) -----
+
+fn sid(n: u64) -> SubmissionId {
+    SubmissionId::new(wire::SubmissionId { high: 0xfeed, low: n }).expect("non-zero")
+}
+
+fn submit_once_as(caller: Caller, n: u64, bytes: &[u8]) -> Input {
+    Input::Request {
+        client: ClientId(1),
+        caller,
+        request: Request::SubmitOnce { submission: sid(n), payload: payload(bytes) },
+    }
+}
+
+fn submit_once(n: u64, bytes: &[u8]) -> Input {
+    submit_once_as(alice(), n, bytes)
+}
+
+fn created_once(t: u64, owner: Caller, n: u64, bytes: &[u8], at: u64) -> Effect {
+    Effect::Append(Event::TaskCreatedOnce {
+        task: task(t),
+        payload: payload(bytes),
+        created_at_ms: at,
+        owner,
+        submission: sid(n),
+    })
+}
+
+fn once_reply(t: u64, repeated: bool) -> Effect {
+    respond(Reply::SubmittedOnce(wire::SubmitTaskOnceReply { task_id: t, repeated }))
+}
+
+// Goal: a submission id's first use appends TaskCreatedOnce and answers the new task; its
+// retry (same owner, same id, same payload) answers the same task, marked repeated, and
+// appends nothing; the retry is recognised after the task was leased and completed too.
+#[test]
+fn a_repeated_submission_id_gets_the_same_task_and_creates_nothing() {
+    let mut h = Harness::new();
+    h.check(T0, submit_once(7, b"p"), vec![created_once(1, alice(), 7, b"p", T0), once_reply(1, false)]);
+    h.check(T0 + 1, submit_once(7, b"p"), vec![once_reply(1, true)]);
+    h.check(
+        T0 + 2,
+        submit(b"q"),
+        vec![created(2, b"q", T0 + 2), respond(Reply::Submitted(wire::SubmitTaskReply { task_id: 2 }))],
+    );
+    h.step(T0 + 3, lease_req("w"));
+    h.step(T0 + 4, finish(1, 1, Outcome::Completed));
+    h.check(T0 + 5, submit_once(7, b"p"), vec![once_reply(1, true)]);
+    assert_eq!(h.coord.n_tasks(), 2);
+    assert_eq!(h.coord.n_submissions_held(), 1);
+    // A new id is a new task.
+    h.check(
+        T0 + 6,
+        submit_once(8, b"p"),
+        vec![created_once(3, alice(), 8, b"p", T0 + 6), once_reply(3, false)],
+    );
+}
+
+// Goal: the pair is (owner uid, id): another user with the same id gets a task of their
+// own; the same id with another payload is refused, naming the id and the first task, and
+// appends nothing.
+#[test]
+fn the_same_id_of_another_owner_is_another_task_and_another_payload_is_refused() {
+    let mut h = Harness::new();
+    let bob = user(1001, "bob");
+    h.check(T0, submit_once(7, b"p"), vec![created_once(1, alice(), 7, b"p", T0), once_reply(1, false)]);
+    h.check(
+        T0 + 1,
+        submit_once_as(bob.clone(), 7, b"p"),
+        vec![created_once(2, bob.clone(), 7, b"p", T0 + 1), once_reply(2, false)],
+    );
+    h.check(T0 + 2, submit_once_as(bob, 7, b"p"), vec![once_reply(2, true)]);
+    let effects = h.step(T0 + 3, submit_once(7, b"other"));
+    assert_eq!(effects.len(), 1, "nothing appended: {effects:?}");
+    assert_eq!(error_code(&effects[0]), wire::ERR_BAD_REQUEST);
+    let Effect::Respond { reply: Reply::Error(error), .. } = &effects[0] else { unreachable!() };
+    assert!(
+        error
+            .message
+            .contains(&format!("submission id {} of alice (uid 1000) already created task 1", sid(7))),
+        "{}",
+        error.message
+    );
+    // An oversized payload under a new id is refused before anything is held.
+    let effects = h.step(T0 + 4, submit_once(9, &[0; 17]));
+    assert_eq!(error_code(&effects[0]), wire::ERR_PAYLOAD_TOO_LARGE);
+    assert_eq!(h.coord.n_submissions_held(), 2);
+}
+
+// Goal: the window's rules. An id is held at least the window after its task was created,
+// and forgotten when a later TaskCreatedOnce comes the window or more after it (then its
+// retry is a new task); an owner past its bound forgets its own oldest id; past the total
+// bound a new id is refused ERR_TRY_AGAIN, naming when to retry, while ids held are still
+// recognised and another owner at its own bound may go on (it only pushes out its own).
+#[test]
+fn the_window_forgets_by_age_and_per_owner_and_refuses_past_the_total() {
+    let mut h = Harness::new();
+    h.step(T0, submit_once(1, b"a"));
+    // Past the window, but no later TaskCreatedOnce yet: still held, still recognised.
+    h.check(T0 + WINDOW_MS + 5, submit_once(1, b"a"), vec![once_reply(1, true)]);
+    // A new pair at that time forgets the old one.
+    h.step(T0 + WINDOW_MS + 5, submit_once(2, b"b"));
+    assert_eq!(h.coord.n_submissions_held(), 1);
+    let at = T0 + WINDOW_MS + 6;
+    h.check(at, submit_once(1, b"a"), vec![created_once(3, alice(), 1, b"a", at), once_reply(3, false)]);
+
+    // Per owner (3): alice's fourth pushes out her oldest (id 2, task 2).
+    h.step(at + 1, submit_once(4, b"d"));
+    h.check(at + 2, submit_once(2, b"b"), vec![once_reply(2, true)]);
+    h.step(at + 3, submit_once(5, b"e"));
+    assert_eq!(h.coord.n_submissions_held(), 3);
+    let t = h.coord.last_task_id() + 1;
+    h.check(
+        at + 4,
+        submit_once(2, b"b"),
+        vec![created_once(t, alice(), 2, b"b", at + 4), once_reply(t, false)],
+    );
+    assert_eq!(h.coord.n_submissions_held(), 3);
+
+    // In total (5): bob fills two, then carol is refused; held ids still answer.
+    let bob = user(1001, "bob");
+    let carol = user(1002, "carol");
+    h.step(at + 5, submit_once_as(bob.clone(), 1, b"x"));
+    h.step(at + 6, submit_once_as(bob.clone(), 2, b"y"));
+    assert_eq!(h.coord.n_submissions_held(), 5);
+    let effects = h.step(at + 7, submit_once_as(carol.clone(), 1, b"z"));
+    assert_eq!(effects.len(), 1, "a refusal appends nothing: {effects:?}");
+    assert_eq!(error_code(&effects[0]), wire::ERR_TRY_AGAIN);
+    let Effect::Respond { reply: Reply::Error(error), .. } = &effects[0] else { unreachable!() };
+    assert!(
+        error.message.contains("holds 5 submission ids of the last 60 s, its most: retry in"),
+        "{}",
+        error.message
+    );
+    h.check(at + 8, submit_once_as(bob, 2, b"y"), vec![once_reply(h.coord.last_task_id(), true)]);
+    // Alice is at her own bound: her new id replaces her oldest, the total stays 5.
+    let t = h.coord.last_task_id() + 1;
+    h.check(
+        at + 9,
+        submit_once(6, b"f"),
+        vec![created_once(t, alice(), 6, b"f", at + 9), once_reply(t, false)],
+    );
+    assert_eq!(h.coord.n_submissions_held(), 5);
+    // Submissions without an id are never refused for the window.
+    h.step(at + 10, submit(b"plain"));
+    // Once the window has passed, carol gets in (everything older leaves).
+    let later = at + 9 + WINDOW_MS;
+    let t = h.coord.last_task_id() + 1;
+    h.check(
+        later,
+        submit_once_as(carol.clone(), 1, b"z"),
+        vec![created_once(t, carol, 1, b"z", later), once_reply(t, false)],
+    );
+    assert_eq!(h.coord.n_submissions_held(), 1);
+}
+
+// Goal: the window survives replay, a snapshot (through XDR) plus the tail, and replay by
+// value: a retry after each is recognised with the same task, and the states agree.
+#[test]
+fn submission_ids_survive_replay_and_snapshots() {
+    let mut h = Harness::new();
+    for n in 1..=4u64 {
+        h.step(T0 + n, submit_once(n, &[n as u8]));
+    }
+    h.step(T0 + 10, submit_once_as(user(1001, "bob"), 1, b"b"));
+    let cut = h.wal.len();
+    let snapshot = h.coord.snapshot();
+    assert_eq!(snapshot.submissions.len(), 4, "alice's 3 and bob's 1: {:?}", snapshot.submissions);
+    h.step(T0 + 20, submit_once(5, b"5"));
+    let limits = lava_xdr::Limits::DEFAULT;
+    let bytes = lava_xdr::to_bytes(&snapshot).expect("snapshot encodes");
+    let decoded: CoordSnapshot = lava_xdr::from_bytes(&bytes, &limits).expect("snapshot decodes");
+    let mut restored = Coord::from_snapshot(config(), decoded).expect("a valid snapshot");
+    for event in &h.wal[cut..] {
+        let bytes = lava_xdr::to_bytes(event).expect("event encodes");
+        restored.apply_owned(lava_xdr::from_bytes(&bytes, &limits).expect("event decodes")).expect("applies");
+    }
+    let mut replayed = replay(&h.wal);
+    for coord in [&mut restored, &mut replayed] {
+        assert_eq!(coord.state_hash(), h.coord.state_hash());
+        assert_eq!(coord.snapshot(), h.coord.snapshot());
+        coord.check_invariants().expect("invariants");
+        let mut effects = Vec::new();
+        coord.step(T0 + 30, submit_once(4, &[4]), &mut effects);
+        assert_eq!(effects, vec![once_reply(4, true)]);
+        effects.clear();
+        coord.step(T0 + 30, submit_once(1, &[1]), &mut effects);
+        assert!(
+            matches!(&effects[0], Effect::Append(Event::TaskCreatedOnce { .. })),
+            "id 1 was pushed out: {effects:?}"
+        );
+    }
+    // A snapshot naming a task that does not exist, or one pair twice, is refused.
+    let mut bad = h.coord.snapshot();
+    bad.submissions.push(held(99, 9));
+    assert!(Coord::from_snapshot(config(), bad).is_err());
+    let mut twice = h.coord.snapshot();
+    let first = twice.submissions[0];
+    twice.submissions.push(first);
+    assert!(Coord::from_snapshot(config(), twice).is_err());
+    // Replay refuses a second TaskCreatedOnce of a pair held.
+    let mut coord = replay(&h.wal);
+    let again = Event::TaskCreatedOnce {
+        task: task(coord.last_task_id() + 1),
+        payload: payload(b"5"),
+        created_at_ms: T0 + 40,
+        owner: alice(),
+        submission: sid(5),
+    };
+    let hash = coord.state_hash();
+    assert!(coord.apply(&again).is_err());
+    assert_eq!(coord.state_hash(), hash, "a refused event changes nothing");
+}
+
+fn held(t: u64, n: u64) -> crate::Submission {
+    crate::Submission { task: task(t), submission: sid(n) }
 }

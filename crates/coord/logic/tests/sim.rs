@@ -1,7 +1,8 @@
 //! Deterministic simulation of the coordinator logic with crashes, through a
 //! shell that carries out the logic's effects the way the daemon's does.
 //!
-//! One seeded run: a submitter and a handful of workers talk to one
+//! One seeded run: a submitter (half its submissions under a submission id, resent
+//! with the same id after a crash) and a handful of workers talk to one
 //! [`Coord`] whose WAL is a vector. The shell here is a model of
 //! `bins/coordinator`'s event loop (its `server` and `journal` modules), with
 //! the same batching and the same order, which is the contract the logic's
@@ -52,7 +53,8 @@
 //! hash of a coordinator fed only the appended WAL (incrementally every step,
 //! from scratch every few steps and at every restart). After every crash:
 //! every fact any released answer stated is in the WAL that survived — task
-//! ids, grants, expiries promised, outcomes, and what queries reported. At
+//! ids, grants, expiries promised, outcomes, and what queries reported; and a
+//! submission id is only ever answered with the one task the WAL created for it. At
 //! the end, with the coordinator up and one worker behaving, every task in the
 //! WAL is completed or failed.
 //!
@@ -63,7 +65,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use lava_coord_ll::{LeaseId, LeaseRef, Limits, Outcome, Payload, Request, TaskId, WorkerName};
+use lava_coord_ll::{LeaseId, LeaseRef, Limits, Outcome, Payload, Request, SubmissionId, TaskId, WorkerName};
 use lava_coord_logic::{ClientId, Coord, CoordConfig, CoordSnapshot, Effect, Event, Input, TaskState};
 use lava_coord_wire::{self as wire, Reply};
 
@@ -119,6 +121,8 @@ struct Oracle {
     expiry: BTreeMap<u64, u64>,
     /// Refused completions and failures (TaskCancelled) per task.
     refused: BTreeMap<u64, u32>,
+    /// Each submission id's task (TaskCreatedOnce): never two.
+    submissions: BTreeMap<SubmissionId, u64>,
 }
 
 impl Oracle {
@@ -142,6 +146,13 @@ impl Oracle {
         let current = self.tasks.get(index).cloned();
         let next = match (event, current) {
             (Event::TaskCreated { .. }, _) if index == self.tasks.len() => {
+                self.tasks.push(OState::Waiting);
+                return Ok(());
+            }
+            (Event::TaskCreatedOnce { task, submission, .. }, _) if index == self.tasks.len() => {
+                if let Some(first) = self.submissions.insert(*submission, task.get()) {
+                    return Err(format!("submission id {submission} created task {first}, then task {task}"));
+                }
                 self.tasks.push(OState::Waiting);
                 return Ok(());
             }
@@ -260,6 +271,8 @@ struct Told {
     outcomes: BTreeMap<u64, (u64, Outcome)>,
     /// The most refusals a query reported, per task.
     refused: BTreeMap<u64, u32>,
+    /// Submission ids answered, with their task.
+    submissions: BTreeMap<SubmissionId, u64>,
 }
 
 impl Told {
@@ -285,6 +298,17 @@ impl Told {
         match (request, reply) {
             (Request::Submit { .. }, Reply::Submitted(r)) => {
                 self.tasks.insert(r.task_id);
+            }
+            (Request::SubmitOnce { submission, .. }, Reply::SubmittedOnce(r)) => {
+                self.tasks.insert(r.task_id);
+                if let Some(before) = self.submissions.insert(*submission, r.task_id)
+                    && before != r.task_id
+                {
+                    return Err(format!(
+                        "submission id {submission} answered task {before}, then task {}",
+                        r.task_id
+                    ));
+                }
             }
             (Request::Lease { .. }, Reply::Lease(wire::LeaseReply { lease: Some(grant) })) => {
                 self.grant(grant.task_id, grant.lease_id, grant.expires_at_ms);
@@ -353,6 +377,11 @@ impl Told {
         for (task, refused) in &self.refused {
             if wal.refused.get(task).copied().unwrap_or(0) < *refused {
                 return Err(format!("{refused} refusals of task {task} were reported, the WAL has fewer"));
+            }
+        }
+        for (submission, task) in &self.submissions {
+            if wal.submissions.get(submission) != Some(task) {
+                return Err(format!("submission id {submission} was answered task {task}, not the WAL's"));
             }
         }
         Ok(())
@@ -468,6 +497,8 @@ struct Sim {
     snapshot_write_rate: u64,
     n_steps: u64,
     n_restarts: u64,
+    /// Submissions answered as repeats of one already recorded (a resend after a crash).
+    n_repeated: u64,
     chaos: bool,
 }
 
@@ -484,6 +515,7 @@ impl Sim {
             payload_bytes_max: PAYLOAD_MAX,
             leases_per_worker_max: 2,
             admins: Vec::new(),
+            ..CoordConfig::default()
         };
         let n_workers = 2 + rng.below(5) as usize;
         let mut actors = Vec::new();
@@ -549,6 +581,7 @@ impl Sim {
             snapshot_write_rate,
             n_steps: 0,
             n_restarts: 0,
+            n_repeated: 0,
             chaos: true,
         }
     }
@@ -841,6 +874,7 @@ impl Sim {
         }
         match (&request, reply) {
             (Request::Submit { .. }, Reply::Submitted(_)) => {}
+            (Request::SubmitOnce { .. }, Reply::SubmittedOnce(r)) => self.n_repeated += u64::from(r.repeated),
             (Request::Lease { .. }, Reply::Lease(r)) => match r.lease {
                 Some(grant) => {
                     let work = match a.mode {
@@ -874,7 +908,7 @@ impl Sim {
                     a.holding = None;
                 }
             }
-            (Request::Submit { payload }, Reply::Error(e)) => {
+            (Request::Submit { payload } | Request::SubmitOnce { payload, .. }, Reply::Error(e)) => {
                 assert!(
                     e.code == wire::ERR_PAYLOAD_TOO_LARGE && payload.len() > PAYLOAD_MAX as usize,
                     "seed {}: submission refused: {e:?}",
@@ -958,6 +992,12 @@ impl Sim {
         let size = if self.rng.chance(30) { PAYLOAD_MAX as usize + 1 } else { self.rng.below(9) as usize };
         let bytes = self.submissions_sent.to_le_bytes().iter().copied().cycle().take(size).collect();
         let payload = Payload::new(bytes, &Limits::default()).expect("under the ll limit");
+        if self.rng.chance(500) {
+            // Under a submission id: a resend after a crash must find the first attempt's task.
+            let id = wire::SubmissionId { high: self.seed, low: self.submissions_sent };
+            let submission = SubmissionId::new(id).expect("non-zero");
+            return self.send(0, Request::SubmitOnce { submission, payload });
+        }
         self.send(0, Request::Submit { payload })
     }
 
@@ -1084,10 +1124,10 @@ impl Sim {
     }
 }
 
-fn run_seed(seed: u64, trace: bool) -> Result<(u64, u64, usize), String> {
+fn run_seed(seed: u64, trace: bool) -> Result<(u64, u64, usize, u64), String> {
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut sim = Sim::new(seed, trace);
-        sim.run().map(|()| (sim.n_steps, sim.n_restarts, sim.wal.len()))
+        sim.run().map(|()| (sim.n_steps, sim.n_restarts, sim.wal.len(), sim.n_repeated))
     }));
     match result {
         Ok(outcome) => outcome,
@@ -1112,29 +1152,37 @@ fn env_u64(name: &str) -> Option<u64> {
 fn coordinator_survives_crashes_at_every_step() {
     if let Some(seed) = env_u64("LAVA_COORD_SIM_SEED") {
         match run_seed(seed, true) {
-            Ok((steps, restarts, events)) => {
-                eprintln!("seed {seed}: ok, {steps} steps, {restarts} restarts, {events} WAL events");
+            Ok((steps, restarts, events, repeated)) => {
+                eprintln!(
+                    "seed {seed}: ok, {steps} steps, {restarts} restarts, {events} WAL events, \
+                     {repeated} repeated submissions"
+                );
             }
             Err(problem) => panic!("seed {seed}: {problem}"),
         }
         return;
     }
     let n_seeds = env_u64("LAVA_COORD_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT);
-    let (mut steps, mut restarts, mut events) = (0, 0, 0);
+    let (mut steps, mut restarts, mut events, mut repeated) = (0, 0, 0, 0);
     for seed in 1..=n_seeds {
         match run_seed(seed, false) {
-            Ok((s, r, e)) => {
+            Ok((s, r, e, p)) => {
                 steps += s;
                 restarts += r;
                 events += e;
+                repeated += p;
             }
             Err(problem) => panic!(
                 "seed {seed} failed: {problem}\nreproduce with: LAVA_COORD_SIM_SEED={seed} cargo test -p lava-coord-logic --test sim"
             ),
         }
     }
-    eprintln!("{n_seeds} seeds: {steps} steps, {restarts} coordinator restarts, {events} WAL events");
+    eprintln!(
+        "{n_seeds} seeds: {steps} steps, {restarts} coordinator restarts, {events} WAL events, \
+         {repeated} repeated submissions"
+    );
     assert!(restarts > n_seeds / 2, "the simulation should crash the coordinator often");
+    assert!(repeated > 0, "a resent submission should sometimes find its first attempt recorded");
 }
 
 // Goal: the simulation's shell batches as the daemon's loop does: an answer is

@@ -10,6 +10,8 @@
 //!   which the client presents a credential token from its local sbatchd
 //!   (`lava_net::Credential`) and learns who the coordinator takes it for.
 //! - One XDR struct per message: [`SubmitTask`] (the payload is XDR opaque),
+//!   [`SubmitTaskOnce`] / [`SubmitTaskOnceReply`] (a submission carrying the
+//!   client's [`SubmissionId`], so that its retry creates nothing),
 //!   [`LeaseRequest`] / [`LeaseReply`] (an empty reply when nothing is
 //!   schedulable), [`Heartbeat`] / [`LeaseExtended`], [`TaskOutcome`] for
 //!   complete and fail / [`OutcomeReply`], the read-only queries
@@ -109,11 +111,16 @@ pub enum Operation {
     StatsQuery = 21,
     /// Coordinator → operator: the counters ([`StatsReply`]).
     StatsReply = 22,
+    /// Client → coordinator: submit a task under a submission id ([`SubmitTaskOnce`]).
+    SubmitTaskOnce = 23,
+    /// Coordinator → client: the task id, and whether the id was already recorded
+    /// ([`SubmitTaskOnceReply`]).
+    SubmitTaskOnceReply = 24,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 22] = [
+    pub const ALL: [Operation; 24] = [
         Operation::SubmitTask,
         Operation::SubmitTaskReply,
         Operation::LeaseRequest,
@@ -136,6 +143,8 @@ impl Operation {
         Operation::HelloReply,
         Operation::StatsQuery,
         Operation::StatsReply,
+        Operation::SubmitTaskOnce,
+        Operation::SubmitTaskOnceReply,
     ];
 
     /// The operation a header's opcode names, if any.
@@ -173,6 +182,8 @@ impl Operation {
             Operation::HelloReply => "HELLO_REPLY",
             Operation::StatsQuery => "STATS_QUERY",
             Operation::StatsReply => "STATS_REPLY",
+            Operation::SubmitTaskOnce => "SUBMIT_TASK_ONCE",
+            Operation::SubmitTaskOnceReply => "SUBMIT_TASK_ONCE_REPLY",
         }
     }
 }
@@ -204,6 +215,46 @@ pub struct SubmitTask {
     /// What the worker is handed; the coordinator never looks inside.
     #[serde(with = "lava_xdr::opaque")]
     pub payload: Vec<u8>,
+}
+
+/// A submission id: 128 bits the client chooses once per task it means to submit
+/// (at random) and repeats on every retry of that submission, on any candidate. Never
+/// all zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SubmissionId {
+    /// High 64 bits.
+    pub high: u64,
+    /// Low 64 bits.
+    pub low: u64,
+}
+
+impl std::fmt::Display for SubmissionId {
+    /// 32 hexadecimal digits, as logs and `coordctl` print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}{:016x}", self.high, self.low)
+    }
+}
+
+/// SUBMIT_TASK_ONCE: a task's payload under the client's submission id. A retry with
+/// the same id (by the same user, within the coordinator's window) is answered with the
+/// task the first attempt created, and creates nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitTaskOnce {
+    /// The submission id; the same on every retry.
+    pub submission: SubmissionId,
+    /// What the worker is handed; the coordinator never looks inside.
+    #[serde(with = "lava_xdr::opaque")]
+    pub payload: Vec<u8>,
+}
+
+/// SUBMIT_TASK_ONCE_REPLY: the task is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitTaskOnceReply {
+    /// The task's id (never 0).
+    pub task_id: u64,
+    /// True when the submission id was already recorded: this is the task an earlier
+    /// attempt created, and nothing was created now.
+    pub repeated: bool,
 }
 
 /// SUBMIT_TASK_REPLY: the task is durable in the WAL.
@@ -426,6 +477,8 @@ pub enum Request {
     Hello(Hello),
     /// SUBMIT_TASK.
     Submit(SubmitTask),
+    /// SUBMIT_TASK_ONCE.
+    SubmitOnce(SubmitTaskOnce),
     /// LEASE_REQUEST.
     Lease(LeaseRequest),
     /// HEARTBEAT.
@@ -452,6 +505,7 @@ impl Request {
         match self {
             Request::Hello(_) => Operation::Hello,
             Request::Submit(_) => Operation::SubmitTask,
+            Request::SubmitOnce(_) => Operation::SubmitTaskOnce,
             Request::Lease(_) => Operation::LeaseRequest,
             Request::Heartbeat(_) => Operation::Heartbeat,
             Request::Complete(_) => Operation::CompleteTask,
@@ -469,6 +523,7 @@ impl Request {
         match self {
             Request::Hello(m) => encode_body(m),
             Request::Submit(m) => encode_body(m),
+            Request::SubmitOnce(m) => encode_body(m),
             Request::Lease(m) => encode_body(m),
             Request::Heartbeat(m) => encode_body(m),
             Request::Complete(m) | Request::Fail(m) => encode_body(m),
@@ -485,6 +540,8 @@ pub enum Reply {
     Hello(HelloReply),
     /// SUBMIT_TASK_REPLY.
     Submitted(SubmitTaskReply),
+    /// SUBMIT_TASK_ONCE_REPLY.
+    SubmittedOnce(SubmitTaskOnceReply),
     /// LEASE_REPLY.
     Lease(LeaseReply),
     /// LEASE_EXTENDED.
@@ -516,6 +573,7 @@ impl Reply {
         match self {
             Reply::Hello(_) => Operation::HelloReply,
             Reply::Submitted(_) => Operation::SubmitTaskReply,
+            Reply::SubmittedOnce(_) => Operation::SubmitTaskOnceReply,
             Reply::Lease(_) => Operation::LeaseReply,
             Reply::Extended(_) => Operation::LeaseExtended,
             Reply::Outcome(_) => Operation::OutcomeReply,
@@ -541,6 +599,7 @@ impl Reply {
         match self {
             Reply::Hello(m) => encode_body(m),
             Reply::Submitted(m) => encode_body(m),
+            Reply::SubmittedOnce(m) => encode_body(m),
             Reply::Lease(m) => encode_body(m),
             Reply::Extended(m) => encode_body(m),
             Reply::Outcome(m) => encode_body(m),
@@ -612,6 +671,7 @@ pub fn decode_request(
     Ok(match op {
         Operation::Hello => Request::Hello(decode(op, body, limits)?),
         Operation::SubmitTask => Request::Submit(decode(op, body, limits)?),
+        Operation::SubmitTaskOnce => Request::SubmitOnce(decode(op, body, limits)?),
         Operation::LeaseRequest => Request::Lease(decode(op, body, limits)?),
         Operation::Heartbeat => Request::Heartbeat(decode(op, body, limits)?),
         Operation::CompleteTask => Request::Complete(decode(op, body, limits)?),
@@ -632,6 +692,7 @@ pub fn decode_reply(operation: u32, body: &[u8], limits: &lava_xdr::Limits) -> R
     Ok(match op {
         Operation::HelloReply => Reply::Hello(decode(op, body, limits)?),
         Operation::SubmitTaskReply => Reply::Submitted(decode(op, body, limits)?),
+        Operation::SubmitTaskOnceReply => Reply::SubmittedOnce(decode(op, body, limits)?),
         Operation::LeaseReply => Reply::Lease(decode(op, body, limits)?),
         Operation::LeaseExtended => Reply::Extended(decode(op, body, limits)?),
         Operation::OutcomeReply => Reply::Outcome(decode(op, body, limits)?),
@@ -658,7 +719,7 @@ mod tests {
             assert_eq!(Operation::from_code(op.code()), Some(op), "{}", op.name());
         }
         assert_eq!(Operation::from_code(0), None);
-        assert_eq!(Operation::from_code(23), None);
+        assert_eq!(Operation::from_code(25), None);
     }
 
     // Goal: every request and answer survives encode → decode, and the payload
@@ -671,6 +732,10 @@ mod tests {
         let requests = [
             Request::Hello(Hello { credential: vec![1, 2, 3] }),
             submit,
+            Request::SubmitOnce(SubmitTaskOnce {
+                submission: SubmissionId { high: 1, low: u64::MAX },
+                payload: b"xy".to_vec(),
+            }),
             Request::Lease(LeaseRequest { worker: "w1".into() }),
             Request::Heartbeat(Heartbeat { task_id: 1, lease_id: 2 }),
             Request::Complete(TaskOutcome { task_id: 3, lease_id: 4 }),
@@ -689,6 +754,7 @@ mod tests {
         let replies = [
             Reply::Hello(HelloReply { uid: 65534, user: "nobody".into(), admin: false }),
             Reply::Submitted(SubmitTaskReply { task_id: 1 }),
+            Reply::SubmittedOnce(SubmitTaskOnceReply { task_id: 2, repeated: true }),
             Reply::Lease(LeaseReply { lease: Some(grant) }),
             Reply::Lease(LeaseReply { lease: None }),
             Reply::Extended(LeaseExtended { task_id: 1, lease_id: 2, expires_at_ms: 3 }),

@@ -72,6 +72,8 @@ fn golden_of(op: Operation) -> (u32, fn()) {
         Operation::HelloReply => (20, hello_reply),
         Operation::StatsQuery => (21, stats_query),
         Operation::StatsReply => (22, stats_reply),
+        Operation::SubmitTaskOnce => (23, submit_task_once),
+        Operation::SubmitTaskOnceReply => (24, submit_task_once_reply),
     }
 }
 
@@ -160,6 +162,31 @@ fn submit_task_reply() {
         0000000000000101                            # task_id = 257
     "##;
     check_reply(2, Reply::Submitted(SubmitTaskReply { task_id: TASK_ID }), golden);
+}
+
+// Goal: SUBMIT_TASK_ONCE is the submission id (two unsigned hypers, high first), then the
+// payload as an XDR opaque. Method: golden.
+#[test]
+fn submit_task_once() {
+    let golden = r##"
+        0123456789abcdef                            # submission.high
+        fedcba9876543210                            # submission.low
+        00000005 6a6f623a38 000000                  # payload = 5 bytes
+    "##;
+    let submission = SubmissionId { high: 0x0123_4567_89ab_cdef, low: 0xfedc_ba98_7654_3210 };
+    check_request(23, Request::SubmitOnce(SubmitTaskOnce { submission, payload: b"job:8".to_vec() }), golden);
+    assert_eq!(submission.to_string(), "0123456789abcdeffedcba9876543210");
+}
+
+// Goal: SUBMIT_TASK_ONCE_REPLY is the task id, then whether the id was already recorded.
+// Method: golden.
+#[test]
+fn submit_task_once_reply() {
+    let golden = r##"
+        0000000000000101                            # task_id = 257
+        00000001                                    # repeated = true
+    "##;
+    check_reply(24, Reply::SubmittedOnce(SubmitTaskOnceReply { task_id: TASK_ID, repeated: true }), golden);
 }
 
 // Goal: LEASE_REQUEST keeps its layout. Method: golden.
