@@ -30,7 +30,6 @@
 //! Goals: `jobs_per_s` ≥ 500; with 3 candidates, within 10 % of the single master's
 //! figure (issue 20).
 
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -64,8 +63,7 @@ struct Options {
     keep: bool,
 }
 
-const USAGE: &str =
-    "options: --jobs N, --connections C, --poll-ms MS, --mxj N|!, --candidates N, --keep (keep the cluster folder)";
+const USAGE: &str = "options: --jobs N, --connections C, --poll-ms MS, --mxj N|!, --candidates N, --keep (keep the cluster folder)";
 
 fn parse(args: &[String]) -> anyhow::Result<Options> {
     let mut options = Options {
@@ -109,8 +107,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     }
     let (mbatchds, addr, leader) = if options.candidates >= 2 {
         let candidates = cluster.candidates(options.candidates)?;
-        let daemons: Vec<_> =
-            candidates.iter().map(|(name, _)| cluster.start_candidate(name)).collect::<anyhow::Result<_>>()?;
+        let daemons: Vec<_> = candidates
+            .iter()
+            .map(|(name, _)| cluster.start_candidate(name))
+            .collect::<anyhow::Result<_>>()?;
         let leader = crate::failover_bench::leader(&candidates)?;
         (daemons, candidates[leader].1, leader)
     } else {

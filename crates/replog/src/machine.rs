@@ -573,7 +573,8 @@ mod tests {
         // Candidate 3 restarts from what it made durable: its commit lags (it never wrote
         // the commit of entry 2), yet the leader's heartbeats bring it to the same state.
         let records = std::mem::take(&mut durable[2]);
-        let Some(Record::Hard { commit, .. }) = records.iter().rev().find(|r| matches!(r, Record::Hard { .. }))
+        let Some(Record::Hard { commit, .. }) =
+            records.iter().rev().find(|r| matches!(r, Record::Hard { .. }))
         else {
             panic!("no hard state in {records:?}")
         };
