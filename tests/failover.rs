@@ -102,12 +102,17 @@ impl Rig {
     /// Sends candidate `name` one bodiless STATUS_QUERY frame and returns the answer's
     /// status and body; `None` when it does not answer within a second.
     fn probe(&self, name: &str) -> Option<(u32, Vec<u8>)> {
+        self.probe_flagged(name, 0)
+    }
+
+    /// [`Rig::probe`] with `flags` in the request's header status word.
+    fn probe_flagged(&self, name: &str, flags: u32) -> Option<(u32, Vec<u8>)> {
         let (_, ip) = self.candidates.iter().find(|(n, _)| *n == name).expect("a candidate");
         let addr: SocketAddr = format!("{ip}:{}", self.mbd_port).parse().expect("address");
         let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
         let mut frame = Vec::new();
-        for word in [7, wire::Operation::StatusQuery.code(), wire::BATCH_VERSION, 0, 0] {
+        for word in [7, wire::Operation::StatusQuery.code(), wire::BATCH_VERSION, 0, flags] {
             frame.extend_from_slice(&u32::to_be_bytes(word));
         }
         stream.write_all(&frame).ok()?;
@@ -532,26 +537,91 @@ fn a_follower_names_the_leader_and_a_command_follows_it() {
     rig.all_done_once(&jobs);
 }
 
-// Issue 20: with two of three candidates dead no candidate leads; the one left answers
-// "no master", and the commands say so and give up within their retry bound.
+// Issue 20: with two of three candidates dead no candidate leads. Writes are refused: bsub
+// says there is no master and gives up within its retry bound. Read-only queries are
+// answered by the candidate left from its last applied state, marked: a warning on standard
+// error naming it, its commit index and its last contact with a master, standard output as
+// LSF prints it, exit 0. A follower that knows a leader never answers so (it names the
+// leader), and a query asking for a stale answer is checked as the leader checks it. Once a
+// majority is back, no warning.
 #[test]
-fn without_a_majority_commands_say_there_is_no_master() {
+fn without_a_majority_writes_are_refused_and_queries_answered_marked_stale() {
     let mut rig = Rig::new(&CANDIDATES);
     rig.start_all();
     let _sbatchd = rig.cluster.start_sbatchd("h0");
     let leader = rig.leader();
+    let mut jobs: Vec<u32> = (0..3).map(|_| rig.submit()).collect();
+    rig.all_done_once(&jobs);
     let others: Vec<&str> = CANDIDATES.iter().map(|(name, _)| *name).filter(|name| *name != leader).collect();
+    // A follower that knows the leader names it, stale answer asked for or not.
+    let (status, _) = wait_until("a follower names the leader", Duration::from_secs(30), || {
+        rig.probe_flagged(others[0], wire::REQUEST_ACCEPT_STALE)
+            .filter(|(status, _)| *status == wire::ERR_NOT_MASTER)
+    });
+    assert_eq!(status, wire::ERR_NOT_MASTER);
+
     rig.kill(leader);
     rig.kill(others[0]);
+    let survivor = others[1];
     wait_until("the survivor says there is no master", Duration::from_secs(30), || {
-        let (status, _) = rig.probe(others[1])?;
+        let (status, _) = rig.probe(survivor)?;
         (status == wire::ERR_NO_MASTER).then_some(())
     });
-    for (command, args) in [("bsub", &["sleep", "1"][..]), ("bjobs", &["-a"][..])] {
-        let bin = util::mbatchd_bin().with_file_name(command);
-        let out = rig.cluster.command(bin).args(args).env("LAVA_RETRY_SECS", "3").output().expect("run");
-        let said = text(&out);
-        assert!(!out.status.success(), "{command} succeeded: {said}");
-        assert!(said.contains("no master elected yet among the 3 master candidates"), "{command}: {said}");
+    let command = |cluster: &Cluster, name: &str, args: &[&str], retry_secs: &str| {
+        let bin = util::mbatchd_bin().with_file_name(name);
+        cluster.command(bin).args(args).env("LAVA_RETRY_SECS", retry_secs).output().expect("run")
+    };
+    let out = command(&rig.cluster, "bsub", &["sleep", "1"], "3");
+    assert!(!out.status.success(), "bsub succeeded without a majority: {}", text(&out));
+    assert!(
+        text(&out).contains("no master elected yet among the 3 master candidates"),
+        "bsub: {}",
+        text(&out)
+    );
+    let out = command(&rig.cluster, "bkill", &[&jobs[0].to_string()], "3");
+    assert!(!out.status.success(), "bkill succeeded without a majority: {}", text(&out));
+
+    // bjobs: every job acknowledged before, on standard output; the warning on standard error.
+    let out = command(&rig.cluster, "bjobs", &["-a", "-noheader"], "30");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "bjobs without a majority: {}", text(&out));
+    for job in &jobs {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(&job.to_string()) && l.contains(" DONE ")),
+            "job {job} listed DONE:\n{stdout}"
+        );
     }
+    assert!(!stdout.contains("Warning"), "standard output stays LSF's: {stdout}");
+    let warning = format!(
+        "Warning: no master: answered by master candidate {survivor} from its last applied state (commit index "
+    );
+    assert!(stderr.contains(&warning), "bjobs: {stderr}");
+    assert!(
+        stderr.contains("last in contact with a master ") && stderr.contains("it may be out of date"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("Warning: no master").count(), 1, "one warning: {stderr}");
+    for (name, args) in [("bhosts", &[][..]), ("bqueues", &[][..]), ("badmin", &["showstatus"][..])] {
+        let out = command(&rig.cluster, name, args, "30");
+        assert!(out.status.success(), "{name} without a majority: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&warning), "{name}: {}", text(&out));
+        if name == "badmin" {
+            assert!(String::from_utf8_lossy(&out.stdout).contains("no master)"), "{}", text(&out));
+        }
+    }
+    // A query asking for a stale answer is checked as any: a STATUS_QUERY without a body is refused.
+    let (status, _) = rig.probe_flagged(survivor, wire::REQUEST_ACCEPT_STALE).expect("an answer");
+    assert_eq!(status, wire::ERR_BAD_REQUEST, "a malformed query is refused, not answered");
+
+    // A majority again: no warning, every job, and new ones go on.
+    rig.start(leader);
+    rig.leader();
+    jobs.push(rig.submit());
+    rig.all_done_once(&jobs);
+    let out = command(&rig.cluster, "bjobs", &["-a", "-noheader"], "30");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("Warning"), "no warning with a master: {}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), jobs.len(), "{}", text(&out));
 }
