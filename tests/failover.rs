@@ -625,3 +625,132 @@ fn without_a_majority_writes_are_refused_and_queries_answered_marked_stale() {
     assert!(!text(&out).contains("Warning"), "no warning with a master: {}", text(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), jobs.len(), "{}", text(&out));
 }
+
+// ----- changing the candidates (docs/operations.md, "Adding or removing a candidate") -----
+
+const FOUR: [(&str, &str); 4] =
+    [("h1", "127.0.0.2"), ("h2", "127.0.0.3"), ("h3", "127.0.0.4"), ("h4", "127.0.0.5")];
+const THREE_LATER: [(&str, &str); 3] = [("h2", "127.0.0.3"), ("h3", "127.0.0.4"), ("h4", "127.0.0.5")];
+
+impl Rig {
+    /// Step 1 of the procedure: `systemctl stop` (SIGTERM) of mbatchd on every candidate.
+    fn stop_all(&mut self) {
+        for (name, mut daemon) in std::mem::take(&mut self.mbatchd) {
+            let status = daemon.terminate();
+            assert!(status.success(), "mbatchd on {name} stopped cleanly: {status}\n{}", daemon.log());
+        }
+    }
+
+    /// Step 2: the new `LSF_MASTER_LIST` on every host, and a line in lsf.cluster for each
+    /// candidate (the one test configuration is every host's).
+    fn change_candidates(&mut self, candidates: &'static [(&'static str, &'static str)]) {
+        let mut rows = String::from("h0 ! ! 1 (cs linux) 127.0.0.1\n");
+        for (name, ip) in
+            FOUR.iter().filter(|(name, _)| *name != "h4" || candidates.iter().any(|c| c.0 == "h4"))
+        {
+            rows.push_str(&format!("{name} ! ! 1 (cs linux) {ip}\n"));
+        }
+        self.cluster.write_file(
+            "etc/lsf.cluster.lavacore",
+            &format!(
+                "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
+                 HOSTNAME model type server RESOURCES LAVA_ADDR\n{rows}End Host\n"
+            ),
+        );
+        let list: Vec<&str> = candidates.iter().map(|(name, _)| *name).collect();
+        self.cluster.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{}\"", list.join(" ")));
+        self.candidates = candidates;
+    }
+
+    /// `badmin showstatus` on the leader shows `n` candidates, `leader` leading, and every
+    /// live candidate of `live` holding the same log index (caught up).
+    fn wait_caught_up(&self, leader: &str, live: &[&str], n: usize) {
+        wait_until(&format!("{live:?} caught up under {leader}"), JOB_TIMEOUT, || {
+            let out = run(&self.cluster, "badmin", &["showstatus"]);
+            let said = String::from_utf8_lossy(&out.stdout).into_owned();
+            let block: Vec<&str> =
+                said.lines().skip_while(|l| !l.contains("Master candidates:")).skip(1).take(n).collect();
+            let leads = block.iter().any(|l| {
+                let mut words = l.split_whitespace();
+                words.next() == Some(leader) && words.next() == Some("leader")
+            });
+            let indexes: std::collections::BTreeSet<&str> = block
+                .iter()
+                .filter(|l| live.contains(&l.split_whitespace().next().unwrap_or("")))
+                .filter_map(|l| l.split_whitespace().last())
+                .collect();
+            let listed =
+                block.iter().filter(|l| live.contains(&l.split_whitespace().next().unwrap_or(""))).count();
+            (leads && listed == live.len() && indexes.len() == 1).then_some(())
+        });
+    }
+}
+
+// Goal (issue 20): docs/operations.md's procedure for changing the candidates, followed
+// step by step on a cluster with jobs. Three candidates; a fourth is added (every mbatchd
+// stopped, the new list everywhere, every candidate started, sbatchd restarted): it catches
+// up from the leader. Then the first is removed the same way, and the new one leads once the
+// others are killed or behind it. Every acknowledged job is kept, runs once, and job ids go
+// on after the last.
+#[test]
+fn candidates_are_added_and_removed_by_the_operations_guide() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.start_all();
+    let mut sbatchd = rig.cluster.start_sbatchd("h0");
+    rig.leader();
+    let mut jobs: Vec<u32> = (0..4).map(|_| rig.submit()).collect();
+    rig.all_done_once(&jobs);
+    // A job still running during the change: it goes on and is not run again.
+    let script = format!("sleep 4; echo $LSB_JOBID >> {}", rig.ran.display());
+    let out = run(&rig.cluster, "bsub", &["-m", "h0", "sh", "-c", &script]);
+    assert!(out.status.success(), "bsub: {}", text(&out));
+    jobs.push(submitted_job_id(&String::from_utf8_lossy(&out.stdout)));
+
+    // Adding h4: steps 1 to 4.
+    rig.stop_all();
+    rig.change_candidates(&FOUR);
+    rig.start_all();
+    drop(sbatchd);
+    sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    let last = *jobs.iter().max().expect("jobs");
+    let next = rig.submit();
+    assert!(next > last, "job ids go on after {last}: {next}");
+    jobs.push(next);
+    rig.all_done_once(&jobs);
+    rig.wait_caught_up(leader, &["h1", "h2", "h3", "h4"], 4);
+
+    // Removing h1: the same steps; the three left were up to date (checked just above).
+    jobs.extend((0..2).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+    rig.stop_all();
+    rig.change_candidates(&THREE_LATER);
+    rig.start_all();
+    drop(sbatchd);
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    assert_ne!(leader, "h1", "h1 is no candidate any more");
+    jobs.push(rig.submit());
+    rig.all_done_once(&jobs);
+    rig.wait_caught_up(leader, &["h2", "h3", "h4"], 3);
+
+    // h4 leads once the others are dead or behind it: h2 misses what h3 and h4 commit, then
+    // h3 dies and h2 comes back; h4's log is the newer, so it is elected.
+    rig.kill("h2");
+    let leader = rig.leader();
+    assert_eq!(leader, "h3", "h3 is next in the list");
+    jobs.extend((0..3).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+    rig.wait_caught_up("h3", &["h3", "h4"], 3);
+    rig.kill("h3");
+    rig.start("h2");
+    let leader = rig.leader();
+    assert_eq!(leader, "h4", "the newest candidate leads");
+    let last = *jobs.iter().max().expect("jobs");
+    let next = rig.submit();
+    assert!(next > last, "job ids go on after {last} under h4: {next}");
+    jobs.push(next);
+    rig.all_done_once(&jobs);
+    let out = run(&rig.cluster, "bjobs", &["-a", "-noheader"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), jobs.len(), "{}", text(&out));
+}
