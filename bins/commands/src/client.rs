@@ -28,7 +28,11 @@
 //! [`BACKOFF_DELAY_MS_INITIAL`] and double up to [`BACKOFF_DELAY_MS_MAX`], with
 //! up to a quarter of random jitter so that many waiting commands do not
 //! return in step. LSF's waiting line (`batch system daemon not responding
-//! ... still trying`) is printed once to standard error.
+//! ... still trying`) is printed to standard error before the first retry and again every
+//! [`WAITING_LINE_EVERY_SECS`] of retrying. A command that gives up prints LSF's words for
+//! what failed first (`Connection refused by server`, `Timeout on connect call to server`:
+//! openlava's `lsb_perror`), then which mbatchd and how long it tried
+//! (docs/commands.md, "Talking to mbatchd").
 //!
 //! The bound ([`RetryPolicy::from_env`]):
 //! - `LAVA_RETRY_SECS=N` (ours): give up after N seconds (0: a single attempt);
@@ -104,8 +108,12 @@ pub const REPLY_BODY_BYTES_MAX: u32 = 64 << 20;
 pub const CREDENTIAL_BODY_BYTES_MAX: u32 = 64 << 10;
 /// Largest request body mbatchd accepts (the frame codec's default limit).
 pub const REQUEST_BODY_BYTES_MAX: u32 = BODY_BYTES_MAX_DEFAULT;
-/// LSF's line while mbatchd does not answer (Lava's lsb.comm.c), printed once.
+/// LSF's line while mbatchd does not answer (Lava's lsb.comm.c), printed before retries.
 pub const WAITING_MBD: &str = "batch system daemon not responding ... still trying\n";
+/// The waiting line is printed again before a retry once this many seconds passed since it
+/// was last printed: LSF prints it before each retry, and its retries after a refused
+/// connection are `LSB_API_CONNTIMEOUT` apart (10 s by default); ours start sooner.
+pub const WAITING_LINE_EVERY_SECS: u64 = 10;
 /// Our line, in LSF's words for LIM, while the local sbatchd does not answer.
 pub const WAITING_SBD: &str = "LSF daemon (sbatchd) not responding ... still trying\n";
 
@@ -392,7 +400,8 @@ impl Client {
         let started = Instant::now();
         let deadline = self.retry.time_bound.map(|bound| started + bound);
         let mut delay_ms = BACKOFF_DELAY_MS_INITIAL;
-        let mut noticed = (false, false);
+        // When each daemon's waiting line was last printed.
+        let mut noticed: (Option<Instant>, Option<Instant>) = (None, None);
         let mut n_tries: u32 = 0;
         loop {
             n_tries = n_tries.saturating_add(1);
@@ -419,10 +428,15 @@ impl Client {
             if out_of_tries || remaining == Some(Duration::ZERO) {
                 return Err(ClientError::Unreachable { failure, waited: started.elapsed() });
             }
-            let notice = match failure.daemon {
-                Daemon::Mbatchd => (!std::mem::replace(&mut noticed.0, true)).then_some(WAITING_MBD),
-                Daemon::Sbatchd => (!std::mem::replace(&mut noticed.1, true)).then_some(WAITING_SBD),
+            let (last, line) = match failure.daemon {
+                Daemon::Mbatchd => (&mut noticed.0, WAITING_MBD),
+                Daemon::Sbatchd => (&mut noticed.1, WAITING_SBD),
             };
+            let due = last.is_none_or(|at| at.elapsed() >= Duration::from_secs(WAITING_LINE_EVERY_SECS));
+            let notice = due.then(|| {
+                *last = Some(Instant::now());
+                line
+            });
             if let Some(line) = notice {
                 let _ = io::stderr().lock().write_all(line.as_bytes());
             }
@@ -633,7 +647,7 @@ impl Client {
             AttemptError::Retry(Failure {
                 daemon: Daemon::Mbatchd,
                 detail: format!(
-                    "Cannot connect to mbatchd at {to} (the master): {}",
+                    "{}: cannot connect to mbatchd at {to} (the master)",
                     describe_io(&error, true)
                 ),
             })
@@ -676,7 +690,7 @@ impl Client {
         let (error, address) = last.expect("Endpoints::from_config keeps at least one address");
         Err(AttemptError::Retry(Failure {
             daemon: Daemon::Mbatchd,
-            detail: format!("Cannot connect to mbatchd at {address}: {}", describe_io(&error, true)),
+            detail: format!("{}: cannot connect to mbatchd at {address}", describe_io(&error, true)),
         }))
     }
 }

@@ -1559,6 +1559,7 @@ mod tests {
         assert_eq!(Operation::from_code(41), None);
         assert_eq!(Operation::JobControl.code(), 50);
         assert_eq!(Operation::HistoryQueryReply.code(), 55);
-        assert_eq!(Operation::from_code(56), None);
+        assert_eq!(Operation::StaleState.code(), 56);
+        assert_eq!(Operation::from_code(57), None);
     }
 }
