@@ -603,7 +603,9 @@ fn without_a_majority_writes_are_refused_and_queries_answered_marked_stale() {
         "{stderr}"
     );
     assert_eq!(stderr.matches("Warning: no master").count(), 1, "one warning: {stderr}");
-    for (name, args) in [("bhosts", &[][..]), ("bqueues", &[][..]), ("badmin", &["showstatus"][..])] {
+    for (name, args) in
+        [("bhosts", &[][..]), ("bqueues", &[][..]), ("busers", &["all"][..]), ("badmin", &["showstatus"][..])]
+    {
         let out = command(&rig.cluster, name, args, "30");
         assert!(out.status.success(), "{name} without a majority: {}", text(&out));
         assert!(String::from_utf8_lossy(&out.stderr).contains(&warning), "{name}: {}", text(&out));

@@ -56,7 +56,7 @@
 //! what the command prints when it gives up.
 //!
 //! # Stale answers without a majority
-//! A command that reads only (`bjobs`, `bhosts`, `bqueues`, `badmin showstatus`) calls
+//! A command that reads only (`bjobs`, `busers`, `bhosts`, `bqueues`, `badmin showstatus`) calls
 //! [`Client::accept_stale`]: its JOB_QUERY, HOST_QUERY, QUEUE_QUERY and STATUS_QUERY frames
 //! carry [`wire::REQUEST_ACCEPT_STALE`] in their header. A master candidate that has known
 //! no leader for a while then answers from its last applied state, behind a STALE_STATE

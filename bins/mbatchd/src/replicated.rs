@@ -537,3 +537,16 @@ impl<M> Replicated<M> {
         self.machine.drain()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: a candidate answers stale only after twice the longest election timeout of the
+    // list: 3.6 s for three candidates, 5.2 s for five.
+    #[test]
+    fn stale_answers_wait_out_an_election() {
+        assert_eq!(stale_after(3), Duration::from_millis(3_600));
+        assert_eq!(stale_after(5), Duration::from_millis(5_200));
+    }
+}
