@@ -259,8 +259,9 @@ fn bsub_gives_up_when_mbatchd_stays_down() {
     assert!(stderr.starts_with(WAITING_MBD), "{stderr}");
     assert_eq!(stderr.matches(WAITING_MBD).count(), 1, "{stderr}");
     let last = stderr.lines().last().unwrap_or_default();
+    // LSF's words first (openlava's lsb_perror), then which mbatchd and how long.
     let expected =
-        format!("Cannot connect to mbatchd at 127.0.0.1:{port}: Connection refused by server (gave up after");
+        format!("Connection refused by server: cannot connect to mbatchd at 127.0.0.1:{port} (gave up after");
     assert!(last.starts_with(&expected), "{last}");
     assert!(last.ends_with(" s). Job not submitted."), "{last}");
     assert_eq!(output.status.code(), Some(255));

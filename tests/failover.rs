@@ -102,12 +102,17 @@ impl Rig {
     /// Sends candidate `name` one bodiless STATUS_QUERY frame and returns the answer's
     /// status and body; `None` when it does not answer within a second.
     fn probe(&self, name: &str) -> Option<(u32, Vec<u8>)> {
+        self.probe_flagged(name, 0)
+    }
+
+    /// [`Rig::probe`] with `flags` in the request's header status word.
+    fn probe_flagged(&self, name: &str, flags: u32) -> Option<(u32, Vec<u8>)> {
         let (_, ip) = self.candidates.iter().find(|(n, _)| *n == name).expect("a candidate");
         let addr: SocketAddr = format!("{ip}:{}", self.mbd_port).parse().expect("address");
         let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
         let mut frame = Vec::new();
-        for word in [7, wire::Operation::StatusQuery.code(), wire::BATCH_VERSION, 0, 0] {
+        for word in [7, wire::Operation::StatusQuery.code(), wire::BATCH_VERSION, 0, flags] {
             frame.extend_from_slice(&u32::to_be_bytes(word));
         }
         stream.write_all(&frame).ok()?;
@@ -532,26 +537,222 @@ fn a_follower_names_the_leader_and_a_command_follows_it() {
     rig.all_done_once(&jobs);
 }
 
-// Issue 20: with two of three candidates dead no candidate leads; the one left answers
-// "no master", and the commands say so and give up within their retry bound.
+// Issue 20: with two of three candidates dead no candidate leads. Writes are refused: bsub
+// says there is no master and gives up within its retry bound. Read-only queries are
+// answered by the candidate left from its last applied state, marked: a warning on standard
+// error naming it, its commit index and its last contact with a master, standard output as
+// LSF prints it, exit 0. A follower that knows a leader never answers so (it names the
+// leader), and a query asking for a stale answer is checked as the leader checks it. Once a
+// majority is back, no warning.
 #[test]
-fn without_a_majority_commands_say_there_is_no_master() {
+fn without_a_majority_writes_are_refused_and_queries_answered_marked_stale() {
     let mut rig = Rig::new(&CANDIDATES);
     rig.start_all();
     let _sbatchd = rig.cluster.start_sbatchd("h0");
     let leader = rig.leader();
+    let mut jobs: Vec<u32> = (0..3).map(|_| rig.submit()).collect();
+    rig.all_done_once(&jobs);
     let others: Vec<&str> = CANDIDATES.iter().map(|(name, _)| *name).filter(|name| *name != leader).collect();
+    // A follower that knows the leader names it, stale answer asked for or not.
+    let (status, _) = wait_until("a follower names the leader", Duration::from_secs(30), || {
+        rig.probe_flagged(others[0], wire::REQUEST_ACCEPT_STALE)
+            .filter(|(status, _)| *status == wire::ERR_NOT_MASTER)
+    });
+    assert_eq!(status, wire::ERR_NOT_MASTER);
+
     rig.kill(leader);
     rig.kill(others[0]);
+    let survivor = others[1];
     wait_until("the survivor says there is no master", Duration::from_secs(30), || {
-        let (status, _) = rig.probe(others[1])?;
+        let (status, _) = rig.probe(survivor)?;
         (status == wire::ERR_NO_MASTER).then_some(())
     });
-    for (command, args) in [("bsub", &["sleep", "1"][..]), ("bjobs", &["-a"][..])] {
-        let bin = util::mbatchd_bin().with_file_name(command);
-        let out = rig.cluster.command(bin).args(args).env("LAVA_RETRY_SECS", "3").output().expect("run");
-        let said = text(&out);
-        assert!(!out.status.success(), "{command} succeeded: {said}");
-        assert!(said.contains("no master elected yet among the 3 master candidates"), "{command}: {said}");
+    let command = |cluster: &Cluster, name: &str, args: &[&str], retry_secs: &str| {
+        let bin = util::mbatchd_bin().with_file_name(name);
+        cluster.command(bin).args(args).env("LAVA_RETRY_SECS", retry_secs).output().expect("run")
+    };
+    let out = command(&rig.cluster, "bsub", &["sleep", "1"], "3");
+    assert!(!out.status.success(), "bsub succeeded without a majority: {}", text(&out));
+    assert!(
+        text(&out).contains("no master elected yet among the 3 master candidates"),
+        "bsub: {}",
+        text(&out)
+    );
+    let out = command(&rig.cluster, "bkill", &[&jobs[0].to_string()], "3");
+    assert!(!out.status.success(), "bkill succeeded without a majority: {}", text(&out));
+
+    // bjobs: every job acknowledged before, on standard output; the warning on standard error.
+    let out = command(&rig.cluster, "bjobs", &["-a", "-noheader"], "30");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "bjobs without a majority: {}", text(&out));
+    for job in &jobs {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(&job.to_string()) && l.contains(" DONE ")),
+            "job {job} listed DONE:\n{stdout}"
+        );
     }
+    assert!(!stdout.contains("Warning"), "standard output stays LSF's: {stdout}");
+    let warning = format!(
+        "Warning: no master: answered by master candidate {survivor} from its last applied state (commit index "
+    );
+    assert!(stderr.contains(&warning), "bjobs: {stderr}");
+    assert!(
+        stderr.contains("last in contact with a master ") && stderr.contains("it may be out of date"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("Warning: no master").count(), 1, "one warning: {stderr}");
+    for (name, args) in
+        [("bhosts", &[][..]), ("bqueues", &[][..]), ("busers", &["all"][..]), ("badmin", &["showstatus"][..])]
+    {
+        let out = command(&rig.cluster, name, args, "30");
+        assert!(out.status.success(), "{name} without a majority: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&warning), "{name}: {}", text(&out));
+        if name == "badmin" {
+            assert!(String::from_utf8_lossy(&out.stdout).contains("no master)"), "{}", text(&out));
+        }
+    }
+    // A query asking for a stale answer is checked as any: a STATUS_QUERY without a body is refused.
+    let (status, _) = rig.probe_flagged(survivor, wire::REQUEST_ACCEPT_STALE).expect("an answer");
+    assert_eq!(status, wire::ERR_BAD_REQUEST, "a malformed query is refused, not answered");
+
+    // A majority again: no warning, every job, and new ones go on.
+    rig.start(leader);
+    rig.leader();
+    jobs.push(rig.submit());
+    rig.all_done_once(&jobs);
+    let out = command(&rig.cluster, "bjobs", &["-a", "-noheader"], "30");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("Warning"), "no warning with a master: {}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), jobs.len(), "{}", text(&out));
+}
+
+// ----- changing the candidates (docs/operations.md, "Adding or removing a candidate") -----
+
+const FOUR: [(&str, &str); 4] =
+    [("h1", "127.0.0.2"), ("h2", "127.0.0.3"), ("h3", "127.0.0.4"), ("h4", "127.0.0.5")];
+const THREE_LATER: [(&str, &str); 3] = [("h2", "127.0.0.3"), ("h3", "127.0.0.4"), ("h4", "127.0.0.5")];
+
+impl Rig {
+    /// Step 1 of the procedure: `systemctl stop` (SIGTERM) of mbatchd on every candidate.
+    fn stop_all(&mut self) {
+        for (name, mut daemon) in std::mem::take(&mut self.mbatchd) {
+            let status = daemon.terminate();
+            assert!(status.success(), "mbatchd on {name} stopped cleanly: {status}\n{}", daemon.log());
+        }
+    }
+
+    /// Step 2: the new `LSF_MASTER_LIST` on every host, and a line in lsf.cluster for each
+    /// candidate (the one test configuration is every host's).
+    fn change_candidates(&mut self, candidates: &'static [(&'static str, &'static str)]) {
+        let mut rows = String::from("h0 ! ! 1 (cs linux) 127.0.0.1\n");
+        for (name, ip) in
+            FOUR.iter().filter(|(name, _)| *name != "h4" || candidates.iter().any(|c| c.0 == "h4"))
+        {
+            rows.push_str(&format!("{name} ! ! 1 (cs linux) {ip}\n"));
+        }
+        self.cluster.write_file(
+            "etc/lsf.cluster.lavacore",
+            &format!(
+                "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
+                 HOSTNAME model type server RESOURCES LAVA_ADDR\n{rows}End Host\n"
+            ),
+        );
+        let list: Vec<&str> = candidates.iter().map(|(name, _)| *name).collect();
+        self.cluster.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{}\"", list.join(" ")));
+        self.candidates = candidates;
+    }
+
+    /// `badmin showstatus` on the leader shows `n` candidates, `leader` leading, and every
+    /// live candidate of `live` holding the same log index (caught up).
+    fn wait_caught_up(&self, leader: &str, live: &[&str], n: usize) {
+        wait_until(&format!("{live:?} caught up under {leader}"), JOB_TIMEOUT, || {
+            let out = run(&self.cluster, "badmin", &["showstatus"]);
+            let said = String::from_utf8_lossy(&out.stdout).into_owned();
+            let block: Vec<&str> =
+                said.lines().skip_while(|l| !l.contains("Master candidates:")).skip(1).take(n).collect();
+            let leads = block.iter().any(|l| {
+                let mut words = l.split_whitespace();
+                words.next() == Some(leader) && words.next() == Some("leader")
+            });
+            let indexes: std::collections::BTreeSet<&str> = block
+                .iter()
+                .filter(|l| live.contains(&l.split_whitespace().next().unwrap_or("")))
+                .filter_map(|l| l.split_whitespace().last())
+                .collect();
+            let listed =
+                block.iter().filter(|l| live.contains(&l.split_whitespace().next().unwrap_or(""))).count();
+            (leads && listed == live.len() && indexes.len() == 1).then_some(())
+        });
+    }
+}
+
+// Goal (issue 20): docs/operations.md's procedure for changing the candidates, followed
+// step by step on a cluster with jobs. Three candidates; a fourth is added (every mbatchd
+// stopped, the new list everywhere, every candidate started, sbatchd restarted): it catches
+// up from the leader. Then the first is removed the same way, and the new one leads once the
+// others are killed or behind it. Every acknowledged job is kept, runs once, and job ids go
+// on after the last.
+#[test]
+fn candidates_are_added_and_removed_by_the_operations_guide() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.start_all();
+    let mut sbatchd = rig.cluster.start_sbatchd("h0");
+    rig.leader();
+    let mut jobs: Vec<u32> = (0..4).map(|_| rig.submit()).collect();
+    rig.all_done_once(&jobs);
+    // A job still running during the change: it goes on and is not run again.
+    let script = format!("sleep 4; echo $LSB_JOBID >> {}", rig.ran.display());
+    let out = run(&rig.cluster, "bsub", &["-m", "h0", "sh", "-c", &script]);
+    assert!(out.status.success(), "bsub: {}", text(&out));
+    jobs.push(submitted_job_id(&String::from_utf8_lossy(&out.stdout)));
+
+    // Adding h4: steps 1 to 4.
+    rig.stop_all();
+    rig.change_candidates(&FOUR);
+    rig.start_all();
+    drop(sbatchd);
+    sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    let last = *jobs.iter().max().expect("jobs");
+    let next = rig.submit();
+    assert!(next > last, "job ids go on after {last}: {next}");
+    jobs.push(next);
+    rig.all_done_once(&jobs);
+    rig.wait_caught_up(leader, &["h1", "h2", "h3", "h4"], 4);
+
+    // Removing h1: the same steps; the three left were up to date (checked just above).
+    jobs.extend((0..2).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+    rig.stop_all();
+    rig.change_candidates(&THREE_LATER);
+    rig.start_all();
+    drop(sbatchd);
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    assert_ne!(leader, "h1", "h1 is no candidate any more");
+    jobs.push(rig.submit());
+    rig.all_done_once(&jobs);
+    rig.wait_caught_up(leader, &["h2", "h3", "h4"], 3);
+
+    // h4 leads once the others are dead or behind it: h2 misses what h3 and h4 commit, then
+    // h3 dies and h2 comes back; h4's log is the newer, so it is elected.
+    rig.kill("h2");
+    let leader = rig.leader();
+    assert_eq!(leader, "h3", "h3 is next in the list");
+    jobs.extend((0..3).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+    rig.wait_caught_up("h3", &["h3", "h4"], 3);
+    rig.kill("h3");
+    rig.start("h2");
+    let leader = rig.leader();
+    assert_eq!(leader, "h4", "the newest candidate leads");
+    let last = *jobs.iter().max().expect("jobs");
+    let next = rig.submit();
+    assert!(next > last, "job ids go on after {last} under h4: {next}");
+    jobs.push(next);
+    rig.all_done_once(&jobs);
+    let out = run(&rig.cluster, "bjobs", &["-a", "-noheader"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), jobs.len(), "{}", text(&out));
 }

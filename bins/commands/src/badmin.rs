@@ -140,7 +140,8 @@ pub fn format_showstatus(status: &wire::StatusReply, tz: &TimeZone) -> String {
 
 /// With master candidates (the `candidate.<rank>.<name>` counters of a replicated
 /// mbatchd): who leads, the term, the commit index, and each candidate's role and the log
-/// index it holds as the leader knows it. Empty for a single master.
+/// index it holds as the leader knows it. Empty for a single master. A candidate without a
+/// leader (a stale answer) knows only itself: it says so, and that it is no leader.
 fn candidates_block(status: &wire::StatusReply) -> String {
     let counter = |name: &str| status.counters.iter().find(|c| c.name == name).map(|c| c.value);
     let candidates: Vec<(u64, &str, u64)> = status
@@ -156,13 +157,18 @@ fn candidates_block(status: &wire::StatusReply) -> String {
     }
     let leader = counter("replica.leader").unwrap_or(0);
     let mut out = format!(
-        "   Master candidates:      {} (term {}, commit index {})\n",
-        candidates.len(),
+        "   Master candidates:      {} (term {}, commit index {}{})\n",
+        counter("replica.candidates").unwrap_or(candidates.len() as u64),
         counter("replica.term").unwrap_or(0),
         counter("replica.commit_index").unwrap_or(0),
+        if leader == 0 { ", no master" } else { "" },
     );
     for (rank, name, held) in candidates {
-        let role = if rank == leader { "leader" } else { "follower" };
+        let role = match leader {
+            0 => "candidate",
+            _ if rank == leader => "leader",
+            _ => "follower",
+        };
         out.push_str(&format!("      {name:<20} {role:<9} log index {held}\n"));
     }
     out.push('\n');

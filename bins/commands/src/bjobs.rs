@@ -472,7 +472,11 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
         ),
     };
     let client = match Client::from_env(&config) {
-        Ok(client) => client,
+        Ok(mut client) => {
+            // Without a majority of master candidates, the last applied state, with a warning.
+            client.accept_stale();
+            client
+        }
         Err(error) => {
             term.err(&format!("{error}\n"));
             return false;

@@ -268,7 +268,11 @@ fn run(term: &mut Term, args: Vec<String>) -> bool {
             return false;
         }
     };
-    let jobs = match Client::from_env(&base).and_then(|mut client| bjobs::all_pages(&mut client, query)) {
+    let jobs = match Client::from_env(&base).and_then(|mut client| {
+        // Without a majority of master candidates, the last applied state, with a warning.
+        client.accept_stale();
+        bjobs::all_pages(&mut client, query)
+    }) {
         Ok(jobs) => jobs,
         Err(error) => {
             term.err(&format!("{error}\n"));

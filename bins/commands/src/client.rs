@@ -28,7 +28,11 @@
 //! [`BACKOFF_DELAY_MS_INITIAL`] and double up to [`BACKOFF_DELAY_MS_MAX`], with
 //! up to a quarter of random jitter so that many waiting commands do not
 //! return in step. LSF's waiting line (`batch system daemon not responding
-//! ... still trying`) is printed once to standard error.
+//! ... still trying`) is printed to standard error before the first retry and again every
+//! [`WAITING_LINE_EVERY_SECS`] of retrying. A command that gives up prints LSF's words for
+//! what failed first (`Connection refused by server`, `Timeout on connect call to server`:
+//! openlava's `lsb_perror`), then which mbatchd and how long it tried
+//! (docs/commands.md, "Talking to mbatchd").
 //!
 //! The bound ([`RetryPolicy::from_env`]):
 //! - `LAVA_RETRY_SECS=N` (ours): give up after N seconds (0: a single attempt);
@@ -50,6 +54,15 @@
 //! attempt; a second one counts as a failed attempt). `ERR_NO_MASTER` (no candidate leads:
 //! an election, or no majority) is retried like an unreachable mbatchd, and its words are
 //! what the command prints when it gives up.
+//!
+//! # Stale answers without a majority
+//! A command that reads only (`bjobs`, `busers`, `bhosts`, `bqueues`, `badmin showstatus`) calls
+//! [`Client::accept_stale`]: its JOB_QUERY, HOST_QUERY, QUEUE_QUERY and STATUS_QUERY frames
+//! carry [`wire::REQUEST_ACCEPT_STALE`] in their header. A master candidate that has known
+//! no leader for a while then answers from its last applied state, behind a STALE_STATE
+//! frame; the client prints [`stale_warning`] once on standard error (standard output stays
+//! as LSF prints it) and returns the answer. Writes never carry the flag, and a candidate
+//! that knows a leader redirects as before (docs/operations.md, "Losing a majority").
 //!
 //! # Limits
 //! A reply body may be up to [`REPLY_BODY_BYTES_MAX`] (a `bjobs -a` of a large
@@ -95,8 +108,12 @@ pub const REPLY_BODY_BYTES_MAX: u32 = 64 << 20;
 pub const CREDENTIAL_BODY_BYTES_MAX: u32 = 64 << 10;
 /// Largest request body mbatchd accepts (the frame codec's default limit).
 pub const REQUEST_BODY_BYTES_MAX: u32 = BODY_BYTES_MAX_DEFAULT;
-/// LSF's line while mbatchd does not answer (Lava's lsb.comm.c), printed once.
+/// LSF's line while mbatchd does not answer (Lava's lsb.comm.c), printed before retries.
 pub const WAITING_MBD: &str = "batch system daemon not responding ... still trying\n";
+/// The waiting line is printed again before a retry once this many seconds passed since it
+/// was last printed: LSF prints it before each retry, and its retries after a refused
+/// connection are `LSB_API_CONNTIMEOUT` apart (10 s by default); ours start sooner.
+pub const WAITING_LINE_EVERY_SECS: u64 = 10;
 /// Our line, in LSF's words for LIM, while the local sbatchd does not answer.
 pub const WAITING_SBD: &str = "LSF daemon (sbatchd) not responding ... still trying\n";
 
@@ -228,7 +245,12 @@ pub fn read_from_mbatchd<Q: Serialize, R: DeserializeOwned>(
             return None;
         }
     };
-    match Client::from_env(&config).and_then(|mut client| client.call(request, reply, body)) {
+    let answer = Client::from_env(&config).and_then(|mut client| {
+        // Only the read-only queries among them ask for it (`Client::attempt`).
+        client.accept_stale();
+        client.call(request, reply, body)
+    });
+    match answer {
         Ok(answer) => Some(answer),
         Err(error) => {
             term.err(&format!("{error}\n"));
@@ -317,6 +339,10 @@ pub struct Client {
     sequence: u32,
     /// The candidate the next attempt starts from: the one after the last that failed.
     first_candidate: usize,
+    /// Read-only queries take a candidate's stale answer ([`Client::accept_stale`]).
+    accept_stale: bool,
+    /// The stale answers' warning was printed.
+    stale_warned: bool,
 }
 
 /// How one attempt ended, short of success.
@@ -345,7 +371,14 @@ impl From<ClientError> for AttemptError {
 impl Client {
     /// A client of the daemons at `endpoints`.
     pub fn new(endpoints: Endpoints, retry: RetryPolicy) -> Client {
-        Client { endpoints, retry, sequence: 0, first_candidate: 0 }
+        Client { endpoints, retry, sequence: 0, first_candidate: 0, accept_stale: false, stale_warned: false }
+    }
+
+    /// Read-only queries (JOB_QUERY, HOST_QUERY, QUEUE_QUERY, STATUS_QUERY) of this client take
+    /// the answer of a master candidate without a leader from its last applied state, with a
+    /// warning on standard error (see the module documentation); other requests never do.
+    pub fn accept_stale(&mut self) {
+        self.accept_stale = true;
     }
 
     /// A client of the daemons `config` names, with the retry policy of the environment.
@@ -367,7 +400,8 @@ impl Client {
         let started = Instant::now();
         let deadline = self.retry.time_bound.map(|bound| started + bound);
         let mut delay_ms = BACKOFF_DELAY_MS_INITIAL;
-        let mut noticed = (false, false);
+        // When each daemon's waiting line was last printed.
+        let mut noticed: (Option<Instant>, Option<Instant>) = (None, None);
         let mut n_tries: u32 = 0;
         loop {
             n_tries = n_tries.saturating_add(1);
@@ -394,10 +428,15 @@ impl Client {
             if out_of_tries || remaining == Some(Duration::ZERO) {
                 return Err(ClientError::Unreachable { failure, waited: started.elapsed() });
             }
-            let notice = match failure.daemon {
-                Daemon::Mbatchd => (!std::mem::replace(&mut noticed.0, true)).then_some(WAITING_MBD),
-                Daemon::Sbatchd => (!std::mem::replace(&mut noticed.1, true)).then_some(WAITING_SBD),
+            let (last, line) = match failure.daemon {
+                Daemon::Mbatchd => (&mut noticed.0, WAITING_MBD),
+                Daemon::Sbatchd => (&mut noticed.1, WAITING_SBD),
             };
+            let due = last.is_none_or(|at| at.elapsed() >= Duration::from_secs(WAITING_LINE_EVERY_SECS));
+            let notice = due.then(|| {
+                *last = Some(Instant::now());
+                line
+            });
             if let Some(line) = notice {
                 let _ = io::stderr().lock().write_all(line.as_bytes());
             }
@@ -451,12 +490,30 @@ impl Client {
             })
         };
         let sequence = self.next_sequence();
-        write_frame(&mut stream, request, sequence, &payload).map_err(|e| mbd_failure(&e))?;
-        let (header, answer) =
-            read_frame(&mut stream, REPLY_BODY_BYTES_MAX).map_err(|error| match error {
+        let stale_ok = self.accept_stale && is_read_only(request);
+        let flags = if stale_ok { wire::REQUEST_ACCEPT_STALE } else { 0 };
+        write_frame_with_status(&mut stream, request, sequence, flags, &payload)
+            .map_err(|e| mbd_failure(&e))?;
+        let read = |stream: &mut TcpStream| {
+            read_frame(stream, REPLY_BODY_BYTES_MAX).map_err(|error| match error {
                 FrameReadError::Io(error) => mbd_failure(&error),
                 FrameReadError::Protocol(detail) => AttemptError::Fatal(ClientError::Protocol(detail)),
-            })?;
+            })
+        };
+        let (mut header, mut answer) = read(&mut stream)?;
+        if header.operation == Operation::StaleState.code() {
+            if !stale_ok {
+                return Err(AttemptError::Fatal(ClientError::Protocol(format!(
+                    "mbatchd at {address} answered {} with a stale state it was not asked for",
+                    request.name()
+                ))));
+            }
+            let state: wire::StaleState = decode(&answer, Operation::StaleState)?;
+            (header, answer) = read(&mut stream)?;
+            if !std::mem::replace(&mut self.stale_warned, true) {
+                let _ = io::stderr().lock().write_all(stale_warning(&state).as_bytes());
+            }
+        }
         self.first_candidate = at;
         match Operation::from_code(header.operation) {
             Some(op) if op == reply => Ok(decode(&answer, reply)?),
@@ -590,7 +647,7 @@ impl Client {
             AttemptError::Retry(Failure {
                 daemon: Daemon::Mbatchd,
                 detail: format!(
-                    "Cannot connect to mbatchd at {to} (the master): {}",
+                    "{}: cannot connect to mbatchd at {to} (the master)",
                     describe_io(&error, true)
                 ),
             })
@@ -633,7 +690,7 @@ impl Client {
         let (error, address) = last.expect("Endpoints::from_config keeps at least one address");
         Err(AttemptError::Retry(Failure {
             daemon: Daemon::Mbatchd,
-            detail: format!("Cannot connect to mbatchd at {address}: {}", describe_io(&error, true)),
+            detail: format!("{}: cannot connect to mbatchd at {address}", describe_io(&error, true)),
         }))
     }
 }
@@ -658,10 +715,48 @@ fn describe_io(error: &io::Error, connecting: bool) -> String {
     }
 }
 
+/// Whether `op` is a read-only query that may take a stale answer ([`Client::accept_stale`]).
+fn is_read_only(op: Operation) -> bool {
+    matches!(op, Operation::JobQuery | Operation::HostQuery | Operation::QueueQuery | Operation::StatusQuery)
+}
+
+/// The warning printed once on standard error when a master candidate without a leader
+/// answered from its last applied state: which candidate, the log index of that state, and
+/// how long ago it last knew a master.
+pub fn stale_warning(state: &wire::StaleState) -> String {
+    let index = if state.applied_index >= state.commit_index {
+        format!("commit index {}", state.applied_index)
+    } else {
+        format!("log index {} of commit index {}", state.applied_index, state.commit_index)
+    };
+    let contact = if state.leader_seen_ms_ago == wire::STALE_NEVER {
+        format!("not in contact with a master since it started {} s ago", state.up_ms / 1000)
+    } else {
+        format!("last in contact with a master {} s ago", state.leader_seen_ms_ago / 1000)
+    };
+    format!(
+        "Warning: no master: answered by master candidate {} from its last applied state ({index}), {contact}; \
+         it may be out of date\n",
+        state.host
+    )
+}
+
 /// Writes one frame (header and body in a single write).
 pub fn write_frame(stream: &mut impl Write, op: Operation, sequence: u32, body: &[u8]) -> io::Result<()> {
+    write_frame_with_status(stream, op, sequence, 0, body)
+}
+
+/// Writes one frame whose header's `status` word is `status` (a request's flags:
+/// [`wire::REQUEST_ACCEPT_STALE`]).
+pub fn write_frame_with_status(
+    stream: &mut impl Write,
+    op: Operation,
+    sequence: u32,
+    status: u32,
+    body: &[u8],
+) -> io::Result<()> {
     let length = u32::try_from(body.len()).map_err(|_| io::Error::other("frame body over 4 GiB"))?;
-    let header = FrameHeader { sequence, operation: op.code(), version: BATCH_VERSION, length, status: 0 };
+    let header = FrameHeader { sequence, operation: op.code(), version: BATCH_VERSION, length, status };
     let mut frame = Vec::with_capacity(HEADER_BYTES + body.len());
     header.write(&mut frame);
     frame.extend_from_slice(body);
@@ -775,6 +870,31 @@ mod tests {
         let first = random_request_id().expect("kernel randomness");
         let second = random_request_id().expect("kernel randomness");
         assert_ne!(first, second);
+    }
+
+    // Goal: the stale warning names the candidate, the log index of its state and how old its
+    // last contact with a master is (or that it had none since it started).
+    #[test]
+    fn stale_warning_words() {
+        let mut state = wire::StaleState {
+            host: "h3".into(),
+            applied_index: 57,
+            commit_index: 57,
+            leader_seen_ms_ago: 42_500,
+            up_ms: 90_000,
+        };
+        assert_eq!(
+            stale_warning(&state),
+            "Warning: no master: answered by master candidate h3 from its last applied state (commit index 57), \
+             last in contact with a master 42 s ago; it may be out of date\n"
+        );
+        state.applied_index = 55;
+        state.leader_seen_ms_ago = wire::STALE_NEVER;
+        let said = stale_warning(&state);
+        assert!(said.contains("(log index 55 of commit index 57)"), "{said}");
+        assert!(said.contains("not in contact with a master since it started 90 s ago"), "{said}");
+        assert!(is_read_only(Operation::JobQuery) && !is_read_only(Operation::SubmitJob));
+        assert!(!is_read_only(Operation::Reconfig) && !is_read_only(Operation::AdminControl));
     }
 
     // Goal: yes/no parameters read as LSF's.

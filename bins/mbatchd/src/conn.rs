@@ -96,6 +96,46 @@ pub(crate) enum ConnEvent {
     Read { query: ReadQuery, reply: oneshot::Sender<ReadReply> },
     /// A checked PEEK_JOB (`bpeek`): the loop says where to relay it, or answers it.
     Peek { caller: Caller, request: wire::PeekRequest, reply: oneshot::Sender<peek::Decision> },
+    /// A checked read-only query sent to a master candidate without a leader, asking for a
+    /// stale answer ([`refuse`]): the loop answers it from its last applied state, or
+    /// refuses it as every request to a candidate that does not lead.
+    StaleRead { query: StaleQuery, reply: oneshot::Sender<Result<StaleAnswer, wire::ErrorReply>> },
+}
+
+/// A read-only query a master candidate without a leader may answer from its state.
+#[derive(Debug)]
+pub(crate) enum StaleQuery {
+    /// JOB_QUERY (`bjobs`).
+    Jobs { caller: Caller, query: wire::JobQuery },
+    /// HOST_QUERY, QUEUE_QUERY or STATUS_QUERY (never RECONFIG).
+    Read(ReadQuery),
+}
+
+/// A stale answer: what it is made of (the STALE_STATE frame) and the answer itself.
+#[derive(Debug)]
+pub(crate) struct StaleAnswer {
+    pub(crate) state: wire::StaleState,
+    pub(crate) reply: StaleReply,
+}
+
+/// The answer of a [`StaleQuery`].
+#[derive(Debug)]
+pub(crate) enum StaleReply {
+    /// JOB_QUERY_REPLY (or its refusal).
+    Jobs(ClientReply),
+    /// HOST_QUERY_REPLY, QUEUE_QUERY_REPLY or STATUS_QUERY_REPLY.
+    Read(ReadReply),
+}
+
+/// The operations a master candidate without a leader answers from its state when the
+/// request's header asks for it ([`wire::REQUEST_ACCEPT_STALE`]): the read-only queries.
+fn stale_operation(code: u32) -> Option<Operation> {
+    Operation::from_code(code).filter(|op| {
+        matches!(
+            op,
+            Operation::JobQuery | Operation::HostQuery | Operation::QueueQuery | Operation::StatusQuery
+        )
+    })
 }
 
 /// What every connection task shares.
@@ -166,14 +206,19 @@ pub(crate) async fn serve(
 /// Serves one connection accepted while this master candidate does not lead: reads its
 /// first frame under the same limits as any first frame (deadline, pre-authentication
 /// budget), answers it with `refusal` (ERR_NOT_MASTER naming the leader, or ERR_NO_MASTER)
-/// and closes. Nothing is checked or handed to the loop: a follower serves no one
-/// (docs/protocols/batch.md, "Where LavaCore differs").
+/// and closes. Nothing else is handed to the loop: a follower serves no one
+/// (docs/protocols/batch.md, "Where LavaCore differs"), with one exception: when the
+/// candidate has known no leader for a while (`stale`, [`crate::replicated::stale_after`])
+/// and the first frame is a read-only query whose header accepts a stale answer, the query
+/// is checked as the leader checks it (credential included) and answered from the
+/// candidate's last applied state, behind a STALE_STATE frame ([`stale_read`]).
 pub(crate) async fn refuse(
     stream: TcpStream,
     peer: SocketAddr,
     mut pass: Pass,
     shared: Arc<Shared>,
     refusal: wire::ErrorReply,
+    stale: bool,
 ) {
     let mut framed = FramedConn::new(stream, FRAME_LIMITS, Timeouts::default());
     let within = pass.auth_deadline();
@@ -182,6 +227,14 @@ pub(crate) async fn refuse(
         () = pass.evicted() => None,
     };
     let Some(first) = first else { return };
+    if stale
+        && first.header.status & wire::REQUEST_ACCEPT_STALE != 0
+        && first.header.check_version(BATCH_VERSION).is_ok()
+        && let Some(op) = stale_operation(first.header.operation)
+    {
+        stale_read(framed, &first, op, peer, &shared).await;
+        return;
+    }
     let body = encode(&refusal);
     let reply = header(Operation::RequestFailed, first.header.sequence, refusal.code);
     // sbatchd reads mbatchd's frames authenticated; a command reads them plain.
@@ -192,6 +245,84 @@ pub(crate) async fn refuse(
     };
     if let Err(error) = written {
         tracing::debug!(%peer, "cannot send the not-master answer: {error}");
+    }
+}
+
+/// A read-only query to a master candidate without a leader, asking for a stale answer: checked
+/// as the leader checks it, answered by the loop from the candidate's last applied state as a
+/// STALE_STATE frame then the answer (or refused, should a leader have appeared meanwhile),
+/// and the connection closed (docs/protocols/batch.md, "Where LavaCore differs").
+async fn stale_read(
+    mut framed: FramedConn<TcpStream>,
+    frame: &Frame,
+    op: Operation,
+    peer: SocketAddr,
+    shared: &Shared,
+) {
+    let sequence = frame.header.sequence;
+    let checked = if op == Operation::JobQuery {
+        validate::client_request(op, &frame.body, &shared.auth, system_now_ms()).and_then(|call| match call {
+            ClientCall::Query { caller, query } => Ok(StaleQuery::Jobs { caller, query }),
+            other => Err(Refusal {
+                code: wire::ERR_UNSUPPORTED,
+                message: format!("JOB_QUERY checked as {other:?}"),
+                reason: Reject::Operation,
+                close: true,
+            }),
+        })
+    } else {
+        validate::read_query(op, &frame.body, &shared.auth, system_now_ms()).map(StaleQuery::Read)
+    };
+    let query = match checked {
+        Ok(query) => query,
+        Err(refusal) => {
+            tracing::warn!(%peer, "{} refused: {}", op.name(), refusal.message);
+            shared.counters.reject(refusal.reason);
+            let _ =
+                write_reply(&mut framed, sequence, &ClientReply::error(refusal.code, refusal.message)).await;
+            return;
+        }
+    };
+    let (reply_to, reply) = oneshot::channel();
+    if shared.events.send(ConnEvent::StaleRead { query, reply: reply_to }).await.is_err() {
+        return;
+    }
+    let Ok(answer) = reply.await else { return };
+    let written = match answer {
+        Err(refusal) => {
+            let body = encode(&refusal);
+            framed.write_frame(header(Operation::RequestFailed, sequence, refusal.code), &body).await
+        }
+        Ok(StaleAnswer { state, reply }) => {
+            tracing::debug!(%peer, applied = state.applied_index, "{} answered from this candidate's state", op.name());
+            let marker = encode(&state);
+            match framed.write_frame(header(Operation::StaleState, sequence, 0), &marker).await {
+                Err(error) => Err(error),
+                Ok(()) => match reply {
+                    StaleReply::Jobs(reply) => write_reply(&mut framed, sequence, &reply).await,
+                    StaleReply::Read(reply) => {
+                        let (reply_op, body) = reply.encode();
+                        if body.len() > FRAME_BYTES_MAX as usize {
+                            let message = format!(
+                                "the answer is {} bytes, more than a frame may carry; name fewer hosts or queues",
+                                body.len()
+                            );
+                            write_reply(
+                                &mut framed,
+                                sequence,
+                                &ClientReply::error(wire::ERR_REJECTED, message),
+                            )
+                            .await
+                        } else {
+                            framed.write_frame(header(reply_op, sequence, 0), &body).await
+                        }
+                    }
+                },
+            }
+        }
+    };
+    if let Err(error) = written {
+        tracing::debug!(%peer, "stale answer not delivered: {error}");
     }
 }
 

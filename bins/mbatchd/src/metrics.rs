@@ -109,7 +109,8 @@ pub const RULES: [Rule; 20] = [
         "candidate.",
         Kind::GaugeBy("candidate"),
         "lavacore_mbatchd_candidate_log_index",
-        "On the leader: the log index each master candidate is known to hold (rank.name).",
+        "The log index each master candidate is known to hold (rank.name): on the leader every \
+         candidate's, on another candidate its own.",
     ),
 ];
 

@@ -33,6 +33,14 @@
 //!   and each finish's `lsb.acct` line behind it, after commit, exactly once by replicated
 //!   index ([`crate::derived`]; docs/failover.md, "What each candidate keeps").
 //!
+//! - **Stale answers without a majority.** A candidate that has known no leader for
+//!   [`stale_after`] answers the read-only queries that ask for it (`bjobs`, `bhosts`,
+//!   `bqueues`, `badmin showstatus`) from its state, marked ([`Replicated::stale_state`],
+//!   `conn::refuse`; docs/failover.md, "Queries without a majority"). A follower's state
+//!   holds the committed entries it applied and nothing else: entries reach it only through
+//!   the machine's `Apply` of committed entries or a leader's snapshot, and a leader that
+//!   loses its place starts again from its replica log before it answers anything.
+//!
 //! - **Seeding.** `mbatchd --seed-from DIR` ([`seed`]) makes a single master's state the
 //!   snapshot at index 1 of an empty replica log, once, before the candidates first start
 //!   (docs/failover.md, "Moving a single master to candidates").
@@ -46,7 +54,7 @@ use lava_net::Authenticator;
 use lava_replog::Config;
 use lava_replog::machine::{Application, Machine, Step};
 use lava_shell::replication::{Link, LinkConfig, ReplicaLog};
-use tokio::time::{Interval, MissedTickBehavior};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::ShellError;
 use crate::codec::{EVENT_LIMITS, decode_snapshot_state};
@@ -59,6 +67,16 @@ pub const REPLICA_LOG_NAME: &str = "lsb.replica";
 /// The replicated log's clock: one tick every 100 ms (the first candidate stands for
 /// election after 10 ticks without a leader, each later one 4 ticks more).
 pub const REPLICA_TICK: Duration = Duration::from_millis(100);
+
+/// How long a candidate must have known no leader before it answers queries from its own
+/// state (marked stale): twice the longest election timeout among `n` candidates (3.6 s
+/// for three), so that an election after a leader's death, or a start, is waited out by
+/// the commands' retries and a stale answer means that no majority is up and connected.
+pub(crate) fn stale_after(n: usize) -> Duration {
+    let config = Config::new(1, n as u64);
+    let ticks = config.election_ticks_of(n as u64);
+    REPLICA_TICK * 2 * u32::try_from(ticks).unwrap_or(u32::MAX / 2)
+}
 
 /// Messages from candidates taken in one turn of the loop at most.
 const MESSAGES_TURN_MAX: usize = 1024;
@@ -172,6 +190,12 @@ pub(crate) struct Replicated<M> {
     snapshot_index: u64,
     /// What this candidate's `lsb.events` holds of the log ([`crate::derived`]).
     pub(crate) derived: Derived,
+    /// When this mbatchd opened the log.
+    started: Instant,
+    /// The last turn this candidate knew a leader (itself included), if any since it started.
+    leader_seen: Option<Instant>,
+    /// Since when it knows no leader (`None` while it knows one).
+    no_leader_since: Option<Instant>,
 }
 
 impl<M> std::fmt::Debug for Replicated<M> {
@@ -231,6 +255,9 @@ impl<M> Replicated<M> {
             snapshot_every: snapshot_every.max(1),
             snapshot_index,
             derived,
+            started: Instant::now(),
+            leader_seen: None,
+            no_leader_since: Some(Instant::now()),
         };
         let mut mbd = Mbd::new(config)?;
         replicated.apply_ops(&mut mbd)?;
@@ -417,6 +444,41 @@ impl<M> Replicated<M> {
         Ok(())
     }
 
+    /// After a turn's drains: notes whether this candidate knows a leader now.
+    pub(crate) fn note_leader(&mut self) {
+        let now = Instant::now();
+        if self.machine.leader().is_some() {
+            self.leader_seen = Some(now);
+            self.no_leader_since = None;
+        } else {
+            self.no_leader_since.get_or_insert(now);
+        }
+    }
+
+    /// What a stale answer is made of, when this candidate may give one: it has known no
+    /// leader for [`stale_after`] (a candidate that knows one redirects to it instead). The
+    /// state then holds exactly the committed entries applied through `applied_index`
+    /// (see the module doc).
+    pub(crate) fn stale_state(&self, now: Instant) -> Option<lava_batch_wire::StaleState> {
+        let since = self.no_leader_since?;
+        if self.machine.leader().is_some()
+            || now.saturating_duration_since(since) < stale_after(self.n_candidates())
+        {
+            return None;
+        }
+        let view = self.machine.view();
+        let ms = |earlier: Instant| {
+            u64::try_from(now.saturating_duration_since(earlier).as_millis()).unwrap_or(u64::MAX)
+        };
+        Some(lava_batch_wire::StaleState {
+            host: self.name_of(view.id).unwrap_or("?").to_owned(),
+            applied_index: self.machine.applied(),
+            commit_index: view.commit,
+            leader_seen_ms_ago: self.leader_seen.map_or(lava_batch_wire::STALE_NEVER, ms),
+            up_ms: ms(self.started),
+        })
+    }
+
     /// The address of candidate `id` (where its replication port listens).
     pub(crate) fn addr_of(&self, id: u64) -> Option<std::net::IpAddr> {
         self.candidates.get(usize::try_from(id).ok()?.checked_sub(1)?).map(|(_, addr)| addr.ip())
@@ -434,8 +496,10 @@ impl<M> Replicated<M> {
 
     /// On the leader, the log index each candidate holds, as `candidate.<rank>.<name>`
     /// counters (`badmin showstatus` prints them as the candidates' block).
+    /// A candidate that does not lead knows only its own (a stale `badmin showstatus`).
     pub(crate) fn candidates(&self) -> Vec<(String, u64)> {
-        let progress = self.machine.replica().progress().unwrap_or_default();
+        let view = self.machine.view();
+        let progress = self.machine.replica().progress().unwrap_or_else(|| vec![(view.id, view.last_index)]);
         progress
             .into_iter()
             .filter_map(|(id, held)| Some((format!("candidate.{id}.{}", self.name_of(id)?), held)))
@@ -450,6 +514,7 @@ impl<M> Replicated<M> {
         let log = self.log.stats();
         vec![
             ("replica.candidate", view.id),
+            ("replica.candidates", self.n_candidates() as u64),
             ("replica.term", view.term),
             ("replica.leader", view.leader.unwrap_or(0)),
             ("replica.serving", u64::from(self.machine.is_serving())),
@@ -470,5 +535,18 @@ impl<M> Replicated<M> {
     /// Takes the machine's next steps.
     pub(crate) fn drain(&mut self) -> Vec<Step<M>> {
         self.machine.drain()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: a candidate answers stale only after twice the longest election timeout of the
+    // list: 3.6 s for three candidates, 5.2 s for five.
+    #[test]
+    fn stale_answers_wait_out_an_election() {
+        assert_eq!(stale_after(3), Duration::from_millis(3_600));
+        assert_eq!(stale_after(5), Duration::from_millis(5_200));
     }
 }

@@ -418,7 +418,10 @@ impl Shell {
                 }
                 if !self.serving() {
                     let refusal = self.not_master();
-                    self.tasks.spawn(conn::refuse(stream, peer, pass, Arc::clone(&self.shared), refusal));
+                    let stale =
+                        self.repl.as_ref().is_some_and(|repl| repl.stale_state(Instant::now()).is_some());
+                    let shared = Arc::clone(&self.shared);
+                    self.tasks.spawn(conn::refuse(stream, peer, pass, shared, refusal, stale));
                     return Ok(());
                 }
                 let conn = self.next_conn;
@@ -620,6 +623,11 @@ impl Shell {
                 // The connection may have gone; then nobody needs the answer.
                 let _gone = reply.send(crate::peek::decide(&self.mbd, relay_of, &caller, &request));
             }
+            ConnEvent::StaleRead { query, reply } => {
+                let answer = self.answer_stale(query);
+                // The connection may have gone; then nobody needs the answer.
+                let _gone = reply.send(answer);
+            }
             ConnEvent::Read { query: ReadQuery::Reconfig(caller), reply } => {
                 let answer = self.reconfig(&caller)?;
                 let _gone = reply.send(ReadReply::Reconfig(answer));
@@ -654,6 +662,45 @@ impl Shell {
                 ReadReply::Reconfig(lava_batch_wire::ReconfigReply { applied: false, message: String::new() })
             }
         }
+    }
+
+    /// A read-only query to a master candidate that has known no leader for a while, from
+    /// its last applied state, which holds committed entries only
+    /// ([`Replicated::stale_state`]). Refused as any request to a candidate that does not
+    /// lead when a leader appeared meanwhile (or this candidate serves now: asked again).
+    fn answer_stale(&mut self, query: conn::StaleQuery) -> Result<conn::StaleAnswer, wire::ErrorReply> {
+        if self.serving() {
+            let message = "this master candidate has just become the master; ask again".to_owned();
+            return Err(wire::ErrorReply { code: wire::ERR_TRY_AGAIN, message });
+        }
+        let stale = self.repl.as_ref().and_then(|repl| repl.stale_state(Instant::now()));
+        let Some(state) = stale else { return Err(self.not_master()) };
+        let reply = match query {
+            conn::StaleQuery::Jobs { caller, query } => {
+                // A JOB_QUERY reads the state and changes nothing: its one effect is its
+                // reply (lava-mbd's `query` takes the state by reference); no event is made,
+                // so none is proposed or held here.
+                let mut effects = Vec::new();
+                self.mbd.step(
+                    system_now_ms(),
+                    Input::Query { client: ClientId(0), caller, query },
+                    &mut effects,
+                );
+                match effects.pop() {
+                    Some(Effect::Reply { reply, .. }) if effects.is_empty() => conn::StaleReply::Jobs(reply),
+                    other => {
+                        tracing::error!(
+                            ?other,
+                            "a job query on a candidate without a leader did more than answer"
+                        );
+                        let message = "no master, and this candidate cannot answer from its state".to_owned();
+                        return Err(wire::ErrorReply { code: wire::ERR_NO_MASTER, message });
+                    }
+                }
+            }
+            conn::StaleQuery::Read(query) => conn::StaleReply::Read(self.answer_read(&query)),
+        };
+        Ok(conn::StaleAnswer { state, reply })
     }
 
     /// `badmin reconfig` reads the configuration again from this folder.
@@ -912,6 +959,7 @@ impl Shell {
             }
         }
         if let Some(repl) = self.repl.as_mut() {
+            repl.note_leader();
             repl.after_drains(&self.mbd, &mut self.journal)?;
             repl.maybe_compact(&self.mbd, &mut self.journal).await?;
         }

@@ -272,10 +272,16 @@ The default layout is LSF's:
 
 STAT is `PEND`, `PSUSP`, `RUN`, `USUSP`, `SSUSP`, `DONE`, `EXIT` or `UNKWN`. A named job that
 does not exist is reported as `Job <N> is not found` on standard error; an empty list prints
-`No unfinished job found` (or `No job found`, `No pending job found`, ...) on standard error.",
+`No unfinished job found` (or `No job found`, `No pending job found`, ...) on standard error.
+
+With master candidates (`LSF_MASTER_LIST`) and no majority of them up, a candidate answers from
+its last applied state: the listing as usual, and on standard error `Warning: no master:
+answered by master candidate NAME from its last applied state (commit index N), last in
+contact with a master S s ago; it may be out of date`.",
         exit_status: "\
 @0
-The listing was printed, even if empty (LSF's `LSB_BJOBS_CONSISTENT_EXIT_CODE=N`).
+The listing was printed, even if empty (LSF's `LSB_BJOBS_CONSISTENT_EXIT_CODE=N`), stale
+answers included.
 
 @255
 A named job was not found, the request failed, or a usage error; with

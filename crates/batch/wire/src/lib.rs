@@ -112,6 +112,10 @@ pub enum Operation {
     HistoryQuery = 54,
     /// mbatchd → command: one page of histories ([`HistoryReply`]).
     HistoryQueryReply = 55,
+    /// A master candidate without a leader → command: the answer that follows in the next
+    /// frame is this candidate's last applied state, not a master's ([`StaleState`]; asked
+    /// for with [`REQUEST_ACCEPT_STALE`]). An extension (docs/protocols/batch.md).
+    StaleState = 56,
     /// `bpeek`: a running job's output (commands → mbatchd).
     PeekJob = 70,
     /// The answer to [`Operation::PeekJob`].
@@ -166,7 +170,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 59] = [
+    pub const ALL: [Operation; 60] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -205,6 +209,7 @@ impl Operation {
         Operation::AdminControlReply,
         Operation::HistoryQuery,
         Operation::HistoryQueryReply,
+        Operation::StaleState,
         Operation::PeekJob,
         Operation::PeekJobReply,
         Operation::SbdPeek,
@@ -279,6 +284,7 @@ impl Operation {
             Operation::AdminControlReply => "ADMIN_CONTROL_REPLY",
             Operation::HistoryQuery => "HISTORY_QUERY",
             Operation::HistoryQueryReply => "HISTORY_QUERY_REPLY",
+            Operation::StaleState => "STALE_STATE",
             Operation::PeekJob => "PEEK_JOB",
             Operation::PeekJobReply => "PEEK_JOB_REPLY",
             Operation::SbdPeek => "SBD_PEEK",
@@ -1313,6 +1319,33 @@ pub const ERR_NOT_MASTER: u32 = 7;
 /// is up and connected); the message says which. An extension (docs/protocols/batch.md).
 pub const ERR_NO_MASTER: u32 = 8;
 
+/// A flag of a request's frame header `status` word (0 otherwise in requests): the command
+/// takes a read-only query's answer from a master candidate that has had no leader for a
+/// while, from its last applied state, marked by a [`Operation::StaleState`] frame before
+/// the answer. Only JOB_QUERY, HOST_QUERY, QUEUE_QUERY and STATUS_QUERY may carry it. An
+/// extension (docs/protocols/batch.md).
+pub const REQUEST_ACCEPT_STALE: u32 = 1;
+
+/// STALE_STATE: what the answer that follows it is made of, for the command's warning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleState {
+    /// The master candidate that answers (its name in `LSF_MASTER_LIST`).
+    pub host: String,
+    /// The replicated log's index the state holds every committed entry through (and no
+    /// entry that is not committed).
+    pub applied_index: u64,
+    /// The commit index this candidate knows (at least `applied_index`).
+    pub commit_index: u64,
+    /// Milliseconds since this candidate last knew a leader; [`STALE_NEVER`] when it has
+    /// known none since it started.
+    pub leader_seen_ms_ago: u64,
+    /// Milliseconds since this mbatchd started.
+    pub up_ms: u64,
+}
+
+/// [`StaleState::leader_seen_ms_ago`] of a candidate that has known no leader since it started.
+pub const STALE_NEVER: u64 = u64::MAX;
+
 /// [`HostInfo::status`]: an administrator closed the host (`badmin hclose`).
 pub const HOST_CLOSED_ADM: u32 = 4;
 
@@ -1526,6 +1559,7 @@ mod tests {
         assert_eq!(Operation::from_code(41), None);
         assert_eq!(Operation::JobControl.code(), 50);
         assert_eq!(Operation::HistoryQueryReply.code(), 55);
-        assert_eq!(Operation::from_code(56), None);
+        assert_eq!(Operation::StaleState.code(), 56);
+        assert_eq!(Operation::from_code(57), None);
     }
 }

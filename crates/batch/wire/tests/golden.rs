@@ -99,6 +99,7 @@ fn golden_of(op: Operation) -> (u32, fn()) {
         Operation::AdminControlReply => (53, admin_control_reply),
         Operation::HistoryQuery => (54, history_query),
         Operation::HistoryQueryReply => (55, history_query_reply),
+        Operation::StaleState => (56, stale_state),
         Operation::PeekJob => (70, peek_job),
         Operation::PeekJobReply => (71, peek_job_reply),
         Operation::SbdPeek => (72, sbd_peek),
@@ -1251,6 +1252,26 @@ fn reconfig_reply() {
         00000011 6c73622e7175657565733a333a20626164 000000  # message = "lsb.queues:3: bad"
     "##;
     check("RECONFIG_REPLY", &reply, golden);
+}
+
+// Goal: STALE_STATE keeps its layout. Method: golden of a follower's state, never in contact.
+#[test]
+fn stale_state() {
+    let state = StaleState {
+        host: "h3".into(),
+        applied_index: 41,
+        commit_index: 42,
+        leader_seen_ms_ago: STALE_NEVER,
+        up_ms: 0x1_0000_0003,
+    };
+    let golden = r##"
+        00000002 6833 0000                          # host = "h3"
+        00000000 00000029                           # applied_index = 41
+        00000000 0000002a                           # commit_index = 42
+        ffffffff ffffffff                           # leader_seen_ms_ago = STALE_NEVER
+        00000001 00000003                           # up_ms
+    "##;
+    check("STALE_STATE", &state, golden);
 }
 
 // Goal: REQUEST_FAILED keeps its layout. Method: golden of one refusal.
