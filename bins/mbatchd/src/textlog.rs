@@ -77,15 +77,29 @@ pub fn switch(dir: &Path, name: &str, max_files: Option<u32>) -> io::Result<()> 
     File::open(dir)?.sync_all()
 }
 
+/// The least time between two batches of a text log's writer ([`serve`]): each batch costs
+/// two fsyncs (the text and, for the view, its progress file), and a busy master commits
+/// hundreds of small groups a second. These files are derived, never the truth, so they
+/// may trail the event log by this much (docs/operations.md, "The lsb.events text view").
+pub const PACE: Duration = Duration::from_millis(20);
+
 /// The writer thread's loop: waits for items, takes every item that has arrived and
 /// hands them to `apply` in one batch; while `apply` fails, logs once and tries again
 /// every second with the same items (and those arrived meanwhile). Returns when every
 /// sender is gone and the last batch is applied.
+/// Batches follow each other [`PACE`] apart at least: an item after a quiet spell is
+/// written at once, a busy log gathers what comes meanwhile into one write and one fsync.
 pub fn serve<T>(what: &str, items: &mpsc::Receiver<T>, mut apply: impl FnMut(&[T]) -> io::Result<()>) {
     let mut batch = Vec::new();
     let mut failing = false;
+    let mut last_batch: Option<std::time::Instant> = None;
     while let Ok(item) = items.recv() {
         batch.push(item);
+        if let Some(wait) =
+            last_batch.and_then(|at| (at + PACE).checked_duration_since(std::time::Instant::now()))
+        {
+            std::thread::sleep(wait);
+        }
         batch.extend(items.try_iter());
         loop {
             match apply(&batch) {
@@ -107,6 +121,7 @@ pub fn serve<T>(what: &str, items: &mpsc::Receiver<T>, mut apply: impl FnMut(&[T
             }
         }
         batch.clear();
+        last_batch = Some(std::time::Instant::now());
     }
 }
 

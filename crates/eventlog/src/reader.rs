@@ -166,8 +166,12 @@ impl SegmentReader {
         self.buf.copy_within(self.start..self.end, 0);
         self.end -= self.start;
         self.start = 0;
-        if self.buf.len() < need.max(READ_BUFFER_BYTES) {
-            self.buf.resize(need.max(READ_BUFFER_BYTES), 0);
+        // Never more than what is left before the limit: a reader that catches up on a
+        // few new records (the text view after each commit) must not zero a whole buffer.
+        let left = usize::try_from(self.limit - self.offset).unwrap_or(usize::MAX);
+        let size = need.max(READ_BUFFER_BYTES.min(left));
+        if self.buf.len() < size {
+            self.buf.resize(size, 0);
         }
         while self.end < need {
             let file_offset = self.offset + self.end as u64;
