@@ -372,6 +372,7 @@ impl Shared {
 }
 
 /// Decodes a snapshot's jobs, each sharing what is equal to the job before it.
+#[allow(clippy::vec_box, reason = "each job boxed as the store keeps it (MbdSnapshot::jobs)")]
 fn decode_shared<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<Box<Job>>, D::Error> {
     struct Jobs;
     impl<'de> serde::de::Visitor<'de> for Jobs {
