@@ -3,7 +3,8 @@
 //! JOB_SIGNAL and JOB_STATUS records in `logdir/lsb.events` in LSF's format, where
 //! Snakemake's LSF executor finds them (its awk program's fields); restarts, clean or
 //! `kill -9`, and a view cut back or reset leave every record exactly once; the view
-//! switches to `lsb.events.1` after `MAX_JOB_NUM` finishes, carrying a living job over.
+//! switches to `lsb.events.1` after `MAX_JOB_NUM` finishes, carrying a living job over
+//! (again after a restart).
 
 mod util;
 
@@ -293,7 +294,7 @@ fn switches_after_max_job_num_finishes() {
     // Goal: with MAX_JOB_NUM = 2, the view becomes lsb.events.1 after two finishes and the
     // new lsb.events starts with the records of the job still running (its JOB_NEW), so a
     // reader of lsb.events alone still finds it; its finish lands in the new file.
-    let batch = Batch::start(Some(2));
+    let mut batch = Batch::start(Some(2));
     let long = batch.submit(&["sleep", "600"]);
     batch.wait_status(long, "RUN");
     let short: Vec<u32> = (0..2).map(|_| batch.submit(&["true"])).collect();
@@ -315,6 +316,31 @@ fn switches_after_max_job_num_finishes() {
     );
     let offset: usize = header.lines().next().expect("a header")[1..].parse().expect("#<offset>");
     assert!(header[offset..].lines().all(|line| !line.contains("\"JOB_NEW\"")), "{header}");
+
+    // mbatchd notes where the living jobs' lines are and copies them from the file at the
+    // next switch: after a kill -9 and restart too (noted again by reading the file),
+    // byte for byte, the header again naming the end of what was carried.
+    let long_lines = |batch: &Batch, n: u32| -> Vec<String> {
+        let records = batch.records(n);
+        records.into_iter().filter(|line| fpat_fields(line)[3] == long.to_string()).collect()
+    };
+    let carried = long_lines(&batch, 0);
+    batch.mbatchd.kill();
+    batch.mbatchd = batch.cluster.start_mbatchd();
+    let more: Vec<u32> = (0..2).map(|_| batch.submit(&["true"])).collect();
+    for job in &more {
+        batch.wait_status(*job, "DONE");
+    }
+    wait_until("the second switch", JOB_TIMEOUT, || {
+        (batch.view_path(2).exists() && batch.view_path(0).exists()).then_some(())
+    });
+    let again = long_lines(&batch, 0);
+    assert!(again.starts_with(&carried), "carried again: {again:#?}, first: {carried:#?}");
+    let header = fs::read_to_string(batch.view_path(0)).expect("lsb.events");
+    let offset: usize = header.lines().next().expect("a header")[1..].parse().expect("#<offset>");
+    let (head, rest) = header.split_at(offset);
+    assert!(head.lines().skip(1).all(|line| fpat_fields(line)[3] == long.to_string()), "{header}");
+    assert!(rest.lines().all(|line| !line.contains("\"JOB_NEW\"")), "{header}");
     let out = batch.run("bkill", &[&long.to_string()]);
     assert!(out.status.success(), "bkill: {}", text(&out));
     batch.wait_status(long, "EXIT");

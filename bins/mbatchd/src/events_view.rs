@@ -45,7 +45,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
@@ -436,8 +436,12 @@ struct Writer {
     /// The current file's length and inode.
     length: u64,
     inode: u64,
-    /// The current file's lines of jobs still alive, carried over at a switch.
-    carry: BTreeMap<u32, Vec<String>>,
+    /// Where the current file's lines of jobs still alive are, carried over at a
+    /// switch: (job id, byte offset in the file) → the line's length, newline included.
+    /// Only where they are: the switch reads them back from the file. Holding the lines
+    /// themselves cost mbatchd a JOB_NEW line per pending job (a third of its memory
+    /// with a million pending jobs, docs/benchmarks.md).
+    carry: BTreeMap<(u32, u64), u32>,
     /// Job finishes in the current file.
     finishes: u32,
     /// Where the last catch-up stopped reading the log: the next one reads on from
@@ -526,11 +530,25 @@ impl Writer {
             finishes: 0,
             resume: None,
         };
-        match fs::read(&view) {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                for line in text.lines().filter(|line| !line.starts_with('#') && !line.trim().is_empty()) {
-                    writer.note(&format!("{line}\n"));
+        match File::open(&view) {
+            Ok(file) => {
+                // Read line by line: the file holds every living job's records, and
+                // reading it whole would leave that much freed memory behind.
+                let mut reader = io::BufReader::with_capacity(CHUNK_BYTES, file);
+                let (mut bytes, mut offset) = (Vec::new(), 0u64);
+                loop {
+                    bytes.clear();
+                    let n = reader.read_until(b'\n', &mut bytes)?;
+                    if n == 0 {
+                        break;
+                    }
+                    let line = String::from_utf8_lossy(&bytes);
+                    // A last line without its newline (a file not written here) is not
+                    // carried over.
+                    if !line.starts_with('#') && !line.trim().is_empty() && line.ends_with('\n') {
+                        writer.note(&line, offset, n);
+                    }
+                    offset += n as u64;
                 }
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -546,15 +564,23 @@ impl Writer {
         Ok(writer)
     }
 
-    /// Counts `line` in the current file: carried while its job lives, a finish.
-    fn note(&mut self, line: &str) {
+    /// Counts `line`, `length` bytes at byte `offset` of the current file: carried
+    /// while its job lives, a finish.
+    fn note(&mut self, line: &str, offset: u64, length: usize) {
         if is_finish(line) {
             self.finishes += 1;
         }
         match fate(line) {
-            Fate::Lives(job) => self.carry.entry(job).or_default().push(line.to_owned()),
+            Fate::Lives(job) => {
+                let length = u32::try_from(length).expect("a record line is shorter than 4 GiB");
+                self.carry.insert((job, offset), length);
+            }
             Fate::Ends(job) => {
-                self.carry.remove(&job);
+                let lines: Vec<(u32, u64)> =
+                    self.carry.range((job, 0)..=(job, u64::MAX)).map(|(key, _)| *key).collect();
+                for key in lines {
+                    self.carry.remove(&key);
+                }
             }
             Fate::NoJob => {}
         }
@@ -631,13 +657,15 @@ impl Writer {
         if last <= self.reached {
             return Ok(());
         }
+        let mut offset = self.length;
         if !chunk.is_empty() {
             self.length = textlog::append_durably(&textlog::path(&self.dir, VIEW_NAME, 0), chunk)?;
         }
         self.reached = last;
         self.save_state()?;
         for line in chunk.split_inclusive('\n') {
-            self.note(line);
+            self.note(line, offset, line.len());
+            offset += line.len() as u64;
         }
         self.progress.set(self.reached);
         if self.finishes >= self.max_job_num {
@@ -648,19 +676,42 @@ impl Writer {
 
     /// `lsb.events` → `lsb.events.1`; the new file holds the living jobs' records.
     fn switch(&mut self) -> io::Result<()> {
-        let carried: String = self.carry.values().flatten().map(String::as_str).collect();
+        let view = textlog::path(&self.dir, VIEW_NAME, 0);
         let next = self.dir.join(NEXT_NAME);
         let _ = fs::remove_file(&next);
-        textlog::append_durably(&next, &(header(carried.len()) + &carried))?;
+        // The carried lines are copied from the current file into the next one, job by
+        // job, and their new places noted.
+        let carried_bytes: u64 = self.carry.values().map(|length| u64::from(*length)).sum();
+        let head = header(usize::try_from(carried_bytes).map_err(other)?);
+        let moved = {
+            let current = File::open(&view)?;
+            let file = OpenOptions::new().write(true).create_new(true).open(&next)?;
+            let mut out = io::BufWriter::with_capacity(CHUNK_BYTES, &file);
+            out.write_all(head.as_bytes())?;
+            let mut offset = head.len() as u64;
+            let mut line = Vec::new();
+            let mut moved = BTreeMap::new();
+            for (&(job, at), &length) in &self.carry {
+                line.resize(length as usize, 0);
+                current.read_exact_at(&mut line, at)?;
+                out.write_all(&line)?;
+                moved.insert((job, offset), length);
+                offset += u64::from(length);
+            }
+            out.flush()?;
+            drop(out);
+            file.sync_data()?;
+            moved
+        };
         textlog::switch(&self.dir, VIEW_NAME, None)?;
-        let view = textlog::path(&self.dir, VIEW_NAME, 0);
         fs::rename(&next, &view)?;
+        self.carry = moved;
         File::open(&self.dir)?.sync_all()?;
         let meta = fs::metadata(&view)?;
         (self.length, self.inode) = (meta.len(), meta.ino());
         self.save_state()?;
         self.finishes = 0;
-        tracing::info!(dir = %self.dir.display(), carried = self.carry.len(), "lsb.events view switched to lsb.events.1");
+        tracing::info!(dir = %self.dir.display(), carried_lines = self.carry.len(), "lsb.events view switched to lsb.events.1");
         Ok(())
     }
 }

@@ -5,6 +5,7 @@
 //! `bjobs` output, in a configuration file and in a path component.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::{LlError, NAME_BYTES_MAX};
 
@@ -61,17 +62,26 @@ fn check_name(field: &str, value: &str) -> Result<(), LlError> {
     Ok(())
 }
 
+// A name is shared text (`Arc<str>`, 16 bytes inline): a copy is a reference count, not
+// an allocation. mbatchd holds a user, a queue and a submitting host per job, and the
+// same names again in its indexes; a million pending jobs of one user share one copy of
+// each (docs/benchmarks.md, "A million pending jobs").
 macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Validates `value` as this kind of name; `field` names it in the error.
             pub fn parse(field: &str, value: &str) -> Result<$name, LlError> {
                 check_name(field, value)?;
-                Ok($name(value.to_owned()))
+                Ok($name(Arc::from(value)))
+            }
+
+            /// Whether `self` and `other` are one shared copy (not only equal).
+            pub fn shares(&self, other: &$name) -> bool {
+                Arc::ptr_eq(&self.0, &other.0)
             }
 
             /// The name as text.

@@ -115,7 +115,8 @@ pub struct ProcessIds {
 /// Its submission is kept in two shared parts: `spec` without the environment,
 /// and `env`, the environment variables. The elements of an array share both
 /// (one JOB_NEW makes them all), so a 10,000-element array holds one copy of
-/// its submission, not 10,000. The environment is kept only until the job
+/// its submission, not 10,000; jobs submitted alike one after the other share them
+/// too, and their names (`state::Shared`). The environment is kept only until the job
 /// finishes: it is the largest part of a submission (`bsub` copies the user's
 /// whole environment), NEW_JOB is the only thing that uses it, and a finished
 /// job is never dispatched again. Dropping it in the transition to DONE or

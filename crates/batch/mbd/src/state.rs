@@ -54,8 +54,14 @@ pub struct MbdSnapshot {
     pub last_job_id: u32,
     /// The last submission number given: the JOB_NEWs applied so far.
     pub last_submission: u64,
-    /// Every job in memory, in job-id order.
-    pub jobs: Vec<Job>,
+    /// Every job in memory, in job-id order. Each boxed, as the store keeps an
+    /// unfinished one: a snapshot's copy of the state, and the state a restart decodes
+    /// from one, is then no single allocation the size of every job together (which the
+    /// allocator may keep after it is freed), and a loaded job moves into the store as it is.
+    /// Decoding shares each job's parts with the job before it as it goes ([`Shared`]),
+    /// so a million alike pending jobs do not all hold their own copy until the load.
+    #[serde(deserialize_with = "decode_shared")]
+    pub jobs: Vec<Box<Job>>,
     /// The submissions of cleaned jobs still recognised, in request-id order.
     pub retired_requests: Vec<RetiredRequest>,
     /// Hosts and queues an administrator closed or inactivated (`control`).
@@ -331,6 +337,63 @@ pub(crate) fn refs_after(after_job: u32, after_index: u32) -> (Bound<JobRef>, Bo
     }
 }
 
+/// What a job has in common with the job before it, kept to be shared (not state):
+/// a job whose submission (its command, paths, requirements), environment, user,
+/// queue or submitting host is equal to that of the last job seen holds the same
+/// copy. A user's stream of submissions, often identical but for the environment or
+/// not even that, then costs one copy in memory rather than one per pending job;
+/// the values, and so the state, its snapshot and its events, are the same.
+/// JOB_NEW ([`Store::insert_new`]) and a snapshot's load share alike, so a replayed
+/// state holds no more than the live one did.
+#[derive(Clone, Debug, Default)]
+struct Shared {
+    spec: Option<Arc<SubmitSpec>>,
+    env: Option<Arc<Vec<wire::EnvVar>>>,
+    user: Option<UserName>,
+    queue: Option<QueueName>,
+    from_host: Option<HostName>,
+}
+
+impl Shared {
+    /// Makes `job` share what is equal to the last job's, and remembers its parts.
+    fn share(&mut self, job: &mut Job) {
+        fn one<T: Clone + PartialEq>(last: &mut Option<T>, value: &mut T) {
+            match last {
+                Some(kept) if *kept == *value => *value = kept.clone(),
+                _ => *last = Some(value.clone()),
+            }
+        }
+        one(&mut self.spec, &mut job.spec);
+        one(&mut self.env, &mut job.env);
+        one(&mut self.user, &mut job.user);
+        one(&mut self.queue, &mut job.queue);
+        one(&mut self.from_host, &mut job.from_host);
+    }
+}
+
+/// Decodes a snapshot's jobs, each sharing what is equal to the job before it.
+#[allow(clippy::vec_box, reason = "each job boxed as the store keeps it (MbdSnapshot::jobs)")]
+fn decode_shared<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<Box<Job>>, D::Error> {
+    struct Jobs;
+    impl<'de> serde::de::Visitor<'de> for Jobs {
+        type Value = Vec<Box<Job>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of jobs")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let (mut jobs, mut shared) = (Vec::new(), Shared::default());
+            while let Some(mut job) = seq.next_element::<Box<Job>>()? {
+                shared.share(&mut job);
+                jobs.push(job);
+            }
+            Ok(jobs)
+        }
+    }
+    deserializer.deserialize_seq(Jobs)
+}
+
 /// The durable state plus its indexes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Store {
@@ -341,10 +404,8 @@ pub(crate) struct Store {
     finished: BTreeMap<JobRef, FrozenJob>,
     /// Reused by every freeze (not state).
     scratch: Vec<u8>,
-    /// The environment of the last JOB_NEW applied (not state): the next job whose
-    /// environment is equal shares it, so a user's stream of submissions holds one
-    /// environment in memory, not one per pending job (the snapshot shares them so too).
-    last_env: Option<Arc<Vec<wire::EnvVar>>>,
+    /// The shared parts of the last JOB_NEW applied (not state; see [`Shared`]).
+    last_new: Shared,
     /// The last job id given.
     pub(crate) last_job_id: u32,
     /// The last submission number given (JOB_NEWs applied).
@@ -367,7 +428,7 @@ impl Store {
             control: Control::from_snapshot(snapshot.control),
             ..Store::default()
         };
-        let mut previous: Option<(JobRef, Arc<SubmitSpec>)> = None;
+        let mut shared = Shared::default();
         let mut previous_env: Option<Arc<Vec<wire::EnvVar>>> = None;
         let mut env_as_previous = snapshot.env_as_previous.into_iter().peekable();
         for mut job in snapshot.jobs {
@@ -375,14 +436,6 @@ impl Store {
             if store.contains(id) {
                 return Err(MbdError::Snapshot(format!("job {id} appears twice")));
             }
-            // The elements of an array share their submission in memory; the snapshot
-            // wrote a copy per element, so the copies that are equal are shared again.
-            if let Some((_, spec)) = previous.as_ref().filter(|(before, _)| before.id() == id.id())
-                && *spec == job.spec
-            {
-                job.spec = Arc::clone(spec);
-            }
-            previous = Some((id, Arc::clone(&job.spec)));
             // Environments written once for a run of jobs are shared again.
             if env_as_previous.next_if_eq(&id).is_some() {
                 match previous_env.as_ref() {
@@ -398,6 +451,10 @@ impl Store {
             if !job.env.is_empty() {
                 previous_env = Some(Arc::clone(&job.env));
             }
+            // The elements of an array share their submission in memory, and so may
+            // consecutive jobs (`Shared`); the snapshot wrote a copy per job, so the
+            // copies that are equal are shared again.
+            shared.share(&mut job);
             store.put(id, job);
         }
         if let Some(id) = env_as_previous.next() {
@@ -423,19 +480,21 @@ impl Store {
                 return Err(MbdError::Snapshot(format!("retired request {request_id:?} appears twice")));
             }
         }
-        store.index = store.build_index();
-        store.check().map_err(MbdError::Snapshot)?;
+        store.last_new = shared;
+        // The index is what checking the jobs builds: built once, with no second copy
+        // to compare it with (a million jobs' worth of memory the allocator may keep).
+        store.index = store.checked_index().map_err(MbdError::Snapshot)?;
         Ok(store)
     }
 
     pub(crate) fn snapshot(&self) -> MbdSnapshot {
         // A requeue kill is listed beside the jobs (`requeue_kills`), not in them.
-        let mut jobs: Vec<(JobRef, Job)> = self
+        let mut jobs: Vec<(JobRef, Box<Job>)> = self
             .live
             .iter()
-            .map(|(id, job)| (*id, Job { requeue_hold: None, ..job.as_ref().clone() }))
+            .map(|(id, job)| (*id, Box::new(Job { requeue_hold: None, ..job.as_ref().clone() })))
             .collect();
-        jobs.extend(self.finished.iter().map(|(id, frozen)| (*id, frozen.thaw())));
+        jobs.extend(self.finished.iter().map(|(id, frozen)| (*id, Box::new(frozen.thaw()))));
         jobs.sort_unstable_by_key(|(id, _)| *id);
         let mut env_as_previous = Vec::new();
         let mut previous: Option<Arc<Vec<wire::EnvVar>>> = None;
@@ -467,13 +526,13 @@ impl Store {
     }
 
     /// Files `job` under `id`: unfinished jobs as they are, finished ones frozen.
-    fn put(&mut self, id: JobRef, job: Job) {
+    fn put(&mut self, id: JobRef, job: Box<Job>) {
         if job.status.is_finished() {
             self.live.remove(&id);
             self.finished.insert(id, FrozenJob::freeze(&job, &mut self.scratch));
         } else {
             self.finished.remove(&id);
-            self.live.insert(id, Box::new(job));
+            self.live.insert(id, job);
         }
     }
 
@@ -623,14 +682,6 @@ impl Store {
         self.live.len() + self.finished.len()
     }
 
-    fn build_index(&self) -> Index {
-        let mut index = Index::default();
-        for (id, job) in self.all_jobs() {
-            index.add(id, &job);
-        }
-        index
-    }
-
     /// Applies one event: the only way durable state changes.
     pub(crate) fn apply(&mut self, event: &Event) -> Result<(), MbdError> {
         let fail = |problem: String| MbdError::Apply { event: event.name(), job: event.job(), problem };
@@ -688,7 +739,7 @@ impl Store {
                 self.index.remove(id, &job);
                 let result = job.apply(event, self.last_submission).map_err(fail);
                 self.index.add(id, &job);
-                self.put(id, job);
+                self.put(id, Box::new(job));
                 result
             }
         }
@@ -742,20 +793,24 @@ impl Store {
         let array = ArraySpec::parse(&record.spec.request().job_name).ok().flatten();
         self.last_submission += 1;
         let mut job = Job::new(record, dependency, self.last_submission);
-        match &self.last_env {
-            Some(env) if **env == *job.env => job.env = Arc::clone(env),
-            _ => self.last_env = Some(Arc::clone(&job.env)),
+        // The names the indexes already hold for other jobs are shared with them.
+        if let Some((user, _)) = self.index.pending_per_user.get_key_value(&job.user) {
+            job.user = user.clone();
         }
+        if let Some((queue, _)) = self.index.pending.get_key_value(&job.queue) {
+            job.queue = queue.clone();
+        }
+        self.last_new.share(&mut job);
         self.last_job_id = id.id();
         let Some(array) = array else {
             self.index.add(id, &job);
-            self.put(id, job);
+            self.put(id, Box::new(job));
             return;
         };
         for index in array.indexes() {
             let element = job.element(JobRef::new(id.id(), index).expect("a job's id is not 0"));
             self.index.add(element.job, &element);
-            self.put(element.job, element);
+            self.put(element.job, Box::new(element));
         }
     }
 
@@ -784,6 +839,16 @@ impl Store {
 
     /// Every durable invariant: each job's own, ids, and the indexes.
     pub(crate) fn check(&self) -> Result<(), String> {
+        let rebuilt = self.checked_index()?;
+        if rebuilt != self.index {
+            return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
+        }
+        Ok(())
+    }
+
+    /// The indexes rebuilt from the jobs, once every invariant but the kept indexes'
+    /// agreement with them holds (see [`Store::check`]).
+    fn checked_index(&self) -> Result<Index, String> {
         // One pass, so that each finished job is decoded once.
         let mut rebuilt = Index::default();
         for (id, job) in self.all_jobs() {
@@ -812,19 +877,25 @@ impl Store {
         if self.live.keys().any(|id| self.finished.contains_key(id)) {
             return Err("a job is kept both unfinished and finished".to_owned());
         }
-        if let Some(pair) = self.index.by_request.iter().collect::<Vec<_>>().windows(2).find(|pair| {
-            pair[0].0 == pair[1].0 && (pair[0].1.id() != pair[1].1.id() || pair[0].1.index() == 0)
-        }) {
-            return Err(format!("jobs {} and {} share a submission request id", pair[0].1, pair[1].1));
+        if let Some((a, b)) = rebuilt
+            .by_request
+            .iter()
+            .zip(rebuilt.by_request.iter().skip(1))
+            .find(|(a, b)| a.0 == b.0 && (a.1.id() != b.1.id() || a.1.index() == 0))
+        {
+            return Err(format!("jobs {} and {} share a submission request id", a.1, b.1));
         }
-        // One submission number per submission (an array's elements share theirs).
-        let mut seqs = BTreeMap::new();
-        for (seq, id) in &self.index.by_seq {
-            if *seqs.entry(*seq).or_insert(id.id()) != id.id() {
-                return Err(format!("job {id} shares submission number {seq} with another job"));
-            }
+        // One submission number per submission (an array's elements share theirs): the
+        // jobs of one number are neighbours in `by_seq`.
+        if let Some((_, (seq, id))) = rebuilt
+            .by_seq
+            .iter()
+            .zip(rebuilt.by_seq.iter().skip(1))
+            .find(|(a, b)| a.0 == b.0 && a.1.id() != b.1.id())
+        {
+            return Err(format!("job {id} shares submission number {seq} with another job"));
         }
-        if let Some((seq, id)) = self.index.by_seq.last()
+        if let Some((seq, id)) = rebuilt.by_seq.last()
             && *seq == self.last_submission
             && id.id() != self.last_job_id
         {
@@ -833,12 +904,9 @@ impl Store {
                 self.last_job_id
             ));
         }
-        if rebuilt != self.index {
-            return Err(format!("indexes drifted: kept {:?}, rebuilt {:?}", self.index, rebuilt));
-        }
         for (request_id, retired) in &self.retired {
             let id = retired.job;
-            if retired.request_id != *request_id || self.index.jobs_of_request(*request_id).next().is_some() {
+            if retired.request_id != *request_id || rebuilt.jobs_of_request(*request_id).next().is_some() {
                 return Err(format!("retired request {request_id:?} is filed wrongly or still has a job"));
             }
             // After a wrap, a later job may have the cleaned job's id.
@@ -851,6 +919,6 @@ impl Store {
         if by_time != self.retired_by_time {
             return Err("the retired requests' expiry order drifted".to_owned());
         }
-        Ok(())
+        Ok(rebuilt)
     }
 }

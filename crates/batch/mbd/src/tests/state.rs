@@ -332,3 +332,33 @@ fn corrupt_records_are_refused_on_decode() {
     let good = lava_xdr::to_bytes(&wref(7)).expect("encodes");
     assert_eq!(lava_xdr::from_bytes::<JobRef>(&good, &limits).ok(), Some(jref(7)));
 }
+
+// Goal: jobs submitted alike hold one copy of their submission and of their names in
+// memory, whether applied live, replayed from the log or loaded from a snapshot (so a
+// restart holds no more than the live run did); a job that differs keeps its own, and
+// sharing changes no value: the snapshots are equal.
+#[test]
+fn alike_submissions_are_shared_live_replayed_and_loaded() {
+    let mut h = Harness::new();
+    for id in 1..=3 {
+        h.step(submit(id, id, "alice", request()));
+    }
+    let mut other = request();
+    other.command = "sleep 1".into();
+    h.step(submit(4, 4, "alice", other));
+    h.step(submit(5, 5, "bob", request()));
+    let replayed = replay_owned(&config(), &h.log);
+    let loaded = Mbd::from_snapshot(config(), xdr_round_trip(&h.mbd.snapshot())).expect("loads");
+    for (what, mbd) in [("live", &h.mbd), ("replayed", &replayed), ("loaded", &loaded)] {
+        let job = |id| mbd.job(jref(id)).expect("job").into_owned();
+        let (first, third, fourth, fifth) = (job(1), job(3), job(4), job(5));
+        assert!(Arc::ptr_eq(&first.spec, &third.spec), "{what}: one submission for alike jobs");
+        assert!(!Arc::ptr_eq(&third.spec, &fourth.spec), "{what}: a different command is its own");
+        assert!(Arc::ptr_eq(&fourth.env, &fifth.env), "{what}: one environment");
+        assert!(first.user.shares(&fourth.user), "{what}: one copy of the user's name");
+        assert!(!first.user.shares(&fifth.user), "{what}: another user");
+        assert!(first.queue.shares(&fifth.queue), "{what}: one copy of the queue's name");
+        assert!(first.from_host.shares(&fifth.from_host), "{what}: one copy of the host's name");
+        assert_eq!(mbd.snapshot(), h.mbd.snapshot(), "{what}: the same state");
+    }
+}
