@@ -26,10 +26,10 @@
 //! ```text
 //! coord_cycle shape=sequential workers=4 pipelined=0 cycles=... secs=... cycles_per_s=...
 //!     records_per_cycle=... fsyncs_per_cycle=... records_per_fsync=...
-//!     server_cpu_us_per_cycle=... client_cpu_us_per_cycle=...
+//!     server_cpu_us_per_cycle=... client_cpu_us_per_cycle=... commit_us_mean=...
 //! beanstalkd_cycle shape=sequential workers=4 pipelined=0 ... (the same keys) binlog_fsync=every_write
 //! coord_vs_beanstalkd shape=sequential workers=4 rounds=... coord_cycles_per_s=... beanstalkd_cycles_per_s=...
-//!     ratio=... server_cpu_ratio=... (medians)
+//!     ratio=... server_cpu_ratio=... (medians) lone_fsync_us=... loadavg=...
 //! coord_submit submitters=64 batch=1 tasks=... secs=... tasks_per_s=... events_per_fsync=... server_cpu_us_per_task=...
 //! coord_restart wal_entries=... log_bytes=... write_secs=... secs_to_serving=... tasks=...
 //! ```
@@ -39,7 +39,12 @@
 //! `-f 0` each binlog write is followed by its own fsync). `events_per_fsync` of `submit`
 //! comes from the coordinator's closing log line. The CPU figures (user plus system time of
 //! the server's process from `/proc/PID/stat`, and of this one's client threads, per cycle)
-//! say where the time goes on a machine shared with other work.
+//! say where the time goes on a machine shared with other work. `commit_us_mean` is the
+//! coordinator's mean group commit during the run (STATS `wal.group_commit_us_mean`);
+//! `lone_fsync_us` the median of 200 lone 100-byte writes each followed by `fdatasync`,
+//! probed in the temporary folder before each round, and `loadavg` the 1-minute load
+//! average at the end: the disk and the machine the ratio was measured on (docs/benchmarks.md,
+//! "What bounds the ratio").
 //!
 //! Goals (issue 6): cycles_per_s ≥ 20,000; tasks_per_s ≥ 50,000; 10,000,000 WAL entries
 //! serving within 5 s. Issue 21: the sequential shape at ≥ 2 × beanstalkd's figure of the
@@ -335,6 +340,8 @@ struct CycleRun {
     /// Records the server made durable, and its fsyncs, during the run.
     records: f64,
     fsyncs: f64,
+    /// The coordinator's mean group commit (write and fdatasync) during the run, in µs.
+    commit_us: Option<f64>,
 }
 
 impl CycleRun {
@@ -344,7 +351,7 @@ impl CycleRun {
 
     fn print(&self, name: &str, shape: Shape, extra: &str) {
         let cycles = self.cycles as f64;
-        println!(
+        print!(
             "{name} shape={} workers={} pipelined={} cycles={} secs={:.2} cycles_per_s={:.0} \
              records_per_cycle={:.2} fsyncs_per_cycle={:.3} records_per_fsync={:.1} \
              server_cpu_us_per_cycle={:.1} client_cpu_us_per_cycle={:.1}{extra}",
@@ -360,6 +367,10 @@ impl CycleRun {
             self.server_cpu_s * 1e6 / cycles,
             self.client_cpu_s * 1e6 / cycles,
         );
+        if let Some(us) = self.commit_us {
+            print!(" commit_us_mean={us:.0}");
+        }
+        println!();
     }
 }
 
@@ -367,8 +378,9 @@ fn cycle(options: &Options) -> anyhow::Result<()> {
     let beanstalkd = beanstalkd_binary();
     for shape in shapes(options) {
         // Alternated, so that both servers meet the same moments of a shared machine.
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let (mut ours, mut theirs, mut disk) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..options.rounds {
+            disk.push(lone_fsync_us()?);
             let run = coord_cycle(options, shape)?;
             run.print("coord_cycle", shape, "");
             ours.push(run);
@@ -391,9 +403,11 @@ fn cycle(options: &Options) -> anyhow::Result<()> {
         };
         let rate = |run: &CycleRun| run.rate();
         let cpu = |run: &CycleRun| run.server_cpu_s / run.cycles as f64;
+        disk.sort_by(f64::total_cmp);
         println!(
             "coord_vs_beanstalkd shape={} workers={} rounds={} coord_cycles_per_s={:.0} \
-             beanstalkd_cycles_per_s={:.0} ratio={:.2} server_cpu_ratio={:.2}",
+             beanstalkd_cycles_per_s={:.0} ratio={:.2} server_cpu_ratio={:.2} lone_fsync_us={:.0} \
+             loadavg={}",
             shape.name(),
             shape.workers,
             options.rounds,
@@ -401,20 +415,71 @@ fn cycle(options: &Options) -> anyhow::Result<()> {
             median(&theirs, rate),
             median(&ours, rate) / median(&theirs, rate),
             median(&ours, cpu) / median(&theirs, cpu),
+            disk[disk.len() / 2],
+            load_average(),
         );
     }
     Ok(())
 }
 
-/// The WAL's appends and fsyncs so far, from the coordinator's STATS.
-fn wal_counters(client: &mut Client) -> anyhow::Result<(f64, f64)> {
+/// The WAL's figures so far, from the coordinator's STATS.
+struct WalCounters {
+    appends: f64,
+    fsyncs: f64,
+    /// Group commits, and their total time in µs.
+    commits: f64,
+    commit_us: f64,
+}
+
+/// The WAL's appends, fsyncs and group commits so far, from the coordinator's STATS.
+fn wal_counters(client: &mut Client) -> anyhow::Result<WalCounters> {
     let stats = client.stats()?;
-    let get =
-        |name: &str| stats.iter().find(|counter| counter.name == name).map(|counter| counter.value as f64);
-    Ok((
-        get("wal.appends").context("STATS has wal.appends")?,
-        get("wal.fsyncs").context("STATS has wal.fsyncs")?,
-    ))
+    let get = |name: &str| {
+        stats
+            .iter()
+            .find(|counter| counter.name == name)
+            .map(|counter| counter.value as f64)
+            .with_context(|| format!("STATS has {name}"))
+    };
+    let commits = get("wal.group_commits")?;
+    Ok(WalCounters {
+        appends: get("wal.appends")?,
+        fsyncs: get("wal.fsyncs")?,
+        commits,
+        commit_us: get("wal.group_commit_us_mean")? * commits,
+    })
+}
+
+/// The median time of a lone 100-byte write and `fdatasync` into preallocated space of a
+/// file in the temporary folder (where both servers keep their logs), in µs: how slow the
+/// disk is right now, which decides how much group commit is worth against beanstalkd's
+/// fsync per record.
+fn lone_fsync_us() -> anyhow::Result<f64> {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    const ROUNDS: u64 = 200;
+    const RECORD: [u8; 100] = [7; 100];
+    let dir = tempfile::Builder::new().prefix("lavacore-bench-fsync-").tempdir()?;
+    let mut file = fs::File::create(dir.path().join("probe"))?;
+    file.write_all(&vec![0; (ROUNDS as usize + 1) * RECORD.len()])?;
+    file.sync_all()?;
+    let mut times = Vec::with_capacity(ROUNDS as usize);
+    for i in 0..ROUNDS {
+        let started = Instant::now();
+        file.write_at(&RECORD, i * RECORD.len() as u64)?;
+        file.sync_data()?;
+        times.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// The 1-minute load average (`/proc/loadavg`), or `?`.
+fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 fn coord_cycle(options: &Options, shape: Shape) -> anyhow::Result<CycleRun> {
@@ -466,12 +531,12 @@ fn coord_cycle(options: &Options, shape: Shape) -> anyhow::Result<CycleRun> {
     };
     let body = if shape.pipelined { pipelined } else { sequential };
     let mut probe = Client::connect(&endpoint)?;
-    let (appends, fsyncs) = wal_counters(&mut probe)?;
+    let before = wal_counters(&mut probe)?;
     let (server_cpu, client_cpu) = (cpu_secs(&running.coordinator.pid()), cpu_secs("self"));
     let (cycles, secs) = run_threads(shape.workers, options.secs, &endpoint, body)?;
     let server_cpu_s = cpu_secs(&running.coordinator.pid()) - server_cpu;
     let client_cpu_s = cpu_secs("self") - client_cpu;
-    let (appends_after, fsyncs_after) = wal_counters(&mut probe)?;
+    let after = wal_counters(&mut probe)?;
     let counts = probe.counts()?;
     if counts.completed != cycles {
         bail!("{cycles} cycles finished but the coordinator counts {} completed", counts.completed);
@@ -481,8 +546,9 @@ fn coord_cycle(options: &Options, shape: Shape) -> anyhow::Result<CycleRun> {
         secs,
         server_cpu_s,
         client_cpu_s,
-        records: appends_after - appends,
-        fsyncs: fsyncs_after - fsyncs,
+        records: after.appends - before.appends,
+        fsyncs: after.fsyncs - before.fsyncs,
+        commit_us: Some((after.commit_us - before.commit_us) / (after.commits - before.commits).max(1.0)),
     })
 }
 
@@ -694,7 +760,15 @@ fn beanstalkd_cycle(binary: &Path, options: &Options, shape: Shape) -> anyhow::R
         bail!("{cycles} cycles finished but beanstalkd counts {deleted} deletes");
     }
     // `-f 0`: each binlog write is followed by its own fsync.
-    Ok(CycleRun { cycles, secs, server_cpu_s, client_cpu_s, records: written, fsyncs: written })
+    Ok(CycleRun {
+        cycles,
+        secs,
+        server_cpu_s,
+        client_cpu_s,
+        records: written,
+        fsyncs: written,
+        commit_us: None,
+    })
 }
 
 fn submit(options: &Options) -> anyhow::Result<()> {
