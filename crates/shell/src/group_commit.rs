@@ -25,7 +25,7 @@
 //! fsyncs per round of requests, each request waiting up to two of them.
 //! [`GroupCommit::commit`] takes the caller's count of clients it expects back soon (those
 //! whose answers just went out): while some are expected, it waits for them, at most a
-//! gather window after the first record not yet committed (the commits' recent mean time,
+//! gather window after the first record not yet committed ([`GATHER_FACTOR`] times the commits' recent mean time,
 //! at most [`GATHER_MAX`]; no wait when that is under [`GATHER_MIN`]), on a precise timer (a timerfd; tokio's timers
 //! tick in milliseconds). When nobody more is expected, or the window ended
 //! ([`GroupCommit::next`] watches the timer), it commits: on the caller's thread when the
@@ -114,6 +114,10 @@ pub const NO_SPACE_RETRY: Duration = Duration::from_secs(1);
 /// this on average, it does not wait for anyone (company saves little there, and the wait
 /// and its timer cost more).
 pub const GATHER_MIN: Duration = Duration::from_micros(50);
+/// The gather window of [`GroupCommit::commit`] in commits' mean times: a round's
+/// turnaround (answers out, next requests in) is about one commit long on a fast disk, so a
+/// window of one commit split the rounds (docs/benchmarks.md, "What bounds the ratio").
+pub const GATHER_FACTOR: u32 = 2;
 /// The longest gather window of [`GroupCommit::commit`]: a slow disk does not make
 /// records wait longer than this for company.
 pub const GATHER_MAX: Duration = Duration::from_millis(2);
@@ -416,8 +420,8 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
         Ok(false)
     }
 
-    /// How long [`commit`](Self::commit) waits for expected clients at most: the recent
-    /// mean time of a commit, at most [`GATHER_MAX`]; zero (no waiting) while that mean is
+    /// How long [`commit`](Self::commit) waits for expected clients at most:
+    /// [`GATHER_FACTOR`] times the recent mean time of a commit, at most [`GATHER_MAX`]; zero (no waiting) while that mean is
     /// under [`GATHER_MIN`] or no commit was timed yet. Waiting that long
     /// for a client costs the records already there about what the client would wait if
     /// it came just after the commit started.
@@ -427,7 +431,7 @@ impl<E: fmt::Display + Send + 'static> GroupCommit<E> {
             // Commits this cheap gain little from company (tmpfs, a fast cache): none waits.
             return Duration::ZERO;
         }
-        mean.min(self.gather_max)
+        (mean * GATHER_FACTOR).min(self.gather_max)
     }
 
     /// Sets the longest gather window (default [`GATHER_MAX`]): for tests, which check
