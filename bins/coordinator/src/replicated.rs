@@ -494,18 +494,9 @@ impl Shell {
         queued: usize,
     ) -> Vec<wire::Counter> {
         let mut all = self.counters.snapshot();
-        let coord = &machine.app().coord;
-        let counts = coord.task_counts();
+        all.extend(crate::server::state_gauges(&machine.app().coord));
         let view = machine.view();
         let gauges = [
-            ("tasks.waiting", counts[wire::task_state::WAITING as usize]),
-            ("tasks.leased", counts[wire::task_state::LEASED as usize]),
-            ("tasks.completed", counts[wire::task_state::COMPLETED as usize]),
-            ("tasks.failed", counts[wire::task_state::FAILED as usize]),
-            ("tasks.total", coord.n_tasks() as u64),
-            ("leases.valid", coord.n_valid_leases() as u64),
-            ("workers.known", coord.n_workers_known() as u64),
-            ("submissions.held", coord.n_submissions_held() as u64),
             ("queue.requests_queued", queued as u64),
             ("queue.answers_held", machine.held() as u64),
             ("replica.candidate", view.id),

@@ -603,20 +603,12 @@ impl Loop {
     /// figures, the WAL's, the queues'); docs/coordinator.md lists them.
     fn stats(&self, coord: &Coord, journal: &Journal, queued: usize) -> Vec<wire::Counter> {
         let mut all = self.counters.snapshot();
-        let counts = coord.task_counts();
+        all.extend(state_gauges(coord));
         let log = journal.log_stats();
         let sync = journal.sync_stats();
         let (segment_bytes, segments, disk_bytes) = journal.disk_usage();
         let held = self.outbox.len() as u64;
         let gauges = [
-            ("tasks.waiting", counts[wire::task_state::WAITING as usize]),
-            ("tasks.leased", counts[wire::task_state::LEASED as usize]),
-            ("tasks.completed", counts[wire::task_state::COMPLETED as usize]),
-            ("tasks.failed", counts[wire::task_state::FAILED as usize]),
-            ("tasks.total", coord.n_tasks() as u64),
-            ("leases.valid", coord.n_valid_leases() as u64),
-            ("workers.known", coord.n_workers_known() as u64),
-            ("submissions.held", coord.n_submissions_held() as u64),
             ("wal.appends", log.n_appends),
             ("wal.fsyncs", log.n_fsyncs),
             ("wal.group_commits", sync.count),
@@ -1033,6 +1025,24 @@ fn check(
     Request::validate(request, limits)
         .map(Some)
         .map_err(|error| (refuse(error.code(), error.to_string()), false))
+}
+
+/// The gauges of the logic's state that a single coordinator and a candidate both report
+/// (STATS, `coordctl status`, the metrics).
+pub(crate) fn state_gauges(coord: &Coord) -> impl Iterator<Item = (String, u64)> {
+    let counts = coord.task_counts();
+    [
+        ("tasks.waiting", counts[wire::task_state::WAITING as usize]),
+        ("tasks.leased", counts[wire::task_state::LEASED as usize]),
+        ("tasks.completed", counts[wire::task_state::COMPLETED as usize]),
+        ("tasks.failed", counts[wire::task_state::FAILED as usize]),
+        ("tasks.total", coord.n_tasks() as u64),
+        ("leases.valid", coord.n_valid_leases() as u64),
+        ("workers.known", coord.n_workers_known() as u64),
+        ("submissions.held", coord.n_submissions_held() as u64),
+    ]
+    .into_iter()
+    .map(|(name, value): (&str, u64)| (name.to_owned(), value))
 }
 
 #[cfg(test)]
