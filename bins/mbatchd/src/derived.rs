@@ -38,10 +38,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-use lava_mbd::Event;
-
 use crate::ShellError;
-use crate::codec::EVENT_LIMITS;
 use crate::journal::Journal;
 
 /// The checkpoint's name in the candidate's folder.
@@ -57,8 +54,9 @@ pub(crate) struct Derived {
     skip: u64,
     /// A snapshot to record in `lsb.events` at a position, for an index.
     install: Option<(u64, u64, Vec<u8>)>,
-    /// `lsb.acct` lines of finishes, by the index of their event.
-    acct: BTreeMap<u64, String>,
+    /// The entries not yet written that finish a job, by index, with the finish's
+    /// `lsb.acct` line (if the job has one).
+    finishes: BTreeMap<u64, Option<String>>,
 }
 
 impl Derived {
@@ -90,7 +88,7 @@ impl Derived {
             written: index,
             skip: end.saturating_sub(position),
             install: None,
-            acct: BTreeMap::new(),
+            finishes: BTreeMap::new(),
         })
     }
 
@@ -99,15 +97,19 @@ impl Derived {
         self.written
     }
 
-    /// The `lsb.acct` line of the finish that the entry at `index` holds.
-    pub(crate) fn note_acct(&mut self, index: u64, line: String) {
+    /// The entry at `index` finishes a job; `line` is the finish's `lsb.acct` line. Noted
+    /// by the leader as it proposes the event and by a follower as it applies it, before
+    /// the entry is [`Derived::applied`].
+    pub(crate) fn note_finish(&mut self, index: u64, line: Option<String>) {
         if index > self.written {
-            self.acct.insert(index, line);
+            self.finishes.insert(index, line);
         }
     }
 
     /// The committed entry at `index` is in the state: appends its event to `lsb.events`
-    /// unless it is there already, and queues its `lsb.acct` line behind it.
+    /// unless it is there already, and queues its `lsb.acct` line behind it. The entry's
+    /// bytes are the event's XDR encoding, which is what `lsb.events` holds: they are
+    /// appended as they are, not decoded and encoded again.
     pub(crate) fn applied(
         &mut self,
         index: u64,
@@ -119,9 +121,11 @@ impl Derived {
             return Ok(());
         }
         self.written = index;
-        let line = self.acct.remove(&index);
-        // Lines of entries now behind `written` (a rebuild's replay) are not wanted.
-        self.acct = self.acct.split_off(&(index + 1));
+        let finish = self.finishes.remove(&index);
+        // Notes of entries now behind `written` (a rebuild's replay) are not wanted.
+        if self.finishes.first_key_value().is_some_and(|(first, _)| *first <= index) {
+            self.finishes = self.finishes.split_off(&(index + 1));
+        }
         if data.is_empty() {
             return Ok(());
         }
@@ -129,11 +133,8 @@ impl Derived {
             self.skip -= 1;
             return Ok(());
         }
-        let event: Event = lava_xdr::from_bytes(data, &EVENT_LIMITS).map_err(|error| {
-            ShellError::Replica(format!("entry {index} does not decode as an event: {error}"))
-        })?;
-        journal.append(&event)?;
-        if let Some(line) = line {
+        journal.append_encoded(data, finish.is_some())?;
+        if let Some(line) = finish.flatten() {
             acct_held.push_back((journal.appended_through(), line));
         }
         Ok(())
@@ -147,7 +148,7 @@ impl Derived {
         self.install = Some((journal.appended_through(), index, bytes));
         self.written = index;
         self.skip = 0;
-        self.acct.clear();
+        self.finishes.clear();
     }
 
     /// Records a pending snapshot in `lsb.events` once no switch is being written.

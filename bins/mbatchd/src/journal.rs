@@ -114,12 +114,11 @@ pub struct Backlog {
 }
 
 impl Backlog {
-    /// Counts one more event of the log.
-    pub fn add(&mut self, event: &Event) {
+    /// Counts one more event of the log; `finishes`: it finishes a job
+    /// ([`Event::finishes`]).
+    pub fn add(&mut self, finishes: bool) {
         self.n_events += 1;
-        if event.finishes().is_some() {
-            self.n_finished += 1;
-        }
+        self.n_finished += u64::from(finishes);
     }
 }
 
@@ -182,7 +181,7 @@ pub fn recover(log: &EventLog, config: MbdConfig) -> Result<Recovered, ShellErro
         };
         let event: Event = lava_xdr::from_bytes(&payload, &EVENT_LIMITS)
             .map_err(|error| problem(format!("does not decode as an event: {error}")))?;
-        backlog.add(&event);
+        backlog.add(event.finishes().is_some());
         // Replay has no further use for the event: its submission moves into the job.
         if let Replayed::Ignored(what) = mbd.replay(event).map_err(|error| problem(error.to_string()))? {
             ignored.count += 1;
@@ -263,7 +262,17 @@ impl Journal {
     /// log stopped: the caller must stop too (shell contract step 5).
     pub fn append(&mut self, event: &Event) -> Result<(), ShellError> {
         self.commit.append(|record| encode_into(event, record))?;
-        self.backlog.add(event);
+        self.backlog.add(event.finishes().is_some());
+        lava_crash::point!("mbatchd.event_appended");
+        Ok(())
+    }
+
+    /// Appends an event already encoded (`bytes`, its XDR encoding, as [`Journal::append`]
+    /// would write it); `finishes` says whether it finishes a job ([`Event::finishes`]).
+    /// A master candidate appends its committed entries so (`crate::derived`).
+    pub fn append_encoded(&mut self, bytes: &[u8], finishes: bool) -> Result<(), ShellError> {
+        self.commit.append(|record| record.extend_from_slice(bytes))?;
+        self.backlog.add(finishes);
         lava_crash::point!("mbatchd.event_appended");
         Ok(())
     }
@@ -617,7 +626,7 @@ mod tests {
         use lava_batch_ll::JobStatus;
         let mut backlog = Backlog::default();
         for status in [JobStatus::Run, JobStatus::Done, JobStatus::Ssusp, JobStatus::Exit] {
-            backlog.add(&status_event(status));
+            backlog.add(status_event(status).finishes().is_some());
         }
         assert_eq!(backlog, Backlog { n_events: 4, n_finished: 2 });
         let rule = |max_job_num, snapshot_events| SwitchRule { max_job_num, snapshot_events };

@@ -78,6 +78,12 @@ pub(crate) fn stale_after(n: usize) -> Duration {
     REPLICA_TICK * 2 * u32::try_from(ticks).unwrap_or(u32::MAX / 2)
 }
 
+/// A candidate starts a sync of its `lsb.events` at most once in this time
+/// ([`Replicated::after_drains`]): nothing is acknowledged on it (the replica log is what is
+/// acknowledged), only the `lsb.acct` lines and the text view follow it, and a crash
+/// before it is made good from the replica log ([`crate::derived`]).
+const DERIVED_SYNC_PACE: Duration = Duration::from_millis(20);
+
 /// Messages from candidates taken in one turn of the loop at most.
 const MESSAGES_TURN_MAX: usize = 1024;
 
@@ -196,6 +202,8 @@ pub(crate) struct Replicated<M> {
     leader_seen: Option<Instant>,
     /// Since when it knows no leader (`None` while it knows one).
     no_leader_since: Option<Instant>,
+    /// When the last sync of `lsb.events` was asked for.
+    derived_synced: Option<Instant>,
 }
 
 impl<M> std::fmt::Debug for Replicated<M> {
@@ -258,6 +266,7 @@ impl<M> Replicated<M> {
             started: Instant::now(),
             leader_seen: None,
             no_leader_since: Some(Instant::now()),
+            derived_synced: None,
         };
         let mut mbd = Mbd::new(config)?;
         replicated.apply_ops(&mut mbd)?;
@@ -339,10 +348,9 @@ impl<M> Replicated<M> {
                     let replayed = mbd
                         .replay(event)
                         .map_err(|error| ShellError::Replica(format!("entry {index}: {error}")))?;
-                    if let Some(job) = finished
-                        && let Some(record) = mbd.job(job).and_then(|job| job.acct_record())
-                    {
-                        self.derived.note_acct(index, record.to_line());
+                    if let Some(job) = finished {
+                        let line = mbd.job(job).and_then(|job| job.acct_record());
+                        self.derived.note_finish(index, line.map(|record| record.to_line()));
                     }
                     if let Replayed::Ignored(what) = replayed {
                         tracing::debug!(index, "committed event changed nothing: {what}");
@@ -365,7 +373,14 @@ impl<M> Replicated<M> {
         {
             journal.maybe_snapshot(mbd);
         }
-        journal.start_sync();
+        // `lsb.events` is derived from the replica log, which is the durable truth: its
+        // fsyncs are gathered, at most one starting per `DERIVED_SYNC_PACE` (the loop's
+        // ticks bring the last of a burst), instead of one in every committed round.
+        let now = Instant::now();
+        if self.derived_synced.is_none_or(|at| now.saturating_duration_since(at) >= DERIVED_SYNC_PACE) {
+            journal.start_sync();
+            self.derived_synced = Some(now);
+        }
         Ok(())
     }
 

@@ -836,10 +836,10 @@ impl Shell {
                         match repl.machine.propose(bytes) {
                             // Its lsb.acct line follows the event into lsb.events (crate::derived).
                             Ok(placed) => {
-                                if let Some((job, _)) = finished
-                                    && let Some(record) = self.mbd.job(job).and_then(|job| job.acct_record())
-                                {
-                                    repl.derived.note_acct(placed.index, record.to_line());
+                                if let Some((job, _)) = finished {
+                                    let line = self.mbd.job(job).and_then(|job| job.acct_record());
+                                    repl.derived
+                                        .note_finish(placed.index, line.map(|record| record.to_line()));
                                 }
                             }
                             Err(refused) => tracing::debug!("{} not proposed: {refused}", event.name()),

@@ -24,6 +24,10 @@ use serde::{Deserialize, Serialize};
 /// Largest record of the replica log, bytes: an `Entries` record is split to fit it.
 pub const RECORD_BYTES_MAX: u32 = if RECORD_BYTES_LIMIT < (64 << 20) { RECORD_BYTES_LIMIT } else { 64 << 20 };
 
+/// A `persist` of at most this many entries is made durable on the calling thread
+/// ([`ReplicaLog::persist`]).
+pub const INLINE_PERSIST_ENTRIES_MAX: usize = 4;
+
 /// XDR limits for reading the replica's own records and snapshot back.
 const LIMITS: Limits = Limits {
     input_bytes_max: usize::MAX,
@@ -111,13 +115,27 @@ impl ReplicaLog {
     }
 
     /// Makes `records` durable, in order (an [`lava_replog::Effect::Persist`]): appended,
-    /// then fsynced, on a blocking thread. Returns once they are on disk.
+    /// then fsynced. Returns once they are on disk. Records holding at most
+    /// [`INLINE_PERSIST_ENTRIES_MAX`] entries are written on the calling thread (the
+    /// caller's loop waits for that fsync anyway: the hand-off to a blocking thread and
+    /// back would cost two wake-ups of every small round); larger ones on a blocking
+    /// thread, so that the runtime's other tasks go on meanwhile.
     pub async fn persist(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
         if let Some(hard) = records.iter().rev().find(|r| matches!(r, Record::Hard { .. })) {
             self.last_hard = Some(hard.clone());
         }
+        let n_entries: usize = records
+            .iter()
+            .map(|record| match record {
+                Record::Entries(entries) => entries.len(),
+                _ => 0,
+            })
+            .sum();
+        if n_entries <= INLINE_PERSIST_ENTRIES_MAX {
+            return append_durably(&self.log, records);
+        }
         let log = Arc::clone(&self.log);
-        blocking(move || append_durably(&log, &records)).await
+        blocking(move || append_durably(&log, records)).await
     }
 
     /// Keeps the application's snapshot through `index` (of `term`) as the newest, with
@@ -139,7 +157,7 @@ impl ReplicaLog {
         carried.extend(self.last_hard.clone());
         blocking(move || {
             let before = Position(log.stats().next_position.0 - 1);
-            append_durably(&log, &carried)?;
+            append_durably(&log, carried)?;
             let payload = lava_xdr::to_bytes(&Kept { index, term, data }).expect("a snapshot encodes");
             log.write_snapshot(before, &payload)?;
             log.prune()?;
@@ -154,7 +172,7 @@ impl ReplicaLog {
     }
 }
 
-fn append_durably(log: &EventLog, records: &[Record]) -> Result<(), StoreError> {
+fn append_durably(log: &EventLog, records: Vec<Record>) -> Result<(), StoreError> {
     let mut last = None;
     for record in split(records, RECORD_BYTES_MAX as usize - 1024) {
         let bytes = lava_xdr::to_bytes(&record).expect("a replica record encodes");
@@ -168,11 +186,12 @@ fn append_durably(log: &EventLog, records: &[Record]) -> Result<(), StoreError> 
 
 /// The records with every `Entries` record cut into pieces of about `budget` bytes at most
 /// (consecutive pieces rebuild to the same log: each piece replaces only what follows it).
-fn split(records: &[Record], budget: usize) -> Vec<Record> {
+/// The entries are moved, not copied.
+fn split(records: Vec<Record>, budget: usize) -> Vec<Record> {
     let mut out = Vec::with_capacity(records.len());
     for record in records {
         let Record::Entries(entries) = record else {
-            out.push(record.clone());
+            out.push(record);
             continue;
         };
         let mut piece: Vec<StoredEntry> = Vec::new();
@@ -184,7 +203,7 @@ fn split(records: &[Record], budget: usize) -> Vec<Record> {
                 bytes = 0;
             }
             bytes += size;
-            piece.push(entry.clone());
+            piece.push(entry);
         }
         if !piece.is_empty() {
             out.push(Record::Entries(piece));
@@ -241,7 +260,7 @@ mod tests {
     #[test]
     fn a_large_entries_record_is_split_into_pieces_that_rebuild_the_same() {
         let entries: Vec<StoredEntry> = (1..=7).map(|i| entry(i, 1, 300)).collect();
-        let pieces = split(&[Record::Entries(entries.clone())], 1000);
+        let pieces = split(vec![Record::Entries(entries.clone())], 1000);
         assert_eq!(pieces.len(), 3, "{pieces:?}");
         for piece in &pieces {
             assert!(lava_xdr::to_bytes(piece).expect("encodes").len() <= 1000);
