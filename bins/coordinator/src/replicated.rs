@@ -473,7 +473,7 @@ impl Shell {
             && machine.outstanding() == 0
             && let Some(compaction) = machine.compact()
         {
-            let tail = machine.replica().entries_after(compaction.index);
+            let tail = machine.replica().entries_after(compaction.index).map_err(replica_error)?;
             log.keep_snapshot(compaction.index, compaction.term, compaction.data, tail)
                 .await
                 .map_err(replica_error)?;

@@ -402,18 +402,17 @@ impl Replica {
     /// Every entry this replica's log holds after `index` (those [`Replica::compact`] keeps),
     /// for the caller to carry past the snapshot it keeps (docs/failover.md, "What each
     /// candidate keeps"). Call it between drains, when everything the log holds is durable.
-    pub fn entries_after(&self, index: u64) -> Vec<record::StoredEntry> {
+    /// An error (the log no longer holds them) must stop the compaction: a snapshot kept
+    /// without them would lose entries this candidate acknowledged.
+    pub fn entries_after(&self, index: u64) -> Result<Vec<record::StoredEntry>, Error> {
         let last = self.node.raft.raft_log.last_index();
         if index >= last {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let context = raft::GetEntriesContext::empty(false);
         let from = (index + 1).max(self.node.raft.raft_log.first_index());
-        self.node
-            .raft
-            .raft_log
-            .entries(from, u64::MAX, context)
-            .map_or_else(|_| Vec::new(), |entries| entries.iter().map(from_entry).collect())
+        let entries = self.node.raft.raft_log.entries(from, u64::MAX, context)?;
+        Ok(entries.iter().map(from_entry).collect())
     }
 
     /// On the leader, the highest index each candidate is known to hold (this one's own: its

@@ -142,7 +142,7 @@ impl Candidate {
             let index = view.applied;
             let term = self.replica.term_at(index).expect("the applied entry's term");
             let data = encode(&self.values, &self.places);
-            let tail = self.replica.entries_after(index);
+            let tail = self.replica.entries_after(index).expect("the entries after the snapshot");
             self.log.keep_snapshot(index, term, data.clone(), tail).await.expect("keep");
             if let Some(record) = self.replica.compact(index, data) {
                 self.log.persist(vec![record]).await.expect("persist");
