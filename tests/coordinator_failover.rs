@@ -301,6 +301,10 @@ fn a_paused_coordinator_leader_acknowledges_nothing_once_resumed() {
         signal("-CONT");
         let answer = sent.join().expect("the client thread ends");
         assert!(answer.is_err(), "round {round}: the paused leader {paused} acknowledged a task: {answer:?}");
+        // Closed once it starts again, not left open until the client gives up.
+        let timed_out = matches!(&answer, Err(ClientError::Io { source, .. })
+            if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
+        assert!(!timed_out, "round {round}: {paused} kept the connection without an answer: {answer:?}");
         let count = step_downs.entry(paused).or_default();
         *count += 1;
         let expected = *count;

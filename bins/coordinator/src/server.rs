@@ -766,7 +766,17 @@ async fn connection(stream: TcpStream, peer: SocketAddr, mut pass: Pass, shared:
     tokio::spawn(write_answers(writer, answers, Arc::clone(&in_flight), peer));
     loop {
         let idle = Duration::from_millis(CLIENT_IDLE_TIMEOUT_MS);
-        let frame = match reader.read_frame(&FRAME_LIMITS, idle).await {
+        let read = tokio::select! {
+            read = reader.read_frame(&FRAME_LIMITS, idle) => read,
+            // The loop this connection serves has ended (a candidate whose leadership
+            // ended starts again with a new one): close, so that the client reconnects
+            // and retries at once instead of waiting for an answer that cannot come.
+            () = shared.calls.closed() => {
+                tracing::debug!(%peer, "the loop ended: closing the connection");
+                return;
+            }
+        };
+        let frame = match read {
             Ok(Some(frame)) => frame,
             Ok(None) => return,
             Err(ConnError::ReadTimeout { .. }) => {
