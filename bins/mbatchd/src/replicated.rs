@@ -448,11 +448,10 @@ impl<M> Replicated<M> {
         self.machine.app_mut().snapshot = crate::codec::encode(&mbd.snapshot());
         let Some(compaction) = self.machine.compact() else { return Ok(()) };
         self.machine.app_mut().snapshot = Vec::new();
-        let tail = self
-            .machine
-            .replica()
-            .entries_after(compaction.index)
-            .map_err(|error| ShellError::Replica(format!("compaction at {}: {error}", compaction.index)))?;
+        let tail =
+            self.machine.replica().entries_after(compaction.index).map_err(|error| {
+                ShellError::Replica(format!("compaction at {}: {error}", compaction.index))
+            })?;
         self.log
             .keep_snapshot(compaction.index, compaction.term, compaction.data, tail)
             .await
