@@ -144,6 +144,7 @@
 
 #![deny(missing_docs)]
 
+mod candidates;
 mod client;
 mod codec;
 mod mbd_shell;

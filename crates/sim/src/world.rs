@@ -118,7 +118,7 @@ pub enum Ev {
     /// mbatchd's disk fills up (true) or has room again (false).
     DiskFull(bool),
     /// Events of the master candidates (replicated runs).
-    Repl(crate::replicated::ReplEv),
+    Repl(crate::candidates::ReplEv),
     HealStart,
     ResetLinks,
     CheckConverged,
