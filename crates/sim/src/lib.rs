@@ -147,6 +147,7 @@
 mod candidates;
 mod client;
 mod codec;
+mod coordinator;
 mod mbd_shell;
 mod oracle;
 mod params;
@@ -160,6 +161,7 @@ mod world;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+pub use coordinator::CoordStats;
 pub use world::Stats;
 
 /// How a run is observed; none of it changes what happens in the run, save
@@ -198,8 +200,8 @@ pub struct Outcome {
 pub struct Failure {
     /// The seed that reproduces it.
     pub seed: u64,
-    /// A run of the replicated mbatchd (`check_replicated`).
-    pub replicated: bool,
+    /// Which simulation failed.
+    pub kind: Kind,
     /// What broke.
     pub message: String,
 }
@@ -211,7 +213,11 @@ impl fmt::Display for Failure {
             "seed {} failed: {}\n  reproduce with: {}",
             self.seed,
             self.message,
-            if self.replicated { repro_command_replicated(self.seed) } else { repro_command(self.seed) }
+            match self.kind {
+                Kind::Single => repro_command(self.seed),
+                Kind::Replicated => repro_command_replicated(self.seed),
+                Kind::Coordinator => repro_command_coordinator(self.seed),
+            }
         )
     }
 }
@@ -220,6 +226,24 @@ impl fmt::Display for Failure {
 pub fn repro_command(seed: u64) -> String {
     format!(
         "LAVA_SIM_SEED={seed} cargo test -p lava-sim --release -- sim_seeds (add LAVA_SIM_TRACE=1 for the trace)"
+    )
+}
+
+/// The simulations of this crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// One mbatchd (`check`).
+    Single,
+    /// The replicated mbatchd (`check_replicated`).
+    Replicated,
+    /// The replicated coordinator (`check_coordinator`).
+    Coordinator,
+}
+
+/// The command that reruns `seed` of the replicated coordinator's simulation alone.
+pub fn repro_command_coordinator(seed: u64) -> String {
+    format!(
+        "LAVA_SIM_COORD_SEED={seed} cargo test -p lava-sim --test replicated_coordinator (add LAVA_SIM_TRACE=1 for the trace)"
     )
 }
 
@@ -242,7 +266,7 @@ pub fn run_replicated(seed: u64, options: &Options) -> Outcome {
 
 /// [`run_replicated`], a panic turned into a [`Failure`] naming the seed.
 pub fn check_replicated(seed: u64, options: &Options) -> Result<Outcome, Failure> {
-    catch(seed, true, || run_replicated(seed, options))
+    catch(seed, Kind::Replicated, || run_replicated(seed, options))
 }
 
 /// Runs `seed`; panics on the first broken property.
@@ -256,16 +280,42 @@ pub fn run(seed: u64, options: &Options) -> Outcome {
 /// Runs `seed` and turns a panic (a broken property, or an assertion in a
 /// logic crate) into a [`Failure`] naming the seed.
 pub fn check(seed: u64, options: &Options) -> Result<Outcome, Failure> {
-    catch(seed, false, || run(seed, options))
+    catch(seed, Kind::Single, || run(seed, options))
 }
 
-fn catch(seed: u64, replicated: bool, run: impl FnOnce() -> Outcome) -> Result<Outcome, Failure> {
+/// The result of a run of the replicated coordinator that passed every check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// The fingerprint of everything that happened.
+    pub trace_hash: u64,
+    /// Counters.
+    pub stats: CoordStats,
+}
+
+/// Runs `seed` with the coordinator replicated among three master candidates
+/// (`lava_replog::machine` over the real lava-coord-logic: module `coordinator`); panics on
+/// the first broken property.
+pub fn run_coordinator(seed: u64, options: &Options) -> CoordOutcome {
+    let mut world = coordinator::CoordWorld::new(seed, options);
+    let trace_hash = world.run();
+    assert!(world.is_done(), "seed {seed}: the event queue ran dry before the final checks");
+    CoordOutcome { seed, trace_hash, stats: world.stats.clone() }
+}
+
+/// [`run_coordinator`], a panic turned into a [`Failure`] naming the seed.
+pub fn check_coordinator(seed: u64, options: &Options) -> Result<CoordOutcome, Failure> {
+    catch(seed, Kind::Coordinator, || run_coordinator(seed, options))
+}
+
+fn catch<T>(seed: u64, kind: Kind, run: impl FnOnce() -> T) -> Result<T, Failure> {
     catch_unwind(AssertUnwindSafe(run)).map_err(|payload| {
         let message = payload
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
             .unwrap_or_else(|| "a panic without a message".to_owned());
-        Failure { seed, replicated, message }
+        Failure { seed, kind, message }
     })
 }

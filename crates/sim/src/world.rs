@@ -125,6 +125,31 @@ pub enum Ev {
     Finish,
 }
 
+/// Timed events in the order they happen: by time, then by the order they were scheduled.
+pub struct Queue<E> {
+    events: BTreeMap<(u64, u64), E>,
+    next_seq: u64,
+}
+
+impl<E> Default for Queue<E> {
+    fn default() -> Queue<E> {
+        Queue { events: BTreeMap::new(), next_seq: 0 }
+    }
+}
+
+impl<E> Queue<E> {
+    /// Schedules `ev` at `at_ms`, after every event already scheduled for that time.
+    pub fn push(&mut self, at_ms: u64, ev: E) {
+        self.events.insert((at_ms, self.next_seq), ev);
+        self.next_seq += 1;
+    }
+
+    /// The next event and its time.
+    pub fn pop(&mut self) -> Option<(u64, E)> {
+        self.events.pop_first().map(|((at_ms, _), ev)| (at_ms, ev))
+    }
+}
+
 /// One host's link to mbatchd.
 #[derive(Clone, Debug, Default)]
 pub struct Link {
@@ -187,8 +212,7 @@ pub struct World {
     pub options: Options,
     pub rng: Rng,
     pub now_ms: u64,
-    queue: BTreeMap<(u64, u64), Ev>,
-    next_event_seq: u64,
+    queue: Queue<Ev>,
     pub mbd_config: MbdConfig,
     pub sbd_config: lava_sbd::Config,
     pub hosts: Vec<HostName>,
@@ -270,8 +294,7 @@ impl World {
             options,
             rng,
             now_ms: T0_MS,
-            queue: BTreeMap::new(),
-            next_event_seq: 0,
+            queue: Queue::default(),
             mbd_config,
             sbd_config,
             hosts,
@@ -297,9 +320,7 @@ impl World {
 
     /// Schedules `ev` `delay_ms` from now.
     pub fn at(&mut self, delay_ms: u64, ev: Ev) {
-        let key = (self.now_ms + delay_ms, self.next_event_seq);
-        self.next_event_seq += 1;
-        self.queue.insert(key, ev);
+        self.queue.push(self.now_ms + delay_ms, ev);
     }
 
     /// Reports a broken property: the run fails with the seed and what broke.
@@ -336,7 +357,7 @@ impl World {
         }
         self.schedule_faults_initial();
         self.at(self.params.fault_phase_ms, Ev::HealStart);
-        while let Some(((time_ms, _), ev)) = self.queue.pop_first() {
+        while let Some((time_ms, ev)) = self.queue.pop() {
             self.now_ms = time_ms;
             self.stats.n_events += 1;
             if self.stats.n_events > EVENTS_MAX {
