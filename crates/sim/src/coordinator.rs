@@ -8,7 +8,9 @@
 //!   requests; a candidate that does not serve has no listener: the connection is refused
 //!   and the client tries the next candidate. Each request arrives as real bytes (the
 //!   request's XDR body, decoded by `lava-coord-wire` and checked by `lava-coord-ll`) and
-//!   is stepped at once with the virtual clock; each `Append` is proposed (the event's XDR,
+//!   is stepped at once with the virtual clock (requests arriving within a few ms of each
+//!   other, in some seeds, before one drain: the daemon takes the calls queued, then
+//!   carries out); each `Append` is proposed (the event's XDR,
 //!   the WAL record's bytes), each answer held until the machine releases it; an answer
 //!   "not done" is `ERR_TRY_AGAIN` and the connection closes. The logic's `Tick` is stepped
 //!   with every consensus tick while serving, as the daemon's one 100 ms timer does. A
@@ -142,6 +144,8 @@ impl Application for CoordApp {
 /// An answer the machine holds: the connection it goes back on and what it says.
 #[derive(Debug)]
 pub struct Pending {
+    /// When the request was stepped.
+    stepped_ms: u64,
     actor: usize,
     conn: u64,
     request: lava_coord_ll::Request,
@@ -175,6 +179,8 @@ pub enum CEv {
     ToClient { actor: usize, conn: u64, what: ToClient },
     Wake { actor: usize, generation: u64 },
     Timeout { actor: usize, conn: u64 },
+    /// The end of a turn of candidate `c`'s loop that took several requests.
+    Drain { c: usize },
     FaultCrash,
     WorkerDeath,
     HealStart,
@@ -232,6 +238,9 @@ struct CParams {
     client_drop_p: f64,
     client_delay_max_ms: u64,
     snapshot_every: u64,
+    /// Requests that arrive within this window of the first are stepped before the drain
+    /// (the daemon takes the calls queued, then carries out; 0: a drain per request).
+    batch_window_ms: u64,
 }
 
 impl CParams {
@@ -251,6 +260,7 @@ impl CParams {
             client_drop_p: *rng.pick(&[0.0, 0.01, 0.05]),
             client_delay_max_ms: *rng.pick(&[2, 10, 50]),
             snapshot_every: rng.range(3, 40),
+            batch_window_ms: *rng.pick(&[0, 0, 1, 5]),
         }
     }
 }
@@ -300,6 +310,8 @@ struct Told {
     submission_terms: BTreeMap<(u32, lava_coord_ll::SubmissionId), u64>,
     /// task -> the first term its outcome was told in.
     outcome_terms: BTreeMap<u64, u64>,
+    /// task -> when its outcome was first told.
+    outcome_times: BTreeMap<u64, u64>,
     /// lease -> (task, when it was granted, the latest expiry stated).
     leases: BTreeMap<u64, (u64, u64, u64)>,
     /// task -> (lease, outcome) said to have ended it.
@@ -417,6 +429,8 @@ pub struct CoordWorld {
     next_conn: u64,
     /// The applied index of each candidate's last snapshot (the daemon's `snapshot_index`).
     snapshot_index: Vec<u64>,
+    /// Per candidate: requests stepped, their drain to come (`CEv::Drain`).
+    drain_due: Vec<bool>,
     /// A coordinator fed only the committed entries, in order.
     shadow: Coord,
     model: Model,
@@ -486,6 +500,7 @@ impl CoordWorld {
             actors,
             next_conn: 1,
             snapshot_index: vec![0; CANDIDATES],
+            drain_due: vec![false; CANDIDATES],
             model: Model::default(),
             told: Told::default(),
             trace: Trace::new(options.trace),
@@ -578,6 +593,10 @@ impl CoordWorld {
                     self.attempt_failed(actor, true);
                 }
             }
+            CEv::Drain { c } => {
+                self.trace.mix(9);
+                self.finish_turn(c);
+            }
             CEv::FaultCrash => {
                 if self.healing {
                     return;
@@ -645,8 +664,7 @@ impl CoordWorld {
                 }
                 if self.now_ms - self.heal_start_ms > HEAL_MS_MAX {
                     self.violation(format!(
-                        "the coordinator did not converge within {HEAL_MS_MAX} ms of healing: settled {}, unfinished tasks {:?}, actors {:?}",
-                        self.group.settled(),
+                        "the coordinator did not converge within {HEAL_MS_MAX} ms of healing: unfinished tasks {:?}, actors {:?}",
                         self.model.tasks.iter().enumerate().filter(|(_, s)| !matches!(s, OState::Done { .. })).collect::<Vec<_>>(),
                         self.actors
                     ));
@@ -663,7 +681,18 @@ impl CoordWorld {
     /// Healed and idle: one leader with nothing outstanding, every candidate caught up,
     /// every task finished, every submission answered.
     fn converged(&self) -> bool {
-        self.group.settled()
+        // Idle workers keep asking for leases, so an answer may always be held: the
+        // leader need only have nothing outstanding.
+        let top = self.group.top();
+        let caught_up = self.group.cands.iter().all(|c| {
+            !c.paused && c.inbox.is_empty() && c.machine.as_ref().is_some_and(|m| m.applied() == top)
+        });
+        let leader_idle = self
+            .group
+            .serving()
+            .is_some_and(|c| self.group.cands[c].machine.as_ref().is_some_and(|m| m.outstanding() == 0));
+        caught_up
+            && leader_idle
             && self.model.tasks.iter().all(|s| matches!(s, OState::Done { .. }))
             && self.actors.iter().all(|a| {
                 a.alive && a.holding.is_none() && (a.worker || a.submitted >= self.params.submissions_each)
@@ -786,7 +815,7 @@ impl CoordWorld {
                     let Some((actor, conn, request, caller)) = answer.take() else {
                         panic!("seed {}: the logic answered a step without a request", self.seed)
                     };
-                    machine.hold(Pending { actor, conn, request, caller, reply });
+                    machine.hold(Pending { stepped_ms: now, actor, conn, request, caller, reply });
                 }
             }
         }
@@ -826,6 +855,22 @@ impl CoordWorld {
             }
             Err(error) => self.violation(format!("a simulated client's request is refused by ll: {error}")),
         }
+        let window = self.params.batch_window_ms;
+        if window == 0 {
+            CandidateShell::drain(self, c);
+        } else if !self.drain_due[c] {
+            self.drain_due[c] = true;
+            self.at(window, CEv::Drain { c });
+        }
+    }
+
+    /// The turn of candidate `c`'s loop that took requests ends with its drain, before
+    /// anything else reaches the machine (a paused process ends it when it runs again).
+    fn finish_turn(&mut self, c: usize) {
+        if !self.drain_due[c] || !self.group.is_up(c) || self.group.cands[c].paused {
+            return;
+        }
+        self.drain_due[c] = false;
         CandidateShell::drain(self, c);
     }
 
@@ -919,6 +964,7 @@ impl CoordWorld {
                     ));
                 }
                 self.told.outcome_terms.entry(task).or_insert(term);
+                self.told.outcome_times.entry(task).or_insert(now);
                 if let Some(before) = self.told.outcomes.insert(task, (lease, *outcome))
                     && before != (lease, *outcome)
                 {
@@ -955,8 +1001,21 @@ impl CoordWorld {
                 if !fits {
                     self.violation(format!("task {task} reported {info:?}; committed: {committed:?}"));
                 }
+                // Linearizable: a query stepped after an outcome was acknowledged reports it
+                // (a deposed leader that does not know it yet must not answer from its state).
+                if let Some(&told_at) = self.told.outcome_times.get(&task)
+                    && told_at < pending.stepped_ms
+                    && outcome.is_none()
+                {
+                    self.violation(format!(
+                        "task {task}, acknowledged finished at {told_at}, reported {} by a query stepped at {}",
+                        wire::task_state::name(info.state),
+                        pending.stepped_ms
+                    ));
+                }
                 if outcome.is_some() {
                     self.told.outcome_terms.entry(task).or_insert(term);
+                    self.told.outcome_times.entry(task).or_insert(now);
                 }
                 if let Some(outcome) = outcome
                     && let Some(before) = self.told.outcomes.insert(task, (info.lease_id, outcome))
@@ -1167,10 +1226,11 @@ impl CoordWorld {
     }
 
     fn submit(&mut self, actor: usize) {
-        if self.actors[actor].submitted >= self.params.submissions_each {
+        let done = self.actors[actor].submitted >= self.params.submissions_each;
+        if done && self.healing {
             return;
         }
-        if self.rng.chance(0.2) {
+        if done || self.rng.chance(0.3) {
             // An operator's look at a task (TASK_QUERY), perhaps one not created yet.
             let task_id = self.rng.range(1, self.model.tasks.len() as u64 + 1);
             return self.send(actor, WireRequest::Task(wire::TaskQuery { task_id }));
@@ -1295,6 +1355,10 @@ impl CandidateShell for CoordWorld {
     }
 
     fn ticked(&mut self, c: usize) {
+        self.finish_turn(c);
+        if !self.group.is_up(c) {
+            return;
+        }
         if self.group.cands[c].machine.as_ref().is_some_and(|m| m.is_serving()) {
             self.step(c, Input::Tick, None);
         }
@@ -1303,7 +1367,12 @@ impl CandidateShell for CoordWorld {
 
     fn deliver_running(&mut self, c: usize, packet: CPacket) {
         match packet {
-            CPacket::Raft { from, bytes } => candidates::receive(self, c, from, &bytes),
+            CPacket::Raft { from, bytes } => {
+                self.finish_turn(c);
+                if self.group.is_up(c) {
+                    candidates::receive(self, c, from, &bytes);
+                }
+            }
             CPacket::Request { actor, conn, incarnation, operation, body } => {
                 self.take_request(c, actor, conn, incarnation, operation, &body);
             }
@@ -1312,6 +1381,7 @@ impl CandidateShell for CoordWorld {
 
     fn crashed(&mut self, c: usize) {
         self.stats.n_crashes += 1;
+        self.drain_due[c] = false;
         self.snapshot_index[c] = self.group.cands[c].snapshot.as_ref().map_or(0, |s| s.0);
     }
 

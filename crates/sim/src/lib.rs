@@ -137,9 +137,19 @@
 //! them at a crash) instead of `lsb.events`; the disk-full windows are left to the single
 //! mbatchd.
 //!
+//! # The replicated coordinator
+//! [`run_coordinator`] plays the coordinator replicated among three master candidates
+//! (`lava_replog::machine` over the real lava-coord-logic) with a shell that does what
+//! `bins/coordinator/src/replicated.rs` does, submitters that retry SUBMIT_TASK_ONCE under
+//! one id across failovers and pull workers that take tasks under leases, complete them or
+//! die holding them (module `coordinator`, docs/failover.md, "The replicated coordinator
+//! simulation"; `tests/replicated_coordinator.rs`, `LAVA_SIM_COORD_SEED=N`). The candidates'
+//! part of both replicated runs — disks, machines, faults, drains and the checks that hold
+//! for any application — is module `candidates`.
+//!
 //! # Map
-//! `world` (clock, queue, network, faults, phases), `mbd_shell`, `replicated`,
-//! `sbd_shell`, `process`, `client`, `oracle` (the checks), `codec`,
+//! `world` (clock, queue, network, faults, phases), `mbd_shell`, `candidates`, `replicated`,
+//! `coordinator`, `sbd_shell`, `process`, `client`, `oracle` (the checks), `codec`,
 //! `params`, `rng`, `trace`.
 
 #![deny(missing_docs)]

@@ -16,7 +16,7 @@ use std::time::Instant;
 use lava_sim::{CoordStats, Failure, Options, check_coordinator};
 
 /// Seeds CI runs by default (see docs/failover.md for the time they take).
-const SEEDS_DEFAULT: u64 = 150;
+const SEEDS_DEFAULT: u64 = 300;
 const FAILURES_SHOWN_MAX: usize = 5;
 const RUNNERS_MAX: usize = 4;
 
