@@ -175,12 +175,27 @@ pub enum ToClient {
 #[derive(Debug)]
 pub enum CEv {
     Repl(ReplEv),
-    Deliver { to: usize, packet: CPacket },
-    ToClient { actor: usize, conn: u64, what: ToClient },
-    Wake { actor: usize, generation: u64 },
-    Timeout { actor: usize, conn: u64 },
+    Deliver {
+        to: usize,
+        packet: CPacket,
+    },
+    ToClient {
+        actor: usize,
+        conn: u64,
+        what: ToClient,
+    },
+    Wake {
+        actor: usize,
+        generation: u64,
+    },
+    Timeout {
+        actor: usize,
+        conn: u64,
+    },
     /// The end of a turn of candidate `c`'s loop that took several requests.
-    Drain { c: usize },
+    Drain {
+        c: usize,
+    },
     FaultCrash,
     WorkerDeath,
     HealStart,
@@ -289,7 +304,8 @@ struct Actor {
     target: usize,
     /// Candidates refused in a row (all of them: pause before the next round).
     refused_in_row: usize,
-    /// The request it waits on: its connection and its bytes (sent again as they are).
+    /// The request it waits on: its connection (0: not sent yet, it goes at the next wake)
+    /// and the request (sent again as it is).
     outstanding: Option<(u64, WireRequest)>,
     /// Pause before the next attempt of the outstanding request, ms.
     backoff_ms: u64,
@@ -837,7 +853,7 @@ impl CoordWorld {
         let serving = self.group.cands[c].machine.as_ref().is_some_and(|m| m.is_serving());
         if self.group.incarnation(c) != incarnation || !serving {
             // A restarted process has no such connection; a follower has no listener.
-            self.to_client(actor, conn, ToClient::Closed);
+            self.send_to_client(actor, conn, ToClient::Closed);
             return;
         }
         let request = wire::decode_request(operation, body, &BODY_LIMITS)
@@ -874,7 +890,7 @@ impl CoordWorld {
         CandidateShell::drain(self, c);
     }
 
-    fn to_client(&mut self, actor: usize, conn: u64, what: ToClient) {
+    fn send_to_client(&mut self, actor: usize, conn: u64, what: ToClient) {
         if self.rng.chance(self.params.client_drop_p) {
             self.stats.n_frames_lost += 1;
             return;
@@ -1068,7 +1084,7 @@ impl CoordWorld {
             self.actors[actor].outstanding = None;
             return self.submitter_pause(actor);
         }
-        self.retry(actor, true);
+        self.retry(actor);
     }
 
     /// A submitter's pause before its next submission.
@@ -1077,15 +1093,13 @@ impl CoordWorld {
         self.schedule_wake(actor, gap);
     }
 
-    /// The outstanding request goes again (to the next candidate after a refusal or a
-    /// timeout); a plain submission only after a refused connection (it was not taken).
-    fn retry(&mut self, actor: usize, next_candidate: bool) {
+    /// The outstanding request goes again to the next candidate, at once or, once every
+    /// candidate failed in a row, after a pause that doubles up to 1 s (`client::submit_once`).
+    fn retry(&mut self, actor: usize) {
         let Some((_, request)) = self.actors[actor].outstanding.take() else { return };
         let a = &mut self.actors[actor];
-        if next_candidate {
-            a.target = (a.target + 1) % CANDIDATES;
-            a.refused_in_row += 1;
-        }
+        a.target = (a.target + 1) % CANDIDATES;
+        a.refused_in_row += 1;
         let pause = if a.refused_in_row >= CANDIDATES {
             a.refused_in_row = 0;
             let pause = a.backoff_ms;
@@ -1100,7 +1114,7 @@ impl CoordWorld {
     }
 
     fn client_receive(&mut self, actor: usize, conn: u64, what: ToClient) {
-        if !self.actors[actor].outstanding.as_ref().is_some_and(|(c, _)| *c == conn) {
+        if self.actors[actor].outstanding.as_ref().is_none_or(|(c, _)| *c != conn) {
             return; // An answer to an attempt given up, or to an earlier life.
         }
         let reply = match what {
@@ -1407,14 +1421,18 @@ impl CandidateShell for CoordWorld {
         let operation = answer.reply.operation().code();
         let body = answer.reply.encode_body();
         self.trace.mix_bytes(&body);
-        self.to_client(answer.actor, answer.conn, ToClient::Answer { operation, body });
+        self.send_to_client(answer.actor, answer.conn, ToClient::Answer { operation, body });
     }
 
     fn not_done(&mut self, _c: usize, answer: Pending) {
         self.stats.n_not_done += 1;
         let reply = Reply::error(wire::ERR_TRY_AGAIN, NOT_DONE);
         let operation = reply.operation().code();
-        self.to_client(answer.actor, answer.conn, ToClient::Answer { operation, body: reply.encode_body() });
+        self.send_to_client(
+            answer.actor,
+            answer.conn,
+            ToClient::Answer { operation, body: reply.encode_body() },
+        );
     }
 
     fn lead(&mut self, c: usize, term: u64) {

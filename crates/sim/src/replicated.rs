@@ -365,9 +365,8 @@ impl World {
         CandidateShell::drain(self, c);
     }
 
-    /// Drains candidate `c`'s machine and carries out its steps in order; a crash may
-    /// strike before any of them (a `Persist` then keeps a prefix of its records).
-
+    /// An answer released by candidate `c`: to the sbatchd connection registered with it,
+    /// or to the command.
     fn repl_send_answer(&mut self, c: usize, answer: Outgoing) {
         match answer {
             Outgoing::Sbd { host, msg } => {
