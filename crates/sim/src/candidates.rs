@@ -380,6 +380,14 @@ pub fn maybe_compact<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
 pub fn compact<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     let Some(machine) = shell.group_mut().cands[c].machine.as_mut() else { return };
     let Some(compaction) = machine.compact() else { return };
+    // The daemons keep the entries after the snapshot beside it: the log must hold them.
+    if let Err(error) = machine.replica().entries_after(compaction.index) {
+        shell.fail(format!(
+            "candidate {}: no entries after its snapshot at {}: {error}",
+            c + 1,
+            compaction.index
+        ));
+    }
     let now = shell.now_ms();
     shell.trace().line(now, || format!("candidate {}: snapshot through {}", c + 1, compaction.index));
     let cand = &mut shell.group_mut().cands[c];
