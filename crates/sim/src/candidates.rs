@@ -16,8 +16,8 @@
 //!   too), lost, duplicated and reordered consensus messages ([`event`], [`send`]).
 //! - **Checked after every drain** ([`check`]): at most one leader per term; every answer
 //!   released in a term by one candidate only; every entry committed anywhere is the same
-//!   entry everywhere at its index ([`committed`]); a leader of a later term holds every
-//!   acknowledged entry; a candidate whose state is the committed log (no proposal
+//!   entry everywhere at its index ([`committed`]); a leader holds every entry
+//!   acknowledged in an earlier term; a candidate whose state is the committed log (no proposal
 //!   outstanding) has the same state as every other candidate had at the same applied
 //!   index, however it got there.
 //!
@@ -121,9 +121,11 @@ pub struct Group<A, M, P> {
     pub leaders: BTreeMap<u64, usize>,
     /// term -> the candidate that released an answer in it.
     pub ackers: BTreeMap<u64, usize>,
-    /// The highest index an answer waited for: every committed entry up to it is
-    /// acknowledged.
-    pub acked_through: u64,
+    /// term -> the highest index an answer released in it waited for: every committed
+    /// entry up to it was acknowledged in that term, so every leader of a later term holds
+    /// it (an entry of an earlier term committed late, in a later term, binds only the
+    /// leaders after that one: a stale leader elected in between may lack it).
+    pub acked: BTreeMap<u64, u64>,
     /// (candidate, term) already checked for holding every acknowledged entry.
     checked_leaders: BTreeSet<(usize, u64)>,
     /// Fault intensities.
@@ -151,7 +153,7 @@ impl<A: Application, M, P> Group<A, M, P> {
             dumps: BTreeMap::new(),
             leaders: BTreeMap::new(),
             ackers: BTreeMap::new(),
-            acked_through: 0,
+            acked: BTreeMap::new(),
             checked_leaders: BTreeSet::new(),
             params,
         }
@@ -363,7 +365,8 @@ fn released_in<S: CandidateShell + ?Sized>(shell: &mut S, c: usize, gate: Placed
         shell.fail(format!("candidates {} and {} both acknowledged in term {}", other + 1, c + 1, gate.term));
     }
     group.ackers.insert(gate.term, c);
-    group.acked_through = group.acked_through.max(gate.index);
+    let through = group.acked.entry(gate.term).or_insert(0);
+    *through = (*through).max(gate.index);
 }
 
 /// A snapshot of candidate `c` with probability `compact_p` (when its machine allows one);
@@ -665,17 +668,15 @@ pub fn check<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     if !shell.group_mut().checked_leaders.insert((c, view.term)) {
         return;
     }
-    // Every acknowledged entry of an earlier term is in this leader's log.
+    // Every entry acknowledged in an earlier term is in this leader's log.
     let group = shell.group();
+    let through = group.acked.range(..view.term).map(|(_, &index)| index).max().unwrap_or(0);
     let replica = group.cands[c].machine.as_ref().expect("up").replica();
     let base = replica.snapshot_index();
-    if base >= group.acked_through {
+    if base >= through {
         return;
     }
-    for (&index, (term, data)) in group.committed.range(base + 1..=group.acked_through) {
-        if *term >= view.term {
-            continue;
-        }
+    for (&index, (term, data)) in group.committed.range(base + 1..=through) {
         if replica.term_at(index) != Some(*term) || replica.entry_at(index).as_ref() != Some(data) {
             shell.fail(format!(
                 "candidate {} leads term {} without acknowledged entry {index} (term {term}); it holds term {:?}",

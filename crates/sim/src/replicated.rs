@@ -27,8 +27,8 @@
 //!
 //! Checked after every drain: at most one leader per term; every answer is released in a
 //! term by one candidate only (at most one leader per term acknowledges); every entry
-//! committed anywhere is the same entry everywhere at its index, and a leader of a later
-//! term holds every acknowledged entry; a candidate whose state is the committed log (no
+//! committed anywhere is the same entry everywhere at its index, and a leader holds every
+//! entry acknowledged in an earlier term; a candidate whose state is the committed log (no
 //! proposal outstanding) has the same state (the XDR of `Mbd::snapshot`) as every other
 //! candidate had at the same applied index — whether it got there as leader, follower,
 //! by replay after a restart, by a rebuild or by a leader's snapshot. The batch checks of
