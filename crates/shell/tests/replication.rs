@@ -40,6 +40,8 @@ struct Seen {
     link_refused: u64,
     /// Snapshots received from the leader since this candidate started.
     restores: u64,
+    /// The index of this candidate's newest snapshot.
+    snapshot_index: u64,
 }
 
 struct Candidate {
@@ -109,6 +111,7 @@ impl Candidate {
                             places: self.places.clone(),
                             link_refused: self.link.counters().refused.load(Ordering::Relaxed),
                             restores: self.restores,
+                            snapshot_index: self.replica.snapshot_index(),
                         });
                     }
                 },
@@ -270,6 +273,7 @@ async fn three_candidates_survive_the_leaders_death_and_its_return() {
     cluster.applied_through(last).await;
 
     let old = cluster.leader().await;
+    let at_stop = cluster.look(old).await.map(|s| (s.view, s.snapshot_index));
     cluster.stop_one(old).await;
     for n in 0..120 {
         let value = format!("second-{n}");
@@ -282,9 +286,11 @@ async fn three_candidates_survive_the_leaders_death_and_its_return() {
     let last = placed.iter().map(|p| p.1.index).max().expect("placed");
     let seen = cluster.applied_through(last).await;
     assert_eq!(seen.len(), 3);
+    let views: Vec<_> = seen.iter().map(|s| (s.view, s.snapshot_index, s.restores)).collect();
     assert!(
         seen[old as usize - 1].restores >= 1,
-        "the returning candidate was caught up by a snapshot: the others compacted past it"
+        "the returning candidate {old} was caught up by a snapshot: the others compacted past it \
+         (at its stop: {at_stop:?}; now, (view, snapshot index, restores) of each: {views:?})"
     );
     for s in &seen[1..] {
         assert_eq!(s.values, seen[0].values, "every candidate applies the same values in the same order");
