@@ -165,6 +165,7 @@ mod process;
 mod replicated;
 mod rng;
 mod sbd_shell;
+mod seeds;
 mod trace;
 mod world;
 
@@ -172,6 +173,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 pub use coordinator::CoordStats;
+pub use seeds::{SeedRuns, run_seeds};
 pub use world::Stats;
 
 /// How a run is observed; none of it changes what happens in the run, save

@@ -9,20 +9,10 @@
 //! `LAVA_SIM_COORD_SEED=N` runs seed N alone; `LAVA_SIM_COORD_SEEDS=N` runs N seeds from
 //! `LAVA_SIM_COORD_SEED_START` (default 0); `LAVA_SIM_TRACE=1` prints every event.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
-
-use lava_sim::{CoordStats, Failure, Options, check_coordinator};
+use lava_sim::{CoordStats, Options, check_coordinator, run_seeds};
 
 /// Seeds CI runs by default (see docs/failover.md for the time they take).
 const SEEDS_DEFAULT: u64 = 300;
-const FAILURES_SHOWN_MAX: usize = 5;
-const RUNNERS_MAX: usize = 4;
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
 
 fn add(total: &mut CoordStats, one: &CoordStats) {
     total.n_tasks += one.n_tasks;
@@ -43,50 +33,15 @@ fn add(total: &mut CoordStats, one: &CoordStats) {
 #[test]
 fn replicated_coordinator_seeds() {
     let options = Options::from_env();
-    let (start, count) = match env_u64("LAVA_SIM_COORD_SEED") {
-        Some(seed) => (seed, 1),
-        None => (
-            env_u64("LAVA_SIM_COORD_SEED_START").unwrap_or(0),
-            env_u64("LAVA_SIM_COORD_SEEDS").unwrap_or(SEEDS_DEFAULT),
-        ),
-    };
-    let end = start.saturating_add(count);
-    let n_runners = if options.trace {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get()).min(RUNNERS_MAX)
-    };
-    let started = Instant::now();
-    let next_seed = AtomicU64::new(start);
-    let n_run = AtomicU64::new(0);
-    let totals = Mutex::new(CoordStats::default());
-    let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..n_runners {
-            scope.spawn(|| {
-                loop {
-                    let seed = next_seed.fetch_add(1, Ordering::Relaxed);
-                    let enough =
-                        failures.lock().unwrap_or_else(PoisonError::into_inner).len() >= FAILURES_SHOWN_MAX;
-                    if seed >= end || enough {
-                        return;
-                    }
-                    n_run.fetch_add(1, Ordering::Relaxed);
-                    match check_coordinator(seed, &options) {
-                        Ok(outcome) => {
-                            add(&mut totals.lock().unwrap_or_else(PoisonError::into_inner), &outcome.stats);
-                        }
-                        Err(failure) => failures.lock().unwrap_or_else(PoisonError::into_inner).push(failure),
-                    }
-                }
-            });
-        }
-    });
-    let n_run = n_run.into_inner();
-    let elapsed = started.elapsed().as_secs_f64();
-    let t = totals.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let runs = run_seeds("LAVA_SIM_COORD", SEEDS_DEFAULT, &options, |seed| check_coordinator(seed, &options));
+    let n_run = runs.n_run;
+    let mut t = CoordStats::default();
+    for outcome in &runs.outcomes {
+        add(&mut t, &outcome.stats);
+    }
     eprintln!(
-        "lava-sim replicated coordinator: {n_run} seeds from {start} in {elapsed:.2} s on {n_runners} runners: {} tasks, {} leases expired, {} candidate crashes, {} leaderships, {} deposed leaders restarted, {} answers not done, {} repeated submissions, {} snapshots",
+        "lava-sim replicated coordinator: {}: {} tasks, {} leases expired, {} candidate crashes, {} leaderships, {} deposed leaders restarted, {} answers not done, {} repeated submissions, {} snapshots",
+        runs.summary(),
         t.n_tasks,
         t.n_expired,
         t.n_crashes,
@@ -96,12 +51,6 @@ fn replicated_coordinator_seeds() {
         t.n_repeated,
         t.n_snapshots
     );
-    let mut failures = failures.into_inner().unwrap_or_else(PoisonError::into_inner);
-    if !failures.is_empty() {
-        failures.sort_by_key(|f| f.seed);
-        let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
-        panic!("{} of {n_run} seeds failed:\n{}", failures.len(), report.join("\n"));
-    }
     // The runs must have done something: tasks, failovers, expiries, leaders that lost
     // proposals, submissions answered from an earlier attempt.
     if n_run >= 50 {

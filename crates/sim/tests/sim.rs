@@ -5,23 +5,11 @@
 //! `LAVA_SIM_REORDER=1` lets frames of one connection overtake each other.
 //! A failure names its seed and the command that reproduces it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
-
-use lava_sim::{Failure, Options, check};
+use lava_sim::{Options, check, run_seeds};
 
 /// Seeds CI runs by default: about 11 s of a debug build on two idle cores
 /// (one run takes about 10 ms in debug, under 2 ms in release; see the crate doc).
 const SEEDS_DEFAULT: u64 = 2_000;
-/// Failures collected before the runners stop taking seeds.
-const FAILURES_SHOWN_MAX: usize = 5;
-/// Runner threads at most; each seed still runs alone in one thread.
-const RUNNERS_MAX: usize = 4;
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
 
 // Goal: the real mbd and sbd logic keep every invariant and converge under
 // every fault the simulation injects, for a fixed budget of seeds.
@@ -31,53 +19,8 @@ fn env_u64(name: &str) -> Option<u64> {
 #[test]
 fn sim_seeds() {
     let options = Options::from_env();
-    let (start, count) = match env_u64("LAVA_SIM_SEED") {
-        Some(seed) => (seed, 1),
-        None => {
-            (env_u64("LAVA_SIM_SEED_START").unwrap_or(0), env_u64("LAVA_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT))
-        }
-    };
-    let end = start.saturating_add(count);
-    // A trace is only readable from one runner.
-    let n_runners = if options.trace {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get()).min(RUNNERS_MAX)
-    };
-    let started = Instant::now();
-    let next_seed = AtomicU64::new(start);
-    let n_run = AtomicU64::new(0);
-    let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..n_runners {
-            scope.spawn(|| {
-                loop {
-                    let seed = next_seed.fetch_add(1, Ordering::Relaxed);
-                    let enough =
-                        failures.lock().unwrap_or_else(PoisonError::into_inner).len() >= FAILURES_SHOWN_MAX;
-                    if seed >= end || enough {
-                        return;
-                    }
-                    n_run.fetch_add(1, Ordering::Relaxed);
-                    if let Err(failure) = check(seed, &options) {
-                        failures.lock().unwrap_or_else(PoisonError::into_inner).push(failure);
-                    }
-                }
-            });
-        }
-    });
-    let n_run = n_run.into_inner();
-    let elapsed = started.elapsed().as_secs_f64();
-    eprintln!(
-        "lava-sim: {n_run} seeds from {start} in {elapsed:.2} s on {n_runners} runners ({:.0} seeds/s)",
-        n_run as f64 / elapsed
-    );
-    let mut failures = failures.into_inner().unwrap_or_else(PoisonError::into_inner);
-    if !failures.is_empty() {
-        failures.sort_by_key(|f| f.seed);
-        let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
-        panic!("{} of {n_run} seeds failed:\n{}", failures.len(), report.join("\n"));
-    }
+    let runs = run_seeds("LAVA_SIM", SEEDS_DEFAULT, &options, |seed| check(seed, &options));
+    eprintln!("lava-sim: {} ({:.0} seeds/s)", runs.summary(), runs.n_run as f64 / runs.elapsed_s);
 }
 
 // Goal: a run is a pure function of its seed. Method: run a few seeds twice
