@@ -215,7 +215,7 @@ impl Writer {
     fn run(&mut self, items: &mpsc::Receiver<Item>) {
         textlog::serve(ACCT_NAME, items, |batch| {
             let mut text = String::new();
-            for item in batch {
+            for item in batch.iter() {
                 match item {
                     Item::Line(line) => text.push_str(line),
                     Item::Reconcile(finished) => {

@@ -57,6 +57,9 @@ pub(crate) struct Derived {
     /// The entries not yet written that finish a job, by index, with the finish's
     /// `lsb.acct` line (if the job has one).
     finishes: BTreeMap<u64, Option<String>>,
+    /// The text view lines of entries not yet written, by increasing index
+    /// ([`crate::events_view::EventsView::worded`]; `None`: a type it does not write).
+    lines: VecDeque<(u64, Option<String>)>,
 }
 
 impl Derived {
@@ -89,6 +92,7 @@ impl Derived {
             skip: end.saturating_sub(position),
             install: None,
             finishes: BTreeMap::new(),
+            lines: VecDeque::new(),
         })
     }
 
@@ -106,19 +110,32 @@ impl Derived {
         }
     }
 
+    /// The entry at `index` words as `line` in the text view. Noted by the leader as it
+    /// proposes the event and by a follower as it applies it (indexes increasing), before
+    /// the entry is [`Derived::applied`]; an entry without one is read back by the view.
+    pub(crate) fn note_line(&mut self, index: u64, line: Option<String>) {
+        if self.lines.back().is_some_and(|(last, _)| *last >= index) {
+            self.lines.clear();
+        }
+        if index > self.written {
+            self.lines.push_back((index, line));
+        }
+    }
+
     /// The committed entry at `index` is in the state: appends its event to `lsb.events`
     /// unless it is there already, and queues its `lsb.acct` line behind it. The entry's
     /// bytes are the event's XDR encoding, which is what `lsb.events` holds: they are
-    /// appended as they are, not decoded and encoded again.
+    /// appended as they are, not decoded and encoded again. Returns the event's text view
+    /// line when it was appended and its line noted, for the view at `lsb.events`' end.
     pub(crate) fn applied(
         &mut self,
         index: u64,
         data: &[u8],
         journal: &mut Journal,
         acct_held: &mut VecDeque<(u64, String)>,
-    ) -> Result<(), ShellError> {
+    ) -> Result<Option<Option<String>>, ShellError> {
         if index <= self.written {
-            return Ok(());
+            return Ok(None);
         }
         self.written = index;
         let finish = self.finishes.remove(&index);
@@ -126,18 +143,22 @@ impl Derived {
         if self.finishes.first_key_value().is_some_and(|(first, _)| *first <= index) {
             self.finishes = self.finishes.split_off(&(index + 1));
         }
+        while self.lines.front().is_some_and(|(at, _)| *at < index) {
+            self.lines.pop_front();
+        }
+        let line = self.lines.front().is_some_and(|(at, _)| *at == index).then(|| self.lines.pop_front());
         if data.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         if self.skip > 0 {
             self.skip -= 1;
-            return Ok(());
+            return Ok(None);
         }
         journal.append_encoded(data, finish.is_some())?;
         if let Some(line) = finish.flatten() {
             acct_held.push_back((journal.appended_through(), line));
         }
-        Ok(())
+        Ok(line.flatten().map(|(_, line)| line))
     }
 
     /// The state became the snapshot `data` (the replica log's encoding of the state) at
@@ -149,6 +170,7 @@ impl Derived {
         self.written = index;
         self.skip = 0;
         self.finishes.clear();
+        self.lines.clear();
     }
 
     /// Records a pending snapshot in `lsb.events` once no switch is being written.

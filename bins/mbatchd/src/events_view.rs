@@ -5,10 +5,13 @@
 //! # Derived, never the truth
 //! The binary event log ([`crate::journal`], files `lsb.events.<segment>`,
 //! `lsb.events.snapshot.*`, `lsb.events.lock` in the same folder) is the truth.
-//! A writer thread reads its records back once they are durable (the loop tells it
-//! how far, [`EventsView::durable`]), words each one ([`line`]), appends them to
-//! the text file, `fdatasync`s it, then records how far it got in
-//! `lsb.events.state` (the log position, the file's length and inode). mbatchd
+//! The loop words each event ([`line`]) as it appends it, from the event it holds
+//! ([`EventsView::worded`]), and hands the lines to a writer thread together with how
+//! far the log is durable ([`EventsView::durable`]); the writer appends the lines of
+//! durable positions only to the text file, `fdatasync`s it, then records how far it
+//! got in `lsb.events.state` (the log position, the file's length and inode).
+//! Positions it was handed no line for (after a start, or while it was
+//! [`FEED_BYTES_MAX`] behind) it reads back from the log and words itself. mbatchd
 //! never reads the text view back as state. A record therefore appears one group
 //! commit plus one write and fsync after its event, and never for an event the log
 //! could lose.
@@ -43,11 +46,12 @@
 //! event's). JOB_NEW's job name is its 42nd blank-separated field when no host is
 //! asked for (`-m`), where Snakemake's reader looks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -323,17 +327,17 @@ enum Fate {
 /// The fate of a record line (see [`Fate`]), read from its first blank-separated
 /// fields (none of which is a string with a blank in the types it reads).
 fn fate(line: &str) -> Fate {
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let kind = fields.first().map(|k| k.trim_matches('"')).unwrap_or_default();
+    let mut fields = line.split_whitespace();
+    let kind = fields.next().map(|k| k.trim_matches('"')).unwrap_or_default();
     let job_at = match kind {
         "JOB_SWITCH" | "JOB_MOVE" => 4,
         "MBD_START" | "QUEUE_CTRL" | "HOST_CTRL" | "" => return Fate::NoJob,
         _ => 3,
     };
-    let Some(job) = fields.get(job_at).and_then(|id| id.parse().ok()) else { return Fate::NoJob };
+    let Some(job) = fields.nth(job_at - 1).and_then(|id| id.parse().ok()) else { return Fate::NoJob };
     let finished = kind == "JOB_STATUS"
-        && fields.get(4).and_then(|s| s.parse::<u32>().ok()).is_some_and(|s| FINISHED_BITS.contains(&s))
-        && fields.last() == Some(&"0");
+        && fields.next().and_then(|s| s.parse::<u32>().ok()).is_some_and(|s| FINISHED_BITS.contains(&s))
+        && fields.next_back() == Some("0");
     if finished || kind == "JOB_CLEAN" { Fate::Ends(job) } else { Fate::Lives(job) }
 }
 
@@ -373,11 +377,37 @@ impl Progress {
     }
 }
 
+/// The line of the event at a log position, worded by the loop (`None`: a type the view
+/// does not write).
+type Worded = (u64, Option<String>);
+
+/// What the loop tells the writer: the log is durable through `durable`, and the lines it
+/// worded of positions up to there.
+#[derive(Debug)]
+struct Told {
+    durable: u64,
+    lines: Vec<Worded>,
+}
+
+/// Worded lines handed to the writer and not yet written, in bytes, beyond which the loop
+/// stops wording (the writer is behind, the disk refusing it): the writer reads those
+/// events back from the log instead, and the memory stays bounded.
+pub const FEED_BYTES_MAX: usize = 8 << 20;
+
+fn bytes_of(lines: &[Worded]) -> usize {
+    lines.iter().map(|(_, line)| line.as_ref().map_or(0, String::len)).sum()
+}
+
 /// The loop's end of the view's writer thread.
 #[derive(Debug)]
 pub struct EventsView {
-    durable: Option<mpsc::Sender<u64>>,
+    told_to: Option<mpsc::Sender<Told>>,
     told: u64,
+    /// Lines worded of positions not yet durable, in position order.
+    worded: Vec<Worded>,
+    worded_bytes: usize,
+    /// Bytes of lines handed to the writer and not yet taken out of its queue.
+    handed: Arc<AtomicUsize>,
     progress: Arc<Progress>,
     thread: Option<JoinHandle<()>>,
 }
@@ -388,17 +418,45 @@ impl EventsView {
     /// finishes.
     pub fn start(dir: PathBuf, log: Arc<EventLog>, max_job_num: u32) -> io::Result<EventsView> {
         let progress = Arc::new(Progress::default());
-        let mut writer = Writer::open(dir, log, max_job_num, Arc::clone(&progress))?;
-        let (durable, receiver) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("lsb.events view".into())
-            .spawn(move || textlog::serve("the lsb.events text view", &receiver, |d| writer.catch_up(d)))?;
-        Ok(EventsView { durable: Some(durable), told: 0, progress, thread: Some(thread) })
+        let handed = Arc::new(AtomicUsize::new(0));
+        let mut writer = Writer::open(dir, log, max_job_num, Arc::clone(&progress), Arc::clone(&handed))?;
+        let (told_to, receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new().name("lsb.events view".into()).spawn(move || {
+            textlog::serve("the lsb.events text view", &receiver, |told| writer.catch_up(told))
+        })?;
+        Ok(EventsView {
+            told_to: Some(told_to),
+            told: 0,
+            worded: Vec::new(),
+            worded_bytes: 0,
+            handed,
+            progress,
+            thread: Some(thread),
+        })
     }
 
     /// How far the view got, for the snapshot to wait on.
     pub fn progress(&self) -> Arc<Progress> {
         Arc::clone(&self.progress)
+    }
+
+    /// Whether the loop should word the events it appends now ([`EventsView::worded`]):
+    /// not while [`FEED_BYTES_MAX`] of lines wait for the writer.
+    pub fn wants_lines(&self) -> bool {
+        self.told_to.is_some() && self.worded_bytes + self.handed.load(Ordering::Relaxed) < FEED_BYTES_MAX
+    }
+
+    /// The event appended at log position `position` words as `line` ([`line`]): the
+    /// writer takes the line instead of reading the event back. Positions come in order;
+    /// one not given is read back.
+    pub fn worded(&mut self, position: u64, line: Option<String>) {
+        if self.worded.last().is_some_and(|(last, _)| *last >= position) {
+            // Not after the last one (a log that started again): those are read back.
+            self.worded_bytes = 0;
+            self.worded.clear();
+        }
+        self.worded_bytes += line.as_ref().map_or(0, String::len);
+        self.worded.push((position, line));
     }
 
     /// Every log position up to `position` is durable: the writer may word them.
@@ -407,8 +465,13 @@ impl EventsView {
             return;
         }
         self.told = position;
-        if let Some(durable) = &self.durable
-            && durable.send(position).is_err()
+        let ready = self.worded.partition_point(|(at, _)| *at <= position);
+        let lines: Vec<Worded> = self.worded.drain(..ready).collect();
+        let bytes = bytes_of(&lines);
+        self.worded_bytes -= bytes;
+        self.handed.fetch_add(bytes, Ordering::Relaxed);
+        if let Some(told_to) = &self.told_to
+            && told_to.send(Told { durable: position, lines }).is_err()
         {
             tracing::error!("the lsb.events view writer is gone: records are left to the next start");
         }
@@ -416,7 +479,7 @@ impl EventsView {
 
     /// Lets the writer word what it was told and waits for it (a clean stop).
     pub fn close(mut self) {
-        drop(self.durable.take());
+        drop(self.told_to.take());
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
@@ -447,6 +510,12 @@ struct Writer {
     /// Where the last catch-up stopped reading the log: the next one reads on from
     /// there, not from the start of the segment (lava-eventlog's `replay_after`).
     resume: Option<lava_eventlog::ResumePoint>,
+    /// The log is durable through this position.
+    durable: u64,
+    /// Lines the loop worded, in position order, not yet written.
+    fed: VecDeque<Worded>,
+    /// The loop's count of the bytes in `fed` (and on their way).
+    handed: Arc<AtomicUsize>,
 }
 
 fn other(error: impl std::fmt::Display) -> io::Error {
@@ -471,6 +540,7 @@ impl Writer {
         log: Arc<EventLog>,
         max_job_num: u32,
         progress: Arc<Progress>,
+        handed: Arc<AtomicUsize>,
     ) -> io::Result<Writer> {
         let view = textlog::path(&dir, VIEW_NAME, 0);
         let next = dir.join(NEXT_NAME);
@@ -529,6 +599,9 @@ impl Writer {
             carry: BTreeMap::new(),
             finishes: 0,
             resume: None,
+            durable: 0,
+            fed: VecDeque::new(),
+            handed,
         };
         match File::open(&view) {
             Ok(file) => {
@@ -596,12 +669,62 @@ impl Writer {
         file.sync_data()
     }
 
-    /// Words every record up to the newest durable position of `durable` into the view.
-    fn catch_up(&mut self, durable: &[u64]) -> io::Result<()> {
-        let Some(&through) = durable.iter().max() else { return Ok(()) };
-        if through <= self.reached {
-            return Ok(());
+    /// Words every record up to the newest durable position the loop told into the view:
+    /// the lines it handed over where they follow on, the others read back from the log.
+    /// The lines are taken out of `told` at once, so a failed write keeps them here.
+    fn catch_up(&mut self, told: &mut Vec<Told>) -> io::Result<()> {
+        for Told { durable, lines } in told.drain(..) {
+            self.durable = self.durable.max(durable);
+            self.fed.extend(lines);
         }
+        while self.reached < self.durable {
+            while self.fed.front().is_some_and(|(at, _)| *at <= self.reached) {
+                self.take_fed();
+            }
+            let next = self.reached + 1;
+            let before = self.reached;
+            match self.fed.front() {
+                Some((at, _)) if *at == next => self.write_fed()?,
+                front => {
+                    let until = front.map_or(self.durable, |(at, _)| (at - 1).min(self.durable));
+                    self.read_back(until)?;
+                }
+            }
+            if self.reached == before {
+                // The log holds nothing more through `durable` (nothing to word).
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the first line of `fed` out of the loop's count.
+    fn take_fed(&mut self) -> Option<Worded> {
+        let worded = self.fed.pop_front()?;
+        self.handed.fetch_sub(worded.1.as_ref().map_or(0, String::len), Ordering::Relaxed);
+        Some(worded)
+    }
+
+    /// Writes the handed lines that follow on from `reached`, through `durable`.
+    fn write_fed(&mut self) -> io::Result<()> {
+        let mut chunk = String::new();
+        let mut last = self.reached;
+        while self.fed.front().is_some_and(|(at, _)| *at == last + 1 && *at <= self.durable) {
+            let (at, line) = self.take_fed().expect("checked just above");
+            if let Some(line) = line {
+                chunk.push_str(&line);
+            }
+            last = at;
+            if chunk.len() >= CHUNK_BYTES {
+                self.write(&chunk, last)?;
+                chunk.clear();
+            }
+        }
+        self.write(&chunk, last)
+    }
+
+    /// Reads the records after `reached` back from the log and words them, through `until`.
+    fn read_back(&mut self, until: u64) -> io::Result<()> {
         let from = Position(self.reached + 1);
         let read = match self.resume.take().filter(|point| point.position == from) {
             Some(point) => self.log.replay_after(point),
@@ -629,8 +752,8 @@ impl Writer {
                 break;
             };
             let (position, payload) = record.map_err(other)?;
-            if position.0 > through {
-                // Not durable yet: the next catch-up starts with it.
+            if position.0 > until {
+                // Not durable yet, or handed over: the next catch-up starts with it.
                 resume = before;
                 break;
             }
@@ -885,6 +1008,65 @@ mod tests {
         );
         assert_eq!(fate(&status(JobStatus::Run, None)), Fate::Lives(9));
         assert!(is_finish(&status(JobStatus::Exit, Some(finish))));
+    }
+
+    /// The view `EventsView` writes of `events` (each appended to a fresh log at positions
+    /// 1, 2, ...) when the loop hands it the lines `hand` gives (position → line), made
+    /// durable in two steps.
+    fn view_of(events: &[Event], hand: impl Fn(u64, &Event) -> Option<Option<String>>) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = crate::journal::open(dir.path()).expect("a log");
+        for event in events {
+            log.append(&crate::codec::encode(event)).expect("appends");
+        }
+        log.sync().expect("durable");
+        let mut view = EventsView::start(dir.path().to_owned(), Arc::clone(&log), 1000).expect("starts");
+        for (at, event) in (1..).zip(events) {
+            if let Some(line) = hand(at, event) {
+                assert!(view.wants_lines());
+                view.worded(at, line);
+            }
+        }
+        view.durable(2);
+        assert!(view.progress().wait_for(2, Duration::from_secs(10)), "the writer words what is durable");
+        view.durable(events.len() as u64);
+        view.close();
+        fs::read_to_string(dir.path().join(VIEW_NAME)).expect("the view")
+    }
+
+    #[test]
+    fn handed_lines_and_lines_read_back_make_one_view() {
+        // Goal: the lines the loop hands over are written at their positions, positions
+        // without one (gaps, at the start, in the middle, at the end) are read back from
+        // the log, and the file is the one a view that read every record back writes.
+        // Method: the same log with every pattern of hand-overs; one handed line differs
+        // from its event's, to see that it, and not a read-back, is what was written.
+        let clean = Event::JobClean(lava_mbd::event::JobCleanRecord {
+            job: JobRef::new(7, 0).expect("a job"),
+            time_ms: 1_700_000_002_000,
+        });
+        let run = Event::JobStatus(JobStatusRecord {
+            job: JobRef::new(7, 0).expect("a job"),
+            status: JobStatus::Run,
+            reason: String::new(),
+            time_ms: 1_700_000_001_000,
+            finish: None,
+        });
+        let events = [job_new(), run.clone(), job_new(), clean, run];
+        let read_back = view_of(&events, |_, _| None);
+        assert_eq!(read_back.lines().count(), 1 + events.len(), "{read_back}");
+        for handed in [&[1, 2, 3, 4, 5][..], &[1, 2, 4, 5], &[2, 5], &[3], &[1]] {
+            let view = view_of(&events, |at, event| handed.contains(&at).then(|| line(event)));
+            assert_eq!(view, read_back, "lines handed at {handed:?}");
+        }
+        let marked = view_of(&events, |at, event| match at {
+            4 => Some(Some("\"JOB_CLEAN\" \"10.1\" 1 99 0\n".to_owned())),
+            3 => None,
+            _ => Some(line(event)),
+        });
+        let mut want: Vec<&str> = read_back.split_inclusive('\n').collect();
+        want[4] = "\"JOB_CLEAN\" \"10.1\" 1 99 0\n";
+        assert_eq!(marked, want.concat(), "the handed line is the one written");
     }
 
     #[test]

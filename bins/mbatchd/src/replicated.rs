@@ -269,7 +269,7 @@ impl<M> Replicated<M> {
             derived_synced: None,
         };
         let mut mbd = Mbd::new(config)?;
-        replicated.apply_ops(&mut mbd)?;
+        replicated.apply_ops(&mut mbd, false)?;
         if install_at_start {
             // The state is the snapshot's now (its entries come in the first drains).
             let rebuilt =
@@ -329,8 +329,9 @@ impl<M> Replicated<M> {
         }
     }
 
-    /// Applies what the machine did to the application to `mbd`, in order.
-    pub(crate) fn apply_ops(&mut self, mbd: &mut Mbd) -> Result<(), ShellError> {
+    /// Applies what the machine did to the application to `mbd`, in order; `word`: each
+    /// event's text view line is noted for `lsb.events` ([`crate::derived`]).
+    pub(crate) fn apply_ops(&mut self, mbd: &mut Mbd, word: bool) -> Result<(), ShellError> {
         for op in std::mem::take(&mut self.machine.app_mut().ops) {
             match op {
                 Op::Restore(None) => *mbd = Mbd::new(self.config.clone())?,
@@ -345,6 +346,9 @@ impl<M> Replicated<M> {
                         ShellError::Replica(format!("entry {index} does not decode as an event: {error}"))
                     })?;
                     let finished = event.finishes().map(|(job, _)| job);
+                    if word {
+                        self.derived.note_line(index, crate::events_view::line(&event));
+                    }
                     let replayed = mbd
                         .replay(event)
                         .map_err(|error| ShellError::Replica(format!("entry {index}: {error}")))?;

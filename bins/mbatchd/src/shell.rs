@@ -82,6 +82,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use crate::ShellError;
 use crate::conn::{self, ConnEvent, ConnId, ReadReply, Shared};
 use crate::counters::Reject;
+use crate::events_view::EventsView;
 use crate::journal::{Journal, JournalEvent};
 use crate::lim_client::{LimUpdate, LimUpdates};
 use crate::logging::LogFile;
@@ -213,7 +214,7 @@ pub(crate) struct Shell {
     /// finished the job: written once that is durable.
     acct_held: VecDeque<(u64, String)>,
     /// The writer of the `lsb.events` text view (`events_view`), once given.
-    events_view: Option<crate::events_view::EventsView>,
+    events_view: Option<EventsView>,
     /// Scrapes of the metrics listener, when it serves ([`Shell::serve_metrics`]).
     scrapes: Option<mpsc::Receiver<Scrape>>,
     /// The earliest time the next wanted dispatch turn may run.
@@ -271,7 +272,7 @@ impl Shell {
 
     /// Words the durable events into the `lsb.events` text view through `view`;
     /// snapshots wait for it.
-    pub(crate) fn view_events(&mut self, view: crate::events_view::EventsView) {
+    pub(crate) fn view_events(&mut self, view: EventsView) {
         self.journal.wait_for_view(view.progress());
         self.events_view = Some(view);
     }
@@ -834,8 +835,12 @@ impl Shell {
                     if let Some(repl) = self.repl.as_mut() {
                         let bytes = crate::codec::encode(&event);
                         match repl.machine.propose(bytes) {
-                            // Its lsb.acct line follows the event into lsb.events (crate::derived).
+                            // Its lsb.acct line and its text view line follow the event
+                            // into lsb.events (crate::derived).
                             Ok(placed) => {
+                                if self.events_view.as_ref().is_some_and(EventsView::wants_lines) {
+                                    repl.derived.note_line(placed.index, crate::events_view::line(&event));
+                                }
                                 if let Some((job, _)) = finished {
                                     let line = self.mbd.job(job).and_then(|job| job.acct_record());
                                     repl.derived
@@ -851,6 +856,8 @@ impl Shell {
                         );
                         result = Err(error);
                         break;
+                    } else if let Some(view) = self.events_view.as_mut().filter(|view| view.wants_lines()) {
+                        view.worded(self.journal.appended_through(), crate::events_view::line(&event));
                     }
                     if let Some((job, _)) = finished
                         && self.acct.is_some()
@@ -927,7 +934,7 @@ impl Shell {
         loop {
             let Some(repl) = self.repl.as_mut() else { return Ok(()) };
             let steps = repl.drain();
-            repl.apply_ops(&mut self.mbd)?;
+            repl.apply_ops(&mut self.mbd, self.events_view.as_ref().is_some_and(EventsView::wants_lines))?;
             if steps.is_empty() {
                 break;
             }
@@ -941,7 +948,11 @@ impl Shell {
                         repl.keep_snapshot(index, term, data).await?;
                     }
                     Step::Applied { index, data, .. } => {
-                        repl.derived.applied(index, &data, &mut self.journal, &mut self.acct_held)?;
+                        let worded =
+                            repl.derived.applied(index, &data, &mut self.journal, &mut self.acct_held)?;
+                        if let (Some(line), Some(view)) = (worded, self.events_view.as_mut()) {
+                            view.worded(self.journal.appended_through(), line);
+                        }
                     }
                     Step::Release { answer, .. } => self.deliver(answer),
                     Step::NotDone(message) => self.not_done(message),

@@ -85,11 +85,12 @@ pub const PACE: Duration = Duration::from_millis(20);
 
 /// The writer thread's loop: waits for items, takes every item that has arrived and
 /// hands them to `apply` in one batch; while `apply` fails, logs once and tries again
-/// every second with the same items (and those arrived meanwhile). Returns when every
+/// every second with the items it left in the batch (and those arrived meanwhile): an
+/// `apply` that takes items out keeps what they carried itself. Returns when every
 /// sender is gone and the last batch is applied.
 /// Batches follow each other [`PACE`] apart at least: an item after a quiet spell is
 /// written at once, a busy log gathers what comes meanwhile into one write and one fsync.
-pub fn serve<T>(what: &str, items: &mpsc::Receiver<T>, mut apply: impl FnMut(&[T]) -> io::Result<()>) {
+pub fn serve<T>(what: &str, items: &mpsc::Receiver<T>, mut apply: impl FnMut(&mut Vec<T>) -> io::Result<()>) {
     let mut batch = Vec::new();
     let mut failing = false;
     let mut last_batch: Option<std::time::Instant> = None;
@@ -102,7 +103,7 @@ pub fn serve<T>(what: &str, items: &mpsc::Receiver<T>, mut apply: impl FnMut(&[T
         }
         batch.extend(items.try_iter());
         loop {
-            match apply(&batch) {
+            match apply(&mut batch) {
                 Ok(()) => {
                     if failing {
                         tracing::warn!("{what} is written again");
