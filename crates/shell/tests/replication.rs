@@ -154,6 +154,27 @@ impl Candidate {
     }
 }
 
+/// `n` loopback addresses free now, on ports below Linux's ephemeral range (32768–60999): a
+/// stopped candidate binds its port again, and a port of that range may meanwhile have become
+/// the source port of some connection on the machine (seen under parallel runs: "the
+/// replication port binds again" failed). The first port tried differs per process and call.
+fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    const PORTS: std::ops::RangeInclusive<u32> = 20_000..=32_000;
+    let span = PORTS.end() - PORTS.start() + 1;
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let seed = std::process::id().wrapping_mul(7919) ^ nanos;
+    let addrs: Vec<SocketAddr> = (0..span)
+        .map(|step| {
+            SocketAddr::from(([127, 0, 0, 1], (PORTS.start() + seed.wrapping_add(step * 613) % span) as u16))
+        })
+        .filter(|addr| std::net::TcpListener::bind(addr).is_ok())
+        .take(n)
+        .collect();
+    assert_eq!(addrs.len(), n, "free ports below the ephemeral range");
+    addrs
+}
+
 struct Cluster {
     dirs: Vec<PathBuf>,
     addrs: Vec<SocketAddr>,
@@ -168,11 +189,7 @@ impl Cluster {
         let root = tempfile::tempdir().expect("tempdir");
         let key = ClusterKey::from_bytes(&[7u8; 32]).expect("key");
         let auth = Arc::new(Authenticator::new(KeyRing::new(&key), AuthConfig::default()));
-        let mut addrs = Vec::new();
-        for _ in 0..n {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-            addrs.push(probe.local_addr().expect("address"));
-        }
+        let addrs = free_addrs(n);
         let dirs: Vec<PathBuf> = (1..=n).map(|i| root.path().join(format!("candidate{i}"))).collect();
         let mut cluster = Cluster { dirs, addrs, auth, asks: vec![], tasks: vec![], _root: root };
         for id in 1..=n as u64 {
