@@ -278,6 +278,16 @@ pub async fn serve(
             break Ok(Outcome::Restart);
         }
     };
+    // A clean stop keeps what this candidate knows committed, for its next start (lava-replog's
+    // `commit_record`): every step of its drains is carried out by now.
+    let result = match result {
+        Ok(outcome) => log
+            .persist(vec![machine.replica().commit_record()])
+            .await
+            .map_err(replica_error)
+            .map(|()| outcome),
+        Err(error) => Err(error),
+    };
     if let Some(accept) = accept {
         accept.abort();
         // Wait until the task is gone, and its listener closed with it.

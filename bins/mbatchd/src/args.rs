@@ -51,4 +51,9 @@ pub struct Args {
     /// (docs/failover.md, "Moving a single master to candidates").
     #[arg(long, value_name = "DIR")]
     pub seed_from: Option<PathBuf>,
+    /// Given by mbatchd to itself when it starts again (`badmin mbdrestart`, a master
+    /// candidate deposed): when the process before last knew a master, in milliseconds since
+    /// the epoch, for the stale answers' "last in contact with a master".
+    #[arg(long, value_name = "MS", hide = true)]
+    pub leader_seen_at_ms: Option<u64>,
 }

@@ -133,7 +133,7 @@ pub fn run(args: Args) -> Result<(), ShellError> {
         runtime.block_on(serve(&args, &config, [auth, link_auth], log, recovered, log_file, readiness));
     runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_MS));
     match result? {
-        Some(port) => Err(restart(&args, port)),
+        Some((port, leader_seen_at_ms)) => Err(restart(&args, port, leader_seen_at_ms)),
         None => Ok(()),
     }
 }
@@ -143,10 +143,13 @@ pub fn run(args: Args) -> Result<(), ShellError> {
 /// with the same arguments but in the foreground (this process already is where it
 /// runs) and on the port it was bound to (so `--port 0` keeps its port); it replays
 /// the log as any start does. Returns only on failure.
-fn restart(args: &Args, port: u16) -> ShellError {
+fn restart(args: &Args, port: u16, leader_seen_at_ms: Option<u64>) -> ShellError {
     tracing::info!("badmin mbdrestart: starting mbatchd again");
     let mut again: Vec<OsString> = vec!["--foreground".into(), "--port".into(), port.to_string().into()];
     again.extend(["--snapshot-events".into(), args.snapshot_events.to_string().into()]);
+    if let Some(ms) = leader_seen_at_ms {
+        again.extend(["--leader-seen-at-ms".into(), ms.to_string().into()]);
+    }
     if let Some(host) = &args.host {
         again.extend(["--host".into(), host.into()]);
     }
@@ -186,7 +189,7 @@ async fn serve(
     recovered: Recovered,
     log_file: Option<LogFile>,
     readiness: Readiness,
-) -> Result<Option<u16>, ShellError> {
+) -> Result<Option<(u16, Option<u64>)>, ShellError> {
     if let Some(path) = &args.port_file {
         startup::remove_stale(path)?;
     }
@@ -217,6 +220,7 @@ async fn serve(
                 config.mbd.clone(),
                 link_auth,
                 args.snapshot_events,
+                args.leader_seen_at_ms,
                 &journal,
             )?;
             (Some(repl), mbd)
@@ -256,7 +260,7 @@ async fn serve(
     tracing::info!(%bound, "mbatchd ready");
     readiness.ready(&format!("serving on {bound}"));
     let restart = shell.run(signals, log_file, readiness).await?;
-    Ok(restart.then_some(bound.port()))
+    Ok(restart.map(|leader_seen_at_ms| (bound.port(), leader_seen_at_ms)))
 }
 
 /// Starts this program again with `--foreground`, in its own process group,

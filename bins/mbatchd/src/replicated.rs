@@ -50,7 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lava_mbd::{Event, Mbd, MbdConfig, Replayed};
-use lava_net::Authenticator;
+use lava_net::{Authenticator, system_now_ms};
 use lava_replog::Config;
 use lava_replog::machine::{Application, Machine, Step};
 use lava_shell::replication::{Link, LinkConfig, ReplicaLog};
@@ -221,6 +221,7 @@ impl<M> Replicated<M> {
         config: MbdConfig,
         auth: Arc<Authenticator>,
         snapshot_every: u64,
+        leader_seen_at_ms: Option<u64>,
         journal: &Journal,
     ) -> Result<(Replicated<M>, Mbd), ShellError> {
         lava_shell::startup::create_private_dir(&setting.dir, "create the candidate's folder")?;
@@ -264,7 +265,10 @@ impl<M> Replicated<M> {
             snapshot_index,
             derived,
             started: Instant::now(),
-            leader_seen: None,
+            // The process before this one (`exec`) knew a master then.
+            leader_seen: leader_seen_at_ms.and_then(|at_ms| {
+                Instant::now().checked_sub(Duration::from_millis(system_now_ms().saturating_sub(at_ms)))
+            }),
             no_leader_since: Some(Instant::now()),
             derived_synced: None,
         };
@@ -464,6 +468,13 @@ impl<M> Replicated<M> {
         self.snapshot_index = compaction.index;
         tracing::info!(index = compaction.index, "replicated log compacted behind a snapshot");
         Ok(())
+    }
+
+    /// When this candidate last knew a leader, in milliseconds since the epoch (handed to the
+    /// process that replaces it).
+    pub(crate) fn leader_seen_at_ms(&self) -> Option<u64> {
+        let ago = self.leader_seen?.elapsed();
+        Some(system_now_ms().saturating_sub(u64::try_from(ago.as_millis()).unwrap_or(u64::MAX)))
     }
 
     /// After a turn's drains: notes whether this candidate knows a leader now.

@@ -316,13 +316,14 @@ impl Shell {
 
     /// Runs the loop until a stop signal or `badmin mbdrestart` (then stops cleanly)
     /// or a failure of the event log (then returns the error at once, sending
-    /// nothing more). Says whether mbatchd is to start again (`mbdrestart`).
+    /// nothing more). Says whether mbatchd is to start again (`mbdrestart`, a candidate
+    /// deposed), and when it last knew a master (a candidate; ms since the epoch).
     pub(crate) async fn run(
         mut self,
         mut signals: Signals,
         log_file: Option<LogFile>,
         mut readiness: Readiness,
-    ) -> Result<bool, ShellError> {
+    ) -> Result<Option<Option<u64>>, ShellError> {
         let mut tick = tokio::time::interval(Duration::from_millis(TICK_INTERVAL_MS));
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -373,7 +374,8 @@ impl Shell {
                 break;
             }
         }
-        let restart = self.restart_requested;
+        let restart =
+            self.restart_requested.then(|| self.repl.as_ref().and_then(|repl| repl.leader_seen_at_ms()));
         self.stop().await.map(|()| restart)
     }
 
@@ -1063,6 +1065,12 @@ impl Shell {
     /// A clean stop: make every event durable, deliver what that releases,
     /// give the connections a bounded time to write it, close the log.
     async fn stop(mut self) -> Result<(), ShellError> {
+        if let Some(repl) = self.repl.as_mut() {
+            // What this candidate knows committed, for its next start (lava-replog's
+            // `commit_record`): every step of its drains is carried out by now.
+            let record = repl.machine.replica().commit_record();
+            repl.persist(vec![record]).await?;
+        }
         self.journal.sync_all().await?;
         self.release();
         debug_assert!(self.outbox.held.is_empty(), "every event is durable, so every message is released");

@@ -372,6 +372,18 @@ impl Replica {
         }
     }
 
+    /// The hard state as a record whose commit index is the one this replica knows now (at
+    /// most its last entry handed out for persistence). The commit index is otherwise made
+    /// durable only beside other records; a caller that stops once every `Persist` is
+    /// carried out keeps this one, so that its next start applies everything it knew
+    /// committed instead of waiting for a leader to say so again (a deposed leader answers
+    /// stale queries from that state). A committed index is committed for good: persisting
+    /// it is always safe.
+    pub fn commit_record(&self) -> Record {
+        let hard = self.node.store().hard_state();
+        Record::Hard { term: hard.term, vote: hard.vote, commit: hard.commit.min(self.node.store().last()) }
+    }
+
     /// This replica's view (term, leader, commit and applied indexes).
     pub fn view(&self) -> View {
         View {

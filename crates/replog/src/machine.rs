@@ -528,8 +528,9 @@ mod tests {
     }
 
     // Goal: one proposal costs each candidate one fsync (its entries, with the term and
-    // vote), never a second one for the commit index alone, and a candidate restarted
-    // from records whose commit lags learns the rest from the leader.
+    // vote), never a second one for the commit index alone; a candidate restarted from
+    // records whose commit lags learns the rest from the leader, and one that kept its
+    // commit record at its stop applies it all by itself.
     #[test]
     fn a_moved_commit_index_alone_costs_no_fsync() {
         /// Drains and delivers until quiet, keeping what each candidate made durable;
@@ -579,6 +580,14 @@ mod tests {
             panic!("no hard state in {records:?}")
         };
         assert!(*commit < 2, "the commit of entry 2 was not made durable on its own");
+        // With the commit record a clean stop keeps (`Replica::commit_record`), a restart
+        // applies entry 2 at once, before any message of the leader.
+        let mut kept = records.clone();
+        kept.push(ms[2].replica().commit_record());
+        let mut alone: Machine<List, &str> =
+            Machine::recover(Config::new(3, 3), List::default(), kept, None).expect("recover");
+        alone.drain();
+        assert_eq!(alone.app().0, vec![5], "applied through the commit it kept");
         ms[2] = Machine::recover(Config::new(3, 3), List::default(), records, None).expect("recover");
         tick_all(&mut ms, &[], 4);
         assert_eq!(ms[2].app().0, vec![5]);
