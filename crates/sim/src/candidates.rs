@@ -567,6 +567,11 @@ pub fn restart<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
 pub fn start<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     let app = shell.new_app();
     let cand = &mut shell.group_mut().cands[c];
+    if let Some(machine) = &cand.machine {
+        // A running candidate stops cleanly first: it keeps the commit index it knows, as the
+        // daemons do (lava-replog's `commit_record`).
+        cand.records.push(machine.replica().commit_record());
+    }
     cand.incarnation += 1;
     cand.dumped = u64::MAX;
     let config = Config::new(c as u64 + 1, CANDIDATES as u64);
