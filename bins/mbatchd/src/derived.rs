@@ -236,6 +236,35 @@ mod tests {
         assert!(error.contains("lsb.events.replica: not a checkpoint"), "{error}");
     }
 
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_noted_line_comes_back_with_its_appended_entry_only() {
+        // Goal: `applied` hands back the text view line noted for its index once the entry
+        // is appended to lsb.events (`None` inside: a type the view does not write), and
+        // none for an entry without a note, an empty entry, or one noted out of order.
+        use crate::journal::{Backlog, SwitchRule};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = crate::journal::open(&dir.path().join("logdir")).expect("a log");
+        let rule = SwitchRule { max_job_num: 1000, snapshot_events: 1000 };
+        let mut journal = Journal::new(log, rule, Backlog::default());
+        let mut derived = Derived::open(dir.path(), 0).expect("open");
+        let mut acct = VecDeque::new();
+        let mut applied = |derived: &mut Derived, index: u64, data: &[u8]| {
+            derived.applied(index, data, &mut journal, &mut acct).expect("appended")
+        };
+        derived.note_line(1, Some("one\n".into()));
+        derived.note_line(2, None);
+        derived.note_line(4, Some("four\n".into()));
+        assert_eq!(applied(&mut derived, 1, b"e1"), Some(Some("one\n".into())));
+        assert_eq!(applied(&mut derived, 2, b"e2"), Some(None), "noted: a type the view does not write");
+        assert_eq!(applied(&mut derived, 3, b"e3"), None, "not noted: the view reads it back");
+        assert_eq!(applied(&mut derived, 4, b""), None, "an empty entry is not appended");
+        derived.note_line(6, Some("six\n".into()));
+        derived.note_line(5, Some("five\n".into()));
+        assert_eq!(applied(&mut derived, 5, b"e5"), Some(Some("five\n".into())));
+        assert_eq!(applied(&mut derived, 6, b"e6"), None, "dropped when a note came out of order");
+        assert_eq!(journal.appended_through(), 5, "e1, e2, e3, e5 and e6 appended; the empty one not");
+    }
+
     #[test]
     fn a_start_skips_what_lsb_events_holds_past_its_checkpoint() {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -1070,6 +1070,31 @@ mod tests {
     }
 
     #[test]
+    fn the_lines_waiting_for_the_writer_are_bounded() {
+        // Goal: the loop stops wording once FEED_BYTES_MAX of lines wait for the writer (it
+        // reads those events back instead), and words again once the writer took them.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = crate::journal::open(dir.path()).expect("a log");
+        for event in [job_new(), job_new()] {
+            log.append(&crate::codec::encode(&event)).expect("appends");
+        }
+        log.sync().expect("durable");
+        let mut view = EventsView::start(dir.path().to_owned(), Arc::clone(&log), 1000).expect("starts");
+        let half = format!("{}\n", "x".repeat(FEED_BYTES_MAX / 2));
+        assert!(view.wants_lines());
+        view.worded(1, Some(half.clone()));
+        assert!(view.wants_lines(), "half the bound waits");
+        view.worded(2, Some(half));
+        assert!(!view.wants_lines(), "the bound waits: not worded, read back");
+        view.durable(2);
+        assert!(view.progress().wait_for(2, Duration::from_secs(10)), "the writer takes them");
+        assert!(view.wants_lines(), "taken: worded again");
+        view.close();
+        let text = fs::read_to_string(dir.path().join(VIEW_NAME)).expect("the view");
+        assert_eq!(text.len(), "#3\n".len() + FEED_BYTES_MAX + 2, "the handed lines, written");
+    }
+
+    #[test]
     fn fates_and_headers() {
         // Goal: the carried-over bookkeeping reads each type's job id where it is, a
         // finish or a clean ends the job; the header names its own end plus the carried bytes.
