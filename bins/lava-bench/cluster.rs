@@ -221,10 +221,9 @@ impl BenchCluster {
     /// `LSB_MBD_PORT` and `LAVA_MBD_REPL_PORT`; returns each candidate's name and its
     /// command address.
     pub fn candidates(&mut self, n: usize) -> anyhow::Result<Vec<(String, SocketAddr)>> {
-        let free = || -> anyhow::Result<u16> {
-            Ok(std::net::TcpListener::bind("127.0.0.1:0").context("a free port")?.local_addr()?.port())
-        };
-        let (mbd_port, repl_port) = (free()?, free()?);
+        // Below the ephemeral range: a port the kernel handed out for a moment could be a
+        // connection's source port by the time a candidate binds it.
+        let (mbd_port, repl_port) = (crate::ports::fixed_port(), crate::ports::fixed_port());
         let candidates: Vec<(String, SocketAddr)> = (1..=n)
             .map(|k| {
                 (

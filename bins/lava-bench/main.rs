@@ -14,6 +14,7 @@ mod e2e_bench;
 mod eventlog_bench;
 mod failover_bench;
 mod lim_bench;
+mod ports;
 mod restart_bench;
 mod scale_bench;
 mod sched_bench;
