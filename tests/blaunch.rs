@@ -545,7 +545,7 @@ fn tasks_belong_to_their_job(cluster: &Cluster, h0: &str, env0: &Path, out: &dyn
 fn seal_grant(auth: &lava_net::Authenticator, grant: &lava_batch_wire::TaskGrant) -> Vec<u8> {
     let mut sealed = lava_batch_wire::TASK_GRANT_MAGIC.to_vec();
     sealed.extend(util::proto::encode(grant));
-    let nonce = lava_net::Nonce::random().expect("a nonce");
+    let nonce = lava_net::Nonce::fresh().expect("a nonce");
     let trailer = auth.seal_bytes(&sealed, lava_net::system_now_ms(), nonce);
     sealed.extend_from_slice(&trailer);
     sealed
@@ -737,7 +737,7 @@ fn the_task_port_refuses_what_it_must_not_run() {
         let mut sealed = lava_batch_wire::TASK_SIGNAL_ORDER_MAGIC.to_vec();
         sealed.extend(util::proto::encode(order));
         let trailer =
-            auth.seal_bytes(&sealed, lava_net::system_now_ms(), lava_net::Nonce::random().expect("a nonce"));
+            auth.seal_bytes(&sealed, lava_net::system_now_ms(), lava_net::Nonce::fresh().expect("a nonce"));
         sealed.extend_from_slice(&trailer);
         sealed
     };

@@ -260,7 +260,7 @@ fn connections_without_a_valid_credential_are_refused() {
         username: "root".into(),
         hostname: "localhost".into(),
         issued_at_ms: lava_net::system_now_ms(),
-        nonce: Nonce::random().expect("randomness"),
+        nonce: Nonce::fresh().expect("randomness"),
         audience: lava_net::Audience::new(lava_net::Audience::COORDINATOR, util::CLUSTER_NAME),
     }
     .seal(&other)

@@ -157,7 +157,7 @@ fn seal(auth: &lava_net::Authenticator, uid: u32, user: &str, kind: u32) -> Vec<
         username: user.into(),
         hostname: "localhost".into(),
         issued_at_ms: system_now_ms(),
-        nonce: Nonce::random().expect("a nonce"),
+        nonce: Nonce::fresh().expect("a nonce"),
         audience: Audience::new(kind, util::CLUSTER_NAME),
     }
     .seal(auth)

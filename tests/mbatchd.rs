@@ -282,7 +282,7 @@ fn bad_input_costs_only_its_own_connection() {
         username: "root".into(),
         hostname: "localhost".into(),
         issued_at_ms: system_now_ms(),
-        nonce: Nonce::random().expect("a nonce"),
+        nonce: Nonce::fresh().expect("a nonce"),
         audience: lava_net::Audience::new(lava_net::Audience::MBATCHD, util::CLUSTER_NAME),
     }
     .seal(&foreign_authenticator())

@@ -805,7 +805,7 @@ fn sealed_join(auth: &Authenticator) -> Vec<u8> {
 }
 
 fn seal(auth: &Authenticator, mut bytes: Vec<u8>) -> Vec<u8> {
-    let trailer = auth.seal_bytes(&bytes, system_now_ms(), Nonce::random().expect("a nonce"));
+    let trailer = auth.seal_bytes(&bytes, system_now_ms(), Nonce::fresh().expect("a nonce"));
     bytes.extend_from_slice(&trailer);
     bytes
 }

@@ -244,7 +244,7 @@ impl Mbd {
 
     async fn send_payload(&mut self, operation: u32, payload: &[u8]) {
         let header = self.header(operation);
-        let body = self.auth.seal(header, payload, now_ms(), Nonce::random().expect("nonce")).expect("seal");
+        let body = self.auth.seal(header, payload, now_ms(), Nonce::fresh().expect("nonce")).expect("seal");
         self.conn.write_frame(header, &body).await.expect("write");
     }
 
@@ -703,7 +703,7 @@ async fn bad_frames_from_mbatchd_cost_only_the_connection() {
     let spec = job_spec(505, "root", 0, cluster.dir.path(), "true");
     let payload = lava_xdr::to_bytes(&spec).expect("encode");
     let header = mbd.header(Operation::NewJob.code());
-    let body = mbd.auth.seal(header, &payload, now_ms(), Nonce::random().expect("nonce")).expect("seal");
+    let body = mbd.auth.seal(header, &payload, now_ms(), Nonce::fresh().expect("nonce")).expect("seal");
     let mut tampered = body.to_vec();
     tampered[0] ^= 1;
     mbd.conn.write_frame(header, &tampered).await.expect("write");

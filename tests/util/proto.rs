@@ -196,7 +196,7 @@ impl Client {
             username: self.user.clone(),
             hostname: "localhost".into(),
             issued_at_ms: system_now_ms(),
-            nonce: Nonce::random().expect("a nonce"),
+            nonce: Nonce::fresh().expect("a nonce"),
             audience: lava_net::Audience::new(lava_net::Audience::MBATCHD, super::CLUSTER_NAME),
         }
         .seal(&self.auth)
@@ -309,7 +309,7 @@ impl FakeSbd {
 
     /// The sealed body of `payload` under `header` (for tests that tamper with it).
     pub fn seal(&self, header: FrameHeader, payload: &[u8]) -> Bytes {
-        self.auth.seal(header, payload, system_now_ms(), Nonce::random().expect("a nonce")).expect("seals")
+        self.auth.seal(header, payload, system_now_ms(), Nonce::fresh().expect("a nonce")).expect("seals")
     }
 
     /// Sends `body` as operation `op`, sealed.

@@ -810,7 +810,7 @@ impl State {
         };
         let message = message.to_wire();
         let mut bytes = wire::encode_unsealed(envelope, &message);
-        let nonce = match Nonce::random() {
+        let nonce = match Nonce::fresh() {
             Ok(nonce) => nonce,
             Err(error) => {
                 tracing::error!(%error, "no random nonce; frame not sent");

@@ -321,7 +321,7 @@ fn issue(
     let account = sys::lookup_uid(uid)
         .map_err(|err| format!("cannot look up uid {uid} on {host}: {err}"))?
         .ok_or_else(|| format!("uid {uid} has no account on {host}"))?;
-    let nonce = Nonce::random().map_err(|err| format!("no randomness for a nonce: {err}"))?;
+    let nonce = Nonce::fresh().map_err(|err| format!("no randomness for a nonce: {err}"))?;
     let credential = Credential {
         uid,
         gid,

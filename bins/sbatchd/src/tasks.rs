@@ -175,7 +175,7 @@ pub fn open_signal_order(
 fn seal<T: Serialize>(auth: &Authenticator, magic: [u8; 4], value: &T) -> Result<Vec<u8>, String> {
     let mut sealed = magic.to_vec();
     sealed.extend(lava_xdr::to_bytes(value).map_err(|err| err.to_string())?);
-    let nonce = Nonce::random().map_err(|err| format!("no randomness for a nonce: {err}"))?;
+    let nonce = Nonce::fresh().map_err(|err| format!("no randomness for a nonce: {err}"))?;
     let trailer = auth.seal_bytes(&sealed, lava_net::system_now_ms(), nonce);
     sealed.extend_from_slice(&trailer);
     Ok(sealed)

@@ -295,7 +295,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AuthConn<S> {
         let sealed: Result<Vec<bytes::Bytes>, ConnError> = frames
             .iter()
             .map(|(header, payload)| {
-                let nonce = Nonce::random().map_err(ConnError::Random)?;
+                let nonce = Nonce::fresh().map_err(ConnError::Random)?;
                 Ok(self.auth.seal(*header, payload, (self.clock)(), nonce)?)
             })
             .collect();

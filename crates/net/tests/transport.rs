@@ -131,7 +131,7 @@ async fn check_refused(
 
 /// A frame sealed by `sender` at `at_ms`.
 fn sealed(sender: &Authenticator, at_ms: u64) -> (FrameHeader, Bytes) {
-    let nonce = Nonce::random().expect("nonce");
+    let nonce = Nonce::fresh().expect("nonce");
     (request(99), sender.seal(request(99), b"bad payload", at_ms, nonce).expect("seal"))
 }
 
