@@ -26,8 +26,10 @@
 //! - **A deposed leader starts again.** At `Follow` the state may hold events that were
 //!   never committed: the loop ends, everything it opened is closed, and [`serve`] starts
 //!   again from the replica log alone, following (crash-only: the same path as a `kill -9`).
-//! - **Snapshots.** Every `--snapshot-events` applied events, once no proposal is
-//!   outstanding, the state is snapshotted into the replica log and the log compacted.
+//! - **Snapshots.** Every `--snapshot-events` applied events, or sooner when the applied
+//!   entries held in memory outweigh the last snapshot (`Machine::log_outweighs_snapshot`),
+//!   once no proposal is outstanding, the state is snapshotted into the replica log and the
+//!   log compacted.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -479,7 +481,7 @@ impl Shell {
                 self.step(machine, Input::Tick, None);
             }
         }
-        if machine.applied() >= *snapshot_index + self.snapshot_every
+        if (machine.applied() >= *snapshot_index + self.snapshot_every || machine.log_outweighs_snapshot())
             && machine.outstanding() == 0
             && let Some(compaction) = machine.compact()
         {

@@ -26,8 +26,10 @@
 //!   never committed, and the process holds connections only a leader keeps. mbatchd stops
 //!   and starts again in the same process (as `badmin mbdrestart` does): it recovers from
 //!   its replica log alone and follows. Crash-only: the same path as a `kill -9`.
-//! - **Snapshots.** Every `--snapshot-events` applied events, once no proposal is
-//!   outstanding, the state is snapshotted into the replica log and the log compacted.
+//! - **Snapshots.** Every `--snapshot-events` applied events, or sooner when the applied
+//!   entries held in memory outweigh the last snapshot (`Machine::log_outweighs_snapshot`),
+//!   once no proposal is outstanding, the state is snapshotted into the replica log and the
+//!   log compacted.
 //!
 //! - **Derived files.** Every candidate writes each committed event to its own `lsb.events`
 //!   and each finish's `lsb.acct` line behind it, after commit, exactly once by replicated
@@ -442,14 +444,14 @@ impl<M> Replicated<M> {
     }
 
     /// Takes a snapshot of `mbd` when `--snapshot-events` events were applied since the
-    /// last and no proposal is outstanding: kept durably first, then its record.
+    /// last, or the applied entries held in memory outweigh it, and no proposal is
+    /// outstanding: kept durably first, then its record.
     /// `lsb.events` is brought to a checkpoint first, so that the entries past it stay in
     /// the replica log ([`crate::derived`]).
     pub(crate) async fn maybe_compact(&mut self, mbd: &Mbd, journal: &mut Journal) -> Result<(), ShellError> {
-        if self.machine.applied() < self.snapshot_index + self.snapshot_every
-            || self.machine.outstanding() > 0
-            || self.derived.installing()
-        {
+        let due = self.machine.applied() >= self.snapshot_index + self.snapshot_every
+            || self.machine.log_outweighs_snapshot();
+        if !due || self.machine.outstanding() > 0 || self.derived.installing() {
             return Ok(());
         }
         self.derived.checkpoint(journal).await?;

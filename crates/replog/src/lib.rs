@@ -59,6 +59,10 @@ pub type ReplicaId = u64;
 /// cost memory without bound).
 pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
 
+/// [`Config::log_bytes_floor`]'s default: 64 MiB of entries (some 25,000 submissions with
+/// a login environment each) before their weight alone makes a snapshot due.
+pub const LOG_BYTES_FLOOR: u64 = 64 << 20;
+
 /// How a replica is set up.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -78,6 +82,10 @@ pub struct Config {
     pub max_append_bytes: u64,
     /// Most append messages in flight to one follower.
     pub max_inflight: usize,
+    /// The entries held in memory since the newest snapshot may weigh this much before a
+    /// snapshot is due whatever their number, or as much as the snapshot if it is larger
+    /// ([`machine::Machine::log_outweighs_snapshot`]).
+    pub log_bytes_floor: u64,
 }
 
 impl Config {
@@ -92,6 +100,7 @@ impl Config {
             election_ticks: 10,
             rank_step_ticks: 4,
             max_append_bytes: 1 << 20,
+            log_bytes_floor: LOG_BYTES_FLOOR,
             max_inflight: 256,
         }
     }
@@ -448,6 +457,22 @@ impl Replica {
     /// The index through which the log is held as a snapshot.
     pub fn snapshot_index(&self) -> u64 {
         self.node.store().snapshot_index()
+    }
+
+    /// Bytes of the entries held in memory after the snapshot (their data).
+    pub fn log_bytes(&self) -> u64 {
+        self.node.store().entry_bytes()
+    }
+
+    /// Whether the entries held in memory after the snapshot through `applied` weigh more
+    /// than the snapshot and more than [`Config::log_bytes_floor`]: a snapshot through
+    /// `applied` is then due, however few entries there are. Memory follows the state, not
+    /// the traffic since the last snapshot, and a snapshot never costs more bytes to write
+    /// than the log it replaces. (Entries past `applied` do not count: a snapshot could not
+    /// drop them.)
+    pub fn log_outweighs_snapshot(&self, applied: u64) -> bool {
+        let store = self.node.store();
+        store.entry_bytes_through(applied) >= self.config.log_bytes_floor.max(store.snapshot_bytes())
     }
 }
 

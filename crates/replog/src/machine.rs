@@ -215,6 +215,12 @@ impl<A: Application, M> Machine<A, M> {
         self.applied
     }
 
+    /// Whether a snapshot is due by weight ([`Replica::log_outweighs_snapshot`] through
+    /// the applied index), whatever the number of entries since the last.
+    pub fn log_outweighs_snapshot(&self) -> bool {
+        self.replica.log_outweighs_snapshot(self.applied)
+    }
+
     /// Proposals not yet committed (the leader's state runs ahead of the log by these).
     pub fn outstanding(&self) -> usize {
         self.pending.len()
@@ -591,6 +597,50 @@ mod tests {
         ms[2] = Machine::recover(Config::new(3, 3), List::default(), records, None).expect("recover");
         tick_all(&mut ms, &[], 4);
         assert_eq!(ms[2].app().0, vec![5]);
+    }
+
+    // Goal: a snapshot comes due by weight once the applied entries held in memory weigh
+    // as much as the floor and as the last snapshot, on the leader and on a follower; a
+    // snapshot through the applied index clears it; entries not applied yet never count.
+    // Method: three candidates with a 1 KiB floor; 100-byte entries.
+    #[test]
+    fn the_log_in_memory_is_bounded_by_the_snapshot_it_would_be() {
+        let mut ms: M3 = (1..=3)
+            .map(|id| {
+                let config = Config { log_bytes_floor: 1024, ..Config::new(id, 3) };
+                Machine::recover(config, List::default(), Vec::new(), None).expect("config")
+            })
+            .collect();
+        tick_all(&mut ms, &[], 12);
+        let propose = |ms: &mut M3, n: usize| {
+            for _ in 0..n {
+                ms[0].app_mut().0.extend_from_slice(&[1; 100]);
+                ms[0].propose(vec![1; 100]).expect("leader");
+            }
+            tick_all(ms, &[], 2);
+        };
+        propose(&mut ms, 10);
+        assert_eq!(ms[0].replica().log_bytes(), 1000);
+        assert!(!ms[0].log_outweighs_snapshot() && !ms[1].log_outweighs_snapshot(), "1,000 bytes < 1 KiB");
+        propose(&mut ms, 1);
+        assert!(ms[0].log_outweighs_snapshot() && ms[1].log_outweighs_snapshot(), "1,100 bytes >= 1 KiB");
+        // A snapshot of 1,100 bytes: the next one is due when as much was applied again.
+        let compaction = ms[1].compact().expect("a follower snapshots what it applied");
+        assert_eq!(compaction.data.len(), 1100);
+        assert_eq!(ms[1].replica().log_bytes(), 0);
+        assert!(!ms[1].log_outweighs_snapshot());
+        propose(&mut ms, 10);
+        assert!(!ms[1].log_outweighs_snapshot(), "1,000 bytes < the 1,100-byte snapshot");
+        propose(&mut ms, 1);
+        assert!(ms[1].log_outweighs_snapshot());
+        // Entries not applied do not count: a snapshot could not drop them.
+        assert!(ms[0].log_outweighs_snapshot(), "2,200 applied bytes, no snapshot on the leader");
+        ms[0].compact().expect("nothing outstanding");
+        ms[0].app_mut().0.extend_from_slice(&[2; 5000]);
+        ms[0].propose(vec![2; 5000]).expect("leader");
+        tick_all(&mut ms, &[2, 3], 1);
+        assert_eq!(ms[0].replica().log_bytes(), 5000);
+        assert!(!ms[0].log_outweighs_snapshot(), "5,000 bytes held, none of them applied");
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub(crate) struct Store {
     snapshot_data: Vec<u8>,
     /// `entries[k].index == snapshot_index + 1 + k`.
     entries: Vec<Entry>,
+    /// The bytes of `entries`' data, kept as they come and go.
+    entry_bytes: u64,
 }
 
 impl Store {
@@ -26,7 +28,24 @@ impl Store {
             snapshot_term: 0,
             snapshot_data: Vec::new(),
             entries: Vec::new(),
+            entry_bytes: 0,
         }
+    }
+
+    pub(crate) fn entry_bytes(&self) -> u64 {
+        self.entry_bytes
+    }
+
+    /// The bytes of the entries' data through `index` (those after it are counted off from
+    /// the end: the few not applied yet).
+    pub(crate) fn entry_bytes_through(&self, index: u64) -> u64 {
+        let after: u64 =
+            self.entries.iter().rev().take_while(|e| e.index > index).map(|e| e.data.len() as u64).sum();
+        self.entry_bytes - after
+    }
+
+    pub(crate) fn snapshot_bytes(&self) -> u64 {
+        self.snapshot_data.len() as u64
     }
 
     pub(crate) fn snapshot_index(&self) -> u64 {
@@ -48,6 +67,7 @@ impl Store {
     /// A snapshot through `index` replaces the whole log.
     pub(crate) fn install(&mut self, index: u64, term: u64, data: Vec<u8>) {
         self.entries.clear();
+        self.entry_bytes = 0;
         self.snapshot_index = index;
         self.snapshot_term = term;
         self.snapshot_data = data;
@@ -58,7 +78,9 @@ impl Store {
     /// it are dropped, the rest kept.
     pub(crate) fn compact_to(&mut self, index: u64, term: u64, data: Vec<u8>) {
         let drop = (index - self.snapshot_index) as usize;
-        self.entries.drain(..drop.min(self.entries.len()));
+        let dropped: u64 =
+            self.entries.drain(..drop.min(self.entries.len())).map(|e| e.data.len() as u64).sum();
+        self.entry_bytes -= dropped;
         self.snapshot_index = index;
         self.snapshot_term = term;
         self.snapshot_data = data;
@@ -68,9 +90,13 @@ impl Store {
     pub(crate) fn append(&mut self, entries: &[Entry]) {
         let Some(first) = entries.first() else { return };
         let keep = first.index.saturating_sub(self.snapshot_index + 1) as usize;
-        self.entries.truncate(keep);
+        if keep < self.entries.len() {
+            let cut: u64 = self.entries.drain(keep..).map(|e| e.data.len() as u64).sum();
+            self.entry_bytes -= cut;
+        }
         for entry in entries {
             if entry.index > self.snapshot_index {
+                self.entry_bytes += entry.data.len() as u64;
                 self.entries.push(entry.clone());
             }
         }

@@ -87,6 +87,9 @@ pub struct ReplParams {
     /// Probability that a consensus message is lost, duplicated.
     pub drop_p: f64,
     pub duplicate_p: f64,
+    /// The candidates' `log_bytes_floor` (lava-replog's `Config`): small ones make the
+    /// coordinator's snapshots by weight happen (the mbatchd world snapshots at random).
+    pub log_bytes_floor: u64,
 }
 
 impl ReplParams {
@@ -102,6 +105,7 @@ impl ReplParams {
             delay_max_ms: *rng.pick(&[2, 20, 100]),
             drop_p: *rng.pick(&[0.0, 0.02, 0.1, 0.3]),
             duplicate_p: *rng.pick(&[0.0, 0.02, 0.1]),
+            log_bytes_floor: *rng.pick(&[lava_replog::LOG_BYTES_FLOOR, 4096, 512]),
         }
     }
 }
@@ -566,6 +570,7 @@ pub fn restart<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
 /// runs, then drains.
 pub fn start<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     let app = shell.new_app();
+    let log_bytes_floor = shell.group().params.log_bytes_floor;
     let cand = &mut shell.group_mut().cands[c];
     if let Some(machine) = &cand.machine {
         // A running candidate stops cleanly first: it keeps the commit index it knows, as the
@@ -574,7 +579,7 @@ pub fn start<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     }
     cand.incarnation += 1;
     cand.dumped = u64::MAX;
-    let config = Config::new(c as u64 + 1, CANDIDATES as u64);
+    let config = Config { log_bytes_floor, ..Config::new(c as u64 + 1, CANDIDATES as u64) };
     let machine = match Machine::recover(config, app, cand.records.clone(), cand.snapshot.clone()) {
         Ok(machine) => machine,
         Err(error) => shell.fail(format!("candidate {} does not recover from its own disk: {error}", c + 1)),

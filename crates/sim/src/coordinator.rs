@@ -20,7 +20,8 @@
 //!   the drain is finished and the candidate starts again from its replica log alone,
 //!   following (its connections closed, as the daemon's loop ends). A snapshot is taken
 //!   every `snapshot_every` (3 to 40, drawn from the seed) applied entries once nothing is
-//!   outstanding, as `--snapshot-events` does.
+//!   outstanding, as `--snapshot-events` does, or sooner when the applied entries since
+//!   the last outweigh it (a `log_bytes_floor` of 512 B or 4 KiB in some seeds).
 //! - **Clients.** Submitters submit with SUBMIT_TASK_ONCE (a fresh 128-bit id per task,
 //!   sent again with the same id and payload after a refused connection, a timeout or
 //!   "try again", to whichever candidate they reach, until answered: `client::submit_once`)
@@ -236,6 +237,8 @@ pub struct CoordStats {
     pub n_repeated: u64,
     /// Snapshots taken.
     pub n_snapshots: u64,
+    /// Of them, those due by weight alone (lava-replog's `log_outweighs_snapshot`).
+    pub n_snapshots_by_weight: u64,
     /// Virtual time at the end, ms since the start.
     pub end_ms: u64,
 }
@@ -1370,9 +1373,11 @@ impl CandidateShell for CoordWorld {
             }
         }
         let machine = self.group.cands[c].machine.as_ref().expect("up");
-        let due = machine.applied() >= self.snapshot_index[c] + self.params.snapshot_every;
-        if due && machine.outstanding() == 0 {
+        let by_count = machine.applied() >= self.snapshot_index[c] + self.params.snapshot_every;
+        let by_weight = machine.log_outweighs_snapshot();
+        if (by_count || by_weight) && machine.outstanding() == 0 {
             self.stats.n_snapshots += 1;
+            self.stats.n_snapshots_by_weight += u64::from(!by_count);
             candidates::compact(self, c);
             let Some(machine) = self.group.cands[c].machine.as_ref() else { return };
             self.snapshot_index[c] = machine.applied();

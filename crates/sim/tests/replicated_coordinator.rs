@@ -23,6 +23,7 @@ fn add(total: &mut CoordStats, one: &CoordStats) {
     total.n_expired += one.n_expired;
     total.n_repeated += one.n_repeated;
     total.n_snapshots += one.n_snapshots;
+    total.n_snapshots_by_weight += one.n_snapshots_by_weight;
 }
 
 // Goal: with the coordinator replicated, no acknowledged task, submission id, grant or
@@ -40,7 +41,7 @@ fn replicated_coordinator_seeds() {
         add(&mut t, &outcome.stats);
     }
     eprintln!(
-        "lava-sim replicated coordinator: {}: {} tasks, {} leases expired, {} candidate crashes, {} leaderships, {} deposed leaders restarted, {} answers not done, {} repeated submissions, {} snapshots",
+        "lava-sim replicated coordinator: {}: {} tasks, {} leases expired, {} candidate crashes, {} leaderships, {} deposed leaders restarted, {} answers not done, {} repeated submissions, {} snapshots ({} by weight)",
         runs.summary(),
         t.n_tasks,
         t.n_expired,
@@ -49,7 +50,8 @@ fn replicated_coordinator_seeds() {
         t.n_deposed,
         t.n_not_done,
         t.n_repeated,
-        t.n_snapshots
+        t.n_snapshots,
+        t.n_snapshots_by_weight
     );
     // The runs must have done something: tasks, failovers, expiries, leaders that lost
     // proposals, submissions answered from an earlier attempt.
@@ -58,6 +60,7 @@ fn replicated_coordinator_seeds() {
         assert!(t.n_leads > 2 * n_run, "only {} leaderships in {n_run} seeds: few failovers", t.n_leads);
         assert!(t.n_not_done > 0, "no leader ever lost a proposal in {n_run} seeds");
         assert!(t.n_deposed > 0, "no deposed leader ever started again in {n_run} seeds");
+        assert!(t.n_snapshots_by_weight > 0, "no snapshot was ever due by weight in {n_run} seeds");
         assert!(t.n_expired > 0, "no lease ever expired in {n_run} seeds");
         assert!(
             t.n_repeated > 0,
