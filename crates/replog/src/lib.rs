@@ -459,6 +459,12 @@ impl Replica {
         self.node.store().snapshot_index()
     }
 
+    /// The newest snapshot the log holds (`None` before the first): its index and data.
+    pub fn snapshot(&self) -> Option<(u64, &[u8])> {
+        let store = self.node.store();
+        (store.snapshot_index() > 0).then(|| (store.snapshot_index(), store.snapshot_data()))
+    }
+
     /// Bytes of the entries held in memory after the snapshot (their data).
     pub fn log_bytes(&self) -> u64 {
         self.node.store().entry_bytes()

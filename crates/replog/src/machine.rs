@@ -126,8 +126,6 @@ struct Held<M> {
 pub struct Machine<A, M> {
     replica: Replica,
     app: A,
-    /// The application's newest snapshot `(index, term, data)`: the base of a rebuild.
-    snapshot: Option<(u64, u64, Vec<u8>)>,
     /// The last entry applied (or covered by the snapshot), and its term.
     applied: u64,
     applied_term: u64,
@@ -158,13 +156,12 @@ impl<A: Application, M> Machine<A, M> {
         records: Vec<Record>,
         snapshot: Option<(u64, u64, Vec<u8>)>,
     ) -> Result<Machine<A, M>, Error> {
-        let replica = Replica::recover(config, records, snapshot.clone())?;
-        app.restore(snapshot.as_ref().map(|s| &s.2[..]));
         let (applied, applied_term) = snapshot.as_ref().map_or((0, 0), |s| (s.0, s.1));
+        app.restore(snapshot.as_ref().map(|s| &s.2[..]));
+        let replica = Replica::recover(config, records, snapshot)?;
         Ok(Machine {
             replica,
             app,
-            snapshot,
             applied,
             applied_term,
             pending: VecDeque::new(),
@@ -293,7 +290,6 @@ impl<A: Application, M> Machine<A, M> {
         let data = self.app.snapshot();
         let record = self.replica.compact(self.applied, data.clone())?;
         let Record::Compacted { index, term } = record else { return None };
-        self.snapshot = Some((index, term, data.clone()));
         Some(Compaction { index, term, data, record })
     }
 
@@ -320,7 +316,6 @@ impl<A: Application, M> Machine<A, M> {
                     self.app.restore(Some(&data));
                     self.applied = index;
                     self.applied_term = term;
-                    self.snapshot = Some((index, term, data.clone()));
                     steps.push(Step::KeepSnapshot { index, term, data });
                 }
                 Effect::Apply { index, term, data } => self.apply(&mut steps, index, term, data),
@@ -401,8 +396,17 @@ impl<A: Application, M> Machine<A, M> {
     /// it, through the applied index (the replica holds them: it forgets only what a
     /// snapshot of this machine covers).
     fn rebuild(&mut self) {
-        self.app.restore(self.snapshot.as_ref().map(|s| &s.2[..]));
-        let base = self.snapshot.as_ref().map_or(0, |s| s.0);
+        // The replica's snapshot is the application's newest (kept once, there).
+        let base = match self.replica.snapshot() {
+            Some((index, data)) => {
+                self.app.restore(Some(data));
+                index
+            }
+            None => {
+                self.app.restore(None);
+                0
+            }
+        };
         for index in base + 1..=self.applied {
             match self.replica.entry_at(index) {
                 Some(data) => self.apply_to_app(index, &data),

@@ -44,6 +44,10 @@ impl Store {
         self.entry_bytes - after
     }
 
+    pub(crate) fn snapshot_data(&self) -> &[u8] {
+        &self.snapshot_data
+    }
+
     pub(crate) fn snapshot_bytes(&self) -> u64 {
         self.snapshot_data.len() as u64
     }
