@@ -473,8 +473,8 @@ impl Replica {
     /// Whether the entries held in memory after the snapshot through `applied` weigh more
     /// than the snapshot and more than [`Config::log_bytes_floor`]: a snapshot through
     /// `applied` is then due, however few entries there are. Memory follows the state, not
-    /// the traffic since the last snapshot, and a snapshot never costs more bytes to write
-    /// than the log it replaces. (Entries past `applied` do not count: a snapshot could not
+    /// the traffic since the last snapshot, and such a snapshot never costs more bytes to
+    /// write than the log it replaces. (Entries past `applied` do not count: a snapshot could not
     /// drop them.)
     pub fn log_outweighs_snapshot(&self, applied: u64) -> bool {
         let store = self.node.store();
