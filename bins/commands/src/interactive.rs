@@ -128,16 +128,7 @@ pub fn exit_code(wait_status: i32) -> u8 {
 
 /// Polls the job until it starts (its first host) or ends without starting.
 fn wait_started(term: &mut Term, client: &mut Client, job_id: u32) -> Result<String, Done> {
-    let query = wire::JobQuery {
-        jobs: vec![wire::WireJobRef { job_id, array_index: 0 }],
-        user: String::new(),
-        state_filter: state_filter::ALL,
-        queue: String::new(),
-        host: String::new(),
-        job_name: String::new(),
-        after_job: 0,
-        after_index: 0,
-    };
+    let query = job_query(job_id);
     let mut pause_ms = POLL_MS_FIRST;
     loop {
         let reply: wire::JobQueryReply =
@@ -168,6 +159,36 @@ fn wait_started(term: &mut Term, client: &mut Client, job_id: u32) -> Result<Str
         std::thread::sleep(Duration::from_millis(pause_ms));
         pause_ms = (pause_ms * 2).min(POLL_MS_MAX);
     }
+}
+
+/// JOB_QUERY of job `job_id` alone, in any state.
+fn job_query(job_id: u32) -> wire::JobQuery {
+    wire::JobQuery {
+        jobs: vec![wire::WireJobRef { job_id, array_index: 0 }],
+        user: String::new(),
+        state_filter: state_filter::ALL,
+        queue: String::new(),
+        host: String::new(),
+        job_name: String::new(),
+        after_job: 0,
+        after_index: 0,
+    }
+}
+
+/// Whether mbatchd still says job `job_id` runs on `host` (`false` when it cannot say).
+fn still_started_on(client: &mut Client, job_id: u32, host: &str) -> bool {
+    let Ok(reply) = client.call::<_, wire::JobQueryReply>(
+        Operation::JobQuery,
+        Operation::JobQueryReply,
+        &job_query(job_id),
+    ) else {
+        return false;
+    };
+    reply
+        .jobs
+        .iter()
+        .find(|job| job.job.job_id == job_id)
+        .is_some_and(|job| matches!(bsubk::seen(job), Seen::Started(on) if on == host))
 }
 
 /// The addresses of `host`'s sbatchd.
@@ -234,6 +255,10 @@ fn attach(
                     return Ok(stream);
                 }
                 wire::ATTACH_NOT_READY => last = reply.message,
+                // mbatchd says the job runs there once it dispatched it: the job's start
+                // may not have reached its sbatchd yet. Not there while mbatchd still says
+                // it runs there means not there yet.
+                wire::ATTACH_NOT_FOUND if still_started_on(client, job_id, host) => last = reply.message,
                 _ => return Err(reply.message),
             }
         }
