@@ -141,9 +141,9 @@ fn saved_terminal() -> Option<(std::fs::File, rustix::termios::Termios)> {
     Some((file, settings))
 }
 
-/// Polls job `job_id` until it has finished; its `bsub -K` exit code.
-pub(crate) fn wait_for_end(term: &mut Term, client: &mut Client, job_id: u32) -> Done {
-    let query = wire::JobQuery {
+/// JOB_QUERY of job `job_id` alone, in any state.
+pub(crate) fn job_query(job_id: u32) -> wire::JobQuery {
+    wire::JobQuery {
         jobs: vec![wire::WireJobRef { job_id, array_index: 0 }],
         user: String::new(),
         state_filter: state_filter::ALL,
@@ -152,7 +152,12 @@ pub(crate) fn wait_for_end(term: &mut Term, client: &mut Client, job_id: u32) ->
         job_name: String::new(),
         after_job: 0,
         after_index: 0,
-    };
+    }
+}
+
+/// Polls job `job_id` until it has finished; its `bsub -K` exit code.
+pub(crate) fn wait_for_end(term: &mut Term, client: &mut Client, job_id: u32) -> Done {
+    let query = job_query(job_id);
     loop {
         match client.call::<_, wire::JobQueryReply>(Operation::JobQuery, Operation::JobQueryReply, &query) {
             Ok(reply) => match reply.jobs.iter().find(|job| job.job.job_id == job_id).map(seen) {
@@ -173,16 +178,7 @@ pub(crate) fn wait_for_end(term: &mut Term, client: &mut Client, job_id: u32) ->
 pub fn wait_for(term: &mut Term, client: &mut Client, job_id: u32) -> Done {
     term.err("<<Waiting for dispatch ...>>\n");
     let _watcher = start_watcher(term, job_id);
-    let query = wire::JobQuery {
-        jobs: vec![wire::WireJobRef { job_id, array_index: 0 }],
-        user: String::new(),
-        state_filter: state_filter::ALL,
-        queue: String::new(),
-        host: String::new(),
-        job_name: String::new(),
-        after_job: 0,
-        after_index: 0,
-    };
+    let query = job_query(job_id);
     let mut announced = false;
     let mut pause_ms = POLL_MS_FIRST;
     loop {

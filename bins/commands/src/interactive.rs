@@ -33,7 +33,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lava_batch_wire::{self as wire, Operation, state_filter};
+use lava_batch_wire::{self as wire, Operation};
 use lava_conf::BaseConfig;
 use lava_xdr::frame::{FrameHeader, HEADER_BYTES};
 
@@ -128,7 +128,7 @@ pub fn exit_code(wait_status: i32) -> u8 {
 
 /// Polls the job until it starts (its first host) or ends without starting.
 fn wait_started(term: &mut Term, client: &mut Client, job_id: u32) -> Result<String, Done> {
-    let query = job_query(job_id);
+    let query = bsubk::job_query(job_id);
     let mut pause_ms = POLL_MS_FIRST;
     loop {
         let reply: wire::JobQueryReply =
@@ -161,26 +161,12 @@ fn wait_started(term: &mut Term, client: &mut Client, job_id: u32) -> Result<Str
     }
 }
 
-/// JOB_QUERY of job `job_id` alone, in any state.
-fn job_query(job_id: u32) -> wire::JobQuery {
-    wire::JobQuery {
-        jobs: vec![wire::WireJobRef { job_id, array_index: 0 }],
-        user: String::new(),
-        state_filter: state_filter::ALL,
-        queue: String::new(),
-        host: String::new(),
-        job_name: String::new(),
-        after_job: 0,
-        after_index: 0,
-    }
-}
-
 /// Whether mbatchd still says job `job_id` runs on `host` (`false` when it cannot say).
 fn still_started_on(client: &mut Client, job_id: u32, host: &str) -> bool {
     let Ok(reply) = client.call::<_, wire::JobQueryReply>(
         Operation::JobQuery,
         Operation::JobQueryReply,
-        &job_query(job_id),
+        &bsubk::job_query(job_id),
     ) else {
         return false;
     };

@@ -481,8 +481,10 @@ impl Shell {
                 self.step(machine, Input::Tick, None);
             }
         }
-        if (machine.applied() >= *snapshot_index + self.snapshot_every || machine.log_outweighs_snapshot())
-            && machine.outstanding() == 0
+        // Outstanding proposals first: the weight is summed over the entries not applied.
+        if machine.outstanding() == 0
+            && (machine.applied() >= *snapshot_index + self.snapshot_every
+                || machine.log_outweighs_snapshot())
             && let Some(compaction) = machine.compact()
         {
             let tail = machine.replica().entries_after(compaction.index).map_err(replica_error)?;

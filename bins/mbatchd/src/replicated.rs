@@ -449,9 +449,13 @@ impl<M> Replicated<M> {
     /// `lsb.events` is brought to a checkpoint first, so that the entries past it stay in
     /// the replica log ([`crate::derived`]).
     pub(crate) async fn maybe_compact(&mut self, mbd: &Mbd, journal: &mut Journal) -> Result<(), ShellError> {
+        // Outstanding proposals first: the weight is summed over the entries not applied.
+        if self.machine.outstanding() > 0 || self.derived.installing() {
+            return Ok(());
+        }
         let due = self.machine.applied() >= self.snapshot_index + self.snapshot_every
             || self.machine.log_outweighs_snapshot();
-        if !due || self.machine.outstanding() > 0 || self.derived.installing() {
+        if !due {
             return Ok(());
         }
         self.derived.checkpoint(journal).await?;
