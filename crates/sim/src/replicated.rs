@@ -12,7 +12,9 @@
 //!   mbatchd does. Each `Append` is proposed, each message and reply held; a `Release`
 //!   sends it, a `NotDone` reply tells the command "not done" (it retries the same request
 //!   id at once), a `NotDone` message to sbatchd is dropped (sbatchd resends). At `Follow`
-//!   it closes every sbatchd connection registered with it.
+//!   it closes every sbatchd connection registered with it and starts again from its
+//!   replica log (mbatchd's restart in the same process), keeping the commit index it
+//!   knows.
 //! - **Finding the leader.** A candidate that does not serve answers a command with "not
 //!   the master, try candidate X" (or "no master" when it knows none: the command tries
 //!   the next in list order), and an sbatchd's registration the same way by closing the
@@ -446,12 +448,27 @@ impl CandidateShell for World {
     }
 
     /// Drains candidate `c`'s machine once and carries out its steps in order; at `Lead`
-    /// the state is rebuilt and `Start` stepped.
+    /// the state is rebuilt and `Start` stepped; after a `Follow` the candidate starts again
+    /// from its replica log, as mbatchd does (its loop stops and the daemon starts again in
+    /// the same process, keeping the commit index it knows).
     fn drain(&mut self, c: usize) {
         let Some(machine) = self.repl_mut().group.cands[c].machine.as_mut() else { return };
         let steps = machine.drain();
         let carried = candidates::carry_out(self, c, steps);
         if carried.crashed {
+            return;
+        }
+        if carried.follow {
+            let Some(machine) = self.repl_mut().group.cands[c].machine.as_ref() else { return };
+            if let Some(error) = machine.app().error.clone() {
+                self.violation(format!("candidate {}: {error}", c + 1));
+            }
+            candidates::check(self, c);
+            self.stats.n_deposed += 1;
+            self.trace.line(self.now_ms, || {
+                format!("candidate {}: starts again from its replica log to follow", c + 1)
+            });
+            candidates::start(self, c);
             return;
         }
         let Some(machine) = self.repl_mut().group.cands[c].machine.as_mut() else { return };

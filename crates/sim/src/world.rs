@@ -201,6 +201,8 @@ pub struct Stats {
     pub n_leads: u64,
     /// Answers of a leader whose proposals may never commit.
     pub n_not_done: u64,
+    /// Replicated runs: deposed leaders started again from their replica log.
+    pub n_deposed: u64,
     /// Virtual time at the end, ms since the start.
     pub end_ms: u64,
 }

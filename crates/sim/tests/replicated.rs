@@ -23,15 +23,19 @@ fn replicated_seeds() {
     let total = |stat: fn(&lava_sim::Stats) -> u64| runs.outcomes.iter().map(|o| stat(&o.stats)).sum::<u64>();
     let (n_jobs, n_crashes, n_leads, n_not_done) =
         (total(|s| s.n_jobs), total(|s| s.n_mbd_crashes), total(|s| s.n_leads), total(|s| s.n_not_done));
+    let n_deposed = total(|s| s.n_deposed);
     eprintln!(
-        "lava-sim replicated: {}: {n_jobs} jobs, {n_crashes} candidate crashes, {n_leads} leaderships, {n_not_done} answers not done",
+        "lava-sim replicated: {}: {n_jobs} jobs, {n_crashes} candidate crashes, {n_leads} leaderships, \
+         {n_deposed} deposed leaders started again, {n_not_done} answers not done",
         runs.summary()
     );
-    // The runs must have done something: jobs, failovers, and leaders that lost proposals.
+    // The runs must have done something: jobs, failovers, leaders that lost proposals, and
+    // deposed leaders that started again from their replica log.
     if n_run >= 50 {
         assert!(n_jobs > n_run, "the runs created only {n_jobs} jobs in {n_run} seeds");
         assert!(n_leads > 2 * n_run, "only {n_leads} leaderships in {n_run} seeds: few failovers");
         assert!(n_not_done > 0, "no leader ever lost a proposal in {n_run} seeds");
+        assert!(n_deposed > 0, "no deposed leader started again in {n_run} seeds");
     }
 }
 
