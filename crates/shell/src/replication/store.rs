@@ -120,6 +120,13 @@ impl ReplicaLog {
     /// caller's loop waits for that fsync anyway: the hand-off to a blocking thread and
     /// back would cost two wake-ups of every small round); larger ones on a blocking
     /// thread, so that the runtime's other tasks go on meanwhile.
+    ///
+    /// Before the calling thread blocks in that fsync, the runtime's tasks already woken
+    /// run once: among them the link's writers with the messages the same drain sent just
+    /// before — a leader's appends, which raft lets leave before the leader's own entries
+    /// are durable. They are on the wire while this candidate fsyncs, so the followers'
+    /// fsyncs overlap the leader's instead of following it (docs/failover.md, "The
+    /// candidates' link and disk").
     pub async fn persist(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
         if let Some(hard) = records.iter().rev().find(|r| matches!(r, Record::Hard { .. })) {
             self.last_hard = Some(hard.clone());
@@ -132,6 +139,7 @@ impl ReplicaLog {
             })
             .sum();
         if n_entries <= INLINE_PERSIST_ENTRIES_MAX {
+            tokio::task::yield_now().await;
             return append_durably(&self.log, records);
         }
         let log = Arc::clone(&self.log);
