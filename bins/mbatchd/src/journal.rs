@@ -320,6 +320,14 @@ impl Journal {
         self.commit.start_sync();
     }
 
+    /// Writes the events appended so far to the log's file without an fsync (a master
+    /// candidate's `lsb.events` between two paced syncs, `crate::replicated`): they outlive
+    /// a `kill -9`, and `bhist` reads them.
+    pub fn write_out(&self) -> Result<(), ShellError> {
+        self.commit.log().write_out()?;
+        Ok(())
+    }
+
     /// Makes the appended events durable on the calling thread, when they are at most
     /// [`INLINE_SYNC_EVENTS_MAX`] and no sync is running; says whether it did. The loop
     /// then waits for the fsync itself instead of handing it to a helper thread and being

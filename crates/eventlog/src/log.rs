@@ -847,6 +847,23 @@ impl EventLog {
         Ok(position)
     }
 
+    /// Writes the records buffered so far to the file without an fsync, and says whether it
+    /// did: they then outlive the process (a `kill -9`), not the machine, and readers of
+    /// the file see them. Nothing happens while a round is running (it writes what it took;
+    /// what was appended since waits for the next round) or when nothing is buffered.
+    pub fn write_out(&self) -> Result<bool> {
+        self.check_writable()?;
+        let state = lock(&self.state);
+        if let Some(cause) = &state.failure {
+            return Err(self.failed(cause));
+        }
+        if state.io_busy || state.pending.is_empty() {
+            return Ok(false);
+        }
+        let (_state, result) = self.run_round(state, false, |_| Ok(()));
+        result.map(|()| true)
+    }
+
     /// Makes every record appended so far durable.
     pub fn sync(&self) -> Result<()> {
         let next = lock(&self.state).next;

@@ -148,6 +148,27 @@ fn one_fsync_covers_everything_buffered() {
 }
 
 #[test]
+fn write_out_puts_buffered_records_in_the_file_without_an_fsync() {
+    // Goal: `write_out` writes what is buffered to the file, where a reader (and the next
+    // start after the process dies) finds it, without an fsync and without making it
+    // durable; a later durable wait fsyncs it although nothing is left to write. Method:
+    // append, write out, read the folder with a read-only log, then wait durable.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) = EventLog::open(dir.path(), options()).expect("open");
+    assert!(!log.write_out().expect("nothing buffered"), "nothing to write");
+    let positions: Vec<Position> = (0..5).map(|idx| log.append(&payload(idx, 50)).expect("append")).collect();
+    assert!(log.write_out().expect("write out"));
+    assert!(!log.write_out().expect("write out again"), "written already");
+    let stats = log.stats();
+    assert_eq!((stats.n_fsyncs, stats.durable_end), (0, Position::FIRST), "written, not durable");
+    let (reader, _) = EventLog::open_read_only(dir.path(), options()).expect("open read-only");
+    assert_eq!(read_all(&reader).len(), 5, "a reader sees the written records");
+    log.wait_durable(positions[4]).expect("wait");
+    let stats = log.stats();
+    assert_eq!((stats.n_fsyncs, stats.durable_end), (1, Position(6)), "the fsync covers what was written");
+}
+
+#[test]
 fn rotation_spreads_records_over_segments_and_replay_crosses_them() {
     // Goal: segments rotate at the size limit, carry their first position, and replay
     // from any position crosses segment boundaries; a reopened log continues the
