@@ -458,11 +458,11 @@ impl CandidateShell for World {
         if carried.crashed {
             return;
         }
+        let Some(machine) = self.repl_mut().group.cands[c].machine.as_mut() else { return };
+        if let Some(error) = machine.app().error.clone() {
+            self.violation(format!("candidate {}: {error}", c + 1));
+        }
         if carried.follow {
-            let Some(machine) = self.repl_mut().group.cands[c].machine.as_ref() else { return };
-            if let Some(error) = machine.app().error.clone() {
-                self.violation(format!("candidate {}: {error}", c + 1));
-            }
             candidates::check(self, c);
             self.stats.n_deposed += 1;
             self.trace.line(self.now_ms, || {
@@ -470,10 +470,6 @@ impl CandidateShell for World {
             });
             candidates::start(self, c);
             return;
-        }
-        let Some(machine) = self.repl_mut().group.cands[c].machine.as_mut() else { return };
-        if let Some(error) = machine.app().error.clone() {
-            self.violation(format!("candidate {}: {error}", c + 1));
         }
         if carried.lead {
             // What only a running leader keeps starts empty, as in a restarted mbatchd.
