@@ -82,8 +82,8 @@ impl Batch {
 #[test]
 fn records_and_bacct() {
     // Goal: a DONE job, a job that exits 3 and a killed one each get one JOB_FINISH line with
-    // their status, exit status, hosts and usage; bacct's summary, -l, -u, -q, -d, -C and -S
-    // report them.
+    // their status, exit status, hosts, usage and LSF's termination reason (exitInfo); bacct's
+    // summary, -l, -u, -q, -d, -C and -S report them.
     let batch = Batch::start();
     let done = batch.submit(&["-J", "ok", "sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]);
     let three = batch.submit(&["sh", "-c", "exit 3"]);
@@ -104,6 +104,8 @@ fn records_and_bacct() {
     assert_eq!((of(three).is_done(), of(three).exit_status), (false, 3 << 8));
     assert_eq!(of(three).exec_hosts, ["localhost"]);
     assert!(!of(killed).is_done() && of(killed).exit_status & 0x7f != 0, "{:?}", of(killed));
+    // LSF's exitInfo: TERM_OWNER (14) for the bkill, nothing for the jobs that ended on their own.
+    assert_eq!((of(done).exit_info, of(three).exit_info, of(killed).exit_info), (0, 0, 14));
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &fs::metadata(batch.acct_path()).expect("stat").permissions(),
     );
@@ -129,6 +131,9 @@ fn records_and_bacct() {
         "{long}"
     );
     assert!(long.contains("Completed <exit>."), "{long}");
+    let out = batch.run("bacct", &["-l", &killed.to_string()]);
+    let long_killed = text(&out);
+    assert!(long_killed.contains("Completed <exit>; TERM_OWNER: job killed by owner."), "{long_killed}");
     assert!(
         long.contains("     CPU_T     WAIT     TURNAROUND   STATUS     HOG_FACTOR    MEM    SWAP\n"),
         "{long}"

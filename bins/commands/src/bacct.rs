@@ -367,7 +367,10 @@ pub fn long_job(r: &AcctRecord, tz: &TimeZone) -> String {
         wrap.put(&format!("\n{}: Dispatched to {hosts};\n", format::event_time(r.start_time, tz)));
     }
     let end = if r.is_done() { "done" } else { "exit" };
-    wrap.put(&format!("\n{}: Completed <{end}>.\n", format::event_time(r.event_time, tz)));
+    // LSF names why it ended a job after the state: `Completed <exit>; TERM_OWNER: ...`.
+    let why = lava_batch_ll::acct::TermReason::of_value(r.exit_info)
+        .map_or(String::new(), |reason| format!("; {}", reason.text));
+    wrap.put(&format!("\n{}: Completed <{end}>{why}.\n", format::event_time(r.event_time, tz)));
     let mut out = wrap.out;
     out.push_str("\nAccounting information about this job:\n");
     out.push_str("     CPU_T     WAIT     TURNAROUND   STATUS     HOG_FACTOR    MEM    SWAP\n");

@@ -22,7 +22,7 @@ use std::borrow::Cow;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use lava_batch_ll::JobStatus;
-use lava_batch_wire::{self as wire, JobInfo};
+use lava_batch_wire::JobInfo;
 
 pub mod custom;
 #[cfg(test)]
@@ -257,16 +257,7 @@ pub fn exit_reason(job: &JobInfo) -> &'static str {
     if status(job) != Some(JobStatus::Exit) {
         return "";
     }
-    match job.finish_reason {
-        wire::FINISH_RUN_LIMIT => "TERM_RUNLIMIT: job killed after reaching LSF run time limit",
-        wire::FINISH_MEM_LIMIT => "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit",
-        wire::FINISH_KILLED => "TERM_OWNER: job killed by owner",
-        wire::FINISH_FORCE_OWNER => "TERM_FORCE_OWNER: job killed by owner without time for cleanup",
-        wire::FINISH_FORCE_ADMIN => {
-            "TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup"
-        }
-        _ => "",
-    }
+    lava_batch_ll::acct::TermReason::of_finish(job.finish_reason).map_or("", |reason| reason.text)
 }
 
 /// RUN_TIME in seconds: from the start to the finish, or to `now_s` while the

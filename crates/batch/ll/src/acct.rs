@@ -21,13 +21,14 @@
 //! | | jStatus, hostFactor, jobName, command | 64 DONE / 32 EXIT; 1.0 |
 //! | | lsfRusage (19): ru_utime, ru_stime, ru_maxrss, ru_ixrss, ru_ismrss, ru_idrss, ru_isrss, ru_minflt, ru_majflt, ru_nswap, ru_inblock, ru_oublock, ru_ioch, ru_msgsnd, ru_msgrcv, ru_nsignals, ru_nvcsw, ru_nivcsw, ru_exutime | the shepherd's user and system time (s) and max RSS (KB); -1 for the rest, and for all of them when the job never ran |
 //! | | mailUser, projectName, exitStatus, maxNumProcessors, loginShell, timeEvent, idx, maxRMem, maxRSwap, inFileSpool, commandSpool | exitStatus: the raw wait status; maxRMem: max RSS (KB); maxRSwap 0 |
-//! | | rsvId, sla, exceptMask, additionalInfo, exitInfo, warningAction, warningTimePeriod, chargedSAAP, licenseProject, app, postExecCmd, runtimeEstimation, jgroup, userGroup, options2, requeueEValues, lastResizeTime, jobDescription, notifyCmd | `""`, 0, `-1` as LSF 10.1 writes them for a job that uses none; lastResizeTime: the start time, as LSF writes it |
+//! | | rsvId, sla, exceptMask, additionalInfo, exitInfo, warningAction, warningTimePeriod, chargedSAAP, licenseProject, app, postExecCmd, runtimeEstimation, jgroup, userGroup, options2, requeueEValues, lastResizeTime, jobDescription, notifyCmd | exitInfo: LSF's termination reason of an EXIT ([`TermReason`]: 14 `TERM_OWNER` for a `bkill`, 8 and 9 for `bkill -r`, 5 and 16 for the run and memory limits), 0 for a job that ended on its own; the others `""`, 0, `-1` as LSF 10.1 writes them for a job that uses none; lastResizeTime: the start time, as LSF writes it |
 //! | | submitEXT (count, then key/value pairs), numHostRusage, options3, runLimit, avgMem, effectiveResReq | 0 pairs, 0, 0, `-W` (s, 0 for none), 0, `-R` |
 //! | | srcCluster, srcJobId, dstCluster, dstJobId, forwardTime, flow_id, acJobWaitTime, totalProvisionTime, outdir, runTime, subcwd | runTime: end − start (s) |
 //! | | num_network, affinity, serial_job_energy, cpi, gips, gbs, gflops, numAllocSlots, allocSlots..., ineligiblePendTime, indexRangeCnt, requeueTime, numGPURusages | 0, `""`, 0.000000, 0.00 ×4, slots and their hosts, -1, 0, 0, 0 |
 //!
-//! [`AcctRecord::parse`] reads the fields through maxRSwap by position and ignores
-//! what follows, so it also reads the shorter records of OpenLava and older LSF versions.
+//! [`AcctRecord::parse`] reads the fields through maxRSwap by position, then LSF's fields
+//! through exitInfo when the line has them, and ignores what follows, so it also reads the
+//! shorter records of OpenLava and older LSF versions (whose exitInfo is taken as 0).
 
 use crate::lsf_line::{LsfFields, LsfLine};
 
@@ -181,6 +182,69 @@ pub struct AcctRecord {
     pub max_rswap_kb: i64,
     /// runLimit, seconds (0 for none); not read back by [`AcctRecord::parse`].
     pub run_limit_s: i64,
+    /// exitInfo: LSF's termination reason ([`TermReason::value`]), 0 (`TERM_UNKNOWN`) for
+    /// a job that ended on its own.
+    pub exit_info: u32,
+}
+
+/// exitInfo, read after maxRSwap through LSF's fields before it; 0 when the line ends
+/// before it (OpenLava's ends at maxRSwap, older writers' after the spool files).
+fn exit_info(fields: &mut LsfFields<'_>) -> Result<u32, String> {
+    for name in ["inFileSpool", "commandSpool", "rsvId", "sla"] {
+        if fields.at_end() {
+            return Ok(0);
+        }
+        fields.string(name)?;
+    }
+    if fields.at_end() {
+        return Ok(0);
+    }
+    fields.int("exceptMask")?;
+    fields.string("additionalInfo")?;
+    u32::try_from(fields.int("exitInfo")?).map_err(|_| "exitInfo: out of range".to_owned())
+}
+
+/// Why LSF ended a job, as `bacct`, `bhist` and `bjobs` name it and `lsb.acct` logs it
+/// (exitInfo): LSF's keyword and value for each reason LavaCore ends a job for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TermReason {
+    /// The value logged to JOB_FINISH's exitInfo.
+    pub value: u32,
+    /// The keyword and its text, as the commands print it (`TERM_OWNER: job killed by owner`).
+    pub text: &'static str,
+}
+
+/// The termination reasons LavaCore gives, with LSF's values.
+const TERM_REASONS: [TermReason; 5] = [
+    TermReason { value: 5, text: "TERM_RUNLIMIT: job killed after reaching LSF run time limit" },
+    TermReason { value: 8, text: "TERM_FORCE_OWNER: job killed by owner without time for cleanup" },
+    TermReason {
+        value: 9,
+        text: "TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup",
+    },
+    TermReason { value: 14, text: "TERM_OWNER: job killed by owner" },
+    TermReason { value: 16, text: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit" },
+];
+
+impl TermReason {
+    /// The reason of a job that ended EXIT with sbatchd's finish reason `finish_reason`
+    /// (`lava_batch_wire::FINISH_*`); `None` for a job that ended on its own.
+    pub fn of_finish(finish_reason: u32) -> Option<TermReason> {
+        let value = match finish_reason {
+            lava_batch_wire::FINISH_RUN_LIMIT => 5,
+            lava_batch_wire::FINISH_FORCE_OWNER => 8,
+            lava_batch_wire::FINISH_FORCE_ADMIN => 9,
+            lava_batch_wire::FINISH_KILLED => 14,
+            lava_batch_wire::FINISH_MEM_LIMIT => 16,
+            _ => return None,
+        };
+        TermReason::of_value(value)
+    }
+
+    /// The reason an exitInfo value names, if LavaCore knows it.
+    pub fn of_value(value: u32) -> Option<TermReason> {
+        TERM_REASONS.iter().copied().find(|reason| reason.value == value)
+    }
 }
 
 impl AcctRecord {
@@ -245,7 +309,9 @@ impl AcctRecord {
         w.s(""); // inFileSpool
         w.s(""); // commandSpool
         // LSF 10.1's additions, as it writes them for a job that uses none of them.
-        w.raw(r#""" "" 0 "" 0 "" -1 "" "" "" "" -1 "" "" 0 """#); // rsvId .. options2, requeueEValues
+        w.raw(r#""" "" 0 """#); // rsvId, sla, exceptMask, additionalInfo
+        w.i(i64::from(self.exit_info));
+        w.raw(r#""" -1 "" "" "" "" -1 "" "" 0 """#); // warningAction .. options2, requeueEValues
         w.i(self.start_time); // lastResizeTime
         w.raw(r#""" "" 0 0 0"#); // jobDescription, notifyCmd, submitEXT (none), numHostRusage, options3
         w.i(self.run_limit_s);
@@ -318,6 +384,7 @@ impl AcctRecord {
         let idx = fields.uint("idx")?;
         let max_rmem_kb = fields.int("maxRMem")?;
         let max_rswap_kb = fields.int("maxRSwap")?;
+        let exit_info = exit_info(&mut fields)?;
         let mut strings = strings.into_iter();
         let mut next = || strings.next().unwrap_or_default();
         Ok(Some(AcctRecord {
@@ -357,6 +424,7 @@ impl AcctRecord {
             max_rmem_kb,
             max_rswap_kb,
             run_limit_s: 0,
+            exit_info,
         }))
     }
 
@@ -410,6 +478,7 @@ mod tests {
             max_rmem_kb: 2048,
             max_rswap_kb: 0,
             run_limit_s: 0,
+            exit_info: 0,
         }
     }
 
@@ -458,6 +527,34 @@ mod tests {
         assert!(!parsed.is_done());
         assert_eq!(parsed.run_time_s(), 90);
         assert_eq!(parsed.key(), (42, 0, 1_700_000_100));
+    }
+
+    #[test]
+    fn a_killed_job_logs_lsfs_termination_reason() {
+        // Goal: a job LavaCore ended logs LSF's exitInfo value for the reason (TERM_OWNER
+        // is 14 after a bkill), in exitInfo's place, and reads it back; a job that ended on
+        // its own logs 0. Method: the record killed by its owner, written and parsed.
+        let mut killed = record();
+        killed.exit_info = TermReason::of_finish(lava_batch_wire::FINISH_KILLED).expect("a reason").value;
+        assert_eq!(killed.exit_info, 14);
+        let line = killed.to_line();
+        assert!(line.contains(r#" 2048 0 "" "" "" "" 0 "" 14 "" -1 "#), "{line}");
+        let parsed = AcctRecord::parse(line.trim_end()).expect("valid").expect("a JOB_FINISH");
+        assert_eq!(parsed, killed);
+        assert_eq!(
+            TermReason::of_value(parsed.exit_info).map(|r| r.text),
+            Some("TERM_OWNER: job killed by owner")
+        );
+        for (finish, value) in [
+            (lava_batch_wire::FINISH_RUN_LIMIT, 5),
+            (lava_batch_wire::FINISH_FORCE_OWNER, 8),
+            (lava_batch_wire::FINISH_FORCE_ADMIN, 9),
+            (lava_batch_wire::FINISH_MEM_LIMIT, 16),
+        ] {
+            assert_eq!(TermReason::of_finish(finish).map(|r| r.value), Some(value), "finish reason {finish}");
+        }
+        assert_eq!(TermReason::of_finish(lava_batch_wire::FINISH_NORMAL), None);
+        assert_eq!(TermReason::of_value(0), None);
     }
 
     #[test]

@@ -67,6 +67,12 @@ impl<'a> LsfFields<'a> {
         self.rest = self.rest.trim_start_matches([' ', '\t']);
     }
 
+    /// Whether the line has no field left.
+    pub fn at_end(&mut self) -> bool {
+        self.skip_blanks();
+        self.rest.is_empty()
+    }
+
     /// Whether the next field is a quoted string.
     pub fn next_is_string(&mut self) -> bool {
         self.skip_blanks();

@@ -818,6 +818,10 @@ impl Job {
             max_rmem_kb: if started { i64::try_from(ru.max_rss_kb).unwrap_or(i64::MAX) } else { 0 },
             max_rswap_kb: 0,
             run_limit_s: i64::try_from(request.run_limit_s).unwrap_or(i64::MAX),
+            exit_info: match self.status {
+                JobStatus::Exit => acct::TermReason::of_finish(finish.finish_reason).map_or(0, |r| r.value),
+                _ => 0,
+            },
         })
     }
 
