@@ -214,31 +214,39 @@ pub struct TermReason {
     pub text: &'static str,
 }
 
-/// The termination reasons LavaCore gives, with LSF's values.
-const TERM_REASONS: [TermReason; 5] = [
-    TermReason { value: 5, text: "TERM_RUNLIMIT: job killed after reaching LSF run time limit" },
-    TermReason { value: 8, text: "TERM_FORCE_OWNER: job killed by owner without time for cleanup" },
-    TermReason {
-        value: 9,
-        text: "TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup",
-    },
-    TermReason { value: 14, text: "TERM_OWNER: job killed by owner" },
-    TermReason { value: 16, text: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit" },
-];
+/// A job killed at its run limit (`bsub -W`).
+pub const TERM_RUNLIMIT: TermReason =
+    TermReason { value: 5, text: "TERM_RUNLIMIT: job killed after reaching LSF run time limit" };
+/// A job its owner ended with `bkill -r`.
+pub const TERM_FORCE_OWNER: TermReason =
+    TermReason { value: 8, text: "TERM_FORCE_OWNER: job killed by owner without time for cleanup" };
+/// A job root or an administrator ended with `bkill -r`.
+pub const TERM_FORCE_ADMIN: TermReason = TermReason {
+    value: 9,
+    text: "TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup",
+};
+/// A job killed with `bkill`.
+pub const TERM_OWNER: TermReason = TermReason { value: 14, text: "TERM_OWNER: job killed by owner" };
+/// A job killed over its memory limit (`bsub -M`).
+pub const TERM_MEMLIMIT: TermReason =
+    TermReason { value: 16, text: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit" };
+
+/// The termination reasons LavaCore gives.
+const TERM_REASONS: [TermReason; 5] =
+    [TERM_RUNLIMIT, TERM_FORCE_OWNER, TERM_FORCE_ADMIN, TERM_OWNER, TERM_MEMLIMIT];
 
 impl TermReason {
     /// The reason of a job that ended EXIT with sbatchd's finish reason `finish_reason`
     /// (`lava_batch_wire::FINISH_*`); `None` for a job that ended on its own.
     pub fn of_finish(finish_reason: u32) -> Option<TermReason> {
-        let value = match finish_reason {
-            lava_batch_wire::FINISH_RUN_LIMIT => 5,
-            lava_batch_wire::FINISH_FORCE_OWNER => 8,
-            lava_batch_wire::FINISH_FORCE_ADMIN => 9,
-            lava_batch_wire::FINISH_KILLED => 14,
-            lava_batch_wire::FINISH_MEM_LIMIT => 16,
+        Some(match finish_reason {
+            lava_batch_wire::FINISH_RUN_LIMIT => TERM_RUNLIMIT,
+            lava_batch_wire::FINISH_FORCE_OWNER => TERM_FORCE_OWNER,
+            lava_batch_wire::FINISH_FORCE_ADMIN => TERM_FORCE_ADMIN,
+            lava_batch_wire::FINISH_KILLED => TERM_OWNER,
+            lava_batch_wire::FINISH_MEM_LIMIT => TERM_MEMLIMIT,
             _ => return None,
-        };
-        TermReason::of_value(value)
+        })
     }
 
     /// The reason an exitInfo value names, if LavaCore knows it.

@@ -314,20 +314,8 @@ fn finished_text(finish: Option<&FinishRecord>, done: bool, reason: &str) -> Str
         Some(f) => format!("Exited with exit code {}. {cpu};", exit_code(f.wait_status)),
         None => format!("Exited. {cpu};"),
     };
-    match finish.map(|f| f.finish_reason) {
-        Some(wire::FINISH_RUN_LIMIT) => {
-            text.push_str(" TERM_RUNLIMIT: job killed after reaching LSF run time limit;")
-        }
-        Some(wire::FINISH_MEM_LIMIT) => {
-            text.push_str(" TERM_MEMLIMIT: job killed after reaching LSF memory usage limit;")
-        }
-        Some(wire::FINISH_KILLED) => text.push_str(" TERM_OWNER: job killed by owner or administrator;"),
-        Some(wire::FINISH_FORCE_OWNER) => {
-            text.push_str(" TERM_FORCE_OWNER: job killed by owner without time for cleanup;")
-        }
-        Some(wire::FINISH_FORCE_ADMIN) => text
-            .push_str(" TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup;"),
-        _ => {}
+    if let Some(why) = finish.and_then(|f| lava_batch_ll::acct::TermReason::of_finish(f.finish_reason)) {
+        text.push_str(&format!(" {};", why.text));
     }
     if !reason.is_empty() {
         text.push_str(&format!(" {reason};"));

@@ -40,9 +40,9 @@ pub const REASON_PRE_EXEC: &str = "The job's pre-exec command exited with non-ze
 pub const REASON_PRE_EXEC_LIMIT: &str =
     "The job's pre-exec command exited with non-zero status; the pre-exec retry limit is reached";
 /// LSF's termination reason of a job sbatchd killed at its run limit (`bsub -W`).
-pub const TERM_RUNLIMIT: &str = "TERM_RUNLIMIT: job killed after reaching LSF run time limit";
+pub const TERM_RUNLIMIT: &str = acct::TERM_RUNLIMIT.text;
 /// LSF's termination reason of a job sbatchd killed over its memory limit (`bsub -M`).
-pub const TERM_MEMLIMIT: &str = "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit";
+pub const TERM_MEMLIMIT: &str = acct::TERM_MEMLIMIT.text;
 
 /// The Linux signal numbers the logic gives a meaning to.
 const SIGINT: u32 = 2;
