@@ -566,6 +566,22 @@ mod tests {
     }
 
     #[test]
+    fn exit_info_is_read_only_where_the_line_has_it() {
+        // Goal: a line that ends after the spool files (before LSF's later fields) reads
+        // exitInfo 0, and an exitInfo that is no reason value (negative) is an error naming
+        // the field. Method: the golden line cut after commandSpool, and with exitInfo -1.
+        let line = record().to_line();
+        let spools =
+            line.find(r#" 2048 0 "" """#).expect("maxRMem .. commandSpool") + r#" 2048 0 "" """#.len();
+        let short = AcctRecord::parse(&line[..spools]).expect("valid").expect("a JOB_FINISH");
+        assert_eq!(short.exit_info, 0);
+        let negative = line.replacen(r#" "" "" 0 "" 0 "" -1 "#, r#" "" "" 0 "" -1 "" -1 "#, 1);
+        assert_ne!(negative, line, "the exitInfo field was found");
+        let err = AcctRecord::parse(negative.trim_end()).expect_err("a negative exitInfo");
+        assert!(err.contains("exitInfo"), "{err}");
+    }
+
+    #[test]
     fn parse_reads_openlava_records() {
         // Goal: a record without LSF's timeEvent and 10.1 tail (OpenLava's layout) is read.
         let line = concat!(
