@@ -238,6 +238,12 @@ pub async fn serve(
                 }
                 Ok(())
             }
+            // The leader's fsync ended.
+            persisted = log.persisted() => persisted.map_err(replica_error).map(|ticket| {
+                if let Some(ticket) = ticket {
+                    machine.persisted(ticket);
+                }
+            }),
             message = link.recv() => {
                 receive(&mut machine, &message);
                 for _ in 0..MESSAGES_TURN_MAX {
@@ -283,11 +289,7 @@ pub async fn serve(
     // A clean stop keeps what this candidate knows committed, for its next start (lava-replog's
     // `commit_record`): every step of its drains is carried out by now.
     let result = match result {
-        Ok(outcome) => log
-            .persist(vec![machine.replica().commit_record()])
-            .await
-            .map_err(replica_error)
-            .map(|()| outcome),
+        Ok(outcome) => log.stop(&mut machine).await.map_err(replica_error).map(|()| outcome),
         Err(error) => Err(error),
     };
     if let Some(accept) = accept {
@@ -445,7 +447,9 @@ impl Shell {
             let mut elected = false;
             for step in steps {
                 match step {
-                    Step::Persist(records) => log.persist(records).await.map_err(replica_error)?,
+                    Step::Persist { ticket, records } => {
+                        log.persist_step(machine, ticket, records).await.map_err(replica_error)?
+                    }
                     Step::Send { to, message } => link.send(to, message),
                     Step::KeepSnapshot { index, term, data } => {
                         log.keep_snapshot(index, term, data, Vec::new()).await.map_err(replica_error)?;

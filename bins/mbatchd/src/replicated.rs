@@ -188,6 +188,8 @@ impl Application for Deferred {
 pub(crate) enum ReplInput {
     Tick,
     Message(Vec<u8>),
+    /// The leader's fsync ended: the newest `Persist` it made durable, if not reported yet.
+    Persisted(Result<Option<u64>, lava_shell::replication::StoreError>),
 }
 
 /// The replicated log of this candidate: the machine, its disk and its link.
@@ -304,23 +306,30 @@ impl<M> Replicated<M> {
         Ok((replicated, mbd))
     }
 
-    /// The next tick or message from a candidate.
+    /// The next tick, message from a candidate, or end of the leader's fsync.
     pub(crate) async fn next(&mut self) -> ReplInput {
         tokio::select! {
             _ = self.tick.tick() => ReplInput::Tick,
             message = self.link.recv() => ReplInput::Message(message),
+            persisted = self.log.persisted() => ReplInput::Persisted(persisted),
         }
     }
 
     /// Hands the input to the machine, and every message already waiting after it (up to
     /// [`MESSAGES_TURN_MAX`]), so that the drain that follows makes them durable with one
     /// fsync (a follower receives one append per leader's turn).
-    pub(crate) fn input(&mut self, input: ReplInput) {
+    pub(crate) fn input(&mut self, input: ReplInput) -> Result<(), ShellError> {
         match input {
             ReplInput::Tick => self.machine.tick(),
             ReplInput::Message(bytes) => self.receive(&bytes),
+            ReplInput::Persisted(persisted) => {
+                if let Some(ticket) = persisted.map_err(|error| ShellError::Replica(error.to_string()))? {
+                    self.machine.persisted(ticket);
+                }
+            }
         }
         self.take_waiting();
+        Ok(())
     }
 
     /// Hands the machine every message from a candidate already waiting (up to
@@ -427,12 +436,33 @@ impl<M> Replicated<M> {
         Ok(())
     }
 
-    /// Makes records durable (a `Persist` step).
+    /// A `Persist` step: the leader starts it and goes on, so that its followers'
+    /// acknowledgements may commit the entries while its own fsync runs ([`Replicated::next`]
+    /// reports the end); every other candidate makes the records durable at once.
+    pub(crate) async fn persist_step(
+        &mut self,
+        ticket: u64,
+        records: Vec<lava_replog::record::Record>,
+    ) -> Result<(), ShellError> {
+        let Replicated { log, machine, .. } = self;
+        log.persist_step(machine, ticket, records)
+            .await
+            .map_err(|error| ShellError::Replica(error.to_string()))
+    }
+
+    /// Makes records durable.
     pub(crate) async fn persist(
         &mut self,
         records: Vec<lava_replog::record::Record>,
     ) -> Result<(), ShellError> {
         self.log.persist(records).await.map_err(|error| ShellError::Replica(error.to_string()))
+    }
+
+    /// A clean stop: waits until every `Persist` started is durable, then keeps what this
+    /// candidate knows committed for its next start (lava-replog's `commit_record`).
+    pub(crate) async fn stop(&mut self) -> Result<(), ShellError> {
+        let Replicated { log, machine, .. } = self;
+        log.stop(machine).await.map_err(|error| ShellError::Replica(error.to_string()))
     }
 
     /// Keeps the leader's snapshot as the newest (a `KeepSnapshot` step).

@@ -442,7 +442,7 @@ impl Shell {
             Event::AcceptResumed => self.accept_paused_until = None,
             Event::Replica(input) => {
                 if let Some(repl) = self.repl.as_mut() {
-                    repl.input(input);
+                    repl.input(input)?;
                 }
             }
             // The turn itself follows in `run`, after every event.
@@ -943,7 +943,7 @@ impl Shell {
             for step in steps {
                 let repl = self.repl.as_mut().expect("checked above");
                 match step {
-                    Step::Persist(records) => repl.persist(records).await?,
+                    Step::Persist { ticket, records } => repl.persist_step(ticket, records).await?,
                     Step::Send { to, message } => repl.send(to, message),
                     Step::KeepSnapshot { index, term, data } => {
                         repl.installed(index, &data, &self.journal, &mut self.acct_held, self.acct.as_ref())?;
@@ -1066,10 +1066,8 @@ impl Shell {
     /// give the connections a bounded time to write it, close the log.
     async fn stop(mut self) -> Result<(), ShellError> {
         if let Some(repl) = self.repl.as_mut() {
-            // What this candidate knows committed, for its next start (lava-replog's
-            // `commit_record`): every step of its drains is carried out by now.
-            let record = repl.machine.replica().commit_record();
-            repl.persist(vec![record]).await?;
+            // Every step of its drains is carried out by now.
+            repl.stop().await?;
         }
         self.journal.sync_all().await?;
         self.release();

@@ -27,8 +27,16 @@
 //!
 //! # The caller's contract
 //! 1. Carry out every effect of one [`Replica::drain`] in order, and all of them, before
-//!    handing the replica anything else. A [`Effect::Persist`] is complete only once its
-//!    records are durable (written and fsynced); effects after it may depend on that.
+//!    handing the replica anything else. A [`Effect::Persist`] *starts* making its records
+//!    durable: they go to the log after every earlier `Persist`'s, and the effects after it
+//!    do not wait for them (raft-rs's asynchronous persistence). Once its records, and every
+//!    earlier `Persist`'s, are durable (written and fsynced), the caller hands its ticket to
+//!    [`Replica::persisted`] and drains again; it may do so at once (a `Persist` carried out
+//!    on the spot) or later, after other inputs. What must wait for the records, the replica
+//!    holds back itself until then: a follower's acknowledgement, a vote, the leader's own
+//!    count towards a majority, and every committed entry it holds (an `Apply` comes only
+//!    once its entry is durable here). So a leader's entry can be committed by its
+//!    followers' acknowledgements while its own fsync still runs ([`Replica::is_committed`]).
 //!    A hard state that only moved the commit index is not persisted on its own: the commit
 //!    index is volatile in raft (a restarted candidate learns it again from the leader) and
 //!    what it names is durable on a majority already; it rides along with the next record.
@@ -151,8 +159,9 @@ pub enum BadMessage {
 /// Something the caller must carry out, in the order [`Replica::drain`] returned them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// Make these records durable (append, fsync), in order, before any later effect.
-    Persist(Vec<Record>),
+    /// Make these records durable (append, fsync), in order, after every earlier
+    /// `Persist`'s; then hand `ticket` to [`Replica::persisted`]. Later effects do not wait.
+    Persist { ticket: u64, records: Vec<Record> },
     /// Send this message to candidate `to`; it may be lost, duplicated or delayed.
     Send { to: ReplicaId, message: Vec<u8> },
     /// A committed entry: apply it to the application's state. Entries come in index order
@@ -161,7 +170,7 @@ pub enum Effect {
     /// A snapshot of the application's state through `index`, received from the leader
     /// because this candidate was too far behind: keep it durably as the application's
     /// newest snapshot (with its index and term), then replace the application's state with
-    /// it. The `Persist` of [`Record::Installed`] that follows must come after it.
+    /// it. The `Persist` of [`Record::Installed`] that follows must start after it is kept.
     Restore { index: u64, term: u64, data: Vec<u8> },
     /// A majority confirmed this leader after [`Replica::read_index`]`(ctx)`: nothing newer
     /// than `index` was committed then by anyone, so an answer from the state once it has
@@ -194,8 +203,19 @@ pub struct Replica {
     node: RawNode<Store>,
     config: Config,
     applied: u64,
-    /// The term and vote of the newest `Hard` record made durable (or recovered).
+    /// The term and vote of the newest `Hard` record handed out for persistence (or
+    /// recovered).
     durable_vote: (u64, u64),
+    /// The ticket of the last `Persist` handed out, and of the last one made durable.
+    persist_out: u64,
+    persist_done: u64,
+    /// The number of the newest raft ready handled.
+    last_ready: u64,
+    /// Messages waiting for the `Persist` whose ticket they name (raft's persisted
+    /// messages: a follower's acknowledgements, votes), in ticket order.
+    waiting: std::collections::VecDeque<(u64, Vec<Effect>)>,
+    /// Messages [`Replica::persisted`] let go, for the next drain.
+    released: Vec<Effect>,
 }
 
 impl Replica {
@@ -247,7 +267,17 @@ impl Replica {
         };
         let logger = slog::Logger::root(slog::Discard, slog::o!());
         let node = RawNode::new(&raft_config, store, &logger)?;
-        Ok(Replica { node, config, applied, durable_vote: (rebuilt.term, rebuilt.vote) })
+        Ok(Replica {
+            node,
+            config,
+            applied,
+            durable_vote: (rebuilt.term, rebuilt.vote),
+            persist_out: 0,
+            persist_done: 0,
+            last_ready: 0,
+            waiting: std::collections::VecDeque::new(),
+            released: Vec::new(),
+        })
     }
 
     /// One tick of the caller's clock (the shell's 100 ms timer).
@@ -306,15 +336,20 @@ impl Replica {
 
     /// Everything the replica has for the caller now, in the order to carry it out.
     pub fn drain(&mut self) -> Vec<Effect> {
-        let mut effects = Vec::new();
+        let mut effects = std::mem::take(&mut self.released);
         while self.node.has_ready() {
             let mut ready = self.node.ready();
+            let number = ready.number();
+            self.last_ready = number;
+            // A leader's appends leave before its own entries are durable (raft thesis
+            // 10.2.1); every other message is among the persisted ones below.
             sends(&mut self.node, &mut effects, ready.take_messages());
             for read in ready.take_read_states() {
                 if let Ok(bytes) = <[u8; 8]>::try_from(&read.request_ctx[..]) {
                     effects.push(Effect::Confirmed { ctx: u64::from_be_bytes(bytes), index: read.index });
                 }
             }
+            let mut records: Vec<Record> = Vec::new();
             let snapshot = ready.snapshot().clone();
             if !snapshot.is_empty() {
                 let meta = snapshot.get_metadata();
@@ -322,11 +357,12 @@ impl Replica {
                 let data = snapshot.data.to_vec();
                 self.node.mut_store().install(index, term, data.clone());
                 effects.push(Effect::Restore { index, term, data });
-                effects.push(Effect::Persist(vec![Record::Installed { index, term }]));
+                records.push(Record::Installed { index, term });
                 self.applied = self.applied.max(index);
             }
+            // Committed entries come only once they are durable here (raft-rs hands out
+            // entries through min(commit, persisted)).
             self.applies(&mut effects, ready.take_committed_entries());
-            let mut records: Vec<Record> = Vec::new();
             let entries = ready.take_entries();
             if !entries.is_empty() {
                 self.node.mut_store().append(&entries);
@@ -346,18 +382,62 @@ impl Replica {
                 records.push(Record::Hard { term: hard.term, vote: hard.vote, commit: hard.commit });
             }
             if !records.is_empty() {
-                effects.push(Effect::Persist(records));
+                effects.push(Effect::Persist { ticket: number, records });
+                self.persist_out = number;
             }
-            sends(&mut self.node, &mut effects, ready.take_persisted_messages());
-            let mut light = self.node.advance(ready);
-            if let Some(commit) = light.commit_index() {
-                self.node.mut_store().set_commit(commit);
+            let mut after = Vec::new();
+            sends(&mut self.node, &mut after, ready.take_persisted_messages());
+            self.node.advance_append_async(ready);
+            if self.persist_done >= self.persist_out {
+                // Nothing of this ready or before it waits for a disk.
+                effects.append(&mut after);
+                self.node.on_persist_ready(number);
+            } else if !after.is_empty() {
+                self.waiting.push_back((self.persist_out, after));
             }
-            sends(&mut self.node, &mut effects, light.take_messages());
-            self.applies(&mut effects, light.take_committed_entries());
-            self.node.advance_apply();
+            self.advance_apply();
         }
         effects
+    }
+
+    /// Tells raft-rs what the caller applied (a snapshot received counts once durable).
+    fn advance_apply(&mut self) {
+        let log = &self.node.raft.raft_log;
+        let through = self.applied.min(log.committed).min(log.persisted);
+        if through > log.applied {
+            self.node.advance_apply_to(through);
+        }
+    }
+
+    /// The records of the `Persist` with this ticket, and of every one before it, are
+    /// durable: what waited for them goes in the next drain (a follower's acknowledgements,
+    /// votes; on the leader, its own count towards a majority, and the committed entries it
+    /// now holds durably).
+    pub fn persisted(&mut self, ticket: u64) {
+        if ticket <= self.persist_done || ticket > self.persist_out {
+            return;
+        }
+        self.persist_done = ticket;
+        // With nothing left outstanding, every ready so far is durable, the ones that had
+        // nothing to persist included.
+        let number = if ticket == self.persist_out { self.last_ready } else { ticket };
+        self.node.on_persist_ready(number);
+        while self.waiting.front().is_some_and(|(after, _)| *after <= ticket) {
+            let (_, mut messages) = self.waiting.pop_front().expect("checked just above");
+            self.released.append(&mut messages);
+        }
+        self.advance_apply();
+    }
+
+    /// Whether a `Persist` handed out is not yet reported durable ([`Replica::persisted`]).
+    pub fn persisting(&self) -> bool {
+        self.persist_done < self.persist_out
+    }
+
+    /// Whether the entry placed at `placed` is committed (held durably by a majority,
+    /// which need not include this candidate yet) with that term.
+    pub fn is_committed(&self, placed: Placed) -> bool {
+        self.node.raft.raft_log.committed >= placed.index && self.term_at(placed.index) == Some(placed.term)
     }
 
     fn applies(&mut self, effects: &mut Vec<Effect>, entries: Vec<Entry>) {
@@ -382,15 +462,17 @@ impl Replica {
     }
 
     /// The hard state as a record whose commit index is the one this replica knows now (at
-    /// most its last entry handed out for persistence). The commit index is otherwise made
+    /// most its last entry made durable). The commit index is otherwise made
     /// durable only beside other records; a caller that stops once every `Persist` is
     /// carried out keeps this one, so that its next start applies everything it knew
     /// committed instead of waiting for a leader to say so again (a deposed leader answers
     /// stale queries from that state). A committed index is committed for good: persisting
-    /// it is always safe.
+    /// it is always safe. Its term and vote are the newest handed out: take it once every
+    /// `Persist` is durable.
     pub fn commit_record(&self) -> Record {
         let hard = self.node.store().hard_state();
-        Record::Hard { term: hard.term, vote: hard.vote, commit: hard.commit.min(self.node.store().last()) }
+        let durable = self.node.store().last().min(self.node.raft.raft_log.persisted);
+        Record::Hard { term: hard.term, vote: hard.vote, commit: hard.commit.min(durable) }
     }
 
     /// This replica's view (term, leader, commit and applied indexes).
@@ -422,7 +504,8 @@ impl Replica {
 
     /// Every entry this replica's log holds after `index` (those [`Replica::compact`] keeps),
     /// for the caller to carry past the snapshot it keeps (docs/failover.md, "What each
-    /// candidate keeps"). Call it between drains, when everything the log holds is durable.
+    /// candidate keeps"). Call it between drains; the entries not yet durable are among
+    /// them, so the caller's log must take the copies after every `Persist` started.
     /// An error (the log no longer holds them) must stop the compaction: a snapshot kept
     /// without them would lose entries this candidate acknowledged.
     pub fn entries_after(&self, index: u64) -> Result<Vec<record::StoredEntry>, Error> {

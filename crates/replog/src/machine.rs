@@ -7,7 +7,8 @@
 //! [`Machine::propose`] instead of appending it to a local log, and each answer the step
 //! produced (a reply to a client, a message to an execution host) to [`Machine::hold`].
 //! An answer is released ([`Step::Release`]) only when the last event proposed before it
-//! comes back committed at the same index **and term** — or, with no event outstanding,
+//! is committed at the same index **and term** (held durably by a majority, which may be
+//! the two followers while the leader's own fsync still runs) — or, with no event outstanding,
 //! once a majority confirmed this candidate still leads (raft's read index: a heartbeat
 //! round, [`crate::Replica::read_index`]) and the state applied what was committed then, so a
 //! deposed leader that does not know it yet answers nothing from its stale state; on a follower, committed entries
@@ -39,16 +40,21 @@
 //! 4. **A step's effects.** Each event, in order, to [`Machine::propose`]; then each answer,
 //!    in order, to [`Machine::hold`]. Then [`Machine::drain`].
 //! 5. **Carry out every [`Step`] of a drain in order, all of them, before handing the
-//!    machine anything else**: [`Step::Persist`] is complete only when its records are
-//!    durable (written and fsynced) — everything after it may depend on that;
-//!    [`Step::KeepSnapshot`] makes the leader's snapshot the application's newest durable
-//!    one before the `Persist` that follows it; [`Step::Send`] to a candidate;
+//!    machine anything else**: [`Step::Persist`] starts making its records durable, after
+//!    every earlier one's; the steps after it do not wait for it, and once its records are
+//!    durable (written and fsynced) the caller hands its ticket to [`Machine::persisted`]
+//!    and drains — at once, or later between other inputs (what must wait for the disk,
+//!    the machine holds back itself); [`Step::KeepSnapshot`] makes the leader's snapshot the
+//!    application's newest durable one before the `Persist` that follows it starts;
+//!    [`Step::Send`] to a candidate;
 //!    [`Step::Release`] sends the answer (it is acknowledged now: durable on a majority);
 //!    [`Step::NotDone`] answers "not done" (or drops it: the peer retries).
 //! 6. **Snapshots.** [`Machine::compact`] when the application wants one (it succeeds only
 //!    when no proposal is outstanding, so the state is exactly the committed log through
-//!    the applied index): keep its data durably as the newest snapshot first, then persist
-//!    its record.
+//!    the applied index): keep its data durably as the newest snapshot first, after the
+//!    records of every `Persist` started, then persist its record.
+//! 7. **Stopping.** Before a clean stop, wait until every `Persist` is durable (then
+//!    [`crate::Replica::commit_record`] may be kept too).
 //!
 //! Durable, then acknowledged: nothing is released before a majority holds its entry
 //! durably, and nothing this candidate sends leaves before the records it depends on are
@@ -74,8 +80,9 @@ pub trait Application {
 /// Something the caller carries out, in the order [`Machine::drain`] returned them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step<M> {
-    /// Make these records durable (append, fsync), before any later step.
-    Persist(Vec<Record>),
+    /// Make these records durable (append, fsync) after every earlier `Persist`'s, then
+    /// hand `ticket` to [`Machine::persisted`]; later steps do not wait for it.
+    Persist { ticket: u64, records: Vec<Record> },
     /// Send this message to candidate `to`.
     Send { to: ReplicaId, message: Vec<u8> },
     /// The leader's snapshot replaced the application's state (loaded already): keep it
@@ -228,6 +235,12 @@ impl<A: Application, M> Machine<A, M> {
         self.held.len()
     }
 
+    /// The records of the `Persist` with this ticket, and of every one before it, are
+    /// durable; drain next.
+    pub fn persisted(&mut self, ticket: u64) {
+        self.replica.persisted(ticket);
+    }
+
     /// One tick of the shell's clock.
     pub fn tick(&mut self) {
         self.replica.tick();
@@ -307,7 +320,7 @@ impl<A: Application, M> Machine<A, M> {
         }
         for effect in self.replica.drain() {
             match effect {
-                Effect::Persist(records) => steps.push(Step::Persist(records)),
+                Effect::Persist { ticket, records } => steps.push(Step::Persist { ticket, records }),
                 Effect::Send { to, message } => steps.push(Step::Send { to, message }),
                 Effect::Restore { index, term, data } => {
                     // A leader's snapshot replaces everything, proposals included.
@@ -325,6 +338,9 @@ impl<A: Application, M> Machine<A, M> {
                 }
             }
         }
+        // The leader's entries may be committed by its followers before they are durable
+        // (and applied) here.
+        self.release(&mut steps);
         self.roles(&mut steps);
         steps
     }
@@ -355,7 +371,9 @@ impl<A: Application, M> Machine<A, M> {
     fn release(&mut self, steps: &mut Vec<Step<M>>) {
         while let Some(first) = self.held.front() {
             let after = match first.gate {
-                Gate::Entry(placed) if placed.index <= self.applied => Some(placed),
+                Gate::Entry(placed) if placed.index <= self.applied || self.replica.is_committed(placed) => {
+                    Some(placed)
+                }
                 Gate::Read(ctx) if self.confirmed.get(&ctx).is_some_and(|&i| i <= self.applied) => None,
                 _ => break,
             };
@@ -481,8 +499,10 @@ mod tests {
         for _ in 0..50 {
             let mut mail = Vec::new();
             for (k, m) in ms.iter_mut().enumerate() {
+                let mut durable = None;
                 for step in m.drain() {
                     match step {
+                        Step::Persist { ticket, .. } => durable = Some(ticket),
                         Step::Send { to, message } => mail.push((k as u64 + 1, to, message)),
                         s @ (Step::Release { .. }
                         | Step::NotDone(_)
@@ -491,10 +511,15 @@ mod tests {
                         _ => {}
                     }
                 }
+                if let Some(ticket) = durable {
+                    m.persisted(ticket);
+                    mail.push((0, 0, Vec::new()));
+                }
             }
             if mail.is_empty() {
                 break;
             }
+            mail.retain(|(from, _, _)| *from != 0);
             for (from, to, message) in mail {
                 if !cut.contains(&from) && !cut.contains(&to) {
                     ms[(to - 1) as usize].receive(&message).expect("a candidate's message");
@@ -550,16 +575,21 @@ mod tests {
             for _ in 0..20 {
                 let mut mail = Vec::new();
                 for (k, m) in ms.iter_mut().enumerate() {
+                    let mut done = None;
                     for step in m.drain() {
                         match step {
-                            Step::Persist(records) => {
+                            Step::Persist { ticket, records } => {
                                 persists[k] += 1;
                                 durable[k].extend(records);
+                                done = Some(ticket);
                             }
                             Step::Send { to, message } => mail.push((to, message)),
                             Step::Release { answer: "five", .. } => released = true,
                             _ => {}
                         }
+                    }
+                    if let Some(ticket) = done {
+                        m.persisted(ticket);
                     }
                 }
                 for (to, message) in mail {

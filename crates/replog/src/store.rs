@@ -113,10 +113,6 @@ impl Store {
     pub(crate) fn set_hard_state(&mut self, hard: HardState) {
         self.hard = hard;
     }
-
-    pub(crate) fn set_commit(&mut self, commit: u64) {
-        self.hard.commit = commit;
-    }
 }
 
 impl raft::Storage for Store {

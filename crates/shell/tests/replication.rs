@@ -122,9 +122,34 @@ impl Candidate {
 
     /// Every effect of the drains, in order; then a snapshot when one is due.
     async fn carry_out(&mut self) {
-        for effect in self.replica.drain() {
+        loop {
+            let effects = self.replica.drain();
+            if effects.is_empty() {
+                break;
+            }
+            self.carry_out_effects(effects).await;
+        }
+        let view = self.replica.view();
+        if view.applied >= self.replica.snapshot_index() + SNAPSHOT_EVERY {
+            let index = view.applied;
+            let term = self.replica.term_at(index).expect("the applied entry's term");
+            let data = encode(&self.values, &self.places);
+            let tail = self.replica.entries_after(index).expect("the entries after the snapshot");
+            self.log.keep_snapshot(index, term, data.clone(), tail).await.expect("keep");
+            if let Some(record) = self.replica.compact(index, data) {
+                self.log.persist(vec![record]).await.expect("persist");
+            }
+        }
+    }
+
+    /// One drain's effects, in order; each `Persist` made durable on the spot.
+    async fn carry_out_effects(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
             match effect {
-                Effect::Persist(records) => self.log.persist(records).await.expect("persist"),
+                Effect::Persist { ticket, records } => {
+                    self.log.persist(records).await.expect("persist");
+                    self.replica.persisted(ticket);
+                }
                 Effect::Send { to, message } => self.link.send(to, message),
                 Effect::Apply { index, term, data } => {
                     if !data.is_empty() {
@@ -138,17 +163,6 @@ impl Candidate {
                     (self.values, self.places) = decode(&data);
                     self.restores += 1;
                 }
-            }
-        }
-        let view = self.replica.view();
-        if view.applied >= self.replica.snapshot_index() + SNAPSHOT_EVERY {
-            let index = view.applied;
-            let term = self.replica.term_at(index).expect("the applied entry's term");
-            let data = encode(&self.values, &self.places);
-            let tail = self.replica.entries_after(index).expect("the entries after the snapshot");
-            self.log.keep_snapshot(index, term, data.clone(), tail).await.expect("keep");
-            if let Some(record) = self.replica.compact(index, data) {
-                self.log.persist(vec![record]).await.expect("persist");
             }
         }
     }

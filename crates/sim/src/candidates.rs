@@ -11,9 +11,12 @@
 //!   (an answer released or "not done", a leadership begun or ended, a drain's end). The
 //!   functions here carry out the rest, in the machine's order: a drain's persists, sends,
 //!   snapshots and commits ([`carry_out`]); crashes (between drains, and between any two
-//!   steps of a drain, a `Persist` in progress keeping a prefix of its records: power lost
-//!   before its fsync), restarts from the disk alone, pauses, partitions (one-way ones
-//!   too), lost, duplicated and reordered consensus messages ([`event`], [`send`]).
+//!   steps of a drain, what was written and not yet durable keeping a prefix of its
+//!   records: power lost before its fsync), restarts from the disk alone, pauses,
+//!   partitions (one-way ones too), lost, duplicated and reordered consensus messages
+//!   ([`event`], [`send`]). As in the daemons, a leader's `Persist` runs while it goes on
+//!   (its followers may commit the entries first, and its answers go out before its own
+//!   fsync ends), and every other candidate's completes on the spot.
 //! - **Checked after every drain** ([`check`]): at most one leader per term; every answer
 //!   released in a term by one candidate only; every entry committed anywhere is the same
 //!   entry everywhere at its index ([`committed`]); a leader holds every entry
@@ -49,6 +52,9 @@ pub enum ReplEv {
     FaultPause,
     /// A paused candidate runs again.
     Resume(usize),
+    /// What candidate `c`'s incarnation `incarnation` wrote is durable (a leader's fsync
+    /// ends).
+    Synced { c: usize, incarnation: u64 },
     /// The network among candidates is cut anew.
     FaultPartition,
 }
@@ -61,6 +67,8 @@ pub struct Candidate<A, M, P> {
     pub incarnation: u64,
     /// Durable replica records.
     pub records: Vec<Record>,
+    /// Records written and not yet durable, with their `Persist`'s ticket, oldest first.
+    pub unsynced: Vec<(u64, Vec<Record>)>,
     /// The newest durable snapshot of the application's state (index, term, bytes).
     pub snapshot: Option<(u64, u64, Vec<u8>)>,
     /// Stalled: no tick, frames wait in `inbox`.
@@ -134,6 +142,9 @@ pub struct Group<A, M, P> {
     checked_leaders: BTreeSet<(usize, u64)>,
     /// Fault intensities.
     pub params: ReplParams,
+    /// Answers a leader released before its own records were durable (its followers'
+    /// acknowledgements made the majority).
+    pub released_before_own_fsync: u64,
 }
 
 impl<A: Application, M, P> Group<A, M, P> {
@@ -144,6 +155,7 @@ impl<A: Application, M, P> Group<A, M, P> {
                 machine: None,
                 incarnation: 0,
                 records: Vec::new(),
+                unsynced: Vec::new(),
                 snapshot: None,
                 paused: false,
                 inbox: Vec::new(),
@@ -160,6 +172,7 @@ impl<A: Application, M, P> Group<A, M, P> {
             acked: BTreeMap::new(),
             checked_leaders: BTreeSet::new(),
             params,
+            released_before_own_fsync: 0,
         }
     }
 
@@ -317,23 +330,33 @@ pub fn carry_out<S: CandidateShell + ?Sized>(
     let mut carried = Carried::default();
     for step in steps {
         if shell.rng().chance(crash_p) {
-            if let Step::Persist(records) = &step {
-                let keep = shell.rng().range(0, records.len() as u64) as usize;
-                shell.group_mut().cands[c].records.extend(records[..keep].iter().cloned());
+            if let Step::Persist { ticket, records } = step {
+                shell.group_mut().cands[c].unsynced.push((ticket, records));
             }
             crash(shell, c, "inside a drain");
             carried.crashed = true;
             return carried;
         }
         match step {
-            Step::Persist(records) => {
+            Step::Persist { ticket, records } => {
                 for record in &records {
                     shell.trace().mix_bytes(&crate::codec::to_record(record));
                 }
-                shell.group_mut().cands[c].records.extend(records);
+                let cand = &mut shell.group_mut().cands[c];
+                cand.unsynced.push((ticket, records));
+                let leading = cand.machine.as_ref().is_some_and(|m| m.view().is_leader);
+                if leading {
+                    let incarnation = cand.incarnation;
+                    let delay = shell.rng().range(0, 3);
+                    shell.schedule(delay, ReplEv::Synced { c, incarnation });
+                } else {
+                    sync(shell, c);
+                }
             }
             Step::Send { to, message } => send(shell, c, (to - 1) as usize, message),
             Step::KeepSnapshot { index, term, data } => {
+                // Keeping a snapshot makes everything written before it durable.
+                sync(shell, c);
                 let now = shell.now_ms();
                 shell.trace().line(now, || format!("candidate {}: leader's snapshot at {index}", c + 1));
                 shell.group_mut().cands[c].snapshot = Some((index, term, data));
@@ -341,6 +364,11 @@ pub fn carry_out<S: CandidateShell + ?Sized>(
             Step::Applied { index, term, data } => committed(shell, c, index, term, data),
             Step::Release { answer, after } => {
                 if let Some(gate) = after {
+                    let group = shell.group_mut();
+                    if group.cands[c].machine.as_ref().is_some_and(|m| m.replica().persisting()) {
+                        group.released_before_own_fsync += 1;
+                    }
+                    committed_through(shell, c, gate.index);
                     released_in(shell, c, gate);
                 }
                 shell.release(c, answer);
@@ -357,6 +385,31 @@ pub fn carry_out<S: CandidateShell + ?Sized>(
         }
     }
     carried
+}
+
+/// What candidate `c` wrote is durable now, and its machine hears so (at the next drain's
+/// start: the caller drains).
+pub fn sync<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
+    let cand = &mut shell.group_mut().cands[c];
+    let Some(&(ticket, _)) = cand.unsynced.last() else { return };
+    for (_, records) in std::mem::take(&mut cand.unsynced) {
+        cand.records.extend(records);
+    }
+    if let Some(machine) = cand.machine.as_mut() {
+        machine.persisted(ticket);
+    }
+}
+
+/// The leader `c` released an answer behind entry `index`, committed before it applied it
+/// perhaps (its followers held it durably first): the entries through it are committed.
+fn committed_through<S: CandidateShell + ?Sized>(shell: &mut S, c: usize, index: u64) {
+    for at in shell.group().top() + 1..=index {
+        let replica = shell.group().cands[c].machine.as_ref().expect("running").replica();
+        let (Some(term), Some(data)) = (replica.term_at(at), replica.entry_at(at)) else {
+            shell.fail(format!("candidate {}: released behind entry {index} and lacks entry {at}", c + 1));
+        };
+        committed(shell, c, at, term, data);
+    }
 }
 
 /// An answer released behind the proposal `gate`: the only candidate acknowledging in its
@@ -385,6 +438,11 @@ pub fn maybe_compact<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
 
 /// A snapshot of candidate `c`, when its machine allows one (see [`maybe_compact`]).
 pub fn compact<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
+    if shell.group().cands[c].machine.is_none() {
+        return;
+    }
+    // The snapshot is kept after every record written (the daemons' logs are in order).
+    sync(shell, c);
     let Some(machine) = shell.group_mut().cands[c].machine.as_mut() else { return };
     let Some(compaction) = machine.compact() else { return };
     // The daemons keep the entries after the snapshot beside it: the log must hold them.
@@ -480,6 +538,20 @@ pub fn event<S: CandidateShell + ?Sized>(shell: &mut S, ev: ReplEv) {
             }
         }
         ReplEv::Resume(c) => resume(shell, c),
+        ReplEv::Synced { c, incarnation } => {
+            let cand = &shell.group().cands[c];
+            if cand.incarnation != incarnation || cand.machine.is_none() || cand.unsynced.is_empty() {
+                return;
+            }
+            if cand.paused {
+                // A stalled process hears of its fsync when it runs again.
+                shell.schedule(RAFT_TICK_MS, ReplEv::Synced { c, incarnation });
+                return;
+            }
+            shell.trace().mix(34);
+            sync(shell, c);
+            shell.drain(c);
+        }
         ReplEv::FaultPartition => {
             if shell.healing() {
                 return;
@@ -549,7 +621,14 @@ pub fn heal<S: CandidateShell + ?Sized>(shell: &mut S) {
 pub fn crash<S: CandidateShell + ?Sized>(shell: &mut S, c: usize, when: &str) {
     let now = shell.now_ms();
     shell.trace().line(now, || format!("candidate {}: CRASH {when}", c + 1));
+    // Power lost too: of what was written and not yet durable, a prefix survives.
+    let unsynced: Vec<Record> = std::mem::take(&mut shell.group_mut().cands[c].unsynced)
+        .into_iter()
+        .flat_map(|(_, records)| records)
+        .collect();
+    let keep = shell.rng().range(0, unsynced.len() as u64) as usize;
     let cand = &mut shell.group_mut().cands[c];
+    cand.records.extend(unsynced.into_iter().take(keep));
     cand.machine = None;
     cand.paused = false;
     cand.inbox.clear();
@@ -571,10 +650,11 @@ pub fn restart<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
 pub fn start<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     let app = shell.new_app();
     let log_bytes_floor = shell.group().params.log_bytes_floor;
+    // A running candidate stops cleanly first: its writes end, and it keeps the commit index
+    // it knows, as the daemons do (lava-replog's `commit_record`).
+    sync(shell, c);
     let cand = &mut shell.group_mut().cands[c];
     if let Some(machine) = &cand.machine {
-        // A running candidate stops cleanly first: it keeps the commit index it knows, as the
-        // daemons do (lava-replog's `commit_record`).
         cand.records.push(machine.replica().commit_record());
     }
     cand.incarnation += 1;

@@ -223,6 +223,8 @@ pub struct CoordStats {
     pub n_crashes: u64,
     /// Deposed leaders started again from their replica log.
     pub n_deposed: u64,
+    /// Answers a leader released before its own fsync ended.
+    pub n_released_before_own_fsync: u64,
     /// Leaderships begun.
     pub n_leads: u64,
     /// Answers "not done".
@@ -484,6 +486,11 @@ fn task_state_name(state: &TaskState) -> String {
 }
 
 impl CoordWorld {
+    /// Answers a leader released before its own fsync ended, over the run.
+    pub(crate) fn released_before_own_fsync(&self) -> u64 {
+        self.group.released_before_own_fsync
+    }
+
     /// The world of `seed`, before its first event.
     pub fn new(seed: u64, options: &Options) -> CoordWorld {
         let mut rng = Rng::new(seed);

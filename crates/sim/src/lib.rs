@@ -273,6 +273,7 @@ pub fn run_replicated(seed: u64, options: &Options) -> Outcome {
     let mut world = world::World::new_replicated(seed, options.clone());
     let trace_hash = world.run();
     assert!(world.is_done(), "seed {seed}: the event queue ran dry before the final checks");
+    world.stats.n_released_before_own_fsync = world.released_before_own_fsync();
     Outcome { seed, trace_hash, stats: world.stats.clone() }
 }
 
@@ -313,6 +314,7 @@ pub fn run_coordinator(seed: u64, options: &Options) -> CoordOutcome {
     let mut world = coordinator::CoordWorld::new(seed, options);
     let trace_hash = world.run();
     assert!(world.is_done(), "seed {seed}: the event queue ran dry before the final checks");
+    world.stats.n_released_before_own_fsync = world.released_before_own_fsync();
     CoordOutcome { seed, trace_hash, stats: world.stats.clone() }
 }
 

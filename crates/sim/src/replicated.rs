@@ -172,6 +172,11 @@ impl World {
         world
     }
 
+    /// Answers a leader released before its own fsync ended, over the run.
+    pub(crate) fn released_before_own_fsync(&self) -> u64 {
+        self.repl().group.released_before_own_fsync
+    }
+
     fn repl(&self) -> &Repl {
         self.repl.as_deref().expect("a replicated run")
     }

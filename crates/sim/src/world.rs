@@ -203,6 +203,8 @@ pub struct Stats {
     pub n_not_done: u64,
     /// Replicated runs: deposed leaders started again from their replica log.
     pub n_deposed: u64,
+    /// Replicated runs: answers a leader released before its own fsync ended.
+    pub n_released_before_own_fsync: u64,
     /// Virtual time at the end, ms since the start.
     pub end_ms: u64,
 }

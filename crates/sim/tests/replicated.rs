@@ -24,18 +24,25 @@ fn replicated_seeds() {
     let (n_jobs, n_crashes, n_leads, n_not_done) =
         (total(|s| s.n_jobs), total(|s| s.n_mbd_crashes), total(|s| s.n_leads), total(|s| s.n_not_done));
     let n_deposed = total(|s| s.n_deposed);
+    let n_early = total(|s| s.n_released_before_own_fsync);
     eprintln!(
         "lava-sim replicated: {}: {n_jobs} jobs, {n_crashes} candidate crashes, {n_leads} leaderships, \
-         {n_deposed} deposed leaders started again, {n_not_done} answers not done",
+         {n_deposed} deposed leaders started again, {n_early} answers released before the leader's \
+         own fsync, {n_not_done} answers not done",
         runs.summary()
     );
     // The runs must have done something: jobs, failovers, leaders that lost proposals, and
-    // deposed leaders that started again from their replica log.
+    // deposed leaders that started again from their replica log, leaders whose answers
+    // went out on their followers' acknowledgements while their own fsync ran.
     if n_run >= 50 {
         assert!(n_jobs > n_run, "the runs created only {n_jobs} jobs in {n_run} seeds");
         assert!(n_leads > 2 * n_run, "only {n_leads} leaderships in {n_run} seeds: few failovers");
         assert!(n_not_done > 0, "no leader ever lost a proposal in {n_run} seeds");
         assert!(n_deposed > 0, "no deposed leader started again in {n_run} seeds");
+        assert!(
+            n_early > 0,
+            "no leader ever answered on its followers' acknowledgements alone in {n_run} seeds"
+        );
     }
 }
 

@@ -18,6 +18,7 @@ fn add(total: &mut CoordStats, one: &CoordStats) {
     total.n_tasks += one.n_tasks;
     total.n_crashes += one.n_crashes;
     total.n_deposed += one.n_deposed;
+    total.n_released_before_own_fsync += one.n_released_before_own_fsync;
     total.n_leads += one.n_leads;
     total.n_not_done += one.n_not_done;
     total.n_expired += one.n_expired;
@@ -41,25 +42,31 @@ fn replicated_coordinator_seeds() {
         add(&mut t, &outcome.stats);
     }
     eprintln!(
-        "lava-sim replicated coordinator: {}: {} tasks, {} leases expired, {} candidate crashes, {} leaderships, {} deposed leaders restarted, {} answers not done, {} repeated submissions, {} snapshots ({} by weight)",
+        "lava-sim replicated coordinator: {}: {} tasks, {} leases expired, {} candidate crashes, {} leaderships, {} deposed leaders restarted, {} answers released before the leader's own fsync, {} answers not done, {} repeated submissions, {} snapshots ({} by weight)",
         runs.summary(),
         t.n_tasks,
         t.n_expired,
         t.n_crashes,
         t.n_leads,
         t.n_deposed,
+        t.n_released_before_own_fsync,
         t.n_not_done,
         t.n_repeated,
         t.n_snapshots,
         t.n_snapshots_by_weight
     );
     // The runs must have done something: tasks, failovers, expiries, leaders that lost
-    // proposals, submissions answered from an earlier attempt.
+    // proposals, submissions answered from an earlier attempt, answers released on the
+    // followers' acknowledgements while the leader's own fsync ran.
     if n_run >= 50 {
         assert!(t.n_tasks > n_run, "the runs created only {} tasks in {n_run} seeds", t.n_tasks);
         assert!(t.n_leads > 2 * n_run, "only {} leaderships in {n_run} seeds: few failovers", t.n_leads);
         assert!(t.n_not_done > 0, "no leader ever lost a proposal in {n_run} seeds");
         assert!(t.n_deposed > 0, "no deposed leader ever started again in {n_run} seeds");
+        assert!(
+            t.n_released_before_own_fsync > 0,
+            "no leader ever answered on its followers' acknowledgements alone in {n_run} seeds"
+        );
         assert!(t.n_snapshots_by_weight > 0, "no snapshot was ever due by weight in {n_run} seeds");
         assert!(t.n_expired > 0, "no lease ever expired in {n_run} seeds");
         assert!(

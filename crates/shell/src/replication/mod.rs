@@ -6,7 +6,8 @@
 //!   queues, reconnection with backoff — carrying out [`lava_replog::Effect::Send`] and
 //!   feeding [`lava_replog::Replica::receive`].
 //! - [`store`]: the candidate's durable records and newest snapshot through
-//!   `lava-eventlog`, carrying out [`lava_replog::Effect::Persist`] and keeping the
+//!   `lava-eventlog`, carrying out [`lava_replog::Effect::Persist`] (on the spot, or
+//!   started while the loop goes on, its end one of the loop's inputs) and keeping the
 //!   snapshots of [`lava_replog::Effect::Restore`] and of compaction, and reading back what
 //!   [`lava_replog::Replica::recover`] needs at a restart.
 //!

@@ -12,11 +12,23 @@
 //! snapshot at the position just before them and prunes. A crash between the two leaves
 //! the old snapshot and every record, the copies included; the replacement rule of
 //! [`lava_replog::record`] makes a repeated `Entries` record harmless.
+//!
+//! # Persisting while the loop goes on
+//! A `Persist` is carried out one of two ways, both keeping the records in order in the one
+//! log. [`ReplicaLog::persist`] returns once they are durable: a follower's way, which
+//! acknowledges nothing before that anyway. [`ReplicaLog::start_persist`] appends them and
+//! returns at once, an fsync runs on a blocking thread, and [`ReplicaLog::persisted`] says
+//! which `Persist` is durable when it ends (one fsync covers everything appended before it
+//! started; what was appended meanwhile gets the next): the leader's way, so that it takes
+//! its followers' acknowledgements while its own fsync runs and commits on them
+//! (docs/failover.md, "The candidates' link and disk").
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 
 use lava_eventlog::{EventLog, OpenReport, Options, Position, RECORD_BYTES_LIMIT};
+use lava_replog::machine::{Application, Machine};
 use lava_replog::record::{Record, StoredEntry};
 use lava_xdr::Limits;
 use serde::{Deserialize, Serialize};
@@ -79,8 +91,13 @@ pub struct Recovered {
 /// A candidate's durable replica log.
 pub struct ReplicaLog {
     log: Arc<EventLog>,
-    /// The newest `Hard` record made durable, copied forward at each snapshot.
+    /// The newest `Hard` record written, copied forward at each snapshot.
     last_hard: Option<Record>,
+    /// Persists started ([`ReplicaLog::start_persist`]) and not yet reported durable: their
+    /// tickets and the position of their last record, oldest first.
+    in_flight: VecDeque<(u64, Position)>,
+    /// The fsync running on a blocking thread, through the position it returns.
+    sync: Option<tokio::task::JoinHandle<Result<Position, lava_eventlog::Error>>>,
 }
 
 impl ReplicaLog {
@@ -111,7 +128,8 @@ impl ReplicaLog {
             }
             records.push(record);
         }
-        Ok((ReplicaLog { log: Arc::new(log), last_hard }, Recovered { records, snapshot }, report))
+        let log = ReplicaLog { log: Arc::new(log), last_hard, in_flight: VecDeque::new(), sync: None };
+        Ok((log, Recovered { records, snapshot }, report))
     }
 
     /// Makes `records` durable, in order (an [`lava_replog::Effect::Persist`]): appended,
@@ -127,10 +145,12 @@ impl ReplicaLog {
     /// are durable. They are on the wire while this candidate fsyncs, so the followers'
     /// fsyncs overlap the leader's instead of following it (docs/failover.md, "The
     /// candidates' link and disk").
+    ///
+    /// Every record started before is durable too then (the log is in order): those persists
+    /// are not reported by [`ReplicaLog::persisted`] any more, the caller's report of this
+    /// one (a later ticket) covers them.
     pub async fn persist(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
-        if let Some(hard) = records.iter().rev().find(|r| matches!(r, Record::Hard { .. })) {
-            self.last_hard = Some(hard.clone());
-        }
+        self.note_hard(&records);
         let n_entries: usize = records
             .iter()
             .map(|record| match record {
@@ -138,12 +158,103 @@ impl ReplicaLog {
                 _ => 0,
             })
             .sum();
-        if n_entries <= INLINE_PERSIST_ENTRIES_MAX {
+        let durable = if n_entries <= INLINE_PERSIST_ENTRIES_MAX {
             tokio::task::yield_now().await;
-            return append_durably(&self.log, records);
+            append_durably(&self.log, records)?
+        } else {
+            let log = Arc::clone(&self.log);
+            blocking(move || append_durably(&log, records)).await?
+        };
+        if let Some(position) = durable {
+            while self.in_flight.front().is_some_and(|(_, p)| *p <= position) {
+                self.in_flight.pop_front();
+            }
         }
+        Ok(())
+    }
+
+    /// Starts making `records` durable (a `Persist` with this `ticket`): they are appended
+    /// after everything before them and an fsync starts on a blocking thread unless one
+    /// runs; [`ReplicaLog::persisted`] reports the ticket once they are durable.
+    pub fn start_persist(&mut self, ticket: u64, records: Vec<Record>) -> Result<(), StoreError> {
+        self.note_hard(&records);
+        if let Some(position) = append_all(&self.log, records)? {
+            self.in_flight.push_back((ticket, position));
+        }
+        if self.sync.is_none() {
+            self.start_sync();
+        }
+        Ok(())
+    }
+
+    /// Waits for the running fsync (pending forever while none runs, so that a loop may
+    /// select on it; cancel safe) and returns the ticket of the newest persist it made
+    /// durable, `None` when [`ReplicaLog::persist`] had covered them already. The next
+    /// fsync starts for what was appended meanwhile.
+    pub async fn persisted(&mut self) -> Result<Option<u64>, StoreError> {
+        let Some(sync) = self.sync.as_mut() else { return std::future::pending().await };
+        let ended = sync.await;
+        self.sync = None;
+        let position = ended.map_err(|_| StoreError::Stopped)??;
+        let mut ticket = None;
+        while let Some(&(t, p)) = self.in_flight.front()
+            && p <= position
+        {
+            ticket = Some(t);
+            self.in_flight.pop_front();
+        }
+        self.start_sync();
+        Ok(ticket)
+    }
+
+    /// Waits until every persist started is durable; the ticket of the newest, if any was
+    /// still to report. For a clean stop.
+    pub async fn flush(&mut self) -> Result<Option<u64>, StoreError> {
+        let mut newest = None;
+        while self.sync.is_some() {
+            newest = self.persisted().await?.or(newest);
+        }
+        Ok(newest)
+    }
+
+    /// Carries out a machine's `Persist` step the way its role wants (the module doc): the
+    /// leader starts it and goes on (its end comes from [`ReplicaLog::persisted`], for
+    /// [`Machine::persisted`]); every other candidate makes the records durable here and
+    /// now and tells the machine at once.
+    pub async fn persist_step<A: Application, M>(
+        &mut self,
+        machine: &mut Machine<A, M>,
+        ticket: u64,
+        records: Vec<Record>,
+    ) -> Result<(), StoreError> {
+        if machine.view().is_leader {
+            return self.start_persist(ticket, records);
+        }
+        self.persist(records).await?;
+        machine.persisted(ticket);
+        Ok(())
+    }
+
+    /// A clean stop: waits until every persist started is durable, tells the machine, then
+    /// keeps what this candidate knows committed for its next start (lava-replog's
+    /// `commit_record`). Every step of the machine's drains must be carried out by then.
+    pub async fn stop<A: Application, M>(&mut self, machine: &mut Machine<A, M>) -> Result<(), StoreError> {
+        if let Some(ticket) = self.flush().await? {
+            machine.persisted(ticket);
+        }
+        self.persist(vec![machine.replica().commit_record()]).await
+    }
+
+    fn start_sync(&mut self) {
+        let Some(&(_, position)) = self.in_flight.back() else { return };
         let log = Arc::clone(&self.log);
-        blocking(move || append_durably(&log, records)).await
+        self.sync = Some(tokio::task::spawn_blocking(move || log.wait_durable(position).map(|()| position)));
+    }
+
+    fn note_hard(&mut self, records: &[Record]) {
+        if let Some(hard) = records.iter().rev().find(|r| matches!(r, Record::Hard { .. })) {
+            self.last_hard = Some(hard.clone());
+        }
     }
 
     /// Keeps the application's snapshot through `index` (of `term`) as the newest, with
@@ -180,16 +291,23 @@ impl ReplicaLog {
     }
 }
 
-fn append_durably(log: &EventLog, records: Vec<Record>) -> Result<(), StoreError> {
+/// Appends `records` and waits until they are durable; the position of the last.
+fn append_durably(log: &EventLog, records: Vec<Record>) -> Result<Option<Position>, StoreError> {
+    let last = append_all(log, records)?;
+    if let Some(position) = last {
+        log.wait_durable(position)?;
+    }
+    Ok(last)
+}
+
+/// Appends `records` (split to fit a log record); the position of the last.
+fn append_all(log: &EventLog, records: Vec<Record>) -> Result<Option<Position>, StoreError> {
     let mut last = None;
     for record in split(records, RECORD_BYTES_MAX as usize - 1024) {
         let bytes = lava_xdr::to_bytes(&record).expect("a replica record encodes");
         last = Some(log.append(&bytes)?);
     }
-    if let Some(position) = last {
-        log.wait_durable(position)?;
-    }
-    Ok(())
+    Ok(last)
 }
 
 /// The records with every `Entries` record cut into pieces of about `budget` bytes at most
@@ -261,6 +379,35 @@ mod tests {
         assert_eq!(rebuilt.entries, vec![entry(3, 1, 10)]);
         assert_eq!((rebuilt.term, rebuilt.vote, rebuilt.commit), (1, 1, 2));
         assert_eq!(report.n_segments, 1, "the snapshot let the old records go");
+    }
+
+    // Goal: persists started while the loop goes on are reported in order, once durable,
+    // each ticket once; a persist made durable on the spot covers those started before it;
+    // what a reopen reads back is every record, in the order started.
+    #[tokio::test]
+    async fn persists_started_are_reported_once_durable_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut log, _, _) = ReplicaLog::open(dir.path(), "replica").expect("open");
+        let hard = |commit| Record::Hard { term: 1, vote: 1, commit };
+        log.start_persist(3, vec![Record::Entries(vec![entry(1, 1, 10)]), hard(0)]).expect("start");
+        log.start_persist(5, vec![Record::Entries(vec![entry(2, 1, 10)])]).expect("start");
+        let mut reported = Vec::new();
+        while reported.last() != Some(&5) {
+            reported.extend(log.persisted().await.expect("fsync"));
+        }
+        assert!(reported == vec![3, 5] || reported == vec![5], "{reported:?}");
+        // Nothing runs now: `persisted` waits forever.
+        let idle = tokio::time::timeout(std::time::Duration::from_millis(20), log.persisted()).await;
+        assert!(idle.is_err(), "no fsync runs, none ends");
+        // Started, then overtaken by a persist made durable on the spot.
+        log.start_persist(7, vec![Record::Entries(vec![entry(3, 1, 10)])]).expect("start");
+        log.persist(vec![hard(3)]).await.expect("persist");
+        assert_eq!(log.flush().await.expect("flush"), None, "covered by the later persist");
+        drop(log);
+        let (_, recovered, _) = ReplicaLog::open(dir.path(), "replica").expect("reopen");
+        let rebuilt = lava_replog::record::rebuild(recovered.records, None).expect("rebuild");
+        assert_eq!(rebuilt.entries, vec![entry(1, 1, 10), entry(2, 1, 10), entry(3, 1, 10)]);
+        assert_eq!(rebuilt.commit, 3);
     }
 
     // Goal: an Entries record larger than a log record is cut into pieces that rebuild to
