@@ -611,6 +611,11 @@ mod tests {
         let (persists, released) = run(&mut ms, &mut durable);
         assert!(released);
         assert_eq!(persists, [1, 1, 1], "one fsync per candidate for one proposal");
+        // The followers learn the commit from the next heartbeat, and write nothing for it.
+        ms.iter_mut().for_each(Machine::tick);
+        let (persists, _) = run(&mut ms, &mut durable);
+        assert_eq!(persists, [0, 0, 0], "a moved commit index alone costs no fsync");
+        assert_eq!(ms[2].app().0, vec![5]);
         // Candidate 3 restarts from what it made durable: its commit lags (it never wrote
         // the commit of entry 2), yet the leader's heartbeats bring it to the same state.
         let records = std::mem::take(&mut durable[2]);
