@@ -956,7 +956,16 @@ impl Shell {
                             view.worded(self.journal.appended_through(), line);
                         }
                     }
-                    Step::Release { answer, .. } => self.deliver(answer),
+                    Step::Release { answer, after } => {
+                        // Committed by the followers' acknowledgements, perhaps before this
+                        // candidate's own records of it are durable.
+                        let unsynced =
+                            after.is_some_and(|gate| gate.index > repl.machine.replica().durable_index());
+                        self.deliver(answer);
+                        if unsynced {
+                            lava_crash::point!("mbatchd.acknowledged_before_own_fsync");
+                        }
+                    }
                     Step::NotDone(message) => self.not_done(message),
                     Step::Lead { term } => self.lead(term)?,
                     Step::Follow { term, leader } => {

@@ -74,6 +74,10 @@ pub const POINTS: &[Point] = &[
     },
     Point { name: "mbatchd.reply_written", boundary: "a reply has been written to a command's connection" },
     Point {
+        name: "mbatchd.acknowledged_before_own_fsync",
+        boundary: "a leading master candidate released an answer on its followers' acknowledgements (handed to its connection, perhaps not yet written); its own records of that entry are not yet known durable",
+    },
+    Point {
         name: "mbatchd.sbd_message_written",
         boundary: "a message has been written to an sbatchd's connection",
     },

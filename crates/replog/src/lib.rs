@@ -434,6 +434,12 @@ impl Replica {
         self.advance_apply();
     }
 
+    /// The last entry of this replica's log known durable here (reported through
+    /// [`Replica::persisted`]).
+    pub fn durable_index(&self) -> u64 {
+        self.node.raft.raft_log.persisted
+    }
+
     /// Whether a `Persist` handed out is not yet reported durable ([`Replica::persisted`]).
     pub fn persisting(&self) -> bool {
         self.persist_done < self.persist_out
