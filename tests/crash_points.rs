@@ -437,11 +437,10 @@ fn mbatchd_workload(point: &'static str, power_loss: bool) {
     }
 }
 
-/// Three master candidates and an execution host: `bsub` one job at a time until the point
-/// fires in a leader (and the harness restarts it), a few more after; every acknowledged job
-/// ends DONE, having run exactly once, and no other job runs.
-fn candidates_workload(point: &'static str, power_loss: bool) {
-    let mut rig = Rig::new(&["h0", "h1", "h2", "h3"], &["mbatchd"], point, power_loss);
+/// A cluster of the execution host h0 (sbatchd) and the master candidates h1–h3, whose
+/// daemons spawned under the names in `armed` inherit `point`; nothing started yet.
+fn candidates_rig(armed: &[&str], point: &'static str, power_loss: bool) -> Rig {
+    let mut rig = Rig::new(&["h0", "h1", "h2", "h3"], armed, point, power_loss);
     rig.cluster.write_file(
         "etc/lsf.cluster.lavacore",
         "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
@@ -451,13 +450,21 @@ fn candidates_workload(point: &'static str, power_loss: bool) {
     );
     let list: Vec<&str> = CANDIDATES.iter().map(|(name, _)| *name).collect();
     rig.cluster.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{}\"", list.join(" ")));
+    rig.sbatchd_host = "h0";
+    rig
+}
+
+/// Three master candidates and an execution host: `bsub` one job at a time until the point
+/// fires in a leader (and the harness restarts it), a few more after; every acknowledged job
+/// ends DONE, having run exactly once, and no other job runs.
+fn candidates_workload(point: &'static str, power_loss: bool) {
+    let mut rig = candidates_rig(&["mbatchd"], point, power_loss);
     rig.mbd_port = util::fixed_port();
     rig.cluster.rewrite_lsf_conf("LSB_MBD_PORT", &rig.mbd_port.to_string());
     rig.cluster.rewrite_lsf_conf("LAVA_MBD_REPL_PORT", &util::fixed_port().to_string());
     for (host, _) in CANDIDATES {
         rig.start(Role::Candidate { host });
     }
-    rig.sbatchd_host = "h0";
     rig.start(Role::Sbatchd);
     let ledger = rig.dir().join("ledger");
     let submit = |rig: &mut Rig| {
