@@ -141,10 +141,9 @@ impl ReplicaLog {
     ///
     /// Before the calling thread blocks in that fsync, the runtime's tasks already woken
     /// run once: among them the link's writers with the messages the same drain sent just
-    /// before — a leader's appends, which raft lets leave before the leader's own entries
-    /// are durable. They are on the wire while this candidate fsyncs, so the followers'
-    /// fsyncs overlap the leader's instead of following it (docs/failover.md, "The
-    /// candidates' link and disk").
+    /// before, which are then on the wire while this candidate fsyncs (a leader that
+    /// persists this way, as it did before [`ReplicaLog::start_persist`], lets its appends
+    /// reach the followers first: docs/failover.md, "The candidates' link and disk").
     ///
     /// Every record started before is durable too then (the log is in order): those persists
     /// are not reported by [`ReplicaLog::persisted`] any more, the caller's report of this
