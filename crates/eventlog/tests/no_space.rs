@@ -116,3 +116,56 @@ fn a_full_disk_delays_durability_and_loses_nothing() {
         assert!(read == expected, "in order, intact");
     }
 }
+
+// Goal: `write_out` (records written without an fsync, so that they outlive a killed
+// process) meets a full disk as `wait_durable` does: it says NoSpace, the log is not
+// stopped, the records stay buffered in order; once space returns, the next `write_out`
+// writes them, and a reopen reads each once. A read-only log refuses it. Method: on a
+// 512 KiB tmpfs, 20 durable records, the disk filled, 60 records appended (12 KiB: more
+// than the page the segment's last write may still have room in), `write_out` twice
+// while full, the filler deleted, `write_out`, sync, reopen and read.
+#[test]
+fn write_out_on_a_full_disk_keeps_the_records_for_the_next_one() {
+    let fs = match SmallFs::mount("512k") {
+        Ok(fs) => fs,
+        Err(reason) => {
+            eprintln!("write_out_on_a_full_disk_keeps_the_records_for_the_next_one: skipped: {reason}");
+            return;
+        }
+    };
+    let log = open(&fs.path, 0);
+    let mut appended = 0u64;
+    for _ in 0..20 {
+        appended += 1;
+        log.append_durable(&payload(appended)).expect("room at first");
+    }
+    let filler = fill(&fs.path);
+    for _ in 0..60 {
+        appended += 1;
+        log.append(&payload(appended)).expect("appends never fail for a full disk");
+    }
+    for attempt in 1..=2 {
+        let error = log.write_out().expect_err("a full disk refuses the write");
+        assert!(error.is_no_space(), "attempt {attempt}: only NoSpace, never a stopped log: {error}");
+    }
+    fs::remove_file(&filler).expect("space returns");
+    assert!(log.write_out().expect("room again"), "the buffered records are written");
+    assert!(!log.write_out().expect("nothing left"), "nothing is written twice");
+    log.sync().expect("durable");
+    log.close().expect("closes");
+
+    let mut options = Options::new("full.log");
+    options.segment_bytes_max = SEGMENT_BYTES_MIN.max(16 << 10);
+    let (reader, _) = EventLog::open_read_only(&fs.path, options).expect("opens read-only");
+    let replay = reader.replay().expect("replays");
+    let read: Vec<Vec<u8>> = replay.records.map(|record| record.expect("reads").1).collect();
+    let expected: Vec<Vec<u8>> = (1..=appended).map(payload).collect();
+    assert!(
+        read == expected,
+        "every record, once, in order ({} read, {} appended)",
+        read.len(),
+        expected.len()
+    );
+    let refused = reader.write_out().expect_err("a read-only log writes nothing");
+    assert!(matches!(refused, Error::ReadOnly { .. }), "{refused}");
+}
