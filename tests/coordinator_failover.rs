@@ -32,14 +32,7 @@ struct Rig {
 impl Rig {
     fn new() -> Rig {
         let mut cluster = Cluster::with_hosts(&["h0", "h1", "h2", "h3"]);
-        cluster.write_file(
-            "etc/lsf.cluster.lavacore",
-            "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
-             HOSTNAME model type server RESOURCES LAVA_ADDR\n\
-             h0 ! ! 1 (cs linux) 127.0.0.1\nh1 ! ! 1 (cs linux) 127.0.0.2\n\
-             h2 ! ! 1 (cs linux) 127.0.0.3\nh3 ! ! 1 (cs linux) 127.0.0.4\nEnd Host\n",
-        );
-        cluster.rewrite_lsf_conf("LSF_MASTER_LIST", "\"h1 h2 h3\"");
+        cluster.set_master_candidates(&["h1", "h2", "h3"]);
         let port = util::fixed_port();
         cluster.rewrite_lsf_conf("LAVA_COORD_PORT", &port.to_string());
         cluster.rewrite_lsf_conf("LAVA_COORD_REPL_PORT", &util::fixed_port().to_string());

@@ -441,15 +441,8 @@ fn mbatchd_workload(point: &'static str, power_loss: bool) {
 /// daemons spawned under the names in `armed` inherit `point`; nothing started yet.
 fn candidates_rig(armed: &[&str], point: &'static str, power_loss: bool) -> Rig {
     let mut rig = Rig::new(&["h0", "h1", "h2", "h3"], armed, point, power_loss);
-    rig.cluster.write_file(
-        "etc/lsf.cluster.lavacore",
-        "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
-         HOSTNAME model type server RESOURCES LAVA_ADDR\n\
-         h0 ! ! 1 (cs linux) 127.0.0.1\nh1 ! ! 1 (cs linux) 127.0.0.2\n\
-         h2 ! ! 1 (cs linux) 127.0.0.3\nh3 ! ! 1 (cs linux) 127.0.0.4\nEnd Host\n",
-    );
     let list: Vec<&str> = CANDIDATES.iter().map(|(name, _)| *name).collect();
-    rig.cluster.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{}\"", list.join(" ")));
+    rig.cluster.set_master_candidates(&list);
     rig.sbatchd_host = "h0";
     rig
 }

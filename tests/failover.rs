@@ -41,15 +41,8 @@ impl Rig {
     /// The cluster with `candidates` in `LSF_MASTER_LIST`; mbatchd not started yet.
     fn new(candidates: &'static [(&'static str, &'static str)]) -> Rig {
         let cluster = Cluster::with_hosts(&["h0", "h1", "h2", "h3"]);
-        cluster.write_file(
-            "etc/lsf.cluster.lavacore",
-            "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
-             HOSTNAME model type server RESOURCES LAVA_ADDR\n\
-             h0 ! ! 1 (cs linux) 127.0.0.1\nh1 ! ! 1 (cs linux) 127.0.0.2\n\
-             h2 ! ! 1 (cs linux) 127.0.0.3\nh3 ! ! 1 (cs linux) 127.0.0.4\nEnd Host\n",
-        );
         let list: Vec<&str> = candidates.iter().map(|(name, _)| *name).collect();
-        cluster.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{}\"", list.join(" ")));
+        cluster.set_master_candidates(&list);
         let mbd_port = util::fixed_port();
         cluster.rewrite_lsf_conf("LSB_MBD_PORT", &mbd_port.to_string());
         cluster.rewrite_lsf_conf("LAVA_MBD_REPL_PORT", &util::fixed_port().to_string());

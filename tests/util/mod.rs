@@ -204,6 +204,20 @@ impl Cluster {
         fs::write(&path, text).unwrap_or_else(|error| panic!("write {}: {error}", path.display()));
     }
 
+    /// The layout of the master-candidate tests, for a cluster made `with_hosts(&["h0",
+    /// "h1", "h2", "h3"])`: h0 on 127.0.0.1 (the execution host), h1 to h3 on 127.0.0.2 to
+    /// .4, and `candidates` (among h1 to h3, in order) as `LSF_MASTER_LIST`.
+    pub fn set_master_candidates(&self, candidates: &[&str]) {
+        self.write_file(
+            "etc/lsf.cluster.lavacore",
+            "Begin ClusterAdmins\nAdministrators = root\nEnd ClusterAdmins\n\nBegin Host\n\
+             HOSTNAME model type server RESOURCES LAVA_ADDR\n\
+             h0 ! ! 1 (cs linux) 127.0.0.1\nh1 ! ! 1 (cs linux) 127.0.0.2\n\
+             h2 ! ! 1 (cs linux) 127.0.0.3\nh3 ! ! 1 (cs linux) 127.0.0.4\nEnd Host\n",
+        );
+        self.rewrite_lsf_conf("LSF_MASTER_LIST", &format!("\"{}\"", candidates.join(" ")));
+    }
+
     /// Sets `KEY=value` in `lsf.conf`: replaces the line of `key`, or appends one.
     pub fn rewrite_lsf_conf(&self, key: &str, value: &str) {
         let path = self.envdir().join("lsf.conf");
