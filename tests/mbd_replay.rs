@@ -103,11 +103,95 @@ fn kill(id: u32, seq: u32, t: u64) -> Event {
 /// Writes `events` as mbatchd's event log in `dir`, durably, and closes it.
 fn write_log(dir: &Path, events: &[Event]) {
     let log = lava_mbatchd::journal::open(dir).expect("the event log opens");
+    append_all(&log, events);
+    Arc::try_unwrap(log).expect("the only handle").close().expect("the log closes");
+}
+
+/// Appends `events` with mbatchd's codec and makes them durable.
+fn append_all(log: &lava_eventlog::EventLog, events: &[Event]) {
     for event in events {
         log.append(&lava_mbatchd::codec::encode(event)).expect("an event appends");
     }
     log.sync().expect("the log syncs");
-    Arc::try_unwrap(log).expect("the only handle").close().expect("the log closes");
+}
+
+/// Writes `events` as an `lsb.events` of payload format `format` in `dir` (what another
+/// build of mbatchd would have left: lava-eventlog's content version).
+fn write_log_of_format(dir: &Path, format: u32, events: &[Event]) {
+    std::fs::create_dir_all(dir).expect("create the log folder");
+    let options = lava_eventlog::Options {
+        content_version: format,
+        oldest_content_version: format,
+        ..lava_eventlog::Options::new(lava_mbatchd::journal::EVENT_LOG_NAME)
+    };
+    let (log, _) = lava_eventlog::EventLog::open(dir, options).expect("the event log opens");
+    append_all(&log, events);
+    log.close().expect("the log closes");
+}
+
+// Goal: an lsb.events left by a build that did not record its format (format 0, the
+// layout of format 1) is read by this mbatchd, which goes on in a segment of its own
+// format: the jobs come back and a new one gets the next id.
+// Method: the log written with the daemon's codec under content version 0; mbatchd
+// started on it; a protocol query and a submission; the segment headers' formats read.
+#[test]
+fn mbatchd_reads_an_event_log_of_the_unrecorded_format_and_goes_on_in_its_own() {
+    let mut cluster = Cluster::with_hosts(&["localhost", "hostb"]);
+    let t = lava_net::system_now_ms() - 60_000;
+    let dir = cluster.event_log_dir();
+    write_log_of_format(&dir, 0, &[new(1, t), new(2, t + 1)]);
+    let mut mbatchd = cluster.start_mbatchd();
+    let mut client = Client::connect(mbatchd.addr(), cluster.authenticator());
+    let jobs = client.query(query_all()).expect("query");
+    let ids: Vec<u32> = jobs.jobs.iter().map(|info| info.job.job_id).collect();
+    assert_eq!(ids, [1, 2]);
+    let held = wire::SubmitRequest { hold: true, ..submit_request("sleep 4") };
+    assert_eq!(client.submit(request_id(3), held).expect("accepted").job_id, 3);
+    assert!(mbatchd.is_running(), "mbatchd stopped:\n{}", mbatchd.log());
+    mbatchd.terminate();
+    let format_of = |segment: &str| {
+        let bytes = std::fs::read(dir.join(segment)).expect("read the segment");
+        // Bytes 52..56 of a segment header, little-endian (lava-eventlog's format module).
+        u32::from_le_bytes(bytes[52..56].try_into().expect("a whole header"))
+    };
+    assert_eq!(format_of("lsb.events.000001"), 0, "the old segment is left as it was");
+    assert_eq!(format_of("lsb.events.000002"), *lava_mbatchd::codec::LOG_FORMATS.end());
+}
+
+// Goal: an lsb.events of a format this build does not read (a newer build's) stops
+// mbatchd at start with a message naming the file and the formats it reads, instead of
+// misreading the records; the file is left untouched.
+// Method: the log written under the next content version; mbatchd started on it must
+// exit with an error; its log and the file's bytes checked.
+#[test]
+fn an_event_log_of_a_newer_format_stops_mbatchd_naming_the_file() {
+    let mut cluster = Cluster::new();
+    let t = lava_net::system_now_ms() - 60_000;
+    let dir = cluster.event_log_dir();
+    let newer = *lava_mbatchd::codec::LOG_FORMATS.end() + 1;
+    write_log_of_format(&dir, newer, &[new(1, t)]);
+    let segment = dir.join("lsb.events.000001");
+    let before = std::fs::read(&segment).expect("read the segment");
+    let port_file = cluster.dir().join("run/mbatchd.port");
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "--foreground".as_ref(),
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--port-file".as_ref(),
+        port_file.as_ref(),
+    ];
+    let mut mbatchd = cluster.spawn("mbatchd", &util::mbatchd_bin(), &args);
+    let status = mbatchd.wait_exit(STARTUP_TIMEOUT);
+    assert!(!status.success(), "mbatchd started on a log it does not read:\n{}", mbatchd.log());
+    let expected = format!(
+        "{} holds records in format version {newer}, and this build reads versions {} to {}",
+        segment.display(),
+        lava_mbatchd::codec::LOG_FORMATS.start(),
+        lava_mbatchd::codec::LOG_FORMATS.end()
+    );
+    assert!(mbatchd.log().contains(&expected), "{}", mbatchd.log());
+    assert!(!port_file.exists(), "it never served");
+    assert_eq!(std::fs::read(&segment).expect("read the segment"), before, "the file is untouched");
 }
 
 // Goal: mbd-sbd §7 on the real daemon: an lsb.events holding a duplicated

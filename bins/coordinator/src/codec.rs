@@ -19,6 +19,15 @@ pub const EVENT_BYTES_MAX: u32 = FRAME_BYTES_MAX + (64 << 10);
 /// Largest snapshot accepted: the event log's default bound (4 GiB).
 pub const SNAPSHOT_BYTES_MAX: u64 = lava_eventlog::SNAPSHOT_BYTES_MAX_DEFAULT;
 
+/// The formats of the coordinator's records this build reads, oldest to current, as
+/// lava-eventlog's content version in every segment and snapshot header of the WAL and of a
+/// candidate's replica log. Raise the current one with any change to how an event, a
+/// snapshot ([`CoordSnapshot`]) or lava-replog's records encode, and keep reading older
+/// ones only with code that converts them: a build meeting a format it does not read stops
+/// at start, naming the file (docs/operations.md, "Upgrading"). Format 0 is the files
+/// written before the format was recorded, which have format 1's layout.
+pub const LOG_FORMATS: std::ops::RangeInclusive<u32> = 0..=1;
+
 /// Frame limits of every connection.
 pub const FRAME_LIMITS: FrameLimits = FrameLimits { body_bytes_max: FRAME_BYTES_MAX };
 

@@ -169,8 +169,9 @@ pub async fn serve(
     readiness: &mut Readiness,
 ) -> Result<Outcome, ShellError> {
     startup::create_private_dir(&setting.dir, "create the candidate's folder")?;
-    let (mut log, recovered, report) = ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME)
-        .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
+    let (mut log, recovered, report) =
+        ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME, crate::codec::LOG_FORMATS)
+            .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
     startup::log_open_report(&setting.dir, &report, "replica log");
     let mut snapshot_index = recovered.snapshot.as_ref().map_or(0, |s| s.0);
     let n = setting.candidates.len() as u64;

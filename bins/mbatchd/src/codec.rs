@@ -24,6 +24,16 @@ pub const EVENT_BYTES_MAX: u32 = 4 << 20;
 /// Largest snapshot accepted: the event log's default bound (4 GiB).
 pub const SNAPSHOT_BYTES_MAX: u64 = lava_eventlog::SNAPSHOT_BYTES_MAX_DEFAULT;
 
+/// The formats of mbatchd's records this build reads, oldest to current, as lava-eventlog's
+/// content version in every segment and snapshot header of `lsb.events` and of a
+/// candidate's replica log. Raise the current one with any change to how an event
+/// ([`lava_mbd::Event`]), a snapshot ([`encode_snapshot`]) or lava-replog's records
+/// encode, and keep reading the older ones only with code that converts them: a build
+/// meeting a format it does not read stops at start, naming the file, instead of misreading
+/// it (docs/operations.md, "Upgrading"). Format 0 is the files written before the format was
+/// recorded, which have format 1's layout.
+pub const LOG_FORMATS: std::ops::RangeInclusive<u32> = 0..=1;
+
 /// Frame limits of every connection (the first frame decides what a
 /// connection is, so there is one limit for all).
 pub const FRAME_LIMITS: FrameLimits = FrameLimits { body_bytes_max: FRAME_BYTES_MAX };

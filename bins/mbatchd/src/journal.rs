@@ -81,6 +81,8 @@ pub fn open(dir: &Path) -> Result<Arc<EventLog>, ShellError> {
     let mut options = Options::new(EVENT_LOG_NAME);
     options.record_bytes_max = EVENT_BYTES_MAX;
     options.snapshot_bytes_max = SNAPSHOT_BYTES_MAX;
+    options.oldest_content_version = *crate::codec::LOG_FORMATS.start();
+    options.content_version = *crate::codec::LOG_FORMATS.end();
     let (log, report) = EventLog::open(dir, options)?;
     startup::log_open_report(dir, &report, &format!("event log {EVENT_LOG_NAME}"));
     Ok(Arc::new(log))

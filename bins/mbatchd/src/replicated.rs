@@ -115,8 +115,9 @@ pub(crate) fn seed(
     let data = crate::codec::encode(&state);
     drop(log);
     lava_shell::startup::create_private_dir(&setting.dir, "create the candidate's folder")?;
-    let (mut replica, found, _report) = ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME)
-        .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
+    let (mut replica, found, _report) =
+        ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME, crate::codec::LOG_FORMATS)
+            .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
     if found.snapshot.is_some() || !found.records.is_empty() {
         return Err(ShellError::Replica(format!(
             "--seed-from {}: the replicated log in {} is not empty: a candidate is seeded once, before the \
@@ -235,8 +236,9 @@ impl<M> Replicated<M> {
         journal: &Journal,
     ) -> Result<(Replicated<M>, Mbd), ShellError> {
         lava_shell::startup::create_private_dir(&setting.dir, "create the candidate's folder")?;
-        let (log, recovered, report) = ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME)
-            .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
+        let (log, recovered, report) =
+            ReplicaLog::open(&setting.dir, REPLICA_LOG_NAME, crate::codec::LOG_FORMATS)
+                .map_err(|error| ShellError::Replica(format!("{}: {error}", setting.dir.display())))?;
         lava_shell::startup::log_open_report(&setting.dir, &report, "replica log");
         let snapshot_index = recovered.snapshot.as_ref().map_or(0, |s| s.0);
         let mut derived = Derived::open(&setting.dir, journal.appended_through())?;

@@ -75,6 +75,22 @@ pub enum Error {
         /// What is wrong with the frame.
         problem: FrameProblem,
     },
+    /// A segment or snapshot holds payloads in a format its owner does not read (written by
+    /// a newer build, or by one too old for this build to read): refused whole, before
+    /// anything of it is handed over to be misread.
+    #[error(
+        "{path} holds records in format version {found}, and this build reads versions {oldest} to {newest}: open it with the build that wrote it, or see the upgrade notes (docs/operations.md, \"Upgrading\")"
+    )]
+    ContentVersion {
+        /// The segment or snapshot file.
+        path: PathBuf,
+        /// The content version in its header.
+        found: u32,
+        /// The oldest version the owner reads.
+        oldest: u32,
+        /// The version the owner writes (the newest it reads).
+        newest: u32,
+    },
     /// A segment or snapshot header is damaged or of another format.
     #[error("bad header in {path}: {problem}")]
     BadHeader {

@@ -16,7 +16,8 @@
 //!     32      8  segment number   equals the NNNNNN of the file name
 //!     40      8  first position   position of the first record in this segment
 //!     48      4  record bytes max largest payload the writer of this segment accepted
-//!     52      8  reserved         zero
+//!     52      4  content version  the owner's payload format (0: not recorded)
+//!     56      4  reserved         zero
 //!     60      4  header CRC-32    over bytes 0..60
 //!     64      …  records, back to back, no padding
 //! ```
@@ -48,10 +49,16 @@
 //!     32      8  position         the snapshot covers every record up to and including it
 //!     40      8  payload length   bytes after the header; the file is exactly that long
 //!     48      4  payload CRC-32   over the payload
-//!     52      8  reserved         zero
+//!     52      4  content version  the owner's payload format (0: not recorded)
+//!     56      4  reserved         zero
 //!     60      4  header CRC-32    over bytes 0..60
 //!     64      …  payload (the owner's state, opaque to the log)
 //! ```
+//!
+//! The content version is the owner's ([`crate::Options::content_version`]): the log
+//! never interprets payloads, but it refuses to hand back records or a snapshot written in
+//! a payload format the owner says it does not read. Files written before the field
+//! existed hold zero there, the bytes being reserved then.
 
 use std::fmt;
 
@@ -123,6 +130,8 @@ pub struct SegmentHeader {
     pub first_position: Position,
     /// Largest payload the writer accepted; readers bound length fields by it.
     pub record_bytes_max: u32,
+    /// The owner's payload format of its records (0: not recorded).
+    pub content_version: u32,
 }
 
 /// The decoded header of a snapshot file.
@@ -136,6 +145,8 @@ pub struct SnapshotHeader {
     pub payload_bytes: u64,
     /// CRC-32 of the payload.
     pub payload_crc: u32,
+    /// The owner's payload format (0: not recorded).
+    pub content_version: u32,
 }
 
 /// Why a header could not be decoded; the caller adds the file path.
@@ -251,6 +262,7 @@ impl SegmentHeader {
         put_u64(&mut buf, 32, self.segment_number);
         put_u64(&mut buf, 40, self.first_position.0);
         put_u32(&mut buf, 48, self.record_bytes_max);
+        put_u32(&mut buf, 52, self.content_version);
         seal_header(&mut buf);
         buf
     }
@@ -274,18 +286,25 @@ impl SegmentHeader {
             segment_number: get_u64(header, 32),
             first_position: Position(first_position),
             record_bytes_max,
+            content_version: get_u32(header, 52),
         })
     }
 }
 
 impl SnapshotHeader {
     /// Encodes the header of a snapshot of `payload`.
-    pub fn for_payload(log_id: LogId, position: Position, payload: &[u8]) -> SnapshotHeader {
+    pub fn for_payload(
+        log_id: LogId,
+        position: Position,
+        payload: &[u8],
+        content_version: u32,
+    ) -> SnapshotHeader {
         SnapshotHeader {
             log_id,
             position,
             payload_bytes: payload.len() as u64,
             payload_crc: crc32fast::hash(payload),
+            content_version,
         }
     }
 
@@ -299,6 +318,7 @@ impl SnapshotHeader {
         put_u64(&mut buf, 32, self.position.0);
         put_u64(&mut buf, 40, self.payload_bytes);
         put_u32(&mut buf, 48, self.payload_crc);
+        put_u32(&mut buf, 52, self.content_version);
         seal_header(&mut buf);
         buf
     }
@@ -311,6 +331,7 @@ impl SnapshotHeader {
             position: Position(get_u64(header, 32)),
             payload_bytes: get_u64(header, 40),
             payload_crc: get_u32(header, 48),
+            content_version: get_u32(header, 52),
         })
     }
 }
@@ -397,6 +418,7 @@ mod tests {
             segment_number: 7,
             first_position: Position(1234),
             record_bytes_max: 1 << 20,
+            content_version: 3,
         };
         let bytes = header.encode();
         assert_eq!(SegmentHeader::decode(&bytes), Ok(header));
@@ -411,7 +433,7 @@ mod tests {
     #[test]
     fn snapshot_header_round_trips() {
         // Goal: a snapshot header decodes to what was encoded. Method: encode, decode, compare.
-        let header = SnapshotHeader::for_payload(LogId([9; 16]), Position(42), b"state");
+        let header = SnapshotHeader::for_payload(LogId([9; 16]), Position(42), b"state", 2);
         assert_eq!(SnapshotHeader::decode(&header.encode()), Ok(header));
     }
 

@@ -131,6 +131,15 @@ pub struct Options {
     /// and block allocation (on ext4 that halves its latency). 0 disables it. The zeros
     /// are cut off when a segment is sealed or the log closed.
     pub preallocate_bytes: u64,
+    /// The owner's payload format, written in every segment and snapshot header this
+    /// handle creates (0: the owner keeps none, and nothing is checked).
+    pub content_version: u32,
+    /// The oldest payload format the owner reads. Open refuses a log holding a segment or
+    /// a snapshot of another format ([`Error::ContentVersion`]) instead of handing its
+    /// bytes to an owner that would misread them; the owner learns what it holds from
+    /// [`OpenReport::content_versions`]. Format 0 (files written before the format was
+    /// recorded) is read only when this is 0.
+    pub oldest_content_version: u32,
 }
 
 impl Options {
@@ -144,7 +153,27 @@ impl Options {
             snapshot_bytes_max: SNAPSHOT_BYTES_MAX_DEFAULT,
             create_if_missing: true,
             preallocate_bytes: PREALLOCATE_BYTES_DEFAULT,
+            content_version: 0,
+            oldest_content_version: 0,
         }
+    }
+
+    /// Whether the owner reads payloads of format `found`.
+    fn reads_content_version(&self, found: u32) -> bool {
+        (self.oldest_content_version..=self.content_version).contains(&found)
+    }
+
+    /// The error for a file of payload format `found`, if the owner does not read it.
+    fn check_content_version(&self, path: &Path, found: u32) -> Result<()> {
+        if self.reads_content_version(found) {
+            return Ok(());
+        }
+        Err(Error::ContentVersion {
+            path: path.to_path_buf(),
+            found,
+            oldest: self.oldest_content_version,
+            newest: self.content_version,
+        })
     }
 
     fn validate(&self) -> Result<()> {
@@ -160,6 +189,12 @@ impl Options {
             return invalid(format!(
                 "segment_bytes_max {} is below {SEGMENT_BYTES_MIN}",
                 self.segment_bytes_max
+            ));
+        }
+        if self.oldest_content_version > self.content_version {
+            return invalid(format!(
+                "oldest_content_version {} is above content_version {}",
+                self.oldest_content_version, self.content_version
             ));
         }
         if self.record_bytes_max > RECORD_BYTES_LIMIT {
@@ -237,6 +272,9 @@ struct Io {
     allocated_end: u64,
     /// Bytes were written to the active segment since its last fsync.
     dirty: bool,
+    /// The content version in the active segment's header: records of another are never
+    /// appended to it (the next write starts a segment of the handle's own first).
+    active_content_version: u32,
 }
 
 /// Zeros written by [`write_zeros`], one piece at a time: a log preallocates a segment's
@@ -268,7 +306,9 @@ impl Io {
     ) -> Result<u64> {
         let mut n_fsyncs = 0;
         if !batch.is_empty() {
-            if self.last_end >= config.options.segment_bytes_max {
+            if self.active_content_version != config.options.content_version {
+                n_fsyncs += self.start_own_segment(config, batch_first)?;
+            } else if self.last_end >= config.options.segment_bytes_max {
                 n_fsyncs += self.rotate(config, batch_first)?;
             }
             let path = &self.segments.last().expect("a log always has a segment").path;
@@ -334,6 +374,33 @@ impl Io {
         Ok(1)
     }
 
+    /// The active segment was written in another content version (by an older build):
+    /// records of this handle's go to a segment of their own, so that every header names
+    /// the format of the records behind it. An active segment without records is replaced
+    /// by one of this version instead of sealed (a sealed segment is never empty).
+    fn start_own_segment(&mut self, config: &Config, first: Position) -> Result<u64> {
+        let last = self.segments.last().expect("a log always has a segment");
+        if first > last.first_position {
+            return self.rotate(config, first);
+        }
+        let header = SegmentHeader {
+            log_id: config.log_id,
+            segment_number: last.number,
+            first_position: first,
+            record_bytes_max: config.options.record_bytes_max,
+            content_version: config.options.content_version,
+        };
+        let file_name = dir::segment_file_name(&config.options.name, last.number);
+        let file = dir::create_durably(&config.dir, &file_name, &[&header.encode()])
+            .map_err(Error::no_space_before_fsync)?;
+        self.active = Some(file);
+        self.last_end = SEGMENT_HEADER_BYTES as u64;
+        self.allocated_end = self.last_end;
+        self.dirty = false;
+        self.active_content_version = config.options.content_version;
+        Ok(1)
+    }
+
     /// Seals the active segment (trim, fsync) and creates the next one at `first`.
     fn rotate(&mut self, config: &Config, first: Position) -> Result<u64> {
         let n_fsyncs = self.trim()?;
@@ -345,6 +412,7 @@ impl Io {
             segment_number: number,
             first_position: first,
             record_bytes_max: config.options.record_bytes_max,
+            content_version: config.options.content_version,
         };
         let file_name = dir::segment_file_name(&config.options.name, number);
         // The next segment is a new file: a full file system leaves the log as it was
@@ -356,6 +424,7 @@ impl Io {
         self.active = Some(file);
         self.last_end = SEGMENT_HEADER_BYTES as u64;
         self.allocated_end = self.last_end;
+        self.active_content_version = config.options.content_version;
         Ok(n_fsyncs)
     }
 }
@@ -397,6 +466,10 @@ struct Recovered {
     torn_tail: Option<TornTail>,
     rejected_snapshots: Vec<RejectedSnapshot>,
     created: bool,
+    /// The oldest and newest content versions of the segments and the snapshot read.
+    content_versions: (u32, u32),
+    /// The content version of the last segment.
+    last_content_version: u32,
 }
 
 /// The result of scanning the last segment.
@@ -478,6 +551,7 @@ fn create_log(dir: &Path, options: &Options) -> Result<(Recovered, File)> {
         segment_number: 1,
         first_position: Position::FIRST,
         record_bytes_max: options.record_bytes_max,
+        content_version: options.content_version,
     };
     let file_name = dir::segment_file_name(&options.name, 1);
     let file = dir::create_durably(dir, &file_name, &[&header.encode()])?;
@@ -490,6 +564,8 @@ fn create_log(dir: &Path, options: &Options) -> Result<(Recovered, File)> {
         torn_tail: None,
         rejected_snapshots: Vec::new(),
         created: true,
+        content_versions: (options.content_version, options.content_version),
+        last_content_version: options.content_version,
     };
     Ok((recovered, file))
 }
@@ -500,8 +576,18 @@ fn recover(dir: &Path, options: &Options, listing: &Listing, writable: bool) -> 
     assert!(!listing.segments.is_empty(), "recovery needs a segment");
     let mut log_id = None;
     let mut segments: Vec<SegmentMeta> = Vec::with_capacity(listing.segments.len());
+    let mut versions: Option<(u32, u32)> = None;
+    let mut last_content_version = 0;
+    let mut note_version = |found: u32| {
+        let (oldest, newest) = versions.get_or_insert((found, found));
+        *oldest = (*oldest).min(found);
+        *newest = (*newest).max(found);
+    };
     for (number, path) in &listing.segments {
         let header = open_segment(path)?.header;
+        options.check_content_version(path, header.content_version)?;
+        note_version(header.content_version);
+        last_content_version = header.content_version;
         if header.segment_number != *number {
             return Err(Error::Inconsistent {
                 path: path.clone(),
@@ -559,7 +645,11 @@ fn recover(dir: &Path, options: &Options, listing: &Listing, writable: bool) -> 
     let mut rejected_snapshots = Vec::new();
     for (position, path) in listing.snapshots.iter().rev() {
         match snapshot::verify(path, log_id, *position, options.snapshot_bytes_max) {
-            Ok(()) => {
+            Ok(found) => {
+                // A good snapshot of a format the owner does not read is no damage to skip
+                // over: an older one would be misread the same way.
+                options.check_content_version(path, found)?;
+                note_version(found);
                 snapshot = Some(*position);
                 break;
             }
@@ -604,6 +694,8 @@ fn recover(dir: &Path, options: &Options, listing: &Listing, writable: bool) -> 
         torn_tail,
         rejected_snapshots,
         created: false,
+        content_versions: versions.expect("at least one segment was read"),
+        last_content_version,
     })
 }
 
@@ -692,6 +784,7 @@ impl EventLog {
             torn_tail: recovered.torn_tail,
             rejected_snapshots: recovered.rejected_snapshots,
             removed_temp_files,
+            content_versions: recovered.content_versions,
         };
         let writable = active.is_some();
         let next = recovered.next.0;
@@ -714,6 +807,7 @@ impl EventLog {
             last_end: recovered.last_end,
             allocated_end: recovered.last_end,
             dirty: false,
+            active_content_version: recovered.last_content_version,
         };
         let log = EventLog {
             config: Config { dir, log_id: recovered.log_id, options, writable },
@@ -1079,7 +1173,14 @@ impl EventLog {
         if position.0 > 0 {
             self.wait_durable(position)?;
         }
-        snapshot::write(&self.config.dir, &self.config.options.name, self.config.log_id, position, bytes)?;
+        snapshot::write(
+            &self.config.dir,
+            &self.config.options.name,
+            self.config.log_id,
+            position,
+            bytes,
+            self.config.options.content_version,
+        )?;
         lock(&self.state).snapshot = Some(position);
         Ok(())
     }

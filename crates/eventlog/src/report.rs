@@ -30,6 +30,9 @@ pub struct OpenReport {
     pub rejected_snapshots: Vec<RejectedSnapshot>,
     /// Temporary files of interrupted segment or snapshot creations, removed by a writer.
     pub removed_temp_files: Vec<PathBuf>,
+    /// The oldest and the newest payload format ([`crate::Options::content_version`]) among
+    /// the segments and the snapshot the log holds: what the owner may meet in a replay.
+    pub content_versions: (u32, u32),
 }
 
 /// One thing [`OpenReport::findings`] tells the daemon's log.
@@ -66,8 +69,13 @@ impl OpenReport {
             found.push(info(format!("removed the leftover temporary file {}", removed.display())));
         }
         let snapshot = self.snapshot_position.map_or("none".to_owned(), |p| p.0.to_string());
+        let formats = match self.content_versions {
+            (0, 0) => String::new(),
+            (oldest, newest) if oldest == newest => format!(", format version {newest}"),
+            (oldest, newest) => format!(", format versions {oldest} to {newest}"),
+        };
         found.push(info(format!(
-            "opened: {} segments, records {}..{}, snapshot at {snapshot}",
+            "opened: {} segments, records {}..{}, snapshot at {snapshot}{formats}",
             self.n_segments, self.first_position.0, self.next_position.0
         )));
         found
@@ -186,6 +194,7 @@ mod tests {
             torn_tail: Some(torn(TornKind::ZeroFill)),
             rejected_snapshots: vec![RejectedSnapshot { path: "snap".into(), reason: "bad crc".into() }],
             removed_temp_files: vec!["tmp".into()],
+            content_versions: (0, 0),
         };
         let found = report.findings();
         let flags: Vec<bool> = found.iter().map(|f| f.warning).collect();

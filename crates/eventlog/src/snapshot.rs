@@ -36,8 +36,9 @@ pub(crate) fn write(
     log_id: LogId,
     position: Position,
     bytes: &[u8],
+    content_version: u32,
 ) -> Result<PathBuf> {
-    let header = SnapshotHeader::for_payload(log_id, position, bytes).encode();
+    let header = SnapshotHeader::for_payload(log_id, position, bytes, content_version).encode();
     let file_name = dir::snapshot_file_name(name, position);
     dir::create_durably(dir_path, &file_name, &[&header, bytes])?;
     Ok(dir_path.join(file_name))
@@ -80,8 +81,8 @@ fn open_checked(
     Ok((file, header))
 }
 
-/// Checks a snapshot completely without loading it whole.
-pub(crate) fn verify(path: &Path, log_id: LogId, position: Position, bytes_max: u64) -> Result<()> {
+/// Checks a snapshot completely without loading it whole; its content version.
+pub(crate) fn verify(path: &Path, log_id: LogId, position: Position, bytes_max: u64) -> Result<u32> {
     let (mut file, header) = open_checked(path, log_id, position, bytes_max)?;
     let mut hasher = crc32fast::Hasher::new();
     let mut chunk = vec![0u8; VERIFY_CHUNK_BYTES];
@@ -102,7 +103,7 @@ pub(crate) fn verify(path: &Path, log_id: LogId, position: Position, bytes_max: 
             ),
         ));
     }
-    Ok(())
+    Ok(header.content_version)
 }
 
 /// Reads and checks a snapshot.

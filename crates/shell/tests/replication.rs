@@ -63,7 +63,7 @@ fn decode(data: &[u8]) -> (Vec<String>, Vec<(u64, u64)>) {
 
 impl Candidate {
     async fn open(id: u64, dir: &Path, addrs: &[SocketAddr], auth: Arc<Authenticator>) -> Candidate {
-        let (log, recovered, _) = ReplicaLog::open(dir, "replica").expect("open the replica log");
+        let (log, recovered, _) = ReplicaLog::open(dir, "replica", 1..=1).expect("open the replica log");
         let (values, places) = recovered.snapshot.as_ref().map(|s| decode(&s.2)).unwrap_or_default();
         let mut config = Config::new(id, addrs.len() as u64);
         config.max_append_bytes = 4096;

@@ -102,10 +102,18 @@ pub struct ReplicaLog {
 
 impl ReplicaLog {
     /// Opens (creating if missing) the replica log `name` in `dir` and reads back what a
-    /// restart needs.
-    pub fn open(dir: &Path, name: &str) -> Result<(ReplicaLog, Recovered, OpenReport), StoreError> {
+    /// restart needs. `formats`: the oldest and the current format of the application's
+    /// entries and snapshots, and of lava-replog's records around them (lava-eventlog's
+    /// content version: a log of a format outside them is refused, naming the file).
+    pub fn open(
+        dir: &Path,
+        name: &str,
+        formats: std::ops::RangeInclusive<u32>,
+    ) -> Result<(ReplicaLog, Recovered, OpenReport), StoreError> {
         let mut options = Options::new(name);
         options.record_bytes_max = RECORD_BYTES_MAX;
+        options.oldest_content_version = *formats.start();
+        options.content_version = *formats.end();
         let (log, report) = EventLog::open(dir, options)?;
         let replay = log.replay()?;
         let snapshot = match replay.snapshot {
@@ -357,7 +365,7 @@ mod tests {
     #[tokio::test]
     async fn records_and_snapshots_survive_a_reopen() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (mut log, recovered, _) = ReplicaLog::open(dir.path(), "replica").expect("open");
+        let (mut log, recovered, _) = ReplicaLog::open(dir.path(), "replica", 1..=1).expect("open");
         assert!(recovered.records.is_empty() && recovered.snapshot.is_none());
         let first = vec![
             Record::Entries(vec![entry(1, 1, 10), entry(2, 1, 10), entry(3, 1, 10)]),
@@ -366,13 +374,13 @@ mod tests {
         log.persist(first.clone()).await.expect("persist");
         drop(log);
 
-        let (mut log, recovered, _) = ReplicaLog::open(dir.path(), "replica").expect("reopen");
+        let (mut log, recovered, _) = ReplicaLog::open(dir.path(), "replica", 1..=1).expect("reopen");
         assert_eq!(recovered.records, first);
         log.keep_snapshot(2, 1, b"state at 2".to_vec(), vec![entry(3, 1, 10)]).await.expect("snapshot");
         log.persist(vec![Record::Compacted { index: 2, term: 1 }]).await.expect("persist");
         drop(log);
 
-        let (_, recovered, report) = ReplicaLog::open(dir.path(), "replica").expect("reopen");
+        let (_, recovered, report) = ReplicaLog::open(dir.path(), "replica", 1..=1).expect("reopen");
         assert_eq!(recovered.snapshot, Some((2, 1, b"state at 2".to_vec())));
         let rebuilt = lava_replog::record::rebuild(recovered.records, Some((2, 1))).expect("rebuild");
         assert_eq!(rebuilt.entries, vec![entry(3, 1, 10)]);
@@ -386,7 +394,7 @@ mod tests {
     #[tokio::test]
     async fn persists_started_are_reported_once_durable_in_order() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (mut log, _, _) = ReplicaLog::open(dir.path(), "replica").expect("open");
+        let (mut log, _, _) = ReplicaLog::open(dir.path(), "replica", 1..=1).expect("open");
         let hard = |commit| Record::Hard { term: 1, vote: 1, commit };
         log.start_persist(3, vec![Record::Entries(vec![entry(1, 1, 10)]), hard(0)]).expect("start");
         log.start_persist(5, vec![Record::Entries(vec![entry(2, 1, 10)])]).expect("start");
@@ -403,7 +411,7 @@ mod tests {
         log.persist(vec![hard(3)]).await.expect("persist");
         assert_eq!(log.flush().await.expect("flush"), None, "covered by the later persist");
         drop(log);
-        let (_, recovered, _) = ReplicaLog::open(dir.path(), "replica").expect("reopen");
+        let (_, recovered, _) = ReplicaLog::open(dir.path(), "replica", 1..=1).expect("reopen");
         let rebuilt = lava_replog::record::rebuild(recovered.records, None).expect("rebuild");
         assert_eq!(rebuilt.entries, vec![entry(1, 1, 10), entry(2, 1, 10), entry(3, 1, 10)]);
         assert_eq!(rebuilt.commit, 3);
