@@ -14,6 +14,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use lava_batch_wire as wire;
+use util::small_fs::SmallFs;
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, submitted_job_id, wait_until};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
@@ -35,6 +36,8 @@ struct Rig {
     mbd_port: u16,
     mbatchd: BTreeMap<&'static str, Daemon>,
     ran: std::path::PathBuf,
+    /// mbatchd's `--snapshot-events` (25: compactions all the time).
+    snapshot_events: &'static str,
 }
 
 impl Rig {
@@ -48,7 +51,7 @@ impl Rig {
         cluster.rewrite_lsf_conf("LAVA_MBD_REPL_PORT", &util::fixed_port().to_string());
         let ran = cluster.dir().join("ran");
         std::fs::write(&ran, "").expect("create the run record");
-        Rig { cluster, candidates, mbd_port, mbatchd: BTreeMap::new(), ran }
+        Rig { cluster, candidates, mbd_port, mbatchd: BTreeMap::new(), ran, snapshot_events: "25" }
     }
 
     fn start_all(&mut self) {
@@ -70,7 +73,7 @@ impl Rig {
             "--port-file".as_ref(),
             port_file.as_ref(),
             "--snapshot-events".as_ref(),
-            "25".as_ref(),
+            self.snapshot_events.as_ref(),
         ];
         let mut daemon = self.cluster.spawn("mbatchd", &util::mbatchd_bin(), &args);
         daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
@@ -751,4 +754,61 @@ fn candidates_are_added_and_removed_by_the_operations_guide() {
     rig.all_done_once(&jobs);
     let out = run(&rig.cluster, "bjobs", &["-a", "-noheader"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), jobs.len(), "{}", text(&out));
+}
+
+// Goal: a full disk stops no candidate (docs/operations.md, "A full disk"; docs/failover.md,
+// "A full disk on a candidate"): a follower whose replica log finds its disk full stays up
+// and acknowledges nothing while the two others commit every job; once space returns it
+// writes what waited and catches up, and with the third candidate killed the cluster
+// commits on it. Every acknowledged job ends DONE, run once.
+// Method: h2's candidate folder on an 8 MiB tmpfs and no space reserve
+// (`LAVA_STATE_RESERVE_MB=0`); the tmpfs kept full by a file that takes whatever h2's
+// pruning frees; no compaction in the test's time (a follower that must be caught up by a
+// snapshot while its disk is full stops: docs/failover.md); jobs submitted until h2 logs
+// that its replica log waits for room; the file deleted; `badmin showstatus` until h2
+// holds the leader's index; h3 killed; one more job.
+#[test]
+#[ignore = "failed once in ten runs on 2026-11-29 (h2 never logged the stall in 120 s), cause not found yet: run with --run-ignored"]
+fn a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.snapshot_events = "1000000";
+    rig.cluster.rewrite_lsf_conf("LAVA_STATE_RESERVE_MB", "0");
+    let folder = rig.candidate_dir("h2");
+    std::fs::create_dir_all(&folder).expect("create h2's folder");
+    let disk = match SmallFs::mount(&folder, "8m") {
+        Ok(disk) => disk,
+        Err(reason) => {
+            eprintln!(
+                "a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns: skipped: {reason}"
+            );
+            return;
+        }
+    };
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    assert_ne!(leader, "h2", "h1 stands for election first; h2 must follow for this test");
+    let mut jobs = vec![rig.submit()];
+    let filler = disk.keep_full("filler");
+    let stalled = "acknowledges nothing more until its replica log can be written";
+    wait_until("h2's replica log waits for room", JOB_TIMEOUT, || {
+        // Each one acknowledged: committed by the two other candidates.
+        jobs.push(rig.submit());
+        rig.mbatchd["h2"].log().contains(stalled).then_some(())
+    });
+    jobs.push(rig.submit());
+    assert!(rig.mbatchd.get_mut("h2").expect("h2").is_running(), "h2 stopped for a full disk");
+    filler.free();
+    rig.wait_caught_up(leader, &["h1", "h2", "h3"], 3);
+    assert!(
+        rig.mbatchd["h2"].log().contains("the replica log is written again"),
+        "{}",
+        rig.mbatchd["h2"].log()
+    );
+    let other = if leader == "h1" { "h3" } else { "h1" };
+    rig.kill(other);
+    // A majority is the leader and h2 now.
+    jobs.push(rig.submit());
+    rig.all_done_once(&jobs);
+    eprintln!("{} jobs, h2 stalled after {} of them", jobs.len(), jobs.len() - 2);
 }

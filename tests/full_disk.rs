@@ -12,10 +12,11 @@ mod util;
 
 use std::fs;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Output;
 use std::time::Duration;
 
+use util::small_fs::SmallFs;
 use util::{Cluster, chmod, wait_until};
 
 /// Longest a job or a daemon may take to reach a state (debug build, busy machine).
@@ -31,38 +32,6 @@ fn bin(name: &str) -> PathBuf {
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// A tmpfs of `size` mounted on `path`, unmounted (lazily) when dropped.
-struct SmallFs {
-    path: PathBuf,
-}
-
-impl SmallFs {
-    fn mount(path: &Path, size: &str) -> Result<SmallFs, String> {
-        let output = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "tmpfs"])
-            .arg(path)
-            .output()
-            .map_err(|error| format!("mount: {error}"))?;
-        if !output.status.success() {
-            return Err(format!("mount -t tmpfs: {}", String::from_utf8_lossy(&output.stderr).trim()));
-        }
-        Ok(SmallFs { path: path.to_owned() })
-    }
-
-    fn available(&self) -> u64 {
-        let out = Command::new("stat").args(["-f", "-c", "%a %S"]).arg(&self.path).output().expect("stat -f");
-        let said = String::from_utf8_lossy(&out.stdout).into_owned();
-        let mut numbers = said.split_whitespace().map(|n| n.parse::<u64>().expect("a number"));
-        numbers.next().expect("blocks") * numbers.next().expect("block size")
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
 }
 
 struct Batch {

@@ -24,6 +24,7 @@ pub mod lim_output;
 pub mod mxfsd;
 pub mod netns;
 pub mod proto;
+pub mod small_fs;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;

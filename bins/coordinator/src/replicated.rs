@@ -487,18 +487,28 @@ impl Shell {
             }
         }
         // Outstanding proposals first: the weight is summed over the entries not applied.
+        // None while the disk is full: a snapshot needs room too.
         if machine.outstanding() == 0
+            && !log.stalled()
             && (machine.applied() >= *snapshot_index + self.snapshot_every
                 || machine.log_outweighs_snapshot())
             && let Some(compaction) = machine.compact()
         {
             let tail = machine.replica().entries_after(compaction.index).map_err(replica_error)?;
-            log.keep_snapshot(compaction.index, compaction.term, compaction.data, tail)
-                .await
-                .map_err(replica_error)?;
-            log.persist(vec![compaction.record]).await.map_err(replica_error)?;
-            *snapshot_index = compaction.index;
-            tracing::info!(index = compaction.index, "replicated WAL compacted behind a snapshot");
+            let kept = match log.keep_snapshot(compaction.index, compaction.term, compaction.data, tail).await
+            {
+                Ok(()) => log.persist(vec![compaction.record]).await,
+                Err(error) => Err(error),
+            };
+            match kept {
+                Ok(()) => {
+                    *snapshot_index = compaction.index;
+                    tracing::info!(index = compaction.index, "replicated WAL compacted behind a snapshot");
+                }
+                // Every record is kept; the next compaction, with room again, takes its place.
+                Err(error) if error.is_no_space() => tracing::warn!("replicated WAL not compacted: {error}"),
+                Err(error) => return Err(replica_error(error)),
+            }
         }
         Ok(())
     }

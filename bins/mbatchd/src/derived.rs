@@ -204,8 +204,7 @@ impl Derived {
     }
 
     fn save(&self, position: u64, index: u64) -> Result<(), ShellError> {
-        lava_shell::startup::write_atomically(&self.path, &format!("{position} {index}\n"))
-            .map_err(|error| ShellError::Replica(error.to_string()))
+        Ok(lava_shell::startup::write_atomically(&self.path, &format!("{position} {index}\n"))?)
     }
 }
 

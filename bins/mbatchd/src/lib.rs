@@ -169,3 +169,20 @@ pub enum ShellError {
     #[error("runtime: {0}")]
     Runtime(String),
 }
+
+impl ShellError {
+    /// A write found the file system full (ENOSPC or EDQUOT): waited out, not a reason to
+    /// stop (docs/operations.md, "A full disk").
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            ShellError::Log(error) => error.is_no_space(),
+            ShellError::Io(error) => {
+                matches!(
+                    error.error.kind(),
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                )
+            }
+            _ => false,
+        }
+    }
+}

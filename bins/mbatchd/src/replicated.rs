@@ -452,14 +452,6 @@ impl<M> Replicated<M> {
             .map_err(|error| ShellError::Replica(error.to_string()))
     }
 
-    /// Makes records durable.
-    pub(crate) async fn persist(
-        &mut self,
-        records: Vec<lava_replog::record::Record>,
-    ) -> Result<(), ShellError> {
-        self.log.persist(records).await.map_err(|error| ShellError::Replica(error.to_string()))
-    }
-
     /// A clean stop: waits until every `Persist` started is durable, then keeps what this
     /// candidate knows committed for its next start (lava-replog's `commit_record`).
     pub(crate) async fn stop(&mut self) -> Result<(), ShellError> {
@@ -493,7 +485,8 @@ impl<M> Replicated<M> {
     /// the replica log ([`crate::derived`]).
     pub(crate) async fn maybe_compact(&mut self, mbd: &Mbd, journal: &mut Journal) -> Result<(), ShellError> {
         // Outstanding proposals first: the weight is summed over the entries not applied.
-        if self.machine.outstanding() > 0 || self.derived.installing() {
+        // None while the disk is full: a snapshot needs room too.
+        if self.machine.outstanding() > 0 || self.derived.installing() || self.log.stalled() {
             return Ok(());
         }
         let due = self.machine.applied() >= self.snapshot_index + self.snapshot_every
@@ -501,7 +494,15 @@ impl<M> Replicated<M> {
         if !due {
             return Ok(());
         }
-        self.derived.checkpoint(journal).await?;
+        match self.derived.checkpoint(journal).await {
+            Ok(()) => {}
+            // Compacted later, with room again: the replica log keeps every entry meanwhile.
+            Err(error) if error.is_no_space() => {
+                tracing::warn!("replicated log not compacted: {error}");
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        }
         self.machine.app_mut().snapshot = crate::codec::encode(&mbd.snapshot());
         let Some(compaction) = self.machine.compact() else { return Ok(()) };
         self.machine.app_mut().snapshot = Vec::new();
@@ -509,14 +510,30 @@ impl<M> Replicated<M> {
             self.machine.replica().entries_after(compaction.index).map_err(|error| {
                 ShellError::Replica(format!("compaction at {}: {error}", compaction.index))
             })?;
-        self.log
-            .keep_snapshot(compaction.index, compaction.term, compaction.data, tail)
-            .await
-            .map_err(|error| ShellError::Replica(error.to_string()))?;
-        self.persist(vec![compaction.record]).await?;
+        let kept =
+            match self.log.keep_snapshot(compaction.index, compaction.term, compaction.data, tail).await {
+                Ok(()) => self.log.persist(vec![compaction.record]).await,
+                Err(error) => Err(error),
+            };
+        match kept {
+            Ok(()) => {}
+            // The log keeps every record (the snapshot is only a shortcut for the next start);
+            // the next compaction, with room again, takes its place.
+            Err(error) if error.is_no_space() => {
+                tracing::warn!("replicated log not compacted: {error}");
+                return Ok(());
+            }
+            Err(error) => return Err(ShellError::Replica(error.to_string())),
+        }
         self.snapshot_index = compaction.index;
         tracing::info!(index = compaction.index, "replicated log compacted behind a snapshot");
         Ok(())
+    }
+
+    /// Whether the replica log waits for room on its disk (nothing it holds back is
+    /// acknowledged meanwhile: lava-shell's `ReplicaLog`).
+    pub(crate) fn stalled(&self) -> bool {
+        self.log.stalled()
     }
 
     /// When this candidate last knew a leader, in milliseconds since the epoch (handed to the

@@ -799,7 +799,10 @@ impl Shell {
             ("sbd.connected", self.sbd.len() as u64),
             ("disk.full", u64::from(self.space.is_full())),
             ("disk.available_bytes", self.space.available().unwrap_or(0)),
-            ("log.stalled_for_space", u64::from(self.stalled)),
+            (
+                "log.stalled_for_space",
+                u64::from(self.stalled || self.repl.as_ref().is_some_and(|repl| repl.stalled())),
+            ),
         ];
         counters.extend(gauges.into_iter().map(|(name, value)| (name.to_owned(), value)));
         if let Some(repl) = &self.repl {
@@ -984,6 +987,14 @@ impl Shell {
             repl.note_leader();
             repl.after_drains(&self.mbd, &mut self.journal)?;
             repl.maybe_compact(&self.mbd, &mut self.journal).await?;
+            // The replica log found the disk full: a leader is full then (new jobs refused;
+            // a candidate that starts to lead takes it from `space` at `Lead`).
+            if repl.stalled()
+                && self.serving()
+                && let Some(change) = self.space.no_space()
+            {
+                self.disk_full_changed(change)?;
+            }
         }
         Ok(())
     }

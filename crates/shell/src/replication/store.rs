@@ -22,6 +22,16 @@
 //! started; what was appended meanwhile gets the next): the leader's way, so that it takes
 //! its followers' acknowledgements while its own fsync runs and commits on them
 //! (docs/failover.md, "The candidates' link and disk").
+//!
+//! # A full disk
+//! A candidate does not stop for a full disk (docs/operations.md, "A full disk"). When the
+//! log cannot write for space, its records stay in the log's buffer, in order, and the
+//! `Persist`s not yet durable wait with them: nothing that rests on them is reported to the
+//! machine, so this candidate acknowledges none of those entries, votes for nobody and, as
+//! the leader, commits only on its followers' word. The disk is tried again every
+//! [`NO_SPACE_RETRY`] (not at every round), and once a write succeeds the waiting tickets
+//! are reported in order as usual. One ERROR line says the log stalled, one WARN line that
+//! it is written again; [`ReplicaLog::stalled`] tells the daemon.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -35,6 +45,9 @@ use serde::{Deserialize, Serialize};
 
 /// Largest record of the replica log, bytes: an `Entries` record is split to fit it.
 pub const RECORD_BYTES_MAX: u32 = if RECORD_BYTES_LIMIT < (64 << 20) { RECORD_BYTES_LIMIT } else { 64 << 20 };
+
+/// How long the log waits after a write that found the disk full before it tries again.
+pub const NO_SPACE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A `persist` of at most this many entries is made durable on the calling thread
 /// ([`ReplicaLog::persist`]).
@@ -98,6 +111,17 @@ pub struct ReplicaLog {
     in_flight: VecDeque<(u64, Position)>,
     /// The fsync running on a blocking thread, through the position it returns.
     sync: Option<tokio::task::JoinHandle<Result<Position, lava_eventlog::Error>>>,
+    /// The last write found the disk full: when the next try is due (see the module doc).
+    retry_at: Option<tokio::time::Instant>,
+    /// The stall was logged (and its end is to be).
+    stalled_logged: bool,
+}
+
+impl StoreError {
+    /// The disk was full (the records wait; see [`ReplicaLog`]'s module doc).
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StoreError::Log(error) if error.is_no_space())
+    }
 }
 
 impl ReplicaLog {
@@ -136,7 +160,14 @@ impl ReplicaLog {
             }
             records.push(record);
         }
-        let log = ReplicaLog { log: Arc::new(log), last_hard, in_flight: VecDeque::new(), sync: None };
+        let log = ReplicaLog {
+            log: Arc::new(log),
+            last_hard,
+            in_flight: VecDeque::new(),
+            sync: None,
+            retry_at: None,
+            stalled_logged: false,
+        };
         Ok((log, Recovered { records, snapshot }, report))
     }
 
@@ -155,8 +186,16 @@ impl ReplicaLog {
     ///
     /// Every record started before is durable too then (the log is in order): those persists
     /// are not reported by [`ReplicaLog::persisted`] any more, the caller's report of this
-    /// one (a later ticket) covers them.
+    /// one (a later ticket) covers them. A full disk is an error here (the records stay
+    /// buffered, and the next fsync that succeeds makes them durable).
     pub async fn persist(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+        self.persist_as(None, records).await
+    }
+
+    /// [`ReplicaLog::persist`] of the `Persist` with `ticket`, if any: on a full disk the
+    /// ticket waits with the records and [`ReplicaLog::persisted`] reports it once they
+    /// are durable.
+    async fn persist_as(&mut self, ticket: Option<u64>, records: Vec<Record>) -> Result<(), StoreError> {
         self.note_hard(&records);
         let n_entries: usize = records
             .iter()
@@ -165,19 +204,31 @@ impl ReplicaLog {
                 _ => 0,
             })
             .sum();
-        let durable = if n_entries <= INLINE_PERSIST_ENTRIES_MAX {
+        let (last, durable) = if n_entries <= INLINE_PERSIST_ENTRIES_MAX {
             tokio::task::yield_now().await;
             append_durably(&self.log, records)?
         } else {
             let log = Arc::clone(&self.log);
             blocking(move || append_durably(&log, records)).await?
         };
-        if let Some(position) = durable {
-            while self.in_flight.front().is_some_and(|(_, p)| *p <= position) {
-                self.in_flight.pop_front();
+        let Some(position) = last else { return Ok(()) };
+        match durable {
+            Ok(()) => {
+                while self.in_flight.front().is_some_and(|(_, p)| *p <= position) {
+                    self.in_flight.pop_front();
+                }
+                self.written_again();
+                Ok(())
             }
+            Err(error) if error.is_no_space() => {
+                if let Some(ticket) = ticket {
+                    self.in_flight.push_back((ticket, position));
+                }
+                self.stall(&error);
+                Err(StoreError::Log(error))
+            }
+            Err(error) => Err(StoreError::Log(error)),
         }
-        Ok(())
     }
 
     /// Starts making `records` durable (a `Persist` with this `ticket`): they are appended
@@ -188,7 +239,7 @@ impl ReplicaLog {
         if let Some(position) = append_all(&self.log, records)? {
             self.in_flight.push_back((ticket, position));
         }
-        if self.sync.is_none() {
+        if self.sync.is_none() && self.retry_at.is_none() {
             self.start_sync();
         }
         Ok(())
@@ -197,12 +248,28 @@ impl ReplicaLog {
     /// Waits for the running fsync (pending forever while none runs, so that a loop may
     /// select on it; cancel safe) and returns the ticket of the newest persist it made
     /// durable, `None` when [`ReplicaLog::persist`] had covered them already. The next
-    /// fsync starts for what was appended meanwhile.
+    /// fsync starts for what was appended meanwhile. After a full disk it waits for the
+    /// next try and makes it; a try that finds the disk still full returns `None` (the
+    /// module doc).
     pub async fn persisted(&mut self) -> Result<Option<u64>, StoreError> {
-        let Some(sync) = self.sync.as_mut() else { return std::future::pending().await };
+        if self.sync.is_none() {
+            let Some(at) = self.retry_at else { return std::future::pending().await };
+            tokio::time::sleep_until(at).await;
+            self.retry_at = None;
+            self.start_sync();
+        }
+        let Some(sync) = self.sync.as_mut() else { return Ok(None) };
         let ended = sync.await;
         self.sync = None;
-        let position = ended.map_err(|_| StoreError::Stopped)??;
+        let position = match ended.map_err(|_| StoreError::Stopped)? {
+            Ok(position) => position,
+            Err(error) if error.is_no_space() => {
+                self.stall(&error);
+                return Ok(None);
+            }
+            Err(error) => return Err(StoreError::Log(error)),
+        };
+        self.written_again();
         let mut ticket = None;
         while let Some(&(t, p)) = self.in_flight.front()
             && p <= position
@@ -215,13 +282,37 @@ impl ReplicaLog {
     }
 
     /// Waits until every persist started is durable; the ticket of the newest, if any was
-    /// still to report. For a clean stop.
+    /// still to report. For a clean stop: on a full disk it ends with the records still
+    /// waiting ([`ReplicaLog::stalled`]).
     pub async fn flush(&mut self) -> Result<Option<u64>, StoreError> {
         let mut newest = None;
         while self.sync.is_some() {
             newest = self.persisted().await?.or(newest);
         }
         Ok(newest)
+    }
+
+    /// Whether the log is waiting for room on its disk (the module doc).
+    pub fn stalled(&self) -> bool {
+        self.retry_at.is_some()
+    }
+
+    /// A write found the disk full: the next try in [`NO_SPACE_RETRY`]; logged once.
+    fn stall(&mut self, error: &lava_eventlog::Error) {
+        if !self.stalled_logged {
+            tracing::error!(
+                "{error}; this candidate acknowledges nothing more until its replica log can be written (tried again every second)"
+            );
+            self.stalled_logged = true;
+        }
+        self.retry_at = Some(tokio::time::Instant::now() + NO_SPACE_RETRY);
+    }
+
+    /// A write succeeded: logged once after a full disk.
+    fn written_again(&mut self) {
+        if std::mem::take(&mut self.stalled_logged) {
+            tracing::warn!("the replica log is written again: this candidate acknowledges again");
+        }
     }
 
     /// Carries out a machine's `Persist` step the way its role wants (the module doc): the
@@ -234,11 +325,16 @@ impl ReplicaLog {
         ticket: u64,
         records: Vec<Record>,
     ) -> Result<(), StoreError> {
-        if machine.view().is_leader {
+        if machine.view().is_leader || self.retry_at.is_some() {
+            // While the disk is full every candidate waits for the next try the same way.
             return self.start_persist(ticket, records);
         }
-        self.persist(records).await?;
-        machine.persisted(ticket);
+        match self.persist_as(Some(ticket), records).await {
+            Ok(()) => machine.persisted(ticket),
+            // Reported by `persisted` once written (the module doc).
+            Err(error) if error.is_no_space() => {}
+            Err(error) => return Err(error),
+        }
         Ok(())
     }
 
@@ -248,6 +344,12 @@ impl ReplicaLog {
     pub async fn stop<A: Application, M>(&mut self, machine: &mut Machine<A, M>) -> Result<(), StoreError> {
         if let Some(ticket) = self.flush().await? {
             machine.persisted(ticket);
+        }
+        if self.stalled() {
+            // The commit record only spares the next start a wait for the leader; what was
+            // not written is this candidate's loss alone, as at a crash.
+            tracing::warn!("stopping with records not written for a full disk");
+            return Ok(());
         }
         self.persist(vec![machine.replica().commit_record()]).await
     }
@@ -283,7 +385,7 @@ impl ReplicaLog {
         carried.extend(self.last_hard.clone());
         blocking(move || {
             let before = Position(log.stats().next_position.0 - 1);
-            append_durably(&log, carried)?;
+            append_durably(&log, carried)?.1?;
             let payload = lava_xdr::to_bytes(&Kept { index, term, data }).expect("a snapshot encodes");
             log.write_snapshot(before, &payload)?;
             log.prune()?;
@@ -298,13 +400,15 @@ impl ReplicaLog {
     }
 }
 
-/// Appends `records` and waits until they are durable; the position of the last.
-fn append_durably(log: &EventLog, records: Vec<Record>) -> Result<Option<Position>, StoreError> {
+/// Appends `records` and waits until they are durable: the position of the last, and how
+/// the wait ended (a full disk leaves them appended, waiting in the log's buffer).
+fn append_durably(
+    log: &EventLog,
+    records: Vec<Record>,
+) -> Result<(Option<Position>, Result<(), lava_eventlog::Error>), StoreError> {
     let last = append_all(log, records)?;
-    if let Some(position) = last {
-        log.wait_durable(position)?;
-    }
-    Ok(last)
+    let durable = last.map_or(Ok(()), |position| log.wait_durable(position));
+    Ok((last, durable))
 }
 
 /// Appends `records` (split to fit a log record); the position of the last.
