@@ -411,7 +411,13 @@ impl<M> Replicated<M> {
             journal.start_sync();
             self.derived_synced = Some(now);
         } else {
-            journal.write_out()?;
+            match journal.write_out() {
+                Ok(()) => {}
+                // On a full disk the events stay buffered, in order, for the next sync, which
+                // waits for room as a single master's does (docs/operations.md, "A full disk").
+                Err(error) if error.is_no_space() => {}
+                Err(error) => return Err(error),
+            }
         }
         Ok(())
     }
