@@ -54,6 +54,8 @@ pub(crate) struct Derived {
     skip: u64,
     /// A snapshot to record in `lsb.events` at a position, for an index.
     install: Option<(u64, u64, Vec<u8>)>,
+    /// Recording it found the disk full: not tried again before this.
+    install_retry_at: Option<std::time::Instant>,
     /// The entries not yet written that finish a job, by index, with the finish's
     /// `lsb.acct` line (if the job has one).
     finishes: BTreeMap<u64, Option<String>>,
@@ -91,6 +93,7 @@ impl Derived {
             written: index,
             skip: end.saturating_sub(position),
             install: None,
+            install_retry_at: None,
             finishes: BTreeMap::new(),
             lines: VecDeque::new(),
         })
@@ -175,10 +178,28 @@ impl Derived {
 
     /// Records a pending snapshot in `lsb.events` once no switch is being written.
     pub(crate) fn install_pending(&mut self, journal: &mut Journal) -> Result<(), ShellError> {
-        let Some((position, index, bytes)) = self.install.take() else { return Ok(()) };
-        if !journal.write_snapshot_now(position, &bytes)? {
-            self.install = Some((position, index, bytes));
+        if self.install_retry_at.is_some_and(|at| std::time::Instant::now() < at) {
             return Ok(());
+        }
+        let Some((position, index, bytes)) = self.install.take() else { return Ok(()) };
+        match journal.write_snapshot_now(position, &bytes) {
+            Ok(true) => self.install_retry_at = None,
+            Ok(false) => {
+                self.install = Some((position, index, bytes));
+                return Ok(());
+            }
+            // A full disk: tried again in a second (the events committed after it go on
+            // being appended behind its position; no switch or compaction meanwhile:
+            // `installing`).
+            Err(error) if error.is_no_space() => {
+                if self.install_retry_at.is_none() {
+                    tracing::warn!("lsb.events: the leader's snapshot waits for room: {error}");
+                }
+                self.install_retry_at = Some(std::time::Instant::now() + std::time::Duration::from_secs(1));
+                self.install = Some((position, index, bytes));
+                return Ok(());
+            }
+            Err(error) => return Err(error),
         }
         tracing::info!(
             index,

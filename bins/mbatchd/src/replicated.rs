@@ -215,6 +215,8 @@ pub(crate) struct Replicated<M> {
     no_leader_since: Option<Instant>,
     /// When the last sync of `lsb.events` was asked for.
     derived_synced: Option<Instant>,
+    /// A compaction found the disk full: none is tried before this.
+    compact_retry_at: Option<Instant>,
 }
 
 impl<M> std::fmt::Debug for Replicated<M> {
@@ -283,6 +285,7 @@ impl<M> Replicated<M> {
             }),
             no_leader_since: Some(Instant::now()),
             derived_synced: None,
+            compact_retry_at: None,
         };
         let mut mbd = Mbd::new(config)?;
         replicated.apply_ops(&mut mbd, false)?;
@@ -492,7 +495,11 @@ impl<M> Replicated<M> {
     pub(crate) async fn maybe_compact(&mut self, mbd: &Mbd, journal: &mut Journal) -> Result<(), ShellError> {
         // Outstanding proposals first: the weight is summed over the entries not applied.
         // None while the disk is full: a snapshot needs room too.
-        if self.machine.outstanding() > 0 || self.derived.installing() || self.log.stalled() {
+        if self.machine.outstanding() > 0
+            || self.derived.installing()
+            || self.log.stalled()
+            || self.compact_retry_at.is_some_and(|at| Instant::now() < at)
+        {
             return Ok(());
         }
         let due = self.machine.applied() >= self.snapshot_index + self.snapshot_every
@@ -504,7 +511,7 @@ impl<M> Replicated<M> {
             Ok(()) => {}
             // Compacted later, with room again: the replica log keeps every entry meanwhile.
             Err(error) if error.is_no_space() => {
-                tracing::warn!("replicated log not compacted: {error}");
+                self.compaction_waits_for_room(&error);
                 return Ok(());
             }
             Err(error) => return Err(error),
@@ -526,11 +533,12 @@ impl<M> Replicated<M> {
             // The log keeps every record (the snapshot is only a shortcut for the next start);
             // the next compaction, with room again, takes its place.
             Err(error) if error.is_no_space() => {
-                tracing::warn!("replicated log not compacted: {error}");
+                self.compaction_waits_for_room(&error);
                 return Ok(());
             }
             Err(error) => return Err(ShellError::Replica(error.to_string())),
         }
+        self.compact_retry_at = None;
         self.snapshot_index = compaction.index;
         tracing::info!(index = compaction.index, "replicated log compacted behind a snapshot");
         Ok(())
@@ -540,6 +548,14 @@ impl<M> Replicated<M> {
     /// acknowledged meanwhile: lava-shell's `ReplicaLog`).
     pub(crate) fn stalled(&self) -> bool {
         self.log.stalled()
+    }
+
+    /// A compaction found the disk full: tried again in a second; said once until one is made.
+    fn compaction_waits_for_room(&mut self, error: &dyn std::fmt::Display) {
+        if self.compact_retry_at.is_none() {
+            tracing::warn!("replicated log not compacted, tried again every second: {error}");
+        }
+        self.compact_retry_at = Some(Instant::now() + lava_shell::replication::NO_SPACE_RETRY);
     }
 
     /// When this candidate last knew a leader, in milliseconds since the epoch (handed to the

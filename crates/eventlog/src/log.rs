@@ -1153,7 +1153,9 @@ impl EventLog {
     /// Stores the owner's state after applying every record up to and including
     /// `position`. It first waits until that record is durable (a snapshot must never
     /// get ahead of the log), then writes the snapshot durably. Replay starts from the
-    /// newest snapshot; [`prune`](Self::prune) then frees the segments it covers.
+    /// newest snapshot; [`prune`](Self::prune) then frees the segments it covers. A full
+    /// file system is [`Error::NoSpace`]: nothing of the snapshot was kept, and the call may
+    /// be repeated.
     pub fn write_snapshot(&self, position: Position, bytes: &[u8]) -> Result<()> {
         self.check_writable()?;
         let max = self.config.options.snapshot_bytes_max;
@@ -1180,7 +1182,10 @@ impl EventLog {
             position,
             bytes,
             self.config.options.content_version,
-        )?;
+        )
+        // A snapshot is written whole under a temporary name: on a full file system nothing
+        // of it counts, and writing it again later is safe.
+        .map_err(Error::no_space_before_fsync)?;
         lock(&self.state).snapshot = Some(position);
         Ok(())
     }

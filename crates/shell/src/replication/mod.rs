@@ -19,4 +19,4 @@ pub mod peers;
 pub mod store;
 
 pub use peers::{Link, LinkConfig, LinkCounters};
-pub use store::{Recovered, ReplicaLog, StoreError};
+pub use store::{NO_SPACE_RETRY, Recovered, ReplicaLog, StoreError};

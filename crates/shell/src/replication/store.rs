@@ -31,7 +31,11 @@
 //! the leader, commits only on its followers' word. The disk is tried again every
 //! [`NO_SPACE_RETRY`] (not at every round), and once a write succeeds the waiting tickets
 //! are reported in order as usual. One ERROR line says the log stalled, one WARN line that
-//! it is written again; [`ReplicaLog::stalled`] tells the daemon.
+//! it is written again; [`ReplicaLog::stalled`] tells the daemon. A snapshot that cannot be
+//! kept ([`ReplicaLog::keep_snapshot`]) waits in memory, and the records of every `Persist`
+//! started after it wait behind it without reaching the log (a restart must never find
+//! them without the snapshot they follow): at the next try it is kept first, then they are
+//! appended, in order.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -90,6 +94,9 @@ pub enum StoreError {
     /// The blocking thread doing the I/O went away (the runtime is shutting down).
     #[error("replica log: the I/O thread stopped")]
     Stopped,
+    /// The records wait behind a snapshot not yet kept for a full disk (the module doc).
+    #[error("replica log: waiting for room on its disk to keep a snapshot")]
+    WaitingForRoom,
 }
 
 /// What a restart hands to [`lava_replog::Replica::recover`].
@@ -115,12 +122,30 @@ pub struct ReplicaLog {
     retry_at: Option<tokio::time::Instant>,
     /// The stall was logged (and its end is to be).
     stalled_logged: bool,
+    /// A snapshot that could not be kept for a full disk: kept at the next try, before
+    /// anything that followed it reaches the log (`held`).
+    pending_snapshot: Option<PendingSnapshot>,
+    /// The records of the `Persist`s started after `pending_snapshot`, with their tickets,
+    /// in order: appended once it is kept.
+    held: Vec<(Option<u64>, Vec<Record>)>,
+}
+
+/// A [`ReplicaLog::keep_snapshot`] waiting for room.
+struct PendingSnapshot {
+    index: u64,
+    term: u64,
+    data: Vec<u8>,
+    tail: Vec<StoredEntry>,
 }
 
 impl StoreError {
     /// The disk was full (the records wait; see [`ReplicaLog`]'s module doc).
     pub fn is_no_space(&self) -> bool {
-        matches!(self, StoreError::Log(error) if error.is_no_space())
+        match self {
+            StoreError::Log(error) => error.is_no_space(),
+            StoreError::WaitingForRoom => true,
+            _ => false,
+        }
     }
 }
 
@@ -167,6 +192,8 @@ impl ReplicaLog {
             sync: None,
             retry_at: None,
             stalled_logged: false,
+            pending_snapshot: None,
+            held: Vec::new(),
         };
         Ok((log, Recovered { records, snapshot }, report))
     }
@@ -196,6 +223,10 @@ impl ReplicaLog {
     /// ticket waits with the records and [`ReplicaLog::persisted`] reports it once they
     /// are durable.
     async fn persist_as(&mut self, ticket: Option<u64>, records: Vec<Record>) -> Result<(), StoreError> {
+        if self.pending_snapshot.is_some() {
+            self.held.push((ticket, records));
+            return Err(StoreError::WaitingForRoom);
+        }
         self.note_hard(&records);
         let n_entries: usize = records
             .iter()
@@ -235,6 +266,10 @@ impl ReplicaLog {
     /// after everything before them and an fsync starts on a blocking thread unless one
     /// runs; [`ReplicaLog::persisted`] reports the ticket once they are durable.
     pub fn start_persist(&mut self, ticket: u64, records: Vec<Record>) -> Result<(), StoreError> {
+        if self.pending_snapshot.is_some() {
+            self.held.push((Some(ticket), records));
+            return Ok(());
+        }
         self.note_hard(&records);
         if let Some(position) = append_all(&self.log, records)? {
             self.in_flight.push_back((ticket, position));
@@ -256,6 +291,13 @@ impl ReplicaLog {
             let Some(at) = self.retry_at else { return std::future::pending().await };
             tokio::time::sleep_until(at).await;
             self.retry_at = None;
+            if self.pending_snapshot.is_some() {
+                match self.keep_pending_snapshot().await {
+                    Ok(()) => {}
+                    Err(error) if error.is_no_space() => return Ok(None),
+                    Err(error) => return Err(error),
+                }
+            }
             self.start_sync();
         }
         let Some(sync) = self.sync.as_mut() else { return Ok(None) };
@@ -294,11 +336,11 @@ impl ReplicaLog {
 
     /// Whether the log is waiting for room on its disk (the module doc).
     pub fn stalled(&self) -> bool {
-        self.retry_at.is_some()
+        self.retry_at.is_some() || self.pending_snapshot.is_some()
     }
 
     /// A write found the disk full: the next try in [`NO_SPACE_RETRY`]; logged once.
-    fn stall(&mut self, error: &lava_eventlog::Error) {
+    fn stall(&mut self, error: &dyn std::fmt::Display) {
         if !self.stalled_logged {
             tracing::error!(
                 "{error}; this candidate acknowledges nothing more until its replica log can be written (tried again every second)"
@@ -325,7 +367,7 @@ impl ReplicaLog {
         ticket: u64,
         records: Vec<Record>,
     ) -> Result<(), StoreError> {
-        if machine.view().is_leader || self.retry_at.is_some() {
+        if machine.view().is_leader || self.stalled() {
             // While the disk is full every candidate waits for the next try the same way.
             return self.start_persist(ticket, records);
         }
@@ -369,8 +411,37 @@ impl ReplicaLog {
     /// Keeps the application's snapshot through `index` (of `term`) as the newest, with
     /// `tail`, the entries the replica holds after `index` (none for a snapshot received
     /// from the leader): see the module doc for the order. Older segments and snapshots
-    /// are removed.
+    /// are removed. On a full disk it returns at once and the snapshot waits, with every
+    /// persist after it (the module doc, "A full disk").
     pub async fn keep_snapshot(
+        &mut self,
+        index: u64,
+        term: u64,
+        data: Vec<u8>,
+        tail: Vec<StoredEntry>,
+    ) -> Result<(), StoreError> {
+        if self.pending_snapshot.is_some() {
+            // A newer snapshot replaces the one waiting; what was held behind that one
+            // still follows, in order.
+            self.pending_snapshot = Some(PendingSnapshot { index, term, data, tail });
+            return Ok(());
+        }
+        match self.keep_snapshot_now(index, term, data.clone(), tail.clone()).await {
+            Err(error) if error.is_no_space() => {
+                // Kept at the next try, before anything that follows it (the module doc).
+                self.stall(&error);
+                tracing::warn!(
+                    index,
+                    "the snapshot waits for room: it is kept before anything that follows it"
+                );
+                self.pending_snapshot = Some(PendingSnapshot { index, term, data, tail });
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    async fn keep_snapshot_now(
         &mut self,
         index: u64,
         term: u64,
@@ -392,6 +463,29 @@ impl ReplicaLog {
             Ok(())
         })
         .await
+    }
+
+    /// Keeps the snapshot that waited for room, then appends what was held behind it, in
+    /// order (their tickets reported once an fsync covers them).
+    async fn keep_pending_snapshot(&mut self) -> Result<(), StoreError> {
+        let Some(pending) = self.pending_snapshot.take() else { return Ok(()) };
+        let PendingSnapshot { index, term, data, tail } = pending;
+        if let Err(error) = self.keep_snapshot_now(index, term, data.clone(), tail.clone()).await {
+            if error.is_no_space() {
+                self.stall(&error);
+                self.pending_snapshot = Some(PendingSnapshot { index, term, data, tail });
+            }
+            return Err(error);
+        }
+        for (ticket, records) in std::mem::take(&mut self.held) {
+            self.note_hard(&records);
+            if let Some(position) = append_all(&self.log, records)?
+                && let Some(ticket) = ticket
+            {
+                self.in_flight.push_back((ticket, position));
+            }
+        }
+        Ok(())
     }
 
     /// The log's counters (appends, fsyncs, positions).
