@@ -442,13 +442,7 @@ fn a_coordinator_followers_full_disk_stops_nothing_and_it_catches_up() {
     rig.snapshot_events = "1000000";
     let folder = rig.cluster.work_dir().join("coord/h2");
     std::fs::create_dir_all(&folder).expect("create h2's folder");
-    let disk = match SmallFs::mount(&folder, "8m") {
-        Ok(disk) => disk,
-        Err(reason) => {
-            eprintln!("a_coordinator_followers_full_disk_stops_nothing_and_it_catches_up: skipped: {reason}");
-            return;
-        }
-    };
+    let Some(disk) = SmallFs::mount_or_skip(&folder, "8m") else { return };
     for (name, _) in CANDIDATES {
         rig.start(name);
     }

@@ -774,15 +774,7 @@ fn a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns() {
     rig.cluster.rewrite_lsf_conf("LAVA_STATE_RESERVE_MB", "0");
     let folder = rig.candidate_dir("h2");
     std::fs::create_dir_all(&folder).expect("create h2's folder");
-    let disk = match SmallFs::mount(&folder, "8m") {
-        Ok(disk) => disk,
-        Err(reason) => {
-            eprintln!(
-                "a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns: skipped: {reason}"
-            );
-            return;
-        }
-    };
+    let Some(disk) = SmallFs::mount_or_skip(&folder, "8m") else { return };
     rig.start_all();
     let _sbatchd = rig.cluster.start_sbatchd("h0");
     let leader = rig.leader();

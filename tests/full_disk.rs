@@ -77,13 +77,7 @@ impl Batch {
 fn a_job_filling_the_state_disk_stops_neither_daemon() {
     let mut cluster = Cluster::new();
     let work = cluster.dir().join("work");
-    let fs = match SmallFs::mount(&work, "16m") {
-        Ok(fs) => fs,
-        Err(reason) => {
-            eprintln!("a_job_filling_the_state_disk_stops_neither_daemon: skipped: {reason}");
-            return;
-        }
-    };
+    let Some(fs) = SmallFs::mount_or_skip(&work, "16m") else { return };
     cluster.rewrite_lsf_conf("LAVA_STATE_RESERVE_MB", "2");
     let mut mbatchd = cluster.start_mbatchd();
     let mut sbatchd = cluster.start_sbatchd("localhost");

@@ -27,6 +27,18 @@ impl SmallFs {
         Ok(SmallFs { path: path.to_owned() })
     }
 
+    /// [`SmallFs::mount`], or `None` after saying why the calling test is skipped (a test
+    /// runs on a thread named after it).
+    pub fn mount_or_skip(path: &Path, size: &str) -> Option<SmallFs> {
+        match SmallFs::mount(path, size) {
+            Ok(fs) => Some(fs),
+            Err(reason) => {
+                eprintln!("{}: skipped: {reason}", std::thread::current().name().unwrap_or("this test"));
+                None
+            }
+        }
+    }
+
     /// Free bytes, as `stat -f` reports them.
     pub fn available(&self) -> u64 {
         let out = Command::new("stat").args(["-f", "-c", "%a %S"]).arg(&self.path).output().expect("stat -f");

@@ -420,60 +420,74 @@ impl ReplicaLog {
         data: Vec<u8>,
         tail: Vec<StoredEntry>,
     ) -> Result<(), StoreError> {
+        let snapshot = PendingSnapshot { index, term, data, tail };
         if self.pending_snapshot.is_some() {
             // A newer snapshot replaces the one waiting; what was held behind that one
             // still follows, in order.
-            self.pending_snapshot = Some(PendingSnapshot { index, term, data, tail });
+            self.pending_snapshot = Some(snapshot);
             return Ok(());
         }
-        match self.keep_snapshot_now(index, term, data.clone(), tail.clone()).await {
+        let (snapshot, kept) = self.keep_snapshot_now(snapshot).await?;
+        match kept {
             Err(error) if error.is_no_space() => {
-                // Kept at the next try, before anything that follows it (the module doc).
-                self.stall(&error);
                 tracing::warn!(
                     index,
                     "the snapshot waits for room: it is kept before anything that follows it"
                 );
-                self.pending_snapshot = Some(PendingSnapshot { index, term, data, tail });
+                self.wait_for_room(snapshot, &error);
                 Ok(())
             }
             other => other,
         }
     }
 
+    /// Keeps `snapshot` (the module doc gives the order) and gives it back with how that
+    /// went, so that one that found the disk full waits without being copied.
     async fn keep_snapshot_now(
         &mut self,
-        index: u64,
-        term: u64,
-        data: Vec<u8>,
-        tail: Vec<StoredEntry>,
-    ) -> Result<(), StoreError> {
+        mut snapshot: PendingSnapshot,
+    ) -> Result<(PendingSnapshot, Result<(), StoreError>), StoreError> {
         let log = Arc::clone(&self.log);
         let mut carried: Vec<Record> = Vec::new();
-        if !tail.is_empty() {
-            carried.push(Record::Entries(tail));
+        if !snapshot.tail.is_empty() {
+            carried.push(Record::Entries(snapshot.tail.clone()));
         }
         carried.extend(self.last_hard.clone());
-        blocking(move || {
+        tokio::task::spawn_blocking(move || {
             let before = Position(log.stats().next_position.0 - 1);
-            append_durably(&log, carried)?.1?;
-            let payload = lava_xdr::to_bytes(&Kept { index, term, data }).expect("a snapshot encodes");
-            log.write_snapshot(before, &payload)?;
-            log.prune()?;
-            Ok(())
+            let kept = append_durably(&log, carried).and_then(|(_, durable)| {
+                durable?;
+                let kept = Kept {
+                    index: snapshot.index,
+                    term: snapshot.term,
+                    data: std::mem::take(&mut snapshot.data),
+                };
+                let payload = lava_xdr::to_bytes(&kept).expect("a snapshot encodes");
+                snapshot.data = kept.data;
+                log.write_snapshot(before, &payload)?;
+                log.prune()?;
+                Ok(())
+            });
+            (snapshot, kept)
         })
         .await
+        .map_err(|_| StoreError::Stopped)
+    }
+
+    /// A snapshot found the disk full: it waits, and everything after it behind it.
+    fn wait_for_room(&mut self, snapshot: PendingSnapshot, error: &StoreError) {
+        self.stall(error);
+        self.pending_snapshot = Some(snapshot);
     }
 
     /// Keeps the snapshot that waited for room, then appends what was held behind it, in
     /// order (their tickets reported once an fsync covers them).
     async fn keep_pending_snapshot(&mut self) -> Result<(), StoreError> {
-        let Some(pending) = self.pending_snapshot.take() else { return Ok(()) };
-        let PendingSnapshot { index, term, data, tail } = pending;
-        if let Err(error) = self.keep_snapshot_now(index, term, data.clone(), tail.clone()).await {
+        let Some(snapshot) = self.pending_snapshot.take() else { return Ok(()) };
+        let (snapshot, kept) = self.keep_snapshot_now(snapshot).await?;
+        if let Err(error) = kept {
             if error.is_no_space() {
-                self.stall(&error);
-                self.pending_snapshot = Some(PendingSnapshot { index, term, data, tail });
+                self.wait_for_room(snapshot, &error);
             }
             return Err(error);
         }
