@@ -211,10 +211,12 @@ impl ReplicaLog {
     /// persists this way, as it did before [`ReplicaLog::start_persist`], lets its appends
     /// reach the followers first: docs/failover.md, "The candidates' link and disk").
     ///
-    /// Every record started before is durable too then (the log is in order): those persists
-    /// are not reported by [`ReplicaLog::persisted`] any more, the caller's report of this
-    /// one (a later ticket) covers them. A full disk is an error here (the records stay
-    /// buffered, and the next fsync that succeeds makes them durable).
+    /// Every record started before is durable too then (the log is in order), but their
+    /// persists are still reported by [`ReplicaLog::persisted`]: these records carry no
+    /// ticket that could cover them (a compaction's record), and a ticket never reported
+    /// would hold back for good what the machine keeps behind it (a follower's every answer).
+    /// A full disk is an error here (the records stay buffered, and the next fsync that
+    /// succeeds makes them durable).
     pub async fn persist(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
         self.persist_as(None, records).await
     }
@@ -245,8 +247,11 @@ impl ReplicaLog {
         let Some(position) = last else { return Ok(()) };
         match durable {
             Ok(()) => {
-                while self.in_flight.front().is_some_and(|(_, p)| *p <= position) {
-                    self.in_flight.pop_front();
+                if ticket.is_some() {
+                    // The caller reports this ticket, which covers every earlier one.
+                    while self.in_flight.front().is_some_and(|(_, p)| *p <= position) {
+                        self.in_flight.pop_front();
+                    }
                 }
                 self.written_again();
                 Ok(())
@@ -601,7 +606,7 @@ mod tests {
     }
 
     // Goal: persists started while the loop goes on are reported in order, once durable,
-    // each ticket once; a persist made durable on the spot covers those started before it;
+    // each ticket once, those overtaken by a persist made durable on the spot included;
     // what a reopen reads back is every record, in the order started.
     #[tokio::test]
     async fn persists_started_are_reported_once_durable_in_order() {
@@ -618,10 +623,12 @@ mod tests {
         // Nothing runs now: `persisted` waits forever.
         let idle = tokio::time::timeout(std::time::Duration::from_millis(20), log.persisted()).await;
         assert!(idle.is_err(), "no fsync runs, none ends");
-        // Started, then overtaken by a persist made durable on the spot.
+        // Started, then overtaken by a persist without a ticket made durable on the spot (a
+        // compaction's record): the started one is still reported, or the machine would hold
+        // back what waits for it for good.
         log.start_persist(7, vec![Record::Entries(vec![entry(3, 1, 10)])]).expect("start");
         log.persist(vec![hard(3)]).await.expect("persist");
-        assert_eq!(log.flush().await.expect("flush"), None, "covered by the later persist");
+        assert_eq!(log.flush().await.expect("flush"), Some(7), "reported although overtaken");
         drop(log);
         let (_, recovered, _) = ReplicaLog::open(dir.path(), "replica", 1..=1).expect("reopen");
         let rebuilt = lava_replog::record::rebuild(recovered.records, None).expect("rebuild");
