@@ -35,7 +35,8 @@
 //! kept ([`ReplicaLog::keep_snapshot`]) waits in memory, and the records of every `Persist`
 //! started after it wait behind it without reaching the log (a restart must never find
 //! them without the snapshot they follow): at the next try it is kept first, then they are
-//! appended, in order.
+//! appended, in order. That try runs on a blocking thread whose handle the log holds, so a
+//! caller's `select!` may drop [`ReplicaLog::persisted`]'s future at any point.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -125,6 +126,10 @@ pub struct ReplicaLog {
     /// A snapshot that could not be kept for a full disk: kept at the next try, before
     /// anything that followed it reaches the log (`held`).
     pending_snapshot: Option<PendingSnapshot>,
+    /// The try of `pending_snapshot` running on a blocking thread: held here, not in the
+    /// future of [`ReplicaLog::persisted`], so that a caller's `select!` dropping that future
+    /// loses neither the snapshot nor what waits behind it.
+    keeping: Option<tokio::task::JoinHandle<(PendingSnapshot, Result<(), StoreError>)>>,
     /// The records of the `Persist`s started after `pending_snapshot`, with their tickets,
     /// in order: appended once it is kept.
     held: Vec<(Option<u64>, Vec<Record>)>,
@@ -193,6 +198,7 @@ impl ReplicaLog {
             retry_at: None,
             stalled_logged: false,
             pending_snapshot: None,
+            keeping: None,
             held: Vec::new(),
         };
         Ok((log, Recovered { records, snapshot }, report))
@@ -225,7 +231,7 @@ impl ReplicaLog {
     /// ticket waits with the records and [`ReplicaLog::persisted`] reports it once they
     /// are durable.
     async fn persist_as(&mut self, ticket: Option<u64>, records: Vec<Record>) -> Result<(), StoreError> {
-        if self.pending_snapshot.is_some() {
+        if self.behind_snapshot() {
             self.held.push((ticket, records));
             return Err(StoreError::WaitingForRoom);
         }
@@ -271,7 +277,7 @@ impl ReplicaLog {
     /// after everything before them and an fsync starts on a blocking thread unless one
     /// runs; [`ReplicaLog::persisted`] reports the ticket once they are durable.
     pub fn start_persist(&mut self, ticket: u64, records: Vec<Record>) -> Result<(), StoreError> {
-        if self.pending_snapshot.is_some() {
+        if self.behind_snapshot() {
             self.held.push((Some(ticket), records));
             return Ok(());
         }
@@ -293,13 +299,29 @@ impl ReplicaLog {
     /// module doc).
     pub async fn persisted(&mut self) -> Result<Option<u64>, StoreError> {
         if self.sync.is_none() {
-            let Some(at) = self.retry_at else { return std::future::pending().await };
-            tokio::time::sleep_until(at).await;
-            self.retry_at = None;
-            if self.pending_snapshot.is_some() {
-                match self.keep_pending_snapshot().await {
-                    Ok(()) => {}
-                    Err(error) if error.is_no_space() => return Ok(None),
+            if self.keeping.is_none() {
+                let Some(at) = self.retry_at else { return std::future::pending().await };
+                tokio::time::sleep_until(at).await;
+                self.retry_at = None;
+                if let Some(snapshot) = self.pending_snapshot.take() {
+                    self.keeping = Some(self.spawn_keep(snapshot));
+                }
+            }
+            if let Some(keeping) = self.keeping.as_mut() {
+                let ended = keeping.await;
+                self.keeping = None;
+                let (snapshot, kept) = ended.map_err(|_| StoreError::Stopped)?;
+                match kept {
+                    // A newer snapshot came meanwhile: it is kept first, at once.
+                    Ok(()) if self.pending_snapshot.is_some() => {
+                        self.retry_at = Some(tokio::time::Instant::now());
+                        return Ok(None);
+                    }
+                    Ok(()) => self.append_held()?,
+                    Err(error) if error.is_no_space() => {
+                        self.wait_for_room(snapshot, &error);
+                        return Ok(None);
+                    }
                     Err(error) => return Err(error),
                 }
             }
@@ -333,7 +355,7 @@ impl ReplicaLog {
     /// waiting ([`ReplicaLog::stalled`]).
     pub async fn flush(&mut self) -> Result<Option<u64>, StoreError> {
         let mut newest = None;
-        while self.sync.is_some() {
+        while self.sync.is_some() || self.keeping.is_some() {
             newest = self.persisted().await?.or(newest);
         }
         Ok(newest)
@@ -341,7 +363,12 @@ impl ReplicaLog {
 
     /// Whether the log is waiting for room on its disk (the module doc).
     pub fn stalled(&self) -> bool {
-        self.retry_at.is_some() || self.pending_snapshot.is_some()
+        self.retry_at.is_some() || self.behind_snapshot()
+    }
+
+    /// Whether records wait behind a snapshot not yet kept for a full disk.
+    fn behind_snapshot(&self) -> bool {
+        self.pending_snapshot.is_some() || self.keeping.is_some()
     }
 
     /// A write found the disk full: the next try in [`NO_SPACE_RETRY`]; logged once.
@@ -426,7 +453,7 @@ impl ReplicaLog {
         tail: Vec<StoredEntry>,
     ) -> Result<(), StoreError> {
         let snapshot = PendingSnapshot { index, term, data, tail };
-        if self.pending_snapshot.is_some() {
+        if self.behind_snapshot() {
             // A newer snapshot replaces the one waiting; what was held behind that one
             // still follows, in order.
             self.pending_snapshot = Some(snapshot);
@@ -450,8 +477,16 @@ impl ReplicaLog {
     /// went, so that one that found the disk full waits without being copied.
     async fn keep_snapshot_now(
         &mut self,
-        mut snapshot: PendingSnapshot,
+        snapshot: PendingSnapshot,
     ) -> Result<(PendingSnapshot, Result<(), StoreError>), StoreError> {
+        self.spawn_keep(snapshot).await.map_err(|_| StoreError::Stopped)
+    }
+
+    /// [`ReplicaLog::keep_snapshot_now`]'s work, started on a blocking thread.
+    fn spawn_keep(
+        &self,
+        mut snapshot: PendingSnapshot,
+    ) -> tokio::task::JoinHandle<(PendingSnapshot, Result<(), StoreError>)> {
         let log = Arc::clone(&self.log);
         let mut carried: Vec<Record> = Vec::new();
         if !snapshot.tail.is_empty() {
@@ -475,27 +510,18 @@ impl ReplicaLog {
             });
             (snapshot, kept)
         })
-        .await
-        .map_err(|_| StoreError::Stopped)
     }
 
     /// A snapshot found the disk full: it waits, and everything after it behind it.
+    /// (A newer snapshot that came while it was tried replaces it.)
     fn wait_for_room(&mut self, snapshot: PendingSnapshot, error: &StoreError) {
         self.stall(error);
-        self.pending_snapshot = Some(snapshot);
+        self.pending_snapshot.get_or_insert(snapshot);
     }
 
-    /// Keeps the snapshot that waited for room, then appends what was held behind it, in
+    /// The snapshot that waited for room is kept: appends what was held behind it, in
     /// order (their tickets reported once an fsync covers them).
-    async fn keep_pending_snapshot(&mut self) -> Result<(), StoreError> {
-        let Some(snapshot) = self.pending_snapshot.take() else { return Ok(()) };
-        let (snapshot, kept) = self.keep_snapshot_now(snapshot).await?;
-        if let Err(error) = kept {
-            if error.is_no_space() {
-                self.wait_for_room(snapshot, &error);
-            }
-            return Err(error);
-        }
+    fn append_held(&mut self) -> Result<(), StoreError> {
         for (ticket, records) in std::mem::take(&mut self.held) {
             self.note_hard(&records);
             if let Some(position) = append_all(&self.log, records)?
