@@ -368,6 +368,10 @@ async fn read_loop<S: AsyncRead + AsyncWrite + Unpin>(
     events: &mpsc::Sender<LinkEvent>,
 ) -> Option<String> {
     loop {
+        // The daemon's room first, then the frame: a message read is never dropped with
+        // this future when the write side ends the connection first (`read_frame` keeps a
+        // partial frame in the reader).
+        let Ok(room) = events.reserve().await else { return None };
         let frame = match reader.read_frame().await {
             Ok(Some(frame)) => frame,
             Ok(None) => return Some("mbatchd closed the connection".to_owned()),
@@ -375,11 +379,7 @@ async fn read_loop<S: AsyncRead + AsyncWrite + Unpin>(
             Err(err) => return Some(err.to_string()),
         };
         match decode(&frame) {
-            Ok(message) => {
-                if events.send(LinkEvent::Message(message)).await.is_err() {
-                    return None;
-                }
-            }
+            Ok(message) => room.send(LinkEvent::Message(message)),
             Err(problem) => {
                 tracing::error!(operation = frame.header.operation, "bad frame from mbatchd: {problem}");
                 return Some(format!("bad frame: {problem}"));

@@ -325,6 +325,8 @@ impl ReplicaLog {
                     Err(error) => return Err(error),
                 }
             }
+            // No await between the held records' append and this: a future dropped there
+            // would leave them with no fsync to report them, and `persisted` pending for good.
             self.start_sync();
         }
         let Some(sync) = self.sync.as_mut() else { return Ok(None) };
