@@ -14,6 +14,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use lava_batch_wire as wire;
+use util::fsync_fault::FsyncFault;
 use util::small_fs::SmallFs;
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, submitted_job_id, wait_until};
 
@@ -135,6 +136,16 @@ impl Rig {
 
     fn kill(&mut self, name: &str) {
         self.mbatchd.get_mut(name).expect("running").kill();
+    }
+
+    /// Candidate `name` stops on its own, with a failure that names the disk's I/O error.
+    fn wait_failed_flush(&mut self, name: &str) {
+        let daemon = self.mbatchd.get_mut(name).expect("started");
+        let status = daemon.wait_exit(JOB_TIMEOUT);
+        let said = daemon.log();
+        assert!(!status.success(), "{name} went on after a failed flush ({status}):\n{said}");
+        assert!(said.contains("Input/output error"), "{name} names the I/O error:\n{said}");
+        assert!(!said.contains("panicked"), "{said}");
     }
 
     /// Every job DONE, each recorded as run exactly once.
@@ -800,4 +811,45 @@ fn a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns() {
     jobs.push(rig.submit());
     rig.all_done_once(&jobs);
     eprintln!("{} jobs", jobs.len());
+}
+
+// Goal (docs/operations.md, "A failed fsync"): a candidate whose disk fails a flush stops,
+// alone, acknowledging nothing that waited for that flush: the leader stops and another
+// candidate leads; a follower stops and the two others go on. Each comes back from its own
+// disk and is caught up; every acknowledged job ends DONE, run once.
+// Method: every candidate under `util::fsync_fault`; five jobs; the leader's flushes made to
+// fail and one more job submitted (bsub follows whichever candidate serves, retrying the
+// same request): the leader exits with a failure naming the I/O error; a new leader takes
+// five more; the failed candidate is started again (a new process, whose flushes succeed)
+// and caught up. Then a follower's flushes fail while jobs are submitted until it exits; it
+// too is started again and caught up.
+#[test]
+fn a_candidate_whose_disk_fails_a_flush_stops_alone_and_comes_back() {
+    let mut rig = Rig::new(&CANDIDATES);
+    let Some(fault) = FsyncFault::install(&mut rig.cluster, "mbatchd") else { return };
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    let mut jobs: Vec<u32> = (0..5).map(|_| rig.submit()).collect();
+
+    fault.fail(rig.mbatchd[leader].pid());
+    jobs.push(rig.submit());
+    rig.wait_failed_flush(leader);
+    let second = rig.leader();
+    assert_ne!(second, leader);
+    jobs.extend((0..5).map(|_| rig.submit()));
+    rig.start(leader);
+    rig.wait_caught_up(second, &["h1", "h2", "h3"], 3);
+
+    let follower = CANDIDATES.iter().map(|(name, _)| *name).find(|name| *name != second).expect("a follower");
+    fault.fail(rig.mbatchd[follower].pid());
+    wait_until("the follower to stop on its failed flush", JOB_TIMEOUT, || {
+        jobs.push(rig.submit());
+        (!rig.mbatchd.get_mut(follower).expect("started").is_running()).then_some(())
+    });
+    rig.wait_failed_flush(follower);
+    jobs.extend((0..3).map(|_| rig.submit()));
+    rig.start(follower);
+    rig.wait_caught_up(second, &["h1", "h2", "h3"], 3);
+    rig.all_done_once(&jobs);
 }

@@ -19,6 +19,7 @@
 
 #![allow(dead_code)] // Each test file uses a different part of the harness.
 
+pub mod fsync_fault;
 pub mod hostile;
 pub mod lim_output;
 pub mod mxfsd;
