@@ -853,3 +853,52 @@ fn a_candidate_whose_disk_fails_a_flush_stops_alone_and_comes_back() {
     rig.wait_caught_up(second, &["h1", "h2", "h3"], 3);
     rig.all_done_once(&jobs);
 }
+
+// Goal (docs/failover.md, "A full disk on a candidate"): a leader whose disk fills hands the
+// leadership to a caught-up candidate, so that new jobs are taken by two healthy candidates
+// instead of being refused; once it has room again it catches up, and it can carry commits
+// with the new leader when the third candidate dies. Every acknowledged job ends DONE, run
+// once.
+// Method: h1's candidate folder on an 8 MiB tmpfs with no space reserve; h1 leads (first
+// in LSF_MASTER_LIST); its tmpfs kept full by a filler; jobs submitted (each acknowledged by
+// whichever candidate serves) until another candidate serves and h1's log says it handed
+// over (a job refused for the full disk meanwhile is allowed); the filler freed; `badmin showstatus` until all three hold one log index; the third
+// candidate killed; more jobs.
+#[test]
+fn a_leaders_full_disk_hands_the_leadership_to_a_healthy_candidate() {
+    let mut rig = Rig::new(&CANDIDATES);
+    rig.cluster.rewrite_lsf_conf("LAVA_STATE_RESERVE_MB", "0");
+    let folder = rig.candidate_dir("h1");
+    std::fs::create_dir_all(&folder).expect("create h1's folder");
+    let Some(disk) = SmallFs::mount_or_skip(&folder, "8m") else { return };
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    assert_eq!(rig.leader(), "h1", "h1 stands for election first");
+    let mut jobs: Vec<u32> = (0..3).map(|_| rig.submit()).collect();
+
+    let filler = disk.keep_full("filler");
+    let second = wait_until("another candidate to serve", JOB_TIMEOUT, || {
+        // Until the hand-over, the full leader may refuse a job (exit 255, the disk-full
+        // message); every job it took is kept.
+        let script = format!("echo $LSB_JOBID >> {}", rig.ran.display());
+        let out = run(&rig.cluster, "bsub", &["-m", "h0", "sh", "-c", &script]);
+        if out.status.success() {
+            jobs.push(submitted_job_id(&String::from_utf8_lossy(&out.stdout)));
+        } else {
+            assert!(text(&out).contains("is full"), "bsub: {}", text(&out));
+        }
+        rig.serving_besides(Some("h1"))
+    });
+    let h1 = rig.mbatchd.get_mut("h1").expect("h1");
+    assert!(h1.is_running(), "h1 stopped on a full disk:\n{}", h1.log());
+    assert!(h1.log().contains("the leadership goes to a caught-up candidate"), "{}", h1.log());
+    jobs.extend((0..3).map(|_| rig.submit()));
+
+    filler.free();
+    rig.wait_caught_up(second, &["h1", "h2", "h3"], 3);
+    let third = if second == "h2" { "h3" } else { "h2" };
+    rig.kill(third);
+    // A majority is the new leader and h1 now.
+    jobs.extend((0..3).map(|_| rig.submit()));
+    rig.all_done_once(&jobs);
+}

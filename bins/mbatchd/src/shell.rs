@@ -935,6 +935,8 @@ impl Shell {
     async fn carry_out_replication(&mut self) -> Result<(), ShellError> {
         if let Some(repl) = self.repl.as_mut() {
             repl.take_waiting();
+            let full = repl.stalled() || self.space.is_full();
+            repl.hand_over_if_full(full);
         }
         loop {
             let Some(repl) = self.repl.as_mut() else { return Ok(()) };
@@ -1085,6 +1087,10 @@ impl Shell {
     /// A clean stop: make every event durable, deliver what that releases,
     /// give the connections a bounded time to write it, close the log.
     async fn stop(mut self) -> Result<(), ShellError> {
+        // New connections are refused from now on, not taken in and left unanswered while
+        // the stop waits for a disk (a full one can make that long): a command moves on to
+        // the next candidate, or retries, at once.
+        drop(self.listener.take());
         if let Some(repl) = self.repl.as_mut() {
             // Every step of its drains is carried out by now.
             repl.stop().await?;

@@ -530,6 +530,33 @@ impl Replica {
         Ok(entries.iter().map(from_entry).collect())
     }
 
+    /// Hands the leadership to a follower, for a leader that cannot go on well (its disk is
+    /// full): raft's leadership transfer, to the follower with the lowest rank among those
+    /// that hold every entry this leader holds and were heard from within the last election
+    /// timeout. Only when such followers are a majority of the candidates on their own: the
+    /// one chosen must be elected without this candidate's vote, which a full disk cannot
+    /// record, or the cluster would lose a leader it could keep. Returns the follower asked,
+    /// `None` when none may be (or this candidate does not lead). While the transfer runs
+    /// the leader takes no proposal ([`Refused::NotLeader`]); raft-rs abandons it after an
+    /// election timeout if the follower does not take over.
+    pub fn hand_over(&mut self) -> Option<ReplicaId> {
+        if self.node.raft.state != StateRole::Leader {
+            return None;
+        }
+        let last = self.node.raft.raft_log.last_index();
+        let me = self.config.id;
+        let ready: Vec<ReplicaId> = (1..=self.config.candidates)
+            .filter(|&id| id != me)
+            .filter(|&id| self.node.raft.prs().get(id).is_some_and(|p| p.matched == last && p.recent_active))
+            .collect();
+        if (ready.len() as u64) < self.config.candidates / 2 + 1 {
+            return None;
+        }
+        let to = ready[0];
+        self.node.transfer_leader(to);
+        Some(to)
+    }
+
     /// On the leader, the highest index each candidate is known to hold (this one's own: its
     /// last index), in candidate order; `None` on a follower, which does not track them.
     pub fn progress(&self) -> Option<Vec<(ReplicaId, u64)>> {

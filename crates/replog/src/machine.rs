@@ -225,6 +225,11 @@ impl<A: Application, M> Machine<A, M> {
         self.replica.log_outweighs_snapshot(self.applied)
     }
 
+    /// Hands the leadership to a caught-up follower ([`Replica::hand_over`]); drain next.
+    pub fn hand_over(&mut self) -> Option<ReplicaId> {
+        self.replica.hand_over()
+    }
+
     /// Proposals not yet committed (the leader's state runs ahead of the log by these).
     pub fn outstanding(&self) -> usize {
         self.pending.len()
@@ -737,5 +742,37 @@ mod tests {
         assert_eq!(compaction.data, vec![1, 2, 3]);
         tick_all(&mut ms, &[], 10);
         assert_eq!(ms[2].app().0, vec![1, 2, 3], "the lagging candidate got the snapshot");
+    }
+
+    // Goal: a leader that cannot go on (its disk is full) hands the leadership to a
+    // caught-up follower, which leads next and takes proposals; it does so only when the
+    // caught-up followers are a majority by themselves, since the full leader could not
+    // record its vote for the new one.
+    // Method: three candidates; the third cut off for over an election timeout: no hand-over
+    // (the second alone is no majority); the cut healed and an entry committed: the leader
+    // hands over to the second, which leads in the next rounds while the first follows.
+    #[test]
+    fn a_leader_hands_over_only_to_followers_that_elect_one_without_it() {
+        let mut ms = three();
+        tick_all(&mut ms, &[], 12);
+        assert!(ms[0].is_serving());
+        tick_all(&mut ms, &[3], 12);
+        assert_eq!(ms[0].hand_over(), None, "the second candidate alone cannot elect itself");
+        tick_all(&mut ms, &[], 3);
+        ms[0].app_mut().0.push(1);
+        ms[0].propose(vec![1]).expect("leader");
+        settle(&mut ms, &[]);
+        assert_eq!(ms[1].hand_over(), None, "only a leader hands over");
+        assert_eq!(ms[0].hand_over(), Some(2));
+        let seen = tick_all(&mut ms, &[], 2);
+        assert!(seen.iter().any(|(id, step)| *id == 1 && matches!(step, Step::Follow { .. })), "{seen:?}");
+        assert!(seen.iter().any(|(id, step)| *id == 2 && matches!(step, Step::Lead { .. })), "{seen:?}");
+        assert!(ms[1].is_serving() && !ms[0].is_serving());
+        ms[1].app_mut().0.push(2);
+        ms[1].propose(vec![2]).expect("the new leader takes proposals");
+        tick_all(&mut ms, &[], 2);
+        for m in &ms {
+            assert_eq!(m.app().0, vec![1, 2]);
+        }
     }
 }
