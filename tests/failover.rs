@@ -296,6 +296,15 @@ impl Rig {
         self.cluster.event_log_dir().join(name)
     }
 
+    /// Candidate `name`'s folder on an 8 MiB tmpfs, and no space reserve on any candidate;
+    /// `None` when the test is skipped (no tmpfs can be mounted).
+    fn small_disk(&self, name: &str) -> Option<SmallFs> {
+        self.cluster.rewrite_lsf_conf("LAVA_STATE_RESERVE_MB", "0");
+        let folder = self.candidate_dir(name);
+        std::fs::create_dir_all(&folder).expect("create the candidate's folder");
+        SmallFs::mount_or_skip(&folder, "8m")
+    }
+
     /// The job ids of the JOB_FINISH lines in candidate `name`'s lsb.acct, each line checked.
     fn acct_jobs(&self, name: &str) -> Vec<u32> {
         let text = std::fs::read_to_string(self.candidate_dir(name).join("lsb.acct")).unwrap_or_default();
@@ -776,15 +785,12 @@ fn candidates_are_added_and_removed_by_the_operations_guide() {
 // (`LAVA_STATE_RESERVE_MB=0`); the tmpfs kept full by a file that takes whatever h2's
 // pruning frees (the leader compacts every 25 events; h2 holds what it received in memory,
 // so it needs no snapshot: `tests/replica_full_disk.rs` keeps one on a full disk); jobs
-// submitted until h2 logs that its replica log waits for room; the file deleted; `badmin showstatus` until h2
-// holds the leader's index; h3 killed; one more job.
+// submitted until h2 logs that its replica log waits for room; the file deleted;
+// `badmin showstatus` until h2 holds the leader's index; h3 killed; one more job.
 #[test]
 fn a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns() {
     let mut rig = Rig::new(&CANDIDATES);
-    rig.cluster.rewrite_lsf_conf("LAVA_STATE_RESERVE_MB", "0");
-    let folder = rig.candidate_dir("h2");
-    std::fs::create_dir_all(&folder).expect("create h2's folder");
-    let Some(disk) = SmallFs::mount_or_skip(&folder, "8m") else { return };
+    let Some(disk) = rig.small_disk("h2") else { return };
     rig.start_all();
     let _sbatchd = rig.cluster.start_sbatchd("h0");
     let leader = rig.leader();
@@ -862,15 +868,12 @@ fn a_candidate_whose_disk_fails_a_flush_stops_alone_and_comes_back() {
 // Method: h1's candidate folder on an 8 MiB tmpfs with no space reserve; h1 leads (first
 // in LSF_MASTER_LIST); its tmpfs kept full by a filler; jobs submitted (each acknowledged by
 // whichever candidate serves) until another candidate serves and h1's log says it handed
-// over (a job refused for the full disk meanwhile is allowed); the filler freed; `badmin showstatus` until all three hold one log index; the third
-// candidate killed; more jobs.
+// over (a job refused for the full disk meanwhile is allowed); the filler freed; `badmin
+// showstatus` until all three hold one log index; the third candidate killed; more jobs.
 #[test]
 fn a_leaders_full_disk_hands_the_leadership_to_a_healthy_candidate() {
     let mut rig = Rig::new(&CANDIDATES);
-    rig.cluster.rewrite_lsf_conf("LAVA_STATE_RESERVE_MB", "0");
-    let folder = rig.candidate_dir("h1");
-    std::fs::create_dir_all(&folder).expect("create h1's folder");
-    let Some(disk) = SmallFs::mount_or_skip(&folder, "8m") else { return };
+    let Some(disk) = rig.small_disk("h1") else { return };
     rig.start_all();
     let _sbatchd = rig.cluster.start_sbatchd("h0");
     assert_eq!(rig.leader(), "h1", "h1 stands for election first");
