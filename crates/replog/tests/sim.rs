@@ -18,7 +18,8 @@
 //! any two effects of a drain, the records not yet durable keeping only a prefix (power
 //! lost before their fsync ended), and restarts from the disk alone;
 //! application snapshots and log compaction at random moments, so lagging candidates are
-//! caught up by snapshot.
+//! caught up by snapshot; leaders handing their leadership to a caught-up follower (as a
+//! full leader does) at random moments.
 //!
 //! Checked after every step: at most one leader per term (election safety); every entry
 //! any application applies at an index is the entry every other applied there (state
@@ -118,6 +119,9 @@ struct Weather {
     propose: u64,
     /// Chance per step that a candidate's writes become durable (per mille).
     sync: u64,
+    /// Chance per step that a candidate asks to hand its leadership over, as a leader whose
+    /// disk is full does (per mille; only a leader acts on it).
+    hand_over: u64,
 }
 
 struct Sim {
@@ -143,6 +147,10 @@ struct Sim {
     settle_from: u64,
     /// Values acknowledged while their candidate's own records were not yet durable.
     acked_before_own_fsync: u64,
+    /// The last hand-over asked for (the follower, and the term it was asked in), and how
+    /// many hand-overs were taken: the follower led the next term.
+    hand_over_asked: Option<(ReplicaId, u64)>,
+    hand_overs_taken: u64,
 }
 
 impl Sim {
@@ -159,6 +167,7 @@ impl Sim {
             compact: rng.below(20),
             propose: 50 + rng.below(400),
             sync: 50 + rng.below(800),
+            hand_over: rng.below(10),
         };
         let nodes = (1..=n)
             .map(|id| Node {
@@ -188,6 +197,8 @@ impl Sim {
             checked_leaders: BTreeSet::new(),
             settle_from: u64::MAX,
             acked_before_own_fsync: 0,
+            hand_over_asked: None,
+            hand_overs_taken: 0,
         }
     }
 
@@ -346,6 +357,19 @@ impl Sim {
             self.proposals.insert(value, (id, placed.index, placed.term));
             self.say(|| format!("propose {value} at {id}: index {} term {}", placed.index, placed.term));
         }
+    }
+
+    /// Candidate `id`, if it runs and leads, hands its leadership to a caught-up follower.
+    fn hand_over(&mut self, id: ReplicaId) {
+        let node = self.node(id);
+        if node.paused {
+            return;
+        }
+        let Some(replica) = node.replica.as_mut() else { return };
+        let Some(to) = replica.hand_over() else { return };
+        let term = replica.view().term;
+        self.hand_over_asked = Some((to, term));
+        self.say(|| format!("{id} hands its leadership to {to} in term {term}"));
     }
 
     fn compact(&mut self, id: ReplicaId) {
@@ -517,6 +541,13 @@ impl Sim {
                 None => {
                     self.say(|| format!("{id} leads term {} (last index {})", view.term, view.last_index));
                     self.leaders.insert(view.term, id);
+                    if self
+                        .hand_over_asked
+                        .take_if(|(to, asked)| *to == id && view.term == *asked + 1)
+                        .is_some()
+                    {
+                        self.hand_overs_taken += 1;
+                    }
                 }
             }
             if self.checked_leaders.insert((id, view.term)) {
@@ -556,6 +587,9 @@ impl Sim {
             self.acknowledge_committed(id);
             if faults && self.rng.chance(self.weather.compact) {
                 self.compact(id);
+            }
+            if faults && self.rng.chance(self.weather.hand_over) {
+                self.hand_over(id);
             }
         }
         self.check();
@@ -649,18 +683,21 @@ fn seeded_runs_keep_raft_safety_and_lose_nothing_acknowledged() {
         return;
     }
     let seeds = env_u64("LAVA_REPLOG_SIM_SEEDS").unwrap_or(300);
-    let (mut acked, mut early) = (0, 0);
+    let (mut acked, mut early, mut handed) = (0, 0, 0);
     for seed in 1..=seeds {
         let mut sim = Sim::new(seed, false);
         sim.run();
         acked += sim.acked.len();
         early += sim.acked_before_own_fsync;
+        handed += sim.hand_overs_taken;
     }
     // The runs must have done something: a run where nothing is ever acknowledged checks
     // nothing; and leaders must have been acknowledged by their followers alone.
     assert!(acked as u64 > seeds * 10, "only {acked} values acknowledged over {seeds} seeds");
     eprintln!("{acked} values acknowledged, {early} of them before their leader's fsync");
     assert!(early > seeds, "only {early} values acknowledged before their leader's fsync over {seeds} seeds");
+    eprintln!("{handed} leaderships handed over");
+    assert!(handed > seeds / 10, "only {handed} leaderships handed over in {seeds} seeds");
 }
 
 #[test]
@@ -676,6 +713,7 @@ fn the_first_candidate_stands_first_and_a_lone_candidate_never_leads_a_majority(
         compact: 0,
         propose: 0,
         sync: 1000,
+        hand_over: 0,
     };
     while sim.leaders.is_empty() {
         sim.step(false);
