@@ -502,13 +502,17 @@ impl Shell {
             };
             match kept {
                 Ok(()) => {
-                    *snapshot_index = compaction.index;
-                    tracing::info!(index = compaction.index, "replicated WAL compacted behind a snapshot");
+                    tracing::info!(index = compaction.index, "replicated WAL compacted behind a snapshot")
                 }
-                // Every record is kept; the next compaction, with room again, takes its place.
-                Err(error) if error.is_no_space() => tracing::warn!("replicated WAL not compacted: {error}"),
+                // Made all the same: the snapshot, or its record, waits in the log for room and
+                // is written in order once there is some (lava-shell's `ReplicaLog`).
+                Err(error) if error.is_no_space() => tracing::warn!(
+                    index = compaction.index,
+                    "replicated WAL compacted behind a snapshot, written once its disk has room"
+                ),
                 Err(error) => return Err(replica_error(error)),
             }
+            *snapshot_index = compaction.index;
         }
         Ok(())
     }

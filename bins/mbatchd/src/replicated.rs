@@ -536,18 +536,18 @@ impl<M> Replicated<M> {
                 Err(error) => Err(error),
             };
         match kept {
-            Ok(()) => {}
-            // The log keeps every record (the snapshot is only a shortcut for the next start);
-            // the next compaction, with room again, takes its place.
-            Err(error) if error.is_no_space() => {
-                self.compaction_waits_for_room(&error);
-                return Ok(());
-            }
+            Ok(()) => tracing::info!(index = compaction.index, "replicated log compacted behind a snapshot"),
+            // Made all the same: a snapshot that found the disk full waits in the log, its
+            // record behind it, and a record that did waits in the log's buffer; both are
+            // written, in order, once there is room (lava-shell's `ReplicaLog`).
+            Err(error) if error.is_no_space() => tracing::warn!(
+                index = compaction.index,
+                "replicated log compacted behind a snapshot, written once its disk has room"
+            ),
             Err(error) => return Err(ShellError::Replica(error.to_string())),
         }
         self.compact_retry_at = None;
         self.snapshot_index = compaction.index;
-        tracing::info!(index = compaction.index, "replicated log compacted behind a snapshot");
         Ok(())
     }
 
