@@ -639,8 +639,12 @@ impl Sim {
                         && old != c
                     {
                         // mxfsd closes the node's previous connection: what still arrives on it
-                        // is not taken.
+                        // is not taken, and the node sees it close (the writer's shutdown: the FIN
+                        // follows what was sent before it). Without the FIN a live node whose
+                        // dead incarnation's late NODE_JOIN took its place never heard of it
+                        // (found at seed 26973).
                         self.conns[old].master_closed = true;
+                        self.transmit(old, false, None);
                     }
                 }
                 Effect::NodeDead { node } => {
