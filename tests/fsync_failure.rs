@@ -29,10 +29,15 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
+/// The lines of `bjobs -a -noheader <args>`.
+fn bjobs(cluster: &Cluster, args: &[&str]) -> Vec<String> {
+    let out = cluster.command(bin("bjobs")).args(["-a", "-noheader"]).args(args).output().expect("bjobs");
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
 /// `bjobs -a -noheader` lines of the jobs named `name`.
 fn jobs_named(cluster: &Cluster, name: &str) -> Vec<String> {
-    let out = cluster.command(bin("bjobs")).args(["-a", "-noheader", "-J", name]).output().expect("bjobs");
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    bjobs(cluster, &["-J", name])
 }
 
 // Goal: see the module doc. Method: mbatchd under the fault library, an sbatchd for the
@@ -96,9 +101,8 @@ fn a_failed_fsync_acknowledges_nothing_after_it() {
 
 /// The status word `bjobs` shows for `job`.
 fn status(cluster: &Cluster, job: u32) -> String {
-    let out =
-        cluster.command(bin("bjobs")).args(["-a", "-noheader", &job.to_string()]).output().expect("bjobs");
-    String::from_utf8_lossy(&out.stdout).split_whitespace().nth(2).unwrap_or_default().to_owned()
+    let lines = bjobs(cluster, &[&job.to_string()]);
+    lines.first().and_then(|line| line.split_whitespace().nth(2)).unwrap_or_default().to_owned()
 }
 
 // Goal: a failed fsync of sbatchd's job records stops sbatchd, naming the file, before the

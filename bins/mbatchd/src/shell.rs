@@ -1104,8 +1104,7 @@ impl Shell {
         if let Some(view) = self.events_view.take() {
             view.close();
         }
-        let Shell { journal, clients, sbd, shared, conn_events, listener, mut tasks, .. } = self;
-        drop(listener);
+        let Shell { journal, clients, sbd, shared, conn_events, mut tasks, .. } = self;
         shared.stopping.send_replace(true);
         // Requests not yet stepped, answers not yet delivered and channels:
         // dropping their ends lets each task finish what it has and end.

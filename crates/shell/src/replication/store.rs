@@ -461,7 +461,7 @@ impl ReplicaLog {
             self.pending_snapshot = Some(snapshot);
             return Ok(());
         }
-        let (snapshot, kept) = self.keep_snapshot_now(snapshot).await?;
+        let (snapshot, kept) = self.spawn_keep(snapshot).await.map_err(|_| StoreError::Stopped)?;
         match kept {
             Err(error) if error.is_no_space() => {
                 tracing::warn!(
@@ -475,16 +475,9 @@ impl ReplicaLog {
         }
     }
 
-    /// Keeps `snapshot` (the module doc gives the order) and gives it back with how that
-    /// went, so that one that found the disk full waits without being copied.
-    async fn keep_snapshot_now(
-        &mut self,
-        snapshot: PendingSnapshot,
-    ) -> Result<(PendingSnapshot, Result<(), StoreError>), StoreError> {
-        self.spawn_keep(snapshot).await.map_err(|_| StoreError::Stopped)
-    }
-
-    /// [`ReplicaLog::keep_snapshot_now`]'s work, started on a blocking thread.
+    /// Starts keeping `snapshot` on a blocking thread (the module doc gives the order); the
+    /// thread gives it back with how that went, so that one that found the disk full waits
+    /// without being copied.
     fn spawn_keep(
         &self,
         mut snapshot: PendingSnapshot,
