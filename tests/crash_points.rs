@@ -12,7 +12,8 @@
 //!   stopped, a `bresume`d one runs, a `bkill`ed one is gone;
 //! - coordinator: every acknowledged submission exists, no task's outcome was acknowledged
 //!   twice, and every acknowledged outcome is what the coordinator serves after a restart
-//!   from its WAL;
+//!   from its WAL (its candidate point with three candidates whose leader's flushes are
+//!   slowed, submitting until the point fires);
 //! - mxfsd: no two holders of EX on one resource at once, across node crashes and takeovers.
 //!
 //! A point the workload never reaches fails its test: the registry cannot name a point no
@@ -28,6 +29,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lava_mxfsd::client::Client;
+use util::fsync_fault::FsyncFault;
 use util::mxfsd::{HOSTS, spawn_node, write_cluster_file};
 use util::{Cluster, Daemon, STARTUP_TIMEOUT, wait_until};
 
@@ -55,6 +57,10 @@ enum Role {
     Sbatchd,
     Coordinator {
         port: u16,
+    },
+    /// The coordinator on master candidate `host` (of `CANDIDATES`).
+    CoordinatorCandidate {
+        host: &'static str,
     },
     Mxfsd {
         idx: usize,
@@ -152,6 +158,11 @@ impl Rig {
                 let port = daemon.port();
                 self.daemons.push((Role::Coordinator { port }, daemon));
                 return;
+            }
+            Role::CoordinatorCandidate { host } => {
+                let args: [&std::ffi::OsStr; 4] =
+                    ["--host".as_ref(), host.as_ref(), "--lease-ms".as_ref(), "1000".as_ref()];
+                self.cluster.spawn("coordinator", &bin("coordinator"), &args)
             }
             Role::Mxfsd { idx } => {
                 let port = self.mxfsd_ports.get(idx).copied().unwrap_or(0);
@@ -547,7 +558,129 @@ fn worker_record(path: &Path) -> Vec<(u64, u64, String)> {
         .collect()
 }
 
+/// The coordinator's points that only a leading master candidate reaches.
+const COORDINATOR_CANDIDATE_POINTS: [&str; 1] = ["coordinator.acknowledged_before_own_fsync"];
+
+/// The coordinator's points: on master candidates for [`COORDINATOR_CANDIDATE_POINTS`], else
+/// one coordinator.
 fn coordinator_workload(point: &'static str, power_loss: bool) {
+    if COORDINATOR_CANDIDATE_POINTS.contains(&point) {
+        coordinator_candidates_workload(point, power_loss)
+    } else {
+        single_coordinator_workload(point, power_loss)
+    }
+}
+
+/// `coordctl submit` of an empty task; its id once acknowledged.
+fn coordctl_submit(rig: &mut Rig) -> Option<u64> {
+    let mut command = rig.command("coordctl");
+    command.args(["submit", "--file", "/dev/null"]);
+    let output = rig.run_all(vec![command]).remove(0);
+    output.status.success().then(|| stdout(&output).trim().parse().expect("a task id"))
+}
+
+/// Two `coordctl work` processes that record what they were acknowledged, run until idle
+/// (restarting crashed daemons meanwhile); the records' paths.
+fn coordctl_workers(rig: &mut Rig) -> Vec<PathBuf> {
+    let records: Vec<PathBuf> = (0..2).map(|w| rig.dir().join(format!("worker{w}.rec"))).collect();
+    let workers = records
+        .iter()
+        .enumerate()
+        .map(|(w, record)| {
+            let mut command = rig.command("coordctl");
+            command.args(["work", "--worker", &format!("w{w}"), "--idle", "3", "--retry-secs", "60"]);
+            command.arg("--record").arg(record);
+            command
+        })
+        .collect();
+    for output in rig.run_all(workers) {
+        assert_success(&output, "coordctl work");
+    }
+    records
+}
+
+/// Every submission in `submitted` is COMPLETED, and no outcome in the workers' `records`
+/// was acknowledged twice or differs from what the coordinator serves.
+fn coordinator_check(rig: &Rig, submitted: &BTreeSet<u64>, records: &[PathBuf]) {
+    let (point, power_loss) = (rig.point, rig.power_loss);
+    let mut acknowledged: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    for path in records {
+        for (task, lease, state) in worker_record(path) {
+            assert!(
+                acknowledged.insert(task, (lease, state)).is_none(),
+                "{point}: task {task} acknowledged twice"
+            );
+        }
+    }
+    for task in submitted {
+        let output = rig.probe("coordctl").args(["status", &task.to_string()]).output().expect("coordctl");
+        assert_success(&output, &format!("{point}: status of acknowledged task {task}"));
+        let text = stdout(&output);
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(fields.get(3), Some(&"COMPLETED"), "{point} (power loss: {power_loss}): {text}");
+        if let Some((lease, state)) = acknowledged.get(task) {
+            assert_eq!(
+                (fields[5], fields[3]),
+                (lease.to_string().as_str(), state.as_str()),
+                "{point}: {text}"
+            );
+        }
+    }
+}
+
+/// Three coordinator candidates on h1–h3 (h0's sbatchd issues the credentials). The
+/// leader's flushes are slowed (`FsyncFault::slow`), so its followers' acknowledgements
+/// commit each submission before its own fsync ends: submissions one at a time until the
+/// point fires in the leader (and the harness restarts it), a few more, then workers. Every
+/// acknowledged submission ends COMPLETED, each outcome acknowledged once.
+fn coordinator_candidates_workload(point: &'static str, power_loss: bool) {
+    let mut rig = candidates_rig(&["coordinator"], point, power_loss);
+    let Some(fault) = FsyncFault::install(&mut rig.cluster, "coordinator") else { return };
+    let port = util::fixed_port();
+    rig.cluster.rewrite_lsf_conf("LAVA_COORD_PORT", &port.to_string());
+    rig.cluster.rewrite_lsf_conf("LAVA_COORD_REPL_PORT", &util::fixed_port().to_string());
+    rig.start(Role::Sbatchd);
+    for (host, _) in CANDIDATES {
+        rig.start(Role::CoordinatorCandidate { host });
+    }
+    let leader = rig.wait("a coordinator candidate to lead", |_| {
+        CANDIDATES.iter().find_map(|(host, ip)| {
+            let addr: std::net::SocketAddr = format!("{ip}:{port}").parse().expect("an address");
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok().map(|_| *host)
+        })
+    });
+    let leader_pid = rig
+        .daemons
+        .iter()
+        .find(|(role, _)| *role == Role::CoordinatorCandidate { host: leader })
+        .expect("the leader runs")
+        .1
+        .pid();
+    fault.slow(leader_pid, Duration::from_millis(300));
+    let mut submitted = BTreeSet::new();
+    rig.arm();
+    for _ in 0..50 {
+        let task = coordctl_submit(&mut rig);
+        // The submission the leader crashed after is acknowledged all the same (its answer
+        // was written before the crash; a retry under the same id gets the same task).
+        assert!(task.is_some() || rig.fired == 0, "{point}: the submission it crashed after failed");
+        submitted.extend(task);
+        if rig.fired > 0 {
+            break;
+        }
+    }
+    rig.disarm();
+    fault.heal(leader_pid);
+    assert!(rig.fired > 0, "{point} (power loss: {power_loss}) was never reached by the workload");
+    eprintln!("{point}: reached after {} submissions", submitted.len());
+    for _ in 0..workload_size() * 2 {
+        submitted.extend(coordctl_submit(&mut rig));
+    }
+    let records = coordctl_workers(&mut rig);
+    coordinator_check(&rig, &submitted, &records);
+}
+
+fn single_coordinator_workload(point: &'static str, power_loss: bool) {
     let mut rig = Rig::new(&["localhost"], &["coordinator"], point, power_loss);
     rig.start(Role::Sbatchd);
     rig.start(Role::Coordinator { port: 0 });
@@ -569,20 +702,7 @@ fn coordinator_workload(point: &'static str, power_loss: bool) {
         .collect();
 
     rig.arm();
-    let records: Vec<PathBuf> = (0..2).map(|w| rig.dir().join(format!("worker{w}.rec"))).collect();
-    let workers = records
-        .iter()
-        .enumerate()
-        .map(|(w, record)| {
-            let mut command = rig.command("coordctl");
-            command.args(["work", "--worker", &format!("w{w}"), "--idle", "3", "--retry-secs", "60"]);
-            command.arg("--record").arg(record);
-            command
-        })
-        .collect();
-    for output in rig.run_all(workers) {
-        assert_success(&output, "coordctl work");
-    }
+    let records = coordctl_workers(&mut rig);
     rig.disarm();
     assert!(rig.fired > 0, "{point} (power loss: {power_loss}) was never reached by the workload");
 
@@ -592,29 +712,7 @@ fn coordinator_workload(point: &'static str, power_loss: bool) {
     let (role, mut daemon) = rig.daemons.remove(idx);
     assert!(daemon.terminate().success(), "the coordinator stops cleanly");
     rig.start(role);
-    let mut acknowledged: BTreeMap<u64, (u64, String)> = BTreeMap::new();
-    for path in &records {
-        for (task, lease, state) in worker_record(path) {
-            assert!(
-                acknowledged.insert(task, (lease, state)).is_none(),
-                "{point}: task {task} acknowledged twice"
-            );
-        }
-    }
-    for task in &submitted {
-        let output = rig.probe("coordctl").args(["status", &task.to_string()]).output().expect("coordctl");
-        assert_success(&output, &format!("{point}: status of acknowledged task {task}"));
-        let text = stdout(&output);
-        let fields: Vec<&str> = text.split_whitespace().collect();
-        assert_eq!(fields.get(3), Some(&"COMPLETED"), "{point} (power loss: {power_loss}): {text}");
-        if let Some((lease, state)) = acknowledged.get(task) {
-            assert_eq!(
-                (fields[5], fields[3]),
-                (lease.to_string().as_str(), state.as_str()),
-                "{point}: {text}"
-            );
-        }
-    }
+    coordinator_check(&rig, &submitted, &records);
 }
 
 #[test]

@@ -1,8 +1,9 @@
-//! A failing disk for the real daemons (docs/operations.md, "A failed fsync"): a small
-//! `LD_PRELOAD` library, built here with `cc` (the C compiler every Rust toolchain links
-//! with), whose `fdatasync` and `fsync` fail with EIO for a process while the file
-//! `<trigger>.<its pid>` exists, and are the C library's otherwise. Without `cc` the test
-//! says why it is skipped.
+//! A failing or slow disk for the real daemons (docs/operations.md, "A failed fsync"): a
+//! small `LD_PRELOAD` library, built here with `cc` (the C compiler every Rust toolchain
+//! links with), whose `fdatasync` and `fsync` act on the file `<trigger>.<pid>` of the
+//! calling process while it exists: empty, they fail with EIO; holding `slow MS`, they take
+//! MS milliseconds longer and then flush. Without the file they are the C library's.
+//! Without `cc` the test says why it is skipped.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,12 +18,23 @@ const SOURCE: &str = r#"
 #include <stdlib.h>
 #include <unistd.h>
 
+/* 1: fail with EIO; 0: flush, after sleeping while the trigger says `slow MS`. */
 static int failing(void) {
     const char *trigger = getenv("LAVA_TEST_FAIL_FSYNC_WHILE");
-    char path[4096];
+    char path[4096], text[64] = {0};
+    long ms;
+    FILE *file;
     if (trigger == NULL) return 0;
     snprintf(path, sizeof path, "%s.%ld", trigger, (long)getpid());
-    return access(path, F_OK) == 0;
+    file = fopen(path, "r");
+    if (file == NULL) return 0;
+    fread(text, 1, sizeof text - 1, file);
+    fclose(file);
+    if (sscanf(text, "slow %ld", &ms) == 1) {
+        usleep((useconds_t)ms * 1000);
+        return 0;
+    }
+    return 1;
 }
 
 int fdatasync(int fd) {
@@ -78,7 +90,12 @@ impl FsyncFault {
         std::fs::write(self.path(pid), b"").expect("create the trigger");
     }
 
-    /// Flushes of process `pid` succeed again.
+    /// From now on every flush of process `pid` takes `delay` longer, then flushes.
+    pub fn slow(&self, pid: u32, delay: std::time::Duration) {
+        std::fs::write(self.path(pid), format!("slow {}", delay.as_millis())).expect("create the trigger");
+    }
+
+    /// Flushes of process `pid` succeed again, at their own speed.
     pub fn heal(&self, pid: u32) {
         let _gone = std::fs::remove_file(self.path(pid));
     }

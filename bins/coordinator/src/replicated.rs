@@ -217,6 +217,7 @@ pub async fn serve(
         counters,
         snapshot_every: args.snapshot_events.max(1),
         restart: false,
+        released_unsynced: None,
     };
     let result = loop {
         let outcome: Result<(), ShellError> = tokio::select! {
@@ -269,6 +270,10 @@ pub async fn serve(
                 Ok(())
             }
         };
+        // The writers of the answers released last turn have run (the loop awaited since).
+        if shell.released_unsynced.take().is_some_and(|index| index > machine.replica().durable_index()) {
+            lava_crash::point!("coordinator.acknowledged_before_own_fsync");
+        }
         let outcome = match outcome {
             Ok(()) => {
                 shell
@@ -359,6 +364,10 @@ struct Shell {
     snapshot_every: u64,
     /// The leadership ended: start again once this drain is carried out.
     restart: bool,
+    /// The newest entry an answer released last turn rests on, if this candidate's own
+    /// records of it were not yet durable then (the crash point
+    /// `coordinator.acknowledged_before_own_fsync`, docs/crash-points.md).
+    released_unsynced: Option<u64>,
 }
 
 impl Shell {
@@ -457,7 +466,17 @@ impl Shell {
                         *snapshot_index = index;
                     }
                     Step::Applied { .. } => {}
-                    Step::Release { answer, .. } => answer.send(),
+                    Step::Release { answer, after } => {
+                        // Committed by the followers' acknowledgements, perhaps before this
+                        // candidate's own records of it are durable: noted for the crash point
+                        // of the next turn, once the answer's writer has run.
+                        if let Some(gate) =
+                            after.filter(|gate| gate.index > machine.replica().durable_index())
+                        {
+                            self.released_unsynced = self.released_unsynced.max(Some(gate.index));
+                        }
+                        answer.send();
+                    }
                     Step::NotDone(mut answer) => {
                         answer.reply = Reply::Error(wire::ErrorReply {
                             code: wire::ERR_TRY_AGAIN,

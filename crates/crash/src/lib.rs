@@ -122,6 +122,10 @@ pub const POINTS: &[Point] = &[
         boundary: "an answer has been written to a client's connection",
     },
     Point {
+        name: "coordinator.acknowledged_before_own_fsync",
+        boundary: "a leading coordinator candidate released an answer on its followers' acknowledgements and its loop has turned since (the answer's writer has run); its own records of that entry are not yet known durable",
+    },
+    Point {
         name: "mxfsd.epoch_durable",
         boundary: "a new epoch is durable in the epoch file; no peer or client has been told",
     },
