@@ -389,7 +389,8 @@ fn pending_jobs_can_be_held_released_and_killed() {
 
 // Goal: identity comes from the kernel, not from the client: a job submitted
 // by `nobody` runs as uid 65534, and `nobody` may not kill root's job (LSF's
-// permission message, non-zero exit), while root may kill nobody's.
+// permission message, non-zero exit), while root may kill nobody's, and the job
+// then ends with LSF's TERM_ADMIN where root's own killed job has TERM_OWNER.
 #[test]
 fn jobs_run_as_their_submitter_and_only_owners_may_signal() {
     let batch = Batch::start();
@@ -412,6 +413,29 @@ fn jobs_run_as_their_submitter_and_only_owners_may_signal() {
     assert_eq!(batch.status(mine), "RUN");
     batch.run("bkill", &[&mine.to_string()]);
     batch.wait_status(mine, "EXIT");
+
+    // root killing nobody's job is an administrator's kill (LSF's TERM_ADMIN), its own
+    // job's the owner's (TERM_OWNER), in `bjobs -o`, `bhist -l` and `bacct -l` alike.
+    let theirs = submitted_id(&batch.run_as_nobody("bsub", &["-o", "/dev/null", "sleep", "300"]));
+    batch.wait_status(theirs, "RUN");
+    batch.run("bkill", &[&theirs.to_string()]);
+    batch.wait_status(theirs, "EXIT");
+    for (job, reason) in [
+        (theirs, "TERM_ADMIN: job killed by root or LSF administrator"),
+        (mine, "TERM_OWNER: job killed by owner"),
+    ] {
+        let out = batch.run("bjobs", &["-a", "-noheader", "-o", "exit_reason", &job.to_string()]);
+        assert_eq!(text(&out).trim(), reason, "bjobs of job {job}");
+        // The long forms wrap their lines: compared without white space.
+        let squeezed = |text: &str| text.split_whitespace().collect::<String>();
+        let out = batch.run("bhist", &["-l", &job.to_string()]);
+        assert!(squeezed(&text(&out)).contains(&squeezed(reason)), "bhist of job {job}: {}", text(&out));
+        let want = squeezed(&format!("Completed <exit>; {reason}."));
+        wait_until(&format!("job {job} in bacct with {reason}"), JOB_TIMEOUT, || {
+            let out = batch.run("bacct", &["-l", "-u", "all", &job.to_string()]);
+            squeezed(&text(&out)).contains(&want).then_some(())
+        });
+    }
 }
 
 // Goal: kill -9 of mbatchd in the middle of a 500-job workload loses no

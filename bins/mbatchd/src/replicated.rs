@@ -112,7 +112,7 @@ pub(crate) fn seed(
     let log = crate::journal::open(from)?;
     let recovered = crate::journal::recover(&log, config)?;
     let state = recovered.mbd.snapshot();
-    let data = crate::codec::encode(&state);
+    let data = crate::codec::encode_snapshot_state(&state);
     drop(log);
     lava_shell::startup::create_private_dir(&setting.dir, "create the candidate's folder")?;
     let (mut replica, found, _report) =
@@ -523,7 +523,7 @@ impl<M> Replicated<M> {
             }
             Err(error) => return Err(error),
         }
-        self.machine.app_mut().snapshot = crate::codec::encode(&mbd.snapshot());
+        self.machine.app_mut().snapshot = crate::codec::encode_snapshot_state(&mbd.snapshot());
         let Some(compaction) = self.machine.compact() else { return Ok(()) };
         self.machine.app_mut().snapshot = Vec::new();
         let tail =

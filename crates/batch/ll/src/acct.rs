@@ -21,7 +21,7 @@
 //! | | jStatus, hostFactor, jobName, command | 64 DONE / 32 EXIT; 1.0 |
 //! | | lsfRusage (19): ru_utime, ru_stime, ru_maxrss, ru_ixrss, ru_ismrss, ru_idrss, ru_isrss, ru_minflt, ru_majflt, ru_nswap, ru_inblock, ru_oublock, ru_ioch, ru_msgsnd, ru_msgrcv, ru_nsignals, ru_nvcsw, ru_nivcsw, ru_exutime | the shepherd's user and system time (s) and max RSS (KB); -1 for the rest, and for all of them when the job never ran |
 //! | | mailUser, projectName, exitStatus, maxNumProcessors, loginShell, timeEvent, idx, maxRMem, maxRSwap, inFileSpool, commandSpool | exitStatus: the raw wait status; maxRMem: max RSS (KB); maxRSwap 0 |
-//! | | rsvId, sla, exceptMask, additionalInfo, exitInfo, warningAction, warningTimePeriod, chargedSAAP, licenseProject, app, postExecCmd, runtimeEstimation, jgroup, userGroup, options2, requeueEValues, lastResizeTime, jobDescription, notifyCmd | exitInfo: LSF's termination reason of an EXIT ([`TermReason`]: 14 `TERM_OWNER` for a `bkill`, 8 and 9 for `bkill -r`, 5 and 16 for the run and memory limits), 0 for a job that ended on its own; the others `""`, 0, `-1` as LSF 10.1 writes them for a job that uses none; lastResizeTime: the start time, as LSF writes it |
+//! | | rsvId, sla, exceptMask, additionalInfo, exitInfo, warningAction, warningTimePeriod, chargedSAAP, licenseProject, app, postExecCmd, runtimeEstimation, jgroup, userGroup, options2, requeueEValues, lastResizeTime, jobDescription, notifyCmd | exitInfo: LSF's termination reason of an EXIT ([`TermReason`]: 14 `TERM_OWNER` for a `bkill` by the job's owner, 15 `TERM_ADMIN` by root or an administrator, 8 and 9 for `bkill -r`, 5 and 16 for the run and memory limits), 0 for a job that ended on its own; the others `""`, 0, `-1` as LSF 10.1 writes them for a job that uses none; lastResizeTime: the start time, as LSF writes it |
 //! | | submitEXT (count, then key/value pairs), numHostRusage, options3, runLimit, avgMem, effectiveResReq | 0 pairs, 0, 0, `-W` (s, 0 for none), 0, `-R` |
 //! | | srcCluster, srcJobId, dstCluster, dstJobId, forwardTime, flow_id, acJobWaitTime, totalProvisionTime, outdir, runTime, subcwd | runTime: end − start (s) |
 //! | | num_network, affinity, serial_job_energy, cpi, gips, gbs, gflops, numAllocSlots, allocSlots..., ineligiblePendTime, indexRangeCnt, requeueTime, numGPURusages | 0, `""`, 0.000000, 0.00 ×4, slots and their hosts, -1, 0, 0, 0 |
@@ -225,15 +225,18 @@ pub const TERM_FORCE_ADMIN: TermReason = TermReason {
     value: 9,
     text: "TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup",
 };
-/// A job killed with `bkill`.
+/// A job killed with `bkill` by its owner.
 pub const TERM_OWNER: TermReason = TermReason { value: 14, text: "TERM_OWNER: job killed by owner" };
+/// A job killed with `bkill` by root or an administrator.
+pub const TERM_ADMIN: TermReason =
+    TermReason { value: 15, text: "TERM_ADMIN: job killed by root or LSF administrator" };
 /// A job killed over its memory limit (`bsub -M`).
 pub const TERM_MEMLIMIT: TermReason =
     TermReason { value: 16, text: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit" };
 
 /// The termination reasons LavaCore gives.
-const TERM_REASONS: [TermReason; 5] =
-    [TERM_RUNLIMIT, TERM_FORCE_OWNER, TERM_FORCE_ADMIN, TERM_OWNER, TERM_MEMLIMIT];
+const TERM_REASONS: [TermReason; 6] =
+    [TERM_RUNLIMIT, TERM_FORCE_OWNER, TERM_FORCE_ADMIN, TERM_OWNER, TERM_ADMIN, TERM_MEMLIMIT];
 
 impl TermReason {
     /// The reason of a job that ended EXIT with sbatchd's finish reason `finish_reason`
@@ -244,6 +247,7 @@ impl TermReason {
             lava_batch_wire::FINISH_FORCE_OWNER => TERM_FORCE_OWNER,
             lava_batch_wire::FINISH_FORCE_ADMIN => TERM_FORCE_ADMIN,
             lava_batch_wire::FINISH_KILLED => TERM_OWNER,
+            lava_batch_wire::FINISH_KILLED_ADMIN => TERM_ADMIN,
             lava_batch_wire::FINISH_MEM_LIMIT => TERM_MEMLIMIT,
             _ => return None,
         })
@@ -557,6 +561,7 @@ mod tests {
             (lava_batch_wire::FINISH_RUN_LIMIT, 5),
             (lava_batch_wire::FINISH_FORCE_OWNER, 8),
             (lava_batch_wire::FINISH_FORCE_ADMIN, 9),
+            (lava_batch_wire::FINISH_KILLED_ADMIN, 15),
             (lava_batch_wire::FINISH_MEM_LIMIT, 16),
         ] {
             assert_eq!(TermReason::of_finish(finish).map(|r| r.value), Some(value), "finish reason {finish}");

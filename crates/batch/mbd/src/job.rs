@@ -182,6 +182,13 @@ pub struct Job {
     /// `MbdSnapshot::requeue_kills`).
     #[serde(skip)]
     pub(crate) requeue_hold: Option<bool>,
+    /// Set by the newest kill of this unfinished job (a JOB_SIGNAL that terminates) when
+    /// someone other than its owner asked for it, root or an administrator: a run that
+    /// ends killed then ends with LSF's TERM_ADMIN instead of TERM_OWNER
+    /// ([`Job::kill_finish_reason`]). Not in the job's own encoding, as `requeue_hold`: a
+    /// snapshot lists it beside the jobs (`MbdSnapshot::admin_kills`).
+    #[serde(skip)]
+    pub(crate) killed_by_admin: bool,
 }
 
 impl Job {
@@ -235,6 +242,7 @@ impl Job {
             order_key: None,
             pre_exec_failures: 0,
             requeue_hold: None,
+            killed_by_admin: false,
         }
     }
 
@@ -493,6 +501,7 @@ impl Job {
         self.finish = None;
         self.pending_signals.clear();
         self.requeue_hold = None;
+        self.killed_by_admin = false;
         self.order_key = Some(r.order_key);
         if let Some(request_id) = r.request_id {
             // Kept with the signal requests (`Job::signal_request_ids`); the
@@ -521,6 +530,7 @@ impl Job {
         self.status_time_ms = r.time_ms;
         self.finish = Some(Box::new(r.finish.clone()));
         self.requeue_hold = None;
+        self.killed_by_admin = false;
         self.pending_signals.clear();
         self.env = Arc::new(Vec::new());
         Ok(())
@@ -570,8 +580,10 @@ impl Job {
         }
         self.signal_seq = r.signal_seq;
         if kind == SignalKind::Terminate {
-            // The newest kill decides whether the run's end requeues the job.
+            // The newest kill decides whether the run's end requeues the job, and whom
+            // LSF's termination reason names.
             self.requeue_hold = r.requeue_hold;
+            self.killed_by_admin = r.requester_uid != self.user_id;
         }
         if let Some(request_id) = r.request_id {
             self.signal_request_ids.entry(request_id).or_insert(last_submission);
@@ -630,6 +642,7 @@ impl Job {
         if to.is_finished() {
             self.finish = r.finish.clone().map(Box::new);
             self.requeue_hold = None;
+            self.killed_by_admin = false;
             // A finished job is never dispatched again, and nothing shows its
             // environment: most of its memory goes (see `Job`).
             self.env = Arc::new(Vec::new());
@@ -718,6 +731,9 @@ impl Job {
         if self.requeue_hold.is_some() && !self.status.is_started() {
             return fail("marked for requeue while not started");
         }
+        if self.killed_by_admin && self.status.is_finished() {
+            return fail("finished with a kill still marked as an administrator's");
+        }
         if self.status.is_finished() && !self.pending_signals.is_empty() {
             return fail("finished with unanswered signals");
         }
@@ -737,6 +753,12 @@ impl Job {
             return fail("more than one unanswered STOP/CONT");
         }
         Ok(())
+    }
+
+    /// The finish reason of a run that ended killed on request (sbatchd's
+    /// `wire::FINISH_KILLED`), or of this pending job's kill: whom its newest kill names.
+    pub(crate) fn kill_finish_reason(&self) -> u32 {
+        if self.killed_by_admin { wire::FINISH_KILLED_ADMIN } else { wire::FINISH_KILLED }
     }
 
     /// The reason `bjobs -l` shows: for pending and suspended jobs, and LSF's

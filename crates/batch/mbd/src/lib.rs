@@ -194,7 +194,7 @@ pub use pipeline::REFUSAL_REASON_BYTES_MAX;
 pub use query::QUERY_REPLY_BYTES_MAX;
 pub use queues::ClusterCounts;
 pub use replay::{IgnoredEvent, IgnoredWhy, Replayed};
-pub use state::{MbdSnapshot, REQUEST_ID_RETENTION_MS, RequeueKill, RetiredRequest};
+pub use state::{MbdSnapshot, MbdSnapshotFormat1, REQUEST_ID_RETENTION_MS, RequeueKill, RetiredRequest};
 pub use submit::DISK_FULL_MESSAGE;
 
 use lava_batch_ll::JobRef;

@@ -265,9 +265,14 @@ impl Mbd {
         // and a later NEW_JOB_REPLY for it only gets an ACK.
         let status = if msg.wait_status == 0 { JobStatus::Done } else { JobStatus::Exit };
         let end_time_ms = if msg.end_time > 0 { s_to_ms(msg.end_time) } else { step.now_ms };
+        // sbatchd reports every kill on request alike; this side knows who asked.
+        let finish_reason = match msg.finish_reason {
+            wire::FINISH_KILLED => job.kill_finish_reason(),
+            reason => reason,
+        };
         let finish = FinishRecord {
             wait_status: msg.wait_status,
-            finish_reason: msg.finish_reason,
+            finish_reason,
             end_time_ms,
             rusage: msg.rusage,
             pid: msg.pid,

@@ -31,7 +31,7 @@ use lava_batch_wire as wire;
 use crate::effect::ClientReply;
 use crate::event::{Event, FinishRecord, JobSigactRecord, JobSignalRecord, JobStatusRecord};
 use crate::input::{Caller, ClientId};
-use crate::job::SignalKind;
+use crate::job::{Job, SignalKind};
 use crate::machine::{Mbd, Step};
 use crate::pipeline::Target;
 
@@ -170,17 +170,17 @@ impl Mbd {
         Outcome::Accepted
     }
 
-    /// JOB_STATUS EXIT of a pending job killed by `signal`.
-    pub(crate) fn killed_while_pending(&self, job: JobRef, signal: i32, now_ms: u64) -> JobStatusRecord {
+    /// JOB_STATUS EXIT of pending job `job` killed by `signal`.
+    pub(crate) fn killed_while_pending(job: &Job, signal: i32, now_ms: u64) -> JobStatusRecord {
         let finish = FinishRecord {
             wait_status: signal & 0x7f,
-            finish_reason: wire::FINISH_KILLED,
+            finish_reason: job.kill_finish_reason(),
             end_time_ms: now_ms,
             rusage: wire::ResourceUsage::default(),
             pid: 0,
         };
         JobStatusRecord {
-            job,
+            job: job.job,
             status: JobStatus::Exit,
             reason: String::new(),
             time_ms: now_ms,
@@ -243,7 +243,7 @@ impl Mbd {
         let Some(intent) = job.pending_follow_up() else { return };
         let record = match SignalKind::of(intent.action) {
             Some(SignalKind::Terminate) => {
-                self.killed_while_pending(job.job, SignalKind::kill_signal(intent.action), step.now_ms)
+                Self::killed_while_pending(job, SignalKind::kill_signal(intent.action), step.now_ms)
             }
             Some(SignalKind::Suspend) => status_change(job.job, JobStatus::Psusp, step.now_ms),
             _ => status_change(job.job, JobStatus::Pend, step.now_ms),

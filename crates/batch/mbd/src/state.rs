@@ -74,6 +74,40 @@ pub struct MbdSnapshot {
     /// that one again on load. Jobs submitted from one shell carry the same environment,
     /// often kilobytes, so a snapshot of many pending jobs holds it once per run of them.
     pub env_as_previous: Vec<JobRef>,
+    /// The unfinished jobs, in job order, whose newest kill root or an administrator
+    /// asked for (kept here rather than in each job's encoding, see `Job`).
+    pub admin_kills: Vec<JobRef>,
+}
+
+/// A snapshot as record format 1 wrote it (before [`MbdSnapshot::admin_kills`]): the same
+/// fields, in the same order, without that one. mbatchd's codec reads files of that format
+/// with it; it loads as a snapshot with no administrator's kill.
+#[derive(Debug, Deserialize)]
+pub struct MbdSnapshotFormat1 {
+    last_job_id: u32,
+    last_submission: u64,
+    #[serde(deserialize_with = "decode_shared")]
+    #[allow(clippy::vec_box, reason = "each job boxed as the store keeps it (MbdSnapshot::jobs)")]
+    jobs: Vec<Box<Job>>,
+    retired_requests: Vec<RetiredRequest>,
+    control: ControlSnapshot,
+    requeue_kills: Vec<RequeueKill>,
+    env_as_previous: Vec<JobRef>,
+}
+
+impl From<MbdSnapshotFormat1> for MbdSnapshot {
+    fn from(old: MbdSnapshotFormat1) -> MbdSnapshot {
+        MbdSnapshot {
+            last_job_id: old.last_job_id,
+            last_submission: old.last_submission,
+            jobs: old.jobs,
+            retired_requests: old.retired_requests,
+            control: old.control,
+            requeue_kills: old.requeue_kills,
+            env_as_previous: old.env_as_previous,
+            admin_kills: Vec::new(),
+        }
+    }
 }
 
 /// A started job whose run a `brequeue` kill will requeue (JOB_SIGNAL `requeue_hold`).
@@ -473,6 +507,16 @@ impl Store {
                 }
             }
         }
+        for id in snapshot.admin_kills {
+            match store.live.get_mut(&id) {
+                Some(job) if !job.killed_by_admin => job.killed_by_admin = true,
+                _ => {
+                    return Err(MbdError::Snapshot(format!(
+                        "administrator's kill of job {id}, not an unfinished job once"
+                    )));
+                }
+            }
+        }
         for retired in snapshot.retired_requests {
             let request_id = retired.request_id;
             store.retired_by_time.insert((retired.cleaned_ms, request_id));
@@ -488,11 +532,14 @@ impl Store {
     }
 
     pub(crate) fn snapshot(&self) -> MbdSnapshot {
-        // A requeue kill is listed beside the jobs (`requeue_kills`), not in them.
+        // A requeue kill and an administrator's kill are listed beside the jobs
+        // (`requeue_kills`, `admin_kills`), not in them.
         let mut jobs: Vec<(JobRef, Box<Job>)> = self
             .live
             .iter()
-            .map(|(id, job)| (*id, Box::new(Job { requeue_hold: None, ..job.as_ref().clone() })))
+            .map(|(id, job)| {
+                (*id, Box::new(Job { requeue_hold: None, killed_by_admin: false, ..job.as_ref().clone() }))
+            })
             .collect();
         jobs.extend(self.finished.iter().map(|(id, frozen)| (*id, Box::new(frozen.thaw()))));
         jobs.sort_unstable_by_key(|(id, _)| *id);
@@ -522,6 +569,7 @@ impl Store {
                 .iter()
                 .filter_map(|(id, job)| job.requeue_hold.map(|hold| RequeueKill { job: *id, hold }))
                 .collect(),
+            admin_kills: self.live.iter().filter(|(_, job)| job.killed_by_admin).map(|(id, _)| *id).collect(),
         }
     }
 

@@ -535,6 +535,10 @@ pub const FINISH_FORCE_ADMIN: u32 = 6;
 /// `LOCAL_MAX_PREEXEC_RETRY_ACTION=EXIT` (mbatchd's records and `bjobs`; sbatchd reports a
 /// pre-execution failure as a refusal, [`REFUSE_PRE_EXEC_BASE`]).
 pub const FINISH_PRE_EXEC: u32 = 7;
+/// The job was killed on request (`bkill`) of root or an administrator, not of its owner
+/// (LSF's TERM_ADMIN): mbatchd's records and `bjobs` only; sbatchd reports such a kill as
+/// [`FINISH_KILLED`], and mbatchd, which knows who asked, records this instead.
+pub const FINISH_KILLED_ADMIN: u32 = 8;
 
 /// A signal action, as `bkill`/`bstop`/`bresume` request it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -427,3 +427,42 @@ fn signal_intents_are_resent_until_answered() {
     h.check(registered("hostA", 2), vec![send("hostA", register_ack())]);
     assert_eq!(h.infos(&[1])[0].status, JobStatus::Run.bits());
 }
+
+// Goal: LSF's termination reason names who killed the job: a kill its owner asked for
+// ends it TERM_OWNER (`FINISH_KILLED`), one root or an administrator asked for TERM_ADMIN
+// (`FINISH_KILLED_ADMIN`), whether mbatchd ends the pending job itself or sbatchd reports
+// the run killed (sbatchd says `FINISH_KILLED` whoever asked); the newest kill decides;
+// a snapshot between the kill and the finish keeps who asked (`admin_kills`).
+#[test]
+fn a_kill_by_root_or_an_administrator_ends_the_job_term_admin() {
+    let mut h = Harness::new();
+    h.step(submit(1, 1, "alice", request()));
+    h.step(submit(2, 2, "alice", request()));
+    h.step(signal(3, 3, "alice", &[1], SignalAction::Terminate));
+    h.step(signal(4, 4, "admin", &[2], SignalAction::Terminate));
+    let reasons: Vec<u32> = h.infos(&[1, 2]).iter().map(|info| info.finish_reason).collect();
+    assert_eq!(reasons, [wire::FINISH_KILLED, wire::FINISH_KILLED_ADMIN]);
+    let exit_info =
+        |h: &Harness, id| h.mbd.job(jref(id)).expect("held").acct_record().expect("finished").exit_info;
+    assert_eq!((exit_info(&h, 1), exit_info(&h, 2)), (14, 15));
+
+    h.step(registered("hostA", 2));
+    h.step(submit(5, 5, "alice", request()));
+    h.step(submit(6, 6, "alice", request()));
+    h.step(started("hostA", 3, 77));
+    h.step(started("hostA", 4, 78));
+    h.step(signal(7, 7, "root", &[3], SignalAction::Terminate));
+    h.step(signal(8, 8, "root", &[4], SignalAction::Terminate));
+    h.step(signal(9, 9, "alice", &[4], SignalAction::Terminate));
+    let snapshot = xdr_round_trip(&h.mbd.snapshot());
+    assert_eq!(snapshot.admin_kills, [jref(3)]);
+    h.mbd = crate::Mbd::from_snapshot(config(), snapshot).expect("the snapshot loads");
+    for (id, pid) in [(3, 77), (4, 78)] {
+        let msg = wire::JobFinish { finish_reason: wire::FINISH_KILLED, ..finish_msg(id, pid, 2) };
+        h.step(Input::JobFinish { host: host("hostA"), msg });
+    }
+    let reasons: Vec<u32> = h.infos(&[3, 4]).iter().map(|info| info.finish_reason).collect();
+    assert_eq!(reasons, [wire::FINISH_KILLED_ADMIN, wire::FINISH_KILLED]);
+    assert_eq!((exit_info(&h, 3), exit_info(&h, 4)), (15, 14));
+    assert!(h.mbd.snapshot().admin_kills.is_empty(), "only unfinished jobs are listed");
+}
