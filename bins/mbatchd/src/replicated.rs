@@ -54,7 +54,7 @@ use std::time::Duration;
 use lava_mbd::{Event, Mbd, MbdConfig, Replayed};
 use lava_net::{Authenticator, system_now_ms};
 use lava_replog::Config;
-use lava_replog::machine::{Application, Machine, Step};
+use lava_replog::machine::{Application, HandOverPolicy, Machine, Step};
 use lava_shell::replication::{Link, LinkConfig, ReplicaLog};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
@@ -217,11 +217,8 @@ pub(crate) struct Replicated<M> {
     derived_synced: Option<Instant>,
     /// A compaction found the disk full: none is tried before this.
     compact_retry_at: Option<Instant>,
-    /// The leadership hand-over of a full leader ([`Replicated::hand_over_if_full`]): when it
-    /// may be tried next, and the term in which it was asked for during this stretch of a
-    /// full disk.
-    hand_over_at: Option<Instant>,
-    handed_over_in: Option<u64>,
+    /// The leadership hand-over of a full leader ([`Replicated::hand_over_if_full`]).
+    hand_over: HandOverPolicy,
 }
 
 impl<M> std::fmt::Debug for Replicated<M> {
@@ -291,8 +288,7 @@ impl<M> Replicated<M> {
             no_leader_since: Some(Instant::now()),
             derived_synced: None,
             compact_retry_at: None,
-            hand_over_at: None,
-            handed_over_in: None,
+            hand_over: HandOverPolicy::default(),
         };
         let mut mbd = Mbd::new(config)?;
         replicated.apply_ops(&mut mbd, false)?;
@@ -554,29 +550,13 @@ impl<M> Replicated<M> {
     /// A leader whose disk is full (`full`: its replica log waits for room, or its file
     /// system fell below the reserve) hands the leadership to a caught-up follower, so that
     /// two healthy candidates serve new jobs instead of a leader that refuses them
-    /// (docs/failover.md, "A full disk on a candidate"). Tried once a second while this
-    /// candidate leads in the term it first tried in (a transfer raft gave up on is asked
-    /// for again); once elected again during the same stretch of a full disk it keeps the
-    /// leadership, so full candidates never hand it back and forth for good. lava-replog
+    /// (docs/failover.md, "A full disk on a candidate"), when lava-replog's
+    /// [`HandOverPolicy`] says so (the simulation's shell follows the same policy). lava-replog
     /// hands over only when the caught-up followers can elect one without this candidate's
     /// vote.
     pub(crate) fn hand_over_if_full(&mut self, full: bool) {
-        if !full {
-            self.handed_over_in = None;
-            return;
-        }
-        let now = Instant::now();
-        let term = self.machine.view().term;
-        if !self.machine.is_serving()
-            || self.handed_over_in.is_some_and(|asked| asked != term)
-            || self.hand_over_at.is_some_and(|at| now < at)
-        {
-            return;
-        }
-        self.hand_over_at = Some(now + lava_shell::replication::NO_SPACE_RETRY);
-        if let Some(to) = self.machine.hand_over()
-            && self.handed_over_in.replace(term).is_none()
-        {
+        let now_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(to) = self.hand_over.turn(&mut self.machine, full, now_ms) {
             tracing::warn!(
                 to = self.name_of(to).unwrap_or("?"),
                 "the event log's disk is full: the leadership goes to a caught-up candidate"

@@ -285,9 +285,27 @@ impl Replica {
         })
     }
 
-    /// One tick of the caller's clock (the shell's 100 ms timer).
+    /// One tick of the caller's clock (the shell's 100 ms timer). A replica that is not
+    /// the leader counts no election time while [`Replica::behind_own_snapshot`].
     pub fn tick(&mut self) {
+        if self.behind_own_snapshot() && self.node.raft.state != StateRole::Leader {
+            return;
+        }
         self.node.tick();
+    }
+
+    /// Whether this replica's store holds a snapshot beyond what raft-rs counts applied: a
+    /// snapshot installed from the leader, or one the application took, whose records are
+    /// not yet known durable (raft-rs counts applied only what is durable here; a full disk
+    /// keeps it so for as long as it lasts). raft-rs reads the entries after its applied
+    /// index from the store when it campaigns (for configuration changes), finds them
+    /// compacted and stops the process. So until the records are durable this replica does
+    /// not campaign: its election timer stands still and a leader's transfer to it
+    /// (`MsgTimeoutNow`) is dropped. A candidate that cannot write its log has no business
+    /// leading anyway; the others elect one of them. Found by the replicated mbatchd's
+    /// simulation with full disks.
+    fn behind_own_snapshot(&self) -> bool {
+        self.node.raft.raft_log.applied < self.node.store().snapshot_index()
     }
 
     /// Asks the candidates to confirm this leader (raft's read index, a heartbeat round):
@@ -321,6 +339,11 @@ impl Replica {
             protobuf::Message::parse_from_bytes(bytes).map_err(|e| BadMessage::Undecodable(e.to_string()))?;
         if message.from == 0 || message.from > self.config.candidates || message.to != self.config.id {
             return Err(BadMessage::Misaddressed { from: message.from, to: message.to });
+        }
+        if message.get_msg_type() == raft::eraftpb::MessageType::MsgTimeoutNow && self.behind_own_snapshot() {
+            // See `behind_own_snapshot`: the leader gives up the transfer after an election
+            // timeout and goes on leading.
+            return Ok(());
         }
         // raft-rs refuses only local message types arriving from outside; drop them too.
         self.node.step(message).map_err(|e| BadMessage::Undecodable(e.to_string()))

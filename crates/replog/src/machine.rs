@@ -129,6 +129,51 @@ struct Held<M> {
     answer: M,
 }
 
+/// How often a full leader asks again for the transfer raft gave up on (as often as the
+/// shells try a full disk again).
+pub const HAND_OVER_RETRY_MS: u64 = 1_000;
+
+/// When a leader whose disk is full hands its leadership over (docs/failover.md, "A full
+/// disk on a candidate"): the one policy of mbatchd's shell and of the simulation's. While
+/// full it asks ([`Machine::hand_over`]) at once and then every [`HAND_OVER_RETRY_MS`], as
+/// long as it leads in the term it first asked in; elected again during the same stretch
+/// of a full disk it keeps the leadership, so full candidates never hand it back and forth
+/// for good. A disk with room again ends the stretch. A process starts with a new policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandOverPolicy {
+    /// The term of this stretch's first transfer asked for.
+    asked_in: Option<u64>,
+    /// No transfer is asked for before this time (the caller's monotonic ms).
+    next_at_ms: u64,
+}
+
+impl HandOverPolicy {
+    /// One turn of the shell with its disk `full` at `now_ms` (any monotonic clock in ms):
+    /// maybe asks `machine` to hand over (drain next). Returns the candidate asked for, the
+    /// first time in this stretch only (for the shell to say so once).
+    pub fn turn<A: Application, M>(
+        &mut self,
+        machine: &mut Machine<A, M>,
+        full: bool,
+        now_ms: u64,
+    ) -> Option<ReplicaId> {
+        if !full {
+            self.asked_in = None;
+            return None;
+        }
+        let term = machine.view().term;
+        if !machine.is_serving()
+            || self.asked_in.is_some_and(|asked| asked != term)
+            || now_ms < self.next_at_ms
+        {
+            return None;
+        }
+        self.next_at_ms = now_ms + HAND_OVER_RETRY_MS;
+        let to = machine.hand_over()?;
+        self.asked_in.replace(term).is_none().then_some(to)
+    }
+}
+
 /// The replicated state machine of one candidate.
 pub struct Machine<A, M> {
     replica: Replica,
@@ -315,7 +360,7 @@ impl<A: Application, M> Machine<A, M> {
     pub fn drain(&mut self) -> Vec<Step<M>> {
         let mut steps = std::mem::take(&mut self.out);
         if self.broken {
-            self.abandon(&mut steps);
+            self.refused(&mut steps);
         }
         if !self.read_sent {
             self.read_sent = true;
@@ -406,8 +451,30 @@ impl<A: Application, M> Machine<A, M> {
         if !self.pending.is_empty() || self.broken {
             self.pending.clear();
             self.broken = false;
-            self.rebuild();
+            self.rebuild(self.applied);
         }
+    }
+
+    /// A proposal was refused after the application applied its event. A candidate that
+    /// still leads the term of its outstanding proposals (raft-rs refuses proposals while
+    /// it hands the leadership over) keeps them: they are in its log and commit as it
+    /// leads, and some may be committed already by its followers while its own disk lags
+    /// (a full one holds them back for as long as it lasts). So the state is rebuilt
+    /// through them, without the refused events, and they stay outstanding; the answers
+    /// held are "not done" all the same (their clients retry and meet the state that holds
+    /// them). Rebuilt through the applied index only, this leader would serve from a state
+    /// lacking entries its followers committed, and log their events a second time
+    /// (found by the replicated mbatchd's simulation with full disks: a job's DONE twice).
+    /// Otherwise, as [`Machine::abandon`].
+    fn refused(&mut self, steps: &mut Vec<Step<M>>) {
+        let view = self.replica.view();
+        if !(view.is_leader && self.leading == Some(view.term)) {
+            return self.abandon(steps);
+        }
+        self.not_done_all(steps);
+        self.broken = false;
+        let through = self.pending.back().map_or(self.applied, |placed| placed.index);
+        self.rebuild(through);
     }
 
     fn not_done_all(&mut self, steps: &mut Vec<Step<M>>) {
@@ -415,10 +482,10 @@ impl<A: Application, M> Machine<A, M> {
         self.confirmed.clear();
     }
 
-    /// The application's state from the newest snapshot and the committed entries after
-    /// it, through the applied index (the replica holds them: it forgets only what a
-    /// snapshot of this machine covers).
-    fn rebuild(&mut self) {
+    /// The application's state from the newest snapshot and the entries after it through
+    /// `through`: the applied index, or a leader's last outstanding proposal (the replica
+    /// holds them: it forgets only what a snapshot of this machine covers).
+    fn rebuild(&mut self, through: u64) {
         // The replica's snapshot is the application's newest (kept once, there).
         let base = match self.replica.snapshot() {
             Some((index, data)) => {
@@ -430,10 +497,10 @@ impl<A: Application, M> Machine<A, M> {
                 0
             }
         };
-        for index in base + 1..=self.applied {
+        for index in base + 1..=through {
             match self.replica.entry_at(index) {
                 Some(data) => self.apply_to_app(index, &data),
-                None => unreachable!("committed entry {index} after the snapshot at {base} is in the log"),
+                None => unreachable!("entry {index} after the snapshot at {base} is in the log"),
             }
         }
     }

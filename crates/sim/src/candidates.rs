@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lava_replog::machine::{Application, Machine, Step};
+use lava_replog::machine::{Application, HandOverPolicy, Machine, Step};
 use lava_replog::record::Record;
 use lava_replog::{Config, Placed, ReplicaId};
 
@@ -57,6 +57,10 @@ pub enum ReplEv {
     Synced { c: usize, incarnation: u64 },
     /// The network among candidates is cut anew.
     FaultPartition,
+    /// A random candidate's disk fills up.
+    FaultDiskFull,
+    /// Candidate `c`'s disk has room again.
+    DiskFreed(usize),
 }
 
 /// One master candidate: its process (the machine) and its disk.
@@ -75,6 +79,14 @@ pub struct Candidate<A, M, P> {
     pub paused: bool,
     /// Frames that arrived while paused, in arrival order.
     pub inbox: Vec<P>,
+    /// The disk is full: nothing is written until it has room again (`unsynced` then holds
+    /// what waits, none of it on the disk), as lava-shell's `ReplicaLog` waits for room.
+    pub disk_full: bool,
+    /// A snapshot that waits for room, and how many `unsynced` writes came before it
+    /// (nothing after it is written before it is).
+    waiting_snapshot: Option<(usize, (u64, u64, Vec<u8>))>,
+    /// The running process's hand-over of a full leadership (the mbatchd world's shell).
+    pub hand_over: HandOverPolicy,
     /// The applied index whose state was last compared.
     dumped: u64,
 }
@@ -98,6 +110,8 @@ pub struct ReplParams {
     /// The candidates' `log_bytes_floor` (lava-replog's `Config`): small ones make the
     /// coordinator's snapshots by weight happen (the mbatchd world snapshots at random).
     pub log_bytes_floor: u64,
+    /// Mean time between windows in which a random candidate's disk is full, ms.
+    pub disk_full_mean_ms: Option<u64>,
 }
 
 impl ReplParams {
@@ -114,6 +128,7 @@ impl ReplParams {
             drop_p: *rng.pick(&[0.0, 0.02, 0.1, 0.3]),
             duplicate_p: *rng.pick(&[0.0, 0.02, 0.1]),
             log_bytes_floor: *rng.pick(&[lava_replog::LOG_BYTES_FLOOR, 4096, 512]),
+            disk_full_mean_ms: sometimes(rng, 0.4, 3_000, 20_000),
         }
     }
 }
@@ -145,6 +160,10 @@ pub struct Group<A, M, P> {
     /// Answers a leader released before its own records were durable (its followers'
     /// acknowledgements made the majority).
     pub released_before_own_fsync: u64,
+    /// Windows of a full disk.
+    pub disk_fulls: u64,
+    /// Transfers a full leader asked for (the mbatchd world's shell).
+    pub hand_overs: u64,
 }
 
 impl<A: Application, M, P> Group<A, M, P> {
@@ -159,6 +178,9 @@ impl<A: Application, M, P> Group<A, M, P> {
                 snapshot: None,
                 paused: false,
                 inbox: Vec::new(),
+                disk_full: false,
+                waiting_snapshot: None,
+                hand_over: HandOverPolicy::default(),
                 dumped: u64::MAX,
             })
             .collect();
@@ -173,6 +195,8 @@ impl<A: Application, M, P> Group<A, M, P> {
             checked_leaders: BTreeSet::new(),
             params,
             released_before_own_fsync: 0,
+            disk_fulls: 0,
+            hand_overs: 0,
         }
     }
 
@@ -345,7 +369,9 @@ pub fn carry_out<S: CandidateShell + ?Sized>(
                 let cand = &mut shell.group_mut().cands[c];
                 cand.unsynced.push((ticket, records));
                 let leading = cand.machine.as_ref().is_some_and(|m| m.view().is_leader);
-                if leading {
+                if cand.disk_full {
+                    // Waits for room, whoever writes it (`ReplEv::DiskFreed`).
+                } else if leading {
                     let incarnation = cand.incarnation;
                     let delay = shell.rng().range(0, 3);
                     shell.schedule(delay, ReplEv::Synced { c, incarnation });
@@ -355,6 +381,13 @@ pub fn carry_out<S: CandidateShell + ?Sized>(
             }
             Step::Send { to, message } => send(shell, c, (to - 1) as usize, message),
             Step::KeepSnapshot { index, term, data } => {
+                let cand = &mut shell.group_mut().cands[c];
+                if cand.disk_full {
+                    // It waits for room, and every write after it waits behind it.
+                    let before = cand.waiting_snapshot.as_ref().map_or(cand.unsynced.len(), |(at, _)| *at);
+                    cand.waiting_snapshot = Some((before, (index, term, data)));
+                    continue;
+                }
                 // Keeping a snapshot makes everything written before it durable.
                 sync(shell, c);
                 let now = shell.now_ms();
@@ -387,10 +420,18 @@ pub fn carry_out<S: CandidateShell + ?Sized>(
     carried
 }
 
-/// What candidate `c` wrote is durable now, and its machine hears so (at the next drain's
-/// start: the caller drains).
+/// What candidate `c` wrote is durable now (nothing while its disk is full), a snapshot
+/// that waited for room kept, and its machine hears so (at the next drain's start: the
+/// caller drains).
 pub fn sync<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     let cand = &mut shell.group_mut().cands[c];
+    if cand.disk_full {
+        return;
+    }
+    if let Some((_, snapshot)) = cand.waiting_snapshot.take() {
+        // Its records before and after it are all written now: the order does not matter.
+        cand.snapshot = Some(snapshot);
+    }
     let Some(&(ticket, _)) = cand.unsynced.last() else { return };
     for (_, records) in std::mem::take(&mut cand.unsynced) {
         cand.records.extend(records);
@@ -438,7 +479,9 @@ pub fn maybe_compact<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
 
 /// A snapshot of candidate `c`, when its machine allows one (see [`maybe_compact`]).
 pub fn compact<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
-    if shell.group().cands[c].machine.is_none() {
+    // None on a full disk: the daemons make it and write it once there is room, which
+    // lava-shell's own seeded test covers (tests/replica_full_disk.rs); here it waits.
+    if shell.group().cands[c].machine.is_none() || shell.group().cands[c].disk_full {
         return;
     }
     // The snapshot is kept after every record written (the daemons' logs are in order).
@@ -496,6 +539,10 @@ pub fn boot<S: CandidateShell + ?Sized>(shell: &mut S) {
         let delay = shell.rng().exponential_ms(mean);
         shell.schedule(delay, ReplEv::FaultPartition);
     }
+    if let Some(mean) = params.disk_full_mean_ms {
+        let delay = shell.rng().exponential_ms(mean);
+        shell.schedule(delay, ReplEv::FaultDiskFull);
+    }
 }
 
 /// The events of the candidates.
@@ -540,7 +587,11 @@ pub fn event<S: CandidateShell + ?Sized>(shell: &mut S, ev: ReplEv) {
         ReplEv::Resume(c) => resume(shell, c),
         ReplEv::Synced { c, incarnation } => {
             let cand = &shell.group().cands[c];
-            if cand.incarnation != incarnation || cand.machine.is_none() || cand.unsynced.is_empty() {
+            if cand.incarnation != incarnation
+                || cand.machine.is_none()
+                || cand.disk_full
+                || (cand.unsynced.is_empty() && cand.waiting_snapshot.is_none())
+            {
                 return;
             }
             if cand.paused {
@@ -585,6 +636,44 @@ pub fn event<S: CandidateShell + ?Sized>(shell: &mut S, ev: ReplEv) {
                 shell.schedule(delay, ReplEv::FaultPartition);
             }
         }
+        ReplEv::FaultDiskFull => {
+            if shell.healing() {
+                return;
+            }
+            shell.trace().mix(35);
+            let c = shell.rng().index(CANDIDATES);
+            let cand = &shell.group().cands[c];
+            // A paused process hears of its earlier writes' fsync later: no window then.
+            if !cand.disk_full && !cand.paused {
+                // What was written before the disk filled is on it; nothing is after.
+                sync(shell, c);
+                let duration = shell.rng().range(500, 10_000);
+                shell.trace().line(now, || format!("candidate {}: disk full for {duration} ms", c + 1));
+                let group = shell.group_mut();
+                group.cands[c].disk_full = true;
+                group.disk_fulls += 1;
+                shell.schedule(duration, ReplEv::DiskFreed(c));
+                if shell.group().is_up(c) {
+                    shell.drain(c);
+                }
+            }
+            if let Some(mean) = shell.group().params.disk_full_mean_ms {
+                let delay = shell.rng().exponential_ms(mean);
+                shell.schedule(delay, ReplEv::FaultDiskFull);
+            }
+        }
+        ReplEv::DiskFreed(c) => {
+            if !shell.group().cands[c].disk_full {
+                return;
+            }
+            shell.trace().mix(36);
+            let cand = &mut shell.group_mut().cands[c];
+            cand.disk_full = false;
+            let incarnation = cand.incarnation;
+            shell.trace().line(now, || format!("candidate {}: disk has room again", c + 1));
+            // What waited is written now, and the process hears so when it runs.
+            shell.schedule(0, ReplEv::Synced { c, incarnation });
+        }
     }
 }
 
@@ -610,6 +699,7 @@ pub fn heal<S: CandidateShell + ?Sized>(shell: &mut S) {
     group.params.drop_p = 0.0;
     group.params.duplicate_p = 0.0;
     for c in 0..CANDIDATES {
+        event(shell, ReplEv::DiskFreed(c));
         resume(shell, c);
         if !shell.group().is_up(c) {
             shell.schedule(0, ReplEv::Restart(c));
@@ -621,9 +711,15 @@ pub fn heal<S: CandidateShell + ?Sized>(shell: &mut S) {
 pub fn crash<S: CandidateShell + ?Sized>(shell: &mut S, c: usize, when: &str) {
     let now = shell.now_ms();
     shell.trace().line(now, || format!("candidate {}: CRASH {when}", c + 1));
-    // Power lost too: of what was written and not yet durable, a prefix survives.
-    let unsynced: Vec<Record> = std::mem::take(&mut shell.group_mut().cands[c].unsynced)
+    // Power lost too: of what was written and not yet durable, a prefix survives; nothing
+    // of what waits for room, nor what waits behind a snapshot that does.
+    let cand = &mut shell.group_mut().cands[c];
+    let written =
+        if cand.disk_full { 0 } else { cand.waiting_snapshot.take().map_or(usize::MAX, |(at, _)| at) };
+    cand.waiting_snapshot = None;
+    let unsynced: Vec<Record> = std::mem::take(&mut cand.unsynced)
         .into_iter()
+        .take(written)
         .flat_map(|(_, records)| records)
         .collect();
     let keep = shell.rng().range(0, unsynced.len() as u64) as usize;
@@ -651,12 +747,17 @@ pub fn start<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     let app = shell.new_app();
     let log_bytes_floor = shell.group().params.log_bytes_floor;
     // A running candidate stops cleanly first: its writes end, and it keeps the commit index
-    // it knows, as the daemons do (lava-replog's `commit_record`).
+    // it knows, as the daemons do (lava-replog's `commit_record`); on a full disk what
+    // waited for room is lost with the process, and no commit record is written.
     sync(shell, c);
     let cand = &mut shell.group_mut().cands[c];
-    if let Some(machine) = &cand.machine {
+    if cand.disk_full {
+        cand.unsynced.clear();
+        cand.waiting_snapshot = None;
+    } else if let Some(machine) = &cand.machine {
         cand.records.push(machine.replica().commit_record());
     }
+    cand.hand_over = HandOverPolicy::default();
     cand.incarnation += 1;
     cand.dumped = u64::MAX;
     let config = Config { log_bytes_floor, ..Config::new(c as u64 + 1, CANDIDATES as u64) };

@@ -134,8 +134,11 @@
 //! and partitions of the candidates on top of the faults above (module `replicated`,
 //! docs/failover.md, "How it is tested"; `tests/replicated.rs`, `LAVA_SIM_REPL_SEED=N`).
 //! Its disk is the candidates' replica records (a `Persist` in progress keeps a prefix of
-//! them at a crash) instead of `lsb.events`; the disk-full windows are left to the single
-//! mbatchd.
+//! them at a crash) instead of `lsb.events`. A candidate's disk fills up now and then: while
+//! it is full nothing of its is written (its `Persist`s and a snapshot from the leader wait,
+//! its own compactions are put off), and a full leader hands its leadership over as
+//! mbatchd's shell does (lava-replog's `HandOverPolicy`); the logic is not told
+//! (`Input::DiskFull`, which the single mbatchd's windows cover).
 //!
 //! # The replicated coordinator
 //! [`run_coordinator`] plays the coordinator replicated among three master candidates
@@ -274,6 +277,7 @@ pub fn run_replicated(seed: u64, options: &Options) -> Outcome {
     let trace_hash = world.run();
     assert!(world.is_done(), "seed {seed}: the event queue ran dry before the final checks");
     world.stats.n_released_before_own_fsync = world.released_before_own_fsync();
+    (world.stats.n_disk_fulls, world.stats.n_hand_overs) = world.full_disks();
     Outcome { seed, trace_hash, stats: world.stats.clone() }
 }
 

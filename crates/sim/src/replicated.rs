@@ -177,6 +177,12 @@ impl World {
         self.repl().group.released_before_own_fsync
     }
 
+    /// Windows of a full disk, and the transfers full leaders asked for, over the run.
+    pub(crate) fn full_disks(&self) -> (u64, u64) {
+        let group = &self.repl().group;
+        (group.disk_fulls, group.hand_overs)
+    }
+
     fn repl(&self) -> &Repl {
         self.repl.as_deref().expect("a replicated run")
     }
@@ -498,6 +504,17 @@ impl CandidateShell for World {
     }
 
     fn ticked(&mut self, c: usize) {
+        // As mbatchd's shell at each turn: a leader whose disk is full hands over.
+        let now = self.now_ms;
+        let group = &mut self.repl_mut().group;
+        let cand = &mut group.cands[c];
+        let full = cand.disk_full;
+        if let Some(machine) = cand.machine.as_mut()
+            && let Some(to) = cand.hand_over.turn(machine, full, now)
+        {
+            group.hand_overs += 1;
+            self.trace.line(now, || format!("candidate {}: disk full, hands its leadership to {to}", c + 1));
+        }
         CandidateShell::drain(self, c);
     }
 

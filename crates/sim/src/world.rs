@@ -205,6 +205,10 @@ pub struct Stats {
     pub n_deposed: u64,
     /// Replicated runs: answers a leader released before its own fsync ended.
     pub n_released_before_own_fsync: u64,
+    /// Replicated runs: windows of a full disk on a candidate.
+    pub n_disk_fulls: u64,
+    /// Replicated runs: transfers a full leader asked for.
+    pub n_hand_overs: u64,
     /// Virtual time at the end, ms since the start.
     pub end_ms: u64,
 }
