@@ -63,6 +63,9 @@ pub enum ReplEv {
     DiskFreed(usize),
 }
 
+/// A snapshot of the application's state as a disk keeps it: index, term, bytes.
+pub type KeptSnapshot = (u64, u64, Vec<u8>);
+
 /// One master candidate: its process (the machine) and its disk.
 pub struct Candidate<A, M, P> {
     /// The machine while the process runs.
@@ -74,7 +77,7 @@ pub struct Candidate<A, M, P> {
     /// Records written and not yet durable, with their `Persist`'s ticket, oldest first.
     pub unsynced: Vec<(u64, Vec<Record>)>,
     /// The newest durable snapshot of the application's state (index, term, bytes).
-    pub snapshot: Option<(u64, u64, Vec<u8>)>,
+    pub snapshot: Option<KeptSnapshot>,
     /// Stalled: no tick, frames wait in `inbox`.
     pub paused: bool,
     /// Frames that arrived while paused, in arrival order.
@@ -84,7 +87,7 @@ pub struct Candidate<A, M, P> {
     pub disk_full: bool,
     /// A snapshot that waits for room, and how many `unsynced` writes came before it
     /// (nothing after it is written before it is).
-    waiting_snapshot: Option<(usize, (u64, u64, Vec<u8>))>,
+    waiting_snapshot: Option<(usize, KeptSnapshot)>,
     /// The running process's hand-over of a full leadership (the mbatchd world's shell).
     pub hand_over: HandOverPolicy,
     /// The applied index whose state was last compared.
@@ -245,7 +248,7 @@ impl<A: Application, M, P> Group<A, M, P> {
             match &c.machine {
                 Some(m) => {
                     out += &format!(
-                        "  candidate {}: {:?} serving {} applied {} outstanding {} held {} paused {}{}\n",
+                        "  candidate {}: {:?} serving {} applied {} outstanding {} held {} paused {} durable {} unsynced {} disk full {}{}\n",
                         k + 1,
                         m.view(),
                         m.is_serving(),
@@ -253,6 +256,9 @@ impl<A: Application, M, P> Group<A, M, P> {
                         m.outstanding(),
                         m.held(),
                         c.paused,
+                        m.replica().durable_index(),
+                        c.unsynced.len(),
+                        c.disk_full,
                         extra(k)
                     )
                 }
