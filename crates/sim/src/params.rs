@@ -86,7 +86,7 @@ impl Params {
             rng.chance(p).then(|| rng.range(mean_low, mean_high))
         };
         let level = |rng: &mut Rng, levels: &[f64]| *rng.pick(levels);
-        Params {
+        let mut params = Params {
             n_hosts,
             host_slots,
             host_cpus,
@@ -115,6 +115,13 @@ impl Params {
             client_retry_ms: rng.range(500, 5_000),
             disk_full_mean_ms: sometimes(rng, 0.3, 3_000, 30_000),
             pre_exec_fail_p: level(rng, &[0.0, 0.05, 0.2]),
-        }
+        };
+        // A command waits at least a round trip of the network's longest delays for its
+        // answer, as the real ones do (seconds): one that gave up sooner would almost never
+        // hear an answer, and its run would crawl (seed 103,174 of the replicated runs: a
+        // 524 ms wait against frames delayed up to 1.5 s each way took 20 to 40 s a command
+        // and did not finish within the check's 15 minutes).
+        params.client_retry_ms = params.client_retry_ms.max(2 * params.delay_max_ms + 1);
+        params
     }
 }
