@@ -465,7 +465,8 @@ impl<A: Application, M> Machine<A, M> {
     /// them). Rebuilt through the applied index only, this leader would serve from a state
     /// lacking entries its followers committed, and log their events a second time
     /// (found by the replicated mbatchd's simulation with full disks: a job's DONE twice).
-    /// Otherwise, as [`Machine::abandon`].
+    /// raft-rs refuses from the moment the shell asks for the transfer, between steps, so
+    /// the proposals kept are whole steps. Otherwise, as [`Machine::abandon`].
     fn refused(&mut self, steps: &mut Vec<Step<M>>) {
         let view = self.replica.view();
         if !(view.is_leader && self.leading == Some(view.term)) {
@@ -567,7 +568,18 @@ mod tests {
     /// Delivers every message among the candidates not cut off until quiet; returns the
     /// released and not-done answers of each.
     fn settle(ms: &mut M3, cut: &[u64]) -> Vec<(u64, Step<&'static str>)> {
+        settle_lagging(ms, cut, &[]).0
+    }
+
+    /// [`settle`], the persists of the candidates in `lagging` never reported durable (a
+    /// full disk); also the last ticket it kept from being reported.
+    fn settle_lagging(
+        ms: &mut M3,
+        cut: &[u64],
+        lagging: &[u64],
+    ) -> (Vec<(u64, Step<&'static str>)>, Option<u64>) {
         let mut seen = Vec::new();
+        let mut withheld = None;
         for _ in 0..50 {
             let mut mail = Vec::new();
             // A persist reported durable lets held messages out in the next drain.
@@ -585,9 +597,13 @@ mod tests {
                         _ => {}
                     }
                 }
-                if let Some(ticket) = durable {
-                    m.persisted(ticket);
-                    persisted = true;
+                match durable {
+                    Some(ticket) if lagging.contains(&(k as u64 + 1)) => withheld = Some(ticket),
+                    Some(ticket) => {
+                        m.persisted(ticket);
+                        persisted = true;
+                    }
+                    None => {}
                 }
             }
             if mail.is_empty() && !persisted {
@@ -599,7 +615,7 @@ mod tests {
                 }
             }
         }
-        seen
+        (seen, withheld)
     }
 
     fn tick_all(ms: &mut M3, cut: &[u64], ticks: usize) -> Vec<(u64, Step<&'static str>)> {
@@ -793,6 +809,79 @@ mod tests {
         let seen = tick_all(&mut ms, &[1], 40);
         assert!(!seen.iter().any(|s| matches!(s, (1, Step::Release { .. }))), "{seen:?}");
         assert!(seen.contains(&(1, Step::NotDone("bjobs"))), "{seen:?}");
+    }
+
+    #[test]
+    fn a_refused_leader_keeps_the_entries_its_followers_committed_while_its_disk_lagged() {
+        // Goal: a leader whose own disk holds its entries back (full) while its followers
+        // commit them, and which then has a proposal refused (it is handing its leadership
+        // over), serves from a state that holds those entries, without the refused one, and
+        // applies none of them twice once its disk catches up. Before, the state went back
+        // to the applied entries alone: the leader served without what was committed.
+        let mut ms = three();
+        tick_all(&mut ms, &[], 12);
+        assert!(ms[0].is_serving());
+        for v in [1u8, 2] {
+            ms[0].app_mut().0.push(v);
+            ms[0].propose(vec![v]).expect("leader");
+        }
+        ms[0].hold("one and two");
+        let (seen, withheld) = settle_lagging(&mut ms, &[], &[1]);
+        assert!(
+            seen.iter().any(|s| matches!(s, (1, Step::Release { answer: "one and two", .. }))),
+            "{seen:?}"
+        );
+        assert_eq!(ms[0].applied(), ms[0].view().commit - 2, "committed by the followers, not applied here");
+        assert_eq!(ms[0].hand_over(), Some(2));
+        ms[0].app_mut().0.push(3);
+        assert!(ms[0].propose(vec![3]).is_err(), "refused while handing over");
+        ms[0].hold("three");
+        let steps = ms[0].drain();
+        assert!(steps.iter().any(|s| matches!(s, Step::NotDone("three"))), "{steps:?}");
+        assert_eq!(ms[0].app().0, vec![1, 2], "the committed entries, not the refused one");
+        assert_eq!(ms[0].outstanding(), 2);
+        // The transfer never reaches candidate 2; the leader's disk has room again.
+        ms[0].persisted(withheld.expect("the leader's records waited"));
+        settle(&mut ms, &[2, 3]);
+        assert_eq!((ms[0].app().0.clone(), ms[0].outstanding()), (vec![1, 2], 0), "each applied once");
+    }
+
+    #[test]
+    fn a_candidate_behind_its_own_snapshot_does_not_campaign() {
+        // Goal: a follower that took a leader's snapshot its full disk cannot make durable
+        // does not campaign when the leader goes (raft-rs would read the entries after its
+        // applied index, find them compacted and stop the process), and does once the
+        // snapshot is durable.
+        let mut ms = three();
+        tick_all(&mut ms, &[], 12);
+        assert!(ms[0].is_serving());
+        for v in 1..=3u8 {
+            ms[0].app_mut().0.push(v);
+            ms[0].propose(vec![v]).expect("leader");
+        }
+        tick_all(&mut ms, &[3], 2);
+        ms[0].compact().expect("caught up");
+        let mut withheld = None;
+        for _ in 0..5 {
+            for m in &mut ms {
+                m.tick();
+            }
+            withheld = settle_lagging(&mut ms, &[], &[3]).1.or(withheld);
+        }
+        assert_eq!(ms[2].app().0, vec![1, 2, 3], "candidate 3 took the leader's snapshot");
+        // The leader and candidate 2 are gone; candidate 3's election time would run out.
+        // A campaign (pre-vote) shows as requests sent to both.
+        let requests = |m: &mut Machine<List, &'static str>| {
+            let mut sent = 0;
+            for _ in 0..60 {
+                m.tick();
+                sent += m.drain().iter().filter(|s| matches!(s, Step::Send { .. })).count();
+            }
+            sent
+        };
+        assert_eq!(requests(&mut ms[2]), 0, "no campaign while behind its snapshot");
+        ms[2].persisted(withheld.expect("candidate 3's records waited"));
+        assert!(requests(&mut ms[2]) > 0, "a campaign once durable");
     }
 
     #[test]
