@@ -136,9 +136,10 @@
 //! Its disk is the candidates' replica records (a `Persist` in progress keeps a prefix of
 //! them at a crash) instead of `lsb.events`. A candidate's disk fills up now and then: while
 //! it is full nothing of its is written (its `Persist`s and a snapshot from the leader wait,
-//! its own compactions are put off), and a full leader hands its leadership over as
-//! mbatchd's shell does (lava-replog's `HandOverPolicy`); the logic is not told
-//! (`Input::DiskFull`, which the single mbatchd's windows cover).
+//! its own compactions are put off), a full leader hands its leadership over as mbatchd's
+//! shell does (lava-replog's `HandOverPolicy`), and a serving candidate's logic is told
+//! (`Input::DiskFull`, on its timer and after `Start` at `Lead`): it refuses new jobs while
+//! full.
 //!
 //! # The replicated coordinator
 //! [`run_coordinator`] plays the coordinator replicated among three master candidates

@@ -44,7 +44,7 @@ use lava_batch_ll::HostName;
 use lava_batch_wire as wire;
 use lava_mbd::{ClientReply, Effect, Event, Input, Mbd, MbdConfig};
 use lava_replog::ReplicaId;
-use lava_replog::machine::Application;
+use lava_replog::machine::{Application, Machine};
 
 use crate::candidates::{self, CANDIDATES, CandidateShell, Group, ReplEv, ReplParams};
 use crate::codec::{self, FromSbd};
@@ -110,6 +110,9 @@ pub struct Repl {
     /// The candidate each sbatchd tries, and each command.
     pub sbd_target: Vec<usize>,
     pub client_target: Vec<usize>,
+    /// Whether each candidate's serving logic was last told its disk is full
+    /// (`Input::DiskFull`), as mbatchd's shell tells it.
+    told_full: Vec<bool>,
     config: MbdConfig,
 }
 
@@ -167,6 +170,7 @@ impl World {
             registered: vec![BTreeMap::new(); CANDIDATES],
             sbd_target,
             client_target,
+            told_full: vec![false; CANDIDATES],
             config: world.mbd_config.clone(),
         }));
         world
@@ -378,6 +382,18 @@ impl World {
         CandidateShell::drain(self, c);
     }
 
+    /// A serving candidate's logic hears that its disk filled or has room again (new jobs
+    /// are refused while it is full), as mbatchd's shell tells it on its timer.
+    fn tell_disk_full(&mut self, c: usize) {
+        let cand = &self.repl().group.cands[c];
+        let full = cand.disk_full;
+        if !cand.machine.as_ref().is_some_and(Machine::is_serving) || self.repl().told_full[c] == full {
+            return;
+        }
+        self.repl_mut().told_full[c] = full;
+        self.repl_step(c, Input::DiskFull { full });
+    }
+
     /// An answer released by candidate `c`: to the sbatchd connection registered with it,
     /// or to the command.
     fn repl_send_answer(&mut self, c: usize, answer: Outgoing) {
@@ -496,6 +512,9 @@ impl CandidateShell for World {
         candidates::check(self, c);
         if carried.lead {
             self.repl_step(c, Input::Start);
+            // As mbatchd at `Lead`: after Start, a full disk is said.
+            self.repl_mut().told_full[c] = false;
+            self.tell_disk_full(c);
             return;
         }
         if !self.healing || self.rng.chance(0.5) {
@@ -504,6 +523,7 @@ impl CandidateShell for World {
     }
 
     fn ticked(&mut self, c: usize) {
+        self.tell_disk_full(c);
         // As mbatchd's shell at each turn: a leader whose disk is full hands over.
         let now = self.now_ms;
         let group = &mut self.repl_mut().group;
