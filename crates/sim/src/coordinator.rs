@@ -225,6 +225,8 @@ pub struct CoordStats {
     pub n_deposed: u64,
     /// Answers a leader released before its own fsync ended.
     pub n_released_before_own_fsync: u64,
+    /// Windows of a full disk on a candidate.
+    pub n_disk_fulls: u64,
     /// Leaderships begun.
     pub n_leads: u64,
     /// Answers "not done".
@@ -489,6 +491,11 @@ impl CoordWorld {
     /// Answers a leader released before its own fsync ended, over the run.
     pub(crate) fn released_before_own_fsync(&self) -> u64 {
         self.group.released_before_own_fsync
+    }
+
+    /// Windows of a full disk on a candidate, over the run.
+    pub(crate) fn disk_fulls(&self) -> u64 {
+        self.group.disk_fulls
     }
 
     /// The world of `seed`, before its first event.

@@ -147,7 +147,9 @@
 //! `bins/coordinator/src/replicated.rs` does, submitters that retry SUBMIT_TASK_ONCE under
 //! one id across failovers and pull workers that take tasks under leases, complete them or
 //! die holding them (module `coordinator`, docs/failover.md, "The replicated coordinator
-//! simulation"; `tests/replicated_coordinator.rs`, `LAVA_SIM_COORD_SEED=N`). The candidates'
+//! simulation"; `tests/replicated_coordinator.rs`, `LAVA_SIM_COORD_SEED=N`). Its candidates'
+//! disks fill up as the replicated mbatchd's do; a full coordinator leader neither hands
+//! over nor refuses anything, as the daemon. The candidates'
 //! part of both replicated runs — disks, machines, faults, drains and the checks that hold
 //! for any application — is module `candidates`.
 //!
@@ -320,6 +322,7 @@ pub fn run_coordinator(seed: u64, options: &Options) -> CoordOutcome {
     let trace_hash = world.run();
     assert!(world.is_done(), "seed {seed}: the event queue ran dry before the final checks");
     world.stats.n_released_before_own_fsync = world.released_before_own_fsync();
+    world.stats.n_disk_fulls = world.disk_fulls();
     CoordOutcome { seed, trace_hash, stats: world.stats.clone() }
 }
 

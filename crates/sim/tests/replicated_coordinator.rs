@@ -19,6 +19,7 @@ fn add(total: &mut CoordStats, one: &CoordStats) {
     total.n_crashes += one.n_crashes;
     total.n_deposed += one.n_deposed;
     total.n_released_before_own_fsync += one.n_released_before_own_fsync;
+    total.n_disk_fulls += one.n_disk_fulls;
     total.n_leads += one.n_leads;
     total.n_not_done += one.n_not_done;
     total.n_expired += one.n_expired;
@@ -42,7 +43,7 @@ fn replicated_coordinator_seeds() {
         add(&mut t, &outcome.stats);
     }
     eprintln!(
-        "lava-sim replicated coordinator: {}: {} tasks, {} leases expired, {} candidate crashes, {} leaderships, {} deposed leaders restarted, {} answers released before the leader's own fsync, {} answers not done, {} repeated submissions, {} snapshots ({} by weight)",
+        "lava-sim replicated coordinator: {}: {} tasks, {} leases expired, {} candidate crashes, {} leaderships, {} deposed leaders restarted, {} answers released before the leader's own fsync, {} answers not done, {} repeated submissions, {} snapshots ({} by weight), {} full disks",
         runs.summary(),
         t.n_tasks,
         t.n_expired,
@@ -53,7 +54,8 @@ fn replicated_coordinator_seeds() {
         t.n_not_done,
         t.n_repeated,
         t.n_snapshots,
-        t.n_snapshots_by_weight
+        t.n_snapshots_by_weight,
+        t.n_disk_fulls
     );
     // The runs must have done something: tasks, failovers, expiries, leaders that lost
     // proposals, submissions answered from an earlier attempt, answers released on the
@@ -69,6 +71,7 @@ fn replicated_coordinator_seeds() {
         );
         assert!(t.n_snapshots_by_weight > 0, "no snapshot was ever due by weight in {n_run} seeds");
         assert!(t.n_expired > 0, "no lease ever expired in {n_run} seeds");
+        assert!(t.n_disk_fulls > 0, "no candidate's disk was ever full in {n_run} seeds");
         assert!(
             t.n_repeated > 0,
             "no submission id was ever answered from an earlier attempt in {n_run} seeds"
