@@ -486,7 +486,7 @@ pub fn maybe_compact<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
 /// A snapshot of candidate `c`, when its machine allows one (see [`maybe_compact`]).
 pub fn compact<S: CandidateShell + ?Sized>(shell: &mut S, c: usize) {
     // None on a full disk: the daemons make it and write it once there is room, which
-    // lava-shell's own seeded test covers (tests/replica_full_disk.rs); here it waits.
+    // the replica log's own seeded test covers (tests/replica_full_disk.rs); here it waits.
     if shell.group().cands[c].machine.is_none() || shell.group().cands[c].disk_full {
         return;
     }
