@@ -819,6 +819,45 @@ fn a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns() {
     eprintln!("{} jobs", jobs.len());
 }
 
+// Goal (docs/failover.md, "A full disk on a candidate"): a follower that takes a leader's
+// snapshot its full disk cannot keep does not campaign when the leader dies (raft-rs stopped
+// the process on it before: it read entries its store had compacted), and once it has room
+// it keeps the snapshot, votes, and the cluster goes on. Every acknowledged job ends DONE,
+// run once.
+// Method: h2's folder on a small tmpfs; h2 killed; jobs until the others compacted past it
+// (every 25 events); the tmpfs filled; h2 started again, and jobs until it logs that the
+// leader's snapshot waits for room; the leader killed; h2 still runs 5 s later (three
+// election timeouts); the tmpfs freed; a candidate serves and takes one more job.
+#[test]
+fn a_follower_behind_a_snapshot_its_full_disk_cannot_keep_does_not_campaign() {
+    let mut rig = Rig::new(&CANDIDATES);
+    let Some(disk) = rig.small_disk("h2") else { return };
+    rig.start_all();
+    let _sbatchd = rig.cluster.start_sbatchd("h0");
+    let leader = rig.leader();
+    assert_ne!(leader, "h2", "h1 stands for election first; h2 must follow for this test");
+    let mut jobs = vec![rig.submit()];
+    rig.kill("h2");
+    jobs.extend((0..40).map(|_| rig.submit()));
+    let filler = disk.keep_full("filler");
+    rig.start("h2");
+    let waits = "the snapshot waits for room";
+    wait_until("h2 to take the leader's snapshot", JOB_TIMEOUT, || {
+        jobs.push(rig.submit());
+        let h2 = rig.mbatchd.get_mut("h2").expect("h2");
+        assert!(h2.is_running(), "h2 stopped on a full disk:\n{}", h2.log());
+        h2.log().contains(waits).then_some(())
+    });
+    rig.kill(leader);
+    std::thread::sleep(Duration::from_secs(5));
+    let h2 = rig.mbatchd.get_mut("h2").expect("h2");
+    assert!(h2.is_running(), "h2 stopped behind its snapshot:\n{}", h2.log());
+    filler.free();
+    jobs.push(rig.submit());
+    rig.all_done_once(&jobs);
+    assert!(!rig.mbatchd["h2"].log().contains("panicked"), "{}", rig.mbatchd["h2"].log());
+}
+
 // Goal (docs/operations.md, "A failed fsync"): a candidate whose disk fails a flush stops,
 // alone, acknowledging nothing that waited for that flush: the leader stops and another
 // candidate leads; a follower stops and the two others go on. Each comes back from its own
