@@ -286,7 +286,8 @@ impl Replica {
     }
 
     /// One tick of the caller's clock (the shell's 100 ms timer). A replica that is not
-    /// the leader counts no election time while [`Replica::behind_own_snapshot`].
+    /// the leader counts no election time while it is behind its own snapshot (see
+    /// `behind_own_snapshot`).
     pub fn tick(&mut self) {
         if self.behind_own_snapshot() && self.node.raft.state != StateRole::Leader {
             return;
@@ -295,9 +296,9 @@ impl Replica {
     }
 
     /// Whether this replica's store holds a snapshot beyond what raft-rs counts applied: a
-    /// snapshot installed from the leader, or one the application took, whose records are
-    /// not yet known durable (raft-rs counts applied only what is durable here; a full disk
-    /// keeps it so for as long as it lasts). raft-rs reads the entries after its applied
+    /// snapshot installed from the leader whose records are not yet known durable (raft-rs
+    /// counts applied only what is durable here; a full disk keeps it so for as long as it
+    /// lasts). raft-rs reads the entries after its applied
     /// index from the store when it campaigns (for configuration changes), finds them
     /// compacted and stops the process. So until the records are durable this replica does
     /// not campaign: its election timer stands still and a leader's transfer to it
