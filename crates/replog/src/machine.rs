@@ -19,7 +19,9 @@
 //! not. When that can no longer be trusted — the leader lost its leadership with proposals
 //! outstanding, saw an entry it proposed replaced (an `Apply` at its index with another
 //! term), or a proposal was refused — the machine rebuilds the application's state from its
-//! newest snapshot and the committed log, and every answer held behind a proposal becomes
+//! newest snapshot and the committed log (a leader that still leads the term of its
+//! outstanding proposals, refused while it hands over, keeps them and rebuilds through them:
+//! `Machine::refused`), and every answer held behind a proposal becomes
 //! [`Step::NotDone`]: its events may or may not be committed later, so the caller answers
 //! "not done" (a command retries with the same request id and meets the application's own
 //! deduplication; an execution host resends what is unacknowledged).
