@@ -476,3 +476,46 @@ fn a_coordinator_followers_full_disk_stops_nothing_and_it_catches_up() {
     working.join().expect("the worker");
     eprintln!("{} tasks, h2 stalled after {} of them", tasks.len(), tasks.len() - 2);
 }
+
+// Goal (docs/failover.md, "What each candidate keeps"): on the real daemons a snapshot is
+// also due by weight: with compactions by count out of reach, entries that outweigh
+// lava-replog's floor (64 MiB) make the leader compact behind a snapshot, and every
+// candidate, killed (-9) and started again, comes back from its snapshot and log with
+// every acknowledged task, each then completed once.
+// Method: `--snapshot-events 1000000`; tasks of 1 MiB less 1 KiB submitted until the
+// leader logs a compaction (at 64 MiB: about 65 of them); all three killed and started;
+// a worker completes every task.
+#[test]
+fn entries_that_outweigh_the_floor_make_a_snapshot_every_candidate_comes_back_from() {
+    let mut rig = Rig::new();
+    rig.snapshot_events = "1000000";
+    for (name, _) in CANDIDATES {
+        rig.start(name);
+    }
+    let leader = rig.leader();
+    let endpoint = rig.endpoint();
+    let payload = "w".repeat((1 << 20) - 1024);
+    let compacted = "replicated WAL compacted behind a snapshot";
+    let mut tasks: Vec<u64> = Vec::new();
+    wait_until("the leader to compact by weight", TASK_TIMEOUT, || {
+        tasks.push(submit(&endpoint, &payload).expect("a submission acknowledged"));
+        rig.log(leader).contains(compacted).then_some(())
+    });
+    let mib = tasks.len();
+    assert!(mib >= 63, "compacted by weight after {mib} MiB of entries, below the floor");
+    for (name, _) in CANDIDATES {
+        rig.kill(name);
+    }
+    for (name, _) in CANDIDATES {
+        rig.start(name);
+    }
+    rig.leader();
+    all_caught_up(&endpoint);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done: Completions = Arc::default();
+    let working = worker(endpoint, "w1".to_owned(), Arc::clone(&stop), Arc::clone(&done));
+    all_completed_once(&rig, &tasks, &done);
+    stop.store(true, Ordering::Relaxed);
+    working.join().expect("the worker");
+    eprintln!("compacted by weight after {mib} tasks of 1 MiB");
+}
