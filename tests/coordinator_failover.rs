@@ -183,6 +183,17 @@ fn all_completed_once(rig: &Rig, tasks: &[u64], done: &Completions) {
     }
 }
 
+/// One worker leases and completes until every task of `tasks` is COMPLETED, each under one
+/// lease only ([`all_completed_once`]); then it stops.
+fn one_worker_completes_all_once(rig: &Rig, endpoint: Endpoint, tasks: &[u64]) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done: Completions = Arc::default();
+    let working = worker(endpoint, "w1".to_owned(), Arc::clone(&stop), Arc::clone(&done));
+    all_completed_once(rig, tasks, &done);
+    stop.store(true, Ordering::Relaxed);
+    working.join().expect("the worker");
+}
+
 fn payloads(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|at| format!("{prefix}-{at}")).collect()
 }
@@ -468,12 +479,7 @@ fn a_coordinator_followers_full_disk_stops_nothing_and_it_catches_up() {
     rig.kill(other);
     // A majority is the leader and h2 now.
     tasks.push(submit(&endpoint, "after").expect("a submission acknowledged"));
-    let stop = Arc::new(AtomicBool::new(false));
-    let done: Completions = Arc::default();
-    let working = worker(endpoint, "w1".to_owned(), Arc::clone(&stop), Arc::clone(&done));
-    all_completed_once(&rig, &tasks, &done);
-    stop.store(true, Ordering::Relaxed);
-    working.join().expect("the worker");
+    one_worker_completes_all_once(&rig, endpoint, &tasks);
     eprintln!("{} tasks, h2 stalled after {} of them", tasks.len(), tasks.len() - 2);
 }
 
@@ -511,11 +517,6 @@ fn entries_that_outweigh_the_floor_make_a_snapshot_every_candidate_comes_back_fr
     }
     rig.leader();
     all_caught_up(&endpoint);
-    let stop = Arc::new(AtomicBool::new(false));
-    let done: Completions = Arc::default();
-    let working = worker(endpoint, "w1".to_owned(), Arc::clone(&stop), Arc::clone(&done));
-    all_completed_once(&rig, &tasks, &done);
-    stop.store(true, Ordering::Relaxed);
-    working.join().expect("the worker");
+    one_worker_completes_all_once(&rig, endpoint, &tasks);
     eprintln!("compacted by weight after {mib} tasks of 1 MiB");
 }

@@ -296,6 +296,30 @@ impl Rig {
         self.cluster.event_log_dir().join(name)
     }
 
+    /// Every candidate started, h2's folder on a small tmpfs ([`Rig::small_disk`]), h0's
+    /// sbatchd, and the leader (h1 stands for election first; h2 follows, as the tests
+    /// that fill its disk need); `None` when the test is skipped.
+    fn with_small_follower_disk() -> Option<(Rig, SmallFs, Daemon, &'static str)> {
+        let mut rig = Rig::new(&CANDIDATES);
+        let disk = rig.small_disk("h2")?;
+        rig.start_all();
+        let sbatchd = rig.cluster.start_sbatchd("h0");
+        let leader = rig.leader();
+        assert_ne!(leader, "h2", "h1 stands for election first; h2 must follow for this test");
+        Some((rig, disk, sbatchd, leader))
+    }
+
+    /// Submits jobs into `jobs` (each acknowledged: committed by the two other candidates)
+    /// until h2's log says `said`, h2 still running after each.
+    fn submit_until_h2_logs(&mut self, jobs: &mut Vec<u32>, what: &str, said: &str) {
+        wait_until(what, JOB_TIMEOUT, || {
+            jobs.push(self.submit());
+            let h2 = self.mbatchd.get_mut("h2").expect("h2");
+            assert!(h2.is_running(), "h2 stopped on a full disk:\n{}", h2.log());
+            h2.log().contains(said).then_some(())
+        });
+    }
+
     /// Candidate `name`'s folder on an 8 MiB tmpfs, and no space reserve on any candidate;
     /// `None` when the test is skipped (no tmpfs can be mounted).
     fn small_disk(&self, name: &str) -> Option<SmallFs> {
@@ -789,22 +813,11 @@ fn candidates_are_added_and_removed_by_the_operations_guide() {
 // `badmin showstatus` until h2 holds the leader's index; h3 killed; one more job.
 #[test]
 fn a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns() {
-    let mut rig = Rig::new(&CANDIDATES);
-    let Some(disk) = rig.small_disk("h2") else { return };
-    rig.start_all();
-    let _sbatchd = rig.cluster.start_sbatchd("h0");
-    let leader = rig.leader();
-    assert_ne!(leader, "h2", "h1 stands for election first; h2 must follow for this test");
+    let Some((mut rig, disk, _sbatchd, leader)) = Rig::with_small_follower_disk() else { return };
     let mut jobs = vec![rig.submit()];
     let filler = disk.keep_full("filler");
     let stalled = "acknowledges nothing more until its replica log can be written";
-    wait_until("h2's replica log waits for room", JOB_TIMEOUT, || {
-        // Each one acknowledged: committed by the two other candidates.
-        jobs.push(rig.submit());
-        let h2 = rig.mbatchd.get_mut("h2").expect("h2");
-        assert!(h2.is_running(), "h2 stopped on a full disk:\n{}", h2.log());
-        h2.log().contains(stalled).then_some(())
-    });
+    rig.submit_until_h2_logs(&mut jobs, "h2's replica log waits for room", stalled);
     jobs.push(rig.submit());
     assert!(rig.mbatchd.get_mut("h2").expect("h2").is_running(), "h2 stopped for a full disk");
     filler.free();
@@ -830,24 +843,13 @@ fn a_followers_full_disk_stops_nothing_and_it_catches_up_once_space_returns() {
 // election timeouts); the tmpfs freed; a candidate serves and takes one more job.
 #[test]
 fn a_follower_behind_a_snapshot_its_full_disk_cannot_keep_does_not_campaign() {
-    let mut rig = Rig::new(&CANDIDATES);
-    let Some(disk) = rig.small_disk("h2") else { return };
-    rig.start_all();
-    let _sbatchd = rig.cluster.start_sbatchd("h0");
-    let leader = rig.leader();
-    assert_ne!(leader, "h2", "h1 stands for election first; h2 must follow for this test");
+    let Some((mut rig, disk, _sbatchd, leader)) = Rig::with_small_follower_disk() else { return };
     let mut jobs = vec![rig.submit()];
     rig.kill("h2");
     jobs.extend((0..40).map(|_| rig.submit()));
     let filler = disk.keep_full("filler");
     rig.start("h2");
-    let waits = "the snapshot waits for room";
-    wait_until("h2 to take the leader's snapshot", JOB_TIMEOUT, || {
-        jobs.push(rig.submit());
-        let h2 = rig.mbatchd.get_mut("h2").expect("h2");
-        assert!(h2.is_running(), "h2 stopped on a full disk:\n{}", h2.log());
-        h2.log().contains(waits).then_some(())
-    });
+    rig.submit_until_h2_logs(&mut jobs, "h2 to take the leader's snapshot", "the snapshot waits for room");
     rig.kill(leader);
     std::thread::sleep(Duration::from_secs(5));
     let h2 = rig.mbatchd.get_mut("h2").expect("h2");
