@@ -456,6 +456,12 @@ fn a_kill_by_root_or_an_administrator_ends_the_job_term_admin() {
     h.step(signal(9, 9, "alice", &[4], SignalAction::Terminate));
     let snapshot = xdr_round_trip(&h.mbd.snapshot());
     assert_eq!(snapshot.admin_kills, [jref(3)]);
+    // A list naming a job twice, or a finished or unknown job, is refused, naming the job.
+    for bad in [vec![jref(3), jref(3)], vec![jref(1)], vec![jref(99)]] {
+        let broken = crate::MbdSnapshot { admin_kills: bad.clone(), ..snapshot.clone() };
+        let error = crate::Mbd::from_snapshot(config(), broken).err().expect("refused").to_string();
+        assert!(error.contains(&format!("administrator's kill of job {}", bad[bad.len() - 1])), "{error}");
+    }
     h.mbd = crate::Mbd::from_snapshot(config(), snapshot).expect("the snapshot loads");
     for (id, pid) in [(3, 77), (4, 78)] {
         let msg = wire::JobFinish { finish_reason: wire::FINISH_KILLED, ..finish_msg(id, pid, 2) };
