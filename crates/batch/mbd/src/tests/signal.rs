@@ -459,7 +459,7 @@ fn a_kill_by_root_or_an_administrator_ends_the_job_term_admin() {
     // A list naming a job twice, or a finished or unknown job, is refused, naming the job.
     for bad in [vec![jref(3), jref(3)], vec![jref(1)], vec![jref(99)]] {
         let broken = crate::MbdSnapshot { admin_kills: bad.clone(), ..snapshot.clone() };
-        let error = crate::Mbd::from_snapshot(config(), broken).err().expect("refused").to_string();
+        let error = crate::Mbd::from_snapshot(config(), broken).map(|_| ()).expect_err("refused").to_string();
         assert!(error.contains(&format!("administrator's kill of job {}", bad[bad.len() - 1])), "{error}");
     }
     h.mbd = crate::Mbd::from_snapshot(config(), snapshot).expect("the snapshot loads");
