@@ -12,7 +12,7 @@ use lava_batch_wire::{self as wire, Operation};
 use lava_net::{Audience, Credential, Nonce, system_now_ms};
 use util::netns::Netns;
 use util::proto::{self, FrameConn, header};
-use util::{Cluster, Daemon, STARTUP_TIMEOUT, fixed_port, wait_until};
+use util::{Cluster, Daemon, STARTUP_TIMEOUT, fixed_port, wait_until, wait_until_showing};
 
 /// Longest a job in these tests may take (debug build, busy machine).
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
@@ -373,10 +373,15 @@ impl Tmux {
     }
 
     fn wait_for(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
-        wait_until(what, JOB_TIMEOUT, || {
+        self.wait_showing(what, || {
             let screen = self.screen();
             found(&screen).then_some(screen)
         })
+    }
+
+    /// `wait_until`, whose timeout shows the terminal's screen (what the job's shell said).
+    fn wait_showing<T>(&self, what: &str, probe: impl FnMut() -> Option<T>) -> T {
+        wait_until_showing(what, JOB_TIMEOUT, probe, || format!("the screen:\n{}", self.screen()))
     }
 }
 
@@ -445,9 +450,9 @@ fn bsub_is_bash_is_a_working_shell() {
     tmux.keys(&["exit 7", "Enter"]);
     let written =
         |name: &str| std::fs::read_to_string(dir.join(name)).ok().filter(|text| text.ends_with('\n'));
-    let status = wait_until("bsub's exit status", JOB_TIMEOUT, || written("status"));
+    let status = tmux.wait_showing("bsub's exit status", || written("status"));
     assert_eq!(status.trim(), "7", "{}", tmux.screen());
-    let after = wait_until("the settings after", JOB_TIMEOUT, || written("after"));
+    let after = tmux.wait_showing("the settings after", || written("after"));
     assert_eq!(
         std::fs::read_to_string(dir.join("before")).expect("before"),
         after,
@@ -646,7 +651,7 @@ fn bsub_is_killed_gives_the_terminal_back() {
     assert!(Command::new("kill").args(["-KILL", &bsub]).status().expect("kill").success());
     let written =
         |name: &str| std::fs::read_to_string(dir.join(name)).ok().filter(|text| text.ends_with('\n'));
-    let after = wait_until("the settings after", JOB_TIMEOUT, || written("after"));
+    let after = tmux.wait_showing("the settings after", || written("after"));
     assert_eq!(
         std::fs::read_to_string(dir.join("before")).expect("before"),
         after,

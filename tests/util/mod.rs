@@ -69,13 +69,25 @@ pub use ports::fixed_port;
 
 /// Calls `probe` every [`POLL_INTERVAL`] until it returns `Some`, for at most
 /// `timeout`; panics naming `what` if it never does.
-pub fn wait_until<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+pub fn wait_until<T>(what: &str, timeout: Duration, probe: impl FnMut() -> Option<T>) -> T {
+    wait_until_showing(what, timeout, probe, String::new)
+}
+
+/// [`wait_until`], whose timeout also shows what `context` says then (a screen, a log).
+pub fn wait_until_showing<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+    context: impl FnOnce() -> String,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = probe() {
             return value;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}\n{}", context());
+        }
         std::thread::sleep(POLL_INTERVAL);
     }
 }
