@@ -3,7 +3,9 @@
 //! with its LSF executor (snakemake-executor-plugin-lsf) runs a three-rule workflow
 //! (`snakemake --executor lsf --jobs 2`) to the end, and interrupted it kills its job
 //! with `bkill`; PSI/J's `lsf` executor (psij-python) submits a job that reaches
-//! COMPLETED and cancels another (`job.cancel()`), which `bkill` ends.
+//! COMPLETED and cancels another (`job.cancel()`), which `bkill` ends; Dask's
+//! `LSFCluster` (dask-jobqueue) starts two workers as jobs, computes on them and, closed,
+//! `bkill`s them.
 //!
 //! The tools are installed with pip from the package registry into a virtual
 //! environment kept under `CARGO_TARGET_TMPDIR` (made once, reused while it works).
@@ -25,7 +27,7 @@ use std::time::Duration;
 use util::{Cluster, Daemon, wait_until};
 
 /// What pip installs (the newest releases).
-const PACKAGES: &[&str] = &["snakemake", "snakemake-executor-plugin-lsf", "psij-python"];
+const PACKAGES: &[&str] = &["snakemake", "snakemake-executor-plugin-lsf", "psij-python", "dask-jobqueue"];
 const TOOL_TIMEOUT: Duration = Duration::from_secs(240);
 
 fn text(out: &Output) -> String {
@@ -56,7 +58,9 @@ fn tools_venv() -> Option<PathBuf> {
     let lock =
         File::create(Path::new(env!("CARGO_TARGET_TMPDIR")).join("workflow-venv.lock")).expect("lock file");
     lock.lock().expect("lock the virtual environment");
-    if ready.exists() {
+    // The mark names what was installed: a list grown since is installed afresh.
+    let wanted = PACKAGES.join(" ");
+    if fs::read_to_string(&ready).is_ok_and(|installed| installed == wanted) {
         return Some(venv);
     }
     let _ = fs::remove_dir_all(&venv);
@@ -74,7 +78,7 @@ fn tools_venv() -> Option<PathBuf> {
     if !out.status.success() {
         return skip(&format!("pip could not install {PACKAGES:?} (no registry?): {}", text(&out)));
     }
-    fs::write(&ready, "").expect("mark the environment ready");
+    fs::write(&ready, &wanted).expect("mark the environment ready");
     Some(venv)
 }
 
@@ -174,6 +178,24 @@ print("cancelled", long.native_id, flush=True)
 os._exit(0)
 "#;
 
+const DASK_SCRIPT: &str = r#"
+import os, sys
+from dask_jobqueue import LSFCluster
+from dask.distributed import Client
+
+cluster = LSFCluster(cores=1, memory="1GB", walltime="00:10", interface="lo", log_directory="logs",
+                     local_directory=os.getcwd(), python=sys.executable)
+print(cluster.job_script(), flush=True)
+cluster.scale(jobs=2)
+client = Client(cluster)
+client.wait_for_workers(2, timeout=180)
+print("jobs", " ".join(sorted(client.run(lambda: os.environ["LSB_JOBID"]).values())), flush=True)
+print("sum", client.submit(sum, client.map(lambda x: x * x, range(100))).result(), flush=True)
+client.close()
+cluster.close()
+print("closed", flush=True)
+"#;
+
 /// Runs `command` to its end, at most [`TOOL_TIMEOUT`]; its output.
 fn run_bounded(mut command: Command) -> Output {
     let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the tool");
@@ -266,10 +288,48 @@ fn psij(site: &Site) {
     });
 }
 
+fn dask_jobqueue(site: &Site) {
+    // Dask's LSFCluster writes a job script of #BSUB lines (-J, -o/-e with %J, -n, -M in the
+    // lsf.conf unit, -W) and submits it (`bsub script`); each job is a Dask worker that
+    // connects back to the scheduler in this process. Closed, it `bkill`s its jobs.
+    let work = site.folder("dask");
+    fs::write(work.join("run.py"), DASK_SCRIPT).expect("run.py");
+    let mut command = site.command(site.venv.join("bin/python"), &work);
+    command.arg("run.py");
+    let out = run_bounded(command);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "dask-jobqueue: {}", text(&out));
+    assert!(said.contains("#BSUB -M 1000\n"), "1 GB in MB: {}", text(&out));
+    let jobs: Vec<String> = said
+        .lines()
+        .find_map(|line| line.strip_prefix("jobs "))
+        .unwrap_or_else(|| panic!("{}", text(&out)))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(jobs.len(), 2, "two workers, each its own job (LSB_JOBID): {}", text(&out));
+    assert_ne!(jobs[0], jobs[1], "{}", text(&out));
+    assert!(said.lines().any(|line| line == "sum 328350"), "{}", text(&out));
+    assert!(said.lines().any(|line| line == "closed"), "{}", text(&out));
+    for job in &jobs {
+        let listed = site.bjobs(&["-a", "-noheader", "-o", "job_name memlimit runtimelimit", job]);
+        assert!(listed.starts_with("dask-worker 1000 "), "-J and -M 1000 (MB): {listed}");
+        let logs = fs::read_dir(work.join("logs")).expect("the log folder").flatten();
+        let named =
+            logs.filter(|entry| entry.file_name().to_string_lossy().ends_with(&format!("-{job}.out")));
+        assert_eq!(named.count(), 1, "-o logs/NAME-%J.out names job {job}'s output");
+        wait_until(&format!("Dask's worker job {job} killed"), TOOL_TIMEOUT, || {
+            let line = site.bjobs(&["-a", "-noheader", "-o", "stat exit_reason", job]);
+            line.starts_with("EXIT TERM_OWNER").then_some(())
+        });
+    }
+}
+
 #[test]
-fn snakemake_and_psij_run_unmodified() {
+fn snakemake_psij_and_dask_run_unmodified() {
     let Some(venv) = tools_venv() else { return };
     let site = Site::start(venv);
     snakemake(&site);
     psij(&site);
+    dask_jobqueue(&site);
 }
