@@ -14,6 +14,9 @@
 //!   twice, and every acknowledged outcome is what the coordinator serves after a restart
 //!   from its WAL (its candidate point with three candidates whose leader's flushes are
 //!   slowed, submitting until the point fires);
+//! - replica (the replicated log of mbatchd's and the coordinator's master candidates):
+//!   three candidates of each daemon in turn, compacting every few entries, the point armed
+//!   again after each crash; the batch and coordinator invariants above;
 //! - mxfsd: no two holders of EX on one resource at once, across node crashes and takeovers.
 //!
 //! A point the workload never reaches fails its test: the registry cannot name a point no
@@ -82,6 +85,9 @@ struct Rig {
     sbatchd_host: &'static str,
     /// `LSB_MBD_PORT` of the master candidates.
     mbd_port: u16,
+    /// Arguments every master candidate (mbatchd's or the coordinator's) starts with, after
+    /// the rig's own.
+    candidate_args: Vec<&'static str>,
 }
 
 impl Rig {
@@ -109,6 +115,7 @@ impl Rig {
             mxfsd_ports: Vec::new(),
             sbatchd_host: "localhost",
             mbd_port: 0,
+            candidate_args: Vec::new(),
         }
     }
 
@@ -139,7 +146,7 @@ impl Rig {
                 let port = self.mbd_port.to_string();
                 let port_file = self.dir().join(format!("run/mbatchd.{host}.port"));
                 let _stale = fs::remove_file(&port_file);
-                let args: [&std::ffi::OsStr; 7] = [
+                let mut args: Vec<&std::ffi::OsStr> = vec![
                     "--foreground".as_ref(),
                     "--host".as_ref(),
                     host.as_ref(),
@@ -148,6 +155,7 @@ impl Rig {
                     "--port-file".as_ref(),
                     port_file.as_ref(),
                 ];
+                args.extend(self.candidate_args.iter().map(std::ffi::OsStr::new));
                 let mut daemon = self.cluster.spawn("mbatchd", &util::mbatchd_bin(), &args);
                 daemon.wait_for_port_file(&port_file, STARTUP_TIMEOUT);
                 daemon
@@ -160,8 +168,9 @@ impl Rig {
                 return;
             }
             Role::CoordinatorCandidate { host } => {
-                let args: [&std::ffi::OsStr; 4] =
-                    ["--host".as_ref(), host.as_ref(), "--lease-ms".as_ref(), "1000".as_ref()];
+                let mut args: Vec<&std::ffi::OsStr> =
+                    vec!["--host".as_ref(), host.as_ref(), "--lease-ms".as_ref(), "1000".as_ref()];
+                args.extend(self.candidate_args.iter().map(std::ffi::OsStr::new));
                 self.cluster.spawn("coordinator", &bin("coordinator"), &args)
             }
             Role::Mxfsd { idx } => {
@@ -208,6 +217,11 @@ impl Rig {
                 fs::remove_file(&images).expect("remove the images");
             }
             fs::remove_file(&report).expect("remove the report");
+            eprintln!(
+                "{}: crashed {}",
+                self.point,
+                role.map_or("a shepherd".to_owned(), |role| format!("{role:?}"))
+            );
             self.fired += 1;
             if let Some(role) = role {
                 self.start(role);
@@ -442,7 +456,7 @@ const CANDIDATES: [(&str, &str); 3] = [("h1", "127.0.0.2"), ("h2", "127.0.0.3"),
 /// mbatchd's points: on master candidates for [`CANDIDATE_POINTS`], else one mbatchd.
 fn mbatchd_workload(point: &'static str, power_loss: bool) {
     if CANDIDATE_POINTS.contains(&point) {
-        candidates_workload(point, power_loss)
+        candidates_workload(point, power_loss, 1, &[])
     } else {
         batch_workload(point, power_loss)
     }
@@ -458,11 +472,13 @@ fn candidates_rig(armed: &[&str], point: &'static str, power_loss: bool) -> Rig 
     rig
 }
 
-/// Three master candidates and an execution host: `bsub` one job at a time until the point
-/// fires in a leader (and the harness restarts it), a few more after; every acknowledged job
-/// ends DONE, having run exactly once, and no other job runs.
-fn candidates_workload(point: &'static str, power_loss: bool) {
+/// Three master candidates (started with `args` too) and an execution host: `bsub` one job
+/// at a time until the point fires (and the harness restarts the candidate it fired in),
+/// `crashes` times, each time armed again; a few more jobs after. Every acknowledged job ends
+/// DONE, having run exactly once, and no other job runs.
+fn candidates_workload(point: &'static str, power_loss: bool, crashes: usize, args: &[&'static str]) {
     let mut rig = candidates_rig(&["mbatchd"], point, power_loss);
+    rig.candidate_args = args.to_vec();
     rig.mbd_port = util::fixed_port();
     rig.cluster.rewrite_lsf_conf("LSB_MBD_PORT", &rig.mbd_port.to_string());
     rig.cluster.rewrite_lsf_conf("LAVA_MBD_REPL_PORT", &util::fixed_port().to_string());
@@ -479,18 +495,21 @@ fn candidates_workload(point: &'static str, power_loss: bool) {
         util::submitted_job_id(&stdout(&output[0]))
     };
     let mut want = BTreeSet::new();
-    rig.arm();
-    // Some answers go out before the leader's own fsync ends: the point fired after 8 to 78
-    // submissions one at a time on the 2-core development machine.
-    for _ in 0..1000 {
-        if rig.fired > 0 {
-            break;
+    for crash in 0..crashes {
+        rig.arm();
+        // Some answers go out before the leader's own fsync ends: the point
+        // `mbatchd.acknowledged_before_own_fsync` fired after 8 to 78 submissions one at a
+        // time on the 2-core development machine.
+        for _ in 0..1000 {
+            if rig.fired > crash {
+                break;
+            }
+            want.insert(submit(&mut rig));
         }
-        want.insert(submit(&mut rig));
+        assert!(rig.fired > crash, "{point} (power loss: {power_loss}) was never reached by the workload");
+        eprintln!("{point}: crash {} after {} submissions", crash + 1, want.len());
     }
     rig.disarm();
-    assert!(rig.fired > 0, "{point} (power loss: {power_loss}) was never reached by the workload");
-    eprintln!("{point}: reached after {} submissions", want.len());
     for _ in 0..workload_size() {
         want.insert(submit(&mut rig));
     }
@@ -812,10 +831,69 @@ fn mxfsd_crash_points() {
     run_points("mxfsd", true, mxfsd_workload);
 }
 
+// ----- the replicated log that mbatchd's and the coordinator's candidates share -----
+
+/// Crashes per replica point and daemon: each armed again after the last, so that the
+/// point fires in leaders and followers, and in candidates just started again.
+const REPLICA_CRASHES: usize = 3;
+
+/// Compactions every few entries, so that snapshots are made all the time and a candidate
+/// started again catches up from the leader's snapshot.
+const FREQUENT_SNAPSHOTS: [&str; 2] = ["--snapshot-events", "4"];
+
+/// The replica log's points, in mbatchd's candidates, then in the coordinator's.
+fn replica_workload(point: &'static str, power_loss: bool) {
+    candidates_workload(point, power_loss, REPLICA_CRASHES, &FREQUENT_SNAPSHOTS);
+    coordinator_replica_workload(point, power_loss);
+}
+
+/// Three coordinator candidates (h0's sbatchd issues the credentials): submissions one at a
+/// time until the point fires, [`REPLICA_CRASHES`] times, a few more, then workers, armed
+/// once more. Every acknowledged submission ends COMPLETED, each outcome acknowledged once.
+fn coordinator_replica_workload(point: &'static str, power_loss: bool) {
+    let mut rig = candidates_rig(&["coordinator"], point, power_loss);
+    rig.candidate_args = FREQUENT_SNAPSHOTS.to_vec();
+    rig.cluster.rewrite_lsf_conf("LAVA_COORD_PORT", &util::fixed_port().to_string());
+    rig.cluster.rewrite_lsf_conf("LAVA_COORD_REPL_PORT", &util::fixed_port().to_string());
+    rig.start(Role::Sbatchd);
+    for (host, _) in CANDIDATES {
+        rig.start(Role::CoordinatorCandidate { host });
+    }
+    let mut submitted = BTreeSet::new();
+    for crash in 0..REPLICA_CRASHES {
+        rig.arm();
+        for _ in 0..200 {
+            if rig.fired > crash {
+                break;
+            }
+            submitted.extend(coordctl_submit(&mut rig));
+        }
+        assert!(rig.fired > crash, "{point} (power loss: {power_loss}) was never reached by the workload");
+        eprintln!("{point}: coordinator crash {} after {} submissions", crash + 1, submitted.len());
+    }
+    for _ in 0..workload_size() * 2 {
+        submitted.extend(coordctl_submit(&mut rig));
+    }
+    rig.arm();
+    let records = coordctl_workers(&mut rig);
+    rig.disarm();
+    coordinator_check(&rig, &submitted, &records);
+}
+
+#[test]
+fn replica_crash_points() {
+    run_points("replica", false, replica_workload);
+}
+
+#[test]
+fn replica_crash_points_with_power_loss() {
+    run_points("replica", true, replica_workload);
+}
+
 /// Every daemon named in the registry has a test above.
 #[test]
 fn every_registered_daemon_has_a_workload() {
-    let known = ["mbatchd", "sbatchd", "shepherd", "coordinator", "mxfsd"];
+    let known = ["mbatchd", "sbatchd", "shepherd", "coordinator", "mxfsd", "replica"];
     for point in lava_crash::POINTS {
         let daemon = point.name.split_once('.').expect("daemon.boundary").0;
         assert!(known.contains(&daemon), "{}: no crash-point workload for {daemon}", point.name);

@@ -55,7 +55,9 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 /// One crash point: its name (`daemon.boundary`) and the boundary it marks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Point {
-    /// `daemon.boundary`; the daemon part names the process that crashes.
+    /// `daemon.boundary`; the daemon part names the process that crashes, or the component
+    /// several daemons share (`replica`: the master candidates' replicated log, which
+    /// mbatchd and the coordinator both carry).
     pub name: &'static str,
     /// What has happened and what has not when it fires.
     pub boundary: &'static str,
@@ -124,6 +126,18 @@ pub const POINTS: &[Point] = &[
     Point {
         name: "coordinator.acknowledged_before_own_fsync",
         boundary: "a leading coordinator candidate released an answer on its followers' acknowledgements and its loop has turned since (the answer's writer has run); its own records of that entry are not yet known durable",
+    },
+    Point {
+        name: "replica.records_appended",
+        boundary: "records are appended to a master candidate's replica log, not yet durable; nothing that rests on them is carried out",
+    },
+    Point {
+        name: "replica.records_durable",
+        boundary: "a master candidate's replica records (entries, its term and vote) are durable; the acknowledgement, vote or count towards a majority held behind them is not yet carried out",
+    },
+    Point {
+        name: "replica.snapshot_kept",
+        boundary: "a master candidate's snapshot (its own compaction's, or one received from the leader) is durable and the records before it are removed; what follows it (the compaction's record, a received snapshot's restore) is not yet carried out",
     },
     Point {
         name: "mxfsd.epoch_durable",

@@ -253,6 +253,7 @@ impl ReplicaLog {
         let Some(position) = last else { return Ok(()) };
         match durable {
             Ok(()) => {
+                lava_crash::point!("replica.records_durable");
                 if ticket.is_some() {
                     // The caller reports this ticket, which covers every earlier one.
                     while self.in_flight.front().is_some_and(|(_, p)| *p <= position) {
@@ -347,6 +348,9 @@ impl ReplicaLog {
         {
             ticket = Some(t);
             self.in_flight.pop_front();
+        }
+        if ticket.is_some() {
+            lava_crash::point!("replica.records_durable");
         }
         self.start_sync();
         Ok(ticket)
@@ -501,6 +505,7 @@ impl ReplicaLog {
                 snapshot.data = kept.data;
                 log.write_snapshot(before, &payload)?;
                 log.prune()?;
+                lava_crash::point!("replica.snapshot_kept");
                 Ok(())
             });
             (snapshot, kept)
@@ -551,6 +556,9 @@ fn append_all(log: &EventLog, records: Vec<Record>) -> Result<Option<Position>, 
     for record in split(records, RECORD_BYTES_MAX as usize - 1024) {
         let bytes = lava_xdr::to_bytes(&record).expect("a replica record encodes");
         last = Some(log.append(&bytes)?);
+    }
+    if last.is_some() {
+        lava_crash::point!("replica.records_appended");
     }
     Ok(last)
 }
