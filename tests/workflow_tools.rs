@@ -5,7 +5,8 @@
 //! with `bkill`; PSI/J's `lsf` executor (psij-python) submits a job that reaches
 //! COMPLETED and cancels another (`job.cancel()`), which `bkill` ends; Dask's
 //! `LSFCluster` (dask-jobqueue) starts two workers as jobs, computes on them and, closed,
-//! `bkill`s them.
+//! `bkill`s them; Parsl's `LSFProvider` runs a block of workers as a job, computes on it
+//! and `bkill`s it when the workflow ends.
 //!
 //! The tools are installed with pip from the package registry into a virtual
 //! environment kept under `CARGO_TARGET_TMPDIR` (made once, reused while it works).
@@ -27,7 +28,8 @@ use std::time::Duration;
 use util::{Cluster, Daemon, wait_until};
 
 /// What pip installs (the newest releases).
-const PACKAGES: &[&str] = &["snakemake", "snakemake-executor-plugin-lsf", "psij-python", "dask-jobqueue"];
+const PACKAGES: &[&str] =
+    &["snakemake", "snakemake-executor-plugin-lsf", "psij-python", "dask-jobqueue", "parsl"];
 const TOOL_TIMEOUT: Duration = Duration::from_secs(240);
 
 fn text(out: &Output) -> String {
@@ -196,6 +198,33 @@ cluster.close()
 print("closed", flush=True)
 "#;
 
+const PARSL_SCRIPT: &str = r#"
+import os, sys
+import parsl
+from parsl.config import Config
+from parsl.executors import HighThroughputExecutor
+from parsl.launchers import SingleNodeLauncher
+from parsl.providers import LSFProvider
+
+provider = LSFProvider(launcher=SingleNodeLauncher(), walltime="00:10:00", nodes_per_block=1, init_blocks=1,
+                       max_blocks=1, cmd_timeout=60,
+                       worker_init="export PATH=%s:$PATH" % os.path.dirname(sys.executable))
+config = Config(executors=[HighThroughputExecutor(label="lsf", address="127.0.0.1", max_workers_per_node=1,
+                                                  provider=provider)],
+                run_dir=os.path.join(os.getcwd(), "runinfo"))
+
+@parsl.python_app
+def square(x):
+    import os
+    return x * x, os.environ["LSB_JOBID"]
+
+with parsl.load(config):
+    results = [square(i).result() for i in range(5)]
+    print("sum", sum(r[0] for r in results), flush=True)
+    print("jobs", " ".join(sorted({r[1] for r in results})), flush=True)
+print("closed", flush=True)
+"#;
+
 /// Runs `command` to its end, at most [`TOOL_TIMEOUT`]; its output.
 fn run_bounded(mut command: Command) -> Output {
     let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the tool");
@@ -325,11 +354,39 @@ fn dask_jobqueue(site: &Site) {
     }
 }
 
+fn parsl(site: &Site) {
+    // Parsl's LSFProvider writes a job script (#BSUB -W in minutes, -J, -o, -e), submits it
+    // (`bsub script`), follows it with `bjobs -noheader -o 'jobid stat' IDS` and, when the
+    // workflow ends, `bkill`s it. The job runs Parsl's worker pool, which connects back.
+    let work = site.folder("parsl");
+    fs::write(work.join("run.py"), PARSL_SCRIPT).expect("run.py");
+    let mut command = site.command(site.venv.join("bin/python"), &work);
+    command.arg("run.py");
+    let out = run_bounded(command);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "Parsl: {}", text(&out));
+    assert!(said.lines().any(|line| line == "sum 30"), "{}", text(&out));
+    assert!(said.lines().any(|line| line == "closed"), "{}", text(&out));
+    let job = said
+        .lines()
+        .find_map(|line| line.strip_prefix("jobs "))
+        .filter(|jobs| !jobs.contains(' '))
+        .unwrap_or_else(|| panic!("every task ran in the one block's job: {}", text(&out)))
+        .to_owned();
+    let listed = site.bjobs(&["-a", "-noheader", "-o", "job_name runtimelimit", &job]);
+    assert!(listed.starts_with("parsl.lsf.block-0.") && listed.contains(" 10.0"), "-J, -W 10: {listed}");
+    wait_until(&format!("Parsl's block job {job} killed"), TOOL_TIMEOUT, || {
+        let line = site.bjobs(&["-a", "-noheader", "-o", "stat exit_reason", &job]);
+        line.starts_with("EXIT TERM_OWNER").then_some(())
+    });
+}
+
 #[test]
-fn snakemake_psij_and_dask_run_unmodified() {
+fn workflow_tools_run_unmodified() {
     let Some(venv) = tools_venv() else { return };
     let site = Site::start(venv);
     snakemake(&site);
     psij(&site);
     dask_jobqueue(&site);
+    parsl(&site);
 }
