@@ -470,3 +470,86 @@ fn bparams_shows_lsb_params() {
     let out = run(&cluster, "bparams", &["-x"]);
     assert_eq!(out.status.code(), Some(255), "{}", text(&out));
 }
+
+/// `frames.WAIT_QUERY` of `badmin showstatus`: the questions `bwait` asked.
+fn wait_questions(cluster: &Cluster) -> u64 {
+    let status = stdout(&run(cluster, "badmin", &["showstatus"]));
+    status
+        .lines()
+        .find(|line| line.trim_start().starts_with("frames.WAIT_QUERY"))
+        .and_then(|line| line.split_whitespace().last())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
+}
+
+// Goal: `bwait` (LSF 10.1) against the real daemons. It waits for `done(first)` while that
+// job runs; a newer job taking the name `first` after bwait's first answer does not change
+// what it waits for; mbatchd killed (-9) and started again meanwhile is waited out; when
+// the job ends DONE bwait exits 0 without a word while the newer job still runs. A condition
+// that can never hold, a syntax error and an unknown job each end bwait with 255 and the
+// message; a usage error too, before anything is asked.
+#[test]
+fn bwait_waits_for_a_condition_across_a_master_restart() {
+    let mut cluster = Cluster::new();
+    let mut mbatchd = cluster.start_mbatchd();
+    let _sbatchd = cluster.start_sbatchd("localhost");
+    let gate = cluster.dir().join("gate");
+    let script = format!("while [ ! -e {} ]; do sleep 0.1; done", gate.display());
+    let first =
+        util::submitted_job_id(&stdout(&run(&cluster, "bsub", &["-J", "first", "-o", "/dev/null", &script])));
+    let before = wait_questions(&cluster);
+    let waiting = cluster
+        .command(util::mbatchd_bin().with_file_name("bwait"))
+        .args(["-w", "done(first)", "-r", "10"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start bwait");
+    // A second question means the first was answered: the name is resolved.
+    wait_until("bwait's second question", JOB_TIMEOUT, || {
+        (wait_questions(&cluster) >= before + 2).then_some(())
+    });
+    let newer = util::submitted_job_id(&stdout(&run(
+        &cluster,
+        "bsub",
+        &["-J", "first", "-o", "/dev/null", "sleep 600"],
+    )));
+    mbatchd.kill();
+    mbatchd = cluster.start_mbatchd();
+    std::thread::sleep(Duration::from_secs(1));
+    let mut waiting = waiting;
+    assert!(waiting.try_wait().expect("try_wait").is_none(), "bwait waits while job {first} runs");
+    std::fs::write(&gate, "").expect("open the gate");
+    let out = wait_until("bwait to end", JOB_TIMEOUT, || waiting.try_wait().expect("try_wait"))
+        .code()
+        .map(|code| (code, waiting.wait_with_output().expect("bwait's output")));
+    let (code, out) = out.expect("bwait exited");
+    assert_eq!(
+        (code, stdout(&out), String::from_utf8_lossy(&out.stderr).into_owned()),
+        (0, String::new(), String::new())
+    );
+    let stat = |job: u32| {
+        stdout(&run(&cluster, "bjobs", &["-o", "stat", "-noheader", &job.to_string()])).trim().to_owned()
+    };
+    assert_eq!(stat(first), "DONE");
+    assert_eq!(stat(newer), "RUN", "bwait did not wait for the newer job of the name");
+
+    for (condition, said) in [
+        (format!("exit({first})"), "Wait condition is never satisfied\n"),
+        ("done(".to_owned(), "Dependency condition syntax error\n"),
+        ("done(99999)".to_owned(), "No matching job found\n"),
+    ] {
+        let out = run(&cluster, "bwait", &["-w", &condition]);
+        assert_eq!(
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
+            (Some(255), said),
+            "{condition}"
+        );
+    }
+    let out = run(&cluster, "bwait", &["-w", "done(1)", "-t", "0"]);
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("between 1 and 525600"), "{}", text(&out));
+    let out = run(&cluster, "bkill", &[&newer.to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    drop(mbatchd);
+}

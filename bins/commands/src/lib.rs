@@ -32,6 +32,7 @@
 //! - [`bsub`], [`bjobs`], [`bkill`] (with [`bstop`] and [`bresume`]): one module
 //!   per command, each with a `main` returning the process exit code.
 //! - [`bpeek`]: a running job's output so far (JOB_QUERY, then the output file).
+//! - [`bwait`]: wait until a dependency condition holds (WAIT_QUERY, asked again).
 //! - [`blaunch`]: tasks of a parallel job on its hosts (a grant from the local sbatchd,
 //!   TASK_START to the task host's sbatchd).
 //! - [`bhosts`]: the execution hosts as mbatchd sees them (HOST_QUERY).
@@ -80,6 +81,7 @@ pub mod bsubk;
 pub mod bswitch;
 pub mod btop;
 pub mod busers;
+pub mod bwait;
 pub mod client;
 pub mod control;
 pub mod envspec;

@@ -41,6 +41,8 @@ pub(crate) enum ReadReply {
     Status(Box<wire::StatusReply>),
     /// RECONFIG_REPLY.
     Reconfig(wire::ReconfigReply),
+    /// WAIT_QUERY_REPLY.
+    Wait(wire::WaitQueryReply),
 }
 
 impl ReadReply {
@@ -51,6 +53,7 @@ impl ReadReply {
             ReadReply::Queues(reply) => (Operation::QueueQueryReply, encode(reply)),
             ReadReply::Status(reply) => (Operation::StatusQueryReply, encode(reply.as_ref())),
             ReadReply::Reconfig(reply) => (Operation::ReconfigReply, encode(reply)),
+            ReadReply::Wait(reply) => (Operation::WaitQueryReply, encode(reply)),
         }
     }
 }

@@ -655,12 +655,13 @@ impl Shell {
 
     /// Steps the logic and carries out its effects (contract steps 2 to 5).
     /// Returns whether the step answered `client`.
-    /// The answer to a read (`bhosts`, `bqueues`, `badmin showstatus`), from memory.
+    /// The answer to a read (`bhosts`, `bqueues`, `badmin showstatus`, `bwait`), from memory.
     fn answer_read(&self, query: &ReadQuery) -> ReadReply {
         match query {
             ReadQuery::Hosts(query) => ReadReply::Hosts(self.mbd.host_query(query)),
             ReadQuery::Queues(query) => ReadReply::Queues(self.mbd.queue_query(query)),
             ReadQuery::Status => ReadReply::Status(Box::new(self.status())),
+            ReadQuery::Wait(caller, query) => ReadReply::Wait(self.mbd.wait_query(caller, query)),
             ReadQuery::Reconfig(_) => {
                 ReadReply::Reconfig(lava_batch_wire::ReconfigReply { applied: false, message: String::new() })
             }

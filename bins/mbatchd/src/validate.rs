@@ -161,6 +161,8 @@ pub(crate) enum ReadQuery {
     Status,
     /// RECONFIG (`badmin reconfig`): who asks; the loop checks that it is an administrator.
     Reconfig(Caller),
+    /// WAIT_QUERY (`bwait`): who asks (a job name means the caller's job), and the question.
+    Wait(Caller, wire::WaitQuery),
 }
 
 /// The operation of a [`ReadQuery`] frame, if `code` is one.
@@ -168,12 +170,17 @@ pub(crate) fn read_operation(code: u32) -> Option<Operation> {
     Operation::from_code(code).filter(|op| {
         matches!(
             op,
-            Operation::HostQuery | Operation::QueueQuery | Operation::StatusQuery | Operation::Reconfig
+            Operation::HostQuery
+                | Operation::QueueQuery
+                | Operation::StatusQuery
+                | Operation::Reconfig
+                | Operation::WaitQuery
         )
     })
 }
 
-/// Decodes and authenticates a HOST_QUERY, QUEUE_QUERY or STATUS_QUERY: any user may ask.
+/// Decodes and authenticates a HOST_QUERY, QUEUE_QUERY, STATUS_QUERY, RECONFIG or WAIT_QUERY:
+/// any user may ask.
 pub(crate) fn read_query(
     op: Operation,
     body: &[u8],
@@ -194,6 +201,13 @@ pub(crate) fn read_query(
         let request = decode_request::<wire::StatusQuery>(op, body)?;
         caller(auth, &request.credential, now_ms)?;
         return Ok(ReadQuery::Status);
+    }
+    if op == Operation::WaitQuery {
+        let request = decode_request::<wire::WaitQuery>(op, body)?;
+        let caller = caller(auth, &request.credential, now_ms)?;
+        check_text("wait_query.condition", &request.body.condition, PATH_BYTES_MAX)
+            .map_err(Refusal::invalid)?;
+        return Ok(ReadQuery::Wait(caller, request.body));
     }
     if op == Operation::QueueQuery {
         let request = decode_request::<wire::QueueQuery>(op, body)?;

@@ -1,7 +1,9 @@
 //! The job commands: bsub, bjobs, bkill, bstop, bresume, bpeek, blaunch, bmod, bswitch, btop,
-//! bbot, brequeue, brun, bhist.
+//! bbot, brequeue, brun, bhist, bwait.
 
-use lava_commands::{bacct, bhist, bjobs, bkill, blaunch, bmod, bpeek, brequeue, brun, bsub, bswitch, btop};
+use lava_commands::{
+    bacct, bhist, bjobs, bkill, blaunch, bmod, bpeek, brequeue, brun, bsub, bswitch, btop, bwait,
+};
 
 use super::{ENV_BATCH, EXIT_BATCH, FILES_BATCH, HELP, VERSION};
 use crate::lsf::{Kind, LsfPage, Opt, Parser};
@@ -376,6 +378,28 @@ At least one was not, or a usage error, or mbatchd could not be reached.",
 const BPEEK_OPTIONS: &[Opt] =
     &[HELP, VERSION, Opt::flag("f", "Follows the output as `tail -f` does, until the job ends.")];
 
+const BWAIT_OPTIONS: &[Opt] = &[
+    HELP,
+    VERSION,
+    Opt::value(
+        "w",
+        "wait_condition",
+        "The condition to wait for (required): a `bsub -w` dependency expression, such as \
+         `done(12) && ended(build)`; a job name means the caller's most recent job of that name.",
+    ),
+    Opt::value(
+        "t",
+        "timeout",
+        "Gives up after this many minutes (1 to 525600); without it, bwait waits until the condition holds or never can.",
+    ),
+    Opt::value(
+        "r",
+        "rereg_interval",
+        "Minutes between two registrations of the condition with mbatchd in LSF (1 to 525600): checked, with no \
+         other effect, since this bwait asks mbatchd again itself every two seconds at most.",
+    ),
+];
+
 const BMOD_OPTIONS: &[Opt] = &[
     HELP,
     VERSION,
@@ -485,6 +509,20 @@ Not a running job`, `Job <N> : User permission denied`, `No unfinished job found
 As for every batch command (see `bjobs`(1)).",
             see_also: &["bjobs(1)", "bsub(1)", "sbatchd(8)"],
             ..page("bpeek", "display the output of an unfinished job", bpeek::USAGE.to_owned(), Parser::Specs(bpeek::SPECS))
+        },
+        LsfPage {
+            options: BWAIT_OPTIONS,
+            description: "\
+Waits until a job dependency condition holds, then exits 0 without printing anything: a
+script's way to wait for its jobs without calling `bjobs` in a loop. mbatchd decides, with
+the rules of a job submitted with `bsub -w`: the jobs the condition names are those it meant
+when bwait started, even when a newer job takes the same name.",
+            output: "\
+Nothing when the condition holds. Messages on standard error: `Wait condition is never
+satisfied` (a job it needs DONE ended EXIT, for example), `Wait condition is not satisfied
+within N minutes` (`-t`), `Dependency condition syntax error`, `No matching job found`.",
+            see_also: &["bsub(1)", "bjobs(1)"],
+            ..page("bwait", "wait for a job dependency condition", bwait::USAGE.to_owned(), Parser::Specs(bwait::SPECS))
         },
         LsfPage {
             options: BLAUNCH_OPTIONS,

@@ -166,6 +166,86 @@ impl fmt::Display for JobSelector {
     }
 }
 
+/// How tightly an operator binds, for printing: `||`, then `&&`, then `!` and conditions.
+fn binding<J>(expr: &DependExpr<J>) -> u8 {
+    match expr {
+        DependExpr::Or(..) => 0,
+        DependExpr::And(..) => 1,
+        DependExpr::Not(_) | DependExpr::Cond(_) => 2,
+    }
+}
+
+impl fmt::Display for DependExpr<JobSelector> {
+    /// The expression in the syntax [`DependExpr::parse`] reads back to this same tree, with
+    /// only the parentheses it needs (so never nested deeper than what was parsed).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let operand = |f: &mut fmt::Formatter<'_>, expr: &DependExpr<JobSelector>, parens: bool| {
+            if parens { write!(f, "({expr})") } else { write!(f, "{expr}") }
+        };
+        match self {
+            DependExpr::Cond(cond) => write!(f, "{cond}"),
+            DependExpr::Not(inner) => {
+                write!(f, "!")?;
+                operand(f, inner, binding(inner) < 2)
+            }
+            DependExpr::And(a, b) | DependExpr::Or(a, b) => {
+                let (level, token) =
+                    if matches!(self, DependExpr::And(..)) { (1, " && ") } else { (0, " || ") };
+                // Both operators group from the left: a right operand of the same level came
+                // in parentheses.
+                operand(f, a, binding(a) < level)?;
+                write!(f, "{token}")?;
+                operand(f, b, binding(b) <= level)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Condition<JobSelector> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keyword = match self.kind {
+            CondKind::Done => "done",
+            CondKind::Ended => "ended",
+            CondKind::Exit(_) => "exit",
+            CondKind::Started => "started",
+        };
+        write!(f, "{keyword}(")?;
+        match &self.job {
+            JobSelector::Id { .. } => write!(f, "{}", self.job)?,
+            JobSelector::Name { name, index } => {
+                // A name a bare word would not give back is quoted (one that looks like an
+                // id, or holds a stop byte or a blank); `parse` takes no escapes, so the
+                // quote is the one the name does not hold.
+                let bare = !name.bytes().all(|b| b.is_ascii_digit())
+                    && !name.bytes().any(|b| NAME_STOP.contains(&b) || b.is_ascii_whitespace());
+                let quote = if bare {
+                    ""
+                } else if name.contains('"') {
+                    "'"
+                } else {
+                    "\""
+                };
+                write!(f, "{quote}{name}{quote}")?;
+                if *index != 0 {
+                    write!(f, "[{index}]")?;
+                }
+            }
+        }
+        if let CondKind::Exit(Some((op, code))) = self.kind {
+            let op = match op {
+                CmpOp::Eq => "==",
+                CmpOp::Ne => "!=",
+                CmpOp::Gt => ">",
+                CmpOp::Ge => ">=",
+                CmpOp::Lt => "<",
+                CmpOp::Le => "<=",
+            };
+            write!(f, ", {op} {code}")?;
+        }
+        write!(f, ")")
+    }
+}
+
 struct Parser<'a> {
     text: &'a [u8],
     pos: usize,
@@ -408,7 +488,61 @@ mod tests {
         assert_eq!(DependExpr::parse(&wide), Err(DependSyntaxError));
     }
 
+    // Goal: printing gives back text that parses to the same tree, with the parentheses the
+    // tree needs and no more.
+    #[test]
+    fn expressions_print_as_they_parse() {
+        for (text, printed) in [
+            ("12", "done(12)"),
+            (
+                "exit(7,3) && !(ended(a[2]) || started('x y'))",
+                "exit(7, == 3) && !(ended(a[2]) || started(\"x y\"))",
+            ),
+            ("done(1) || done(2) && done(3)", "done(1) || done(2) && done(3)"),
+            ("(done(1) || done(2)) && done(3)", "(done(1) || done(2)) && done(3)"),
+            ("done(1) && (done(2) && done(3))", "done(1) && (done(2) && done(3))"),
+            ("!!done('7')", "!!done(\"7\")"),
+            ("exit(\"it's\", < 2)", "exit(\"it's\", < 2)"),
+            ("exit('say \"hi\"')", "exit('say \"hi\"')"),
+        ] {
+            let expr = DependExpr::parse(text).expect(text);
+            assert_eq!(expr.to_string(), printed, "{text}");
+            assert_eq!(DependExpr::parse(printed), Ok(expr), "{printed}");
+        }
+    }
+
+    fn any_expr() -> impl Strategy<Value = DependExpr<JobSelector>> {
+        let names = prop::sample::select(vec!["a", "my job", "7", "x'y", "x\"y", "p[q", "t\tu"]);
+        let job = prop_oneof![
+            (1..100u32, 0..3u32).prop_map(|(id, index)| JobSelector::Id { id, index }),
+            (names, 0..3u32).prop_map(|(name, index)| JobSelector::Name { name: name.to_owned(), index }),
+        ];
+        let ops =
+            prop::sample::select(vec![CmpOp::Eq, CmpOp::Ne, CmpOp::Gt, CmpOp::Ge, CmpOp::Lt, CmpOp::Le]);
+        let kind = prop_oneof![
+            Just(CondKind::Done),
+            Just(CondKind::Ended),
+            Just(CondKind::Started),
+            Just(CondKind::Exit(None)),
+            (ops, 0..256i32).prop_map(|(op, code)| CondKind::Exit(Some((op, code)))),
+        ];
+        let leaf = (kind, job).prop_map(|(kind, job)| DependExpr::Cond(Condition { kind, job }));
+        leaf.prop_recursive(6, 40, 2, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|e| DependExpr::Not(Box::new(e))),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| DependExpr::And(Box::new(a), Box::new(b))),
+                (inner.clone(), inner).prop_map(|(a, b)| DependExpr::Or(Box::new(a), Box::new(b))),
+            ]
+        })
+    }
+
     proptest! {
+        // Goal: any expression prints as text that parses back to it.
+        #[test]
+        fn printing_round_trips(expr in any_expr()) {
+            prop_assert_eq!(DependExpr::parse(&expr.to_string()), Ok(expr));
+        }
+
         // Goal: no input panics the parser or overflows its stack.
         #[test]
         fn parser_is_total(text in "[a-z0-9()\\[\\]&|!,'\" <>=]{0,60}") {

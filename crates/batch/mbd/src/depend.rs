@@ -21,6 +21,13 @@
 //! dependency condition not satisfied". A reference to a whole array holds when
 //! it holds for every element.
 //!
+//! **`bwait`** ([`Mbd::wait_query`]) asks whether an expression holds for its caller,
+//! without a job: the first question resolves the names and ids as a submission of the
+//! caller's would at that moment, and the answer gives the expression back with every job
+//! as the id it meant and the submission number it was registered at; the later questions
+//! send both, so that every answer is about the same jobs, as for a waiting job (a named job
+//! cleaned since counts as cleaned, not as unknown). Nothing is recorded.
+//!
 //! **Cleaned jobs.** A job named by a dependency may be cleaned (`CLEAN_PERIOD`)
 //! while its dependent still waits for slots. Its end is certain but not how it
 //! ended: `ended()` and `started()` hold, `done()` and `exit()` become false for
@@ -31,6 +38,7 @@
 //! never the one it named, so it counts as the cleaned job.
 
 use lava_batch_ll::{CondKind, Condition, DependExpr, JobRef, JobSelector, JobStatus, UserName};
+use lava_batch_wire as wire;
 
 use crate::job::{Job, exit_code};
 use crate::machine::Mbd;
@@ -179,6 +187,44 @@ impl Store {
 }
 
 impl Mbd {
+    /// `bwait`: whether `query`'s condition holds now for `caller` (the module doc). A
+    /// read: it changes nothing.
+    pub fn wait_query(&self, caller: &crate::Caller, query: &wire::WaitQuery) -> wire::WaitQueryReply {
+        let refused = |message: String| wire::WaitQueryReply {
+            code: wire::WAIT_REFUSED,
+            message,
+            condition: String::new(),
+            registered: 0,
+        };
+        let parsed = match DependExpr::parse(&query.condition) {
+            Ok(parsed) => parsed,
+            Err(error) => return refused(error.to_string()),
+        };
+        let first = query.registered == 0;
+        let resolved = parsed.try_map(&mut |selector| match selector {
+            // Registered: the job it meant, even if cleaned since.
+            JobSelector::Id { id, index } if !first => {
+                JobRef::new(*id, *index).ok_or_else(|| DependError::NoJob(selector.clone()))
+            }
+            _ => self.store.resolve(&caller.user, selector),
+        });
+        let expr = match resolved {
+            Ok(expr) => expr,
+            Err(error) => return refused(error.to_string()),
+        };
+        let registered = if first { self.store.last_submission + 1 } else { query.registered };
+        let code = match self.store.evaluate(&expr, registered) {
+            Truth { holds: true, .. } => wire::WAIT_HOLDS,
+            Truth { settled: true, .. } => wire::WAIT_NEVER,
+            Truth { settled: false, .. } => wire::WAIT_NOT_YET,
+        };
+        let by_id = expr.try_map(&mut |job| {
+            Ok::<_, std::convert::Infallible>(JobSelector::Id { id: job.id(), index: job.index() })
+        });
+        let condition = by_id.map(|expr| expr.to_string()).unwrap_or_default();
+        wire::WaitQueryReply { code, message: String::new(), condition, registered }
+    }
+
     /// Why pending `job` may not be dispatched now because of its dependency, if so.
     pub(crate) fn dependency_hold(&self, job: &Job) -> Option<&'static str> {
         let truth = self.store.evaluate(job.dependency.as_ref()?, job.submit_seq);

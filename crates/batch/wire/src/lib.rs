@@ -124,6 +124,11 @@ pub enum Operation {
     SbdPeek = 72,
     /// sbatchd's answer to [`Operation::SbdPeek`].
     SbdPeekReply = 73,
+    /// `bwait` → mbatchd: does this dependency expression hold now ([`WaitQuery`])? An
+    /// extension (docs/protocols/batch.md, "bwait").
+    WaitQuery = 74,
+    /// mbatchd → `bwait`: whether it holds, and whether it still can ([`WaitQueryReply`]).
+    WaitQueryReply = 75,
 
     /// `bsub -I`, `-Ip`, `-Is` → the execution host's sbatchd: attach this terminal to the
     /// job ([`InteractiveAttach`]; docs/protocols/batch.md, "Interactive jobs").
@@ -170,7 +175,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests and counters.
-    pub const ALL: [Operation; 60] = [
+    pub const ALL: [Operation; 62] = [
         Operation::CredentialRequest,
         Operation::CredentialReply,
         Operation::SbdStatusQuery,
@@ -214,6 +219,8 @@ impl Operation {
         Operation::PeekJobReply,
         Operation::SbdPeek,
         Operation::SbdPeekReply,
+        Operation::WaitQuery,
+        Operation::WaitQueryReply,
         Operation::InteractiveAttach,
         Operation::InteractiveAttachReply,
         Operation::InteractiveData,
@@ -289,6 +296,8 @@ impl Operation {
             Operation::PeekJobReply => "PEEK_JOB_REPLY",
             Operation::SbdPeek => "SBD_PEEK",
             Operation::SbdPeekReply => "SBD_PEEK_REPLY",
+            Operation::WaitQuery => "WAIT_QUERY",
+            Operation::WaitQueryReply => "WAIT_QUERY_REPLY",
             Operation::InteractiveAttach => "INTERACTIVE_ATTACH",
             Operation::InteractiveAttachReply => "INTERACTIVE_ATTACH_REPLY",
             Operation::InteractiveData => "INTERACTIVE_DATA",
@@ -1186,6 +1195,44 @@ pub const PEEK_NOT_RUNNING: u32 = 2;
 pub const PEEK_DENIED: u32 = 3;
 /// [`PeekReply::code`]: the output could not be read (`message` says why).
 pub const PEEK_FAILED: u32 = 4;
+
+// ---------------------------------------------------------------------------
+// bwait <-> mbatchd (docs/protocols/batch.md, "bwait")
+// ---------------------------------------------------------------------------
+
+/// WAIT_QUERY: `bwait -w`'s condition, asked again until it holds or never can.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitQuery {
+    /// A dependency expression as `bsub -w` takes it; after the first answer, the
+    /// [`WaitQueryReply::condition`] it gave (every job named by id).
+    pub condition: String,
+    /// 0 for the first question; then the [`WaitQueryReply::registered`] of the first answer.
+    pub registered: u64,
+}
+
+/// WAIT_QUERY_REPLY.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitQueryReply {
+    /// One of the `WAIT_*` codes.
+    pub code: u32,
+    /// Why, for [`WAIT_REFUSED`] (LSF's wording of a `bsub -w` refusal).
+    pub message: String,
+    /// The condition with each job its first question named by name or id resolved to the
+    /// job id meant then: what every later question sends.
+    pub condition: String,
+    /// The submission number the condition was registered at: a job submitted after it is
+    /// never one it names (ids wrap). Every later question sends it back.
+    pub registered: u64,
+}
+
+/// [`WaitQueryReply::code`]: the condition holds.
+pub const WAIT_HOLDS: u32 = 0;
+/// [`WaitQueryReply::code`]: it does not hold yet, and still can.
+pub const WAIT_NOT_YET: u32 = 1;
+/// [`WaitQueryReply::code`]: it does not hold and never will (a job it needs DONE ended EXIT).
+pub const WAIT_NEVER: u32 = 2;
+/// [`WaitQueryReply::code`]: refused: a syntax error, or a job that is not known.
+pub const WAIT_REFUSED: u32 = 3;
 
 // ---------------------------------------------------------------------------
 // bsub -I/-Ip/-Is <-> the execution host's sbatchd (docs/protocols/batch.md, "Interactive jobs")

@@ -104,6 +104,8 @@ fn golden_of(op: Operation) -> (u32, fn()) {
         Operation::PeekJobReply => (71, peek_job_reply),
         Operation::SbdPeek => (72, sbd_peek),
         Operation::SbdPeekReply => (73, sbd_peek_reply),
+        Operation::WaitQuery => (74, wait_query),
+        Operation::WaitQueryReply => (75, wait_query_reply),
         Operation::InteractiveAttach => (80, interactive_attach),
         Operation::InteractiveAttachReply => (81, interactive_attach_reply),
         Operation::InteractiveData => (82, interactive_data),
@@ -1595,6 +1597,39 @@ fn peek_job() {
         0000000000010000                            # body.offset = 65536
     "##;
     check_request("PEEK_JOB", PeekRequest { job: job(), offset: 65536 }, golden);
+}
+
+// Goal: WAIT_QUERY keeps its layout: the condition's text, then the registration. Method:
+// golden of an 8-byte condition (no padding).
+#[test]
+fn wait_query() {
+    let golden = r##"
+        00000003 c0ffee 00                          # credential = 3 bytes
+        0102030405060708                            # request_id.high = 0x102030405060708
+        1112131415161718                            # request_id.low = 0x1112131415161718
+        00000008 646f6e6528343229                   # body.condition = "done(42)"
+        0000000000000309                            # body.registered = 777
+    "##;
+    check_request("WAIT_QUERY", WaitQuery { condition: "done(42)".into(), registered: 777 }, golden);
+}
+
+// Goal: WAIT_QUERY_REPLY keeps its layout. Method: golden with a code other than 0 and texts
+// that need padding.
+#[test]
+fn wait_query_reply() {
+    let reply = WaitQueryReply {
+        code: WAIT_NEVER,
+        message: "x!".into(),
+        condition: "exit(5)".into(),
+        registered: 778,
+    };
+    let golden = r##"
+        00000002                                    # code = WAIT_NEVER
+        00000002 7821 0000                          # message = "x!"
+        00000007 65786974283529 00                  # condition = "exit(5)"
+        000000000000030a                            # registered = 778
+    "##;
+    check("WAIT_QUERY_REPLY", &reply, golden);
 }
 
 // Goal: PEEK_JOB_REPLY keeps its layout; the output is an XDR opaque. Method: golden of six bytes

@@ -401,3 +401,43 @@ fn brequeue_takes_elements_like_bkill() {
     );
     assert_eq!(dispatched(&effects), vec![element(1, 1)]);
 }
+
+// Goal: `bwait`'s question (Mbd::wait_query) decides as a waiting job's dependency would:
+// the first question resolves a name to the caller's latest job of that name and gives the
+// condition back by id with its registration; a later question with both is about the same
+// job even after a newer job took the name; DONE makes done() hold, EXIT makes it false for
+// good; a syntax error or an unknown job is refused with the `bsub -w` wording (a question
+// takes the state by reference: it cannot log anything).
+#[test]
+fn bwait_asks_the_dependency_rules() {
+    let mut h = Harness::new();
+    h.step(registered("hostC", 8));
+    assert_eq!(answer(&h.step(submit(1, 1, "alice", named("A")))), Ok(1));
+    let ask = |h: &Harness, who: &str, condition: &str, registered: u64| {
+        h.mbd.wait_query(&caller(who), &wire::WaitQuery { condition: condition.into(), registered })
+    };
+    let first = ask(&h, "alice", "done(A) && started(A)", 0);
+    assert_eq!(
+        (first.code, first.condition.as_str(), first.message.as_str()),
+        (wire::WAIT_NOT_YET, "done(1) && started(1)", "")
+    );
+    assert_eq!(first.registered, 2, "the next submission number");
+    // Another job of the name after the registration changes nothing for the question.
+    assert_eq!(answer(&h.step(submit(1, 2, "alice", named("A")))), Ok(2));
+    assert_eq!(ask(&h, "alice", "done(A)", 0).condition, "done(2)", "a new question: the latest");
+    h.step(accept("hostC", wref(1)));
+    let again = ask(&h, "alice", &first.condition, first.registered);
+    assert_eq!((again.code, again.registered), (wire::WAIT_NOT_YET, 2), "started, not done");
+    h.step(finish("hostC", wref(1), 0));
+    assert_eq!(ask(&h, "alice", &first.condition, first.registered).code, wire::WAIT_HOLDS);
+    assert_eq!(ask(&h, "alice", "exit(1)", 0).code, wire::WAIT_NEVER, "DONE is final");
+    assert_eq!(ask(&h, "alice", "!exit(1) || done(2)", 0).code, wire::WAIT_HOLDS);
+    for (who, condition, message) in [
+        ("alice", "done(", "Dependency condition syntax error"),
+        ("alice", "done(99)", "No matching job found"),
+        ("bob", "done(A)", "No matching job found"),
+    ] {
+        let refused = ask(&h, who, condition, 0);
+        assert_eq!((refused.code, refused.message.as_str()), (wire::WAIT_REFUSED, message), "{condition}");
+    }
+}
