@@ -1,8 +1,8 @@
 //! The LSF surface workflow tools stop at when it is missing (issue 19), end
 //! to end against the real `mbatchd` and `sbatchd` on loopback: every field of
 //! `bjobs -o` (LSF 10.1's list) in columns and in `-json`, PSI/J's poll,
-//! Snakemake's `bjobs -aJ '*<uuid>*'`, and the configuration commands
-//! Snakemake reads at start-up.
+//! Snakemake's `bjobs -aJ '*<uuid>*'`, the configuration commands
+//! Snakemake reads at start-up, and `bwait` in a script.
 //!
 //! The byte-exact layouts are pinned by the pure tests of `bins/commands`
 //! (`fields.rs`, `format/`, ...); these tests check that the real daemons'

@@ -653,8 +653,6 @@ impl Shell {
         Ok(())
     }
 
-    /// Steps the logic and carries out its effects (contract steps 2 to 5).
-    /// Returns whether the step answered `client`.
     /// The answer to a read (`bhosts`, `bqueues`, `badmin showstatus`, `bwait`), from memory.
     fn answer_read(&self, query: &ReadQuery) -> ReadReply {
         match query {
@@ -826,6 +824,8 @@ impl Shell {
         }
     }
 
+    /// Steps the logic and carries out its effects (contract steps 2 to 5).
+    /// Returns whether the step answered `client`.
     fn step(&mut self, input: Input, client: Option<u64>) -> Result<bool, ShellError> {
         let mut effects = std::mem::take(&mut self.effects);
         self.mbd.step(system_now_ms(), input, &mut effects);
