@@ -445,7 +445,9 @@ fn bsub_is_bash_is_a_working_shell() {
     std::thread::sleep(Duration::from_millis(500));
     tmux.keys(&["C-z"]);
     tmux.wait_for("the stopped sleep", |screen| screen.contains("Stopped") && screen.contains("sleep 200"));
-    tmux.keys(&["kill %1; wait; echo killed-$((3*3))", "Enter"]);
+    // Until bash has seen the job die: its `wait` may return at once with "job 1 stopped"
+    // while its table still says so, and `exit` would then refuse ("There are stopped jobs").
+    tmux.keys(&["kill %1; while jobs %1 >/dev/null 2>&1; do sleep 0.1; done; echo killed-$((3*3))", "Enter"]);
     tmux.wait_for("the killed sleep", |screen| screen.lines().any(|line| line.trim() == "killed-9"));
     tmux.keys(&["exit 7", "Enter"]);
     let written =
