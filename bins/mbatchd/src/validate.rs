@@ -421,6 +421,42 @@ mod tests {
         })
     }
 
+    // Goal: `bwait`'s WAIT_QUERY is a read any authenticated user may ask; a condition
+    // longer than a `bsub -w` expression may be is refused naming the field, without closing
+    // the connection; a forged credential is refused; garbage closes the connection.
+    #[test]
+    fn wait_queries_are_checked_like_requests() {
+        let auth = authenticator(1);
+        let body = |credential: Vec<u8>, condition: String| {
+            crate::codec::encode(&wire::ClientRequest {
+                credential,
+                request_id: wire::RequestId { high: 1, low: 2 },
+                body: wire::WaitQuery { condition, registered: 0 },
+            })
+        };
+        assert_eq!(read_operation(Operation::WaitQuery.code()), Some(Operation::WaitQuery));
+        match read_query(Operation::WaitQuery, &body(token(&auth, 1), "done(1)".into()), &auth, NOW_MS) {
+            Ok(ReadQuery::Wait(caller, query)) => {
+                assert_eq!((caller.user.as_str(), query.condition.as_str()), ("alice", "done(1)"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let long = "x".repeat(PATH_BYTES_MAX + 1);
+        let refused = read_query(Operation::WaitQuery, &body(token(&auth, 2), long), &auth, NOW_MS)
+            .expect_err("too long");
+        assert_eq!(
+            (refused.code, refused.reason, refused.close),
+            (wire::ERR_BAD_REQUEST, Reject::Invalid, false)
+        );
+        assert!(refused.message.contains("wait_query.condition"), "{}", refused.message);
+        let forged =
+            read_query(Operation::WaitQuery, &body(token(&authenticator(2), 3), "1".into()), &auth, NOW_MS)
+                .expect_err("another key");
+        assert_eq!((forged.code, forged.close), (wire::ERR_AUTH, false));
+        let garbage = read_query(Operation::WaitQuery, &[1, 2, 3], &auth, NOW_MS).expect_err("garbage");
+        assert_eq!((garbage.code, garbage.close), (wire::ERR_BAD_REQUEST, true));
+    }
+
     // Goal: each way a command request can be wrong gets its own code and
     // counter, and only a malformed one closes the connection.
     // Method: one request per defect against one authenticator.
