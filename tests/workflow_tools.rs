@@ -274,25 +274,71 @@ fn snakemake(site: &Site) {
         assert!((mb - 100.0).abs() < 1e-9 || (mb - 50.0).abs() < 1e-9, "mem_mb=100 per job: {resreqs}");
     }
 
-    // Interrupted (Ctrl-C), it kills the job it submitted (bkill).
-    let slow = site.folder("snakemake-cancel");
-    fs::write(slow.join("Snakefile"), SLOW_SNAKEFILE).expect("Snakefile");
-    let mut command = site.command("snakemake", &slow);
-    command.args(["--executor", "lsf", "--jobs", "1", "--default-resources", "mem_mb=100", "runtime=10"]);
-    let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start snakemake");
-    let job = wait_until("snakemake's slow job to run", TOOL_TIMEOUT, || {
-        let jobs = site.bjobs(&["-noheader", "-o", "jobid stat", "-J", "*rule_slow*"]);
-        jobs.lines()
-            .find(|line| line.ends_with("RUN"))
-            .map(|line| line.split_whitespace().next().unwrap_or_default().to_owned())
-    });
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill -INT");
-    assert!(status.success());
-    let out = child.wait_with_output().expect("snakemake ends");
-    assert!(!out.status.success(), "interrupted snakemake reports failure");
-    wait_until(&format!("job {job} killed"), TOOL_TIMEOUT, || {
-        (site.bjobs(&["-a", "-noheader", "-o", "stat", &job]).trim() == "EXIT").then_some(())
-    });
+    // Interrupted (Ctrl-C), it kills the job it submitted (bkill). Snakemake's remote executor
+    // empties its list of active jobs while it checks their status (its `bjobs`, 20 s after
+    // the start and then every 10 s or more) and cancels only the jobs on that list
+    // (snakemake-interface-executor-plugins' `RemoteExecutor`): a Ctrl-C during a check leaves
+    // the job running. So the test interrupts it outside a check (no `bjobs` under it), and,
+    // the rare time it still met one, tries again with a new job.
+    let mut killed_by_snakemake = None;
+    for attempt in 1..=3 {
+        let slow = site.folder(&format!("snakemake-cancel-{attempt}"));
+        fs::write(slow.join("Snakefile"), SLOW_SNAKEFILE).expect("Snakefile");
+        let mut command = site.command("snakemake", &slow);
+        command.args(["--executor", "lsf", "--jobs", "1", "--default-resources", "mem_mb=100", "runtime=10"]);
+        let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start snakemake");
+        let job = wait_until("snakemake's slow job to run", TOOL_TIMEOUT, || {
+            let jobs = site.bjobs(&["-noheader", "-o", "jobid stat", "-J", "*rule_slow*"]);
+            jobs.lines()
+                .find(|line| line.ends_with("RUN"))
+                .map(|line| line.split_whitespace().next().unwrap_or_default().to_owned())
+        });
+        wait_until("snakemake between two status checks", TOOL_TIMEOUT, || {
+            (!runs_below(child.id(), "bjobs")).then_some(())
+        });
+        let status =
+            Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill -INT");
+        assert!(status.success());
+        let out = child.wait_with_output().expect("snakemake ends");
+        assert!(!out.status.success(), "interrupted snakemake reports failure");
+        let ended = util::poll_until(Duration::from_secs(30), || {
+            (site.bjobs(&["-a", "-noheader", "-o", "stat", &job]).trim() == "EXIT").then_some(())
+        });
+        if ended.is_some() {
+            killed_by_snakemake = Some(job);
+            break;
+        }
+        eprintln!(
+            "attempt {attempt}: snakemake was interrupted during a status check; job {job} killed here"
+        );
+        let out =
+            site.command(util::mbatchd_bin().with_file_name("bkill"), site.cluster.dir()).arg(&job).output();
+        assert!(out.expect("bkill").status.success(), "bkill {job}");
+    }
+    assert!(killed_by_snakemake.is_some(), "interrupted three times, snakemake never killed its job");
+}
+
+/// Whether a process whose command line holds `word` runs below process `ancestor`.
+fn runs_below(ancestor: u32, word: &str) -> bool {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    };
+    let Ok(entries) = fs::read_dir("/proc") else { return false };
+    entries.flatten().filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok()).any(|pid| {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains(word) {
+            return false;
+        }
+        let mut at = pid;
+        while let Some(parent) = parent_of(at).filter(|parent| *parent > 1) {
+            if parent == ancestor {
+                return true;
+            }
+            at = parent;
+        }
+        false
+    })
 }
 
 fn psij(site: &Site) {
@@ -389,4 +435,22 @@ fn workflow_tools_run_unmodified() {
     psij(&site);
     dask_jobqueue(&site);
     parsl(&site);
+}
+
+// Goal: `runs_below` sees a grandchild by its command line, and nothing once it is gone (the
+// Snakemake interruption above relies on it to find a status check's `bjobs` under its shell).
+#[test]
+fn runs_below_sees_a_grandchild() {
+    let mut shell = Command::new("sh")
+        .args(["-c", "sh -c 'sleep 31.5; :' & wait"])
+        .spawn()
+        .expect("start a shell with a grandchild");
+    wait_until("the grandchild", Duration::from_secs(10), || runs_below(shell.id(), "31.5").then_some(()));
+    assert!(!runs_below(shell.id(), "no-such-word"));
+    let _ = shell.kill();
+    let _ = shell.wait();
+    let _ = Command::new("pkill").args(["-f", "sleep 31.5"]).status();
+    wait_until("the grandchild gone", Duration::from_secs(10), || {
+        (!runs_below(shell.id(), "31.5")).then_some(())
+    });
 }

@@ -77,16 +77,23 @@ pub fn wait_until<T>(what: &str, timeout: Duration, probe: impl FnMut() -> Optio
 pub fn wait_until_showing<T>(
     what: &str,
     timeout: Duration,
-    mut probe: impl FnMut() -> Option<T>,
+    probe: impl FnMut() -> Option<T>,
     context: impl FnOnce() -> String,
 ) -> T {
+    poll_until(timeout, probe)
+        .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}\n{}", context()))
+}
+
+/// Calls `probe` every [`POLL_INTERVAL`] until it returns `Some`, for at most `timeout`;
+/// `None` when it never did (for a wait whose end the test does not require).
+pub fn poll_until<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = probe() {
-            return value;
+            return Some(value);
         }
         if Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}\n{}", context());
+            return None;
         }
         std::thread::sleep(POLL_INTERVAL);
     }
