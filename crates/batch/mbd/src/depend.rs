@@ -19,7 +19,10 @@
 //! stays pending with LSF's "Dependency condition invalid or never satisfied"
 //! (the user kills it or, later, changes it); else it waits with "Job
 //! dependency condition not satisfied". A reference to a whole array holds when
-//! it holds for every element.
+//! it holds for every element; it is decided from the array's counts of elements by
+//! state, which the indexes keep (`Index::array_states`), so that a dispatch turn, a
+//! `bjobs` line or a `bwait` question costs the same whatever the array's size (debug
+//! builds check each such answer against the element-by-element one).
 //!
 //! **`bwait`** ([`Mbd::wait_query`]) asks whether an expression holds for its caller,
 //! without a job: the first question resolves the names and ids as a submission of the
@@ -144,6 +147,47 @@ impl Store {
 
     /// A condition on one job, or on every element of an array.
     fn condition(&self, cond: &Condition<JobRef>, dependent: u64) -> Truth {
+        if let Some(truth) = self.whole_array(cond, dependent) {
+            debug_assert_eq!(truth, self.element_by_element(cond, dependent), "{cond:?}");
+            return truth;
+        }
+        self.element_by_element(cond, dependent)
+    }
+
+    /// A condition on a whole array, from its counts of elements by state
+    /// (`Index::array_states`): the conjunction of its elements' conditions, at a cost that
+    /// does not grow with the array. `None` when the counts cannot say: not a whole array in
+    /// memory, an array submitted after the dependent (its id was reused), or an exit-code
+    /// comparison (each element's code counts).
+    fn whole_array(&self, cond: &Condition<JobRef>, dependent: u64) -> Option<Truth> {
+        if cond.job.index() != 0 || matches!(cond.kind, CondKind::Exit(Some(_))) {
+            return None;
+        }
+        let states = self.index.array_states.get(&cond.job.id()).filter(|s| s.submit_seq < dependent)?;
+        let finished = states.done + states.exit;
+        Some(match cond.kind {
+            // Not all DONE: false for good once one ended EXIT.
+            CondKind::Done => {
+                let holds = states.done == states.total;
+                Truth { holds, settled: holds || states.exit > 0 }
+            }
+            CondKind::Exit(_) => {
+                let holds = states.exit == states.total;
+                Truth { holds, settled: holds || states.done > 0 }
+            }
+            CondKind::Ended => {
+                let holds = finished == states.total;
+                Truth { holds, settled: holds }
+            }
+            CondKind::Started => {
+                let holds = finished + states.started == states.total;
+                Truth { holds, settled: holds }
+            }
+        })
+    }
+
+    /// [`Store::condition`] by visiting each element (or the one job).
+    fn element_by_element(&self, cond: &Condition<JobRef>, dependent: u64) -> Truth {
         let mut refs = if cond.job.index() == 0 { self.refs_of(cond.job.id()) } else { Vec::new() };
         if refs.is_empty() {
             refs.push(cond.job);

@@ -177,6 +177,9 @@ pub(crate) struct Index {
     pub(crate) signal_requests: BTreeMap<(wire::RequestId, JobRef), u64>,
     /// Started elements per array id (RUN, USUSP, SSUSP, UNKWN), for `%N`.
     pub(crate) array_started: BTreeMap<u32, u32>,
+    /// The elements in memory of each array id by state: a dependency on a whole array is
+    /// decided from these counts, not element by element (`depend`).
+    pub(crate) array_states: BTreeMap<u32, ArrayStates>,
     /// Every job by (submission number, job): newest first is this set backwards
     /// (ids wrap, so the highest id is not the newest job).
     pub(crate) by_seq: BTreeSet<(u64, JobRef)>,
@@ -184,6 +187,34 @@ pub(crate) struct Index {
     pub(crate) pending_per_user: BTreeMap<UserName, u32>,
     /// What those jobs hold per user (`LAVA_MAX_PEND_BYTES`, `Job::pending_bytes`).
     pub(crate) pending_bytes_per_user: BTreeMap<UserName, u64>,
+}
+
+/// How many elements of one array (those in memory) are in which state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ArrayStates {
+    /// The array's submission number (its elements share it).
+    pub(crate) submit_seq: u64,
+    /// Elements in memory.
+    pub(crate) total: u32,
+    /// DONE ones.
+    pub(crate) done: u32,
+    /// EXIT ones.
+    pub(crate) exit: u32,
+    /// Started and not finished (RUN, suspended).
+    pub(crate) started: u32,
+}
+
+impl ArrayStates {
+    fn count(&mut self, job: &Job, add: bool) {
+        let step = |n: &mut u32| *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        step(&mut self.total);
+        match job.status {
+            JobStatus::Done => step(&mut self.done),
+            JobStatus::Exit => step(&mut self.exit),
+            status if status.is_started() => step(&mut self.started),
+            _ => {}
+        }
+    }
 }
 
 impl Index {
@@ -212,6 +243,16 @@ impl Index {
                 } else {
                     set.remove(&value);
                 }
+            }
+        }
+        if id.index() != 0 {
+            let states = self
+                .array_states
+                .entry(id.id())
+                .or_insert(ArrayStates { submit_seq: job.submit_seq, ..ArrayStates::default() });
+            states.count(job, add);
+            if states.total == 0 {
+                self.array_states.remove(&id.id());
             }
         }
         let started = job.status.is_started();
