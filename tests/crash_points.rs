@@ -128,6 +128,27 @@ impl Rig {
         fs::write(self.crash_dir.join("arm"), "").expect("create the arm file");
     }
 
+    /// Arms the point `crashes` times in turn, each time calling `step` (one request of the
+    /// workload) until the point has fired once more, at most `steps_max` times per crash.
+    fn crash_repeatedly(&mut self, crashes: usize, steps_max: usize, mut step: impl FnMut(&mut Rig)) {
+        for crash in 0..crashes {
+            self.arm();
+            for _ in 0..steps_max {
+                if self.fired > crash {
+                    break;
+                }
+                step(self);
+            }
+            let (point, power_loss) = (self.point, self.power_loss);
+            assert!(
+                self.fired > crash,
+                "{point} (power loss: {power_loss}) was never reached by the workload"
+            );
+            eprintln!("{point}: crash {} reached", crash + 1);
+        }
+        self.disarm();
+    }
+
     /// Ends the workload's crashes: waits a little for a point reached on a timer (a
     /// second's tick) if none fired yet, then removes the arm file.
     fn disarm(&mut self) {
@@ -495,21 +516,13 @@ fn candidates_workload(point: &'static str, power_loss: bool, crashes: usize, ar
         util::submitted_job_id(&stdout(&output[0]))
     };
     let mut want = BTreeSet::new();
-    for crash in 0..crashes {
-        rig.arm();
-        // Some answers go out before the leader's own fsync ends: the point
-        // `mbatchd.acknowledged_before_own_fsync` fired after 8 to 78 submissions one at a
-        // time on the 2-core development machine.
-        for _ in 0..1000 {
-            if rig.fired > crash {
-                break;
-            }
-            want.insert(submit(&mut rig));
-        }
-        assert!(rig.fired > crash, "{point} (power loss: {power_loss}) was never reached by the workload");
-        eprintln!("{point}: crash {} after {} submissions", crash + 1, want.len());
-    }
-    rig.disarm();
+    // Some answers go out before the leader's own fsync ends: the point
+    // `mbatchd.acknowledged_before_own_fsync` fired after 8 to 78 submissions one at a time
+    // on the 2-core development machine.
+    rig.crash_repeatedly(crashes, 1000, |rig| {
+        want.insert(submit(rig));
+    });
+    eprintln!("{point} (power loss: {power_loss}): {} submissions", want.len());
     for _ in 0..workload_size() {
         want.insert(submit(&mut rig));
     }
@@ -860,17 +873,7 @@ fn coordinator_replica_workload(point: &'static str, power_loss: bool) {
         rig.start(Role::CoordinatorCandidate { host });
     }
     let mut submitted = BTreeSet::new();
-    for crash in 0..REPLICA_CRASHES {
-        rig.arm();
-        for _ in 0..200 {
-            if rig.fired > crash {
-                break;
-            }
-            submitted.extend(coordctl_submit(&mut rig));
-        }
-        assert!(rig.fired > crash, "{point} (power loss: {power_loss}) was never reached by the workload");
-        eprintln!("{point}: coordinator crash {} after {} submissions", crash + 1, submitted.len());
-    }
+    rig.crash_repeatedly(REPLICA_CRASHES, 200, |rig| submitted.extend(coordctl_submit(rig)));
     for _ in 0..workload_size() * 2 {
         submitted.extend(coordctl_submit(&mut rig));
     }

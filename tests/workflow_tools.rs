@@ -341,14 +341,29 @@ fn runs_below(ancestor: u32, word: &str) -> bool {
     })
 }
 
-fn psij(site: &Site) {
-    let work = site.folder("psij");
-    fs::write(work.join("run.py"), PSIJ_SCRIPT).expect("run.py");
+/// Runs `script` with the tools' Python in a fresh folder `name` of the site, to its end;
+/// the folder, the output and its standard output, once it succeeded.
+fn run_script(site: &Site, name: &str, script: &str) -> (PathBuf, Output, String) {
+    let work = site.folder(name);
+    fs::write(work.join("run.py"), script).expect("run.py");
     let mut command = site.command(site.venv.join("bin/python"), &work);
     command.arg("run.py");
     let out = run_bounded(command);
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "PSI/J: {}", text(&out));
+    assert!(out.status.success(), "{name}: {}", text(&out));
+    (work, out, said)
+}
+
+/// Waits until `job` is EXIT, killed by its owner (the tool's `bkill`).
+fn wait_killed_by_owner(site: &Site, job: &str, what: &str) {
+    wait_until(&format!("{what} {job} killed"), TOOL_TIMEOUT, || {
+        let line = site.bjobs(&["-a", "-noheader", "-o", "stat exit_reason", job]);
+        line.starts_with("EXIT TERM_OWNER").then_some(())
+    });
+}
+
+fn psij(site: &Site) {
+    let (work, out, said) = run_script(site, "psij", PSIJ_SCRIPT);
     let ok = said.lines().find(|line| line.starts_with("ok ")).unwrap_or_else(|| panic!("{}", text(&out)));
     assert!(ok.ends_with(" JobState.COMPLETED 0") || ok.ends_with(" COMPLETED 0"), "{}", text(&out));
     assert_eq!(fs::read_to_string(work.join("psij-out.txt")).expect("the job's output"), "hello\n");
@@ -367,13 +382,7 @@ fn dask_jobqueue(site: &Site) {
     // Dask's LSFCluster writes a job script of #BSUB lines (-J, -o/-e with %J, -n, -M in the
     // lsf.conf unit, -W) and submits it (`bsub script`); each job is a Dask worker that
     // connects back to the scheduler in this process. Closed, it `bkill`s its jobs.
-    let work = site.folder("dask");
-    fs::write(work.join("run.py"), DASK_SCRIPT).expect("run.py");
-    let mut command = site.command(site.venv.join("bin/python"), &work);
-    command.arg("run.py");
-    let out = run_bounded(command);
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "dask-jobqueue: {}", text(&out));
+    let (work, out, said) = run_script(site, "dask", DASK_SCRIPT);
     assert!(said.contains("#BSUB -M 1000\n"), "1 GB in MB: {}", text(&out));
     let jobs: Vec<String> = said
         .lines()
@@ -393,10 +402,7 @@ fn dask_jobqueue(site: &Site) {
         let named =
             logs.filter(|entry| entry.file_name().to_string_lossy().ends_with(&format!("-{job}.out")));
         assert_eq!(named.count(), 1, "-o logs/NAME-%J.out names job {job}'s output");
-        wait_until(&format!("Dask's worker job {job} killed"), TOOL_TIMEOUT, || {
-            let line = site.bjobs(&["-a", "-noheader", "-o", "stat exit_reason", job]);
-            line.starts_with("EXIT TERM_OWNER").then_some(())
-        });
+        wait_killed_by_owner(site, job, "Dask's worker job");
     }
 }
 
@@ -404,13 +410,7 @@ fn parsl(site: &Site) {
     // Parsl's LSFProvider writes a job script (#BSUB -W in minutes, -J, -o, -e), submits it
     // (`bsub script`), follows it with `bjobs -noheader -o 'jobid stat' IDS` and, when the
     // workflow ends, `bkill`s it. The job runs Parsl's worker pool, which connects back.
-    let work = site.folder("parsl");
-    fs::write(work.join("run.py"), PARSL_SCRIPT).expect("run.py");
-    let mut command = site.command(site.venv.join("bin/python"), &work);
-    command.arg("run.py");
-    let out = run_bounded(command);
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "Parsl: {}", text(&out));
+    let (_, out, said) = run_script(site, "parsl", PARSL_SCRIPT);
     assert!(said.lines().any(|line| line == "sum 30"), "{}", text(&out));
     assert!(said.lines().any(|line| line == "closed"), "{}", text(&out));
     let job = said
@@ -421,10 +421,7 @@ fn parsl(site: &Site) {
         .to_owned();
     let listed = site.bjobs(&["-a", "-noheader", "-o", "job_name runtimelimit", &job]);
     assert!(listed.starts_with("parsl.lsf.block-0.") && listed.contains(" 10.0"), "-J, -W 10: {listed}");
-    wait_until(&format!("Parsl's block job {job} killed"), TOOL_TIMEOUT, || {
-        let line = site.bjobs(&["-a", "-noheader", "-o", "stat exit_reason", &job]);
-        line.starts_with("EXIT TERM_OWNER").then_some(())
-    });
+    wait_killed_by_owner(site, &job, "Parsl's block job");
 }
 
 #[test]

@@ -108,20 +108,22 @@ fn wait(client: &mut Client, options: &Options) -> Result<(), String> {
         if query.registered == 0 {
             query = wire::WaitQuery { condition: reply.condition, registered: reply.registered };
         }
-        let pause = Duration::from_millis(pause_ms);
-        if let Some(timeout) = options.timeout {
-            let left = timeout.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                let n = timeout.as_secs() / 60;
-                let unit = if n == 1 { "minute" } else { "minutes" };
-                return Err(format!("Wait condition is not satisfied within {n} {unit}"));
-            }
-            std::thread::sleep(pause.min(left));
-        } else {
-            std::thread::sleep(pause);
-        }
+        std::thread::sleep(next_pause(Duration::from_millis(pause_ms), started.elapsed(), options.timeout)?);
         pause_ms = (pause_ms * 2).min(POLL_MS_MAX);
     }
+}
+
+/// The pause before the next question: `pause`, cut to what is left of `timeout` after
+/// `elapsed`; the timeout's message once nothing is left.
+fn next_pause(pause: Duration, elapsed: Duration, timeout: Option<Duration>) -> Result<Duration, String> {
+    let Some(timeout) = timeout else { return Ok(pause) };
+    let left = timeout.saturating_sub(elapsed);
+    if left.is_zero() {
+        let n = timeout.as_secs() / 60;
+        let unit = if n == 1 { "minute" } else { "minutes" };
+        return Err(format!("Wait condition is not satisfied within {n} {unit}"));
+    }
+    Ok(pause.min(left))
 }
 
 /// Runs `bwait` with this process's arguments.
@@ -151,6 +153,23 @@ mod tests {
 
     fn parse(args: &[&str]) -> term::Parsed<Options> {
         parse_args(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+    }
+
+    // Goal: -t cuts the last pause to the time left, then ends the wait with its message.
+    #[test]
+    fn the_timeout_ends_the_wait() {
+        let (second, minute) = (Duration::from_secs(1), Duration::from_secs(60));
+        assert_eq!(next_pause(2 * second, 100 * minute, None), Ok(2 * second));
+        assert_eq!(next_pause(2 * second, 30 * second, Some(minute)), Ok(2 * second));
+        assert_eq!(next_pause(2 * second, 59 * second, Some(minute)), Ok(second));
+        assert_eq!(
+            next_pause(2 * second, minute, Some(minute)),
+            Err("Wait condition is not satisfied within 1 minute".to_owned())
+        );
+        assert_eq!(
+            next_pause(2 * second, 3 * minute, Some(2 * minute)),
+            Err("Wait condition is not satisfied within 2 minutes".to_owned())
+        );
     }
 
     // Goal: -w is required, -t and -r take 1 to 525600 minutes, anything else is a usage
