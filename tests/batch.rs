@@ -1457,6 +1457,75 @@ fn jobs_over_their_memory_or_run_limit_end_exit() {
     );
 }
 
+// Goal: a queue's NICE and resource limits hold its jobs on the real daemons: the job's
+// process runs at the queue's niceness with the per-process limits the shepherd set (CPU
+// time, file, core, stack and data sizes, in LSF_UNIT_FOR_LIMITS); a process writing over
+// FILELIMIT dies of SIGXFSZ; a job over a whole-job limit (virtual memory, processes,
+// threads) is killed by sbatchd and ends EXIT with LSF's reason; bqueues -l shows them.
+#[test]
+fn queue_resource_limits_hold_the_jobs() {
+    let cluster = Cluster::new();
+    cluster.write_file(
+        "etc/lsbatch/lavacore/configdir/lsb.queues",
+        "Begin Queue\nQUEUE_NAME = normal\nPRIORITY = 30\nEnd Queue\n\
+         Begin Queue\nQUEUE_NAME = held\nPRIORITY = 30\nNICE = 5\nCPULIMIT = 1\nFILELIMIT = 2\n\
+         CORELIMIT = 0\nSTACKLIMIT = 16\nDATALIMIT = 1024\nEnd Queue\n\
+         Begin Queue\nQUEUE_NAME = vmem\nPRIORITY = 30\nSWAPLIMIT = 1\nEnd Queue\n\
+         Begin Queue\nQUEUE_NAME = procs\nPRIORITY = 30\nPROCESSLIMIT = 2\nEnd Queue\n\
+         Begin Queue\nQUEUE_NAME = threads\nPRIORITY = 30\nTHREADLIMIT = 2\nEnd Queue\n",
+    );
+    let batch = Batch::start_in(cluster);
+    let out = batch.dir().join("limits.out");
+    let out_arg = out.to_str().expect("a UTF-8 path");
+    let held =
+        batch.submit(&["-q", "held", "-o", out_arg, "cat /proc/self/limits; cut -d' ' -f19 /proc/self/stat"]);
+    let big = batch.dir().join("big");
+    let write = format!("dd if=/dev/zero of={} bs=1M count=4", big.display());
+    let too_big = batch.submit(&["-q", "held", "-o", "/dev/null", &write]);
+    let two = "sleep 300 & sleep 300 & wait";
+    let vmem = batch.submit(&["-q", "vmem", "-o", "/dev/null", "sleep 300"]);
+    let procs = batch.submit(&["-q", "procs", "-o", "/dev/null", two]);
+    let threads = batch.submit(&["-q", "threads", "-o", "/dev/null", two]);
+    let ended = batch.wait_all_finished(&[held, too_big, vmem, procs, threads]);
+    assert_eq!(ended[&held], "DONE", "{ended:?}");
+    let seen = fs::read_to_string(&out).expect("the job's output");
+    let limit = |name: &str| -> Vec<String> {
+        let line =
+            seen.lines().find(|line| line.starts_with(name)).unwrap_or_else(|| panic!("{name}: {seen}"));
+        line[name.len()..].split_whitespace().take(2).map(str::to_owned).collect()
+    };
+    assert_eq!(limit("Max cpu time")[0], "60", "{seen}");
+    assert_eq!(limit("Max file size"), ["2097152", "2097152"], "{seen}");
+    assert_eq!(limit("Max core file size"), ["0", "0"], "{seen}");
+    assert_eq!(limit("Max stack size"), ["16777216", "16777216"], "{seen}");
+    assert_eq!(limit("Max data size"), ["1073741824", "1073741824"], "{seen}");
+    assert_eq!(seen.lines().last(), Some("5"), "the niceness: {seen}");
+    // SIGXFSZ (25) ended dd at 2 MB: exit code 128 + 25.
+    assert_eq!(batch.stat_and_exit_code(too_big), "EXIT 153");
+    assert_eq!(fs::metadata(&big).expect("dd's file").len(), 2 << 20);
+    let squeezed = |job: u32| -> String {
+        text(&batch.run("bjobs", &["-l", &job.to_string()])).chars().filter(|c| !c.is_whitespace()).collect()
+    };
+    for (job, reason) in [
+        (vmem, "TERM_SWAP:jobkilledafterreachingLSFswapusagelimit."),
+        (procs, "TERM_PROCESSLIMIT:jobkilledafterreachingLSFprocesslimit."),
+        (threads, "TERM_THREADLIMIT:jobkilledafterreachingLSFthreadlimit."),
+    ] {
+        assert_eq!(ended[&job], "EXIT", "{ended:?}");
+        let long = squeezed(job);
+        assert!(long.contains(&format!("Completed<exit>;{reason}")), "{long}");
+    }
+    let queue = text(&batch.run("bqueues", &["-l", "held"]));
+    assert!(queue.contains("\n CPULIMIT\n 1.0 min\n"), "{queue}");
+    assert!(
+        queue.contains(
+            "\n FILELIMIT DATALIMIT STACKLIMIT CORELIMIT\n    2 M       1 G      16 M        0 K\n"
+        ),
+        "{queue}"
+    );
+    assert!(queue.contains("PRIO NICE"), "{queue}");
+}
+
 // Goal: bad values and options are refused with LSF's messages and exit 255,
 // and nothing is submitted.
 #[test]

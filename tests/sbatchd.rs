@@ -344,6 +344,8 @@ fn job_spec(id: u32, user: &str, uid: u32, cwd: &Path, command: &str) -> wire::J
         post_exec: String::new(),
         queue_pre_exec: String::new(),
         queue_post_exec: String::new(),
+        nice: 0,
+        limits: wire::ResourceLimits::default(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/usr/bin:/bin".into() }],
     }
 }
@@ -967,6 +969,8 @@ fn start_shepherd(
         interactive: 0,
         pre_exec: vec![],
         post_exec: vec![],
+        nice: 0,
+        limits: wire::ResourceLimits::default(),
     };
     let plan_file =
         sys::memory_file(c"plan", &lava_xdr::to_bytes(&plan).expect("encode")).expect("the plan in memory");

@@ -30,7 +30,7 @@ use std::process::ExitCode;
 use lava_batch_wire::{self as wire, Operation};
 
 use crate::client;
-use crate::format::{limit_memory, truncate_star};
+use crate::format::{limit_blocks, truncate_star};
 use crate::term::{self, Term};
 
 const USAGE: &str = "Usage: bqueues [-h] [-V] [-w | -l] [queue_name ...]\n";
@@ -116,12 +116,7 @@ pub fn format_bqueues_long(queues: &[wire::QueueInfo]) -> String {
             queue.n_ususp.to_string(),
             queue.n_reserved.to_string(),
         ]));
-        if queue.run_limit_s > 0 {
-            out.push_str(&format!("\n RUNLIMIT\n {:.1} min\n", queue.run_limit_s as f64 / 60.0));
-        }
-        if queue.mem_limit_kb > 0 {
-            out.push_str(&format!("\n MEMLIMIT\n {:>6}\n", limit_memory(queue.mem_limit_kb)));
-        }
+        out.push_str(&limit_blocks(queue.run_limit_s, queue.mem_limit_kb, &queue.limits));
         let names = |names: &[String]| if names.is_empty() { "all".to_owned() } else { names.join(" ") };
         out.push_str(&format!("\nUSERS: {}\n", names(&queue.users)));
         out.push_str(&format!("HOSTS:  {}\n", names(&queue.hosts)));

@@ -16,7 +16,8 @@
 //! - administrators: `ClusterAdmins` of `lsf.cluster`, by login name (root always is one).
 //! - queue policies: `USERS` (user groups of `lsb.users` expanded), `QJOB_LIMIT`,
 //!   `UJOB_LIMIT`, `PJOB_LIMIT` (in thousandths), `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`,
-//!   `PRE_EXEC`, `POST_EXEC`, `LOCAL_MAX_PREEXEC_RETRY_ACTION`;
+//!   `PRE_EXEC`, `POST_EXEC`, `LOCAL_MAX_PREEXEC_RETRY_ACTION`, `NICE`, and the resource limits
+//!   `CPULIMIT DATALIMIT PROCESSLIMIT THREADLIMIT FILELIMIT CORELIMIT STACKLIMIT SWAPLIMIT`;
 //!   host policies: `JL/U` of the same `lsb.hosts` row as `MXJ`; `-R`'s static
 //!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
 //!   resources of `lsf.shared`.
@@ -50,8 +51,8 @@ use std::path::PathBuf;
 use lava_batch_ll::{HostName, QueueName, UserName};
 use lava_conf::{ClusterConfig, ClusterHost, LogMask, Members, Mxj, ResourceKind};
 use lava_mbd::{
-    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, PreExecRetryAction, QueueConfig, QueueLimit, UserLimit,
-    UserLimits,
+    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, PreExecRetryAction, QueueConfig, QueueLimit,
+    QueueResourceLimits, UserLimit, UserLimits,
 };
 
 use crate::ShellError;
@@ -254,6 +255,16 @@ pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, Shell
             hjob_limit: queue.hjob_limit,
             run_limit_s: limit(queue.run_limit_s),
             mem_limit_kb: limit(queue.mem_limit_kb),
+            limits: QueueResourceLimits {
+                cpu_s: limit(queue.cpu_limit_s),
+                data_kb: limit(queue.data_limit_kb),
+                processes: limit(queue.process_limit),
+                threads: limit(queue.thread_limit),
+                file_kb: queue.file_limit_kb,
+                core_kb: queue.core_limit_kb,
+                stack_kb: queue.stack_limit_kb,
+                swap_kb: queue.swap_limit_kb,
+            },
             exclusive: queue.exclusive,
             fairshare: queue.fairshare.clone(),
             description: queue.description.clone(),
@@ -524,6 +535,8 @@ mod tests {
             "Begin Host\nHOST_NAME MXJ JL/U\nm 2 1\ndefault ! ()\nEnd Host\n",
             "Begin Queue\nQUEUE_NAME = normal\nUSERS = alice staff\nQJOB_LIMIT = 10\nUJOB_LIMIT = 2\n\
              HJOB_LIMIT = 3\nPJOB_LIMIT = 0.25\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
+             CPULIMIT = 1 2\nDATALIMIT = 10\nPROCESSLIMIT = 4\nTHREADLIMIT = 2 16\nFILELIMIT = 1\n\
+             CORELIMIT = 0\nSTACKLIMIT = 2\nSWAPLIMIT = 3\n\
              FAIRSHARE = USER_SHARES[[alice, 2] [default, 1]]\nEnd Queue\n",
         );
         let mbd = mbd_config(&conf, "m").expect("maps");
@@ -534,6 +547,20 @@ mod tests {
         assert_eq!(queue.pjob_limit_milli, Some(250));
         assert_eq!(queue.run_limit_s, Some(QueueLimit { default: Some(600), max: 3600 }));
         assert_eq!(queue.mem_limit_kb, Some(QueueLimit { default: None, max: 100 }));
+        let limit = |default, max| Some(QueueLimit { default, max });
+        assert_eq!(
+            queue.limits,
+            QueueResourceLimits {
+                cpu_s: limit(Some(60), 120),
+                data_kb: limit(None, 10),
+                processes: limit(None, 4),
+                threads: limit(Some(2), 16),
+                file_kb: Some(1),
+                core_kb: Some(0),
+                stack_kb: Some(2),
+                swap_kb: Some(3),
+            }
+        );
         assert!(queue.exclusive);
         assert_eq!(queue.fairshare, Some(vec![("alice".to_owned(), 2), ("default".to_owned(), 1)]));
         assert_eq!(mbd.hosts[0].user_job_limit, Some(1));

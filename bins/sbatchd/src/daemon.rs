@@ -54,7 +54,7 @@ use lava_batch_ll::{JobRef, UserName};
 use lava_batch_wire as wire;
 use lava_conf::{BaseConfig, LogMask};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
-use lava_sbd::{Effect, Hooks, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
+use lava_sbd::{Effect, ExecLimits, Hooks, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
 use lava_shell::readiness::Readiness;
 use lava_shell::signals::{ShellSignal, Signals};
 use lava_shell::space::{Change, Space};
@@ -165,6 +165,7 @@ enum LauncherRequest {
         run_spec: Box<RunSpec>,
         interactive: u32,
         hooks: Hooks,
+        exec_limits: Box<ExecLimits>,
         jobfile: String,
         go: Option<OwnedFd>,
     },
@@ -452,6 +453,16 @@ fn write_ready_file(path: &Path) -> Result<(), Error> {
     layout::write_renamed(dir, &name.to_string_lossy(), pid_line.as_bytes(), false).map_err(io_error)
 }
 
+/// Whether the job has a limit sbatchd measures on the whole job, not the kernel per process.
+fn has_job_wide_limit(record: &JobRecord) -> bool {
+    let limits = &record.exec_limits.limits;
+    record.run_spec.mem_limit_kb > 0
+        || limits.cpu_s.is_some()
+        || limits.swap_kb.is_some()
+        || limits.processes.is_some()
+        || limits.threads.is_some()
+}
+
 fn now_ms() -> u64 {
     lava_net::system_now_ms()
 }
@@ -611,7 +622,7 @@ impl Daemon {
     fn handle(&mut self, event: Event, effects: &mut Vec<Effect>) -> Result<(), Error> {
         match event {
             Event::Tick => {
-                self.sample_memory(effects);
+                self.sample_usage(effects);
                 match self.space.check() {
                     Ok(Some(change)) => self.log_space_change(&change),
                     Ok(None) => {}
@@ -675,22 +686,23 @@ impl Daemon {
         Ok(())
     }
 
-    /// Feeds the resident memory of every running job with a memory limit (`bsub -M`);
-    /// the logic starts the kill when a job is over its limit.
-    fn sample_memory(&mut self, effects: &mut Vec<Effect>) {
+    /// Feeds what its processes use now for every running job with a limit measured on the
+    /// whole job (`bsub -M`, the queue's `CPULIMIT`, `SWAPLIMIT`, `PROCESSLIMIT`,
+    /// `THREADLIMIT`); the logic starts the kill when a job is over one.
+    fn sample_usage(&mut self, effects: &mut Vec<Effect>) {
         let limited: Vec<(JobRef, i32)> = self
             .sbd
             .jobs()
-            .filter(|record| record.is_running() && record.run_spec.mem_limit_kb > 0 && record.pgid > 1)
+            .filter(|record| record.is_running() && record.pgid > 1 && has_job_wide_limit(record))
             .map(|record| (record.job, record.pgid))
             .collect();
         if limited.is_empty() {
             return;
         }
-        let rss_kb = procfs::group_rss_kb(&limited.iter().map(|(_, pgid)| *pgid).collect());
+        let usage = procfs::group_usage(&limited.iter().map(|(_, pgid)| *pgid).collect());
         for (job, pgid) in limited {
-            if let Some(rss_kb) = rss_kb.get(&pgid) {
-                self.step(Input::MemoryUsage { job, rss_kb: *rss_kb }, effects);
+            if let Some(usage) = usage.get(&pgid) {
+                self.step(Input::Usage { job, usage: *usage }, effects);
             }
         }
     }
@@ -1252,9 +1264,12 @@ impl Daemon {
         let jobfile = layout::jobfile_name(run_spec.submit_time_s, job);
         let launch = self.new_launch(job);
         let interactive = self.sbd.job(job).map_or(0, |record| record.interactive);
-        // The record holds the hooks (the Launch carries the run spec only).
+        // The record holds the hooks, the niceness and the limits (the Launch carries the
+        // run spec only).
         let hooks = self.sbd.job(job).map(|record| record.hooks.clone()).unwrap_or_default();
-        let request = LauncherRequest::Launch { job, launch, run_spec, interactive, hooks, jobfile, go };
+        let exec_limits = Box::new(self.sbd.job(job).map(|record| record.exec_limits).unwrap_or_default());
+        let request =
+            LauncherRequest::Launch { job, launch, run_spec, interactive, hooks, exec_limits, jobfile, go };
         if self.launcher.send(request).is_err() {
             let message = "the launcher thread has stopped".to_owned();
             tracing::error!(%job, "cannot launch the job: {message}");
@@ -1320,12 +1335,19 @@ fn launcher(
 ) {
     let mut zygote = zygote::Client::new(launch::shepherd_program(exe), layout.state_root());
     loop {
-        let (job, launch, run_spec, interactive, hooks, jobfile, go) = match requests
+        let (job, launch, run_spec, interactive, hooks, exec_limits, jobfile, go) = match requests
             .recv_timeout(ZYGOTE_CHECK_INTERVAL)
         {
-            Ok(LauncherRequest::Launch { job, launch, run_spec, interactive, hooks, jobfile, go }) => {
-                (job, launch, run_spec, interactive, hooks, jobfile, go)
-            }
+            Ok(LauncherRequest::Launch {
+                job,
+                launch,
+                run_spec,
+                interactive,
+                hooks,
+                exec_limits,
+                jobfile,
+                go,
+            }) => (job, launch, run_spec, interactive, hooks, exec_limits, jobfile, go),
             Ok(LauncherRequest::Release { jobfile }) => {
                 if let Err(err) = job_dirs.release(&jobfile) {
                     let folder = layout.job_dir(&jobfile);
@@ -1339,7 +1361,13 @@ fn launcher(
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
         };
-        let launched = launch::JobToLaunch { job, spec: &run_spec, interactive, hooks: &hooks };
+        let launched = launch::JobToLaunch {
+            job,
+            spec: &run_spec,
+            interactive,
+            hooks: &hooks,
+            exec_limits: &exec_limits,
+        };
         let started = match launch::start(&mut zygote, &mut job_dirs, layout, launched, &jobfile, go) {
             Ok(started) => started,
             Err(message) => {

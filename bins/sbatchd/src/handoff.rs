@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 
 /// Version of the launch plan's layout.
 /// (2: [`LaunchPlan::search_path`]; 3: [`LaunchPlan::interactive`]; 4: [`LaunchPlan::pre_exec`] and
-/// [`LaunchPlan::post_exec`].)
-pub const LAUNCH_PLAN_VERSION: u32 = 4;
+/// [`LaunchPlan::post_exec`]; 5: [`LaunchPlan::nice`] and [`LaunchPlan::limits`].)
+pub const LAUNCH_PLAN_VERSION: u32 = 5;
 /// Version word that opens the `pid` and `exit` lines.
 const LINE_VERSION: &str = "v1";
 /// Largest launch plan read: a 512 KiB command is in the script, not in the plan, but the
@@ -97,6 +97,13 @@ pub struct LaunchPlan {
     /// The post-execution commands, in order (`-Ep`, then the queue's `POST_EXEC`): run
     /// after the job ended, whatever they exit with.
     pub post_exec: Vec<Hook>,
+    /// The niceness the job's process starts with (the queue's `NICE`); 0 leaves the
+    /// shepherd's.
+    pub nice: i32,
+    /// The job's resource limits: the per-process ones (CPU time, file, data, stack, core)
+    /// are set on the job's process before it executes; the whole job's are sbatchd's to
+    /// enforce.
+    pub limits: wire::ResourceLimits,
 }
 
 /// A pre- or post-execution command (docs/batch.md, "Pre- and post-execution commands").

@@ -74,7 +74,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lava_batch_ll::JobRef;
-use lava_sbd::{Hooks, RunSpec};
+use lava_sbd::{ExecLimits, Hooks, RunSpec};
 
 use crate::handoff::{Hook, LAUNCH_PLAN_VERSION, LaunchPlan};
 use crate::jobdirs::JobDirs;
@@ -307,11 +307,12 @@ pub fn is_simple_command(command: &str) -> bool {
 /// An interactive job (`interactive`: its `wire::submit_flags` bits) has its standard
 /// streams relayed to `bsub` ([`crate::relay`]): each is an empty path here, except those
 /// `-i`, `-o`, `-e` name (LSF: a file given takes the stream; `-o` alone also takes
-/// standard error).
+/// standard error). `exec_limits` are the record's niceness and resource limits.
 pub fn launch_plan(
     job: JobRef,
     spec: &RunSpec,
     job_hooks: &Hooks,
+    exec_limits: &ExecLimits,
     jobfile: &str,
     layout: &Layout,
     interactive: u32,
@@ -355,6 +356,8 @@ pub fn launch_plan(
         interactive: if is_interactive { interactive } else { 0 },
         pre_exec,
         post_exec,
+        nice: exec_limits.nice,
+        limits: exec_limits.limits,
     }
 }
 
@@ -390,6 +393,8 @@ pub struct JobToLaunch<'a> {
     pub interactive: u32,
     /// Its pre- and post-execution commands besides `-E` (the record's).
     pub hooks: &'a Hooks,
+    /// Its niceness and resource limits (the record's).
+    pub exec_limits: &'a ExecLimits,
 }
 
 /// Prepares the state folder and has the zygote fork the shepherd of a job (see the
@@ -405,7 +410,7 @@ pub fn start(
     jobfile: &str,
     go: Option<OwnedFd>,
 ) -> Result<StartedShepherd, String> {
-    let JobToLaunch { job, spec, interactive, hooks } = launched;
+    let JobToLaunch { job, spec, interactive, hooks, exec_limits } = launched;
     let state_dir = layout.state_dir(jobfile);
     let job_dir = layout.job_dir(jobfile);
     let at = |what: &str, path: &Path| {
@@ -443,7 +448,7 @@ pub fn start(
     job_dirs
         .prepare_with(jobfile, &script, extra, spec.exec_uid, spec.exec_gid)
         .map_err(at("cannot write the job script in", &job_dir))?;
-    let plan = launch_plan(job, spec, hooks, jobfile, layout, interactive);
+    let plan = launch_plan(job, spec, hooks, exec_limits, jobfile, layout, interactive);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
     // In memory, not in a file: the plan matters only until the shepherd has read it (a
     // crash before the durable pid file means the job never ran and is launched afresh),
@@ -544,6 +549,8 @@ mod tests {
                 wire::EnvVar { name: "LSB_JOBPID".into(), value: "1".into() },
                 wire::EnvVar { name: "FOO".into(), value: "bar".into() },
             ],
+            nice: 0,
+            limits: wire::ResourceLimits::default(),
         };
         let user = UserInfo { uid: 1000, gid: 100, home: "/users/alice".into(), shell: "/bin/bash".into() };
         RunSpec::derive(&JobSpec::try_from(specs).expect("valid"), Some(&user))
@@ -645,6 +652,27 @@ mod tests {
         assert_eq!(job_program(&simple, script), program("sleep", &["sleep", "10"], true));
         simple.login_shell = "/bin/bash".to_owned();
         assert_eq!(job_program(&simple, script), program("/bin/bash", &["-bash", "/j/job.sh"], false));
+    }
+
+    // Goal: the launch plan carries the record's niceness and limits as they are (0 a
+    // limit, None none), in the current plan version.
+    #[test]
+    fn launch_plan_carries_niceness_and_limits() {
+        let exec_limits = ExecLimits {
+            nice: 7,
+            limits: wire::ResourceLimits { cpu_s: Some(60), core_kb: Some(0), ..Default::default() },
+        };
+        let layout = Layout::new(Path::new("/var/lava"), "n1");
+        let plan = launch_plan(
+            JobRef::new(7, 3).expect("job"),
+            &spec("", "", 1, &["n1"]),
+            &Hooks::default(),
+            &exec_limits,
+            "1.7.3",
+            &layout,
+            0,
+        );
+        assert_eq!((plan.version, plan.nice, plan.limits), (LAUNCH_PLAN_VERSION, 7, exec_limits.limits));
     }
 
     // Goal: the job variables are set, override submitted ones, and list one host per slot.

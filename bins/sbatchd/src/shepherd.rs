@@ -555,7 +555,45 @@ fn hook_exec_plan<'a>(
         create_dirs,
         terminal: [-1; 3],
         controlling_tty: -1,
+        nice: 0,
+        rlimits: Vec::new(),
     })
+}
+
+/// The per-process limits of `limits`, as the job's process sets them on itself: a CPU time
+/// limit is the soft `RLIMIT_CPU` (the kernel sends `SIGXCPU` to a process past it; the
+/// whole job's is sbatchd's to enforce) under the hard one as it is, `cpu_hard()` (asked
+/// only for a CPU time limit; a soft limit above it would be refused); a file, data, stack
+/// or core limit in KiB is both the soft and the hard limit in bytes (saturating: one past
+/// `rlim_t` is none). The virtual memory, process and thread limits are the whole job's,
+/// not a process's: sbatchd's.
+pub(crate) fn process_limits(
+    limits: &wire::ResourceLimits,
+    cpu_hard: impl FnOnce() -> libc::rlim_t,
+) -> Vec<sys::ProcessLimit> {
+    use sys::LimitedResource;
+    let value = |amount: u64| libc::rlim_t::try_from(amount).unwrap_or(libc::RLIM_INFINITY);
+    let mut rlimits = Vec::new();
+    if let Some(seconds) = limits.cpu_s {
+        let hard = cpu_hard();
+        rlimits.push(sys::ProcessLimit {
+            resource: LimitedResource::CpuTime,
+            soft: value(seconds).min(hard),
+            hard,
+        });
+    }
+    for (kb, resource) in [
+        (limits.file_kb, LimitedResource::FileSize),
+        (limits.data_kb, LimitedResource::Data),
+        (limits.stack_kb, LimitedResource::Stack),
+        (limits.core_kb, LimitedResource::Core),
+    ] {
+        if let Some(kb) = kb {
+            let bytes = value(kb.saturating_mul(1024));
+            rlimits.push(sys::ProcessLimit { resource, soft: bytes, hard: bytes });
+        }
+    }
+    rlimits
 }
 
 /// Turns the plan into C strings and adds the supplementary groups when the identity changes.
@@ -571,6 +609,10 @@ fn exec_plan(plan: &LaunchPlan) -> Result<ExecPlan, (&'static str, String)> {
     } else {
         Vec::new()
     };
+    // The job's process inherits this process's hard CPU time limit. getrlimit cannot fail
+    // for a valid resource; should it, the job's process reports the limit it cannot set.
+    let cpu_hard =
+        || sys::current_limit(sys::LimitedResource::CpuTime).map_or(libc::RLIM_INFINITY, |limit| limit.hard);
     let search = if plan.search_path {
         command_paths(&plan.program, &plan.env)
             .iter()
@@ -597,6 +639,8 @@ fn exec_plan(plan: &LaunchPlan) -> Result<ExecPlan, (&'static str, String)> {
         create_dirs: all("folder", &plan.create_dirs)?,
         terminal: [-1; 3],
         controlling_tty: -1,
+        nice: plan.nice,
+        rlimits: process_limits(&plan.limits, cpu_hard),
     })
 }
 
@@ -619,8 +663,9 @@ mod tests {
         assert_eq!(command_paths("true", &[]).len(), crate::launch::PATH_DEFAULT.split(':').count());
     }
 
-    // Goal: a launch plan is read from its in-memory file; a missing descriptor, bytes
-    // that are no plan, another version and an oversized file are refused, saying what.
+    // Goal: a launch plan is read from its in-memory file, every field intact (version 5's
+    // niceness and limits too, 0 and None kept apart); a missing descriptor, bytes that are
+    // no plan, another version and an oversized file are refused, saying what.
     #[test]
     fn launch_plans_are_read_and_checked() {
         let plan = LaunchPlan {
@@ -645,6 +690,14 @@ mod tests {
             interactive: 0,
             pre_exec: vec![],
             post_exec: vec![],
+            nice: -3,
+            limits: wire::ResourceLimits {
+                cpu_s: Some(30),
+                core_kb: Some(0),
+                swap_kb: Some(u64::MAX),
+                threads: Some(8),
+                ..wire::ResourceLimits::default()
+            },
         };
         let file = |bytes: &[u8]| Ok(sys::memory_file(c"test-plan", bytes).expect("memfd"));
         let bytes = lava_xdr::to_bytes(&plan).expect("encodes");
@@ -656,6 +709,46 @@ mod tests {
         assert_eq!(read_plan(file(&old)), Err("launch plan version 1".to_owned()));
         let huge = vec![0u8; LAUNCH_PLAN_BYTES_MAX + 2];
         assert!(read_plan(file(&huge)).is_err());
+    }
+
+    // Goal: the plan's limits become the job's process's own: CPU time a soft limit under
+    // the hard one as it is (never above it), file, data, stack and core limits in bytes,
+    // both soft and hard (0 a limit, a size past the kernel's range none); the whole job's
+    // limits none of them. Method: map limits against given hard CPU limits.
+    #[test]
+    fn process_limits_follow_the_plan() {
+        use sys::{LimitedResource, ProcessLimit};
+        let limit = |resource, soft, hard| ProcessLimit { resource, soft, hard };
+        let limits = wire::ResourceLimits {
+            cpu_s: Some(30),
+            file_kb: Some(1024),
+            data_kb: Some(u64::MAX),
+            stack_kb: None,
+            core_kb: Some(0),
+            swap_kb: Some(1),
+            processes: Some(1),
+            threads: Some(1),
+        };
+        assert_eq!(
+            process_limits(&limits, || libc::RLIM_INFINITY),
+            [
+                limit(LimitedResource::CpuTime, 30, libc::RLIM_INFINITY),
+                limit(LimitedResource::FileSize, 1 << 20, 1 << 20),
+                limit(LimitedResource::Data, libc::RLIM_INFINITY, libc::RLIM_INFINITY),
+                limit(LimitedResource::Core, 0, 0),
+            ]
+        );
+        assert_eq!(
+            process_limits(&wire::ResourceLimits { cpu_s: Some(30), ..Default::default() }, || 20),
+            [limit(LimitedResource::CpuTime, 20, 20)]
+        );
+        let whole_job_only = wire::ResourceLimits {
+            swap_kb: Some(1),
+            processes: Some(1),
+            threads: Some(1),
+            ..Default::default()
+        };
+        assert!(process_limits(&whole_job_only, || unreachable!("no CPU time limit")).is_empty());
     }
 
     // Goal: the command line sbatchd gives is read in any order, and anything else is

@@ -50,8 +50,9 @@ pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
 /// The record format written by this build (2: the run spec carries `-L` and `-E`;
 /// 3: the record carries its dispatch number; 4: the header carries the revision; 5: the
 /// record ends with its interactive bits; 6: then with its hooks, `JobRecord::hooks`; 7: then
-/// with its tasks' resource usage, `JobRecord::task_rusage`).
-pub const RECORD_VERSION: u32 = 7;
+/// with its tasks' resource usage, `JobRecord::task_rusage`; 8: then with its niceness and
+/// resource limits, `JobRecord::exec_limits`).
+pub const RECORD_VERSION: u32 = 8;
 /// The first format whose header carries the revision.
 const RECORD_VERSION_REVISION: u32 = 4;
 /// The first format whose body ends with the interactive word.
@@ -60,8 +61,13 @@ const RECORD_VERSION_INTERACTIVE: u32 = 5;
 const RECORD_VERSION_HOOKS: u32 = 6;
 /// The XDR of [`lava_sbd::Hooks::default`]: three empty strings, each a zero length.
 const EMPTY_HOOKS_XDR: [u8; 12] = [0; 12];
+/// The first format whose body ends with the tasks' usage.
+const RECORD_VERSION_TASK_USAGE: u32 = 7;
 /// The XDR of a zero `ResourceUsage`: three u64.
 const ZERO_USAGE_XDR: [u8; 24] = [0; 24];
+/// The XDR of [`lava_sbd::ExecLimits::default`]: niceness 0 and eight absent limits, each
+/// a zero word.
+const NO_EXEC_LIMITS_XDR: [u8; 36] = [0; 36];
 /// The oldest format read (its header has no revision).
 const RECORD_VERSION_READ_MIN: u32 = 3;
 /// Bytes before the XDR body: magic, version, revision, checksum.
@@ -124,12 +130,14 @@ pub fn decode_record(bytes: &[u8]) -> Result<(u64, JobRecord), String> {
         return Err("checksum mismatch: the file is damaged".to_owned());
     }
     // Before version 5 the record had no `interactive` word at its end (it reads as 0),
-    // before version 6 no hooks (they read as empty commands), before 7 no task usage.
+    // before version 6 no hooks (they read as empty commands), before 7 no task usage,
+    // before 8 no niceness and limits.
     let extended;
     let body = if version < RECORD_VERSION {
         let interactive: &[u8] = if version < RECORD_VERSION_INTERACTIVE { &[0u8; 4] } else { &[] };
         let hooks: &[u8] = if version < RECORD_VERSION_HOOKS { &EMPTY_HOOKS_XDR } else { &[] };
-        extended = [body, interactive, hooks, &ZERO_USAGE_XDR[..]].concat();
+        let usage: &[u8] = if version < RECORD_VERSION_TASK_USAGE { &ZERO_USAGE_XDR } else { &[] };
+        extended = [body, interactive, hooks, usage, &NO_EXEC_LIMITS_XDR[..]].concat();
         &extended[..]
     } else {
         body
@@ -595,6 +603,8 @@ mod tests {
             post_exec: String::new(),
             queue_pre_exec: String::new(),
             queue_post_exec: String::new(),
+            nice: 0,
+            limits: wire::ResourceLimits::default(),
             env: vec![],
         };
         let user = UserInfo { uid: 1000, gid: 100, home: "/home/alice".into(), shell: "/bin/sh".into() };
@@ -619,8 +629,8 @@ mod tests {
 
     // Goal: a record with the longest command round-trips with its revision; a damaged
     // byte, another magic or version are errors that say what is wrong; a version 3 file
-    // (no revision) is still read, as revision 0, and version 3 and 4 bodies (no
-    // `interactive` word at the end) as a batch job's.
+    // (no revision) is still read, as revision 0, and each older body (without the fields
+    // its version came before) as a record without them.
     #[test]
     fn record_files_round_trip_and_refuse_damage() {
         let record = record(1);
@@ -632,27 +642,37 @@ mod tests {
         assert!(decode_record(b"LVSBDREX\0\0\0\x01\0\0\0\0").expect_err("magic").contains("magic"));
         assert!(decode_record(&bytes[..18]).expect_err("short").contains("truncated"));
         let mut future = bytes.clone();
-        future[11] = 8;
-        assert!(decode_record(&future).expect_err("version").contains("version 8"));
-        // Older bodies: version 6 without the task usage, 5 without the hooks too, versions 3
-        // and 4 without the interactive word too, each under its own checksum.
+        future[11] = 9;
+        assert!(decode_record(&future).expect_err("version").contains("version 9"));
+        // Older bodies: version 7 without the niceness and limits, 6 without the task usage
+        // too, 5 without the hooks too, versions 3 and 4 without the interactive word too,
+        // each under its own checksum.
+        let exec_limits = lava_sbd::ExecLimits {
+            nice: -3,
+            limits: wire::ResourceLimits { core_kb: Some(0), processes: Some(4), ..Default::default() },
+        };
+        let with_limits = encode_record(&JobRecord { exec_limits, ..record.clone() }, 7);
+        assert_eq!(decode_record(&with_limits).expect("v8").1.exec_limits, exec_limits);
+        let older = |bytes: &[u8], version: u8, trailing: usize| {
+            let body = &bytes[24..bytes.len() - trailing];
+            let mut file = bytes[..20].to_vec();
+            file[11] = version;
+            file.extend_from_slice(&crc32fast::hash(body).to_be_bytes());
+            file.extend_from_slice(body);
+            file
+        };
         let task_rusage = wire::ResourceUsage { user_time_ms: 1, system_time_ms: 2, max_rss_kb: 3 };
         let with_usage = encode_record(&JobRecord { task_rusage, ..record.clone() }, 7);
-        assert_eq!(decode_record(&with_usage).expect("v7").1.task_rusage, task_rusage);
+        let version7 = older(&with_usage, 7, NO_EXEC_LIMITS_XDR.len());
+        assert_eq!(decode_record(&version7), Ok((7, JobRecord { task_rusage, ..record.clone() })));
         let hooks = Hooks { post_exec: "post".into(), ..Hooks::default() };
         let with_hooks = encode_record(&JobRecord { hooks, ..record.clone() }, 7);
-        let v6_body = &with_hooks[24..with_hooks.len() - ZERO_USAGE_XDR.len()];
-        let mut version6 = with_hooks[..20].to_vec();
-        version6[11] = 6;
-        version6.extend_from_slice(&crc32fast::hash(v6_body).to_be_bytes());
-        version6.extend_from_slice(v6_body);
+        let version6 = older(&with_hooks, 6, ZERO_USAGE_XDR.len() + NO_EXEC_LIMITS_XDR.len());
         assert_eq!(decode_record(&version6).expect("v6").1.hooks.post_exec, "post");
-        let v5_body = &bytes[24..bytes.len() - EMPTY_HOOKS_XDR.len() - ZERO_USAGE_XDR.len()];
-        let mut version5 = bytes[..20].to_vec();
-        version5[11] = 5;
-        version5.extend_from_slice(&crc32fast::hash(v5_body).to_be_bytes());
-        version5.extend_from_slice(v5_body);
+        let version5 =
+            older(&bytes, 5, EMPTY_HOOKS_XDR.len() + ZERO_USAGE_XDR.len() + NO_EXEC_LIMITS_XDR.len());
         assert_eq!(decode_record(&version5), Ok((7, record.clone())));
+        let v5_body = &version5[24..];
         let old_body = &v5_body[..v5_body.len() - 4];
         let old_crc = crc32fast::hash(old_body).to_be_bytes();
         let mut version3 = bytes[..12].to_vec();

@@ -1,7 +1,8 @@
 //! The few system calls std does not wrap, and the only unsafe code of sbatchd.
 //!
 //! - [`spawn_gated`]: fork a job process that becomes its own session and
-//!   process group, takes back the default SIGPIPE disposition, drops to the job's user (setgroups → setgid → setuid),
+//!   process group, sets its niceness and resource limits ([`ExecPlan::nice`],
+//!   [`ExecPlan::rlimits`]), takes back the default SIGPIPE disposition, drops to the job's user (setgroups → setgid → setuid),
 //!   sets its umask, working directory and standard files, and then WAITS on a
 //!   gate pipe before it calls execve. The shepherd opens the gate only after
 //!   the pid is durable, so a job whose pid was never recorded never ran. The
@@ -144,6 +145,15 @@ pub fn process_exists(pid: i32) -> bool {
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// The kernel's clock ticks per second and bytes per page (the units of `/proc/<pid>/stat`);
+/// `None` for one the system does not say.
+pub fn ticks_and_page_bytes() -> (Option<u64>, Option<u64>) {
+    // SAFETY: sysconf has no preconditions; it returns -1 for a value it does not know.
+    let (ticks, page) = unsafe { (libc::sysconf(libc::_SC_CLK_TCK), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let known = |value: libc::c_long| u64::try_from(value).ok().filter(|value| *value > 0);
+    (known(ticks), known(page))
 }
 
 /// A pidfd for `pid`: it becomes readable when the process terminates, whoever its parent
@@ -311,6 +321,8 @@ mod tests {
             create_dirs: vec![],
             terminal: [-1; 3],
             controlling_tty: -1,
+            nice: 0,
+            rlimits: vec![],
         }
     }
 
@@ -404,6 +416,55 @@ mod tests {
         let reaped = wait4(child.pid).expect("wait4");
         assert_eq!(libc::WEXITSTATUS(reaped.wait_status), 127);
         assert_eq!(child.release().outcome(), Err((SpawnStage::Stdout, libc::ENOTDIR)));
+    }
+
+    // Goal: the job's process runs with the niceness and the per-process limits of its
+    // plan, as the shepherd maps a job's limits (CPU time soft under the hard limit it
+    // inherits; file, data, stack, core in bytes, soft and hard; core 0 is a limit), and a
+    // limit it cannot set is a start failure at the `limits` stage. Method: the child
+    // prints /proc/self/limits and its niceness (field 19 of /proc/self/stat); a soft
+    // limit above its hard one is refused by the kernel (EINVAL, even for root).
+    #[test]
+    fn the_job_runs_with_its_niceness_and_limits() {
+        let _serial = fork_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let limits = lava_batch_wire::ResourceLimits {
+            cpu_s: Some(30),
+            file_kb: Some(1024),
+            core_kb: Some(0),
+            stack_kb: Some(4096),
+            data_kb: Some(1_048_576),
+            ..Default::default()
+        };
+        let cpu_hard = current_limit(LimitedResource::CpuTime).expect("getrlimit").hard;
+        let mut limited = plan(dir.path(), r#"cat /proc/self/limits; cut -d" " -f19 /proc/self/stat"#);
+        limited.nice = 5;
+        limited.rlimits = crate::shepherd::process_limits(&limits, || cpu_hard);
+        let (code, out, err) = run_plan(&limited, dir.path());
+        assert_eq!((code, err.as_str()), (0, ""), "{out}");
+        let seen = |name: &str| {
+            let line = out.lines().find_map(|line| line.strip_prefix(name)).expect(name);
+            let words: Vec<&str> = line.split_whitespace().collect();
+            (words[0].to_owned(), words[1].to_owned())
+        };
+        let both = |value: &str| (value.to_owned(), value.to_owned());
+        let hard =
+            if cpu_hard == libc::RLIM_INFINITY { "unlimited".to_owned() } else { cpu_hard.to_string() };
+        assert_eq!(seen("Max cpu time"), ("30".to_owned(), hard));
+        assert_eq!(seen("Max file size"), both("1048576"));
+        assert_eq!(seen("Max core file size"), both("0"));
+        assert_eq!(seen("Max stack size"), both("4194304"));
+        assert_eq!(seen("Max data size"), both("1073741824"));
+        assert_eq!(out.lines().last(), Some("5"), "{out}");
+
+        let mut refused = plan(dir.path(), "true");
+        refused.rlimits = vec![ProcessLimit { resource: LimitedResource::Core, soft: 2, hard: 1 }];
+        let child = spawn_gated(&refused).expect("fork");
+        let pid = child.pid;
+        assert_eq!(child.open_gate(), Err((SpawnStage::Limits, libc::EINVAL)));
+        assert_eq!(libc::WEXITSTATUS(wait4(pid).expect("wait4").wait_status), 127);
+        assert_eq!(SpawnStage::from_name("limits"), Some(SpawnStage::Limits));
+        assert_eq!(SpawnStage::from_name("exec"), Some(SpawnStage::Exec));
     }
 
     // Goal: a child whose gate closes without opening never executes.

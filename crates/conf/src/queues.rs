@@ -15,6 +15,13 @@
 //! | `RUNLIMIT` | [`Queue::run_limit_s`]: `[default] max`, each `[hours:]minutes` | none |
 //! | `CPULIMIT` | [`Queue::cpu_limit_s`]: as `RUNLIMIT` (normalisation `/host` is refused) | none |
 //! | `MEMLIMIT` | [`Queue::mem_limit_kb`]: `[default] max`, in `LSF_UNIT_FOR_LIMITS` unless a unit (`KB`, `MB`, `GB`, `TB`) follows the number | none |
+//! | `DATALIMIT` | [`Queue::data_limit_kb`]: as `MEMLIMIT` | none |
+//! | `PROCESSLIMIT` | [`Queue::process_limit`]: `[default] max`, each a whole number from 1 | none |
+//! | `THREADLIMIT` | [`Queue::thread_limit`]: as `PROCESSLIMIT` | none |
+//! | `FILELIMIT` | [`Queue::file_limit_kb`]: one amount, as `MEMLIMIT`'s | none |
+//! | `CORELIMIT` | [`Queue::core_limit_kb`]: as `FILELIMIT` (0: no core files) | none |
+//! | `STACKLIMIT` | [`Queue::stack_limit_kb`]: as `FILELIMIT` | none |
+//! | `SWAPLIMIT` | [`Queue::swap_limit_kb`]: as `FILELIMIT` | none |
 //! | `JOB_STARTER` | [`Queue::job_starter`] | none |
 //! | `PRE_EXEC` | [`Queue::pre_exec`]: a command line of at most [`HOOK_COMMAND_BYTES_MAX`] bytes, run before the job's `-E` | none |
 //! | `POST_EXEC` | [`Queue::post_exec`]: as `PRE_EXEC`, run after the job's `-Ep` | none |
@@ -46,7 +53,7 @@ use crate::lsf_conf::LimitUnit;
 use crate::section::{Entry, SectionFile};
 
 /// The keys of a `Queue` section that LavaCore reads.
-pub const QUEUE_KEYS: [&str; 21] = [
+pub const QUEUE_KEYS: [&str; 28] = [
     "QUEUE_NAME",
     "PRIORITY",
     "DESCRIPTION",
@@ -59,6 +66,13 @@ pub const QUEUE_KEYS: [&str; 21] = [
     "RUNLIMIT",
     "MEMLIMIT",
     "CPULIMIT",
+    "DATALIMIT",
+    "PROCESSLIMIT",
+    "THREADLIMIT",
+    "FILELIMIT",
+    "CORELIMIT",
+    "STACKLIMIT",
+    "SWAPLIMIT",
     "JOB_STARTER",
     "PRE_EXEC",
     "POST_EXEC",
@@ -71,14 +85,8 @@ pub const QUEUE_KEYS: [&str; 21] = [
 ];
 
 /// LSF queue keys that are accepted but have no effect in LavaCore.
-pub const UNIMPLEMENTED_QUEUE_KEYS: [&str; 37] = [
+pub const UNIMPLEMENTED_QUEUE_KEYS: [&str; 31] = [
     "ADMINISTRATORS",
-    "STACKLIMIT",
-    "CORELIMIT",
-    "DATALIMIT",
-    "FILELIMIT",
-    "SWAPLIMIT",
-    "PROCESSLIMIT",
     "PROCLIMIT",
     "RUN_WINDOW",
     "DISPATCH_WINDOW",
@@ -171,6 +179,20 @@ pub struct Queue {
     pub cpu_limit_s: Option<QueueLimit>,
     /// `MEMLIMIT`, in kilobytes.
     pub mem_limit_kb: Option<QueueLimit>,
+    /// `DATALIMIT`, in kilobytes.
+    pub data_limit_kb: Option<QueueLimit>,
+    /// `PROCESSLIMIT`: processes of a job at once.
+    pub process_limit: Option<QueueLimit>,
+    /// `THREADLIMIT`: threads of a job at once.
+    pub thread_limit: Option<QueueLimit>,
+    /// `FILELIMIT`, in kilobytes.
+    pub file_limit_kb: Option<u64>,
+    /// `CORELIMIT`, in kilobytes.
+    pub core_limit_kb: Option<u64>,
+    /// `STACKLIMIT`, in kilobytes.
+    pub stack_limit_kb: Option<u64>,
+    /// `SWAPLIMIT`, in kilobytes.
+    pub swap_limit_kb: Option<u64>,
     /// `JOB_STARTER`.
     pub job_starter: Option<String>,
     /// `PRE_EXEC`.
@@ -260,6 +282,14 @@ impl LsbQueues {
                 cpu_limit_s: field("CPULIMIT").map_or(Ok(None), |field| limit(field, time_limit_s))?,
                 mem_limit_kb: field("MEMLIMIT")
                     .map_or(Ok(None), |field| limit(field, |text| memory_kb(text, unit)))?,
+                data_limit_kb: field("DATALIMIT")
+                    .map_or(Ok(None), |field| limit(field, |text| memory_kb(text, unit)))?,
+                process_limit: field("PROCESSLIMIT").map_or(Ok(None), |field| limit(field, count_limit))?,
+                thread_limit: field("THREADLIMIT").map_or(Ok(None), |field| limit(field, count_limit))?,
+                file_limit_kb: size_limit(field("FILELIMIT"), unit)?,
+                core_limit_kb: size_limit(field("CORELIMIT"), unit)?,
+                stack_limit_kb: size_limit(field("STACKLIMIT"), unit)?,
+                swap_limit_kb: size_limit(field("SWAPLIMIT"), unit)?,
                 job_starter: text("JOB_STARTER"),
                 pre_exec: field("PRE_EXEC").map_or(Ok(None), |field| hook_command(&field))?,
                 post_exec: field("POST_EXEC").map_or(Ok(None), |field| hook_command(&field))?,
@@ -455,6 +485,25 @@ fn limit(
     }
 }
 
+/// `FILELIMIT`, `CORELIMIT`, `STACKLIMIT`, `SWAPLIMIT`: one amount (LSF has no default for
+/// these), as `MEMLIMIT`'s.
+fn size_limit(field: Option<Field<'_>>, unit: LimitUnit) -> Result<Option<u64>, ConfError> {
+    let Some(field) = field else { return Ok(None) };
+    match limit(field, |text| memory_kb(text, unit))? {
+        Some(QueueLimit { default: Some(_), .. }) => Err(field.bad_value("one amount")),
+        limit => Ok(limit.map(|limit| limit.max)),
+    }
+}
+
+/// `PROCESSLIMIT`, `THREADLIMIT`: a count of at least 1.
+fn count_limit(text: &str) -> Result<u64, String> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .map(u64::from)
+        .ok_or_else(|| format!("a whole number from 1 to {}", u32::MAX))
+}
+
 fn time_limit_s(text: &str) -> Result<u64, String> {
     if text.contains('/') {
         return Err(
@@ -504,6 +553,13 @@ mod tests {
             run_limit_s: None,
             cpu_limit_s: None,
             mem_limit_kb: None,
+            data_limit_kb: None,
+            process_limit: None,
+            thread_limit: None,
+            file_limit_kb: None,
+            core_limit_kb: None,
+            stack_limit_kb: None,
+            swap_limit_kb: None,
             job_starter: None,
             pre_exec: None,
             post_exec: None,
@@ -550,6 +606,52 @@ mod tests {
         let unimplemented: Vec<&str> = queue.unimplemented.keys().map(String::as_str).collect();
         assert_eq!(unimplemented, ["R1M", "RUN_WINDOW"]);
         assert_eq!(queue.lines.get("NICE"), Some(&17));
+    }
+
+    #[test]
+    fn resource_limits_are_read_in_their_units() {
+        // Goal: the per-job resource limits land in their fields: sizes in KB or in the unit
+        // written after the number, counts as counts, 0 kept as a limit (no core files).
+        // Method: one queue setting each, then compare fields.
+        let queue = queue(
+            "DATALIMIT = 100 2MB
+PROCESSLIMIT = 4 8
+THREADLIMIT = 64
+FILELIMIT = 1GB
+CORELIMIT = 0
+             STACKLIMIT = 8192
+SWAPLIMIT = 3MB",
+        )
+        .expect("valid");
+        assert_eq!(queue.data_limit_kb, Some(QueueLimit { default: Some(100), max: 2048 }));
+        assert_eq!(queue.process_limit, Some(QueueLimit { default: Some(4), max: 8 }));
+        assert_eq!(queue.thread_limit, Some(QueueLimit { default: None, max: 64 }));
+        assert_eq!(
+            (queue.file_limit_kb, queue.core_limit_kb, queue.stack_limit_kb, queue.swap_limit_kb),
+            (Some(1024 * 1024), Some(0), Some(8192), Some(3072))
+        );
+        assert!(queue.unimplemented.is_empty());
+    }
+
+    #[test]
+    fn bad_resource_limits_name_file_line_and_key() {
+        // Goal: a limit that cannot be meant is refused with where and why, not read as
+        // another value: a default over its maximum, two amounts where LSF takes one, a
+        // process count of 0 or a word.
+        // Method: one queue each, the error's text.
+        let cases = [
+            ("PROCESSLIMIT = 9 8", "a default no larger than the maximum"),
+            ("CORELIMIT = 0 10", "one amount"),
+            ("PROCESSLIMIT = 0", "a whole number from 1"),
+            ("THREADLIMIT = many", "a whole number from 1"),
+            ("FILELIMIT = 10XB", "`KB`, `MB`, `GB` or `TB`"),
+        ];
+        for (body, expected) in cases {
+            let error = queue(body).expect_err(body);
+            assert!(error.starts_with("lsb.queues:3:"), "{body}: {error}");
+            assert!(error.contains(body.split(' ').next().expect("key")), "{body}: {error}");
+            assert!(error.contains(expected), "{body}: {error}");
+        }
     }
 
     #[test]

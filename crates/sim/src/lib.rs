@@ -125,8 +125,8 @@
 //! - A shepherd starts atomically here: the real one can be forked and not yet
 //!   have written its pid file when a restarted sbatchd looks for it.
 //! - Hosts never reboot (processes die only by signal or on their own), no
-//!   memory limit is measured (`MemoryUsage`), no numbered `bkill -s` is sent,
-//!   and there is no lim.
+//!   job-wide limit is measured (`Usage`: memory, CPU time, processes, threads), no
+//!   numbered `bkill -s` is sent, and there is no lim.
 //!
 //! # The replicated mbatchd
 //! [`run_replicated`] plays the same cluster with mbatchd replicated among three master

@@ -15,7 +15,7 @@ use lava_batch_ll::JobStatus;
 use lava_batch_wire::JobInfo;
 
 use super::{
-    Style, display_name, event_time, exit_reason, host_list, limit_memory, one_line, reason_line, status,
+    Style, display_name, event_time, exit_reason, host_list, limit_blocks, one_line, reason_line, status,
     status_name,
 };
 use crate::jobid;
@@ -171,16 +171,12 @@ fn long_job(wrap: &mut Wrap, job: &JobInfo, style: &Style, tz: &TimeZone) {
     }
 }
 
-/// The RUNLIMIT and MEMLIMIT blocks of `-l`, each after a blank line, then a
-/// blank line; nothing when the job has no limit.
+/// The limit blocks of `-l` ([`limit_blocks`]), then a blank line; nothing when the job
+/// has no limit.
 fn limits(wrap: &mut Wrap, job: &JobInfo) {
-    if job.run_limit_s > 0 {
-        wrap.put(&format!("\n RUNLIMIT\n {:.1} min\n", job.run_limit_s as f64 / 60.0));
-    }
-    if job.mem_limit_kb > 0 {
-        wrap.put(&format!("\n MEMLIMIT\n {:>6}\n", limit_memory(job.mem_limit_kb)));
-    }
-    if job.run_limit_s > 0 || job.mem_limit_kb > 0 {
+    let blocks = limit_blocks(job.run_limit_s, job.mem_limit_kb, &job.limits);
+    if !blocks.is_empty() {
+        wrap.put(&blocks);
         wrap.put("\n");
     }
 }

@@ -22,7 +22,7 @@ use std::borrow::Cow;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use lava_batch_ll::JobStatus;
-use lava_batch_wire::JobInfo;
+use lava_batch_wire::{JobInfo, ResourceLimits};
 
 pub mod custom;
 #[cfg(test)]
@@ -168,10 +168,52 @@ fn reason_line(reason: &str) -> String {
     format!(" {reason}{end}\n")
 }
 
+/// The limit blocks of `bjobs -l` and `bqueues -l`, each after a blank line: `CPULIMIT` and
+/// `RUNLIMIT`, each a header line over its value in minutes, then one row of the size and
+/// count limits that are set, headers over values, in LSF's order (`FILELIMIT DATALIMIT
+/// STACKLIMIT CORELIMIT MEMLIMIT SWAPLIMIT PROCESSLIMIT THREADLIMIT`). Empty when no limit
+/// is set.
+pub fn limit_blocks(run_limit_s: u64, mem_limit_kb: u64, limits: &ResourceLimits) -> String {
+    let minutes = |s: u64| format!("{:.1} min", s as f64 / 60.0);
+    let mut out = String::new();
+    let times = [("CPULIMIT", limits.cpu_s), ("RUNLIMIT", Some(run_limit_s).filter(|s| *s > 0))];
+    for (name, seconds) in times {
+        if let Some(seconds) = seconds {
+            out.push_str(&format!("\n {name}\n {}\n", minutes(seconds)));
+        }
+    }
+    let size = |kb: Option<u64>| kb.map(limit_memory);
+    let count = |n: Option<u32>| n.map(|n| n.to_string());
+    let row: Vec<(&str, String)> = [
+        ("FILELIMIT", size(limits.file_kb)),
+        ("DATALIMIT", size(limits.data_kb)),
+        ("STACKLIMIT", size(limits.stack_kb)),
+        ("CORELIMIT", size(limits.core_kb)),
+        ("MEMLIMIT", size(Some(mem_limit_kb).filter(|kb| *kb > 0))),
+        ("SWAPLIMIT", size(limits.swap_kb)),
+        ("PROCESSLIMIT", count(limits.processes)),
+        ("THREADLIMIT", count(limits.threads)),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| value.map(|value| (name, value)))
+    .collect();
+    if !row.is_empty() {
+        let cells = |cell: &dyn Fn(&str, &str) -> String| {
+            row.iter().map(|(name, value)| cell(name, value)).collect::<Vec<_>>().join(" ")
+        };
+        let width = |name: &str, value: &str| name.len().max(format!("{value:>6}").len());
+        let headers = cells(&|name, value| format!("{name:<w$}", w = width(name, value)));
+        let values = cells(&|name, value| format!("{:<w$}", format!("{value:>6}"), w = width(name, value)));
+        out.push_str(&format!("\n {}\n {}\n", headers.trim_end(), values.trim_end()));
+    }
+    out
+}
+
 /// A memory limit as `-l` and `bqueues -l` print it: `512 K`, `100 M`, `2 G`
-/// (the largest unit that divides it exactly).
+/// (the largest unit that divides it exactly; 0 is `0 K`).
 pub fn limit_memory(kb: u64) -> String {
     match kb {
+        0 => "0 K".to_owned(),
         kb if kb % (1 << 20) == 0 => format!("{} G", kb >> 20),
         kb if kb % (1 << 10) == 0 => format!("{} M", kb >> 10),
         kb => format!("{kb} K"),
@@ -285,6 +327,31 @@ pub(crate) fn pend_seconds(job: &JobInfo, now_s: i64) -> i64 {
 mod tests {
     use super::*;
     use crate::format::fixture::{SUBMIT, check, job, utc};
+
+    // Goal: the limit blocks are LSF's: CPULIMIT and RUNLIMIT each a header over minutes
+    // (what tools such as DIRAC read: the line after the header, its first word in
+    // minutes), the other limits one row in LSF's order, a value under its header, only
+    // the limits set, and a core limit of 0 shown (it forbids core files).
+    #[test]
+    fn limit_blocks_in_lsf_order() {
+        assert_eq!(limit_blocks(0, 0, &ResourceLimits::default()), "");
+        assert_eq!(limit_blocks(0, 102_400, &ResourceLimits::default()), "\n MEMLIMIT\n  100 M\n");
+        let limits = ResourceLimits {
+            cpu_s: Some(5400),
+            core_kb: Some(0),
+            file_kb: Some(1 << 20),
+            processes: Some(8),
+            threads: Some(64),
+            ..ResourceLimits::default()
+        };
+        assert_eq!(
+            limit_blocks(600, 512, &limits),
+            "\n CPULIMIT\n 90.0 min\n\
+             \n RUNLIMIT\n 10.0 min\n\
+             \n FILELIMIT CORELIMIT MEMLIMIT PROCESSLIMIT THREADLIMIT\n\
+             \x20   1 G       0 K     512 K        8           64\n"
+        );
+    }
 
     // Goal: array elements list as LSF lists them: JOBID the array's id, the
     // name `name[index]` (cut from its start behind `*` when long), `-l`

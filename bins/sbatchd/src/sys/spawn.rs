@@ -1,7 +1,8 @@
-//! [`spawn_gated`]: a job's process forked into its own session and process group, dropped
-//! to the job's user, its files and folder set, held on a gate pipe until the shepherd has
-//! made its pid durable, then executed; everything the child does between fork and execve
-//! is async-signal-safe (see [`super`]).
+//! [`spawn_gated`]: a job's process forked into its own session and process group, its
+//! niceness and resource limits set, dropped to the job's user, its files and folder set,
+//! held on a gate pipe until the shepherd has made its pid durable, then executed;
+//! everything the child does between fork and execve is async-signal-safe (see
+//! [`super`]).
 
 use super::*;
 
@@ -61,6 +62,65 @@ pub struct ExecPlan {
     /// A pseudo-terminal's terminal side the job's process makes its controlling terminal
     /// right after `setsid` (`TIOCSCTTY`); -1 for none.
     pub controlling_tty: RawFd,
+    /// The niceness the job's process sets (`setpriority`) before it changes identity (a
+    /// negative one needs a privilege the job's user lacks); 0 leaves the niceness it
+    /// inherits alone.
+    pub nice: i32,
+    /// The resource limits the job's process sets (`setrlimit`), in order, right after its
+    /// niceness, also before it changes identity (only a privileged process may raise a
+    /// hard limit).
+    pub rlimits: Vec<ProcessLimit>,
+}
+
+/// A resource with a per-process limit ([`ProcessLimit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitedResource {
+    /// CPU time, seconds (`RLIMIT_CPU`): the kernel sends `SIGXCPU` past the soft limit.
+    CpuTime,
+    /// Size of a file the process writes, bytes (`RLIMIT_FSIZE`).
+    FileSize,
+    /// Data segment, bytes (`RLIMIT_DATA`).
+    Data,
+    /// Stack, bytes (`RLIMIT_STACK`).
+    Stack,
+    /// Core file, bytes (`RLIMIT_CORE`; 0: none is written).
+    Core,
+}
+
+impl LimitedResource {
+    /// `getrlimit` of this resource into `limit`, or with `set` its `setrlimit` to `limit`;
+    /// the call's result. Async-signal-safe (the job's process calls it after the fork).
+    fn call(self, limit: &mut libc::rlimit, set: bool) -> libc::c_int {
+        let resource = match self {
+            LimitedResource::CpuTime => libc::RLIMIT_CPU,
+            LimitedResource::FileSize => libc::RLIMIT_FSIZE,
+            LimitedResource::Data => libc::RLIMIT_DATA,
+            LimitedResource::Stack => libc::RLIMIT_STACK,
+            LimitedResource::Core => libc::RLIMIT_CORE,
+        };
+        // SAFETY: the pointer is to a valid rlimit for the duration of the call.
+        unsafe { if set { libc::setrlimit(resource, limit) } else { libc::getrlimit(resource, limit) } }
+    }
+}
+
+/// A per-process resource limit, as `setrlimit` takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessLimit {
+    /// The resource.
+    pub resource: LimitedResource,
+    /// The soft limit, in the resource's unit; `libc::RLIM_INFINITY` for none.
+    pub soft: libc::rlim_t,
+    /// The hard limit (the ceiling of the soft one); `libc::RLIM_INFINITY` for none.
+    pub hard: libc::rlim_t,
+}
+
+/// This process's limit of `resource` (`getrlimit`), which a process it forks inherits.
+pub fn current_limit(resource: LimitedResource) -> io::Result<ProcessLimit> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    if resource.call(&mut limit, false) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ProcessLimit { resource, soft: limit.rlim_cur, hard: limit.rlim_max })
 }
 
 /// The step of the child's preparation that failed.
@@ -84,6 +144,8 @@ pub enum SpawnStage {
     Gate,
     /// execve.
     Exec,
+    /// setpriority / setrlimit (the job's niceness and resource limits).
+    Limits,
 }
 
 impl SpawnStage {
@@ -92,7 +154,7 @@ impl SpawnStage {
     }
 
     /// Every stage, in code order.
-    pub const ALL: [SpawnStage; 9] = [
+    pub const ALL: [SpawnStage; 10] = [
         SpawnStage::Session,
         SpawnStage::Identity,
         SpawnStage::WorkingDirectory,
@@ -102,6 +164,7 @@ impl SpawnStage {
         SpawnStage::Directory,
         SpawnStage::Gate,
         SpawnStage::Exec,
+        SpawnStage::Limits,
     ];
 
     fn from_code(code: u8) -> SpawnStage {
@@ -120,6 +183,7 @@ impl SpawnStage {
             SpawnStage::Directory => "directory",
             SpawnStage::Gate => "gate",
             SpawnStage::Exec => "exec",
+            SpawnStage::Limits => "limits",
         }
     }
 
@@ -140,6 +204,7 @@ impl SpawnStage {
             SpawnStage::Directory => "cannot create the output directory",
             SpawnStage::Gate => "the shepherd stopped before the job started",
             SpawnStage::Exec => "cannot execute the job",
+            SpawnStage::Limits => "cannot set the job's niceness or resource limits",
         }
     }
 }
@@ -281,6 +346,12 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
     let terminal = plan.terminal;
     let controlling_tty = plan.controlling_tty;
     let create_dirs: Vec<*const libc::c_char> = plan.create_dirs.iter().map(|d| d.as_ptr()).collect();
+    let nice = plan.nice;
+    let mut rlimits: Vec<(LimitedResource, libc::rlimit)> = plan
+        .rlimits
+        .iter()
+        .map(|limit| (limit.resource, libc::rlimit { rlim_cur: limit.soft, rlim_max: limit.hard }))
+        .collect();
 
     // SAFETY: fork in a single-threaded caller; the child below calls only
     // async-signal-safe functions on memory prepared before the fork, and
@@ -309,6 +380,16 @@ pub fn spawn_gated(plan: &ExecPlan) -> io::Result<GatedChild> {
             }
             if controlling_tty >= 0 && libc::ioctl(controlling_tty, libc::TIOCSCTTY, 0) != 0 {
                 fail(SpawnStage::Session);
+            }
+            // Before the identity change: a negative niceness and a raised hard limit need
+            // a privilege the job's user lacks.
+            if nice != 0 && libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
+                fail(SpawnStage::Limits);
+            }
+            for (resource, limit) in &mut rlimits {
+                if resource.call(limit, true) != 0 {
+                    fail(SpawnStage::Limits);
+                }
             }
             // Rust programs ignore SIGPIPE, and an ignored signal stays ignored across
             // execve: the job gets the default disposition back, as any process expects

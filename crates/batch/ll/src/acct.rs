@@ -234,9 +234,32 @@ pub const TERM_ADMIN: TermReason =
 pub const TERM_MEMLIMIT: TermReason =
     TermReason { value: 16, text: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit" };
 
+/// A job killed over its queue's `PROCESSLIMIT`.
+pub const TERM_PROCESSLIMIT: TermReason =
+    TermReason { value: 7, text: "TERM_PROCESSLIMIT: job killed after reaching LSF process limit" };
+/// A job killed over its queue's `CPULIMIT`.
+pub const TERM_CPULIMIT: TermReason =
+    TermReason { value: 12, text: "TERM_CPULIMIT: job killed after reaching LSF CPU usage limit" };
+/// A job killed over its queue's `SWAPLIMIT`.
+pub const TERM_SWAP: TermReason =
+    TermReason { value: 20, text: "TERM_SWAP: job killed after reaching LSF swap usage limit" };
+/// A job killed over its queue's `THREADLIMIT`.
+pub const TERM_THREADLIMIT: TermReason =
+    TermReason { value: 21, text: "TERM_THREADLIMIT: job killed after reaching LSF thread limit" };
+
 /// The termination reasons LavaCore gives.
-const TERM_REASONS: [TermReason; 6] =
-    [TERM_RUNLIMIT, TERM_FORCE_OWNER, TERM_FORCE_ADMIN, TERM_OWNER, TERM_ADMIN, TERM_MEMLIMIT];
+const TERM_REASONS: [TermReason; 10] = [
+    TERM_RUNLIMIT,
+    TERM_PROCESSLIMIT,
+    TERM_FORCE_OWNER,
+    TERM_FORCE_ADMIN,
+    TERM_CPULIMIT,
+    TERM_OWNER,
+    TERM_ADMIN,
+    TERM_MEMLIMIT,
+    TERM_SWAP,
+    TERM_THREADLIMIT,
+];
 
 impl TermReason {
     /// The reason of a job that ended EXIT with sbatchd's finish reason `finish_reason`
@@ -249,6 +272,10 @@ impl TermReason {
             lava_batch_wire::FINISH_KILLED => TERM_OWNER,
             lava_batch_wire::FINISH_KILLED_ADMIN => TERM_ADMIN,
             lava_batch_wire::FINISH_MEM_LIMIT => TERM_MEMLIMIT,
+            lava_batch_wire::FINISH_CPU_LIMIT => TERM_CPULIMIT,
+            lava_batch_wire::FINISH_PROCESS_LIMIT => TERM_PROCESSLIMIT,
+            lava_batch_wire::FINISH_SWAP_LIMIT => TERM_SWAP,
+            lava_batch_wire::FINISH_THREAD_LIMIT => TERM_THREADLIMIT,
             _ => return None,
         })
     }
@@ -563,6 +590,10 @@ mod tests {
             (lava_batch_wire::FINISH_FORCE_ADMIN, 9),
             (lava_batch_wire::FINISH_KILLED_ADMIN, 15),
             (lava_batch_wire::FINISH_MEM_LIMIT, 16),
+            (lava_batch_wire::FINISH_CPU_LIMIT, 12),
+            (lava_batch_wire::FINISH_PROCESS_LIMIT, 7),
+            (lava_batch_wire::FINISH_SWAP_LIMIT, 20),
+            (lava_batch_wire::FINISH_THREAD_LIMIT, 21),
         ] {
             assert_eq!(TermReason::of_finish(finish).map(|r| r.value), Some(value), "finish reason {finish}");
         }

@@ -340,6 +340,8 @@ mod tests {
             post_exec: String::new(),
             queue_pre_exec: String::new(),
             queue_post_exec: String::new(),
+            nice: 0,
+            limits: wire::ResourceLimits::default(),
         }
     }
 

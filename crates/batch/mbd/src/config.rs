@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use lava_batch_ll::{HostName, QueueName, UserName};
+use lava_batch_wire as wire;
 
 use crate::MbdError;
 
@@ -60,6 +61,67 @@ impl QueueLimit {
     }
 }
 
+/// A queue's resource limits beyond `RUNLIMIT` and `MEMLIMIT` (docs/batch.md, "Resource
+/// limits"): the ones with a default and a maximum, and the ones LSF gives one value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueResourceLimits {
+    /// `CPULIMIT`, seconds.
+    pub cpu_s: Option<QueueLimit>,
+    /// `DATALIMIT`, KB.
+    pub data_kb: Option<QueueLimit>,
+    /// `PROCESSLIMIT`.
+    pub processes: Option<QueueLimit>,
+    /// `THREADLIMIT`.
+    pub threads: Option<QueueLimit>,
+    /// `FILELIMIT`, KB.
+    pub file_kb: Option<u64>,
+    /// `CORELIMIT`, KB.
+    pub core_kb: Option<u64>,
+    /// `STACKLIMIT`, KB.
+    pub stack_kb: Option<u64>,
+    /// `SWAPLIMIT`, KB.
+    pub swap_kb: Option<u64>,
+}
+
+impl QueueResourceLimits {
+    /// The limits a job of the queue runs with when it asked for `asked`: its own, else the
+    /// queue's default, else the queue's maximum.
+    pub fn effective(&self, asked: &wire::ResourceLimits) -> wire::ResourceLimits {
+        let pick = |limit: Option<QueueLimit>, asked: Option<u64>| {
+            asked.or(limit.map(|limit| limit.default.unwrap_or(limit.max)))
+        };
+        let count = |limit: Option<QueueLimit>, asked: Option<u32>| {
+            pick(limit, asked.map(u64::from)).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+        };
+        wire::ResourceLimits {
+            cpu_s: pick(self.cpu_s, asked.cpu_s),
+            file_kb: asked.file_kb.or(self.file_kb),
+            data_kb: pick(self.data_kb, asked.data_kb),
+            stack_kb: asked.stack_kb.or(self.stack_kb),
+            core_kb: asked.core_kb.or(self.core_kb),
+            swap_kb: asked.swap_kb.or(self.swap_kb),
+            processes: count(self.processes, asked.processes),
+            threads: count(self.threads, asked.threads),
+        }
+    }
+
+    /// The queue's maxima, as `bqueues -l` shows them.
+    pub fn maxima(&self) -> wire::ResourceLimits {
+        let max = |limit: Option<QueueLimit>| limit.map(|limit| limit.max);
+        let count = |limit: Option<QueueLimit>| max(limit).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        wire::ResourceLimits {
+            cpu_s: max(self.cpu_s),
+            file_kb: self.file_kb,
+            data_kb: max(self.data_kb),
+            stack_kb: self.stack_kb,
+            core_kb: self.core_kb,
+            swap_kb: self.swap_kb,
+            processes: count(self.processes),
+            threads: count(self.threads),
+        }
+    }
+}
+
 /// One queue of `lsb.queues`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
@@ -86,6 +148,8 @@ pub struct QueueConfig {
     pub run_limit_s: Option<QueueLimit>,
     /// `MEMLIMIT`, KB: the default and the maximum of `-M`.
     pub mem_limit_kb: Option<QueueLimit>,
+    /// `CPULIMIT`, `PROCESSLIMIT`, `CORELIMIT` and the other resource limits.
+    pub limits: QueueResourceLimits,
     /// `EXCLUSIVE = y`: the queue accepts `bsub -x`.
     pub exclusive: bool,
     /// `FAIRSHARE = USER_SHARES[[user, shares] ...]`: the shares by user
@@ -93,7 +157,7 @@ pub struct QueueConfig {
     pub fairshare: Option<Vec<(String, u32)>>,
     /// `DESCRIPTION`, for `bqueues -l`; empty for none.
     pub description: String,
-    /// `NICE`, for `bqueues -l` (-20 to 19).
+    /// `NICE` (-20 to 19): the niceness the queue's jobs run at.
     pub nice: i32,
     /// `PRE_EXEC`: run on the execution host before the job's own `-E`; empty for none.
     pub pre_exec: String,
@@ -129,6 +193,7 @@ impl QueueConfig {
             hjob_limit: None,
             run_limit_s: None,
             mem_limit_kb: None,
+            limits: QueueResourceLimits::default(),
             exclusive: false,
             fairshare: None,
             description: String::new(),

@@ -767,8 +767,14 @@ impl Job {
         let usual = match self.status {
             JobStatus::Exit => {
                 return match self.finish.as_ref().map(|f| f.finish_reason) {
-                    Some(wire::FINISH_RUN_LIMIT) => TERM_RUNLIMIT.to_owned(),
-                    Some(wire::FINISH_MEM_LIMIT) => TERM_MEMLIMIT.to_owned(),
+                    Some(
+                        reason @ (wire::FINISH_RUN_LIMIT
+                        | wire::FINISH_MEM_LIMIT
+                        | wire::FINISH_CPU_LIMIT
+                        | wire::FINISH_PROCESS_LIMIT
+                        | wire::FINISH_SWAP_LIMIT
+                        | wire::FINISH_THREAD_LIMIT),
+                    ) => acct::TermReason::of_finish(reason).map(|r| r.text.to_owned()).unwrap_or_default(),
                     _ => String::new(),
                 };
             }
@@ -847,8 +853,8 @@ impl Job {
         })
     }
 
-    /// The job as `bjobs` shows it.
-    pub(crate) fn info(&self, queue_configured: bool) -> wire::JobInfo {
+    /// The job as `bjobs` shows it; `queue` is its queue's configuration, if it has one.
+    pub(crate) fn info(&self, queue: Option<&crate::QueueConfig>) -> wire::JobInfo {
         let request = self.spec.request();
         let finish = self.finish.as_ref();
         wire::JobInfo {
@@ -874,7 +880,7 @@ impl Job {
                 Some(f) if self.status == JobStatus::Exit => exit_code(f.wait_status),
                 _ => 0,
             },
-            reason: self.shown_reason(queue_configured),
+            reason: self.shown_reason(queue.is_some()),
             rusage: finish.map(|f| f.rusage).unwrap_or_default(),
             finish_reason: finish.map_or(wire::FINISH_NORMAL, |f| f.finish_reason),
             res_req: request.res_req.clone(),
@@ -883,8 +889,15 @@ impl Job {
             mem_limit_kb: request.mem_limit_kb,
             pre_exec: request.pre_exec.clone(),
             post_exec: request.post_exec.clone(),
+            limits: resource_limits(queue),
         }
     }
+}
+
+/// The resource limits beyond `-W` and `-M` a job of `queue` runs with (`bsub` sets none of
+/// its own yet: the queue's default, else its maximum).
+pub(crate) fn resource_limits(queue: Option<&crate::QueueConfig>) -> wire::ResourceLimits {
+    queue.map(|queue| queue.limits.effective(&wire::ResourceLimits::default())).unwrap_or_default()
 }
 
 /// The project name: `-P`, else LSF's `default`.

@@ -77,7 +77,7 @@ impl Mbd {
         let (mut page_bytes, mut scratch) = (0, Vec::new());
         let (mut next_after, mut next_after_index) = (0, 0);
         for job in candidates.filter(|job| self.place_matches(job, query)) {
-            let mut info = job.info(self.config.queue(&job.queue).is_some());
+            let mut info = job.info(self.config.queue(&job.queue));
             if job.status == lava_batch_ll::JobStatus::Pend
                 && let Some(reason) = self.held_back(&job)
             {

@@ -92,6 +92,7 @@ impl Mbd {
                 n_reserved: 0,
                 pre_exec: queue.pre_exec.clone(),
                 post_exec: queue.post_exec.clone(),
+                limits: queue.limits.maxima(),
             })
             .collect();
         for (_, job) in self.store.live_jobs() {

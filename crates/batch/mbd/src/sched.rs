@@ -186,7 +186,8 @@ impl Mbd {
     /// The dispatch snapshot of a started job, rebuilt identically from the
     /// durable state on every resend.
     /// A job without `-W` or `-M` gets its queue's default (else maximum) `RUNLIMIT`
-    /// and `MEMLIMIT`, as the configuration in force says.
+    /// and `MEMLIMIT`, and its queue's other resource limits and `NICE`, as the
+    /// configuration in force says.
     pub(crate) fn job_specs(&self, job: &Job) -> wire::JobSpecs {
         let request = job.spec.request();
         let queue = self.config.queue(&job.queue);
@@ -227,6 +228,8 @@ impl Mbd {
             post_exec: request.post_exec.clone(),
             queue_pre_exec: queue.map(|q| q.pre_exec.clone()).unwrap_or_default(),
             queue_post_exec: queue.map(|q| q.post_exec.clone()).unwrap_or_default(),
+            nice: queue.map_or(0, |q| q.nice),
+            limits: crate::job::resource_limits(queue),
         }
     }
 

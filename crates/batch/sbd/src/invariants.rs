@@ -68,7 +68,11 @@ pub fn check_record(record: &JobRecord) -> Result<(), Violation> {
     )?;
     if let Some(kill) = record.kill {
         ensure(job, record.is_spawned(), "a kill sequence without a pid")?;
-        ensure(job, (1..=3).contains(&kill.n_signals_sent), "a kill sequence with 0 or over 3 signals")?;
+        ensure(
+            job,
+            (1..=kill.signals().len()).contains(&(kill.n_signals_sent as usize)),
+            "a kill sequence with no signal sent or more than its signals",
+        )?;
     }
     Ok(())
 }

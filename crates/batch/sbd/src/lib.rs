@@ -191,7 +191,7 @@ use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire as wire;
 
 pub use invariants::Violation;
-pub use record::{Hooks, JobRecord, KillSequence, PID_NONE, PendingSignal, Refusal};
+pub use record::{ExecLimits, Hooks, JobRecord, KillSequence, PID_NONE, PendingSignal, Refusal};
 pub use run_spec::RunSpec;
 pub use sbd::{DISK_FULL_REFUSAL, Sbd};
 
@@ -225,6 +225,8 @@ pub mod signal {
     pub const SIGTERM: i32 = 15;
     /// Continue (`bresume`).
     pub const SIGCONT: i32 = 18;
+    /// CPU time limit exceeded: the first signal of the kill over a CPU limit.
+    pub const SIGXCPU: i32 = 24;
     /// Stop (`bstop`).
     pub const SIGSTOP: i32 = 19;
 }
@@ -347,12 +349,12 @@ pub enum Input {
         /// When it ended, ms since the epoch.
         end_time_ms: u64,
     },
-    /// A measurement of the job's resident memory.
-    MemoryUsage {
+    /// A measurement of what the job's processes use now, for its limits.
+    Usage {
         /// The job.
         job: JobRef,
-        /// Resident set size of the job, KiB.
-        rss_kb: u64,
+        /// What was measured.
+        usage: UsageSample,
     },
     /// The channel to mbatchd is up (registered).
     Connected,
@@ -381,6 +383,22 @@ pub enum Input {
     },
     /// Time passed: resends, kill sequences, run limits, pruning.
     Tick,
+}
+
+/// What a running job's processes (its process group) use at one moment, as the shell
+/// reads it from `/proc` ([`Input::Usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsageSample {
+    /// Resident memory, KiB.
+    pub rss_kb: u64,
+    /// Virtual memory, KiB.
+    pub vm_kb: u64,
+    /// CPU time, user and system, of the processes and of their children they waited for, ms.
+    pub cpu_ms: u64,
+    /// Processes.
+    pub processes: u32,
+    /// Threads, over all the processes.
+    pub threads: u32,
 }
 
 /// A validated BATCH_*_ACK: the job and the dispatch whose message it acknowledges.

@@ -79,6 +79,28 @@ pub struct JobRecord {
     /// "Parallel tasks"), added up ([`crate::tasks::add_usage`]); the job's finish reports
     /// its own plus this. Last, so that an older record file reads as zero usage.
     pub task_rusage: wire::ResourceUsage,
+    /// The niceness and resource limits the job's processes run with, from the snapshot;
+    /// never changed. Last, so that an older record file reads as a job without them.
+    pub exec_limits: ExecLimits,
+}
+
+/// How the job's processes are held (docs/batch.md, "Resource limits"): the queue's `NICE`
+/// and the resource limits beyond `-W` and `-M`. The shepherd sets the niceness and the
+/// per-process limits before the job executes; the logic enforces the whole job's from the
+/// usage the shell measures ([`crate::Input::Usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecLimits {
+    /// Niceness of the job's processes (-20 to 19).
+    pub nice: i32,
+    /// The limits.
+    pub limits: wire::ResourceLimits,
+}
+
+impl ExecLimits {
+    /// The niceness and limits of a dispatch snapshot.
+    pub fn of(specs: &wire::JobSpecs) -> ExecLimits {
+        ExecLimits { nice: specs.nice, limits: specs.limits }
+    }
 }
 
 /// The commands run around a job besides its `-E` (`RunSpec::pre_exec`), in LSF's order:
@@ -106,15 +128,30 @@ impl Hooks {
 }
 
 /// LSF's kill: SIGINT, then SIGTERM after the terminate interval, then SIGKILL
-/// after twice the interval, all counted from `started_ms`.
+/// after twice the interval, all counted from `started_ms`; over a CPU limit
+/// `SIGXCPU` comes first, one interval before SIGINT ([`KillSequence::signals`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KillSequence {
     /// Finish reason the job gets (`wire::FINISH_KILLED`, `FINISH_RUN_LIMIT`, `FINISH_MEM_LIMIT`).
     pub reason: u32,
     /// When SIGINT was sent, ms since the epoch.
     pub started_ms: u64,
-    /// Signals of the sequence sent so far, 1 to 3.
+    /// Signals of the sequence sent so far, from 1 to the length of its
+    /// [`KillSequence::signals`].
     pub n_signals_sent: u32,
+}
+
+impl KillSequence {
+    /// The signals of the kill, in order, one terminate interval apart (the first may
+    /// have been another: a lost terminal's kill starts with SIGHUP).
+    pub fn signals(&self) -> &'static [i32] {
+        use crate::signal::{SIGINT, SIGKILL, SIGTERM, SIGXCPU};
+        if self.reason == wire::FINISH_CPU_LIMIT {
+            &[SIGXCPU, SIGINT, SIGTERM, SIGKILL]
+        } else {
+            &[SIGINT, SIGTERM, SIGKILL]
+        }
+    }
 }
 
 /// A signal held until the job's process exists.
@@ -169,6 +206,7 @@ impl JobRecord {
             interactive: 0,
             hooks,
             task_rusage: wire::ResourceUsage::default(),
+            exec_limits: ExecLimits::default(),
         }
     }
 

@@ -7,10 +7,11 @@ use lava_batch_ll::{self as ll, JobRef, JobSpec};
 use lava_batch_wire::{self as wire, SignalAction, SignalOutcome};
 
 use crate::invariants::{Violation, check_record};
-use crate::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
+use crate::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM, SIGXCPU};
 use crate::{
-    Ack, Config, Effect, Hooks, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
-    RunSpec, SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, TOMBSTONE_EVICTION_PERCENT, ToMbd, UserInfo, errno,
+    Ack, Config, Effect, ExecLimits, Hooks, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX,
+    PendingSignal, Refusal, RunSpec, SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, TOMBSTONE_EVICTION_PERCENT,
+    ToMbd, UsageSample, UserInfo, errno,
 };
 
 /// When each message of a job was last sent, ms since the epoch. Optimisation
@@ -239,7 +240,7 @@ impl Sbd {
             Input::Exited { job, wait_status, rusage, end_time_ms } => {
                 self.exited(job, wait_status, rusage, end_time_ms, &mut out)
             }
-            Input::MemoryUsage { job, rss_kb } => self.memory_usage(job, rss_kb, &mut out),
+            Input::Usage { job, usage } => self.usage(job, usage, &mut out),
             Input::TaskUsage { job, rusage } => self.task_usage(job, rusage, &mut out),
             Input::Connected => {
                 self.connected = true;
@@ -392,6 +393,7 @@ impl Sbd {
         };
         let hooks = Hooks::of(spec.specs());
         let mut record = JobRecord::created(job_ref, spec.specs().dispatch_seq, run_spec, refusal, hooks);
+        record.exec_limits = ExecLimits::of(spec.specs());
         record.interactive = spec.specs().file_flags
             & (wire::submit_flags::INTERACTIVE | wire::submit_flags::PTY | wire::submit_flags::PTY_SHELL);
         if let Some((signal_seq_last, suspend_seq_last)) = carried_signals {
@@ -633,7 +635,14 @@ impl Sbd {
         assert!(record.is_spawned(), "job {job_ref}: Exited before Spawned");
         record.exit_status_valid = true;
         record.wait_status = wait_status;
-        record.finish_reason = record.kill.map_or(wire::FINISH_NORMAL, |kill| kill.reason);
+        record.finish_reason = match record.kill {
+            Some(kill) => kill.reason,
+            // The kernel's own CPU limit (RLIMIT_CPU) ended the job's process.
+            None if wait_status & 0x7f == SIGXCPU && record.exec_limits.limits.cpu_s.is_some() => {
+                wire::FINISH_CPU_LIMIT
+            }
+            None => wire::FINISH_NORMAL,
+        };
         record.end_time_ms = end_time_ms;
         // The job's own usage and its ended tasks' (the same sum after a restart: the
         // tasks' part was durable before the exit).
@@ -657,11 +666,10 @@ impl Sbd {
         out.persist(record);
     }
 
-    fn memory_usage(&mut self, job_ref: JobRef, rss_kb: u64, out: &mut Out<'_>) {
+    fn usage(&mut self, job_ref: JobRef, usage: UsageSample, out: &mut Out<'_>) {
         let Some(job) = self.jobs.get_mut(&job_ref) else { return };
-        let limit_kb = job.record.run_spec.mem_limit_kb;
-        if limit_kb > 0 && rss_kb > limit_kb {
-            start_limit_kill(&mut job.record, wire::FINISH_MEM_LIMIT, out);
+        if let Some(reason) = limit_crossed(&job.record, &usage) {
+            start_limit_kill(&mut job.record, reason, out);
         }
     }
 
@@ -732,25 +740,44 @@ fn start_terminal_kill(record: &mut JobRecord, out: &mut Out<'_>) {
     out.persist(record);
 }
 
-/// A limit was crossed: start LSF's kill, unless one is under way.
+/// The finish reason of the first of the job's limits that `usage` is over, in LSF's order
+/// of checks: memory (`-M`), CPU time, virtual memory, processes, threads.
+fn limit_crossed(record: &JobRecord, usage: &UsageSample) -> Option<u32> {
+    let limits = &record.exec_limits.limits;
+    let over = |used: u64, limit: Option<u64>| limit.is_some_and(|limit| used > limit);
+    let mem_limit_kb = Some(record.run_spec.mem_limit_kb).filter(|limit| *limit > 0);
+    [
+        (over(usage.rss_kb, mem_limit_kb), wire::FINISH_MEM_LIMIT),
+        (over(usage.cpu_ms, limits.cpu_s.map(|s| s.saturating_mul(1000))), wire::FINISH_CPU_LIMIT),
+        (over(usage.vm_kb, limits.swap_kb), wire::FINISH_SWAP_LIMIT),
+        (over(usage.processes.into(), limits.processes.map(u64::from)), wire::FINISH_PROCESS_LIMIT),
+        (over(usage.threads.into(), limits.threads.map(u64::from)), wire::FINISH_THREAD_LIMIT),
+    ]
+    .into_iter()
+    .find_map(|(crossed, reason)| crossed.then_some(reason))
+}
+
+/// A limit was crossed: start LSF's kill (its first signal), unless one is under way.
 fn start_limit_kill(record: &mut JobRecord, reason: u32, out: &mut Out<'_>) {
     if !record.is_running() || record.kill.is_some() {
         return;
     }
-    record.kill = Some(KillSequence { reason, started_ms: out.now_ms, n_signals_sent: 1 });
-    out.kill(record, SIGINT);
+    let kill = KillSequence { reason, started_ms: out.now_ms, n_signals_sent: 1 };
+    record.kill = Some(kill);
+    out.kill(record, kill.signals()[0]);
     out.persist(record);
 }
 
-/// SIGTERM one terminate interval after SIGINT, SIGKILL two intervals after.
+/// The next signal of the kill once its time has come: the `n`th signal `n - 1` terminate
+/// intervals after the first.
 fn advance_kill(record: &mut JobRecord, mut kill: KillSequence, now_ms: u64, out: &mut Out<'_>) {
     let interval_ms = u64::from(record.run_spec.terminate_interval_s) * 1000;
     let elapsed_ms = now_ms.saturating_sub(kill.started_ms);
-    let signal = match kill.n_signals_sent {
-        1 if elapsed_ms >= interval_ms => SIGTERM,
-        2 if elapsed_ms >= 2 * interval_ms => SIGKILL,
-        _ => return,
-    };
+    let sent = kill.n_signals_sent;
+    let Some(&signal) = kill.signals().get(sent as usize) else { return };
+    if elapsed_ms < u64::from(sent) * interval_ms {
+        return;
+    }
     kill.n_signals_sent += 1;
     record.kill = Some(kill);
     // Act, then record: a crash in between repeats the signal after the

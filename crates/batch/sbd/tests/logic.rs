@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire::{self as wire, NewJobOutcome, SignalAction, SignalOutcome};
-use lava_sbd::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
+use lava_sbd::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM, SIGXCPU};
 use lava_sbd::{
     Ack, Config, Effect, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX, PendingSignal, Refusal,
-    START_FAILED_WAIT_STATUS, Sbd, ToMbd, UserInfo, errno, invariants,
+    START_FAILED_WAIT_STATUS, Sbd, ToMbd, UsageSample, UserInfo, errno, invariants,
 };
 
 const T0: u64 = 1_800_000_000_000;
@@ -58,6 +58,8 @@ fn specs(id: u32) -> wire::JobSpecs {
         post_exec: String::new(),
         queue_pre_exec: String::new(),
         queue_post_exec: String::new(),
+        nice: 0,
+        limits: wire::ResourceLimits::default(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
     }
 }
@@ -782,23 +784,111 @@ fn run_limit_starts_the_kill_sequence() {
     assert_eq!(effects[1], finish(7, 4242, SIGINT, wire::FINISH_RUN_LIMIT, end_ms));
 }
 
-// Goal: a memory measurement over -M starts the kill sequence once, with
-// FINISH_MEM_LIMIT; measurements under the limit or of unknown jobs do nothing.
+// Goal: a measurement over a job-wide limit starts the kill sequence once, with that
+// limit's finish reason: -M (resident memory), the queue's CPULIMIT (whose kill starts with
+// SIGXCPU), SWAPLIMIT (virtual memory), PROCESSLIMIT and THREADLIMIT; a measurement at a
+// limit, or of an unknown job, does nothing.
+// Method: one job per limit; each measured at its limit, then just over it, then over it
+// again.
 #[test]
-fn memory_limit_starts_the_kill_sequence() {
+fn job_wide_limits_start_the_kill_sequence() {
+    let limits = |limits: wire::ResourceLimits| wire::JobSpecs { limits, ..specs(7) };
+    let cases: [(wire::JobSpecs, UsageSample, UsageSample, u32, i32); 5] = [
+        (
+            wire::JobSpecs { mem_limit_kb: 1024, ..specs(7) },
+            UsageSample { rss_kb: 1024, ..UsageSample::default() },
+            UsageSample { rss_kb: 1025, ..UsageSample::default() },
+            wire::FINISH_MEM_LIMIT,
+            SIGINT,
+        ),
+        (
+            limits(wire::ResourceLimits { cpu_s: Some(60), ..Default::default() }),
+            UsageSample { cpu_ms: 60_000, ..UsageSample::default() },
+            UsageSample { cpu_ms: 60_001, ..UsageSample::default() },
+            wire::FINISH_CPU_LIMIT,
+            SIGXCPU,
+        ),
+        (
+            limits(wire::ResourceLimits { swap_kb: Some(4096), ..Default::default() }),
+            UsageSample { vm_kb: 4096, ..UsageSample::default() },
+            UsageSample { vm_kb: 4097, ..UsageSample::default() },
+            wire::FINISH_SWAP_LIMIT,
+            SIGINT,
+        ),
+        (
+            limits(wire::ResourceLimits { processes: Some(3), ..Default::default() }),
+            UsageSample { processes: 3, ..UsageSample::default() },
+            UsageSample { processes: 4, ..UsageSample::default() },
+            wire::FINISH_PROCESS_LIMIT,
+            SIGINT,
+        ),
+        (
+            limits(wire::ResourceLimits { threads: Some(8), ..Default::default() }),
+            UsageSample { threads: 8, ..UsageSample::default() },
+            UsageSample { threads: 9, ..UsageSample::default() },
+            wire::FINISH_THREAD_LIMIT,
+            SIGINT,
+        ),
+    ];
+    for (specs, at, over, reason, first_signal) in cases {
+        let mut h = Harness::connected();
+        h.step(T0, new_job_from(specs));
+        h.step(T0, spawned(7, 4242, T0));
+        h.check(T0, Input::Usage { job: job(7), usage: at }, vec![]);
+        h.check(T0, Input::Usage { job: job(99), usage: over }, vec![]);
+        let sequence = KillSequence { reason, started_ms: T0, n_signals_sent: 1 };
+        let killing = JobRecord { kill: Some(sequence), ..h.record(7) };
+        h.check(
+            T0,
+            Input::Usage { job: job(7), usage: over },
+            vec![kill(7, 4242, first_signal), persist(&killing)],
+        );
+        h.check(T0, Input::Usage { job: job(7), usage: over }, vec![]);
+    }
+}
+
+// Goal: the kill over a CPU limit is LSF's: SIGXCPU, then SIGINT, SIGTERM and SIGKILL each
+// one terminate interval later, and the job ends with FINISH_CPU_LIMIT (TERM_CPULIMIT).
+#[test]
+fn a_cpu_limit_kill_sends_sigxcpu_first() {
     let mut h = Harness::connected();
-    h.step(T0, new_job_from(wire::JobSpecs { mem_limit_kb: 1024, ..specs(7) }));
+    let cpu = wire::ResourceLimits { cpu_s: Some(1), ..Default::default() };
+    h.step(T0, new_job_from(wire::JobSpecs { limits: cpu, ..specs(7) }));
     h.step(T0, spawned(7, 4242, T0));
-    h.check(T0, Input::MemoryUsage { job: job(7), rss_kb: 1024 }, vec![]);
-    h.check(T0, Input::MemoryUsage { job: job(99), rss_kb: 1 << 40 }, vec![]);
-    let sequence = KillSequence { reason: wire::FINISH_MEM_LIMIT, started_ms: T0, n_signals_sent: 1 };
-    let killing = JobRecord { kill: Some(sequence), ..h.record(7) };
-    h.check(
-        T0,
-        Input::MemoryUsage { job: job(7), rss_kb: 1025 },
-        vec![kill(7, 4242, SIGINT), persist(&killing)],
-    );
-    h.check(T0, Input::MemoryUsage { job: job(7), rss_kb: 2048 }, vec![]);
+    h.step(T0, Input::NewJobReplyAck(ack(7)));
+    h.step(T0, Input::JobExecuteAck(ack(7)));
+    let over = UsageSample { cpu_ms: 1001, ..UsageSample::default() };
+    h.step(T0, Input::Usage { job: job(7), usage: over });
+    let interval_ms = 10 * SECOND_MS;
+    for (n, signal) in [(1u32, SIGINT), (2, SIGTERM), (3, SIGKILL)] {
+        h.check(T0 + u64::from(n) * interval_ms - 1, Input::Tick, vec![]);
+        let sent = KillSequence { reason: wire::FINISH_CPU_LIMIT, started_ms: T0, n_signals_sent: n + 1 };
+        let record = JobRecord { kill: Some(sent), ..h.record(7) };
+        h.check(T0 + u64::from(n) * interval_ms, Input::Tick, vec![kill(7, 4242, signal), persist(&record)]);
+    }
+    h.check(T0 + 10 * interval_ms, Input::Tick, vec![]);
+    let end_ms = T0 + 31 * SECOND_MS;
+    let effects = h.step(end_ms, exited(7, SIGKILL, end_ms));
+    assert_eq!(effects[1], finish(7, 4242, SIGKILL, wire::FINISH_CPU_LIMIT, end_ms));
+}
+
+// Goal: a job whose process the kernel ended at its own CPU limit (RLIMIT_CPU: SIGXCPU)
+// ends with FINISH_CPU_LIMIT when it had one, and as any other signal's end without; the
+// record keeps the snapshot's niceness and limits.
+#[test]
+fn death_by_sigxcpu_is_the_cpu_limit_only_with_one() {
+    for (cpu_s, reason) in [(Some(60), wire::FINISH_CPU_LIMIT), (None, wire::FINISH_NORMAL)] {
+        let mut h = Harness::connected();
+        let limits = wire::ResourceLimits { cpu_s, core_kb: Some(0), ..Default::default() };
+        h.step(T0, new_job_from(wire::JobSpecs { limits, nice: 5, ..specs(7) }));
+        assert_eq!(h.record(7).exec_limits, lava_sbd::ExecLimits { nice: 5, limits });
+        h.step(T0, spawned(7, 4242, T0));
+        h.step(T0, Input::NewJobReplyAck(ack(7)));
+        h.step(T0, Input::JobExecuteAck(ack(7)));
+        let end_ms = T0 + 61 * SECOND_MS;
+        let effects = h.step(end_ms, exited(7, SIGXCPU, end_ms));
+        assert_eq!(effects[1], finish(7, 4242, SIGXCPU, reason, end_ms));
+    }
 }
 
 // Goal: after a restart, Connected resends exactly what the durable facts make

@@ -100,6 +100,8 @@ fn new_job(id: u32) -> Input {
         post_exec: String::new(),
         queue_pre_exec: String::new(),
         queue_post_exec: String::new(),
+        nice: 0,
+        limits: wire::ResourceLimits::default(),
         env: Vec::new(),
     };
     let user = match id {

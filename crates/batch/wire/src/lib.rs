@@ -411,6 +411,43 @@ pub struct JobSpecs {
     pub queue_pre_exec: String,
     /// The queue's `POST_EXEC` at dispatch, run after `post_exec`; empty for none.
     pub queue_post_exec: String,
+    /// The queue's `NICE` at dispatch: the job's processes run at this niceness.
+    pub nice: i32,
+    /// The limits the job runs with beyond `run_limit_s` and `mem_limit_kb`: its own, else
+    /// its queue's default, else its queue's maximum (docs/batch.md, "Resource limits").
+    pub limits: ResourceLimits,
+}
+
+/// LSF's per-job resource limits other than the run limit (`-W`) and the memory limit
+/// (`-M`), which have fields of their own: what the lsb.queues keys `CPULIMIT FILELIMIT
+/// DATALIMIT STACKLIMIT CORELIMIT SWAPLIMIT PROCESSLIMIT THREADLIMIT` set. `None` is no
+/// limit; 0 is a limit (`CORELIMIT = 0`: no core files).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceLimits {
+    /// CPU time, seconds: of the whole job (sbatchd sums its processes), and of each
+    /// process (`RLIMIT_CPU`, soft).
+    pub cpu_s: Option<u64>,
+    /// Size of a file a process writes, KiB (`RLIMIT_FSIZE`).
+    pub file_kb: Option<u64>,
+    /// Data segment of a process, KiB (`RLIMIT_DATA`).
+    pub data_kb: Option<u64>,
+    /// Stack of a process, KiB (`RLIMIT_STACK`).
+    pub stack_kb: Option<u64>,
+    /// Core file of a process, KiB (`RLIMIT_CORE`).
+    pub core_kb: Option<u64>,
+    /// Virtual memory of the whole job, KiB (sbatchd sums its processes).
+    pub swap_kb: Option<u64>,
+    /// Processes of the job at once.
+    pub processes: Option<u32>,
+    /// Threads of the job at once, over all its processes.
+    pub threads: Option<u32>,
+}
+
+impl ResourceLimits {
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        *self != ResourceLimits::default()
+    }
 }
 
 /// BATCH_NEW_JOB_REPLY: sbatchd accepted (with the pid) or refused the job.
@@ -548,6 +585,15 @@ pub const FINISH_PRE_EXEC: u32 = 7;
 /// (LSF's TERM_ADMIN): mbatchd's records and `bjobs` only; sbatchd reports such a kill as
 /// [`FINISH_KILLED`], and mbatchd, which knows who asked, records this instead.
 pub const FINISH_KILLED_ADMIN: u32 = 8;
+/// sbatchd killed the job over its CPU time limit (LSF's TERM_CPULIMIT), or one of its
+/// processes died of `SIGXCPU` at its own.
+pub const FINISH_CPU_LIMIT: u32 = 9;
+/// sbatchd killed the job over its process limit (LSF's TERM_PROCESSLIMIT).
+pub const FINISH_PROCESS_LIMIT: u32 = 10;
+/// sbatchd killed the job over its virtual memory limit (LSF's TERM_SWAP).
+pub const FINISH_SWAP_LIMIT: u32 = 11;
+/// sbatchd killed the job over its thread limit (LSF's TERM_THREADLIMIT).
+pub const FINISH_THREAD_LIMIT: u32 = 12;
 
 /// A signal action, as `bkill`/`bstop`/`bresume` request it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -854,6 +900,9 @@ pub struct JobInfo {
     pub pre_exec: String,
     /// `-Ep` as submitted; empty for none.
     pub post_exec: String,
+    /// The resource limits beyond `-W` and `-M` the job runs with (as
+    /// [`JobSpecs::limits`], from its queue's configuration as it is now).
+    pub limits: ResourceLimits,
 }
 
 /// SIGNAL_JOBS: what `bkill`, `bstop` and `bresume` ask for.
@@ -1031,6 +1080,8 @@ pub struct QueueInfo {
     pub pre_exec: String,
     /// `POST_EXEC`; empty for none.
     pub post_exec: String,
+    /// The queue's maximum resource limits (`CPULIMIT`, `FILELIMIT`, ...).
+    pub limits: ResourceLimits,
 }
 
 /// A [`QueueInfo`] limit that is not set.
@@ -1064,6 +1115,7 @@ impl Default for QueueInfo {
             n_reserved: 0,
             pre_exec: String::new(),
             post_exec: String::new(),
+            limits: ResourceLimits::default(),
         }
     }
 }

@@ -223,7 +223,8 @@ fn frame_header() {
 // mbatchd <-> sbatchd
 // ---------------------------------------------------------------------------
 
-// Goal: BATCH_NEW_JOB's dispatch snapshot keeps its 28 fields in order. Method: golden of a
+// Goal: BATCH_NEW_JOB's dispatch snapshot keeps its 30 fields in order, the limits as XDR
+// optional data. Method: golden of a
 // snapshot with two hosts and two environment variables (one with an empty value).
 #[test]
 fn new_job() {
@@ -261,6 +262,13 @@ fn new_job() {
         post_exec: "post".into(),
         queue_pre_exec: "qpre".into(),
         queue_post_exec: String::new(),
+        nice: -5,
+        limits: ResourceLimits {
+            cpu_s: Some(5400),
+            core_kb: Some(0),
+            processes: Some(8),
+            ..ResourceLimits::default()
+        },
     };
     let golden = r##"
         00001092                                    # job.job_id = 4242
@@ -300,6 +308,15 @@ fn new_job() {
         00000004 706f7374                           # post_exec = "post"
         00000004 71707265                           # queue_pre_exec = "qpre"
         00000000                                    # queue_post_exec = ""
+        fffffffb                                    # nice = -5
+        00000001 0000000000001518                   # limits.cpu_s = Some(5400)
+        00000000                                    # limits.file_kb = None
+        00000000                                    # limits.data_kb = None
+        00000000                                    # limits.stack_kb = None
+        00000001 0000000000000000                   # limits.core_kb = Some(0)
+        00000000                                    # limits.swap_kb = None
+        00000001 00000008                           # limits.processes = Some(8)
+        00000000                                    # limits.threads = None
     "##;
     check("BATCH_NEW_JOB", &specs, golden);
 }
@@ -930,6 +947,7 @@ fn job_query_reply() {
         mem_limit_kb: MEM_LIMIT_KB,
         pre_exec: "pre".into(),
         post_exec: String::new(),
+        limits: ResourceLimits { threads: Some(64), ..ResourceLimits::default() },
     };
     let reply = JobQueryReply {
         jobs: vec![info],
@@ -972,6 +990,14 @@ fn job_query_reply() {
         0000000100000002                            # jobs[0].mem_limit_kb = 0x100000002
         00000003 707265 00                          # jobs[0].pre_exec = "pre"
         00000000                                    # jobs[0].post_exec = ""
+        00000000                                    # jobs[0].limits.cpu_s = None
+        00000000                                    # jobs[0].limits.file_kb = None
+        00000000                                    # jobs[0].limits.data_kb = None
+        00000000                                    # jobs[0].limits.stack_kb = None
+        00000000                                    # jobs[0].limits.core_kb = None
+        00000000                                    # jobs[0].limits.swap_kb = None
+        00000000                                    # jobs[0].limits.processes = None
+        00000001 00000040                           # jobs[0].limits.threads = Some(64)
         00000001                                    # not_found: 1 element
         0000270f                                    # not_found[0].job_id = 9999
         00000000                                    # not_found[0].array_index = 0
@@ -1104,6 +1130,7 @@ fn queue_query_reply() {
         n_reserved: 0,
         pre_exec: "/bin/true".into(),
         post_exec: String::new(),
+        limits: ResourceLimits { swap_kb: Some(2048), ..ResourceLimits::default() },
     };
     let reply = QueueQueryReply { queues: vec![queue], not_found: vec!["nosuch".into()] };
     let golden = r##"
@@ -1135,6 +1162,14 @@ fn queue_query_reply() {
         00000000                                    # queues[0].n_reserved = 0
         00000009 2f62696e2f74727565 000000          # queues[0].pre_exec = "/bin/true"
         00000000                                    # queues[0].post_exec = ""
+        00000000                                    # queues[0].limits.cpu_s = None
+        00000000                                    # queues[0].limits.file_kb = None
+        00000000                                    # queues[0].limits.data_kb = None
+        00000000                                    # queues[0].limits.stack_kb = None
+        00000000                                    # queues[0].limits.core_kb = None
+        00000001 0000000000000800                   # queues[0].limits.swap_kb = Some(2048)
+        00000000                                    # queues[0].limits.processes = None
+        00000000                                    # queues[0].limits.threads = None
         00000001                                    # not_found: 1 element
         00000006 6e6f73756368 0000                  # not_found[0] = "nosuch"
     "##;

@@ -137,6 +137,8 @@ fn full_pipeline_logs_each_stage_before_its_ack() {
         post_exec: String::new(),
         queue_pre_exec: String::new(),
         queue_post_exec: String::new(),
+        nice: 0,
+        limits: wire::ResourceLimits::default(),
     };
     h.check(
         submit(1, 1, "alice", request()),

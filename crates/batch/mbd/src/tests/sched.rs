@@ -10,7 +10,7 @@ use lava_batch_ll::resreq::LOAD_INDEX_NAMES;
 use lava_batch_wire as wire;
 
 use super::harness::*;
-use crate::{ClientReply, Effect, Input, LimFacts, MbdConfig, QueueConfig, QueueLimit};
+use crate::{ClientReply, Effect, Input, LimFacts, MbdConfig, QueueConfig, QueueLimit, QueueResourceLimits};
 
 /// lim's report of `name`: the given load indices (by name), the others 0; 8 CPUs, 16 GB.
 fn load(name: &str, indices: &[(&str, f32)]) -> Input {
@@ -341,6 +341,39 @@ fn policy_violations_are_refused_at_submission() {
     assert_eq!(job.status(), JobStatus::Run);
     let specs = h.mbd.job_specs(&job);
     assert_eq!((specs.run_limit_s, specs.mem_limit_kb), (60, 1024));
+}
+
+// Goal: a queue's NICE and resource limits reach its jobs: the dispatch snapshot sbatchd
+// runs the job with and bjobs' record carry the default where the queue has one, else the
+// maximum; bqueues shows the maxima; a queue without limits gives none.
+#[test]
+fn queue_resource_limits_and_nice_reach_the_job() {
+    let mut config = config();
+    config.queues[0].nice = 7;
+    config.queues[0].limits = QueueResourceLimits {
+        cpu_s: Some(QueueLimit { default: Some(60), max: 600 }),
+        processes: Some(QueueLimit { default: None, max: 8 }),
+        core_kb: Some(0),
+        swap_kb: Some(1 << 20),
+        ..QueueResourceLimits::default()
+    };
+    let mut h = cluster(config);
+    h.step(submit(1, 1, "alice", request()));
+    let job = h.mbd.job(jref(1)).expect("the job");
+    assert_eq!(job.status(), JobStatus::Run);
+    let expected = wire::ResourceLimits {
+        cpu_s: Some(60),
+        processes: Some(8),
+        core_kb: Some(0),
+        swap_kb: Some(1 << 20),
+        ..wire::ResourceLimits::default()
+    };
+    let specs = h.mbd.job_specs(&job);
+    assert_eq!((specs.nice, specs.limits), (7, expected));
+    assert_eq!(job.info(h.mbd.config.queue(&job.queue)).limits, expected);
+    let queue = &h.mbd.queue_query(&wire::QueueQuery { queues: vec![job.queue.to_string()] }).queues[0];
+    assert_eq!(queue.limits, wire::ResourceLimits { cpu_s: Some(600), ..expected });
+    assert_eq!(job.info(None).limits, wire::ResourceLimits::default());
 }
 
 // Goal: queues of one priority level stay merged by job id without fairshare,
