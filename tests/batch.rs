@@ -1457,13 +1457,14 @@ fn jobs_over_their_memory_or_run_limit_end_exit() {
     );
 }
 
-// Goal: a queue's NICE and resource limits hold its jobs on the real daemons: the job's
-// process runs at the queue's niceness with the per-process limits the shepherd set (CPU
-// time, file, core, stack and data sizes, in LSF_UNIT_FOR_LIMITS); a process writing over
-// FILELIMIT dies of SIGXFSZ; a job over a whole-job limit (virtual memory, processes,
-// threads) is killed by sbatchd and ends EXIT with LSF's reason; bqueues -l shows them.
+// Goal: a queue's NICE, resource limits and job starter hold its jobs on the real daemons:
+// the job's process runs at the queue's niceness with the per-process limits the shepherd
+// set (CPU time, file, core, stack and data sizes, in LSF_UNIT_FOR_LIMITS); a process
+// writing over FILELIMIT dies of SIGXFSZ; a job over a whole-job limit (virtual memory,
+// processes, threads) is killed by sbatchd and ends EXIT with LSF's reason; a command and a
+// script each run through JOB_STARTER; bqueues -l shows them.
 #[test]
-fn queue_resource_limits_hold_the_jobs() {
+fn queue_settings_hold_the_jobs() {
     let cluster = Cluster::new();
     cluster.write_file(
         "etc/lsbatch/lavacore/configdir/lsb.queues",
@@ -1472,7 +1473,9 @@ fn queue_resource_limits_hold_the_jobs() {
          CORELIMIT = 0\nSTACKLIMIT = 16\nDATALIMIT = 1024\nEnd Queue\n\
          Begin Queue\nQUEUE_NAME = vmem\nPRIORITY = 30\nSWAPLIMIT = 1\nEnd Queue\n\
          Begin Queue\nQUEUE_NAME = procs\nPRIORITY = 30\nPROCESSLIMIT = 2\nEnd Queue\n\
-         Begin Queue\nQUEUE_NAME = threads\nPRIORITY = 30\nTHREADLIMIT = 2\nEnd Queue\n",
+         Begin Queue\nQUEUE_NAME = threads\nPRIORITY = 30\nTHREADLIMIT = 2\nEnd Queue\n\
+         Begin Queue\nQUEUE_NAME = started\nPRIORITY = 30\n\
+         JOB_STARTER = /bin/sh -c \"echo starter $LSB_JOBID; %USRCMD\"\nEnd Queue\n",
     );
     let batch = Batch::start_in(cluster);
     let out = batch.dir().join("limits.out");
@@ -1486,7 +1489,25 @@ fn queue_resource_limits_hold_the_jobs() {
     let vmem = batch.submit(&["-q", "vmem", "-o", "/dev/null", "sleep 300"]);
     let procs = batch.submit(&["-q", "procs", "-o", "/dev/null", two]);
     let threads = batch.submit(&["-q", "threads", "-o", "/dev/null", two]);
-    let ended = batch.wait_all_finished(&[held, too_big, vmem, procs, threads]);
+    let started_out = batch.dir().join("started.out");
+    let started_arg = started_out.to_str().expect("a UTF-8 path");
+    let command = batch.submit(&["-q", "started", "-o", started_arg, "echo command"]);
+    let script = submitted_id(&batch.run_with_stdin(
+        "bsub",
+        &["-q", "started", "-o", started_arg],
+        "#!/bin/sh\necho script line 1\necho script line 2\n",
+    ));
+    let ended = batch.wait_all_finished(&[held, too_big, vmem, procs, threads, command, script]);
+    assert_eq!((ended[&command].as_str(), ended[&script].as_str()), ("DONE", "DONE"), "{ended:?}");
+    let through = fs::read_to_string(&started_out).expect("the started jobs' output");
+    let job_lines = |job: u32, lines: &[&str]| {
+        let start = format!("starter {job}\n");
+        let at = through.find(&start).unwrap_or_else(|| panic!("job {job}: {through}"));
+        let after = &through[at + start.len()..];
+        lines.iter().all(|line| after.lines().any(|seen| seen == *line))
+    };
+    assert!(job_lines(command, &["command"]), "{through}");
+    assert!(job_lines(script, &["script line 1", "script line 2"]), "{through}");
     assert_eq!(ended[&held], "DONE", "{ended:?}");
     let seen = fs::read_to_string(&out).expect("the job's output");
     let limit = |name: &str| -> Vec<String> {
@@ -1524,6 +1545,8 @@ fn queue_resource_limits_hold_the_jobs() {
         "{queue}"
     );
     assert!(queue.contains("PRIO NICE"), "{queue}");
+    let started = text(&batch.run("bqueues", &["-l", "started"]));
+    assert!(started.contains("JOB_STARTER:  /bin/sh -c \"echo starter $LSB_JOBID; %USRCMD\"\n"), "{started}");
 }
 
 // Goal: bad values and options are refused with LSF's messages and exit 255,

@@ -346,6 +346,7 @@ fn job_spec(id: u32, user: &str, uid: u32, cwd: &Path, command: &str) -> wire::J
         queue_post_exec: String::new(),
         nice: 0,
         limits: wire::ResourceLimits::default(),
+        job_starter: String::new(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/usr/bin:/bin".into() }],
     }
 }

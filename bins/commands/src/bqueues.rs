@@ -19,8 +19,9 @@
 //! `-l` prints LSF's block per queue: `QUEUE: name`, the description line
 //! (`This is the default queue.` appended for the default one), the
 //! PARAMETERS/STATISTICS table with NICE and the SSUSP, USUSP and RSV
-//! columns, the RUNLIMIT and MEMLIMIT blocks when set, then `USERS:` and
-//! `HOSTS:` (`all` when unrestricted), and `PRE_EXEC:` and `POST_EXEC:` when set.
+//! columns, the limit blocks when set ([`crate::format::limit_blocks`]), then `USERS:` and
+//! `HOSTS:` (`all` when unrestricted), and `PRE_EXEC:`, `POST_EXEC:` and `JOB_STARTER:`
+//! when set.
 //!
 //! A name that is not a queue is reported on standard error, LSF's way, and
 //! makes the exit status 255.
@@ -125,6 +126,9 @@ pub fn format_bqueues_long(queues: &[wire::QueueInfo]) -> String {
         }
         if !queue.post_exec.is_empty() {
             out.push_str(&format!("POST_EXEC:  {}\n", queue.post_exec));
+        }
+        if !queue.job_starter.is_empty() {
+            out.push_str(&format!("JOB_STARTER:  {}\n", queue.job_starter));
         }
     }
     out
@@ -250,6 +254,7 @@ mod tests {
         night.processor_slot_limit_milli = 2000;
         night.pre_exec = "/bin/check >> /tmp/pre.out".into();
         night.post_exec = "echo done".into();
+        night.job_starter = "/usr/bin/time %USRCMD".into();
         assert_eq!(
             format_bqueues_long(&[night, normal]),
             "\n\
@@ -270,6 +275,7 @@ mod tests {
              HOSTS:  hostA\n\
              PRE_EXEC:  /bin/check >> /tmp/pre.out\n\
              POST_EXEC:  echo done\n\
+             JOB_STARTER:  /usr/bin/time %USRCMD\n\
              \n\
              QUEUE: normal\n\
              \x20 -- For normal jobs This is the default queue.\n\

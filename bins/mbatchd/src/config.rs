@@ -271,6 +271,7 @@ pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, Shell
             nice: queue.nice,
             pre_exec: queue.pre_exec.clone().unwrap_or_default(),
             post_exec: queue.post_exec.clone().unwrap_or_default(),
+            job_starter: queue.job_starter.clone().unwrap_or_default(),
             preexec_retry_action: queue.preexec_retry_action.map(retry_action),
             ..QueueConfig::new(name, queue.priority)
         });

@@ -54,7 +54,7 @@ use lava_batch_ll::{JobRef, UserName};
 use lava_batch_wire as wire;
 use lava_conf::{BaseConfig, LogMask};
 use lava_net::{AuthConfig, Authenticator, ClusterKey, KeyRing};
-use lava_sbd::{Effect, ExecLimits, Hooks, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
+use lava_sbd::{Effect, Execution, Hooks, Input, JobRecord, RunSpec, Sbd, ToMbd, UserInfo};
 use lava_shell::readiness::Readiness;
 use lava_shell::signals::{ShellSignal, Signals};
 use lava_shell::space::{Change, Space};
@@ -165,7 +165,7 @@ enum LauncherRequest {
         run_spec: Box<RunSpec>,
         interactive: u32,
         hooks: Hooks,
-        exec_limits: Box<ExecLimits>,
+        execution: Box<Execution>,
         jobfile: String,
         go: Option<OwnedFd>,
     },
@@ -455,7 +455,7 @@ fn write_ready_file(path: &Path) -> Result<(), Error> {
 
 /// Whether the job has a limit sbatchd measures on the whole job, not the kernel per process.
 fn has_job_wide_limit(record: &JobRecord) -> bool {
-    let limits = &record.exec_limits.limits;
+    let limits = &record.execution.limits;
     record.run_spec.mem_limit_kb > 0
         || limits.cpu_s.is_some()
         || limits.swap_kb.is_some()
@@ -1264,12 +1264,13 @@ impl Daemon {
         let jobfile = layout::jobfile_name(run_spec.submit_time_s, job);
         let launch = self.new_launch(job);
         let interactive = self.sbd.job(job).map_or(0, |record| record.interactive);
-        // The record holds the hooks, the niceness and the limits (the Launch carries the
-        // run spec only).
+        // The record holds the hooks, the job starter, the niceness and the limits (the
+        // Launch carries the run spec only).
         let hooks = self.sbd.job(job).map(|record| record.hooks.clone()).unwrap_or_default();
-        let exec_limits = Box::new(self.sbd.job(job).map(|record| record.exec_limits).unwrap_or_default());
+        let execution =
+            Box::new(self.sbd.job(job).map(|record| record.execution.clone()).unwrap_or_default());
         let request =
-            LauncherRequest::Launch { job, launch, run_spec, interactive, hooks, exec_limits, jobfile, go };
+            LauncherRequest::Launch { job, launch, run_spec, interactive, hooks, execution, jobfile, go };
         if self.launcher.send(request).is_err() {
             let message = "the launcher thread has stopped".to_owned();
             tracing::error!(%job, "cannot launch the job: {message}");
@@ -1335,7 +1336,7 @@ fn launcher(
 ) {
     let mut zygote = zygote::Client::new(launch::shepherd_program(exe), layout.state_root());
     loop {
-        let (job, launch, run_spec, interactive, hooks, exec_limits, jobfile, go) = match requests
+        let (job, launch, run_spec, interactive, hooks, execution, jobfile, go) = match requests
             .recv_timeout(ZYGOTE_CHECK_INTERVAL)
         {
             Ok(LauncherRequest::Launch {
@@ -1344,10 +1345,10 @@ fn launcher(
                 run_spec,
                 interactive,
                 hooks,
-                exec_limits,
+                execution,
                 jobfile,
                 go,
-            }) => (job, launch, run_spec, interactive, hooks, exec_limits, jobfile, go),
+            }) => (job, launch, run_spec, interactive, hooks, execution, jobfile, go),
             Ok(LauncherRequest::Release { jobfile }) => {
                 if let Err(err) = job_dirs.release(&jobfile) {
                     let folder = layout.job_dir(&jobfile);
@@ -1361,13 +1362,8 @@ fn launcher(
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
         };
-        let launched = launch::JobToLaunch {
-            job,
-            spec: &run_spec,
-            interactive,
-            hooks: &hooks,
-            exec_limits: &exec_limits,
-        };
+        let launched =
+            launch::JobToLaunch { job, spec: &run_spec, interactive, hooks: &hooks, execution: &execution };
         let started = match launch::start(&mut zygote, &mut job_dirs, layout, launched, &jobfile, go) {
             Ok(started) => started,
             Err(message) => {

@@ -27,6 +27,11 @@
 //! through `sh` — one program start fewer per job (docs/benchmarks.md, `e2e`). `job.sh` is
 //! still written, for `LSB_JOBFILENAME` and for an administrator.
 //!
+//! With a job starter (the queue's `JOB_STARTER`), `/bin/sh -c` (or the `-L` shell, as a
+//! login shell) runs the starter's command line, `%USRCMD` in it replaced by the job: the
+//! command as typed when it is one line, else the job file run by that shell
+//! ([`job_starter_line`]); nothing is executed directly then.
+//!
 //! With `bsub -L SHELL` the job file is run by that shell as a login shell instead:
 //! `argv[0]` is `-` and the shell's base name (the convention every Bourne-family shell
 //! reads as "login shell": it reads `/etc/profile` and the user's profile first), and the
@@ -74,7 +79,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lava_batch_ll::JobRef;
-use lava_sbd::{ExecLimits, Hooks, RunSpec};
+use lava_sbd::{Execution, Hooks, RunSpec};
 
 use crate::handoff::{Hook, LAUNCH_PLAN_VERSION, LaunchPlan};
 use crate::jobdirs::JobDirs;
@@ -256,19 +261,36 @@ pub struct JobProgram {
     pub search_path: bool,
 }
 
+/// The word of a job starter that stands for the job (LSF's `JOB_STARTER_KEYWORD`).
+pub const JOB_STARTER_KEYWORD: &str = "%USRCMD";
+
 /// How the job starts: a plain simple command directly (see the module doc), else the job
 /// file at `script` run by `/bin/sh`, or by the `-L` shell as a login shell (`argv[0]` is
-/// `-NAME`).
-pub fn job_program(spec: &RunSpec, script: &Path) -> JobProgram {
+/// `-NAME`). With a job starter (the queue's `JOB_STARTER`), that shell runs the starter's
+/// command line instead ([`job_starter_line`]).
+pub fn job_program(spec: &RunSpec, script: &Path, job_starter: &str) -> JobProgram {
     let script = script.display().to_string();
+    let (shell_path, argv0) = if spec.login_shell.is_empty() {
+        (JOB_SHELL.to_owned(), "sh".to_owned())
+    } else {
+        let name = spec.login_shell.rsplit('/').next().unwrap_or_default();
+        (spec.login_shell.clone(), format!("-{name}"))
+    };
+    if !job_starter.is_empty() {
+        let line = job_starter_line(job_starter, &spec.command, &shell_path, &script);
+        return JobProgram {
+            program: shell_path,
+            argv: vec![argv0, "-c".to_owned(), line],
+            search_path: false,
+        };
+    }
     let shell = |program: &str, argv0: String| JobProgram {
         program: program.to_owned(),
         argv: vec![argv0, script.clone()],
         search_path: false,
     };
     if !spec.login_shell.is_empty() {
-        let name = spec.login_shell.rsplit('/').next().unwrap_or_default();
-        return shell(&spec.login_shell, format!("-{name}"));
+        return shell(&shell_path, argv0);
     }
     if is_simple_command(&spec.command) {
         let argv: Vec<String> =
@@ -276,6 +298,20 @@ pub fn job_program(spec: &RunSpec, script: &Path) -> JobProgram {
         return JobProgram { program: argv[0].clone(), argv, search_path: true };
     }
     shell(JOB_SHELL, "sh".to_owned())
+}
+
+/// A job starter's command line for `command` (LSF's rule): `%USRCMD` replaced by the job,
+/// else the job appended after a blank. The job is the command as the user typed it when it
+/// is one line, as LSF runs it (so `csh -c "%USRCMD"` has csh read it); a script of several
+/// lines is the job file run by `shell` (`/bin/sh`, or the `-L` shell), its path quoted.
+pub fn job_starter_line(job_starter: &str, command: &str, shell: &str, script: &str) -> String {
+    let line = command.strip_suffix('\n').unwrap_or(command);
+    let job = if line.contains('\n') { format!("{shell} {}", shell_quote(script)) } else { line.to_owned() };
+    if job_starter.contains(JOB_STARTER_KEYWORD) {
+        job_starter.replace(JOB_STARTER_KEYWORD, &job)
+    } else {
+        format!("{job_starter} {job}")
+    }
 }
 
 /// The shell's reserved words and builtins (POSIX's, and dash's own), for which `exec NAME`
@@ -307,12 +343,12 @@ pub fn is_simple_command(command: &str) -> bool {
 /// An interactive job (`interactive`: its `wire::submit_flags` bits) has its standard
 /// streams relayed to `bsub` ([`crate::relay`]): each is an empty path here, except those
 /// `-i`, `-o`, `-e` name (LSF: a file given takes the stream; `-o` alone also takes
-/// standard error). `exec_limits` are the record's niceness and resource limits.
+/// standard error). `execution` are the record's niceness and resource limits.
 pub fn launch_plan(
     job: JobRef,
     spec: &RunSpec,
     job_hooks: &Hooks,
-    exec_limits: &ExecLimits,
+    execution: &Execution,
     jobfile: &str,
     layout: &Layout,
     interactive: u32,
@@ -332,7 +368,7 @@ pub fn launch_plan(
         "" => "/dev/null".to_owned(),
         file => file.to_owned(),
     };
-    let JobProgram { program, argv, search_path } = job_program(spec, &script);
+    let JobProgram { program, argv, search_path } = job_program(spec, &script, &execution.job_starter);
     let (pre_exec, post_exec) = hooks(spec, job_hooks);
     LaunchPlan {
         version: LAUNCH_PLAN_VERSION,
@@ -356,8 +392,8 @@ pub fn launch_plan(
         interactive: if is_interactive { interactive } else { 0 },
         pre_exec,
         post_exec,
-        nice: exec_limits.nice,
-        limits: exec_limits.limits,
+        nice: execution.nice,
+        limits: execution.limits,
     }
 }
 
@@ -394,7 +430,7 @@ pub struct JobToLaunch<'a> {
     /// Its pre- and post-execution commands besides `-E` (the record's).
     pub hooks: &'a Hooks,
     /// Its niceness and resource limits (the record's).
-    pub exec_limits: &'a ExecLimits,
+    pub execution: &'a Execution,
 }
 
 /// Prepares the state folder and has the zygote fork the shepherd of a job (see the
@@ -410,7 +446,7 @@ pub fn start(
     jobfile: &str,
     go: Option<OwnedFd>,
 ) -> Result<StartedShepherd, String> {
-    let JobToLaunch { job, spec, interactive, hooks, exec_limits } = launched;
+    let JobToLaunch { job, spec, interactive, hooks, execution } = launched;
     let state_dir = layout.state_dir(jobfile);
     let job_dir = layout.job_dir(jobfile);
     let at = |what: &str, path: &Path| {
@@ -448,7 +484,7 @@ pub fn start(
     job_dirs
         .prepare_with(jobfile, &script, extra, spec.exec_uid, spec.exec_gid)
         .map_err(at("cannot write the job script in", &job_dir))?;
-    let plan = launch_plan(job, spec, hooks, exec_limits, jobfile, layout, interactive);
+    let plan = launch_plan(job, spec, hooks, execution, jobfile, layout, interactive);
     let plan_bytes = lava_xdr::to_bytes(&plan).expect("a launch plan always encodes");
     // In memory, not in a file: the plan matters only until the shepherd has read it (a
     // crash before the durable pid file means the job never ran and is launched afresh),
@@ -551,6 +587,7 @@ mod tests {
             ],
             nice: 0,
             limits: wire::ResourceLimits::default(),
+            job_starter: String::new(),
         };
         let user = UserInfo { uid: 1000, gid: 100, home: "/users/alice".into(), shell: "/bin/bash".into() };
         RunSpec::derive(&JobSpec::try_from(specs).expect("valid"), Some(&user))
@@ -641,38 +678,68 @@ mod tests {
         };
         let script = Path::new("/j/job.sh");
         let mut login = spec("", "", 1, &["n1"]);
-        assert_eq!(job_program(&login, script), program("/bin/sh", &["sh", "/j/job.sh"], false));
+        assert_eq!(job_program(&login, script, ""), program("/bin/sh", &["sh", "/j/job.sh"], false));
         login.login_shell = "/bin/bash".to_owned();
-        assert_eq!(job_program(&login, script), program("/bin/bash", &["-bash", "/j/job.sh"], false));
+        assert_eq!(job_program(&login, script, ""), program("/bin/bash", &["-bash", "/j/job.sh"], false));
         // A plain simple command runs directly, unless a login shell must run it.
         let mut simple = spec("", "", 1, &["n1"]);
         simple.command = "sleep\t10 \n".to_owned();
-        assert_eq!(job_program(&simple, script), program("sleep", &["sleep", "10"], true));
+        assert_eq!(job_program(&simple, script, ""), program("sleep", &["sleep", "10"], true));
         simple.pre_exec = "true".to_owned();
-        assert_eq!(job_program(&simple, script), program("sleep", &["sleep", "10"], true));
+        assert_eq!(job_program(&simple, script, ""), program("sleep", &["sleep", "10"], true));
         simple.login_shell = "/bin/bash".to_owned();
-        assert_eq!(job_program(&simple, script), program("/bin/bash", &["-bash", "/j/job.sh"], false));
+        assert_eq!(job_program(&simple, script, ""), program("/bin/bash", &["-bash", "/j/job.sh"], false));
+        // A job starter is run by that shell, or by /bin/sh, the job in its place.
+        let starter = "csh -c \"%USRCMD; sleep 1\"";
+        let through = ["-bash", "-c", "csh -c \"sleep\t10 ; sleep 1\""];
+        assert_eq!(job_program(&simple, script, starter), program("/bin/bash", &through, false));
+        simple.login_shell.clear();
+        let through = ["sh", "-c", "csh -c \"sleep\t10 ; sleep 1\""];
+        assert_eq!(job_program(&simple, script, starter), program("/bin/sh", &through, false));
+    }
+
+    // Goal: a job starter's line is LSF's: %USRCMD replaced by the job (every time it
+    // appears), else the job appended; a one-line job as typed, a script as the job file run
+    // by the job's shell (a path that needs quoting is quoted).
+    #[test]
+    fn job_starter_lines() {
+        let line =
+            |starter: &str, command: &str| job_starter_line(starter, command, "/bin/sh", "/j/it's/job.sh");
+        assert_eq!(line("/usr/bin/time", "myjob a b\n"), "/usr/bin/time myjob a b");
+        assert_eq!(line("csh -c \"%USRCMD;sleep 10\"", "myjob $X"), "csh -c \"myjob $X;sleep 10\"");
+        assert_eq!(line("%USRCMD; %USRCMD", "true"), "true; true");
+        assert_eq!(
+            line("env A=1 %USRCMD", "#!/bin/sh\necho 1\necho 2\n"),
+            "env A=1 /bin/sh '/j/it'\\''s/job.sh'"
+        );
     }
 
     // Goal: the launch plan carries the record's niceness and limits as they are (0 a
-    // limit, None none), in the current plan version.
+    // limit, None none), in the current plan version, and runs the job through its starter.
     #[test]
-    fn launch_plan_carries_niceness_and_limits() {
-        let exec_limits = ExecLimits {
+    fn launch_plan_carries_the_execution() {
+        let execution = Execution {
             nice: 7,
             limits: wire::ResourceLimits { cpu_s: Some(60), core_kb: Some(0), ..Default::default() },
+            job_starter: "/usr/bin/time".to_owned(),
         };
         let layout = Layout::new(Path::new("/var/lava"), "n1");
+        let mut spec = spec("", "", 1, &["n1"]);
+        spec.command = "sleep 1".to_owned();
         let plan = launch_plan(
             JobRef::new(7, 3).expect("job"),
-            &spec("", "", 1, &["n1"]),
+            &spec,
             &Hooks::default(),
-            &exec_limits,
+            &execution,
             "1.7.3",
             &layout,
             0,
         );
-        assert_eq!((plan.version, plan.nice, plan.limits), (LAUNCH_PLAN_VERSION, 7, exec_limits.limits));
+        assert_eq!((plan.version, plan.nice, plan.limits), (LAUNCH_PLAN_VERSION, 7, execution.limits));
+        assert_eq!(
+            (plan.program.as_str(), plan.argv),
+            (JOB_SHELL, vec!["sh".into(), "-c".into(), "/usr/bin/time sleep 1".into()])
+        );
     }
 
     // Goal: the job variables are set, override submitted ones, and list one host per slot.

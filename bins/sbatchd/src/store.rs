@@ -50,8 +50,8 @@ pub const RECORD_MAGIC: &[u8; 8] = b"LVSBDREC";
 /// The record format written by this build (2: the run spec carries `-L` and `-E`;
 /// 3: the record carries its dispatch number; 4: the header carries the revision; 5: the
 /// record ends with its interactive bits; 6: then with its hooks, `JobRecord::hooks`; 7: then
-/// with its tasks' resource usage, `JobRecord::task_rusage`; 8: then with its niceness and
-/// resource limits, `JobRecord::exec_limits`).
+/// with its tasks' resource usage, `JobRecord::task_rusage`; 8: then with its niceness,
+/// resource limits and job starter, `JobRecord::execution`).
 pub const RECORD_VERSION: u32 = 8;
 /// The first format whose header carries the revision.
 const RECORD_VERSION_REVISION: u32 = 4;
@@ -65,9 +65,9 @@ const EMPTY_HOOKS_XDR: [u8; 12] = [0; 12];
 const RECORD_VERSION_TASK_USAGE: u32 = 7;
 /// The XDR of a zero `ResourceUsage`: three u64.
 const ZERO_USAGE_XDR: [u8; 24] = [0; 24];
-/// The XDR of [`lava_sbd::ExecLimits::default`]: niceness 0 and eight absent limits, each
-/// a zero word.
-const NO_EXEC_LIMITS_XDR: [u8; 36] = [0; 36];
+/// The XDR of [`lava_sbd::Execution::default`]: niceness 0, eight absent limits and an
+/// empty job starter, each a zero word.
+const NO_EXECUTION_XDR: [u8; 40] = [0; 40];
 /// The oldest format read (its header has no revision).
 const RECORD_VERSION_READ_MIN: u32 = 3;
 /// Bytes before the XDR body: magic, version, revision, checksum.
@@ -137,7 +137,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<(u64, JobRecord), String> {
         let interactive: &[u8] = if version < RECORD_VERSION_INTERACTIVE { &[0u8; 4] } else { &[] };
         let hooks: &[u8] = if version < RECORD_VERSION_HOOKS { &EMPTY_HOOKS_XDR } else { &[] };
         let usage: &[u8] = if version < RECORD_VERSION_TASK_USAGE { &ZERO_USAGE_XDR } else { &[] };
-        extended = [body, interactive, hooks, usage, &NO_EXEC_LIMITS_XDR[..]].concat();
+        extended = [body, interactive, hooks, usage, &NO_EXECUTION_XDR[..]].concat();
         &extended[..]
     } else {
         body
@@ -605,6 +605,7 @@ mod tests {
             queue_post_exec: String::new(),
             nice: 0,
             limits: wire::ResourceLimits::default(),
+            job_starter: String::new(),
             env: vec![],
         };
         let user = UserInfo { uid: 1000, gid: 100, home: "/home/alice".into(), shell: "/bin/sh".into() };
@@ -644,15 +645,16 @@ mod tests {
         let mut future = bytes.clone();
         future[11] = 9;
         assert!(decode_record(&future).expect_err("version").contains("version 9"));
-        // Older bodies: version 7 without the niceness and limits, 6 without the task usage
-        // too, 5 without the hooks too, versions 3 and 4 without the interactive word too,
-        // each under its own checksum.
-        let exec_limits = lava_sbd::ExecLimits {
+        // Older bodies: version 7 without the niceness, limits and job starter, 6 without the
+        // task usage too, 5 without the hooks too, versions 3 and 4 without the interactive
+        // word too, each under its own checksum.
+        let execution = lava_sbd::Execution {
             nice: -3,
             limits: wire::ResourceLimits { core_kb: Some(0), processes: Some(4), ..Default::default() },
+            job_starter: "time %USRCMD".into(),
         };
-        let with_limits = encode_record(&JobRecord { exec_limits, ..record.clone() }, 7);
-        assert_eq!(decode_record(&with_limits).expect("v8").1.exec_limits, exec_limits);
+        let with_limits = encode_record(&JobRecord { execution: execution.clone(), ..record.clone() }, 7);
+        assert_eq!(decode_record(&with_limits).expect("v8").1.execution, execution);
         let older = |bytes: &[u8], version: u8, trailing: usize| {
             let body = &bytes[24..bytes.len() - trailing];
             let mut file = bytes[..20].to_vec();
@@ -663,14 +665,14 @@ mod tests {
         };
         let task_rusage = wire::ResourceUsage { user_time_ms: 1, system_time_ms: 2, max_rss_kb: 3 };
         let with_usage = encode_record(&JobRecord { task_rusage, ..record.clone() }, 7);
-        let version7 = older(&with_usage, 7, NO_EXEC_LIMITS_XDR.len());
+        let version7 = older(&with_usage, 7, NO_EXECUTION_XDR.len());
         assert_eq!(decode_record(&version7), Ok((7, JobRecord { task_rusage, ..record.clone() })));
         let hooks = Hooks { post_exec: "post".into(), ..Hooks::default() };
         let with_hooks = encode_record(&JobRecord { hooks, ..record.clone() }, 7);
-        let version6 = older(&with_hooks, 6, ZERO_USAGE_XDR.len() + NO_EXEC_LIMITS_XDR.len());
+        let version6 = older(&with_hooks, 6, ZERO_USAGE_XDR.len() + NO_EXECUTION_XDR.len());
         assert_eq!(decode_record(&version6).expect("v6").1.hooks.post_exec, "post");
         let version5 =
-            older(&bytes, 5, EMPTY_HOOKS_XDR.len() + ZERO_USAGE_XDR.len() + NO_EXEC_LIMITS_XDR.len());
+            older(&bytes, 5, EMPTY_HOOKS_XDR.len() + ZERO_USAGE_XDR.len() + NO_EXECUTION_XDR.len());
         assert_eq!(decode_record(&version5), Ok((7, record.clone())));
         let v5_body = &version5[24..];
         let old_body = &v5_body[..v5_body.len() - 4];

@@ -22,7 +22,7 @@
 //! | `CORELIMIT` | [`Queue::core_limit_kb`]: as `FILELIMIT` (0: no core files) | none |
 //! | `STACKLIMIT` | [`Queue::stack_limit_kb`]: as `FILELIMIT` | none |
 //! | `SWAPLIMIT` | [`Queue::swap_limit_kb`]: as `FILELIMIT` | none |
-//! | `JOB_STARTER` | [`Queue::job_starter`] | none |
+//! | `JOB_STARTER` | [`Queue::job_starter`]: a command line as `PRE_EXEC`'s, `%USRCMD` standing for the job | none |
 //! | `PRE_EXEC` | [`Queue::pre_exec`]: a command line of at most [`HOOK_COMMAND_BYTES_MAX`] bytes, run before the job's `-E` | none |
 //! | `POST_EXEC` | [`Queue::post_exec`]: as `PRE_EXEC`, run after the job's `-Ep` | none |
 //! | `LOCAL_MAX_PREEXEC_RETRY_ACTION` | [`Queue::preexec_retry_action`]: `SUSPEND` or `EXIT`, overriding `lsb.params` | `lsb.params`'s |
@@ -290,7 +290,7 @@ impl LsbQueues {
                 core_limit_kb: size_limit(field("CORELIMIT"), unit)?,
                 stack_limit_kb: size_limit(field("STACKLIMIT"), unit)?,
                 swap_limit_kb: size_limit(field("SWAPLIMIT"), unit)?,
-                job_starter: text("JOB_STARTER"),
+                job_starter: field("JOB_STARTER").map_or(Ok(None), |field| hook_command(&field))?,
                 pre_exec: field("PRE_EXEC").map_or(Ok(None), |field| hook_command(&field))?,
                 post_exec: field("POST_EXEC").map_or(Ok(None), |field| hook_command(&field))?,
                 preexec_retry_action: field("LOCAL_MAX_PREEXEC_RETRY_ACTION")

@@ -342,6 +342,7 @@ mod tests {
             queue_post_exec: String::new(),
             nice: 0,
             limits: wire::ResourceLimits::default(),
+            job_starter: String::new(),
         }
     }
 

@@ -163,6 +163,8 @@ pub struct QueueConfig {
     pub pre_exec: String,
     /// `POST_EXEC`: run on the execution host after the job's own `-Ep`; empty for none.
     pub post_exec: String,
+    /// `JOB_STARTER`: the command line the queue's jobs run through; empty for none.
+    pub job_starter: String,
     /// `LOCAL_MAX_PREEXEC_RETRY_ACTION` of the queue, overriding `lsb.params`'s.
     pub preexec_retry_action: Option<PreExecRetryAction>,
 }
@@ -200,6 +202,7 @@ impl QueueConfig {
             nice: 0,
             pre_exec: String::new(),
             post_exec: String::new(),
+            job_starter: String::new(),
             preexec_retry_action: None,
         }
     }

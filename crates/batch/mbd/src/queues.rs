@@ -93,6 +93,7 @@ impl Mbd {
                 pre_exec: queue.pre_exec.clone(),
                 post_exec: queue.post_exec.clone(),
                 limits: queue.limits.maxima(),
+                job_starter: queue.job_starter.clone(),
             })
             .collect();
         for (_, job) in self.store.live_jobs() {

@@ -230,6 +230,7 @@ impl Mbd {
             queue_post_exec: queue.map(|q| q.post_exec.clone()).unwrap_or_default(),
             nice: queue.map_or(0, |q| q.nice),
             limits: crate::job::resource_limits(queue),
+            job_starter: queue.map(|q| q.job_starter.clone()).unwrap_or_default(),
         }
     }
 

@@ -79,27 +79,31 @@ pub struct JobRecord {
     /// "Parallel tasks"), added up ([`crate::tasks::add_usage`]); the job's finish reports
     /// its own plus this. Last, so that an older record file reads as zero usage.
     pub task_rusage: wire::ResourceUsage,
-    /// The niceness and resource limits the job's processes run with, from the snapshot;
-    /// never changed. Last, so that an older record file reads as a job without them.
-    pub exec_limits: ExecLimits,
+    /// How the job's processes start and are held (the queue's job starter, niceness and
+    /// resource limits), from the snapshot; never changed. Last, so that an older record
+    /// file reads as a job without them.
+    pub execution: Execution,
 }
 
-/// How the job's processes are held (docs/batch.md, "Resource limits"): the queue's `NICE`
-/// and the resource limits beyond `-W` and `-M`. The shepherd sets the niceness and the
-/// per-process limits before the job executes; the logic enforces the whole job's from the
-/// usage the shell measures ([`crate::Input::Usage`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExecLimits {
+/// How the job's processes start and are held (docs/batch.md, "Resource limits" and "Job
+/// starters"): the queue's `JOB_STARTER`, `NICE` and the resource limits beyond `-W` and
+/// `-M`. The shepherd starts the job through the starter, with the niceness and the
+/// per-process limits set before the job executes; the logic enforces the whole job's
+/// limits from the usage the shell measures ([`crate::Input::Usage`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Execution {
     /// Niceness of the job's processes (-20 to 19).
     pub nice: i32,
     /// The limits.
     pub limits: wire::ResourceLimits,
+    /// The queue's `JOB_STARTER`, empty for none.
+    pub job_starter: String,
 }
 
-impl ExecLimits {
-    /// The niceness and limits of a dispatch snapshot.
-    pub fn of(specs: &wire::JobSpecs) -> ExecLimits {
-        ExecLimits { nice: specs.nice, limits: specs.limits }
+impl Execution {
+    /// The job starter, niceness and limits of a dispatch snapshot.
+    pub fn of(specs: &wire::JobSpecs) -> Execution {
+        Execution { nice: specs.nice, limits: specs.limits, job_starter: specs.job_starter.clone() }
     }
 }
 
@@ -206,7 +210,7 @@ impl JobRecord {
             interactive: 0,
             hooks,
             task_rusage: wire::ResourceUsage::default(),
-            exec_limits: ExecLimits::default(),
+            execution: Execution::default(),
         }
     }
 

@@ -9,7 +9,7 @@ use lava_batch_wire::{self as wire, SignalAction, SignalOutcome};
 use crate::invariants::{Violation, check_record};
 use crate::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM, SIGXCPU};
 use crate::{
-    Ack, Config, Effect, ExecLimits, Hooks, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX,
+    Ack, Config, Effect, Execution, Hooks, Input, JobRecord, KillSequence, PENDING_SIGNALS_MAX,
     PendingSignal, Refusal, RunSpec, SIGNAL_NUMBER_MAX, START_FAILED_WAIT_STATUS, TOMBSTONE_EVICTION_PERCENT,
     ToMbd, UsageSample, UserInfo, errno,
 };
@@ -393,7 +393,7 @@ impl Sbd {
         };
         let hooks = Hooks::of(spec.specs());
         let mut record = JobRecord::created(job_ref, spec.specs().dispatch_seq, run_spec, refusal, hooks);
-        record.exec_limits = ExecLimits::of(spec.specs());
+        record.execution = Execution::of(spec.specs());
         record.interactive = spec.specs().file_flags
             & (wire::submit_flags::INTERACTIVE | wire::submit_flags::PTY | wire::submit_flags::PTY_SHELL);
         if let Some((signal_seq_last, suspend_seq_last)) = carried_signals {
@@ -638,7 +638,7 @@ impl Sbd {
         record.finish_reason = match record.kill {
             Some(kill) => kill.reason,
             // The kernel's own CPU limit (RLIMIT_CPU) ended the job's process.
-            None if wait_status & 0x7f == SIGXCPU && record.exec_limits.limits.cpu_s.is_some() => {
+            None if wait_status & 0x7f == SIGXCPU && record.execution.limits.cpu_s.is_some() => {
                 wire::FINISH_CPU_LIMIT
             }
             None => wire::FINISH_NORMAL,
@@ -743,7 +743,7 @@ fn start_terminal_kill(record: &mut JobRecord, out: &mut Out<'_>) {
 /// The finish reason of the first of the job's limits that `usage` is over, in LSF's order
 /// of checks: memory (`-M`), CPU time, virtual memory, processes, threads.
 fn limit_crossed(record: &JobRecord, usage: &UsageSample) -> Option<u32> {
-    let limits = &record.exec_limits.limits;
+    let limits = &record.execution.limits;
     let over = |used: u64, limit: Option<u64>| limit.is_some_and(|limit| used > limit);
     let mem_limit_kb = Some(record.run_spec.mem_limit_kb).filter(|limit| *limit > 0);
     [

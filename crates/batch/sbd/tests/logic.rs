@@ -60,6 +60,7 @@ fn specs(id: u32) -> wire::JobSpecs {
         queue_post_exec: String::new(),
         nice: 0,
         limits: wire::ResourceLimits::default(),
+        job_starter: String::new(),
         env: vec![wire::EnvVar { name: "PATH".into(), value: "/bin".into() }],
     }
 }
@@ -874,14 +875,18 @@ fn a_cpu_limit_kill_sends_sigxcpu_first() {
 
 // Goal: a job whose process the kernel ended at its own CPU limit (RLIMIT_CPU: SIGXCPU)
 // ends with FINISH_CPU_LIMIT when it had one, and as any other signal's end without; the
-// record keeps the snapshot's niceness and limits.
+// record keeps the snapshot's job starter, niceness and limits.
 #[test]
 fn death_by_sigxcpu_is_the_cpu_limit_only_with_one() {
     for (cpu_s, reason) in [(Some(60), wire::FINISH_CPU_LIMIT), (None, wire::FINISH_NORMAL)] {
         let mut h = Harness::connected();
         let limits = wire::ResourceLimits { cpu_s, core_kb: Some(0), ..Default::default() };
-        h.step(T0, new_job_from(wire::JobSpecs { limits, nice: 5, ..specs(7) }));
-        assert_eq!(h.record(7).exec_limits, lava_sbd::ExecLimits { nice: 5, limits });
+        let job_starter = "/usr/bin/time %USRCMD".to_owned();
+        h.step(
+            T0,
+            new_job_from(wire::JobSpecs { limits, nice: 5, job_starter: job_starter.clone(), ..specs(7) }),
+        );
+        assert_eq!(h.record(7).execution, lava_sbd::Execution { nice: 5, limits, job_starter });
         h.step(T0, spawned(7, 4242, T0));
         h.step(T0, Input::NewJobReplyAck(ack(7)));
         h.step(T0, Input::JobExecuteAck(ack(7)));

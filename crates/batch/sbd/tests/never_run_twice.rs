@@ -102,6 +102,7 @@ fn new_job(id: u32) -> Input {
         queue_post_exec: String::new(),
         nice: 0,
         limits: wire::ResourceLimits::default(),
+        job_starter: String::new(),
         env: Vec::new(),
     };
     let user = match id {

@@ -416,6 +416,9 @@ pub struct JobSpecs {
     /// The limits the job runs with beyond `run_limit_s` and `mem_limit_kb`: its own, else
     /// its queue's default, else its queue's maximum (docs/batch.md, "Resource limits").
     pub limits: ResourceLimits,
+    /// The queue's `JOB_STARTER` at dispatch, empty for none: the command line the job runs
+    /// through (docs/batch.md, "Job starters").
+    pub job_starter: String,
 }
 
 /// LSF's per-job resource limits other than the run limit (`-W`) and the memory limit
@@ -1082,6 +1085,8 @@ pub struct QueueInfo {
     pub post_exec: String,
     /// The queue's maximum resource limits (`CPULIMIT`, `FILELIMIT`, ...).
     pub limits: ResourceLimits,
+    /// `JOB_STARTER`; empty for none.
+    pub job_starter: String,
 }
 
 /// A [`QueueInfo`] limit that is not set.
@@ -1116,6 +1121,7 @@ impl Default for QueueInfo {
             pre_exec: String::new(),
             post_exec: String::new(),
             limits: ResourceLimits::default(),
+            job_starter: String::new(),
         }
     }
 }

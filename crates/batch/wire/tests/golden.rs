@@ -223,7 +223,7 @@ fn frame_header() {
 // mbatchd <-> sbatchd
 // ---------------------------------------------------------------------------
 
-// Goal: BATCH_NEW_JOB's dispatch snapshot keeps its 30 fields in order, the limits as XDR
+// Goal: BATCH_NEW_JOB's dispatch snapshot keeps its 31 fields in order, the limits as XDR
 // optional data. Method: golden of a
 // snapshot with two hosts and two environment variables (one with an empty value).
 #[test]
@@ -269,6 +269,7 @@ fn new_job() {
             processes: Some(8),
             ..ResourceLimits::default()
         },
+        job_starter: "time".into(),
     };
     let golden = r##"
         00001092                                    # job.job_id = 4242
@@ -317,6 +318,7 @@ fn new_job() {
         00000000                                    # limits.swap_kb = None
         00000001 00000008                           # limits.processes = Some(8)
         00000000                                    # limits.threads = None
+        00000004 74696d65                           # job_starter = "time"
     "##;
     check("BATCH_NEW_JOB", &specs, golden);
 }
@@ -1131,6 +1133,7 @@ fn queue_query_reply() {
         pre_exec: "/bin/true".into(),
         post_exec: String::new(),
         limits: ResourceLimits { swap_kb: Some(2048), ..ResourceLimits::default() },
+        job_starter: String::new(),
     };
     let reply = QueueQueryReply { queues: vec![queue], not_found: vec!["nosuch".into()] };
     let golden = r##"
@@ -1170,6 +1173,7 @@ fn queue_query_reply() {
         00000001 0000000000000800                   # queues[0].limits.swap_kb = Some(2048)
         00000000                                    # queues[0].limits.processes = None
         00000000                                    # queues[0].limits.threads = None
+        00000000                                    # queues[0].job_starter = ""
         00000001                                    # not_found: 1 element
         00000006 6e6f73756368 0000                  # not_found[0] = "nosuch"
     "##;

@@ -139,6 +139,7 @@ fn full_pipeline_logs_each_stage_before_its_ack() {
         queue_post_exec: String::new(),
         nice: 0,
         limits: wire::ResourceLimits::default(),
+        job_starter: String::new(),
     };
     h.check(
         submit(1, 1, "alice", request()),
