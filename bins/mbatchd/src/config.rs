@@ -18,7 +18,8 @@
 //!   `UJOB_LIMIT`, `PJOB_LIMIT` (in thousandths), `HJOB_LIMIT`, `RUNLIMIT`, `MEMLIMIT`, `EXCLUSIVE`, `FAIRSHARE`,
 //!   `PRE_EXEC`, `POST_EXEC`, `LOCAL_MAX_PREEXEC_RETRY_ACTION`, `NICE`, and the resource limits
 //!   `CPULIMIT DATALIMIT PROCESSLIMIT THREADLIMIT FILELIMIT CORELIMIT STACKLIMIT SWAPLIMIT`;
-//!   host policies: `JL/U` of the same `lsb.hosts` row as `MXJ`; `-R`'s static
+//!   host policies: `JL/U` and the scheduling thresholds (loadSched of the load index
+//!   columns) of the same `lsb.hosts` row as `MXJ`; `-R`'s static
 //!   facts: `type`, `model` and `RESOURCES` of `lsf.cluster`, the Boolean
 //!   resources of `lsf.shared`.
 //! - `CLEAN_PERIOD`, `JOB_TERMINATE_INTERVAL`, `MAX_JOBID`, `MBD_SLEEP_TIME`,
@@ -51,8 +52,8 @@ use std::path::PathBuf;
 use lava_batch_ll::{HostName, QueueName, UserName};
 use lava_conf::{ClusterConfig, ClusterHost, LogMask, Members, Mxj, ResourceKind};
 use lava_mbd::{
-    ClusterAdmin, GroupLimit, HostConfig, MbdConfig, PreExecRetryAction, QueueConfig, QueueLimit,
-    QueueResourceLimits, UserLimit, UserLimits,
+    ClusterAdmin, GroupLimit, HostConfig, LoadThreshold, MbdConfig, PreExecRetryAction, QueueConfig,
+    QueueLimit, QueueResourceLimits, UserLimit, UserLimits,
 };
 
 use crate::ShellError;
@@ -210,6 +211,7 @@ pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, Shell
             host_type: cluster_host.and_then(|h| h.host_type.clone()),
             model: cluster_host.and_then(|h| h.model.clone()),
             resources: cluster_host.map(|h| h.resources.clone()).unwrap_or_default(),
+            load_sched: load_sched(batch_host(conf, name)),
         });
     }
     config.resources = conf
@@ -316,6 +318,18 @@ fn pjob_limit_milli(slots_per_cpu: f64) -> u32 {
     debug_assert!((0.0..=lava_conf::PJOB_LIMIT_MAX).contains(&slots_per_cpu), "checked by lava-conf");
     // In range by the bound above: at most 10^9 thousandths.
     (slots_per_cpu * 1000.0).round() as u32
+}
+
+/// The scheduling thresholds (loadSched) of an lsb.hosts row, by load index in lim's order.
+fn load_sched(row: Option<&lava_conf::BatchHost>) -> [Option<LoadThreshold>; 11] {
+    let mut thresholds = [None; 11];
+    for (idx, name) in lava_batch_ll::resreq::LOAD_INDEX_NAMES.iter().enumerate() {
+        thresholds[idx] = row
+            .and_then(|row| row.thresholds.get(*name))
+            .and_then(|threshold| threshold.sched)
+            .and_then(LoadThreshold::new);
+    }
+    thresholds
 }
 
 /// The `lsb.hosts` row of a host: its own, else its group's, else `default`.
@@ -533,7 +547,7 @@ mod tests {
         .expect("lsb.users");
         let conf = cluster(
             conf_dir,
-            "Begin Host\nHOST_NAME MXJ JL/U\nm 2 1\ndefault ! ()\nEnd Host\n",
+            "Begin Host\nHOST_NAME MXJ JL/U r1m mem\nm 2 1 0.7/2.0 100\ndefault ! () () ()\nEnd Host\n",
             "Begin Queue\nQUEUE_NAME = normal\nUSERS = alice staff\nQJOB_LIMIT = 10\nUJOB_LIMIT = 2\n\
              HJOB_LIMIT = 3\nPJOB_LIMIT = 0.25\nRUNLIMIT = 10 60\nMEMLIMIT = 100\nEXCLUSIVE = y\n\
              CPULIMIT = 1 2\nDATALIMIT = 10\nPROCESSLIMIT = 4\nTHREADLIMIT = 2 16\nFILELIMIT = 1\n\
@@ -566,6 +580,9 @@ mod tests {
         assert_eq!(queue.fairshare, Some(vec![("alice".to_owned(), 2), ("default".to_owned(), 1)]));
         assert_eq!(mbd.hosts[0].user_job_limit, Some(1));
         assert_eq!(mbd.hosts[1].user_job_limit, None);
+        let mut sched = [None; 11];
+        (sched[1], sched[10]) = (LoadThreshold::new(0.7), LoadThreshold::new(100.0));
+        assert_eq!((mbd.hosts[0].load_sched, mbd.hosts[1].load_sched), (sched, [None; 11]));
         assert_eq!(mbd.mbd_sleep_time_ms, 60_000);
         assert_eq!(mbd.job_accept_interval, 1, "LSF's default when lsb.params does not set it");
     }

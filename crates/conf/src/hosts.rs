@@ -5,7 +5,8 @@
 //! - `Host`: columns `HOST_NAME` (required; a host of lsf.cluster, a host group, or `default`
 //!   for every host not listed), `MXJ` (job slots: a number, `!` for the number of CPUs, `-` or
 //!   `()` for unlimited), `JL/U` (job slots per user), and one threshold column per built-in
-//!   load index written `sched/stop` (either part may be left out). LSF's `DISPATCH_WINDOW`,
+//!   load index written `sched/stop` (either part may be left out; mbatchd applies `sched`,
+//!   and [`crate::ClusterConfig::unimplemented_warnings`] names each `stop` it does not). LSF's `DISPATCH_WINDOW`,
 //!   `EXIT_RATE`, `CHKPNT` and `AFFINITY` columns are accepted and handed back unread.
 //! - `HostGroup`: columns `GROUP_NAME` and `GROUP_MEMBER` (a list such as `(hostA hostB)`, or
 //!   `all`); LSF's `CONDENSE` and `GROUP_ADMIN` columns are accepted and handed back unread.

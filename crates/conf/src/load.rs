@@ -227,12 +227,27 @@ impl ClusterConfig {
                 for column in host.unimplemented.keys() {
                     warn(path, Some(host.line), format!("column `{column}` of host `{}`", host.name));
                 }
+                // A host's jobs are never suspended for its load: only loadSched is applied.
+                for (index, threshold) in &host.thresholds {
+                    if threshold.stop.is_some() {
+                        let what = format!(
+                            "the stop threshold (loadStop) of column `{index}` of host `{}`",
+                            host.name
+                        );
+                        warn(path, Some(host.line), what);
+                    }
+                }
             }
         }
         if let Some(path) = &self.users.path {
             for group in &self.users.groups {
                 for column in group.unimplemented.keys() {
                     warn(path, Some(group.line), format!("column `{column}` of user group `{}`", group.name));
+                }
+            }
+            for user in self.users.users.iter().chain(self.users.default.as_ref()) {
+                if user.jl_p.is_some() {
+                    warn(path, Some(user.line), format!("column `JL/P` of user `{}`", user.name));
                 }
             }
         }

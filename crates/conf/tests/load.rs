@@ -257,10 +257,13 @@ fn lsb_files_must_name_real_hosts() {
 fn unimplemented_lsf_settings_become_warnings() {
     // Goal: LSF settings LavaCore accepts but ignores are listed, each with file and line,
     // for the daemon to log.
-    // Method: one unimplemented key, column and section in three files.
+    // Method: one unimplemented key, column and section in three files; a loadStop
+    // threshold of lsb.hosts (its loadSched is applied) and a user's JL/P in lsb.users.
     let (dir, result) = load(&[
         (&lsb("lsb.queues"), Some("Begin Queue\nQUEUE_NAME = q\nRUN_WINDOW = 8:00-18:00\nEnd Queue\n")),
         (&lsb("lsb.params"), Some("Begin Parameters\nMAX_SBD_FAIL = 3\nEnd Parameters\n")),
+        (&lsb("lsb.hosts"), Some("Begin Host\nHOST_NAME MXJ r1m ut\nh1 2 0.5/2.0 0.9/\nEnd Host\n")),
+        (&lsb("lsb.users"), Some("Begin User\nUSER_NAME MAX_JOBS JL/P\nalice 4 1\nEnd User\n")),
         (
             "lsf.cluster.c1",
             Some(
@@ -281,6 +284,11 @@ fn unimplemented_lsf_settings_become_warnings() {
             "lsf.cluster.c1:3: column `REXPRI` of host `h1` has no effect in LavaCore".to_string(),
             format!("{LSB_DIR}/lsb.queues:3: key `RUN_WINDOW` of queue `q` has no effect in LavaCore"),
             format!("{LSB_DIR}/lsb.params:2: key `MAX_SBD_FAIL` has no effect in LavaCore"),
+            format!(
+                "{LSB_DIR}/lsb.hosts:3: the stop threshold (loadStop) of column `r1m` of host `h1` has no \
+                 effect in LavaCore"
+            ),
+            format!("{LSB_DIR}/lsb.users:3: column `JL/P` of user `alice` has no effect in LavaCore"),
         ]
     );
 }

@@ -50,8 +50,9 @@ pub const LOAD_MEM: usize = 10;
 pub const LOAD_SWP: usize = 9;
 /// Position of `tmp` in the load vector.
 pub const LOAD_TMP: usize = 8;
-/// Load indices that grow with load (`INCREASING` in LSF's terms): the lowest value is best.
-const INCREASING_LOADS: usize = 7;
+/// Load indices that grow with load (`INCREASING` in LSF's terms): the lowest value is best;
+/// the others (`it`, `tmp`, `swp`, `mem`) fall as the host gets busier.
+pub const INCREASING_LOADS: usize = 7;
 
 /// A number a host has for a select or order: a load index or a static number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -243,9 +243,50 @@ pub struct HostConfig {
     pub model: Option<String>,
     /// The boolean resources of `lsf.cluster`'s `RESOURCES` column.
     pub resources: Vec<String>,
+    /// lsb.hosts' scheduling thresholds (loadSched), by load index in lim's order
+    /// (`lava_batch_ll::resreq::LOAD_INDEX_NAMES`): no job is dispatched to the host while
+    /// an index is beyond its threshold ([`HostConfig::beyond_load_sched`]).
+    pub load_sched: [Option<LoadThreshold>; 11],
+}
+
+/// A load threshold of lsb.hosts: a finite number (so that equality of configurations is
+/// an equivalence).
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct LoadThreshold(f32);
+
+impl Eq for LoadThreshold {}
+
+impl LoadThreshold {
+    /// `value` as a threshold; `None` when it is not a finite number.
+    pub fn new(value: f64) -> Option<LoadThreshold> {
+        // Load indices are f32 in lim's reports: the threshold is compared in their precision.
+        let value = value as f32;
+        value.is_finite().then_some(LoadThreshold(value))
+    }
+
+    /// The threshold.
+    pub fn value(self) -> f32 {
+        self.0
+    }
 }
 
 impl HostConfig {
+    /// The first load index of `load` beyond its scheduling threshold, LSF's way: above it
+    /// for an index that grows with load (`r15s` to `ls`), below it for one that falls
+    /// (`it`, `tmp`, `swp`, `mem`).
+    pub fn beyond_load_sched(&self, load: &[f32; 11]) -> Option<usize> {
+        (0..load.len()).find(|&idx| {
+            self.load_sched[idx].is_some_and(|threshold| {
+                let threshold = threshold.value();
+                if idx < lava_batch_ll::resreq::INCREASING_LOADS {
+                    load[idx] > threshold
+                } else {
+                    load[idx] < threshold
+                }
+            })
+        })
+    }
+
     /// A host with `max_jobs` slots and nothing else configured.
     pub fn new(name: HostName, max_jobs: Option<u32>) -> HostConfig {
         HostConfig {
@@ -255,6 +296,7 @@ impl HostConfig {
             host_type: None,
             model: None,
             resources: Vec::new(),
+            load_sched: [None; 11],
         }
     }
 }

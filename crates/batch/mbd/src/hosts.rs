@@ -121,7 +121,9 @@ impl Mbd {
                     wire::HOST_CLOSED_ADM
                 } else if self.links.lim.get(&host.name).is_some_and(|lim| lim.locked) {
                     wire::HOST_CLOSED_LOCK
-                } else if self.links.lim.get(&host.name).is_some_and(|lim| lim.busy) {
+                } else if self.links.lim.get(&host.name).is_some_and(|lim| {
+                    lim.busy || lim.load.as_ref().is_some_and(|load| host.beyond_load_sched(load).is_some())
+                }) {
                     wire::HOST_CLOSED_BUSY
                 } else if max_slots != wire::HOST_SLOTS_UNLIMITED && used >= max_slots {
                     wire::HOST_CLOSED_FULL

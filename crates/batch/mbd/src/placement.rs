@@ -149,6 +149,9 @@ pub(crate) enum HostReason {
     Locked,
     /// lim's status word: busy (a load index beyond its lsf.cluster threshold).
     LoadThreshold,
+    /// A load index beyond the host's lsb.hosts scheduling threshold (its position in
+    /// lim's load vector).
+    LoadSched(u8),
 }
 
 impl HostReason {
@@ -179,6 +182,19 @@ impl HostReason {
             HostReason::JustStarted => "Just started a job recently",
             HostReason::Locked => "Host is locked",
             HostReason::LoadThreshold => "Load threshold reached",
+            HostReason::LoadSched(idx) => match usize::from(idx) {
+                0 => "The 15s effective CPU queue length (r15s) is beyond threshold",
+                1 => "The 1 min effective CPU queue length (r1m) is beyond threshold",
+                2 => "The 15 min effective CPU queue length (r15m) is beyond threshold",
+                3 => "The CPU utilization (ut) is beyond threshold",
+                4 => "The paging rate (pg) is beyond threshold",
+                5 => "The disk IO rate (io) is beyond threshold",
+                6 => "There are too many login users (ls)",
+                7 => "The idle time (it) is not long enough",
+                8 => "The available /tmp space (tmp) is low",
+                9 => "The available swap space (swp) is low",
+                _ => "The available memory (mem) is low",
+            },
         }
     }
 }
@@ -505,7 +521,9 @@ impl<'a> Pass<'a> {
             } else if lim.is_some_and(|lim| lim.busy) {
                 Some(HostReason::LoadThreshold)
             } else {
-                None
+                lim.and_then(|lim| lim.load.as_ref())
+                    .and_then(|load| host.beyond_load_sched(load))
+                    .map(|idx| HostReason::LoadSched(u8::try_from(idx).unwrap_or(u8::MAX)))
             };
             let free = match link {
                 Some(link) if unusable.is_none() => {

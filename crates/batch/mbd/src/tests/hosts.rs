@@ -112,6 +112,51 @@ fn a_locked_or_busy_host_takes_no_new_job() {
     assert_eq!(effects.first(), Some(&append(ev_start(2, "hostA", 1, T0 + 2 * sleep_ms))), "{effects:?}");
 }
 
+// Goal: lsb.hosts' scheduling thresholds (loadSched) close a host for dispatch while one of
+// lim's load indices is beyond its threshold, LSF's way: above it for an index that grows
+// with load (r1m), below it for one that falls (mem); the job's reason names the index with
+// LSF's words, bhosts shows closed_Busy; at the threshold itself the host takes jobs.
+#[test]
+fn lsb_hosts_load_thresholds_hold_dispatch() {
+    let mut config = config();
+    config.hosts[0].load_sched[1] = crate::LoadThreshold::new(0.5);
+    config.hosts[0].load_sched[10] = crate::LoadThreshold::new(100.0);
+    let mut h = Harness::with_config(config);
+    h.step(registered("hostA", 4));
+    let load = |r1m: f32, mem: f32| {
+        let mut load = [0.0; 11];
+        (load[1], load[10]) = (r1m, mem);
+        let facts = LimFacts {
+            load: Some(load),
+            ncpus: 4,
+            maxmem_mb: 1000,
+            maxswp_mb: 0,
+            locked: false,
+            busy: false,
+        };
+        Input::HostLoad { host: host("hostA"), facts: Box::new(facts) }
+    };
+    let sleep_ms = h.mbd.config.mbd_sleep_time_ms;
+    let cases = [
+        (load(2.0, 500.0), "The 1 min effective CPU queue length (r1m) is beyond threshold: 1 host"),
+        (load(0.1, 50.0), "The available memory (mem) is low: 1 host"),
+    ];
+    for (n, (input, reason)) in (1u32..).zip(cases) {
+        h.step(input);
+        assert_eq!(bhosts(&h, &["hostA"]).hosts[0].status, wire::HOST_CLOSED_BUSY);
+        h.step(submit(u64::from(n), u64::from(n), "alice", on_hosts(&["hostA"])));
+        let turn_ms = 2 * u64::from(n) * sleep_ms;
+        h.at(turn_ms).step(Input::Tick);
+        let info = &h.infos(&[n])[0];
+        assert_eq!(info.status, JobStatus::Pend.bits());
+        assert!(info.reason.contains(reason), "{}", info.reason);
+        h.step(load(0.5, 100.0));
+        assert_eq!(bhosts(&h, &["hostA"]).hosts[0].status, wire::HOST_OK);
+        h.at(turn_ms + sleep_ms).step(Input::Tick);
+        assert_eq!(h.infos(&[n])[0].status, JobStatus::Run.bits(), "at its threshold the host takes the job");
+    }
+}
+
 // Goal: a started job on an unavailable host shows UNKWN (0x10000) in bjobs,
 // computed at query time with no event logged; the durable state stays RUN
 // (the state filter still sees it running), and the job shows RUN again once
