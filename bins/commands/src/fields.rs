@@ -51,6 +51,17 @@ fn no_value(_: &JobInfo, _: &CellContext<'_>) -> String {
     String::new()
 }
 
+/// A size limit of the job in the field's unit, empty for none; 0 is shown (a limit that
+/// forbids: `CORELIMIT = 0`).
+fn size_limit(limit: Option<u64>, c: &CellContext<'_>) -> String {
+    match (limit, c.unit) {
+        (None, _) => String::new(),
+        (Some(0), Some(unit)) => format!("0 {}", unit.name()),
+        (Some(0), None) => "0 Kbytes".to_owned(),
+        (Some(kb), unit) => memory(kb, unit),
+    }
+}
+
 const fn field(
     names: &'static [&'static str],
     width: usize,
@@ -225,7 +236,7 @@ pub const FIELDS: &[FieldDef] = &[
     memory_field(&["avg_mem"], 10, no_value),
     memory_field(&["memlimit"], 10, |j, c| memory(j.mem_limit_kb, c.unit)),
     memory_field(&["swap"], 10, no_value),
-    memory_field(&["swaplimit"], 10, no_value),
+    memory_field(&["swaplimit"], 10, |j, c| size_limit(j.limits.swap_kb, c)),
     empty(&["gpu_num", "gnum"], 10),
     empty(&["gpu_mode", "gmode"], 20),
     empty(&["j_exclusive", "j_excl"], 15),
@@ -237,10 +248,10 @@ pub const FIELDS: &[FieldDef] = &[
     field(&["effective_resreq", "eresreq"], 17, |j, _| j.res_req.clone()),
     field(&["combined_resreq", "cresreq"], 20, |j, _| j.res_req.clone()),
     empty(&["network_req"], 15),
-    empty(&["filelimit"], 10),
-    memory_field(&["corelimit"], 10, no_value),
-    memory_field(&["stacklimit"], 10, no_value),
-    empty(&["processlimit"], 12),
+    field(&["filelimit"], 10, |j, _| j.limits.file_kb.map(crate::format::limit_memory).unwrap_or_default()),
+    memory_field(&["corelimit"], 10, |j, c| size_limit(j.limits.core_kb, c)),
+    memory_field(&["stacklimit"], 10, |j, c| size_limit(j.limits.stack_kb, c)),
+    field(&["processlimit"], 12, |j, _| j.limits.processes.map(|n| n.to_string()).unwrap_or_default()),
     field(&["runtimelimit"], 12, |j, _| {
         if j.run_limit_s == 0 { String::new() } else { format!("{:.1}", j.run_limit_s as f64 / 60.0) }
     }),

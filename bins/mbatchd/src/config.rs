@@ -53,7 +53,7 @@ use lava_batch_ll::{HostName, QueueName, UserName};
 use lava_conf::{ClusterConfig, ClusterHost, LogMask, Members, Mxj, ResourceKind};
 use lava_mbd::{
     ClusterAdmin, GroupLimit, HostConfig, LoadThreshold, MbdConfig, PreExecRetryAction, QueueConfig,
-    QueueLimit, QueueResourceLimits, UserLimit, UserLimits,
+    QueueInteractive, QueueLimit, QueueResourceLimits, UserLimit, UserLimits,
 };
 
 use crate::ShellError;
@@ -274,6 +274,11 @@ pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, Shell
             pre_exec: queue.pre_exec.clone().unwrap_or_default(),
             post_exec: queue.post_exec.clone().unwrap_or_default(),
             job_starter: queue.job_starter.clone().unwrap_or_default(),
+            interactive: match queue.interactive {
+                lava_conf::Interactive::Yes => QueueInteractive::Yes,
+                lava_conf::Interactive::No => QueueInteractive::No,
+                lava_conf::Interactive::Only => QueueInteractive::Only,
+            },
             preexec_retry_action: queue.preexec_retry_action.map(retry_action),
             ..QueueConfig::new(name, queue.priority)
         });
@@ -297,6 +302,7 @@ pub fn mbd_config(conf: &ClusterConfig, master: &str) -> Result<MbdConfig, Shell
     config.max_pend_bytes = conf.params.max_pend_bytes;
     config.local_max_preexec_retry = conf.params.local_max_preexec_retry;
     config.preexec_retry_action = retry_action(conf.params.preexec_retry_action);
+    config.default_project = conf.params.default_project.clone();
     // LSF: `-R` amounts are in MB unless LSF_UNIT_FOR_LIMITS names a larger unit.
     config.resreq_unit_mb = (conf.lsf.unit_for_limits.kb() >> 10).max(1);
     config.user_limits = user_limits(conf)?;

@@ -321,6 +321,24 @@ mod tests {
              13    4        arr[4]   PEND -         -                               New job is waiting for scheduling \
              -              -                 - 2 Gbytes 1.5\n",
         );
+        // The resource limits: sizes in the field's unit (0 a limit, shown), counts as counts.
+        let mut limited = job(14, JobStatus::Run);
+        limited.limits = wire::ResourceLimits {
+            swap_kb: Some(4 << 20),
+            core_kb: Some(0),
+            stack_kb: Some(8192),
+            file_kb: Some(1 << 20),
+            processes: Some(8),
+            ..wire::ResourceLimits::default()
+        };
+        let spec = parse_custom("jobid swaplimit corelimit stacklimit:-:MB filelimit processlimit delimiter=','")
+            .expect("valid");
+        check(
+            custom(&[limited, job(15, JobStatus::Run)], &spec, &Style::default(), &utc()),
+            "JOBID,SWAPLIMIT,CORELIMIT,STACKLIMIT,FILELIMIT,PROCESSLIMIT\n\
+             14,4 Gbytes,0 Kbytes,8 MB,1 G,8\n\
+             15,-,-,-,-,-\n",
+        );
         let style = Style { now_s: SUBMIT + 100, ..Style::default() };
         let spec = parse_custom("jobid run_time pend_time delimiter=','").expect("valid");
         check(

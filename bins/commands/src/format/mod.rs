@@ -253,7 +253,7 @@ impl MemUnit {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             MemUnit::Kb => "KB",
             MemUnit::Mb => "MB",

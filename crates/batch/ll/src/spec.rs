@@ -137,6 +137,15 @@ impl SubmitSpec {
     pub fn take_environment(&mut self) -> Vec<wire::EnvVar> {
         std::mem::take(&mut self.request.env)
     }
+
+    /// Names `project` as the job's project when it was submitted without one (`-P`):
+    /// mbatchd's default project (lsb.params `DEFAULT_PROJECT`), fixed at submission. The
+    /// name is the configuration's, which checked it as a project name.
+    pub fn default_project(&mut self, project: &str) {
+        if self.request.project.is_empty() {
+            self.request.project = project.to_owned();
+        }
+    }
 }
 
 impl TryFrom<wire::SubmitRequest> for SubmitSpec {

@@ -165,8 +165,22 @@ pub struct QueueConfig {
     pub post_exec: String,
     /// `JOB_STARTER`: the command line the queue's jobs run through; empty for none.
     pub job_starter: String,
+    /// `INTERACTIVE`: whether the queue takes interactive jobs, batch jobs, or both.
+    pub interactive: QueueInteractive,
     /// `LOCAL_MAX_PREEXEC_RETRY_ACTION` of the queue, overriding `lsb.params`'s.
     pub preexec_retry_action: Option<PreExecRetryAction>,
+}
+
+/// Which jobs a queue takes (`INTERACTIVE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueInteractive {
+    /// `YES` (LSF's default): batch and interactive jobs.
+    #[default]
+    Yes,
+    /// `NO`: batch jobs only ("Queue does not accept interactive jobs").
+    No,
+    /// `ONLY`: interactive jobs only ("Queue only accepts interactive jobs").
+    Only,
 }
 
 /// What happens to a job whose pre-execution commands failed `LOCAL_MAX_PREEXEC_RETRY`
@@ -203,6 +217,7 @@ impl QueueConfig {
             pre_exec: String::new(),
             post_exec: String::new(),
             job_starter: String::new(),
+            interactive: QueueInteractive::Yes,
             preexec_retry_action: None,
         }
     }
@@ -424,6 +439,9 @@ pub struct MbdConfig {
     pub local_max_preexec_retry: Option<u32>,
     /// `LOCAL_MAX_PREEXEC_RETRY_ACTION` of `lsb.params` (a queue's own wins).
     pub preexec_retry_action: PreExecRetryAction,
+    /// `DEFAULT_PROJECT` of `lsb.params`: the project of a job submitted without `-P`,
+    /// written into its JOB_NEW unless it is LSF's own `default`.
+    pub default_project: String,
 }
 
 impl MbdConfig {
@@ -451,6 +469,7 @@ impl MbdConfig {
             resreq_unit_mb: 1,
             local_max_preexec_retry: None,
             preexec_retry_action: PreExecRetryAction::Suspend,
+            default_project: crate::job::DEFAULT_PROJECT.to_owned(),
         }
     }
 

@@ -900,9 +900,13 @@ pub(crate) fn resource_limits(queue: Option<&crate::QueueConfig>) -> wire::Resou
     queue.map(|queue| queue.limits.effective(&wire::ResourceLimits::default())).unwrap_or_default()
 }
 
-/// The project name: `-P`, else LSF's `default`.
+/// LSF's default project, of a job submitted without `-P` when lsb.params sets no other.
+pub(crate) const DEFAULT_PROJECT: &str = "default";
+
+/// The project name: `-P` (or lsb.params' `DEFAULT_PROJECT`, written in at submission),
+/// else LSF's `default`.
 pub(crate) fn project(request: &wire::SubmitRequest) -> String {
-    if request.project.is_empty() { "default".to_owned() } else { request.project.clone() }
+    if request.project.is_empty() { DEFAULT_PROJECT.to_owned() } else { request.project.clone() }
 }
 
 /// The exit code LSF shows for a wait status: the exit status, or 128 + the signal.

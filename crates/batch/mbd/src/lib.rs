@@ -172,7 +172,7 @@ mod tests;
 pub use array::REASON_ARRAY_LIMIT;
 pub use config::{
     ClusterAdmin, GroupLimit, HostConfig, LoadThreshold, MbdConfig, PreExecRetryAction, QueueConfig,
-    QueueLimit, QueueResourceLimits, UserLimit, UserLimits,
+    QueueInteractive, QueueLimit, QueueResourceLimits, UserLimit, UserLimits,
 };
 pub use control::ControlSnapshot;
 pub use depend::{REASON_DEPEND_NEVER, REASON_DEPEND_WAIT};

@@ -5,7 +5,7 @@
 use lava_batch_ll::{BAD_RESREQ_MESSAGE, HostName, JobRef, ResReq, SubmitSpec, UserName};
 use lava_batch_wire as wire;
 
-use crate::config::{QueueConfig, QueueLimit};
+use crate::config::{QueueConfig, QueueInteractive, QueueLimit};
 use crate::depend::DependError;
 use crate::effect::ClientReply;
 use crate::event::{Event, JobNewRecord};
@@ -124,6 +124,12 @@ impl Mbd {
             };
             return Err(ClientReply::error(code, format!("{dependency}: {error}")));
         }
+        let mut spec = spec;
+        // LSF's own default ("default") stays implicit: the job shows it without it being
+        // written into every JOB_NEW.
+        if self.config.default_project != crate::job::DEFAULT_PROJECT {
+            spec.default_project(&self.config.default_project);
+        }
         let hold = spec.request().hold;
         let record = JobNewRecord {
             job,
@@ -143,18 +149,25 @@ impl Mbd {
     }
 
     /// The queue's and the scheduler's conditions on a submission, with LSF's
-    /// messages: the queue's USERS, `-x` only where EXCLUSIVE = y, `-W` and `-M`
-    /// within RUNLIMIT and MEMLIMIT, a `-R` that parses and names known resources.
+    /// messages: interactive jobs only where INTERACTIVE allows them, the queue's USERS,
+    /// `-x` only where EXCLUSIVE = y, `-W` and `-M` within RUNLIMIT and MEMLIMIT, a `-R`
+    /// that parses and names known resources.
     pub(crate) fn check_policy(
         &self,
         queue: &QueueConfig,
         user: &UserName,
         spec: &SubmitSpec,
     ) -> Result<(), &'static str> {
+        let request = spec.request();
+        let interactive = request.file_flags & wire::submit_flags::INTERACTIVE != 0;
+        match queue.interactive {
+            QueueInteractive::No if interactive => return Err("Queue does not accept interactive jobs"),
+            QueueInteractive::Only if !interactive => return Err("Queue only accepts interactive jobs"),
+            _ => {}
+        }
         if !queue.admits(user) {
             return Err("User cannot use the queue");
         }
-        let request = spec.request();
         if request.exclusive && !queue.exclusive {
             return Err("Queue does not accept EXCLUSIVE jobs");
         }

@@ -343,6 +343,41 @@ fn policy_violations_are_refused_at_submission() {
     assert_eq!((specs.run_limit_s, specs.mem_limit_kb), (60, 1024));
 }
 
+// Goal: a queue's INTERACTIVE is LSF's: NO refuses interactive jobs, ONLY batch jobs, each
+// with LSF's message and nothing logged; lsb.params' DEFAULT_PROJECT is written into the
+// JOB_NEW of a job submitted without -P (a job with -P keeps its own).
+#[test]
+fn interactive_queues_and_the_default_project() {
+    let mut config = config();
+    config.queues[0].interactive = crate::QueueInteractive::No;
+    config.queues.push(QueueConfig {
+        interactive: crate::QueueInteractive::Only,
+        ..QueueConfig::new(queue("ionly"), 30)
+    });
+    config.default_project = "physics".into();
+    let mut h = cluster(config);
+    let mut interactive = request();
+    interactive.file_flags = wire::submit_flags::INTERACTIVE;
+    rejected(&mut h, 1, "alice", interactive, "Queue does not accept interactive jobs");
+    let mut batch = request();
+    batch.queue = "ionly".into();
+    rejected(&mut h, 2, "alice", batch, "Queue only accepts interactive jobs");
+    assert!(h.log.iter().all(|event| event.name() != "JOB_NEW"), "nothing was submitted");
+    h.step(submit(3, 3, "alice", request()));
+    let mut own = request();
+    own.project = "chem".into();
+    h.step(submit(4, 4, "alice", own));
+    let projects: Vec<String> = h
+        .log
+        .iter()
+        .filter_map(|event| match event {
+            crate::Event::JobNew(record) => Some(record.spec.request().project.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(projects, ["physics", "chem"]);
+}
+
 // Goal: a queue's NICE and resource limits reach its jobs: the dispatch snapshot sbatchd
 // runs the job with and bjobs' record carry the default where the queue has one, else the
 // maximum; bqueues shows the maxima; a queue without limits gives none.
