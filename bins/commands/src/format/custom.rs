@@ -331,8 +331,9 @@ mod tests {
             processes: Some(8),
             ..wire::ResourceLimits::default()
         };
-        let spec = parse_custom("jobid swaplimit corelimit stacklimit:-:MB filelimit processlimit delimiter=','")
-            .expect("valid");
+        let spec =
+            parse_custom("jobid swaplimit corelimit stacklimit:-:MB filelimit processlimit delimiter=','")
+                .expect("valid");
         check(
             custom(&[limited, job(15, JobStatus::Run)], &spec, &Style::default(), &utc()),
             "JOBID,SWAPLIMIT,CORELIMIT,STACKLIMIT,FILELIMIT,PROCESSLIMIT\n\
