@@ -231,6 +231,7 @@ impl World {
             n_slots: self.rng.range(1, 2) as u32,
             hosts,
             run_limit_s: if self.rng.chance(0.15) { self.rng.range(1, 8) } else { 0 },
+            mem_limit_kb: if self.rng.chance(0.15) { self.rng.range(1_024, 1 << 20) } else { 0 },
             hold: self.rng.chance(0.1),
             dependency,
             from_host: "client1".to_owned(),

@@ -125,8 +125,11 @@
 //! - A shepherd starts atomically here: the real one can be forked and not yet
 //!   have written its pid file when a restarted sbatchd looks for it.
 //! - Hosts never reboot (processes die only by signal or on their own), no
-//!   job-wide limit is measured (`Usage`: memory, CPU time, processes, threads), no
-//!   numbered `bkill -s` is sent, and there is no lim.
+//!   numbered `bkill -s` is sent, and there is no lim. What sbatchd measures of a job
+//!   (`Usage`) is one reading over every limit at a random moment of some runs
+//!   (`usage_over_p`), never a gradual one: it starts the kill of the job's first limit
+//!   (`-M` of some submissions, the `short` queue's CPULIMIT, the `night` queue's
+//!   PROCESSLIMIT).
 //!
 //! # The replicated mbatchd
 //! [`run_replicated`] plays the same cluster with mbatchd replicated among three master

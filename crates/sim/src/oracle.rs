@@ -141,6 +141,12 @@ impl World {
                             record.status
                         ));
                     }
+                    if matches!(
+                        finish.finish_reason,
+                        wire::FINISH_MEM_LIMIT | wire::FINISH_CPU_LIMIT | wire::FINISH_PROCESS_LIMIT
+                    ) {
+                        self.stats.n_limit_kills += 1;
+                    }
                     self.oracle.terminal.insert(id, (record.status, finish.clone()));
                 }
             }

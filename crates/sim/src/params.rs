@@ -59,6 +59,11 @@ pub struct Params {
     pub spawn_fail_p: f64,
     /// Probability that a Launch's pre-execution command fails (the job goes back to PEND).
     pub pre_exec_fail_p: f64,
+    /// Probability that a job's process goes over every limit at some moment of its run:
+    /// sbatchd's next measurement (`Input::Usage`) then starts the kill of the limit the
+    /// job has first (`-M`, the `short` queue's CPULIMIT, the `night` queue's
+    /// PROCESSLIMIT); a job without a limit goes on.
+    pub usage_over_p: f64,
     /// Longest run of a job's process, ms.
     pub job_run_max_ms: u64,
     /// mbatchd's CLEAN_PERIOD, ms.
@@ -115,6 +120,7 @@ impl Params {
             client_retry_ms: rng.range(500, 5_000),
             disk_full_mean_ms: sometimes(rng, 0.3, 3_000, 30_000),
             pre_exec_fail_p: level(rng, &[0.0, 0.05, 0.2]),
+            usage_over_p: level(rng, &[0.0, 0.1, 0.4]),
         };
         // A command waits at least a round trip of the network's longest delays for its
         // answer, as the real ones do (seconds): one that gave up sooner would almost never

@@ -9,14 +9,19 @@
 //! found by the adoption of the next start.
 //!
 //! Signals follow the kernel: SIGSTOP stops the clock of the process, SIGCONT
-//! restarts it; SIGINT and SIGTERM end it unless it ignores them (each process
-//! draws whether it does), and stay pending while it is stopped; SIGKILL
+//! restarts it; SIGINT, SIGTERM and SIGXCPU end it unless it ignores them (each
+//! process draws whether it does), and stay pending while it is stopped; SIGKILL
 //! always ends it, stopped or not. A signal to an exited process is ESRCH,
 //! which the shell ignores.
+//!
+//! A process may go over its limits at a moment of its run (`usage_over_p`): sbatchd
+//! is then given a measurement over every limit ([`lava_sbd::Input::Usage`]), as the
+//! real sbatchd's once-a-second reading of `/proc` would find it, and starts the kill
+//! of the job's first limit.
 
 use lava_batch_ll::JobRef;
-use lava_sbd::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
-use lava_sbd::{Input, RunSpec};
+use lava_sbd::signal::{SIGCONT, SIGINT, SIGKILL, SIGSTOP, SIGTERM, SIGXCPU};
+use lava_sbd::{Input, RunSpec, UsageSample};
 
 use crate::world::{Ev, World};
 
@@ -48,6 +53,8 @@ pub struct Proc {
     pub ignores_sigint: bool,
     /// It ignores SIGTERM.
     pub ignores_sigterm: bool,
+    /// It ignores SIGXCPU.
+    pub ignores_sigxcpu: bool,
     /// A fatal signal that arrived while it was stopped.
     pub pending_fatal: Option<i32>,
     /// It runs until a signal ends it (a job long enough that a kill must
@@ -113,9 +120,14 @@ impl World {
             natural_status,
             ignores_sigint: self.rng.chance(0.3),
             ignores_sigterm: self.rng.chance(0.2),
+            ignores_sigxcpu: self.rng.chance(0.3),
             pending_fatal: None,
             immortal: self.oracle.kill_intents.contains(&job) && self.rng.chance(0.5),
         };
+        if self.rng.chance(self.params.usage_over_p) {
+            let over_in_ms = self.rng.range(0, run_ms);
+            self.at(over_in_ms, Ev::UsageOver { host, job, pid });
+        }
         self.trace.line(self.now_ms, || {
             format!("job {job}: process {pid} runs on {} for {run_ms} ms", self.hosts[host])
         });
@@ -140,6 +152,7 @@ impl World {
             SIGKILL => true,
             SIGINT => !proc.ignores_sigint,
             SIGTERM => !proc.ignores_sigterm,
+            SIGXCPU => !proc.ignores_sigxcpu,
             _ => false,
         };
         let mut resume = None;
@@ -177,6 +190,26 @@ impl World {
         if let Some(signal) = ends {
             self.proc_end(host, job, signal);
         }
+    }
+
+    /// Process `pid` of the job goes over every limit, if it still runs: sbatchd, if up,
+    /// measures it (a down one measures it again once up, which this leaves out).
+    pub fn usage_over(&mut self, host: usize, job: JobRef, pid: i32) {
+        let Some(proc) = self.procs.get(&(host, job)).filter(|proc| proc.pid == pid && !proc.has_exited())
+        else {
+            return;
+        };
+        let over = UsageSample {
+            rss_kb: u64::MAX,
+            vm_kb: u64::MAX,
+            cpu_ms: u64::MAX,
+            processes: u32::MAX,
+            threads: u32::MAX,
+        };
+        let pid = proc.pid;
+        self.trace.line(self.now_ms, || format!("job {job}: process {pid} is over every limit"));
+        self.stats.n_usage_over += 1;
+        self.sbd_input(host, Input::Usage { job, usage: over });
     }
 
     /// A process's natural exit, if the event is still current.

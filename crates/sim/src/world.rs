@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use lava_batch_ll::{HostName, JobRef, QueueName, UserName};
-use lava_mbd::{ClientId, HostConfig, MbdConfig, QueueConfig};
+use lava_mbd::{ClientId, HostConfig, MbdConfig, QueueConfig, QueueLimit, QueueResourceLimits};
 
 use crate::Options;
 use crate::client::Client;
@@ -108,6 +108,12 @@ pub enum Ev {
         job: JobRef,
         generation: u64,
     },
+    /// Process `pid` of the job goes over every limit: sbatchd measures it.
+    UsageOver {
+        host: usize,
+        job: JobRef,
+        pid: i32,
+    },
     ClientWake {
         client: usize,
         generation: u64,
@@ -193,6 +199,10 @@ pub struct Stats {
     pub n_refusals: u64,
     /// Launches whose pre-execution command failed (the job went back to PEND).
     pub n_pre_exec_failures: u64,
+    /// Measurements over every limit given to sbatchd (`Params::usage_over_p`).
+    pub n_usage_over: u64,
+    /// Jobs that ended killed at a limit sbatchd measures (memory, CPU time, processes).
+    pub n_limit_kills: u64,
     /// Runs a `brequeue -r` kill ended and requeued (JOB_REQUEUE durable).
     pub n_requeues: u64,
     /// Jobs `bkill -r` ended (JOB_FORCE_EXIT durable).
@@ -269,8 +279,22 @@ impl World {
         let [normal, short, night] = queue_names();
         mbd_config.queues = vec![
             QueueConfig { default: true, ..QueueConfig::new(queue(normal), 30) },
-            QueueConfig { hosts: vec![hosts[0].clone()], ..QueueConfig::new(queue(short), 40) },
-            QueueConfig { hosts: vec![hosts[hosts.len() - 1].clone()], ..QueueConfig::new(queue(night), 20) },
+            QueueConfig {
+                hosts: vec![hosts[0].clone()],
+                limits: QueueResourceLimits {
+                    cpu_s: Some(QueueLimit { default: None, max: 60 }),
+                    ..Default::default()
+                },
+                ..QueueConfig::new(queue(short), 40)
+            },
+            QueueConfig {
+                hosts: vec![hosts[hosts.len() - 1].clone()],
+                limits: QueueResourceLimits {
+                    processes: Some(QueueLimit { default: None, max: 4 }),
+                    ..Default::default()
+                },
+                ..QueueConfig::new(queue(night), 20)
+            },
         ];
         mbd_config.hosts = hosts
             .iter()
@@ -440,6 +464,10 @@ impl World {
             Ev::ProcExit { host, job, generation } => {
                 self.trace.mix(11);
                 self.proc_natural_exit(host, job, generation);
+            }
+            Ev::UsageOver { host, job, pid } => {
+                self.trace.mix(17);
+                self.usage_over(host, job, pid);
             }
             Ev::ClientWake { client, generation } => {
                 self.trace.mix(12);
