@@ -1497,7 +1497,35 @@ fn queue_settings_hold_the_jobs() {
         &["-q", "started", "-o", started_arg],
         "#!/bin/sh\necho script line 1\necho script line 2\n",
     ));
-    let ended = batch.wait_all_finished(&[held, too_big, vmem, procs, threads, command, script]);
+    // A job's own limits (bsub -c -F -C -p): the shepherd sets them; beyond the queue's
+    // maximum they are refused.
+    let own_out = batch.dir().join("own.out");
+    let own_arg = own_out.to_str().expect("a UTF-8 path");
+    let own =
+        batch.submit(&["-c", "2", "-F", "1", "-C", "0", "-p", "5", "-o", own_arg, "cat /proc/self/limits"]);
+    let refused = batch.run("bsub", &["-q", "held", "-c", "5", "true"]);
+    assert_eq!(refused.status.code(), Some(255), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("Cannot exceed queue's hard limit(s). Job not submitted."),
+        "{}",
+        text(&refused)
+    );
+    let ended = batch.wait_all_finished(&[held, too_big, vmem, procs, threads, command, script, own]);
+    let own_seen = fs::read_to_string(&own_out).expect("the job's output");
+    let own_limit = |name: &str| -> Vec<String> {
+        let line = own_seen
+            .lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("{name}: {own_seen}"));
+        line[name.len()..].split_whitespace().take(2).map(str::to_owned).collect()
+    };
+    assert_eq!(own_limit("Max cpu time")[0], "120", "{own_seen}");
+    assert_eq!(own_limit("Max file size"), ["1048576", "1048576"], "{own_seen}");
+    assert_eq!(own_limit("Max core file size"), ["0", "0"], "{own_seen}");
+    let long: String =
+        text(&batch.run("bjobs", &["-l", &own.to_string()])).chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(long.contains("CPULIMIT2.0min"), "{long}");
+    assert!(long.contains("FILELIMITCORELIMITPROCESSLIMIT1M0K5"), "{long}");
     assert_eq!((ended[&command].as_str(), ended[&script].as_str()), ("DONE", "DONE"), "{ended:?}");
     let through = fs::read_to_string(&started_out).expect("the started jobs' output");
     let job_lines = |job: u32, lines: &[&str]| {

@@ -61,7 +61,10 @@
 //! - `-K`: wait for the job and exit with its exit code ([`crate::bsubk`]); not
 //!   with a job array (`Job array doesn't support -K option`, as Lava).
 //! - Accepted and ignored, with a warning: `-N`, `-B`, `-u` (mail), `-r`.
-//! - Other LSF options (`-I`, `-t`, `-G`...) are refused as not supported
+//! - `-c [hh:]mm`, `-F -D -S -C -v size` (as `-M`; `-C 0` allowed), `-p N`, `-T N`: the
+//!   job's own resource limits (docs/batch.md, "Resource limits"), sent as
+//!   `SubmitRequest::limits` (none when no such option is given).
+//! - Other LSF options (`-t`, `-G`...) are refused as not supported
 //!   rather than silently ignored.
 //! - `LSB_DEFAULTQUEUE` and `LSB_DEFAULTPROJECT` supply `-q` and `-P` when not given.
 //!
@@ -127,6 +130,14 @@ pub const SPECS: &[OptSpec] = &[
     OptSpec::value("cwd"),
     OptSpec::value("W"),
     OptSpec::value("M"),
+    OptSpec::value("c"),
+    OptSpec::value("F"),
+    OptSpec::value("D"),
+    OptSpec::value("S"),
+    OptSpec::value("C"),
+    OptSpec::value("v"),
+    OptSpec::value("p"),
+    OptSpec::value("T"),
     OptSpec::value("R"),
     OptSpec::value("w"),
     OptSpec::value("b"),
@@ -146,14 +157,6 @@ pub const SPECS: &[OptSpec] = &[
     OptSpec::value("G"),
     OptSpec::value("k"),
     OptSpec::value("sp"),
-    OptSpec::value("c"),
-    OptSpec::value("F"),
-    OptSpec::value("D"),
-    OptSpec::value("S"),
-    OptSpec::value("C"),
-    OptSpec::value("v"),
-    OptSpec::value("p"),
-    OptSpec::value("T"),
     OptSpec::value("a"),
     OptSpec::value("f"),
     OptSpec::value("X"),
@@ -206,6 +209,14 @@ pub struct SubmitOptions {
     pub run_limit_s: Option<u64>,
     /// `-M`, as written (its unit depends on lsf.conf).
     pub mem_limit: Option<String>,
+    /// `-c`, seconds.
+    pub cpu_limit_s: Option<u64>,
+    /// `-F -D -S -C -v`, as written (their unit depends on lsf.conf), by option letter.
+    pub size_limits: Vec<(char, String)>,
+    /// `-p`.
+    pub process_limit: Option<u32>,
+    /// `-T`.
+    pub thread_limit: Option<u32>,
     /// `-H`.
     pub hold: bool,
     /// `-R`, as typed (several merged).
@@ -250,6 +261,16 @@ impl SubmitOptions {
             cwd: self.cwd.or(fallback.cwd),
             run_limit_s: self.run_limit_s.or(fallback.run_limit_s),
             mem_limit: self.mem_limit.or(fallback.mem_limit),
+            cpu_limit_s: self.cpu_limit_s.or(fallback.cpu_limit_s),
+            size_limits: {
+                // Each size limit of the command line over the script's of the same letter.
+                let mut limits = fallback.size_limits;
+                limits.retain(|(letter, _)| self.size_limits.iter().all(|(mine, _)| mine != letter));
+                limits.extend(self.size_limits);
+                limits
+            },
+            process_limit: self.process_limit.or(fallback.process_limit),
+            thread_limit: self.thread_limit.or(fallback.thread_limit),
             hold: self.hold || fallback.hold,
             res_req: self.res_req.or(fallback.res_req),
             dependency: self.dependency.or(fallback.dependency),
@@ -322,6 +343,19 @@ impl SubmitOptions {
             "eo" => self.error = file(true),
             "cwd" => self.cwd = Some(value),
             "W" => self.run_limit_s = Some(parse_run_limit(&value).map_err(BsubError::Value)?),
+            "c" => self.cpu_limit_s = Some(parse_cpu_limit(&value).map_err(BsubError::Value)?),
+            "F" | "D" | "S" | "C" | "v" => {
+                let letter = name.chars().next().unwrap_or('v');
+                self.size_limits.retain(|(other, _)| *other != letter);
+                self.size_limits.push((letter, value));
+            }
+            "p" => {
+                self.process_limit =
+                    Some(parse_count_limit(&value, "PROCESSLIMIT").map_err(BsubError::Value)?)
+            }
+            "T" => {
+                self.thread_limit = Some(parse_count_limit(&value, "THREADLIMIT").map_err(BsubError::Value)?)
+            }
             "M" => self.mem_limit = Some(value),
             ignored if IGNORED.contains(&ignored) => {
                 let shown =
@@ -574,7 +608,42 @@ pub fn command_line(args: &[String]) -> String {
 
 /// `-W [hh:]mm` in seconds.
 pub fn parse_run_limit(text: &str) -> Result<u64, String> {
-    let bad = || format!("{text}: Bad RUNLIMIT specification");
+    parse_minutes_limit(text, "RUNLIMIT")
+}
+
+/// `-c [hh:]mm` in seconds (LSF's normalisation to a host, `/host`, is not supported).
+pub fn parse_cpu_limit(text: &str) -> Result<u64, String> {
+    parse_minutes_limit(text, "CPULIMIT")
+}
+
+/// `-p` and `-T`: a count of at least 1.
+pub fn parse_count_limit(text: &str, key: &str) -> Result<u32, String> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("{text}: {key} value should be a positive integer"))
+}
+
+/// `-F -D -S -C -v size` in KiB, as `-M` (a number in `unit` or with its own unit); `-C` may
+/// be 0 (no core files).
+pub fn parse_size_limit_kb(letter: char, text: &str, unit: LimitUnit) -> Result<u64, String> {
+    let key = match letter {
+        'F' => "FILELIMIT",
+        'D' => "DATALIMIT",
+        'S' => "STACKLIMIT",
+        'C' => "CORELIMIT",
+        _ => "SWAPLIMIT",
+    };
+    let bad = || format!("{text}: {key} value should be a positive integer");
+    if letter == 'C' && text.bytes().all(|b| b == b'0') && !text.is_empty() {
+        return Ok(0);
+    }
+    parse_amount_kb(text, unit).ok_or_else(bad)
+}
+
+/// `[hh:]mm` limits (`-W`, `-c`) in seconds, at least a minute.
+fn parse_minutes_limit(text: &str, key: &str) -> Result<u64, String> {
+    let bad = || format!("{text}: Bad {key} specification");
     let number = |part: &str| -> Result<u64, String> {
         if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
@@ -596,19 +665,21 @@ pub fn parse_run_limit(text: &str) -> Result<u64, String> {
 
 /// `-M mem` in KiB: a number in `unit`, or with its own unit suffix.
 pub fn parse_mem_limit_kb(text: &str, unit: LimitUnit) -> Result<u64, String> {
-    let bad = || format!("{text}: Bad MEMLIMIT specification");
+    parse_amount_kb(text, unit).ok_or_else(|| format!("{text}: Bad MEMLIMIT specification"))
+}
+
+/// An amount of memory of at least 1 KiB, in KiB: a number in `unit`, or with its own unit
+/// suffix (decimals allowed, rounded up).
+fn parse_amount_kb(text: &str, unit: LimitUnit) -> Option<u64> {
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);
-    let unit = if suffix.is_empty() { unit } else { LimitUnit::from_name(suffix).ok_or_else(bad)? };
+    let unit = if suffix.is_empty() { unit } else { LimitUnit::from_name(suffix)? };
     if number.is_empty() || number.starts_with('.') || number.matches('.').count() > 1 {
-        return Err(bad());
+        return None;
     }
-    let value: f64 = number.parse().map_err(|_| bad())?;
+    let value: f64 = number.parse().ok()?;
     let kb = (value * unit.kb() as f64).ceil();
-    if !(1.0..=u64::MAX as f64).contains(&kb) {
-        return Err(bad());
-    }
-    Ok(kb as u64)
+    (1.0..=u64::MAX as f64).contains(&kb).then_some(kb as u64)
 }
 
 /// `-n N` or `-n min,max` (the minimum is asked for).
@@ -660,6 +731,22 @@ pub fn build_request(
     };
     let mem_limit_kb =
         options.mem_limit.as_deref().map(|m| parse_mem_limit_kb(m, around.unit)).transpose()?;
+    let mut limits = wire::ResourceLimits {
+        cpu_s: options.cpu_limit_s,
+        processes: options.process_limit,
+        threads: options.thread_limit,
+        ..wire::ResourceLimits::default()
+    };
+    for (letter, text) in &options.size_limits {
+        let kb = Some(parse_size_limit_kb(*letter, text, around.unit)?);
+        match letter {
+            'F' => limits.file_kb = kb,
+            'D' => limits.data_kb = kb,
+            'S' => limits.stack_kb = kb,
+            'C' => limits.core_kb = kb,
+            _ => limits.swap_kb = kb,
+        }
+    }
     if options.wait && options.job_name.as_deref().is_some_and(|name| name.contains('[')) {
         return Err("Job array doesn't support -K option".to_owned());
     }
@@ -705,6 +792,7 @@ pub fn build_request(
         from_host: around.from_host.clone(),
         umask: around.umask,
         env,
+        limits: limits.any().then(|| Box::new(limits)),
     })
 }
 
@@ -1241,6 +1329,45 @@ mod tests {
         for bad in ["", "0", "G", "2X", "1.2.3", ".5", "-1", "1 G"] {
             assert!(parse_mem_limit_kb(bad, LimitUnit::Kb).is_err(), "{bad}");
         }
+    }
+
+    // Goal: LSF's per-job resource limits reach the request: -c in [hh:]mm, sizes (-F -D -S
+    // -C -v) in LSF_UNIT_FOR_LIMITS or their own unit, -C 0 kept (no core files), counts
+    // (-p -T); a repeated letter is the last one's; none given sends none; a bad value is
+    // refused with LSF's words.
+    #[test]
+    fn resource_limits() {
+        let (options, command) = submit_args(&[
+            "-c", "1:30", "-F", "2", "-D", "1G", "-S", "8", "-C", "0", "-v", "64KB", "-p", "4", "-T", "16",
+            "-F", "3", "true",
+        ]);
+        let request = build_request(&options, command.expect("given"), &around()).expect("valid");
+        let expected = wire::ResourceLimits {
+            cpu_s: Some(90 * 60),
+            file_kb: Some(3 * 1024),
+            data_kb: Some(1 << 20),
+            stack_kb: Some(8 * 1024),
+            core_kb: Some(0),
+            swap_kb: Some(64),
+            processes: Some(4),
+            threads: Some(16),
+        };
+        assert_eq!(request.limits.as_deref(), Some(&expected));
+        let (options, command) = submit_args(&["true"]);
+        assert_eq!(build_request(&options, command.expect("given"), &around()).expect("valid").limits, None);
+        let (options, command) = submit_args(&["-F", "0", "true"]);
+        assert_eq!(
+            build_request(&options, command.expect("given"), &around()),
+            Err("0: FILELIMIT value should be a positive integer".to_owned())
+        );
+        assert_eq!(parse_cpu_limit("soon"), Err("soon: Bad CPULIMIT specification".to_owned()));
+        assert_eq!(parse_cpu_limit("10/hostA"), Err("10/hostA: Bad CPULIMIT specification".to_owned()));
+        assert_eq!(
+            parse_count_limit("0", "PROCESSLIMIT"),
+            Err("0: PROCESSLIMIT value should be a positive integer".to_owned())
+        );
+        assert_eq!(parse_size_limit_kb('C', "00", LimitUnit::Mb), Ok(0));
+        assert!(parse_size_limit_kb('C', "-1", LimitUnit::Mb).is_err());
     }
 
     // Goal: -n takes N or min,max.

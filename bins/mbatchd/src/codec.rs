@@ -33,8 +33,11 @@ pub const SNAPSHOT_BYTES_MAX: u64 = lava_eventlog::SNAPSHOT_BYTES_MAX_DEFAULT;
 /// it (docs/operations.md, "Upgrading"). Format 0 is the files written before the format was
 /// recorded, which have format 1's layout. Format 2's snapshots begin with
 /// [`SNAPSHOT_FORMAT_2`] and list the administrators' kills (`MbdSnapshot::admin_kills`);
-/// a snapshot without the mark is read in format 1's layout, with none.
-pub const LOG_FORMATS: std::ops::RangeInclusive<u32> = 0..=2;
+/// a snapshot without the mark is read in format 1's layout, with none. Format 3's stored
+/// submissions (in JOB_NEW and in the snapshots' jobs) begin with
+/// `lava_batch_ll::SUBMISSION_FORMAT_3` and end with the job's own resource limits; one
+/// without the mark is read in format 2's layout, as a submission without limits.
+pub const LOG_FORMATS: std::ops::RangeInclusive<u32> = 0..=3;
 
 /// The first word of a snapshot in format 2 or later: no snapshot of format 1 begins with
 /// it, since a format 1 snapshot begins with its last job id, at most `MAX_JOBID`'s bound

@@ -145,13 +145,24 @@ pub fn line(event: &Event) -> Option<String> {
             w.i(request.begin_time);
             w.raw("0 0 0 0"); // termTime, sigValue, chkpntPeriod, restartPid
             w.s(&r.user.to_string());
-            // rLimits (LSF's 11, KB and seconds): RSS at 5, RUN at 9.
+            // rLimits (LSF's 11, KB and seconds), as submitted: CPU at 0, FSIZE 1, DATA 2,
+            // STACK 3, CORE 4, RSS 5, SWAP 8, RUN 9, PROCESS 10 (-1 for none; no thread slot).
             let mut limits = [-1_i64; 11];
-            if request.mem_limit_kb > 0 {
-                limits[5] = i64::try_from(request.mem_limit_kb).unwrap_or(i64::MAX);
-            }
-            if request.run_limit_s > 0 {
-                limits[9] = i64::try_from(request.run_limit_s).unwrap_or(i64::MAX);
+            let at = |limits: &mut [i64; 11], slot: usize, value: Option<u64>| {
+                if let Some(value) = value {
+                    limits[slot] = i64::try_from(value).unwrap_or(i64::MAX);
+                }
+            };
+            at(&mut limits, 5, Some(request.mem_limit_kb).filter(|kb| *kb > 0));
+            at(&mut limits, 9, Some(request.run_limit_s).filter(|s| *s > 0));
+            if let Some(own) = request.limits.as_deref() {
+                at(&mut limits, 0, own.cpu_s);
+                at(&mut limits, 1, own.file_kb);
+                at(&mut limits, 2, own.data_kb);
+                at(&mut limits, 3, own.stack_kb);
+                at(&mut limits, 4, own.core_kb);
+                at(&mut limits, 8, own.swap_kb);
+                at(&mut limits, 10, own.processes.map(u64::from));
             }
             for limit in limits {
                 w.i(limit);
@@ -930,6 +941,27 @@ mod tests {
         assert_eq!(f[42], "\"echo hi\"");
         assert_eq!(f.len(), 55, "{text}");
         assert!(text.ends_with(" 0 0 \"\" \"\" \"\" -1\n"), "{text}");
+        // The job's own limits in LSF's slots: CPU 0, FSIZE 1, DATA 2, STACK 3, CORE 4, SWAP 8,
+        // PROCESS 10 (a thread limit has none).
+        let Event::JobNew(mut record) = job_new() else { unreachable!("a JOB_NEW") };
+        let mut request = record.spec.request().clone();
+        request.limits = Some(Box::new(wire::ResourceLimits {
+            cpu_s: Some(60),
+            file_kb: Some(1),
+            data_kb: Some(2),
+            stack_kb: Some(3),
+            core_kb: Some(0),
+            swap_kb: Some(5),
+            processes: Some(6),
+            threads: Some(7),
+        }));
+        record.spec = SubmitSpec::try_from(request).expect("valid");
+        let text = line(&Event::JobNew(record)).expect("written");
+        assert_eq!(
+            fields(&text)[14..25],
+            ["60", "1", "2", "3", "0", "-1", "-1", "-1", "5", "600", "6"],
+            "{text}"
+        );
     }
 
     #[test]

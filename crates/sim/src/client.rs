@@ -232,6 +232,16 @@ impl World {
             hosts,
             run_limit_s: if self.rng.chance(0.15) { self.rng.range(1, 8) } else { 0 },
             mem_limit_kb: if self.rng.chance(0.15) { self.rng.range(1_024, 1 << 20) } else { 0 },
+            // Some jobs have limits of their own, within every queue's maxima: stored with
+            // the submission (JOB_NEW, snapshots), so replays and hand-overs carry them.
+            limits: self.rng.chance(0.15).then(|| {
+                Box::new(wire::ResourceLimits {
+                    cpu_s: Some(self.rng.range(1, 60)),
+                    core_kb: Some(0),
+                    processes: Some(self.rng.range(1, 4) as u32),
+                    ..wire::ResourceLimits::default()
+                })
+            }),
             hold: self.rng.chance(0.1),
             dependency,
             from_host: "client1".to_owned(),

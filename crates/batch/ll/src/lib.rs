@@ -46,6 +46,7 @@ pub use depend::{
 };
 pub use names::{HostName, JobRef, QueueName, UserName};
 pub use resreq::{BAD_RESREQ_MESSAGE, HostFacts, ResReq, ResReqError};
+pub use serde_impls::SUBMISSION_FORMAT_3;
 pub use spec::{JobSpec, SubmitSpec};
 pub use status::JobStatus;
 

@@ -148,6 +148,20 @@ impl SubmitSpec {
     }
 }
 
+/// A job's own resource limits: a CPU time, process or thread limit of 0 cannot be meant
+/// (LSF refuses them); sizes may be 0 (`-C 0`: no core files).
+fn check_limits(field: &str, limits: &wire::ResourceLimits) -> Result<(), LlError> {
+    let zero = [
+        ("cpu_s", limits.cpu_s == Some(0)),
+        ("processes", limits.processes == Some(0)),
+        ("threads", limits.threads == Some(0)),
+    ];
+    match zero.iter().find(|(_, is_zero)| *is_zero) {
+        Some((name, _)) => Err(LlError::new(format!("{field}.{name}"), "is 0")),
+        None => Ok(()),
+    }
+}
+
 impl TryFrom<wire::SubmitRequest> for SubmitSpec {
     type Error = LlError;
 
@@ -198,6 +212,9 @@ impl TryFrom<wire::SubmitRequest> for SubmitSpec {
             ));
         }
         check_env("submit.env", &request.env)?;
+        if let Some(limits) = &request.limits {
+            check_limits("submit.limits", limits)?;
+        }
         let n_slots = check_slots("submit.n_slots", request.n_slots)?;
         Ok(SubmitSpec { queue, hosts, n_slots, request })
     }

@@ -105,6 +105,22 @@ impl QueueResourceLimits {
         }
     }
 
+    /// Whether a job's own limits go beyond one of the queue's maxima.
+    pub fn exceeded_by(&self, asked: &wire::ResourceLimits) -> bool {
+        let max = self.maxima();
+        let beyond =
+            |asked: Option<u64>, max: Option<u64>| asked.zip(max).is_some_and(|(asked, max)| asked > max);
+        let count = |n: Option<u32>| n.map(u64::from);
+        beyond(asked.cpu_s, max.cpu_s)
+            || beyond(asked.file_kb, max.file_kb)
+            || beyond(asked.data_kb, max.data_kb)
+            || beyond(asked.stack_kb, max.stack_kb)
+            || beyond(asked.core_kb, max.core_kb)
+            || beyond(asked.swap_kb, max.swap_kb)
+            || beyond(count(asked.processes), count(max.processes))
+            || beyond(count(asked.threads), count(max.threads))
+    }
+
     /// The queue's maxima, as `bqueues -l` shows them.
     pub fn maxima(&self) -> wire::ResourceLimits {
         let max = |limit: Option<QueueLimit>| limit.map(|limit| limit.max);

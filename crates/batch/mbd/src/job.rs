@@ -889,15 +889,20 @@ impl Job {
             mem_limit_kb: request.mem_limit_kb,
             pre_exec: request.pre_exec.clone(),
             post_exec: request.post_exec.clone(),
-            limits: resource_limits(queue),
+            limits: resource_limits(queue, request),
         }
     }
 }
 
-/// The resource limits beyond `-W` and `-M` a job of `queue` runs with (`bsub` sets none of
-/// its own yet: the queue's default, else its maximum).
-pub(crate) fn resource_limits(queue: Option<&crate::QueueConfig>) -> wire::ResourceLimits {
-    queue.map(|queue| queue.limits.effective(&wire::ResourceLimits::default())).unwrap_or_default()
+/// The resource limits beyond `-W` and `-M` a job of `queue` submitted with `request` runs
+/// with: each its own (`bsub -c -F -D -S -C -v -p -T`), else the queue's default, else the
+/// queue's maximum.
+pub(crate) fn resource_limits(
+    queue: Option<&crate::QueueConfig>,
+    request: &wire::SubmitRequest,
+) -> wire::ResourceLimits {
+    let asked = request.limits.as_deref().copied().unwrap_or_default();
+    queue.map_or(asked, |queue| queue.limits.effective(&asked))
 }
 
 /// LSF's default project, of a job submitted without `-P` when lsb.params sets no other.

@@ -229,7 +229,7 @@ impl Mbd {
             queue_pre_exec: queue.map(|q| q.pre_exec.clone()).unwrap_or_default(),
             queue_post_exec: queue.map(|q| q.post_exec.clone()).unwrap_or_default(),
             nice: queue.map_or(0, |q| q.nice),
-            limits: crate::job::resource_limits(queue),
+            limits: crate::job::resource_limits(queue, request),
             job_starter: queue.map(|q| q.job_starter.clone()).unwrap_or_default(),
         }
     }

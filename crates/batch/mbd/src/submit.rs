@@ -150,8 +150,8 @@ impl Mbd {
 
     /// The queue's and the scheduler's conditions on a submission, with LSF's
     /// messages: interactive jobs only where INTERACTIVE allows them, the queue's USERS,
-    /// `-x` only where EXCLUSIVE = y, `-W` and `-M` within RUNLIMIT and MEMLIMIT, a `-R`
-    /// that parses and names known resources.
+    /// `-x` only where EXCLUSIVE = y, `-W`, `-M` and the other resource limits within the
+    /// queue's maxima, a `-R` that parses and names known resources.
     pub(crate) fn check_policy(
         &self,
         queue: &QueueConfig,
@@ -174,6 +174,7 @@ impl Mbd {
         let over = |limit: Option<&QueueLimit>, asked: u64| limit.is_some_and(|l| asked > l.max);
         if over(queue.run_limit_s.as_ref(), request.run_limit_s)
             || over(queue.mem_limit_kb.as_ref(), request.mem_limit_kb)
+            || request.limits.as_deref().is_some_and(|asked| queue.limits.exceeded_by(asked))
         {
             return Err("Cannot exceed queue's hard limit(s)");
         }

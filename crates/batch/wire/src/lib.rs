@@ -774,6 +774,9 @@ pub struct SubmitRequest {
     pub env: Vec<EnvVar>,
     /// `-Ep`: a post-execution command run on the execution host after the job; empty for none.
     pub post_exec: String,
+    /// `-c -F -D -S -C -v -p -T`: the job's own resource limits; `None` when none is given
+    /// (boxed: most jobs have none, and a pending job's submission stays small).
+    pub limits: Option<Box<ResourceLimits>>,
 }
 
 /// SUBMIT_JOB_REPLY.

@@ -807,7 +807,8 @@ fn client_request_envelope() {
     check_request("ClientRequest", StatusQuery {}, golden);
 }
 
-// Goal: SUBMIT_JOB keeps its 24 fields in order. Method: golden of a request in its envelope.
+// Goal: SUBMIT_JOB keeps its 25 fields in order, the job's limits last as XDR optional data.
+// Method: golden of a request in its envelope.
 #[test]
 fn submit_job() {
     let submit = SubmitRequest {
@@ -836,6 +837,7 @@ fn submit_job() {
         umask: 0o022,
         env: vec![EnvVar { name: "HOME".into(), value: "/home/alice".into() }],
         post_exec: "post".into(),
+        limits: Some(Box::new(ResourceLimits { cpu_s: Some(60), ..ResourceLimits::default() })),
     };
     let golden = r##"
         00000003 c0ffee 00                          # credential = 3 bytes
@@ -869,6 +871,15 @@ fn submit_job() {
         00000004 484f4d45                           # body.env[0].name = "HOME"
         0000000b 2f686f6d652f616c696365 00          # body.env[0].value = "/home/alice"
         00000004 706f7374                           # body.post_exec = "post"
+        00000001                                    # body.limits: present
+        00000001 000000000000003c                   # body.limits.cpu_s = Some(60)
+        00000000                                    # body.limits.file_kb = None
+        00000000                                    # body.limits.data_kb = None
+        00000000                                    # body.limits.stack_kb = None
+        00000000                                    # body.limits.core_kb = None
+        00000000                                    # body.limits.swap_kb = None
+        00000000                                    # body.limits.processes = None
+        00000000                                    # body.limits.threads = None
     "##;
     check_request("SUBMIT_JOB", submit, golden);
 }

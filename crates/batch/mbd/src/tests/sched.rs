@@ -379,8 +379,9 @@ fn interactive_queues_and_the_default_project() {
 }
 
 // Goal: a queue's NICE and resource limits reach its jobs: the dispatch snapshot sbatchd
-// runs the job with and bjobs' record carry the default where the queue has one, else the
-// maximum; bqueues shows the maxima; a queue without limits gives none.
+// runs the job with and bjobs' record carry the job's own limit, else the queue's default,
+// else its maximum; bqueues shows the maxima; a queue without limits gives none; a job's
+// own limit beyond a maximum is refused.
 #[test]
 fn queue_resource_limits_and_nice_reach_the_job() {
     let mut config = config();
@@ -409,6 +410,24 @@ fn queue_resource_limits_and_nice_reach_the_job() {
     let queue = &h.mbd.queue_query(&wire::QueueQuery { queues: vec![job.queue.to_string()] }).queues[0];
     assert_eq!(queue.limits, wire::ResourceLimits { cpu_s: Some(600), ..expected });
     assert_eq!(job.info(None).limits, wire::ResourceLimits::default());
+    // A job's own limits (bsub -c -F ...) win over the queue's default, within its maxima;
+    // one beyond a maximum is refused with LSF's message and nothing logged.
+    let own = wire::ResourceLimits { cpu_s: Some(600), file_kb: Some(10), ..wire::ResourceLimits::default() };
+    let request_with =
+        |limits: wire::ResourceLimits| wire::SubmitRequest { limits: Some(Box::new(limits)), ..request() };
+    h.step(submit(2, 2, "alice", request_with(own)));
+    let job = h.mbd.job(jref(2)).expect("the second job");
+    let specs = h.mbd.job_specs(&job);
+    assert_eq!(specs.limits, wire::ResourceLimits { cpu_s: Some(600), file_kb: Some(10), ..expected });
+    let logged = h.log.len();
+    for over in [
+        wire::ResourceLimits { cpu_s: Some(601), ..wire::ResourceLimits::default() },
+        wire::ResourceLimits { processes: Some(9), ..wire::ResourceLimits::default() },
+        wire::ResourceLimits { core_kb: Some(1), ..wire::ResourceLimits::default() },
+    ] {
+        rejected(&mut h, 3, "alice", request_with(over), "Cannot exceed queue's hard limit(s)");
+    }
+    assert_eq!(h.log.len(), logged, "nothing was logged");
 }
 
 // Goal: queues of one priority level stay merged by job id without fairshare,
