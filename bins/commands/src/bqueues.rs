@@ -19,7 +19,9 @@
 //! `-l` prints LSF's block per queue: `QUEUE: name`, the description line
 //! (`This is the default queue.` appended for the default one), the
 //! PARAMETERS/STATISTICS table with NICE and the SSUSP, USUSP and RSV
-//! columns, the limit blocks when set ([`crate::format::limit_blocks`]), then `USERS:` and
+//! columns, the limit blocks when set ([`crate::format::limit_blocks`]; `DEFAULT LIMITS:`
+//! and `MAXIMUM LIMITS:` when a limit has a default), `SCHEDULING POLICIES:` when the queue
+//! has one, then `USERS:` and
 //! `HOSTS:` (`all` when unrestricted), and `PRE_EXEC:`, `POST_EXEC:` and `JOB_STARTER:`
 //! when set.
 //!
@@ -117,7 +119,27 @@ pub fn format_bqueues_long(queues: &[wire::QueueInfo]) -> String {
             queue.n_ususp.to_string(),
             queue.n_reserved.to_string(),
         ]));
-        out.push_str(&limit_blocks(queue.run_limit_s, queue.mem_limit_kb, &queue.limits));
+        let defaults =
+            limit_blocks(queue.default_run_limit_s, queue.default_mem_limit_kb, &queue.default_limits);
+        let maxima = limit_blocks(queue.run_limit_s, queue.mem_limit_kb, &queue.limits);
+        if defaults.is_empty() {
+            out.push_str(&maxima);
+        } else {
+            out.push_str(&format!("\nDEFAULT LIMITS:{defaults}\nMAXIMUM LIMITS:{maxima}"));
+        }
+        let policies: Vec<&str> = [
+            (wire::QUEUE_POLICY_FAIRSHARE, "FAIRSHARE"),
+            (wire::QUEUE_POLICY_EXCLUSIVE, "EXCLUSIVE"),
+            (wire::QUEUE_POLICY_NO_INTERACTIVE, "NO_INTERACTIVE"),
+            (wire::QUEUE_POLICY_ONLY_INTERACTIVE, "ONLY_INTERACTIVE"),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| queue.policies & bit != 0)
+        .map(|(_, word)| word)
+        .collect();
+        if !policies.is_empty() {
+            out.push_str(&format!("\nSCHEDULING POLICIES:  {}\n", policies.join("  ")));
+        }
         let names = |names: &[String]| if names.is_empty() { "all".to_owned() } else { names.join(" ") };
         out.push_str(&format!("\nUSERS: {}\n", names(&queue.users)));
         out.push_str(&format!("HOSTS:  {}\n", names(&queue.hosts)));
@@ -255,6 +277,9 @@ mod tests {
         night.pre_exec = "/bin/check >> /tmp/pre.out".into();
         night.post_exec = "echo done".into();
         night.job_starter = "/usr/bin/time %USRCMD".into();
+        night.default_run_limit_s = 300;
+        night.policies = wire::QUEUE_POLICY_FAIRSHARE | wire::QUEUE_POLICY_NO_INTERACTIVE;
+        normal.policies = wire::QUEUE_POLICY_EXCLUSIVE;
         assert_eq!(
             format_bqueues_long(&[night, normal]),
             "\n\
@@ -265,11 +290,18 @@ mod tests {
              PRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV\n\
              \x20 40   20 Open:Active       -    1  2.0    -     0     0     0     0     0    0\n\
              \n\
+             DEFAULT LIMITS:\n\
+             \x20RUNLIMIT\n\
+             \x205.0 min\n\
+             \n\
+             MAXIMUM LIMITS:\n\
              \x20RUNLIMIT\n\
              \x2010.0 min\n\
              \n\
              \x20MEMLIMIT\n\
              \x20 100 M\n\
+             \n\
+             SCHEDULING POLICIES:  FAIRSHARE  NO_INTERACTIVE\n\
              \n\
              USERS: alice bob\n\
              HOSTS:  hostA\n\
@@ -283,6 +315,8 @@ mod tests {
              PARAMETERS/STATISTICS\n\
              PRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV\n\
              \x20 30    0 Open:Active       -    -    -    -     4     2     1     0     1    0\n\
+             \n\
+             SCHEDULING POLICIES:  EXCLUSIVE\n\
              \n\
              USERS: all\n\
              HOSTS:  all\n"

@@ -121,6 +121,20 @@ impl QueueResourceLimits {
             || beyond(count(asked.threads), count(max.threads))
     }
 
+    /// The defaults of the limits that have one (`CPULIMIT`, `DATALIMIT`, `PROCESSLIMIT`,
+    /// `THREADLIMIT`), as `bqueues -l` shows them.
+    pub fn defaults(&self) -> wire::ResourceLimits {
+        let default = |limit: Option<QueueLimit>| limit.and_then(|limit| limit.default);
+        let count = |limit: Option<QueueLimit>| default(limit).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        wire::ResourceLimits {
+            cpu_s: default(self.cpu_s),
+            data_kb: default(self.data_kb),
+            processes: count(self.processes),
+            threads: count(self.threads),
+            ..wire::ResourceLimits::default()
+        }
+    }
+
     /// The queue's maxima, as `bqueues -l` shows them.
     pub fn maxima(&self) -> wire::ResourceLimits {
         let max = |limit: Option<QueueLimit>| limit.map(|limit| limit.max);
@@ -211,6 +225,15 @@ pub enum PreExecRetryAction {
 }
 
 impl QueueConfig {
+    /// Its scheduling policies, as `bqueues -l` names them (`wire::QUEUE_POLICY_*`).
+    pub fn policies(&self) -> u32 {
+        let bit = |set: bool, bit: u32| if set { bit } else { 0 };
+        bit(self.fairshare.is_some(), wire::QUEUE_POLICY_FAIRSHARE)
+            | bit(self.exclusive, wire::QUEUE_POLICY_EXCLUSIVE)
+            | bit(self.interactive == QueueInteractive::No, wire::QUEUE_POLICY_NO_INTERACTIVE)
+            | bit(self.interactive == QueueInteractive::Only, wire::QUEUE_POLICY_ONLY_INTERACTIVE)
+    }
+
     /// A queue with no limit, no user list and no fairshare.
     pub fn new(name: QueueName, priority: u32) -> QueueConfig {
         QueueConfig {

@@ -94,6 +94,10 @@ impl Mbd {
                 post_exec: queue.post_exec.clone(),
                 limits: queue.limits.maxima(),
                 job_starter: queue.job_starter.clone(),
+                policies: queue.policies(),
+                default_run_limit_s: queue.run_limit_s.and_then(|limit| limit.default).unwrap_or(0),
+                default_mem_limit_kb: queue.mem_limit_kb.and_then(|limit| limit.default).unwrap_or(0),
+                default_limits: queue.limits.defaults(),
             })
             .collect();
         for (_, job) in self.store.live_jobs() {

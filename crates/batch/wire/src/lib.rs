@@ -1090,7 +1090,26 @@ pub struct QueueInfo {
     pub limits: ResourceLimits,
     /// `JOB_STARTER`; empty for none.
     pub job_starter: String,
+    /// The queue's scheduling policies, `QUEUE_POLICY_*` bits (`bqueues -l`'s `SCHEDULING
+    /// POLICIES:` line).
+    pub policies: u32,
+    /// The defaults of the limits that have one (`RUNLIMIT`, seconds; 0 for none).
+    pub default_run_limit_s: u64,
+    /// `MEMLIMIT`'s default, KiB; 0 for none.
+    pub default_mem_limit_kb: u64,
+    /// The defaults of the other limits that have one (`CPULIMIT`, `DATALIMIT`,
+    /// `PROCESSLIMIT`, `THREADLIMIT`).
+    pub default_limits: ResourceLimits,
 }
+
+/// [`QueueInfo::policies`]: `FAIRSHARE` is set.
+pub const QUEUE_POLICY_FAIRSHARE: u32 = 1;
+/// [`QueueInfo::policies`]: `EXCLUSIVE = y`.
+pub const QUEUE_POLICY_EXCLUSIVE: u32 = 2;
+/// [`QueueInfo::policies`]: `INTERACTIVE = NO`.
+pub const QUEUE_POLICY_NO_INTERACTIVE: u32 = 4;
+/// [`QueueInfo::policies`]: `INTERACTIVE = ONLY`.
+pub const QUEUE_POLICY_ONLY_INTERACTIVE: u32 = 8;
 
 /// A [`QueueInfo`] limit that is not set.
 pub const QUEUE_UNLIMITED: u32 = u32::MAX;
@@ -1125,6 +1144,10 @@ impl Default for QueueInfo {
             post_exec: String::new(),
             limits: ResourceLimits::default(),
             job_starter: String::new(),
+            policies: 0,
+            default_run_limit_s: 0,
+            default_mem_limit_kb: 0,
+            default_limits: ResourceLimits::default(),
         }
     }
 }

@@ -1145,6 +1145,10 @@ fn queue_query_reply() {
         post_exec: String::new(),
         limits: ResourceLimits { swap_kb: Some(2048), ..ResourceLimits::default() },
         job_starter: String::new(),
+        policies: QUEUE_POLICY_FAIRSHARE | QUEUE_POLICY_NO_INTERACTIVE,
+        default_run_limit_s: 600,
+        default_mem_limit_kb: 0,
+        default_limits: ResourceLimits { processes: Some(2), ..ResourceLimits::default() },
     };
     let reply = QueueQueryReply { queues: vec![queue], not_found: vec!["nosuch".into()] };
     let golden = r##"
@@ -1185,6 +1189,17 @@ fn queue_query_reply() {
         00000000                                    # queues[0].limits.processes = None
         00000000                                    # queues[0].limits.threads = None
         00000000                                    # queues[0].job_starter = ""
+        00000005                                    # queues[0].policies = FAIRSHARE | NO_INTERACTIVE
+        0000000000000258                            # queues[0].default_run_limit_s = 600
+        0000000000000000                            # queues[0].default_mem_limit_kb = 0
+        00000000                                    # queues[0].default_limits.cpu_s = None
+        00000000                                    # queues[0].default_limits.file_kb = None
+        00000000                                    # queues[0].default_limits.data_kb = None
+        00000000                                    # queues[0].default_limits.stack_kb = None
+        00000000                                    # queues[0].default_limits.core_kb = None
+        00000000                                    # queues[0].default_limits.swap_kb = None
+        00000001 00000002                           # queues[0].default_limits.processes = Some(2)
+        00000000                                    # queues[0].default_limits.threads = None
         00000001                                    # not_found: 1 element
         00000006 6e6f73756368 0000                  # not_found[0] = "nosuch"
     "##;

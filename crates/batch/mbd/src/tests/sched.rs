@@ -355,6 +355,8 @@ fn interactive_queues_and_the_default_project() {
         ..QueueConfig::new(queue("ionly"), 30)
     });
     config.default_project = "physics".into();
+    let policies: Vec<u32> = config.queues.iter().map(QueueConfig::policies).collect();
+    assert_eq!(policies, [wire::QUEUE_POLICY_NO_INTERACTIVE, 0, wire::QUEUE_POLICY_ONLY_INTERACTIVE]);
     let mut h = cluster(config);
     let mut interactive = request();
     interactive.file_flags = wire::submit_flags::INTERACTIVE;
@@ -409,6 +411,10 @@ fn queue_resource_limits_and_nice_reach_the_job() {
     assert_eq!(job.info(h.mbd.config.queue(&job.queue)).limits, expected);
     let queue = &h.mbd.queue_query(&wire::QueueQuery { queues: vec![job.queue.to_string()] }).queues[0];
     assert_eq!(queue.limits, wire::ResourceLimits { cpu_s: Some(600), ..expected });
+    assert_eq!(
+        queue.default_limits,
+        wire::ResourceLimits { cpu_s: Some(60), ..wire::ResourceLimits::default() }
+    );
     assert_eq!(job.info(None).limits, wire::ResourceLimits::default());
     // A job's own limits (bsub -c -F ...) win over the queue's default, within its maxima;
     // one beyond a maximum is refused with LSF's message and nothing logged.
