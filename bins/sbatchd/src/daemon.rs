@@ -453,16 +453,6 @@ fn write_ready_file(path: &Path) -> Result<(), Error> {
     layout::write_renamed(dir, &name.to_string_lossy(), pid_line.as_bytes(), false).map_err(io_error)
 }
 
-/// Whether the job has a limit sbatchd measures on the whole job, not the kernel per process.
-fn has_job_wide_limit(record: &JobRecord) -> bool {
-    let limits = &record.execution.limits;
-    record.run_spec.mem_limit_kb > 0
-        || limits.cpu_s.is_some()
-        || limits.swap_kb.is_some()
-        || limits.processes.is_some()
-        || limits.threads.is_some()
-}
-
 fn now_ms() -> u64 {
     lava_net::system_now_ms()
 }
@@ -693,7 +683,7 @@ impl Daemon {
         let limited: Vec<(JobRef, i32)> = self
             .sbd
             .jobs()
-            .filter(|record| record.is_running() && record.pgid > 1 && has_job_wide_limit(record))
+            .filter(|record| record.is_running() && record.pgid > 1 && record.has_measured_limit())
             .map(|record| (record.job, record.pgid))
             .collect();
         if limited.is_empty() {

@@ -40,35 +40,24 @@ fn same_seed_same_trace() {
     assert_eq!(hashes.len(), 3, "three seeds gave the same run");
 }
 
-// Goal: the budget exercises `bkill -r` and `brequeue -r`, not just their code
-// paths in principle. Method: a few dozen seeds end jobs by force and requeue
-// runs (every property of each run is checked as in `sim_seeds`).
+// Goal: the budget exercises the rare paths, not just their code in principle: `bkill -r`
+// and `brequeue -r`, and sbatchd's kills at the limits it measures (`-M`, the queues'
+// CPULIMIT, whose kill begins with SIGXCPU, and PROCESSLIMIT). Method: a few dozen seeds,
+// run once, end jobs by force, requeue runs and end jobs at a limit (every property of each
+// run is checked as in `sim_seeds`).
 #[test]
-fn forced_exits_and_requeues_happen() {
+fn rare_paths_happen() {
     let options = Options { trace: false, ..Options::from_env() };
-    let (mut n_forced, mut n_requeues) = (0, 0);
+    let (mut n_forced, mut n_requeues, mut n_over, mut n_kills) = (0, 0, 0, 0);
     for seed in 0..40 {
         let outcome = check(seed, &options).unwrap_or_else(|f| panic!("{f}"));
         n_forced += outcome.stats.n_forced_exits;
         n_requeues += outcome.stats.n_requeues;
-    }
-    assert!(n_forced > 0, "no bkill -r ended a job in 40 seeds");
-    assert!(n_requeues > 0, "no brequeue -r requeued a run in 40 seeds");
-}
-
-// Goal: the budget exercises sbatchd's kills at the limits it measures (`-M`, the queues'
-// CPULIMIT, whose kill begins with SIGXCPU, and PROCESSLIMIT), not just their code paths
-// in principle. Method: a few dozen seeds end jobs at a limit (each run checked as in
-// `sim_seeds`).
-#[test]
-fn limit_kills_happen() {
-    let options = Options { trace: false, ..Options::from_env() };
-    let (mut n_over, mut n_kills) = (0, 0);
-    for seed in 0..40 {
-        let outcome = check(seed, &options).unwrap_or_else(|f| panic!("{f}"));
         n_over += outcome.stats.n_usage_over;
         n_kills += outcome.stats.n_limit_kills;
     }
     eprintln!("limit kills: {n_over} measurements over a limit, {n_kills} jobs killed at one");
+    assert!(n_forced > 0, "no bkill -r ended a job in 40 seeds");
+    assert!(n_requeues > 0, "no brequeue -r requeued a run in 40 seeds");
     assert!(n_over > 0 && n_kills > 0, "{n_over} measurements over a limit, {n_kills} jobs killed at one");
 }

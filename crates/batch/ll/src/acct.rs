@@ -234,16 +234,16 @@ pub const TERM_ADMIN: TermReason =
 pub const TERM_MEMLIMIT: TermReason =
     TermReason { value: 16, text: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit" };
 
-/// A job killed over its queue's `PROCESSLIMIT`.
+/// A job killed over its process limit (`bsub -p`, `PROCESSLIMIT`).
 pub const TERM_PROCESSLIMIT: TermReason =
     TermReason { value: 7, text: "TERM_PROCESSLIMIT: job killed after reaching LSF process limit" };
-/// A job killed over its queue's `CPULIMIT`.
+/// A job killed over its CPU time limit (`bsub -c`, `CPULIMIT`).
 pub const TERM_CPULIMIT: TermReason =
     TermReason { value: 12, text: "TERM_CPULIMIT: job killed after reaching LSF CPU usage limit" };
-/// A job killed over its queue's `SWAPLIMIT`.
+/// A job killed over its virtual memory limit (`bsub -v`, `SWAPLIMIT`).
 pub const TERM_SWAP: TermReason =
     TermReason { value: 20, text: "TERM_SWAP: job killed after reaching LSF swap usage limit" };
-/// A job killed over its queue's `THREADLIMIT`.
+/// A job killed over its thread limit (`bsub -T`, `THREADLIMIT`).
 pub const TERM_THREADLIMIT: TermReason =
     TermReason { value: 21, text: "TERM_THREADLIMIT: job killed after reaching LSF thread limit" };
 

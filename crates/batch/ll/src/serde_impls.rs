@@ -253,6 +253,24 @@ mod tests {
                 lava_xdr::from_bytes(format_2, &lava_xdr::Limits::DEFAULT).expect("format 2 decodes");
             assert_eq!(back, plain, "queue {queue:?}");
         }
+        // A format 2 submission whose queue name's padding is not zero is damage, not a name.
+        let plain =
+            SubmitSpec::try_from(wire::SubmitRequest { queue: "q".into(), ..request(None) }).expect("valid");
+        let today = lava_xdr::to_bytes(&plain).expect("encodes");
+        let mut damaged = today[4..today.len() - 4].to_vec();
+        damaged[5] = 1;
+        let error =
+            lava_xdr::from_bytes::<SubmitSpec>(&damaged, &lava_xdr::Limits::DEFAULT).expect_err("refused");
+        assert!(error.to_string().contains("padding is not zero"), "{error}");
+        // A CPU time, process or thread limit of 0 cannot be meant; a core limit of 0 can.
+        for (zero, field) in [
+            (wire::ResourceLimits { cpu_s: Some(0), ..Default::default() }, "submit.limits.cpu_s"),
+            (wire::ResourceLimits { processes: Some(0), ..Default::default() }, "submit.limits.processes"),
+            (wire::ResourceLimits { threads: Some(0), ..Default::default() }, "submit.limits.threads"),
+        ] {
+            let error = SubmitSpec::try_from(request(Some(Box::new(zero)))).expect_err("refused");
+            assert_eq!(error.field, field);
+        }
         let mut garbage = lava_xdr::to_bytes(&limited).expect("encodes");
         garbage[..4].copy_from_slice(&0x1000u32.to_be_bytes());
         let error =

@@ -87,22 +87,7 @@ impl QueueResourceLimits {
     /// The limits a job of the queue runs with when it asked for `asked`: its own, else the
     /// queue's default, else the queue's maximum.
     pub fn effective(&self, asked: &wire::ResourceLimits) -> wire::ResourceLimits {
-        let pick = |limit: Option<QueueLimit>, asked: Option<u64>| {
-            asked.or(limit.map(|limit| limit.default.unwrap_or(limit.max)))
-        };
-        let count = |limit: Option<QueueLimit>, asked: Option<u32>| {
-            pick(limit, asked.map(u64::from)).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
-        };
-        wire::ResourceLimits {
-            cpu_s: pick(self.cpu_s, asked.cpu_s),
-            file_kb: asked.file_kb.or(self.file_kb),
-            data_kb: pick(self.data_kb, asked.data_kb),
-            stack_kb: asked.stack_kb.or(self.stack_kb),
-            core_kb: asked.core_kb.or(self.core_kb),
-            swap_kb: asked.swap_kb.or(self.swap_kb),
-            processes: count(self.processes, asked.processes),
-            threads: count(self.threads, asked.threads),
-        }
+        either(&either(asked, &self.defaults()), &self.maxima())
     }
 
     /// Whether a job's own limits go beyond one of the queue's maxima.
@@ -124,31 +109,45 @@ impl QueueResourceLimits {
     /// The defaults of the limits that have one (`CPULIMIT`, `DATALIMIT`, `PROCESSLIMIT`,
     /// `THREADLIMIT`), as `bqueues -l` shows them.
     pub fn defaults(&self) -> wire::ResourceLimits {
-        let default = |limit: Option<QueueLimit>| limit.and_then(|limit| limit.default);
-        let count = |limit: Option<QueueLimit>| default(limit).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        self.of_ranges(|limit| limit.default)
+    }
+
+    /// The queue's maxima, as `bqueues -l` shows them.
+    pub fn maxima(&self) -> wire::ResourceLimits {
         wire::ResourceLimits {
-            cpu_s: default(self.cpu_s),
-            data_kb: default(self.data_kb),
+            file_kb: self.file_kb,
+            stack_kb: self.stack_kb,
+            core_kb: self.core_kb,
+            swap_kb: self.swap_kb,
+            ..self.of_ranges(|limit| Some(limit.max))
+        }
+    }
+
+    /// `pick` of each limit that has a default and a maximum; the others none.
+    fn of_ranges(&self, pick: impl Fn(QueueLimit) -> Option<u64>) -> wire::ResourceLimits {
+        let count =
+            |limit: Option<QueueLimit>| limit.and_then(&pick).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        wire::ResourceLimits {
+            cpu_s: self.cpu_s.and_then(&pick),
+            data_kb: self.data_kb.and_then(&pick),
             processes: count(self.processes),
             threads: count(self.threads),
             ..wire::ResourceLimits::default()
         }
     }
+}
 
-    /// The queue's maxima, as `bqueues -l` shows them.
-    pub fn maxima(&self) -> wire::ResourceLimits {
-        let max = |limit: Option<QueueLimit>| limit.map(|limit| limit.max);
-        let count = |limit: Option<QueueLimit>| max(limit).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
-        wire::ResourceLimits {
-            cpu_s: max(self.cpu_s),
-            file_kb: self.file_kb,
-            data_kb: max(self.data_kb),
-            stack_kb: self.stack_kb,
-            core_kb: self.core_kb,
-            swap_kb: self.swap_kb,
-            processes: count(self.processes),
-            threads: count(self.threads),
-        }
+/// Each limit of `first`, else `second`'s.
+fn either(first: &wire::ResourceLimits, second: &wire::ResourceLimits) -> wire::ResourceLimits {
+    wire::ResourceLimits {
+        cpu_s: first.cpu_s.or(second.cpu_s),
+        file_kb: first.file_kb.or(second.file_kb),
+        data_kb: first.data_kb.or(second.data_kb),
+        stack_kb: first.stack_kb.or(second.stack_kb),
+        core_kb: first.core_kb.or(second.core_kb),
+        swap_kb: first.swap_kb.or(second.swap_kb),
+        processes: first.processes.or(second.processes),
+        threads: first.threads.or(second.threads),
     }
 }
 

@@ -191,7 +191,9 @@ use lava_batch_ll::{JobRef, JobSpec};
 use lava_batch_wire as wire;
 
 pub use invariants::Violation;
-pub use record::{Execution, Hooks, JobRecord, KillSequence, PID_NONE, PendingSignal, Refusal};
+pub use record::{
+    Execution, Hooks, JobRecord, KillSequence, MeasuredLimit, PID_NONE, PendingSignal, Refusal,
+};
 pub use run_spec::RunSpec;
 pub use sbd::{DISK_FULL_REFUSAL, Sbd};
 

@@ -107,6 +107,11 @@ impl Execution {
     }
 }
 
+/// A limit measured on the whole job ([`JobRecord::measured_limits`]): the limit in the unit
+/// of its reading (`None`: not set), the finish reason of a kill over it, and the reading of a
+/// sample it applies to.
+pub type MeasuredLimit = (Option<u64>, u32, fn(&crate::UsageSample) -> u64);
+
 /// The commands run around a job besides its `-E` (`RunSpec::pre_exec`), in LSF's order:
 /// the queue's `PRE_EXEC`, `-E`, the job, `-Ep`, the queue's `POST_EXEC`
 /// (docs/batch.md, "Pre- and post-execution commands"). Empty for none.
@@ -238,6 +243,27 @@ impl JobRecord {
     /// The process exists and its exit has not been captured.
     pub fn is_running(&self) -> bool {
         self.is_spawned() && !self.exit_status_valid
+    }
+
+    /// The limits measured on the whole job (the shell's `/proc` readings,
+    /// [`crate::Input::Usage`]) rather than set per process, in LSF's order of checks:
+    /// memory (`-M`), CPU time, virtual memory, processes, threads. Each is its limit in
+    /// the unit of its reading (`None`: not set), the finish reason of a kill over it, and
+    /// the reading of a [`crate::UsageSample`] it applies to.
+    pub fn measured_limits(&self) -> [MeasuredLimit; 5] {
+        let limits = &self.execution.limits;
+        [
+            (Some(self.run_spec.mem_limit_kb).filter(|kb| *kb > 0), wire::FINISH_MEM_LIMIT, |u| u.rss_kb),
+            (limits.cpu_s.map(|s| s.saturating_mul(1000)), wire::FINISH_CPU_LIMIT, |u| u.cpu_ms),
+            (limits.swap_kb, wire::FINISH_SWAP_LIMIT, |u| u.vm_kb),
+            (limits.processes.map(u64::from), wire::FINISH_PROCESS_LIMIT, |u| u.processes.into()),
+            (limits.threads.map(u64::from), wire::FINISH_THREAD_LIMIT, |u| u.threads.into()),
+        ]
+    }
+
+    /// Whether the job has a limit measured on the whole job ([`JobRecord::measured_limits`]).
+    pub fn has_measured_limit(&self) -> bool {
+        self.measured_limits().iter().any(|(limit, _, _)| limit.is_some())
     }
 
     /// Nothing is left to say to mbatchd: FINISH, or the refusal, was acked.

@@ -743,18 +743,10 @@ fn start_terminal_kill(record: &mut JobRecord, out: &mut Out<'_>) {
 /// The finish reason of the first of the job's limits that `usage` is over, in LSF's order
 /// of checks: memory (`-M`), CPU time, virtual memory, processes, threads.
 fn limit_crossed(record: &JobRecord, usage: &UsageSample) -> Option<u32> {
-    let limits = &record.execution.limits;
-    let over = |used: u64, limit: Option<u64>| limit.is_some_and(|limit| used > limit);
-    let mem_limit_kb = Some(record.run_spec.mem_limit_kb).filter(|limit| *limit > 0);
-    [
-        (over(usage.rss_kb, mem_limit_kb), wire::FINISH_MEM_LIMIT),
-        (over(usage.cpu_ms, limits.cpu_s.map(|s| s.saturating_mul(1000))), wire::FINISH_CPU_LIMIT),
-        (over(usage.vm_kb, limits.swap_kb), wire::FINISH_SWAP_LIMIT),
-        (over(usage.processes.into(), limits.processes.map(u64::from)), wire::FINISH_PROCESS_LIMIT),
-        (over(usage.threads.into(), limits.threads.map(u64::from)), wire::FINISH_THREAD_LIMIT),
-    ]
-    .into_iter()
-    .find_map(|(crossed, reason)| crossed.then_some(reason))
+    record
+        .measured_limits()
+        .into_iter()
+        .find_map(|(limit, reason, used)| limit.is_some_and(|limit| used(usage) > limit).then_some(reason))
 }
 
 /// A limit was crossed: start LSF's kill (its first signal), unless one is under way.
